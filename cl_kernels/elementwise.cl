@@ -1,0 +1,222 @@
+/*
+ * elementwise.cl: out = OP(x0, x1, x2, x3) element by element, over broadcast, strided N-d views.
+ *
+ * Layout: all operands share one logical Shape of `nd` dims (nd <= MAX_DIMS, which must match
+ * cltensor/ops/elementwise.py). A tensor operand is a View: an element offset into its buffer and
+ * one stride per dim, in elements; stride 0 broadcasts. A scalar operand is passed by value in the
+ * compute type CT (its View is ignored).
+ *
+ * Kernels (same arguments):
+ *   ew_contig   out and every tensor operand are contiguous over Shape: flat indexing.
+ *   ew_strided  general views: each work-item turns its linear index into per-operand offsets.
+ *
+ * Build options:
+ *   OP(a,b,c,d)  the operation: one of the OP_* macros below, or OP_user, a function that
+ *                cltensor.elementwise() prepends to this file from the user's expression
+ *   NARGS        number of operands, 1..4
+ *   T0..T3       storage type of each operand; SCALARk defined when operand k is a scalar argument
+ *   CT           compute type: operands are converted to it before OP
+ *   CT_FLOAT     defined when CT is float or double
+ *   OUT_T        storage type of the result; OUT_BOOL when the result is bool (stored as uchar 0/1)
+ * Tunables: none here; the launcher picks work sizes.
+ */
+#define MAX_DIMS 8
+
+typedef struct { long size[MAX_DIMS]; } Shape;
+typedef struct { long offset; long stride[MAX_DIMS]; } View;
+
+/* ---- the operation table ------------------------------------------------------------------ */
+#define OP_copy(a, b, c, d) (a)
+#define OP_neg(a, b, c, d) (-(a))
+#define OP_add(a, b, c, d) ((a) + (b))
+#define OP_sub(a, b, c, d) ((a) - (b))
+#define OP_rsub(a, b, c, d) ((b) - (a))
+#define OP_mul(a, b, c, d) ((a) * (b))
+#define OP_div(a, b, c, d) ((a) / (b))
+#define OP_rdiv(a, b, c, d) ((b) / (a))
+#define OP_add_scaled(a, b, c, d) ((a) + (c) * (b))
+#define OP_floor_divide(a, b, c, d) floor_div_ct(a, b)
+#define OP_rfloor_divide(a, b, c, d) floor_div_ct(b, a)
+#define OP_remainder(a, b, c, d) remainder_ct(a, b)
+#define OP_rremainder(a, b, c, d) remainder_ct(b, a)
+#define OP_pow(a, b, c, d) pow_ct(a, b)
+#define OP_rpow(a, b, c, d) pow_ct(b, a)
+#define OP_maximum(a, b, c, d) maximum_ct(a, b)
+#define OP_minimum(a, b, c, d) minimum_ct(a, b)
+#define OP_clamp(a, b, c, d) clamp_ct(a, b, c)
+#define OP_clamp_min(a, b, c, d) (is_nan_ct(a) ? (a) : ((a) < (b) ? (b) : (a)))
+#define OP_clamp_max(a, b, c, d) (is_nan_ct(a) ? (a) : ((a) > (b) ? (b) : (a)))
+#define OP_where(a, b, c, d) ((a) != 0 ? (b) : (c))
+#define OP_eq(a, b, c, d) ((a) == (b))
+#define OP_ne(a, b, c, d) ((a) != (b))
+#define OP_lt(a, b, c, d) ((a) < (b))
+#define OP_le(a, b, c, d) ((a) <= (b))
+#define OP_gt(a, b, c, d) ((a) > (b))
+#define OP_ge(a, b, c, d) ((a) >= (b))
+#define OP_logical_and(a, b, c, d) (((a) != 0) && ((b) != 0))
+#define OP_logical_or(a, b, c, d) (((a) != 0) || ((b) != 0))
+#define OP_logical_xor(a, b, c, d) (((a) != 0) != ((b) != 0))
+#define OP_logical_not(a, b, c, d) ((a) == 0)
+#define OP_abs(a, b, c, d) abs_ct(a)
+#define OP_sign(a, b, c, d) (CT)(((a) > 0) - ((a) < 0))
+#define OP_relu(a, b, c, d) ((a) < 0 ? (CT)0 : (a))
+#define OP_exp(a, b, c, d) exp(a)
+#define OP_log(a, b, c, d) log(a)
+#define OP_log1p(a, b, c, d) log1p(a)
+#define OP_expm1(a, b, c, d) expm1(a)
+#define OP_sqrt(a, b, c, d) sqrt(a)
+#define OP_rsqrt(a, b, c, d) rsqrt(a)
+#define OP_sin(a, b, c, d) sin(a)
+#define OP_cos(a, b, c, d) cos(a)
+#define OP_tanh(a, b, c, d) tanh(a)
+#define OP_sigmoid(a, b, c, d) sigmoid_ct(a)
+#define OP_floor(a, b, c, d) floor(a)
+#define OP_ceil(a, b, c, d) ceil(a)
+#define OP_round(a, b, c, d) rint(a)
+#define OP_trunc(a, b, c, d) trunc(a)
+#define OP_reciprocal(a, b, c, d) ((CT)1 / (a))
+#define OP_square(a, b, c, d) ((a) * (a))
+#define OP_isnan(a, b, c, d) is_nan_ct(a)
+#define OP_isinf(a, b, c, d) is_inf_ct(a)
+#define OP_isfinite(a, b, c, d) (!is_nan_ct(a) && !is_inf_ct(a))
+
+/* ---- helpers that differ between floating and integer compute types -------------------------- */
+#ifdef CT_FLOAT
+inline int is_nan_ct(CT a) { return isnan(a); }
+inline int is_inf_ct(CT a) { return isinf(a); }
+inline CT abs_ct(CT a) { return fabs(a); }
+inline CT sigmoid_ct(CT a) { return (CT)1 / ((CT)1 + exp(-a)); }
+inline CT floor_div_ct(CT a, CT b) { return floor(a / b); }
+/* Python's modulo: the result takes the divisor's sign. */
+inline CT remainder_ct(CT a, CT b) {
+  CT m = fmod(a, b);
+  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
+}
+inline CT pow_ct(CT a, CT b) { return pow(a, b); }
+#else
+inline int is_nan_ct(CT a) { return 0; }
+inline int is_inf_ct(CT a) { return 0; }
+inline CT abs_ct(CT a) { return a < 0 ? -a : a; }
+inline CT sigmoid_ct(CT a) { return a; }
+/* Integer division guarded against a zero divisor and MIN / -1, which trap on x86 (the Python
+ * layer raises ZeroDivisionError before launching when a divisor is zero). */
+inline CT floor_div_ct(CT a, CT b) {
+  if (b == 0) return 0;
+  if (b == -1) return -a;
+  CT q = a / b;
+  return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+inline CT remainder_ct(CT a, CT b) {
+  if (b == 0 || b == -1) return 0;
+  CT m = a % b;
+  return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
+}
+inline CT pow_ct(CT a, CT e) {
+  if (e < 0) return a == 1 ? 1 : (a == -1 ? ((e & 1) ? -1 : 1) : 0);
+  CT r = 1;
+  while (e) { if (e & 1) r *= a; a *= a; e >>= 1; }
+  return r;
+}
+#endif
+inline CT maximum_ct(CT a, CT b) { return is_nan_ct(a) ? a : (is_nan_ct(b) ? b : (a > b ? a : b)); }
+inline CT minimum_ct(CT a, CT b) { return is_nan_ct(a) ? a : (is_nan_ct(b) ? b : (a < b ? a : b)); }
+inline CT clamp_ct(CT a, CT lo, CT hi) {
+  if (is_nan_ct(a)) return a;
+  CT t = a < lo ? lo : a;
+  return t > hi ? hi : t;
+}
+
+/* ---- operands ------------------------------------------------------------------------------ */
+#ifdef OUT_BOOL
+#define STORE(r) ((uchar)((r) != 0))
+#else
+#define STORE(r) ((OUT_T)(r))
+#endif
+
+#ifdef SCALAR0
+#define ARG0 , const CT s0, const View v0
+#define LD0(o) s0
+#else
+#define ARG0 , __global const T0* x0, const View v0
+#define LD0(o) ((CT)x0[o])
+#endif
+
+#if NARGS >= 2
+#ifdef SCALAR1
+#define ARG1 , const CT s1, const View v1
+#define LD1(o) s1
+#else
+#define ARG1 , __global const T1* x1, const View v1
+#define LD1(o) ((CT)x1[o])
+#endif
+#define OFF1(k, d) o1 += k * v1.stride[d];
+#else
+#define ARG1
+#define LD1(o) ((CT)0)
+#define OFF1(k, d)
+#endif
+
+#if NARGS >= 3
+#ifdef SCALAR2
+#define ARG2 , const CT s2, const View v2
+#define LD2(o) s2
+#else
+#define ARG2 , __global const T2* x2, const View v2
+#define LD2(o) ((CT)x2[o])
+#endif
+#define OFF2(k, d) o2 += k * v2.stride[d];
+#else
+#define ARG2
+#define LD2(o) ((CT)0)
+#define OFF2(k, d)
+#endif
+
+#if NARGS >= 4
+#ifdef SCALAR3
+#define ARG3 , const CT s3, const View v3
+#define LD3(o) s3
+#else
+#define ARG3 , __global const T3* x3, const View v3
+#define LD3(o) ((CT)x3[o])
+#endif
+#define OFF3(k, d) o3 += k * v3.stride[d];
+#else
+#define ARG3
+#define LD3(o) ((CT)0)
+#define OFF3(k, d)
+#endif
+
+#define ARGS ARG0 ARG1 ARG2 ARG3
+
+__kernel void ew_contig(const long n, const int nd, const Shape shape,
+                        __global OUT_T* out, const View vo ARGS) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  out[vo.offset + i] = STORE(OP(LD0(v0.offset + i), LD1(v1.offset + i),
+                                LD2(v2.offset + i), LD3(v3.offset + i)));
+}
+
+__kernel void ew_strided(const long n, const int nd, const Shape shape,
+                         __global OUT_T* out, const View vo ARGS) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  long r = i, o = vo.offset, o0 = v0.offset;
+#if NARGS >= 2
+  long o1 = v1.offset;
+#endif
+#if NARGS >= 3
+  long o2 = v2.offset;
+#endif
+#if NARGS >= 4
+  long o3 = v3.offset;
+#endif
+  for (int d = nd - 1; d >= 0; --d) {
+    const long size = shape.size[d];
+    const long k = r % size;
+    r /= size;
+    o += k * vo.stride[d];
+    o0 += k * v0.stride[d];
+    OFF1(k, d) OFF2(k, d) OFF3(k, d)
+  }
+  out[o] = STORE(OP(LD0(o0), LD1(o1), LD2(o2), LD3(o3)));
+}

@@ -1,0 +1,34 @@
+"""cltensor: a hardware-agnostic OpenCL tensor backend with Torch's names and semantics."""
+from . import dtypes
+from .creation import *  # noqa: F401,F403
+from .device import (Device, DeviceError, OutOfMemoryError, default_device, devices,  # noqa: F401
+                     get_device, memory_stats, reset_peak_memory_stats, set_default_device,
+                     synchronize)
+from .dtypes import bool_, double, float32, float64, int32, int64, long  # noqa: F401
+from .dtypes import float, int  # noqa: F401,A004
+from .dtypes import bool_ as bool  # noqa: F401,A004
+from .dtypes import promote_types, result_type  # noqa: F401
+from .ops import indexing, matmul, pointwise, ranges, reduce, shape
+from .ops.elementwise import broadcast_shapes  # noqa: F401
+from .ops.indexing import *  # noqa: F401,F403
+from .ops.matmul import *  # noqa: F401,F403
+from .ops.pointwise import *  # noqa: F401,F403
+from .ops.ranges import *  # noqa: F401,F403
+from .ops.reduce import *  # noqa: F401,F403
+from .ops.shape import *  # noqa: F401,F403
+from .profiler import profile  # noqa: F401
+from .program import KernelBuildError, clear_cache  # noqa: F401
+from . import random
+from .random import *  # noqa: F401,F403
+from .tensor import CHANNELS_LAST as channels_last  # noqa: F401
+from .tensor import CONTIGUOUS_FORMAT as contiguous_format  # noqa: F401
+from .tensor import ClTensor
+
+Tensor = ClTensor
+
+for _module in (pointwise, reduce, shape, indexing, matmul, ranges, random):
+    for _name, _fn in _module.TENSOR_METHODS.items():
+        setattr(ClTensor, _name, _fn)
+del _module, _name, _fn
+
+__version__ = "0.1.0"

@@ -1,0 +1,114 @@
+"""Creating tensors: from Python data and numpy, and filled with a value."""
+import numbers
+
+import numpy as np
+import pyopencl as cl
+
+from . import dtypes as dt
+from .device import get_device
+from .tensor import ClTensor, _size_args
+
+__all__ = ["tensor", "as_tensor", "from_numpy", "empty", "zeros", "ones", "full", "empty_like",
+           "zeros_like", "ones_like", "full_like"]
+
+
+def _host_array(data, op):
+    """data as a numpy array, with a clear error for ragged or non-numeric input."""
+    if isinstance(data, np.ndarray):
+        return data
+    try:
+        arr = np.array(data)
+    except ValueError as e:
+        raise ValueError(f"{op}: ragged nested sequence (every row must have the same length): {e}") from None
+    if arr.dtype == object or arr.dtype.kind not in "biuf":
+        raise TypeError(f"{op}: cannot make a tensor from {type(data).__name__} "
+                        f"(numpy sees dtype {arr.dtype})")
+    return arr
+
+
+def _default_dtype(arr, from_python):
+    """torch.tensor's inference: Python floats give float32, ints int64; numpy keeps its dtype."""
+    if arr.dtype.kind == "f":
+        return dt.float32 if from_python else arr.dtype
+    if arr.dtype.kind in "iu":
+        return dt.int64 if from_python or arr.dtype.itemsize > 4 or arr.dtype.kind == "u" else dt.int32
+    return dt.bool_
+
+
+def from_numpy(array, device=None, dtype=None):
+    """Copy a numpy array to the device (keeping its dtype unless `dtype` is given)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy array, got {type(array).__name__}")
+    target = dt.as_dtype(dtype) or dt.as_dtype(_default_dtype(array, False)
+                                               if array.dtype not in dt.DTYPES else array.dtype)
+    host = np.ascontiguousarray(array, dtype=target)
+    out = ClTensor.empty_on(host.shape, target, get_device(device))
+    if host.size:
+        cl.enqueue_copy(out.device.queue, out.storage.buf, host, is_blocking=True)
+    return out
+
+
+def tensor(data, dtype=None, device=None):
+    """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays or a tensor).
+
+    Example:
+        x = cltensor.tensor([[1.0, 2.0], [3.0, 4.0]])   # float32, on the default device
+    """
+    if isinstance(data, ClTensor):
+        out = data.to(device=device or data.device, dtype=dtype, copy=True)
+    else:
+        from_python = not isinstance(data, np.ndarray)
+        arr = _host_array(data, "tensor")
+        target = dt.as_dtype(dtype) or _default_dtype(arr, from_python)
+        out = from_numpy(arr, device=device, dtype=target)
+    return out
+
+
+def as_tensor(data, dtype=None, device=None):
+    if isinstance(data, ClTensor):
+        return data.to(device=device or data.device, dtype=dtype)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def empty(*size, dtype=None, device=None, memory_format="contiguous_format"):
+    return ClTensor.empty_on(_size_args(size, "empty"), dt.as_dtype(dtype) or dt.float32,
+                            get_device(device), memory_format)
+
+
+def full(size, fill_value, dtype=None, device=None):
+    if not isinstance(fill_value, (numbers.Number, np.bool_)):
+        raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
+    size = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+    return empty(size, dtype=dtype or dt.scalar_dtype(fill_value), device=device).fill_(fill_value)
+
+
+def zeros(*size, dtype=None, device=None):
+    return full(_size_args(size, "zeros"), 0, dtype=dtype or dt.float32, device=device)
+
+
+def ones(*size, dtype=None, device=None):
+    return full(_size_args(size, "ones"), 1, dtype=dtype or dt.float32, device=device)
+
+
+def _like(x, dtype, device):
+    return x.shape, dtype or x.dtype, device or x.device
+
+
+def empty_like(x, dtype=None, device=None):
+    shape, dtype, device = _like(x, dtype, device)
+    return empty(shape, dtype=dtype, device=device)
+
+
+def zeros_like(x, dtype=None, device=None):
+    shape, dtype, device = _like(x, dtype, device)
+    return full(shape, 0, dtype=dtype, device=device)
+
+
+def ones_like(x, dtype=None, device=None):
+    shape, dtype, device = _like(x, dtype, device)
+    return full(shape, 1, dtype=dtype, device=device)
+
+
+def full_like(x, fill_value, dtype=None, device=None):
+    shape, dtype, device = _like(x, dtype, device)
+    return full(shape, fill_value, dtype=dtype, device=device)

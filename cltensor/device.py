@@ -1,0 +1,220 @@
+"""OpenCL devices: discovery, the default device, one context/queue/memory pool per device."""
+import os
+import re
+import weakref
+from dataclasses import dataclass
+
+import pyopencl as cl
+import pyopencl.tools as cl_tools
+
+NO_DEVICE_HELP = (
+    "cltensor: no OpenCL device found. Install an OpenCL driver, for example PoCL for the CPU:\n"
+    "  Debian/Ubuntu: apt-get install pocl-opencl-icd\n"
+    "  anywhere else: pip install pocl-binary-distribution")
+
+
+class DeviceError(RuntimeError):
+    """No usable OpenCL device, or a device that does not match a request."""
+
+
+class OutOfMemoryError(RuntimeError):
+    """An allocation larger than the device allows, or one the device could not satisfy."""
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    index: str
+    platform: str
+    name: str
+    type: str
+    compute_units: int
+    global_mem: int
+    local_mem: int
+    max_alloc: int
+    max_work_group: int
+    fp64: bool
+    version: str
+    driver: str
+
+
+class Device:
+    """One OpenCL device with its lazily made context, in-order profiling queue and memory pool."""
+
+    def __init__(self, index, cl_device):
+        self.index = index
+        self.cl_device = cl_device
+        self.name = cl_device.name.strip()
+        self.platform_name = cl_device.platform.name.strip()
+        self.is_gpu = bool(cl_device.type & cl.device_type.GPU)
+        self.is_cpu = bool(cl_device.type & cl.device_type.CPU)
+        self.has_fp64 = "cl_khr_fp64" in cl_device.extensions
+        self.max_alloc = cl_device.max_mem_alloc_size
+        self.max_work_group = cl_device.max_work_group_size
+        self.local_mem = cl_device.local_mem_size
+        self._context = self._queue = self._pool = None
+        self.allocated = 0
+        self.peak = 0
+
+    @property
+    def context(self):
+        if self._context is None:
+            self._context = cl.Context([self.cl_device])
+        return self._context
+
+    @property
+    def queue(self):
+        if self._queue is None:
+            props = cl.command_queue_properties.PROFILING_ENABLE
+            self._queue = cl.CommandQueue(self.context, self.cl_device, properties=props)
+        return self._queue
+
+    @property
+    def pool(self):
+        if self._pool is None:
+            self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
+        return self._pool
+
+    def allocate(self, nbytes):
+        """A pooled buffer of at least nbytes (at least one byte); counted in memory_stats."""
+        if nbytes > self.max_alloc:
+            raise OutOfMemoryError(
+                f"cannot allocate {nbytes} bytes on {self}: the device's largest allocation "
+                f"is {self.max_alloc} bytes")
+        try:
+            buf = self.pool.allocate(max(nbytes, 1))
+        except cl.Error as e:
+            raise OutOfMemoryError(f"cannot allocate {nbytes} bytes on {self}: {e}") from None
+        self.allocated += nbytes
+        self.peak = max(self.peak, self.allocated)
+        return buf
+
+    def _release(self, nbytes):
+        self.allocated -= nbytes
+
+    def synchronize(self):
+        self.queue.finish()
+
+    def info(self):
+        d = self.cl_device
+        kind = "GPU" if self.is_gpu else "CPU" if self.is_cpu else "other"
+        return DeviceInfo(self.index, self.platform_name, self.name, kind, d.max_compute_units,
+                          d.global_mem_size, d.local_mem_size, d.max_mem_alloc_size,
+                          d.max_work_group_size, self.has_fp64, d.version, d.driver_version)
+
+    def __repr__(self):
+        return f"Device('{self.index}', '{self.name}')"
+
+    def __str__(self):
+        return f"cl:{self.index} ({self.name})"
+
+
+class Storage:
+    """A device buffer of nbytes; the pool gets it back (and memory_stats forgets it) when it dies."""
+
+    def __init__(self, device, nbytes):
+        self.device = device
+        self.nbytes = nbytes
+        self.buf = device.allocate(nbytes)
+        weakref.finalize(self, device._release, nbytes)
+
+
+_devices = None
+_default = None
+
+
+def all_devices():
+    """Every OpenCL device of every platform, as Device objects (made once)."""
+    global _devices
+    if _devices is None:
+        try:
+            platforms = cl.get_platforms()
+        except cl.Error:
+            platforms = []
+        _devices = []
+        for p, plat in enumerate(platforms):
+            try:
+                devs = plat.get_devices()
+            except cl.Error:
+                continue
+            _devices.extend(Device(f"{p}:{d}", dev) for d, dev in enumerate(devs))
+    return _devices
+
+
+def devices():
+    """A DeviceInfo for every OpenCL device present."""
+    return [d.info() for d in all_devices()]
+
+
+def _pocl_version(dev):
+    m = re.search(r"PoCL (\d+)\.(\d+)", dev.cl_device.platform.version)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+
+def _pick_default():
+    devs = all_devices()
+    if not devs:
+        raise DeviceError(NO_DEVICE_HELP)
+    spec = os.environ.get("CLTENSOR_DEVICE")
+    if spec:
+        return get_device(spec)
+    gpus = [d for d in devs if d.is_gpu]
+    if gpus:
+        return gpus[0]
+    cpus = [d for d in devs if d.is_cpu] or devs
+    return max(cpus, key=lambda d: (_pocl_version(d), d.cl_device.max_compute_units))
+
+
+def get_device(spec=None):
+    """Resolve a device spec: None (the default), a Device, 'p:d' indices, or a name substring."""
+    if spec is None:
+        return default_device()
+    if isinstance(spec, Device):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"device must be a Device, a 'platform:device' index or a name, got {spec!r}")
+    devs = all_devices()
+    if not devs:
+        raise DeviceError(NO_DEVICE_HELP)
+    s = spec.strip()
+    if s.startswith("cl:"):
+        s = s[3:]
+    for d in devs:
+        if d.index == s:
+            return d
+    low = s.lower()
+    for d in devs:
+        if low in d.name.lower() or low in d.platform_name.lower():
+            return d
+    known = ", ".join(f"{d.index} {d.name}" for d in devs)
+    raise DeviceError(f"no OpenCL device matches {spec!r}; devices: {known}")
+
+
+def default_device():
+    global _default
+    if _default is None:
+        _default = _pick_default()
+    return _default
+
+
+def set_default_device(spec):
+    """Make `spec` (see get_device) the device that creation functions use by default."""
+    global _default
+    _default = get_device(spec)
+    return _default
+
+
+def memory_stats(device=None):
+    """Bytes held by live tensors on the device now, the peak since the last reset, and the pool's size."""
+    d = get_device(device)
+    pool = d._pool
+    return {"allocated": d.allocated, "peak": d.peak,
+            "pool_held": pool.managed_bytes if pool is not None else 0}
+
+
+def reset_peak_memory_stats(device=None):
+    d = get_device(device)
+    d.peak = d.allocated
+
+
+def synchronize(device=None):
+    get_device(device).synchronize()

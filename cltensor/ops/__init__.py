@@ -1,0 +1,1 @@
+"""Operations on ClTensors: shapes, dtypes and checks here, kernels in cl_kernels/."""

@@ -1,0 +1,244 @@
+"""Elementwise operations: broadcasting, dtype rules and launches of cl_kernels/elementwise.cl."""
+import numbers
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..program import build_program, ctype_of, launch, read_source, round_up
+
+KERNEL_FILE = "elementwise.cl"
+MAX_DIMS = 8  # must match MAX_DIMS in cl_kernels/elementwise.cl
+SHAPE_T = np.dtype([("size", np.int64, MAX_DIMS)])
+VIEW_T = np.dtype([("offset", np.int64), ("stride", np.int64, MAX_DIMS)])
+_DUMMY_VIEW = np.zeros((), VIEW_T)
+_kernels = {}
+
+
+def is_tensor(x):
+    from ..tensor import ClTensor
+    return isinstance(x, ClTensor)
+
+
+def check_scalar(x, op):
+    if not isinstance(x, (numbers.Number, np.bool_)) or isinstance(x, complex):
+        raise TypeError(f"{op}: expected a tensor or a real Python number, got {type(x).__name__}")
+
+
+def broadcast_shapes(*shapes):
+    """numpy/torch broadcasting of shapes; ValueError naming the shapes when they do not fit."""
+    nd = max((len(s) for s in shapes), default=0)
+    out = [1] * nd
+    for s in shapes:
+        for i, n in enumerate(s, nd - len(s)):
+            if n != out[i] and out[i] != 1 and n != 1:
+                raise ValueError("shapes " + " and ".join(str(tuple(x)) for x in shapes)
+                                 + " cannot be broadcast together")
+            if n != 1:
+                out[i] = n
+    return tuple(out)
+
+
+def common_device(tensors, op):
+    dev = tensors[0].device
+    for t in tensors[1:]:
+        if t.device is not dev:
+            raise RuntimeError(f"{op}: expected all tensors on the same device, got {dev} and {t.device}")
+    return dev
+
+
+def broadcast_strides(t, shape):
+    """t's strides seen over `shape` (stride 0 on broadcast dims)."""
+    lead = len(shape) - len(t.shape)
+    st = [0] * lead
+    for n, s, full in zip(t.shape, t.strides, shape[lead:]):
+        st.append(s if n == full else 0)
+    return st
+
+
+def collapse(shape, stride_lists):
+    """Drop size-1 dims and merge neighbours that are contiguous for every operand."""
+    dims = [(n, [s[i] for s in stride_lists]) for i, n in enumerate(shape) if n != 1]
+    merged = []
+    for n, st in dims:
+        if merged:
+            pn, pst = merged[-1]
+            if all(p == s * n for p, s in zip(pst, st)):
+                merged[-1] = (pn * n, st)
+                continue
+        merged.append((n, st))
+    return [n for n, _ in merged], [[st[k] for _, st in merged] for k in range(len(stride_lists))]
+
+
+def _view(offset, strides):
+    v = np.zeros((), VIEW_T)
+    v["offset"] = offset
+    v["stride"][:len(strides)] = strides
+    return v
+
+
+def overlaps_differently(out, t):
+    """True when t reads the storage `out` writes, through a different view (a hazard)."""
+    return (t.storage is out.storage and
+            (t.offset != out.offset or t.strides != out.strides or t.shape != out.shape))
+
+
+def check_writable(out, op):
+    if any(s == 0 and n > 1 for n, s in zip(out.shape, out.strides)):
+        raise RuntimeError(f"{op}: the output has several elements in one memory location "
+                           f"(an expanded view); call .clone() first")
+
+
+def launch_elementwise(op_macro, operands, out, compute_dtype, user_op=None):
+    """out[...] = OP(operands...), operands being tensors (broadcast to out.shape) or scalars."""
+    tensors = [x for x in operands if is_tensor(x)]
+    device = out.device
+    if any(overlaps_differently(out, t) for t in tensors):
+        tmp = out.__class__.empty_on(out.shape, out.dtype, device)
+        launch_elementwise(op_macro, operands, tmp, compute_dtype, user_op)
+        return launch_elementwise("OP_copy", [tmp], out, out.dtype)
+    n = out.numel()
+    if n == 0:
+        return out
+    stride_lists = [list(out.strides)] + [broadcast_strides(t, out.shape) for t in tensors]
+    shape, strides = collapse(out.shape, stride_lists)
+    if len(shape) > MAX_DIMS:
+        raise ValueError(f"elementwise ops support at most {MAX_DIMS} non-mergeable dims, got {len(shape)}")
+    contig = all(st == ([1] if shape else []) for st in strides)
+    kernel = _get_kernel(device, op_macro, operands, out.dtype, compute_dtype, user_op,
+                         "ew_contig" if contig else "ew_strided")
+    shp = np.zeros((), SHAPE_T)
+    shp["size"][:len(shape)] = shape
+    args = [np.int64(n), np.int32(len(shape)), shp, out.storage.buf, _view(out.offset, strides[0])]
+    views = iter(strides[1:])
+    ct = compute_dtype.type if compute_dtype != dt.bool_ else np.uint8
+    for x in operands:
+        if is_tensor(x):
+            args += [x.storage.buf, _view(x.offset, next(views))]
+        else:
+            args += [ct(x), _DUMMY_VIEW]
+    local = None if device.is_cpu else (min(256, device.max_work_group),)
+    gsize = n if local is None else round_up(n, local[0])
+    launch(device, kernel, (gsize,), local, *args)
+    return out
+
+
+def _get_kernel(device, op_macro, operands, out_dtype, compute_dtype, user_op, name):
+    sig = tuple(x.dtype if is_tensor(x) else None for x in operands)
+    key = (device.index, op_macro, sig, out_dtype, compute_dtype, user_op, name)
+    k = _kernels.get(key)
+    if k is None:
+        defines = {"OP": op_macro, "NARGS": len(operands), "CT": ctype_of(compute_dtype),
+                   "OUT_T": ctype_of(out_dtype)}
+        if dt.is_floating(compute_dtype):
+            defines["CT_FLOAT"] = None
+        if out_dtype == dt.bool_:
+            defines["OUT_BOOL"] = None
+        for i, d in enumerate(sig):
+            if d is None:
+                defines[f"SCALAR{i}"] = None
+            else:
+                defines[f"T{i}"] = ctype_of(d)
+        source = None if user_op is None else user_op + read_source(KERNEL_FILE)
+        prog = build_program(device, KERNEL_FILE, defines, source)
+        k = _kernels[key] = getattr(prog, name)
+    return k
+
+
+def clear_kernels():
+    _kernels.clear()
+
+
+# ---- the ops, with torch's dtype rules --------------------------------------------------------
+
+def _new_out(operands, dtype, op):
+    from ..tensor import ClTensor
+    tensors = [x for x in operands if is_tensor(x)]
+    device = common_device(tensors, op)
+    shape = broadcast_shapes(*[t.shape for t in tensors])
+    return ClTensor.empty_on(shape, dtype, device)
+
+
+def _prepare(op, operands, out):
+    for x in operands:
+        if not is_tensor(x):
+            check_scalar(x, op)
+    tensors = [x for x in operands if is_tensor(x)]
+    if not tensors:
+        raise TypeError(f"{op}: expected at least one tensor operand")
+    if out is not None:
+        common_device(tensors + [out], op)
+        shape = broadcast_shapes(*[t.shape for t in tensors] + [out.shape])
+        if shape != out.shape:
+            raise ValueError(f"{op}: the result's shape {shape} does not match the output's "
+                             f"shape {out.shape}")
+        check_writable(out, op)
+
+
+def _finish(op_macro, operands, compute_dtype, out_dtype, out, op, user_op=None):
+    _prepare(op, operands, out)
+    if out is None:
+        out = _new_out(operands, out_dtype, op)
+    elif dt.category(out_dtype) > dt.category(out.dtype):
+        raise TypeError(f"{op}: result type {out_dtype} can't be cast to the output's dtype {out.dtype}")
+    return launch_elementwise(op_macro, operands, out, compute_dtype, user_op)
+
+
+def binary(name, a, b, out=None, float_result=False):
+    """a <name> b with torch's promotion; float_result promotes integer results to float32."""
+    rt = dt.result_type(a, b)
+    if float_result and not dt.is_floating(rt):
+        rt = dt.float32
+    if name in ("sub", "rsub", "neg") and rt == dt.bool_:
+        raise TypeError(f"{name}: subtraction of bool tensors is not supported; use logical_xor")
+    return _finish(f"OP_{name}", [a, b], rt, rt, out, name)
+
+
+def int_divisor_check(b, rt, name):
+    """Integer division by zero raises (as torch does on the CPU) rather than give garbage."""
+    if dt.is_floating(rt):
+        return
+    if is_tensor(b):
+        from .reduce import any as any_
+        zero = b == 0
+        if any_(zero).item():
+            raise ZeroDivisionError(f"{name}: integer division by zero")
+    elif b == 0:
+        raise ZeroDivisionError(f"{name}: integer division by zero")
+
+
+def unary(name, x, out=None, float_only=False):
+    """OP_<name>(x); float_only ops turn integer and bool inputs into float32 results."""
+    if not is_tensor(x):
+        raise TypeError(f"{name}: expected a tensor, got {type(x).__name__}")
+    rt = x.dtype
+    if float_only and not dt.is_floating(rt):
+        rt = dt.float32
+    return _finish(f"OP_{name}", [x], rt, rt, out, name)
+
+
+def predicate(name, operands, out=None):
+    """A comparison or logical op: computed in the promoted type, stored as bool."""
+    rt = dt.result_type(*operands)
+    return _finish(f"OP_{name}", list(operands), rt, dt.bool_, out, name)
+
+
+def ternary(name, operands, rt, out=None):
+    return _finish(f"OP_{name}", list(operands), rt, rt, out, name)
+
+
+def copy_into(out, src):
+    """out[...] = src (broadcast, any dtypes)."""
+    if is_tensor(src):
+        _prepare("copy_", [src], out)
+        return launch_elementwise("OP_copy", [src], out, out.dtype)
+    check_scalar(src, "fill_")
+    return launch_elementwise("OP_copy", [src], out, out.dtype)
+
+
+def user_elementwise(expr, operands, names, out_dtype, compute_dtype):
+    """Compile `out = <expr>` over named operands (once per expression and dtypes) and run it."""
+    params = ", ".join([f"const CT {n}" for n in names] +
+                       [f"const CT _unused{i}" for i in range(len(names), 4)])
+    user_op = (f"inline CT user_fn({params}) {{ return {expr}; }}\n"
+               "#define OP_user(a, b, c, d) user_fn(a, b, c, d)\n")
+    return _finish("OP_user", operands, compute_dtype, out_dtype, None, "elementwise", user_op)

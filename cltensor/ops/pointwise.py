@@ -1,0 +1,207 @@
+"""Pointwise math with torch's names, dtype rules and in-place forms (kernels: elementwise.cl)."""
+from .. import dtypes as dt
+from . import elementwise as ew
+
+# unary ops that need a floating-point input: integer and bool inputs give float32 results
+FLOAT_UNARY = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
+               "reciprocal")
+# unary ops that keep the input's dtype; rounding is the identity on integers
+SAME_UNARY = ("abs", "sign", "relu", "square")
+ROUNDING = ("floor", "ceil", "round", "trunc")
+
+__all__ = ["add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "pow", "neg",
+           "clamp", "clip", "maximum", "minimum", "where", "eq", "ne", "lt", "le", "gt", "ge",
+           "logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf",
+           "isfinite", "elementwise", "negative", "subtract", "multiply", "divide",
+           *FLOAT_UNARY, *SAME_UNARY, *ROUNDING]
+
+
+def _unary_float(name):
+    def op(x, out=None):
+        return ew.unary(name, x, out=out, float_only=True)
+    op.__name__ = name
+    op.__doc__ = f"Elementwise {name}; integer inputs give float32."
+    return op
+
+
+def _unary_same(name):
+    def op(x, out=None):
+        if name in ROUNDING and not dt.is_floating(x.dtype):
+            return x.clone() if out is None else out.copy_(x)
+        if x.dtype == dt.bool_ and name != "abs":
+            raise TypeError(f"{name}: not supported on bool tensors")
+        return ew.unary(name, x, out=out)
+    op.__name__ = name
+    op.__doc__ = f"Elementwise {name}; keeps the input's dtype."
+    return op
+
+
+for _n in FLOAT_UNARY:
+    globals()[_n] = _unary_float(_n)
+for _n in SAME_UNARY + ROUNDING:
+    globals()[_n] = _unary_same(_n)
+
+
+def add(a, b, alpha=1, out=None):
+    """a + alpha * b."""
+    if alpha != 1:
+        return ew.ternary("add_scaled", [a, b, alpha], dt.result_type(a, b), out=out)
+    return ew.binary("add", a, b, out=out)
+
+
+def sub(a, b, alpha=1, out=None):
+    """a - alpha * b."""
+    if alpha != 1:
+        return ew.ternary("add_scaled", [a, b, -alpha], dt.result_type(a, b), out=out)
+    return ew.binary("sub", a, b, out=out)
+
+
+def mul(a, b, out=None):
+    return ew.binary("mul", a, b, out=out)
+
+
+def div(a, b, rounding_mode=None, out=None):
+    """True division (integers give float32); rounding_mode 'floor' or 'trunc' as torch."""
+    if rounding_mode == "floor":
+        return floor_divide(a, b, out=out)
+    if rounding_mode == "trunc":
+        q = ew.binary("div", a, b, float_result=True)
+        q = trunc(q)
+        rt = dt.result_type(a, b)
+        return q.to(rt) if out is None else out.copy_(q)
+    if rounding_mode is not None:
+        raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+    return ew.binary("div", a, b, out=out, float_result=True)
+
+
+def floor_divide(a, b, out=None):
+    ew.int_divisor_check(b, dt.result_type(a, b), "floor_divide")
+    return ew.binary("floor_divide", a, b, out=out)
+
+
+def remainder(a, b, out=None):
+    """Python's modulo: the result has the divisor's sign."""
+    ew.int_divisor_check(b, dt.result_type(a, b), "remainder")
+    return ew.binary("remainder", a, b, out=out)
+
+
+def pow(a, b, out=None):
+    rt = dt.result_type(a, b)
+    if not dt.is_floating(rt) and not ew.is_tensor(b) and b < 0:
+        raise ValueError("pow: integers to negative integer powers are not allowed")
+    return ew.binary("pow", a, b, out=out)
+
+
+def reflected(name, t, scalar):
+    """scalar <op> t for //, % and ** with a Python number on the left."""
+    ew.check_scalar(scalar, name)
+    if name in ("floor_divide", "remainder"):
+        ew.int_divisor_check(t, dt.result_type(t, scalar), name)
+    return ew.binary("r" + name, t, scalar)
+
+
+def neg(x, out=None):
+    if x.dtype == dt.bool_:
+        raise TypeError("neg: negation of a bool tensor is not supported; use logical_not")
+    return ew.unary("neg", x, out=out)
+
+
+def clamp(x, min=None, max=None, out=None):
+    """Limit x to [min, max]; NaN stays NaN; min > max gives max, as torch."""
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    if max is None:
+        return ew.ternary("clamp_min", [x, min], dt.result_type(x, min), out=out)
+    if min is None:
+        return ew.ternary("clamp_max", [x, max], dt.result_type(x, max), out=out)
+    return ew.ternary("clamp", [x, min, max], dt.result_type(x, min, max), out=out)
+
+
+def maximum(a, b, out=None):
+    return ew.binary("maximum", a, b, out=out)
+
+
+def minimum(a, b, out=None):
+    return ew.binary("minimum", a, b, out=out)
+
+
+def where(condition, x, y, out=None):
+    """x where condition is true, else y (all broadcast together)."""
+    if not ew.is_tensor(condition) or condition.dtype != dt.bool_:
+        raise TypeError("where: condition must be a bool tensor")
+    rt = dt.result_type(x, y)
+    return ew.ternary("where", [condition, x, y], rt, out=out)
+
+
+def _predicate(name):
+    def op(a, b, out=None):
+        return ew.predicate(name, [a, b], out=out)
+    op.__name__ = name
+    return op
+
+
+eq, ne, lt, le, gt, ge = (_predicate(n) for n in ("eq", "ne", "lt", "le", "gt", "ge"))
+logical_and, logical_or, logical_xor = (_predicate(n) for n in
+                                        ("logical_and", "logical_or", "logical_xor"))
+
+
+def logical_not(x, out=None):
+    return ew.predicate("logical_not", [x], out=out)
+
+
+def _float_test(name, for_ints):
+    def op(x):
+        if not dt.is_floating(x.dtype):
+            from ..creation import full
+            return full(x.shape, for_ints, dtype=dt.bool_, device=x.device)
+        return ew.predicate(name, [x])
+    op.__name__ = name
+    return op
+
+
+isnan = _float_test("isnan", False)
+isinf = _float_test("isinf", False)
+isfinite = _float_test("isfinite", True)
+
+clip, negative, subtract, multiply, divide, true_divide = clamp, neg, sub, mul, div, div
+
+
+def elementwise(expr, dtype=None, **operands):
+    """A user-defined elementwise op from a C expression, compiled once per expression and dtypes.
+
+    `expr` is `"out = <C expression>"` (or just the expression) over the keyword operands, which
+    are tensors (broadcast together) or Python numbers; at most four.
+
+    Example:
+        y = cltensor.elementwise("out = a * exp(-b * x)", x=x, a=2.0, b=0.5)
+    """
+    body = expr.split("=", 1)[1] if expr.lstrip().startswith("out") and "=" in expr else expr
+    body = body.strip().rstrip(";")
+    if not operands or len(operands) > 4:
+        raise ValueError(f"elementwise: expected 1 to 4 named operands, got {len(operands)}")
+    names = list(operands)
+    values = [operands[n] for n in names]
+    rt = dt.result_type(*values)
+    if not dt.is_floating(rt):
+        rt = dt.float32
+    out_dtype = dt.as_dtype(dtype) or rt
+    return ew.user_elementwise(body, values, names, out_dtype, rt)
+
+
+def _inplace(fn):
+    def op(self, *args, **kwargs):
+        return fn(self, *args, out=self, **kwargs)
+    op.__name__ = fn.__name__ + "_"
+    return op
+
+
+_METHOD_FNS = [add, sub, mul, div, floor_divide, remainder, pow, neg, clamp, maximum, minimum,
+               eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor, logical_not,
+               *(globals()[n] for n in FLOAT_UNARY + SAME_UNARY + ROUNDING)]
+TENSOR_METHODS = {f.__name__: f for f in _METHOD_FNS}
+TENSOR_METHODS.update({f.__name__ + "_": _inplace(f) for f in _METHOD_FNS
+                       if f not in (eq, ne, lt, le, gt, ge, logical_not, logical_and,
+                                    logical_or, logical_xor)})
+TENSOR_METHODS.update(isnan=isnan, isinf=isinf, isfinite=isfinite, clip=clamp,
+                      clip_=TENSOR_METHODS["clamp_"], true_divide=div,
+                      where=lambda self, condition, other: where(condition, self, other))

@@ -1,0 +1,105 @@
+"""Building kernels from cl_kernels/*.cl: one build per (context, file, options), cached in memory
+and, through pyopencl's binary cache, on disk in a folder keyed by device name and driver version."""
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pyopencl as cl
+
+_HERE = Path(__file__).resolve().parent
+# An installed wheel carries the kernels as cltensor/cl_kernels; a source checkout has them beside.
+KERNEL_DIR = _HERE / "cl_kernels" if (_HERE / "cl_kernels").is_dir() else _HERE.parent / "cl_kernels"
+
+_programs = {}
+_sources = {}
+
+
+class KernelBuildError(RuntimeError):
+    """An OpenCL program failed to build; carries the file, the options and the compiler's log."""
+
+    def __init__(self, filename, options, log):
+        self.filename, self.options, self.log = filename, options, log
+        super().__init__(f"OpenCL build of {filename} failed\n  options: {' '.join(options)}\n"
+                         f"  compiler log:\n{log}")
+
+
+def cache_dir(device):
+    """The on-disk binary cache of one device: ~/.cache/cltensor/<device>-<driver> (CLTENSOR_CACHE_DIR)."""
+    root = os.environ.get("CLTENSOR_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cltensor")
+    d = device.cl_device
+    key = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{d.name}-{d.driver_version}-{d.platform.version}")
+    return os.path.join(root, "kernels", key[:120])
+
+
+def read_source(filename):
+    if filename not in _sources:
+        path = KERNEL_DIR / filename
+        if not path.is_file():
+            raise FileNotFoundError(f"kernel file {filename} not found in {KERNEL_DIR}")
+        _sources[filename] = path.read_text()
+    return _sources[filename]
+
+
+def _define(name, value):
+    if isinstance(value, bool):
+        value = int(value)
+    return f"-D{name}" if value is None else f"-D{name}={value}"
+
+
+def build_options(defines):
+    """-D options from a dict; a None value defines the bare name."""
+    return tuple(_define(k, v) for k, v in sorted(defines.items()))
+
+
+def build_program(device, filename, defines=None, source=None):
+    """The built program of `filename` (or of `source`, named `filename`) with -D `defines`."""
+    options = build_options(defines or {})
+    key = (device.index, filename, source, options)
+    prog = _programs.get(key)
+    if prog is None:
+        src = source if source is not None else read_source(filename)
+        prog = _build(device, filename, src, options)
+        _programs[key] = prog
+    return prog
+
+
+def _build(device, filename, src, options):
+    if device.has_fp64:
+        src = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + src
+    try:
+        return cl.Program(device.context, src).build(list(options), cache_dir=cache_dir(device))
+    except cl.Error as e:
+        raise KernelBuildError(filename, options, str(e)) from None
+
+
+def get_kernel(device, filename, name, defines=None, source=None):
+    """A kernel object; a fresh one each call is cheap, programs are cached."""
+    return getattr(build_program(device, filename, defines, source), name)
+
+
+def clear_cache():
+    """Forget every in-memory program (the on-disk binaries stay; remove cache_dir() to drop them)."""
+    _programs.clear()
+    _sources.clear()
+
+
+def launch(device, kernel, global_size, local_size, *args):
+    """Enqueue `kernel` on the device's queue, recording it when a profiler is active."""
+    from . import profiler
+    event = kernel(device.queue, global_size, local_size, *args)
+    profiler.record(kernel, global_size, local_size, event)
+    return event
+
+
+def round_up(n, m):
+    return (n + m - 1) // m * m
+
+
+def ctype_of(dtype):
+    return CL_TYPES[np.dtype(dtype)]
+
+
+CL_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+            np.dtype(np.int32): "int", np.dtype(np.int64): "long", np.dtype(np.bool_): "uchar"}

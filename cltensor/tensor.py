@@ -1,0 +1,641 @@
+"""ClTensor: an N-d view (shape, strides, offset, dtype) over a device Storage."""
+import builtins
+import math
+import numbers
+
+import numpy as np
+import pyopencl as cl
+
+from . import dtypes as dt
+from .device import Storage, get_device
+from .ops import elementwise as ew
+from .ops import pointwise as pw
+
+CHANNELS_LAST = "channels_last"
+CONTIGUOUS_FORMAT = "contiguous_format"
+
+
+def contiguous_strides(shape):
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def channels_last_strides(shape):
+    n, c, h, w = shape
+    c1, h1, w1 = max(c, 1), max(h, 1), max(w, 1)
+    return (h1 * w1 * c1, 1, w1 * c1, c1)
+
+
+def _norm_dim(dim, ndim, op="dim"):
+    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    lo, hi = (-ndim, ndim - 1) if ndim else (-1, 0)
+    if not lo <= dim <= hi:
+        raise IndexError(f"{op}: dimension out of range (expected to be in range of [{lo}, {hi}], "
+                         f"but got {dim})")
+    return int(dim) % max(ndim, 1)
+
+
+def _size_args(size, op):
+    """Accept f(2, 3), f((2, 3)) and f([2, 3]); check every size is a non-negative int."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for n in size:
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+            raise TypeError(f"{op}: sizes must be ints, got {n!r}")
+        if n < 0:
+            raise ValueError(f"{op}: negative dimension {n} in size {tuple(size)}")
+        out.append(int(n))
+    return tuple(out)
+
+
+class ClTensor:
+    """A tensor on an OpenCL device.
+
+    Storage is a pooled device buffer shared by every view of it; `offset` and `strides` are in
+    elements. Create tensors with cltensor.tensor, zeros, ones, rand, ... rather than directly.
+    """
+
+    __array_priority__ = 1000  # numpy scalars defer to our reflected operators
+
+    def __init__(self, storage, shape, strides, offset, dtype):
+        self.storage = storage
+        self.shape = tuple(shape)
+        self.strides = tuple(strides)
+        self.offset = offset
+        self.dtype = dtype
+
+    # ---- construction -------------------------------------------------------------------------
+    @classmethod
+    def empty_on(cls, shape, dtype, device, memory_format=CONTIGUOUS_FORMAT):
+        dtype = dt.as_dtype(dtype)
+        if dtype == dt.float64 and not device.has_fp64:
+            raise TypeError(f"float64 is not supported on {device}: it lacks cl_khr_fp64")
+        numel = math.prod(shape)
+        storage = Storage(device, numel * dtype.itemsize)
+        if memory_format == CHANNELS_LAST:
+            strides = channels_last_strides(shape)
+        else:
+            strides = contiguous_strides(shape)
+        return cls(storage, shape, strides, 0, dtype)
+
+    def _view(self, shape, strides, offset=None):
+        return ClTensor(self.storage, shape, strides, self.offset if offset is None else offset,
+                        self.dtype)
+
+    # ---- properties ---------------------------------------------------------------------------
+    @property
+    def device(self):
+        return self.storage.device
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def dim(self):
+        return len(self.shape)
+
+    def numel(self):
+        return math.prod(self.shape)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size")]
+
+    def stride(self, dim=None):
+        return self.strides if dim is None else self.strides[_norm_dim(dim, self.ndim, "stride")]
+
+    def storage_offset(self):
+        return self.offset
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    def is_floating_point(self):
+        return dt.is_floating(self.dtype)
+
+    def is_contiguous(self, memory_format=CONTIGUOUS_FORMAT):
+        if memory_format == CHANNELS_LAST:
+            return self.ndim == 4 and _same_strides(self.shape, self.strides,
+                                                    channels_last_strides(self.shape))
+        return _same_strides(self.shape, self.strides, contiguous_strides(self.shape))
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def __hash__(self):
+        return id(self)
+
+    # ---- host transfer ------------------------------------------------------------------------
+    def numpy(self):
+        """A numpy copy of the data (waits for the queue)."""
+        src = self if self.is_contiguous() else self.contiguous()
+        host = np.empty(self.shape, self.dtype)
+        if host.size:
+            cl.enqueue_copy(self.device.queue, host, src.storage.buf,
+                            src_offset=src.offset * self.dtype.itemsize, is_blocking=True)
+        return host
+
+    def tolist(self):
+        return self.numpy().tolist()
+
+    def item(self):
+        if self.numel() != 1:
+            raise ValueError(f"item(): the tensor has {self.numel()} elements, not 1")
+        return self.numpy().reshape(()).item()
+
+    def __bool__(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous")
+        return builtins.bool(self.item())
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.kind not in "iu":
+            raise TypeError("only integer tensors of a single element can be used as an index")
+        return int(self.item())
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        return a if dtype is None else a.astype(dtype)
+
+    def __repr__(self):
+        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        extra = "" if self.dtype in (dt.float32, dt.int64, dt.bool_) else f", dtype={self.dtype}"
+        return f"tensor({body}{extra}, device='cl:{self.device.index}')"
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    # ---- conversion ---------------------------------------------------------------------------
+    def to(self, *args, dtype=None, device=None, copy=False):
+        """to(dtype), to(device), to(device, dtype), to(other_tensor)."""
+        for a in args:
+            if isinstance(a, ClTensor):
+                device, dtype = a.device, a.dtype
+            elif _is_dtype_like(a):
+                dtype = a
+            else:
+                device = a
+        out = self
+        if device is not None and get_device(device) is not self.device:
+            from .creation import from_numpy
+            out = from_numpy(self.numpy(), device=get_device(device))
+        if dtype is not None and dt.as_dtype(dtype) != out.dtype:
+            out = out._cast(dt.as_dtype(dtype))
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def _cast(self, dtype):
+        out = ClTensor.empty_on(self.shape, dtype, self.device)
+        return ew.launch_elementwise("OP_copy", [self], out, dtype)
+
+    def float(self):
+        return self.to(dt.float32)
+
+    def double(self):
+        return self.to(dt.float64)
+
+    def int(self):
+        return self.to(dt.int32)
+
+    def long(self):
+        return self.to(dt.int64)
+
+    def bool(self):
+        return self.to(dt.bool_)
+
+    def type(self, dtype=None):
+        return str(self.dtype) if dtype is None else self.to(dtype)
+
+    def clone(self, memory_format=None):
+        fmt = memory_format or (CHANNELS_LAST if self.ndim == 4 and self.is_contiguous(CHANNELS_LAST)
+                                and not self.is_contiguous() else CONTIGUOUS_FORMAT)
+        out = ClTensor.empty_on(self.shape, self.dtype, self.device, fmt)
+        return ew.launch_elementwise("OP_copy", [self], out, self.dtype)
+
+    def contiguous(self, memory_format=CONTIGUOUS_FORMAT):
+        if memory_format not in (CONTIGUOUS_FORMAT, CHANNELS_LAST):
+            raise ValueError(f"contiguous: unknown memory_format {memory_format!r}")
+        if memory_format == CHANNELS_LAST and self.ndim != 4:
+            raise ValueError(f"contiguous: channels_last needs a 4-d NCHW tensor, got {self.ndim}-d")
+        if self.is_contiguous(memory_format):
+            return self
+        out = ClTensor.empty_on(self.shape, self.dtype, self.device, memory_format)
+        return ew.launch_elementwise("OP_copy", [self], out, self.dtype)
+
+    def detach(self):
+        return self._view(self.shape, self.strides)
+
+    def copy_(self, src):
+        """Copy src (a tensor, broadcast to this shape, or a scalar) into this tensor in place."""
+        if isinstance(src, ClTensor) and src.device is not self.device:
+            src = src.to(self.device)
+        ew.copy_into(self, src)
+        return self
+
+    def fill_(self, value):
+        ew.check_writable(self, "fill_")
+        ew.copy_into(self, value)
+        return self
+
+    def zero_(self):
+        return self.fill_(0)
+
+    # ---- views --------------------------------------------------------------------------------
+    def view(self, *shape):
+        shape = _infer_shape(_size_args_view(shape), self.numel())
+        strides = _view_strides(self.shape, self.strides, shape)
+        if strides is None:
+            raise RuntimeError(f"view size {shape} is not compatible with the tensor's shape "
+                               f"{self.shape} and strides {self.strides}; use .reshape()")
+        return self._view(shape, strides)
+
+    def reshape(self, *shape):
+        shape = _infer_shape(_size_args_view(shape), self.numel())
+        strides = _view_strides(self.shape, self.strides, shape)
+        if strides is None:
+            return self.contiguous().view(shape)
+        return self._view(shape, strides)
+
+    def view_as(self, other):
+        return self.view(other.shape)
+
+    def reshape_as(self, other):
+        return self.reshape(other.shape)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        if self.ndim == 0:
+            return self.reshape(1)
+        s = _norm_dim(start_dim, self.ndim, "flatten")
+        e = _norm_dim(end_dim, self.ndim, "flatten")
+        if s > e:
+            raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
+        return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+
+    def permute(self, *dims):
+        dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        if len(dims) != self.ndim:
+            raise ValueError(f"permute: got {len(dims)} dims for a {self.ndim}-d tensor")
+        dims = [_norm_dim(d, self.ndim, "permute") for d in dims]
+        if len(set(dims)) != len(dims):
+            raise ValueError(f"permute: repeated dim in {tuple(dims)}")
+        return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims])
+
+    def transpose(self, dim0, dim1):
+        order = list(range(self.ndim))
+        a, b = _norm_dim(dim0, self.ndim, "transpose"), _norm_dim(dim1, self.ndim, "transpose")
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order) if self.ndim else self
+
+    def t(self):
+        if self.ndim > 2:
+            raise ValueError(f"t() expects a tensor with <= 2 dims, got {self.ndim}")
+        return self.transpose(0, 1) if self.ndim == 2 else self
+
+    @property
+    def T(self):
+        return self.permute(list(reversed(range(self.ndim))))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def expand(self, *shape):
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        if len(shape) < self.ndim:
+            raise ValueError(f"expand: the shape {tuple(shape)} has fewer dims than the tensor's {self.shape}")
+        lead = len(shape) - self.ndim
+        new_shape, new_strides = [], []
+        for i, n in enumerate(shape):
+            if i < lead:
+                if n < 0:
+                    raise ValueError(f"expand: -1 is not allowed in a new leading dim: {tuple(shape)}")
+                new_shape.append(n)
+                new_strides.append(0)
+                continue
+            have, st = self.shape[i - lead], self.strides[i - lead]
+            n = have if n == -1 else n
+            if have != n and have != 1:
+                raise ValueError(f"expand: cannot expand shape {self.shape} to {tuple(shape)}")
+            new_shape.append(n)
+            new_strides.append(st if have == n else 0)
+        return self._view(new_shape, new_strides)
+
+    def expand_as(self, other):
+        return self.expand(other.shape)
+
+    def broadcast_to(self, shape):
+        return self.expand(shape)
+
+    def squeeze(self, dim=None):
+        if dim is None:
+            keep = [i for i, n in enumerate(self.shape) if n != 1]
+        else:
+            dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+            drop = {_norm_dim(d, self.ndim, "squeeze") for d in dims}
+            keep = [i for i, n in enumerate(self.shape) if not (i in drop and n == 1)]
+        return self._view([self.shape[i] for i in keep], [self.strides[i] for i in keep])
+
+    def unsqueeze(self, dim):
+        d = _norm_dim(dim, self.ndim + 1, "unsqueeze")
+        st = self.strides[d] * self.shape[d] if d < self.ndim else 1
+        return self._view(self.shape[:d] + (1,) + self.shape[d:],
+                          self.strides[:d] + (st,) + self.strides[d:])
+
+    def unfold(self, dimension, size, step):
+        d = _norm_dim(dimension, self.ndim, "unfold")
+        if size > self.shape[d] or step <= 0:
+            raise ValueError(f"unfold: size {size} and step {step} do not fit dim of size {self.shape[d]}")
+        n = (self.shape[d] - size) // step + 1
+        return self._view(self.shape[:d] + (n,) + self.shape[d + 1:] + (size,),
+                          self.strides[:d] + (self.strides[d] * step,) + self.strides[d + 1:]
+                          + (self.strides[d],))
+
+    def narrow(self, dim, start, length):
+        d = _norm_dim(dim, self.ndim, "narrow")
+        start = start + self.shape[d] if start < 0 else start
+        if not (0 <= start and length >= 0 and start + length <= self.shape[d]):
+            raise IndexError(f"narrow: start {start} and length {length} exceed dim {d} of size {self.shape[d]}")
+        shape = list(self.shape)
+        shape[d] = length
+        return self._view(shape, self.strides, self.offset + start * self.strides[d])
+
+    def select(self, dim, index):
+        d = _norm_dim(dim, self.ndim, "select")
+        n = self.shape[d]
+        if not -n <= index < n:
+            raise IndexError(f"index {index} is out of bounds for dimension {d} with size {n}")
+        index %= n
+        return self._view(self.shape[:d] + self.shape[d + 1:], self.strides[:d] + self.strides[d + 1:],
+                          self.offset + index * self.strides[d])
+
+    # ---- indexing -----------------------------------------------------------------------------
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        if _is_basic_key(key):
+            return _basic_index(self, key)
+        from .ops import indexing
+        return indexing.getitem(self, key)
+
+    def __setitem__(self, key, value):
+        key_t = key if isinstance(key, tuple) else (key,)
+        if _is_basic_key(key_t):
+            target = _basic_index(self, key_t)
+            if isinstance(value, ClTensor) and value.device is not self.device:
+                value = value.to(self.device)
+            if not isinstance(value, ClTensor) and not isinstance(value, (numbers.Number, np.bool_)):
+                from .creation import tensor
+                value = tensor(value, dtype=self.dtype, device=self.device)
+            ew.check_writable(target, "setitem")
+            ew.copy_into(target, value)
+            return
+        from .ops import indexing
+        indexing.setitem(self, key_t, value)
+
+    # ---- elementwise operators ----------------------------------------------------------------
+    def __add__(self, o):
+        return ew.binary("add", self, o)
+
+    def __radd__(self, o):
+        return ew.binary("add", self, o)
+
+    def __sub__(self, o):
+        return ew.binary("sub", self, o)
+
+    def __rsub__(self, o):
+        return ew.binary("rsub", self, o)
+
+    def __mul__(self, o):
+        return ew.binary("mul", self, o)
+
+    def __rmul__(self, o):
+        return ew.binary("mul", self, o)
+
+    def __truediv__(self, o):
+        return ew.binary("div", self, o, float_result=True)
+
+    def __rtruediv__(self, o):
+        return ew.binary("rdiv", self, o, float_result=True)
+
+    def __floordiv__(self, o):
+        return pw.floor_divide(self, o)
+
+    def __rfloordiv__(self, o):
+        return pw.reflected("floor_divide", self, o)
+
+    def __mod__(self, o):
+        return pw.remainder(self, o)
+
+    def __rmod__(self, o):
+        return pw.reflected("remainder", self, o)
+
+    def __pow__(self, o):
+        return pw.pow(self, o)
+
+    def __rpow__(self, o):
+        return pw.reflected("pow", self, o)
+
+    def __neg__(self):
+        return pw.neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return ew.unary("abs", self)
+
+    def __matmul__(self, o):
+        from .ops.matmul import matmul
+        return matmul(self, o)
+
+    def __rmatmul__(self, o):
+        from .ops.matmul import matmul
+        return matmul(o, self)
+
+    def __eq__(self, o):
+        return ew.predicate("eq", [self, o])
+
+    def __ne__(self, o):
+        return ew.predicate("ne", [self, o])
+
+    def __lt__(self, o):
+        return ew.predicate("lt", [self, o])
+
+    def __le__(self, o):
+        return ew.predicate("le", [self, o])
+
+    def __gt__(self, o):
+        return ew.predicate("gt", [self, o])
+
+    def __ge__(self, o):
+        return ew.predicate("ge", [self, o])
+
+    def __and__(self, o):
+        return _bool_op("logical_and", self, o)
+
+    def __or__(self, o):
+        return _bool_op("logical_or", self, o)
+
+    def __xor__(self, o):
+        return _bool_op("logical_xor", self, o)
+
+    def __invert__(self):
+        if self.dtype != dt.bool_:
+            raise TypeError(f"~ is only supported on bool tensors here, got {self.dtype}")
+        return ew.predicate("logical_not", [self])
+
+    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+
+    def __iadd__(self, o):
+        return self.add_(o)
+
+    def __isub__(self, o):
+        return self.sub_(o)
+
+    def __imul__(self, o):
+        return self.mul_(o)
+
+    def __itruediv__(self, o):
+        return self.div_(o)
+
+
+def _same_strides(shape, strides, expected):
+    return all(n <= 1 or s == e for n, s, e in zip(shape, strides, expected))
+
+
+def _is_dtype_like(a):
+    if isinstance(a, np.dtype) or a in (builtins.float, builtins.int, builtins.bool):
+        return True
+    return isinstance(a, str) and a in dt._ALIASES
+
+
+def _size_args_view(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    for n in shape:
+        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < -1:
+            raise ValueError(f"invalid shape {tuple(shape)}")
+    return tuple(int(n) for n in shape)
+
+
+def _infer_shape(shape, numel):
+    if shape.count(-1) > 1:
+        raise ValueError(f"only one dimension can be inferred, got shape {shape}")
+    if -1 in shape:
+        known = math.prod(n for n in shape if n != -1)
+        if known == 0 or numel % known:
+            raise ValueError(f"shape {shape} is invalid for input of size {numel}")
+        shape = tuple(numel // known if n == -1 else n for n in shape)
+    if math.prod(shape) != numel:
+        raise ValueError(f"shape {shape} is invalid for input of size {numel}")
+    return shape
+
+
+def _view_strides(old_shape, old_strides, new_shape):
+    """Strides that let new_shape view the same elements without a copy, or None (torch's rule)."""
+    if math.prod(old_shape) == 0 or not old_shape:
+        return contiguous_strides(new_shape)
+    old = [(n, s) for n, s in zip(old_shape, old_strides) if n != 1]
+    new_strides = [0] * len(new_shape)
+    oi, ni = 0, 0
+    while ni < len(new_shape):
+        if new_shape[ni] == 1:
+            new_strides[ni] = 1
+            ni += 1
+            continue
+        # take a run of old dims that is contiguous within itself, and split it among new dims
+        chunk = old[oi][0]
+        j = oi
+        while j + 1 < len(old) and old[j][1] == old[j + 1][1] * old[j + 1][0]:
+            j += 1
+            chunk *= old[j][0]
+        run_stride = old[j][1]
+        acc = 1
+        dims = []
+        while acc < chunk and ni < len(new_shape):
+            dims.append(ni)
+            acc *= new_shape[ni]
+            ni += 1
+        if acc != chunk:
+            return None
+        st = run_stride
+        for d in reversed(dims):
+            new_strides[d] = st
+            st *= new_shape[d]
+        oi = j + 1
+    # size-1 dims get the stride a contiguous layout would give them
+    for i, n in enumerate(new_shape):
+        if n == 1:
+            new_strides[i] = new_strides[i + 1] * new_shape[i + 1] if i + 1 < len(new_shape) else 1
+    return tuple(new_strides)
+
+
+def _is_basic_key(key):
+    return all(k is None or k is Ellipsis or isinstance(k, slice) or
+               (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)))
+               for k in key)
+
+
+def _basic_index(t, key):
+    """Ints, slices (positive steps), None and Ellipsis: always a view."""
+    n_real = sum(1 for k in key if k is not None and k is not Ellipsis)
+    if sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis")
+    if n_real > t.ndim:
+        raise IndexError(f"too many indices for a tensor of dimension {t.ndim}")
+    expanded = []
+    for k in key:
+        if k is Ellipsis:
+            expanded.extend([slice(None)] * (t.ndim - n_real))
+        else:
+            expanded.append(k)
+    expanded.extend([slice(None)] * (t.ndim - sum(1 for k in expanded if k is not None)))
+    shape, strides, offset, d = [], [], t.offset, 0
+    for k in expanded:
+        if k is None:
+            shape.append(1)
+            strides.append(0)
+            continue
+        n, s = t.shape[d], t.strides[d]
+        if isinstance(k, slice):
+            if k.step is not None and k.step <= 0:
+                raise ValueError("slice step must be positive")
+            start, stop, step = k.indices(n)
+            length = max(0, (stop - start + step - 1) // step)
+            offset += start * s if length else 0
+            shape.append(length)
+            strides.append(s * step)
+        else:
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for dimension {d} with size {n}")
+            offset += (k % n) * s
+        d += 1
+    return ClTensor(t.storage, shape, strides, offset, t.dtype)
+
+
+def _bool_op(name, a, b):
+    dts = [x.dtype if isinstance(x, ClTensor) else dt.scalar_dtype(x) for x in (a, b)]
+    if any(d.kind == "f" for d in dts):
+        raise TypeError(f"{name} via &, |, ^ needs bool or integer tensors; use torch-style "
+                        f"logical functions for floats")
+    return ew.predicate(name, [a, b])
+
+
+def _reflected(fn, self, o):
+    ew.check_scalar(o, fn.__name__)
+    from .creation import full
+    return fn(full((), o, dtype=dt.scalar_dtype(o), device=self.device), self)

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Sets up cltensor on a Debian-like machine: an OpenCL CPU device (PoCL), a virtual environment
+# in .venv and the package with its test extras. Idempotent; the README's two commands call it.
+#   PoCL: Debian's pocl-opencl-icd where apt works (measured 4-10x faster than the PyPI build),
+#   else PyPI's pocl-binary-distribution inside the venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
+
+apt_install() {
+  command -v apt-get >/dev/null || return 1
+  if [ -z "${CLTENSOR_APT_UPDATED:-}" ]; then
+    $SUDO apt-get update -q >/dev/null || return 1
+    export CLTENSOR_APT_UPDATED=1
+  fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "$@" >/dev/null
+}
+
+pocl_from_pip=""
+if ! dpkg -s pocl-opencl-icd >/dev/null 2>&1; then
+  if apt_install pocl-opencl-icd ocl-icd-libopencl1; then
+    echo "setup: installed Debian's pocl-opencl-icd"
+  else
+    echo "setup: apt unavailable, falling back to PyPI's pocl-binary-distribution"
+    pocl_from_pip="pocl-binary-distribution"
+  fi
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  if ! python3 -m venv .venv 2>/dev/null; then
+    rm -rf .venv
+    apt_install python3-venv
+    python3 -m venv .venv
+  fi
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q ".[test]" $pocl_from_pip
+.venv/bin/python -m cltensor

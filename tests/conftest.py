@@ -1,0 +1,48 @@
+"""Every test that takes `device` runs once per OpenCL device present.
+
+CLTENSOR_TEST_DEVICES selects devices: a comma-separated list of 'platform:device' indices or
+name substrings (e.g. CLTENSOR_TEST_DEVICES=pthread or CLTENSOR_TEST_DEVICES=0:0,NVIDIA).
+"""
+import os
+
+import numpy as np
+import pytest
+
+import cltensor
+from cltensor.device import all_devices
+
+
+def _selected_devices():
+    devs = all_devices()
+    spec = os.environ.get("CLTENSOR_TEST_DEVICES")
+    if spec:
+        wanted = [s.strip().lower() for s in spec.split(",") if s.strip()]
+        devs = [d for d in devs if any(w == d.index or w in d.name.lower() for w in wanted)]
+    return devs
+
+
+DEVICES = _selected_devices()
+
+
+def pytest_sessionstart(session):
+    if not DEVICES:
+        pytest.exit("no OpenCL device to test on (see `python -m cltensor`; install PoCL or "
+                    "check CLTENSOR_TEST_DEVICES)", returncode=1)
+
+
+@pytest.fixture(params=DEVICES, ids=[f"{d.index}-{d.name.split()[0][:24]}" for d in DEVICES])
+def device(request):
+    return request.param
+
+
+@pytest.fixture
+def rng(request):
+    """A numpy Generator seeded from the test's name, so failures reproduce."""
+    seed = abs(hash(request.node.nodeid)) % 2**32
+    return np.random.default_rng(seed)
+
+
+@pytest.fixture
+def fp_dtypes(device):
+    """The floating dtypes the device supports."""
+    return [cltensor.float32] + ([cltensor.float64] if device.has_fp64 else [])
