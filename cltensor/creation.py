@@ -41,7 +41,7 @@ def from_numpy(array, device=None, dtype=None):
         raise TypeError(f"from_numpy: expected a numpy array, got {type(array).__name__}")
     target = dt.as_dtype(dtype) or dt.as_dtype(_default_dtype(array, False)
                                                if array.dtype not in dt.DTYPES else array.dtype)
-    host = np.ascontiguousarray(array, dtype=target)
+    host = np.asarray(array, dtype=target, order="C")
     out = ClTensor.empty_on(host.shape, target, get_device(device))
     if host.size:
         cl.enqueue_copy(out.device.queue, out.storage.buf, host, is_blocking=True)

@@ -2,10 +2,12 @@
 and, through pyopencl's binary cache, on disk in a folder keyed by device name and driver version."""
 import os
 import re
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
+from pyopencl.cache import create_built_program_from_source_cached
 
 _HERE = Path(__file__).resolve().parent
 # An installed wheel carries the kernels as cltensor/cl_kernels; a source checkout has them beside.
@@ -69,9 +71,17 @@ def _build(device, filename, src, options):
     if device.has_fp64:
         src = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + src
     try:
-        return cl.Program(device.context, src).build(list(options), cache_dir=cache_dir(device))
+        with warnings.catch_warnings():
+            # NOTE: PoCL prints harmless notes on success; failures still raise with the full log
+            warnings.simplefilter("ignore", cl.CompilerWarning)
+            # pyopencl's binary cache, used directly: Program.build() skips it on drivers that
+            # cache sources themselves (PoCL, NVIDIA), but we want our own keyed folder.
+            prg, _ = create_built_program_from_source_cached(
+                device.context, src, " ".join(options).encode(), [device.cl_device],
+                cache_dir=cache_dir(device))
     except cl.Error as e:
         raise KernelBuildError(filename, options, str(e)) from None
+    return cl.Program(prg)
 
 
 def get_kernel(device, filename, name, defines=None, source=None):

@@ -201,7 +201,7 @@ class ClTensor:
 
     def _cast(self, dtype):
         out = ClTensor.empty_on(self.shape, dtype, self.device)
-        return ew.launch_elementwise("OP_copy", [self], out, dtype)
+        return ew.copy(self, out)
 
     def float(self):
         return self.to(dt.float32)
@@ -225,7 +225,7 @@ class ClTensor:
         fmt = memory_format or (CHANNELS_LAST if self.ndim == 4 and self.is_contiguous(CHANNELS_LAST)
                                 and not self.is_contiguous() else CONTIGUOUS_FORMAT)
         out = ClTensor.empty_on(self.shape, self.dtype, self.device, fmt)
-        return ew.launch_elementwise("OP_copy", [self], out, self.dtype)
+        return ew.copy(self, out)
 
     def contiguous(self, memory_format=CONTIGUOUS_FORMAT):
         if memory_format not in (CONTIGUOUS_FORMAT, CHANNELS_LAST):
@@ -235,7 +235,7 @@ class ClTensor:
         if self.is_contiguous(memory_format):
             return self
         out = ClTensor.empty_on(self.shape, self.dtype, self.device, memory_format)
-        return ew.launch_elementwise("OP_copy", [self], out, self.dtype)
+        return ew.copy(self, out)
 
     def detach(self):
         return self._view(self.shape, self.strides)

@@ -4,12 +4,18 @@ CLTENSOR_TEST_DEVICES selects devices: a comma-separated list of 'platform:devic
 name substrings (e.g. CLTENSOR_TEST_DEVICES=pthread or CLTENSOR_TEST_DEVICES=0:0,NVIDIA).
 """
 import os
+import zlib
 
 import numpy as np
 import pytest
+from hypothesis import settings
 
 import cltensor
 from cltensor.device import all_devices
+
+# Hypothesis: kernel builds make first examples slow, so no per-example deadline.
+settings.register_profile("cltensor", deadline=None)
+settings.load_profile("cltensor")
 
 
 def _selected_devices():
@@ -30,7 +36,7 @@ def pytest_sessionstart(session):
                     "check CLTENSOR_TEST_DEVICES)", returncode=1)
 
 
-@pytest.fixture(params=DEVICES, ids=[f"{d.index}-{d.name.split()[0][:24]}" for d in DEVICES])
+@pytest.fixture(scope="session", params=DEVICES, ids=[f"{d.index}-{d.name.split()[0][:24]}" for d in DEVICES])
 def device(request):
     return request.param
 
@@ -38,7 +44,7 @@ def device(request):
 @pytest.fixture
 def rng(request):
     """A numpy Generator seeded from the test's name, so failures reproduce."""
-    seed = abs(hash(request.node.nodeid)) % 2**32
+    seed = zlib.crc32(request.node.nodeid.encode())
     return np.random.default_rng(seed)
 
 

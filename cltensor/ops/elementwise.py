@@ -95,7 +95,7 @@ def launch_elementwise(op_macro, operands, out, compute_dtype, user_op=None):
     if any(overlaps_differently(out, t) for t in tensors):
         tmp = out.__class__.empty_on(out.shape, out.dtype, device)
         launch_elementwise(op_macro, operands, tmp, compute_dtype, user_op)
-        return launch_elementwise("OP_copy", [tmp], out, out.dtype)
+        return copy(tmp, out)
     n = out.numel()
     if n == 0:
         return out
@@ -226,13 +226,19 @@ def ternary(name, operands, rt, out=None):
     return _finish(f"OP_{name}", list(operands), rt, rt, out, name)
 
 
+def copy(src, out):
+    """out[...] = src, converting in src's type (so a float becomes a bool by != 0)."""
+    return launch_elementwise("OP_copy", [src], out, src.dtype)
+
+
 def copy_into(out, src):
-    """out[...] = src (broadcast, any dtypes)."""
+    """out[...] = src (a tensor broadcast to out's shape, or a number); checks first."""
     if is_tensor(src):
         _prepare("copy_", [src], out)
-        return launch_elementwise("OP_copy", [src], out, out.dtype)
+        return copy(src, out)
     check_scalar(src, "fill_")
-    return launch_elementwise("OP_copy", [src], out, out.dtype)
+    value = bool(src) if out.dtype == dt.bool_ else src
+    return launch_elementwise("OP_copy", [value], out, out.dtype)
 
 
 def user_elementwise(expr, operands, names, out_dtype, compute_dtype):

@@ -1,0 +1,154 @@
+"""Devices, the default device, memory stats, the program cache and build errors, the profiler."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cltensor as ct
+from cltensor import device as device_mod
+from cltensor import program
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _run(code, **env):
+    """Run Python code in a fresh process with the repository on the path."""
+    full_env = dict(os.environ, PYTHONPATH=ROOT, **env)
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=full_env, timeout=300)
+
+
+def test_devices_lists_every_device():
+    infos = ct.devices()
+    assert infos and len(infos) == len(device_mod.all_devices())
+    for d in infos:
+        assert d.compute_units > 0 and d.global_mem > 0 and d.max_alloc > 0
+        assert d.max_work_group >= 1 and d.type in ("GPU", "CPU", "other")
+        assert ":" in d.index and d.name and d.platform
+
+
+def test_cli_prints_the_table():
+    out = subprocess.run([sys.executable, "-m", "cltensor"], capture_output=True, text=True,
+                         env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
+    assert out.returncode == 0, out.stderr
+    for d in ct.devices():
+        assert d.name in out.stdout
+    assert "* default device" in out.stdout
+
+
+def test_default_device_prefers_gpu_else_cpu():
+    devs = device_mod.all_devices()
+    chosen = device_mod._pick_default() if not os.environ.get("CLTENSOR_DEVICE") else None
+    if chosen is not None:
+        gpus = [d for d in devs if d.is_gpu]
+        assert chosen is (gpus[0] if gpus else chosen)
+        assert chosen.is_gpu or not gpus
+
+
+def test_device_selection_by_env_index_and_name(device):
+    code = "import cltensor as ct; print(ct.default_device().index); print(ct.zeros(1).device.index)"
+    for spec in (device.index, device.name[:10]):
+        out = _run(code, CLTENSOR_DEVICE=spec)
+        assert out.returncode == 0, out.stderr
+        got = out.stdout.split()
+        assert got[0] == got[1]
+        assert device_mod.get_device(got[0]).name == device.name
+    bad = _run(code, CLTENSOR_DEVICE="no-such-device-xyz")
+    assert bad.returncode != 0 and "no OpenCL device matches 'no-such-device-xyz'" in bad.stderr
+
+
+def test_set_default_device_and_device_argument(device):
+    old = ct.default_device()
+    try:
+        ct.set_default_device(device.index)
+        assert ct.zeros(2).device is device
+        assert ct.tensor([1.0]).device is device
+    finally:
+        ct.set_default_device(old)
+    assert ct.ones(2, device=device.index).device is device
+    with pytest.raises(ct.DeviceError, match="no OpenCL device matches"):
+        ct.zeros(1, device="9:9")
+    with pytest.raises(TypeError, match="device must be"):
+        ct.zeros(1, device=3.5)
+
+
+def test_no_device_gives_install_help(monkeypatch):
+    monkeypatch.setattr(device_mod, "_devices", None)
+    monkeypatch.setattr(device_mod, "_default", None)
+    monkeypatch.setattr(device_mod.cl, "get_platforms", lambda: [])
+    with pytest.raises(ct.DeviceError, match="pocl-opencl-icd"):
+        ct.default_device()
+
+
+def test_memory_stats_track_live_tensors_and_peak(device):
+    base = ct.memory_stats(device)["allocated"]
+    ct.reset_peak_memory_stats(device)
+    a = ct.empty(1000, device=device)
+    b = ct.empty(500, dtype=ct.float64 if device.has_fp64 else ct.int32, device=device)
+    assert ct.memory_stats(device)["allocated"] == base + 4000 + 500 * b.element_size()
+    peak = ct.memory_stats(device)["peak"]
+    del a, b
+    assert ct.memory_stats(device)["allocated"] == base
+    assert ct.memory_stats(device)["peak"] == peak
+    v = ct.empty(10, device=device)
+    w = v.T[::2]  # views hold the storage alive, but allocate nothing
+    del v
+    assert ct.memory_stats(device)["allocated"] == base + 40
+    del w
+    assert ct.memory_stats(device)["allocated"] == base
+
+
+def test_program_cache_in_memory(device):
+    p1 = program.build_program(device, "elementwise.cl", {"OP": "OP_neg", "NARGS": 1, "T0": "float",
+                                                          "CT": "float", "OUT_T": "float", "CT_FLOAT": None})
+    p2 = program.build_program(device, "elementwise.cl", {"NARGS": 1, "OP": "OP_neg", "T0": "float",
+                                                          "CT": "float", "OUT_T": "float", "CT_FLOAT": None})
+    assert p1 is p2
+
+
+def test_program_cache_on_disk_is_keyed_by_device_and_driver(device, tmp_path):
+    code = ("import cltensor as ct; d = ct.get_device(%r); "
+            "x = ct.ones(3, device=d) * 2; print(x.numpy().sum())" % device.index)
+    out = _run(code, CLTENSOR_CACHE_DIR=str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    assert float(out.stdout) == 6.0
+    sub = os.listdir(tmp_path / "kernels")
+    assert len(sub) == 1
+    assert device.cl_device.driver_version.replace(" ", "_")[:8] in sub[0]
+    assert device.name.split()[0][:8] in sub[0]
+    cached = os.listdir(tmp_path / "kernels" / sub[0])
+    assert cached, "no binaries written"
+    again = _run(code, CLTENSOR_CACHE_DIR=str(tmp_path))  # a second process reuses them
+    assert again.returncode == 0 and float(again.stdout) == 6.0
+
+
+def test_build_failure_carries_file_options_and_log(device):
+    with pytest.raises(ct.KernelBuildError) as info:
+        program.build_program(device, "broken.cl", {"FOO": 3},
+                              source="__kernel void f(__global float* x) { x[0] = undefined_name; }")
+    err = info.value
+    assert err.filename == "broken.cl" and err.options == ("-DFOO=3",)
+    assert "undefined_name" in str(err) and "-DFOO=3" in str(err)
+    with pytest.raises(FileNotFoundError, match="no_such_file.cl"):
+        program.build_program(device, "no_such_file.cl")
+
+
+def test_profile_records_kernels_and_writes_chrome_trace(device, tmp_path):
+    x = ct.ones(1000, device=device)
+    with ct.profile() as prof:
+        y = ct.exp(x * 2)
+        z = y + x.T
+    assert z.shape == (1000,)
+    rows = prof.table()
+    assert sum(r[1] for r in rows) == 3
+    assert all(r[2] >= 0 for r in rows)
+    text = str(prof)
+    assert "ew_contig" in text and "calls" in text
+    path = tmp_path / "trace.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    assert len(events) == 3 and all(e["ph"] == "X" and e["dur"] >= 0 for e in events)
+    np.testing.assert_allclose(z.numpy(), np.exp(2.0) + 1, rtol=1e-6)
