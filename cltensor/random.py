@@ -1,3 +1,541 @@
-"""(in progress)"""
-__all__ = []
-TENSOR_METHODS = {}
+"""Random numbers with torch's names, from a counter-based Philox4x32-10 stream (cl_kernels/random.cl).
+
+A Generator holds a 64-bit seed (the Philox key) and an offset (the next unused counter). Every
+call takes a fresh range of counters and advances the offset, so consecutive calls differ and
+`manual_seed` restarts the stream. The numbers are a pure function of (seed, counter): the same
+seed gives the same tensors on every device and for every work-group size.
+"""
+import math
+import numbers
+import os
+
+import numpy as np
+
+from . import dtypes as dt
+from .device import get_device
+from .ops import elementwise as ew
+from .program import build_program, ctype_of, launch, round_up
+from .tensor import ClTensor, _size_args
+
+__all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed",
+           "get_rng_state", "set_rng_state", "rand", "randn", "randint", "rand_like",
+           "randn_like", "randint_like", "randperm", "normal", "bernoulli"]
+
+KERNEL_FILE = "random.cl"
+DEFAULT_SEED = 67280421310721  # torch's default seed
+LOCAL_SIZE = None  # work-group size; None: the driver's choice on CPUs, 256 on GPUs
+_U32, _U64 = 2**32, 2**64
+_kernels = {}
+
+
+class Generator:
+    """The state of a Philox4x32-10 stream: a seed and the offset of the next unused counter.
+
+    The stream does not depend on the device, so one generator serves them all (`device` is
+    accepted for torch compatibility and only checked).
+
+    Example:
+        g = cltensor.Generator().manual_seed(0)
+        x = cltensor.rand(3, generator=g)
+    """
+
+    def __init__(self, device=None):
+        if device is not None:
+            get_device(device)
+        self.manual_seed(DEFAULT_SEED)
+
+    def manual_seed(self, seed):
+        self._seed = _seed_value(seed)
+        self._offset = 0
+        return self
+
+    def initial_seed(self):
+        return self._seed
+
+    def seed(self):
+        """Reseed from the operating system's entropy; returns the new seed."""
+        self.manual_seed(int.from_bytes(os.urandom(8), "little"))
+        return self._seed
+
+    def get_state(self):
+        """The state as a numpy uint64 array [seed, offset] (a copy)."""
+        return np.array([self._seed, self._offset], dtype=np.uint64)
+
+    def set_state(self, state):
+        state = np.asarray(state)
+        if state.shape != (2,) or state.dtype != np.uint64:
+            raise ValueError(f"set_state: expected a uint64 array [seed, offset] as get_state "
+                             f"gives, got dtype {state.dtype} and shape {state.shape}")
+        self._seed, self._offset = int(state[0]), int(state[1])
+
+    def take(self, count):
+        """(seed, first counter) of `count` fresh counters, advancing the offset past them."""
+        first = self._offset
+        self._offset = (first + count) % _U64
+        return self._seed, first
+
+
+def _seed_value(seed):
+    """torch's rule: an int in [-2^63, 2^64); negative seeds wrap to 2^64 + seed."""
+    if not isinstance(seed, numbers.Integral):
+        raise TypeError(f"manual_seed: the seed must be an int, got {type(seed).__name__}")
+    seed = int(seed)
+    if not -2**63 <= seed < _U64:
+        raise ValueError(f"manual_seed: seed {seed} is outside [-2**63, 2**64)")
+    return seed % _U64
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed):
+    """Seed the global generator and restart its stream; returns the generator.
+
+    Example:
+        cltensor.manual_seed(0); a = cltensor.rand(3)
+        cltensor.manual_seed(0); b = cltensor.rand(3)   # equal to a
+    """
+    return default_generator.manual_seed(seed)
+
+
+def seed():
+    return default_generator.seed()
+
+
+def initial_seed():
+    return default_generator.initial_seed()
+
+
+def get_rng_state():
+    """The global generator's state on the host: a uint64 numpy array [seed, offset]."""
+    return default_generator.get_state()
+
+
+def set_rng_state(new_state):
+    default_generator.set_state(new_state)
+
+
+# ---- kernels and launches -----------------------------------------------------------------------
+
+def _kernel(device, name, defines):
+    key = (device.index, name, tuple(sorted(defines.items())))
+    k = _kernels.get(key)
+    if k is None:
+        k = _kernels[key] = getattr(build_program(device, KERNEL_FILE, defines), name)
+    return k
+
+
+def _defines(out_dtype, ft=dt.float32, p_dtype=None):
+    d = {"OUT_T": ctype_of(out_dtype), "FT": ctype_of(ft)}
+    if ft == dt.float64:
+        d["FT_DOUBLE"] = None
+    if p_dtype is not None:
+        d["P_T"] = ctype_of(p_dtype)
+    return d
+
+
+def _per_block(ft):
+    """Uniforms one Philox block gives: four 24-bit (float) or two 53-bit (double)."""
+    return 2 if ft == dt.float64 else 4
+
+
+def _work_sizes(device, items):
+    local = LOCAL_SIZE if LOCAL_SIZE is not None else (None if device.is_cpu else 256)
+    if local is None:
+        return (items,), None
+    local = min(local, device.max_work_group)
+    return (round_up(items, local),), (local,)
+
+
+def _launch(name, out, items, key_ctr, defines, *extra):
+    """Launch stream kernel `name` over `items` work-items, writing contiguous `out`."""
+    seed, ctr = key_ctr
+    gsize, lsize = _work_sizes(out.device, items)
+    launch(out.device, _kernel(out.device, name, defines), gsize, lsize, np.uint64(out.numel()),
+           np.uint32(seed % _U32), np.uint32(seed // _U32), np.uint64(ctr), out.storage.buf,
+           np.int64(out.offset), *extra)
+    return out
+
+
+def _stream(name, out, per, generator, defines, *extra):
+    """Fill contiguous `out` with kernel `name`, one block of `per` outputs per counter."""
+    blocks = -(-out.numel() // per)
+    key_ctr = (generator or default_generator).take(blocks)
+    if blocks:
+        _launch(name, out, blocks, key_ctr, defines, *extra)
+    return out
+
+
+def philox_words(count, seed, counter=0, device=None):
+    """The raw stream: `count` 32-bit words of Philox4x32-10 under key `seed`, starting at block
+    `counter`, as an int64 tensor (word j is lane j % 4 of block counter + j // 4).
+
+    Example:
+        cltensor.random.philox_words(4, seed=0)   # the 4 words of counter 0, key (0, 0)
+    """
+    out = ClTensor.empty_on((int(count),), dt.int64, get_device(device))
+    if count:
+        _launch("philox_words", out, -(-count // 4), (_seed_value(seed), counter),
+                _defines(dt.int64))
+    return out
+
+
+# ---- samplers into contiguous tensors ---------------------------------------------------------
+
+def _uniform(out, lo, hi, generator):
+    ft = out.dtype
+    return _stream("uniform_fill", out, _per_block(ft), generator, _defines(ft, ft),
+                   ft.type(lo), ft.type(hi))
+
+
+def _normal(out, mean, std, generator):
+    ft = out.dtype
+    return _stream("normal_fill", out, _per_block(ft), generator, _defines(ft, ft),
+                   ft.type(mean), ft.type(std))
+
+
+def _exponential(out, lambd, generator):
+    ft = out.dtype
+    return _stream("exponential_fill", out, _per_block(ft), generator, _defines(ft, ft),
+                   ft.type(lambd))
+
+
+def _randint(out, low, high, generator):
+    return _stream("randint_fill", out, 2, generator, _defines(out.dtype),
+                   np.int64(low), np.uint64(high - low))
+
+
+def _bernoulli_scalar(out, p, generator):
+    ft = dt.float64 if out.dtype == dt.float64 else dt.float32
+    return _stream("bernoulli_scalar", out, _per_block(ft), generator, _defines(out.dtype, ft),
+                   ft.type(p))
+
+
+def _bernoulli_tensor(out, p, generator):
+    """out = u < p with p broadcast to out; raises when some p is outside [0, 1]."""
+    ft = dt.float64 if p.dtype == dt.float64 else dt.float32
+    nd, shape, view = _strided_operand(p, out.shape)
+    bad = _flag(out.device)
+    _stream("bernoulli_tensor", out, _per_block(ft), generator, _defines(out.dtype, ft, p.dtype),
+            p.storage.buf, view, np.int32(nd), shape, bad.storage.buf)
+    if bad.item():
+        raise ValueError("bernoulli: Expected p_in >= 0 && p_in <= 1 for every probability")
+    return out
+
+
+def _strided_operand(t, shape):
+    """(nd, Shape, View) that read t broadcast over `shape` in row-major order."""
+    row_major = [math.prod(shape[i + 1:]) for i in range(len(shape))]
+    dims, (_, strides) = ew.collapse(shape, [row_major, ew.broadcast_strides(t, shape)])
+    if len(dims) > ew.MAX_DIMS:
+        return _strided_operand(t.expand(shape).contiguous(), shape)
+    shp, view = np.zeros((), ew.SHAPE_T), np.zeros((), ew.VIEW_T)
+    shp["size"][:len(dims)] = dims
+    view["offset"] = t.offset
+    view["stride"][:len(dims)] = strides
+    return len(dims), shp, view
+
+
+def _flag(device):
+    return ClTensor.empty_on((1,), dt.int32, device).fill_(0)
+
+
+def _all_in_range(t, lo, hi):
+    """True when every element of t is in [lo, hi] (NaN is not), checked on the device."""
+    if t.numel() == 0:
+        return True
+    nd, shape, view = _strided_operand(t, t.shape)
+    bad = _flag(t.device)
+    kernel = _kernel(t.device, "check_range", _defines(dt.float32, p_dtype=t.dtype))
+    gsize, lsize = _work_sizes(t.device, t.numel())
+    launch(t.device, kernel, gsize, lsize, np.uint64(t.numel()), t.storage.buf, view,
+           np.int32(nd), shape, t.dtype.type(lo), t.dtype.type(hi), bad.storage.buf)
+    return not bad.item()
+
+
+def _fill_inplace(x, op, sample):
+    """x[...] = sample(contiguous tensor of x's shape): directly when x is contiguous."""
+    ew.check_writable(x, op)
+    if x.is_contiguous():
+        sample(x)
+        return x
+    return x.copy_(sample(ClTensor.empty_on(x.shape, x.dtype, x.device)))
+
+
+# ---- argument checks --------------------------------------------------------------------------
+
+def _float_dtype(dtype, op):
+    d = dt.as_dtype(dtype) or dt.float32
+    if not dt.is_floating(d):
+        raise TypeError(f"{op}: expected a floating point dtype, got {d}")
+    return d
+
+
+def _new(args, size, dtype, device, op):
+    shape = _size_args(args if size is None else (size,), op)
+    return ClTensor.empty_on(shape, dtype, get_device(device))
+
+
+def _real(x, name, op):
+    if not isinstance(x, numbers.Real) or isinstance(x, bool):
+        raise TypeError(f"{op}: {name} must be a real number, got {type(x).__name__}")
+    return float(x)
+
+
+def _check_std(std, op):
+    if not _real(std, "std", op) >= 0:
+        raise ValueError(f"{op}: expects std >= 0.0, but found std {std}")
+
+
+def _integer(x, name, op):
+    if not isinstance(x, numbers.Integral) or isinstance(x, bool):
+        raise TypeError(f"{op}: {name} must be an int, got {type(x).__name__}")
+    return int(x)
+
+
+def _int_bounds(dtype):
+    """[lo, hi]: the integers a dtype holds exactly."""
+    if dtype == dt.bool_:
+        return 0, 1
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        return int(info.min), int(info.max)
+    digits = np.finfo(dtype).nmant + 1
+    return -2**digits, 2**digits
+
+
+def _check_int_range(low, high, dtype, op):
+    if not low < high:
+        raise ValueError(f"{op}: expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    lo, hi = _int_bounds(dtype)
+    if low < lo or high - 1 > hi:
+        raise ValueError(f"{op}: the range [{low}, {high}) does not fit dtype {dtype} "
+                         f"(which holds [{lo}, {hi}])")
+
+
+def _need_float(x, op):
+    if not dt.is_floating(x.dtype):
+        raise TypeError(f"{op}: expected a floating point tensor, got {x.dtype}")
+
+
+# ---- public creation functions ----------------------------------------------------------------
+
+def rand(*size, dtype=None, device=None, generator=None, **kwargs):
+    """Uniform numbers in [0, 1) (24 random bits for float32, 53 for float64).
+
+    Example:
+        x = cltensor.rand(2, 3)                          # float32
+        y = cltensor.rand((4,), dtype=cltensor.float64)
+    """
+    out = _new(size, kwargs.pop("size", None), _float_dtype(dtype, "rand"), device, "rand")
+    _no_extra(kwargs, "rand")
+    return _uniform(out, 0.0, 1.0, generator)
+
+
+def randn(*size, dtype=None, device=None, generator=None, **kwargs):
+    """Standard normal numbers (Box-Muller; float64 from 53-bit uniforms).
+
+    Example:
+        z = cltensor.randn(1000)
+    """
+    out = _new(size, kwargs.pop("size", None), _float_dtype(dtype, "randn"), device, "randn")
+    _no_extra(kwargs, "randn")
+    return _normal(out, 0.0, 1.0, generator)
+
+
+def _no_extra(kwargs, op):
+    if kwargs:
+        raise TypeError(f"{op}: unexpected keyword argument(s) {', '.join(kwargs)}")
+
+
+def _randint_args(args, size, low, high):
+    """torch's randint(high, size) / randint(low, high, size) / keyword forms -> (low, high, size)."""
+    args = list(args)
+    if size is None:
+        if not args:
+            raise TypeError("randint: missing the size argument (a tuple of ints)")
+        size = args.pop()
+    if len(args) > 2:
+        raise TypeError(f"randint: too many positional arguments ({len(args) + 1})")
+    if len(args) == 2:
+        low, high = args
+    elif len(args) == 1:
+        low, high = (args[0], high) if high is not None else (low, args[0])
+    if high is None:
+        raise TypeError("randint: missing the high argument")
+    if not isinstance(size, (tuple, list)):
+        raise TypeError(f"randint: size must be a tuple of ints, got {type(size).__name__}")
+    return (0 if low is None else low), high, size
+
+
+def randint(*args, size=None, low=None, high=None, dtype=None, device=None, generator=None):
+    """Integers uniform in [low, high): randint(high, size) or randint(low, high, size).
+
+    Example:
+        cltensor.randint(10, (3,))          # int64 in [0, 10)
+        cltensor.randint(-5, 5, (2, 2), dtype=cltensor.int32)
+    """
+    low, high, size = _randint_args(args, size, low, high)
+    low, high = _integer(low, "low", "randint"), _integer(high, "high", "randint")
+    dtype = dt.as_dtype(dtype) or dt.int64
+    _check_int_range(low, high, dtype, "randint")
+    out = _new((), size, dtype, device, "randint")
+    return _randint(out, low, high, generator)
+
+
+def rand_like(input, dtype=None, device=None, generator=None):
+    return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
+                generator=generator)
+
+
+def randn_like(input, dtype=None, device=None, generator=None):
+    return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
+                 generator=generator)
+
+
+def randint_like(input, low=0, high=None, dtype=None, device=None, generator=None):
+    """randint_like(input, high) or randint_like(input, low, high), with input's shape and dtype."""
+    low, high = (0, low) if high is None else (low, high)
+    return randint(low, high, input.shape, dtype=dtype or input.dtype,
+                   device=device or input.device, generator=generator)
+
+
+def randperm(n, dtype=None, device=None, generator=None):
+    """A random permutation of 0..n-1 (a keyed Feistel permutation, one counter per call).
+
+    Example:
+        p = cltensor.randperm(10)   # int64
+    """
+    n = _integer(n, "n", "randperm")
+    if n < 0:
+        raise ValueError(f"randperm: n must be non-negative, got {n}")
+    dtype = dt.as_dtype(dtype) or dt.int64
+    if dtype == dt.bool_ or n - 1 > _int_bounds(dtype)[1]:
+        raise ValueError(f"randperm: n={n} is too large for (or unsupported by) dtype {dtype}")
+    out = ClTensor.empty_on((n,), dtype, get_device(device))
+    key_ctr = (generator or default_generator).take(1)
+    if n:
+        half = max(1, ((n - 1).bit_length() + 1) // 2)
+        _launch("randperm_fill", out, n, key_ctr, _defines(dtype), np.int32(half))
+    return out
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None):
+    """Normal numbers: normal(mean, std, size) for numbers, or tensors mean and/or std
+    (broadcast together; the result takes their shape).
+
+    Example:
+        cltensor.normal(2.0, 0.5, (3,))
+        cltensor.normal(cltensor.zeros(4), cltensor.ones(4))
+    """
+    if ew.is_tensor(mean) or ew.is_tensor(std):
+        if size is not None:
+            raise TypeError("normal: size is only allowed when mean and std are both numbers")
+        return _normal_tensors(mean, std, generator)
+    _real(mean, "mean", "normal")
+    _check_std(std, "normal")
+    if size is None:
+        raise TypeError("normal: with a number mean and std, give a size")
+    out = _new((), size, _float_dtype(dtype, "normal"), device, "normal")
+    return _normal(out, mean, std, generator)
+
+
+def _normal_tensors(mean, std, generator):
+    tensors = [x for x in (mean, std) if ew.is_tensor(x)]
+    device = ew.common_device(tensors, "normal")
+    for t in tensors:
+        _need_float(t, "normal")
+    if ew.is_tensor(std):
+        if not _all_in_range(std, 0, math.inf):
+            raise ValueError("normal: expects all elements of std >= 0.0")
+    else:
+        _check_std(std, "normal")
+    if not ew.is_tensor(mean):
+        _real(mean, "mean", "normal")
+    rt = dt.result_type(mean, std)
+    shape = ew.broadcast_shapes(*[t.shape for t in tensors])
+    z = _normal(ClTensor.empty_on(shape, rt, device), 0.0, 1.0, generator)
+    return ew.ternary("add_scaled", [mean, z, std], rt)
+
+
+def bernoulli(input, p=None, *, generator=None):
+    """0/1 draws: with probabilities `input` (floating), or with one probability `p` in input's
+    shape and dtype. Also the tensor method x.bernoulli(p=None).
+
+    Example:
+        probs = cltensor.rand(5)
+        draws = cltensor.bernoulli(probs)   # same dtype as probs, values 0 or 1
+    """
+    out = ClTensor.empty_on(input.shape, input.dtype, input.device)
+    if p is None:
+        _need_float(input, "bernoulli")
+        return _bernoulli_tensor(out, input, generator)
+    _check_probability(p, "bernoulli")
+    return _bernoulli_scalar(out, p, generator)
+
+
+def _check_probability(p, op):
+    if not 0 <= _real(p, "p", op) <= 1:
+        raise ValueError(f"{op}: Expected p_in >= 0 && p_in <= 1 (got p={p})")
+
+
+# ---- in-place tensor methods ------------------------------------------------------------------
+
+def uniform_(self, from_=0.0, to=1.0, *, generator=None):
+    """Fill with numbers uniform in [from_, to) (floating tensors)."""
+    _need_float(self, "uniform_")
+    lo, hi = _real(from_, "from", "uniform_"), _real(to, "to", "uniform_")
+    if not lo <= hi:
+        raise ValueError(f"uniform_: expects to return a [from, to) range, but found "
+                         f"from={from_} > to={to}")
+    if not math.isfinite(hi - lo) or hi - lo > np.finfo(self.dtype).max:
+        raise ValueError(f"uniform_: to - from must be finite in {self.dtype}, got from={from_}, to={to}")
+    return _fill_inplace(self, "uniform_", lambda out: _uniform(out, lo, hi, generator))
+
+
+def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    """Fill with normal numbers of the given mean and std (floating tensors)."""
+    _need_float(self, "normal_")
+    _real(mean, "mean", "normal_")
+    _check_std(std, "normal_")
+    return _fill_inplace(self, "normal_", lambda out: _normal(out, mean, std, generator))
+
+
+def exponential_(self, lambd=1.0, *, generator=None):
+    """Fill with exponential numbers of rate lambd (floating tensors)."""
+    _need_float(self, "exponential_")
+    if not _real(lambd, "lambd", "exponential_") > 0:
+        raise ValueError(f"exponential_: expects lambda > 0.0, but found lambda={lambd}")
+    return _fill_inplace(self, "exponential_", lambda out: _exponential(out, lambd, generator))
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    """Fill with 0/1 draws of probability p (a number, or a floating tensor broadcast to self)."""
+    if not ew.is_tensor(p):
+        _check_probability(p, "bernoulli_")
+        return _fill_inplace(self, "bernoulli_", lambda out: _bernoulli_scalar(out, p, generator))
+    _need_float(p, "bernoulli_")
+    ew.common_device([self, p], "bernoulli_")
+    if ew.broadcast_shapes(p.shape, self.shape) != self.shape:
+        raise ValueError(f"bernoulli_: p of shape {p.shape} does not broadcast to {self.shape}")
+    ew.check_writable(self, "bernoulli_")
+    # NOTE: always through a temporary: self stays untouched when some p is out of range.
+    tmp = ClTensor.empty_on(self.shape, self.dtype, self.device)
+    return self.copy_(_bernoulli_tensor(tmp, p, generator))
+
+
+def random_(self, *args, generator=None):
+    """random_() in [0, largest exact integer of the dtype], random_(to) in [0, to),
+    random_(from, to) in [from, to) (to=None: up to the largest)."""
+    if len(args) > 2:
+        raise TypeError(f"random_: expected at most 2 arguments (from, to), got {len(args)}")
+    low, high = (0, None) if not args else (0, args[0]) if len(args) == 1 else args
+    low = _integer(low, "from", "random_")
+    hi = _int_bounds(self.dtype)[1]
+    high = hi + 1 if high is None else _integer(high, "to", "random_")
+    _check_int_range(low, high, self.dtype, "random_")
+    return _fill_inplace(self, "random_", lambda out: _randint(out, low, high, generator))
+
+
+TENSOR_METHODS = {"uniform_": uniform_, "normal_": normal_, "exponential_": exponential_,
+                  "bernoulli_": bernoulli_, "bernoulli": bernoulli, "random_": random_}

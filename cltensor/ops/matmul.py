@@ -1,3 +1,485 @@
-"""(in progress)"""
-__all__ = []
-TENSOR_METHODS = {}
+"""Matrix products with torch's names and rules: matmul, mm, bmm, mv, dot, addmm, baddbmm, outer.
+
+Every product runs one kernel family (cl_kernels/matmul.cl): Co[b] = alpha * A[b] @ B[b] +
+beta * Ci[b] over strided views, so transposed, sliced and broadcast operands are never copied.
+"""
+import math
+import numbers
+
+import numpy as np
+import pyopencl as cl
+
+from .. import dtypes as dt
+from ..program import build_program, ctype_of, launch
+from . import elementwise as ew
+
+__all__ = ["matmul", "mm", "bmm", "mv", "dot", "addmm", "baddbmm", "outer", "ger"]
+
+KERNEL_FILE = "matmul.cl"
+# NVIDIA's OpenCL inherits CUDA's limit of 65535 work-groups along dims 1 and 2 of a launch;
+# larger problems are split into several launches over rows and batches.
+MAX_GROUPS = 65535
+MAX_DIM_SIZE = 2**31 - 1  # M, N and K are ints in the kernel
+# Parameters per device kind (the tuning database is a later issue). The tiled entries are
+# tried in order until one fits the device's work-group and local-memory limits.
+GEMM_PARAMS = {
+    "cpu": {"kernel": "gemm_direct", "TM": 4, "TN": 16},
+    "gpu": {"kernel": "gemm_tiled", "TSM": 64, "TSN": 64, "TSK": 16, "WPTM": 4, "WPTN": 4},
+    "default": {"kernel": "gemm_tiled", "TSM": 32, "TSN": 32, "TSK": 16, "WPTM": 2, "WPTN": 2},
+}
+TILED_FALLBACKS = (
+    {"kernel": "gemm_tiled", "TSM": 32, "TSN": 32, "TSK": 16, "WPTM": 2, "WPTN": 2},
+    {"kernel": "gemm_tiled", "TSM": 16, "TSN": 16, "TSK": 8, "WPTM": 2, "WPTN": 2},
+    {"kernel": "gemm_tiled", "TSM": 8, "TSN": 8, "TSK": 8, "WPTM": 1, "WPTN": 1},
+)
+DIRECT_GPU_LOCAL = (16, 8)  # work-group of gemm_direct where the runtime should not choose
+# None picks the kernel per device kind; "direct" or "tiled" forces one (tests, benchmarks).
+GEMM_VARIANT = None
+_kernels = {}
+
+
+# ---- kernels ----------------------------------------------------------------------------------
+
+def _device_kind(device):
+    return "cpu" if device.is_cpu else "gpu" if device.is_gpu else "default"
+
+
+def _tiled_fits(device, params, itemsize):
+    wg = (params["TSN"] // params["WPTN"], params["TSM"] // params["WPTM"])
+    sizes = device.cl_device.max_work_item_sizes
+    local = params["TSK"] * (params["TSM"] + params["TSN"] + 2) * itemsize
+    return (wg[0] * wg[1] <= device.max_work_group and wg[0] <= sizes[0] and wg[1] <= sizes[1]
+            and local <= device.local_mem)
+
+
+def _build(device, dtype, params, b_unit_n):
+    defines = {k: v for k, v in params.items() if k != "kernel"}
+    defines["T"] = ctype_of(dtype)
+    if b_unit_n and params["kernel"] == "gemm_direct":
+        defines["B_UNIT_N"] = None
+    return getattr(build_program(device, KERNEL_FILE, defines), params["kernel"])
+
+
+def _kernel_fits(device, kernel, params):
+    wg = (params["TSN"] // params["WPTN"]) * (params["TSM"] // params["WPTM"])
+    info = cl.kernel_work_group_info
+    return (kernel.get_work_group_info(info.WORK_GROUP_SIZE, device.cl_device) >= wg and
+            kernel.get_work_group_info(info.LOCAL_MEM_SIZE, device.cl_device) <= device.local_mem)
+
+
+def _candidates(device, variant):
+    if variant == "direct":
+        return [dict(GEMM_PARAMS["cpu"])]
+    first = GEMM_PARAMS[_device_kind(device)]
+    if variant is None and first["kernel"] == "gemm_direct":
+        return [dict(first)]
+    tiled = first if first["kernel"] == "gemm_tiled" else GEMM_PARAMS["default"]
+    return [dict(tiled), *TILED_FALLBACKS, dict(GEMM_PARAMS["cpu"])]
+
+
+def get_gemm_kernel(device, dtype, variant=None, b_unit_n=False):
+    """The (kernel, params) of the GEMM for a device and dtype: the per-device-kind choice, or the
+    forced variant ('direct' or 'tiled'); tiled parameters shrink until the device accepts them,
+    and a device that accepts none gets gemm_direct."""
+    key = (device.index, dtype, variant, b_unit_n)
+    hit = _kernels.get(key)
+    if hit is None:
+        for params in _candidates(device, variant):
+            tiled = params["kernel"] == "gemm_tiled"
+            if tiled and not _tiled_fits(device, params, dtype.itemsize):
+                continue
+            kernel = _build(device, dtype, params, b_unit_n)
+            if not tiled or _kernel_fits(device, kernel, params):
+                hit = _kernels[key] = (kernel, params)
+                break
+    return hit
+
+
+def clear_kernels():
+    _kernels.clear()
+
+
+# ---- the launcher -----------------------------------------------------------------------------
+
+def _merged_stride(sizes, strides):
+    """The one stride that walks dims `sizes` in row-major order, or None if there is none."""
+    dims = [(n, s) for n, s in zip(sizes, strides) if n != 1]
+    for (_, s0), (n1, s1) in zip(dims, dims[1:]):
+        if s0 != s1 * n1:
+            return None
+    return dims[-1][1] if dims else 0
+
+
+def _fold_batch(batch, m, strides):
+    """(batch, M, K) @ (K, N) with B shared by all batches becomes one (batch*M, K) @ (K, N)
+    when A's, Ci's and Co's batch and row dims each merge into one row stride."""
+    if not batch or any(s != 0 and n != 1 for n, s in zip(batch, strides[1])):
+        return batch, m, strides
+    sizes = tuple(batch) + (m,)
+    folded = []
+    for k, st in enumerate(strides):
+        if k == 1:
+            folded.append(st[-2:])
+            continue
+        row = _merged_stride(sizes, st[:-1])
+        if row is None:
+            return batch, m, strides
+        folded.append([row, st[-1]])
+    return (), m * math.prod(batch), folded
+
+
+def _view_arg(offset, strides):
+    v = np.zeros((), ew.VIEW_T)
+    v["offset"] = offset
+    v["stride"][:len(strides)] = strides
+    return v
+
+
+def _launch_shape(params, device, n, rows):
+    """(rows per launch, global size of one launch's dims 0-1 given its rows, local size)."""
+    if params["kernel"] == "gemm_tiled":
+        rx, ry = params["TSN"] // params["WPTN"], params["TSM"] // params["WPTM"]
+        tsm, tsn = params["TSM"], params["TSN"]
+        return (MAX_GROUPS * tsm,
+                lambda r: (-(-n // tsn) * rx, -(-r // tsm) * ry), (rx, ry, 1))
+    tm, tn = params["TM"], params["TN"]
+    if device.is_cpu:
+        return MAX_GROUPS * tm, lambda r: (-(-n // tn), -(-r // tm)), None
+    lx, ly = DIRECT_GPU_LOCAL
+    return (MAX_GROUPS * tm * ly,
+            lambda r: (-(-n // (tn * lx)) * lx, -(-r // (tm * ly)) * ly), (lx, ly, 1))
+
+
+def gemm(a, b, c_out, c_in=None, alpha=1, beta=0, variant=None):
+    """c_out = alpha * a @ b + beta * c_in, in place, over views of equal batch shape.
+
+    The low-level product under every op here: a is (*batch, M, K), b (*batch, K, N), c_out and
+    c_in (*batch, M, N), any strides (0 broadcasts in a, b and c_in); c_in may be c_out itself.
+    No checks beyond internal asserts: callers validate. `variant` forces 'direct' or 'tiled'.
+    """
+    batch, (m, k), n = c_out.shape[:-2], a.shape[-2:], b.shape[-1]
+    assert a.shape[:-2] == b.shape[:-2] == batch and b.shape[-2] == k, "gemm: shapes disagree"
+    if m == 0 or n == 0 or 0 in batch:
+        return c_out
+    ops = [a, b, c_out if c_in is None else c_in, c_out]
+    batch, m, strides = _fold_batch(batch, m, [list(t.strides) for t in ops])
+    bshape, bstrides = ew.collapse(batch, [st[:-2] for st in strides])
+    if len(bshape) > ew.MAX_DIMS:
+        raise ValueError(f"matmul: at most {ew.MAX_DIMS} non-mergeable batch dims are "
+                         f"supported, got {len(bshape)} (batch shape {tuple(batch)})")
+    device, dtype = c_out.device, c_out.dtype
+    kernel, params = get_gemm_kernel(device, dtype, variant or GEMM_VARIANT,
+                                     strides[1][-1] == 1 or n == 1)
+    shape_arg = np.zeros((), ew.SHAPE_T)
+    shape_arg["size"][:len(bshape)] = bshape
+    args = [dtype.type(alpha), dtype.type(0 if c_in is None else beta)]
+    for t, st, bst in zip(ops, strides, bstrides):
+        args += [t.storage.buf, _view_arg(t.offset, bst), np.int64(st[-2]), np.int64(st[-1])]
+    if params["kernel"] == "gemm_tiled":
+        args += [np.int32(abs(strides[0][-1]) <= abs(strides[0][-2])),
+                 np.int32(abs(strides[1][-1]) <= abs(strides[1][-2]))]
+    _launch_chunks(device, kernel, params, (m, n, k), math.prod(bshape), len(bshape), shape_arg,
+                   args)
+    return c_out
+
+
+def _launch_chunks(device, kernel, params, mnk, nbatch, nbd, shape_arg, args):
+    m, n, k = mnk
+    rows, global_of, local = _launch_shape(params, device, n, m)
+    for b0 in range(0, nbatch, MAX_GROUPS):
+        nb = min(MAX_GROUPS, nbatch - b0)
+        for r0 in range(0, m, rows):
+            gx, gy = global_of(min(rows, m - r0))
+            launch(device, kernel, (gx, gy, nb), local, np.int32(m), np.int32(n), np.int32(k),
+                   np.int32(r0), np.int64(b0), np.int32(nbd), shape_arg, *args)
+
+
+# ---- checks -----------------------------------------------------------------------------------
+
+def _check_tensors(op, *tensors):
+    """Same device, same dtype (not bool), every operand a tensor; returns (device, dtype)."""
+    for t in tensors:
+        if not ew.is_tensor(t):
+            raise TypeError(f"{op}: expected tensors, got {type(t).__name__}")
+    device = ew.common_device(list(tensors), op)
+    dtypes = [t.dtype for t in tensors]
+    if any(d != dtypes[0] for d in dtypes):
+        names = " != ".join(str(d) for d in dict.fromkeys(dtypes))
+        raise TypeError(f"{op}: expected all operands to have the same dtype, but got: {names}")
+    if dtypes[0] == dt.bool_:
+        raise TypeError(f"{op}: not implemented for bool tensors")
+    return device, dtypes[0]
+
+
+def _check_dims(op, tensors, ndims):
+    if any(t.ndim != nd for t, nd in zip(tensors, ndims)):
+        want = " and ".join(f"{nd}-d" for nd in ndims)
+        got = " and ".join(f"{t.ndim}-d" for t in tensors)
+        raise ValueError(f"{op}: expected {want} tensors, got {got}")
+
+
+def _check_inner(op, a, b, ka, kb):
+    if ka != kb:
+        raise ValueError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
+                         f"multiplied ({ka} != {kb})")
+    big = [n for n in tuple(a.shape) + tuple(b.shape) if n > MAX_DIM_SIZE]
+    if big:
+        raise ValueError(f"{op}: dims of size {big[0]} exceed the kernel's limit of {MAX_DIM_SIZE}")
+
+
+def _check_scalar(op, name, value, dtype):
+    if isinstance(value, (bool, np.bool_)):
+        return
+    if not isinstance(value, numbers.Real):
+        raise TypeError(f"{op}: {name} must be a real number, got {type(value).__name__}")
+    if not dt.is_floating(dtype) and not isinstance(value, numbers.Integral):
+        raise TypeError(f"{op}: for integer tensors {name} must be an integer, got {value!r}")
+
+
+def _check_out(op, out, shape, dtype, device):
+    if not ew.is_tensor(out):
+        raise TypeError(f"{op}: out must be a tensor, got {type(out).__name__}")
+    if out.device is not device:
+        raise RuntimeError(f"{op}: expected all tensors on the same device, got {device} and "
+                           f"{out.device}")
+    if tuple(out.shape) != tuple(shape):
+        raise ValueError(f"{op}: the result's shape {tuple(shape)} does not match out's shape "
+                         f"{tuple(out.shape)}")
+    if out.dtype != dtype:
+        raise TypeError(f"{op}: expected out to have dtype {dtype}, got {out.dtype}")
+    ew.check_writable(out, op)
+
+
+def _check_addend(op, c, shape):
+    """The added tensor of addmm/baddbmm must broadcast to the product's shape."""
+    try:
+        ok = ew.broadcast_shapes(c.shape, shape) == tuple(shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"{op}: input of shape {tuple(c.shape)} cannot be broadcast to the "
+                         f"product's shape {tuple(shape)}")
+
+
+def _broadcast_batch(op, a, b):
+    try:
+        return ew.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise ValueError(f"{op}: the batch dims of shapes {tuple(a.shape)} and {tuple(b.shape)} "
+                         f"cannot be broadcast together") from None
+
+
+# ---- running a product into a result ----------------------------------------------------------
+
+def _same(t):
+    return t
+
+
+def _hazard(c, a, b, c_in):
+    """True when the kernel would write storage it still has to read through another view."""
+    return (any(t.storage is c.storage for t in (a, b)) or
+            (c_in is not None and ew.overlaps_differently(c, c_in)))
+
+
+def _run(op, a, b, shape, out, view=_same, c_in=None, alpha=1, beta=0):
+    """alpha * a @ b + beta * c_in into `out` (checked first) or a new tensor of `shape`.
+
+    a, b and c_in have the kernel's (*batch, M, K), (*batch, K, N), (*batch, M, N) shapes;
+    `view` maps a result of `shape` to the (*batch, M, N) view the kernel writes.
+    """
+    from ..tensor import ClTensor
+    if out is not None:
+        _check_out(op, out, shape, a.dtype, a.device)
+    if beta == 0:
+        c_in = None
+    target = out
+    if out is None or _hazard(view(out), a, b, c_in):
+        target = ClTensor.empty_on(shape, a.dtype, a.device)
+    gemm(a, b, view(target), c_in, alpha, beta)
+    if out is None:
+        return target
+    if target is not out:
+        ew.copy_into(out, target)
+    return out
+
+
+# ---- the ops ----------------------------------------------------------------------------------
+
+def matmul(a, b, out=None):
+    """Matrix product with torch.matmul's rules.
+
+    1-d @ 1-d is a dot product (0-d result); a 1-d first operand is a row (its dim is removed
+    from the result), a 1-d second operand a column; leading (batch) dims broadcast.
+
+    Shape:
+        a (*batch_a, M, K) and b (*batch_b, K, N) give (*broadcast(batch_a, batch_b), M, N).
+
+    Example:
+        >>> x = cltensor.randn(8, 1, 5, 3); w = cltensor.randn(4, 3, 2)
+        >>> cltensor.matmul(x, w).shape
+        (8, 4, 5, 2)
+    """
+    _check_tensors("matmul", a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: both arguments need to be at least 1-d, but they are "
+                         f"{a.ndim}-d and {b.ndim}-d")
+    a2 = a.unsqueeze(0) if a.ndim == 1 else a
+    b2 = b.unsqueeze(1) if b.ndim == 1 else b
+    _check_inner("matmul", a, b, a2.shape[-1], b2.shape[-2])
+    batch = _broadcast_batch("matmul", a2, b2)
+    m, n = a2.shape[-2], b2.shape[-1]
+    shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
+
+    def view(t):
+        t = t.unsqueeze(len(batch)) if a.ndim == 1 else t
+        return t.unsqueeze(t.ndim) if b.ndim == 1 else t
+    return _run("matmul", a2.expand(batch + a2.shape[-2:]), b2.expand(batch + b2.shape[-2:]),
+                shape, out, view)
+
+
+def mm(a, b, out=None):
+    """Product of two matrices (no broadcasting).
+
+    Example:
+        >>> cltensor.mm(cltensor.ones(2, 3), cltensor.ones(3, 4)).shape
+        (2, 4)
+    """
+    _check_tensors("mm", a, b)
+    _check_dims("mm", (a, b), (2, 2))
+    _check_inner("mm", a, b, a.shape[1], b.shape[0])
+    return _run("mm", a, b, (a.shape[0], b.shape[1]), out)
+
+
+def bmm(a, b, out=None):
+    """Batched product of 3-d tensors with equal batch sizes (no broadcasting).
+
+    Example:
+        >>> cltensor.bmm(cltensor.ones(5, 2, 3), cltensor.ones(5, 3, 4)).shape
+        (5, 2, 4)
+    """
+    _check_tensors("bmm", a, b)
+    _check_dims("bmm", (a, b), (3, 3))
+    _check_batches("bmm", a, b)
+    _check_inner("bmm", a, b, a.shape[2], b.shape[1])
+    return _run("bmm", a, b, (a.shape[0], a.shape[1], b.shape[2]), out)
+
+
+def _check_batches(op, a, b):
+    if a.shape[0] != b.shape[0]:
+        raise ValueError(f"{op}: batch sizes differ: shapes {tuple(a.shape)} and "
+                         f"{tuple(b.shape)} have {a.shape[0]} and {b.shape[0]} batches")
+
+
+def mv(a, v, out=None):
+    """Matrix-vector product.
+
+    Example:
+        >>> cltensor.mv(cltensor.ones(2, 3), cltensor.ones(3)).shape
+        (2,)
+    """
+    _check_tensors("mv", a, v)
+    _check_dims("mv", (a, v), (2, 1))
+    _check_inner("mv", a, v, a.shape[1], v.shape[0])
+    return _run("mv", a, v.unsqueeze(1), (a.shape[0],), out, lambda t: t.unsqueeze(1))
+
+
+def dot(a, b, out=None):
+    """Dot product of two 1-d tensors of equal length (a 0-d result).
+
+    Example:
+        >>> cltensor.dot(cltensor.tensor([1.0, 2.0]), cltensor.tensor([3.0, 4.0])).item()
+        11.0
+    """
+    _check_tensors("dot", a, b)
+    _check_dims("dot", (a, b), (1, 1))
+    _check_inner("dot", a, b, a.shape[0], b.shape[0])
+    return _run("dot", a.unsqueeze(0), b.unsqueeze(1), (), out,
+                lambda t: t.unsqueeze(0).unsqueeze(1))
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    """beta * input + alpha * (mat1 @ mat2); input broadcasts to the product's shape and is
+    ignored (NaN included) when beta is 0.
+
+    Example:
+        >>> bias = cltensor.zeros(4); x = cltensor.ones(2, 3); w = cltensor.ones(3, 4)
+        >>> cltensor.addmm(bias, x, w, alpha=0.5).tolist()[0]
+        [1.5, 1.5, 1.5, 1.5]
+    """
+    _, dtype = _check_tensors("addmm", input, mat1, mat2)
+    _check_dims("addmm", (mat1, mat2), (2, 2))
+    _check_inner("addmm", mat1, mat2, mat1.shape[1], mat2.shape[0])
+    _check_scalar("addmm", "alpha", alpha, dtype)
+    _check_scalar("addmm", "beta", beta, dtype)
+    shape = (mat1.shape[0], mat2.shape[1])
+    _check_addend("addmm", input, shape)
+    return _run("addmm", mat1, mat2, shape, out, c_in=input.expand(shape), alpha=alpha, beta=beta)
+
+
+def addmm_(self, mat1, mat2, *, beta=1, alpha=1):
+    """In place: self = beta * self + alpha * (mat1 @ mat2)."""
+    _, dtype = _check_tensors("addmm_", self, mat1, mat2)
+    _check_dims("addmm_", (self, mat1, mat2), (2, 2, 2))
+    _check_inner("addmm_", mat1, mat2, mat1.shape[1], mat2.shape[0])
+    _check_scalar("addmm_", "alpha", alpha, dtype)
+    _check_scalar("addmm_", "beta", beta, dtype)
+    return _run("addmm_", mat1, mat2, (mat1.shape[0], mat2.shape[1]), self, c_in=self,
+                alpha=alpha, beta=beta)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """beta * input + alpha * bmm(batch1, batch2); input broadcasts to the product's shape.
+
+    Example:
+        >>> c = cltensor.ones(2, 1, 4); b1 = cltensor.ones(2, 3, 5); b2 = cltensor.ones(2, 5, 4)
+        >>> cltensor.baddbmm(c, b1, b2, beta=2).shape
+        (2, 3, 4)
+    """
+    _, dtype = _check_tensors("baddbmm", input, batch1, batch2)
+    shape = _check_bmm_args("baddbmm", batch1, batch2, alpha, beta, dtype)
+    _check_addend("baddbmm", input, shape)
+    return _run("baddbmm", batch1, batch2, shape, out, c_in=input.expand(shape), alpha=alpha,
+                beta=beta)
+
+
+def baddbmm_(self, batch1, batch2, *, beta=1, alpha=1):
+    """In place: self = beta * self + alpha * bmm(batch1, batch2)."""
+    _, dtype = _check_tensors("baddbmm_", self, batch1, batch2)
+    shape = _check_bmm_args("baddbmm_", batch1, batch2, alpha, beta, dtype)
+    if tuple(self.shape) != shape:
+        raise ValueError(f"baddbmm_: self has shape {tuple(self.shape)}, the product {shape}")
+    return _run("baddbmm_", batch1, batch2, shape, self, c_in=self, alpha=alpha, beta=beta)
+
+
+def _check_bmm_args(op, batch1, batch2, alpha, beta, dtype):
+    _check_dims(op, (batch1, batch2), (3, 3))
+    _check_batches(op, batch1, batch2)
+    _check_inner(op, batch1, batch2, batch1.shape[2], batch2.shape[1])
+    _check_scalar(op, "alpha", alpha, dtype)
+    _check_scalar(op, "beta", beta, dtype)
+    return (batch1.shape[0], batch1.shape[1], batch2.shape[2])
+
+
+def outer(a, b, out=None):
+    """Outer product of two 1-d tensors: out[i, j] = a[i] * b[j] (dtypes promote, as torch).
+
+    Example:
+        >>> cltensor.outer(cltensor.ones(2), cltensor.ones(3)).shape
+        (2, 3)
+    """
+    for t in (a, b):
+        if not ew.is_tensor(t):
+            raise TypeError(f"outer: expected tensors, got {type(t).__name__}")
+    _check_dims("outer", (a, b), (1, 1))
+    return ew.binary("mul", a.unsqueeze(1), b.unsqueeze(0), out=out)
+
+
+ger = outer
+
+TENSOR_METHODS = {"matmul": matmul, "mm": mm, "bmm": bmm, "mv": mv, "dot": dot, "addmm": addmm,
+                  "addmm_": addmm_, "baddbmm": baddbmm, "baddbmm_": baddbmm_, "outer": outer,
+                  "ger": outer}
+# NOTE: cltensor/__init__.py binds the name `matmul` to this module, then `from .ops.matmul
+# import *` rebinds it to the function before the loop that reads `matmul.TENSOR_METHODS`;
+# the attribute keeps that loop working.
+matmul.TENSOR_METHODS = TENSOR_METHODS
