@@ -1,4 +1,5 @@
-"""Random numbers with torch's names, from a counter-based Philox4x32-10 stream (cl_kernels/random.cl).
+"""Random numbers with torch's names from a counter-based Philox4x32-10 stream (kernels:
+cl_kernels/random.cl).
 
 A Generator holds a 64-bit seed (the Philox key) and an offset (the next unused counter). Every
 call takes a fresh range of counters and advances the offset, so consecutive calls differ and
@@ -201,8 +202,9 @@ def _exponential(out, lambd, generator):
 
 
 def _randint(out, low, high, generator):
+    # NOTE: the full int64 range has 2^64 values: it travels as range 0, which the kernel reads so.
     return _stream("randint_fill", out, 2, generator, _defines(out.dtype),
-                   np.int64(low), np.uint64(high - low))
+                   np.int64(low), np.uint64((high - low) % _U64))
 
 
 def _bernoulli_scalar(out, p, generator):
@@ -306,7 +308,8 @@ def _int_bounds(dtype):
 
 def _check_int_range(low, high, dtype, op):
     if not low < high:
-        raise ValueError(f"{op}: expects 'from' to be less than 'to', but got from={low} >= to={high}")
+        raise ValueError(f"{op}: expects 'from' to be less than 'to', but got "
+                         f"from={low} >= to={high}")
     lo, hi = _int_bounds(dtype)
     if low < lo or high - 1 > hi:
         raise ValueError(f"{op}: the range [{low}, {high}) does not fit dtype {dtype} "
@@ -349,7 +352,7 @@ def _no_extra(kwargs, op):
 
 
 def _randint_args(args, size, low, high):
-    """torch's randint(high, size) / randint(low, high, size) / keyword forms -> (low, high, size)."""
+    """(low, high, size) from randint(high, size), randint(low, high, size) or keywords."""
     args = list(args)
     if size is None:
         if not args:
@@ -466,6 +469,8 @@ def bernoulli(input, p=None, *, generator=None):
         probs = cltensor.rand(5)
         draws = cltensor.bernoulli(probs)   # same dtype as probs, values 0 or 1
     """
+    if not ew.is_tensor(input):
+        raise TypeError(f"bernoulli: expected a tensor, got {type(input).__name__}")
     out = ClTensor.empty_on(input.shape, input.dtype, input.device)
     if p is None:
         _need_float(input, "bernoulli")
@@ -489,7 +494,8 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
         raise ValueError(f"uniform_: expects to return a [from, to) range, but found "
                          f"from={from_} > to={to}")
     if not math.isfinite(hi - lo) or hi - lo > np.finfo(self.dtype).max:
-        raise ValueError(f"uniform_: to - from must be finite in {self.dtype}, got from={from_}, to={to}")
+        raise ValueError(f"uniform_: to - from must be finite in {self.dtype}, "
+                         f"got from={from_}, to={to}")
     return _fill_inplace(self, "uniform_", lambda out: _uniform(out, lo, hi, generator))
 
 
@@ -516,12 +522,17 @@ def bernoulli_(self, p=0.5, *, generator=None):
         return _fill_inplace(self, "bernoulli_", lambda out: _bernoulli_scalar(out, p, generator))
     _need_float(p, "bernoulli_")
     ew.common_device([self, p], "bernoulli_")
-    if ew.broadcast_shapes(p.shape, self.shape) != self.shape:
+    if not _broadcasts_to(p.shape, self.shape):
         raise ValueError(f"bernoulli_: p of shape {p.shape} does not broadcast to {self.shape}")
     ew.check_writable(self, "bernoulli_")
     # NOTE: always through a temporary: self stays untouched when some p is out of range.
     tmp = ClTensor.empty_on(self.shape, self.dtype, self.device)
     return self.copy_(_bernoulli_tensor(tmp, p, generator))
+
+
+def _broadcasts_to(shape, target):
+    return len(shape) <= len(target) and all(
+        n in (1, m) for n, m in zip(reversed(shape), reversed(target)))
 
 
 def random_(self, *args, generator=None):
