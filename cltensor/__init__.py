@@ -8,7 +8,8 @@ from .dtypes import bool_, double, float32, float64, int32, int64, long  # noqa:
 from .dtypes import float, int  # noqa: F401,A004
 from .dtypes import bool_ as bool  # noqa: F401,A004
 from .dtypes import promote_types, result_type  # noqa: F401
-from .ops import indexing, matmul, pointwise, ranges, reduce, shape
+from .ops import indexing, pointwise, ranges, reduce, shape
+from .ops import matmul as _matmul_ops
 from .ops.elementwise import broadcast_shapes  # noqa: F401
 from .ops.indexing import *  # noqa: F401,F403
 from .ops.matmul import *  # noqa: F401,F403
@@ -26,7 +27,7 @@ from .tensor import ClTensor
 
 Tensor = ClTensor
 
-for _module in (pointwise, reduce, shape, indexing, matmul, ranges, random):
+for _module in (pointwise, reduce, shape, indexing, _matmul_ops, ranges, random):
     for _name, _fn in _module.TENSOR_METHODS.items():
         setattr(ClTensor, _name, _fn)
 del _module, _name, _fn

@@ -20,28 +20,48 @@ KERNEL_FILE = "matmul.cl"
 # larger problems are split into several launches over rows and batches.
 MAX_GROUPS = 65535
 MAX_DIM_SIZE = 2**31 - 1  # M, N and K are ints in the kernel
-# Parameters per device kind (the tuning database is a later issue). The tiled entries are
-# tried in order until one fits the device's work-group and local-memory limits.
+# Parameters per device kind and dtype (the tuning database is a later issue). gemm_direct's
+# VW is the width of its vector loads of B (a 64-byte AVX-512 register), TN a multiple of it.
+# The tiled entries are tried in order until one fits the device's work-group and local memory.
+_DIRECT = {"float32": {"kernel": "gemm_direct", "TM": 8, "TN": 32, "VW": 16},
+           "int32": {"kernel": "gemm_direct", "TM": 8, "TN": 32, "VW": 16},
+           "default": {"kernel": "gemm_direct", "TM": 8, "TN": 16, "VW": 8}}
 GEMM_PARAMS = {
-    "cpu": {"kernel": "gemm_direct", "TM": 4, "TN": 16},
-    "gpu": {"kernel": "gemm_tiled", "TSM": 64, "TSN": 64, "TSK": 16, "WPTM": 4, "WPTN": 4},
-    "default": {"kernel": "gemm_tiled", "TSM": 32, "TSN": 32, "TSK": 16, "WPTM": 2, "WPTN": 2},
+    "cpu": _DIRECT,
+    "gpu": {"default": {"kernel": "gemm_tiled", "TSM": 64, "TSN": 64, "TSK": 16, "WPTM": 4,
+                        "WPTN": 4}},
+    "default": {"default": {"kernel": "gemm_tiled", "TSM": 32, "TSN": 32, "TSK": 16, "WPTM": 2,
+                            "WPTN": 2}},
 }
 TILED_FALLBACKS = (
     {"kernel": "gemm_tiled", "TSM": 32, "TSN": 32, "TSK": 16, "WPTM": 2, "WPTN": 2},
     {"kernel": "gemm_tiled", "TSM": 16, "TSN": 16, "TSK": 8, "WPTM": 2, "WPTN": 2},
     {"kernel": "gemm_tiled", "TSM": 8, "TSN": 8, "TSK": 8, "WPTM": 1, "WPTN": 1},
 )
-DIRECT_GPU_LOCAL = (16, 8)  # work-group of gemm_direct where the runtime should not choose
+DIRECT_GPU_LOCAL = (16, 8)  # gemm_direct's work-group off the CPU
 # None picks the kernel per device kind; "direct" or "tiled" forces one (tests, benchmarks).
 GEMM_VARIANT = None
-_kernels = {}
+# How gemm_direct may read B's rows: through b_cs, as unaligned vectors, as aligned vectors.
+B_STRIDED, B_UNIT, B_ALIGNED = "strided", "unit", "aligned"
+_selected = {}
+_built = {}
 
 
 # ---- kernels ----------------------------------------------------------------------------------
 
-def _device_kind(device):
-    return "cpu" if device.is_cpu else "gpu" if device.is_gpu else "default"
+def _params_for(kind, dtype):
+    table = GEMM_PARAMS[kind]
+    return dict(table.get(dtype.name, table["default"]))
+
+
+def _candidates(device, dtype, variant):
+    kind = "cpu" if device.is_cpu else "gpu" if device.is_gpu else "default"
+    first = _params_for(kind, dtype)
+    direct = _params_for("cpu", dtype)
+    if variant == "direct" or (variant is None and first["kernel"] == "gemm_direct"):
+        return [direct]
+    tiled = first if first["kernel"] == "gemm_tiled" else _params_for("default", dtype)
+    return [tiled, *(dict(p) for p in TILED_FALLBACKS), direct]
 
 
 def _tiled_fits(device, params, itemsize):
@@ -52,14 +72,6 @@ def _tiled_fits(device, params, itemsize):
             and local <= device.local_mem)
 
 
-def _build(device, dtype, params, b_unit_n):
-    defines = {k: v for k, v in params.items() if k != "kernel"}
-    defines["T"] = ctype_of(dtype)
-    if b_unit_n and params["kernel"] == "gemm_direct":
-        defines["B_UNIT_N"] = None
-    return getattr(build_program(device, KERNEL_FILE, defines), params["kernel"])
-
-
 def _kernel_fits(device, kernel, params):
     wg = (params["TSN"] // params["WPTN"]) * (params["TSM"] // params["WPTM"])
     info = cl.kernel_work_group_info
@@ -67,36 +79,51 @@ def _kernel_fits(device, kernel, params):
             kernel.get_work_group_info(info.LOCAL_MEM_SIZE, device.cl_device) <= device.local_mem)
 
 
-def _candidates(device, variant):
-    if variant == "direct":
-        return [dict(GEMM_PARAMS["cpu"])]
-    first = GEMM_PARAMS[_device_kind(device)]
-    if variant is None and first["kernel"] == "gemm_direct":
-        return [dict(first)]
-    tiled = first if first["kernel"] == "gemm_tiled" else GEMM_PARAMS["default"]
-    return [dict(tiled), *TILED_FALLBACKS, dict(GEMM_PARAMS["cpu"])]
+def _build(device, dtype, params, b_layout):
+    """One kernel object per program (pyopencl makes a new object per attribute access)."""
+    defines = {k: v for k, v in params.items() if k != "kernel"}
+    defines["T"] = ctype_of(dtype)
+    if params["kernel"] == "gemm_direct" and b_layout != B_STRIDED:
+        defines["B_UNIT_N"] = None
+        if b_layout == B_ALIGNED:
+            defines["B_ALIGNED"] = None
+    key = (device.index, params["kernel"], tuple(sorted(defines.items())))
+    if key not in _built:
+        _built[key] = getattr(build_program(device, KERNEL_FILE, defines), params["kernel"])
+    return _built[key]
 
 
-def get_gemm_kernel(device, dtype, variant=None, b_unit_n=False):
-    """The (kernel, params) of the GEMM for a device and dtype: the per-device-kind choice, or the
-    forced variant ('direct' or 'tiled'); tiled parameters shrink until the device accepts them,
-    and a device that accepts none gets gemm_direct."""
-    key = (device.index, dtype, variant, b_unit_n)
-    hit = _kernels.get(key)
+def get_gemm_kernel(device, dtype, variant=None, b_layout=B_STRIDED):
+    """The (kernel, params) of the GEMM for a device and dtype: the choice for the device's kind,
+    or the forced variant ('direct' or 'tiled'). Tiled parameters shrink until the device
+    accepts them; a device that accepts none gets gemm_direct."""
+    key = (device.index, dtype, variant, b_layout)
+    hit = _selected.get(key)
     if hit is None:
-        for params in _candidates(device, variant):
+        for params in _candidates(device, dtype, variant):
             tiled = params["kernel"] == "gemm_tiled"
             if tiled and not _tiled_fits(device, params, dtype.itemsize):
                 continue
-            kernel = _build(device, dtype, params, b_unit_n)
+            kernel = _build(device, dtype, params, b_layout)
             if not tiled or _kernel_fits(device, kernel, params):
-                hit = _kernels[key] = (kernel, params)
+                hit = _selected[key] = (kernel, params)
                 break
     return hit
 
 
 def clear_kernels():
-    _kernels.clear()
+    _selected.clear()
+    _built.clear()
+
+
+def _b_layout(device, dtype, b_strides, n):
+    """How gemm_direct may read B, from its strides [*batch, row, col] (in elements)."""
+    if b_strides[-1] != 1 and n != 1:
+        return B_STRIDED
+    vw = _params_for("cpu", dtype)["VW"]
+    aligned = (all(s % vw == 0 for s in b_strides[:-1]) and
+               vw * dtype.itemsize * 8 <= device.cl_device.mem_base_addr_align)
+    return B_ALIGNED if aligned else B_UNIT
 
 
 # ---- the launcher -----------------------------------------------------------------------------
@@ -135,19 +162,15 @@ def _view_arg(offset, strides):
     return v
 
 
-def _launch_shape(params, device, n, rows):
-    """(rows per launch, global size of one launch's dims 0-1 given its rows, local size)."""
+def _work_shape(params, device):
+    """The (rows, cols) of C that one work-group covers, and the local size to launch with."""
     if params["kernel"] == "gemm_tiled":
-        rx, ry = params["TSN"] // params["WPTN"], params["TSM"] // params["WPTM"]
-        tsm, tsn = params["TSM"], params["TSN"]
-        return (MAX_GROUPS * tsm,
-                lambda r: (-(-n // tsn) * rx, -(-r // tsm) * ry), (rx, ry, 1))
-    tm, tn = params["TM"], params["TN"]
-    if device.is_cpu:
-        return MAX_GROUPS * tm, lambda r: (-(-n // tn), -(-r // tm)), None
-    lx, ly = DIRECT_GPU_LOCAL
-    return (MAX_GROUPS * tm * ly,
-            lambda r: (-(-n // (tn * lx)) * lx, -(-r // (tm * ly)) * ly), (lx, ly, 1))
+        local = (params["TSN"] // params["WPTN"], params["TSM"] // params["WPTM"], 1)
+        return (params["TSM"], params["TSN"]), local
+    # NOTE: PoCL compiles a kernel once per local size; a fixed (1, 1, 1) avoids a compile for
+    # every new global size that the runtime's own choice would bring.
+    lx, ly = (1, 1) if device.is_cpu else DIRECT_GPU_LOCAL
+    return (params["TM"] * ly, params["TN"] * lx), (lx, ly, 1)
 
 
 def gemm(a, b, c_out, c_in=None, alpha=1, beta=0, variant=None):
@@ -168,8 +191,8 @@ def gemm(a, b, c_out, c_in=None, alpha=1, beta=0, variant=None):
         raise ValueError(f"matmul: at most {ew.MAX_DIMS} non-mergeable batch dims are "
                          f"supported, got {len(bshape)} (batch shape {tuple(batch)})")
     device, dtype = c_out.device, c_out.dtype
-    kernel, params = get_gemm_kernel(device, dtype, variant or GEMM_VARIANT,
-                                     strides[1][-1] == 1 or n == 1)
+    b_layout = _b_layout(device, dtype, [b.offset] + strides[1], n)
+    kernel, params = get_gemm_kernel(device, dtype, variant or GEMM_VARIANT, b_layout)
     shape_arg = np.zeros((), ew.SHAPE_T)
     shape_arg["size"][:len(bshape)] = bshape
     args = [dtype.type(alpha), dtype.type(0 if c_in is None else beta)]
@@ -184,13 +207,15 @@ def gemm(a, b, c_out, c_in=None, alpha=1, beta=0, variant=None):
 
 
 def _launch_chunks(device, kernel, params, mnk, nbatch, nbd, shape_arg, args):
+    """Launch over at most MAX_GROUPS work-groups of rows and of batches at a time."""
     m, n, k = mnk
-    rows, global_of, local = _launch_shape(params, device, n, m)
+    (gm, gn), local = _work_shape(params, device)
+    rows = MAX_GROUPS * gm
     for b0 in range(0, nbatch, MAX_GROUPS):
         nb = min(MAX_GROUPS, nbatch - b0)
         for r0 in range(0, m, rows):
-            gx, gy = global_of(min(rows, m - r0))
-            launch(device, kernel, (gx, gy, nb), local, np.int32(m), np.int32(n), np.int32(k),
+            gsize = (-(-n // gn) * local[0], -(-min(rows, m - r0) // gm) * local[1], nb)
+            launch(device, kernel, gsize, local, np.int32(m), np.int32(n), np.int32(k),
                    np.int32(r0), np.int64(b0), np.int32(nbd), shape_arg, *args)
 
 
@@ -211,10 +236,15 @@ def _check_tensors(op, *tensors):
     return device, dtypes[0]
 
 
+def _listing(items):
+    items = [str(x) for x in items]
+    return ", ".join(items[:-1]) + " and " + items[-1] if len(items) > 1 else items[0]
+
+
 def _check_dims(op, tensors, ndims):
     if any(t.ndim != nd for t, nd in zip(tensors, ndims)):
-        want = " and ".join(f"{nd}-d" for nd in ndims)
-        got = " and ".join(f"{t.ndim}-d" for t in tensors)
+        want = _listing(f"{nd}-d" for nd in ndims)
+        got = _listing(f"{t.ndim}-d" for t in tensors)
         raise ValueError(f"{op}: expected {want} tensors, got {got}")
 
 
@@ -311,11 +341,15 @@ def matmul(a, b, out=None):
     1-d @ 1-d is a dot product (0-d result); a 1-d first operand is a row (its dim is removed
     from the result), a 1-d second operand a column; leading (batch) dims broadcast.
 
+    Args:
+        a, b: tensors of the same dtype (float32, float64, int32 or int64) and device.
+        out: optional tensor of the result's shape and dtype to write into.
+
     Shape:
         a (*batch_a, M, K) and b (*batch_b, K, N) give (*broadcast(batch_a, batch_b), M, N).
 
     Example:
-        >>> x = cltensor.randn(8, 1, 5, 3); w = cltensor.randn(4, 3, 2)
+        >>> x = cltensor.ones(8, 1, 5, 3); w = cltensor.ones(4, 3, 2)
         >>> cltensor.matmul(x, w).shape
         (8, 4, 5, 2)
     """
@@ -398,8 +432,13 @@ def dot(a, b, out=None):
 
 
 def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
-    """beta * input + alpha * (mat1 @ mat2); input broadcasts to the product's shape and is
-    ignored (NaN included) when beta is 0.
+    """beta * input + alpha * (mat1 @ mat2), in one kernel.
+
+    Args:
+        input: added tensor, broadcast to (M, N); ignored (NaN included) when beta is 0.
+        mat1, mat2: (M, K) and (K, N) matrices of input's dtype.
+        beta, alpha: real numbers (integers for integer tensors).
+        out: optional (M, N) tensor to write into.
 
     Example:
         >>> bias = cltensor.zeros(4); x = cltensor.ones(2, 3); w = cltensor.ones(3, 4)
@@ -479,7 +518,3 @@ ger = outer
 TENSOR_METHODS = {"matmul": matmul, "mm": mm, "bmm": bmm, "mv": mv, "dot": dot, "addmm": addmm,
                   "addmm_": addmm_, "baddbmm": baddbmm, "baddbmm_": baddbmm_, "outer": outer,
                   "ger": outer}
-# NOTE: cltensor/__init__.py binds the name `matmul` to this module, then `from .ops.matmul
-# import *` rebinds it to the function before the loop that reads `matmul.TENSOR_METHODS`;
-# the attribute keeps that loop working.
-matmul.TENSOR_METHODS = TENSOR_METHODS
