@@ -1,0 +1,348 @@
+/*
+ * reduce.cl: reductions (sum, prod, variance, max/min with their index) of a strided N-d view
+ * over a set of its dims, with a per-element map before and a per-output finish after.
+ *
+ * Layout: the input is seen as (kept dims) x (reduced dims), each group of at most MAX_DIMS dims
+ * (which must match cltensor/ops/elementwise.py). Output m (row-major over the kept dims) reduces
+ * the R elements r = 0..R-1 (row-major over the reduced dims) found at
+ *   x[kv.offset + offset_of(m, kept shape, kv) + offset_of(r, reduced shape, rv)].
+ * Results are contiguous: out[m], and out_idx[m] (the r of the chosen element) for max/min.
+ *
+ * Work decomposition: a work-group is L0 x L1 work-items. Dim 0 picks the output
+ * (m = get_global_id(0)). Along dim 1 each row is cut into G chunks (chunk c = get_group_id(1));
+ * lane l of chunk c accumulates a private State over
+ *   r = c * chunk_stride + l + k * step,   r < min(c * chunk_stride + chunk_len, R),
+ * so the caller picks interleaved chunks (chunk_stride = L1, chunk_len = R, step = G * L1: lanes
+ * read neighbouring elements, which coalesces on GPUs) or blocked ones (chunk_stride = chunk_len,
+ * step = L1: one lane streams through a contiguous block, which suits CPU caches). The L1 lanes
+ * then combine their States with a tree in local memory (L1 a power of two).
+ *
+ * Kernels (one build gives all three):
+ *   reduce_full   G == 1: each row's result goes straight to out
+ *   reduce_part   G > 1: one partial State per (m, c), saved at k = m * G + c in pval/pidx
+ *   reduce_merge  combines the G partials of each row (lanes along dim 1, no chunks)
+ *
+ * Build options:
+ *   T          input storage type (uchar for bool)
+ *   ACC_T      accumulator type; ACC_FLOAT defined when it is float or double
+ *   OUT_T      output storage type; OUT_BOOL defined when the output is bool (uchar 0/1)
+ *   RED_SUM    sum (Neumaier-compensated when ACC_FLOAT, so long float sums stay accurate)
+ *   RED_PROD   product
+ *   RED_VAR    compensated sums of d and d^2 (d the mapped value, a deviation from a shift);
+ *              its value is S2 - S1^2 / p, p being the element count (corrected two-pass)
+ *   RED_MAX, RED_MIN   value and index: NaN beats every number, ties go to the lower index
+ *   MAP(x, a, p)   what element x (type T) contributes: MAP_ID, MAP_NZ (x != 0), MAP_ABS,
+ *                  MAP_SQ, MAP_POWABS (|x|^p), MAP_DEV (x - a), MAP_EXPSUB (exp(x - a))
+ *   AUX(aux, m)    the per-output value a: AUX_NONE, AUX_MEAN (aux[m]), AUX_SHIFT (aux[m], or 0
+ *                  where it is infinite: logsumexp's shift)
+ *   FIN(v, a, p, d) the result from the reduced value v: FIN_ID, FIN_DIV (v / d), FIN_SQRT_DIV,
+ *                  FIN_ROOT (v^(1/p)), FIN_LOGADD (log(v) + a)
+ * Tunables:
+ *   USE_TREE   (default 1) combine lanes through local memory; 0 when L1 is always 1 (CPUs,
+ *              where every barrier costs a loop over the work-items)
+ */
+#ifndef USE_TREE
+#define USE_TREE 1
+#endif
+#define MAX_DIMS 8
+
+typedef struct { long size[MAX_DIMS]; } Shape;
+typedef struct { long offset; long stride[MAX_DIMS]; } View;
+
+/* Element offset of row-major index i over nd dims of `shape` with the strides of `v`. */
+inline long offset_of(long i, const int nd, const Shape shape, const View v) {
+  if (nd == 1) return i * v.stride[0];
+  long o = 0;
+  for (int d = nd - 1; d >= 0; --d) {
+    const long n = shape.size[d];
+    o += (i % n) * v.stride[d];
+    i /= n;
+  }
+  return o;
+}
+
+/* ---- maps, aux values and finishes ---------------------------------------------------------- */
+#define MAP_ID(x, a, p) ((ACC_T)(x))
+#define MAP_NZ(x, a, p) ((ACC_T)((x) != (T)0))
+#define MAP_ABS(x, a, p) fabs((ACC_T)(x))
+#define MAP_SQ(x, a, p) ((ACC_T)(x) * (ACC_T)(x))
+#define MAP_POWABS(x, a, p) pow(fabs((ACC_T)(x)), p)
+#define MAP_DEV(x, a, p) ((ACC_T)(x) - (a))
+#define MAP_EXPSUB(x, a, p) exp((ACC_T)(x) - (a))
+
+#define AUX_NONE(aux, m) ((ACC_T)0)
+#define AUX_MEAN(aux, m) (aux[m])
+#define AUX_SHIFT(aux, m) (isinf(aux[m]) ? (ACC_T)0 : aux[m])
+
+#define FIN_ID(v, a, p, d) (v)
+#define FIN_DIV(v, a, p, d) ((v) / (d))
+#define FIN_SQRT_DIV(v, a, p, d) sqrt((v) / (d))
+#define FIN_ROOT(v, a, p, d) pow(v, (ACC_T)1 / (p))
+#define FIN_LOGADD(v, a, p, d) (log(v) + (a))
+
+#ifdef OUT_BOOL
+#define STORE(v) ((uchar)((v) != 0))
+#else
+#define STORE(v) ((OUT_T)(v))
+#endif
+
+/* ---- the accumulator State of each kind -------------------------------------------------------
+ * st_init() is the identity, st_add(s, v, i) takes element i of mapped value v, st_merge(a, b)
+ * combines two States, st_value(s, p) reads the result (before FIN) and st_index(s) the index.
+ * reduce_part saves a whole State with st_save (two accumulators for compensated sums, four for
+ * RED_VAR, else one, plus the index for max/min); reduce_merge reads it back with st_load. */
+#ifdef ACC_FLOAT
+/* Neumaier's compensated sum: c collects the rounding error of every addition. */
+typedef struct { ACC_T s; ACC_T c; } Comp;
+
+inline Comp comp_of(const ACC_T v) { Comp a; a.s = v; a.c = 0; return a; }
+
+inline Comp comp_add(Comp a, const ACC_T v) {
+  const ACC_T t = a.s + v;
+  a.c += fabs(a.s) >= fabs(v) ? (a.s - t) + v : (v - t) + a.s;
+  a.s = t;
+  return a;
+}
+
+inline Comp comp_merge(Comp a, const Comp b) {
+  a = comp_add(a, b.s);
+  a.c += b.c;
+  return a;
+}
+
+/* NOTE: once s is infinite or NaN, c holds NaN (inf - inf); s alone is then the answer. */
+inline ACC_T comp_value(const Comp a) { return isfinite(a.s) ? a.s + a.c : a.s; }
+#endif
+
+#if defined(RED_SUM) && defined(ACC_FLOAT)
+typedef Comp State;
+inline State st_init(void) { return comp_of(0); }
+inline State st_add(const State a, const ACC_T v, const long i) { return comp_add(a, v); }
+inline State st_merge(const State a, const State b) { return comp_merge(a, b); }
+inline ACC_T st_value(const State a, const ACC_T p) { return comp_value(a); }
+inline State st_load(__global const ACC_T* pv, __global const long* pi, const long k) {
+  State a;
+  a.s = pv[2 * k];
+  a.c = pv[2 * k + 1];
+  return a;
+}
+inline void st_save(__global ACC_T* pv, __global long* pi, const long k, const State a) {
+  pv[2 * k] = a.s;
+  pv[2 * k + 1] = a.c;
+}
+
+#elif defined(RED_VAR)
+/* Sums of the deviations d = x - shift and of d^2 (shift: a mean that may be off by rounding);
+ * with p = n the variance's numerator is S2 - S1^2 / n, exact for any shift. */
+typedef struct { Comp d1; Comp d2; } State;
+inline State st_init(void) { State a; a.d1 = comp_of(0); a.d2 = comp_of(0); return a; }
+inline State st_add(State a, const ACC_T v, const long i) {
+  a.d1 = comp_add(a.d1, v);
+  a.d2 = comp_add(a.d2, v * v);
+  return a;
+}
+inline State st_merge(State a, const State b) {
+  a.d1 = comp_merge(a.d1, b.d1);
+  a.d2 = comp_merge(a.d2, b.d2);
+  return a;
+}
+inline ACC_T st_value(const State a, const ACC_T p) {
+  const ACC_T s1 = comp_value(a.d1);
+  const ACC_T v = comp_value(a.d2) - s1 * s1 / p;
+  return v < 0 ? (ACC_T)0 : v;  /* rounding can leave -tiny; NaN stays NaN */
+}
+inline State st_load(__global const ACC_T* pv, __global const long* pi, const long k) {
+  State a;
+  a.d1.s = pv[4 * k];
+  a.d1.c = pv[4 * k + 1];
+  a.d2.s = pv[4 * k + 2];
+  a.d2.c = pv[4 * k + 3];
+  return a;
+}
+inline void st_save(__global ACC_T* pv, __global long* pi, const long k, const State a) {
+  pv[4 * k] = a.d1.s;
+  pv[4 * k + 1] = a.d1.c;
+  pv[4 * k + 2] = a.d2.s;
+  pv[4 * k + 3] = a.d2.c;
+}
+
+#elif defined(RED_SUM) || defined(RED_PROD)
+typedef struct { ACC_T v; } State;
+#ifdef RED_SUM
+#define COMBINE(a, b) ((a) + (b))
+#define IDENTITY 0
+#else
+#define COMBINE(a, b) ((a) * (b))
+#define IDENTITY 1
+#endif
+inline State st_init(void) { State a; a.v = IDENTITY; return a; }
+inline State st_add(State a, const ACC_T v, const long i) { a.v = COMBINE(a.v, v); return a; }
+inline State st_merge(State a, const State b) { a.v = COMBINE(a.v, b.v); return a; }
+inline ACC_T st_value(const State a, const ACC_T p) { return a.v; }
+inline State st_load(__global const ACC_T* pv, __global const long* pi, const long k) {
+  State a;
+  a.v = pv[k];
+  return a;
+}
+inline void st_save(__global ACC_T* pv, __global long* pi, const long k, const State a) {
+  pv[k] = a.v;
+}
+
+#elif defined(RED_MAX) || defined(RED_MIN)
+#define HAS_INDEX
+/* i < 0 marks the identity: no element seen yet. */
+typedef struct { ACC_T v; long i; } State;
+#ifdef RED_MAX
+#define BETTER(a, b) ((a) > (b))
+#else
+#define BETTER(a, b) ((a) < (b))
+#endif
+#ifdef ACC_FLOAT
+#define IS_NAN(a) isnan(a)
+#else
+#define IS_NAN(a) 0
+#endif
+
+inline State st_init(void) { State a; a.v = 0; a.i = -1; return a; }
+
+/* b replaces a when it is a NaN (the first NaN wins), or the better number, or an equal one
+ * with a lower index. */
+inline State st_merge(const State a, const State b) {
+  if (b.i < 0) return a;
+  if (a.i < 0) return b;
+  const int an = IS_NAN(a.v), bn = IS_NAN(b.v);
+  int take_b;
+  if (an || bn)
+    take_b = bn && (!an || b.i < a.i);
+  else
+    take_b = BETTER(b.v, a.v) || (b.v == a.v && b.i < a.i);
+  return take_b ? b : a;
+}
+
+inline State st_add(const State a, const ACC_T v, const long i) {
+  State b;
+  b.v = v;
+  b.i = i;
+  return st_merge(a, b);
+}
+
+inline ACC_T st_value(const State a, const ACC_T p) { return a.v; }
+inline long st_index(const State a) { return a.i; }
+inline State st_load(__global const ACC_T* pv, __global const long* pi, const long k) {
+  State a;
+  a.v = pv[k];
+  a.i = pi[k];
+  return a;
+}
+inline void st_save(__global ACC_T* pv, __global long* pi, const long k, const State a) {
+  pv[k] = a.v;
+  pi[k] = a.i;
+}
+#endif
+
+#ifdef HAS_INDEX
+#define STORE_INDEX(p, k, st) ((p)[k] = st_index(st))
+#else
+#define STORE_INDEX(p, k, st)
+#endif
+
+/* ---- the shared steps ---------------------------------------------------------------------- */
+
+/* Four independent States per lane over r, r + step, ... (hiding the latency of compensated
+ * additions), with ADDR(r) the element offset of r. */
+#define ACCUMULATE(ADDR)                                                                      \
+  for (; r + 3 * step < end; r += 4 * step) {                                                \
+    s0 = st_add(s0, MAP(x[ADDR(r)], a, p), r);                                               \
+    s1 = st_add(s1, MAP(x[ADDR(r + step)], a, p), r + step);                                 \
+    s2 = st_add(s2, MAP(x[ADDR(r + 2 * step)], a, p), r + 2 * step);                         \
+    s3 = st_add(s3, MAP(x[ADDR(r + 3 * step)], a, p), r + 3 * step);                         \
+  }                                                                                           \
+  for (; r < end; r += step) s0 = st_add(s0, MAP(x[ADDR(r)], a, p), r);
+
+/* This lane's State over its share of chunk c of row m (an empty State past the last row). */
+inline State accumulate_chunk(__global const T* x, const View kv, const Shape ks, const int knd,
+                              const View rv, const Shape rs, const int rnd,
+                              const long m, const long M, const long R, const long chunk_stride,
+                              const long chunk_len, const long step, const ACC_T a, const ACC_T p) {
+  State s0 = st_init(), s1 = st_init(), s2 = st_init(), s3 = st_init();
+  if (m >= M) return s0;
+  const long base = kv.offset + offset_of(m, knd, ks, kv);
+  const long first = get_group_id(1) * chunk_stride;
+  const long end = min(first + chunk_len, R);
+  long r = first + get_local_id(1);
+  if (rnd <= 1) {  /* one reduced dim (or none, R = 1): no index arithmetic in the loop */
+    const long rs0 = rv.stride[0];
+#define DIRECT(r) (base + (r) * rs0)
+    ACCUMULATE(DIRECT)
+  } else {
+#define GENERAL(r) (base + offset_of(r, rnd, rs, rv))
+    ACCUMULATE(GENERAL)
+  }
+  return st_merge(st_merge(s0, s1), st_merge(s2, s3));
+}
+
+/* Lane 0 of each row of the work-group gets the merge of the row's L1 lane States. */
+inline State combine_lanes(State st, __local State* scratch) {
+#if USE_TREE
+  const int lanes = get_local_size(1), lane = get_local_id(1);
+  __local State* row = scratch + get_local_id(0) * lanes;
+  row[lane] = st;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = lanes / 2; s > 0; s >>= 1) {
+    if (lane < s) {
+      st = st_merge(st, row[lane + s]);
+      row[lane] = st;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+#endif
+  return st;
+}
+
+#define ROW_ARGS                                                                              \
+  __global const T *x, const View kv, const Shape ks, const int knd, const View rv,           \
+      const Shape rs, const int rnd, const long M, const long R, const long chunk_stride,     \
+      const long chunk_len, const long step, __global const ACC_T *aux, const ACC_T p
+
+__kernel void reduce_full(ROW_ARGS, const ACC_T divisor, __global OUT_T* out,
+                          __global long* out_idx, __local State* scratch) {
+  const long m = get_global_id(0);
+  const ACC_T a = m < M ? AUX(aux, m) : (ACC_T)0;
+  State st = accumulate_chunk(x, kv, ks, knd, rv, rs, rnd, m, M, R, chunk_stride, chunk_len,
+                              step, a, p);
+  st = combine_lanes(st, scratch);
+  if (m < M && get_local_id(1) == 0) {
+    out[m] = STORE(FIN(st_value(st, p), a, p, divisor));
+    STORE_INDEX(out_idx, m, st);
+  }
+}
+
+__kernel void reduce_part(ROW_ARGS, __global ACC_T* pval, __global long* pidx,
+                          __local State* scratch) {
+  const long m = get_global_id(0);
+  const ACC_T a = m < M ? AUX(aux, m) : (ACC_T)0;
+  State st = accumulate_chunk(x, kv, ks, knd, rv, rs, rnd, m, M, R, chunk_stride, chunk_len,
+                              step, a, p);
+  st = combine_lanes(st, scratch);
+  if (m < M && get_local_id(1) == 0)
+    st_save(pval, pidx, m * get_num_groups(1) + get_group_id(1), st);
+}
+
+__kernel void reduce_merge(__global const ACC_T* pval, __global const long* pidx, const long M,
+                           const long G, __global const ACC_T* aux, const ACC_T p,
+                           const ACC_T divisor, __global OUT_T* out, __global long* out_idx,
+                           __local State* scratch) {
+  const long m = get_global_id(0);
+  State st = st_init();
+  ACC_T a = 0;
+  if (m < M) {
+    a = AUX(aux, m);
+    for (long j = get_local_id(1); j < G; j += get_local_size(1))
+      st = st_merge(st, st_load(pval, pidx, m * G + j));
+  }
+  st = combine_lanes(st, scratch);
+  if (m < M && get_local_id(1) == 0) {
+    out[m] = STORE(FIN(st_value(st, p), a, p, divisor));
+    STORE_INDEX(out_idx, m, st);
+  }
+}
