@@ -32,4 +32,9 @@ for _module in (pointwise, reduce, shape, indexing, _matmul_ops, ranges, random)
         setattr(ClTensor, _name, _fn)
 del _module, _name, _fn
 
+from . import autograd  # noqa: E402
+from .autograd import Function, enable_grad, no_grad, set_grad_enabled  # noqa: E402,F401
+
+autograd.install(globals(), ClTensor)
+
 __version__ = "0.1.0"

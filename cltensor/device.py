@@ -115,6 +115,7 @@ class Storage:
         self.device = device
         self.nbytes = nbytes
         self.buf = device.allocate(nbytes)
+        self.version = 0  # bumped by every in-place write; autograd checks saved tensors with it
         weakref.finalize(self, device._release, nbytes)
 
 

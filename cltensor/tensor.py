@@ -61,6 +61,11 @@ class ClTensor:
     """
 
     __array_priority__ = 1000  # numpy scalars defer to our reflected operators
+    # autograd state (cltensor/autograd); plain tensors keep these class defaults
+    requires_grad = False
+    grad = None
+    grad_fn = None
+    _output_nr = 0
 
     def __init__(self, storage, shape, strides, offset, dtype):
         self.storage = storage
@@ -191,13 +196,17 @@ class ClTensor:
                 device = a
         out = self
         if device is not None and get_device(device) is not self.device:
-            from .creation import from_numpy
-            out = from_numpy(self.numpy(), device=get_device(device))
+            out = out._move(get_device(device))
         if dtype is not None and dt.as_dtype(dtype) != out.dtype:
             out = out._cast(dt.as_dtype(dtype))
         if copy and out is self:
             out = self.clone()
         return out
+
+    def _move(self, device):
+        """A copy on another device (through the host: contexts differ)."""
+        from .creation import from_numpy
+        return from_numpy(self.numpy(), device=device)
 
     def _cast(self, dtype):
         out = ClTensor.empty_on(self.shape, dtype, self.device)
@@ -234,11 +243,44 @@ class ClTensor:
             raise ValueError(f"contiguous: channels_last needs a 4-d NCHW tensor, got {self.ndim}-d")
         if self.is_contiguous(memory_format):
             return self
-        out = ClTensor.empty_on(self.shape, self.dtype, self.device, memory_format)
-        return ew.copy(self, out)
+        return self.clone(memory_format=memory_format)
 
     def detach(self):
+        """A view of the same data that records no gradient."""
         return self._view(self.shape, self.strides)
+
+    # ---- autograd -----------------------------------------------------------------------------
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    def requires_grad_(self, requires_grad=True):
+        if self.grad_fn is not None:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables; "
+                               "use .detach() to get a leaf")
+        if requires_grad and not dt.is_floating(self.dtype):
+            raise TypeError(f"only tensors of floating point dtype can require gradients, "
+                            f"got {self.dtype}")
+        self.requires_grad = bool(requires_grad)
+        return self
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False):
+        """Accumulate d self / d leaf into every leaf's .grad (see cltensor.autograd.backward)."""
+        from .autograd import backward
+        backward(self, gradient, retain_graph, create_graph)
+
+    def retain_grad(self):
+        """Keep this non-leaf tensor's gradient in .grad after backward."""
+        if self.grad_fn is None:
+            if not self.requires_grad:
+                raise RuntimeError("can't retain_grad on a tensor that doesn't require grad")
+            return
+        self.grad_fn.retained[self._output_nr] = self
+
+    def detach_(self):
+        self.grad_fn = None
+        self.requires_grad = False
+        return self
 
     def copy_(self, src):
         """Copy src (a tensor, broadcast to this shape, or a scalar) into this tensor in place."""
@@ -387,9 +429,13 @@ class ClTensor:
     def __getitem__(self, key):
         key = key if isinstance(key, tuple) else (key,)
         if _is_basic_key(key):
-            return _basic_index(self, key)
+            return self._basic_index(key)
         from .ops import indexing
         return indexing.getitem(self, key)
+
+    def _basic_index(self, key):
+        """Ints, slices, None and Ellipsis: a view."""
+        return _basic_index(self, key)
 
     def __setitem__(self, key, value):
         key_t = key if isinstance(key, tuple) else (key,)
@@ -407,29 +453,30 @@ class ClTensor:
         indexing.setitem(self, key_t, value)
 
     # ---- elementwise operators ----------------------------------------------------------------
+    # NOTE: operators go through the methods, which autograd wraps
     def __add__(self, o):
-        return ew.binary("add", self, o)
+        return self.add(o)
 
     def __radd__(self, o):
-        return ew.binary("add", self, o)
+        return self.add(o)
 
     def __sub__(self, o):
-        return ew.binary("sub", self, o)
+        return self.sub(o)
 
     def __rsub__(self, o):
-        return ew.binary("rsub", self, o)
+        return self.rsub(o)
 
     def __mul__(self, o):
-        return ew.binary("mul", self, o)
+        return self.mul(o)
 
     def __rmul__(self, o):
-        return ew.binary("mul", self, o)
+        return self.mul(o)
 
     def __truediv__(self, o):
-        return ew.binary("div", self, o, float_result=True)
+        return self.div(o)
 
     def __rtruediv__(self, o):
-        return ew.binary("rdiv", self, o, float_result=True)
+        return self._rdiv(o)
 
     def __floordiv__(self, o):
         return pw.floor_divide(self, o)
@@ -444,23 +491,22 @@ class ClTensor:
         return pw.reflected("remainder", self, o)
 
     def __pow__(self, o):
-        return pw.pow(self, o)
+        return self.pow(o)
 
     def __rpow__(self, o):
-        return pw.reflected("pow", self, o)
+        return self._rpow(o)
 
     def __neg__(self):
-        return pw.neg(self)
+        return self.neg()
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return ew.unary("abs", self)
+        return self.abs()
 
     def __matmul__(self, o):
-        from .ops.matmul import matmul
-        return matmul(self, o)
+        return self.matmul(o)
 
     def __rmatmul__(self, o):
         from .ops.matmul import matmul

@@ -9,7 +9,7 @@ FLOAT_UNARY = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "t
 SAME_UNARY = ("abs", "sign", "relu", "square")
 ROUNDING = ("floor", "ceil", "round", "trunc")
 
-__all__ = ["add", "sub", "mul", "div", "true_divide", "floor_divide", "remainder", "pow", "neg",
+__all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "pow", "neg",
            "clamp", "clip", "maximum", "minimum", "where", "eq", "ne", "lt", "le", "gt", "ge",
            "logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf",
            "isfinite", "elementwise", "negative", "subtract", "multiply", "divide",
@@ -90,6 +90,23 @@ def pow(a, b, out=None):
     if not dt.is_floating(rt) and not ew.is_tensor(b) and b < 0:
         raise ValueError("pow: integers to negative integer powers are not allowed")
     return ew.binary("pow", a, b, out=out)
+
+
+def rsub(a, b, alpha=1):
+    """b - alpha * a (torch.rsub)."""
+    if alpha != 1:
+        return ew.ternary("add_scaled", [b, a, -alpha], dt.result_type(a, b))
+    return ew.binary("rsub", a, b)
+
+
+def _rdiv(t, scalar):
+    """scalar / t (the / operator with a number on the left)."""
+    return ew.binary("rdiv", t, scalar, float_result=True)
+
+
+def _rpow(t, scalar):
+    """scalar ** t."""
+    return reflected("pow", t, scalar)
 
 
 def reflected(name, t, scalar):
@@ -202,6 +219,6 @@ TENSOR_METHODS = {f.__name__: f for f in _METHOD_FNS}
 TENSOR_METHODS.update({f.__name__ + "_": _inplace(f) for f in _METHOD_FNS
                        if f not in (eq, ne, lt, le, gt, ge, logical_not, logical_and,
                                     logical_or, logical_xor)})
-TENSOR_METHODS.update(isnan=isnan, isinf=isinf, isfinite=isfinite, clip=clamp,
+TENSOR_METHODS.update(rsub=rsub, _rdiv=_rdiv, _rpow=_rpow, isnan=isnan, isinf=isinf, isfinite=isfinite, clip=clamp,
                       clip_=TENSOR_METHODS["clamp_"], true_divide=div,
                       where=lambda self, condition, other: where(condition, self, other))

@@ -1,0 +1,333 @@
+"""The autograd engine: grad mode, Function/ctx, graph nodes and the reverse pass.
+
+A Function's `apply` runs `forward` without recording, then, when grad mode is on and an input
+requires grad, gives the outputs a `grad_fn` Node holding the ctx and edges to the inputs' nodes
+(an AccumulateGrad node for a leaf). `backward` sorts the graph topologically from the roots and
+runs each node's `backward` once, after all its consumers, summing the gradients that meet.
+"""
+import contextlib
+import functools
+import threading
+
+_state = threading.local()
+
+
+def is_grad_enabled():
+    return getattr(_state, "enabled", True)
+
+
+def _set_enabled(mode):
+    _state.enabled = bool(mode)
+
+
+class set_grad_enabled(contextlib.ContextDecorator):
+    """Turn gradient recording on or off, as a call, a context manager or a decorator."""
+
+    def __init__(self, mode):
+        self.prev = is_grad_enabled()
+        self.mode = bool(mode)
+        _set_enabled(self.mode)
+
+    def __enter__(self):
+        _set_enabled(self.mode)
+        return self
+
+    def __exit__(self, *exc):
+        _set_enabled(self.prev)
+        return False
+
+
+class no_grad(contextlib.ContextDecorator):
+    """Context manager and decorator: ops inside record no graph.
+
+    Example:
+        with cltensor.no_grad():
+            w -= lr * w.grad
+    """
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        _set_enabled(False)
+        return self
+
+    def __exit__(self, *exc):
+        _set_enabled(self.prev)
+        return False
+
+
+class enable_grad(no_grad):
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        _set_enabled(True)
+        return self
+
+
+class Context:
+    """What a Function's forward leaves for its backward."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self._saved = None
+        self._versions = None
+        self._released = False
+
+    def save_for_backward(self, *tensors):
+        self._saved = tensors
+        self._versions = tuple(None if t is None else t.storage.version for t in tensors)
+
+    @property
+    def saved_tensors(self):
+        if self._released:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved "
+                "tensors after they have already been freed). Specify retain_graph=True when "
+                "calling .backward() or autograd.grad() the first time.")
+        if self._saved is None:
+            return ()
+        for t, v in zip(self._saved, self._versions):
+            if t is not None and t.storage.version != v:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by "
+                    f"an inplace operation: a tensor of shape {t.shape} is at version "
+                    f"{t.storage.version}; expected version {v} instead")
+        return self._saved
+
+    def release(self):
+        self._saved = None
+        self._released = True
+
+
+class Node:
+    """A recorded op: its Function, ctx, and one edge per forward input (None: no gradient)."""
+
+    def __init__(self, fn_cls, ctx, edges, n_outputs):
+        self.fn_cls = fn_cls
+        self.ctx = ctx
+        self.next_functions = edges
+        self.n_outputs = n_outputs
+        self.retained = {}  # output index -> tensor whose .grad is kept (retain_grad)
+
+    def name(self):
+        return self.fn_cls.__name__ + "Backward"
+
+    def __repr__(self):
+        return f"<{self.name()}>"
+
+    def apply(self, grads):
+        if self.ctx._released:
+            self.ctx.saved_tensors  # raises the 'backward twice' error
+        out = self.fn_cls.backward(self.ctx, *grads)
+        return out if isinstance(out, tuple) else (out,)
+
+
+class AccumulateGrad:
+    """The node of a leaf tensor: gradients reaching it are summed into `tensor.grad`."""
+
+    n_outputs = 1
+    next_functions = ()
+
+    def __init__(self, tensor):
+        self.tensor = tensor
+
+    def name(self):
+        return "AccumulateGrad"
+
+    def accumulate(self, grad):
+        t = self.tensor
+        assert grad.shape == t.shape, f"gradient of shape {grad.shape} for a leaf of shape {t.shape}"
+        # NOTE: a fresh copy, so that .grad never aliases another tensor's storage
+        grad = grad.detach().to(t.dtype)
+        t.grad = grad.clone() if t.grad is None else t.grad + grad
+
+
+def _edge(t):
+    """The node that a gradient w.r.t. tensor t flows into, with t's output index."""
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._output_nr)
+    if t.requires_grad:
+        acc = t.__dict__.get("_accumulator")
+        if acc is None:
+            acc = t._accumulator = AccumulateGrad(t)
+        return (acc, 0)
+    return None
+
+
+class Function:
+    """A differentiable op: subclass with static `forward(ctx, ...)` and `backward(ctx, *grads)`.
+
+    backward gets one gradient per forward output (None for an output no gradient reached) and
+    returns one per forward argument (None for non-tensors or inputs that need none). Call it
+    as `MyFn.apply(*args)`; forward runs without recording a graph.
+
+    Example:
+        class Square(Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                return 2 * x * grad
+    """
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("a Function subclass must define forward")
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise NotImplementedError("a Function subclass must define backward")
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        from ..tensor import ClTensor
+        needs = tuple(isinstance(a, ClTensor) and a.requires_grad for a in args)
+        record = is_grad_enabled() and any(needs)
+        ctx = Context(needs)
+        with no_grad():
+            out = cls.forward(ctx, *args, **kwargs)
+        if not record:
+            return out
+        outs = out if isinstance(out, tuple) else (out,)
+        edges = tuple(_edge(a) if n else None for a, n in zip(args, needs))
+        node = Node(cls, ctx, edges, len(outs))
+        for i, o in enumerate(outs):
+            if isinstance(o, ClTensor) and o.is_floating_point():
+                o.requires_grad = True
+                o.grad_fn = node
+                o._output_nr = i
+        return out
+
+
+def _topological_order(roots):
+    """Nodes reachable from roots, each before every node it sends gradients to."""
+    order, seen = [], set()
+    for root in roots:
+        stack = [(root, False)]
+        while stack:
+            node, done = stack.pop()
+            if done:
+                order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            stack.append((node, True))
+            for e in node.next_functions:
+                if e is not None and id(e[0]) not in seen:
+                    stack.append((e[0], False))
+    order.reverse()
+    return order
+
+
+def run_backward(tensors, grads, retain_graph=False, inputs=None):
+    """Propagate `grads` from `tensors` back through the graph.
+
+    With `inputs`, return the gradients w.r.t. those tensors instead of accumulating into .grad.
+    """
+    roots, pending = [], {}
+    for t, g in zip(tensors, grads):
+        e = _edge(t)
+        if e is None:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a "
+                               "grad_fn")
+        roots.append(e[0])
+        _add_grad(pending, e, g)
+    wanted = None if inputs is None else {id(_edge(x)[0]): i for i, x in enumerate(inputs)
+                                          if _edge(x) is not None}
+    results = [None] * (0 if inputs is None else len(inputs))
+    for node in _topological_order(roots):
+        gs = pending.pop(id(node), None)
+        if gs is None:
+            continue
+        if wanted is not None and id(node) in wanted:
+            results[wanted[id(node)]] = gs[_output_index(inputs[wanted[id(node)]])]
+            if isinstance(node, AccumulateGrad):
+                continue
+        if isinstance(node, AccumulateGrad):
+            if inputs is None:
+                node.accumulate(gs[0])
+            continue
+        for i, t in node.retained.items():
+            if gs[i] is not None and inputs is None:
+                t.grad = gs[i].detach() if t.grad is None else t.grad + gs[i].detach()
+        in_grads = node.apply(gs)
+        if not retain_graph:
+            node.ctx.release()
+        for e, g in zip(node.next_functions, in_grads):
+            if e is not None and g is not None:
+                _add_grad(pending, e, g)
+    return results
+
+
+def _output_index(t):
+    return t._output_nr if t.grad_fn is not None else 0
+
+
+def _add_grad(pending, edge, g):
+    node, idx = edge
+    slots = pending.setdefault(id(node), [None] * node.n_outputs)
+    slots[idx] = g if slots[idx] is None else slots[idx] + g
+
+
+def backward(tensor, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+    """Compute d tensor / d leaves and accumulate it into each leaf's .grad."""
+    from ..creation import ones_like
+    if gradient is None:
+        if tensor.numel() != 1:
+            raise RuntimeError(f"grad can be implicitly created only for scalar outputs; "
+                               f"got a tensor of shape {tensor.shape}: pass a gradient")
+        gradient = ones_like(tensor)
+    elif gradient.shape != tensor.shape:
+        raise ValueError(f"backward: gradient of shape {gradient.shape} does not match the "
+                         f"tensor's shape {tensor.shape}")
+    retain = create_graph if retain_graph is None else retain_graph
+    with set_grad_enabled(create_graph):
+        run_backward([tensor], [gradient], retain_graph=retain)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=False):
+    """The gradients of outputs w.r.t. inputs, returned rather than accumulated (torch.autograd.grad)."""
+    from ..creation import ones_like
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif not isinstance(grad_outputs, (list, tuple)):
+        grad_outputs = [grad_outputs]
+    gs = []
+    for o, g in zip(outputs, grad_outputs):
+        if g is None:
+            if o.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            g = ones_like(o)
+        gs.append(g)
+    retain = create_graph if retain_graph is None else retain_graph
+    with set_grad_enabled(create_graph):
+        res = run_backward(outputs, gs, retain_graph=retain, inputs=inputs)
+    for i, r in enumerate(res):
+        if r is None and not allow_unused:
+            raise RuntimeError(f"input {i} was not used in the graph; pass allow_unused=True")
+    return tuple(res)
+
+
+def sum_to_shape(g, shape):
+    """Sum a broadcast gradient back down to `shape`."""
+    if g.shape == tuple(shape):
+        return g
+    lead = g.ndim - len(shape)
+    dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                      if n == 1 and g.shape[lead + i] != 1)
+    out = g.sum(dim=dims, keepdim=True) if dims else g
+    return out.reshape(shape) if lead or out.shape != tuple(shape) else out
+
+
+def once_differentiable(fn):
+    @functools.wraps(fn)
+    def wrapper(ctx, *grads):
+        with no_grad():
+            return fn(ctx, *grads)
+    return wrapper

@@ -1,0 +1,911 @@
+"""Gradients of the tensor ops: one Function per op, forward calling the op itself.
+
+Backward formulas use tensor ops (so create_graph=True records second-order graphs) and bring
+broadcast gradients back to each input's shape with sum_to_shape.
+"""
+from .. import dtypes as dt
+from .engine import Function, sum_to_shape
+
+
+def _is_t(x):
+    from ..tensor import ClTensor
+    return isinstance(x, ClTensor)
+
+
+def _reduce_to(g, x):
+    """g summed to x's shape and cast to x's dtype; None when x is not a tensor."""
+    if not _is_t(x):
+        return None
+    return sum_to_shape(g, x.shape).to(x.dtype) if dt.is_floating(x.dtype) else None
+
+
+def _op(name):
+    """The raw (non-recording) op or ClTensor method of that name, as it was before autograd
+    wrapped it."""
+    from . import RAW
+    return RAW[name]
+
+
+# ---- arithmetic -------------------------------------------------------------------------------
+
+class Add(Function):
+    @staticmethod
+    def forward(ctx, a, b, alpha=1):
+        ctx.shapes = (a, b)
+        ctx.alpha = alpha
+        return _op("add")(a, b, alpha=alpha)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.shapes
+        return _reduce_to(g, a), _reduce_to(g * ctx.alpha if ctx.alpha != 1 else g, b), None
+
+
+class Sub(Function):
+    @staticmethod
+    def forward(ctx, a, b, alpha=1):
+        ctx.shapes = (a, b)
+        ctx.alpha = alpha
+        return _op("sub")(a, b, alpha=alpha)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.shapes
+        return _reduce_to(g, a), _reduce_to(-g * ctx.alpha if ctx.alpha != 1 else -g, b), None
+
+
+class Rsub(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.shapes = (a, b)
+        return _op("rsub")(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.shapes
+        return _reduce_to(-g, a), _reduce_to(g, b)
+
+
+class Mul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        # each input is saved only when the other one's gradient needs it
+        ctx.save_for_backward(a if _is_t(a) and ctx.needs_input_grad[1] else None,
+                              b if _is_t(b) and ctx.needs_input_grad[0] else None)
+        ctx.scalars = (a, b)
+        return _op("mul")(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        sa, sb = ctx.scalars
+        ga = _reduce_to(g * (b if b is not None else sb), sa) if ctx.needs_input_grad[0] else None
+        gb = _reduce_to(g * (a if a is not None else sa), sb) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+class Div(Function):
+    @staticmethod
+    def forward(ctx, a, b, rounding_mode=None):
+        out = _op("div")(a, b, rounding_mode)
+        ctx.rounding = rounding_mode
+        ctx.save_for_backward(b if _is_t(b) else None, out if ctx.needs_input_grad[1] else None)
+        ctx.scalars = (a, b)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        b, out = ctx.saved_tensors
+        sa, sb = ctx.scalars
+        if ctx.rounding is not None:  # piecewise constant
+            return _reduce_to(g * 0, sa), _reduce_to(g * 0, sb), None
+        divisor = b if b is not None else sb
+        ga = _reduce_to(g / divisor, sa) if ctx.needs_input_grad[0] else None
+        gb = _reduce_to(-g * out / divisor, sb) if ctx.needs_input_grad[1] else None
+        return ga, gb, None
+
+
+class Rdiv(Function):
+    """scalar / t."""
+
+    @staticmethod
+    def forward(ctx, t, s):
+        out = _op("_rdiv")(t, s)
+        ctx.save_for_backward(t, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        t, out = ctx.saved_tensors
+        return -g * out / t, None
+
+
+class Pow(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        out = _op("pow")(a, b)
+        ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None, out)
+        ctx.scalars = (a, b)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b, out = ctx.saved_tensors
+        sa, sb = ctx.scalars
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            e = b if b is not None else sb
+            ga = _reduce_to(g * e * a ** (e - 1), sa) if not (not _is_t(e) and e == 0) else \
+                _reduce_to(g * 0, sa)
+        if ctx.needs_input_grad[1]:
+            from ..ops.pointwise import where
+            base = a if a is not None else sa
+            logb = base.log() if _is_t(base) else _log_scalar(base)
+            d = g * out * logb
+            if _is_t(base):  # 0 ** e with e >= 0 has gradient 0 w.r.t. e, as in torch
+                d = where((base == 0) & (b >= 0), 0.0, d)
+            gb = _reduce_to(d, sb)
+        return ga, gb
+
+
+def _log_scalar(x):
+    import math
+    return math.log(x) if x > 0 else float("nan")
+
+
+class Rpow(Function):
+    """scalar ** t."""
+
+    @staticmethod
+    def forward(ctx, t, s):
+        out = _op("_rpow")(t, s)
+        ctx.save_for_backward(out)
+        ctx.s = s
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        (out,) = ctx.saved_tensors
+        return (g * out * _log_scalar(ctx.s) if ctx.s != 0 else g * 0), None
+
+
+# ---- unary math -------------------------------------------------------------------------------
+
+def _unary(name, save, grad):
+    """A Function for x -> name(x) whose gradient is grad(g, x, out)."""
+    def forward(ctx, x):
+        out = _op(name)(x)
+        ctx.save_for_backward(x if "x" in save else None, out if "out" in save else None)
+        return out
+
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        return grad(g, x, out)
+
+    return type(name.capitalize(), (Function,), {"forward": staticmethod(forward),
+                                                 "backward": staticmethod(backward)})
+
+
+def _where(c, a, b):
+    from ..ops.pointwise import where
+    return where(c, a, b)
+
+
+UNARY = {
+    "neg": _unary("neg", "", lambda g, x, o: -g),
+    "exp": _unary("exp", "out", lambda g, x, o: g * o),
+    "log": _unary("log", "x", lambda g, x, o: g / x),
+    "log1p": _unary("log1p", "x", lambda g, x, o: g / (x + 1)),
+    "expm1": _unary("expm1", "out", lambda g, x, o: g * (o + 1)),
+    "sqrt": _unary("sqrt", "out", lambda g, x, o: g / (2 * o)),
+    "rsqrt": _unary("rsqrt", "out", lambda g, x, o: -0.5 * g * o * o * o),
+    "sin": _unary("sin", "x", lambda g, x, o: g * x.cos()),
+    "cos": _unary("cos", "x", lambda g, x, o: -g * x.sin()),
+    "tanh": _unary("tanh", "out", lambda g, x, o: g * (1 - o * o)),
+    "sigmoid": _unary("sigmoid", "out", lambda g, x, o: g * o * (1 - o)),
+    "reciprocal": _unary("reciprocal", "out", lambda g, x, o: -g * o * o),
+    "square": _unary("square", "x", lambda g, x, o: 2 * g * x),
+    "abs": _unary("abs", "x", lambda g, x, o: g * x.sign()),
+    "relu": _unary("relu", "out", lambda g, x, o: _where(o > 0, g, 0.0)),
+    # piecewise constant: zero gradient, as torch
+    "sign": _unary("sign", "", lambda g, x, o: g * 0),
+    "floor": _unary("floor", "", lambda g, x, o: g * 0),
+    "ceil": _unary("ceil", "", lambda g, x, o: g * 0),
+    "round": _unary("round", "", lambda g, x, o: g * 0),
+    "trunc": _unary("trunc", "", lambda g, x, o: g * 0),
+}
+
+
+class Clamp(Function):
+    @staticmethod
+    def forward(ctx, x, min=None, max=None):
+        ctx.save_for_backward(x, min if _is_t(min) else None, max if _is_t(max) else None)
+        ctx.bounds = (min, max)
+        return _op("clamp")(x, min, max)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, tmin, tmax = ctx.saved_tensors
+        lo, hi = ctx.bounds
+        lo = tmin if tmin is not None else lo
+        hi = tmax if tmax is not None else hi
+        inside = None
+        if lo is not None:
+            inside = x >= lo
+        if hi is not None:
+            inside = (x <= hi) if inside is None else inside & (x <= hi)
+        gx = _where(inside, g, 0.0)
+        glo = _reduce_to(_where(x < lo, g, 0.0), ctx.bounds[0]) if tmin is not None else None
+        ghi = _reduce_to(_where(x > hi, g, 0.0), ctx.bounds[1]) if tmax is not None else None
+        return _reduce_to(gx, x), glo, ghi
+
+
+class _MaxMin(Function):
+    """maximum/minimum: the gradient goes to the selected input, split in half on ties."""
+    op = None
+
+    @classmethod
+    def _fwd(cls, ctx, a, b):
+        ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None)
+        ctx.scalars = (a, b)
+        return _op(cls.op)(a, b)
+
+    @classmethod
+    def _bwd(cls, ctx, g):
+        a, b = ctx.saved_tensors
+        sa, sb = ctx.scalars
+        va, vb = (a if a is not None else sa), (b if b is not None else sb)
+        wins = (va > vb) if cls.op == "maximum" else (va < vb)
+        tie = va == vb
+        share = _where(tie, g * 0.5, _where(wins, g, 0.0))
+        other = _where(tie, g * 0.5, _where(wins, 0.0, g))
+        return _reduce_to(share, sa), _reduce_to(other, sb)
+
+
+class Maximum(_MaxMin):
+    op = "maximum"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return Maximum._fwd(ctx, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        return Maximum._bwd(ctx, g)
+
+
+class Minimum(_MaxMin):
+    op = "minimum"
+
+    @staticmethod
+    def forward(ctx, a, b):
+        return Minimum._fwd(ctx, a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        return Minimum._bwd(ctx, g)
+
+
+class Where(Function):
+    @staticmethod
+    def forward(ctx, cond, x, y):
+        ctx.save_for_backward(cond)
+        ctx.scalars = (x, y)
+        return _op("where")(cond, x, y)
+
+    @staticmethod
+    def backward(ctx, g):
+        (cond,) = ctx.saved_tensors
+        x, y = ctx.scalars
+        gx = _reduce_to(_where(cond, g, 0.0), x) if ctx.needs_input_grad[1] else None
+        gy = _reduce_to(_where(cond, 0.0, g), y) if ctx.needs_input_grad[2] else None
+        return None, gx, gy
+
+
+class Cast(Function):
+    @staticmethod
+    def forward(ctx, x, dtype):
+        ctx.dtype = x.dtype
+        return _op("_cast")(x, dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g.to(ctx.dtype) if dt.is_floating(ctx.dtype) else None), None
+
+
+class ToDevice(Function):
+    @staticmethod
+    def forward(ctx, x, device):
+        ctx.device = x.device
+        return _op("_move")(x, device)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.to(ctx.device), None
+
+
+class Clone(Function):
+    @staticmethod
+    def forward(ctx, x, memory_format=None):
+        return _op("clone")(x, memory_format)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g, None
+
+
+# ---- views ------------------------------------------------------------------------------------
+
+class Reshape(Function):
+    """view, reshape, squeeze, unsqueeze, flatten: the gradient takes the input's shape back."""
+
+    @staticmethod
+    def forward(ctx, x, method, *args):
+        ctx.shape = x.shape
+        return _op(method)(x, *args)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g.reshape(ctx.shape), None) + (None,) * 8
+
+
+class Permute(Function):
+    @staticmethod
+    def forward(ctx, x, *dims):
+        out = _op("permute")(x, *dims)
+        ctx.order = [x.ndim and (d % x.ndim) for d in (dims[0] if len(dims) == 1 and
+                                                        isinstance(dims[0], (tuple, list)) else dims)]
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        inverse = [0] * len(ctx.order)
+        for i, d in enumerate(ctx.order):
+            inverse[d] = i
+        return (g.permute(inverse),) + (None,) * len(ctx.order)
+
+
+class Expand(Function):
+    @staticmethod
+    def forward(ctx, x, *shape):
+        ctx.shape = x.shape
+        return _op("expand")(x, *shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (sum_to_shape(g, ctx.shape),) + (None,) * 8
+
+
+class Slice(Function):
+    """Any view selecting part of the input (basic indexing, narrow, select, unfold):
+    the gradient is scattered back into zeros of the input's shape."""
+
+    @staticmethod
+    def forward(ctx, x, method, *args):
+        ctx.shape, ctx.dtype, ctx.device = x.shape, x.dtype, x.device
+        ctx.method, ctx.args = method, args
+        return _op(method)(x, *args)
+
+    @staticmethod
+    def backward(ctx, g):
+        from ..creation import zeros
+        grad = zeros(ctx.shape, dtype=ctx.dtype, device=ctx.device)
+        target = _op(ctx.method)(grad, *ctx.args)
+        if ctx.method == "unfold":
+            _unfold_accumulate(target, g)
+        else:
+            target.copy_(g)  # the selected elements are distinct: a plain copy
+        return (grad, None) + (None,) * 8
+
+
+def _unfold_accumulate(windows, g):
+    """windows[..., k] overlap for k across the window: add each slice of g in turn."""
+    for k in range(windows.shape[-1]):
+        w = windows.select(-1, k)
+        w.copy_(w + g.select(-1, k))
+
+
+# ---- matmul -----------------------------------------------------------------------------------
+
+class Matmul(Function):
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        return _op("matmul")(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        a, b = ctx.saved_tensors
+        from ..ops.elementwise import broadcast_shapes
+        a2 = a.unsqueeze(0) if a.ndim == 1 else a
+        b2 = b.unsqueeze(-1) if b.ndim == 1 else b
+        out2 = broadcast_shapes(a2.shape[:-2], b2.shape[:-2]) + (a2.shape[-2], b2.shape[-1])
+        g2 = g.reshape(out2)  # 1-d operands: the dims matmul removed come back as size 1
+        ga = gb = None
+        if ctx.needs_input_grad[0]:
+            ga = sum_to_shape(g2 @ b2.mT, a2.shape).reshape(a.shape)
+        if ctx.needs_input_grad[1]:
+            gb = sum_to_shape(a2.mT @ g2, b2.shape).reshape(b.shape)
+        return ga, gb
+
+
+class Addmm(Function):
+    """beta * input + alpha * (m1 @ m2), also for baddbmm's batched form."""
+
+    @staticmethod
+    def forward(ctx, inp, m1, m2, beta=1, alpha=1, batched=False):
+        ctx.save_for_backward(m1, m2)
+        ctx.inp, ctx.beta, ctx.alpha = inp, beta, alpha
+        fn = _op("baddbmm" if batched else "addmm")
+        return fn(inp, m1, m2, beta=beta, alpha=alpha)
+
+    @staticmethod
+    def backward(ctx, g):
+        m1, m2 = ctx.saved_tensors
+        gi = _reduce_to(g * ctx.beta, ctx.inp) if ctx.needs_input_grad[0] else None
+        g1 = (g @ m2.mT) * ctx.alpha if ctx.needs_input_grad[1] else None
+        g2 = (m1.mT @ g) * ctx.alpha if ctx.needs_input_grad[2] else None
+        return gi, g1, g2, None, None, None
+
+
+class Baddbmm(Addmm):
+    @staticmethod
+    def forward(ctx, inp, b1, b2, beta=1, alpha=1):
+        return Addmm.forward(ctx, inp, b1, b2, beta, alpha, batched=True)
+
+
+# ---- reductions -------------------------------------------------------------------------------
+
+def _reduced_dims(x, dim):
+    """The dims a reduction over `dim` (None, an int or a tuple) removes, sorted."""
+    if dim is None or dim == ():
+        return tuple(range(x.ndim))
+    dims = dim if isinstance(dim, (tuple, list)) else (dim,)
+    return tuple(sorted(d % max(x.ndim, 1) for d in dims))
+
+
+def _unreduce(g, shape, dims, keepdim):
+    """A reduced gradient brought back to `shape` (reinserting dims, broadcasting)."""
+    if not keepdim:
+        for d in dims:
+            g = g.unsqueeze(d)
+    return g.expand(shape)
+
+
+class Sum(Function):
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False, dtype=None):
+        ctx.shape, ctx.dtype = x.shape, x.dtype
+        ctx.dims, ctx.keepdim = _reduced_dims(x, dim), keepdim
+        return _op("sum")(x, dim, keepdim, dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _unreduce(g, ctx.shape, ctx.dims, ctx.keepdim).to(ctx.dtype), None, None, None
+
+
+class Mean(Function):
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False, dtype=None):
+        ctx.shape, ctx.dtype = x.shape, x.dtype
+        ctx.dims, ctx.keepdim = _reduced_dims(x, dim), keepdim
+        ctx.count = 1
+        for d in ctx.dims:
+            ctx.count *= x.shape[d]
+        return _op("mean")(x, dim, keepdim, dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        g = _unreduce(g, ctx.shape, ctx.dims, ctx.keepdim) / ctx.count
+        return g.to(ctx.dtype), None, None, None
+
+
+class Prod(Function):
+    @staticmethod
+    def forward(ctx, x, dim=None, keepdim=False, dtype=None):
+        ctx.save_for_backward(x)
+        ctx.dim, ctx.keepdim = dim, keepdim
+        return _op("prod")(x, dim, keepdim, dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        if ctx.dim is None:
+            flat, d = x.reshape(-1), 0
+            gb = g.reshape(1).expand(flat.shape)
+        else:
+            flat, d = x, ctx.dim % x.ndim
+            gb = _unreduce(g, x.shape, (d,), ctx.keepdim)
+        # the product of all the other elements (zeros allowed): exclusive cumulative products
+        # from both ends
+        others = _exclusive_cumprod(flat, d) * _exclusive_cumprod(flat.flip(d), d).flip(d)
+        return (gb * others).reshape(x.shape), None, None, None
+
+
+def _exclusive_cumprod(x, d):
+    from ..creation import ones
+    n = x.shape[d]
+    shape = list(x.shape)
+    shape[d] = 1
+    head = ones(shape, dtype=x.dtype, device=x.device)
+    return head.expand(x.shape) if n == 1 else \
+        _op("cat_raw")([head, x.narrow(d, 0, n - 1)], d).cumprod(d)
+
+
+class MaxDim(Function):
+    """max/min over one dim: (values, indices); the gradient goes to the selected element."""
+    op = "max"
+
+    @classmethod
+    def forward(cls, ctx, x, dim, keepdim=False):
+        values, indices = _op(cls.op)(x, dim, keepdim)
+        ctx.shape, ctx.dim, ctx.keepdim = x.shape, dim % x.ndim, keepdim
+        ctx.save_for_backward(indices)
+        return values, indices
+
+    @staticmethod
+    def backward(ctx, g, _indices_grad=None):
+        from ..creation import zeros
+        (indices,) = ctx.saved_tensors
+        if not ctx.keepdim:
+            g, indices = g.unsqueeze(ctx.dim), indices.unsqueeze(ctx.dim)
+        out = zeros(ctx.shape, dtype=g.dtype, device=g.device)
+        return out.scatter(ctx.dim, indices, g), None, None
+
+
+class MinDim(MaxDim):
+    op = "min"
+
+
+class Amax(Function):
+    """amax/amin (and max()/min() of everything): the gradient is shared evenly among tied
+    extremes, as torch."""
+    op = "amax"
+
+    @classmethod
+    def forward(cls, ctx, x, dim=(), keepdim=False):
+        out = _op(cls.op)(x, dim, keepdim)
+        ctx.dims, ctx.keepdim = _reduced_dims(x, dim), keepdim
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        hit = x == _unreduce(out, x.shape, ctx.dims, ctx.keepdim)
+        count = _op("sum")(hit, ctx.dims, True)
+        share = _unreduce(g, x.shape, ctx.dims, ctx.keepdim) / count
+        return _where(hit, share, 0.0), None, None
+
+
+class Amin(Amax):
+    op = "amin"
+
+
+def _extreme_composite(name, ns):
+    """max/min: of everything, over a dim (values, indices), or against another tensor."""
+    from ..ops.reduce import return_types
+    from ..tensor import ClTensor
+    all_cls, dim_cls = (Amax, MaxDim) if name == "max" else (Amin, MinDim)
+
+    def op(x, dim=None, keepdim=False):
+        if isinstance(dim, ClTensor):
+            return ns["maximum" if name == "max" else "minimum"](x, dim)
+        if dim is None:
+            return all_cls.apply(x, None, False)
+        return getattr(return_types, name)(*dim_cls.apply(x, dim, keepdim))
+    return op
+
+
+class Cumsum(Function):
+    @staticmethod
+    def forward(ctx, x, dim, dtype=None):
+        ctx.dim, ctx.dtype = dim, x.dtype
+        return _op("cumsum")(x, dim, dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        return g.flip(ctx.dim).cumsum(ctx.dim).flip(ctx.dim).to(ctx.dtype), None, None
+
+
+class Cumprod(Function):
+    @staticmethod
+    def forward(ctx, x, dim, dtype=None):
+        out = _op("cumprod")(x, dim, dtype)
+        ctx.save_for_backward(x, out)
+        ctx.dim = dim
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        if bool((x == 0).any()):
+            raise RuntimeError("cumprod: the gradient of an input holding zeros is not supported")
+        d = ctx.dim
+        return (g * out).flip(d).cumsum(d).flip(d) / x, None, None
+
+
+class Norm(Function):
+    @staticmethod
+    def forward(ctx, x, p=2, dim=None, keepdim=False):
+        out = _op("norm")(x, p, dim, keepdim)
+        ctx.save_for_backward(x, out)
+        ctx.p, ctx.dims, ctx.keepdim = (2 if p == "fro" else p), _reduced_dims(x, dim), keepdim
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        p = ctx.p
+        n = _unreduce(out, x.shape, ctx.dims, ctx.keepdim)
+        gb = _unreduce(g, x.shape, ctx.dims, ctx.keepdim)
+        if p in (float("inf"), float("-inf")):
+            hit = x.abs() == n
+            count = _op("sum")(hit, ctx.dims, True)
+            gx = _where(hit, gb * x.sign() / count, 0.0)
+        elif p == 1:
+            gx = gb * x.sign()
+        else:  # d|x|_p / dx = x |x|^(p-2) / |x|_p^(p-1); zero where the norm is zero, as torch
+            gx = gb * x * x.abs() ** (p - 2) / n ** (p - 1)
+            gx = _where(n == 0, 0.0, gx)
+        return gx, None, None, None
+
+
+def _var_composite(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    c = 1 if correction is None and unbiased in (None, True) else (correction or 0)
+    dims = _reduced_dims(x, dim)
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+    centered = x - x.mean(dims, keepdim=True)
+    return (centered * centered).sum(dims, keepdim=keepdim) / max(count - c, 0)
+
+
+def _std_composite(x, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    return _var_composite(x, dim, unbiased, keepdim, correction=correction).sqrt()
+
+
+def _logsumexp_composite(x, dim, keepdim=False):
+    dims = _reduced_dims(x, dim)
+    m = x.detach().amax(dims, keepdim=True)
+    m = _where(m.isinf(), 0.0, m)
+    out = (x - m).exp().sum(dims, keepdim=True).log() + m
+    return out if keepdim else out.squeeze(dims)
+
+
+# ---- shape ops --------------------------------------------------------------------------------
+
+class Cat(Function):
+    """cat(tensors, dim), applied as Cat.apply(dim, *tensors) so every tensor gets an edge."""
+
+    @staticmethod
+    def forward(ctx, dim, *tensors):
+        out = _op("cat_raw")(list(tensors), dim)
+        ctx.dim = dim % out.ndim
+        ctx.sizes = [t.shape[ctx.dim] if t.ndim else 0 for t in tensors]
+        ctx.skipped = [t.ndim == 1 and t.shape[0] == 0 and out.ndim > 1 for t in tensors]
+        ctx.dtypes = [t.dtype for t in tensors]
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        grads, start = [None], 0
+        for size, skipped, dtype in zip(ctx.sizes, ctx.skipped, ctx.dtypes):
+            if skipped:
+                grads.append(None)
+                continue
+            grads.append(g.narrow(ctx.dim, start, size).to(dtype))
+            start += size
+        return tuple(grads)
+
+
+def _cat_composite(tensors, dim=0):
+    return Cat.apply(dim, *tensors)
+
+
+def _stack_composite(tensors, dim=0):
+    nd = tensors[0].ndim + 1 if tensors else 1
+    return Cat.apply(dim % nd, *[t.unsqueeze(dim % nd) for t in tensors])
+
+
+class Pad(Function):
+    @staticmethod
+    def forward(ctx, x, pad, mode="constant", value=0):
+        if mode != "constant":
+            raise RuntimeError(f"pad: the gradient of mode {mode!r} is not supported; "
+                               f"use mode='constant'")
+        ctx.pad = tuple(pad)
+        return _op("pad")(x, pad, mode, value)
+
+    @staticmethod
+    def backward(ctx, g):
+        return _op("pad")(g, tuple(-p for p in ctx.pad)), None, None, None
+
+
+class Flip(Function):
+    @staticmethod
+    def forward(ctx, x, *dims):
+        ctx.dims = dims
+        return _op("flip")(x, *dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g.flip(*ctx.dims),) + (None,) * len(ctx.dims)
+
+
+class Roll(Function):
+    @staticmethod
+    def forward(ctx, x, shifts, dims=None):
+        ctx.shifts, ctx.dims = shifts, dims
+        return _op("roll")(x, shifts, dims)
+
+    @staticmethod
+    def backward(ctx, g):
+        neg = tuple(-s for s in ctx.shifts) if isinstance(ctx.shifts, (tuple, list)) \
+            else -ctx.shifts
+        return g.roll(neg, ctx.dims), None, None
+
+
+class Repeat(Function):
+    @staticmethod
+    def forward(ctx, x, *sizes):
+        sizes = tuple(sizes[0]) if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) \
+            else sizes
+        ctx.shape, ctx.sizes = x.shape, sizes
+        return _op("repeat")(x, *sizes)
+
+    @staticmethod
+    def backward(ctx, g):
+        lead = len(ctx.sizes) - len(ctx.shape)
+        full = (1,) * lead + tuple(ctx.shape)
+        split = []
+        for r, n in zip(ctx.sizes, full):
+            split += [r, n]
+        g = g.reshape(split).sum(tuple(range(0, len(split), 2)))
+        return (g.reshape(ctx.shape),) + (None,) * len(ctx.sizes)
+
+
+# ---- indexing ---------------------------------------------------------------------------------
+
+class IndexPut(Function):
+    """x with x[key] = value (or += with accumulate), out of place: in-place setitem and
+    index_put_ record this."""
+
+    @staticmethod
+    def forward(ctx, x, key, value, accumulate=False):
+        ctx.key, ctx.value, ctx.accumulate = key, value, accumulate
+        out = _op("clone")(x)
+        if accumulate:
+            _op("setitem_raw")(out, key, value, accumulate=True)
+        else:
+            _op("__setitem__")(out, key, value)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        gx = None
+        if ctx.needs_input_grad[0]:
+            gx = g
+            if not ctx.accumulate:
+                gx = g.clone()
+                gx[ctx.key] = 0.0
+        gv = _reduce_to(g[ctx.key], ctx.value) if ctx.needs_input_grad[2] else None
+        return gx, None, gv, None
+
+
+class Index(Function):
+    """x[key] with tensors, lists or masks in the key: the gradient is added back at the
+    indexed places (repeated indices add up)."""
+
+    @staticmethod
+    def forward(ctx, x, key):
+        ctx.shape, ctx.dtype, ctx.device, ctx.key = x.shape, x.dtype, x.device, key
+        return _op("getitem_raw")(x, key)
+
+    @staticmethod
+    def backward(ctx, g):
+        from ..creation import zeros
+        out = zeros(ctx.shape, dtype=ctx.dtype, device=ctx.device)
+        return IndexPut.apply(out, ctx.key, g, True), None
+
+
+class IndexSelect(Function):
+    @staticmethod
+    def forward(ctx, x, dim, index):
+        ctx.shape, ctx.dim, ctx.index = x.shape, dim % max(x.ndim, 1), index
+        return _op("index_select")(x, dim, index)
+
+    @staticmethod
+    def backward(ctx, g):
+        from ..creation import zeros
+        out = zeros(ctx.shape, dtype=g.dtype, device=g.device)
+        key = (slice(None),) * ctx.dim + (ctx.index,)
+        return IndexPut.apply(out, key, g, True), None, None
+
+
+class Gather(Function):
+    @staticmethod
+    def forward(ctx, x, dim, index):
+        ctx.shape, ctx.dim, ctx.index = x.shape, dim, index
+        return _op("gather")(x, dim, index)
+
+    @staticmethod
+    def backward(ctx, g):
+        from ..creation import zeros
+        out = zeros(ctx.shape, dtype=g.dtype, device=g.device)
+        return out.scatter_add(ctx.dim, ctx.index, g), None, None
+
+
+class Scatter(Function):
+    @staticmethod
+    def forward(ctx, x, dim, index, src=None, value=None):
+        ctx.dim, ctx.index, ctx.src = dim, index, src
+        return _op("scatter")(x, dim, index, src, value)
+
+    @staticmethod
+    def backward(ctx, g):
+        gx = g.scatter(ctx.dim, ctx.index, value=0.0) if ctx.needs_input_grad[0] else None
+        gs = g.gather(ctx.dim, ctx.index) if _is_t(ctx.src) and ctx.needs_input_grad[3] else None
+        return gx, None, None, gs, None
+
+
+class ScatterAdd(Function):
+    @staticmethod
+    def forward(ctx, x, dim, index, src):
+        ctx.dim, ctx.index = dim, index
+        return _op("scatter_add")(x, dim, index, src)
+
+    @staticmethod
+    def backward(ctx, g):
+        gs = g.gather(ctx.dim, ctx.index) if ctx.needs_input_grad[3] else None
+        return g, None, None, gs
+
+
+class MaskedFill(Function):
+    @staticmethod
+    def forward(ctx, x, mask, value):
+        ctx.mask, ctx.value, ctx.shape = mask, value, x.shape
+        return _op("masked_fill")(x, mask, value)
+
+    @staticmethod
+    def backward(ctx, g):
+        gx = g.masked_fill(ctx.mask, 0.0) if ctx.needs_input_grad[0] else None
+        gv = None
+        if ctx.needs_input_grad[2]:
+            gv = _where(ctx.mask, g, 0.0).sum().reshape(ctx.value.shape)
+        return gx, None, gv
+
+
+class MaskedSelect(Function):
+    @staticmethod
+    def forward(ctx, x, mask):
+        ctx.mask, ctx.shape, ctx.dtype, ctx.device = mask, x.shape, x.dtype, x.device
+        return _op("masked_select")(x, mask)
+
+    @staticmethod
+    def backward(ctx, g):
+        from ..creation import zeros
+        from ..ops.elementwise import broadcast_shapes
+        shape = broadcast_shapes(ctx.shape, ctx.mask.shape)
+        out = zeros(shape, dtype=ctx.dtype, device=ctx.device)
+        out[ctx.mask.expand(shape)] = g
+        return sum_to_shape(out, ctx.shape), None
+
+
+# ---- ops whose gradient comes from composing differentiable ops ------------------------------
+
+def composites(ns, cls):
+    """name -> (raw op, differentiable composition) for ops that need no Function of their own."""
+    def outer(a, b):
+        return a.unsqueeze(1) * b.unsqueeze(0)
+
+    return {"outer": (ns["outer"], outer), "ger": (ns["ger"], outer),
+            "var": (ns["var"], _var_composite), "std": (ns["std"], _std_composite),
+            "logsumexp": (ns["logsumexp"], _logsumexp_composite),
+            "cat": (ns["cat"], _cat_composite), "concat": (ns["concat"], _cat_composite),
+            "concatenate": (ns["concatenate"], _cat_composite),
+            "stack": (ns["stack"], _stack_composite),
+            "max": (ns["max"], _extreme_composite("max", ns)),
+            "min": (ns["min"], _extreme_composite("min", ns)),
+            "index_put": (ns["index_put"], lambda x, indices, values, accumulate=False:
+                          IndexPut.apply(x, tuple(indices), values, accumulate))}

@@ -1,0 +1,292 @@
+"""Autograd: gradients of tensor ops by finite differences, and the engine's rules."""
+import numpy as np
+import pytest
+
+import cltensor as ct
+from cltensor.testing import assert_close, gradcheck
+
+
+@pytest.fixture
+def f64(device):
+    if not device.has_fp64:
+        pytest.skip(f"{device} has no float64: finite-difference checks need it")
+    return lambda a: ct.from_numpy(np.asarray(a, np.float64), device=device).requires_grad_()
+
+
+def _r(rng, *shape, positive=False):
+    a = rng.uniform(-1.5, 1.5, size=shape)
+    return np.abs(a) + 0.3 if positive else a
+
+
+UNARY_POS = ["log", "sqrt", "rsqrt", "reciprocal", "log1p"]
+UNARY = ["exp", "expm1", "sin", "cos", "tanh", "sigmoid", "square", "abs", "relu", "neg"]
+
+
+def test_unary_gradients(device, rng, f64):
+    for name in UNARY + UNARY_POS:
+        x = f64(_r(rng, 3, 4, positive=name in UNARY_POS))
+        gradcheck(getattr(ct, name), [x])
+        gradcheck(lambda t: getattr(t, name)(), [x])
+
+
+def test_binary_gradients_with_broadcast_and_scalars(device, rng, f64):
+    a, b = f64(_r(rng, 3, 1, 4)), f64(_r(rng, 5, 1) + 3)
+    p = f64(_r(rng, 3, 1, 4, positive=True))
+    cases = [
+        lambda a, b: a + b, lambda a, b: a - b, lambda a, b: a * b, lambda a, b: a / b,
+        lambda a, b: ct.add(a, b, alpha=2.5), lambda a, b: ct.sub(a, b, alpha=-0.5),
+        lambda a, b: 2 - a * b, lambda a, b: 3 / b + a, lambda a, b: a ** 3 + b ** 2,
+        lambda a, b: ct.maximum(a, b) + ct.minimum(a, b * 0.5),
+        lambda a, b: ct.where(a > 0, a, b), lambda a, b: ct.where(b > 3, 2.0, a * b),
+        lambda a, b: a.clamp(-0.5, 0.7) * b, lambda a, b: ct.clamp(a, min=b - 3.5),
+        lambda a, b: a.rsub(b),
+    ]
+    for fn in cases:
+        gradcheck(fn, [a, b])
+    gradcheck(lambda p, b: p ** (b - 3), [p, b])
+    gradcheck(lambda p: 2.0 ** p, [p])
+
+
+def test_view_gradients(device, rng, f64):
+    x = f64(_r(rng, 2, 3, 4))
+    cases = [
+        lambda x: x.view(6, 4) * 2, lambda x: x.reshape(4, -1).T, lambda x: x.permute(2, 0, 1),
+        lambda x: x.transpose(0, 2)[1:, ::2], lambda x: x[:, None, 1:2].expand(2, 5, 1, 4),
+        lambda x: x.unsqueeze(0).squeeze(), lambda x: x.flatten(1), lambda x: x[..., -1],
+        lambda x: x.narrow(1, 1, 2), lambda x: x.select(2, 3), lambda x: x.unfold(2, 2, 1),
+        lambda x: x.contiguous() + x.mT.contiguous().mT, lambda x: x[1][2],
+        lambda x: x.clone() * x,
+    ]
+    for fn in cases:
+        gradcheck(fn, [x])
+
+
+def test_matmul_gradients(device, rng, f64):
+    a, b = f64(_r(rng, 3, 4)), f64(_r(rng, 4, 5))
+    v = f64(_r(rng, 4))
+    ba, bb = f64(_r(rng, 2, 3, 4)), f64(_r(rng, 1, 4, 2))
+    gradcheck(lambda a, b: a @ b, [a, b])
+    gradcheck(lambda a, b: ct.mm(a.T.T, b), [a, b])
+    gradcheck(lambda a, v: a @ v, [a, v])
+    gradcheck(lambda v, b: v @ b, [v, b])
+    gradcheck(lambda v: ct.dot(v, v * 2), [v])
+    gradcheck(lambda x, y: x @ y, [ba, bb])
+    gradcheck(lambda x, y: ct.bmm(x, y.expand(2, 4, 2)), [ba, bb])
+    c = f64(_r(rng, 5))
+    gradcheck(lambda c, a, b: ct.addmm(c, a, b, beta=0.5, alpha=2.0), [c, a, b])
+    gradcheck(lambda a, v: ct.outer(v, a[0]), [a, v])
+
+
+def test_accumulation_and_leaf_semantics(device):
+    x = ct.tensor([1.0, 2.0, 3.0], device=device).requires_grad_()
+    assert x.is_leaf and x.grad is None
+    (x * 2).sum().backward()
+    (x * x).sum().backward()
+    assert_close(x.grad, [2 + 2, 2 + 4, 2 + 6])
+    y = x * 3
+    assert not y.is_leaf and y.requires_grad and y.grad_fn is not None
+    assert "MulBackward" in repr(y.grad_fn)
+    d = y.detach()
+    assert not d.requires_grad and d.storage is y.storage
+    with pytest.raises(RuntimeError, match="leaf variables"):
+        y.requires_grad_(False)
+    with pytest.raises(TypeError, match="floating point"):
+        ct.tensor([1, 2], device=device).requires_grad_()
+    with pytest.raises(RuntimeError, match="scalar outputs"):
+        y.backward()
+    with pytest.raises(ValueError, match="does not match"):
+        y.backward(ct.ones(2, device=device))
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        ct.ones(2, device=device).sum().backward()
+
+
+def test_backward_twice_and_retain_graph(device):
+    x = ct.tensor([0.5, 1.5], device=device).requires_grad_()
+    y = ct.exp(x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    assert_close(x.grad, 2 * np.exp([0.5, 1.5]), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
+def test_no_grad_and_set_grad_enabled(device):
+    x = ct.ones(3, device=device).requires_grad_()
+    with ct.no_grad():
+        y = x * 2
+    assert not y.requires_grad and y.grad_fn is None
+    with ct.set_grad_enabled(False):
+        assert not (x + 1).requires_grad
+    assert (x + 1).requires_grad
+
+    @ct.no_grad()
+    def f(t):
+        return t * 3
+    assert not f(x).requires_grad
+    with ct.no_grad():
+        with ct.enable_grad():
+            assert (x * 1).requires_grad
+
+
+def test_inplace_rules(device):
+    x = ct.tensor([1.0, -2.0, 3.0], device=device).requires_grad_()
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        x.add_(1)
+    with ct.no_grad():
+        x.mul_(2)  # allowed without recording
+    assert_close(x, [2, -4, 6])
+    # in-place on a non-leaf records the op and keeps gradients flowing
+    y = x * 1
+    y.relu_()
+    y.mul_(3)
+    y.sum().backward()
+    assert_close(x.grad, [3, 0, 3])
+    # a saved tensor modified in place is caught at backward
+    x.grad = None
+    z = x * 1
+    w = z * z
+    z.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        w.sum().backward()
+    # setitem into a tensor that does not require grad makes it part of the graph
+    buf = ct.zeros(2, 3, device=device)
+    buf[1] = x * 2
+    assert buf.requires_grad
+    buf.sum().backward()
+    assert_close(x.grad, [2, 2, 2])
+    # setitem over part of a graph tensor: the overwritten part gets no gradient
+    x.grad = None
+    u = x * 1
+    u[0] = 5.0
+    (u * u).sum().backward()
+    assert_close(x.grad, [0, -8, 12])
+
+
+def test_autograd_grad_and_create_graph(device):
+    x = ct.tensor([0.3, -0.7, 1.1], device=device).requires_grad_()
+    y = (x ** 3).sum()
+    (g,) = ct.autograd.grad(y, x, create_graph=True)
+    assert_close(g, 3 * np.array([0.3, -0.7, 1.1]) ** 2, rtol=1e-6)
+    assert x.grad is None  # grad() returns rather than accumulates
+    g.sum().backward()
+    assert_close(x.grad, 6 * np.array([0.3, -0.7, 1.1]), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="not used"):
+        ct.autograd.grad((x * 2).sum(), [x, ct.ones(1, device=device).requires_grad_()])
+
+
+def test_retain_grad_for_non_leaf(device):
+    x = ct.tensor([1.0, 2.0], device=device).requires_grad_()
+    y = x * 2
+    y.retain_grad()
+    (y * y).sum().backward()
+    assert_close(y.grad, [4, 8])
+    assert_close(x.grad, [8, 16])
+
+
+def test_custom_function(device, rng, f64):
+    class Cube(ct.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, scale):
+            ctx.save_for_backward(x)
+            ctx.scale = scale
+            return x * x * x * scale
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 3 * x * x * ctx.scale * g, None
+
+    x = f64(_r(rng, 4))
+    gradcheck(lambda t: Cube.apply(t, 2.0), [x])
+    y = Cube.apply(x, 1.0)
+    assert y.grad_fn.name() == "CubeBackward"
+
+
+def test_dtype_and_device_moves_are_differentiable(device, rng, f64):
+    x = f64(_r(rng, 3))
+    (x.float() * 2).double().sum().backward()
+    assert x.grad.dtype == ct.float64
+    assert_close(x.grad, [2, 2, 2])
+    x.grad = None
+    twin = ct.Device(device.index + "-twin", device.cl_device)
+    y = (x.to(twin) * 3).sum()
+    y.backward()
+    assert x.grad.device is device
+    assert_close(x.grad, [3, 3, 3])
+
+
+def test_out_argument_with_grad_raises(device):
+    x = ct.ones(2, device=device).requires_grad_()
+    with pytest.raises(RuntimeError, match="out="):
+        ct.add(x, 1, out=ct.empty(2, device=device))
+
+
+def test_reduction_gradients(device, rng, f64):
+    x = f64(_r(rng, 3, 4, 2))
+    p = f64(_r(rng, 3, 4, positive=True))
+    z = f64(np.array([[1.0, 0.0, 2.0], [0.5, -1.5, 0.0]]))  # zeros for prod
+    cases = [
+        (lambda x: x.sum(), x), (lambda x: x.sum(1), x), (lambda x: x.sum((0, 2), keepdim=True), x),
+        (lambda x: x.mean(), x), (lambda x: x.mean(-1), x), (lambda x: x.prod(1), x),
+        (lambda x: x.prod(), p), (lambda x: x.prod(1), z), (lambda x: x.prod(), z),
+        (lambda x: x.max(), x), (lambda x: x.min(dim=1).values, x),
+        (lambda x: x.max(0, keepdim=True)[0], x), (lambda x: x.amax((0, 1)), x),
+        (lambda x: x.amin(-1, keepdim=True), x), (lambda x: x.var(1), x),
+        (lambda x: x.std(), x), (lambda x: x.var(0, correction=0), x),
+        (lambda x: x.norm(), x), (lambda x: x.norm(dim=1), x), (lambda x: x.norm(p=1), x),
+        (lambda x: x.norm(p=3, dim=0), x), (lambda x: x.norm(p=float("inf")), x),
+        (lambda x: ct.logsumexp(x, 1), x), (lambda x: ct.logsumexp(x, (0, 2), keepdim=True), x),
+        (lambda x: x.cumsum(1), x), (lambda x: x.cumprod(0), p),
+    ]
+    for fn, arg in cases:
+        gradcheck(fn, [arg])
+
+
+def test_ties_share_the_gradient(device):
+    x = ct.tensor([1.0, 3.0, 3.0, 2.0], device=device).requires_grad_()
+    x.max().backward()
+    assert_close(x.grad, [0, 0.5, 0.5, 0])
+    y = ct.tensor([[1.0, 3.0, 3.0]], device=device).requires_grad_()
+    y.max(dim=1).values.sum().backward()  # torch: the gradient goes to the index returned
+    assert_close(y.grad, [[0, 1, 0]])
+
+
+def test_shape_op_gradients(device, rng, f64):
+    a, b = f64(_r(rng, 2, 3)), f64(_r(rng, 2, 1))
+    c = f64(_r(rng, 2, 3))
+    gradcheck(lambda a, b: ct.cat([a, b, a * 2], dim=1), [a, b])
+    gradcheck(lambda a, c: ct.stack([a, c], dim=1), [a, c])
+    gradcheck(lambda a: sum(p.sum() * (i + 1) for i, p in enumerate(a.split([1, 2], dim=1))), [a])
+    gradcheck(lambda a: a.chunk(2, dim=0)[1] * 3, [a])
+    gradcheck(lambda a: ct.pad(a, (1, 2, 0, 1), value=0.5), [a])
+    gradcheck(lambda a: ct.pad(a, (-1, 1)), [a])
+    gradcheck(lambda a: a.flip(1) * c, [a])
+    gradcheck(lambda a: a.repeat(2, 1, 3), [a])
+    gradcheck(lambda a: a.roll(1, 1), [a])
+
+
+def test_indexing_gradients(device, rng, f64):
+    x = f64(_r(rng, 4, 3))
+    idx = ct.tensor([2, 0, 2, 3], device=device)
+    mask = ct.from_numpy(np.array([[True, False, True], [False, False, True],
+                                   [True, True, False], [False, True, False]]), device=device)
+    src = f64(_r(rng, 2, 3))
+    cases = [
+        lambda x: x[idx], lambda x: x[:, [0, 2]], lambda x: x[mask], lambda x: x[idx, 1:],
+        lambda x: x[[0, 3], [1, 1]], lambda x: ct.index_select(x, 1, idx[:2]),
+        lambda x: x.gather(1, ct.tensor([[0, 0], [1, 2], [2, 1], [0, 2]], device=device)),
+        lambda x: x.masked_fill(mask, 0.25), lambda x: x.masked_select(mask),
+        lambda x: x.scatter(0, ct.tensor([[1, 2, 3]], device=device), 7.0),
+    ]
+    for fn in cases:
+        gradcheck(fn, [x])
+    sidx = ct.tensor([[0, 1, 3], [3, 2, 0]], device=device)
+    gradcheck(lambda x, s: x.scatter_add(0, sidx, s), [x, src])
+    gradcheck(lambda x, s: x.scatter(0, sidx, s), [x, src])
+
+    def put(x, s):
+        y = x * 1
+        y[idx[:2]] = s
+        return y
+    gradcheck(put, [x, src])
+    gradcheck(lambda x, s: ct.index_put(x, (idx[:2],), s, accumulate=True), [x, src])
