@@ -3,8 +3,11 @@
 # in .venv and the package with its test extras. Idempotent; the README's two commands call it.
 #   PoCL: Debian's pocl-opencl-icd where apt works (measured 4-10x faster than the PyPI build),
 #   else PyPI's pocl-binary-distribution inside the venv.
+#   --torch also installs PyTorch 2.13 (CPU) so that the tests and benchmarks compare against it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+with_torch=""
+[ "${1:-}" = "--torch" ] && with_torch="torch==2.13.0"
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO="sudo"; fi
@@ -36,5 +39,5 @@ if [ ! -x .venv/bin/python ]; then
   fi
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q ".[test]" $pocl_from_pip
+.venv/bin/python -m pip install -q ".[test]" $pocl_from_pip $with_torch
 .venv/bin/python -m cltensor
