@@ -82,8 +82,8 @@ def run(batch, sizes, device):
           ("GFLOP/s", 2 * 512 * 384 * 256))
 
     dims = [sizes[0]] + sizes[1:]
-    layers_np = [(rng.standard_normal((o, i)).astype(np.float32) / np.sqrt(i),
-                  rng.standard_normal(o).astype(np.float32) * 0.1)
+    layers_np = [((rng.standard_normal((o, i)) / np.sqrt(i)).astype(np.float32),
+                  (rng.standard_normal(o) * 0.1).astype(np.float32))
                  for i, o in zip(dims[:-1], dims[1:])]
     layers = [(ct.from_numpy(w, device=device), ct.from_numpy(b, device=device))
               for w, b in layers_np]
