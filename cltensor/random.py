@@ -231,11 +231,7 @@ def _strided_operand(t, shape):
     dims, (_, strides) = ew.collapse(shape, [row_major, ew.broadcast_strides(t, shape)])
     if len(dims) > ew.MAX_DIMS:
         return _strided_operand(t.expand(shape).contiguous(), shape)
-    shp, view = np.zeros((), ew.SHAPE_T), np.zeros((), ew.VIEW_T)
-    shp["size"][:len(dims)] = dims
-    view["offset"] = t.offset
-    view["stride"][:len(dims)] = strides
-    return len(dims), shp, view
+    return len(dims), ew.shape_arg(dims), ew.view_arg(t.offset, strides)
 
 
 def _flag(device):

@@ -69,7 +69,15 @@ def collapse(shape, stride_lists):
     return [n for n, _ in merged], [[st[k] for _, st in merged] for k in range(len(stride_lists))]
 
 
-def _view(offset, strides):
+def shape_arg(sizes):
+    """The Shape struct argument (MAX_DIMS sizes) of the kernels that use View/Shape."""
+    s = np.zeros((), SHAPE_T)
+    s["size"][:len(sizes)] = sizes
+    return s
+
+
+def view_arg(offset, strides):
+    """The View struct argument: an element offset and one stride per dim."""
     v = np.zeros((), VIEW_T)
     v["offset"] = offset
     v["stride"][:len(strides)] = strides
@@ -106,14 +114,13 @@ def launch_elementwise(op_macro, operands, out, compute_dtype, user_op=None):
     contig = all(st == ([1] if shape else []) for st in strides)
     kernel = _get_kernel(device, op_macro, operands, out.dtype, compute_dtype, user_op,
                          "ew_contig" if contig else "ew_strided")
-    shp = np.zeros((), SHAPE_T)
-    shp["size"][:len(shape)] = shape
-    args = [np.int64(n), np.int32(len(shape)), shp, out.storage.buf, _view(out.offset, strides[0])]
+    args = [np.int64(n), np.int32(len(shape)), shape_arg(shape), out.storage.buf,
+            view_arg(out.offset, strides[0])]
     views = iter(strides[1:])
     ct = compute_dtype.type if compute_dtype != dt.bool_ else np.uint8
     for x in operands:
         if is_tensor(x):
-            args += [x.storage.buf, _view(x.offset, next(views))]
+            args += [x.storage.buf, view_arg(x.offset, next(views))]
         else:
             args += [ct(x), _DUMMY_VIEW]
     local = None if device.is_cpu else (min(256, device.max_work_group),)

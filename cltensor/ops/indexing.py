@@ -17,7 +17,7 @@ from ..creation import from_numpy, full, tensor
 from ..program import build_program, ctype_of, launch, round_up
 from ..tensor import ClTensor, _norm_dim, contiguous_strides
 from . import elementwise as ew
-from .elementwise import MAX_DIMS, SHAPE_T, VIEW_T
+from .elementwise import MAX_DIMS, shape_arg, view_arg
 
 __all__ = ["index_select", "gather", "scatter", "scatter_add", "masked_fill", "masked_select",
            "nonzero", "one_hot", "index_put", "index_put_"]
@@ -60,17 +60,6 @@ def _launch(device, kernel, n, *args):
     launch(device, kernel, (gsize,), local, *args)
 
 
-def _shape_arg(sizes):
-    s = np.zeros((), SHAPE_T)
-    s["size"][:len(sizes)] = sizes
-    return s
-
-
-def _view_arg(offset, strides):
-    v = np.zeros((), VIEW_T)
-    v["offset"] = offset
-    v["stride"][:len(strides)] = strides
-    return v
 
 
 def _collapsed(shape, stride_lists, op):
@@ -105,8 +94,8 @@ def _normalized(indices, shape, sizes, wrap, dims, op):
         sh, (_, st) = _collapsed(shape, [contiguous_strides(shape),
                                          ew.broadcast_strides(t, shape)], op)
         kernel = _get_kernel(device, "normalize_index", {"IDX_T": ctype_of(t.dtype)})
-        _launch(device, kernel, nb, np.int64(nb), np.int32(len(sh)), _shape_arg(sh),
-                t.storage.buf, _view_arg(t.offset, st), out.storage.buf, np.int64(k * nb),
+        _launch(device, kernel, nb, np.int64(nb), np.int32(len(sh)), shape_arg(sh),
+                t.storage.buf, view_arg(t.offset, st), out.storage.buf, np.int64(k * nb),
                 np.int64(size), np.int32(wrap), err.storage.buf)
     flag = np.zeros(1, np.int32)
     cl.enqueue_copy(device.queue, flag, err.storage.buf, is_blocking=True)
@@ -133,8 +122,8 @@ def _minmax(x):
     shape, (st,) = _collapsed(x.shape, [x.strides], "minmax")
     out = ClTensor.empty_on((m, 2), dt.int64, x.device)
     kernel = _get_kernel(x.device, "chunk_minmax", {"IDX_T": ctype_of(x.dtype)})
-    _launch(x.device, kernel, m, np.int64(n), np.int32(len(shape)), _shape_arg(shape),
-            x.storage.buf, _view_arg(x.offset, st), np.int64(chunk), out.storage.buf)
+    _launch(x.device, kernel, m, np.int64(n), np.int32(len(shape)), shape_arg(shape),
+            x.storage.buf, view_arg(x.offset, st), np.int64(chunk), out.storage.buf)
     host = out.numpy()
     return int(host[:, 0].min()), int(host[:, 1].max())
 
@@ -166,10 +155,10 @@ def _run_indexed(name, data, plan, other, other_strides, op):
         return
     shape, (sd, so, si) = _collapsed(plan.shape, [plan.base, other_strides, plan.idx_strides], op)
     kernel = _get_kernel(data.device, name, {"T": _BITS_T[data.dtype.itemsize]})
-    _launch(data.device, kernel, n, np.int64(n), np.int32(len(shape)), _shape_arg(shape),
-            data.storage.buf, _view_arg(plan.offset, sd), other.storage.buf,
-            _view_arg(other.offset, so), plan.idx.storage.buf, _view_arg(0, si),
-            np.int32(len(plan.adv_strides)), np.int64(plan.nb), _shape_arg(plan.adv_strides))
+    _launch(data.device, kernel, n, np.int64(n), np.int32(len(shape)), shape_arg(shape),
+            data.storage.buf, view_arg(plan.offset, sd), other.storage.buf,
+            view_arg(other.offset, so), plan.idx.storage.buf, view_arg(0, si),
+            np.int32(len(plan.adv_strides)), np.int64(plan.nb), shape_arg(plan.adv_strides))
 
 
 def _add_kernel(name, dtype, device):
@@ -189,11 +178,11 @@ def _add_per_lane(lanes, dst, idx, src, length, steps, adv_strides, op):
     (d, d_off, d_st), (i, i_off, i_st), (s, s_off, s_st) = dst, idx, src
     shape, (sd, si, ss) = _collapsed(lanes, [d_st, i_st, s_st], op)
     kernel = _add_kernel("scatter_add_per_lane", d.dtype, d.device)
-    _launch(d.device, kernel, n, np.int64(n), np.int32(len(shape)), _shape_arg(shape),
-            d.storage.buf, _view_arg(d_off, sd), i.storage.buf, _view_arg(i_off, si),
-            s.storage.buf, _view_arg(s_off, ss), np.int64(length), np.int64(steps[0]),
+    _launch(d.device, kernel, n, np.int64(n), np.int32(len(shape)), shape_arg(shape),
+            d.storage.buf, view_arg(d_off, sd), i.storage.buf, view_arg(i_off, si),
+            s.storage.buf, view_arg(s_off, ss), np.int64(length), np.int64(steps[0]),
             np.int64(steps[1]), np.int32(len(adv_strides)), np.int64(math.prod(i.shape[1:])),
-            _shape_arg(adv_strides))
+            shape_arg(adv_strides))
 
 
 def _add_per_output(shape, dst, idx, src, j_strides, length, steps, op):
@@ -205,9 +194,9 @@ def _add_per_output(shape, dst, idx, src, j_strides, length, steps, op):
     (d, d_off, d_st), (i, i_off, i_st), (s, s_off, s_st) = dst, idx, src
     sh, (sd, si, ss, sj) = _collapsed(shape, [d_st, i_st, s_st, j_strides], op)
     kernel = _add_kernel("scatter_add_per_output", d.dtype, d.device)
-    _launch(d.device, kernel, n, np.int64(n), np.int32(len(sh)), _shape_arg(sh),
-            d.storage.buf, _view_arg(d_off, sd), i.storage.buf, _view_arg(i_off, si),
-            s.storage.buf, _view_arg(s_off, ss), _view_arg(0, sj), np.int64(length),
+    _launch(d.device, kernel, n, np.int64(n), np.int32(len(sh)), shape_arg(sh),
+            d.storage.buf, view_arg(d_off, sd), i.storage.buf, view_arg(i_off, si),
+            s.storage.buf, view_arg(s_off, ss), view_arg(0, sj), np.int64(length),
             np.int64(steps[0]), np.int64(steps[1]))
 
 
@@ -766,8 +755,8 @@ def nonzero(x, as_tuple=False):
 
 
 def _nonzero_args(x, chunk):
-    return (np.int64(x.numel()), np.int32(x.ndim), _shape_arg(x.shape), x.storage.buf,
-            _view_arg(x.offset, x.strides), np.int64(chunk))
+    return (np.int64(x.numel()), np.int32(x.ndim), shape_arg(x.shape), x.storage.buf,
+            view_arg(x.offset, x.strides), np.int64(chunk))
 
 
 def _nonzero_starts(x, chunk):

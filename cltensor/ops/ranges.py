@@ -208,20 +208,12 @@ def _tri_fill(out, x, diagonal, lower, op):
     shape, (so, sx) = ew.collapse(out.shape, strides)
     if len(shape) > ew.MAX_DIMS:
         raise ValueError(f"{op}: at most {ew.MAX_DIMS} non-mergeable dims, got {len(shape)}")
-    shp = np.zeros((), ew.SHAPE_T)
-    shp["size"][:len(shape)] = shape
     rows, cols = out.shape[-2:]
     return _run("tri_fill", out, n, {"OUT_T": ctype_of(out.dtype)}, np.int64(n),
-                np.int32(len(shape)), shp, out.storage.buf, _view(out.offset, so),
-                x.storage.buf, _view(x.offset, sx), np.int64(rows), np.int64(cols),
+                np.int32(len(shape)), ew.shape_arg(shape), out.storage.buf,
+                ew.view_arg(out.offset, so),
+                x.storage.buf, ew.view_arg(x.offset, sx), np.int64(rows), np.int64(cols),
                 np.int64(diagonal), np.int32(lower))
-
-
-def _view(offset, strides):
-    v = np.zeros((), ew.VIEW_T)
-    v["offset"] = offset
-    v["stride"][:len(strides)] = strides
-    return v
 
 
 def tril(x, diagonal=0):

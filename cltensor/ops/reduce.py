@@ -112,17 +112,6 @@ def _tuning(device):
     return TUNING["cpu" if device.is_cpu else "gpu"]
 
 
-def _shape_arg(shape):
-    s = np.zeros((), ew.SHAPE_T)
-    s["size"][:len(shape)] = shape
-    return s
-
-
-def _view_arg(offset, strides):
-    v = np.zeros((), ew.VIEW_T)
-    v["offset"] = offset
-    v["stride"][:len(strides)] = strides
-    return v
 
 
 def _pow2_at_least(n):
@@ -254,8 +243,8 @@ def _row_args(plan, l1, g, aux_buf, p):
     """The arguments reduce_full and reduce_part share (ROW_ARGS in reduce.cl)."""
     device = plan.x.device
     chunk_stride, chunk_len, step = _chunk_args(device, plan.R, l1, g)
-    return [plan.x.storage.buf, _view_arg(plan.x.offset, plan.kstrides), _shape_arg(plan.kshape),
-            np.int32(len(plan.kshape)), _view_arg(0, plan.rstrides), _shape_arg(plan.rshape),
+    return [plan.x.storage.buf, ew.view_arg(plan.x.offset, plan.kstrides), ew.shape_arg(plan.kshape),
+            np.int32(len(plan.kshape)), ew.view_arg(0, plan.rstrides), ew.shape_arg(plan.rshape),
             np.int32(len(plan.rshape)), np.int64(plan.M), np.int64(plan.R),
             np.int64(chunk_stride), np.int64(chunk_len), np.int64(step), aux_buf, p]
 
@@ -638,7 +627,7 @@ def _launch_scan(x, d, out, op_macro):
     lines, n = math.prod(shape), x.shape[d]
     blocks = _scan_blocks(device, lines, n)
     ks = get_scan_kernels(device, op_macro, x.dtype, out.dtype)
-    args = [x.storage.buf, _view_arg(x.offset, xst), np.int64(x.strides[d]), _shape_arg(shape),
+    args = [x.storage.buf, ew.view_arg(x.offset, xst), np.int64(x.strides[d]), ew.shape_arg(shape),
             np.int32(len(shape)), np.int64(lines), np.int64(n), np.int64(blocks),
             np.int64(-(-n // blocks))]
     parts = 2 if op_macro == "SCAN_SUM" and dt.is_floating(out.dtype) else 1
@@ -648,7 +637,7 @@ def _launch_scan(x, d, out, op_macro):
         _launch_lines(device, ks.carry, lines, np.int64(lines), np.int64(blocks),
                       carry.storage.buf)
     _launch_lines(device, ks.blocks, lines * blocks, *args, carry.storage.buf, out.storage.buf,
-                  _view_arg(out.offset, ost), np.int64(out.strides[d]))
+                  ew.view_arg(out.offset, ost), np.int64(out.strides[d]))
 
 
 def _scan_blocks(device, lines, n):
