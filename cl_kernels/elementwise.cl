@@ -6,9 +6,11 @@
  * one stride per dim, in elements; stride 0 broadcasts. A scalar operand is passed by value in the
  * compute type CT (its View is ignored).
  *
- * Kernels (same arguments):
+ * Kernels (same arguments; ew_rows takes one more, `chunk`):
  *   ew_contig   out and every tensor operand are contiguous over Shape: flat indexing.
- *   ew_strided  general views: each work-item turns its linear index into per-operand offsets.
+ *   ew_strided  general views, for GPUs: work-item (i, j) does element i of outer row j.
+ *   ew_rows     general views, for CPUs: a work-item loops over `chunk` elements of one row, so
+ *               the division-heavy offset arithmetic is paid once per row, not per element.
  *
  * Build options:
  *   OP(a,b,c,d)  the operation: one of the OP_* macros below, or OP_user, a function that
@@ -18,8 +20,12 @@
  *   CT           compute type: operands are converted to it before OP
  *   CT_FLOAT     defined when CT is float or double
  *   OUT_T        storage type of the result; OUT_BOOL when the result is bool (stored as uchar 0/1)
+ *   ND           ew_strided only: the number of dims (>= 2), baked in so the index loop unrolls
  * Tunables: none here; the launcher picks work sizes.
  */
+#ifndef ND
+#define ND 2
+#endif
 #define MAX_DIMS 8
 
 typedef struct { long size[MAX_DIMS]; } Shape;
@@ -79,6 +85,17 @@ typedef struct { long offset; long stride[MAX_DIMS]; } View;
 #define OP_isnan(a, b, c, d) is_nan_ct(a)
 #define OP_isinf(a, b, c, d) is_inf_ct(a)
 #define OP_isfinite(a, b, c, d) (!is_nan_ct(a) && !is_inf_ct(a))
+/* activations of cltensor.nn.functional (cltensor/ops/activation.py) and their gradients:
+ * x the input, y the output, g the output's gradient; the others are scalar parameters */
+#define OP_leaky_relu(x, slope, c, d) ((x) > 0 ? (x) : (x) * (slope))
+#define OP_leaky_relu_backward(g, x, slope, d) ((x) > 0 ? (g) : (g) * (slope))
+#define OP_elu(x, alpha, c, d) ((x) > 0 ? (x) : (alpha) * expm1(x))
+#define OP_elu_backward(g, x, alpha, d) ((x) > 0 ? (g) : (g) * (alpha) * exp(x))
+#define OP_hardtanh_backward(g, x, lo, hi) (((x) <= (lo) || (x) >= (hi)) ? (CT)0 : (g))
+#define OP_relu_backward(g, y, c, d) ((y) > 0 ? (g) : (CT)0)
+#define OP_sigmoid_backward(g, y, c, d) ((g) * (y) * ((CT)1 - (y)))
+#define OP_tanh_backward(g, y, c, d) ((g) * ((CT)1 - (y) * (y)))
+#define OP_dropout(x, mask, scale, d) ((mask) != 0 ? (x) * (scale) : (CT)0)
 
 /* ---- helpers that differ between floating and integer compute types -------------------------- */
 #ifdef CT_FLOAT
@@ -196,11 +213,16 @@ __kernel void ew_contig(const long n, const int nd, const Shape shape,
                                 LD2(v2.offset + i), LD3(v3.offset + i)));
 }
 
+/* Work-item (i, j) handles element i of the innermost dim of outer row j: the row's offsets are
+ * computed once per work-item from j alone (loop-invariant across a CPU work-group's i loop),
+ * and neighbouring work-items touch neighbouring inner elements (coalesced on GPUs). */
 __kernel void ew_strided(const long n, const int nd, const Shape shape,
                          __global OUT_T* out, const View vo ARGS) {
   const long i = get_global_id(0);
-  if (i >= n) return;
-  long r = i, o = vo.offset, o0 = v0.offset;
+  const long inner = shape.size[ND - 1];
+  long r = get_global_id(1);
+  if (i >= inner || r * inner >= n) return;
+  long o = vo.offset, o0 = v0.offset;
 #if NARGS >= 2
   long o1 = v1.offset;
 #endif
@@ -210,7 +232,7 @@ __kernel void ew_strided(const long n, const int nd, const Shape shape,
 #if NARGS >= 4
   long o3 = v3.offset;
 #endif
-  for (int d = nd - 1; d >= 0; --d) {
+  for (int d = ND - 2; d >= 0; --d) {
     const long size = shape.size[d];
     const long k = r % size;
     r /= size;
@@ -218,5 +240,42 @@ __kernel void ew_strided(const long n, const int nd, const Shape shape,
     o0 += k * v0.stride[d];
     OFF1(k, d) OFF2(k, d) OFF3(k, d)
   }
+  const long d = ND - 1;
+  o += i * vo.stride[d];
+  o0 += i * v0.stride[d];
+  OFF1(i, d) OFF2(i, d) OFF3(i, d)
   out[o] = STORE(OP(LD0(o0), LD1(o1), LD2(o2), LD3(o3)));
+}
+
+__kernel void ew_rows(const long n, const int nd, const Shape shape,
+                      __global OUT_T* out, const View vo ARGS, const long chunk) {
+  const long inner = shape.size[ND - 1];
+  const long per_row = (inner + chunk - 1) / chunk;
+  long r = get_global_id(0) / per_row;
+  if (r * inner >= n) return;
+  const long start = (get_global_id(0) % per_row) * chunk;
+  const long end = min(start + chunk, inner);
+  long o = vo.offset, o0 = v0.offset;
+#if NARGS >= 2
+  long o1 = v1.offset;
+#endif
+#if NARGS >= 3
+  long o2 = v2.offset;
+#endif
+#if NARGS >= 4
+  long o3 = v3.offset;
+#endif
+  for (int d = ND - 2; d >= 0; --d) {
+    const long size = shape.size[d];
+    const long k = r % size;
+    r /= size;
+    o += k * vo.stride[d];
+    o0 += k * v0.stride[d];
+    OFF1(k, d) OFF2(k, d) OFF3(k, d)
+  }
+  const int d = ND - 1;
+  for (long i = start; i < end; ++i) {
+    out[o + i * vo.stride[d]] = STORE(OP(LD0(o0 + i * v0.stride[d]), LD1(o1 + i * v1.stride[d]),
+                                         LD2(o2 + i * v2.stride[d]), LD3(o3 + i * v3.stride[d])));
+  }
 }

@@ -192,7 +192,15 @@ def _views(t, a):
     ]
 
 
-def test_noncontiguous_inputs_match_contiguous(device, rng):
+@pytest.fixture(params=["ew_rows", "ew_strided"])
+def strided_kernel(request, monkeypatch):
+    """Run a test with each strided kernel (CPU-style rows, GPU-style 2-d grid) on every device."""
+    from cltensor.ops import elementwise
+    monkeypatch.setattr(elementwise, "STRIDED_KERNEL", request.param)
+    return request.param
+
+
+def test_noncontiguous_inputs_match_contiguous(device, rng, strided_kernel):
     a = random_array(rng, (5, 6, 7), np.float32)
     t = ct.from_numpy(a, device=device)
     for v, av in _views(t, a):
@@ -280,6 +288,16 @@ def _broadcast_case(draw):
 @settings(max_examples=40, deadline=None)
 @given(case=_broadcast_case(), seed=st.integers(0, 2**16))
 def test_property_broadcast_strided(device, case, seed):
+    from cltensor.ops import elementwise
+    for kernel in ("ew_rows", "ew_strided"):
+        elementwise.STRIDED_KERNEL = kernel
+        try:
+            _check_broadcast_strided(device, case, seed)
+        finally:
+            elementwise.STRIDED_KERNEL = None
+
+
+def _check_broadcast_strided(device, case, seed):
     shape, other, perm, step = case
     rng = np.random.default_rng(seed)
     # build `a` as a permuted, step-sliced view of a larger tensor
@@ -294,6 +312,15 @@ def test_property_broadcast_strided(device, case, seed):
     b = ct.from_numpy(b_np, device=device)
     assert_close(a * b - b, a_np.astype(np.float64) * b_np - b_np, rtol=1e-6, atol=1e-6)
     assert_close(ct.maximum(b, a), np.maximum(b_np, a_np))
+
+
+def test_long_rows_are_chunked(device, rng, strided_kernel, monkeypatch):
+    from cltensor.ops import elementwise
+    monkeypatch.setattr(elementwise, "ROW_CHUNK", 7)
+    a = random_array(rng, (3, 50), np.float32)
+    t = ct.from_numpy(a, device=device)
+    assert_close(t.T.contiguous(), a.T)
+    assert_close(t[:, ::3] + t[:, :1], a[:, ::3] + a[:, :1])
 
 
 def test_large_tensor_multiple_of_nothing(device, rng):

@@ -11,6 +11,8 @@ MAX_DIMS = 8  # must match MAX_DIMS in cl_kernels/elementwise.cl
 SHAPE_T = np.dtype([("size", np.int64, MAX_DIMS)])
 VIEW_T = np.dtype([("offset", np.int64), ("stride", np.int64, MAX_DIMS)])
 _DUMMY_VIEW = np.zeros((), VIEW_T)
+ROW_CHUNK = 4096  # elements of a row one CPU work-item handles in ew_rows
+STRIDED_KERNEL = None  # None: ew_rows on CPUs, ew_strided elsewhere; tests force either one
 _kernels = {}
 
 
@@ -111,9 +113,11 @@ def launch_elementwise(op_macro, operands, out, compute_dtype, user_op=None):
     shape, strides = collapse(out.shape, stride_lists)
     if len(shape) > MAX_DIMS:
         raise ValueError(f"elementwise ops support at most {MAX_DIMS} non-mergeable dims, got {len(shape)}")
-    contig = all(st == ([1] if shape else []) for st in strides)
-    kernel = _get_kernel(device, op_macro, operands, out.dtype, compute_dtype, user_op,
-                         "ew_contig" if contig else "ew_strided")
+    if len(shape) == 1 and any(st != [1] for st in strides):
+        shape, strides = [1] + shape, [[0] + st for st in strides]  # the strided kernel's 2-d form
+    layout = len(shape) if len(shape) > 1 else "contig"
+    kernel = _get_kernel(device, op_macro, operands, out.dtype, compute_dtype, user_op, layout,
+                         "ew_contig" if layout == "contig" else _strided_kernel(device))
     args = [np.int64(n), np.int32(len(shape)), shape_arg(shape), out.storage.buf,
             view_arg(out.offset, strides[0])]
     views = iter(strides[1:])
@@ -123,15 +127,31 @@ def launch_elementwise(op_macro, operands, out, compute_dtype, user_op=None):
             args += [x.storage.buf, view_arg(x.offset, next(views))]
         else:
             args += [ct(x), _DUMMY_VIEW]
-    local = None if device.is_cpu else (min(256, device.max_work_group),)
-    gsize = n if local is None else round_up(n, local[0])
-    launch(device, kernel, (gsize,), local, *args)
+    if layout == "contig":
+        local = None if device.is_cpu else (min(256, device.max_work_group),)
+        gsize = (n if local is None else round_up(n, local[0]),)
+    elif _strided_kernel(device) == "ew_rows":  # a work-item per chunk of a row
+        inner = shape[-1]
+        chunk = min(inner, ROW_CHUNK)
+        args.append(np.int64(chunk))
+        gsize, local = ((n // inner) * -(-inner // chunk),), None
+    else:
+        inner, rows = shape[-1], n // shape[-1]
+        local = (256, 1) if inner >= 256 else (32, 8) if inner >= 32 else (4, 64)
+        local = (min(local[0], device.max_work_group), 1) if local[0] * local[1] > \
+            device.max_work_group else local
+        gsize = (round_up(inner, local[0]), round_up(rows, local[1]))
+    launch(device, kernel, gsize, local, *args)
     return out
 
 
-def _get_kernel(device, op_macro, operands, out_dtype, compute_dtype, user_op, name):
+def _strided_kernel(device):
+    return STRIDED_KERNEL or ("ew_rows" if device.is_cpu else "ew_strided")
+
+
+def _get_kernel(device, op_macro, operands, out_dtype, compute_dtype, user_op, layout, name):
     sig = tuple(x.dtype if is_tensor(x) else None for x in operands)
-    key = (device.index, op_macro, sig, out_dtype, compute_dtype, user_op, name)
+    key = (device.index, op_macro, sig, out_dtype, compute_dtype, user_op, layout, name)
     k = _kernels.get(key)
     if k is None:
         defines = {"OP": op_macro, "NARGS": len(operands), "CT": ctype_of(compute_dtype),
@@ -140,6 +160,8 @@ def _get_kernel(device, op_macro, operands, out_dtype, compute_dtype, user_op, n
             defines["CT_FLOAT"] = None
         if out_dtype == dt.bool_:
             defines["OUT_BOOL"] = None
+        if layout != "contig":
+            defines["ND"] = layout
         for i, d in enumerate(sig):
             if d is None:
                 defines[f"SCALAR{i}"] = None
