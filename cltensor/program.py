@@ -95,12 +95,45 @@ def clear_cache():
     _sources.clear()
 
 
+# NVIDIA's OpenCL, like CUDA, allows at most this many work-groups along dims 1 and 2
+MAX_GROUPS = 65535
+
+
 def launch(device, kernel, global_size, local_size, *args):
-    """Enqueue `kernel` on the device's queue, recording it when a profiler is active."""
+    """Enqueue `kernel` on the device's queue, recording it when a profiler is active.
+
+    A launch whose outermost dim (of two or three) needs more than MAX_GROUPS work-groups is cut
+    into several, told apart by their global offset (kernels read get_global_id, which includes
+    it). Returns the last event.
+    """
     from . import profiler
-    event = kernel(device.queue, global_size, local_size, *args)
-    profiler.record(kernel, global_size, local_size, event)
+    gsize = tuple(global_size)
+    outer = len(gsize) - 1
+    groups = [g // (local_size[k] if local_size else 1) for k, g in enumerate(gsize)]
+    if outer == 0 or groups[outer] <= MAX_GROUPS:
+        event = kernel(device.queue, gsize, local_size, *args)
+        profiler.record(kernel, gsize, local_size, event)
+        return event
+    if local_size is None or any(groups[k] > MAX_GROUPS for k in range(1, outer)):
+        raise ValueError(f"a launch of {gsize} work-items needs more than {MAX_GROUPS} "
+                         f"work-groups along an inner dim")
+    step = MAX_GROUPS * local_size[outer]
+    for start in range(0, gsize[outer], step):
+        size = gsize[:outer] + (min(step, gsize[outer] - start),)
+        event = kernel(device.queue, size, local_size, *args,
+                       global_offset=(0,) * outer + (start,))
+        profiler.record(kernel, size, local_size, event)
     return event
+
+
+def sizes_1d(device, n, group=None):
+    """(global, local) sizes for n work-items of a kernel that ignores the ones past n.
+
+    NOTE: a fixed group size on CPUs too: with local size None, PoCL picks one from the global
+    size (1 for a prime n: 50x slower) and compiles the kernel again for every new choice.
+    """
+    group = min(group or (1024 if device.is_cpu else 256), device.max_work_group)
+    return (round_up(max(n, 1), group),), (group,)
 
 
 def round_up(n, m):

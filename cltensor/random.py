@@ -15,7 +15,7 @@ import numpy as np
 from . import dtypes as dt
 from .device import get_device
 from .ops import elementwise as ew
-from .program import build_program, ctype_of, launch, round_up
+from .program import build_program, ctype_of, launch, sizes_1d
 from .tensor import ClTensor, _size_args
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed",
@@ -24,7 +24,7 @@ __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_see
 
 KERNEL_FILE = "random.cl"
 DEFAULT_SEED = 67280421310721  # torch's default seed
-LOCAL_SIZE = None  # work-group size; None: the driver's choice on CPUs, 256 on GPUs
+LOCAL_SIZE = None  # work-group size; None: sizes_1d's default (tests set others)
 _U32, _U64 = 2**32, 2**64
 _kernels = {}
 
@@ -141,11 +141,7 @@ def _per_block(ft):
 
 
 def _work_sizes(device, items):
-    local = LOCAL_SIZE if LOCAL_SIZE is not None else (None if device.is_cpu else 256)
-    if local is None:
-        return (items,), None
-    local = min(local, device.max_work_group)
-    return (round_up(items, local),), (local,)
+    return sizes_1d(device, items, LOCAL_SIZE)
 
 
 def _launch(name, out, items, key_ctr, defines, *extra):

@@ -249,6 +249,25 @@ class ClTensor:
         """A view of the same data that records no gradient."""
         return self._view(self.shape, self.strides)
 
+    @property
+    def data(self):
+        """The tensor's data without its autograd history (a view sharing storage)."""
+        return self.detach()
+
+    @data.setter
+    def data(self, other):
+        if not isinstance(other, ClTensor):
+            raise TypeError(f"data must be a ClTensor, got {type(other).__name__}")
+        self.storage, self.shape, self.strides = other.storage, other.shape, other.strides
+        self.offset, self.dtype = other.offset, other.dtype
+
+    def __deepcopy__(self, memo):
+        out = self.detach().clone()
+        if self.requires_grad and self.is_leaf:
+            out.requires_grad_(True)
+        memo[id(self)] = out
+        return out
+
     # ---- autograd -----------------------------------------------------------------------------
     @property
     def is_leaf(self):

@@ -323,6 +323,19 @@ def test_long_rows_are_chunked(device, rng, strided_kernel, monkeypatch):
     assert_close(t[:, ::3] + t[:, :1], a[:, ::3] + a[:, :1])
 
 
+def test_launch_is_split_past_the_group_limit(device, rng, monkeypatch):
+    from cltensor import program
+    from cltensor.ops import elementwise
+    monkeypatch.setattr(program, "MAX_GROUPS", 2)
+    monkeypatch.setattr(elementwise, "STRIDED_KERNEL", "ew_strided")
+    a = random_array(rng, (3, 700), np.float32)
+    t = ct.from_numpy(a, device=device)
+    with ct.profile() as prof:
+        got = t.T * 2  # 700 rows of 3: several launches told apart by global offsets
+    assert sum(r[1] for r in prof.table()) > 1
+    assert_close(got, a.T * 2)
+
+
 def test_large_tensor_multiple_of_nothing(device, rng):
     n = 100_003
     a = random_array(rng, (n,), np.float32)

@@ -4,7 +4,7 @@ import numbers
 import numpy as np
 
 from .. import dtypes as dt
-from ..program import build_program, ctype_of, launch, read_source, round_up
+from ..program import build_program, ctype_of, launch, read_source, round_up, sizes_1d
 
 KERNEL_FILE = "elementwise.cl"
 MAX_DIMS = 8  # must match MAX_DIMS in cl_kernels/elementwise.cl
@@ -128,13 +128,12 @@ def launch_elementwise(op_macro, operands, out, compute_dtype, user_op=None):
         else:
             args += [ct(x), _DUMMY_VIEW]
     if layout == "contig":
-        local = None if device.is_cpu else (min(256, device.max_work_group),)
-        gsize = (n if local is None else round_up(n, local[0]),)
+        gsize, local = sizes_1d(device, n)
     elif _strided_kernel(device) == "ew_rows":  # a work-item per chunk of a row
         inner = shape[-1]
         chunk = min(inner, ROW_CHUNK)
         args.append(np.int64(chunk))
-        gsize, local = ((n // inner) * -(-inner // chunk),), None
+        gsize, local = sizes_1d(device, (n // inner) * -(-inner // chunk), group=16)
     else:
         inner, rows = shape[-1], n // shape[-1]
         local = (256, 1) if inner >= 256 else (32, 8) if inner >= 32 else (4, 64)

@@ -14,7 +14,7 @@ import pyopencl as cl
 
 from .. import dtypes as dt
 from ..creation import from_numpy, full, tensor
-from ..program import build_program, ctype_of, launch, round_up
+from ..program import build_program, ctype_of, launch, sizes_1d
 from ..tensor import ClTensor, _norm_dim, contiguous_strides
 from . import elementwise as ew
 from .elementwise import MAX_DIMS, shape_arg, view_arg
@@ -55,9 +55,7 @@ def clear_kernels():
 
 def _launch(device, kernel, n, *args):
     """n work-items (n > 0), in work-groups of up to 256 on GPUs; kernels ignore the extra ones."""
-    local = None if device.is_cpu else (min(256, device.max_work_group),)
-    gsize = n if local is None else round_up(n, local[0])
-    launch(device, kernel, (gsize,), local, *args)
+    launch(device, kernel, *sizes_1d(device, n), *args)
 
 
 

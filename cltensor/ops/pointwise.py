@@ -66,7 +66,7 @@ def div(a, b, rounding_mode=None, out=None):
         return floor_divide(a, b, out=out)
     if rounding_mode == "trunc":
         q = ew.binary("div", a, b, float_result=True)
-        q = trunc(q)
+        q = ew.unary("trunc", q)
         rt = dt.result_type(a, b)
         return q.to(rt) if out is None else out.copy_(q)
     if rounding_mode is not None:

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..device import get_device
-from ..program import build_program, ctype_of, launch, round_up
+from ..program import build_program, ctype_of, launch, sizes_1d
 from ..tensor import ClTensor
 from . import elementwise as ew
 
@@ -27,9 +27,7 @@ def _kernel(device, name, defines):
 
 def _run(name, out, items, defines, *args):
     device = out.device
-    local = None if device.is_cpu else min(256, device.max_work_group)
-    gsize = items if local is None else round_up(items, local)
-    launch(device, _kernel(device, name, defines), (gsize,), local and (local,), *args)
+    launch(device, _kernel(device, name, defines), *sizes_1d(device, items), *args)
     return out
 
 
