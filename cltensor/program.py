@@ -26,13 +26,22 @@ class KernelBuildError(RuntimeError):
                          f"  compiler log:\n{log}")
 
 
-def cache_dir(device):
-    """The on-disk binary cache of one device: ~/.cache/cltensor/<device>-<driver> (CLTENSOR_CACHE_DIR)."""
-    root = os.environ.get("CLTENSOR_CACHE_DIR") or os.path.join(
+def cache_root():
+    """cltensor's per-user cache folder: $CLTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/cltensor,
+    else ~/.cache/cltensor."""
+    return os.environ.get("CLTENSOR_CACHE_DIR") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cltensor")
+
+
+def device_key(device):
+    """A file-name-safe key of a device, its driver and platform versions (cache file names)."""
     d = device.cl_device
-    key = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{d.name}-{d.driver_version}-{d.platform.version}")
-    return os.path.join(root, "kernels", key[:120])
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{d.name}-{d.driver_version}-{d.platform.version}")[:120]
+
+
+def cache_dir(device):
+    """The on-disk binary cache of one device: <cache root>/kernels/<device>-<driver>."""
+    return os.path.join(cache_root(), "kernels", device_key(device))
 
 
 def read_source(filename):

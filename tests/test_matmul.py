@@ -1,5 +1,6 @@
 """matmul, mm, bmm, mv, dot, addmm, baddbmm, outer against numpy in float64, on every device
-and with both GEMM kernels (gemm_direct without local memory, gemm_tiled with it)."""
+and with every GEMM family forced in turn (direct, tiled, packed, xgemm: cltensor/ops/gemm.py).
+The GEMM engine's own tests (epilogue, error bounds, database, tuner) are in test_gemm.py."""
 import zlib
 
 import numpy as np
@@ -9,7 +10,7 @@ from hypothesis import strategies as st
 
 import cltensor
 from cltensor.device import Device
-from cltensor.ops import matmul as mm_mod
+from cltensor.ops import gemm as gm
 from cltensor.testing import random_array, rel_error
 
 TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}
@@ -17,10 +18,10 @@ AWKWARD = [(1, 1, 1), (1, 7, 17), (7, 1, 33), (17, 33, 1), (33, 65, 7), (65, 17,
            (127, 127, 65), (7, 127, 1), (1, 127, 127), (64, 64, 64), (33, 7, 65)]
 
 
-@pytest.fixture(params=["direct", "tiled"])
+@pytest.fixture(params=gm.FAMILIES)
 def variant(request, monkeypatch):
-    """Force one GEMM kernel for every product the test makes."""
-    monkeypatch.setattr(mm_mod, "GEMM_VARIANT", request.param)
+    """Force one GEMM family for every product the test makes."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", request.param)
     return request.param
 
 
@@ -28,8 +29,10 @@ def put(device, array):
     return cltensor.from_numpy(np.ascontiguousarray(array), device=device)
 
 
-def check(actual, expected, dtype):
-    """Shape and dtype match, and the norm-relative error is within the dtype's tolerance."""
+def check(actual, expected, dtype, scale=None):
+    """Shape and dtype match, and the norm-relative error is within the dtype's tolerance;
+    relative to `scale` (the product of the operands' absolute values) when the result may
+    cancel (a dot product of random signs), as rounding errors scale with |a| @ |b|."""
     assert actual.shape == np.shape(expected), f"shape {actual.shape} != {np.shape(expected)}"
     assert actual.dtype == np.dtype(dtype), f"dtype {actual.dtype} != {np.dtype(dtype)}"
     if np.size(expected) == 0:
@@ -38,6 +41,8 @@ def check(actual, expected, dtype):
         np.testing.assert_array_equal(actual.numpy(), expected)
         return
     err = rel_error(actual, expected)
+    if scale is not None:
+        err *= np.linalg.norm(expected) / np.linalg.norm(scale)
     assert err <= TOL[np.dtype(dtype)], f"norm-relative error {err:.3g}"
 
 
@@ -220,16 +225,16 @@ def test_out_for_every_op(device, rng, variant):
         (lambda o: cltensor.matmul(put(device, ba), B, out=o), ref(ba, b)),
         (lambda o: cltensor.bmm(put(device, ba), put(device, bb), out=o), ref(ba, bb)),
         (lambda o: cltensor.mv(A, V, out=o), ref(a, v)),
-        (lambda o: cltensor.dot(V, W, out=o), ref(v, w)),
+        (lambda o: cltensor.dot(V, W, out=o), ref(v, w), ref(abs(v), abs(w))),
         (lambda o: cltensor.addmm(put(device, c), A, B, alpha=2, out=o), c + 2 * ref(a, b)),
         (lambda o: cltensor.baddbmm(put(device, c), put(device, ba), put(device, bb), beta=-1,
                                     out=o), ref(ba, bb) - c),
         (lambda o: cltensor.outer(V, W, out=o), np.outer(v, w)),
     ]
-    for fn, expected in cases:
+    for fn, expected, *scale in cases:
         out = poisoned(device, expected.shape, np.float32)
         assert fn(out) is out
-        check(out, expected, np.float32)
+        check(out, expected, np.float32, *scale)
 
 
 def test_out_aliasing_an_input(device, rng, variant):
@@ -297,7 +302,7 @@ def test_outer_promotes_dtypes(device, rng):
 # ---- large launches are split ------------------------------------------------------------------
 
 def test_launches_split_over_rows_and_batches(device, rng, variant, monkeypatch):
-    monkeypatch.setattr(mm_mod, "MAX_GROUPS", 2)
+    monkeypatch.setattr(gm, "MAX_GROUPS", 2)
     a, b = random_array(rng, (5, 37, 9)), random_array(rng, (5, 9, 11))
     check(put(device, a) @ put(device, b), ref(a, b), np.float32)
     x, w = random_array(rng, (3, 50, 9)), random_array(rng, (9, 4))
@@ -317,23 +322,25 @@ class _FakeDevice:
                          [(1024, 49152), (256, 16384), (64, 4096), (32, 2048)])
 def test_tiled_parameters_respect_device_limits(max_wg, local_mem):
     dev = _FakeDevice(max_wg, local_mem)
-    fitting = [p for p in mm_mod._candidates(dev, np.dtype(np.float64), "tiled")
-               if p["kernel"] == "gemm_direct" or mm_mod._tiled_fits(dev, p, 8)]
-    first = fitting[0]
-    if first["kernel"] == "gemm_tiled":
-        wg = (first["TSN"] // first["WPTN"]) * (first["TSM"] // first["WPTM"])
-        assert wg <= max_wg
-        assert first["TSK"] * (first["TSM"] + first["TSN"] + 2) * 8 <= local_mem
-    assert fitting[-1]["kernel"] == "gemm_direct"
+    entry = {"tiled": {"TSM": 128, "TSN": 128, "TSK": 16, "WPTM": 4, "WPTN": 4}}
+    fitting = gm._tiled_candidates(dev, entry, 8)
+    for p in fitting:
+        assert (p["TSN"] // p["WPTN"]) * (p["TSM"] // p["WPTM"]) <= max_wg
+        assert p["TSK"] * (p["TSM"] + p["TSN"] + 2) * 8 <= local_mem
+    family = gm.family_of(dev, np.dtype(np.float64), dict(entry, family="tiled"), (9, 9, 9))
+    assert family == ("tiled" if fitting else "direct")
+    assert bool(fitting) == (max_wg >= 64)
 
 
-def test_device_default_kernel(device):
-    kernel, params = mm_mod.get_gemm_kernel(device, np.dtype(np.float32))
-    assert params["kernel"] == ("gemm_direct" if device.is_cpu else "gemm_tiled")
-    _, tiled = mm_mod.get_gemm_kernel(device, np.dtype(np.float32), "tiled")
-    if tiled["kernel"] == "gemm_tiled":
-        assert (tiled["TSN"] // tiled["WPTN"]) * (tiled["TSM"] // tiled["WPTM"]) <= \
-            device.max_work_group
+def test_device_default_family(device):
+    entry = gm.entry_for(device, np.dtype(np.float32))
+    family = gm.family_of(device, np.dtype(np.float32), entry, (512, 512, 512))
+    if device.is_cpu:
+        assert family == "packed"
+    elif device.is_gpu:
+        assert family == "xgemm"
+    assert gm.family_of(device, np.dtype(np.int32), entry, (512, 512, 512)) in ("direct", "tiled")
+    assert gm.family_of(device, np.dtype(np.float32), entry, (2, 2, 2)) in ("direct", "tiled")
 
 
 # ---- bad input --------------------------------------------------------------------------------
@@ -452,7 +459,7 @@ def matmul_case(draw):
         own = batch[len(batch) - (nd - 2):]
         return tuple(draw(st.sampled_from([1, d])) for d in own) + (rows, cols)
     return (shape(nd_a, m, k), shape(nd_b, k, n), draw(st.booleans()), draw(st.booleans()),
-            draw(st.sampled_from(["direct", "tiled"])))
+            draw(st.sampled_from(gm.FAMILIES)))
 
 
 def _stored(device, x, transposed):
@@ -468,9 +475,9 @@ def test_matmul_property(device, case):
     sa, sb, ta, tb, variant = case
     rng = np.random.default_rng(zlib.crc32(repr(case).encode()))
     a, b = random_array(rng, sa), random_array(rng, sb)
-    old, mm_mod.GEMM_VARIANT = mm_mod.GEMM_VARIANT, variant
+    old, gm.FORCE_FAMILY = gm.FORCE_FAMILY, variant
     try:
         out = cltensor.matmul(_stored(device, a, ta), _stored(device, b, tb))
     finally:
-        mm_mod.GEMM_VARIANT = old
+        gm.FORCE_FAMILY = old
     check(out, ref(a, b), np.float32)

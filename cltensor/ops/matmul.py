@@ -1,222 +1,18 @@
 """Matrix products with torch's names and rules: matmul, mm, bmm, mv, dot, addmm, baddbmm, outer.
 
-Every product runs one kernel family (cl_kernels/matmul.cl): Co[b] = alpha * A[b] @ B[b] +
-beta * Ci[b] over strided views, so transposed, sliced and broadcast operands are never copied.
+Every product runs the GEMM engine (cltensor/ops/gemm.py): Co[b] = alpha * A[b] @ B[b] +
+beta * Ci[b] over strided views, so transposed, sliced and broadcast operands are never copied,
+with the kernel family and its parameters chosen per device from the tuning database.
 """
-import math
 import numbers
 
 import numpy as np
-import pyopencl as cl
 
 from .. import dtypes as dt
-from ..program import build_program, ctype_of, launch
 from . import elementwise as ew
+from .gemm import MAX_DIM_SIZE, gemm, gemm_into
 
-__all__ = ["matmul", "mm", "bmm", "mv", "dot", "addmm", "baddbmm", "outer", "ger"]
-
-KERNEL_FILE = "matmul.cl"
-# NVIDIA's OpenCL inherits CUDA's limit of 65535 work-groups along dims 1 and 2 of a launch;
-# larger problems are split into several launches over rows and batches.
-MAX_GROUPS = 65535
-MAX_DIM_SIZE = 2**31 - 1  # M, N and K are ints in the kernel
-# Parameters per device kind and dtype (the tuning database is a later issue). gemm_direct's
-# VW is the width of its vector loads of B (a 64-byte AVX-512 register), TN a multiple of it.
-# The tiled entries are tried in order until one fits the device's work-group and local memory.
-_DIRECT = {"float32": {"kernel": "gemm_direct", "TM": 8, "TN": 32, "VW": 16},
-           "int32": {"kernel": "gemm_direct", "TM": 8, "TN": 32, "VW": 16},
-           "default": {"kernel": "gemm_direct", "TM": 8, "TN": 16, "VW": 8}}
-GEMM_PARAMS = {
-    "cpu": _DIRECT,
-    "gpu": {"default": {"kernel": "gemm_tiled", "TSM": 64, "TSN": 64, "TSK": 16, "WPTM": 4,
-                        "WPTN": 4}},
-    "default": {"default": {"kernel": "gemm_tiled", "TSM": 32, "TSN": 32, "TSK": 16, "WPTM": 2,
-                            "WPTN": 2}},
-}
-TILED_FALLBACKS = (
-    {"kernel": "gemm_tiled", "TSM": 32, "TSN": 32, "TSK": 16, "WPTM": 2, "WPTN": 2},
-    {"kernel": "gemm_tiled", "TSM": 16, "TSN": 16, "TSK": 8, "WPTM": 2, "WPTN": 2},
-    {"kernel": "gemm_tiled", "TSM": 8, "TSN": 8, "TSK": 8, "WPTM": 1, "WPTN": 1},
-)
-DIRECT_GPU_LOCAL = (16, 8)  # gemm_direct's work-group off the CPU
-# None picks the kernel per device kind; "direct" or "tiled" forces one (tests, benchmarks).
-GEMM_VARIANT = None
-# How gemm_direct may read B's rows: through b_cs, as unaligned vectors, as aligned vectors.
-B_STRIDED, B_UNIT, B_ALIGNED = "strided", "unit", "aligned"
-_selected = {}
-_built = {}
-
-
-# ---- kernels ----------------------------------------------------------------------------------
-
-def _params_for(kind, dtype):
-    table = GEMM_PARAMS[kind]
-    return dict(table.get(dtype.name, table["default"]))
-
-
-def _candidates(device, dtype, variant):
-    kind = "cpu" if device.is_cpu else "gpu" if device.is_gpu else "default"
-    first = _params_for(kind, dtype)
-    direct = _params_for("cpu", dtype)
-    if variant == "direct" or (variant is None and first["kernel"] == "gemm_direct"):
-        return [direct]
-    tiled = first if first["kernel"] == "gemm_tiled" else _params_for("default", dtype)
-    return [tiled, *(dict(p) for p in TILED_FALLBACKS), direct]
-
-
-def _tiled_fits(device, params, itemsize):
-    wg = (params["TSN"] // params["WPTN"], params["TSM"] // params["WPTM"])
-    sizes = device.cl_device.max_work_item_sizes
-    local = params["TSK"] * (params["TSM"] + params["TSN"] + 2) * itemsize
-    return (wg[0] * wg[1] <= device.max_work_group and wg[0] <= sizes[0] and wg[1] <= sizes[1]
-            and local <= device.local_mem)
-
-
-def _kernel_fits(device, kernel, params):
-    wg = (params["TSN"] // params["WPTN"]) * (params["TSM"] // params["WPTM"])
-    info = cl.kernel_work_group_info
-    return (kernel.get_work_group_info(info.WORK_GROUP_SIZE, device.cl_device) >= wg and
-            kernel.get_work_group_info(info.LOCAL_MEM_SIZE, device.cl_device) <= device.local_mem)
-
-
-def _build(device, dtype, params, b_layout):
-    """One kernel object per program (pyopencl makes a new object per attribute access)."""
-    defines = {k: v for k, v in params.items() if k != "kernel"}
-    defines["T"] = ctype_of(dtype)
-    if params["kernel"] == "gemm_direct" and b_layout != B_STRIDED:
-        defines["B_UNIT_N"] = None
-        if b_layout == B_ALIGNED:
-            defines["B_ALIGNED"] = None
-    key = (device.index, params["kernel"], tuple(sorted(defines.items())))
-    if key not in _built:
-        _built[key] = getattr(build_program(device, KERNEL_FILE, defines), params["kernel"])
-    return _built[key]
-
-
-def get_gemm_kernel(device, dtype, variant=None, b_layout=B_STRIDED):
-    """The (kernel, params) of the GEMM for a device and dtype: the choice for the device's kind,
-    or the forced variant ('direct' or 'tiled'). Tiled parameters shrink until the device
-    accepts them; a device that accepts none gets gemm_direct."""
-    key = (device.index, dtype, variant, b_layout)
-    hit = _selected.get(key)
-    if hit is None:
-        for params in _candidates(device, dtype, variant):
-            tiled = params["kernel"] == "gemm_tiled"
-            if tiled and not _tiled_fits(device, params, dtype.itemsize):
-                continue
-            kernel = _build(device, dtype, params, b_layout)
-            if not tiled or _kernel_fits(device, kernel, params):
-                hit = _selected[key] = (kernel, params)
-                break
-    return hit
-
-
-def clear_kernels():
-    _selected.clear()
-    _built.clear()
-
-
-def _b_layout(device, dtype, b_strides, n):
-    """How gemm_direct may read B, from its strides [*batch, row, col] (in elements)."""
-    if b_strides[-1] != 1 and n != 1:
-        return B_STRIDED
-    vw = _params_for("cpu", dtype)["VW"]
-    aligned = (all(s % vw == 0 for s in b_strides[:-1]) and
-               vw * dtype.itemsize * 8 <= device.cl_device.mem_base_addr_align)
-    return B_ALIGNED if aligned else B_UNIT
-
-
-# ---- the launcher -----------------------------------------------------------------------------
-
-def _merged_stride(sizes, strides):
-    """The one stride that walks dims `sizes` in row-major order, or None if there is none."""
-    dims = [(n, s) for n, s in zip(sizes, strides) if n != 1]
-    for (_, s0), (n1, s1) in zip(dims, dims[1:]):
-        if s0 != s1 * n1:
-            return None
-    return dims[-1][1] if dims else 0
-
-
-def _fold_batch(batch, m, strides):
-    """(batch, M, K) @ (K, N) with B shared by all batches becomes one (batch*M, K) @ (K, N)
-    when A's, Ci's and Co's batch and row dims each merge into one row stride."""
-    if not batch or any(s != 0 and n != 1 for n, s in zip(batch, strides[1])):
-        return batch, m, strides
-    sizes = tuple(batch) + (m,)
-    folded = []
-    for k, st in enumerate(strides):
-        if k == 1:
-            folded.append(st[-2:])
-            continue
-        row = _merged_stride(sizes, st[:-1])
-        if row is None:
-            return batch, m, strides
-        folded.append([row, st[-1]])
-    return (), m * math.prod(batch), folded
-
-
-def _view_arg(offset, strides):
-    v = np.zeros((), ew.VIEW_T)
-    v["offset"] = offset
-    v["stride"][:len(strides)] = strides
-    return v
-
-
-def _work_shape(params, device):
-    """The (rows, cols) of C that one work-group covers, and the local size to launch with."""
-    if params["kernel"] == "gemm_tiled":
-        local = (params["TSN"] // params["WPTN"], params["TSM"] // params["WPTM"], 1)
-        return (params["TSM"], params["TSN"]), local
-    # NOTE: PoCL compiles a kernel once per local size; a fixed (1, 1, 1) avoids a compile for
-    # every new global size that the runtime's own choice would bring.
-    lx, ly = (1, 1) if device.is_cpu else DIRECT_GPU_LOCAL
-    return (params["TM"] * ly, params["TN"] * lx), (lx, ly, 1)
-
-
-def gemm(a, b, c_out, c_in=None, alpha=1, beta=0, variant=None):
-    """c_out = alpha * a @ b + beta * c_in, in place, over views of equal batch shape.
-
-    The low-level product under every op here: a is (*batch, M, K), b (*batch, K, N), c_out and
-    c_in (*batch, M, N), any strides (0 broadcasts in a, b and c_in); c_in may be c_out itself.
-    No checks beyond internal asserts: callers validate. `variant` forces 'direct' or 'tiled'.
-    """
-    batch, (m, k), n = c_out.shape[:-2], a.shape[-2:], b.shape[-1]
-    assert a.shape[:-2] == b.shape[:-2] == batch and b.shape[-2] == k, "gemm: shapes disagree"
-    if m == 0 or n == 0 or 0 in batch:
-        return c_out
-    ops = [a, b, c_out if c_in is None else c_in, c_out]
-    batch, m, strides = _fold_batch(batch, m, [list(t.strides) for t in ops])
-    bshape, bstrides = ew.collapse(batch, [st[:-2] for st in strides])
-    if len(bshape) > ew.MAX_DIMS:
-        raise ValueError(f"matmul: at most {ew.MAX_DIMS} non-mergeable batch dims are "
-                         f"supported, got {len(bshape)} (batch shape {tuple(batch)})")
-    device, dtype = c_out.device, c_out.dtype
-    b_layout = _b_layout(device, dtype, [b.offset] + strides[1], n)
-    kernel, params = get_gemm_kernel(device, dtype, variant or GEMM_VARIANT, b_layout)
-    shape_arg = np.zeros((), ew.SHAPE_T)
-    shape_arg["size"][:len(bshape)] = bshape
-    args = [dtype.type(alpha), dtype.type(0 if c_in is None else beta)]
-    for t, st, bst in zip(ops, strides, bstrides):
-        args += [t.storage.buf, _view_arg(t.offset, bst), np.int64(st[-2]), np.int64(st[-1])]
-    if params["kernel"] == "gemm_tiled":
-        args += [np.int32(abs(strides[0][-1]) <= abs(strides[0][-2])),
-                 np.int32(abs(strides[1][-1]) <= abs(strides[1][-2]))]
-    _launch_chunks(device, kernel, params, (m, n, k), math.prod(bshape), len(bshape), shape_arg,
-                   args)
-    return c_out
-
-
-def _launch_chunks(device, kernel, params, mnk, nbatch, nbd, shape_arg, args):
-    """Launch over at most MAX_GROUPS work-groups of rows and of batches at a time."""
-    m, n, k = mnk
-    (gm, gn), local = _work_shape(params, device)
-    rows = MAX_GROUPS * gm
-    for b0 in range(0, nbatch, MAX_GROUPS):
-        nb = min(MAX_GROUPS, nbatch - b0)
-        for r0 in range(0, m, rows):
-            gsize = (-(-n // gn) * local[0], -(-min(rows, m - r0) // gm) * local[1], nb)
-            launch(device, kernel, gsize, local, np.int32(m), np.int32(n), np.int32(k),
-                   np.int32(r0), np.int64(b0), np.int32(nbd), shape_arg, *args)
+__all__ = ["matmul", "mm", "bmm", "mv", "dot", "addmm", "baddbmm", "outer", "ger", "gemm"]
 
 
 # ---- checks -----------------------------------------------------------------------------------
@@ -325,7 +121,7 @@ def _run(op, a, b, shape, out, view=_same, c_in=None, alpha=1, beta=0):
     target = out
     if out is None or _hazard(view(out), a, b, c_in):
         target = ClTensor.empty_on(shape, a.dtype, a.device)
-    gemm(a, b, view(target), c_in, alpha, beta)
+    gemm_into(a, b, view(target), c_in, alpha, beta)
     if out is None:
         return target
     if target is not out:

@@ -1,0 +1,226 @@
+"""GEMM benchmark: cltensor against numpy (OpenBLAS) on CPU devices and PyTorch/cuBLAS (TF32
+off) on GPUs, side by side in one run, for square sizes and the benchmark networks' layer shapes
+(their linear layers and im2col GEMMs). Prints a table and writes JSON.
+
+    python benchmarks/gemm.py [--device SPEC] [--json out.json] [--reps 5] [--quick]
+
+Times are medians over --reps after one warm-up call (and, on GPUs, after --warmup seconds
+of 4096^3 products, since idle clocks ramp up slowly): cltensor's from the first kernel's start
+to the last kernel's end of one call (OpenCL profiling events: packing kernels included),
+PyTorch's from CUDA events around one call, numpy's by the wall clock. For numpy to use both
+cores here, run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (see the JSON's "numpy_blas").
+"""
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import cltensor  # noqa: E402
+from cltensor import tune  # noqa: E402
+from cltensor.ops import gemm as gm  # noqa: E402
+
+
+def conv(name, cin, cout, k, out_hw, batch):
+    """An im2col convolution as a GEMM: weight (cout, cin*k*k) @ columns (cin*k*k, batch*h*w)."""
+    return (name, cout, batch * out_hw * out_hw, cin * k * k, "nn")
+
+
+def linear(name, fin, fout, batch):
+    """A linear layer: x (batch, fin) @ weight.mT, the weight stored (fout, fin)."""
+    return (name, batch, fout, fin, "nt")
+
+
+def layer_shapes(batches):
+    """(name, M, N, K, layout) of the four networks' layers (shared/ANCHORS.md), at the batch
+    sizes given per network."""
+    a, o, v, g = (batches[n] for n in ("alexnet", "overfeat", "vgg", "googlenet"))
+    return [
+        conv("alexnet.conv1", 3, 64, 11, 55, a), conv("alexnet.conv2", 64, 192, 5, 27, a),
+        conv("alexnet.conv3", 192, 384, 3, 13, a), conv("alexnet.conv4", 384, 256, 3, 13, a),
+        conv("alexnet.conv5", 256, 256, 3, 13, a), linear("alexnet.fc6", 9216, 4096, a),
+        linear("alexnet.fc7", 4096, 4096, a), linear("alexnet.fc8", 4096, 1000, a),
+        conv("overfeat.conv2", 96, 256, 5, 20, o), conv("overfeat.conv5", 1024, 1024, 3, 12, o),
+        linear("overfeat.fc1", 36864, 3072, o),
+        conv("vgg.conv2", 64, 128, 3, 112, v), conv("vgg.conv3", 128, 256, 3, 56, v),
+        conv("vgg.conv5", 256, 512, 3, 28, v), conv("vgg.conv7", 512, 512, 3, 14, v),
+        linear("vgg.fc6", 25088, 4096, v),
+        conv("googlenet.conv1", 3, 64, 7, 112, g), conv("googlenet.conv2", 64, 64, 1, 56, g),
+        conv("googlenet.conv3", 64, 192, 3, 56, g), conv("googlenet.3a.1x1", 192, 64, 1, 28, g),
+        conv("googlenet.3a.3x3", 96, 128, 3, 28, g), conv("googlenet.4a.1x1", 480, 192, 1, 14, g),
+        conv("googlenet.5b.3x3", 192, 384, 3, 7, g), linear("googlenet.fc", 1024, 1000, g),
+    ]
+
+
+class Torch:
+    """PyTorch on the first CUDA GPU, TF32 off (IEEE fp32, as cltensor computes)."""
+
+    def __init__(self):
+        import torch
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        self.torch, self.name = torch, f"torch {torch.__version__} / cuBLAS ({torch.cuda.get_device_name()})"
+
+    def operands(self, a, b):
+        t = self.torch
+        return t.from_numpy(a).cuda(), t.from_numpy(b).cuda()
+
+    def product(self, a, b):
+        return (a @ b).cpu().numpy()
+
+    def seconds(self, a, b, reps):
+        t = self.torch
+        fn = lambda: a @ b  # noqa: E731
+        fn()
+        times = []
+        for _ in range(reps):
+            start, end = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+            start.record()
+            fn()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e-3)
+        return float(np.median(times))
+
+
+class Numpy:
+    def __init__(self):
+        self.name = f"numpy {np.__version__}"
+        try:
+            from threadpoolctl import threadpool_info
+            self.blas = threadpool_info()
+        except ImportError:
+            self.blas = "threadpoolctl not installed"
+
+    def operands(self, a, b):
+        return a, b
+
+    def product(self, a, b):
+        return a @ b
+
+    def seconds(self, a, b, reps):
+        a @ b
+        times = []
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            a @ b
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times))
+
+
+def host_operands(rng, m, n, k, layout, dtype):
+    """A (M, K) and B (K, N); with layout 'nt', B as the transpose of a stored (N, K) matrix."""
+    a = rng.uniform(-1, 1, (m, k)).astype(dtype)
+    b = rng.uniform(-1, 1, (n, k) if layout == "nt" else (k, n)).astype(dtype)
+    return a, (b.T if layout == "nt" else b)
+
+
+def run_case(device, ref, rng, case, dtype, reps):
+    name, m, n, k, layout = case
+    a, b = host_operands(rng, m, n, k, layout, dtype)
+    ta = cltensor.from_numpy(a, device=device)
+    tb = cltensor.from_numpy(np.ascontiguousarray(b.T), device=device).mT if layout == "nt" \
+        else cltensor.from_numpy(b, device=device)
+    tc = cltensor.empty(m, n, dtype=dtype, device=device)
+    family = gm.family_of(device, np.dtype(dtype), gm.entry_for(device, np.dtype(dtype)),
+                          (m, n, k))
+    secs = tune.time_call(device, lambda: gm.gemm_into(ta, tb, tc), reps)
+    flops = 2.0 * m * n * k
+    row = {"case": name, "M": m, "N": n, "K": k, "layout": layout, "dtype": np.dtype(dtype).name,
+           "family": family, "cltensor_s": secs, "cltensor_gflops": flops / secs / 1e9}
+    got = tc.numpy()
+    if ref is not None:
+        ra, rb = ref.operands(a, b)
+        rsecs = ref.seconds(ra, rb, reps)
+        want = ref.product(ra, rb)
+        row.update(ref_s=rsecs, ref_gflops=flops / rsecs / 1e9, ratio=rsecs / secs,
+                   rel_diff_vs_ref=float(np.linalg.norm(got - want) / np.linalg.norm(want)))
+    return row
+
+
+def warm_up(device, ref, rng, seconds):
+    """Keep the GPU busy for a while first: its clocks idle low and ramp up under load."""
+    a, b = host_operands(rng, 4096, 4096, 4096, "nn", np.float32)
+    ta, tb = cltensor.from_numpy(a, device=device), cltensor.from_numpy(b, device=device)
+    tc = cltensor.empty(4096, 4096, device=device)
+    ra, rb = ref.operands(a, b) if ref else (None, None)
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        gm.gemm_into(ta, tb, tc)
+        device.synchronize()
+        if ref:
+            ref.seconds(ra, rb, 1)
+
+
+def print_row(r):
+    ref = (f"{r['ref_gflops']:10.1f} {r['ratio']:6.2f} {r['rel_diff_vs_ref']:8.1e}" if "ratio" in r
+           else f"{'-':>10s} {'-':>6s}")
+    print(f"{r['case']:20s} {r['dtype']:8s} {r['M']:6d} {r['N']:7d} {r['K']:6d} {r['layout']:2s} "
+          f"{r['family']:7s} {r['cltensor_gflops']:10.1f} {ref}", flush=True)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", help="platform:device index or name substring")
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="fewer sizes, no layers")
+    parser.add_argument("--no-layers", action="store_true")
+    parser.add_argument("--sizes", type=int, nargs="*")
+    parser.add_argument("--fp64-sizes", type=int, nargs="*")
+    parser.add_argument("--family", choices=gm.FAMILIES, help="force one GEMM family")
+    parser.add_argument("--warmup", type=float, default=3.0,
+                        help="seconds of GEMMs before timing, on GPUs (clocks ramp up)")
+    parser.add_argument("--batch-scale", type=float, default=1.0,
+                        help="scale the networks' batch sizes (at least 1)")
+    args = parser.parse_args(argv)
+    gm.FORCE_FAMILY = args.family
+    device = cltensor.get_device(args.device)
+    gpu = not device.is_cpu
+    ref = None
+    if gpu:
+        try:
+            ref = Torch()
+        except Exception as e:  # no torch or no CUDA: cltensor alone
+            print(f"no PyTorch/CUDA reference: {e}")
+    else:
+        ref = Numpy()
+    sizes = args.sizes or ([256, 512, 1024, 2048, 4096] if gpu else [256, 512, 1024, 2048])
+    fp64 = args.fp64_sizes if args.fp64_sizes is not None else ([1024, 4096] if gpu else [512, 1024])
+    batches = ({"alexnet": 128, "overfeat": 128, "vgg": 64, "googlenet": 128} if gpu else
+               {"alexnet": 8, "overfeat": 8, "vgg": 2, "googlenet": 8})
+    batches = {k: max(1, int(v * args.batch_scale)) for k, v in batches.items()}
+    if args.quick:
+        sizes, fp64 = sizes[-2:], fp64[-1:]
+    cases = [(f"square {s}", s, s, s, "nn", np.float32) for s in sizes]
+    cases += [(f"square {s}", s, s, s, "nn", np.float64) for s in fp64 if device.has_fp64]
+    if not (args.quick or args.no_layers):
+        cases += [c + (np.float32,) for c in layer_shapes(batches)]
+    print(f"device: {device.name} ({device.cl_device.driver_version}); reference: "
+          f"{ref.name if ref else 'none'}")
+    print(f"{'case':20s} {'dtype':8s} {'M':>6s} {'N':>7s} {'K':>6s} {'ly':2s} {'family':7s} "
+          f"{'cl GF/s':>10s} {'ref GF/s':>10s} {'cl/ref':>6s} {'rel diff':>8s}")
+    rng = np.random.default_rng(0)
+    if gpu:
+        warm_up(device, ref, rng, args.warmup)
+    rows = []
+    for *case, dtype in cases:
+        rows.append(run_case(device, ref, rng, tuple(case), dtype, args.reps))
+        print_row(rows[-1])
+    summary = {"device": device.name, "driver": device.cl_device.driver_version,
+               "platform": device.cl_device.platform.version, "host": platform.node(),
+               "reference": ref.name if ref else None, "batches": batches,
+               "numpy_blas": getattr(ref, "blas", None), "reps": args.reps,
+               "params": {k: gm.entry_for(device, np.dtype(k))
+                          for k in ("float32", "float64")}, "rows": rows}
+    if args.json:
+        Path(args.json).write_text(json.dumps(summary, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

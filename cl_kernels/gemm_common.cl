@@ -1,0 +1,64 @@
+/*
+ * gemm_common.cl: definitions shared by the GEMM kernel files (gemm_direct.cl, gemm_cpu.cl,
+ * gemm_xgemm.cl, gemm_pack.cl). cltensor/ops/gemm.py prepends this file to each of them before
+ * the build, so every kernel there sees the same argument lists, batch indexing and epilogue.
+ *
+ * Batches: a launch covers the flat batch indices batch0 .. batch0 + global_size(2) - 1, split
+ * over the `nbd` batch dims of `batch` (row-major, at most MAX_DIMS, which must match
+ * cltensor/ops/elementwise.py); each operand's View gives its offset and per-dim batch strides
+ * (0 broadcasts), all in elements.
+ *
+ * Epilogue (every GEMM kernel, applied when C is stored):
+ *   Co[m, n] = act(alpha * acc + beta * Ci[m, n] + rbias[m] + cbias[n])
+ * Ci is not read when beta == 0 (NaN/Inf in it do not propagate, as in BLAS and torch); the
+ * biases are added when bits EPI_ROW_BIAS / EPI_COL_BIAS of `epi` are set, and act is ReLU
+ * (NaN stays NaN, as torch.relu) when bit EPI_RELU is set, else the identity.
+ *
+ * Build options: T, the element and compute type (float, double, int or long).
+ */
+#define MAX_DIMS 8
+
+#ifndef T
+#define T float
+#endif
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+
+#define EPI_ROW_BIAS 1
+#define EPI_COL_BIAS 2
+#define EPI_RELU 4
+
+typedef struct { long size[MAX_DIMS]; } Shape;
+typedef struct { long offset; long stride[MAX_DIMS]; } View;
+
+/* The batch range and the output side: C's input and output views and the epilogue. */
+#define BATCH_ARGS const long batch0, const int nbd, const Shape batch
+#define EPI_ARGS                                                                          \
+  const T alpha, const T beta,                                                            \
+      __global const T* Ci, const View vci, const long ci_rs, const long ci_cs,           \
+      __global T* Co, const View vco, const long co_rs, const long co_cs, const int epi,  \
+      __global const T* rbias, const long rb_off, const long rb_st,                       \
+      __global const T* cbias, const long cb_off, const long cb_st
+
+/* The element offsets of flat batch `b` in up to four views. */
+inline long batch_offset(long b, const int nbd, const Shape batch, const View v) {
+  long o = v.offset;
+  for (int d = nbd - 1; d >= 0; --d) {
+    const long i = b % batch.size[d];
+    b /= batch.size[d];
+    o += i * v.stride[d];
+  }
+  return o;
+}
+
+/* Co[m, n] = act(alpha * acc + beta * Ci[m, n] + biases); oci and oco are the batch offsets. */
+#define EPILOGUE(m, n, acc)                                                       \
+  {                                                                               \
+    T r_ = alpha * (acc);                                                         \
+    if (beta != (T)0) r_ += beta * Ci[oci + (long)(m) * ci_rs + (long)(n) * ci_cs]; \
+    if (epi & EPI_ROW_BIAS) r_ += rbias[rb_off + (long)(m) * rb_st];              \
+    if (epi & EPI_COL_BIAS) r_ += cbias[cb_off + (long)(n) * cb_st];              \
+    if ((epi & EPI_RELU) && r_ < (T)0) r_ = (T)0;                                 \
+    Co[oco + (long)(m) * co_rs + (long)(n) * co_cs] = r_;                         \
+  }

@@ -1,0 +1,49 @@
+/*
+ * gemm_pack.cl: copies of GEMM operands into the layouts the fast kernels read, zero-padded so
+ * that those kernels need no bounds checks. Prepended with gemm_common.cl.
+ *
+ * An operand is seen as `rows` x K (rows = M for A, N for B) with element (b, r, k) at
+ * src[batch_offset(b) + r * s_r + k * s_k]; any strides, 0 included.
+ *
+ *   pack_panels  (gemm_cpu.cl's layout) panels of PR rows: dst[b][p][k][i] = X(b, p*PR + i, k),
+ *                zero past `rows`. One work-item per (k, panel) writes PR contiguous elements.
+ *                Global size (at least K, ceil(rows/PR), batches); dst batch stride d_bs (0: one copy
+ *                for a launch of one batch).
+ *   pad_copy     (gemm_xgemm.cl's layouts) a 2-d copy into a dense ni_p x nj_p matrix per batch:
+ *                dst[b][i][j] = src[batch_offset(b) + i*s_i + j*s_j] for i < ni, j < nj, else 0.
+ *                One work-item per element of dst, consecutive work-items along j (coalesced
+ *                writes). Global size (round_up(ni_p * nj_p, local), batches).
+ *
+ * Build options: PR (pack_panels' panel width).
+ */
+#ifndef PR
+#define PR 16
+#endif
+
+__kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global const T* src,
+                          const View vs, const long s_r, const long s_k, __global T* dst,
+                          const long d_bs) {
+  const int k = get_global_id(0), p = get_global_id(1);
+  if (k >= K) return;
+  const long b = batch0 + get_global_id(2);
+  const long o = batch_offset(b, nbd, batch, vs) + (long)k * s_k;
+  __global T* d = dst + b * d_bs + ((long)p * K + k) * PR;
+  const int r0 = p * PR;
+  if (r0 + PR <= rows) {
+    for (int i = 0; i < PR; ++i) d[i] = src[o + (long)(r0 + i) * s_r];
+  } else {
+    for (int i = 0; i < PR; ++i) d[i] = r0 + i < rows ? src[o + (long)(r0 + i) * s_r] : (T)0;
+  }
+}
+
+__kernel void pad_copy(const int ni, const int nj, const int ni_p, const int nj_p, BATCH_ARGS,
+                       __global const T* src, const View vs, const long s_i, const long s_j,
+                       __global T* dst) {
+  const long e = get_global_id(0);
+  if (e >= (long)ni_p * nj_p) return;
+  const long b = batch0 + get_global_id(1);
+  const int i = e / nj_p, j = e % nj_p;
+  T v = (T)0;
+  if (i < ni && j < nj) v = src[batch_offset(b, nbd, batch, vs) + i * s_i + j * s_j];
+  dst[b * ni_p * nj_p + e] = v;
+}

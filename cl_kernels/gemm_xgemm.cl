@@ -1,0 +1,292 @@
+/*
+ * gemm_xgemm.cl: GEMM for GPUs (family 1), in the manner of CLBlast's xgemm. Prepended with
+ * gemm_common.cl.
+ *
+ *   Co[b] = act(alpha * A[b] @ B[b] + beta * Ci[b] + biases)     (epilogue: gemm_common.cl)
+ *
+ * A work-group of NDIMC x MDIMC work-items computes an MWG x NWG tile of C. Per KWG-deep slice
+ * of K it copies the slice of A (KWG x MWG) and of B (KWG x NWG) into local memory, with vector
+ * loads of VWA / VWB elements along each operand's contiguous dim, and each work-item multiplies
+ * its MWI x NWI register tile (MWI = MWG/MDIMC, NWI = NWG/NDIMC) from vectors of VWM / VWN
+ * elements read out of local memory. With NBUF 2 the next slice is loaded into registers while
+ * the current one is multiplied, and stored into the other of two local buffers (one barrier
+ * per slice); with NBUF 1 one buffer and two barriers per slice.
+ *
+ * Layout (no bounds checks on loads: the host packs operands that do not fit, gemm_pack.cl):
+ *   A: element (m, k) at A[oa + k*lda + m] (A_KC 0: M contiguous) or A[oa + m*lda + k] (A_KC 1)
+ *   B: element (k, n) at B[ob + k*ldb + n] (B_KC 0: N contiguous) or B[ob + n*ldb + k] (B_KC 1)
+ *   with oa, ob the batch offsets of the Views; lda, ldb and every offset multiples of VWA / VWB;
+ *   K (padded with zero rows) a multiple of KWG; A readable for round_up(M, MWG) rows and B for
+ *   round_up(N, NWG) columns. C is stored through its strides with bounds checks, rows from row0.
+ *   Global size (ceil(N/NWG)*NDIMC, ceil(M/MWG)*MDIMC, batches*splits), local size
+ *   (NDIMC, MDIMC, 1). Local memory: NBUF * KWG * (MWG + PADA + NWG + PADB) elements of T.
+ *
+ * Split K (for products with too few tiles to fill the device): with splits > 1, work-group z
+ * of dim 2 multiplies batch z / splits over its share z % splits of the K slices and stores
+ * the raw sums, part[z][m][n] (dense M x N); xgemm_reduce then adds the splits' sums and
+ * applies the epilogue. Global size of xgemm_reduce (round_up(M*N, local), batches).
+ *
+ * Tunables (the parameter database, cltensor/tuning/gemm.json, and the tuner set them):
+ *   MWG, NWG, KWG    work-group tile; MDIMC, NDIMC: work-group shape (MDIMC*NDIMC work-items)
+ *   VWM, VWN         vector widths of the local-memory reads (divide MWI and NWI)
+ *   STRM, STRN       1: a work-item's vectors are strided by the work-group's extent
+ *                    (neighbours read neighbouring vectors); 0: they are contiguous
+ *   PADA, PADB       local-memory padding per row (multiples of VWM and VWN)
+ *   NBUF             1 or 2 local buffers
+ *   VWA, VWB         vector widths of the global loads (KWG*MWG/VWA and KWG*NWG/VWB are
+ *                    multiples of MDIMC*NDIMC); set by the host from the operands' alignment
+ *   A_KC, B_KC       the operands' layouts, above (set by the host)
+ */
+#ifndef MWG
+#define MWG 64
+#endif
+#ifndef NWG
+#define NWG 64
+#endif
+#ifndef KWG
+#define KWG 16
+#endif
+#ifndef MDIMC
+#define MDIMC 16
+#endif
+#ifndef NDIMC
+#define NDIMC 16
+#endif
+#ifndef VWM
+#define VWM 4
+#endif
+#ifndef VWN
+#define VWN 4
+#endif
+#ifndef STRM
+#define STRM 1
+#endif
+#ifndef STRN
+#define STRN 1
+#endif
+#ifndef PADA
+#define PADA 0
+#endif
+#ifndef PADB
+#define PADB 0
+#endif
+#ifndef NBUF
+#define NBUF 2
+#endif
+#ifndef VWA
+#define VWA 4
+#endif
+#ifndef VWB
+#define VWB 4
+#endif
+#ifndef A_KC
+#define A_KC 1
+#endif
+#ifndef B_KC
+#define B_KC 0
+#endif
+
+#define MWI (MWG / MDIMC)
+#define NWI (NWG / NDIMC)
+#define WGS (MDIMC * NDIMC)
+#define LDA (MWG + PADA) /* row length of A's slice in local memory */
+#define LDB (NWG + PADB)
+#define NLA (KWG * MWG / VWA / WGS) /* global vector loads per work-item and slice */
+#define NLB (KWG * NWG / VWB / WGS)
+
+#define VEC(w) VEC_I(w) /* not CAT: VEC_4 itself expands through CAT */
+#define VEC_I(w) VEC_##w
+#define VEC_1 T
+#define VEC_2 CAT(T, 2)
+#define VEC_4 CAT(T, 4)
+#define VEC_8 CAT(T, 8)
+#define VEC_16 CAT(T, 16)
+#define VTM VEC(VWM)
+#define VTN VEC(VWN)
+#define VTA VEC(VWA)
+#define VTB VEC(VWB)
+typedef union { VTM v; T s[VWM]; } LanesM;
+typedef union { VTN v; T s[VWN]; } LanesN;
+typedef union { VTA v; T s[VWA]; } LanesA;
+typedef union { VTB v; T s[VWB]; } LanesB;
+
+/* The first element (in local memory) of a work-item's i-th vector of rows / j-th of columns */
+#if STRM
+#define ROW(i) (((i) * MDIMC + tm) * VWM)
+#else
+#define ROW(i) ((tm * (MWI / VWM) + (i)) * VWM)
+#endif
+#if STRN
+#define COL(j) (((j) * NDIMC + tn) * VWN)
+#else
+#define COL(j) ((tn * (NWI / VWN) + (j)) * VWN)
+#endif
+
+/* Global -> registers: slice k0 of A (pa: the tile's origin in A) and of B. */
+#if A_KC
+#define A_AT(v) (pa + (long)((v) / (KWG / VWA)) * lda + k0 + ((v) % (KWG / VWA)) * VWA)
+#else
+#define A_AT(v) (pa + (long)(k0 + (v) / (MWG / VWA)) * lda + ((v) % (MWG / VWA)) * VWA)
+#endif
+#if B_KC
+#define B_AT(v) (pb + (long)((v) / (KWG / VWB)) * ldb + k0 + ((v) % (KWG / VWB)) * VWB)
+#else
+#define B_AT(v) (pb + (long)(k0 + (v) / (NWG / VWB)) * ldb + ((v) % (NWG / VWB)) * VWB)
+#endif
+inline void load_slice(__global const T* pa, const long lda, __global const T* pb,
+                       const long ldb, const int k0, const int tid, VTA* ra, VTB* rb) {
+#pragma unroll
+  for (int l = 0; l < NLA; ++l) ra[l] = *(__global const VTA*)A_AT(l * WGS + tid);
+#pragma unroll
+  for (int l = 0; l < NLB; ++l) rb[l] = *(__global const VTB*)B_AT(l * WGS + tid);
+}
+
+/* Registers -> local memory, transposing K-contiguous operands into K-major rows. */
+inline void store_a(__local T* as, const VTA* ra, const int tid) {
+#pragma unroll
+  for (int l = 0; l < NLA; ++l) {
+    const int v = l * WGS + tid;
+    LanesA u;
+    u.v = ra[l];
+#if A_KC
+    const int mm = v / (KWG / VWA), kk = (v % (KWG / VWA)) * VWA;
+#pragma unroll
+    for (int e = 0; e < VWA; ++e) as[(kk + e) * LDA + mm] = u.s[e];
+#else
+    const int kk = v / (MWG / VWA), mm = (v % (MWG / VWA)) * VWA;
+#pragma unroll
+    for (int e = 0; e < VWA; ++e) as[kk * LDA + mm + e] = u.s[e];
+#endif
+  }
+}
+
+inline void store_b(__local T* bs, const VTB* rb, const int tid) {
+#pragma unroll
+  for (int l = 0; l < NLB; ++l) {
+    const int v = l * WGS + tid;
+    LanesB u;
+    u.v = rb[l];
+#if B_KC
+    const int nn = v / (KWG / VWB), kk = (v % (KWG / VWB)) * VWB;
+#pragma unroll
+    for (int e = 0; e < VWB; ++e) bs[(kk + e) * LDB + nn] = u.s[e];
+#else
+    const int kk = v / (NWG / VWB), nn = (v % (NWG / VWB)) * VWB;
+#pragma unroll
+    for (int e = 0; e < VWB; ++e) bs[kk * LDB + nn + e] = u.s[e];
+#endif
+  }
+}
+
+/* acc += the slice in local memory (as, bs), for work-item (tn, tm). */
+inline void multiply_slice(__local const T* as, __local const T* bs, const int tm, const int tn,
+                           VTN acc[MWI][NWI / VWN]) {
+#pragma unroll
+  for (int kk = 0; kk < KWG; ++kk) {
+    VTN bv[NWI / VWN];
+#pragma unroll
+    for (int j = 0; j < NWI / VWN; ++j) bv[j] = *(__local const VTN*)(bs + kk * LDB + COL(j));
+#pragma unroll
+    for (int i = 0; i < MWI / VWM; ++i) {
+      LanesM a;
+      a.v = *(__local const VTM*)(as + kk * LDA + ROW(i));
+#pragma unroll
+      for (int e = 0; e < VWM; ++e)
+#pragma unroll
+        for (int j = 0; j < NWI / VWN; ++j) acc[i * VWM + e][j] += a.s[e] * bv[j];
+    }
+  }
+}
+
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
+void xgemm(const int M, const int N, const int K, const int row0, BATCH_ARGS,
+           __global const T* A, const View va, const long lda,
+           __global const T* B, const View vb, const long ldb, const int splits,
+           __global T* part, EPI_ARGS) {
+  __local VTM a_slices[NBUF][KWG * LDA / VWM]; /* vector-typed: aligned for vector reads */
+  __local VTN b_slices[NBUF][KWG * LDB / VWN];
+  const int tn = get_local_id(0), tm = get_local_id(1), tid = tm * NDIMC + tn;
+  const int m0 = row0 + get_group_id(1) * MWG, n0 = get_group_id(0) * NWG;
+  const long z = batch0 + get_global_id(2), b = z / splits;
+  __global const T* pa = A + batch_offset(b, nbd, batch, va) + (long)m0 * (A_KC ? lda : 1);
+  __global const T* pb = B + batch_offset(b, nbd, batch, vb) + (long)n0 * (B_KC ? ldb : 1);
+
+  VTN acc[MWI][NWI / VWN];
+#pragma unroll
+  for (int i = 0; i < MWI; ++i)
+#pragma unroll
+    for (int j = 0; j < NWI / VWN; ++j) acc[i][j] = (VTN)0;
+
+  VTA ra[NLA];
+  VTB rb[NLB];
+  /* this work-group's share of the K slices: [t0, t1) */
+  const int share = (K / KWG + splits - 1) / splits;
+  const int t0 = (int)(z % splits) * share, t1 = min(K / KWG, t0 + share);
+  const int slices = max(t1 - t0, 0);
+  pa += (long)t0 * KWG * (A_KC ? 1 : lda);
+  pb += (long)t0 * KWG * (B_KC ? 1 : ldb);
+  if (slices > 0) load_slice(pa, lda, pb, ldb, 0, tid, ra, rb);
+#if NBUF == 2
+  store_a((__local T*)a_slices[0], ra, tid);
+  store_b((__local T*)b_slices[0], rb, tid);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int t = 0; t < slices; ++t) {
+    const int cur = t & 1;
+    if (t + 1 < slices) load_slice(pa, lda, pb, ldb, (t + 1) * KWG, tid, ra, rb);
+    multiply_slice((__local T*)a_slices[cur], (__local T*)b_slices[cur], tm, tn, acc);
+    if (t + 1 < slices) {
+      store_a((__local T*)a_slices[cur ^ 1], ra, tid);
+      store_b((__local T*)b_slices[cur ^ 1], rb, tid);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+#else
+  for (int t = 0; t < slices; ++t) {
+    store_a((__local T*)a_slices[0], ra, tid);
+    store_b((__local T*)b_slices[0], rb, tid);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (t + 1 < slices) load_slice(pa, lda, pb, ldb, (t + 1) * KWG, tid, ra, rb);
+    multiply_slice((__local T*)a_slices[0], (__local T*)b_slices[0], tm, tn, acc);
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+#endif
+
+  const long oci = batch_offset(b, nbd, batch, vci);
+  const long oco = batch_offset(b, nbd, batch, vco);
+  __global T* pz = part + z * M * N;
+#pragma unroll
+  for (int i = 0; i < MWI / VWM; ++i)
+#pragma unroll
+    for (int e = 0; e < VWM; ++e) {
+      const int m = m0 + ROW(i) + e;
+#pragma unroll
+      for (int j = 0; j < NWI / VWN; ++j) {
+        LanesN c;
+        c.v = acc[i * VWM + e][j];
+#pragma unroll
+        for (int f = 0; f < VWN; ++f) {
+          const int n = n0 + COL(j) + f;
+          if (m < M && n < N) {
+            if (splits > 1)
+              pz[(long)m * N + n] = c.s[f];
+            else
+              EPILOGUE(m, n, c.s[f])
+          }
+        }
+      }
+    }
+}
+
+__kernel void xgemm_reduce(const int M, const int N, const int splits, BATCH_ARGS,
+                           __global const T* part, EPI_ARGS) {
+  const long e = get_global_id(0);
+  if (e >= (long)M * N) return;
+  const long b = batch0 + get_global_id(1);
+  const int m = e / N, n = e % N;
+  __global const T* p = part + b * splits * M * N + e;
+  T acc = 0;
+  for (int s = 0; s < splits; ++s) acc += p[(long)s * M * N];
+  const long oci = batch_offset(b, nbd, batch, vci);
+  const long oco = batch_offset(b, nbd, batch, vco);
+  EPILOGUE(m, n, acc)
+}

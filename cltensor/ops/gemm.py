@@ -1,0 +1,606 @@
+"""The GEMM engine under every matrix product and layer:
+
+    out[b] = act(alpha * a[b] @ b[b] + beta * c[b] + row_bias[:, None] + col_bias[None, :])
+
+over strided, batched views (a transposed operand is a view, never a copy), with the kernel
+family and its parameters chosen per device and problem from the tuning database
+(cltensor/tune.py, cltensor/tuning/gemm.json). The families (cl_kernels/gemm_*.cl, each
+prepended with gemm_common.cl):
+
+    direct  gemm_direct.cl:gemm_direct  bounds-checked register tiles straight from any strides,
+            no local memory: CPUs' small and odd sizes, integer dtypes
+    tiled   gemm_direct.cl:gemm_tiled   bounds-checked local-memory tiles: GPUs' small sizes
+    packed  gemm_cpu.cl:gemm_packed over gemm_pack.cl:pack_panels: CPUs
+    xgemm   gemm_xgemm.cl:xgemm, operands read in place when aligned and whole tiles, else
+            copied by gemm_pack.cl:pad_copy: GPUs
+"""
+import math
+from typing import NamedTuple
+
+import numpy as np
+import pyopencl as cl
+
+from ..program import build_program, ctype_of, launch, read_source, round_up
+from . import elementwise as ew
+
+__all__ = ["gemm"]
+
+FAMILIES = ("direct", "tiled", "packed", "xgemm")
+# None picks per device and problem; a family name forces it (tests, benchmarks, the tuner).
+FORCE_FAMILY = None
+# NVIDIA's OpenCL inherits CUDA's limit of 65535 work-groups along dims 1 and 2 of a launch;
+# larger problems are split into several launches over rows and batches.
+MAX_GROUPS = 65535
+MAX_DIM_SIZE = 2**31 - 1  # M, N and K are ints in the kernels
+# Used when the database's own choices do not fit a device, largest first.
+TILED_FALLBACKS = (
+    {"TSM": 64, "TSN": 64, "TSK": 16, "WPTM": 4, "WPTN": 4},
+    {"TSM": 32, "TSN": 32, "TSK": 16, "WPTM": 2, "WPTN": 2},
+    {"TSM": 16, "TSN": 16, "TSK": 8, "WPTM": 2, "WPTN": 2},
+    {"TSM": 8, "TSN": 8, "TSK": 8, "WPTM": 1, "WPTN": 1},
+)
+XGEMM_FALLBACKS = (
+    {"MWG": 64, "NWG": 64, "KWG": 16, "MDIMC": 16, "NDIMC": 16, "VWM": 4, "VWN": 4,
+     "STRM": 1, "STRN": 1, "PADA": 0, "PADB": 0, "NBUF": 2},
+    {"MWG": 32, "NWG": 32, "KWG": 8, "MDIMC": 8, "NDIMC": 8, "VWM": 2, "VWN": 2,
+     "STRM": 1, "STRN": 1, "PADA": 0, "PADB": 0, "NBUF": 1},
+)
+VECTOR_BYTES = 16  # widest global load of gemm_xgemm.cl
+DIRECT_GPU_LOCAL = (16, 8)  # gemm_direct's work-group off the CPU
+# How gemm_direct may read B's rows: through b_cs, as unaligned vectors, as aligned vectors.
+B_STRIDED, B_UNIT, B_ALIGNED = "strided", "unit", "aligned"
+EPI_ROW_BIAS, EPI_COL_BIAS, EPI_RELU = 1, 2, 4
+_kernels = {}
+_fits = {}
+
+
+class Operand(NamedTuple):
+    """One operand seen by the kernels: its tensor (buffer, offset), strides over the collapsed
+    batch dims, and its row and column strides."""
+    t: object
+    bstrides: list
+    rs: int
+    cs: int
+
+
+class Problem(NamedTuple):
+    device: object
+    dtype: np.dtype
+    m: int
+    n: int
+    k: int
+    bshape: tuple
+    a: Operand
+    b: Operand
+    ci: Operand
+    co: Operand
+
+    @property
+    def nbatch(self):
+        return math.prod(self.bshape)
+
+
+# ---- kernels ----------------------------------------------------------------------------------
+
+def get_kernel(device, filename, name, defines):
+    """A kernel of cl_kernels/<filename> (prepended with gemm_common.cl), built once."""
+    key = (device.index, filename, name, tuple(sorted(defines.items())))
+    if key not in _kernels:
+        source = read_source("gemm_common.cl") + read_source(filename)
+        _kernels[key] = getattr(build_program(device, filename, defines, source), name)
+    return _kernels[key]
+
+
+def clear_kernels():
+    _kernels.clear()
+    _fits.clear()
+
+
+def _kernel_fits(device, kernel, wgs):
+    """Whether the built kernel accepts wgs work-items within the device's local memory.
+    NOTE: memoized; the queries cost tens of microseconds on some drivers."""
+    key = (id(kernel), device.index, wgs, device.local_mem)
+    if key not in _fits:
+        info = cl.kernel_work_group_info
+        _fits[key] = (
+            kernel.get_work_group_info(info.WORK_GROUP_SIZE, device.cl_device) >= wgs and
+            kernel.get_work_group_info(info.LOCAL_MEM_SIZE, device.cl_device) <= device.local_mem)
+    return _fits[key]
+
+
+def _group_fits(device, lx, ly, local_bytes):
+    sizes = device.cl_device.max_work_item_sizes
+    return (lx * ly <= device.max_work_group and lx <= sizes[0] and ly <= sizes[1] and
+            local_bytes <= device.local_mem)
+
+
+# ---- choosing a family ------------------------------------------------------------------------
+
+def entry_for(device, dtype):
+    """The database entry for GEMM on a device: float64 and int64 share gemm_float64's
+    parameters, 4-byte types gemm_float32's (register tiles are sized in bytes)."""
+    from .. import tune  # NOTE: not at import time, so `python -m cltensor.tune` runs cleanly
+    kernel = "gemm_float32" if np.dtype(dtype).itemsize <= 4 else "gemm_float64"
+    return tune.lookup("gemm", kernel, device)
+
+
+def small_family(entry):
+    return entry.get("small", "direct")
+
+
+def family_of(device, dtype, entry, shape, nbatch=1):
+    """The family that runs an (M, N, K) product: the entry's (or the forced) family, the
+    entry's small-problem kernel below its thresholds, and a bounds-checked kernel for integer
+    dtypes and K == 0."""
+    m, n, k = shape
+    fam = FORCE_FAMILY or entry["family"]
+    fast = fam in ("packed", "xgemm")
+    if fast and (np.dtype(dtype).kind != "f" or k == 0):
+        fam = small_family(entry)
+    elif fast and FORCE_FAMILY is None and (m * n * k * nbatch < entry.get("min_work", 0) or
+                                            min(m, n) < entry.get("min_dim", 0)):
+        fam = small_family(entry)
+    if fam == "tiled" and not _tiled_candidates(device, entry, np.dtype(dtype).itemsize):
+        fam = "direct"
+    return fam
+
+
+# ---- the launcher -----------------------------------------------------------------------------
+
+def _operand_args(op):
+    return [op.t.storage.buf, ew.view_arg(op.t.offset, op.bstrides), np.int64(op.rs),
+            np.int64(op.cs)]
+
+
+def _launch_tiles(p, kernel, tile, groups_n, local, k_arg, tail, rows_in_dim0=False,
+                  splits=1):
+    """Launch over (groups_n, ceil(M / tile) groups, batches * splits), split so that dims 1
+    and 2 stay within MAX_GROUPS; rows_in_dim0 puts the row groups in dim 0 (gemm_packed's
+    ORDER 0)."""
+    groups_m = -(-p.m // tile)
+    head = (np.int32(p.m), np.int32(p.n), np.int32(k_arg))
+    bshape = ew.shape_arg(p.bshape)
+    nz = p.nbatch * splits
+    for b0 in range(0, nz, MAX_GROUPS):
+        nb = min(MAX_GROUPS, nz - b0)
+        step = groups_m if rows_in_dim0 else MAX_GROUPS
+        for g0 in range(0, groups_m, step):
+            cnt = min(step, groups_m - g0)
+            dims = (cnt, groups_n) if rows_in_dim0 else (groups_n, cnt)
+            gsize = (dims[0] * local[0], dims[1] * local[1], nb)
+            launch(p.device, kernel, gsize, local, *head, np.int32(g0 * tile), np.int64(b0),
+                   np.int32(len(p.bshape)), bshape, *tail)
+
+
+def _epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu):
+    dt = p.dtype.type
+    flags = ((EPI_ROW_BIAS if row_bias is not None else 0) |
+             (EPI_COL_BIAS if col_bias is not None else 0) | (EPI_RELU if relu else 0))
+    args = [dt(alpha), dt(beta if has_ci else 0), *_operand_args(p.ci), *_operand_args(p.co),
+            np.int32(flags)]
+    for bias in (row_bias, col_bias):
+        if bias is None:
+            args += [p.co.t.storage.buf, np.int64(0), np.int64(0)]
+        else:
+            args += [bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
+    return args
+
+
+# ---- family: direct and tiled (gemm_direct.cl) ------------------------------------------------
+
+def _b_layout(p, vw):
+    """How gemm_direct may read B, from its strides."""
+    if p.b.cs != 1 and p.n != 1:
+        return B_STRIDED
+    aligned = (all(s % vw == 0 for s in [p.b.t.offset, p.b.rs, *p.b.bstrides]) and
+               vw * p.dtype.itemsize * 8 <= p.device.cl_device.mem_base_addr_align)
+    return B_ALIGNED if aligned else B_UNIT
+
+
+def _run_direct(p, entry, epi):
+    params = dict(entry["direct"])
+    defines = dict(params, T=ctype_of(p.dtype))
+    layout = _b_layout(p, params["VW"])
+    if layout != B_STRIDED:
+        defines["B_UNIT_N"] = None
+    if layout == B_ALIGNED:
+        defines["B_ALIGNED"] = None
+    kernel = get_kernel(p.device, "gemm_direct.cl", "gemm_direct", defines)
+    # NOTE: PoCL compiles a kernel once per local size; a fixed (1, 1, 1) avoids a compile for
+    # every new global size that the runtime's own choice would bring.
+    lx, ly = (1, 1) if p.device.is_cpu else DIRECT_GPU_LOCAL
+    tail = _operand_args(p.a) + _operand_args(p.b) + epi
+    _launch_tiles(p, kernel, params["TM"] * ly, -(-p.n // (params["TN"] * lx)), (lx, ly, 1),
+                  p.k, tail)
+
+
+def _tiled_candidates(device, entry, itemsize):
+    out = []
+    for params in [entry.get("tiled"), *TILED_FALLBACKS]:
+        if params is None:
+            continue
+        lx, ly = params["TSN"] // params["WPTN"], params["TSM"] // params["WPTM"]
+        local = params["TSK"] * (params["TSM"] + params["TSN"] + 2) * itemsize
+        if _group_fits(device, lx, ly, local):
+            out.append(params)
+    return out
+
+
+def _run_tiled(p, entry, epi):
+    for params in _tiled_candidates(p.device, entry, p.dtype.itemsize):
+        kernel = get_kernel(p.device, "gemm_direct.cl", "gemm_tiled",
+                            dict(params, T=ctype_of(p.dtype)))
+        lx, ly = params["TSN"] // params["WPTN"], params["TSM"] // params["WPTM"]
+        if _kernel_fits(p.device, kernel, lx * ly):
+            break
+    else:
+        return _run_direct(p, entry, epi)
+    flags = [np.int32(abs(p.a.cs) <= abs(p.a.rs)), np.int32(abs(p.b.cs) <= abs(p.b.rs))]
+    tail = _operand_args(p.a) + _operand_args(p.b) + epi + flags
+    _launch_tiles(p, kernel, params["TSM"], -(-p.n // params["TSN"]), (lx, ly, 1), p.k, tail)
+
+
+# ---- family: packed (gemm_cpu.cl) -------------------------------------------------------------
+
+PACK_LOCAL = 16  # pack_panels' work-group along K
+
+
+def _scratch(p, numel):
+    from ..tensor import ClTensor
+    return ClTensor.empty_on((numel,), p.dtype, p.device)
+
+
+def _pack_panels(p, op, rows, rs, ks, width):
+    """op as panels of `width` rows (gemm_pack.cl), one copy when every batch shares it;
+    returns (scratch tensor, its batch stride)."""
+    shared = not any(op.bstrides)
+    nb = 1 if shared else p.nbatch
+    size = -(-rows // width) * p.k * width
+    dst = _scratch(p, nb * size)
+    kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels",
+                        {"T": ctype_of(p.dtype), "PR": width})
+    lx = min(PACK_LOCAL, p.device.max_work_group)
+    bshape = () if shared else p.bshape
+    for b0 in range(0, nb, MAX_GROUPS):
+        gsize = (round_up(p.k, lx), -(-rows // width), min(MAX_GROUPS, nb - b0))
+        launch(p.device, kernel, gsize, (lx, 1, 1), np.int32(rows), np.int32(p.k),
+               np.int64(b0), np.int32(len(bshape)), ew.shape_arg(bshape), op.t.storage.buf,
+               ew.view_arg(op.t.offset, op.bstrides), np.int64(rs), np.int64(ks),
+               dst.storage.buf, np.int64(0 if shared else size))
+    return dst, 0 if shared else size
+
+
+def _run_packed(p, entry, epi):
+    params = entry["packed"]
+    mr, nr = params["MR"], params["NR"]
+    kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", dict(params, T=ctype_of(p.dtype)))
+    ap, ap_bs = _pack_panels(p, p.a, p.m, p.a.rs, p.a.cs, mr)
+    bp, bp_bs = _pack_panels(p, p.b, p.n, p.b.cs, p.b.rs, nr)
+    tail = [ap.storage.buf, np.int64(ap_bs), bp.storage.buf, np.int64(bp_bs)] + epi
+    _launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail,
+                  rows_in_dim0=params.get("ORDER", 0) == 0)
+
+
+# ---- family: xgemm (gemm_xgemm.cl) ------------------------------------------------------------
+
+def xgemm_valid(params):
+    """True when an xgemm parameter set is self-consistent (see gemm_xgemm.cl's header)."""
+    q = params
+    try:
+        wgs = q["MDIMC"] * q["NDIMC"]
+        return (q["MWG"] % (q["MDIMC"] * q["VWM"]) == 0 and q["NWG"] % (q["NDIMC"] * q["VWN"]) == 0
+                and q["PADA"] % q["VWM"] == 0 and q["PADB"] % q["VWN"] == 0
+                and q["KWG"] * q["MWG"] % wgs == 0 and q["KWG"] * q["NWG"] % wgs == 0
+                and q["VWM"] in (1, 2, 4, 8, 16) and q["VWN"] in (1, 2, 4, 8, 16)
+                and q["NBUF"] in (1, 2) and min(q.values()) >= 0)
+    except (KeyError, TypeError, ZeroDivisionError):
+        return False
+
+
+def xgemm_local_bytes(params, itemsize):
+    q = params
+    return q["NBUF"] * q["KWG"] * (q["MWG"] + q["PADA"] + q["NWG"] + q["PADB"]) * itemsize
+
+
+def _xgemm_candidates(device, entry, itemsize):
+    """The entry's xgemm parameter sets that fit the device, then (unless the entry is strict,
+    as the tuner's are) the fallbacks that fit."""
+    own = [q for q in entry.get("xgemm", []) if xgemm_valid(q)]
+    extra = [] if entry.get("strict") else list(XGEMM_FALLBACKS)
+    fits = lambda q: _group_fits(device, q["NDIMC"], q["MDIMC"], xgemm_local_bytes(q, itemsize))
+    return [q for q in own if fits(q)], [q for q in extra if fits(q)]
+
+
+MAX_SPLITS = 16
+SPLIT_MIN_SLICES = 4  # K slices per split, at least
+
+
+def xgemm_plan(p, entry, params):
+    """(estimated seconds, K splits) of running an xgemm parameter set on problem p: padded
+    work at the set's measured rate ("rate", GFLOP/s at the tuning size), slowed when fewer
+    tiles than min_groups (default: compute units) run; K is split to fill the device when the
+    splits' extra pass (split_cost_us plus their partial sums at bandwidth_gbs) pays."""
+    need = entry.get("min_groups") or p.device.cl_device.max_compute_units
+    tiles = -(-p.m // params["MWG"]) * -(-p.n // params["NWG"]) * p.nbatch
+    slices = -(-p.k // params["KWG"])
+    work = 2.0 * tiles * params["MWG"] * params["NWG"] * slices * params["KWG"]
+    rate = params.get("rate", 1.0) * 1e9
+    best = (work / (rate * min(1.0, tiles / need)), 1)
+    if tiles < need and entry.get("split_k", True):
+        splits = max(1, min(-(-need // tiles), slices // SPLIT_MIN_SLICES, MAX_SPLITS))
+        extra = (entry.get("split_cost_us", 20) * 1e-6 + (splits + 1) * p.m * p.n * p.nbatch *
+                 p.dtype.itemsize / (entry.get("bandwidth_gbs", 100) * 1e9))
+        split = (work / (rate * min(1.0, tiles * splits / need)) + extra, splits)
+        best = min(best, split)
+    return best
+
+
+class XOperand(NamedTuple):
+    """An operand as xgemm reads it: the tensor, batch strides, leading dim, layout flag (1: K
+    contiguous) and the vector width of its loads."""
+    t: object
+    bstrides: list
+    ld: int
+    kc: int
+    vw: int
+
+
+def _load_width(p, params, tile, kc, strides):
+    """The widest vector (elements, at most VECTOR_BYTES) that divides the offsets and strides
+    and splits the slice evenly over the work-group; 0 when none does."""
+    wgs = params["MDIMC"] * params["NDIMC"]
+    w = VECTOR_BYTES // p.dtype.itemsize
+    while w >= 1:
+        along = params["KWG"] if kc else tile
+        count = params["KWG"] * tile // w
+        if (along % w == 0 and all(s % w == 0 for s in strides) and count % wgs == 0 and
+                count >= wgs):
+            return w
+        w //= 2
+    return 0
+
+
+def _xgemm_operand(p, op, rows, rs, ks, tile, params, kp):
+    """(op as xgemm reads it, the copy to launch first or None): in place when one dim is
+    contiguous, the tiles whole and the loads as wide as from a copy; else a zero-padded copy
+    (pad_copy) that keeps the contiguous dim. NOTE: narrower loads would need another build
+    of the kernel (slow on PoCL), and the copy costs little next to the product."""
+    kc = ks == 1 or p.k == 1
+    if (kc or rs == 1 or rows == 1) and rows % tile == 0 and p.k == kp:
+        ld = rs if kc else ks
+        vw = _load_width(p, params, tile, kc, [ld, op.t.offset, *op.bstrides])
+        if vw and vw == _load_width(p, params, tile, kc, []):
+            return XOperand(op.t, op.bstrides, ld, int(kc), vw), None
+    rows_p = round_up(rows, tile)
+    shape = (rows_p, kp) if kc else (kp, rows_p)
+    strides = (rs, ks) if kc else (ks, rs)
+    shared = not any(op.bstrides)
+    dst = _scratch(p, (1 if shared else p.nbatch) * shape[0] * shape[1])
+    bstrides = [0] * len(p.bshape) if shared else _dense_strides(p.bshape, shape[0] * shape[1])
+    vw = _load_width(p, params, tile, kc, [shape[1], *bstrides])
+    assert vw, f"xgemm: no load width for a padded {shape} operand with {params}"
+    copy = lambda: _pad_copy(p, op, (rows, p.k) if kc else (p.k, rows), shape, strides, dst)
+    return XOperand(dst, bstrides, shape[1], int(kc), vw), copy
+
+
+def _pad_copy(p, op, sizes, padded, strides, dst):
+    """dst = a dense zero-padded copy (batches, *padded) of op, one copy when the batches
+    share it."""
+    shared = not any(op.bstrides)
+    nb = 1 if shared else p.nbatch
+    kernel = get_kernel(p.device, "gemm_pack.cl", "pad_copy", {"T": ctype_of(p.dtype)})
+    lx = min(256, p.device.max_work_group)
+    bshape = () if shared else p.bshape
+    size = padded[0] * padded[1]
+    for b0 in range(0, nb, MAX_GROUPS):
+        launch(p.device, kernel, (round_up(size, lx), min(MAX_GROUPS, nb - b0)), (lx, 1),
+               np.int32(sizes[0]), np.int32(sizes[1]), np.int32(padded[0]),
+               np.int32(padded[1]), np.int64(b0), np.int32(len(bshape)), ew.shape_arg(bshape),
+               op.t.storage.buf, ew.view_arg(op.t.offset, op.bstrides), np.int64(strides[0]),
+               np.int64(strides[1]), dst.storage.buf)
+
+
+def _dense_strides(shape, inner):
+    """Row-major strides of `shape` whose innermost element spans `inner` elements."""
+    strides, acc = [], inner
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return strides[::-1]
+
+
+def _xgemm_kernel(p, params, xa, xb, name="xgemm"):
+    defines = {k: v for k, v in params.items() if k.isupper()}  # not "rate"
+    defines.update(T=ctype_of(p.dtype), A_KC=xa.kc, B_KC=xb.kc, VWA=xa.vw, VWB=xb.vw)
+    kernel = get_kernel(p.device, "gemm_xgemm.cl", name, defines)
+    if name != "xgemm" or _kernel_fits(p.device, kernel, params["MDIMC"] * params["NDIMC"]):
+        return kernel
+    return None
+
+
+def _run_xgemm(p, entry, epi):
+    own, extra = _xgemm_candidates(p.device, entry, p.dtype.itemsize)
+    if not own and not extra:
+        if entry.get("strict"):
+            raise RuntimeError(f"xgemm: no parameter set of the entry fits {p.device}")
+        return _run_tiled(p, entry, epi)
+    ranked = sorted(own, key=lambda q: xgemm_plan(p, entry, q)[0]) + extra
+    for params in ranked:
+        kp = round_up(p.k, params["KWG"])
+        xa, copy_a = _xgemm_operand(p, p.a, p.m, p.a.rs, p.a.cs, params["MWG"], params, kp)
+        xb, copy_b = _xgemm_operand(p, p.b, p.n, p.b.cs, p.b.rs, params["NWG"], params, kp)
+        kernel = _xgemm_kernel(p, params, xa, xb)
+        if kernel is not None:
+            break
+        if entry.get("strict"):
+            raise RuntimeError(f"xgemm: {params} does not fit {p.device}'s registers")
+    else:
+        return _run_tiled(p, entry, epi)
+    splits = xgemm_plan(p, entry, params)[1]
+    part = _scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
+    reduce = _xgemm_kernel(p, params, xa, xb, "xgemm_reduce") if splits > 1 else None
+    tail = []
+    for x in (xa, xb):
+        tail += [x.t.storage.buf, ew.view_arg(x.t.offset, x.bstrides), np.int64(x.ld)]
+    tail += [np.int32(splits), part.storage.buf]
+    # NOTE: everything is decided before the first enqueue: host work between the copies and
+    # the product would leave the device idle.
+    for copy in (copy_a, copy_b):
+        if copy is not None:
+            copy()
+    _launch_tiles(p, kernel, params["MWG"], -(-p.n // params["NWG"]),
+                  (params["NDIMC"], params["MDIMC"], 1), kp, tail + epi, splits=splits)
+    if splits > 1:
+        _reduce_splits(p, reduce, splits, part, epi)
+
+
+def _reduce_splits(p, kernel, splits, part, epi):
+    lx = min(256, p.device.max_work_group)
+    size = p.m * p.n
+    for b0 in range(0, p.nbatch, MAX_GROUPS):
+        launch(p.device, kernel, (round_up(size, lx), min(MAX_GROUPS, p.nbatch - b0)), (lx, 1),
+               np.int32(p.m), np.int32(p.n), np.int32(splits), np.int64(b0),
+               np.int32(len(p.bshape)), ew.shape_arg(p.bshape), part.storage.buf, *epi)
+
+
+RUNNERS = {"direct": _run_direct, "tiled": _run_tiled, "packed": _run_packed,
+           "xgemm": _run_xgemm}
+
+
+# ---- the engine -------------------------------------------------------------------------------
+
+def _merged_stride(sizes, strides):
+    """The one stride that walks dims `sizes` in row-major order, or None if there is none."""
+    dims = [(n, s) for n, s in zip(sizes, strides) if n != 1]
+    for (_, s0), (n1, s1) in zip(dims, dims[1:]):
+        if s0 != s1 * n1:
+            return None
+    return dims[-1][1] if dims else 0
+
+
+def _fold_batch(batch, m, strides):
+    """(batch, M, K) @ (K, N) with B shared by all batches becomes one (batch*M, K) @ (K, N)
+    when A's, Ci's and Co's batch and row dims each merge into one row stride."""
+    if not batch or any(s != 0 and n != 1 for n, s in zip(batch, strides[1])):
+        return batch, m, strides
+    sizes = tuple(batch) + (m,)
+    folded = []
+    for k, st in enumerate(strides):
+        if k == 1:
+            folded.append(st[-2:])
+            continue
+        row = _merged_stride(sizes, st[:-1])
+        if row is None:
+            return batch, m, strides
+        folded.append([row, st[-1]])
+    return (), m * math.prod(batch), folded
+
+
+def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=None,
+              relu=False, entry=None):
+    """c_out = act(alpha * a @ b + beta * c_in + biases), in place, with no checks.
+
+    The low-level product under every op: a is (*batch, M, K), b (*batch, K, N), c_out and c_in
+    (*batch, M, N), any strides (0 broadcasts in a, b and c_in); c_in may be c_out itself; the
+    biases are 1-d (M and N). Callers validate and avoid overlaps (see gemm()). `entry`
+    replaces the database's entry (the tuner's candidates).
+    """
+    batch, (m, k), n = c_out.shape[:-2], a.shape[-2:], b.shape[-1]
+    assert a.shape[:-2] == b.shape[:-2] == batch and b.shape[-2] == k, "gemm: shapes disagree"
+    if m == 0 or n == 0 or 0 in batch:
+        return c_out
+    tensors = [a, b, c_out if c_in is None else c_in, c_out]
+    strides = [list(t.strides) for t in tensors]
+    if row_bias is None:  # folded batches would change which bias row a row gets
+        batch, m, strides = _fold_batch(batch, m, strides)
+    bshape, bstrides = ew.collapse(batch, [st[:-2] for st in strides])
+    if len(bshape) > ew.MAX_DIMS:
+        raise ValueError(f"gemm: at most {ew.MAX_DIMS} non-mergeable batch dims are "
+                         f"supported, got {len(bshape)} (batch shape {tuple(batch)})")
+    ops = [Operand(t, bst, st[-2], st[-1]) for t, st, bst in zip(tensors, strides, bstrides)]
+    p = Problem(c_out.device, c_out.dtype, m, n, k, tuple(bshape), *ops)
+    entry = entry or entry_for(p.device, p.dtype)
+    epi = _epilogue_args(p, alpha, beta, c_in is not None, row_bias, col_bias, relu)
+    RUNNERS[family_of(p.device, p.dtype, entry, (m, n, k), p.nbatch)](p, entry, epi)
+    return c_out
+
+
+# ---- the public entry point -------------------------------------------------------------------
+
+def _check_gemm(a, b, out, c, row_bias, col_bias, alpha, beta):
+    """Checks of gemm()'s arguments; returns the result's shape."""
+    from .matmul import (_broadcast_batch, _check_addend, _check_inner, _check_out,
+                         _check_scalar, _check_tensors)
+    named = [t for t in (a, b, c, row_bias, col_bias) if t is not None]
+    _, dtype = _check_tensors("gemm", *named)
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError(f"gemm: expected a and b to be at least 2-d, got {a.ndim}-d and "
+                         f"{b.ndim}-d")
+    _check_inner("gemm", a, b, a.shape[-1], b.shape[-2])
+    _check_scalar("gemm", "alpha", alpha, dtype)
+    _check_scalar("gemm", "beta", beta, dtype)
+    shape = _broadcast_batch("gemm", a, b) + (a.shape[-2], b.shape[-1])
+    for name, bias, size in (("row_bias", row_bias, shape[-2]), ("col_bias", col_bias, shape[-1])):
+        if bias is not None and tuple(bias.shape) != (size,):
+            raise ValueError(f"gemm: {name} must have shape ({size},), got {tuple(bias.shape)}")
+    if c is not None:
+        _check_addend("gemm", c, shape)
+    if out is not None:
+        _check_out("gemm", out, shape, dtype, a.device)
+    return shape
+
+
+def gemm(a, b, out=None, *, c=None, alpha=1, beta=1, row_bias=None, col_bias=None, relu=False):
+    """out = act(alpha * a @ b + beta * c + row_bias[:, None] + col_bias[None, :]), one kernel.
+
+    The GEMM entry point for layers (linear, convolution through im2col): the scaling, the
+    addend, the biases and the ReLU are applied as the result is stored, so no extra pass runs.
+    Transposed operands are views (`w.mT`, `x.transpose(-1, -2)`) and cost no copy; so do
+    step-sliced, offset and expanded (stride 0) ones.
+
+    Args:
+        a: (*batch_a, M, K) tensor, float32, float64, int32 or int64; any strides.
+        b: (*batch_b, K, N) tensor of a's dtype and device; batch dims broadcast with a's.
+        out: optional (*batch, M, N) tensor to write into; it may be c itself (then c is
+            updated in place) and may be any strided view. Default: a new contiguous tensor.
+        c: optional addend, broadcast to (*batch, M, N); not read when beta is 0.
+        alpha, beta: real numbers (integers for integer tensors); beta applies to c only.
+        row_bias: optional (M,) tensor added along rows: out[..., m, n] += row_bias[m] (a
+            convolution's per-channel bias when out = weight @ columns).
+        col_bias: optional (N,) tensor added along columns: out[..., m, n] += col_bias[n] (a
+            linear layer's bias when out = x @ weight.mT).
+        relu: apply max(x, 0) last (NaN stays NaN, as torch.relu).
+
+    Returns:
+        out, or the new tensor.
+
+    Shape:
+        a (*batch_a, M, K), b (*batch_b, K, N) -> (*broadcast(batch_a, batch_b), M, N).
+
+    Example:
+        >>> x, w, bias = cltensor.ones(8, 3), cltensor.ones(4, 3), cltensor.zeros(4)
+        >>> cltensor.gemm(x, w.mT, col_bias=bias, relu=True).shape      # relu(linear(x))
+        (8, 4)
+    """
+    from ..tensor import ClTensor
+    shape = _check_gemm(a, b, out, c, row_bias, col_bias, alpha, beta)
+    batch = shape[:-2]
+    a_full = a.expand(batch + a.shape[-2:])
+    b_full = b.expand(batch + b.shape[-2:])
+    c_in = c.expand(shape) if c is not None and beta != 0 else None
+    target = out
+    readers = [t for t in (a_full, b_full, row_bias, col_bias) if t is not None]
+    if out is None or _hazard(out, readers, c_in):
+        target = ClTensor.empty_on(shape, a.dtype, a.device)
+    gemm_into(a_full, b_full, target, c_in, alpha, beta, row_bias, col_bias, relu)
+    if out is None:
+        return target
+    if target is not out:
+        ew.copy_into(out, target)
+    return out
+
+
+def _hazard(out, readers, c_in):
+    """True when the kernel would write storage it still has to read through another view."""
+    return (any(t.storage is out.storage for t in readers) or
+            (c_in is not None and ew.overlaps_differently(out, c_in)))

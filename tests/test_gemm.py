@@ -1,0 +1,505 @@
+"""The GEMM engine (cltensor/ops/gemm.py): every kernel family against float64 numpy with every
+transposition, batches, the fused epilogue, awkward sizes and poisoned outputs; forced device
+limits; the parameter database and the tuner.
+
+Error bounds, per dtype (u = 2**-24 for float32, 2**-53 for float64). Every element of
+C = act(alpha * A @ B + beta * Ci + row_bias + col_bias) satisfies
+
+    |C - C_exact| <= (K + 5) * u * (|alpha| |A| @ |B| + |beta Ci| + |row_bias| + |col_bias|)
+
+the classical bound for a length-K dot product in any summation order, with or without fused
+multiply-adds, plus the epilogue's roundings (ReLU is 1-Lipschitz and adds none). Exact values
+come from numpy in long double. On random data the norm-relative error is far smaller; tested
+here at most 1e-5 for float32 and 1e-13 for float64 with K up to 2053.
+"""
+import itertools
+import json
+import os
+import re
+import subprocess
+import sys
+import zlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import cltensor
+from cltensor import tune
+from cltensor.device import Device
+from cltensor.ops import gemm as gm
+from cltensor.testing import random_array, rel_error
+
+UNIT_ROUNDOFF = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float64): 2.0**-53}
+NORM_TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-13}
+SIZES = [(1, 1, 1), (1, 17, 5), (13, 1, 29), (67, 45, 37), (130, 66, 17), (64, 64, 64),
+         (5, 131, 2), (29, 31, 1)]
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SHIPPED_DB = tune.DB_DIR / "gemm.json"
+
+
+@pytest.fixture(params=gm.FAMILIES)
+def family(request, monkeypatch):
+    """Force one GEMM family for every product the test makes."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", request.param)
+    return request.param
+
+
+def put(device, array):
+    return cltensor.from_numpy(np.ascontiguousarray(array), device=device)
+
+
+def stored(device, x, transposed):
+    """x as a tensor, kept in memory transposed (a .mT view of the transpose) if asked."""
+    if not transposed:
+        return put(device, x)
+    return put(device, np.swapaxes(x, -1, -2)).mT
+
+
+def poisoned(device, shape, dtype):
+    return cltensor.full(shape, float("nan"), dtype=dtype, device=device)
+
+
+def exact(a, b, alpha=1, beta=0, c=None, row_bias=None, col_bias=None, relu=False):
+    """(value, magnitude) of the GEMM in long double: the exact result for the bound, and the
+    sum of absolute values that rounding errors scale with."""
+    ld = np.longdouble
+    a, b = a.astype(ld), b.astype(ld)
+    value, mag = ld(alpha) * np.matmul(a, b), abs(ld(alpha)) * np.matmul(abs(a), abs(b))
+    terms = [] if c is None else [ld(beta) * c.astype(ld)]
+    terms += [] if row_bias is None else [row_bias.astype(ld)[:, None]]
+    terms += [] if col_bias is None else [col_bias.astype(ld)]
+    for t in terms:
+        value, mag = value + t, mag + abs(t)
+    return (np.maximum(value, 0) if relu else value), mag
+
+
+def check_bound(out, expected, dtype, k):
+    """The elementwise bound of the module docstring for a length-k product; every element
+    written (no NaN of the poison left)."""
+    value, mag = expected
+    got = out.numpy().astype(np.longdouble)
+    assert got.shape == value.shape, f"shape {got.shape} != {value.shape}"
+    assert out.dtype == np.dtype(dtype)
+    assert not np.isnan(got).any(), "unwritten (NaN-poisoned) elements left"
+    bound = (k + 5) * UNIT_ROUNDOFF[np.dtype(dtype)] * mag
+    excess = abs(got - value) - bound
+    if excess.size and excess.max() > 0:
+        worst = np.unravel_index(np.argmax(excess), excess.shape)
+        raise AssertionError(f"error {float(abs(got - value)[worst]):.3g} over the bound "
+                             f"{float(bound[worst]):.3g} at {worst}")
+
+
+def run_check(out, a, b, dtype, **epilogue):
+    check_bound(out, exact(a, b, **epilogue), dtype, a.shape[-1])
+
+
+# ---- families, transpositions, sizes ----------------------------------------------------------
+
+def test_every_family_transposition_and_size(device, rng, family, fp_dtypes):
+    for dtype, (m, n, k) in itertools.product(fp_dtypes, SIZES):
+        a, b = random_array(rng, (m, k), dtype), random_array(rng, (k, n), dtype)
+        for ta, tb in itertools.product((False, True), repeat=2):
+            out = poisoned(device, (m, n), dtype)
+            cltensor.gemm(stored(device, a, ta), stored(device, b, tb), out)
+            run_check(out, a, b, dtype)
+
+
+def test_large_k_accuracy(device, rng, family, fp_dtypes):
+    for dtype in fp_dtypes:
+        a, b = random_array(rng, (9, 2053), dtype), random_array(rng, (2053, 35), dtype)
+        out = cltensor.gemm(put(device, a), put(device, b))
+        run_check(out, a, b, dtype)
+        assert rel_error(out, a.astype(np.float64) @ b) <= NORM_TOL[np.dtype(dtype)]
+
+
+def test_integer_dtypes_are_exact(device, rng, family):
+    for dtype in (np.int32, np.int64):
+        a, b = random_array(rng, (5, 19, 9), dtype), random_array(rng, (9, 33), dtype)
+        c = random_array(rng, (33,), dtype)
+        out = cltensor.gemm(put(device, a), put(device, b), col_bias=put(device, c), relu=True)
+        np.testing.assert_array_equal(out.numpy(), np.maximum(a @ b + c, 0))
+
+
+def test_k_zero(device, rng, family):
+    c = random_array(rng, (4, 5))
+    bias = random_array(rng, (4,))
+    out = poisoned(device, (4, 5), np.float32)
+    cltensor.gemm(put(device, np.zeros((4, 0), np.float32)), put(device, np.zeros((0, 5), np.float32)),
+                  out, c=put(device, c), beta=0.5, row_bias=put(device, bias))
+    np.testing.assert_allclose(out.numpy(), 0.5 * c + bias[:, None], rtol=1e-6)
+
+
+# ---- the fused epilogue -----------------------------------------------------------------------
+
+EPILOGUES = [
+    {"alpha": 1.5},
+    {"alpha": -0.5, "beta": 2.0, "c": "full"},
+    {"beta": -1.0, "c": "row"},
+    {"row_bias": True},
+    {"col_bias": True, "relu": True},
+    {"alpha": 0.75, "beta": 0.5, "c": "full", "row_bias": True, "col_bias": True, "relu": True},
+    {"relu": True},
+]
+
+
+def _epilogue_case(device, rng, spec, m, n, dtype):
+    """(tensor kwargs, numpy kwargs) of one epilogue spec, with strided biases."""
+    kw, ref = {}, {}
+    for name in ("alpha", "beta", "relu"):
+        if name in spec:
+            kw[name] = ref[name] = spec[name]
+    if "c" in spec:
+        ref["c"] = random_array(rng, (m, n) if spec["c"] == "full" else (n,), dtype)
+        kw["c"] = put(device, ref["c"])
+    for name, size in (("row_bias", m), ("col_bias", n)):
+        if spec.get(name):
+            base = random_array(rng, (2 * size + 1,), dtype)
+            ref[name], kw[name] = base[1::2], put(device, base)[1::2]
+    if "c" in ref:
+        ref["beta"] = spec.get("beta", 1)
+    return kw, ref
+
+
+def test_fused_epilogue(device, rng, family, fp_dtypes):
+    for dtype, spec in itertools.product(fp_dtypes, EPILOGUES):
+        for m, n, k in ((67, 45, 37), (64, 64, 32)):
+            a, b = random_array(rng, (m, k), dtype), random_array(rng, (k, n), dtype)
+            kw, ref = _epilogue_case(device, rng, spec, m, n, dtype)
+            big = poisoned(device, (m + 2, 2 * n), dtype)
+            out = big[1:m + 1, ::2]  # a strided, offset output view
+            assert cltensor.gemm(put(device, a), stored(device, b, True), out, **kw) is out
+            run_check(out, a, b, dtype, **ref)
+            host = big.numpy()
+            assert np.isnan(host[0]).all() and np.isnan(host[:, 1::2]).all(), "wrote outside out"
+
+
+def test_relu_keeps_nan_and_beta_zero_ignores_c(device, rng, family):
+    a, b = random_array(rng, (20, 7)), random_array(rng, (7, 18))
+    c = random_array(rng, (20, 18))
+    c[3, 4] = np.nan
+    A, B, C = put(device, a), put(device, b), put(device, c)
+    out = cltensor.gemm(A, B, c=C, relu=True).numpy()
+    assert np.isnan(out[3, 4]) and np.isnan(out).sum() == 1
+    out = cltensor.gemm(A, B, c=C, beta=0, relu=True)
+    run_check(out, a, b, np.float32, relu=True)
+
+
+def test_out_is_c_in_place_and_aliasing(device, rng, family):
+    a, b, c = random_array(rng, (9, 9)), random_array(rng, (9, 9)), random_array(rng, (9, 9))
+    C = put(device, c)
+    assert cltensor.gemm(put(device, a), put(device, b), C, c=C, beta=0.5, alpha=2) is C
+    run_check(C, a, b, np.float32, alpha=2, beta=0.5, c=c)
+    A = put(device, a)  # out is also an operand and its bias: computed through a temporary
+    cltensor.gemm(A, A.mT, A, row_bias=A[0])
+    run_check(A, a, a.T, np.float32, row_bias=a[0])
+
+
+# ---- batches ----------------------------------------------------------------------------------
+
+def test_batched_strided_and_broadcast(device, rng, family, fp_dtypes):
+    for dtype in fp_dtypes:
+        x = random_array(rng, (3, 4, 13, 9), dtype)
+        w = random_array(rng, (4, 9, 11), dtype)
+        bias = random_array(rng, (13,), dtype)
+        X = put(device, x.transpose(1, 0, 2, 3)).permute(1, 0, 2, 3)  # batch dims that cannot merge
+        out = poisoned(device, (3, 4, 13, 11), dtype)
+        cltensor.gemm(X, put(device, w), out, row_bias=put(device, bias), relu=True)
+        run_check(out, x, w, dtype, row_bias=bias, relu=True)
+        shared = random_array(rng, (9, 11), dtype)  # one matrix for every batch (folded rows)
+        out = cltensor.gemm(put(device, x), put(device, shared).expand(3, 4, 9, 11),
+                            col_bias=put(device, bias[:11]))
+        run_check(out, x, shared, dtype, col_bias=bias[:11])
+        lhs = random_array(rng, (13, 9), dtype)  # A shared, B batched (stride-0 batch of A)
+        out = cltensor.gemm(put(device, lhs), put(device, w))
+        run_check(out, np.broadcast_to(lhs, (4, 13, 9)), w, dtype)
+
+
+def test_batch_of_transposed_slices(device, rng, family):
+    base = random_array(rng, (6, 40, 30))
+    a = base[::2, 3:20, ::2]  # (3, 17, 15): step-sliced batch, offset rows, strided columns
+    A = put(device, base)[::2, 3:20, ::2]
+    b = random_array(rng, (3, 12, 15))
+    out = cltensor.gemm(A, put(device, b).mT, c=put(device, np.ones((12,), np.float32)), beta=3)
+    run_check(out, a, b.transpose(0, 2, 1), np.float32, beta=3, c=np.ones(12, np.float32))
+
+
+# ---- how the fast families read their operands ------------------------------------------------
+
+def _kernel_counts(fn):
+    with cltensor.profile() as prof:
+        fn()
+    counts = {}
+    for r in prof.records():
+        counts[r["name"]] = counts.get(r["name"], 0) + 1
+    return counts
+
+
+def test_xgemm_reads_aligned_operands_in_place(device, rng, monkeypatch):
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
+    entry = dict(gm.entry_for(device, np.dtype(np.float32)), xgemm=[gm.XGEMM_FALLBACKS[1]],
+                 strict=True)
+    monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+    for ta, tb in itertools.product((False, True), repeat=2):
+        a, b = random_array(rng, (64, 32)), random_array(rng, (32, 96))
+        A, B = stored(device, a, ta), stored(device, b, tb)
+        counts = _kernel_counts(lambda: run_check(cltensor.gemm(A, B), a, b, np.float32))
+        assert counts == {"xgemm": 1}, counts
+    a, b = random_array(rng, (65, 33)), random_array(rng, (33, 95))
+    counts = _kernel_counts(lambda: run_check(cltensor.gemm(put(device, a), put(device, b)),
+                                              a, b, np.float32))
+    assert counts == {"pad_copy": 2, "xgemm": 1}, counts
+
+
+def test_packed_packs_a_shared_operand_once(device, rng, monkeypatch):
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
+    x, w = random_array(rng, (5, 7, 9)), random_array(rng, (9, 11))
+    bias = random_array(rng, (7,))
+    fn = lambda: run_check(cltensor.gemm(put(device, x), put(device, w),
+                                         row_bias=put(device, bias)), x, w, np.float32,
+                           row_bias=bias)
+    assert _kernel_counts(fn) == {"pack_panels": 2, "gemm_packed": 1}
+
+
+# ---- device limits ----------------------------------------------------------------------------
+
+TOO_BIG = [  # 512 work-items; then 48 KiB of local memory; then a fitting one
+    {"MWG": 128, "NWG": 128, "KWG": 16, "MDIMC": 16, "NDIMC": 32, "VWM": 4, "VWN": 4,
+     "STRM": 1, "STRN": 1, "PADA": 0, "PADB": 0, "NBUF": 2},
+    {"MWG": 128, "NWG": 64, "KWG": 32, "MDIMC": 16, "NDIMC": 16, "VWM": 4, "VWN": 4,
+     "STRM": 1, "STRN": 1, "PADA": 4, "PADB": 4, "NBUF": 2},
+    {"MWG": 64, "NWG": 32, "KWG": 16, "MDIMC": 16, "NDIMC": 8, "VWM": 2, "VWN": 4,
+     "STRM": 0, "STRN": 1, "PADA": 2, "PADB": 4, "NBUF": 2},
+]
+
+
+def test_forced_small_device_limits(device, rng, monkeypatch):
+    """256 work-items and 32 KiB of local memory, as on many AMD and Intel GPUs: every choice
+    fits, and the results stay right."""
+    monkeypatch.setattr(device, "max_work_group", 256)
+    monkeypatch.setattr(device, "local_mem", 32 * 1024)
+    entry = dict(gm.entry_for(device, np.dtype(np.float32)), xgemm=TOO_BIG,
+                 tiled={"TSM": 128, "TSN": 128, "TSK": 32, "WPTM": 4, "WPTN": 4})
+    monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+    own, extra = gm._xgemm_candidates(device, entry, 4)
+    assert own == TOO_BIG[2:]
+    assert all(gm.xgemm_local_bytes(q, 4) <= 32 * 1024 and q["MDIMC"] * q["NDIMC"] <= 256
+               for q in own + extra)
+    assert all(q["TSM"] <= 64 for q in gm._tiled_candidates(device, entry, 4))
+    for fam in ("xgemm", "tiled"):
+        monkeypatch.setattr(gm, "FORCE_FAMILY", fam)
+        a, b = random_array(rng, (70, 50)), random_array(rng, (50, 40))
+        with cltensor.profile() as prof:
+            out = cltensor.gemm(put(device, a), put(device, b), col_bias=put(device, b[0]))
+        run_check(out, a, b, np.float32, col_bias=b[0])
+        locals_ = [r["local"] for r in prof.records() if r["name"] in ("xgemm", "gemm_tiled")]
+        assert locals_ and all(np.prod(lc) <= 256 for lc in locals_)
+
+
+def test_plan_weighs_padding_occupancy_and_split_k(device):
+    big = dict(TOO_BIG[0], rate=40.0)
+    narrow = dict(TOO_BIG[2], rate=30.0)  # 64 x 32 tiles
+    entry = {"xgemm": [big, narrow], "min_groups": 8, "split_cost_us": 0, "bandwidth_gbs": 1e9}
+    p = lambda m, n, k: gm.Problem(device, np.dtype(np.float32), m, n, k, (), *[None] * 4)
+    best = lambda prob: min(entry["xgemm"], key=lambda q: gm.xgemm_plan(prob, entry, q)[0])
+    assert best(p(1024, 1024, 64)) is big          # 64 tiles, no padding: the faster rate wins
+    assert best(p(64, 4096, 64)) is narrow         # half of each 128-row tile would be padding
+    cost, splits = gm.xgemm_plan(p(128, 256, 4096), entry, big)
+    assert splits == 4                             # 2 tiles, 8 wanted: K split in 4 shares
+    assert gm.xgemm_plan(p(128, 256, 64), entry, big)[1] == 1       # too few K slices to split
+    assert gm.xgemm_plan(p(128, 256, 4096), dict(entry, split_k=False), big)[1] == 1
+    slow_reduce = dict(entry, split_cost_us=1e6)      # a second per extra pass: never split
+    assert gm.xgemm_plan(p(128, 256, 4096), slow_reduce, big)[1] == 1
+
+
+def test_split_k_sums_the_shares(device, rng, monkeypatch, fp_dtypes):
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
+    entry = dict(gm.entry_for(device, np.dtype(np.float32)), xgemm=[gm.XGEMM_FALLBACKS[1]],
+                 strict=True, min_groups=64)
+    monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+    for dtype in fp_dtypes:
+        a, b = random_array(rng, (2, 40, 301), dtype), random_array(rng, (2, 301, 50), dtype)
+        c, bias = random_array(rng, (40, 50), dtype), random_array(rng, (40,), dtype)
+        with cltensor.profile() as prof:
+            out = cltensor.gemm(put(device, a), stored(device, b, True), c=put(device, c),
+                                beta=-1, row_bias=put(device, bias), relu=True)
+        run_check(out, a, b, dtype, beta=-1, c=c, row_bias=bias, relu=True)
+        names = [r["name"] for r in prof.records()]
+        assert names.count("xgemm_reduce") == 1, names
+        (xgemm_launch,) = [r for r in prof.records() if r["name"] == "xgemm"]
+        assert xgemm_launch["global"][2] > 2, "K was not split"
+
+
+def test_invalid_parameter_sets_are_skipped():
+    assert gm.xgemm_valid(gm.XGEMM_FALLBACKS[0])
+    assert not gm.xgemm_valid(dict(gm.XGEMM_FALLBACKS[0], VWM=3))
+    assert not gm.xgemm_valid(dict(gm.XGEMM_FALLBACKS[0], MWG=48))  # MWG % (MDIMC*VWM) != 0
+    assert not gm.xgemm_valid({"MWG": 64})
+
+
+# ---- the parameter database -------------------------------------------------------------------
+
+@pytest.fixture
+def tmp_tuning(tmp_path, monkeypatch):
+    """A private database folder and user cache for one test."""
+    db = tmp_path / "db"
+    db.mkdir()
+    monkeypatch.setattr(tune, "DB_DIR", db)
+    monkeypatch.setenv("CLTENSOR_CACHE_DIR", str(tmp_path / "cache"))
+    tune.clear()
+    yield db
+    tune.clear()
+
+
+def test_lookup_falls_back_device_vendor_global(device, tmp_tuning):
+    vendor = tune.vendor_of(device)
+    name = device.name
+    table = {"gemm_float32": {
+        "default": {"a": "global", "b": "global", "c": "global", "d": "global"},
+        "vendors": {vendor: {"default": {"b": "vendor", "c": "vendor", "d": "vendor"},
+                             "devices": {name[:3]: {"c": "short", "d": "short"},
+                                         name[:5]: {"d": "long"}, "no such device": {"a": 0}}},
+                    "other vendor": {"default": {"a": "other"}}}}}
+    (tmp_tuning / "gemm.json").write_text(json.dumps(table))
+    got = tune.lookup("gemm", "gemm_float32", device)  # the longest device key wins, alone
+    assert got == {"a": "global", "b": "vendor", "c": "vendor", "d": "long"}
+    assert tune.lookup("gemm", "gemm_float64", device) == {}
+
+
+def test_user_cache_overrides_and_is_keyed_by_device_and_driver(device, tmp_tuning, tmp_path):
+    (tmp_tuning / "gemm.json").write_text(json.dumps(
+        {"gemm_float32": {"default": {"family": "direct", "min_work": 5}}}))
+    path = tune.store("gemm_float32", device, {"min_work": 7})
+    assert path == tune.user_cache_path(device)
+    assert str(path).startswith(str(tmp_path / "cache" / "tuning"))
+    assert re.sub(r"[^A-Za-z0-9_.-]+", "_", device.cl_device.driver_version) in path.name
+    assert tune.lookup("gemm", "gemm_float32", device) == {"family": "direct", "min_work": 7}
+
+
+def test_shipped_database_has_measured_entries():
+    db = json.loads((tune.DB_DIR / "gemm.json").read_text())
+    for kernel in ("gemm_float32", "gemm_float64"):
+        vendors = db[kernel]["vendors"]
+        assert any("pthread" in key for key in vendors["pocl"]["devices"]), kernel
+        assert any("H200" in key for key in vendors["nvidia"]["devices"]), kernel
+        for entry in [db[kernel]["default"], *(v["default"] for v in vendors.values()),
+                      *(e for v in vendors.values() for e in v["devices"].values())]:
+            assert all(gm.xgemm_valid(q) for q in entry.get("xgemm", [])), entry
+
+
+# ---- the tuner --------------------------------------------------------------------------------
+
+def test_tuner_stores_a_winner_the_next_process_uses(device, tmp_tuning, tmp_path, monkeypatch):
+    (tmp_tuning / "gemm.json").write_text(SHIPPED_DB.read_text())
+    monkeypatch.setattr(tune, "_packed_candidates", lambda dtype: [
+        {"MR": 4, "NR": 16, "VW": 16, "ORDER": 0}, {"MR": 6, "NR": 16, "VW": 16, "ORDER": 1}])
+    monkeypatch.setattr(tune, "_xgemm_structures", lambda dtype: [gm.XGEMM_FALLBACKS[1]])
+    monkeypatch.setattr(tune, "_xgemm_variations", lambda p: [dict(p, STRM=0)])
+    monkeypatch.setattr(tune.GemmTuner, "tune_threshold", lambda self, e: {"min_work": 1234})
+    report = tmp_path / "report.json"
+    assert tune.main(["gemm", "--device", device.index, "--size", "64", "--reps", "1",
+                      "--json", str(report)]) == 0
+    winner = json.loads(report.read_text())["winners"]["gemm_float32"]
+    assert winner["min_work"] == 1234
+    if device.is_cpu:
+        assert winner["family"] == "packed" and winner["packed"]["MR"] in (4, 6)
+    cached = json.loads(tune.user_cache_path(device).read_text())["gemm_float32"]
+    assert cached == winner
+    code = ("import cltensor, numpy as np; from cltensor.ops import gemm; "
+            f"d = cltensor.get_device({device.index!r}); "
+            "print(gemm.entry_for(d, np.dtype(np.float32))['min_work'])")
+    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "1234"
+
+
+def test_tuner_rejects_wrong_or_unfit_candidates(device, rng, monkeypatch):
+    tuner = tune.GemmTuner(device, np.float32, 32, 1, log=lambda *a: None)
+    base = gm.entry_for(device, np.dtype(np.float32))
+    unfit = dict(base, family="xgemm", xgemm=[dict(gm.XGEMM_FALLBACKS[1], KWG=8192)],
+                 strict=True, min_work=0, min_dim=0)  # 2 MiB of local memory
+    assert tuner.measure(unfit, (32, 32, 32)) is None
+    ok = dict(base, family="xgemm", xgemm=[gm.XGEMM_FALLBACKS[1]], strict=True, min_work=0,
+              min_dim=0)
+    assert tuner.measure(ok, (32, 32, 32)) > 0
+    monkeypatch.setattr(tuner, "_correct", lambda entry: False)
+    assert tuner.measure(ok, (32, 32, 32)) is None
+
+
+# ---- bad input --------------------------------------------------------------------------------
+
+def test_gemm_errors_leave_data_untouched(device, rng):
+    a, c = random_array(rng, (3, 4)), random_array(rng, (3, 5))
+    A, C = put(device, a), put(device, c)
+    B = put(device, random_array(rng, (4, 5)))
+    with pytest.raises(ValueError, match=r"gemm: shapes \(3, 4\) and \(3, 4\) cannot be multiplied"):
+        cltensor.gemm(A, A, C)
+    with pytest.raises(ValueError, match="gemm: expected a and b to be at least 2-d, got 1-d"):
+        cltensor.gemm(A[0], B)
+    with pytest.raises(ValueError, match=r"row_bias must have shape \(3,\), got \(5,\)"):
+        cltensor.gemm(A, B, C, row_bias=C[0])
+    with pytest.raises(ValueError, match=r"col_bias must have shape \(5,\), got \(3, 5\)"):
+        cltensor.gemm(A, B, C, col_bias=C)
+    with pytest.raises(ValueError, match=r"input of shape \(4,\) cannot be broadcast"):
+        cltensor.gemm(A, B, C, c=A[0])
+    with pytest.raises(ValueError, match=r"result's shape \(3, 5\) does not match out's shape"):
+        cltensor.gemm(A, B, A)
+    with pytest.raises(RuntimeError, match="expanded view"):
+        cltensor.gemm(A, B, C[:1].expand(3, 5))
+    with pytest.raises(TypeError, match="gemm: expected all operands to have the same dtype"):
+        cltensor.gemm(A, B, C, col_bias=cltensor.ones(5, dtype=cltensor.int32, device=device))
+    with pytest.raises(TypeError, match="gemm: alpha must be a real number"):
+        cltensor.gemm(A, B, C, alpha="2")
+    with pytest.raises(TypeError, match="gemm: expected tensors, got ndarray"):
+        cltensor.gemm(A, b=np.ones((4, 5)))
+    with pytest.raises(ValueError, match=r"batch dims of shapes \(2, 3, 4\) and \(3, 4, 5\)"):
+        cltensor.gemm(put(device, np.ones((2, 3, 4), np.float32)),
+                      put(device, np.ones((3, 4, 5), np.float32)))
+    other = Device(device.index + "-other-context", device.cl_device)
+    with pytest.raises(RuntimeError, match="gemm: expected all tensors on the same device"):
+        cltensor.gemm(A, B, C, row_bias=cltensor.from_numpy(c[:, 0].copy(), device=other))
+    np.testing.assert_array_equal(C.numpy(), c)
+    np.testing.assert_array_equal(A.numpy(), a)
+
+
+# ---- property test ----------------------------------------------------------------------------
+
+@st.composite
+def gemm_case(draw):
+    """Shapes, batch broadcasting, layouts, an epilogue and the family to run."""
+    m, n, k = (draw(st.integers(1, 70)) for _ in range(3))
+    batch = tuple(draw(st.lists(st.integers(1, 3), max_size=2)))
+    a_batch = tuple(draw(st.sampled_from([1, d])) for d in batch)
+    b_batch = tuple(draw(st.sampled_from([1, d])) for d in batch)
+    return {"m": m, "n": n, "k": k, "a_batch": a_batch, "b_batch": b_batch,
+            "ta": draw(st.booleans()), "tb": draw(st.booleans()),
+            "row_bias": draw(st.booleans()), "col_bias": draw(st.booleans()),
+            "relu": draw(st.booleans()), "beta": draw(st.sampled_from([0.0, 1.0, -0.5])),
+            "family": draw(st.sampled_from(gm.FAMILIES))}
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(case=gemm_case())
+def test_gemm_property(device, case):
+    rng = np.random.default_rng(zlib.crc32(repr(sorted(case.items())).encode()))
+    m, n, k = case["m"], case["n"], case["k"]
+    a = random_array(rng, case["a_batch"] + (m, k))
+    b = random_array(rng, case["b_batch"] + (k, n))
+    shape = np.broadcast_shapes(case["a_batch"], case["b_batch"]) + (m, n)
+    c = random_array(rng, shape)
+    kw = {"beta": case["beta"], "relu": case["relu"], "c": put(device, c)}
+    ref = {"beta": case["beta"], "relu": case["relu"], "c": c}
+    for name, size in (("row_bias", m), ("col_bias", n)):
+        if case[name]:
+            ref[name] = random_array(rng, (size,))
+            kw[name] = put(device, ref[name])
+    old, gm.FORCE_FAMILY = gm.FORCE_FAMILY, case["family"]
+    try:
+        out = cltensor.gemm(stored(device, a, case["ta"]), stored(device, b, case["tb"]), **kw)
+    finally:
+        gm.FORCE_FAMILY = old
+    run_check(out, np.broadcast_to(a, shape[:-2] + (m, k)),
+              np.broadcast_to(b, shape[:-2] + (k, n)), np.float32, **ref)
