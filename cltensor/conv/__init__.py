@@ -1,0 +1,26 @@
+"""Convolution: conv2d with torch's semantics over four algorithms, chosen per device and
+problem (dispatch.py), forward and backward.
+
+    im2col          im2col.py     column buffer (chunked) + the GEMM engine; col2im backward
+    implicit_gemm   implicit.py   the gather inside the GEMM tile loads; no column buffer
+    winograd        winograd.py   F(2x2, 3x3), 3x3 stride 1 dilation 1; cached filter transform
+    gemm_1x1        gemm1x1.py    a 1x1 unpadded convolution is a plain GEMM
+
+`conv_algorithms(...)` reports each algorithm's eligibility, workspace and (in benchmark mode,
+cltensor.backends.benchmark = True) its time for a problem.
+"""
+from . import common, dispatch, winograd
+from .dispatch import ALGORITHMS, PASSES  # noqa: F401
+from .function import Conv2dFunction, conv2d  # noqa: F401
+from .params import ConvParams, make_params  # noqa: F401
+from .query import conv_algorithms
+
+__all__ = ["conv2d", "conv_algorithms"]
+
+
+def clear_cache():
+    """Forget the algorithm choices, the cached Winograd filters and the conv kernels (the
+    benchmark-mode file and the on-disk binaries stay)."""
+    dispatch.clear_cache()
+    winograd.clear_cache()
+    common.clear_kernels()

@@ -1,0 +1,102 @@
+"""Helpers shared by the convolution algorithms: kernel getters, strided views, layouts."""
+import itertools
+
+import numpy as np
+
+from .. import backends
+from ..program import build_program, ctype_of, launch, round_up
+from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
+
+_kernels = {}
+LOCAL_1D = 256  # work-group size of the 1-d copy kernels off the CPU
+
+
+def get_kernel(device, filename, name, defines):
+    """A kernel of cl_kernels/<filename> built with `defines`, made once per device. The
+    build defines KERNEL_<name>, which files holding many kernels use to compile just one."""
+    key = (device.index, filename, name, tuple(sorted(defines.items())))
+    k = _kernels.get(key)
+    if k is None:
+        prog = build_program(device, filename, dict(defines, **{f"KERNEL_{name}": None}))
+        k = _kernels[key] = getattr(prog, name)
+    return k
+
+
+def clear_kernels():
+    _kernels.clear()
+
+
+def shape_defines(p, dtype=None):
+    """The -D shape constants most conv kernels take."""
+    return {"T": ctype_of(dtype or p.dtype), "KH": p.kh, "KW": p.kw, "SH": p.sh, "SW": p.sw,
+            "DH": p.dh, "DW": p.dw, "PT": p.pt, "PL": p.pl}
+
+
+def launch_1d(device, kernel, n, *args):
+    """One work-item per element of a flat range of n (rounded up to the work-group)."""
+    if n <= 0:
+        return None
+    local = None if device.is_cpu else (min(LOCAL_1D, device.max_work_group),)
+    gsize = round_up(n, local[0]) if local else n
+    return launch(device, kernel, (gsize,), local, *args)
+
+
+def view_args(t):
+    """A 4-d tensor's buffer, offset and strides as kernel arguments."""
+    return [t.storage.buf, np.int64(t.offset)] + [np.int64(s) for s in t.strides]
+
+
+def strided(t, shape, strides, offset=None):
+    """A view of t's storage with the given shape, strides and offset (elements)."""
+    return ClTensor(t.storage, tuple(shape), tuple(strides),
+                    t.offset if offset is None else offset, t.dtype)
+
+
+def empty(shape, like, memory_format=CONTIGUOUS_FORMAT):
+    return ClTensor.empty_on(tuple(shape), like.dtype, like.device, memory_format)
+
+
+def layout_of(x):
+    """The memory format an output should take: channels_last for channels_last inputs."""
+    if x.is_contiguous(CHANNELS_LAST) and not x.is_contiguous():
+        return CHANNELS_LAST
+    return CONTIGUOUS_FORMAT
+
+
+def merged_stride(sizes, strides):
+    """The single stride that walks dims of `sizes` in row-major order, or None."""
+    dims = [(n, s) for n, s in zip(sizes, strides) if n != 1]
+    for (_, s0), (n1, s1) in itertools.pairwise(dims):
+        if s0 != s1 * n1:
+            return None
+    return dims[-1][1] if dims else 1
+
+
+def spatial_stride(t):
+    """The stride of a 4-d tensor's (H, W) dims merged into one, or None."""
+    return merged_stride(t.shape[2:], t.strides[2:])
+
+
+def with_merged_spatial(t):
+    """t, or a contiguous copy of it when its (H, W) dims do not merge into one stride."""
+    return t if spatial_stride(t) is not None else t.contiguous()
+
+
+def to_cnhw(t):
+    """A (C, N, H, W) contiguous copy of an (N, C, H, W) tensor: a (C, N*H*W) matrix."""
+    out = ClTensor.empty_on((t.shape[1], t.shape[0]) + tuple(t.shape[2:]), t.dtype, t.device)
+    from ..ops import elementwise as ew
+    ew.copy(t.permute(1, 0, 2, 3), out)
+    return out
+
+
+def images_per_chunk(n, bytes_per_image):
+    """How many images fit in the workspace budget at once (at least one)."""
+    limit = backends.conv_workspace_limit
+    return max(1, min(n, limit // max(bytes_per_image, 1)))
+
+
+def bias_grad(gout):
+    """The bias gradient: gout summed over batch and space."""
+    from ..ops.reduce import sum as sum_
+    return sum_(gout, dim=(0, 2, 3))

@@ -1,0 +1,200 @@
+"""Choosing a convolution algorithm per device, problem and pass.
+
+Three passes are chosen separately, as cuDNN does: "forward", "backward_data" (the input
+gradient) and "backward_weight". `algo="auto"` applies RULES, measured on each device kind
+(benchmarks/conv.py); with `cltensor.backends.benchmark = True` it instead times every eligible
+algorithm once per (device, problem, pass) on the call's own tensors and keeps the fastest, in
+memory and in a per-user JSON file keyed by device name and driver version:
+<cache root>/conv/<device>-<driver>.json ($CLTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/cltensor,
+else ~/.cache/cltensor). `clear_cache()` forgets the in-memory choices; delete the file to
+forget the others.
+"""
+import json
+import os
+import time
+from pathlib import Path
+
+from .. import backends, tune
+from ..program import cache_root, device_key
+from . import common, gemm1x1, im2col, implicit, winograd
+
+ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit, "winograd": winograd,
+              "gemm_1x1": gemm1x1}
+PASSES = ("forward", "backward_data", "backward_weight")
+_chosen = {}      # (device index, params, pass) -> algorithm name
+_times = {}       # (device index, params, pass) -> {algorithm: ms}
+_disk = {}        # device index -> the cache file's dict
+
+
+def eligible(name, p, pass_="forward"):
+    """(True, "") when algorithm `name` can run this pass of problem p, else (False, why)."""
+    mod = ALGORITHMS[name]
+    if hasattr(mod, "eligible"):
+        ok, why = mod.eligible(p)
+        if not ok:
+            return ok, why
+    if pass_ in getattr(mod, "PASSES_NOT_SUPPORTED", ()):
+        return False, f"{name} has no {pass_.replace('_', ' ')} pass"
+    return True, ""
+
+
+def eligible_names(p, pass_):
+    return [n for n in ALGORITHMS if eligible(n, p, pass_)[0]]
+
+
+def workspace_bytes(name, p, pass_="forward"):
+    return ALGORITHMS[name].workspace_bytes(p, backward=pass_ != "forward")
+
+
+# ---- the rules --------------------------------------------------------------------------------
+
+def rule(p, device, pass_):
+    """algo="auto"'s choice without timing, from the per-layer measurements of
+    benchmarks/conv.py (PoCL on 2 CPU cores at batch 8; an H200 at the networks' batch sizes,
+    where benchmark mode's own picks agreed with these rules on most layers)."""
+    if eligible("gemm_1x1", p, pass_)[0] and not (device.is_gpu and pass_ == "backward_weight"):
+        return "gemm_1x1"  # NOTE: on the GPU its NCHW weight gradient pays two (C, N*P) copies
+    cpu = device.is_cpu
+    if eligible("winograd", p, pass_)[0] and _winograd_pays(p, cpu, pass_):
+        return "winograd"
+    if cpu:
+        if pass_ == "backward_weight" and p.cog * p.k <= CPU_IMPLICIT_WGRAD_MAX:
+            return "implicit_gemm"  # small weights, long reductions (first layers)
+        big_stride1 = (p.sh, p.sw) == (1, 1) and p.kh * p.kw >= 25
+        return "implicit_gemm" if big_stride1 else "im2col"
+    if pass_ == "backward_weight" and p.k >= GPU_IM2COL_WGRAD_K and p.cog >= 512:
+        return "im2col"  # wide 3x3 layers: the GEMM engine's tiles beat the gathering ones
+    return "implicit_gemm"
+
+
+# Winograd pays for its transforms once layers have this many channels (in and out); on CPUs
+# large images need more (their transformed tiles stream through memory)
+WINOGRAD_MIN_CHANNELS = {"cpu": 128, "cpu_large_image": 256, "gpu": 112,
+                         "gpu_backward_data": 96}
+CPU_LARGE_IMAGE = 32 * 32  # H*W
+GPU_IM2COL_WGRAD_K = 2304  # C*Kh*Kw from which im2col's weight gradient wins on the H200
+# Cog*C*Kh*Kw up to which implicit GEMM's weight gradient beats im2col's on CPUs: the GEMM
+# engine runs such skinny products (N = Cog or K small) with few tiles
+CPU_IMPLICIT_WGRAD_MAX = 2**16
+
+
+def _winograd_pays(p, cpu, pass_):
+    if cpu:
+        large = p.h * p.w > CPU_LARGE_IMAGE
+        need = WINOGRAD_MIN_CHANNELS["cpu_large_image" if large else "cpu"]
+    else:
+        need = WINOGRAD_MIN_CHANNELS["gpu_backward_data" if pass_ == "backward_data" else "gpu"]
+    return min(p.cg, p.cog) >= need
+
+
+def choose(p, device, pass_, algo="auto", tensors=None):
+    """The algorithm that runs `pass_` of problem p. An explicit algo must be eligible for the
+    forward pass (ValueError otherwise); a backward pass it lacks falls back to auto's choice.
+    In benchmark mode `tensors` (the pass's operands, see time_pass) are timed."""
+    if algo != "auto":
+        ok, why = eligible(algo, p, pass_)
+        if ok:
+            return algo
+        if pass_ == "forward":
+            raise ValueError(f"conv2d: algo={algo!r} cannot run this convolution: {why}")
+    if not backends.benchmark:
+        return rule(p, device, pass_)
+    key = (device.index, p, pass_)
+    if key in _chosen:
+        return _chosen[key]
+    name = _from_disk(device, p, pass_)
+    if name is None and tensors is not None:
+        name = _benchmark(device, p, pass_, tensors)
+    if name is None:
+        return rule(p, device, pass_)
+    _chosen[key] = name
+    return name
+
+
+def clear_cache():
+    """Forget the in-memory choices and timings (the per-user file stays)."""
+    _chosen.clear()
+    _times.clear()
+    _disk.clear()
+
+
+# ---- benchmark mode ---------------------------------------------------------------------------
+
+def time_pass(name, pass_, p, tensors, repeat=1):
+    """Milliseconds one run of algorithm `name` takes for `pass_` (after a warm-up run).
+    tensors: (x, w, bias) for the forward pass, (x, w, gout) for the backward ones."""
+    device = tensors[0].device
+    run = _runner(name, pass_, p, tensors)
+    run()
+    device.synchronize()
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        run()
+        device.synchronize()
+        best = min(best, (time.perf_counter() - t0) * 1e3)
+    return best
+
+
+def _runner(name, pass_, p, tensors):
+    mod = ALGORITHMS[name]
+    if pass_ == "forward":
+        x, w, b = tensors
+        return lambda: mod.forward(x, w, b, p, common.empty(p.out_shape, x, common.layout_of(x)))
+    x, w, g = tensors
+    need_x = pass_ == "backward_data"
+    return lambda: mod.backward(x, w, g, p, need_x, not need_x)
+
+
+def _benchmark(device, p, pass_, tensors):
+    times = {n: time_pass(n, pass_, p, tensors) for n in eligible_names(p, pass_)}
+    _times[(device.index, p, pass_)] = times
+    best = min(times, key=times.get)
+    _to_disk(device, p, pass_, best, times)
+    return best
+
+
+def timings(device, p, pass_):
+    """The times benchmark mode measured for a problem's pass ({} before any)."""
+    key = (device.index, p, pass_)
+    if key in _times:
+        return dict(_times[key])
+    entry = _load(device).get(_disk_key(p, pass_), {})
+    return dict(entry.get("times_ms", {}))
+
+
+def cache_path(device):
+    """The per-user file of benchmark-mode choices for one device and driver."""
+    return Path(cache_root()) / "conv" / f"{device_key(device)}.json"
+
+
+def _disk_key(p, pass_):
+    return f"{p.key()}|{pass_}"
+
+
+def _load(device):
+    if device.index not in _disk:
+        try:
+            with open(cache_path(device)) as f:
+                _disk[device.index] = json.load(f)
+        except (FileNotFoundError, json.JSONDecodeError):
+            _disk[device.index] = {}
+    return _disk[device.index]
+
+
+def _from_disk(device, p, pass_):
+    entry = _load(device).get(_disk_key(p, pass_))
+    name = entry.get("algo") if isinstance(entry, dict) else None
+    return name if name in ALGORITHMS and eligible(name, p, pass_)[0] else None
+
+
+def _to_disk(device, p, pass_, best, times):
+    data = _load(device)
+    data[_disk_key(p, pass_)] = {"algo": best, "times_ms": times,
+                                 "vendor": tune.vendor_of(device)}
+    path = cache_path(device)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=1, sort_keys=True)
+    os.replace(tmp, path)

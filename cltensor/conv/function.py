@@ -1,0 +1,88 @@
+"""conv2d and its autograd Function: the algorithm of each pass is picked by dispatch.choose."""
+from .. import autograd
+from ..tensor import ClTensor
+from . import common, dispatch
+from .params import make_params
+
+ALGOS = ("auto",) + tuple(dispatch.ALGORITHMS)
+
+
+class Conv2dFunction(autograd.Function):
+    """The differentiable convolution: forward(ctx, input, weight, bias, params, algo)."""
+
+    @staticmethod
+    def forward(ctx, input, weight, bias, p, algo):
+        out = common.empty(p.out_shape, input, common.layout_of(input))
+        if p.n:
+            name = dispatch.choose(p, input.device, "forward", algo, (input, weight, bias))
+            dispatch.ALGORITHMS[name].forward(input, weight, bias, p, out)
+        ctx.save_for_backward(input, weight)
+        ctx.p, ctx.algo = p, algo
+        return out
+
+    @staticmethod
+    def backward(ctx, gout):
+        if autograd.is_grad_enabled():
+            # NOTE: the gradients come from raw kernels, so they could not be differentiated
+            raise RuntimeError("conv2d: double backward (create_graph=True through a "
+                               "convolution) is not supported")
+        x, w = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        gx, gw = backward(x, w, gout, ctx.p, ctx.algo, need_x, need_w)
+        gb = common.bias_grad(gout) if need_b else None
+        return gx, gw, gb, None, None
+
+
+def backward(x, w, gout, p, algo, need_x, need_w):
+    """(input gradient, weight gradient) of a convolution, each by its pass's algorithm;
+    None for one not needed (the first layer of a network needs no input gradient)."""
+    if p.n == 0:
+        gw = ClTensor.empty_on(w.shape, w.dtype, w.device).zero_() if need_w else None
+        return (common.empty(x.shape, x) if need_x else None), gw
+    passes = [("backward_data", need_x), ("backward_weight", need_w)]
+    names = {ps: dispatch.choose(p, x.device, ps, algo, (x, w, gout)) for ps, need in passes
+             if need}
+    if need_x and need_w and names["backward_data"] == names["backward_weight"]:
+        return dispatch.ALGORITHMS[names["backward_data"]].backward(x, w, gout, p, True, True)
+    gx = gw = None
+    if need_x:
+        gx = dispatch.ALGORITHMS[names["backward_data"]].backward(x, w, gout, p, True, False)[0]
+    if need_w:
+        gw = dispatch.ALGORITHMS[names["backward_weight"]].backward(x, w, gout, p, False, True)[1]
+    return gx, gw
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo="auto"):
+    """2-d convolution (cross-correlation, as in torch) over an (N, C, H, W) input.
+
+    Args:
+        input: (N, C, H, W) or unbatched (C, H, W) float32/float64 tensor; any strides. A
+            channels_last input gives a channels_last output.
+        weight: (Co, C / groups, Kh, Kw) tensor of the input's dtype and device.
+        bias: optional (Co,) tensor.
+        stride, dilation: an int or a pair (h, w), positive.
+        padding: an int, a pair (h, w), a 4-tuple (left, right, top, bottom) for asymmetric
+            padding, or 'valid' / 'same' (stride 1).
+        groups: split the channels into this many independent convolutions.
+        algo: "auto" (per device and shape; timed once per problem when
+            cltensor.backends.benchmark is True), "im2col", "implicit_gemm", "winograd"
+            (3x3, stride 1, dilation 1) or "gemm_1x1" (1x1, no padding). A backward pass
+            the algorithm lacks (Winograd's weight gradient) falls back to auto's choice.
+
+    Returns:
+        (N, Co, Ho, Wo) tensor, Ho = (H + top + bottom - dilation*(Kh - 1) - 1) // stride + 1.
+
+    Example:
+        >>> x = cltensor.randn(8, 3, 32, 32)
+        >>> w = cltensor.randn(16, 3, 3, 3)
+        >>> cltensor.conv.conv2d(x, w, padding=1, algo="winograd").shape
+        (8, 16, 32, 32)
+    """
+    if algo not in ALGOS:
+        raise ValueError(f"conv2d: unknown algo {algo!r}; expected one of {', '.join(ALGOS)}")
+    unbatched = isinstance(input, ClTensor) and input.ndim == 3
+    if unbatched:
+        input = input.unsqueeze(0)
+    p = make_params(input, weight, bias, stride, padding, dilation, groups)
+    out = Conv2dFunction.apply(input, weight, bias, p, algo)
+    return out.squeeze(0) if unbatched else out

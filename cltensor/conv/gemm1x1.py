@@ -1,0 +1,98 @@
+"""Algorithm "gemm_1x1": a 1x1 convolution with no padding is a plain GEMM per image,
+out[n, g] = W[g] (Cog, Cg) @ x[n, g] (Cg, H*W), with no workspace (a strided one reads a
+contiguous copy of the strided input). Backward: gx[n, g] = W[g]^T @ gout[n, g];
+gW[g] = gout[g] (Cog, N*P) @ x[g]^T, read in place when the (N, H, W) dims of both merge
+(channels_last), else from (C, N*H*W) copies.
+"""
+from ..ops.gemm import gemm
+from . import common
+
+
+def eligible(p):
+    if (p.kh, p.kw) != (1, 1):
+        return False, "the kernel is not 1x1"
+    if p.pt or p.pb or p.pl or p.pr:
+        return False, "the convolution is padded"
+    return True, ""
+
+
+def workspace_bytes(p, backward=False):
+    """Bytes of the copies this algorithm makes: a strided input's subsample, and in backward
+    the (C, N*P) copies of x and gout when their batch and spatial dims do not merge."""
+    item = p.dtype.itemsize
+    sub = p.n * p.c * p.ho * p.wo * item if (p.sh, p.sw) != (1, 1) else 0
+    if backward:
+        return sub + p.n * (p.c + p.co) * p.ho * p.wo * item
+    return sub
+
+
+def _subsample(x, p):
+    """The input positions a strided 1x1 convolution reads, with (H, W) merged."""
+    if (p.sh, p.sw) != (1, 1):
+        x = x[:, :, ::p.sh, ::p.sw]
+    return common.with_merged_spatial(x)
+
+
+def _groups_view(t, p, ch_per_group):
+    """A 4-d (N, C, H, W) view with mergeable (H, W) as (N, G, C/G, H*W)."""
+    s0, s1 = t.strides[:2]
+    return common.strided(t, (t.shape[0], p.groups, ch_per_group, t.shape[2] * t.shape[3]),
+                          (s0, ch_per_group * s1, s1, common.spatial_stride(t)))
+
+
+def _weight(w, p):
+    wg = w.contiguous().reshape(p.groups, p.cog, p.cg)
+    return wg
+
+
+def forward(x, w, bias, p, out):
+    xs = _subsample(x, p)
+    wg = _weight(w, p)
+    a = common.strided(wg, (p.n,) + wg.shape, (0,) + wg.strides)
+    b = _groups_view(xs, p, p.cg)
+    o = _groups_view(out, p, p.cog)
+    if bias is None or p.groups == 1:
+        gemm(a, b, out=o, row_bias=bias)
+    else:
+        c = common.strided(bias, o.shape, (0, p.cog * bias.strides[0], bias.strides[0], 0))
+        gemm(a, b, out=o, c=c, beta=1)
+    return out
+
+
+def _rows(t, p, ch_per_group):
+    """t (N, C, H, W) as (G, C/G, N*H*W): in place when (N, H, W) merge, else from a copy."""
+    npos = t.shape[0] * t.shape[2] * t.shape[3]
+    st = common.merged_stride((t.shape[0],) + tuple(t.shape[2:]),
+                              (t.strides[0],) + tuple(t.strides[2:]))
+    if st is not None:
+        s1 = t.strides[1]
+    else:
+        t = common.to_cnhw(t)
+        st, s1 = 1, t.strides[0]
+    return common.strided(t, (p.groups, ch_per_group, npos), (ch_per_group * s1, s1, st))
+
+
+def backward(x, w, gout, p, need_x, need_w):
+    gx = gw = None
+    if need_x:
+        gx = _grad_input(gout, w, p, x)
+    if need_w:
+        xs = _subsample(x, p)
+        gw3 = gemm(_rows(gout, p, p.cog), _rows(xs, p, p.cg).mT)
+        gw = gw3.reshape(p.co, p.cg, 1, 1)
+    return gx, gw
+
+
+def _grad_input(gout, w, p, x):
+    wg = _weight(w, p)
+    a = common.strided(wg, (p.n,) + wg.shape, (0,) + wg.strides).mT
+    gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
+    g = _groups_view(common.with_merged_spatial(gout), p, p.cog)
+    if (p.sh, p.sw) == (1, 1):
+        gemm(a, g, out=_groups_view(gx, p, p.cg))
+        return gx
+    gx.zero_()
+    part = common.empty((p.n, p.c, p.ho, p.wo), x)
+    gemm(a, g, out=_groups_view(part, p, p.cg))
+    gx[:, :, ::p.sh, ::p.sw] = part
+    return gx

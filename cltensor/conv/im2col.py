@@ -1,0 +1,108 @@
+"""Algorithm "im2col": the classic Caffe / clnn convolution.
+
+Forward: per chunk of images (as many as the workspace budget, backends.conv_workspace_limit,
+allows), im2col (cl_kernels/conv_im2col.cl) writes the column buffer col[k][n][p] and one
+batched GEMM per chunk computes out[n, g] = W[g] @ col[g, :, n] with the bias in its epilogue.
+Backward: the weight gradient gW[g] += gout[g] (Cog, NB*P) @ col[g]^T; the input gradient
+gcol = W^T @ gout, then col2im sums the columns back onto the input (no atomics).
+"""
+import numpy as np
+
+from ..ops.gemm import gemm
+from . import common
+
+KERNEL_FILE = "conv_im2col.cl"
+
+
+def _per_image_bytes(p, backward):
+    """One image's column buffer (and, in backward, its gradient's (Co, P) copy)."""
+    channels = p.c * p.kh * p.kw + (p.co if backward else 0)
+    return channels * p.ho * p.wo * p.dtype.itemsize
+
+
+def workspace_bytes(p, backward=False):
+    """Scratch bytes of one chunk of images."""
+    per_image = _per_image_bytes(p, backward)
+    return per_image * common.images_per_chunk(p.n, per_image)
+
+
+def _chunks(p, backward):
+    nb = common.images_per_chunk(p.n, _per_image_bytes(p, backward))
+    return [(n0, min(nb, p.n - n0)) for n0 in range(0, p.n, nb)]
+
+
+def _images(t, n0, nb):
+    return common.strided(t, (nb,) + tuple(t.shape[1:]), t.strides,
+                          t.offset + n0 * t.strides[0])
+
+
+def im2col(x, p, nb):
+    """The (C*KH*KW, nb, P) column buffer of the nb images of x (a 4-d view)."""
+    col = common.empty((p.c * p.kh * p.kw, nb, p.ho * p.wo), x)
+    rows = x.device.is_cpu
+    kernel = common.get_kernel(x.device, KERNEL_FILE, "im2col_rows" if rows else "im2col",
+                               common.shape_defines(p))
+    items = col.numel() // p.wo if rows else col.numel()
+    common.launch_1d(x.device, kernel, items, np.int32(p.c), np.int32(p.h),
+                     np.int32(p.w), np.int32(p.ho), np.int32(p.wo), np.int32(nb),
+                     *common.view_args(x), col.storage.buf)
+    return col
+
+
+def col2im(gcol, gx, p, nb):
+    """gx (a 4-d view of nb images) = the sum of gcol's columns over the input."""
+    kernel = common.get_kernel(gx.device, KERNEL_FILE, "col2im", common.shape_defines(p))
+    common.launch_1d(gx.device, kernel, gx.numel(), np.int32(p.c), np.int32(p.h),
+                     np.int32(p.w), np.int32(p.ho), np.int32(p.wo), np.int32(nb),
+                     gcol.storage.buf, *common.view_args(gx))
+
+
+def _weight_groups(w, p):
+    """The weight as (G, Cog, Kg) (contiguous)."""
+    return w.contiguous().reshape(p.groups, p.cog, p.k)
+
+
+def _out_groups(out, p, nb):
+    """A 4-d view of nb output images as (nb, G, Cog, P) (its (H, W) dims must merge)."""
+    s0, s1 = out.strides[:2]
+    return common.strided(out, (nb, p.groups, p.cog, p.ho * p.wo),
+                          (s0, p.cog * s1, s1, common.spatial_stride(out)))
+
+
+def forward(x, w, bias, p, out):
+    """out = conv2d(x, w, bias) through im2col + GEMM, chunked over images."""
+    wg = _weight_groups(w, p)
+    P = p.ho * p.wo
+    for n0, nb in _chunks(p, False):
+        col = im2col(_images(x, n0, nb), p, nb)
+        a = common.strided(wg, (nb,) + wg.shape, (0,) + wg.strides)
+        b = common.strided(col, (nb, p.groups, p.k, P), (P, p.k * nb * P, nb * P, 1))
+        o = _out_groups(_images(out, n0, nb), p, nb)
+        _gemm_bias(a, b, o, bias, p, nb)
+    return out
+
+
+def _gemm_bias(a, b, o, bias, p, nb):
+    if bias is None or p.groups == 1:
+        gemm(a, b, out=o, row_bias=bias)
+        return
+    c = common.strided(bias, o.shape, (0, p.cog * bias.strides[0], bias.strides[0], 0))
+    gemm(a, b, out=o, c=c, beta=1)
+
+
+def backward(x, w, gout, p, need_x, need_w):
+    """(gx, gw) of conv2d through im2col + GEMM; None for a gradient not asked for."""
+    wg = _weight_groups(w, p)
+    gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x)) if need_x else None
+    gw = common.empty((p.co, p.cg, p.kh, p.kw), w) if need_w else None
+    for i, (n0, nb) in enumerate(_chunks(p, True)):
+        gcn = common.to_cnhw(_images(gout, n0, nb)).reshape(p.groups, p.cog, -1)
+        if need_w:
+            col = im2col(_images(x, n0, nb), p, nb).reshape(p.groups, p.k, -1)
+            gw3 = gw.view(p.groups, p.cog, p.k)
+            gemm(gcn, col.mT, out=gw3, c=gw3 if i else None, beta=1 if i else 0)
+            del col
+        if need_x:
+            gcol = gemm(wg.mT, gcn)
+            col2im(gcol, _images(gx, n0, nb), p, nb)
+    return gx, gw

@@ -1,0 +1,137 @@
+"""Algorithm "winograd": F(2x2, 3x3) for 3x3 convolutions with stride 1 and dilation 1 (any
+padding), after Lavin & Gray. Per chunk of images: the input transform
+(cl_kernels/conv_winograd.cl), 16 GEMMs in one batched call of the GEMM engine
+(M[e] = U[e] @ V[e]), the output transform with the bias. The filter transform U is cached per
+weight: keyed by the weight's storage (weakly), view and storage.version, so an optimizer's
+in-place update makes the next call transform again.
+
+The input gradient is the same algorithm on the output gradient with the flipped transposed
+filter and padding 2 - p (a 3x3 stride-1 convolution); the weight gradient is left to another
+algorithm (PASSES_NOT_SUPPORTED).
+
+Accuracy: the transforms scale by 1/2 and add at most 9 terms, so the result's error is a
+small multiple of direct fp32's; the tests bound the norm-relative error by 1e-5 for fp32
+(WINOGRAD_RTOL), as for the other algorithms.
+"""
+import weakref
+
+import numpy as np
+
+from ..ops.gemm import gemm
+from ..program import ctype_of
+from . import common
+
+KERNEL_FILE = "conv_winograd.cl"
+PASSES_NOT_SUPPORTED = ("backward_weight",)
+WINOGRAD_RTOL = 1e-5
+_filters = weakref.WeakKeyDictionary()  # weight Storage -> {view key: (version, U)}
+
+
+def eligible(p):
+    if (p.kh, p.kw) != (3, 3):
+        return False, f"winograd F(2x2,3x3) needs a 3x3 kernel, got {p.kh}x{p.kw}"
+    if (p.sh, p.sw) != (1, 1):
+        return False, f"winograd needs stride 1, got {p.sh}x{p.sw}"
+    if (p.dh, p.dw) != (1, 1):
+        return False, f"winograd needs dilation 1, got {p.dh}x{p.dw}"
+    return True, ""
+
+
+def _tiles(ho, wo):
+    return -(-ho // 2), -(-wo // 2)
+
+
+def _per_image_bytes(p, backward):
+    th, tw = _tiles(p.h, p.w) if backward else _tiles(p.ho, p.wo)
+    return 16 * (p.c + p.co) * th * tw * p.dtype.itemsize
+
+
+def workspace_bytes(p, backward=False):
+    """The transformed tiles of one chunk of images, plus the transformed filter."""
+    per = _per_image_bytes(p, backward)
+    return per * common.images_per_chunk(p.n, per) + 16 * p.co * p.cg * p.dtype.itemsize
+
+
+def filter_transform(w, p, flip):
+    """U (16 * G, out, in) of w, from the cache while w's storage version is unchanged."""
+    key = (w.offset, w.shape, w.strides, w.dtype, p.groups, flip)
+    per_storage = _filters.setdefault(w.storage, {})
+    hit = per_storage.get(key)
+    if hit is not None and hit[0] == w.storage.version:
+        return hit[1]
+    cout, cin = (p.cg, p.cog) if flip else (p.cog, p.cg)
+    U = common.empty((16 * p.groups, cout, cin), w)
+    defines = {"T": ctype_of(p.dtype)}
+    if flip:
+        defines["FLIP"] = None
+    kernel = common.get_kernel(w.device, KERNEL_FILE, "filter_transform", defines)
+    common.launch_1d(w.device, kernel, p.groups * cout * cin, np.int32(p.groups),
+                     np.int32(cout), np.int32(cin), *common.view_args(w), U.storage.buf)
+    per_storage[key] = (w.storage.version, U)
+    return U
+
+
+def clear_cache():
+    _filters.clear()
+
+
+def _images(t, n0, nb):
+    return common.strided(t, (nb,) + tuple(t.shape[1:]), t.strides,
+                          t.offset + n0 * t.strides[0])
+
+
+def run(src, U, out, bias, p, cin, cout, pads):
+    """out (N, G*cout, HO, WO view) = the 3x3 stride-1 convolution of src (N, G*cin, H, W)
+    with transformed filter U, zero padding (top, left) = pads, in chunks of images."""
+    n = src.shape[0]
+    ho, wo = out.shape[2:]
+    th, tw = _tiles(ho, wo)
+    per_image = 16 * p.groups * (cin + cout) * th * tw * p.dtype.itemsize
+    nb_max = common.images_per_chunk(n, per_image)
+    for n0 in range(0, n, nb_max):
+        nb = min(nb_max, n - n0)
+        V = _input_transform(_images(src, n0, nb), p.groups * cin, pads, th, tw, nb)
+        Vg = V.view(16 * p.groups, cin, nb * th * tw)
+        M = gemm(U, Vg)
+        _output_transform(M, bias, _images(out, n0, nb), th, tw, nb)
+    return out
+
+
+def _input_transform(x, channels, pads, th, tw, nb):
+    V = common.empty((16, channels, nb * th * tw), x)
+    kernel = common.get_kernel(x.device, KERNEL_FILE, "input_transform",
+                               {"T": ctype_of(x.dtype)})
+    h, w = x.shape[2:]
+    common.launch_1d(x.device, kernel, channels * nb * th * tw, np.int32(channels),
+                     np.int32(h), np.int32(w), np.int32(pads[0]), np.int32(pads[1]),
+                     np.int32(th), np.int32(tw), np.int32(nb), *common.view_args(x),
+                     V.storage.buf)
+    return V
+
+
+def _output_transform(M, bias, y, th, tw, nb):
+    defines = {"T": ctype_of(y.dtype)}
+    if bias is not None:
+        defines["HAS_BIAS"] = None
+    kernel = common.get_kernel(y.device, KERNEL_FILE, "output_transform", defines)
+    co, ho, wo = y.shape[1:]
+    bias_args = ([bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
+                 if bias is not None else [M.storage.buf, np.int64(0), np.int64(0)])
+    common.launch_1d(y.device, kernel, co * nb * th * tw, np.int32(co), np.int32(ho),
+                     np.int32(wo), np.int32(th), np.int32(tw), np.int32(nb), M.storage.buf,
+                     *bias_args, *common.view_args(y))
+
+
+def forward(x, w, bias, p, out):
+    U = filter_transform(w, p, flip=False)
+    return run(x, U, out, bias, p, p.cg, p.cog, (p.pt, p.pl))
+
+
+def backward(x, w, gout, p, need_x, need_w):
+    assert not need_w, "winograd: the weight gradient is another algorithm's"
+    if not need_x:
+        return None, None
+    U = filter_transform(w, p, flip=True)
+    gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
+    run(gout, U, gx, None, p, p.cog, p.cg, (2 - p.pt, 2 - p.pl))
+    return gx, None

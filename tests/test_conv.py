@@ -1,0 +1,400 @@
+"""conv2d: every algorithm against a direct float64 numpy reference, forward and backward."""
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cltensor
+from cltensor import backends
+from cltensor.conv import conv2d, conv_algorithms, dispatch, implicit, winograd
+from cltensor.conv.params import make_params
+from cltensor.testing import gradcheck, random_array, rel_error
+
+ALGOS = ["im2col", "implicit_gemm", "winograd", "gemm_1x1"]
+FP32_RTOL = {"im2col": 1e-5, "implicit_gemm": 1e-5, "gemm_1x1": 1e-5, "auto": 1e-5,
+             "winograd": winograd.WINOGRAD_RTOL}
+
+
+# ---- the reference ----------------------------------------------------------------------------
+
+def _pads(padding):
+    """(top, bottom, left, right) as conv2d reads `padding` (ints, pairs, 4-tuples)."""
+    if isinstance(padding, tuple) and len(padding) == 4:
+        left, right, top, bottom = padding
+        return top, bottom, left, right
+    ph, pw = padding if isinstance(padding, tuple) else (padding, padding)
+    return ph, ph, pw, pw
+
+
+def _taps(xp, kh, kw, s, d, ho, wo):
+    """For each tap (i, j): the (N, C, Ho, Wo) input values it multiplies."""
+    for i in range(kh):
+        for j in range(kw):
+            yield i, j, xp[:, :, i * d[0]: i * d[0] + s[0] * (ho - 1) + 1: s[0],
+                           j * d[1]: j * d[1] + s[1] * (wo - 1) + 1: s[1]]
+
+
+def ref_conv(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, grad=None):
+    """Direct convolution in float64; with `grad` (dL/dout) also (out, gx, gw)."""
+    s = stride if isinstance(stride, tuple) else (stride, stride)
+    d = dilation if isinstance(dilation, tuple) else (dilation, dilation)
+    t, bt, lf, r = _pads(padding)
+    x, w = x.astype(np.float64), w.astype(np.float64)
+    xp = np.pad(x, ((0, 0), (0, 0), (t, bt), (lf, r)))
+    co, cg, kh, kw = w.shape
+    ho = (xp.shape[2] - d[0] * (kh - 1) - 1) // s[0] + 1
+    wo = (xp.shape[3] - d[1] * (kw - 1) - 1) // s[1] + 1
+    out = np.zeros((x.shape[0], co, ho, wo))
+    gxp, gw = np.zeros_like(xp), np.zeros_like(w)
+    cog = co // groups
+    for g in range(groups):
+        oc, ic = slice(g * cog, (g + 1) * cog), slice(g * cg, (g + 1) * cg)
+        for i, j, patch in _taps(xp[:, ic], kh, kw, s, d, ho, wo):
+            out[:, oc] += np.einsum("nchw,oc->nohw", patch, w[oc, :, i, j])
+            if grad is not None:
+                gw[oc, :, i, j] = np.einsum("nohw,nchw->oc", grad[:, oc], patch)
+                gxp[:, ic, i * d[0]: i * d[0] + s[0] * (ho - 1) + 1: s[0],
+                    j * d[1]: j * d[1] + s[1] * (wo - 1) + 1: s[1]] += \
+                    np.einsum("nohw,oc->nchw", grad[:, oc], w[oc, :, i, j])
+    if b is not None:
+        out += b.astype(np.float64)[None, :, None, None]
+    if grad is None:
+        return out
+    gx = gxp[:, :, t: t + x.shape[2], lf: lf + x.shape[3]]
+    return out, gx, gw
+
+
+# ---- helpers ----------------------------------------------------------------------------------
+
+def _tensors(device, rng, xshape, wshape, dtype=np.float32, bias=True):
+    x = random_array(rng, xshape, dtype)
+    w = random_array(rng, wshape, dtype)
+    b = random_array(rng, (wshape[0],), dtype) if bias else None
+    put = lambda a: None if a is None else cltensor.from_numpy(a, device=device)
+    return x, w, b, put(x), put(w), put(b)
+
+
+def _check_case(device, rng, algo, case, dtype=np.float32, rtol=None, bias=True):
+    """Forward and all gradients of one case against the reference."""
+    xshape, wshape, kwargs = case
+    x, w, b, X, W, B = _tensors(device, rng, xshape, wshape, dtype, bias)
+    for t in (X, W, B):
+        if t is not None:
+            t.requires_grad_()
+    out = conv2d(X, W, B, algo=algo, **kwargs)
+    g = random_array(rng, out.shape, dtype)
+    out.backward(cltensor.from_numpy(g, device=device))
+    ref, gx, gw = ref_conv(x, w, b, grad=g.astype(np.float64), **kwargs)
+    rtol = rtol or (FP32_RTOL[algo] if dtype == np.float32 else 1e-12)
+    checks = [("out", out, ref), ("gx", X.grad, gx), ("gw", W.grad, gw)]
+    if bias:
+        checks.append(("gb", B.grad, g.astype(np.float64).sum((0, 2, 3))))
+    for name, got, want in checks:
+        assert got.shape == want.shape, f"{algo} {case}: {name} shape"
+        err = rel_error(got, want)
+        assert err <= rtol, f"{algo} {case}: {name} relative error {err:.2e} > {rtol:.0e}"
+
+
+# ---- every algorithm, forward and backward ----------------------------------------------------
+
+# NOTE: kernels bake in kernel size, stride, dilation (and im2col's padding), and PoCL builds
+# take seconds: the cases share those where they can, and vary everything else.
+GENERAL_CASES = [  # (input shape, weight shape, conv2d kwargs)
+    ((2, 3, 7, 9), (4, 3, 3, 3), {"padding": 1}),
+    ((2, 4, 8, 11), (6, 2, 3, 3), {"padding": (1, 0, 2, 1), "groups": 2}),
+    ((1, 5, 13, 10), (7, 5, 3, 2), {"stride": (2, 3), "padding": (1, 2)}),
+    ((3, 5, 11, 12), (17, 5, 5, 5), {"padding": 2, "dilation": 2}),
+    ((2, 6, 5, 5), (6, 1, 3, 3), {"padding": 1, "groups": 6}),
+    ((1, 33, 9, 9), (37, 33, 1, 1), {}),
+]
+WINOGRAD_CASES = [
+    ((2, 3, 7, 9), (4, 3, 3, 3), {"padding": 1}),
+    ((2, 4, 8, 11), (6, 2, 3, 3), {"padding": (1, 0, 2, 1), "groups": 2}),
+    ((3, 19, 6, 5), (13, 19, 3, 3), {"padding": 0}),
+    ((1, 2, 5, 4), (3, 2, 3, 3), {"padding": (3, 2)}),
+    ((2, 17, 14, 15), (33, 17, 3, 3), {"padding": 1}),
+]
+ONE_BY_ONE_CASES = [
+    ((2, 33, 9, 7), (37, 33, 1, 1), {}),
+    ((2, 8, 9, 7), (6, 4, 1, 1), {"groups": 2}),
+    ((2, 5, 9, 8), (3, 5, 1, 1), {"stride": (2, 3)}),
+]
+CASES = {"im2col": GENERAL_CASES, "implicit_gemm": GENERAL_CASES, "winograd": WINOGRAD_CASES,
+         "gemm_1x1": ONE_BY_ONE_CASES}
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_algorithm_against_reference(device, rng, algo):
+    for case in CASES[algo]:
+        _check_case(device, rng, algo, case)
+
+
+@pytest.mark.parametrize("style", ["cpu", "gpu"])
+def test_implicit_gemm_kernel_styles(device, rng, monkeypatch, style):
+    """Both kernel families of implicit GEMM on every device: the register-tiled CPU kernels
+    and the local-memory GPU kernels (tiles smaller and larger than the problems)."""
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", style)
+    for xshape, wshape, kwargs in [((2, 20, 9, 12), (70, 20, 3, 3), {"padding": 1}),
+                                   ((2, 4, 8, 11), (6, 2, 3, 3), {"padding": 1, "groups": 2}),
+                                   ((1, 5, 13, 10), (7, 5, 3, 2), {"stride": (2, 3)})]:
+        _check_case(device, rng, "implicit_gemm", (xshape, wshape, kwargs), bias=False)
+
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_float64(device, rng, algo):
+    if not device.has_fp64:
+        pytest.skip("the device has no float64")
+    _check_case(device, rng, algo, CASES[algo][0], dtype=np.float64)
+
+
+def test_auto_against_reference(device, rng):
+    for case in GENERAL_CASES[:4] + [WINOGRAD_CASES[-1], ONE_BY_ONE_CASES[0]]:
+        _check_case(device, rng, "auto", case)
+
+
+def test_gradcheck(device, rng):
+    if not device.has_fp64:
+        pytest.skip("the device has no float64")
+    _x, _w, _b, X, W, B = _tensors(device, rng, (1, 2, 5, 4), (3, 2, 3, 3), np.float64)
+    for algo in ("im2col", "implicit_gemm", "winograd"):
+        inputs = [t.detach().requires_grad_() for t in (X, W, B)]
+        assert gradcheck(lambda a, c, d, algo=algo: conv2d(a, c, d, padding=1, algo=algo),
+                         inputs)
+
+
+# ---- outputs, layouts and views ---------------------------------------------------------------
+
+@pytest.mark.parametrize("algo", ALGOS)
+def test_every_output_element_written(device, rng, algo):
+    """Each algorithm's forward into a NaN-poisoned output (NCHW and channels_last)."""
+    xshape, wshape, kwargs = CASES[algo][0]
+    x, w, b, X, W, B = _tensors(device, rng, xshape, wshape)
+    p = make_params(X, W, B, groups=kwargs.get("groups", 1), stride=kwargs.get("stride", 1),
+                    padding=kwargs.get("padding", 0), dilation=kwargs.get("dilation", 1))
+    ref = ref_conv(x, w, b, **kwargs)
+    for fmt in (cltensor.contiguous_format, cltensor.channels_last):
+        out = cltensor.empty(*p.out_shape, device=device, memory_format=fmt).fill_(float("nan"))
+        dispatch.ALGORITHMS[algo].forward(X, W, B, p, out)
+        assert not np.isnan(out.numpy()).any(), f"{algo}: unwritten output elements ({fmt})"
+        assert rel_error(out, ref) <= FP32_RTOL[algo]
+
+
+def _views(X):
+    """Non-contiguous views holding the same values as X, and how to get them from X."""
+    n, c, h, w = X.shape
+    big = cltensor.from_numpy(np.full((n + 1, c, h * 2, w + 3), np.nan, np.float32),
+                              device=X.device)
+    big[1:, :, ::2, 3:] = X
+    return {"channels_last": X.contiguous(memory_format=cltensor.channels_last),
+            "offset, step-sliced": big[1:, :, ::2, 3:],
+            "transposed": X.transpose(2, 3).contiguous().transpose(2, 3),
+            "batch-permuted": X.permute(1, 0, 2, 3).contiguous().permute(1, 0, 2, 3)}
+
+
+@pytest.mark.parametrize("algo", ["im2col", "implicit_gemm", "winograd"])
+def test_noncontiguous_inputs(device, rng, algo):
+    x, w, b, X, W, B = _tensors(device, rng, (2, 3, 6, 7), (5, 3, 3, 3))
+    ref = ref_conv(x, w, b, padding=1)
+    for name, V in _views(X).items():
+        for t in (V, W, B):
+            t.requires_grad_(False)
+        Vg = V.detach().requires_grad_()
+        out = conv2d(Vg, W, B, padding=1, algo=algo)
+        assert rel_error(out, ref) <= FP32_RTOL[algo], f"{algo}: {name} input"
+        out.sum().backward()
+        gx = ref_conv(x, w, None, padding=1, grad=np.ones(ref.shape))[1]
+        assert rel_error(Vg.grad, gx) <= FP32_RTOL[algo], f"{algo}: {name} input gradient"
+
+
+def test_expanded_and_strided_weight(device, rng):
+    x, w, b, _X, _W, B = _tensors(device, rng, (1, 4, 6, 6), (3, 4, 3, 3))
+    Xe = cltensor.from_numpy(x[:, :1], device=device).expand(2, 4, 6, 6)
+    Wt = cltensor.from_numpy(np.ascontiguousarray(w.transpose(0, 1, 3, 2)),
+                             device=device).transpose(2, 3)
+    ref = ref_conv(np.broadcast_to(x[:, :1], (2, 4, 6, 6)), w, b, padding=1)
+    for algo in ("im2col", "implicit_gemm", "winograd"):
+        assert rel_error(conv2d(Xe, Wt, B, padding=1, algo=algo), ref) <= 1e-5, algo
+
+
+def test_channels_last_output(device, rng):
+    _x, _w, _b, X, W, B = _tensors(device, rng, (2, 3, 6, 7), (5, 3, 3, 3))
+    Xc = X.contiguous(memory_format=cltensor.channels_last)
+    for algo in ALGOS[:3]:
+        out = conv2d(Xc, W, B, padding=1, algo=algo)
+        assert out.is_contiguous(memory_format=cltensor.channels_last), algo
+        assert not conv2d(X, W, B, padding=1, algo=algo).is_contiguous(cltensor.channels_last)
+
+
+def test_unbatched_empty_and_padding_modes(device, rng):
+    x, w, b, X, W, B = _tensors(device, rng, (1, 3, 6, 5), (4, 3, 3, 3))
+    out = conv2d(X[0], W, B, padding=1)
+    assert out.shape == (4, 6, 5)
+    assert rel_error(out, ref_conv(x, w, b, padding=1)[0]) <= 1e-5
+    same = conv2d(X, W, None, padding="same")
+    assert same.shape == (1, 4, 6, 5)
+    assert rel_error(same, ref_conv(x, w, None, padding=1)) <= 1e-5
+    assert conv2d(X, W, padding="valid").shape == (1, 4, 4, 3)
+    E = cltensor.zeros(0, 3, 6, 5, device=device).requires_grad_()
+    We = W.detach().requires_grad_()
+    out = conv2d(E, We, padding=1)
+    assert out.shape == (0, 4, 6, 5)
+    out.sum().backward()
+    assert E.grad.shape == E.shape and not We.grad.numpy().any()
+
+
+# ---- backward specifics -----------------------------------------------------------------------
+
+def test_first_layer_skips_input_gradient(device, rng):
+    x, w, _b, X, W, B = _tensors(device, rng, (2, 3, 8, 8), (4, 3, 3, 3))
+    W.requires_grad_()
+    for algo, data_kernels in (("im2col", {"col2im"}), ("implicit_gemm", {"conv_cpu", "conv_gpu"})):
+        W.grad = None
+        out = conv2d(X, W, B, padding=1, algo=algo)
+        with cltensor.profile() as prof:
+            out.sum().backward()
+        names = {r["name"] for r in prof.records()}
+        assert not names & data_kernels, f"{algo} ran input-gradient kernels: {names}"
+        gw = ref_conv(x, w, None, padding=1, grad=np.ones(out.shape))[2]
+        assert rel_error(W.grad, gw) <= 1e-5
+
+
+def test_workspace_chunks(device, rng, monkeypatch):
+    """A tiny workspace budget runs im2col and Winograd image by image, and a tiny work-group
+    limit splits implicit GEMM's launches: same results."""
+    monkeypatch.setattr(backends, "conv_workspace_limit", 1)
+    monkeypatch.setattr(implicit, "MAX_GROUPS", 2)
+    for algo in ("im2col", "winograd", "implicit_gemm"):
+        _check_case(device, rng, algo, ((3, 4, 6, 7), (5, 4, 3, 3), {"padding": 1}))
+        _check_case(device, rng, algo, GENERAL_CASES[1])
+
+
+def test_winograd_accuracy(device, rng):
+    """F(2x2,3x3) in fp32: within WINOGRAD_RTOL of float64, and within a small factor of
+    direct (im2col) fp32 on the same data."""
+    x, w, b, X, W, B = _tensors(device, rng, (2, 64, 12, 12), (48, 64, 3, 3))
+    ref = ref_conv(x, w, b, padding=1)
+    wino = rel_error(conv2d(X, W, B, padding=1, algo="winograd"), ref)
+    direct = rel_error(conv2d(X, W, B, padding=1, algo="im2col"), ref)
+    assert wino <= winograd.WINOGRAD_RTOL
+    assert wino <= 4 * direct + 1e-7, f"winograd {wino:.1e} vs direct {direct:.1e}"
+
+
+def test_winograd_filter_cache(device, rng):
+    x, w, b, X, W, B = _tensors(device, rng, (1, 3, 6, 6), (4, 3, 3, 3))
+    conv2d(X, W, B, padding=1, algo="winograd")
+    with cltensor.profile() as prof:
+        conv2d(X, W, B, padding=1, algo="winograd")
+    assert "filter_transform" not in {r["name"] for r in prof.records()}
+    with cltensor.no_grad():
+        W.mul_(2)  # an in-place update bumps the storage version
+    out = conv2d(X, W, B, padding=1, algo="winograd")
+    assert rel_error(out, ref_conv(x, 2 * w, b, padding=1)) <= 1e-5
+
+
+# ---- dispatch, benchmark mode and the query ---------------------------------------------------
+
+def test_conv_algorithms_query(device):
+    rows = conv_algorithms((2, 8, 9, 9), (16, 8, 3, 3), padding=1, device=device)
+    by = {(r["algo"], r["pass"]): r for r in rows}
+    assert by[("winograd", "forward")]["eligible"]
+    assert not by[("winograd", "backward_weight")]["eligible"]
+    assert "1x1" in by[("gemm_1x1", "forward")]["reason"]
+    assert by[("im2col", "forward")]["workspace_bytes"] >= 8 * 9 * 81 * 2 * 4
+    for pass_ in dispatch.PASSES:
+        assert sum(r["chosen"] for r in rows if r["pass"] == pass_) == 1
+        assert all(r["time_ms"] is None for r in rows)
+    one = conv_algorithms((2, 8, 9, 9), (16, 8, 1, 1), device=device)
+    chosen = {r["pass"]: r["algo"] for r in one if r["chosen"]}
+    assert chosen["forward"] == chosen["backward_data"] == "gemm_1x1"
+
+
+def test_benchmark_mode(device, rng, tmp_path, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(backends, "benchmark", True)
+    dispatch.clear_cache()
+    x, w, b, X, W, B = _tensors(device, rng, (2, 4, 6, 6), (5, 4, 3, 3))
+    out = conv2d(X, W, B, padding=1)
+    assert rel_error(out, ref_conv(x, w, b, padding=1)) <= 1e-5
+    data = json.loads(dispatch.cache_path(device).read_text())
+    entry = next(v for k, v in data.items() if k.endswith("|forward"))
+    assert entry["algo"] in ("im2col", "implicit_gemm", "winograd")
+    assert set(entry["times_ms"]) == {"im2col", "implicit_gemm", "winograd"}
+    # a new process (cleared memory) takes the choice from the file without timing again
+    dispatch.clear_cache()
+    timer = dispatch.time_pass
+    monkeypatch.setattr(dispatch, "time_pass", lambda *a: pytest.fail("timed again"))
+    assert rel_error(conv2d(X, W, B, padding=1), ref_conv(x, w, b, padding=1)) <= 1e-5
+    monkeypatch.setattr(dispatch, "time_pass", timer)
+    rows = conv_algorithms(X, W, B, padding=1)
+    timed = [r for r in rows if r["pass"] == "forward" and r["eligible"]]
+    assert all(r["time_ms"] is not None for r in timed)
+    dispatch.clear_cache()
+
+
+# ---- errors -----------------------------------------------------------------------------------
+
+def test_errors(device, rng):
+    _x, w, _b, X, W, B = _tensors(device, rng, (1, 3, 5, 5), (4, 3, 3, 3))
+    bad = [
+        (ValueError, "input has 4 channels, weight expects 3",
+         lambda: conv2d(cltensor.zeros(1, 4, 5, 5, device=device), W)),
+        (ValueError, "groups=2 does not divide", lambda: conv2d(X, W, groups=2)),
+        (ValueError, "stride must be positive", lambda: conv2d(X, W, stride=0)),
+        (ValueError, "dilation must be positive", lambda: conv2d(X, W, dilation=(1, 0))),
+        (ValueError, "padding must be non-negative", lambda: conv2d(X, W, padding=-1)),
+        (TypeError, "stride must be an int", lambda: conv2d(X, W, stride=1.5)),
+        (ValueError, "larger than the padded input", lambda: conv2d(X, W, dilation=3)),
+        (ValueError, "expected a 4-d input", lambda: conv2d(X[0, 0], W)),
+        (ValueError, "expected a 4-d weight", lambda: conv2d(X, W[0])),
+        (TypeError, "input is float32 but weight is", lambda: conv2d(X, W.to("float64"))
+         if device.has_fp64 else conv2d(X, W.to("int32"))),
+        (TypeError, "float32 or float64 input", lambda: conv2d(X.to("int32"), W)),
+        (ValueError, r"bias must have shape \(4,\)", lambda: conv2d(X, W, B[:3])),
+        (ValueError, "unknown algo 'fft'", lambda: conv2d(X, W, algo="fft")),
+        (ValueError, "needs stride 1", lambda: conv2d(X, W, stride=2, algo="winograd")),
+        (ValueError, "kernel is not 1x1", lambda: conv2d(X, W, algo="gemm_1x1")),
+        (ValueError, "padding='same' is not supported for strided",
+         lambda: conv2d(X, W, stride=2, padding="same")),
+        (TypeError, "weight must be a tensor", lambda: conv2d(X, w)),
+    ]
+    for exc, match, fn in bad:
+        with pytest.raises(exc, match=match):
+            fn()
+
+
+def test_double_backward_raises(device, rng):
+    _x, _w, _b, X, W, B = _tensors(device, rng, (1, 3, 5, 5), (4, 3, 3, 3))
+    X.requires_grad_()
+    out = conv2d(X, W, B, padding=1)
+    with pytest.raises(RuntimeError, match="double backward"):
+        cltensor.autograd.grad(out.sum(), [X], create_graph=True)
+
+
+def test_failed_call_leaves_inputs_alone(device, rng):
+    x, w, _b, X, W, B = _tensors(device, rng, (1, 3, 5, 5), (4, 3, 3, 3))
+    with pytest.raises(ValueError):
+        conv2d(X, W, B[:2])
+    np.testing.assert_array_equal(X.numpy(), x)
+    np.testing.assert_array_equal(W.numpy(), w)
+
+
+# ---- properties -------------------------------------------------------------------------------
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 3), c=st.integers(1, 9), co=st.integers(1, 20), h=st.integers(3, 17),
+       w=st.integers(3, 17), view=st.sampled_from(["plain", "channels_last", "sliced"]),
+       algo=st.sampled_from(["im2col", "implicit_gemm", "winograd"]))
+def test_property_shapes_and_views(device, n, c, co, h, w, view, algo):
+    """Any sizes and input views, with one kernel configuration (3x3, padding 1), so the
+    examples reuse the same builds."""
+    rng = np.random.default_rng(n * 1000 + c * 100 + h * 10 + w)
+    x, wt, b, X, W, B = _tensors(device, rng, (n, c, h, w), (co, c, 3, 3))
+    if view == "channels_last":
+        X = X.contiguous(memory_format=cltensor.channels_last)
+    elif view == "sliced":
+        big = cltensor.from_numpy(np.repeat(np.repeat(x, 2, axis=2), 2, axis=3), device=device)
+        X = big[:, :, ::2, ::2]
+    out = conv2d(X, W, B, padding=1, algo=algo)
+    assert rel_error(out, ref_conv(x, wt, b, padding=1)) <= FP32_RTOL[algo]
