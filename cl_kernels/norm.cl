@@ -1,0 +1,255 @@
+/*
+ * norm.cl: local response normalization (across channels) and batch normalization, forward
+ * and backward.
+ *
+ * Layout: a tensor is an (N, C, S) view, S the spatial dims collapsed: an element offset and a
+ * stride per dim (View3, in elements: contiguous NCHW, channels_last and sliced inputs alike).
+ * Elementwise kernels are launched over a 2-d range, (S, N * C), or (C, N * S) when the argument
+ * c_last is set (channels_last outputs), so neighbouring work-items write neighbouring memory.
+ *
+ * Local response norm (torch's formula: zero padding, the window always divided by `size`):
+ *   scale[n,c,s] = k + alpha / size * sum_{c' = c - size/2 .. c + (size-1)/2} x[n,c',s]^2
+ *   y = x * scale^-beta
+ *   gx[j] = g[j] scale[j]^-beta - 2 alpha beta / size * x[j] * sum_{c: j in window(c)} g y / scale
+ *   lrn_fwd  one work-item per element; writes scale too when save_scale (for the backward)
+ *   lrn_bwd  one work-item per element, gathering over the channels whose window holds it
+ *
+ * Batch norm, per channel c over its M = N * S elements:
+ *   bn_reduce         partial sums over chunks of a channel: the LANES work-items (p, c) along
+ *                     dim 0 (a work-group when LANES > 1) sum chunk p (elements k in
+ *                     [p * chunk, (p + 1) * chunk), k = n * S + s);
+ *                     lanes meet in a local-memory tree when LANES > 1. It sums d and d^2 with
+ *                     d = x - x[first element of c] (a shift that keeps the sums small), or
+ *                     when grad is set g and g * (x - mean[c]). Partials:
+ *                     part[(c * P + p) * 2 + {0, 1}].
+ *   bn_stats          one work-item per channel: mean, biased variance, invstd = 1/sqrt(var + eps),
+ *                     the affine map y = a x + b (a = w invstd, b = bias - mean a) and, when
+ *                     the running stats are given, running = (1 - momentum) running +
+ *                     momentum stat (the variance unbiased, M / (M - 1)).
+ *   bn_eval_coeffs    a, b from the running statistics.
+ *   bn_grads          one work-item per channel: gw = invstd sum g (x - mean), gb = sum g, and
+ *                     gx = k1 g + k2 x + k3 with k1 = w invstd and (training only, batch
+ *                     statistics) k2 = -k1 invstd sum g (x - mean) / M,
+ *                     k3 = -k2 mean - k1 sum g / M.
+ *   bn_apply          one work-item per element: y = a[c] x + b[c], or when grad is set
+ *                     gx = k1[c] g + k2[c] x + k3[c].
+ * Build options:
+ *   T            data and accumulation type (float or double)
+ *   LANES        bn_reduce lanes per work-group, a power of two (default 1: no local memory)
+ * Kernel flags (arguments, to keep builds few): c_last, save_scale, grad, and `opt`, which says
+ * which optional per-channel inputs are given: OPT_WEIGHT, OPT_BIAS, OPT_RUNNING (absent ones
+ * are unread; weight 1, bias 0).
+ * Tunables: LANES and the chunk count (the launcher picks them per device).
+ */
+#ifndef LANES
+#define LANES 1
+#endif
+
+typedef struct { long off, n, c, s; } View3;
+
+#define OPT_WEIGHT 1
+#define OPT_BIAS 2
+#define OPT_RUNNING 4
+
+/* This work-item's element (n, c, s) of the N x C x S tensor it walks, and whether it lies
+ * inside: the 2-d range is (S, N * C), or (C, N * S) with c_last, so neighbouring work-items
+ * touch neighbouring memory of the tensor written and only the outer index needs a division. */
+inline int element(const long N, const long C, const long S, const int c_last, long4* q) {
+  const long i0 = get_global_id(0), i1 = get_global_id(1);
+  if (c_last) {
+    *q = (long4)(i1 / S, i0, i1 % S, 0);
+    return i0 < C && i1 < N * S;
+  }
+  *q = (long4)(i1 / C, i1 % C, i0, 0);
+  return i0 < S && i1 < N * C;
+}
+
+/* The row-major (walk order) index of element q in a contiguous tensor. */
+inline long walk_index(const long4 q, const long C, const long S, const int c_last) {
+  return c_last ? (q.x * S + q.z) * C + q.y : (q.x * C + q.y) * S + q.z;
+}
+
+inline long at(const View3 v, const long n, const long c, const long s) {
+  return v.off + n * v.n + c * v.c + s * v.s;
+}
+
+/* ---- local response norm --------------------------------------------------------------------- */
+
+
+/* sc^-beta; the usual beta = 0.75 as r sqrt(r), r = 1/sqrt(sc) (far cheaper than pow). */
+inline T pow_neg(const T sc, const T beta) {
+  if (beta == (T)0.75) {
+    const T r = rsqrt(sc);
+    return r * sqrt(r);
+  }
+  return exp(-beta * log(sc));
+}
+__kernel void lrn_fwd(const long N, const long C, const long S, const int c_last,
+                      const int size, const T alpha, const T beta, const T k, const int save_scale,
+                      __global const T* x, const View3 vx, __global T* y, const View3 vy,
+                      __global T* scale) {
+  long4 q;
+  if (!element(N, C, S, c_last, &q)) return;
+  const long lo = max(q.y - size / 2, 0L), hi = min(q.y + (size - 1) / 2, C - 1);
+  T acc = 0;
+  for (long c = lo; c <= hi; ++c) {
+    const T v = x[at(vx, q.x, c, q.z)];
+    acc += v * v;
+  }
+  const T sc = k + alpha / (T)size * acc;
+  const long o = at(vy, q.x, q.y, q.z);
+  y[o] = x[at(vx, q.x, q.y, q.z)] * pow_neg(sc, beta);
+  if (save_scale) scale[o] = sc;
+}
+
+/* y and scale share the layout of gx (vy). */
+__kernel void lrn_bwd(const long N, const long C, const long S, const int c_last,
+                      const int size, const T alpha, const T beta, __global const T* g,
+                      const View3 vg, __global const T* x, const View3 vx, __global const T* y,
+                      __global const T* scale, const View3 vy, __global T* gx) {
+  long4 q;
+  if (!element(N, C, S, c_last, &q)) return;
+  const long lo = max(q.y - (size - 1) / 2, 0L), hi = min(q.y + size / 2, C - 1);
+  T acc = 0;
+  for (long c = lo; c <= hi; ++c) {
+    const long o = at(vy, q.x, c, q.z);
+    acc += g[at(vg, q.x, c, q.z)] * y[o] / scale[o];
+  }
+  const long o = at(vy, q.x, q.y, q.z);
+  gx[o] = g[at(vg, q.x, q.y, q.z)] * pow_neg(scale[o], beta)
+          - (T)2 * alpha * beta / (T)size * x[at(vx, q.x, q.y, q.z)] * acc;
+}
+
+/* ---- batch norm ------------------------------------------------------------------------------ */
+
+__kernel void bn_reduce(const long N, const long S, const long chunk, const int grad,
+                        __global const T* x, const View3 vx, __global const T* g,
+                        const View3 vg, __global const T* mean, __global T* part) {
+  const long p = get_global_id(0) / LANES, c = get_global_id(1), P = get_global_size(0) / LANES;
+#if LANES > 1
+  const int l = get_local_id(0);
+#else
+  const int l = 0;
+#endif
+  const long M = N * S;
+  const long k0 = p * chunk, k1 = min(k0 + chunk, M);
+  const T center = grad ? mean[c] : (M > 0 ? x[at(vx, 0, c, 0)] : (T)0);
+  T s1 = 0, s2 = 0;
+  /* element k = n * S + s, stepped by LANES without a division per element */
+  const long dn = LANES / S, ds = LANES % S;
+  long n = (k0 + l) / S, s = (k0 + l) % S;
+  for (long k = k0 + l; k < k1; k += LANES) {
+    const T d = x[at(vx, n, c, s)] - center;
+    const T e = grad ? g[at(vg, n, c, s)] : d;  /* g, or d itself for the statistics */
+    s1 += e;
+    s2 += e * d;
+    n += dn;
+    s += ds;
+    if (s >= S) {
+      s -= S;
+      ++n;
+    }
+  }
+#if LANES > 1
+  __local T b1[LANES], b2[LANES];
+  b1[l] = s1;
+  b2[l] = s2;
+  for (int h = LANES / 2; h > 0; h >>= 1) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (l < h) {
+      b1[l] += b1[l + h];
+      b2[l] += b2[l + h];
+    }
+  }
+  if (l != 0) return;
+  s1 = b1[0];
+  s2 = b2[0];
+#endif
+  part[(c * P + p) * 2] = s1;
+  part[(c * P + p) * 2 + 1] = s2;
+}
+
+/* The sums of channel c's P partials: *s1 and *s2. */
+inline void sum_parts(__global const T* part, const long c, const long P, T* s1, T* s2) {
+  T a = 0, b = 0;
+  for (long p = 0; p < P; ++p) {
+    a += part[(c * P + p) * 2];
+    b += part[(c * P + p) * 2 + 1];
+  }
+  *s1 = a;
+  *s2 = b;
+}
+
+#define W_AT(c) ((opt & OPT_WEIGHT) ? w[c] : (T)1)
+#define B_AT(c) ((opt & OPT_BIAS) ? b[c] : (T)0)
+
+/* stats: mean[c], invstd[c]; coef: a[c] = coef[c], b[c] = coef[C + c]. */
+__kernel void bn_stats(const long C, const long M, const long P, const int opt,
+                       __global const T* part, __global const T* x, const View3 vx,
+                       const T eps, const T momentum,
+                       __global const T* w, __global const T* b, __global T* run_mean,
+                       __global T* run_var, __global T* mean, __global T* invstd,
+                       __global T* coef) {
+  const long c = get_global_id(0);
+  if (c >= C) return;
+  T s1, s2;
+  sum_parts(part, c, P, &s1, &s2);
+  const T shift = x[at(vx, 0, c, 0)];
+  const T mu = s1 / (T)M;
+  const T var = max((s2 - s1 * mu) / (T)M, (T)0);
+  const T m = shift + mu, is = (T)1 / sqrt(var + eps);
+  mean[c] = m;
+  invstd[c] = is;
+  const T a = W_AT(c) * is;
+  coef[c] = a;
+  coef[C + c] = B_AT(c) - m * a;
+  if (opt & OPT_RUNNING) {
+    run_mean[c] = ((T)1 - momentum) * run_mean[c] + momentum * m;
+    run_var[c] = ((T)1 - momentum) * run_var[c] + momentum * var * (T)M / (T)(M - 1);
+  }
+}
+
+__kernel void bn_eval_coeffs(const long C, const int opt, const T eps, __global const T* w,
+                             __global const T* b,
+                             __global const T* run_mean, __global const T* run_var,
+                             __global T* invstd, __global T* coef) {
+  const long c = get_global_id(0);
+  if (c >= C) return;
+  const T is = (T)1 / sqrt(run_var[c] + eps);
+  const T a = W_AT(c) * is;
+  invstd[c] = is;
+  coef[c] = a;
+  coef[C + c] = B_AT(c) - run_mean[c] * a;
+}
+
+/* grads: gw[c] = grads[c], gb[c] = grads[C + c]; coef: k1, k2, k3 at c, C + c, 2C + c. */
+__kernel void bn_grads(const long C, const long M, const long P, const int opt, const int train,
+                       __global const T* part, __global const T* w, __global const T* mean,
+                       __global const T* invstd, __global T* grads, __global T* coef) {
+  const long c = get_global_id(0);
+  if (c >= C) return;
+  T s1, s2;
+  sum_parts(part, c, P, &s1, &s2);
+  const T is = invstd[c];
+  grads[c] = s2 * is;
+  grads[C + c] = s1;
+  const T k1 = W_AT(c) * is;
+  const T k2 = train ? -k1 * is * is * s2 / (T)M : (T)0;
+  coef[c] = k1;
+  coef[C + c] = k2;
+  coef[2 * C + c] = train ? -k2 * mean[c] - k1 * s1 / (T)M : (T)0;
+}
+
+/* out is contiguous in the walk order. */
+__kernel void bn_apply(const long N, const long C, const long S, const int c_last,
+                       const int grad, __global const T* x, const View3 vx, __global const T* g,
+                       const View3 vg, __global const T* coef, __global T* out) {
+  long4 q;
+  if (!element(N, C, S, c_last, &q)) return;
+  const long i = walk_index(q, C, S, c_last);
+  const T xv = x[at(vx, q.x, q.y, q.z)];
+  if (grad)
+    out[i] = coef[q.y] * g[at(vg, q.x, q.y, q.z)] + coef[C + q.y] * xv + coef[2 * C + q.y];
+  else
+    out[i] = coef[q.y] * xv + coef[C + q.y];
+}

@@ -1,0 +1,232 @@
+/*
+ * softmax.cl: softmax and log_softmax over one dim with their backward, and the fused softmax
+ * cross-entropy loss (class-index targets, class weights, ignore_index, label smoothing).
+ *
+ * Layout: the input is a set of rows: a strided (O, D, I) view (the dims before the softmax
+ * dim, the softmax dim, the dims after it, each group collapsed to one dim). Row r = (o, i) =
+ * (r / I, r % I) holds the D elements at off + o * so + d * sd + i * si (a View3). Per-row values
+ * (loss, weight, lse, gradient scale) are per (o, i): contiguous arrays of O * I, or a View2 for
+ * the targets and scales, which may be strided or broadcast (stride 0).
+ *
+ * Work decomposition, the LANES build option:
+ *   LANES == 1  one work-item per row (r = get_global_id(0)), no local memory and no barriers:
+ *               CPUs (PoCL runs every barrier as a loop over the work-items), and GPUs when
+ *               I > 1 (neighbouring work-items read neighbouring i, which coalesces) or D is small.
+ *   LANES > 1   one work-group of LANES work-items (a power of two) per row: lane l takes
+ *               d = l, l + LANES, ... and the lanes' partial results meet in a local-memory tree.
+ *
+ * Numerics: the row max m and s = sum exp(x - m) come from one pass that rescales s whenever m
+ * grows (online softmax), so each kernel reads a row twice at most. -inf elements add nothing;
+ * a row of only -inf gives NaN, as torch; a NaN becomes the max, so it spreads to its whole row.
+ *
+ * Kernels:
+ *   softmax_fwd  y = exp(x - m) / s, or x - m - log(s) when log_ != 0
+ *   softmax_bwd  gx = y * (g - sum(g * y)), or with log_ gx = g - exp(y) * sum(g)
+ *   xent_fwd     per row with target t (class weights w, W = sum of w, smoothing eps):
+ *                lse = m + log(s);
+ *                loss = (1 - eps) w_t (lse - x_t) + eps / D * sum_c w_c (lse - x_c)
+ *                and the row's weight w_t; both 0 when t == ignore_index. Without class
+ *                weights (weighted == 0) every w_c is 1 and w is not read. An out-of-range t is
+ *                written to bad[0] (the caller raises).
+ *   xent_bwd     one work-item per element (a 3-d range (I, D, O)), gx contiguous over (O, D, I):
+ *                gx = scale_r * (exp(x - lse) * A - a_d),
+ *                a_d = (1 - eps) w_t [d == t] + eps / D w_d,
+ *                A = sum_d a_d = (1 - eps) w_t + eps / D W, W read from wsum[0] (D without weights)
+ * Build options:
+ *   T           data and accumulation type (float or double)
+ *   LANES       work-items per row (see above), default 1
+ * Tunables: LANES (the launcher picks it per device). Variants that do not change the memory
+ * traffic (log_, weighted) are kernel arguments, not build options, to keep builds few.
+ */
+#ifndef LANES
+#define LANES 1
+#endif
+
+typedef struct { long off, o, d, i; } View3;
+typedef struct { long off, o, i; } View2;
+
+#if LANES > 1
+#define ROW() get_group_id(0)
+#define LANE() get_local_id(0)
+#else
+#define ROW() get_global_id(0)
+#define LANE() 0
+#endif
+
+#define WEIGHT(c) (weighted ? w[c] : (T)1)
+
+/* ---- the online max-and-sum state ------------------------------------------------------------ */
+
+inline void ms_add(T* m, T* s, const T x) {
+  if (x > *m || isnan(x)) {
+    *s = *s * exp(*m - x) + (T)1;
+    *m = x;
+  } else if (x != -INFINITY) {
+    *s += exp(x - *m);
+  }
+}
+
+inline void ms_merge(T* m, T* s, const T m2, const T s2) {
+  if (m2 > *m || isnan(m2)) {
+    *s = *s * exp(*m - m2) + s2;
+    *m = m2;
+  } else if (m2 != -INFINITY) {
+    *s += s2 * exp(m2 - *m);
+  }
+}
+
+#if LANES > 1
+/* The lanes' (m, s) combined; every lane gets the result. */
+inline void ms_tree(T* m, T* s, __local T* lm, __local T* ls) {
+  const int l = LANE();
+  lm[l] = *m;
+  ls[l] = *s;
+  for (int k = LANES / 2; k > 0; k >>= 1) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (l < k) {
+      T a = lm[l], b = ls[l];
+      ms_merge(&a, &b, lm[l + k], ls[l + k]);
+      lm[l] = a;
+      ls[l] = b;
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  *m = lm[0];
+  *s = ls[0];
+}
+
+/* The lanes' sum; every lane gets the result (buf must not be read again before a barrier). */
+inline T sum_tree(T v, __local T* buf) {
+  const int l = LANE();
+  barrier(CLK_LOCAL_MEM_FENCE);
+  buf[l] = v;
+  for (int k = LANES / 2; k > 0; k >>= 1) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (l < k) buf[l] += buf[l + k];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return buf[0];
+}
+#define SUM_LANES(v, buf) sum_tree(v, buf)
+#else
+#define SUM_LANES(v, buf) (v)
+#endif
+
+inline long row_base(const View3 v, const long r, const long I) {
+  return v.off + (r / I) * v.o + (r % I) * v.i;
+}
+
+inline long row_at(const View2 v, const long r, const long I) {
+  return v.off + (r / I) * v.o + (r % I) * v.i;
+}
+
+/* ---- softmax / log_softmax ------------------------------------------------------------------- */
+
+__kernel void softmax_fwd(const long rows, const long D, const long I, const int log_,
+                          __global const T* x, const View3 vx, __global T* y, const View3 vy) {
+  const long r = ROW();
+  if (r >= rows) return;
+  const long xb = row_base(vx, r, I), yb = row_base(vy, r, I);
+  T m = -INFINITY, s = 0;
+  for (long d = LANE(); d < D; d += LANES) ms_add(&m, &s, x[xb + d * vx.d]);
+#if LANES > 1
+  __local T lm[LANES], ls[LANES];
+  ms_tree(&m, &s, lm, ls);
+#endif
+  if (log_) {
+    const T shift = m + log(s);
+    for (long d = LANE(); d < D; d += LANES) y[yb + d * vy.d] = x[xb + d * vx.d] - shift;
+  } else {
+    const T inv = (T)1 / s;
+    for (long d = LANE(); d < D; d += LANES) y[yb + d * vy.d] = exp(x[xb + d * vx.d] - m) * inv;
+  }
+}
+
+__kernel void softmax_bwd(const long rows, const long D, const long I, const int log_,
+                          __global const T* g, const View3 vg, __global const T* y,
+                          const View3 vy, __global T* gx, const View3 vgx) {
+  const long r = ROW();
+  if (r >= rows) return;
+  const long gb = row_base(vg, r, I), yb = row_base(vy, r, I), ob = row_base(vgx, r, I);
+  T acc = 0;
+  for (long d = LANE(); d < D; d += LANES)
+    acc += g[gb + d * vg.d] * (log_ ? (T)1 : y[yb + d * vy.d]);
+#if LANES > 1
+  __local T buf[LANES];
+#endif
+  acc = SUM_LANES(acc, buf);
+  for (long d = LANE(); d < D; d += LANES) {
+    const T gd = g[gb + d * vg.d], yd = y[yb + d * vy.d];
+    gx[ob + d * vgx.d] = log_ ? gd - exp(yd) * acc : yd * (gd - acc);
+  }
+}
+
+/* ---- cross entropy --------------------------------------------------------------------------- */
+
+/* sum_c w_c (lse - x_c) is found as W (lse - x_0) - sum_c w_c (x_c - x_0): shifting by the row's
+ * first element keeps the sum small when the logits are large. */
+__kernel void xent_fwd(const long rows, const long D, const long I, __global const T* x,
+                       const View3 vx, __global const long* target, const View2 vt,
+                       const int weighted, __global const T* w, const long ignore_index,
+                       const T eps, __global T* loss, __global T* wt, __global T* lse,
+                       __global long* bad) {
+  const long r = ROW();
+  if (r >= rows) return;
+  const long xb = row_base(vx, r, I);
+  const T x0 = x[xb];
+  T m = -INFINITY, s = 0, swx = 0, sw = 0;
+  for (long d = LANE(); d < D; d += LANES) {
+    const T v = x[xb + d * vx.d];
+    ms_add(&m, &s, v);
+    if (eps != 0) {
+      swx += WEIGHT(d) * (v - x0);
+      sw += WEIGHT(d);
+    }
+  }
+#if LANES > 1
+  __local T lm[LANES], ls[LANES];
+  ms_tree(&m, &s, lm, ls);
+  if (eps != 0) {
+    swx = sum_tree(swx, lm);
+    sw = sum_tree(sw, ls);
+  }
+  if (LANE() != 0) return;
+#endif
+  const T l = m + log(s);
+  lse[r] = l;
+  const long t = target[row_at(vt, r, I)];
+  if (t == ignore_index || t < 0 || t >= D) {
+    if (t != ignore_index) *bad = t;
+    loss[r] = 0;
+    wt[r] = 0;
+    return;
+  }
+  const T w_t = WEIGHT(t);
+  T out = ((T)1 - eps) * w_t * (l - x[xb + t * vx.d]);
+  if (eps != 0) out += eps / (T)D * (sw * (l - x0) - swx);
+  loss[r] = out;
+  wt[r] = w_t;
+}
+
+/* A 3-d launch over (I, D, O): neighbouring work-items write neighbouring memory. */
+__kernel void xent_bwd(const long O, const long D, const long I, __global const T* x,
+                       const View3 vx, __global const long* target, const View2 vt,
+                       const int weighted, __global const T* w, __global const T* wsum,
+                       const long ignore_index,
+                       const T eps, __global const T* lse, __global const T* scale, const View2 vs,
+                       __global T* gx) {
+  const long i = get_global_id(0), d = get_global_id(1), o = get_global_id(2);
+  if (i >= I || d >= D || o >= O) return;
+  const long e = (o * D + d) * I + i, r = o * I + i;
+  const long t = target[row_at(vt, r, I)];
+  if (t == ignore_index) {
+    gx[e] = 0;
+    return;
+  }
+  const T W = weighted ? wsum[0] : (T)D;
+  const T w_t = WEIGHT(t);
+  const T A = ((T)1 - eps) * w_t + eps / (T)D * W;
+  const T a = (d == t ? ((T)1 - eps) * w_t : (T)0) + eps / (T)D * WEIGHT(d);
+  const T p = exp(x[vx.off + o * vx.o + d * vx.d + i * vx.i] - lse[r]);
+  gx[e] = scale[row_at(vs, r, I)] * (p * A - a);
+}

@@ -1,0 +1,11 @@
+"""cltensor.nn: Module, Parameter and layers with torch.nn's names and signatures.
+
+Layer math lives in cltensor.nn.functional (F); the modules hold parameters and call it.
+
+Example:
+    from cltensor import nn
+    model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+"""
+from . import functional, init  # noqa: F401
+from .modules import *  # noqa: F401,F403
+from .modules import __all__  # noqa: F401

@@ -1,0 +1,966 @@
+"""torch.nn.functional for cltensor: layer ops and losses with torch's names, signatures and
+semantics, each a differentiable Function over forward and backward kernels (cltensor/ops:
+activation, pool, softmax, norm, loss).
+
+Backward passes that run their own kernels are first order: asking for a second-order graph
+through them (create_graph=True) raises rather than dropping terms; ops composed of tensor ops
+(linear, embedding, cat, flatten, probability-target cross_entropy) support it.
+
+Example:
+    import cltensor.nn.functional as F
+    logits = F.linear(F.relu(F.max_pool2d(x, 2)).flatten(1), w, b)
+    loss = F.cross_entropy(logits, labels)
+    loss.backward()
+"""
+import functools
+import numbers
+import warnings
+
+import cltensor
+
+from .. import dtypes as dt
+from ..autograd import Function, is_grad_enabled
+from ..autograd.engine import sum_to_shape
+from ..conv import conv2d  # re-exported: torch.nn.functional.conv2d
+from ..ops import activation as act
+from ..ops import loss as lo
+from ..ops import norm, pool
+from ..ops import softmax as sm
+from ..ops.elementwise import common_device
+from ..tensor import ClTensor, _norm_dim
+
+__all__ = [
+    "adaptive_avg_pool2d",
+    "avg_pool2d",
+    "batch_norm",
+    "binary_cross_entropy_with_logits",
+    "cat",
+    "conv2d",
+    "cross_entropy",
+    "dropout",
+    "elu",
+    "embedding",
+    "flatten",
+    "hardtanh",
+    "leaky_relu",
+    "linear",
+    "local_response_norm",
+    "log_softmax",
+    "max_pool2d",
+    "mse_loss",
+    "nll_loss",
+    "relu",
+    "sigmoid",
+    "softmax",
+    "tanh",
+]
+
+REDUCTIONS = ("none", "mean", "sum")
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+def _tensor(x, name, op):
+    if not isinstance(x, ClTensor):
+        raise TypeError(f"{op}: {name} must be a tensor, got {type(x).__name__}")
+    return x
+
+
+def _float_tensor(x, name, op):
+    _tensor(x, name, op)
+    if not dt.is_floating(x.dtype):
+        raise TypeError(f"{op}: {name} must be a floating point tensor, got {x.dtype}")
+    return x
+
+
+def _records(*tensors):
+    return is_grad_enabled() and any(isinstance(t, ClTensor) and t.requires_grad for t in tensors)
+
+
+def _no_grad_for(op, **tensors):
+    """torch does not differentiate these arguments: refuse rather than drop the gradient."""
+    for name, t in tensors.items():
+        if _records(t):
+            raise RuntimeError(f"{op}: the derivative for '{name}' is not implemented")
+
+
+def _dense(t):
+    """t itself when contiguous from offset 0 (kernels index it as a plain array), else a copy."""
+    return t if t is None or (t.is_contiguous() and t.offset == 0) else t.clone()
+
+
+def _per_channel(t, name, x, size, op):
+    """An optional 1-d per-channel (or per-class) tensor of x's dtype and device, checked."""
+    if t is None:
+        return None
+    _tensor(t, name, op)
+    if t.shape != (size,):
+        raise ValueError(f"{op}: {name} must have shape ({size},), got {t.shape}")
+    if t.dtype != x.dtype:
+        raise TypeError(f"{op}: {name} has dtype {t.dtype} but the input has {x.dtype}")
+    common_device([x, t], op)
+    return t
+
+
+def _reduction(reduction, op, size_average=None, reduce=None):
+    """torch's reduction argument, with the legacy size_average / reduce flags mapped onto it."""
+    if size_average is not None or reduce is not None:
+        size_average = True if size_average is None else size_average
+        reduce = True if reduce is None else reduce
+        reduction = "none" if not reduce else ("mean" if size_average else "sum")
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction "
+                         f"(expected one of {REDUCTIONS})")
+    return reduction
+
+
+def _first_order(backward):
+    """A Function's backward made of raw kernels: refuse create_graph=True (torch's
+    once_differentiable) rather than return a gradient that misses second-order terms."""
+    @functools.wraps(backward)
+    def checked(ctx, *grads):
+        if is_grad_enabled():
+            name = backward.__qualname__.split(".")[0].lstrip("_")
+            raise RuntimeError(f"{name}: its backward runs kernels that record no graph; "
+                               f"double backward (create_graph=True) is not supported")
+        return backward(ctx, *grads)
+    return checked
+
+
+def _number(value, name, op):
+    return act.check_number(value, name, op)
+
+
+# ---- linear -------------------------------------------------------------------------------------
+
+def linear(input, weight, bias=None):
+    """y = input @ weight.T + bias over the last dim (one GEMM with the bias fused, via addmm).
+
+    Args:
+        input: (*, in_features) floating tensor.
+        weight: (out_features, in_features).
+        bias: optional (out_features,).
+
+    Example:
+        >>> y = F.linear(cltensor.ones(2, 3), cltensor.ones(4, 3), cltensor.zeros(4))
+        >>> y.shape
+        (2, 4)
+    """
+    _float_tensor(input, "input", "linear")
+    _float_tensor(weight, "weight", "linear")
+    if weight.ndim != 2:
+        raise ValueError(f"linear: weight must be 2-d (out_features, in_features), got shape "
+                         f"{weight.shape}")
+    if input.ndim == 0:
+        raise ValueError("linear: input must have at least 1 dim (the features), got a 0-d tensor")
+    if input.shape[-1] != weight.shape[1]:
+        raise ValueError(f"linear: input of shape {input.shape} has {input.shape[-1]} features "
+                         f"but weight of shape {weight.shape} expects {weight.shape[1]}")
+    if bias is not None and _tensor(bias, "bias", "linear").shape != (weight.shape[0],):
+        raise ValueError(f"linear: bias must have shape ({weight.shape[0]},), got {bias.shape}")
+    x2 = input if input.ndim == 2 else input.reshape(-1, weight.shape[1])
+    y = x2 @ weight.T if bias is None else cltensor.addmm(bias, x2, weight.T)
+    return y if input.ndim == 2 else y.reshape(input.shape[:-1] + (weight.shape[0],))
+
+
+# ---- activations --------------------------------------------------------------------------------
+
+class _Relu(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = act.relu(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return act.relu_backward(g, y)
+
+
+class _LeakyRelu(Function):
+    @staticmethod
+    def forward(ctx, x, slope):
+        ctx.save_for_backward(x)
+        ctx.slope = slope
+        return act.leaky_relu(x, slope)
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return act.leaky_relu_backward(g, x, ctx.slope), None
+
+
+class _Elu(Function):
+    @staticmethod
+    def forward(ctx, x, alpha):
+        ctx.save_for_backward(x)
+        ctx.alpha = alpha
+        return act.elu(x, alpha)
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return act.elu_backward(g, x, ctx.alpha), None
+
+
+class _Hardtanh(Function):
+    @staticmethod
+    def forward(ctx, x, lo, hi):
+        ctx.save_for_backward(x)
+        ctx.bounds = (lo, hi)
+        return act.hardtanh(x, lo, hi)
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return act.hardtanh_backward(g, x, *ctx.bounds), None, None
+
+
+class _Sigmoid(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = act.sigmoid(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return act.sigmoid_backward(g, y)
+
+
+class _Tanh(Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = act.tanh(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return act.tanh_backward(g, y)
+
+
+def _activation(fn, raw, x, inplace, *params):
+    """fn.apply(x, *params); in place: the result written into x (x takes its history)."""
+    if not inplace:
+        return fn.apply(x, *params)
+    if _records(x):
+        # NOTE: the Function works on a copy, so the tensors it saves survive the overwrite
+        return x.copy_(fn.apply(x.clone(), *params))
+    raw(x, *params, out=x)
+    x.storage.version += 1
+    return x
+
+
+def relu(input, inplace=False):
+    """max(x, 0) elementwise.
+
+    Example:
+        >>> F.relu(cltensor.tensor([-1.0, 2.0])).tolist()
+        [0.0, 2.0]
+    """
+    _tensor(input, "input", "relu")
+    if not dt.is_floating(input.dtype):
+        return input.relu_() if inplace else input.relu()
+    return _activation(_Relu, act.relu, input, inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x where x > 0, else negative_slope * x.
+
+    Example:
+        >>> F.leaky_relu(cltensor.tensor([-1.0, 2.0]), 0.1).tolist()
+        [-0.1, 2.0]
+    """
+    _float_tensor(input, "input", "leaky_relu")
+    slope = _number(negative_slope, "negative_slope", "leaky_relu")
+    return _activation(_LeakyRelu, act.leaky_relu, input, inplace, slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x where x > 0, else alpha * (exp(x) - 1).
+
+    Example:
+        >>> F.elu(cltensor.tensor([0.0, 2.0])).tolist()
+        [0.0, 2.0]
+    """
+    _float_tensor(input, "input", "elu")
+    return _activation(_Elu, act.elu, input, inplace, _number(alpha, "alpha", "elu"))
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """x clamped to [min_val, max_val]; the gradient passes strictly inside the interval.
+
+    Example:
+        >>> F.hardtanh(cltensor.tensor([-3.0, 0.5])).tolist()
+        [-1.0, 0.5]
+    """
+    _float_tensor(input, "input", "hardtanh")
+    lo, hi = _number(min_val, "min_val", "hardtanh"), _number(max_val, "max_val", "hardtanh")
+    if lo > hi:
+        raise ValueError(f"hardtanh: min_val {lo} must not exceed max_val {hi}")
+    return _activation(_Hardtanh, act.hardtanh, input, inplace, lo, hi)
+
+
+def sigmoid(input):
+    """1 / (1 + exp(-x)) elementwise.
+
+    Example:
+        >>> F.sigmoid(cltensor.tensor([0.0])).tolist()
+        [0.5]
+    """
+    return _Sigmoid.apply(_float_tensor(input, "input", "sigmoid"))
+
+
+def tanh(input):
+    """tanh(x) elementwise.
+
+    Example:
+        >>> F.tanh(cltensor.tensor([0.0])).tolist()
+        [0.0]
+    """
+    return _Tanh.apply(_float_tensor(input, "input", "tanh"))
+
+
+# ---- softmax ------------------------------------------------------------------------------------
+
+class _Softmax(Function):
+    @staticmethod
+    def forward(ctx, x, dim, log):
+        y = sm.softmax(x, dim, log)
+        ctx.save_for_backward(y)
+        ctx.dim, ctx.log = dim, log
+        return y
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        (y,) = ctx.saved_tensors
+        return sm.softmax_backward(g, y, ctx.dim, ctx.log), None, None
+
+
+def _softmax_dim(ndim, op):
+    warnings.warn(f"Implicit dimension choice for {op} has been deprecated. Change the call to "
+                  f"include dim=X as an argument.", stacklevel=4)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def _softmax(input, dim, dtype, log, op):
+    _tensor(input, "input", op)
+    if dtype is not None:
+        input = input.to(dtype)
+    _float_tensor(input, "input", op)
+    if dim is None:
+        dim = _softmax_dim(input.ndim, op)
+    d = _norm_dim(dim, input.ndim, op)
+    if input.ndim == 0:
+        return _Softmax.apply(input.reshape(1), 0, log).reshape(())
+    return _Softmax.apply(input, d, log)
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """exp(x) / sum(exp(x)) along dim, numerically stable (one fused kernel).
+
+    Args:
+        input: floating tensor.
+        dim: the dim to normalize over (any, negative counts from the end).
+        dtype: cast the input to this dtype first.
+
+    Example:
+        >>> F.softmax(cltensor.tensor([[1.0, 1.0]]), dim=1).tolist()
+        [[0.5, 0.5]]
+    """
+    return _softmax(input, dim, dtype, False, "softmax")
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """x - logsumexp(x) along dim, numerically stable (one fused kernel).
+
+    Example:
+        >>> F.log_softmax(cltensor.tensor([0.0, 0.0]), dim=0).exp().tolist()
+        [0.5, 0.5]
+    """
+    return _softmax(input, dim, dtype, True, "log_softmax")
+
+
+# ---- pooling ------------------------------------------------------------------------------------
+
+class _MaxPool2d(Function):
+    @staticmethod
+    def forward(ctx, x, fields, out_hw, return_indices):
+        need = ctx.needs_input_grad[0]
+        y, idx = pool.max_pool2d(x, fields, out_hw, need or return_indices)
+        ctx.save_for_backward(idx if need else None)
+        ctx.x_shape, ctx.layout, ctx.fields = x.shape, pool.layout_of(x), fields
+        return (y, idx.to(dt.int64)) if return_indices else y
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g, _g_indices=None):
+        (idx,) = ctx.saved_tensors
+        gx = pool.max_pool2d_backward(g, idx, ctx.x_shape, ctx.layout, ctx.fields)
+        return gx, None, None, None
+
+
+class _AvgPool2d(Function):
+    @staticmethod
+    def forward(ctx, x, fields, out_hw, divisor, include_pad):
+        ctx.x_shape, ctx.layout, ctx.args = x.shape, pool.layout_of(x), (fields, divisor,
+                                                                         include_pad)
+        return pool.avg_pool2d(x, fields, out_hw, divisor, include_pad)
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        gx = pool.avg_pool2d_backward(g, ctx.x_shape, ctx.layout, *ctx.args)
+        return gx, None, None, None, None
+
+
+class _AdaptiveAvgPool2d(Function):
+    @staticmethod
+    def forward(ctx, x, out_hw):
+        ctx.x_shape, ctx.layout = x.shape, pool.layout_of(x)
+        return pool.adaptive_avg_pool2d(x, out_hw)
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        return pool.adaptive_avg_pool2d_backward(g, ctx.x_shape, ctx.layout), None
+
+
+def _batched(input, op):
+    """input as 4-d NCHW (a 3-d CHW input gains a batch dim) and whether to drop it after."""
+    pool.check_input(input, op)
+    return (input, False) if input.ndim == 4 else (input.unsqueeze(0), True)
+
+
+def _unbatch(out, squeeze):
+    if not squeeze:
+        return out
+    if isinstance(out, tuple):
+        return tuple(o.squeeze(0) for o in out)
+    return out.squeeze(0)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-d max pooling over an (N, C, H, W) or (C, H, W) input.
+
+    Args:
+        kernel_size, stride (default kernel_size), padding, dilation: ints or pairs; padding
+            (implicit -inf) at most half the kernel.
+        ceil_mode: round the output size up (the last window must start inside the input).
+        return_indices: also return the argmax of each window as h * W + w (int64).
+
+    Example:
+        >>> F.max_pool2d(cltensor.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
+        [[[[5.0, 7.0], [13.0, 15.0]]]]
+    """
+    x, squeeze = _batched(input, "max_pool2d")
+    fields, out_hw = pool.window("max_pool2d", x, kernel_size, stride, padding, dilation,
+                                 ceil_mode)
+    return _unbatch(_MaxPool2d.apply(x, fields, out_hw, bool(return_indices)), squeeze)
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """2-d average pooling over an (N, C, H, W) or (C, H, W) input.
+
+    Args:
+        kernel_size, stride (default kernel_size), padding: ints or pairs; padding (zeros) at
+            most half the kernel.
+        ceil_mode: round the output size up.
+        count_include_pad: divide by the window's size including padding.
+        divisor_override: divide by this instead.
+
+    Example:
+        >>> F.avg_pool2d(cltensor.ones(1, 1, 4, 4), 2).shape
+        (1, 1, 2, 2)
+    """
+    x, squeeze = _batched(input, "avg_pool2d")
+    fields, out_hw = pool.window("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
+    divisor = 0
+    if divisor_override is not None:
+        if not isinstance(divisor_override, numbers.Integral) or divisor_override == 0:
+            raise ValueError(f"avg_pool2d: divisor_override must be a non-zero int, got "
+                             f"{divisor_override!r}")
+        divisor = int(divisor_override)
+    out = _AvgPool2d.apply(x, fields, out_hw, divisor, int(bool(count_include_pad)))
+    return _unbatch(out, squeeze)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average pooling to a fixed (OH, OW): output (oh, ow) averages rows
+    [floor(oh * H / OH), ceil((oh + 1) * H / OH)) and the same for columns.
+
+    Example:
+        >>> F.adaptive_avg_pool2d(cltensor.ones(2, 3, 7, 7), 1).shape
+        (2, 3, 1, 1)
+    """
+    x, squeeze = _batched(input, "adaptive_avg_pool2d")
+    out_hw = pool.adaptive_size(output_size, x, "adaptive_avg_pool2d")
+    return _unbatch(_AdaptiveAvgPool2d.apply(x, out_hw), squeeze)
+
+
+# ---- normalization ------------------------------------------------------------------------------
+
+class _LocalResponseNorm(Function):
+    @staticmethod
+    def forward(ctx, x, size, alpha, beta, k):
+        need = ctx.needs_input_grad[0]
+        y, scale = norm.lrn(x, size, alpha, beta, k, need)
+        if need:
+            ctx.save_for_backward(x, y, scale)
+        ctx.params = (size, alpha, beta)
+        return y
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        x, y, scale = ctx.saved_tensors
+        return norm.lrn_backward(g, x, y, scale, *ctx.params), None, None, None, None
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """Normalization across channels (AlexNet's LRN), as torch:
+    y = x / (k + alpha / size * sum of x^2 over the size channels around c) ** beta.
+
+    Args:
+        input: (N, C, *) floating tensor, at least 3-d.
+        size: channels in the window (c - size // 2 .. c + (size - 1) // 2, zero padded).
+
+    Example:
+        >>> F.local_response_norm(cltensor.ones(1, 4, 2, 2), size=3).shape
+        (1, 4, 2, 2)
+    """
+    _float_tensor(input, "input", "local_response_norm")
+    if input.ndim < 3:
+        raise ValueError(f"local_response_norm: expected 3D or higher dimensionality input "
+                         f"(got {input.ndim} dimensions)")
+    if not isinstance(size, numbers.Integral) or isinstance(size, bool) or size < 1:
+        raise ValueError(f"local_response_norm: size must be a positive int, got {size!r}")
+    params = [_number(v, n, "local_response_norm") for v, n in
+              ((alpha, "alpha"), (beta, "beta"), (k, "k"))]
+    return _LocalResponseNorm.apply(input, int(size), *params)
+
+
+class _BatchNorm(Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, running_mean, running_var, training, momentum, eps):
+        if training:
+            rm, rv = _dense(running_mean), _dense(running_var)
+            y, mean, invstd = norm.batch_norm_train(x, _dense(weight), _dense(bias), rm, rv,
+                                                    momentum, eps)
+            for user, tmp in ((running_mean, rm), (running_var, rv)):
+                if user is not tmp:
+                    user.copy_(tmp)
+        else:
+            y, invstd = norm.batch_norm_eval(x, _dense(weight), _dense(bias),
+                                             _dense(running_mean), _dense(running_var), eps)
+            mean = running_mean.clone()
+        if any(ctx.needs_input_grad[:3]):
+            ctx.save_for_backward(x, _dense(weight), mean, invstd)
+        ctx.training = training
+        return y
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        x, weight, mean, invstd = ctx.saved_tensors
+        gx, gw, gb = norm.batch_norm_backward(g, x, weight, mean, invstd, ctx.training)
+        need = ctx.needs_input_grad
+        return (gx if need[0] else None, gw if need[1] else None, gb if need[2] else None,
+                None, None, None, None, None)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Batch normalization over dim 1 of an (N, C, *) input, as torch.
+
+    training: normalize with the batch's mean and biased variance per channel, and update the
+    running stats in place (when given): running = (1 - momentum) * running + momentum * stat,
+    with the unbiased variance. Otherwise normalize with the running stats.
+
+    Example:
+        >>> x = cltensor.randn(8, 3, 4, 4)
+        >>> rm, rv = cltensor.zeros(3), cltensor.ones(3)
+        >>> y = F.batch_norm(x, rm, rv, training=True)   # rm, rv updated
+    """
+    op = "batch_norm"
+    _float_tensor(input, "input", op)
+    if input.ndim < 2:
+        raise ValueError(f"{op}: expected an (N, C, *) input of at least 2 dims, got shape "
+                         f"{input.shape}")
+    C = input.shape[1]
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"{op}: give both running_mean and running_var, or neither")
+    tensors = [_per_channel(t, name, input, C, op) for t, name in
+               ((running_mean, "running_mean"), (running_var, "running_var"),
+                (weight, "weight"), (bias, "bias"))]
+    _no_grad_for(op, running_mean=running_mean, running_var=running_var)
+    if not training and running_mean is None:
+        raise ValueError(f"{op}: running_mean and running_var must be defined in evaluation mode")
+    if training and input.numel() // max(C, 1) <= 1:
+        raise ValueError(f"{op}: expected more than 1 value per channel when training, got "
+                         f"input size {input.shape}")
+    momentum = _number(momentum, "momentum", op)
+    eps = _number(eps, "eps", op)
+    rm, rv, w, b = tensors
+    return _BatchNorm.apply(input, w, b, rm, rv, bool(training), momentum, eps)
+
+
+# ---- dropout, embedding, shapes -----------------------------------------------------------------
+
+class _Dropout(Function):
+    @staticmethod
+    def forward(ctx, x, mask, scale):
+        ctx.mask, ctx.scale = mask, scale
+        return act.dropout(x, mask, scale)
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        return act.dropout_backward(g, ctx.mask, ctx.scale), None, None
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero each element with probability p and scale the rest by 1 / (1 - p) (training only).
+
+    The mask is drawn from cltensor.random's global generator: after cltensor.manual_seed(s)
+    the same calls give the same masks, on every device.
+
+    Example:
+        >>> cltensor.manual_seed(0)
+        >>> y = F.dropout(cltensor.ones(1000), p=0.2)   # about 200 zeros, the rest 1.25
+    """
+    _float_tensor(input, "input", "dropout")
+    p = _number(p, "p", "dropout")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training:
+        return input
+    mask = ClTensor.empty_on(input.shape, dt.bool_, input.device).bernoulli_(1.0 - p)
+    scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
+    if not inplace:
+        return _Dropout.apply(input, mask, scale)
+    if _records(input):
+        return input.copy_(_Dropout.apply(input, mask, scale))
+    act.dropout(input, mask, scale, out=input)
+    input.storage.version += 1
+    return input
+
+
+class _Embedding(Function):
+    @staticmethod
+    def forward(ctx, weight, index, padding_idx):
+        ctx.index, ctx.padding_idx, ctx.shape = index, padding_idx, weight.shape
+        rows = weight.index_select(0, index.reshape(-1))
+        return rows.reshape(index.shape + (weight.shape[1],))
+
+    @staticmethod
+    def backward(ctx, g):
+        _n, width = ctx.shape
+        g2 = g.reshape(-1, width)
+        idx = ctx.index.reshape(-1, 1).to(dt.int64).expand(g2.shape)
+        gw = cltensor.zeros(ctx.shape, dtype=g.dtype, device=g.device).scatter_add(0, idx, g2)
+        if ctx.padding_idx is not None:
+            gw[ctx.padding_idx] = 0.0
+        return gw, None, None
+
+
+def embedding(input, weight, padding_idx=None):
+    """Rows of weight picked by the integer tensor input: output shape input.shape + (dim,).
+
+    Args:
+        input: int32/int64 indices in [0, num_embeddings).
+        weight: (num_embeddings, embedding_dim).
+        padding_idx: a row whose gradient stays zero (negative counts from the end).
+
+    Example:
+        >>> w = cltensor.arange(6.0).reshape(3, 2)
+        >>> F.embedding(cltensor.tensor([2, 0]), w).tolist()
+        [[4.0, 5.0], [0.0, 1.0]]
+    """
+    _tensor(input, "input", "embedding")
+    _float_tensor(weight, "weight", "embedding")
+    if input.dtype not in (dt.int32, dt.int64):
+        raise TypeError(f"embedding: indices must be int32 or int64, got {input.dtype}")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be 2-d (num_embeddings, embedding_dim), got "
+                         f"shape {weight.shape}")
+    common_device([input, weight], "embedding")
+    n = weight.shape[0]
+    if padding_idx is not None:
+        if not isinstance(padding_idx, numbers.Integral) or not -n <= padding_idx < n:
+            raise ValueError(f"embedding: padding_idx must be within num_embeddings ({n}), "
+                             f"got {padding_idx!r}")
+        padding_idx = int(padding_idx) % n
+    return _Embedding.apply(weight, input, padding_idx)
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    """input with dims start_dim..end_dim merged into one (a view when the strides allow)."""
+    return _tensor(input, "input", "flatten").flatten(start_dim, end_dim)
+
+
+def cat(tensors, dim=0):
+    """cltensor.cat: tensors joined along dim (differentiable; inception blocks' concat)."""
+    return cltensor.cat(tensors, dim)
+
+
+# ---- losses -------------------------------------------------------------------------------------
+
+def _reduce_rows(loss, wt, reduction):
+    """(the reduced loss, the mean's denominator or None)."""
+    if reduction == "none":
+        return loss, None
+    total = loss.sum()
+    if reduction == "sum":
+        return total, None
+    denom = wt.sum()
+    return total / denom, denom
+
+
+def _row_scale(g, denom, reduction):
+    return g / denom if reduction == "mean" else g
+
+
+class _CrossEntropy(Function):
+    @staticmethod
+    def forward(ctx, x, target, weight, cdim, ignore_index, reduction, eps):
+        loss, wt, lse = sm.xent_forward(x, cdim, target, weight, ignore_index, eps)
+        out, denom = _reduce_rows(loss, wt, reduction)
+        ctx.save_for_backward(x, lse)
+        ctx.args = (cdim, target, weight, ignore_index, eps, reduction, denom)
+        return out
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        x, lse = ctx.saved_tensors
+        cdim, target, weight, ignore_index, eps, reduction, denom = ctx.args
+        wsum = weight.sum() if weight is not None else None
+        scale = _row_scale(g, denom, reduction)
+        gx = sm.xent_backward(x, cdim, target, weight, wsum, ignore_index, eps, lse, scale)
+        return gx, None, None, None, None, None, None
+
+
+class _NllLoss(Function):
+    @staticmethod
+    def forward(ctx, x, target, weight, cdim, ignore_index, reduction):
+        loss, wt = lo.nll_forward(x, cdim, target, weight, ignore_index)
+        out, denom = _reduce_rows(loss, wt, reduction)
+        ctx.args = (x.shape, cdim, target, weight, ignore_index, reduction, denom)
+        return out
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        x_shape, cdim, target, weight, ignore_index, reduction, denom = ctx.args
+        scale = _row_scale(g, denom, reduction)
+        gx = lo.nll_backward(x_shape, cdim, target, weight, ignore_index, scale)
+        return gx, None, None, None, None, None
+
+
+def _class_dim(input, op):
+    _float_tensor(input, "input", op)
+    if input.ndim == 0:
+        raise ValueError(f"{op}: input must have a class dim: (C,), (N, C) or (N, C, d1, ...), "
+                         f"got a 0-d tensor")
+    return 0 if input.ndim == 1 else 1
+
+
+def _check_class_target(input, target, cdim, op):
+    if target.dtype != dt.int64:
+        raise TypeError(f"{op}: expected target dtype to be int64 (class indices), got "
+                        f"{target.dtype}")
+    expected = input.shape[:cdim] + input.shape[cdim + 1:]
+    if input.ndim >= 2 and (target.ndim == 0 or target.shape[0] != input.shape[0]):
+        raise ValueError(f"{op}: Expected input batch_size ({input.shape[0]}) to match target "
+                         f"batch_size ({target.shape[0] if target.ndim else 'none: 0-d'}).")
+    if target.shape != expected:
+        raise ValueError(f"{op}: Expected target size {list(expected)}, got {list(target.shape)}")
+    common_device([input, target], op)
+
+
+def _class_args(input, target, weight, ignore_index, op):
+    cdim = _class_dim(input, op)
+    _tensor(target, "target", op)
+    weight = _per_channel(weight, "weight", input, input.shape[cdim], op)
+    _no_grad_for(op, weight=weight)
+    if not isinstance(ignore_index, numbers.Integral) or isinstance(ignore_index, bool):
+        raise TypeError(f"{op}: ignore_index must be an int, got {ignore_index!r}")
+    return cdim, _dense(weight)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """Cross entropy between the softmax of input's logits and the target, as torch.
+
+    Args:
+        input: (C,), (N, C) or (N, C, d1, ...) logits.
+        target: int64 class indices of shape (), (N,) or (N, d1, ...); or class probabilities of
+            input's shape.
+        weight: optional (C,) class weights.
+        ignore_index: class-index targets equal to it add nothing (and leave the mean's count).
+        reduction: 'none', 'mean' (weighted mean over the targets) or 'sum'.
+        label_smoothing: in [0, 1]: the target mixes with the uniform distribution.
+
+    Class-index targets run one fused kernel each way (softmax, loss and gradient together).
+
+    Example:
+        >>> logits = cltensor.tensor([[2.0, 0.0], [0.0, 2.0]])
+        >>> round(F.cross_entropy(logits, cltensor.tensor([0, 1])).item(), 4)
+        0.1269
+    """
+    op = "cross_entropy"
+    reduction = _reduction(reduction, op, size_average, reduce)
+    cdim, weight = _class_args(input, target, weight, ignore_index, op)
+    eps = _number(label_smoothing, "label_smoothing", op)
+    if not 0.0 <= eps <= 1.0:
+        raise ValueError(f"{op}: label_smoothing must be between 0.0 and 1.0. Got: {eps}")
+    if dt.is_floating(target.dtype) and target.shape == input.shape:
+        return _cross_entropy_probs(input, target, weight, cdim, reduction, eps)
+    _check_class_target(input, target, cdim, op)
+    if input.shape[cdim] == 0:
+        raise ValueError(f"{op}: the input has no classes (shape {input.shape})")
+    return _CrossEntropy.apply(input, target, weight, cdim, int(ignore_index), reduction, eps)
+
+
+def _cross_entropy_probs(input, target, weight, cdim, reduction, eps):
+    """Probability targets, composed of differentiable ops (the target gets a gradient too)."""
+    if target.dtype != input.dtype:
+        raise TypeError(f"cross_entropy: probability targets must have the input's dtype "
+                        f"{input.dtype}, got {target.dtype}")
+    common_device([input, target], "cross_entropy")
+    C = input.shape[cdim]
+    logp = log_softmax(input, cdim)
+    if eps > 0:
+        target = target * (1 - eps) + eps / C
+    prod = logp * target
+    if weight is not None:
+        prod = prod * weight.reshape((C,) + (1,) * (input.ndim - cdim - 1))
+    if reduction == "none":
+        return -prod.sum(cdim)
+    if reduction == "sum":
+        return -prod.sum()
+    count = input.numel() // C
+    return -prod.sum() / count if count else -prod.sum() * float("nan")
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """Negative log-likelihood of class-index targets given log-probabilities, as torch.
+
+    Args:
+        input: (C,), (N, C) or (N, C, d1, ...) log-probabilities.
+        target: int64 class indices of shape (), (N,) or (N, d1, ...).
+        weight, ignore_index, reduction: as cross_entropy.
+
+    Example:
+        >>> logp = F.log_softmax(cltensor.tensor([[2.0, 0.0]]), dim=1)
+        >>> round(F.nll_loss(logp, cltensor.tensor([0])).item(), 4)
+        0.1269
+    """
+    op = "nll_loss"
+    reduction = _reduction(reduction, op, size_average, reduce)
+    cdim, weight = _class_args(input, target, weight, ignore_index, op)
+    _check_class_target(input, target, cdim, op)
+    return _NllLoss.apply(input, target, weight, cdim, int(ignore_index), reduction)
+
+
+class _PointwiseLoss(Function):
+    @staticmethod
+    def forward(ctx, x, t, weight, pos_weight, kind, reduction):
+        loss = lo.pointwise_forward(kind, x, t, weight, pos_weight)
+        ctx.save_for_backward(x, t, weight, pos_weight)
+        ctx.kind, ctx.reduction, ctx.count = kind, reduction, loss.numel()
+        if reduction == "none":
+            return loss
+        return loss.sum() if reduction == "sum" else loss.mean()
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        x, t, weight, pos_weight = ctx.saved_tensors
+        mult = 1.0 / ctx.count if ctx.reduction == "mean" and ctx.count else 1.0
+        gx, gt = lo.pointwise_backward(ctx.kind, g, mult, x, t, weight, pos_weight,
+                                       grad_target=ctx.needs_input_grad[1])
+        gx = sum_to_shape(gx, x.shape) if ctx.needs_input_grad[0] else None
+        gt = sum_to_shape(gt, t.shape) if gt is not None else None
+        return gx, gt, None, None, None, None
+
+
+def _broadcasts_to(shape, target):
+    try:
+        return cltensor.broadcast_shapes(shape, target) == tuple(target)
+    except ValueError:
+        return False
+
+
+def _loss_operand(t, name, x, op):
+    if t is None:
+        return None
+    _tensor(t, name, op)
+    if t.dtype != x.dtype:
+        raise TypeError(f"{op}: {name} has dtype {t.dtype} but the input has {x.dtype}")
+    common_device([x, t], op)
+    return t
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Squared error (input - target)^2, reduced; the operands broadcast (with a warning when
+    their shapes differ, as torch).
+
+    Example:
+        >>> F.mse_loss(cltensor.tensor([1.0, 3.0]), cltensor.tensor([0.0, 0.0])).item()
+        5.0
+    """
+    op = "mse_loss"
+    reduction = _reduction(reduction, op, size_average, reduce)
+    _float_tensor(input, "input", op)
+    _loss_operand(target, "target", input, op)
+    if target.shape != input.shape:
+        warnings.warn(f"mse_loss: using a target size ({target.shape}) that is different to the "
+                      f"input size ({input.shape}); they will be broadcast", stacklevel=2)
+    return _PointwiseLoss.apply(input, target, None, None, "MSE", reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    """Binary cross entropy of sigmoid(input) against target in [0, 1], in torch's stable form:
+    (1 - t) x + (1 + (pos_weight - 1) t) log(1 + exp(-x)), times weight, reduced.
+
+    Args:
+        input, target: logits and targets of one shape.
+        weight: optional, broadcast to the input's shape.
+        pos_weight: optional weight of the positive term, broadcast (usually (C,)).
+
+    Example:
+        >>> x = cltensor.tensor([0.0]); t = cltensor.tensor([1.0])
+        >>> round(F.binary_cross_entropy_with_logits(x, t).item(), 4)
+        0.6931
+    """
+    op = "binary_cross_entropy_with_logits"
+    reduction = _reduction(reduction, op, size_average, reduce)
+    _float_tensor(input, "input", op)
+    _loss_operand(target, "target", input, op)
+    if target.shape != input.shape:
+        raise ValueError(f"{op}: Target size ({target.shape}) must be the same as input size "
+                         f"({input.shape})")
+    for t, name in ((weight, "weight"), (pos_weight, "pos_weight")):
+        _loss_operand(t, name, input, op)
+        if t is not None and not _broadcasts_to(t.shape, input.shape):
+            raise ValueError(f"{op}: {name} of shape {t.shape} does not broadcast to the "
+                             f"input's shape {input.shape}")
+    _no_grad_for(op, weight=weight, pos_weight=pos_weight)
+    return _PointwiseLoss.apply(input, target, weight, pos_weight, "BCE", reduction)

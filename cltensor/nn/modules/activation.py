@@ -1,0 +1,118 @@
+"""Activation modules: ReLU, LeakyReLU, ELU, Sigmoid, Tanh, Hardtanh, Softmax, LogSoftmax."""
+from .. import functional as F
+from .module import Module
+
+__all__ = ["ReLU", "LeakyReLU", "ELU", "Sigmoid", "Tanh", "Hardtanh", "Softmax", "LogSoftmax"]
+
+
+def _inplace_repr(inplace):
+    return ", inplace=True" if inplace else ""
+
+
+class ReLU(Module):
+    """max(x, 0) elementwise; inplace overwrites the input.
+
+    Example:
+        nn.ReLU()(cltensor.tensor([-1.0, 2.0]))   # tensor([0., 2.])
+    """
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.relu(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class LeakyReLU(Module):
+    """x for x >= 0, negative_slope * x otherwise."""
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope, self.inplace = negative_slope, inplace
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self):
+        return f"negative_slope={self.negative_slope}{_inplace_repr(self.inplace)}"
+
+
+class ELU(Module):
+    """x for x > 0, alpha * (exp(x) - 1) otherwise."""
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input):
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}{_inplace_repr(self.inplace)}"
+
+
+class Sigmoid(Module):
+    """1 / (1 + exp(-x)) elementwise."""
+
+    def forward(self, input):
+        return F.sigmoid(input)
+
+
+class Tanh(Module):
+    """tanh(x) elementwise."""
+
+    def forward(self, input):
+        return F.tanh(input)
+
+
+class Hardtanh(Module):
+    """x clamped to [min_val, max_val]."""
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        if not max_val > min_val:
+            raise ValueError(f"Hardtanh: max_val ({max_val}) must be greater than min_val "
+                             f"({min_val})")
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self):
+        return f"min_val={self.min_val}, max_val={self.max_val}{_inplace_repr(self.inplace)}"
+
+
+class Softmax(Module):
+    """exp(x) / sum(exp(x)) along dim (None: torch's deprecated implicit choice, with a warning).
+
+    Example:
+        nn.Softmax(dim=1)(cltensor.randn(2, 3)).sum(1)   # tensor([1., 1.])
+    """
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.softmax(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    """log(softmax(x)) along dim, computed stably."""
+
+    def __init__(self, dim=None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.log_softmax(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"

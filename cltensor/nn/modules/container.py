@@ -1,0 +1,195 @@
+"""Containers: Sequential, ModuleList and ModuleDict, as in torch.nn."""
+import operator
+from collections import OrderedDict
+
+from .module import Module
+
+__all__ = ["Sequential", "ModuleList", "ModuleDict"]
+
+
+def _index(idx, n, kind):
+    """A non-negative position from a possibly negative int index; IndexError when out of range."""
+    try:
+        i = operator.index(idx)
+    except TypeError:
+        raise TypeError(f"{kind} indices must be integers or slices, got "
+                        f"{type(idx).__name__}") from None
+    if not -n <= i < n:
+        raise IndexError(f"index {idx} is out of range for a {kind} of length {n}")
+    return i % n
+
+
+def _renumber(module, items):
+    """Make `items` the children of module, named "0", "1", ..."""
+    module._modules.clear()
+    for i, m in enumerate(items):
+        module._modules[str(i)] = m
+
+
+class Sequential(Module):
+    """Modules applied one after another: Sequential(a, b, c)(x) == c(b(a(x))).
+
+    Children are named "0", "1", ... unless given as an OrderedDict of name -> module.
+
+    Example:
+        net = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2))
+        net[0].weight.shape   # (8, 4)
+    """
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for name, module in args[0].items():
+                self.add_module(name, module)
+        else:
+            for i, module in enumerate(args):
+                self.add_module(str(i), module)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return Sequential(OrderedDict(list(self._modules.items())[idx]))
+        return list(self._modules.values())[_index(idx, len(self), "Sequential")]
+
+    def __setitem__(self, idx, module):
+        key = list(self._modules)[_index(idx, len(self), "Sequential")]
+        self.add_module(key, module)
+
+    def __delitem__(self, idx):
+        keys = list(self._modules)
+        if isinstance(idx, slice):
+            doomed = keys[idx]
+        else:
+            doomed = [keys[_index(idx, len(self), "Sequential")]]
+        for key in doomed:
+            del self._modules[key]
+        if all(k.isdigit() for k in self._modules):  # keep numbering contiguous, as torch does
+            _renumber(self, list(self._modules.values()))
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index, module):
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        n = len(self)
+        if not -n <= index <= n:
+            raise IndexError(f"index {index} is out of range for a Sequential of length {n}")
+        items = list(self._modules.values())
+        items.insert(index, module)
+        _renumber(self, items)
+        return self
+
+    def forward(self, input):
+        for module in self:
+            input = module(input)
+        return input
+
+
+class ModuleList(Module):
+    """A list of modules whose parameters belong to the owner (unlike a plain Python list).
+
+    Example:
+        self.blocks = nn.ModuleList([nn.Linear(8, 8) for _ in range(3)])
+    """
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ModuleList(list(self._modules.values())[idx])
+        return self._modules[str(_index(idx, len(self), "ModuleList"))]
+
+    def __setitem__(self, idx, module):
+        self.add_module(str(_index(idx, len(self), "ModuleList")), module)
+
+    def __delitem__(self, idx):
+        items = list(self._modules.values())
+        if isinstance(idx, slice):
+            del items[idx]
+        else:
+            del items[_index(idx, len(items), "ModuleList")]
+        _renumber(self, items)
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def append(self, module):
+        self.add_module(str(len(self)), module)
+        return self
+
+    def extend(self, modules):
+        if isinstance(modules, Module) and not isinstance(modules, (ModuleList, Sequential)):
+            raise TypeError(f"ModuleList.extend should be called with an iterable of modules, "
+                            f"got {type(modules).__name__}")
+        for m in list(modules):
+            self.append(m)
+        return self
+
+    def insert(self, index, module):
+        if not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        items = list(self._modules.values())
+        items.insert(index, module)
+        _renumber(self, items)
+
+
+class ModuleDict(Module):
+    """A dict of modules whose parameters belong to the owner; keeps insertion order."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+    def __delitem__(self, key):
+        del self._modules[key]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def items(self):
+        return self._modules.items()
+
+    def values(self):
+        return self._modules.values()
+
+    def update(self, modules):
+        pairs = modules.items() if hasattr(modules, "items") else modules
+        for key, module in pairs:
+            self[key] = module

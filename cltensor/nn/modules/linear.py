@@ -1,0 +1,197 @@
+"""Identity, Linear, Embedding, Flatten and Dropout modules."""
+import math
+
+from ... import dtypes as dt
+from ...autograd import no_grad
+from ...creation import empty
+from .. import functional as F
+from .. import init
+from .module import Module, Parameter
+
+__all__ = ["Identity", "Linear", "Embedding", "Flatten", "Dropout"]
+
+
+def check_size(value, name, owner):
+    """value as an int >= 0, or a TypeError/ValueError naming the argument."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError(f"{owner}: {name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{owner}: {name} must be non-negative, got {value}")
+    return value
+
+
+def new_parameter(shape, device, dtype, owner):
+    """An uninitialized floating Parameter (float32 unless dtype says otherwise)."""
+    dtype = dt.as_dtype(dtype) or dt.float32
+    if not dt.is_floating(dtype):
+        raise TypeError(f"{owner}: parameters must have a floating dtype, got {dtype}")
+    return Parameter(empty(shape, dtype=dtype, device=device))
+
+
+def init_fan_in_bias(bias, weight):
+    """Torch's default bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
+    fan_in, _ = init._calculate_fan_in_and_fan_out(weight)
+    bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+    init.uniform_(bias, -bound, bound)
+
+
+class Identity(Module):
+    """Returns its input (arguments are accepted and ignored, as in torch)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
+
+    def forward(self, input):
+        return input
+
+
+class Linear(Module):
+    """y = x W^T + b over the last dim of x.
+
+    Weights start as kaiming_uniform_(a=sqrt(5)) and the bias as U(+-1/sqrt(in_features)),
+    as in torch.
+
+    Args:
+        in_features: size of each input's last dim.
+        out_features: size of each output's last dim.
+        bias: learn an additive bias.
+
+    Shape:
+        input (*, in_features) -> output (*, out_features)
+
+    Example:
+        fc = nn.Linear(20, 30)
+        fc(cltensor.randn(128, 20)).shape   # (128, 30)
+    """
+
+    def __init__(self, in_features, out_features, bias=True, device=None, dtype=None):
+        super().__init__()
+        self.in_features = check_size(in_features, "in_features", "Linear")
+        self.out_features = check_size(out_features, "out_features", "Linear")
+        self.weight = new_parameter((out_features, in_features), device, dtype, "Linear")
+        if bias:
+            self.bias = new_parameter((out_features,), device, dtype, "Linear")
+        else:
+            self.register_parameter("bias", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
+        if self.bias is not None:
+            init_fan_in_bias(self.bias, self.weight)
+
+    def forward(self, input):
+        return F.linear(input, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, "
+                f"bias={self.bias is not None}")
+
+
+class Embedding(Module):
+    """A lookup table: row i of `weight` for each index i of the input.
+
+    Weights start as N(0, 1); the row of padding_idx starts at zero and gets no gradient.
+
+    Shape:
+        input (*) of int32/int64 indices -> output (*, embedding_dim)
+
+    Example:
+        emb = nn.Embedding(10, 3)
+        emb(cltensor.tensor([[1, 2], [4, 9]])).shape   # (2, 2, 3)
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None,
+                 norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
+                 _freeze=False, device=None, dtype=None):
+        super().__init__()
+        self.num_embeddings = check_size(num_embeddings, "num_embeddings", "Embedding")
+        self.embedding_dim = check_size(embedding_dim, "embedding_dim", "Embedding")
+        self.padding_idx = _padding_index(padding_idx, num_embeddings)
+        if max_norm is not None or scale_grad_by_freq or sparse:
+            raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are "
+                                      "not supported")
+        self.max_norm, self.norm_type = max_norm, norm_type
+        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        if _weight is None:
+            self.weight = new_parameter((num_embeddings, embedding_dim), device, dtype, "Embedding")
+            self.reset_parameters()
+        else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(f"Embedding: _weight has shape {tuple(_weight.shape)}, expected "
+                                 f"({num_embeddings}, {embedding_dim})")
+            self.weight = Parameter(_weight, requires_grad=not _freeze)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,
+                        norm_type=2.0, scale_grad_by_freq=False, sparse=False):
+        """An Embedding whose weight is (a view of) a given 2-d tensor."""
+        if embeddings.ndim != 2:
+            raise ValueError(f"Embedding.from_pretrained: embeddings must be 2-d, got shape "
+                             f"{embeddings.shape}")
+        rows, cols = embeddings.shape
+        return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                   _weight=embeddings.detach(), _freeze=freeze)
+
+    def reset_parameters(self):
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            with no_grad():
+                self.weight[self.padding_idx].fill_(0)
+
+    def forward(self, input):
+        return F.embedding(input, self.weight, self.padding_idx)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
+
+
+def _padding_index(padding_idx, num_embeddings):
+    if padding_idx is None:
+        return None
+    if not -num_embeddings <= padding_idx < num_embeddings:
+        raise ValueError(f"Embedding: padding_idx {padding_idx} must be within "
+                         f"[-{num_embeddings}, {num_embeddings})")
+    return padding_idx % num_embeddings
+
+
+class Flatten(Module):
+    """Flattens dims start_dim..end_dim into one (by default all but the batch dim).
+
+    Example:
+        nn.Flatten()(cltensor.zeros(32, 1, 5, 5)).shape   # (32, 25)
+    """
+
+    def __init__(self, start_dim=1, end_dim=-1):
+        super().__init__()
+        self.start_dim, self.end_dim = start_dim, end_dim
+
+    def forward(self, input):
+        return input.flatten(self.start_dim, self.end_dim)
+
+    def extra_repr(self):
+        return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Dropout(Module):
+    """In training, zeroes each element with probability p and scales the rest by 1/(1-p);
+    the identity in eval mode.
+
+    Example:
+        drop = nn.Dropout(0.2); drop.eval(); drop(x)   # x unchanged
+    """
+
+    def __init__(self, p=0.5, inplace=False):
+        super().__init__()
+        if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+        self.p, self.inplace = p, inplace
+
+    def forward(self, input):
+        return F.dropout(input, self.p, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"p={self.p}, inplace={self.inplace}"

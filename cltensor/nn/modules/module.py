@@ -1,0 +1,449 @@
+"""Module and Parameter: torch.nn's registration, traversal, state_dict and device/dtype moves."""
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from ... import dtypes as dt
+from ...autograd import no_grad
+from ...creation import from_numpy
+from ...device import default_device
+from ...tensor import ClTensor, _is_dtype_like
+
+__all__ = ["Module", "Parameter"]
+
+
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", "missing_keys unexpected_keys")):
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+
+class Parameter(ClTensor):
+    """A tensor that a Module registers as learnable: a leaf that requires grad.
+
+    It shares `data`'s storage, and works everywhere a ClTensor does (results of ops on it are
+    plain ClTensors).
+
+    Example:
+        w = cltensor.nn.Parameter(cltensor.randn(3, 4))   # w.requires_grad is True
+    """
+
+    def __init__(self, data=None, requires_grad=True):
+        if data is None:
+            data = ClTensor.empty_on((0,), dt.float32, default_device())
+        if not isinstance(data, ClTensor):
+            raise TypeError(f"Parameter: expected a ClTensor, got {type(data).__name__}")
+        super().__init__(data.storage, data.shape, data.strides, data.offset, data.dtype)
+        self.requires_grad_(requires_grad)
+
+    @classmethod
+    def empty_on(cls, *args, **kwargs):
+        # NOTE: ops allocate results through type(out).empty_on; those are never Parameters
+        return ClTensor.empty_on(*args, **kwargs)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo):
+        out = Parameter(self.detach().clone(), self.requires_grad)
+        memo[id(self)] = out
+        return out
+
+
+class Module:
+    """Base class of every layer and model, with torch.nn.Module's API.
+
+    Assigning a Parameter or a Module to an attribute registers it; `register_buffer` adds
+    state that is saved but not trained (running statistics).
+
+    Example:
+        class Net(cltensor.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = cltensor.nn.Linear(4, 2)
+
+            def forward(self, x):
+                return self.fc(x).relu()
+    """
+
+    def __init__(self):
+        object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_non_persistent_buffers", set())
+        object.__setattr__(self, "_modules", OrderedDict())
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
+                                  f'"forward" function')
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ---- registration -------------------------------------------------------------------------
+    def _check_name(self, name, kind):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string, got {type(name).__name__}")
+        if name == "" or "." in name:
+            raise KeyError(f"{kind} name can't be empty or contain \".\", got {name!r}")
+
+    def register_parameter(self, name, param):
+        """Add a parameter (a Parameter, or None for an absent one such as bias=False)."""
+        self._check_name(name, "parameter")
+        if hasattr(self, name) and name not in self._parameters:
+            raise KeyError(f"attribute '{name}' already exists")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+                            f"'{name}' (Parameter or None required)")
+        if param is not None:
+            _check_leaf(name, param)
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """Add a tensor that is state but not a parameter (saved in state_dict when persistent)."""
+        self._check_name(name, "buffer")
+        if hasattr(self, name) and name not in self._buffers:
+            raise KeyError(f"attribute '{name}' already exists")
+        if tensor is not None and not isinstance(tensor, ClTensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                            f"(ClTensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers.discard(name)
+        else:
+            self._non_persistent_buffers.add(name)
+
+    def add_module(self, name, module):
+        """Add a child module (None leaves a named empty slot)."""
+        self._check_name(name, "module")
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        if isinstance(value, Parameter):
+            self._check_name(name, "parameters")
+            _check_leaf(name, value)
+            self._forget(name)
+            self.register_parameter(name, value)
+        elif d.get("_parameters") is not None and name in d["_parameters"]:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                                f"(Parameter or None expected)")
+            self._parameters[name] = None
+        elif isinstance(value, Module):
+            self._check_name(name, "child module")
+            self._forget(name)
+            self._modules[name] = value
+        elif d.get("_modules") is not None and name in d["_modules"]:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as child module "
+                                f"'{name}' (Module or None expected)")
+            self._modules[name] = None
+        elif d.get("_buffers") is not None and name in d["_buffers"]:
+            if value is not None and not isinstance(value, ClTensor):
+                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                                f"(ClTensor or None expected)")
+            self._buffers[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def _forget(self, name):
+        """Drop `name` from every registry and the instance dict (before it is re-registered)."""
+        self.__dict__.pop(name, None)
+        for reg in ("_parameters", "_buffers", "_modules"):
+            self.__dict__[reg].pop(name, None)
+        self._non_persistent_buffers.discard(name)
+
+    def __getattr__(self, name):
+        # NOTE: only called when normal lookup fails, so registered names resolve here
+        d = self.__dict__
+        for reg in ("_parameters", "_buffers", "_modules"):
+            if reg in d and name in d[reg]:
+                return d[reg][name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for reg in ("_parameters", "_buffers", "_modules"):
+            if name in self.__dict__[reg]:
+                del self.__dict__[reg][name]
+                self._non_persistent_buffers.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
+                      | set(self._modules))
+
+    # ---- traversal ----------------------------------------------------------------------------
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """(name, module) for this module and every descendant, each once; this one first."""
+        memo = set() if memo is None else memo
+        if remove_duplicate:
+            if self in memo:
+                return
+            memo.add(self)
+        yield prefix, self
+        for name, child in self._modules.items():
+            if child is not None:
+                yield from child.named_modules(memo, _join(prefix, name), remove_duplicate)
+
+    def modules(self):
+        return (m for _, m in self.named_modules())
+
+    def named_children(self):
+        seen = set()
+        for name, child in self._modules.items():
+            if child is not None and child not in seen:
+                seen.add(child)
+                yield name, child
+
+    def children(self):
+        return (m for _, m in self.named_children())
+
+    def _named_members(self, registry, prefix, recurse, remove_duplicate=True):
+        seen = set()
+        mods = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
+        for mod_prefix, mod in mods:
+            for name, value in getattr(mod, registry).items():
+                if value is None or (remove_duplicate and value in seen):
+                    continue
+                seen.add(value)
+                yield _join(mod_prefix, name), value
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """(name, Parameter) pairs, named as in state_dict ("features.0.weight")."""
+        return self._named_members("_parameters", prefix, recurse, remove_duplicate)
+
+    def parameters(self, recurse=True):
+        """Every Parameter of this module (and, with recurse, of its descendants), each once.
+
+        Example:
+            opt = cltensor.optim.SGD(model.parameters(), lr=0.1)
+        """
+        return (p for _, p in self.named_parameters(recurse=recurse))
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members("_buffers", prefix, recurse, remove_duplicate)
+
+    def buffers(self, recurse=True):
+        return (b for _, b in self.named_buffers(recurse=recurse))
+
+    def get_submodule(self, target):
+        """The descendant named by a dotted path ("features.0"); "" is this module."""
+        mod = self
+        for part in target.split(".") if target else []:
+            child = mod._modules.get(part)
+            if child is None:
+                raise AttributeError(f"{type(mod).__name__} has no submodule `{part}` "
+                                     f"(looking up {target!r})")
+            mod = child
+        return mod
+
+    def apply(self, fn):
+        """Call fn on every descendant (children first) and then on this module; returns self."""
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    # ---- modes and gradients ------------------------------------------------------------------
+    def train(self, mode=True):
+        """Set training mode (dropout on, batch statistics) here and below; returns self."""
+        if not isinstance(mode, bool):
+            raise ValueError(f"train: training mode is expected to be a bool, got {mode!r}")
+        self.training = mode
+        for child in self.children():
+            child.train(mode)
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        """Reset every parameter's .grad: to None, or to zeros with set_to_none=False."""
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad = p.grad.detach()
+                p.grad.zero_()
+
+    # ---- state --------------------------------------------------------------------------------
+    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+        """An OrderedDict of every parameter and persistent buffer by dotted name.
+
+        The tensors share storage with the module's (detached unless keep_vars).
+
+        Example:
+            cltensor.save(model.state_dict(), "model.npz")
+        """
+        out = OrderedDict() if destination is None else destination
+        for name, p in self._parameters.items():
+            if p is not None:
+                out[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers:
+                out[prefix + name] = b if keep_vars else b.detach()
+        # NOTE: over _modules, not named_modules(): a shared child appears under each name, as
+        # in torch
+        for name, child in self._modules.items():
+            if child is not None:
+                child.state_dict(destination=out, prefix=f"{prefix}{name}.", keep_vars=keep_vars)
+        return out
+
+    def load_state_dict(self, state_dict, strict=True):
+        """Copy parameters and buffers from a dict of ClTensors or numpy arrays.
+
+        Every entry is checked before anything is copied, so a failed load leaves the module
+        as it was. A PyTorch checkpoint loads through numpy: {k: v.numpy() for k, v in sd.items()}.
+
+        Args:
+            state_dict: name -> ClTensor, numpy array (or anything np.asarray accepts).
+            strict: missing and unexpected keys are errors; otherwise they are only returned.
+
+        Returns:
+            A namedtuple (missing_keys, unexpected_keys).
+
+        Raises:
+            RuntimeError: naming every bad key (shape mismatches, missing or unexpected keys).
+        """
+        if not hasattr(state_dict, "items"):
+            raise TypeError(f"load_state_dict: expected a dict, got {type(state_dict).__name__}")
+        own = self.state_dict(keep_vars=True)
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        errors, sources = [], {}
+        for key, target in own.items():
+            if key in state_dict:
+                src, err = _source_for(key, state_dict[key], target)
+                if err:
+                    errors.append(err)
+                else:
+                    sources[key] = src
+        if strict:
+            if unexpected:
+                errors.insert(0, "Unexpected key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in unexpected) + ".")
+            if missing:
+                errors.insert(0, "Missing key(s) in state_dict: "
+                              + ", ".join(f'"{k}"' for k in missing) + ".")
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t"
+                               + "\n\t".join(errors))
+        with no_grad():
+            for key, src in sources.items():
+                own[key].copy_(src)
+        return _IncompatibleKeys(missing, unexpected)
+
+    # ---- moves --------------------------------------------------------------------------------
+    def to(self, *args, device=None, dtype=None):
+        """Move parameters and buffers to a device and/or cast floating ones to a dtype, in place.
+
+        Parameters stay the same objects (an optimizer built before keeps working).
+
+        Example:
+            model.to("0:0"); model.to(cltensor.float64)
+        """
+        for a in args:
+            if isinstance(a, ClTensor):
+                device, dtype = a.device, a.dtype
+            elif _is_dtype_like(a):
+                dtype = a
+            else:
+                device = a
+        if dtype is not None:
+            dtype = dt.as_dtype(dtype)
+            if not dt.is_floating(dtype):
+                raise TypeError(f"Module.to only accepts floating point dtypes, got {dtype}")
+
+        def convert(t):
+            return t.to(device=device, dtype=dtype if t.is_floating_point() else None)
+        return self._apply(convert)
+
+    def _apply(self, fn):
+        for child in self.children():
+            child._apply(fn)
+        with no_grad():
+            for p in self._parameters.values():
+                if p is None:
+                    continue
+                p.data = fn(p.detach())
+                if p.grad is not None:
+                    p.grad = fn(p.grad)
+            for name, b in self._buffers.items():
+                if b is not None:
+                    self._buffers[name] = fn(b)
+        return self
+
+    def float(self):
+        return self.to(dtype=dt.float32)
+
+    def double(self):
+        return self.to(dtype=dt.float64)
+
+    # ---- repr ---------------------------------------------------------------------------------
+    def extra_repr(self):
+        """The constructor arguments shown in repr (override in layers)."""
+        return ""
+
+    def __repr__(self):
+        extra = self.extra_repr().split("\n") if self.extra_repr() else []
+        children = [f"({name}): " + _indent(repr(mod), 2) for name, mod in self._modules.items()]
+        lines = extra + children
+        body = ""
+        if len(extra) == 1 and not children:
+            body = extra[0]
+        elif lines:
+            body = "\n  " + "\n  ".join(lines) + "\n"
+        return f"{type(self).__name__}({body})"
+
+
+def _join(prefix, name):
+    return f"{prefix}.{name}" if prefix else name
+
+
+def _check_leaf(name, param):
+    if param.grad_fn is not None:
+        raise ValueError(f"cannot assign non-leaf tensor to parameter '{name}'; make it a leaf "
+                         f"with .detach() first")
+
+
+def _indent(text, spaces):
+    lines = text.split("\n")
+    return "\n".join(lines[:1] + [" " * spaces + line for line in lines[1:]])
+
+
+def _source_for(key, value, target):
+    """(a tensor ready to copy into target, None) or (None, an error message naming key)."""
+    if not isinstance(value, ClTensor):
+        try:
+            value = np.asarray(value)
+        except Exception as e:  # noqa: BLE001 -- any conversion failure is reported by key
+            return None, (f'While copying the parameter named "{key}": cannot convert '
+                          f'{type(value).__name__} to an array ({e})')
+        if value.dtype.kind not in "biuf":
+            return None, (f'While copying the parameter named "{key}": expected a tensor or '
+                          f'a numeric array, got dtype {value.dtype}')
+    if tuple(value.shape) != target.shape:
+        return None, (f"size mismatch for {key}: copying a param with shape {tuple(value.shape)} "
+                      f"from checkpoint, the shape in current model is {target.shape}.")
+    if isinstance(value, np.ndarray):
+        value = from_numpy(value.astype(target.dtype, copy=False), device=target.device)
+    return value, None

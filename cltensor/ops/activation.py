@@ -1,0 +1,94 @@
+"""Activations of cltensor.nn.functional and their gradients, as one elementwise kernel each
+(the OP_* macros at the end of the op table in cl_kernels/elementwise.cl).
+
+No autograd here: cltensor/nn/functional.py wraps these in Functions. Every op accepts `out`
+(which may be the input itself, for the in-place forms).
+"""
+import numbers
+
+from .. import dtypes as dt
+from ..tensor import ClTensor
+from . import elementwise as ew
+
+
+def check_float(x, op):
+    if not isinstance(x, ClTensor):
+        raise TypeError(f"{op}: expected a tensor, got {type(x).__name__}")
+    if not dt.is_floating(x.dtype):
+        raise TypeError(f"{op}: expected a floating point tensor, got {x.dtype}")
+
+
+def check_number(value, name, op):
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        raise TypeError(f"{op}: {name} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
+def _run(name, operands, out):
+    return ew.ternary(name, operands, operands[0].dtype, out=out)
+
+
+def relu(x, out=None):
+    return ew.unary("relu", x, out=out)
+
+
+def leaky_relu(x, negative_slope, out=None):
+    return _run("leaky_relu", [x, negative_slope], out)
+
+
+def elu(x, alpha, out=None):
+    return _run("elu", [x, alpha], out)
+
+
+def hardtanh(x, min_val, max_val, out=None):
+    return ew.ternary("clamp", [x, min_val, max_val], x.dtype, out=out)
+
+
+def sigmoid(x, out=None):
+    return ew.unary("sigmoid", x, out=out)
+
+
+def tanh(x, out=None):
+    return ew.unary("tanh", x, out=out)
+
+
+def dropout(x, mask, scale, out=None):
+    """x * scale where mask is true, else 0 (mask a bool tensor broadcast to x)."""
+    return _run("dropout", [x, mask, scale], out)
+
+
+# ---- gradients: g is the output's gradient, broadcast to the saved tensor's shape -------------
+
+def _backward(name, g, saved, *params):
+    out = ClTensor.empty_on(saved.shape, saved.dtype, saved.device)
+    return ew.ternary(name, [g, saved, *params], saved.dtype, out=out)
+
+
+def relu_backward(g, y):
+    return _backward("relu_backward", g, y)
+
+
+def leaky_relu_backward(g, x, negative_slope):
+    return _backward("leaky_relu_backward", g, x, negative_slope)
+
+
+def elu_backward(g, x, alpha):
+    return _backward("elu_backward", g, x, alpha)
+
+
+def hardtanh_backward(g, x, min_val, max_val):
+    return _backward("hardtanh_backward", g, x, min_val, max_val)
+
+
+def sigmoid_backward(g, y):
+    return _backward("sigmoid_backward", g, y)
+
+
+def tanh_backward(g, y):
+    return _backward("tanh_backward", g, y)
+
+
+def dropout_backward(g, mask, scale):
+    out = ClTensor.empty_on(g.shape, g.dtype, g.device)
+    return ew.ternary("dropout", [g, mask, scale], g.dtype, out=out)
+

@@ -1,0 +1,187 @@
+"""Normalization kernels' launchers: local response norm and batch norm, forward and backward
+(cl_kernels/norm.cl). No autograd here (cltensor/nn/functional.py).
+
+Inputs are seen as (N, C, S) views (S the spatial dims collapsed; any strides); outputs are
+contiguous, or channels_last when a 4-d input is.
+"""
+
+import numpy as np
+
+from ..program import build_program, ctype_of, launch, round_up
+from ..tensor import CHANNELS_LAST, ClTensor
+from .pool import launch_grid, layout_of
+from .softmax import rows
+
+KERNEL_FILE = "norm.cl"
+# Batch-norm statistics: lanes per chunk and how finely a channel is cut. NOTE: PoCL runs every
+# barrier as a loop over the work-items, so CPUs reduce a chunk in one work-item.
+# `group`: the work-group size of elementwise launches (fixed: PoCL compiles once per size).
+TUNING = {"cpu": {"lanes": 1, "items_per_cu": 4, "min_chunk": 4096, "group": 64},
+          "gpu": {"lanes": 256, "items_per_cu": 4, "min_chunk": 2048, "group": 256}}
+OPT = {"weight": 1, "bias": 2, "running": 4}  # must match OPT_* in norm.cl
+_kernels = {}
+
+
+def _kernel(device, name, dtype, lanes=1):
+    key = (device.index, name, dtype, lanes)
+    k = _kernels.get(key)
+    if k is None:
+        defines = {"T": ctype_of(dtype), "LANES": lanes}
+        k = _kernels[key] = getattr(build_program(device, KERNEL_FILE, defines), name)
+    return k
+
+
+def clear_kernels():
+    _kernels.clear()
+
+
+def _tuning(device):
+    return TUNING["cpu" if device.is_cpu else "gpu"]
+
+
+def _launch(device, kernel, n, *args):
+    """One work-item per channel (n channels)."""
+    group = min(_tuning(device)["group"], device.max_work_group)
+    launch(device, kernel, (round_up(n, group),), (group,), *args)
+
+
+def _launch_elements(kernel, out, N, C, S, *args):
+    """A 2-d launch over the (N, C, S) elements of `out`, in its layout (see norm.cl)."""
+    c_last = _c_last(out)
+    launch_grid(out.device, kernel, (C, N * S) if c_last else (S, N * C),
+                _tuning(out.device)["group"], np.int64(N), np.int64(C), np.int64(S), c_last, *args)
+
+
+def _output(x):
+    return ClTensor.empty_on(x.shape, x.dtype, x.device, layout_of(x))
+
+
+def _c_last(t):
+    return np.int32(layout_of(t) == CHANNELS_LAST)
+
+
+def _opt(weight=None, bias=None, running=None):
+    return np.int32((OPT["weight"] if weight is not None else 0) |
+                    (OPT["bias"] if bias is not None else 0) |
+                    (OPT["running"] if running is not None else 0))
+
+
+# ---- local response norm ------------------------------------------------------------------------
+
+def lrn(x, size, alpha, beta, k, save_scale):
+    """(y, scale or None) of an (N, C, ...) floating tensor."""
+    y = _output(x)
+    scale = _output(x) if save_scale else None
+    if x.numel() == 0:
+        return y, scale
+    x, (N, C, S), vx = rows(x, 1)
+    _, _, vy = rows(y, 1)
+    ft = x.dtype.type
+    _launch_elements(_kernel(x.device, "lrn_fwd", x.dtype), y, N, C, S, np.int32(size),
+                     ft(alpha), ft(beta), ft(k), np.int32(save_scale), x.storage.buf, vx, y.storage.buf, vy,
+            (scale if save_scale else y).storage.buf)
+    return y, scale
+
+
+def lrn_backward(g, x, y, scale, size, alpha, beta):
+    gx = ClTensor.empty_on(y.shape, y.dtype, y.device, layout_of(y))
+    if gx.numel() == 0:
+        return gx
+    g, (N, C, S), vg = rows(g, 1)
+    x, _, vx = rows(x, 1)
+    _, _, vy = rows(y, 1)
+    ft = y.dtype.type
+    _launch_elements(_kernel(y.device, "lrn_bwd", y.dtype), gx, N, C, S, np.int32(size),
+                     ft(alpha), ft(beta), g.storage.buf, vg, x.storage.buf, vx, y.storage.buf, scale.storage.buf, vy,
+            gx.storage.buf)
+    return gx
+
+
+# ---- batch norm ---------------------------------------------------------------------------------
+
+def _plan(device, M, C):
+    """(P chunks per channel, lanes per chunk) for bn_reduce."""
+    tune = _tuning(device)
+    lanes = min(tune["lanes"], device.max_work_group)
+    lanes = 1 << (lanes.bit_length() - 1)
+    target = tune["items_per_cu"] * device.cl_device.max_compute_units
+    P = max(1, min(-(-target // C), M // tune["min_chunk"]))
+    return P, lanes
+
+
+def _reduce(x, vx, N, C, S, g=None, vg=None, mean=None):
+    """The (C, P, 2) partial sums of bn_reduce (statistics, or gradient sums with g)."""
+    M = N * S
+    P, lanes = _plan(x.device, M, C)
+    part = ClTensor.empty_on((C, P, 2), x.dtype, x.device)
+    kern = _kernel(x.device, "bn_reduce", x.dtype, lanes)
+    launch(x.device, kern, (P * lanes, C), (lanes, 1), np.int64(N), np.int64(S),
+           np.int64(-(-M // P)), np.int32(g is not None), x.storage.buf, vx,
+           (g if g is not None else x).storage.buf,
+           vg if vg is not None else vx, (mean if mean is not None else x).storage.buf,
+           part.storage.buf)
+    return part, P
+
+
+def _buf(t, fallback):
+    return (t if t is not None else fallback).storage.buf
+
+
+def batch_norm_train(x, weight, bias, running_mean, running_var, momentum, eps):
+    """(y, mean, invstd) from batch statistics; running stats (contiguous, or None) are updated
+    in place."""
+    y = _output(x)
+    x, (N, C, S), vx = rows(x, 1)
+    part, P = _reduce(x, vx, N, C, S)
+    mean, invstd = (ClTensor.empty_on((C,), x.dtype, x.device) for _ in range(2))
+    coef = ClTensor.empty_on((2, C), x.dtype, x.device)
+    ft = x.dtype.type
+    _launch(x.device, _kernel(x.device, "bn_stats", x.dtype), C, np.int64(C), np.int64(N * S),
+            np.int64(P), _opt(weight, bias, running_mean), part.storage.buf, x.storage.buf, vx,
+            ft(eps), ft(momentum), _buf(weight, x), _buf(bias, x), _buf(running_mean, x),
+            _buf(running_var, x), mean.storage.buf, invstd.storage.buf, coef.storage.buf)
+    if running_mean is not None:
+        running_mean.storage.version += 1
+        running_var.storage.version += 1
+    return _apply(x, vx, N, C, S, coef, y), mean, invstd
+
+
+def batch_norm_eval(x, weight, bias, running_mean, running_var, eps):
+    """(y, invstd) from the running statistics."""
+    y = _output(x)
+    x, (N, C, S), vx = rows(x, 1)
+    invstd = ClTensor.empty_on((C,), x.dtype, x.device)
+    coef = ClTensor.empty_on((2, C), x.dtype, x.device)
+    _launch(x.device, _kernel(x.device, "bn_eval_coeffs", x.dtype), C, np.int64(C),
+            _opt(weight, bias), x.dtype.type(eps), _buf(weight, x), _buf(bias, x),
+            running_mean.storage.buf, running_var.storage.buf, invstd.storage.buf,
+            coef.storage.buf)
+    return _apply(x, vx, N, C, S, coef, y), invstd
+
+
+def _apply(x, vx, N, C, S, coef, out, g=None, vg=None):
+    total = out.numel()
+    if total == 0:
+        return out
+    _launch_elements(_kernel(x.device, "bn_apply", x.dtype), out, N, C, S,
+                     np.int32(g is not None), x.storage.buf, vx,
+            (g if g is not None else x).storage.buf, vg if vg is not None else vx,
+            coef.storage.buf, out.storage.buf)
+    return out
+
+
+def batch_norm_backward(g, x, weight, mean, invstd, train):
+    """(gx, gw, gb): mean and invstd are the batch's (train) or the running ones (eval)."""
+    gx = ClTensor.empty_on(x.shape, x.dtype, x.device, layout_of(x))
+    x, (N, C, S), vx = rows(x, 1)
+    g, _, vg = rows(g, 1)
+    part, P = _reduce(x, vx, N, C, S, g, vg, mean)
+    grads = ClTensor.empty_on((2, C), x.dtype, x.device)
+    coef = ClTensor.empty_on((3, C), x.dtype, x.device)
+    _launch(x.device, _kernel(x.device, "bn_grads", x.dtype), C, np.int64(C), np.int64(N * S),
+            np.int64(P), _opt(weight), np.int32(train), part.storage.buf, _buf(weight, x),
+            mean.storage.buf, invstd.storage.buf,
+            grads.storage.buf, coef.storage.buf)
+    _apply(x, vx, N, C, S, coef, gx, g, vg)
+    return gx, grads[0], grads[1]
+

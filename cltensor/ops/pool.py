@@ -1,0 +1,230 @@
+"""2-d pooling (max, average, adaptive average), forward and backward: argument checks, output
+sizes and launches of cl_kernels/pool.cl. No autograd here (cltensor/nn/functional.py).
+
+Inputs are 4-d NCHW views with any strides; outputs are contiguous, or channels_last when the
+input is, so a channels_last network stays channels_last.
+"""
+import numbers
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..program import build_program, ctype_of, launch, round_up
+from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
+from .activation import check_float
+
+KERNEL_FILE = "pool.cl"
+VIEW4_T = np.dtype([(f, np.int64) for f in ("off", "n", "c", "h", "w")])
+POOL_T = np.dtype([(f, np.int32) for f in ("N", "C", "H", "W", "OH", "OW", "kh", "kw", "sh", "sw",
+                                           "ph", "pw", "dh", "dw", "divisor", "include_pad")])
+GROUP = {"cpu": 64, "gpu": 256}  # work-group size (fixed: PoCL compiles once per size)
+# Work-groups a launch may have along dims 1 and 2: CUDA's grid limit, which NVIDIA's OpenCL keeps.
+_INT_MAX = 2**31 - 1
+_kernels = {}
+
+
+def _kernel(device, name, dtype):
+    key = (device.index, name, dtype)
+    k = _kernels.get(key)
+    if k is None:
+        prog = build_program(device, KERNEL_FILE, {"T": ctype_of(dtype)})
+        k = _kernels[key] = getattr(prog, name)
+    return k
+
+
+def clear_kernels():
+    _kernels.clear()
+
+
+# ---- arguments --------------------------------------------------------------------------------
+
+def pair(value, name, op):
+    """An int or a pair of ints as a 2-tuple (torch's _pair)."""
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(items) == 1:
+        items = items * 2
+    if len(items) != 2 or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                  for v in items):
+        raise TypeError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+    return tuple(int(v) for v in items)
+
+
+def output_size(size, k, s, p, d, ceil_mode):
+    """torch's pooling_output_shape: the last window must start inside the input or its left
+    padding."""
+    span = size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)
+    out = span // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def check_input(x, op):
+    """A floating 3-d (C, H, W) or 4-d (N, C, H, W) tensor with non-empty C, H, W."""
+    check_float(x, op)
+    if x.ndim not in (3, 4) or any(n == 0 for n in x.shape[-3:]):
+        raise ValueError(f"{op}: expected a 3-d (C, H, W) or 4-d (N, C, H, W) input with non-zero "
+                         f"C, H and W, got shape {x.shape}")
+    if x.shape[-1] * x.shape[-2] > _INT_MAX:
+        raise ValueError(f"{op}: a {x.shape[-2]}x{x.shape[-1]} plane is too large for 32-bit "
+                         f"window positions")
+
+
+def window(op, x, kernel_size, stride, padding, dilation, ceil_mode):
+    """Check the window arguments against the input; returns the POOL_T fields and (OH, OW)."""
+    k = pair(kernel_size, "kernel_size", op)
+    s = pair(stride, "stride", op) if stride is not None and stride != () and stride != [] else k
+    p = pair(padding, "padding", op)
+    d = pair(dilation, "dilation", op)
+    if min(k) <= 0:
+        raise ValueError(f"{op}: kernel_size must be greater than zero, got {k}")
+    if min(s) <= 0:
+        raise ValueError(f"{op}: stride must be greater than zero, got {s}")
+    if min(d) <= 0:
+        raise ValueError(f"{op}: dilation must be greater than zero, got {d}")
+    if min(p) < 0:
+        raise ValueError(f"{op}: padding must be non-negative, got {p}")
+    if p[0] > k[0] // 2 or p[1] > k[1] // 2:
+        raise ValueError(f"{op}: pad should be at most half of kernel size, but got "
+                         f"padding={p} and kernel_size={k}")
+    h, w = x.shape[-2:]
+    oh = output_size(h, k[0], s[0], p[0], d[0], ceil_mode)
+    ow = output_size(w, k[1], s[1], p[1], d[1], ceil_mode)
+    if oh <= 0 or ow <= 0:
+        raise ValueError(f"{op}: given input size {tuple(x.shape[-3:])}, the calculated output "
+                         f"size ({x.shape[-3]}, {oh}, {ow}) is too small (kernel_size={k}, "
+                         f"stride={s}, padding={p}, dilation={d})")
+    fields = {"kh": k[0], "kw": k[1], "sh": s[0], "sw": s[1], "ph": p[0], "pw": p[1],
+              "dh": d[0], "dw": d[1]}
+    return fields, (oh, ow)
+
+
+def adaptive_size(output_size_arg, x, op):
+    """torch's rule: an int or a pair, None keeping the input's size."""
+    items = output_size_arg if isinstance(output_size_arg, (tuple, list)) else \
+        (output_size_arg, output_size_arg)
+    if len(items) != 2:
+        raise ValueError(f"{op}: output_size must be an int or a pair, got {output_size_arg!r}")
+    out = []
+    for v, n in zip(items, x.shape[-2:]):
+        if v is None:
+            v = n
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v <= 0:
+            raise ValueError(f"{op}: output_size must hold positive ints (or None), "
+                             f"got {output_size_arg!r}")
+        out.append(int(v))
+    return tuple(out)
+
+
+# ---- launches ---------------------------------------------------------------------------------
+
+def layout_of(x):
+    """channels_last when x is laid out so (and not also contiguous), else contiguous."""
+    if x.ndim == 4 and x.is_contiguous(CHANNELS_LAST) and not x.is_contiguous():
+        return CHANNELS_LAST
+    return CONTIGUOUS_FORMAT
+
+
+def _view4(t):
+    v = np.zeros((), VIEW4_T)
+    v["off"] = t.offset
+    for name, st in zip(("n", "c", "h", "w"), t.strides):
+        v[name] = st
+    return v
+
+
+def _pool(x_shape, out_hw, fields=None, divisor=0, include_pad=1):
+    p = np.zeros((), POOL_T)
+    for name, n in zip(("N", "C", "H", "W", "OH", "OW"), tuple(x_shape) + tuple(out_hw)):
+        p[name] = n
+    for name, v in (fields or {}).items():
+        p[name] = v
+    p["divisor"], p["include_pad"] = divisor, include_pad
+    return p
+
+
+def grid(dims, device, group):
+    """(global, local) sizes of a launch over `dims` (innermost first): the work-group takes up
+    to `group` work-items, filling the inner dims first (at most 64 along dim 2, which every
+    device allows); the global size is rounded up to it."""
+    left = min(group, device.max_work_group)
+    local = []
+    for k, d in enumerate(dims):
+        n = min(left, _pow2_at_least(d), 64 if k == 2 else left)
+        local.append(n)
+        left //= n
+    return tuple(round_up(d, n) for d, n in zip(dims, local)), tuple(local)
+
+
+def _pow2_at_least(n):
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def launch_grid(device, kernel, dims, group, *args):
+    """Launch `kernel` over `dims` with the sizes grid() picks."""
+    launch(device, kernel, *grid(dims, device, group), *args)
+
+
+def _launch(name, written, pool_arg, *args):
+    """Kernel `name` over the elements of `written`, walked in its layout (see pool.cl)."""
+    device = written.device
+    if written.numel() == 0:
+        return
+    N, C, Y, X = written.shape
+    c_last = layout_of(written) == CHANNELS_LAST
+    if max(N * C, N * Y) > _INT_MAX:
+        raise ValueError(f"pooling: {written.shape} has too many planes for 32-bit indices")
+    launch_grid(device, _kernel(device, name, written.dtype),
+                (C, X, N * Y) if c_last else (X, Y, N * C), GROUP["cpu" if device.is_cpu else "gpu"],
+                pool_arg, np.int32(c_last), *args)
+
+
+def _empty(shape, like_layout, x):
+    return ClTensor.empty_on(shape, x.dtype, x.device, like_layout)
+
+
+def max_pool2d(x, fields, out_hw, with_indices):
+    """(y, int32 argmax or None) of a 4-d input."""
+    layout = layout_of(x)
+    shape = x.shape[:2] + tuple(out_hw)
+    y = _empty(shape, layout, x)
+    idx = ClTensor.empty_on(shape, dt.int32, x.device, layout) if with_indices else y
+    _launch("max_pool2d_fwd", y, _pool(x.shape, out_hw, fields), np.int32(with_indices),
+            x.storage.buf, _view4(x), y.storage.buf, _view4(y), idx.storage.buf, _view4(idx))
+    return y, (idx if with_indices else None)
+
+
+def max_pool2d_backward(g, idx, x_shape, layout, fields):
+    gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
+    _launch("max_pool2d_bwd", gx, _pool(x_shape, g.shape[2:], fields), g.storage.buf,
+            _view4(g), idx.storage.buf, _view4(idx), gx.storage.buf, _view4(gx))
+    return gx
+
+
+def avg_pool2d(x, fields, out_hw, divisor, include_pad):
+    y = _empty(x.shape[:2] + tuple(out_hw), layout_of(x), x)
+    _launch("avg_pool2d_fwd", y, _pool(x.shape, out_hw, fields, divisor, include_pad),
+            x.storage.buf, _view4(x), y.storage.buf, _view4(y))
+    return y
+
+
+def avg_pool2d_backward(g, x_shape, layout, fields, divisor, include_pad):
+    gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
+    _launch("avg_pool2d_bwd", gx, _pool(x_shape, g.shape[2:], fields, divisor, include_pad),
+            g.storage.buf, _view4(g), gx.storage.buf, _view4(gx))
+    return gx
+
+
+def adaptive_avg_pool2d(x, out_hw):
+    y = _empty(x.shape[:2] + tuple(out_hw), layout_of(x), x)
+    _launch("adaptive_avg_pool2d_fwd", y, _pool(x.shape, out_hw), x.storage.buf, _view4(x),
+            y.storage.buf, _view4(y))
+    return y
+
+
+def adaptive_avg_pool2d_backward(g, x_shape, layout):
+    gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
+    _launch("adaptive_avg_pool2d_bwd", gx, _pool(x_shape, g.shape[2:]), g.storage.buf,
+            _view4(g), gx.storage.buf, _view4(gx))
+    return gx
+

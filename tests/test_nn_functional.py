@@ -1,0 +1,913 @@
+"""cltensor.nn.functional: every layer op and loss against float64 numpy references, gradients by
+finite differences, odd layouts and sizes, bad input; and against torch where it is installed."""
+import math
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cltensor
+import cltensor.nn.functional as F
+from cltensor.ops import norm as norm_ops
+from cltensor.ops import softmax as softmax_ops
+from cltensor.testing import assert_close, gradcheck, random_array
+
+F32 = {"rtol": 2e-5, "atol": 2e-6}
+
+
+def T(a, device, requires_grad=False):
+    t = cltensor.from_numpy(np.array(a), device=device)
+    return t.requires_grad_() if requires_grad else t
+
+
+def strided_views(a, device):
+    """(name, tensor) pairs holding a's values in different layouts."""
+    out = [("contiguous", T(a, device))]
+    order = list(range(a.ndim))[::-1]
+    inverse = list(np.argsort(order))
+    out.append(("permuted", T(a.transpose(order), device).permute(inverse)))
+    big = np.zeros((a.shape[0] * 2,) + a.shape[1:], a.dtype)
+    big[::2] = a
+    out.append(("step-sliced", T(big, device)[::2]))
+    pad = np.concatenate([np.zeros((1,) + a.shape[1:], a.dtype), a])
+    out.append(("offset", T(pad, device)[1:]))
+    if a.ndim == 4:
+        out.append(("channels_last", T(a, device).contiguous(cltensor.channels_last)))
+    return out
+
+
+def grad_of(fn, x, g=None):
+    """x's gradient of fn(x) for the output gradient g (default ones), as numpy."""
+    y = fn(x)
+    y.backward(cltensor.ones_like(y) if g is None else g)
+    return x.grad.numpy()
+
+
+# ---- numpy references ---------------------------------------------------------------------------
+
+def ref_pool_size(n, k, s, p, d, ceil):
+    span = n + 2 * p - d * (k - 1) - 1
+    out = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def ref_max_pool(x, k, s, p, d, ceil):
+    N, C, H, W = x.shape
+    OH, OW = (ref_pool_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate((H, W)))
+    y = np.empty((N, C, OH, OW))
+    idx = np.empty((N, C, OH, OW), np.int64)
+    for oh in range(OH):
+        for ow in range(OW):
+            hs = [oh * s[0] - p[0] + a * d[0] for a in range(k[0])]
+            ws = [ow * s[1] - p[1] + b * d[1] for b in range(k[1])]
+            pos = [(h, w) for h in hs for w in ws if 0 <= h < H and 0 <= w < W]
+            vals = np.stack([x[:, :, h, w] for h, w in pos], -1)
+            arg = vals.argmax(-1)
+            y[:, :, oh, ow] = vals.max(-1)
+            flat = np.array([h * W + w for h, w in pos])
+            idx[:, :, oh, ow] = flat[arg]
+    return y, idx
+
+
+def ref_avg_pool(x, k, s, p, ceil, include_pad, divisor=None):
+    N, C, H, W = x.shape
+    OH, OW = (ref_pool_size(n, k[i], s[i], p[i], 1, ceil) for i, n in enumerate((H, W)))
+    y = np.empty((N, C, OH, OW))
+    for oh in range(OH):
+        for ow in range(OW):
+            h0, w0 = oh * s[0] - p[0], ow * s[1] - p[1]
+            h1, w1 = min(h0 + k[0], H + p[0]), min(w0 + k[1], W + p[1])
+            padded = (h1 - h0) * (w1 - w0)
+            h0, w0, h1, w1 = max(h0, 0), max(w0, 0), min(h1, H), min(w1, W)
+            div = divisor or (padded if include_pad else (h1 - h0) * (w1 - w0))
+            y[:, :, oh, ow] = x[:, :, h0:h1, w0:w1].sum((2, 3)) / div
+    return y
+
+
+def ref_adaptive_avg_pool(x, out):
+    H, W = x.shape[2:]
+    y = np.empty(x.shape[:2] + out)
+    for oh in range(out[0]):
+        for ow in range(out[1]):
+            h0, h1 = oh * H // out[0], -(-(oh + 1) * H // out[0])
+            w0, w1 = ow * W // out[1], -(-(ow + 1) * W // out[1])
+            y[:, :, oh, ow] = x[:, :, h0:h1, w0:w1].mean((2, 3))
+    return y
+
+
+def ref_log_softmax(x, axis):
+    x = np.asarray(x, np.float64)
+    m = x.max(axis, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis, keepdims=True))
+
+
+def ref_lrn(x, size, alpha, beta, k):
+    x = x.astype(np.float64)
+    C = x.shape[1]
+    sq = x * x
+    acc = np.zeros_like(x)
+    for c in range(C):
+        lo, hi = max(c - size // 2, 0), min(c + (size - 1) // 2, C - 1)
+        acc[:, c] = sq[:, lo:hi + 1].sum(1)
+    return x / (k + alpha / size * acc) ** beta
+
+
+def ref_batch_norm(x, w, b, eps):
+    x = x.astype(np.float64)
+    axes = (0,) + tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    mean, var = x.mean(axes), x.var(axes)
+    y = (x - mean.reshape(shape)) / np.sqrt(var.reshape(shape) + eps)
+    return y * w.reshape(shape) + b.reshape(shape), mean, var
+
+
+def ref_cross_entropy(x, t, w, ignore, eps, reduction, log_probs=False):
+    """Class-index cross entropy (nll_loss when log_probs) as torch defines it."""
+    x = np.asarray(x, np.float64)
+    C = x.shape[0] if x.ndim == 1 else x.shape[1]
+    rows = x.reshape(1, C) if x.ndim == 1 else np.moveaxis(x, 1, -1).reshape(-1, C)
+    lp = rows if log_probs else ref_log_softmax(rows, -1)
+    tt = np.asarray(t).reshape(-1)
+    w = np.ones(C) if w is None else np.asarray(w, np.float64)
+    valid = tt != ignore
+    safe = np.where(valid, tt, 0)
+    wt = w[safe] * valid
+    per_row = (1 - eps) * -wt * lp[np.arange(len(tt)), safe]
+    per_row += eps / C * -(lp * w).sum(-1) * valid
+    if reduction == "none":
+        return per_row.reshape(np.shape(t))
+    with np.errstate(invalid="ignore"):  # everything ignored: nan, as torch
+        return per_row.sum() if reduction == "sum" else per_row.sum() / wt.sum()
+
+
+def ref_bce_logits(x, t, w=None, pw=None):
+    x, t = x.astype(np.float64), t.astype(np.float64)
+    lw = 1 + (pw - 1) * t if pw is not None else 1
+    loss = (1 - t) * x + lw * (np.log1p(np.exp(-np.abs(x))) + np.maximum(-x, 0))
+    return loss * (w if w is not None else 1)
+
+
+def _reduce(loss, reduction):
+    return {"none": loss, "sum": loss.sum(), "mean": loss.mean()}[reduction]
+
+
+# ---- linear -------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("in_shape", [(5,), (3, 5), (2, 3, 5)])
+def test_linear_forward(device, rng, in_shape):
+    x, w, b = (random_array(rng, s) for s in (in_shape, (4, 5), (4,)))
+    assert_close(F.linear(T(x, device), T(w, device), T(b, device)), x @ w.T + b, **F32)
+    assert_close(F.linear(T(x, device), T(w, device)), x @ w.T, **F32)
+
+
+def test_linear_gradients(device, rng):
+    x, w, b = (T(rng.standard_normal(s), device, True) for s in ((2, 3, 4), (5, 4), (5,)))
+    assert gradcheck(F.linear, [x, w, b])
+
+
+def test_linear_bad_input(device, rng):
+    x, w = T(random_array(rng, (3, 5)), device), T(random_array(rng, (4, 6)), device)
+    with pytest.raises(ValueError, match="has 5 features"):
+        F.linear(x, w)
+    with pytest.raises(ValueError, match="bias must have shape"):
+        F.linear(x, T(random_array(rng, (4, 5)), device), T(random_array(rng, (3,)), device))
+    with pytest.raises(ValueError, match="weight must be 2-d"):
+        F.linear(x, T(random_array(rng, (5,)), device))
+
+
+# ---- activations --------------------------------------------------------------------------------
+
+ACTIVATIONS = {
+    "relu": (F.relu, lambda x: np.maximum(x, 0)),
+    "leaky_relu": (lambda x: F.leaky_relu(x, 0.1), lambda x: np.where(x > 0, x, 0.1 * x)),
+    "elu": (lambda x: F.elu(x, 0.7), lambda x: np.where(x > 0, x, 0.7 * np.expm1(x))),
+    "hardtanh": (lambda x: F.hardtanh(x, -0.5, 0.8), lambda x: np.clip(x, -0.5, 0.8)),
+    "sigmoid": (F.sigmoid, lambda x: 1 / (1 + np.exp(-x))),
+    "tanh": (F.tanh, np.tanh),
+}
+
+
+@pytest.mark.parametrize("name", ACTIVATIONS)
+def test_activation_forward_and_gradient(device, rng, name):
+    fn, ref = ACTIVATIONS[name]
+    a = random_array(rng, (3, 4, 5))
+    for layout, x in strided_views(a, device):
+        assert_close(fn(x), ref(a.astype(np.float64)), **F32), layout
+    x64 = T(rng.standard_normal((3, 7)), device, True)
+    assert gradcheck(fn, [x64])
+
+
+def test_activation_inplace(device, rng):
+    a = random_array(rng, (4, 6))
+    x = T(a, device)
+    assert F.leaky_relu(x, 0.2, inplace=True) is x
+    assert_close(x, np.where(a > 0, a, 0.2 * a), **F32)
+    # in a graph: the result takes over the input's history, and the gradient is right
+    leaf = T(rng.standard_normal((4, 6)), device, True)
+    h = leaf * 2
+    out = F.elu(h, 0.5, inplace=True)
+    assert out is h
+    out.sum().backward()
+    v = leaf.detach().numpy() * 2
+    assert_close(leaf.grad, 2 * np.where(v > 0, 1, 0.5 * np.exp(v)), rtol=1e-12, atol=1e-12)
+    with pytest.raises(RuntimeError, match="leaf Variable"):
+        F.relu(T(a, device, True), inplace=True)
+
+
+def test_hardtanh_gradient_at_the_bounds(device):
+    x = T(np.array([-1.0, -0.5, 0.0, 1.0, 2.0]), device, True)
+    assert_close(grad_of(F.hardtanh, x), [0, 1, 1, 0, 0])
+
+
+def test_activation_bad_input(device):
+    ints = cltensor.tensor([1, -2], device=device)
+    assert F.relu(ints).tolist() == [1, 0]
+    with pytest.raises(TypeError, match="floating point"):
+        F.leaky_relu(ints)
+    with pytest.raises(ValueError, match="must not exceed"):
+        F.hardtanh(cltensor.zeros(2, device=device), 1.0, -1.0)
+    with pytest.raises(TypeError, match="negative_slope must be a real number"):
+        F.leaky_relu(cltensor.zeros(2, device=device), "0.1")
+
+
+# ---- softmax ------------------------------------------------------------------------------------
+
+@pytest.fixture(params=["item-per-row", "group-per-row"])
+def lanes(request, monkeypatch):
+    """Run on the CPU's path, and on the GPU's work-group-per-row path (with few lanes)."""
+    if request.param == "group-per-row":
+        monkeypatch.setitem(softmax_ops.TUNING, "cpu", {"lanes": 8, "min_row": 1, "group": 64})
+    return request.param
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_forward(device, rng, lanes, log):
+    a = random_array(rng, (3, 5, 13), low=-6, high=6)
+    fn = F.log_softmax if log else F.softmax
+    for dim in (0, 1, 2, -1):
+        expected = ref_log_softmax(a, dim)
+        expected = expected if log else np.exp(expected)
+        for layout, x in strided_views(a, device):
+            assert_close(fn(x, dim=dim), expected, **F32), (layout, dim)
+
+
+def test_softmax_float64_and_long_rows(device, rng, lanes):
+    if not device.has_fp64:
+        pytest.skip("no float64 on this device")
+    a = rng.standard_normal((2, 1000)) * 10
+    assert_close(F.log_softmax(T(a, device), 1), ref_log_softmax(a, 1), rtol=1e-12, atol=1e-12)
+
+
+def test_softmax_numerics(device, lanes):
+    big = np.array([[1000.0, 1001.0, 999.0], [-1e4, -1e4 + 1, -1e4 + 2]], np.float32)
+    assert_close(F.softmax(T(big, device), 1), np.exp(ref_log_softmax(big, 1)), **F32)
+    inf = np.float32(np.inf)
+    x = np.array([[-inf, 0.0, 1.0], [-inf, -inf, -inf], [0.0, np.nan, 1.0]], np.float32)
+    out = F.log_softmax(T(x, device), 1).numpy()
+    assert out[0, 0] == -np.inf
+    assert_close(out[0, 1:], ref_log_softmax(x[0, 1:], 0), **F32)
+    assert np.isnan(out[1]).all() and np.isnan(out[2]).all()
+    sm = F.softmax(T(x, device), 1).numpy()
+    assert sm[0, 0] == 0 and np.isnan(sm[1]).all()
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_gradients(device, rng, lanes, log):
+    fn = F.log_softmax if log else F.softmax
+    x = T(rng.standard_normal((2, 3, 4)), device, True)
+    for dim in (0, 1, 2):
+        assert gradcheck(lambda t, dim=dim: fn(t, dim), [x])
+    # a broadcast (stride 0) output gradient: d/dx of sum(softmax) is 0
+    y = F.softmax(x, 1)
+    y.sum().backward()
+    assert_close(x.grad, np.zeros(x.shape), atol=1e-12)
+
+
+def test_softmax_shapes_and_errors(device, rng):
+    x0 = cltensor.tensor(3.0, device=device)
+    assert F.softmax(x0, 0).item() == 1.0
+    assert F.softmax(cltensor.zeros(0, 4, device=device), 1).shape == (0, 4)
+    a = random_array(rng, (2, 3))
+    assert_close(F.softmax(T(a, device), -1, dtype=cltensor.float64),
+                 np.exp(ref_log_softmax(a, 1)), rtol=1e-6)
+    with pytest.warns(UserWarning, match="Implicit dimension"):
+        F.softmax(T(a, device))
+    with pytest.raises(IndexError, match="out of range"):
+        F.softmax(T(a, device), 2)
+    with pytest.raises(TypeError, match="floating point"):
+        F.log_softmax(cltensor.tensor([1, 2], device=device), 0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_softmax_and_cross_entropy_property(device, data):
+    """Random shapes, dims and layouts (permuted, sliced) against numpy."""
+    nd = data.draw(st.integers(1, 4))
+    shape = tuple(data.draw(st.lists(st.integers(1, 7), min_size=nd, max_size=nd)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    a = random_array(rng, shape, low=-5, high=5)
+    order = data.draw(st.permutations(range(nd)))
+    x = T(a.transpose(order), device).permute(list(np.argsort(order)))
+    if data.draw(st.booleans()) and shape[0] > 1:
+        a, x = a[::2], x[::2]
+    dim = data.draw(st.integers(-nd, nd - 1))
+    assert_close(F.log_softmax(x, dim), ref_log_softmax(a, dim), rtol=1e-5, atol=1e-5)
+    if nd >= 2:
+        t = rng.integers(0, a.shape[1], size=a.shape[:1] + a.shape[2:])
+        assert_close(F.cross_entropy(x, T(t, device), reduction="none"),
+                     ref_cross_entropy(a, t, None, -100, 0.0, "none"), rtol=1e-5, atol=1e-5)
+
+
+# ---- pooling ------------------------------------------------------------------------------------
+
+# (kernel, stride, padding, dilation, ceil_mode): AlexNet's overlap, GoogLeNet's ceil_mode, ...
+POOLS = [((2, 2), (2, 2), (0, 0), (1, 1), False),
+         ((3, 3), (2, 2), (0, 0), (1, 1), False),
+         ((3, 3), (2, 2), (1, 1), (1, 1), True),
+         ((3, 3), (1, 1), (1, 1), (1, 1), False),
+         ((3, 3), (3, 3), (0, 0), (1, 1), True),
+         ((2, 3), (1, 2), (1, 0), (2, 1), True)]
+
+
+@pytest.mark.parametrize("k,s,p,d,ceil", POOLS)
+def test_max_pool2d_forward(device, rng, k, s, p, d, ceil):
+    a = random_array(rng, (2, 3, 9, 11))
+    y_ref, idx_ref = ref_max_pool(a, k, s, p, d, ceil)
+    for layout, x in strided_views(a, device):
+        y, idx = F.max_pool2d(x, k, s, p, d, ceil_mode=ceil, return_indices=True)
+        assert_close(y, y_ref), layout
+        assert idx.dtype == cltensor.int64
+        assert_close(idx, idx_ref), layout
+    cl = F.max_pool2d(T(a, device).contiguous(cltensor.channels_last), k, s, p, d, ceil)
+    assert cl.is_contiguous(cltensor.channels_last)
+
+
+@pytest.mark.parametrize("k,s,p,d,ceil", [c for c in POOLS if c[3] == (1, 1)])
+@pytest.mark.parametrize("include_pad", [True, False])
+def test_avg_pool2d_forward(device, rng, k, s, p, d, ceil, include_pad):
+    a = random_array(rng, (2, 3, 9, 11))
+    expected = ref_avg_pool(a, k, s, p, ceil, include_pad)
+    for layout, x in strided_views(a, device):
+        y = F.avg_pool2d(x, k, s, p, ceil_mode=ceil, count_include_pad=include_pad)
+        assert_close(y, expected, **F32), layout
+    y = F.avg_pool2d(T(a, device), k, s, p, ceil, include_pad, divisor_override=5)
+    assert_close(y, ref_avg_pool(a, k, s, p, ceil, include_pad, divisor=5), **F32)
+
+
+@pytest.mark.parametrize("out", [(1, 1), (3, 5), (4, 4), (9, 11), (13, 2)])
+def test_adaptive_avg_pool2d_forward(device, rng, out):
+    a = random_array(rng, (2, 3, 9, 11))
+    for layout, x in strided_views(a, device):
+        assert_close(F.adaptive_avg_pool2d(x, out), ref_adaptive_avg_pool(a, out), **F32), layout
+    y = F.adaptive_avg_pool2d(T(a[0], device), (out[0], None))
+    assert_close(y, ref_adaptive_avg_pool(a, (out[0], 11))[0], **F32)
+
+
+@pytest.mark.parametrize("k,s,p,d,ceil", POOLS[1:3] + POOLS[5:])
+def test_pool_gradients(device, rng, k, s, p, d, ceil):
+    x = T(rng.standard_normal((1, 2, 5, 6)), device, True)
+    assert gradcheck(lambda t: F.max_pool2d(t, k, s, p, d, ceil), [x])
+    assert gradcheck(lambda t: F.avg_pool2d(t, k, s, p, ceil, count_include_pad=False), [x])
+    assert gradcheck(lambda t: F.avg_pool2d(t, k, s, p, ceil, divisor_override=3), [x])
+
+
+def test_adaptive_avg_pool2d_gradient(device, rng):
+    x = T(rng.standard_normal((1, 2, 5, 7)), device, True)
+    for out in ((2, 3), (5, 7), (3, 4)):
+        assert gradcheck(lambda t, out=out: F.adaptive_avg_pool2d(t, out), [x])
+
+
+def test_pool_backward_layouts(device, rng):
+    """Gradients of channels_last, 3-d and sliced inputs against the contiguous result; the
+    output gradient of a sum is broadcast (stride 0)."""
+    a = random_array(rng, (2, 3, 8, 7))
+    g = random_array(rng, (2, 3, 4, 4))
+    fns = [lambda t: F.max_pool2d(t, 3, 2, 1), lambda t: F.avg_pool2d(t, 3, 2, 1),
+           lambda t: F.adaptive_avg_pool2d(t, (4, 4))]
+    for fn in fns:
+        ref = grad_of(fn, T(a, device, True), T(g, device))
+        for layout, x in strided_views(a, device):
+            leaf = x.detach().requires_grad_()
+            assert_close(grad_of(fn, leaf, T(g, device)), ref, **F32), layout
+        x3 = T(a[1], device, True)
+        assert_close(grad_of(fn, x3, T(g[1], device)), ref[1], **F32)
+    _, idx = ref_max_pool(a, (2, 2), (2, 2), (0, 0), (1, 1), False)
+    expected = np.zeros(a.shape).reshape(2, 3, -1)
+    np.put_along_axis(expected, idx.reshape(2, 3, -1), 1.0, axis=2)
+    x = T(a, device, True)
+    F.max_pool2d(x, 2).sum().backward()
+    assert_close(x.grad, expected.reshape(a.shape))
+
+
+def test_max_pool2d_nan(device, rng):
+    """NaN wins its windows (with the last NaN's position, as torch) and gets their gradient."""
+    a = random_array(rng, (1, 1, 5, 5)).astype(np.float64)
+    a[0, 0, 1, 1] = a[0, 0, 2, 2] = np.nan
+    x = T(a, device, True)
+    y, idx = F.max_pool2d(x, 3, 2, 1, return_indices=True)
+    y_ref, idx_ref = ref_max_pool(np.nan_to_num(a, nan=-np.inf), (3, 3), (2, 2), (1, 1), (1, 1),
+                                  False)
+    y_ref[0, 0, :2, :2] = np.nan
+    idx_ref[0, 0, :2, :2] = [[6, 6], [6, 12]]
+    assert_close(y, y_ref)
+    assert_close(idx, idx_ref)
+    y.backward(cltensor.ones_like(y))
+    assert x.grad.numpy()[0, 0, 1, 1] == 3 and x.grad.numpy()[0, 0, 2, 2] == 1
+
+
+def test_pool_awkward_sizes(device, rng):
+    for shape, k in (((1, 1, 1, 1), 1), ((3, 1, 7, 1), (3, 1)), ((1, 37, 3, 13), (1, 3)),
+                     ((0, 2, 5, 5), 2)):
+        a = random_array(rng, shape)
+        kk = k if isinstance(k, tuple) else (k, k)
+        y = F.max_pool2d(T(a, device), k, 1, ceil_mode=True)
+        assert y.shape[:2] == shape[:2]
+        if a.size:
+            assert_close(y, ref_max_pool(a, kk, (1, 1), (0, 0), (1, 1), True)[0])
+        z = F.avg_pool2d(T(a, device), k, 2, ceil_mode=True, count_include_pad=False)
+        assert z.shape == shape[:2] + tuple(ref_pool_size(n, k_, 2, 0, 1, True)
+                                            for n, k_ in zip(shape[2:], kk))
+        if a.size:
+            assert_close(z, ref_avg_pool(a, kk, (2, 2), (0, 0), True, False), **F32)
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+def test_pool_property(device, data):
+    k = (data.draw(st.integers(1, 4)), data.draw(st.integers(1, 4)))
+    s = (data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)))
+    p = (data.draw(st.integers(0, k[0] // 2)), data.draw(st.integers(0, k[1] // 2)))
+    ceil = data.draw(st.booleans())
+    hw = (data.draw(st.integers(k[0], 12)), data.draw(st.integers(k[1], 12)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**31)))
+    a = random_array(rng, (2, 3) + hw)
+    x = T(a, device) if data.draw(st.booleans()) else \
+        T(a, device).contiguous(cltensor.channels_last)
+    assert_close(F.max_pool2d(x, k, s, p, 1, ceil), ref_max_pool(a, k, s, p, (1, 1), ceil)[0])
+    assert_close(F.avg_pool2d(x, k, s, p, ceil), ref_avg_pool(a, k, s, p, ceil, True), **F32)
+
+
+def test_pool_bad_input(device, rng):
+    x = T(random_array(rng, (1, 2, 6, 6)), device)
+    with pytest.raises(ValueError, match="3-d .* or 4-d"):
+        F.max_pool2d(T(random_array(rng, (6, 6)), device), 2)
+    with pytest.raises(ValueError, match="pad should be at most half"):
+        F.max_pool2d(x, 3, padding=2)
+    with pytest.raises(ValueError, match="pad should be at most half"):
+        F.avg_pool2d(x, 2, padding=(0, 2))
+    with pytest.raises(ValueError, match="stride must be greater than zero"):
+        F.max_pool2d(x, 3, stride=0)
+    with pytest.raises(ValueError, match="kernel_size must be greater than zero"):
+        F.avg_pool2d(x, 0)
+    with pytest.raises(ValueError, match="dilation must be greater than zero"):
+        F.max_pool2d(x, 2, dilation=0)
+    with pytest.raises(ValueError, match="too small"):
+        F.max_pool2d(x, 7)
+    with pytest.raises(ValueError, match="divisor_override"):
+        F.avg_pool2d(x, 2, divisor_override=0)
+    with pytest.raises(TypeError, match="floating point"):
+        F.max_pool2d(cltensor.zeros(1, 1, 4, 4, dtype=cltensor.int32, device=device), 2)
+    with pytest.raises(TypeError, match="pair of ints"):
+        F.max_pool2d(x, (2, 2, 2))
+    with pytest.raises(ValueError, match="output_size"):
+        F.adaptive_avg_pool2d(x, 0)
+
+
+# ---- local response norm ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("size", [1, 2, 5])
+def test_local_response_norm_forward(device, rng, size):
+    a = random_array(rng, (2, 7, 3, 4))
+    expected = ref_lrn(a, size, 1e-2, 0.75, 2.0)
+    for layout, x in strided_views(a, device):
+        assert_close(F.local_response_norm(x, size, 1e-2, 0.75, 2.0), expected, **F32), layout
+    a3 = random_array(rng, (2, 6, 5))
+    assert_close(F.local_response_norm(T(a3, device), 3), ref_lrn(a3, 3, 1e-4, 0.75, 1.0),
+                 **F32)
+    a5 = random_array(rng, (1, 4, 2, 3, 2))
+    assert_close(F.local_response_norm(T(a5, device), 4, 0.1), ref_lrn(a5, 4, 0.1, 0.75, 1.0),
+                 **F32)
+
+
+def test_local_response_norm_gradient(device, rng):
+    x = T(rng.standard_normal((2, 6, 2, 3)), device, True)
+    for size in (2, 5):
+        assert gradcheck(lambda t, n=size: F.local_response_norm(t, n, 0.5, 0.75, 1.5), [x])
+    a = random_array(rng, (2, 5, 3, 3))
+    fn = lambda t: F.local_response_norm(t, 3, 0.3)
+    ref = grad_of(fn, T(a, device, True))
+    leaf = T(a, device).contiguous(cltensor.channels_last).requires_grad_()
+    assert_close(grad_of(fn, leaf), ref, **F32)
+
+
+def test_local_response_norm_bad_input(device):
+    with pytest.raises(ValueError, match="3D or higher"):
+        F.local_response_norm(cltensor.ones(2, 3, device=device), 2)
+    with pytest.raises(ValueError, match="size must be a positive int"):
+        F.local_response_norm(cltensor.ones(1, 2, 3, device=device), 0)
+
+
+# ---- batch norm ---------------------------------------------------------------------------------
+
+@pytest.fixture(params=["item-per-chunk", "group-per-chunk"])
+def bn_lanes(request, monkeypatch):
+    """The CPU's path, and the GPU's path (lanes in a work-group, channels cut into chunks)."""
+    if request.param == "group-per-chunk":
+        monkeypatch.setitem(norm_ops.TUNING, "cpu", {"lanes": 4, "items_per_cu": 64,
+                                                     "min_chunk": 7, "group": 64})
+    return request.param
+
+
+@pytest.mark.parametrize("shape", [(8, 3), (4, 3, 5), (2, 3, 5, 7)])
+def test_batch_norm_training(device, rng, bn_lanes, shape):
+    a = random_array(rng, shape) * 3 + 5
+    w, b = random_array(rng, (3,)), random_array(rng, (3,))
+    y_ref, mean, var = ref_batch_norm(a, w, b, 1e-5)
+    count = a.size // 3
+    for layout, x in strided_views(a, device):
+        rm, rv = T(np.full(3, 0.5, np.float32), device), T(np.full(3, 2.0, np.float32), device)
+        y = F.batch_norm(x, rm, rv, T(w, device), T(b, device), training=True, momentum=0.2)
+        assert_close(y, y_ref, rtol=1e-4, atol=1e-5), layout
+        assert_close(rm, 0.8 * 0.5 + 0.2 * mean, **F32)
+        assert_close(rv, 0.8 * 2.0 + 0.2 * var * count / (count - 1), **F32)
+    y = F.batch_norm(T(a, device), None, None, training=True)
+    assert_close(y, ref_batch_norm(a, np.ones(3), np.zeros(3), 1e-5)[0], rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_eval(device, rng):
+    a = random_array(rng, (2, 4, 3, 3))
+    rm, rv = random_array(rng, (4,)), random_array(rng, (4,), low=0.5, high=2)
+    w, b = random_array(rng, (4,)), random_array(rng, (4,))
+    expected = (a - rm.reshape(1, 4, 1, 1)) / np.sqrt(rv.reshape(1, 4, 1, 1) + 1e-3) \
+        * w.reshape(1, 4, 1, 1) + b.reshape(1, 4, 1, 1)
+    for layout, x in strided_views(a, device):
+        y = F.batch_norm(x, T(rm, device), T(rv, device), T(w, device), T(b, device), eps=1e-3)
+        assert_close(y, expected, **F32), layout
+    # running stats given as strided views are read in place and updated in place
+    big = T(np.stack([rm, rm]).T.copy(), device)
+    rvt = T(rv, device)
+    F.batch_norm(T(a, device), big[:, 1], rvt, training=True)
+    assert_close(big[:, 1], 0.9 * rm + 0.1 * ref_batch_norm(a, np.ones(4), np.zeros(4), 0)[1],
+                 **F32)
+    assert_close(big[:, 0], rm)
+
+
+def test_batch_norm_gradients(device, rng, bn_lanes):
+    x = T(rng.standard_normal((3, 2, 2, 3)) * 2 + 1, device, True)
+    w, b = (T(rng.standard_normal(2), device, True) for _ in range(2))
+    rm = T(np.zeros(2), device)
+    rv = T(np.ones(2), device)
+    assert gradcheck(lambda t, ww, bb: F.batch_norm(t, None, None, ww, bb, training=True),
+                     [x, w, b], atol=1e-5)
+    assert gradcheck(lambda t, ww, bb: F.batch_norm(t, rm, rv + 0.5, ww, bb), [x, w, b])
+    x2 = T(rng.standard_normal((5, 3)), device, True)
+    assert gradcheck(lambda t: F.batch_norm(t, None, None, training=True), [x2])
+    a = random_array(rng, (4, 3, 2, 5))
+    fn = lambda t: F.batch_norm(t, None, None, training=True)
+    g = T(random_array(rng, a.shape), device)
+    ref = grad_of(fn, T(a, device, True), g)
+    leaf = T(a, device).contiguous(cltensor.channels_last).requires_grad_()
+    assert_close(grad_of(fn, leaf, g), ref, rtol=1e-4, atol=1e-5)
+
+
+def test_batch_norm_bad_input(device):
+    x = cltensor.ones(4, 3, 2, device=device)
+    rm, rv = cltensor.zeros(3, device=device), cltensor.ones(3, device=device)
+    with pytest.raises(ValueError, match="more than 1 value per channel"):
+        F.batch_norm(cltensor.ones(1, 3, device=device), rm, rv, training=True)
+    with pytest.raises(ValueError, match="must be defined in evaluation mode"):
+        F.batch_norm(x, None, None)
+    with pytest.raises(ValueError, match=r"weight must have shape \(3,\)"):
+        F.batch_norm(x, rm, rv, cltensor.ones(4, device=device))
+    with pytest.raises(ValueError, match="both running_mean and running_var"):
+        F.batch_norm(x, rm, None, training=True)
+    with pytest.raises(TypeError, match="dtype"):
+        F.batch_norm(x, rm.int(), rv)
+    with pytest.raises(ValueError, match="at least 2 dims"):
+        F.batch_norm(cltensor.ones(3, device=device), rm, rv)
+
+
+# ---- dropout, embedding, flatten, cat -----------------------------------------------------------
+
+def test_dropout(device, rng):
+    x = T(random_array(rng, (200, 50), low=1, high=2), device)
+    cltensor.manual_seed(7)
+    a = F.dropout(x, 0.3).numpy()
+    cltensor.manual_seed(7)
+    b = F.dropout(x, 0.3).numpy()
+    np.testing.assert_array_equal(a, b)
+    kept = a != 0
+    assert abs(1 - kept.mean() - 0.3) < 0.02
+    assert_close(a[kept], x.numpy()[kept] / 0.7, **F32)
+    assert not np.array_equal(F.dropout(x, 0.3).numpy(), a)
+    assert F.dropout(x, 0.3, training=False) is x
+    assert (F.dropout(x, 1.0).numpy() == 0).all()
+    leaf = T(rng.standard_normal((30, 40)), device, True)
+    y = F.dropout(leaf, 0.5)
+    y.backward(cltensor.ones_like(y))
+    mask = y.detach().numpy() != 0
+    assert_close(leaf.grad, mask * 2.0)
+    z = T(random_array(rng, (10,), low=1, high=2), device)
+    assert F.dropout(z, 0.5, inplace=True) is z
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        F.dropout(x, 1.5)
+
+
+def test_embedding(device, rng):
+    w = random_array(rng, (6, 3))
+    idx = np.array([[1, 5, 1], [0, 1, 2]])
+    assert_close(F.embedding(T(idx, device), T(w, device)), w[idx])
+    assert_close(F.embedding(T(idx.astype(np.int32), device), T(w, device)), w[idx])
+    wt = T(w.astype(np.float64), device, True)
+    g = random_array(rng, (2, 3, 3)).astype(np.float64)
+    F.embedding(T(idx, device), wt, padding_idx=-5).backward(T(g, device))
+    expected = np.zeros((6, 3))
+    np.add.at(expected, idx.ravel(), g.reshape(-1, 3))
+    expected[1] = 0
+    assert_close(wt.grad, expected, rtol=1e-12)
+    wt = T(rng.standard_normal((4, 2)), device, True)
+    assert gradcheck(lambda t: F.embedding(T(np.array([3, 0, 3]), device), t), [wt])
+    with pytest.raises(TypeError, match="int32 or int64"):
+        F.embedding(T(idx.astype(np.float32), device), T(w, device))
+    with pytest.raises(ValueError, match="padding_idx must be within"):
+        F.embedding(T(idx, device), T(w, device), padding_idx=6)
+    with pytest.raises(IndexError):
+        F.embedding(T(np.array([6]), device), T(w, device))
+
+
+def test_flatten_and_cat(device, rng):
+    a, b = random_array(rng, (2, 3, 4)), random_array(rng, (2, 5, 4))
+    assert F.flatten(T(a, device), 1).shape == (2, 12)
+    x, y = T(a.astype(np.float64), device, True), T(b.astype(np.float64), device, True)
+    out = F.cat([x, y], 1)
+    assert_close(out, np.concatenate([a, b], 1))
+    out.sum().backward()
+    assert_close(x.grad, np.ones(a.shape))
+    assert_close(y.grad, np.ones(b.shape))
+
+
+# ---- losses -------------------------------------------------------------------------------------
+
+CE_CASES = [{}, {"weight": True}, {"ignore_index": 2}, {"label_smoothing": 0.2},
+            {"weight": True, "ignore_index": 0, "label_smoothing": 0.1}]
+
+
+def _ce_args(rng, device, case, C, dtype=np.float32):
+    w = random_array(rng, (C,), low=0.5, high=2).astype(dtype) if case.get("weight") else None
+    kw = {"ignore_index": case.get("ignore_index", -100),
+              "label_smoothing": case.get("label_smoothing", 0.0)}
+    return w, (T(w, device) if w is not None else None), kw
+
+
+@pytest.mark.parametrize("case", CE_CASES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_forward(device, rng, lanes, case, reduction):
+    for shape in ((6, 5), (3, 5, 2, 3), (5,)):
+        a = random_array(rng, shape, low=-4, high=4)
+        tshape = shape[:1] + shape[2:] if len(shape) > 1 else ()
+        t = rng.integers(0, 5, size=tshape)
+        w, wt, kw = _ce_args(rng, device, case, 5)
+        expected = ref_cross_entropy(a, t, w, kw["ignore_index"], kw["label_smoothing"],
+                                     reduction)
+        for layout, x in strided_views(a, device) if len(shape) > 1 else [("1-d", T(a, device))]:
+            out = F.cross_entropy(x, T(t, device), wt, reduction=reduction, **kw)
+            assert_close(out, expected, rtol=1e-5, atol=1e-5), (layout, shape)
+
+
+def test_cross_entropy_gradients(device, rng, lanes):
+    for case in CE_CASES:
+        for reduction in ("mean", "none"):
+            x = T(rng.standard_normal((4, 3, 2)), device, True)
+            t = T(np.array([[0, 2], [1, 1], [2, 0], [0, 1]]), device)
+            _, wt, kw = _ce_args(rng, device, case, 3, np.float64)
+            def fn(v, t=t, wt=wt, reduction=reduction, kw=kw):
+                return F.cross_entropy(v, t, wt, reduction=reduction, **kw)
+            assert gradcheck(fn, [x])
+
+
+def test_cross_entropy_numerics_and_ignore(device):
+    x = T(np.array([[1000.0, 0.0, -1000.0], [5.0, 5.0, 5.0]], np.float32), device)
+    t = T(np.array([0, 1]), device)
+    assert_close(F.cross_entropy(x, t, reduction="none"), [0.0, math.log(3)], rtol=1e-6)
+    assert_close(F.cross_entropy(x, t, label_smoothing=0.3, reduction="none"),
+                 ref_cross_entropy(x.numpy(), [0, 1], None, -100, 0.3, "none"), rtol=1e-5)
+    all_ignored = F.cross_entropy(x, T(np.array([-100, -100]), device))
+    assert np.isnan(all_ignored.item())
+    assert F.cross_entropy(x, T(np.array([-100, -100]), device), reduction="sum").item() == 0
+
+
+def test_cross_entropy_probability_targets(device, rng):
+    x = T(rng.standard_normal((4, 3, 2)), device, True)
+    p = rng.random((4, 3, 2))
+    p /= p.sum(1, keepdims=True)
+    w = rng.random(3) + 0.5
+    for reduction in ("mean", "sum", "none"):
+        out = F.cross_entropy(x, T(p, device), T(w, device), reduction=reduction,
+                              label_smoothing=0.1)
+        q = p * 0.9 + 0.1 / 3
+        loss = -(ref_log_softmax(x.detach().numpy(), 1) * q * w.reshape(1, 3, 1)).sum(1)
+        expected = loss if reduction == "none" else loss.sum() / (8 if reduction == "mean" else 1)
+        assert_close(out, expected, rtol=1e-12)
+    pt = T(p, device, True)
+    assert gradcheck(lambda v, q: F.cross_entropy(v, q), [x, pt])
+
+
+def test_cross_entropy_bad_input(device, rng):
+    x = T(random_array(rng, (3, 5)), device)
+    with pytest.raises(IndexError, match="Target 7 is out of bounds"):
+        F.cross_entropy(x, T(np.array([1, 2, 7]), device))
+    with pytest.raises(IndexError, match="Target -1 is out of bounds"):
+        F.nll_loss(x, T(np.array([1, -1, 0]), device))
+    with pytest.raises(ValueError, match=r"batch_size \(3\) to match target batch_size \(2\)"):
+        F.cross_entropy(x, T(np.array([1, 2]), device))
+    with pytest.raises(ValueError, match="Expected target size"):
+        F.cross_entropy(T(random_array(rng, (3, 5, 2)), device), T(np.zeros((3, 3), int), device))
+    with pytest.raises(TypeError, match="int64"):
+        F.cross_entropy(x, T(np.array([1, 2, 3], np.int32), device))
+    with pytest.raises(TypeError, match="int64"):
+        F.cross_entropy(x, T(random_array(rng, (3, 4)), device))
+    with pytest.raises(ValueError, match=r"weight must have shape \(5,\)"):
+        F.cross_entropy(x, T(np.array([1, 2, 3]), device), T(np.ones(4, np.float32), device))
+    with pytest.raises(ValueError, match="not a valid value for reduction"):
+        F.cross_entropy(x, T(np.array([1, 2, 3]), device), reduction="avg")
+    with pytest.raises(ValueError, match="label_smoothing must be between"):
+        F.cross_entropy(x, T(np.array([1, 2, 3]), device), label_smoothing=1.5)
+    with pytest.raises(RuntimeError, match="derivative for 'weight'"):
+        F.cross_entropy(x, T(np.array([1, 2, 3]), device), T(np.ones(5, np.float32), device,
+                                                             True))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_nll_loss(device, rng, reduction):
+    a = ref_log_softmax(random_array(rng, (4, 5, 3)), 1).astype(np.float32)
+    t = rng.integers(0, 5, size=(4, 3))
+    t[0, 0] = 3
+    w = random_array(rng, (5,), low=0.5, high=2)
+    expected = ref_cross_entropy(a, t, w, 3, 0.0, reduction, log_probs=True)
+    for layout, x in strided_views(a, device):
+        out = F.nll_loss(x, T(t, device), T(w, device), ignore_index=3, reduction=reduction)
+        assert_close(out, expected, **F32), layout
+    x = T(rng.standard_normal((4, 5, 3)), device, True)
+    assert gradcheck(lambda v: F.nll_loss(v, T(t, device), T(w.astype(np.float64), device),
+                                          ignore_index=3, reduction=reduction), [x])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_mse_loss(device, rng, reduction):
+    a, b = random_array(rng, (4, 6)), random_array(rng, (4, 6))
+    expected = _reduce((a.astype(np.float64) - b) ** 2, reduction)
+    for layout, x in strided_views(a, device):
+        assert_close(F.mse_loss(x, T(b, device), reduction=reduction), expected, **F32), layout
+    x, y = (T(rng.standard_normal((3, 4)), device, True) for _ in range(2))
+    assert gradcheck(lambda u, v: F.mse_loss(u, v, reduction=reduction), [x, y])
+    yb = T(rng.standard_normal((4,)), device, True)
+    with pytest.warns(UserWarning, match="different to the input size"):
+        assert gradcheck(lambda u, v: F.mse_loss(u, v, reduction=reduction), [x, yb])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_binary_cross_entropy_with_logits(device, rng, reduction):
+    a = random_array(rng, (5, 4), low=-30, high=30)
+    a[0, :2] = [-100.0, 100.0]
+    t = rng.random((5, 4)).astype(np.float32)
+    w, pw = random_array(rng, (5, 1), low=0.5, high=2), random_array(rng, (4,), low=0.5, high=3)
+    for weights in ((None, None), (w, None), (w, pw)):
+        args = [T(v, device) if v is not None else None for v in weights]
+        expected = _reduce(ref_bce_logits(a, t, *weights), reduction)
+        for layout, x in strided_views(a, device):
+            out = F.binary_cross_entropy_with_logits(x, T(t, device), args[0], reduction=reduction,
+                                                     pos_weight=args[1])
+            assert_close(out, expected, rtol=1e-5, atol=1e-5), layout
+    x, y = T(rng.standard_normal((3, 4)) * 3, device, True), T(rng.random((3, 4)), device, True)
+    w64, pw64 = T(rng.random((3, 1)) + 0.5, device), T(rng.random(4) + 0.5, device)
+    assert gradcheck(lambda u, v: F.binary_cross_entropy_with_logits(
+        u, v, w64, reduction=reduction, pos_weight=pw64), [x, y])
+    assert gradcheck(lambda u: F.binary_cross_entropy_with_logits(u, y.detach()), [x])
+
+
+def test_pointwise_loss_bad_input(device, rng):
+    x = T(random_array(rng, (3, 4)), device)
+    with pytest.raises(ValueError, match="Target size .* must be the same as input size"):
+        F.binary_cross_entropy_with_logits(x, T(random_array(rng, (3, 1)), device))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        F.binary_cross_entropy_with_logits(x, x, pos_weight=T(random_array(rng, (3,)), device))
+    with pytest.raises(TypeError, match="dtype"):
+        F.mse_loss(x, cltensor.zeros(3, 4, dtype=cltensor.int32, device=device))
+    with pytest.raises(ValueError, match="cannot be broadcast"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        F.mse_loss(x, T(random_array(rng, (2, 4)), device))
+    with pytest.raises(RuntimeError, match="derivative for 'pos_weight'"):
+        F.binary_cross_entropy_with_logits(x, x, pos_weight=T(np.ones(4, np.float32), device,
+                                                              True))
+
+
+def test_launches_split_along_the_outer_dim(device, rng, monkeypatch):
+    """Launches with more work-groups along dim 1 or 2 than NVIDIA allows (65535, here 4) are
+    cut into several with global offsets: same results."""
+    a = random_array(rng, (5, 4, 9, 7))
+    t = rng.integers(0, 4, size=(5, 9, 7))
+    ops = [lambda x: F.max_pool2d(x, 3, 2, 1), lambda x: F.avg_pool2d(x, 2),
+           lambda x: F.local_response_norm(x, 3), lambda x: F.batch_norm(x, None, None,
+                                                                          training=True),
+           lambda x: F.cross_entropy(x, T(t, device), reduction="none"),
+           lambda x: F.nll_loss(x, T(t, device), reduction="none")]
+    layouts = [T(a, device), T(a, device).contiguous(cltensor.channels_last)]
+
+    def run():
+        out = []
+        for fn in ops:
+            for x in layouts:
+                leaf = x.detach().requires_grad_()
+                y = fn(leaf)
+                y.backward(T(np.random.default_rng(0).standard_normal(y.shape).astype(np.float32),
+                             device))
+                out += [y.numpy(), leaf.grad.numpy()]
+        return out
+
+    expected = run()
+    monkeypatch.setattr(cltensor.program, "MAX_GROUPS", 4)
+    for got, want in zip(run(), expected):
+        assert_close(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_double_backward(device, rng):
+    """Kernel backward passes refuse create_graph=True; composed ones (linear) support it."""
+    x = T(rng.standard_normal((2, 3)), device, True)
+    y = F.softmax(x, 1)
+    g = T(rng.standard_normal((2, 3)), device)
+    with pytest.raises(RuntimeError, match="double backward"):
+        cltensor.autograd.grad(y, x, g, create_graph=True)
+    w = T(rng.standard_normal((4, 3)), device, True)
+    (gx,) = cltensor.autograd.grad(F.linear(x, w).sum(), [x], create_graph=True)
+    (gw,) = cltensor.autograd.grad((gx * gx).sum(), [w])
+    assert_close(gw, 2 * np.tile(w.detach().numpy().sum(0), (4, 1)) * 2, rtol=1e-12)
+
+
+# ---- against torch ------------------------------------------------------------------------------
+
+def _torch_cases(torch, TF):
+    """(name, cltensor fn, torch fn, input shapes); each fn takes the inputs as tensors."""
+    lab = np.array([[0, 2], [1, -100], [2, 0]])
+    return [
+        ("max_pool2d", lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True),
+         lambda x: TF.max_pool2d(x, 3, 2, 1, ceil_mode=True), [(2, 3, 9, 8)]),
+        ("max_pool2d_dilated", lambda x: F.max_pool2d(x, (2, 3), (1, 2), (1, 1), (2, 1)),
+         lambda x: TF.max_pool2d(x, (2, 3), (1, 2), (1, 1), (2, 1)), [(2, 3, 9, 8)]),
+        ("avg_pool2d", lambda x: F.avg_pool2d(x, 3, 2, 1, True, False),
+         lambda x: TF.avg_pool2d(x, 3, 2, 1, True, False), [(2, 3, 9, 8)]),
+        ("avg_pool2d_divisor", lambda x: F.avg_pool2d(x, 2, 1, 1, divisor_override=3),
+         lambda x: TF.avg_pool2d(x, 2, 1, 1, divisor_override=3), [(2, 3, 5, 6)]),
+        ("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, (4, 3)),
+         lambda x: TF.adaptive_avg_pool2d(x, (4, 3)), [(2, 3, 9, 8)]),
+        ("log_softmax", lambda x: F.log_softmax(x, 1), lambda x: TF.log_softmax(x, 1),
+         [(3, 7, 4)]),
+        ("softmax", lambda x: F.softmax(x, -1), lambda x: TF.softmax(x, -1), [(3, 7, 4)]),
+        ("lrn", lambda x: F.local_response_norm(x, 5, 1e-2, 0.75, 2.0),
+         lambda x: TF.local_response_norm(x, 5, 1e-2, 0.75, 2.0), [(2, 7, 3, 4)]),
+        ("batch_norm", lambda x, w, b: F.batch_norm(x, None, None, w, b, True),
+         lambda x, w, b: TF.batch_norm(x, None, None, w, b, True), [(4, 3, 2, 5), (3,), (3,)]),
+        ("linear", F.linear, TF.linear, [(2, 3, 5), (4, 5), (4,)]),
+        ("leaky_relu", lambda x: F.leaky_relu(x, 0.2), lambda x: TF.leaky_relu(x, 0.2),
+         [(3, 4)]),
+        ("elu", lambda x: F.elu(x, 0.5), lambda x: TF.elu(x, 0.5), [(3, 4)]),
+        ("hardtanh", lambda x: F.hardtanh(x, -0.3, 0.6), lambda x: TF.hardtanh(x, -0.3, 0.6),
+         [(3, 4)]),
+        ("cross_entropy",
+         lambda x, w: F.cross_entropy(x, cltensor.tensor(lab, device=x.device), w.detach(),
+                                      label_smoothing=0.15),
+         lambda x, w: TF.cross_entropy(x, torch.tensor(lab), w.detach(), label_smoothing=0.15),
+         [(3, 4, 2), (4,)]),
+        ("nll_loss",
+         lambda x: F.nll_loss(x, cltensor.tensor(lab, device=x.device), reduction="sum"),
+         lambda x: TF.nll_loss(x, torch.tensor(lab), reduction="sum"), [(3, 4, 2)]),
+        ("mse_loss", F.mse_loss, TF.mse_loss, [(3, 4), (3, 4)]),
+        ("bce_with_logits",
+         lambda x, t, pw: F.binary_cross_entropy_with_logits(x, t, pos_weight=pw.detach()),
+         lambda x, t, pw: TF.binary_cross_entropy_with_logits(x, t, pos_weight=pw.detach()),
+         [(3, 4), (3, 4), (4,)]),
+    ]
+
+
+def test_against_torch(device, rng):
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as TF
+    dtype = np.float64 if device.has_fp64 else np.float32
+    tol = {"rtol": 1e-10, "atol": 1e-10} if dtype == np.float64 else {"rtol": 1e-4, "atol": 1e-5}
+    for name, ours, theirs, shapes in _torch_cases(torch, TF):
+        arrays = [rng.uniform(0.1, 1.0, s) if i and name == "bce_with_logits" else
+                  rng.standard_normal(s) for i, s in enumerate(shapes)]
+        arrays = [a.astype(dtype) for a in arrays]
+        xs = [T(a, device, True) for a in arrays]
+        ts = [torch.tensor(a, requires_grad=True) for a in arrays]
+        y, ty = ours(*xs), theirs(*ts)
+        assert_close(y, ty.detach().numpy(), **tol), name
+        g = rng.standard_normal(ty.shape).astype(dtype)
+        y.backward(T(g, device))
+        ty.backward(torch.tensor(g))
+        for x, t in zip(xs, ts):
+            if t.grad is not None:
+                assert_close(x.grad, t.grad.numpy(), **tol), name
