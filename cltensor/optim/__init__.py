@@ -1,0 +1,15 @@
+"""cltensor.optim: optimizers with torch.optim's names, arguments and update formulas.
+
+Each parameter's update is one fused kernel launch (cl_kernels/optim.cl); schedulers are in
+cltensor.optim.lr_scheduler.
+
+Example:
+    opt = cltensor.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    sched = cltensor.optim.lr_scheduler.StepLR(opt, step_size=10)
+"""
+from . import lr_scheduler  # noqa: F401
+from .adam import Adam, AdamW
+from .optimizer import Optimizer
+from .sgd import SGD
+
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler"]

@@ -1,0 +1,91 @@
+"""Adam and AdamW (torch.optim.Adam, torch.optim.AdamW)."""
+from . import fused
+from .optimizer import Optimizer, state_buffer
+
+__all__ = ["Adam", "AdamW"]
+
+
+class Adam(Optimizer):
+    """Adam, each parameter updated by one fused kernel, with torch's formulas.
+
+    With g the gradient (negated when maximize) and t the step count: g += weight_decay * p
+    (or, decoupled, p *= 1 - lr * weight_decay); m = lerp(m, g, 1 - beta1);
+    v = beta2 * v + (1 - beta2) * g^2; with amsgrad v_max = max(v_max, v) replaces v below;
+    p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
+
+    Args:
+        params: parameters or parameter groups.
+        lr: learning rate (>= 0).
+        betas: decay rates (beta1, beta2) of the moment averages, each in [0, 1).
+        eps: added to the denominator (>= 0).
+        weight_decay: L2 penalty (>= 0).
+        amsgrad: use the maximum of past second moments.
+        maximize: ascend the objective instead.
+        decoupled_weight_decay: decay the weights directly (AdamW) rather than through g.
+
+    Example:
+        opt = cltensor.optim.Adam(model.parameters(), lr=1e-3)
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 amsgrad=False, *, maximize=False, decoupled_weight_decay=False):
+        defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
+                    "amsgrad": amsgrad, "maximize": maximize,
+                    "decoupled_weight_decay": decoupled_weight_decay}
+        _check(defaults)
+        super().__init__(params, defaults)
+
+    def _check_group(self, group):
+        _check(group)
+
+    def _update(self, param, grad, group, state):
+        lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
+        amsgrad = group["amsgrad"]
+        first = "exp_avg" not in state
+        exp_avg = state_buffer(state, "exp_avg", param)
+        # NOTE: a buffer missing after the first step (amsgrad switched on) starts from zeros
+        exp_avg_sq = state_buffer(state, "exp_avg_sq", param, not first)
+        vmax = state_buffer(state, "max_exp_avg_sq", param, not first) if amsgrad else None
+        state["step"] = step = float(state.get("step", 0.0)) + 1
+        decoupled = group["decoupled_weight_decay"]
+        flags = (fused.ADAM_AMSGRAD if amsgrad else 0) | (fused.ADAM_FIRST if first else 0) | \
+            (fused.ADAM_MAXIMIZE if group["maximize"] else 0)
+        if wd != 0:
+            flags |= fused.ADAM_DECOUPLED if decoupled else fused.ADAM_DECAY
+        step_size = lr / (1 - beta1 ** step)
+        scalars = (1 - beta1, beta2, 1 - beta2, group["eps"], wd, 1 - lr * wd, -step_size,
+                   (1 - beta2 ** step) ** 0.5)
+        fused.adam_step(param, grad, exp_avg, exp_avg_sq, vmax, scalars, flags)
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (p *= 1 - lr * weight_decay each step), as
+    torch.optim.AdamW; weight_decay defaults to 1e-2.
+
+    Example:
+        opt = cltensor.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
+    """
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
+                 amsgrad=False, *, maximize=False):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
+                         decoupled_weight_decay=True)
+
+    def load_state_dict(self, state_dict):
+        super().load_state_dict(state_dict)
+        for group in self.param_groups:  # AdamW's weight decay is always decoupled
+            group["decoupled_weight_decay"] = True
+
+
+def _check(group):
+    beta1, beta2 = group["betas"]
+    if not 0.0 <= group["lr"]:
+        raise ValueError(f"Invalid learning rate: {group['lr']}")
+    if not 0.0 <= group["eps"]:
+        raise ValueError(f"Invalid epsilon value: {group['eps']}")
+    if not 0.0 <= beta1 < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {beta1}")
+    if not 0.0 <= beta2 < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {beta2}")
+    if not 0.0 <= group["weight_decay"]:
+        raise ValueError(f"Invalid weight_decay value: {group['weight_decay']}")

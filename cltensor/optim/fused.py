@@ -1,0 +1,69 @@
+"""Launchers of the fused optimizer steps in cl_kernels/optim.cl: one launch per parameter."""
+import numpy as np
+
+from ..ops import elementwise as ew
+from ..program import build_program, ctype_of, launch, round_up
+
+KERNEL_FILE = "optim.cl"
+LOCAL_SIZE = 256  # work-group size on GPUs; CPUs let the driver choose
+
+# flags, as #defined in optim.cl
+SGD_MOMENTUM, SGD_FIRST, SGD_NESTEROV, SGD_MAXIMIZE, SGD_DECAY = 1, 2, 4, 8, 16
+ADAM_AMSGRAD, ADAM_MAXIMIZE, ADAM_DECAY, ADAM_DECOUPLED, ADAM_FIRST = 1, 2, 4, 8, 16
+
+_kernels = {}
+
+
+def get_optim_kernel(device, name, dtype):
+    """The memoized kernel `name` (sgd_step, adam_step) of optim.cl for a float dtype."""
+    key = (device.index, name, dtype)
+    k = _kernels.get(key)
+    if k is None:
+        prog = build_program(device, KERNEL_FILE, {"T": ctype_of(dtype)})
+        k = _kernels[key] = getattr(prog, name)
+    return k
+
+
+def clear_kernels():
+    _kernels.clear()
+
+
+def _geometry(param, grad):
+    """(n, nd, Shape, param View, grad View) with dims merged where both views allow it."""
+    shape, (ps, gs) = ew.collapse(param.shape, [list(param.strides),
+                                                ew.broadcast_strides(grad, param.shape)])
+    if len(shape) > ew.MAX_DIMS:
+        raise ValueError(f"optimizer step: the parameter of shape {param.shape} has more than "
+                         f"{ew.MAX_DIMS} non-mergeable dims")
+    return (np.int64(param.numel()), np.int32(len(shape)), ew.shape_arg(shape),
+            ew.view_arg(param.offset, ps), ew.view_arg(grad.offset, gs))
+
+
+def _launch(name, param, grad, buffers, scalars, flags):
+    device = param.device
+    n, nd, shp, vp, vg = _geometry(param, grad)
+    if n == 0:
+        return
+    kernel = get_optim_kernel(device, name, param.dtype)
+    ft = param.dtype.type
+    local = None if device.is_cpu else (min(LOCAL_SIZE, device.max_work_group),)
+    gsize = int(n) if local is None else round_up(int(n), local[0])
+    launch(device, kernel, (gsize,), local, n, nd, shp, param.storage.buf, vp, grad.storage.buf,
+           vg, *buffers, *[ft(s) for s in scalars], np.int32(flags))
+    param.storage.version += 1  # saved tensors of an earlier forward now see the change
+
+
+def sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, flags):
+    """param -= lr * (SGD direction), updating the momentum buffer `buf` (None without momentum)."""
+    b = param.storage.buf if buf is None else buf.storage.buf  # unused without SGD_MOMENTUM
+    _launch("sgd_step", param, grad, [b],
+            [lr, momentum, 1 - dampening, weight_decay], flags)
+
+
+def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, scalars, flags):
+    """One Adam/AdamW update of param and its moments; `scalars` in optim.cl's order after the
+    buffers (1 - beta1, beta2, 1 - beta2, eps, weight_decay, decay factor, -step size,
+    sqrt(bias correction 2))."""
+    vmax = exp_avg_sq if max_exp_avg_sq is None else max_exp_avg_sq
+    _launch("adam_step", param, grad,
+            [exp_avg.storage.buf, exp_avg_sq.storage.buf, vmax.storage.buf], scalars, flags)
