@@ -1,5 +1,5 @@
 """cltensor: a hardware-agnostic OpenCL tensor backend with Torch's names and semantics."""
-from . import dtypes
+from . import dtypes  # noqa: F401
 from .creation import *  # noqa: F401,F403
 from .device import (Device, DeviceError, OutOfMemoryError, default_device, devices,  # noqa: F401
                      get_device, memory_stats, reset_peak_memory_stats, set_default_device,
@@ -36,5 +36,12 @@ from . import autograd  # noqa: E402
 from .autograd import Function, enable_grad, no_grad, set_grad_enabled  # noqa: E402,F401
 
 autograd.install(globals(), ClTensor)
+
+from . import backends, conv, nn, optim  # noqa: E402,F401  (layers sit on top of the ops)
+from .conv import conv_algorithms  # noqa: E402,F401
+from .serialization import load, save  # noqa: E402,F401
+
+ClTensor.softmax = lambda self, dim, dtype=None: nn.functional.softmax(self, dim, dtype=dtype)
+ClTensor.log_softmax = lambda self, dim, dtype=None: nn.functional.log_softmax(self, dim, dtype=dtype)
 
 __version__ = "0.1.0"
