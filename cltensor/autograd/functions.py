@@ -429,22 +429,40 @@ class Matmul(Function):
         return ga, gb
 
 
+def _is_transposed(t):
+    """A matrix (or batch) stored column-major: its last two dims are a transposed view."""
+    return t.ndim >= 2 and t.strides[-2] == 1 and t.strides[-1] != 1 and t.shape[-2] > 1
+
+
+def _mm_like(a, b, transposed):
+    """a @ b, computed transposed when the input it is the gradient of was a transposed view
+    (a linear layer's weight.T), so that the gradient reaches the leaf without a copy."""
+    return (b.mT @ a.mT).mT if transposed else a @ b
+
+
+def _scaled(t, factor):
+    return t if factor == 1 else t * factor
+
+
 class Addmm(Function):
     """beta * input + alpha * (m1 @ m2), also for baddbmm's batched form."""
 
     @staticmethod
     def forward(ctx, inp, m1, m2, beta=1, alpha=1, batched=False):
-        ctx.save_for_backward(m1, m2)
+        ctx.save_for_backward(m1 if ctx.needs_input_grad[2] else None,
+                              m2 if ctx.needs_input_grad[1] else None)
         ctx.inp, ctx.beta, ctx.alpha = inp, beta, alpha
+        ctx.transposed = (_is_transposed(m1), _is_transposed(m2))
         fn = _op("baddbmm" if batched else "addmm")
         return fn(inp, m1, m2, beta=beta, alpha=alpha)
 
     @staticmethod
     def backward(ctx, g):
         m1, m2 = ctx.saved_tensors
-        gi = _reduce_to(g * ctx.beta, ctx.inp) if ctx.needs_input_grad[0] else None
-        g1 = (g @ m2.mT) * ctx.alpha if ctx.needs_input_grad[1] else None
-        g2 = (m1.mT @ g) * ctx.alpha if ctx.needs_input_grad[2] else None
+        gi = _reduce_to(_scaled(g, ctx.beta), ctx.inp) if ctx.needs_input_grad[0] else None
+        t1, t2 = ctx.transposed
+        g1 = _scaled(_mm_like(g, m2.mT, t1), ctx.alpha) if ctx.needs_input_grad[1] else None
+        g2 = _scaled(_mm_like(m1.mT, g, t2), ctx.alpha) if ctx.needs_input_grad[2] else None
         return gi, g1, g2, None, None, None
 
 
