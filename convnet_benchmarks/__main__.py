@@ -1,0 +1,137 @@
+"""python -m convnet_benchmarks: AlexNet, Overfeat, VGG-A and GoogLeNet, forward and backward,
+timed with cltensor and side by side with PyTorch (and tinygrad) on the same machine.
+
+Example:
+    python -m convnet_benchmarks --model alexnet --batch-size 8 --compare torch
+"""
+import argparse
+import datetime
+import json
+import os
+import sys
+
+import numpy as np
+
+from . import bench
+from .models import INPUTS, MODELS
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m convnet_benchmarks", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="alexnet", choices=sorted(MODELS) + ["all"])
+    p.add_argument("--batch-size", type=int, default=None,
+                   help="default: 128/128/64/128 on GPUs, 8/4/2/4 on CPU devices")
+    p.add_argument("--device", default=None, help="cltensor device (index or name); default device if unset")
+    p.add_argument("--iterations", type=int, default=10)
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--compare", default="", help="comma-separated: torch, tinygrad")
+    p.add_argument("--json", default="convnet_results.json", help="results file (JSON)")
+    p.add_argument("--markdown", default=None, help="also write a markdown table here")
+    p.add_argument("--plot", default=None, help="also write a bar plot (PNG, needs matplotlib)")
+    p.add_argument("--tolerance", type=float, default=1e-3,
+                   help="largest norm-relative output difference accepted against torch")
+    return p.parse_args(argv)
+
+
+def run_model(name, args, device, compare):
+    import cltensor as ct
+    c, hw, gpu_batch, cpu_batch = INPUTS[name]
+    batch = args.batch_size or (gpu_batch if device.is_gpu else cpu_batch)
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((batch, c, hw, hw)).astype(args.dtype)
+    model = bench.build_cltensor(name, device, args.dtype)
+    out_shape = model(ct.from_numpy(x_np[:1], device=device, dtype=args.dtype)).shape
+    g_np = rng.standard_normal((batch,) + tuple(out_shape[1:])).astype(args.dtype)
+    row = {"model": name, "batch": batch, "device": device.name, "dtype": args.dtype}
+    row["cltensor"] = bench.run_cltensor(name, batch, device, args.dtype, args.iterations,
+                                         x_np, g_np, model)
+    if "torch" in compare:
+        row.update(_torch_rows(name, model, x_np, g_np, device, args))
+    return row
+
+
+def _torch_rows(name, model, x_np, g_np, device, args):
+    import cltensor as ct
+    state = {k: v.numpy() for k, v in model.state_dict().items()}
+    tdev = bench.torch_device(device)
+    threads = os.cpu_count() if tdev.type == "cpu" else None
+    rows = {}
+    variants = [("torch", False)] + ([("torch_tf32", True)] if tdev.type == "cuda" else [])
+    ours = model(ct.from_numpy(x_np, device=device, dtype=args.dtype)).numpy()
+    for label, tf32 in variants:
+        res = bench.run_torch(name, state, x_np, g_np, tdev, args.dtype, args.iterations,
+                              tf32=tf32, threads=threads)
+        ref = res.pop("output")
+        err = float(np.linalg.norm(ours - ref) / max(np.linalg.norm(ref), 1e-30))
+        res["output_rel_error"] = err
+        res["device"] = str(tdev)
+        rows[label] = res
+        if not tf32 and err > args.tolerance:
+            raise SystemExit(f"{name}: cltensor and torch disagree (relative error {err:.2e} > "
+                             f"{args.tolerance}): they are not measuring the same work")
+    return rows
+
+
+def table(rows):
+    lines = ["| model | batch | framework | forward ms | backward ms | total ms | img/s | peak MB |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        for fw in ("cltensor", "torch", "torch_tf32"):
+            if fw not in r:
+                continue
+            res = r[fw]
+            tot = res["total"]["median"]
+            lines.append(f"| {r['model']} | {r['batch']} | {fw} | {res['forward']['median']:.2f} | "
+                         f"{res['backward']['median']:.2f} | {tot:.2f} | "
+                         f"{r['batch'] / tot * 1e3:.1f} | {res.get('peak_memory_mb', float('nan')):.0f} |")
+    return "\n".join(lines)
+
+
+def plot(rows, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plot: matplotlib is not installed; skipping", file=sys.stderr)
+        return
+    fws = [fw for fw in ("cltensor", "torch", "torch_tf32") if any(fw in r for r in rows)]
+    fig, ax = plt.subplots(figsize=(8, 4))
+    width = 0.8 / len(fws)
+    for i, fw in enumerate(fws):
+        vals = [r[fw]["total"]["median"] if fw in r else 0 for r in rows]
+        ax.bar(np.arange(len(rows)) + i * width, vals, width, label=fw)
+    ax.set_xticks(np.arange(len(rows)) + width * (len(fws) - 1) / 2)
+    ax.set_xticklabels([f"{r['model']} (b{r['batch']})" for r in rows])
+    ax.set_ylabel("ms per batch (forward + backward)")
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path)
+
+
+def main(argv=None):
+    import cltensor as ct
+    args = parse_args(argv)
+    device = ct.get_device(args.device)
+    compare = [c.strip() for c in args.compare.split(",") if c.strip()]
+    names = sorted(MODELS) if args.model == "all" else [args.model]
+    print(f"convnet benchmarks on {device} ({device.platform_name}), {args.dtype}, "
+          f"{args.iterations} iterations")
+    rows = [run_model(n, args, device, compare) for n in names]
+    text = table(rows)
+    print(text)
+    meta = {"date": datetime.date.today().isoformat(), "device": device.name,
+            "platform": device.platform_name, "rows": rows}
+    with open(args.json, "w") as f:
+        json.dump(meta, f, indent=1, default=float)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(f"{meta['date']}, {device.name}\n\n{text}\n")
+    if args.plot:
+        plot(rows, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,131 @@
+"""The convnet-benchmarks protocol for cltensor and, side by side, PyTorch (and tinygrad).
+
+One dry run, then timed iterations; the device is synchronised around the forward pass and the
+backward pass (gradients w.r.t. the input of every layer but the first, and the parameters).
+Times are wall-clock milliseconds per batch with a finished queue at both ends.
+"""
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from .models import INPUTS, MODELS
+
+
+def summarize(samples):
+    """Median and spread (min, max) of a list of ms."""
+    return {"median": statistics.median(samples), "min": min(samples), "max": max(samples)}
+
+
+def progress(msg):
+    print(f"\r  {msg:70s}", end="", file=sys.stderr, flush=True)
+
+
+class Result(dict):
+    """One framework's figures for one model: forward/backward/total summaries and extras."""
+
+
+def time_steps(forward, backward, sync, iterations, label):
+    """The protocol: a dry run, then `iterations` of a synchronised forward and backward."""
+    out = forward()
+    backward(out)
+    sync()
+    fwd, bwd = [], []
+    for i in range(iterations):
+        progress(f"{label}: iteration {i + 1}/{iterations}")
+        sync()
+        t0 = time.perf_counter()
+        out = forward()
+        sync()
+        t1 = time.perf_counter()
+        backward(out)
+        sync()
+        t2 = time.perf_counter()
+        fwd.append((t1 - t0) * 1e3)
+        bwd.append((t2 - t1) * 1e3)
+    progress("")
+    print("\r", end="", file=sys.stderr)
+    total = [f + b for f, b in zip(fwd, bwd)]
+    return Result(forward=summarize(fwd), backward=summarize(bwd), total=summarize(total))
+
+
+# ---- cltensor -----------------------------------------------------------------------------------
+
+def build_cltensor(name, device, dtype, seed=0):
+    import cltensor as ct
+    ct.manual_seed(seed)
+    model = MODELS[name](ct)
+    return model.to(device=device, dtype=dtype) if hasattr(model, "to") else model
+
+
+def run_cltensor(name, batch, device, dtype, iterations, x_np, g_np, model=None):
+    import cltensor as ct
+    model = model or build_cltensor(name, device, dtype)
+    x = ct.from_numpy(x_np, device=device, dtype=dtype)
+    g = ct.from_numpy(g_np, device=device, dtype=dtype)
+
+    def backward(out):
+        model.zero_grad(set_to_none=True)
+        out.backward(g)
+
+    ct.reset_peak_memory_stats(device)
+    res = time_steps(lambda: model(x), backward, device.synchronize, iterations,
+                     f"cltensor {name}")
+    res["peak_memory_mb"] = ct.memory_stats(device)["peak"] / 2**20
+    with ct.profile() as prof:
+        backward(model(x))
+    res["kernels"] = [{"name": n, "calls": c, "ms": round(t, 3)} for n, c, t, _ in prof.table()[:12]]
+    return res
+
+
+# ---- PyTorch ------------------------------------------------------------------------------------
+
+def torch_device(ct_device):
+    """The torch device matching a cltensor device: CUDA for an NVIDIA GPU, else the CPU."""
+    import torch
+    if ct_device.is_gpu and "nvidia" in ct_device.platform_name.lower() and torch.cuda.is_available():
+        return torch.device("cuda")
+    return torch.device("cpu")
+
+
+def build_torch(name, state_dict, tdev, dtype):
+    import torch
+    model = MODELS[name](torch)
+    model.load_state_dict({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in state_dict.items()})
+    return model.to(device=tdev, dtype=getattr(torch, str(np.dtype(dtype))))
+
+
+def run_torch(name, state_dict, x_np, g_np, tdev, dtype, iterations, tf32=False, threads=None):
+    import torch
+    if threads:
+        torch.set_num_threads(threads)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.backends.cudnn.benchmark = True
+    model = build_torch(name, state_dict, tdev, dtype)
+    x = torch.from_numpy(x_np).to(tdev)
+    g = torch.from_numpy(g_np).to(tdev)
+
+    def backward(out):
+        model.zero_grad(set_to_none=True)
+        out.backward(g)
+
+    def sync():
+        if tdev.type == "cuda":
+            torch.cuda.synchronize()
+
+    if tdev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    label = f"torch {name}{' tf32' if tf32 else ''}"
+    res = time_steps(lambda: model(x), backward, sync, iterations, label)
+    if tdev.type == "cuda":
+        res["peak_memory_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    with torch.no_grad():
+        res["output"] = model(x).float().cpu().numpy()
+    return res
+
+
+def input_shape(name, batch):
+    c, hw, _, _ = INPUTS[name]
+    return (batch, c, hw, hw)
