@@ -44,8 +44,8 @@ def run_model(name, args, device, compare):
     out_shape = model(ct.from_numpy(x_np[:1], device=device, dtype=args.dtype)).shape
     g_np = rng.standard_normal((batch,) + tuple(out_shape[1:])).astype(args.dtype)
     row = {"model": name, "batch": batch, "device": device.name, "dtype": args.dtype}
-    row["cltensor"] = bench.run_cltensor(name, batch, device, args.dtype, args.iterations,
-                                         x_np, g_np, model)
+    row["cltensor"] = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np,
+                                         model)
     if "torch" in compare:
         row.update(_torch_rows(name, model, x_np, g_np, device, args))
     return row

@@ -19,7 +19,9 @@ def summarize(samples):
 
 
 def progress(msg):
-    print(f"\r  {msg:70s}", end="", file=sys.stderr, flush=True)
+    """An overwritten status line on a terminal; nothing when stderr is a file or a pipe."""
+    if sys.stderr.isatty():
+        print(f"\r  {msg:70s}", end="", file=sys.stderr, flush=True)
 
 
 class Result(dict):
@@ -28,6 +30,8 @@ class Result(dict):
 
 def time_steps(forward, backward, sync, iterations, label):
     """The protocol: a dry run, then `iterations` of a synchronised forward and backward."""
+    if not sys.stderr.isatty():
+        print(f"  {label}: dry run, then {iterations} timed iterations", file=sys.stderr, flush=True)
     out = forward()
     backward(out)
     sync()
@@ -45,7 +49,6 @@ def time_steps(forward, backward, sync, iterations, label):
         fwd.append((t1 - t0) * 1e3)
         bwd.append((t2 - t1) * 1e3)
     progress("")
-    print("\r", end="", file=sys.stderr)
     total = [f + b for f, b in zip(fwd, bwd)]
     return Result(forward=summarize(fwd), backward=summarize(bwd), total=summarize(total))
 
@@ -59,7 +62,7 @@ def build_cltensor(name, device, dtype, seed=0):
     return model.to(device=device, dtype=dtype) if hasattr(model, "to") else model
 
 
-def run_cltensor(name, batch, device, dtype, iterations, x_np, g_np, model=None):
+def run_cltensor(name, device, dtype, iterations, x_np, g_np, model=None):
     import cltensor as ct
     model = model or build_cltensor(name, device, dtype)
     x = ct.from_numpy(x_np, device=device, dtype=dtype)
