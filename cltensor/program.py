@@ -14,6 +14,7 @@ _HERE = Path(__file__).resolve().parent
 KERNEL_DIR = _HERE / "cl_kernels" if (_HERE / "cl_kernels").is_dir() else _HERE.parent / "cl_kernels"
 
 _programs = {}
+_kernels = {}
 _sources = {}
 
 
@@ -94,13 +95,20 @@ def _build(device, filename, src, options):
 
 
 def get_kernel(device, filename, name, defines=None, source=None):
-    """A kernel object; a fresh one each call is cheap, programs are cached."""
-    return getattr(build_program(device, filename, defines, source), name)
+    """Kernel `name` of the built program, memoized (pyopencl makes a new Kernel object, with a
+    driver call, on every attribute access)."""
+    options = build_options(defines or {})
+    key = (device.index, filename, source, options, name)
+    kernel = _kernels.get(key)
+    if kernel is None:
+        kernel = _kernels[key] = getattr(build_program(device, filename, defines, source), name)
+    return kernel
 
 
 def clear_cache():
     """Forget every in-memory program (the on-disk binaries stay; remove cache_dir() to drop them)."""
     _programs.clear()
+    _kernels.clear()
     _sources.clear()
 
 

@@ -5,7 +5,7 @@ No autograd and no reduction here (cltensor/nn/functional.py does both).
 import numpy as np
 
 from .. import dtypes as dt
-from ..program import build_program, ctype_of, launch, round_up
+from ..program import ctype_of, get_kernel, launch, round_up
 from ..tensor import ClTensor, contiguous_strides
 from . import elementwise as ew
 from .softmax import launch_3d, per_row, rows
@@ -13,20 +13,8 @@ from .softmax import launch_3d, per_row, rows
 KERNEL_FILE = "loss.cl"
 GROUP = {"cpu": 64, "gpu": 256}  # work-group size (fixed: PoCL compiles once per size)
 FLAGS = {"BCE": 1, "WEIGHT": 2, "POS": 4, "GRAD_TARGET": 8}  # must match F_* in loss.cl
-_kernels = {}
-
-
 def _kernel(device, name, dtype):
-    key = (device.index, name, dtype)
-    k = _kernels.get(key)
-    if k is None:
-        prog = build_program(device, KERNEL_FILE, {"T": ctype_of(dtype)})
-        k = _kernels[key] = getattr(prog, name)
-    return k
-
-
-def clear_kernels():
-    _kernels.clear()
+    return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype)})
 
 
 def _launch(device, kernel, n, *args):

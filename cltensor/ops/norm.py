@@ -7,7 +7,7 @@ contiguous, or channels_last when a 4-d input is.
 
 import numpy as np
 
-from ..program import build_program, ctype_of, launch, round_up
+from ..program import ctype_of, get_kernel, launch, round_up
 from ..tensor import CHANNELS_LAST, ClTensor
 from .pool import launch_grid, layout_of
 from .softmax import rows
@@ -19,20 +19,8 @@ KERNEL_FILE = "norm.cl"
 TUNING = {"cpu": {"lanes": 1, "items_per_cu": 4, "min_chunk": 4096, "group": 64},
           "gpu": {"lanes": 256, "items_per_cu": 4, "min_chunk": 2048, "group": 256}}
 OPT = {"weight": 1, "bias": 2, "running": 4}  # must match OPT_* in norm.cl
-_kernels = {}
-
-
 def _kernel(device, name, dtype, lanes=1):
-    key = (device.index, name, dtype, lanes)
-    k = _kernels.get(key)
-    if k is None:
-        defines = {"T": ctype_of(dtype), "LANES": lanes}
-        k = _kernels[key] = getattr(build_program(device, KERNEL_FILE, defines), name)
-    return k
-
-
-def clear_kernels():
-    _kernels.clear()
+    return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype), "LANES": lanes})
 
 
 def _tuning(device):

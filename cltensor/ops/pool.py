@@ -9,7 +9,7 @@ import numbers
 import numpy as np
 
 from .. import dtypes as dt
-from ..program import build_program, ctype_of, launch, round_up
+from ..program import ctype_of, get_kernel, launch, round_up
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 from .activation import check_float
 
@@ -20,20 +20,8 @@ POOL_T = np.dtype([(f, np.int32) for f in ("N", "C", "H", "W", "OH", "OW", "kh",
 GROUP = {"cpu": 64, "gpu": 256}  # work-group size (fixed: PoCL compiles once per size)
 # Work-groups a launch may have along dims 1 and 2: CUDA's grid limit, which NVIDIA's OpenCL keeps.
 _INT_MAX = 2**31 - 1
-_kernels = {}
-
-
 def _kernel(device, name, dtype):
-    key = (device.index, name, dtype)
-    k = _kernels.get(key)
-    if k is None:
-        prog = build_program(device, KERNEL_FILE, {"T": ctype_of(dtype)})
-        k = _kernels[key] = getattr(prog, name)
-    return k
-
-
-def clear_kernels():
-    _kernels.clear()
+    return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype)})
 
 
 # ---- arguments --------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ row views, work sizes and launches of cl_kernels/softmax.cl. No autograd here
 import numpy as np
 
 from .. import dtypes as dt
-from ..program import build_program, ctype_of, launch, round_up
+from ..program import ctype_of, get_kernel, launch, round_up
 from ..tensor import ClTensor
 from . import elementwise as ew
 
@@ -18,20 +18,8 @@ VIEW2_T = np.dtype([(f, np.int64) for f in ("off", "o", "i")])
 # matters on PoCL: it compiles a kernel anew for every work-group size it is launched with.
 TUNING = {"cpu": {"lanes": 1, "min_row": 1, "group": 64},
           "gpu": {"lanes": 256, "min_row": 128, "group": 256}}
-_kernels = {}
-
-
 def _kernel(device, name, dtype, lanes=1):
-    key = (device.index, name, dtype, lanes)
-    k = _kernels.get(key)
-    if k is None:
-        defines = {"T": ctype_of(dtype), "LANES": lanes}
-        k = _kernels[key] = getattr(build_program(device, KERNEL_FILE, defines), name)
-    return k
-
-
-def clear_kernels():
-    _kernels.clear()
+    return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype), "LANES": lanes})
 
 
 # ---- rows: a tensor seen as (O, D, I) around one dim ------------------------------------------

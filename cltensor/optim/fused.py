@@ -2,7 +2,7 @@
 import numpy as np
 
 from ..ops import elementwise as ew
-from ..program import build_program, ctype_of, launch, round_up
+from ..program import ctype_of, get_kernel, launch, round_up
 
 KERNEL_FILE = "optim.cl"
 LOCAL_SIZE = 256  # work-group size on GPUs; CPUs let the driver choose
@@ -11,21 +11,9 @@ LOCAL_SIZE = 256  # work-group size on GPUs; CPUs let the driver choose
 SGD_MOMENTUM, SGD_FIRST, SGD_NESTEROV, SGD_MAXIMIZE, SGD_DECAY = 1, 2, 4, 8, 16
 ADAM_AMSGRAD, ADAM_MAXIMIZE, ADAM_DECAY, ADAM_DECOUPLED, ADAM_FIRST = 1, 2, 4, 8, 16
 
-_kernels = {}
-
-
 def get_optim_kernel(device, name, dtype):
     """The memoized kernel `name` (sgd_step, adam_step) of optim.cl for a float dtype."""
-    key = (device.index, name, dtype)
-    k = _kernels.get(key)
-    if k is None:
-        prog = build_program(device, KERNEL_FILE, {"T": ctype_of(dtype)})
-        k = _kernels[key] = getattr(prog, name)
-    return k
-
-
-def clear_kernels():
-    _kernels.clear()
+    return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype)})
 
 
 def _geometry(param, grad):
