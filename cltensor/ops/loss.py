@@ -13,6 +13,8 @@ from .softmax import launch_3d, per_row, rows
 KERNEL_FILE = "loss.cl"
 GROUP = {"cpu": 64, "gpu": 256}  # work-group size (fixed: PoCL compiles once per size)
 FLAGS = {"BCE": 1, "WEIGHT": 2, "POS": 4, "GRAD_TARGET": 8}  # must match F_* in loss.cl
+
+
 def _kernel(device, name, dtype):
     return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype)})
 

@@ -19,6 +19,8 @@ KERNEL_FILE = "norm.cl"
 TUNING = {"cpu": {"lanes": 1, "items_per_cu": 4, "min_chunk": 4096, "group": 64},
           "gpu": {"lanes": 256, "items_per_cu": 4, "min_chunk": 2048, "group": 256}}
 OPT = {"weight": 1, "bias": 2, "running": 4}  # must match OPT_* in norm.cl
+
+
 def _kernel(device, name, dtype, lanes=1):
     return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype), "LANES": lanes})
 

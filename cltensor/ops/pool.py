@@ -18,8 +18,9 @@ VIEW4_T = np.dtype([(f, np.int64) for f in ("off", "n", "c", "h", "w")])
 POOL_T = np.dtype([(f, np.int32) for f in ("N", "C", "H", "W", "OH", "OW", "kh", "kw", "sh", "sw",
                                            "ph", "pw", "dh", "dw", "divisor", "include_pad")])
 GROUP = {"cpu": 64, "gpu": 256}  # work-group size (fixed: PoCL compiles once per size)
-# Work-groups a launch may have along dims 1 and 2: CUDA's grid limit, which NVIDIA's OpenCL keeps.
 _INT_MAX = 2**31 - 1
+
+
 def _kernel(device, name, dtype):
     return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype)})
 

@@ -18,6 +18,8 @@ VIEW2_T = np.dtype([(f, np.int64) for f in ("off", "o", "i")])
 # matters on PoCL: it compiles a kernel anew for every work-group size it is launched with.
 TUNING = {"cpu": {"lanes": 1, "min_row": 1, "group": 64},
           "gpu": {"lanes": 256, "min_row": 128, "group": 256}}
+
+
 def _kernel(device, name, dtype, lanes=1):
     return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype), "LANES": lanes})
 
