@@ -25,7 +25,8 @@ def parse_args(argv):
     p.add_argument("--device", default=None, help="cltensor device (index or name); default device if unset")
     p.add_argument("--iterations", type=int, default=10)
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    p.add_argument("--compare", default="", help="comma-separated: torch, tinygrad")
+    p.add_argument("--compare", default="", help="comma-separated frameworks to run beside "
+                   "cltensor: torch")
     p.add_argument("--json", default="convnet_results.json", help="results file (JSON)")
     p.add_argument("--markdown", default=None, help="also write a markdown table here")
     p.add_argument("--plot", default=None, help="also write a bar plot (PNG, needs matplotlib)")
@@ -115,6 +116,9 @@ def main(argv=None):
     args = parse_args(argv)
     device = ct.get_device(args.device)
     compare = [c.strip() for c in args.compare.split(",") if c.strip()]
+    unknown = sorted(set(compare) - {"torch"})
+    if unknown:
+        raise SystemExit(f"--compare: {', '.join(unknown)} not supported (only torch so far)")
     names = sorted(MODELS) if args.model == "all" else [args.model]
     print(f"convnet benchmarks on {device} ({device.platform_name}), {args.dtype}, "
           f"{args.iterations} iterations")
