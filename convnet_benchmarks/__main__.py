@@ -30,6 +30,8 @@ def parse_args(argv):
     p.add_argument("--json", default="convnet_results.json", help="results file (JSON)")
     p.add_argument("--markdown", default=None, help="also write a markdown table here")
     p.add_argument("--plot", default=None, help="also write a bar plot (PNG, needs matplotlib)")
+    p.add_argument("--no-layers", action="store_true",
+                   help="skip the per-layer convolution report (algorithms and times)")
     p.add_argument("--tolerance", type=float, default=1e-3,
                    help="largest norm-relative output difference accepted against torch")
     return p.parse_args(argv)
@@ -49,6 +51,11 @@ def run_model(name, args, device, compare):
                                          model)
     if "torch" in compare:
         row.update(_torch_rows(name, model, x_np, g_np, device, args))
+    if not args.no_layers:
+        row["conv_layers"] = bench.conv_layer_report(
+            model, ct.from_numpy(x_np, device=device, dtype=args.dtype), device)
+        print(f"{name} (batch {batch}), convolutions alone:")
+        bench.print_layers(row["conv_layers"])
     return row
 
 

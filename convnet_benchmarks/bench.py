@@ -132,3 +132,67 @@ def run_torch(name, state_dict, x_np, g_np, tdev, dtype, iterations, tf32=False,
 def input_shape(name, batch):
     c, hw, _, _ = INPUTS[name]
     return (batch, c, hw, hw)
+
+
+# ---- per-layer convolution report --------------------------------------------------------------
+
+def trace_convs(model, x):
+    """(name, module, input shape) of every Conv2d that a forward of x runs through."""
+    import cltensor as ct
+    found = []
+    convs = [(n, m) for n, m in model.named_modules() if isinstance(m, ct.nn.Conv2d)]
+    for name, m in convs:
+        def traced(inp, name=name, m=m, forward=m.forward):
+            found.append((name, m, tuple(inp.shape)))
+            return forward(inp)
+        m.forward = traced
+    try:
+        with ct.no_grad():
+            model(x)
+    finally:
+        for _, m in convs:
+            del m.forward  # back to the class's forward
+    return found
+
+
+def conv_layer_report(model, x, device):
+    """Per conv layer: the algorithms auto picks for each pass and the layer's forward and
+    backward kernel time (ms, from cltensor.profile), run alone on random data of its shape."""
+    import cltensor as ct
+    rows = []
+    for i, (name, m, shape) in enumerate(trace_convs(model, x)):
+        kw = dict(stride=m.stride, padding=m.padding, dilation=m.dilation, groups=m.groups)
+        picks = {r["pass"]: r["algo"] for r in ct.conv_algorithms(shape, m.weight, m.bias, **kw)
+                 if r["chosen"]}
+        inp = ct.randn(*shape, device=device, dtype=m.weight.dtype).requires_grad_(i > 0)
+        times = _time_layer(m, inp, kw)
+        rows.append({"layer": name, "input": list(shape), "weight": list(m.weight.shape),
+                     "algo": picks, **times})
+    return rows
+
+
+def _time_layer(m, inp, kw):
+    import cltensor as ct
+    import cltensor.nn.functional as F
+
+    def step():
+        y = F.conv2d(inp, m.weight, m.bias, **kw)
+        return y, ct.ones(y.shape, device=y.device, dtype=y.dtype)
+
+    y, g = step()
+    y.backward(g)  # warm-up: kernels built, auto choices made
+    with ct.profile() as fwd:
+        y, g = step()
+    with ct.profile() as bwd:
+        y.backward(g)
+    return {"forward_ms": round(fwd.total_ms(), 3), "backward_ms": round(bwd.total_ms(), 3)}
+
+
+def print_layers(rows):
+    print(f"  {'layer':14s} {'input':>20s} {'forward':>10s} {'backward':>10s}  algorithms "
+          f"(forward / data grad / weight grad)")
+    for r in rows:
+        a = r["algo"]
+        algos = " / ".join(a.get(k, "-") for k in ("forward", "backward_data", "backward_weight"))
+        print(f"  {r['layer']:14s} {str(tuple(r['input'])):>20s} {r['forward_ms']:8.2f}ms "
+              f"{r['backward_ms']:8.2f}ms  {algos}")

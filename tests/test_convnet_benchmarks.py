@@ -76,3 +76,9 @@ def test_benchmark_command_end_to_end(device, tmp_path):
         assert row[fw]["total"]["median"] > 0
     assert row["torch"]["output_rel_error"] < 1e-4
     assert "| alexnet | 1 | cltensor |" in md.read_text()
+    layers = row["conv_layers"]
+    assert [r["weight"][0] for r in layers] == [64, 192, 384, 256, 256]
+    assert all(r["forward_ms"] > 0 and r["backward_ms"] > 0 for r in layers)
+    assert all(r["algo"]["forward"] in ("im2col", "implicit_gemm", "winograd", "gemm_1x1")
+               for r in layers)
+    assert "convolutions alone" in run.stdout
