@@ -1,52 +1,65 @@
 /*
  * conv_implicit.cl: implicit-GEMM convolution (cltensor/conv/implicit.py): the im2col gather
- * happens inside the GEMM's operand loads, so no column buffer exists.
+ * happens inside the GEMM's operand loads, so no column buffer and no padded copy exist.
  *
  * Operands:
- *   xpad  the input, zero-padded: contiguous (N, C, HP, WP) followed by slack (zeros or
- *         anything: it only feeds discarded outputs). pad_input writes it; for the input
- *         gradient it holds the output gradient upsampled by the stride and padded so that the
- *         gradient is a stride-1 convolution of it with the flipped weight.
+ *   x     the source, any strided (N, C, H, W) view (xo, xs0..xs3). The kernels read a virtual
+ *         padded plane: padded (py, px) is x[(py-OY)/UH][(px-OX)/UW] where that is an exact,
+ *         in-range index, else 0 (tap_load, a bounds-checked gather). The forward reads the
+ *         input (OY, OX = top, left padding; UH = UW = 1); the input gradient reads the output
+ *         gradient upsampled by the stride (UH, UW) and shifted so that the gradient is a
+ *         stride-1 convolution of it with the flipped weight.
  *   wpk   the weight of each group in panels of PW output channels (pack_weight):
  *         wpk[g][panel][k][i] = W[g][panel*PW + i][k], k = (c*KH + kh)*KW + kw < KP (zero for
  *         rows past K and channels past Cog). FLIP packs the flipped transposed weight that
  *         the input gradient convolves with: W'[g][o][c][kh][kw] = W[g][c][o][KH-1-kh][KW-1-kw].
  *   out   any strided 4-d view (NCHW, channels_last, ...), bias added when HAS_BIAS.
+ *   go    the output gradient, any strided (N, Co, HO, WO) view (weight gradient).
  *
- * Positions: output (oh, ow) of an image is position q = oh*WQ + ow. With CONTIG (stride 1x1)
- * WQ = WP, so position q reads xpad at plane offset q + kh*DH*WP + kw*DW: consecutive q are
- * consecutive in memory (vector loads); columns ow >= WO are computed and dropped. Otherwise
- * WQ = WO and position q reads plane offset SH*WP*oh + SW*ow + kh*DH*WP + kw*DW. QN is the
- * number of positions per image ((HO-1)*WQ + WO).
+ * Positions: output (oh, ow) of an image is position q = oh*WO + ow, q < QN = HO*WO; it reads
+ * padded (oh*SH + kh*DH, ow*SW + kw*DW) for tap (c, kh, kw). Consecutive q are consecutive
+ * columns of a row, so on NCHW sources consecutive work-items read consecutive addresses.
  *
  * Kernels:
- *   pad_input    dst[n][c][y][x] = src[n][c][(y-OY)/UH][(x-OX)/UW] where that is an exact,
- *                in-range index, else 0; elements past N*C*HP*WP (the slack) get 0. 1-d.
  *   pack_weight  wpk above. 1-d over G * panels * KP * PW.
  *   conv_cpu     forward, for CPUs: one work-item computes MR output channels x NR positions
- *                in registers (NR/VW vectors), over all of K; no local memory, local size
- *                (1, 1, 1). Global (ceil(QN/NR), ceil(Cog/MR), NB*G) for images n0 .. n0+NB-1.
+ *                in registers (NR/VW vectors, gathered lane by lane), over all of K (taps
+ *                outer: wpk packed with TAPS_OUTER); no local memory, local size (1, 1, 1). Global (ceil(QN/NR), ceil(Cog/MR), NB*G) for
+ *                images n0 .. n0+NB-1.
  *   conv_gpu     forward, for GPUs: a (TSN/WPTN, TSM/WPTM) work-group computes TSM channels x
  *                TSN positions, staging TSK-deep slices of wpk and of the gathered input in
  *                local memory; WPTM x WPTN register tile per work-item. Global
  *                (ceil(QN/TSN)*TSN/WPTN, ceil(Cog/TSM)*TSM/WPTM, NB*G); KP a multiple of TSK.
- *   pad_grad     gq[n][q][c] = gout[n][c][q/WQ][q%WQ] for q%WQ < WO, else 0 (WQ passed as WQR): the output
- *                gradient positions-major, COP >= Co + NR columns (zero past Co). 1-d over
- *                elements, or over rows (n, q) with ROWS (CPUs).
- *   wgrad_cpu    weight gradient, for CPUs: part[s][g][k][co] = sum over the images of split
- *                s and all positions of xpad(k, q) * gq[n][q][g*Cog + co]; a work-item holds
- *                MR rows of k x NR channels (NR/VW vectors). Global (ceil(Cog/NR),
- *                ceil(K/MR), G*S).
- *   wgrad_gpu    the same with local-memory tiles: TSM rows of k x TSN channels per
- *                work-group, TSK positions per slice. Global (ceil(Cog/TSN)*TSN/WPTN,
- *                ceil(K/TSM)*TSM/WPTM, G*S).
+ *   grad_rows    gq[n][q - QA][c] = go[n][c][q/WO][q%WO] for positions QA <= q < QB of N
+ *                images, zero for Co <= c < COP: a chunk of the output gradient
+ *                positions-major, for wgrad_cpu. 1-d over rows (n, q).
+ *   wgrad_cpu    weight gradient, for CPUs: part[s][g][k][co] (+ part with ACC) = sum over the
+ *                images of split s and positions QA <= q < QB of x(k, q) * go[n][g*Cog + co][q];
+ *                go is grad_rows' chunk, passed as (gs0 = rows per image * COP, gs3 = COP) and
+ *                read in vectors of NR channels (COP >= Co + NR); a work-item holds MR rows of
+ *                k x NR channels (NR/VW vectors). Global (ceil(Cog/NR), ceil(K/MR), G*S).
+ *   wgrad_gpu    the same over the output gradient in place (any strided view) with
+ *                local-memory tiles: TSM rows of k x TSN channels per work-group, TSK
+ *                positions per slice; the gradient tile is loaded positions-
+ *                fast (coalesced along the width of NCHW gradients) or, with GO_CHANNELS_FAST,
+ *                channels-fast (channels_last gradients). Global (ceil(Cog/TSN)*TSN/WPTN,
+ *                ceil(K/TSM)*TSM/WPTM, G*S). ACC adds to part instead of writing it.
  *   wgrad_sum    gw[g*Cog + co][k] = sum over s of part[s][g][k][co] (deterministic). 1-d.
  *
- * Build options: T; KH, KW, SH, SW, DH, DW (shape constants); CONTIG; HAS_BIAS; FLIP;
- *   KERNEL_<name> compiles only that kernel (ALL_KERNELS: every one): PoCL's build time grows
- *   with every kernel in the program, and each kernel takes different shape constants.
+ * Build options: T; MASK_T (int, or long for double); KH, KW, SH, SW, DH, DW, UH, UW (shape
+ *   constants); HAS_BIAS; FLIP; TAPS_OUTER (pack_weight's rows k = (kh*KW + kw)*C + c,
+ *   the order conv_cpu reads);
+ *   GO_CHANNELS_FAST; KERNEL_<name> compiles only that kernel (ALL_KERNELS: every one):
+ *   PoCL's build time grows with every kernel in the program, and each kernel takes different
+ *   shape constants.
  * Tunables: MR, NR, VW (CPU kernels); TSM, TSN, TSK, WPTM, WPTN (GPU kernels).
  */
+#ifndef UH
+#define UH 1
+#endif
+#ifndef UW
+#define UW 1
+#endif
 #ifndef T
 #define T float
 #endif
@@ -102,47 +115,44 @@
 #define KK (KH * KW)
 
 typedef union { VT v; T s[VW]; } Lanes;
+/* select()'s lane masks for VT: an integer vector of T's width */
+#ifndef MASK_T
+#define MASK_T int
+#endif
+typedef union { CAT(MASK_T, VW) v; MASK_T s[VW]; } Mask;
 
-/* The plane offset of kernel tap k = (c, kh, kw) (c relative to the group). */
-inline long tap_offset(const int k, const long plane, const int WP) {
-  const int c = k / KK, r = k % KK;
-  return c * plane + (r / KW) * DH * WP + (r % KW) * DW;
-}
-
-/* The plane offset of position q (before the tap's offset). */
-inline long pos_offset(const int q, const int WP, const int WO) {
-#ifdef CONTIG
-  return q;
+/* The virtual padded source at (ty, tx) = (py - OY, px - OX) of the channel at xc: the
+ * upsampled source where that is an exact, in-range index, else 0. */
+#if UH == 1 && UW == 1
+#define TAP_IN(ty, tx) ((uint)(ty) < (uint)H && (uint)(tx) < (uint)W)
+#define TAP_INDEX(ty, tx) ((ty) * xs2 + (tx) * xs3)
 #else
-  return (long)SH * WP * (q / WO) + SW * (q % WO);
+#define TAP_IN(ty, tx)                                                                     \
+  ((ty) >= 0 && (tx) >= 0 && (ty) % UH == 0 && (tx) % UW == 0 && (ty) / UH < H &&          \
+   (tx) / UW < W)
+#define TAP_INDEX(ty, tx) (((ty) / UH) * xs2 + ((tx) / UW) * xs3)
 #endif
+inline T tap_load(__global const T* xc, const int ty, const int tx, const int H, const int W,
+                  const long xs2, const long xs3) {
+  return TAP_IN(ty, tx) ? xc[TAP_INDEX(ty, tx)] : (T)0;
 }
 
-#ifdef CONTIG
-#define WQ WP
-#else
-#define WQ WO
-#endif
-
-#if defined(ALL_KERNELS) || defined(KERNEL_pad_input)
-__kernel void pad_input(const int N, const int C, const int H, const int W, const int HP,
-                        const int WP, const int OY, const int OX, const int UH, const int UW,
-                        __global const T* x, const long xo, const long xs0, const long xs1,
-                        const long xs2, const long xs3, __global T* dst, const long total) {
-  const long e = get_global_id(0);
-  if (e >= total) return;
-  T v = (T)0;
-  if (e < (long)N * C * HP * WP) {
-    const int px = e % WP, py = (e / WP) % HP;
-    const long nc = e / ((long)WP * HP);
-    const int c = nc % C, n = nc / C;
-    const int ty = py - OY, tx = px - OX;
-    if (ty >= 0 && tx >= 0 && ty % UH == 0 && tx % UW == 0 && ty / UH < H && tx / UW < W)
-      v = x[xo + n * xs0 + c * xs1 + (ty / UH) * xs2 + (tx / UW) * xs3];
-  }
-  dst[e] = v;
+/* tap_load without a branch, for CPUs: an out-of-image tap loads the channel's first element
+ * and drops it. */
+inline T tap_load_cpu(__global const T* xc, const int ty, const int tx, const int H,
+                      const int W, const long xs2, const long xs3) {
+  const bool in = TAP_IN(ty, tx);
+  const T v = xc[in ? TAP_INDEX(ty, tx) : 0];
+  return in ? v : (T)0;
 }
-#endif
+
+/* Tap k = (c, kh, kw) (c relative to the group): its channel and its (dy, dx) in the plane. */
+#define TAP_SPLIT(k, c, dy, dx)                                                            \
+  const int c = (k) / KK, dy = ((k) % KK) / KW * DH, dx = ((k) % KK) % KW * DW;
+
+#define SRC_ARGS                                                                           \
+  const int H, const int W, const int OY, const int OX, __global const T* x, const long xo, \
+      const long xs0, const long xs1, const long xs2, const long xs3
 
 #if defined(ALL_KERNELS) || defined(KERNEL_pack_weight)
 __kernel void pack_weight(const int COG, const int CG, const int K, const int KP,
@@ -159,7 +169,11 @@ __kernel void pack_weight(const int COG, const int CG, const int K, const int KP
   const int o = panel * PW + i;
   T v = (T)0;
   if (k < K && o < COG) {
+#ifdef TAPS_OUTER
+    const int c = k % (K / KK), kh = k / (K / KK) / KW, kw = k / (K / KK) % KW;
+#else
     const int c = k / KK, kh = (k % KK) / KW, kw = k % KW;
+#endif
 #ifdef FLIP
     v = w[wo + ((long)g * CG + c) * ws0 + o * ws1 + (KH - 1 - kh) * ws2 + (KW - 1 - kw) * ws3];
 #else
@@ -172,7 +186,7 @@ __kernel void pack_weight(const int COG, const int CG, const int K, const int KP
 
 /* The stores shared by both forward kernels: out[n][g*COG + co][q/WQ][q%WQ] (+ bias). */
 #define STORE_OUT(co, q, val)                                                            \
-  if ((co) < COG && (q) < QN && ((q) % WQ) < WO) {                                         \
+  if ((co) < COG && (q) < QN && (q) % WQ < WO) {                                      \
     const int ch_ = g * COG + (co);                                                      \
     T r_ = (val);                                                                        \
     if (HAS_BIAS_) r_ += bias[bo + ch_ * bs];                                            \
@@ -185,47 +199,67 @@ __kernel void pack_weight(const int COG, const int CG, const int K, const int KP
 #endif
 
 #define CONV_ARGS                                                                          \
-  const int n0, const int G, const int CG, const int COG, const int K, const int KP, const int WP,      \
-      const long plane, const int QN, const int WO, __global const T* xpad,              \
-      __global const T* wpk, __global const T* bias, const long bo, const long bs,         \
-      __global T* out, const long oo, const long os0, const long os1, const long os2,     \
-      const long os3
+  const int n0, const int G, const int CG, const int COG, const int K, const int KP,      \
+      const int QN, const int WO, const int WQ, SRC_ARGS, __global const T* wpk, __global const T* bias, \
+      const long bo, const long bs, __global T* out, const long oo, const long os0,        \
+      const long os1, const long os2, const long os3
 
 #if defined(ALL_KERNELS) || defined(KERNEL_conv_cpu)
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void conv_cpu(CONV_ARGS) {
+  /* Without STRIP: taps outer, channels inner (wpk packed TAPS_OUTER): a lane's bounds check
+   * and offset hold for every channel of a tap, so the channel loop is a plain gather and a
+   * select. */
   const int q0 = get_global_id(0) * NR, panel = get_global_id(1);
   const int n = n0 + get_global_id(2) / G, g = get_global_id(2) % G;
-  __global const T* xb = xpad + ((long)n * G + g) * CG * plane;
+  __global const T* xb = x + xo + n * xs0 + (long)g * CG * xs1;
   __global const T* wp = wpk + ((long)g * get_global_size(1) + panel) * KP * MR;
   VT acc[MR][NV];
 #pragma unroll
   for (int i = 0; i < MR; ++i)
 #pragma unroll
     for (int j = 0; j < NV; ++j) acc[i][j] = (VT)0;
-#ifndef CONTIG
-  long lane[NR];
-  for (int j = 0; j < NR; ++j) lane[j] = pos_offset(min(q0 + j, QN - 1), WP, WO);
-#endif
+#ifdef STRIP
+  /* stride 1: the padded plane from offset q0 on, STRIP elements, staged per channel in
+   * private memory; then every tap of the channel is NR/VW vector loads from it */
+  T strip[STRIP];
   for (int c = 0; c < CG; ++c) {
-    __global const T* xc = xb + c * plane;
+    __global const T* xc = xb + c * xs1;
+    /* the strip, row segment by row segment of the padded plane: pads, then a plain copy */
+    for (int e = 0, run; e < STRIP; e += run) {
+      const int p = q0 + e, px = p % WQ, ty = p / WQ - OY;
+      run = min(STRIP - e, WQ - px);
+#if UH == 1
+      const bool row = (uint)ty < (uint)H;
+      __global const T* xr = xc + ty * xs2;
+#else
+      const bool row = ty >= 0 && ty % UH == 0 && ty / UH < H;
+      __global const T* xr = xc + (ty / UH) * xs2;
+#endif
+#if UW == 1
+      const int a = row ? clamp(OX - px, 0, run) : run, b = row ? clamp(OX + W - px, a, run) : run;
+      for (int t = 0; t < a; ++t) strip[e + t] = (T)0;
+      if (xs3 == 1) {  /* a contiguous row: a copy the compiler vectorizes */
+        __global const T* xs = xr + px - OX;
+        for (int t = a; t < b; ++t) strip[e + t] = xs[t];
+      } else {
+        for (int t = a; t < b; ++t) strip[e + t] = xr[(px + t - OX) * xs3];
+      }
+      for (int t = b; t < run; ++t) strip[e + t] = (T)0;
+#else
+      for (int t = 0; t < run; ++t) {
+        const int tx = px + t - OX;
+        strip[e + t] = row && tx >= 0 && tx % UW == 0 && tx / UW < W ? xr[(tx / UW) * xs3] : (T)0;
+      }
+#endif
+    }
     for (int kh = 0; kh < KH; ++kh) {
 #pragma unroll
       for (int kw = 0; kw < KW; ++kw) {
-        __global const T* src = xc + kh * DH * WP + kw * DW;
+        const T* src = strip + kh * DH * WQ + kw * DW;
         VT bv[NV];
-#ifdef CONTIG
 #pragma unroll
-        for (int j = 0; j < NV; ++j) bv[j] = VLOAD(0, src + q0 + j * VW);
-#else
-#pragma unroll
-        for (int j = 0; j < NV; ++j) {
-          Lanes l;
-#pragma unroll
-          for (int v = 0; v < VW; ++v) l.s[v] = src[lane[j * VW + v]];
-          bv[j] = l.v;
-        }
-#endif
+        for (int j = 0; j < NV; ++j) bv[j] = VLOAD(0, src + j * VW);
 #pragma unroll
         for (int i = 0; i < MR; ++i) {
           const T a = wp[i];
@@ -236,6 +270,60 @@ void conv_cpu(CONV_ARGS) {
       }
     }
   }
+#else
+  int ty0[NR], tx0[NR];
+  long lo[NR];
+  int ylo = INT_MAX, yhi = INT_MIN, xlo = INT_MAX, xhi = INT_MIN;
+  for (int j = 0; j < NR; ++j) {
+    const int q = min(q0 + j, QN - 1);
+    ty0[j] = (q / WQ) * SH - OY;
+    tx0[j] = (q % WQ) * SW - OX;
+    lo[j] = (long)ty0[j] * xs2 + (long)tx0[j] * xs3;
+    ylo = min(ylo, ty0[j]), yhi = max(yhi, ty0[j]), xlo = min(xlo, tx0[j]), xhi = max(xhi, tx0[j]);
+  }
+  for (int kh = 0; kh < KH; ++kh) {
+    for (int kw = 0; kw < KW; ++kw) {
+      long off[NR];
+      Mask ok[NV];
+      const int dy = kh * DH, dx = kw * DW;
+      /* a tap inside the image for every lane: offsets without checks */
+#if UH == 1 && UW == 1
+      const bool inside = ylo + dy >= 0 && yhi + dy < H && xlo + dx >= 0 && xhi + dx < W;
+#else
+      const bool inside = false;
+#endif
+      for (int j = 0; j < NV; ++j) {
+#pragma unroll
+        for (int v = 0; v < VW; ++v) {
+          const int ty = ty0[j * VW + v] + dy, tx = tx0[j * VW + v] + dx;
+          const bool in = inside || TAP_IN(ty, tx);
+          off[j * VW + v] = inside ? lo[j * VW + v] + dy * xs2 + dx * xs3 :
+                            in ? TAP_INDEX(ty, tx) : 0;
+          ok[j].s[v] = in ? -1 : 0;
+        }
+      }
+      __global const T* xc = xb;
+      for (int c = 0; c < CG; ++c) {
+        VT bv[NV];
+#pragma unroll
+        for (int j = 0; j < NV; ++j) {
+          Lanes l;
+#pragma unroll
+          for (int v = 0; v < VW; ++v) l.s[v] = xc[off[j * VW + v]];
+          bv[j] = select((VT)0, l.v, ok[j].v);
+        }
+#pragma unroll
+        for (int i = 0; i < MR; ++i) {
+          const T a = wp[i];
+#pragma unroll
+          for (int j = 0; j < NV; ++j) acc[i][j] += a * bv[j];
+        }
+        wp += MR;
+        xc += xs1;
+      }
+    }
+  }
+#endif
   /* NOTE: copied out with constant indices first, so the tile stays in registers above. */
   Lanes res[MR][NV];
 #pragma unroll
@@ -256,11 +344,13 @@ void conv_gpu(CONV_ARGS) {
   const int tid = ly * RTSN + lx;
   const int q0 = get_group_id(0) * TSN, panel = get_group_id(1);
   const int n = n0 + get_global_id(2) / G, g = get_global_id(2) % G;
-  __global const T* xb = xpad + ((long)n * G + g) * CG * plane;
+  __global const T* xb = x + xo + n * xs0 + (long)g * CG * xs1;
   __global const T* wp = wpk + ((long)g * get_num_groups(1) + panel) * KP * TSM;
-  /* each work-item loads the same column j of the input tile in every slice */
+  /* each work-item loads the same column j (position) of the input tile in every slice:
+   * consecutive work-items, consecutive columns of an image row */
   const int bj = tid % TSN, bk0 = tid / TSN;
-  const long bpos = pos_offset(min(q0 + bj, QN - 1), WP, WO);
+  const int bq = min(q0 + bj, QN - 1);
+  const int ty0 = (bq / WO) * SH - OY, tx0 = (bq % WO) * SW - OX;
   T acc[WPTM][WPTN];
   for (int i = 0; i < WPTM; ++i)
     for (int j = 0; j < WPTN; ++j) acc[i][j] = (T)0;
@@ -268,7 +358,8 @@ void conv_gpu(CONV_ARGS) {
     for (int e = tid; e < TSK * TSM; e += RTSM * RTSN) As[e / TSM][e % TSM] = wp[k0 * TSM + e];
     for (int kk = bk0; kk < TSK; kk += (RTSM * RTSN) / TSN) {
       const int k = k0 + kk;
-      Bs[kk][bj] = k < K ? xb[tap_offset(k, plane, WP) + bpos] : (T)0;
+      TAP_SPLIT(k, c, dy, dx)
+      Bs[kk][bj] = k < K ? tap_load(xb + c * xs1, ty0 + dy, tx0 + dx, H, W, xs2, xs3) : (T)0;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
@@ -287,71 +378,82 @@ void conv_gpu(CONV_ARGS) {
 }
 #endif
 
-#if defined(ALL_KERNELS) || defined(KERNEL_pad_grad)
-__kernel void pad_grad(const int N, const int C, const int QW, const int WQR, const int WO,
-                       const int COP, __global const T* go, const long goo, const long gs0,
-                       const long gs1, const long gs2, const long gs3, __global T* gq) {
-  /* one work-item per row (n, q) of COP channels (ROWS) or per element */
-#ifdef ROWS
+#if defined(ALL_KERNELS) || defined(KERNEL_grad_rows)
+__kernel void grad_rows(const int N, const int C, const int QA, const int QB, const int WO,
+                        const int COP, __global const T* go, const long goo, const long gs0,
+                        const long gs1, const long gs2, const long gs3, __global T* gq) {
   const long r = get_global_id(0);
-  if (r >= (long)N * QW) return;
-  const int q = r % QW, n = r / QW;
-  const int ow = q % WQR;
+  const int rows = QB - QA;
+  if (r >= (long)N * rows) return;
+  const int q = QA + r % rows, n = r / rows;
+  __global const T* src = go + goo + n * gs0 + (q / WO) * gs2 + (q % WO) * gs3;
   __global T* dst = gq + r * COP;
-  if (ow >= WO) {
-    for (int c = 0; c < COP; ++c) dst[c] = (T)0;
-    return;
-  }
-  __global const T* src = go + goo + n * gs0 + (q / WQR) * gs2 + ow * gs3;
   for (int c = 0; c < C; ++c) dst[c] = src[c * gs1];
   for (int c = C; c < COP; ++c) dst[c] = (T)0;
-#else
-  const long e = get_global_id(0);
-  if (e >= (long)N * QW * COP) return;
-  const int c = e % COP;
-  const int q = (e / COP) % QW;
-  const int n = e / ((long)COP * QW);
-  const int ow = q % WQR;
-  T v = (T)0;
-  if (c < C && ow < WO) v = go[goo + n * gs0 + c * gs1 + (q / WQR) * gs2 + ow * gs3];
-  gq[e] = v;
-#endif
 }
 #endif
 
 #define WGRAD_ARGS                                                                         \
-  const int N, const int G, const int CG, const int COG, const int K, const int WP,       \
-      const long plane, const int QW, const int WO, const int COP, const int IPS,          \
-      __global const T* xpad, __global const T* gq, __global T* part, const int KROWS,    \
-      const int COLS
+  const int N, const int G, const int CG, const int COG, const int K, const int QA,       \
+      const int QB, const int WO, const int IPS, SRC_ARGS, __global const T* go, const long goo,        \
+      const long gs0, const long gs1, const long gs2, const long gs3, __global T* part,   \
+      const int KROWS, const int COLS, const int ACC
 
 #if defined(ALL_KERNELS) || defined(KERNEL_wgrad_cpu)
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void wgrad_cpu(WGRAD_ARGS) {
   const int co0 = get_global_id(0) * NR, k0 = get_global_id(1) * MR;
   const int g = get_global_id(2) % G, s = get_global_id(2) / G;
-  long tap[MR];
-  for (int i = 0; i < MR; ++i) tap[i] = tap_offset(min(k0 + i, K - 1), plane, WP);
+  long tc[MR];
+  int tdy[MR], tdx[MR];
+  for (int i = 0; i < MR; ++i) {
+    TAP_SPLIT(min(k0 + i, K - 1), c, dy, dx)
+    tc[i] = c * xs1;
+    tdy[i] = dy - OY;
+    tdx[i] = dx - OX;
+  }
   VT acc[MR][NV];
 #pragma unroll
   for (int i = 0; i < MR; ++i)
 #pragma unroll
     for (int j = 0; j < NV; ++j) acc[i][j] = (VT)0;
   const int n1 = min(N, (s + 1) * IPS);
+  /* the taps' extent: positions where every tap is inside the image load without checks */
+  long toff[MR];
+  int ylo = INT_MAX, yhi = INT_MIN, xlo = INT_MAX, xhi = INT_MIN;
+  for (int i = 0; i < MR; ++i) {
+    toff[i] = tc[i] + tdy[i] * xs2 + tdx[i] * xs3;
+    ylo = min(ylo, tdy[i]), yhi = max(yhi, tdy[i]), xlo = min(xlo, tdx[i]), xhi = max(xhi, tdx[i]);
+  }
   for (int n = s * IPS; n < n1; ++n) {
-    __global const T* xb = xpad + ((long)n * G + g) * CG * plane;
-    __global const T* gp = gq + (long)n * QW * COP + g * COG + co0;
-    for (int q = 0; q < QW; ++q) {
-      const long po = pos_offset(q, WP, WO);
+    __global const T* xb = x + xo + n * xs0 + (long)g * CG * xs1;
+    __global const T* gp = go + goo + n * gs0 + g * COG + co0;
+    int oh = QA / WO, ow = QA % WO;
+    for (int q = QA; q < QB; ++q) {
       VT gv[NV];
 #pragma unroll
       for (int j = 0; j < NV; ++j) gv[j] = VLOAD(0, gp + j * VW);
-      gp += COP;
+      gp += gs3;
+      const int py = oh * SH, px = ow * SW;
+      if (py + ylo >= 0 && py + yhi < H && px + xlo >= 0 && px + xhi < W) {
+        __global const T* xq = xb + py * xs2 + px * xs3;
 #pragma unroll
-      for (int i = 0; i < MR; ++i) {
-        const T xv = xb[tap[i] + po];
+        for (int i = 0; i < MR; ++i) {
+          const T xv = xq[toff[i]];
 #pragma unroll
-        for (int j = 0; j < NV; ++j) acc[i][j] += xv * gv[j];
+          for (int j = 0; j < NV; ++j) acc[i][j] += xv * gv[j];
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < MR; ++i) {
+          const T xv = tap_load_cpu(xb + tc[i], py + tdy[i], px + tdx[i], H, W, xs2, xs3);
+#pragma unroll
+          for (int j = 0; j < NV; ++j) acc[i][j] += xv * gv[j];
+        }
+      }
+      if (++ow == WO) {
+        ow = 0;
+        ++oh;
       }
     }
   }
@@ -363,7 +465,10 @@ void wgrad_cpu(WGRAD_ARGS) {
   __global T* dst = part + ((long)s * G + g) * KROWS * COLS;
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j)
-      if (k0 + i < K && co0 + j < COG) dst[(long)(k0 + i) * COLS + co0 + j] = res[i][j / VW].s[j % VW];
+      if (k0 + i < K && co0 + j < COG) {
+        const long e = (long)(k0 + i) * COLS + co0 + j;
+        dst[e] = (ACC ? dst[e] : (T)0) + res[i][j / VW].s[j % VW];
+      }
 }
 #endif
 
@@ -371,30 +476,35 @@ void wgrad_cpu(WGRAD_ARGS) {
 __kernel __attribute__((reqd_work_group_size(RTSN, RTSM, 1)))
 void wgrad_gpu(WGRAD_ARGS) {
   __local T As[TSK][TSM];
-  __local T Bs[TSK][TSN];
+  __local T Bs[TSK][TSN + 1];  /* + 1: positions-fast stores hit distinct banks */
   const int lx = get_local_id(0), ly = get_local_id(1);
   const int tid = ly * RTSN + lx;
   const int co0 = get_group_id(0) * TSN, k0 = get_group_id(1) * TSM;
   const int g = get_global_id(2) % G, s = get_global_id(2) / G;
-  /* each work-item loads the same tap (row of A) and channel (column of B) in every slice */
+  /* each work-item loads the same tap (row of A) in every slice */
   const int ai = tid % TSM, aq0 = tid / TSM;
-  const long tap = tap_offset(min(k0 + ai, K - 1), plane, WP);
-  const int bj = tid % TSN, bq0 = tid / TSN;
+  TAP_SPLIT(min(k0 + ai, K - 1), ac, ady, adx)
   T acc[WPTM][WPTN];
   for (int i = 0; i < WPTM; ++i)
     for (int j = 0; j < WPTN; ++j) acc[i][j] = (T)0;
   const int n1 = min(N, (s + 1) * IPS);
   for (int n = s * IPS; n < n1; ++n) {
-    __global const T* xb = xpad + ((long)n * G + g) * CG * plane + tap;
-    __global const T* gp = gq + (long)n * QW * COP + g * COG + co0 + bj;
-    for (int r0 = 0; r0 < QW; r0 += TSK) {
+    __global const T* xa = x + xo + n * xs0 + ((long)g * CG + ac) * xs1;
+    __global const T* gb = go + goo + n * gs0 + (long)g * COG * gs1;
+    for (int r0 = QA; r0 < QB; r0 += TSK) {
       for (int qq = aq0; qq < TSK; qq += (RTSM * RTSN) / TSM) {
         const int q = r0 + qq;
-        As[qq][ai] = q < QW ? xb[pos_offset(q, WP, WO)] : (T)0;
+        As[qq][ai] = q < QB ? tap_load(xa, (q / WO) * SH + ady - OY, (q % WO) * SW + adx - OX,
+                                       H, W, xs2, xs3) : (T)0;
       }
-      for (int qq = bq0; qq < TSK; qq += (RTSM * RTSN) / TSN) {
-        const int q = r0 + qq;
-        Bs[qq][bj] = q < QW ? gp[(long)q * COP] : (T)0;
+      for (int e = tid; e < TSK * TSN; e += RTSM * RTSN) {
+#ifdef GO_CHANNELS_FAST
+        const int j = e % TSN, qq = e / TSN;
+#else
+        const int qq = e % TSK, j = e / TSK;
+#endif
+        const int q = r0 + qq, co = co0 + j;
+        Bs[qq][j] = q < QB && co < COG ? gb[co * gs1 + (q / WO) * gs2 + (q % WO) * gs3] : (T)0;
       }
       barrier(CLK_LOCAL_MEM_FENCE);
 #pragma unroll
@@ -413,7 +523,8 @@ void wgrad_gpu(WGRAD_ARGS) {
     const int k = k0 + ly + i * RTSM;
     for (int j = 0; j < WPTN; ++j) {
       const int co = co0 + lx + j * RTSN;
-      if (k < K && co < COG) dst[(long)k * COLS + co] = acc[i][j];
+      const long e = (long)k * COLS + co;
+      if (k < K && co < COG) dst[e] = (ACC ? dst[e] : (T)0) + acc[i][j];
     }
   }
 }

@@ -1,12 +1,14 @@
 """Algorithm "implicit_gemm": the im2col gather done inside the GEMM's tile loads
-(cl_kernels/conv_implicit.cl), so there is no column buffer. Its only scratch is a zero-padded
-copy of the input (input-sized, so that the kernels' loads need no bounds checks) and the
-weight in panels.
+(cl_kernels/conv_implicit.cl), so there is no column buffer and no padded copy: the kernels read
+the input through its own strides and bounds-check every tap (an out-of-image tap reads 0).
+Its only scratch is the weight in panels and, for the weight gradient, a few weight-sized
+partial sums.
 
 Forward: out = conv(pad(x), W). Input gradient: a stride-1 convolution of the output gradient,
-upsampled by the stride and padded, with the flipped transposed weight, by the same kernel.
-Weight gradient: gW[k][co] = sum over images and positions of pad(x)(k, q) * gout[q][co],
-split over N*H*W into partial sums that a last kernel adds up in a fixed order.
+upsampled by the stride and padded (virtually, in the loads), with the flipped transposed
+weight, by the same kernel. Weight gradient: gW[k][co] = sum over images and positions of
+pad(x)(k, q) * gout[q][co], split over N*H*W into partial sums that a last kernel adds up in a
+fixed order.
 
 CPUs run register-tiled kernels with no local memory (PoCL turns barriers into loops); other
 devices run local-memory tiles.
@@ -29,13 +31,19 @@ GPU_TILES = ({"TSM": 128, "TSN": 128, "TSK": 16, "WPTM": 8, "WPTN": 8},
 GROUPS_PER_CU = 2  # work-groups per compute unit a GPU launch should reach
 # None picks the kernels by device type; "cpu" or "gpu" forces one style (tests run both)
 KERNEL_STYLE = None
-SLACK = 1024       # extra zero elements after the padded input, beyond one plane
 MAX_GROUPS = 65535  # work-groups a launch may have along dims 1 and 2 (NVIDIA's limit)
+# stride-1 CPU convolutions stage a strip of this many padded-plane elements at most per
+# work-item in private memory (conv_cpu's STRIP); longer strips gather tap by tap
+MAX_STRIP = 2048
+# the CPU weight gradient reads the output gradient positions-major, copied in chunks of at
+# most this many bytes (or one position's channels)
+GRAD_ROWS_BYTES = 256 * 2**10
 
 
 class Geometry(NamedTuple):
-    """A convolution over a padded buffer: n images of g groups, cg channels in and cog out
-    per group, (hp, wp) padded planes, (ho, wo) outputs."""
+    """A convolution over a virtually padded source: n images of g groups, cg channels in and
+    cog out per group, (ho, wo) outputs. The source (h, w) planes are upsampled by (uh, uw) and
+    shifted by (oy, ox) into the padded plane (wp columns) that the taps index."""
     n: int
     g: int
     cg: int
@@ -46,91 +54,91 @@ class Geometry(NamedTuple):
     sw: int
     dh: int
     dw: int
-    hp: int
+    h: int
+    w: int
+    oy: int
+    ox: int
+    uh: int
+    uw: int
     wp: int
     ho: int
     wo: int
     dtype: np.dtype
 
     @property
-    def contig(self):
-        return self.sh == 1 and self.sw == 1
-
-    @property
-    def wq(self):
-        return self.wp if self.contig else self.wo
-
-    @property
     def qn(self):
-        return (self.ho - 1) * self.wq + self.wo
+        return self.ho * self.wo
 
     @property
     def k(self):
         return self.cg * self.kh * self.kw
 
+    def strip(self, nr):
+        """conv_cpu's STRIP for nr positions per work-item (stride 1), or None."""
+        if self.sh != 1 or self.sw != 1:
+            return None
+        size = nr + (self.kh - 1) * self.dh * self.wp + (self.kw - 1) * self.dw
+        return size if size <= MAX_STRIP else None
+
+    def source_args(self, src):
+        """The kernels' SRC_ARGS for source tensor src."""
+        return [*[np.int32(v) for v in (self.h, self.w, self.oy, self.ox)],
+                *common.view_args(src)]
+
 
 def _forward_geometry(p):
     return Geometry(p.n, p.groups, p.cg, p.cog, p.kh, p.kw, p.sh, p.sw, p.dh, p.dw,
-                    p.h + p.pt + p.pb, p.w + p.pl + p.pr, p.ho, p.wo, p.dtype)
+                    p.h, p.w, p.pt, p.pl, 1, 1, p.w + p.pl + p.pr, p.ho, p.wo, p.dtype)
 
 
 def _data_geometry(p):
     """The input gradient as a stride-1 convolution over the upsampled, padded gradient."""
     return Geometry(p.n, p.groups, p.cog, p.cg, p.kh, p.kw, 1, 1, p.dh, p.dw,
-                    p.h + (p.kh - 1) * p.dh, p.w + (p.kw - 1) * p.dw, p.h, p.w, p.dtype)
+                    p.ho, p.wo, (p.kh - 1) * p.dh - p.pt, (p.kw - 1) * p.dw - p.pl, p.sh, p.sw,
+                    p.w + (p.kw - 1) * p.dw, p.h, p.w, p.dtype)
 
 
 def _defines(geo, **extra):
     d = {"T": ctype_of(geo.dtype), "KH": geo.kh, "KW": geo.kw, "SH": geo.sh, "SW": geo.sw,
-         "DH": geo.dh, "DW": geo.dw}
-    if geo.contig:
-        d["CONTIG"] = None
+         "DH": geo.dh, "DW": geo.dw, "UH": geo.uh, "UW": geo.uw,
+         "MASK_T": "long" if geo.dtype.itemsize == 8 else "int"}
     d.update(extra)
     return d
 
 
-def _padded_numel(geo, channels):
-    plane = geo.hp * geo.wp
-    return geo.n * channels * plane + plane + SLACK
-
-
 def workspace_bytes(p, backward=False):
-    """The padded input and packed weight; in backward also the padded gradient, the
-    positions-major gradient and the weight gradient's partial sums."""
+    """Nothing input-sized: at most the packed weight (each group's channels padded to a
+    panel, its rows to a multiple of TSK); in backward also the flipped packed weight, the
+    weight gradient's partial sums (one weight per split of the images, as many splits as
+    backends.conv_workspace_limit allows, at least one) and, on CPUs, one chunk of the output
+    gradient positions-major (at most GRAD_ROWS_BYTES, or one position's channels)."""
     item = p.dtype.itemsize
-    geo = _forward_geometry(p)
-    total = _padded_numel(geo, p.c) + p.co * (p.k + 128) + 128 * p.k
-    if backward:
-        dgeo = _data_geometry(p)
-        total += _padded_numel(dgeo, p.co) + p.n * p.ho * geo.wq * (p.co + 128)
-        total += 4 * p.co * p.k
-    return total * item
+    pw = max(max(t["MR"] for t in CPU_TILES.values()), max(t["TSM"] for t in GPU_TILES))
+    tsk = max(t["TSK"] for t in GPU_TILES)
+    packed = p.groups * round_up(p.cog, pw) * round_up(p.k, tsk) * item
+    if not backward:
+        return packed
+    part = p.co * p.k * item
+    parts = max(part, min(p.n * part, backends.conv_workspace_limit))
+    cols = max(t["NR"] for t in CPU_TILES.values())
+    per_row = _grad_rows_cop(p, cols) * item
+    rows = max(per_row, min(GRAD_ROWS_BYTES // per_row * per_row, p.n * p.ho * p.wo * per_row))
+    return 2 * packed + parts + rows
 
 
 # ---- operand preparation ----------------------------------------------------------------------
 
-def pad(src, geo, channels, oy, ox, uh=1, uw=1):
-    """src (N, C, H, W, any strides) upsampled by (uh, uw), shifted by (oy, ox) and
-    zero-padded to (hp, wp) planes, as a flat contiguous tensor with slack at the end."""
-    total = _padded_numel(geo, channels)
-    dst = common.empty((total,), src)
-    kernel = common.get_kernel(src.device, KERNEL_FILE, "pad_input",
-                               {"T": ctype_of(src.dtype)})
-    n, c, h, w = src.shape
-    common.launch_1d(src.device, kernel, total, *[np.int32(v) for v in (
-        n, c, h, w, geo.hp, geo.wp, oy, ox, uh, uw)], *common.view_args(src), dst.storage.buf,
-        np.int64(total))
-    return dst
-
-
-def pack_weight(w, geo, pw, kp, flip):
-    """The weight in panels of pw channels over kp (>= K) rows, per group."""
+def pack_weight(w, geo, pw, kp, flip, taps_outer=False):
+    """The weight in panels of pw channels over kp (>= K) rows, per group; rows ordered
+    (kh, kw, c) when taps_outer, else (c, kh, kw)."""
     panels = -(-geo.cog // pw)
     total = geo.g * panels * kp * pw
     wpk = common.empty((total,), w)
     defines = {"T": ctype_of(w.dtype), "KH": geo.kh, "KW": geo.kw}
     if flip:
         defines["FLIP"] = None
+    if taps_outer:
+        defines["TAPS_OUTER"] = None
     kernel = common.get_kernel(w.device, KERNEL_FILE, "pack_weight", defines)
     common.launch_1d(w.device, kernel, total, np.int32(geo.cog), np.int32(geo.cg),
                      np.int32(geo.k), np.int32(kp), np.int32(panels), np.int32(pw),
@@ -159,13 +167,17 @@ def _cpu_style(device):
     return KERNEL_STYLE == "cpu" or (KERNEL_STYLE is None and device.is_cpu)
 
 
-def conv(xpad, geo, w, out, bias, flip):
-    """out (a 4-d view) = the convolution of geo over xpad with weight w (flipped and
-    transposed when flip), plus bias."""
+def conv(src, geo, w, out, bias, flip):
+    """out (a 4-d view) = the convolution of geo over the virtually padded src with weight w
+    (flipped and transposed when flip), plus bias."""
     device = out.device
+    extra, wq, qn = {}, geo.wo, geo.qn
     if _cpu_style(device):
         tile = CPU_TILES[geo.dtype.itemsize]
-        pw, kp, grid_x = tile["MR"], geo.k, -(-geo.qn // tile["NR"])
+        strip = geo.strip(tile["NR"])
+        if strip is not None:  # positions over the padded width: q = oh * wp + ow
+            extra, wq, qn = {"STRIP": strip}, geo.wp, max(0, (geo.ho - 1) * geo.wp + geo.wo)
+        pw, kp, grid_x = tile["MR"], geo.k, -(-qn // tile["NR"])
         name, local = "conv_cpu", (1, 1, 1)
     else:
         per_image = lambda t: -(-geo.qn // t["TSN"]) * -(-geo.cog // t["TSM"])
@@ -174,17 +186,17 @@ def conv(xpad, geo, w, out, bias, flip):
         pw, kp, grid_x = tile["TSM"], round_up(geo.k, tile["TSK"]), -(-geo.qn // tile["TSN"])
         name = "conv_gpu"
         local = (tile["TSN"] // tile["WPTN"], tile["TSM"] // tile["WPTM"], 1)
-    wpk = pack_weight(w, geo, pw, kp, flip)
-    defines = _defines(geo, **tile)
+    taps_outer = name == "conv_cpu" and not extra
+    wpk = pack_weight(w, geo, pw, kp, flip, taps_outer)
+    defines = _defines(geo, **tile, **extra)
     if bias is not None:
         defines["HAS_BIAS"] = None
     kernel = common.get_kernel(device, KERNEL_FILE, name, defines)
     panels = -(-geo.cog // pw)
     bias_args = ([bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
                  if bias is not None else [wpk.storage.buf, np.int64(0), np.int64(0)])
-    tail = [*[np.int32(v) for v in (geo.g, geo.cg, geo.cog, geo.k, kp, geo.wp)],
-            np.int64(geo.hp * geo.wp), np.int32(geo.qn), np.int32(geo.wo), xpad.storage.buf,
-            wpk.storage.buf, *bias_args, *common.view_args(out)]
+    tail = [*[np.int32(v) for v in (geo.g, geo.cg, geo.cog, geo.k, kp, qn, geo.wo, wq)],
+            *geo.source_args(src), wpk.storage.buf, *bias_args, *common.view_args(out)]
     step = max(1, MAX_GROUPS // geo.g)  # NOTE: NVIDIA allows 65535 work-groups along dim 2
     for n0 in range(0, geo.n, step):
         nb = min(step, geo.n - n0)
@@ -194,9 +206,7 @@ def conv(xpad, geo, w, out, bias, flip):
 
 
 def forward(x, w, bias, p, out):
-    geo = _forward_geometry(p)
-    xpad = pad(x, geo, p.c, p.pt, p.pl)
-    return conv(xpad, geo, w, out, bias, flip=False)
+    return conv(x, _forward_geometry(p), w, out, bias, flip=False)
 
 
 # ---- backward ---------------------------------------------------------------------------------
@@ -205,10 +215,7 @@ def backward(x, w, gout, p, need_x, need_w):
     gx = gw = None
     if need_x:
         gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
-        dgeo = _data_geometry(p)
-        gpad = pad(gout, dgeo, p.co, (p.kh - 1) * p.dh - p.pt, (p.kw - 1) * p.dw - p.pl,
-                   p.sh, p.sw)
-        conv(gpad, dgeo, w, gx, None, flip=True)
+        conv(gout, _data_geometry(p), w, gx, None, flip=True)
     if need_w:
         gw = weight_grad(x, gout, p)
     return gx, gw
@@ -221,19 +228,6 @@ def _splits(device, tiles, n, groups, part_bytes):
     s = max(1, min(s, backends.conv_workspace_limit // max(part_bytes, 1)))
     ips = -(-n // s)
     return -(-n // ips), ips
-
-
-def _grad_positions(gout, geo, p, cop):
-    """The output gradient positions-major: gq[n][q][c] (zero on dropped columns)."""
-    qw = geo.ho * geo.wq
-    gq = common.empty((p.n * qw * cop,), gout)
-    rows = gout.device.is_cpu
-    defines = {"T": ctype_of(p.dtype), **({"ROWS": None} if rows else {})}
-    kernel = common.get_kernel(gout.device, KERNEL_FILE, "pad_grad", defines)
-    common.launch_1d(gout.device, kernel, p.n * qw if rows else gq.numel(), np.int32(p.n),
-                     np.int32(p.co), np.int32(qw), np.int32(geo.wq), np.int32(geo.wo),
-                     np.int32(cop), *common.view_args(gout), gq.storage.buf)
-    return gq, qw
 
 
 def weight_grad(x, gout, p):
@@ -250,22 +244,55 @@ def weight_grad(x, gout, p):
         cols, rows = tile["TSN"], tile["TSM"]
         local = (tile["TSN"] // tile["WPTN"], tile["TSM"] // tile["WPTM"], 1)
         name = "wgrad_gpu"
-    cop = round_up(p.co + cols, 16)  # the tiles' vector loads may run cols past Co
-    xpad = pad(x, geo, p.c, p.pt, p.pl)
-    gq, qw = _grad_positions(gout, geo, p, cop)
+    defines = _defines(geo, **tile)
+    if name == "wgrad_gpu" and gout.strides[1] == 1:
+        defines["GO_CHANNELS_FAST"] = None
+    kernel = common.get_kernel(device, KERNEL_FILE, name, defines)
     tiles = -(-p.cog // cols) * -(-geo.k // rows) * p.groups
     part_bytes = p.co * geo.k * p.dtype.itemsize
     s, ips = _splits(device, tiles, p.n, p.groups, part_bytes)
     part = common.empty((s * p.co * geo.k,), x)
-    kernel = common.get_kernel(device, KERNEL_FILE, name, _defines(geo, **tile))
     gsize = (-(-p.cog // cols) * local[0], -(-geo.k // rows) * local[1], p.groups * s)
-    launch(device, kernel, gsize, local, *[np.int32(v) for v in (
-        p.n, p.groups, p.cg, p.cog, geo.k, geo.wp)], np.int64(geo.hp * geo.wp), np.int32(qw),
-        np.int32(geo.wo), np.int32(cop), np.int32(ips), xpad.storage.buf, gq.storage.buf,
-        part.storage.buf, np.int32(geo.k), np.int32(p.cog))
+    for i, (n0, n1, qa, qb) in enumerate(_chunks(p, name == "wgrad_cpu", cols)):
+        g = gout[n0:n1] if name == "wgrad_gpu" else _grad_rows(gout[n0:n1], p, qa, qb, cols)
+        launch(device, kernel, gsize, local, *[np.int32(v) for v in (
+            n1 - n0, p.groups, p.cg, p.cog, geo.k, qa, qb, geo.wo, ips)],
+            *geo.source_args(x[n0:n1]), *common.view_args(g), part.storage.buf,
+            np.int32(geo.k), np.int32(p.cog), np.int32(i > 0))
+        del g  # one chunk at a time (the queue is in order)
     gw = common.empty((p.co, p.cg, p.kh, p.kw), x)
     summer = common.get_kernel(device, KERNEL_FILE, "wgrad_sum", {"T": ctype_of(p.dtype)})
     common.launch_1d(device, summer, gw.numel(), np.int32(s), np.int32(p.groups),
                      np.int32(p.cog), np.int32(geo.k), np.int32(geo.k), np.int32(p.cog),
                      part.storage.buf, gw.storage.buf)
     return gw
+
+
+def _grad_rows_cop(p, cols):
+    return round_up(p.co + cols, 16)  # wgrad_cpu's vector loads may run cols past Co
+
+
+def _chunks(p, rows, cols):
+    """(n0, n1, qa, qb): images n0..n1-1, positions qa..qb-1, for one weight-gradient launch.
+    With rows (wgrad_cpu), each chunk's positions-major gradient fits GRAD_ROWS_BYTES (or one
+    position); at least one chunk, so that the partial sums get written."""
+    qn = p.ho * p.wo
+    if not rows or p.n == 0 or qn == 0:
+        return [(0, p.n, 0, qn)]
+    per_row = _grad_rows_cop(p, cols) * p.dtype.itemsize
+    fit = max(1, GRAD_ROWS_BYTES // per_row)  # positions per chunk
+    if fit >= qn:
+        ipc = min(p.n, fit // qn)
+        return [(n0, min(p.n, n0 + ipc), 0, qn) for n0 in range(0, p.n, ipc)]
+    return [(n, n + 1, qa, min(qn, qa + fit)) for n in range(p.n) for qa in range(0, qn, fit)]
+
+
+def _grad_rows(gout, p, qa, qb, cols):
+    """Positions qa..qb-1 of gout (n, Co, Ho, Wo) positions-major, zero channels up to COP,
+    as wgrad_cpu reads them (row r of image n at n * gs0 + r * gs3)."""
+    n, cop, rows = gout.shape[0], _grad_rows_cop(p, cols), qb - qa
+    gq = common.empty((n * rows * cop,), gout)
+    kernel = common.get_kernel(gout.device, KERNEL_FILE, "grad_rows", {"T": ctype_of(p.dtype)})
+    common.launch_1d(gout.device, kernel, n * rows, *[np.int32(v) for v in (
+        n, p.co, qa, qb, p.wo, cop)], *common.view_args(gout), gq.storage.buf)
+    return common.strided(gq, (n, cop, 1, rows), (rows * cop, 1, 0, cop), 0)
