@@ -68,7 +68,7 @@ def build_options(defines):
 def build_program(device, filename, defines=None, source=None):
     """The built program of `filename` (or of `source`, named `filename`) with -D `defines`."""
     options = build_options(defines or {})
-    key = (device.index, filename, source, options)
+    key = (device, filename, source, options)
     prog = _programs.get(key)
     if prog is None:
         src = source if source is not None else read_source(filename)
@@ -98,7 +98,7 @@ def get_kernel(device, filename, name, defines=None, source=None):
     """Kernel `name` of the built program, memoized (pyopencl makes a new Kernel object, with a
     driver call, on every attribute access)."""
     options = build_options(defines or {})
-    key = (device.index, filename, source, options, name)
+    key = (device, filename, source, options, name)
     kernel = _kernels.get(key)
     if kernel is None:
         kernel = _kernels[key] = getattr(build_program(device, filename, defines, source), name)

@@ -15,7 +15,7 @@ import numpy as np
 from . import dtypes as dt
 from .device import get_device
 from .ops import elementwise as ew
-from .program import build_program, ctype_of, launch, sizes_1d
+from .program import ctype_of, get_kernel, launch, sizes_1d
 from .tensor import ClTensor, _size_args
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed",
@@ -26,7 +26,6 @@ KERNEL_FILE = "random.cl"
 DEFAULT_SEED = 67280421310721  # torch's default seed
 LOCAL_SIZE = None  # work-group size; None: sizes_1d's default (tests set others)
 _U32, _U64 = 2**32, 2**64
-_kernels = {}
 
 
 class Generator:
@@ -119,11 +118,7 @@ def set_rng_state(new_state):
 # ---- kernels and launches -----------------------------------------------------------------------
 
 def _kernel(device, name, defines):
-    key = (device.index, name, tuple(sorted(defines.items())))
-    k = _kernels.get(key)
-    if k is None:
-        k = _kernels[key] = getattr(build_program(device, KERNEL_FILE, defines), name)
-    return k
+    return get_kernel(device, KERNEL_FILE, name, defines)
 
 
 def _defines(out_dtype, ft=dt.float32, p_dtype=None):

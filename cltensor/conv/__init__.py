@@ -9,7 +9,7 @@ problem (dispatch.py), forward and backward.
 `conv_algorithms(...)` reports each algorithm's eligibility, workspace and (in benchmark mode,
 cltensor.backends.benchmark = True) its time for a problem.
 """
-from . import common, dispatch, winograd
+from . import dispatch, winograd
 from .dispatch import ALGORITHMS, PASSES  # noqa: F401
 from .function import Conv2dFunction, conv2d  # noqa: F401
 from .params import ConvParams, make_params  # noqa: F401
@@ -19,8 +19,7 @@ __all__ = ["conv2d", "conv_algorithms"]
 
 
 def clear_cache():
-    """Forget the algorithm choices, the cached Winograd filters and the conv kernels (the
-    benchmark-mode file and the on-disk binaries stay)."""
+    """Forget the algorithm choices and the cached Winograd filters (the benchmark-mode file
+    stays; cltensor.clear_cache() forgets the kernels)."""
     dispatch.clear_cache()
     winograd.clear_cache()
-    common.clear_kernels()

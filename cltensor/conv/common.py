@@ -4,26 +4,18 @@ import itertools
 import numpy as np
 
 from .. import backends
-from ..program import build_program, ctype_of, launch, round_up
+from .. import program
+from ..program import ctype_of, launch, round_up
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 
-_kernels = {}
 LOCAL_1D = 256  # work-group size of the 1-d copy kernels off the CPU
 
 
 def get_kernel(device, filename, name, defines):
     """A kernel of cl_kernels/<filename> built with `defines`, made once per device. The
     build defines KERNEL_<name>, which files holding many kernels use to compile just one."""
-    key = (device.index, filename, name, tuple(sorted(defines.items())))
-    k = _kernels.get(key)
-    if k is None:
-        prog = build_program(device, filename, dict(defines, **{f"KERNEL_{name}": None}))
-        k = _kernels[key] = getattr(prog, name)
-    return k
+    return program.get_kernel(device, filename, name, dict(defines, **{f"KERNEL_{name}": None}))
 
-
-def clear_kernels():
-    _kernels.clear()
 
 
 def shape_defines(p, dtype=None):

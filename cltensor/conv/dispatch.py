@@ -99,7 +99,7 @@ def choose(p, device, pass_, algo="auto", tensors=None):
             raise ValueError(f"conv2d: algo={algo!r} cannot run this convolution: {why}")
     if not backends.benchmark:
         return rule(p, device, pass_)
-    key = (device.index, p, pass_)
+    key = (device, p, pass_)
     if key in _chosen:
         return _chosen[key]
     name = _from_disk(device, p, pass_)
@@ -156,7 +156,7 @@ def _benchmark(device, p, pass_, tensors):
 
 def timings(device, p, pass_):
     """The times benchmark mode measured for a problem's pass ({} before any)."""
-    key = (device.index, p, pass_)
+    key = (device, p, pass_)
     if key in _times:
         return dict(_times[key])
     entry = _load(device).get(_disk_key(p, pass_), {})

@@ -150,7 +150,7 @@ def _strided_kernel(device):
 
 def _get_kernel(device, op_macro, operands, out_dtype, compute_dtype, user_op, layout, name):
     sig = tuple(x.dtype if is_tensor(x) else None for x in operands)
-    key = (device.index, op_macro, sig, out_dtype, compute_dtype, user_op, layout, name)
+    key = (device, op_macro, sig, out_dtype, compute_dtype, user_op, layout, name)
     k = _kernels.get(key)
     if k is None:
         defines = {"OP": op_macro, "NARGS": len(operands), "CT": ctype_of(compute_dtype),

@@ -20,7 +20,8 @@ from typing import NamedTuple
 import numpy as np
 import pyopencl as cl
 
-from ..program import build_program, ctype_of, launch, read_source, round_up
+from .. import program
+from ..program import ctype_of, launch, read_source, round_up
 from . import elementwise as ew
 
 __all__ = ["gemm"]
@@ -50,7 +51,6 @@ DIRECT_GPU_LOCAL = (16, 8)  # gemm_direct's work-group off the CPU
 # How gemm_direct may read B's rows: through b_cs, as unaligned vectors, as aligned vectors.
 B_STRIDED, B_UNIT, B_ALIGNED = "strided", "unit", "aligned"
 EPI_ROW_BIAS, EPI_COL_BIAS, EPI_RELU = 1, 2, 4
-_kernels = {}
 _fits = {}
 
 
@@ -84,22 +84,16 @@ class Problem(NamedTuple):
 
 def get_kernel(device, filename, name, defines):
     """A kernel of cl_kernels/<filename> (prepended with gemm_common.cl), built once."""
-    key = (device.index, filename, name, tuple(sorted(defines.items())))
-    if key not in _kernels:
-        source = read_source("gemm_common.cl") + read_source(filename)
-        _kernels[key] = getattr(build_program(device, filename, defines, source), name)
-    return _kernels[key]
+    source = read_source("gemm_common.cl") + read_source(filename)
+    return program.get_kernel(device, filename, name, defines, source)
 
-
-def clear_kernels():
-    _kernels.clear()
     _fits.clear()
 
 
 def _kernel_fits(device, kernel, wgs):
     """Whether the built kernel accepts wgs work-items within the device's local memory.
     NOTE: memoized; the queries cost tens of microseconds on some drivers."""
-    key = (id(kernel), device.index, wgs, device.local_mem)
+    key = (id(kernel), device, wgs, device.local_mem)
     if key not in _fits:
         info = cl.kernel_work_group_info
         _fits[key] = (

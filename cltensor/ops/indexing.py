@@ -14,7 +14,7 @@ import pyopencl as cl
 
 from .. import dtypes as dt
 from ..creation import from_numpy, full, tensor
-from ..program import build_program, ctype_of, launch, sizes_1d
+from ..program import ctype_of, get_kernel, launch, sizes_1d
 from ..tensor import ClTensor, _norm_dim, contiguous_strides
 from . import elementwise as ew
 from .elementwise import MAX_DIMS, shape_arg, view_arg
@@ -36,21 +36,13 @@ SCATTER_ADD_ITEMS = 1 << 16
 SCATTER_ADD_SEGMENT = 256
 SCATTER_ADD_PARTIALS = 1 << 23
 CHUNK_WORK_ITEMS = 65536  # nonzero and one_hot walk chunks of >= 32 elements, about this many
-_kernels = {}
 
 
 # ---- kernels and launches -----------------------------------------------------------------------
 
 def _get_kernel(device, name, defines):
-    key = (device.index, name, tuple(sorted(defines.items())))
-    k = _kernels.get(key)
-    if k is None:
-        k = _kernels[key] = getattr(build_program(device, KERNEL_FILE, defines), name)
-    return k
+    return get_kernel(device, KERNEL_FILE, name, defines)
 
-
-def clear_kernels():
-    _kernels.clear()
 
 
 def _launch(device, kernel, n, *args):

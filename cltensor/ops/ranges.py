@@ -7,22 +7,17 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..device import get_device
-from ..program import build_program, ctype_of, launch, sizes_1d
+from ..program import ctype_of, get_kernel, launch, sizes_1d
 from ..tensor import ClTensor
 from . import elementwise as ew
 
 __all__ = ["arange", "linspace", "logspace", "eye", "tril", "triu", "diag"]
 
 KERNEL_FILE = "ranges.cl"
-_kernels = {}
 
 
 def _kernel(device, name, defines):
-    key = (device.index, name, tuple(sorted(defines.items())))
-    k = _kernels.get(key)
-    if k is None:
-        k = _kernels[key] = getattr(build_program(device, KERNEL_FILE, defines), name)
-    return k
+    return get_kernel(device, KERNEL_FILE, name, defines)
 
 
 def _run(name, out, items, defines, *args):

@@ -65,7 +65,7 @@ _dummies = {}
 
 def get_reduce_kernels(device, spec, in_dtype, acc_dtype, out_dtype, tree):
     """The reduce_full / reduce_part / reduce_merge kernels of one build (memoized)."""
-    key = (device.index, spec, in_dtype, acc_dtype, out_dtype, tree)
+    key = (device, spec, in_dtype, acc_dtype, out_dtype, tree)
     ks = _kernels.get(key)
     if ks is None:
         defines = {"T": ctype_of(in_dtype), "ACC_T": ctype_of(acc_dtype),
@@ -85,7 +85,7 @@ def get_reduce_kernels(device, spec, in_dtype, acc_dtype, out_dtype, tree):
 
 
 def get_scan_kernels(device, op, in_dtype, acc_dtype):
-    key = (device.index, SCAN_FILE, op, in_dtype, acc_dtype)
+    key = (device, SCAN_FILE, op, in_dtype, acc_dtype)
     ks = _kernels.get(key)
     if ks is None:
         defines = {"T": ctype_of(in_dtype), "ACC_T": ctype_of(acc_dtype), op: None}
