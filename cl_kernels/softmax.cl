@@ -59,7 +59,7 @@ typedef struct { long off, o, i; } View2;
 
 inline void ms_add(T* m, T* s, const T x) {
   if (x > *m || isnan(x)) {
-    *s = *s * exp(*m - x) + (T)1;
+    *s = *s * exp(*m - x) + exp(x - x);  /* exp(x - x): NaN for x = +inf, as torch */
     *m = x;
   } else if (x != -INFINITY) {
     *s += exp(x - *m);
