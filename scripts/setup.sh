@@ -31,6 +31,12 @@ if ! dpkg -s pocl-opencl-icd >/dev/null 2>&1; then
   fi
 fi
 
+# Oclgrind (optional): the simulator device of the sanitizer run, pytest -m oclgrind.
+if ! dpkg -s oclgrind >/dev/null 2>&1; then
+  apt_install oclgrind && echo "setup: installed Oclgrind (pytest -m oclgrind)" \
+    || echo "setup: Oclgrind not installed (apt unavailable); pytest -m oclgrind will skip"
+fi
+
 if [ ! -x .venv/bin/python ]; then
   if ! python3 -m venv .venv 2>/dev/null; then
     rm -rf .venv

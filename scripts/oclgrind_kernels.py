@@ -1,0 +1,281 @@
+"""Runs every kernel family once on tiny, awkward shapes, for a sanitizer (Oclgrind) to watch.
+
+Each section prints `SECTION <name>` to stderr before it runs, so a sanitizer report that follows
+can be traced to the ops that caused it, and checks its results against numpy in float64, so a
+wrong answer fails too. tests/test_oclgrind.py runs this under Oclgrind; it also runs on any device:
+
+    CLTENSOR_DEVICE=pthread python scripts/oclgrind_kernels.py [--style=cpu|gpu] [section ...]
+"""
+import sys
+
+import numpy as np
+
+import cltensor
+import cltensor.nn.functional as F
+from cltensor.ops import gemm as gemm_ops
+from cltensor.testing import rel_error, to_numpy
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape, dtype=np.float32):
+    return RNG.uniform(-2, 2, size=shape).astype(dtype)
+
+
+def assert_close(actual, expected, rtol=1e-5, check_dtype=True):
+    """Shapes equal, integers exact, floats within a norm-relative tolerance."""
+    a, e = to_numpy(actual), np.asarray(expected)
+    assert a.shape == e.shape, f"shape {a.shape} != expected {e.shape}"
+    if a.dtype.kind in "biu" and e.dtype.kind in "biu":
+        assert np.array_equal(a, e), f"{a} != {e}"
+    else:
+        assert rel_error(a, e) <= rtol, f"relative error {rel_error(a, e):.3g} > {rtol}"
+
+
+def dev(a):
+    return cltensor.from_numpy(np.ascontiguousarray(a))
+
+
+def strided_views(a):
+    """(numpy view, device view) pairs: transposed, step-sliced, offset and expanded."""
+    t = dev(a)
+    yield a.T, t.T
+    yield a[1::2, ::3], t[1::2, ::3]
+    yield a[1:, 1:], t[1:, 1:]
+    yield np.broadcast_to(a[:1], a.shape), t[:1].expand(*a.shape)
+
+
+def section_elementwise():
+    for shape in [(1,), (7,), (13, 1), (5, 17)]:
+        a, b = rand(*shape), rand(*shape)
+        assert_close(dev(a) * dev(b) + 1.5, a.astype(np.float64) * b + 1.5)
+        assert_close(cltensor.exp(dev(a)), np.exp(a.astype(np.float64)))
+        assert_close(cltensor.where(dev(a) > 0, dev(a), dev(b)), np.where(a > 0, a, b))
+    row = rand(1, 17)
+    a = rand(5, 17)
+    assert_close(dev(a) + dev(row), a + row)              # ew_rows-style broadcast
+    for na, ta in strided_views(rand(7, 11)):
+        assert_close(ta * 2 - ta.abs(), na * 2 - np.abs(na))
+    ints = RNG.integers(1, 9, size=(3, 5)).astype(np.int32)
+    assert_close(dev(ints) // 2, ints // 2)
+    out = dev(rand(7, 11))
+    out[1::2, ::3].copy_(dev(rand(3, 4)))
+
+
+def section_reduce():
+    for shape, dim in [((1,), 0), ((13,), 0), ((5, 17), 1), ((17, 5), 0), ((3, 4, 5), 1)]:
+        a = rand(*shape)
+        assert_close(cltensor.sum(dev(a), dim), a.astype(np.float64).sum(dim))
+        assert_close(cltensor.amax(dev(a), dim), a.max(dim))
+        assert_close(cltensor.argmax(dev(a), dim), a.argmax(dim), check_dtype=False)
+        assert_close(cltensor.var(dev(a), dim) if a.shape[dim] > 1 else cltensor.sum(dev(a)),
+                     a.astype(np.float64).var(dim, ddof=1) if a.shape[dim] > 1 else a.sum())
+    a = rand(1031)
+    assert_close(cltensor.sum(dev(a)), a.astype(np.float64).sum())
+    for na, ta in strided_views(rand(7, 11)):
+        assert_close(cltensor.sum(ta, 1), na.astype(np.float64).sum(1))
+        assert_close(cltensor.cumsum(ta, 1), np.cumsum(na.astype(np.float64), 1), rtol=1e-4)
+    a = rand(3, 4, 5)
+    assert_close(cltensor.sum(dev(a), (0, 2)), a.astype(np.float64).sum((0, 2)))
+    assert_close(cltensor.prod(dev(a), 1), a.astype(np.float64).prod(1), rtol=1e-4)
+    assert_close(cltensor.argmin(dev(a).transpose(0, 2), 1), a.transpose(2, 1, 0).argmin(1),
+                 check_dtype=False)
+    assert_close(cltensor.any(dev(a > 1.9), 2), (a > 1.9).any(2))
+    a = rand(3, 131)
+    assert_close(cltensor.cumsum(dev(a), 1), np.cumsum(a.astype(np.float64), 1), rtol=1e-4)
+    assert_close(cltensor.logsumexp(dev(a), 1), np.log(np.exp(a.astype(np.float64)).sum(1)))
+
+
+def section_indexing():
+    a = rand(7, 5)
+    idx = np.array([6, 0, 3, 3], dtype=np.int64)
+    assert_close(cltensor.index_select(dev(a), 0, dev(idx)), a[idx])
+    gidx = RNG.integers(0, 5, size=(7, 3)).astype(np.int64)
+    assert_close(cltensor.gather(dev(a), 1, dev(gidx)), np.take_along_axis(a, gidx, 1))
+    src = rand(7, 3)
+    expect = np.zeros((7, 5))
+    for i in range(7):
+        for j in range(3):
+            expect[i, gidx[i, j]] += src[i, j]
+    assert_close(cltensor.scatter_add(dev(np.zeros((7, 5), np.float32)), 1, dev(gidx), dev(src)),
+                 expect)
+    mask = a > 0
+    assert_close(cltensor.masked_fill(dev(a), dev(mask), 0.5), np.where(mask, 0.5, a))
+    assert_close(cltensor.masked_select(dev(a), dev(mask)), a[mask])
+    assert_close(cltensor.nonzero(dev(mask)), np.argwhere(mask), check_dtype=False)
+    assert_close(cltensor.one_hot(dev(idx), 7), np.eye(7)[idx], check_dtype=False)
+    assert_close(dev(a).T[dev(np.array([1, 4]))], a.T[[1, 4]])
+    t = dev(a)
+    t.T[1:, ::2] = dev(rand(4, 4))[:, :4]                # setitem through a view
+    t.index_put_((dev(np.array([0, 0, 6])),), dev(np.ones((3, 5), np.float32)), accumulate=True)
+    sidx, sval = np.array([[6, 0, 1, 2, 3]]), rand(1, 5)
+    expect = a.copy()
+    expect[sidx[0], np.arange(5)] = sval[0]
+    assert_close(cltensor.scatter(dev(a), 0, dev(sidx), dev(sval)), expect)
+
+
+def section_gemm():
+    shapes = [(1, 1, 1), (7, 5, 3), (17, 13, 19), (33, 31, 65)]
+    try:
+        for fam in gemm_ops.FAMILIES:
+            gemm_ops.FORCE_FAMILY = fam
+            for m, n, k in shapes:
+                a, b = rand(m, k), rand(k, n)
+                assert_close(dev(a) @ dev(b), a.astype(np.float64) @ b, rtol=1e-4)
+            a, b = rand(9, 6), rand(7, 9)
+            assert_close(dev(a).T @ dev(b).T, a.T.astype(np.float64) @ b.T, rtol=1e-4)
+            a, b = rand(3, 5, 7), rand(3, 7, 4)
+            assert_close(cltensor.bmm(dev(a), dev(b)), a.astype(np.float64) @ b, rtol=1e-4)
+            a, b = rand(12, 19), rand(11, 23)
+            na, nb = a[1:, ::2], b[1:, 3:]           # offset and step-sliced operands
+            assert_close(dev(a)[1:, ::2] @ dev(b)[1:, 3:], na.astype(np.float64) @ nb, rtol=1e-4)
+            a, b = rand(2, 1, 5, 6), rand(3, 6, 4)    # broadcast batch
+            assert_close(cltensor.matmul(dev(a), dev(b)), a.astype(np.float64) @ b, rtol=1e-4)
+    finally:
+        gemm_ops.FORCE_FAMILY = None
+
+
+def conv_ref(x, w, stride, padding):
+    n, _, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (padding, padding), (padding, padding)))
+    oh, ow = (h + 2 * padding - kh) // stride + 1, (wd + 2 * padding - kw) // stride + 1
+    out = np.zeros((n, o, oh, ow))
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i:i + stride * oh:stride, j:j + stride * ow:stride]
+            out += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j])
+    return out
+
+
+def section_conv():
+    cases = [("im2col", 3, 1, 1), ("implicit_gemm", 3, 2, 1), ("winograd", 3, 1, 1),
+             ("gemm_1x1", 1, 1, 0), ("im2col", 2, 1, 0), ("implicit_gemm", 5, 1, 2),
+             ("winograd", 3, 1, 0)]
+    for algo, k, stride, pad in cases:
+        for view in ("contiguous", "strided"):
+            print(f"  conv2d {algo} k={k} stride={stride} padding={pad} {view}", file=sys.stderr)
+            x, w = rand(2, 3, 5, 7), rand(4, 3, k, k)
+            tx = dev(x).requires_grad_()
+            tw = dev(w).requires_grad_()
+            tin = tx if view == "contiguous" else \
+                tx.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
+            y = cltensor.conv.conv2d(tin, tw, stride=stride, padding=pad, algo=algo)
+            assert_close(y, conv_ref(x, w, stride, pad), rtol=1e-4)
+            y.backward(dev(rand(*y.shape)))
+            assert np.isfinite(tx.grad.numpy()).all() and np.isfinite(tw.grad.numpy()).all()
+    x, w = rand(1, 4, 6, 5), rand(6, 2, 3, 3)           # groups and dilation
+    y = cltensor.conv.conv2d(dev(x), dev(w), padding=2, dilation=2, groups=2, algo="im2col")
+    y2 = cltensor.conv.conv2d(dev(x), dev(w), padding=2, dilation=2, groups=2,
+                              algo="implicit_gemm")
+    assert_close(y2, y.numpy(), rtol=1e-4)
+
+
+def section_pool():
+    x = dev(rand(2, 3, 7, 5)).requires_grad_()
+    xt = x.transpose(2, 3)                              # a non-contiguous input
+    for y in [F.max_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 2, ceil_mode=True),
+              F.adaptive_avg_pool2d(x, (3, 2)), F.max_pool2d(x, 2),
+              F.avg_pool2d(xt, 3, 2, 1, count_include_pad=False), F.max_pool2d(xt, 2, dilation=2)]:
+        y.backward(dev(rand(*y.shape)), retain_graph=True)  # xt is shared
+    assert np.isfinite(x.grad.numpy()).all()
+
+
+def section_norm():
+    x = dev(rand(3, 5, 3, 2)).requires_grad_()
+    rm, rv = dev(np.zeros(5, np.float32)), dev(np.ones(5, np.float32))
+    w = dev(rand(5)).requires_grad_()
+    b = dev(rand(5)).requires_grad_()
+    y = F.batch_norm(x, rm, rv, w, b, training=True)
+    y.backward(dev(rand(*y.shape)))
+    F.batch_norm(x.detach(), rm, rv, w.detach(), b.detach(), training=False)
+    y = F.local_response_norm(x, 3)
+    y.backward(dev(rand(*y.shape)))
+    y = F.local_response_norm(x.transpose(2, 3), 4)
+    y.backward(dev(rand(*y.shape)))
+    x1 = dev(rand(7, 5)).requires_grad_()
+    y = F.batch_norm(x1, rm, rv, w, b, training=True)   # BatchNorm1d's (N, C) layout
+    y.backward(dev(rand(*y.shape)))
+    assert np.isfinite(x.grad.numpy()).all()
+
+
+def section_softmax():
+    for shape in [(1, 1), (3, 7), (2, 131)]:
+        a = rand(*shape)
+        x = dev(a).requires_grad_()
+        e = np.exp(a - a.max(1, keepdims=True))
+        assert_close(F.softmax(x, 1), e / e.sum(1, keepdims=True))
+        target = RNG.integers(0, shape[1], size=shape[0]).astype(np.int64)
+        loss = F.cross_entropy(x, dev(target))
+        loss.backward()
+        assert_close(F.log_softmax(x.T.detach(), 0), np.log(e / e.sum(1, keepdims=True)).T,
+                     rtol=1e-5)
+    x = dev(rand(2, 5, 3)).requires_grad_()
+    F.cross_entropy(x, dev(RNG.integers(0, 5, size=(2, 3)).astype(np.int64))).backward()
+
+
+def section_optim():
+    for make in [lambda p: cltensor.optim.SGD(p, lr=0.1, momentum=0.9, weight_decay=1e-3),
+                 lambda p: cltensor.optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+                 lambda p: cltensor.optim.Adam(p, lr=0.01, amsgrad=True),
+                 lambda p: cltensor.optim.AdamW(p, lr=0.01)]:
+        params = [cltensor.nn.Parameter(dev(rand(*s))) for s in [(1,), (7,), (5, 3)]]
+        opt = make(params)
+        for _ in range(2):
+            for p in params:
+                p.grad = dev(rand(*p.shape))
+            opt.step()
+
+
+def section_random():
+    cltensor.manual_seed(3)
+    for n in [1, 7, 131]:
+        cltensor.rand(n)
+        cltensor.randn(n)
+        cltensor.randint(0, 5, (n,))
+        cltensor.bernoulli(cltensor.rand(n))
+    r = cltensor.randperm(13).numpy()
+    assert sorted(r.tolist()) == list(range(13))
+    F.dropout(dev(rand(3, 5)), 0.5, training=True)
+
+
+def section_ranges():
+    assert_close(cltensor.arange(0, 7), np.arange(7), check_dtype=False)
+    assert_close(cltensor.linspace(0, 1, 5), np.linspace(0, 1, 5))
+    assert_close(cltensor.eye(3, 4), np.eye(3, 4))
+    a = rand(5, 7)
+    assert_close(cltensor.tril(dev(a), -1), np.tril(a, -1))
+    assert_close(cltensor.triu(dev(a).T, 1), np.triu(a.T, 1))
+    assert_close(cltensor.diag(dev(a)), np.diag(a))
+
+
+def section_shape():
+    a, b = rand(3, 5), rand(2, 5)
+    assert_close(cltensor.cat([dev(a), dev(b)], 0), np.concatenate([a, b]))
+    assert_close(cltensor.flip(dev(a).T, [0]), np.flip(a.T, 0))
+    assert_close(cltensor.roll(dev(a), 2, 1), np.roll(a, 2, 1))
+    assert_close(cltensor.pad(dev(a), (1, 2)), np.pad(a, ((0, 0), (1, 2))))
+
+
+SECTIONS = {name[len("section_"):]: fn for name, fn in globals().items()
+            if name.startswith("section_")}
+
+
+def main(args):
+    """Runs the named sections (all by default); --style=cpu|gpu makes the launchers take their
+    CPU or their GPU code paths (work-group tiles, local memory, barriers) on any device."""
+    device = cltensor.default_device()
+    styles = [a.split("=", 1)[1] for a in args if a.startswith("--style=")]
+    names = [a for a in args if not a.startswith("--")]
+    if styles:
+        device.is_cpu, device.is_gpu = styles[-1] == "cpu", styles[-1] == "gpu"
+    print(f"device: {device} (cpu paths: {device.is_cpu})", file=sys.stderr)
+    for name in names or SECTIONS:
+        print(f"SECTION {name}", file=sys.stderr, flush=True)
+        SECTIONS[name]()
+        cltensor.synchronize()
+    print("DONE", file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
