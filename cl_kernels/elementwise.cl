@@ -167,7 +167,9 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 #define LD1(o) ((CT)x1[o])
 #endif
 #define OFF1(k, d) o1 += k * v1.stride[d];
+#define DECL1 long o1 = v1.offset;
 #else
+#define DECL1
 #define ARG1
 #define LD1(o) ((CT)0)
 #define OFF1(k, d)
@@ -182,7 +184,9 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 #define LD2(o) ((CT)x2[o])
 #endif
 #define OFF2(k, d) o2 += k * v2.stride[d];
+#define DECL2 long o2 = v2.offset;
 #else
+#define DECL2
 #define ARG2
 #define LD2(o) ((CT)0)
 #define OFF2(k, d)
@@ -197,13 +201,29 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 #define LD3(o) ((CT)x3[o])
 #endif
 #define OFF3(k, d) o3 += k * v3.stride[d];
+#define DECL3 long o3 = v3.offset;
 #else
+#define DECL3
 #define ARG3
 #define LD3(o) ((CT)0)
 #define OFF3(k, d)
 #endif
 
 #define ARGS ARG0 ARG1 ARG2 ARG3
+
+/* Declares o, o0..o3: the offsets, for out and each operand, of the first element of outer row
+ * r (every dim but the innermost); consumes r. */
+#define ROW_OFFSETS(r)                \
+  long o = vo.offset, o0 = v0.offset; \
+  DECL1 DECL2 DECL3                   \
+  for (int d = ND - 2; d >= 0; --d) { \
+    const long size = shape.size[d];  \
+    const long k = r % size;          \
+    r /= size;                        \
+    o += k * vo.stride[d];            \
+    o0 += k * v0.stride[d];           \
+    OFF1(k, d) OFF2(k, d) OFF3(k, d)  \
+  }
 
 __kernel void ew_contig(const long n, const int nd, const Shape shape,
                         __global OUT_T* out, const View vo ARGS) {
@@ -222,24 +242,7 @@ __kernel void ew_strided(const long n, const int nd, const Shape shape,
   const long inner = shape.size[ND - 1];
   long r = get_global_id(1);
   if (i >= inner || r * inner >= n) return;
-  long o = vo.offset, o0 = v0.offset;
-#if NARGS >= 2
-  long o1 = v1.offset;
-#endif
-#if NARGS >= 3
-  long o2 = v2.offset;
-#endif
-#if NARGS >= 4
-  long o3 = v3.offset;
-#endif
-  for (int d = ND - 2; d >= 0; --d) {
-    const long size = shape.size[d];
-    const long k = r % size;
-    r /= size;
-    o += k * vo.stride[d];
-    o0 += k * v0.stride[d];
-    OFF1(k, d) OFF2(k, d) OFF3(k, d)
-  }
+  ROW_OFFSETS(r)
   const long d = ND - 1;
   o += i * vo.stride[d];
   o0 += i * v0.stride[d];
@@ -255,24 +258,7 @@ __kernel void ew_rows(const long n, const int nd, const Shape shape,
   if (r * inner >= n) return;
   const long start = (get_global_id(0) % per_row) * chunk;
   const long end = min(start + chunk, inner);
-  long o = vo.offset, o0 = v0.offset;
-#if NARGS >= 2
-  long o1 = v1.offset;
-#endif
-#if NARGS >= 3
-  long o2 = v2.offset;
-#endif
-#if NARGS >= 4
-  long o3 = v3.offset;
-#endif
-  for (int d = ND - 2; d >= 0; --d) {
-    const long size = shape.size[d];
-    const long k = r % size;
-    r /= size;
-    o += k * vo.stride[d];
-    o0 += k * v0.stride[d];
-    OFF1(k, d) OFF2(k, d) OFF3(k, d)
-  }
+  ROW_OFFSETS(r)
   const int d = ND - 1;
   for (long i = start; i < end; ++i) {
     out[o + i * vo.stride[d]] = STORE(OP(LD0(o0 + i * v0.stride[d]), LD1(o1 + i * v1.stride[d]),
