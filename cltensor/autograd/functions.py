@@ -245,17 +245,18 @@ class _MaxMin(Function):
     op = None
 
     @classmethod
-    def _fwd(cls, ctx, a, b):
+    def forward(cls, ctx, a, b):
         ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None)
         ctx.scalars = (a, b)
+        ctx.op = cls.op
         return _op(cls.op)(a, b)
 
-    @classmethod
-    def _bwd(cls, ctx, g):
+    @staticmethod
+    def backward(ctx, g):
         a, b = ctx.saved_tensors
         sa, sb = ctx.scalars
         va, vb = (a if a is not None else sa), (b if b is not None else sb)
-        wins = (va > vb) if cls.op == "maximum" else (va < vb)
+        wins = (va > vb) if ctx.op == "maximum" else (va < vb)
         tie = va == vb
         share = _where(tie, g * 0.5, _where(wins, g, 0.0))
         other = _where(tie, g * 0.5, _where(wins, 0.0, g))
@@ -265,25 +266,9 @@ class _MaxMin(Function):
 class Maximum(_MaxMin):
     op = "maximum"
 
-    @staticmethod
-    def forward(ctx, a, b):
-        return Maximum._fwd(ctx, a, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        return Maximum._bwd(ctx, g)
-
 
 class Minimum(_MaxMin):
     op = "minimum"
-
-    @staticmethod
-    def forward(ctx, a, b):
-        return Minimum._fwd(ctx, a, b)
-
-    @staticmethod
-    def backward(ctx, g):
-        return Minimum._bwd(ctx, g)
 
 
 class Where(Function):
