@@ -165,7 +165,7 @@ def _cl_layer(layer, device, algo, iters, data, ref):
     def fwd():
         res["out"] = empty(p.out_shape, x, layout_of(x))
         name = dispatch.choose(p, device, "forward", algo, (x, w, b))
-        dispatch.ALGORITHMS[name].forward(x, w, b, p, res["out"])
+        dispatch.algorithm(name, x.device).forward(x, w, b, p, res["out"])
 
     def bwd():
         res["gx"], res["gw"] = conv_backward(x, w, g, p, algo, not layer.first, True)
@@ -223,7 +223,7 @@ def _training_step(layers, device, algo, iters, rng):
         for layer, p, (x, w, b, _) in zip(layers, params, tensors):
             out = empty(p.out_shape, x, layout_of(x))
             name = dispatch.choose(p, device, "forward", algo, (x, w, b))
-            dispatch.ALGORITHMS[name].forward(x, w, b, p, out)
+            dispatch.algorithm(name, x.device).forward(x, w, b, p, out)
             outs.append(out)
         for layer, p, (x, w, b, g) in reversed(list(zip(layers, params, tensors))):
             conv_backward(x, w, g, p, algo, not layer.first, True)

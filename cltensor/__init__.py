@@ -39,6 +39,7 @@ autograd.install(globals(), ClTensor)
 
 from . import backends, conv, nn, optim  # noqa: E402,F401  (layers sit on top of the ops)
 from .conv import conv_algorithms  # noqa: E402,F401
+from .plugins import plugins, register_plugin, unregister_plugin  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 
 ClTensor.softmax = lambda self, dim, dtype=None: nn.functional.softmax(self, dim, dtype=dtype)

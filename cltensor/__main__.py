@@ -1,7 +1,9 @@
-"""python -m cltensor: the OpenCL devices present, and which one is the default."""
+"""python -m cltensor: the OpenCL devices present, which one is the default, and the plug-ins
+with the devices they serve."""
 import sys
 
 from . import device
+from .plugins import plugins
 
 
 def _gib(n):
@@ -22,7 +24,19 @@ def main():
               f"{_gib(d.local_mem):>8s} {_gib(d.max_alloc):>9s} {d.max_work_group:6d} "
               f"{'yes' if d.fp64 else 'no':4s}  {d.platform} | {d.name}")
     print("* default device (set CLTENSOR_DEVICE to a 'platform:device' index or a name to change it)")
+    _print_plugins(device.all_devices())
     return 0
+
+
+def _print_plugins(devs):
+    found = plugins()
+    print(f"\nplug-ins ({len(found)}; cltensor.register_plugin or the 'cltensor.plugins' "
+          f"entry points):")
+    for pl in found:
+        print(f"  {pl.name}: {pl.description or '(no description)'}")
+        for d in devs:
+            why = pl.why_not(d)
+            print(f"    {d.index:6s} {'serves' if not why else 'no: ' + why}  ({d.name})")
 
 
 if __name__ == "__main__":

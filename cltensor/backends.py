@@ -6,8 +6,11 @@
                          (cltensor/conv/dispatch.py)
     conv_workspace_limit bytes of scratch memory an algorithm may use at once (im2col's column
                          buffer, Winograd's transformed tiles); larger problems run in chunks
-    allow_tf32           reserved: no kernel uses reduced-precision multiplies yet (False keeps
-                         IEEE fp32 everywhere, as torch.backends.cuda.matmul.allow_tf32 = False)
+    allow_tf32           let float32 products and convolutions multiply in TF32 (10-bit
+                         mantissas, fp32 accumulation; about 1e-3 relative error): the NVIDIA
+                         plug-in (cltensor/plugins/nvidia.py) uses tensor cores only when this is
+                         True. Off by default, as torch.backends.cuda.matmul.allow_tf32: IEEE
+                         fp32 everywhere
 """
 benchmark = False
 conv_workspace_limit = 256 * 2**20

@@ -8,6 +8,10 @@ memory and in a per-user JSON file keyed by device name and driver version:
 <cache root>/conv/<device>-<driver>.json ($CLTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/cltensor,
 else ~/.cache/cltensor). `clear_cache()` forgets the in-memory choices; delete the file to
 forget the others.
+
+Plug-ins (cltensor/plugins) add algorithms on the devices they serve: `algorithms(device)` is
+the portable ALGORITHMS plus those; auto asks their prefer() first, benchmark mode times them
+beside the portable ones, and a cached choice is timed again when a new candidate appears.
 """
 import json
 import os
@@ -15,6 +19,7 @@ import time
 from pathlib import Path
 
 from .. import backends, tune
+from ..plugins import conv_algorithm_owner, conv_algorithms_for
 from ..program import cache_root, device_key
 from . import common, gemm1x1, im2col, implicit, winograd
 
@@ -26,9 +31,10 @@ _times = {}       # (device index, params, pass) -> {algorithm: ms}
 _disk = {}        # device index -> the cache file's dict
 
 
-def eligible(name, p, pass_="forward"):
-    """(True, "") when algorithm `name` can run this pass of problem p, else (False, why)."""
-    mod = ALGORITHMS[name]
+def eligible(name, p, pass_="forward", device=None):
+    """(True, "") when algorithm `name` can run this pass of problem p, else (False, why);
+    a plug-in's algorithm needs the device."""
+    mod = algorithm(name, device)
     if hasattr(mod, "eligible"):
         ok, why = mod.eligible(p)
         if not ok:
@@ -38,12 +44,57 @@ def eligible(name, p, pass_="forward"):
     return True, ""
 
 
-def eligible_names(p, pass_):
-    return [n for n in ALGORITHMS if eligible(n, p, pass_)[0]]
+def eligible_names(p, pass_, device=None):
+    return [n for n in algorithms(device) if eligible(n, p, pass_, device)[0]]
 
 
-def workspace_bytes(name, p, pass_="forward"):
-    return ALGORITHMS[name].workspace_bytes(p, backward=pass_ != "forward")
+def workspace_bytes(name, p, pass_="forward", device=None):
+    return algorithm(name, device).workspace_bytes(p, backward=pass_ != "forward")
+
+
+# ---- plug-in algorithms -----------------------------------------------------------------------
+
+def algorithms(device=None):
+    """{name: algorithm} on a device: the portable ones, then the plug-ins' that serve it."""
+    extra = conv_algorithms_for(device) if device is not None else {}
+    return {**ALGORITHMS, **extra} if extra else ALGORITHMS
+
+
+def algorithm(name, device=None):
+    """The algorithm called `name` on a device; ValueError when it is not one there."""
+    found = algorithms(device).get(name)
+    if found is None:
+        raise ValueError(_unknown_algo(name, device))
+    return found
+
+
+def check_algo(algo, device):
+    """ValueError unless algo is "auto" or an algorithm that runs on the device."""
+    if algo != "auto":
+        algorithm(algo, device)
+
+
+def _unknown_algo(name, device):
+    owner = conv_algorithm_owner(name)
+    if owner is not None and device is not None:
+        why = owner.why_not(device) or "the algorithm's serves() declined it"
+        return (f"conv2d: algo {name!r} of plug-in {owner.name!r} does not serve {device}: "
+                f"{why}")
+    names = ", ".join(["auto", *algorithms(device)])
+    return f"conv2d: unknown algo {name!r}; expected one of {names}"
+
+
+def _usable(name, p, pass_, device):
+    """Whether a remembered choice still runs here (its plug-in may be gone, or ineligible now)."""
+    return name in algorithms(device) and eligible(name, p, pass_, device)[0]
+
+
+def _plugin_choice(p, device, pass_):
+    """The first plug-in algorithm that can run this pass of p and prefers it, or None."""
+    for name, algo in conv_algorithms_for(device).items():
+        if eligible(name, p, pass_, device)[0] and algo.prefer(p, device, pass_):
+            return name
+    return None
 
 
 # ---- the rules --------------------------------------------------------------------------------
@@ -51,7 +102,11 @@ def workspace_bytes(name, p, pass_="forward"):
 def rule(p, device, pass_):
     """algo="auto"'s choice without timing, from the per-layer measurements of
     benchmarks/conv.py (PoCL on 2 CPU cores at batch 8; an H200 at the networks' batch sizes,
-    where benchmark mode's own picks agreed with these rules on most layers)."""
+    where benchmark mode's own picks agreed with these rules on most layers). A plug-in
+    algorithm whose prefer() says so comes first."""
+    preferred = _plugin_choice(p, device, pass_)
+    if preferred is not None:
+        return preferred
     if eligible("gemm_1x1", p, pass_)[0] and not (device.is_gpu and pass_ == "backward_weight"):
         return "gemm_1x1"  # NOTE: on the GPU its NCHW weight gradient pays two (C, N*P) copies
     cpu = device.is_cpu
@@ -92,7 +147,7 @@ def choose(p, device, pass_, algo="auto", tensors=None):
     forward pass (ValueError otherwise); a backward pass it lacks falls back to auto's choice.
     In benchmark mode `tensors` (the pass's operands, see time_pass) are timed."""
     if algo != "auto":
-        ok, why = eligible(algo, p, pass_)
+        ok, why = eligible(algo, p, pass_, device)
         if ok:
             return algo
         if pass_ == "forward":
@@ -100,7 +155,7 @@ def choose(p, device, pass_, algo="auto", tensors=None):
     if not backends.benchmark:
         return rule(p, device, pass_)
     key = (device, p, pass_)
-    if key in _chosen:
+    if key in _chosen and _usable(_chosen[key], p, pass_, device):
         return _chosen[key]
     name = _from_disk(device, p, pass_)
     if name is None and tensors is not None:
@@ -137,7 +192,7 @@ def time_pass(name, pass_, p, tensors, repeat=1):
 
 
 def _runner(name, pass_, p, tensors):
-    mod = ALGORITHMS[name]
+    mod = algorithm(name, tensors[0].device)
     if pass_ == "forward":
         x, w, b = tensors
         return lambda: mod.forward(x, w, b, p, common.empty(p.out_shape, x, common.layout_of(x)))
@@ -147,8 +202,8 @@ def _runner(name, pass_, p, tensors):
 
 
 def _benchmark(device, p, pass_, tensors):
-    times = {n: time_pass(n, pass_, p, tensors) for n in eligible_names(p, pass_)}
-    _times[(device.index, p, pass_)] = times
+    times = {n: time_pass(n, pass_, p, tensors) for n in eligible_names(p, pass_, device)}
+    _times[(device, p, pass_)] = times
     best = min(times, key=times.get)
     _to_disk(device, p, pass_, best, times)
     return best
@@ -184,8 +239,14 @@ def _load(device):
 
 def _from_disk(device, p, pass_):
     entry = _load(device).get(_disk_key(p, pass_))
-    name = entry.get("algo") if isinstance(entry, dict) else None
-    return name if name in ALGORITHMS and eligible(name, p, pass_)[0] else None
+    if not isinstance(entry, dict):
+        return None
+    name = entry.get("algo")
+    if not isinstance(name, str) or not _usable(name, p, pass_, device):
+        return None
+    # NOTE: a candidate the file never timed (a plug-in installed since) is timed now
+    untimed = set(eligible_names(p, pass_, device)) - set(entry.get("times_ms", {}))
+    return None if untimed else name
 
 
 def _to_disk(device, p, pass_, best, times):

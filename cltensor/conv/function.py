@@ -4,7 +4,7 @@ from ..tensor import ClTensor
 from . import common, dispatch
 from .params import make_params
 
-ALGOS = ("auto",) + tuple(dispatch.ALGORITHMS)
+ALGOS = ("auto",) + tuple(dispatch.ALGORITHMS)  # plus plug-ins' on the devices they serve
 
 
 class Conv2dFunction(autograd.Function):
@@ -15,7 +15,7 @@ class Conv2dFunction(autograd.Function):
         out = common.empty(p.out_shape, input, common.layout_of(input))
         if p.n:
             name = dispatch.choose(p, input.device, "forward", algo, (input, weight, bias))
-            dispatch.ALGORITHMS[name].forward(input, weight, bias, p, out)
+            dispatch.algorithm(name, input.device).forward(input, weight, bias, p, out)
         ctx.save_for_backward(input, weight)
         ctx.p, ctx.algo = p, algo
         return out
@@ -42,13 +42,14 @@ def backward(x, w, gout, p, algo, need_x, need_w):
     passes = [("backward_data", need_x), ("backward_weight", need_w)]
     names = {ps: dispatch.choose(p, x.device, ps, algo, (x, w, gout)) for ps, need in passes
              if need}
+    algo_of = {ps: dispatch.algorithm(name, x.device) for ps, name in names.items()}
     if need_x and need_w and names["backward_data"] == names["backward_weight"]:
-        return dispatch.ALGORITHMS[names["backward_data"]].backward(x, w, gout, p, True, True)
+        return algo_of["backward_data"].backward(x, w, gout, p, True, True)
     gx = gw = None
     if need_x:
-        gx = dispatch.ALGORITHMS[names["backward_data"]].backward(x, w, gout, p, True, False)[0]
+        gx = algo_of["backward_data"].backward(x, w, gout, p, True, False)[0]
     if need_w:
-        gw = dispatch.ALGORITHMS[names["backward_weight"]].backward(x, w, gout, p, False, True)[1]
+        gw = algo_of["backward_weight"].backward(x, w, gout, p, False, True)[1]
     return gx, gw
 
 
@@ -66,8 +67,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         groups: split the channels into this many independent convolutions.
         algo: "auto" (per device and shape; timed once per problem when
             cltensor.backends.benchmark is True), "im2col", "implicit_gemm", "winograd"
-            (3x3, stride 1, dilation 1) or "gemm_1x1" (1x1, no padding). A backward pass
-            the algorithm lacks (Winograd's weight gradient) falls back to auto's choice.
+            (3x3, stride 1, dilation 1), "gemm_1x1" (1x1, no padding), or an algorithm of a
+            plug-in that serves the device (cltensor.plugins()). A backward pass the
+            algorithm lacks (Winograd's weight gradient) falls back to auto's choice.
 
     Returns:
         (N, Co, Ho, Wo) tensor, Ho = (H + top + bottom - dilation*(Kh - 1) - 1) // stride + 1.
@@ -78,11 +80,10 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         >>> cltensor.conv.conv2d(x, w, padding=1, algo="winograd").shape
         (8, 16, 32, 32)
     """
-    if algo not in ALGOS:
-        raise ValueError(f"conv2d: unknown algo {algo!r}; expected one of {', '.join(ALGOS)}")
     unbatched = isinstance(input, ClTensor) and input.ndim == 3
     if unbatched:
         input = input.unsqueeze(0)
     p = make_params(input, weight, bias, stride, padding, dilation, groups)
+    dispatch.check_algo(algo, input.device)
     out = Conv2dFunction.apply(input, weight, bias, p, algo)
     return out.squeeze(0) if unbatched else out

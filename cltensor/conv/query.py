@@ -4,6 +4,7 @@ import numpy as np
 from .. import backends
 from .. import dtypes as dt
 from ..device import get_device
+from ..plugins import conv_algorithm_owner
 from ..tensor import ClTensor
 from . import dispatch
 from .params import make_params
@@ -35,7 +36,9 @@ def conv_algorithms(input, weight, bias=None, stride=1, padding=0, dilation=1, g
     Returns:
         A list of dicts with keys algo, pass ("forward", "backward_data", "backward_weight"),
         eligible, reason (why not, else ""), workspace_bytes, time_ms (measured when
-        cltensor.backends.benchmark is True, else None) and chosen (what algo="auto" runs).
+        cltensor.backends.benchmark is True, else None), chosen (what algo="auto" runs) and
+        plugin (the name of the plug-in that offers the algorithm, None for the portable ones).
+        The algorithms of the plug-ins that serve the device come after the portable ones.
 
     Example:
         >>> for row in cltensor.conv.conv_algorithms((8, 64, 28, 28), (128, 64, 3, 3), padding=1):
@@ -53,13 +56,19 @@ def conv_algorithms(input, weight, bias=None, stride=1, padding=0, dilation=1, g
         operands = (x, w, b) if pass_ == "forward" else (x, w, _grad(p, x))
         chosen = dispatch.choose(p, device, pass_, "auto", operands)
         measured = dispatch.timings(device, p, pass_) if backends.benchmark else {}
-        for name in dispatch.ALGORITHMS:
-            ok, why = dispatch.eligible(name, p, pass_)
+        for name in dispatch.algorithms(device):
+            ok, why = dispatch.eligible(name, p, pass_, device)
             rows.append({"algo": name, "pass": pass_, "eligible": ok, "reason": why,
-                         "workspace_bytes": dispatch.workspace_bytes(name, p, pass_) if ok else 0,
+                         "workspace_bytes":
+                             dispatch.workspace_bytes(name, p, pass_, device) if ok else 0,
                          "time_ms": measured.get(name) if ok else None,
-                         "chosen": name == chosen})
+                         "chosen": name == chosen, "plugin": _plugin_of(name)})
     return rows
+
+
+def _plugin_of(name):
+    owner = None if name in dispatch.ALGORITHMS else conv_algorithm_owner(name)
+    return owner.name if owner is not None else None
 
 
 def _grad(p, x):

@@ -21,6 +21,7 @@ import numpy as np
 import pyopencl as cl
 
 from .. import program
+from ..plugins import plugins_for
 from ..program import ctype_of, launch, read_source, round_up
 from . import elementwise as ew
 
@@ -497,7 +498,8 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
     The low-level product under every op: a is (*batch, M, K), b (*batch, K, N), c_out and c_in
     (*batch, M, N), any strides (0 broadcasts in a, b and c_in); c_in may be c_out itself; the
     biases are 1-d (M and N). Callers validate and avoid overlaps (see gemm()). `entry`
-    replaces the database's entry (the tuner's candidates).
+    replaces the database's entry (the tuner's candidates). The plug-ins that serve the device
+    (cltensor/plugins) are asked first, unless `entry` or FORCE_FAMILY is set.
     """
     batch, (m, k), n = c_out.shape[:-2], a.shape[-2:], b.shape[-1]
     assert a.shape[:-2] == b.shape[:-2] == batch and b.shape[-2] == k, "gemm: shapes disagree"
@@ -513,6 +515,11 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
                          f"supported, got {len(bshape)} (batch shape {tuple(batch)})")
     ops = [Operand(t, bst, st[-2], st[-1]) for t, st, bst in zip(tensors, strides, bstrides)]
     p = Problem(c_out.device, c_out.dtype, m, n, k, tuple(bshape), *ops)
+    # NOTE: the tuner's candidates (entry) and a forced family measure the portable kernels
+    if entry is None and FORCE_FAMILY is None:
+        for plugin in plugins_for(p.device):
+            if plugin.gemm(p, alpha, beta, c_in is not None, row_bias, col_bias, relu):
+                return c_out
     entry = entry or entry_for(p.device, p.dtype)
     epi = _epilogue_args(p, alpha, beta, c_in is not None, row_bias, col_bias, relu)
     RUNNERS[family_of(p.device, p.dtype, entry, (m, n, k), p.nbatch)](p, entry, epi)

@@ -1,0 +1,218 @@
+"""The NVIDIA tensor-core plug-in: float32 GEMM in TF32 on tensor cores, through inline PTX
+mma.sync from OpenCL (cl_kernels/nvidia_mma.cl), used only while cltensor.backends.allow_tf32
+is True.
+
+It serves the NVIDIA devices whose OpenCL compiler builds its probe (mma.sync with tf32,
+cvt.rna.tf32 and cp.async: Ampere and later). There it takes every float32 product with K > 0
+while allow_tf32 is set, and declines the others (allow_tf32 off, float64, integers, K == 0),
+which the portable engine then runs exactly as without the plug-in.
+
+Operands are read in place when one of their dims is contiguous and the other stride, the
+offset and the batch strides are multiples of 4 elements (16-byte copies); others are copied
+first into a dense K-contiguous matrix (gemm_pack.cl's pad_copy). Every product picks the
+parameter set of CONFIGS and the split of K with the least estimated time (plan()).
+"""
+import warnings
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import backends
+from ..ops import elementwise as ew
+from ..ops import gemm as gm
+from ..program import KernelBuildError, round_up
+from . import Plugin, PluginWarning
+
+KERNEL_FILE = "nvidia_mma.cl"
+KERNEL_KEYS = ("WM", "WN", "WARPS_M", "WARPS_N", "BK", "STAGES", "ASYNC", "ROUND", "GROUP_M")
+# The tuned parameter sets, largest tile first. rate: TFLOP/s of the set alone at 4096^3;
+# groups_per_cu: work-groups resident per compute unit (from registers and local memory).
+# Both feed plan(). NOTE: measured on the H200 (tmp figures until the tuning run fills them).
+CONFIGS = (
+    {"WM": 64, "WN": 64, "WARPS_M": 2, "WARPS_N": 2, "BK": 16, "STAGES": 3, "ASYNC": 1,
+     "ROUND": 1, "GROUP_M": 8, "rate": 150.0, "groups_per_cu": 2},
+    {"WM": 32, "WN": 32, "WARPS_M": 2, "WARPS_N": 2, "BK": 32, "STAGES": 3, "ASYNC": 1,
+     "ROUND": 1, "GROUP_M": 8, "rate": 80.0, "groups_per_cu": 4},
+)
+TUNED = {"device": "NVIDIA H200", "date": None, "tflops_4096": None}
+MAX_SPLITS = 16
+MIN_SLICES_PER_SPLIT = 4
+SPLIT_COST_S = 8e-6          # a split's extra launch (xgemm_reduce)
+BANDWIDTH_BYTES_S = 3.0e12   # its partial sums written and read back
+ALIGN = 4                    # elements of one 16-byte copy
+
+
+class MmaOperand(NamedTuple):
+    """An operand as nvmma_gemm reads it: tensor, batch strides, leading dim and layout flag
+    (1: K contiguous)."""
+    t: object
+    bstrides: list
+    ld: int
+    kc: int
+
+
+class NvidiaTensorCores(Plugin):
+    """TF32 tensor-core GEMM on NVIDIA GPUs (sm_80+), while cltensor.backends.allow_tf32.
+
+    Example:
+        >>> cltensor.backends.allow_tf32 = True
+        >>> c = cltensor.matmul(a, b)   # float32 on an H200: mma.sync, about 1e-3 rel. error
+    """
+    name = "nvidia_tf32"
+    description = ("TF32 tensor-core GEMM (inline PTX mma.sync) for float32 products while "
+                   "cltensor.backends.allow_tf32 is True")
+    vendors = ("nvidia",)
+    probe_file = KERNEL_FILE
+    probe_defines = {"NVMMA_PROBE": None}
+    emulate = False   # True: plain OpenCL instead of PTX (the tests, on any device)
+    configs = CONFIGS
+
+    def __init__(self):
+        self._broken = set()  # (device, parameter set) that failed to build or fit
+
+    def gemm(self, p, alpha, beta, has_ci, row_bias, col_bias, relu):
+        if not backends.allow_tf32 or p.dtype != np.float32 or p.k == 0:
+            return False
+        for q, splits in self.plans(p):
+            kernel = self._kernel(p, q, *_layouts(p))
+            if kernel is not None:
+                epi = gm._epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu)
+                _run(p, q, kernel, splits, epi)
+                return True
+        return False
+
+    def plans(self, p):
+        """(parameter set, K splits) for problem p, the fastest estimate first."""
+        usable = [q for q in self.configs if (p.device, _key(q)) not in self._broken and
+                  local_bytes(q) <= p.device.local_mem]
+        units = p.device.cl_device.max_compute_units
+        return sorted(((q, plan(p, q, units)) for q in usable),
+                      key=lambda e: estimate(p, e[0], e[1], units))
+
+    def _kernel(self, p, q, a_kc, b_kc):
+        defines = dict(_defines(q), A_KC=a_kc, B_KC=b_kc, EMULATE=int(self.emulate))
+        key = (p.device, _key(q))
+        try:
+            kernel = gm.get_kernel(p.device, KERNEL_FILE, "nvmma_gemm", defines)
+        except KernelBuildError as e:
+            self._broken.add(key)
+            warnings.warn(f"cltensor plug-in {self.name!r}: {defines} does not build on "
+                          f"{p.device}; that parameter set is skipped:\n{e.log[:2000]}",
+                          PluginWarning, stacklevel=4)
+            return None
+        if not gm._kernel_fits(p.device, kernel, tile_shape(q)[2]):
+            self._broken.add(key)
+            warnings.warn(f"cltensor plug-in {self.name!r}: {defines} exceeds {p.device}'s "
+                          f"registers or local memory; that parameter set is skipped",
+                          PluginWarning, stacklevel=4)
+            return None
+        return kernel
+
+
+# ---- parameter sets and the plan --------------------------------------------------------------
+
+def _defines(q):
+    return {k: q[k] for k in KERNEL_KEYS}
+
+
+def _key(q):
+    return tuple(sorted(_defines(q).items()))
+
+
+def tile_shape(q):
+    """(BM, BN, work-items) of a parameter set."""
+    return q["WARPS_M"] * q["WM"], q["WARPS_N"] * q["WN"], 32 * q["WARPS_M"] * q["WARPS_N"]
+
+
+def local_bytes(q):
+    bm, bn, _ = tile_shape(q)
+    return (q["STAGES"] if q["ASYNC"] else 2) * q["BK"] * (bm + bn) * 4
+
+
+def config_valid(q):
+    """True when a parameter set is self-consistent (see nvidia_mma.cl's header)."""
+    bm, bn, nt = tile_shape(q)
+    return (q["WM"] % 16 == 0 and q["WN"] % 8 == 0 and q["BK"] in (16, 32) and
+            bm % 32 == 0 and bn % 32 == 0 and bm * q["BK"] // 4 % nt == 0 and
+            bn * q["BK"] // 4 % nt == 0 and (not q["ASYNC"] or 2 <= q["STAGES"] <= 5) and
+            q["GROUP_M"] >= 1)
+
+
+def plan(p, q, units):
+    """The number of K splits that minimizes estimate() for parameter set q."""
+    slices = -(-p.k // q["BK"])
+    most = max(1, min(MAX_SPLITS, slices // MIN_SLICES_PER_SPLIT))
+    return min(range(1, most + 1), key=lambda s: estimate(p, q, s, units))
+
+
+def estimate(p, q, splits, units):
+    """Seconds of problem p with parameter set q and K split `splits` ways: whole waves of
+    work-groups (groups_per_cu per compute unit) at the set's measured rate, plus the split's
+    extra pass."""
+    bm, bn, _ = tile_shape(q)
+    tiles = -(-p.m // bm) * -(-p.n // bn) * p.nbatch * splits
+    slots = units * q["groups_per_cu"]
+    depth = -(-(-(-p.k // q["BK"])) // splits) * q["BK"]
+    secs = -(-tiles // slots) * 2.0 * bm * bn * depth * slots / (q["rate"] * 1e12)
+    if splits > 1:
+        secs += SPLIT_COST_S + (splits + 1) * p.m * p.n * p.nbatch * 4 / BANDWIDTH_BYTES_S
+    return secs
+
+
+# ---- operands and the launch ------------------------------------------------------------------
+
+def _in_place(p, op, rows, rs, ks):
+    """The operand read where it is, or None when its strides do not allow it."""
+    rs, ks = (0 if rows == 1 else rs), (0 if p.k == 1 else ks)
+    if any(s % ALIGN for s in [op.t.offset, *op.bstrides]):
+        return None
+    if ks in (0, 1) and rs >= 0 and rs % ALIGN == 0:
+        return MmaOperand(op.t, op.bstrides, rs, 1)
+    if rs in (0, 1) and ks >= 0 and ks % ALIGN == 0:
+        return MmaOperand(op.t, op.bstrides, ks, 0)
+    return None
+
+
+def _operand(p, op, rows, rs, ks):
+    """(op as nvmma_gemm reads it, the copy to launch first or None)."""
+    found = _in_place(p, op, rows, rs, ks)
+    if found is not None:
+        return found, None
+    ld = round_up(p.k, ALIGN)
+    shared = not any(op.bstrides)
+    dst = gm._scratch(p, (1 if shared else p.nbatch) * rows * ld)
+    bstrides = [0] * len(p.bshape) if shared else gm._dense_strides(p.bshape, rows * ld)
+    copy = lambda: gm._pad_copy(p, op, (rows, p.k), (rows, ld), (rs, ks), dst)  # noqa: E731
+    return MmaOperand(dst, bstrides, ld, 1), copy
+
+
+def _layouts(p):
+    """(A_KC, B_KC) of the kernel that reads p's operands."""
+    return (_operand_layout(p, p.a, p.m, p.a.rs, p.a.cs),
+            _operand_layout(p, p.b, p.n, p.b.cs, p.b.rs))
+
+
+def _operand_layout(p, op, rows, rs, ks):
+    found = _in_place(p, op, rows, rs, ks)
+    return 1 if found is None else found.kc
+
+
+def _run(p, q, kernel, splits, epi):
+    xa, copy_a = _operand(p, p.a, p.m, p.a.rs, p.a.cs)
+    xb, copy_b = _operand(p, p.b, p.n, p.b.cs, p.b.rs)
+    bm, bn, nt = tile_shape(q)
+    part = gm._scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
+    tail = []
+    for x in (xa, xb):
+        tail += [x.t.storage.buf, ew.view_arg(x.t.offset, x.bstrides), np.int64(x.ld)]
+    tail += [np.int32(splits), part.storage.buf] + epi
+    for copy in (copy_a, copy_b):
+        if copy is not None:
+            copy()
+    gm._launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), p.k, tail, splits=splits)
+    if splits > 1:
+        reduce = gm.get_kernel(p.device, "gemm_xgemm.cl", "xgemm_reduce", {"T": "float"})
+        gm._reduce_splits(p, reduce, splits, part, epi)
+
+
+assert all(config_valid(q) for q in CONFIGS), "nvidia.py: an invalid parameter set in CONFIGS"
