@@ -1,5 +1,5 @@
 /*
- * conv_implicit.cl: implicit-GEMM convolution (cltensor/conv/implicit.py): the im2col gather
+ * conv_implicit.cl: implicit-GEMM convolution for CPUs (cltensor/conv/implicit.py): the im2col gather
  * happens inside the GEMM's operand loads, so no column buffer and no padded copy exist.
  *
  * Operands:
@@ -26,10 +26,6 @@
  *                in registers (NR/VW vectors, gathered lane by lane), over all of K (taps
  *                outer: wpk packed with TAPS_OUTER); no local memory, local size (1, 1, 1). Global (ceil(QN/NR), ceil(Cog/MR), NB*G) for
  *                images n0 .. n0+NB-1.
- *   conv_gpu     forward, for GPUs: a (TSN/WPTN, TSM/WPTM) work-group computes TSM channels x
- *                TSN positions, staging TSK-deep slices of wpk and of the gathered input in
- *                local memory; WPTM x WPTN register tile per work-item. Global
- *                (ceil(QN/TSN)*TSN/WPTN, ceil(Cog/TSM)*TSM/WPTM, NB*G); KP a multiple of TSK.
  *   grad_rows    gq[n][q - QA][c] = go[n][c][q/WO][q%WO] for positions QA <= q < QB of N
  *                images, zero for Co <= c < COP: a chunk of the output gradient
  *                positions-major, for wgrad_cpu. 1-d over rows (n, q).
@@ -38,21 +34,15 @@
  *                go is grad_rows' chunk, passed as (gs0 = rows per image * COP, gs3 = COP) and
  *                read in vectors of NR channels (COP >= Co + NR); a work-item holds MR rows of
  *                k x NR channels (NR/VW vectors). Global (ceil(Cog/NR), ceil(K/MR), G*S).
- *   wgrad_gpu    the same over the output gradient in place (any strided view) with
- *                local-memory tiles: TSM rows of k x TSN channels per work-group, TSK
- *                positions per slice; the gradient tile is loaded positions-
- *                fast (coalesced along the width of NCHW gradients) or, with GO_CHANNELS_FAST,
- *                channels-fast (channels_last gradients). Global (ceil(Cog/TSN)*TSN/WPTN,
- *                ceil(K/TSM)*TSM/WPTM, G*S). ACC adds to part instead of writing it.
  *   wgrad_sum    gw[g*Cog + co][k] = sum over s of part[s][g][k][co] (deterministic). 1-d.
  *
  * Build options: T; MASK_T (int, or long for double); KH, KW, SH, SW, DH, DW, UH, UW (shape
  *   constants); HAS_BIAS; FLIP; TAPS_OUTER (pack_weight's rows k = (kh*KW + kw)*C + c,
  *   the order conv_cpu reads);
- *   GO_CHANNELS_FAST; KERNEL_<name> compiles only that kernel (ALL_KERNELS: every one):
+ *   KERNEL_<name> compiles only that kernel (ALL_KERNELS: every one):
  *   PoCL's build time grows with every kernel in the program, and each kernel takes different
  *   shape constants.
- * Tunables: MR, NR, VW (CPU kernels); TSM, TSN, TSK, WPTM, WPTN (GPU kernels).
+ * Tunables: MR, NR, VW. (GPUs run conv_xgemm.cl's kernels.)
  */
 #ifndef UH
 #define UH 1
@@ -90,28 +80,11 @@
 #ifndef VW
 #define VW 16
 #endif
-#ifndef TSM
-#define TSM 64
-#endif
-#ifndef TSN
-#define TSN 64
-#endif
-#ifndef TSK
-#define TSK 16
-#endif
-#ifndef WPTM
-#define WPTM 4
-#endif
-#ifndef WPTN
-#define WPTN 4
-#endif
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 #define VT CAT(T, VW)
 #define VLOAD CAT(vload, VW)
 #define NV (NR / VW)
-#define RTSM (TSM / WPTM)
-#define RTSN (TSN / WPTN)
 #define KK (KH * KW)
 
 typedef union { VT v; T s[VW]; } Lanes;
@@ -335,48 +308,6 @@ void conv_cpu(CONV_ARGS) {
 }
 #endif
 
-#if defined(ALL_KERNELS) || defined(KERNEL_conv_gpu)
-__kernel __attribute__((reqd_work_group_size(RTSN, RTSM, 1)))
-void conv_gpu(CONV_ARGS) {
-  __local T As[TSK][TSM];
-  __local T Bs[TSK][TSN];
-  const int lx = get_local_id(0), ly = get_local_id(1);
-  const int tid = ly * RTSN + lx;
-  const int q0 = get_group_id(0) * TSN, panel = get_group_id(1);
-  const int n = n0 + get_global_id(2) / G, g = get_global_id(2) % G;
-  __global const T* xb = x + xo + n * xs0 + (long)g * CG * xs1;
-  __global const T* wp = wpk + ((long)g * get_num_groups(1) + panel) * KP * TSM;
-  /* each work-item loads the same column j (position) of the input tile in every slice:
-   * consecutive work-items, consecutive columns of an image row */
-  const int bj = tid % TSN, bk0 = tid / TSN;
-  const int bq = min(q0 + bj, QN - 1);
-  const int ty0 = (bq / WO) * SH - OY, tx0 = (bq % WO) * SW - OX;
-  T acc[WPTM][WPTN];
-  for (int i = 0; i < WPTM; ++i)
-    for (int j = 0; j < WPTN; ++j) acc[i][j] = (T)0;
-  for (int k0 = 0; k0 < KP; k0 += TSK) {
-    for (int e = tid; e < TSK * TSM; e += RTSM * RTSN) As[e / TSM][e % TSM] = wp[k0 * TSM + e];
-    for (int kk = bk0; kk < TSK; kk += (RTSM * RTSN) / TSN) {
-      const int k = k0 + kk;
-      TAP_SPLIT(k, c, dy, dx)
-      Bs[kk][bj] = k < K ? tap_load(xb + c * xs1, ty0 + dy, tx0 + dx, H, W, xs2, xs3) : (T)0;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
-    for (int kk = 0; kk < TSK; ++kk) {
-      T a[WPTM], b[WPTN];
-      for (int i = 0; i < WPTM; ++i) a[i] = As[kk][ly + i * RTSM];
-      for (int j = 0; j < WPTN; ++j) b[j] = Bs[kk][lx + j * RTSN];
-      for (int i = 0; i < WPTM; ++i)
-        for (int j = 0; j < WPTN; ++j) acc[i][j] += a[i] * b[j];
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-  for (int i = 0; i < WPTM; ++i)
-    for (int j = 0; j < WPTN; ++j)
-      STORE_OUT(panel * TSM + ly + i * RTSM, q0 + lx + j * RTSN, acc[i][j])
-}
-#endif
 
 #if defined(ALL_KERNELS) || defined(KERNEL_grad_rows)
 __kernel void grad_rows(const int N, const int C, const int QA, const int QB, const int WO,
@@ -472,63 +403,6 @@ void wgrad_cpu(WGRAD_ARGS) {
 }
 #endif
 
-#if defined(ALL_KERNELS) || defined(KERNEL_wgrad_gpu)
-__kernel __attribute__((reqd_work_group_size(RTSN, RTSM, 1)))
-void wgrad_gpu(WGRAD_ARGS) {
-  __local T As[TSK][TSM];
-  __local T Bs[TSK][TSN + 1];  /* + 1: positions-fast stores hit distinct banks */
-  const int lx = get_local_id(0), ly = get_local_id(1);
-  const int tid = ly * RTSN + lx;
-  const int co0 = get_group_id(0) * TSN, k0 = get_group_id(1) * TSM;
-  const int g = get_global_id(2) % G, s = get_global_id(2) / G;
-  /* each work-item loads the same tap (row of A) in every slice */
-  const int ai = tid % TSM, aq0 = tid / TSM;
-  TAP_SPLIT(min(k0 + ai, K - 1), ac, ady, adx)
-  T acc[WPTM][WPTN];
-  for (int i = 0; i < WPTM; ++i)
-    for (int j = 0; j < WPTN; ++j) acc[i][j] = (T)0;
-  const int n1 = min(N, (s + 1) * IPS);
-  for (int n = s * IPS; n < n1; ++n) {
-    __global const T* xa = x + xo + n * xs0 + ((long)g * CG + ac) * xs1;
-    __global const T* gb = go + goo + n * gs0 + (long)g * COG * gs1;
-    for (int r0 = QA; r0 < QB; r0 += TSK) {
-      for (int qq = aq0; qq < TSK; qq += (RTSM * RTSN) / TSM) {
-        const int q = r0 + qq;
-        As[qq][ai] = q < QB ? tap_load(xa, (q / WO) * SH + ady - OY, (q % WO) * SW + adx - OX,
-                                       H, W, xs2, xs3) : (T)0;
-      }
-      for (int e = tid; e < TSK * TSN; e += RTSM * RTSN) {
-#ifdef GO_CHANNELS_FAST
-        const int j = e % TSN, qq = e / TSN;
-#else
-        const int qq = e % TSK, j = e / TSK;
-#endif
-        const int q = r0 + qq, co = co0 + j;
-        Bs[qq][j] = q < QB && co < COG ? gb[co * gs1 + (q / WO) * gs2 + (q % WO) * gs3] : (T)0;
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
-      for (int qq = 0; qq < TSK; ++qq) {
-        T a[WPTM], b[WPTN];
-        for (int i = 0; i < WPTM; ++i) a[i] = As[qq][ly + i * RTSM];
-        for (int j = 0; j < WPTN; ++j) b[j] = Bs[qq][lx + j * RTSN];
-        for (int i = 0; i < WPTM; ++i)
-          for (int j = 0; j < WPTN; ++j) acc[i][j] += a[i] * b[j];
-      }
-      barrier(CLK_LOCAL_MEM_FENCE);
-    }
-  }
-  __global T* dst = part + ((long)s * G + g) * KROWS * COLS;
-  for (int i = 0; i < WPTM; ++i) {
-    const int k = k0 + ly + i * RTSM;
-    for (int j = 0; j < WPTN; ++j) {
-      const int co = co0 + lx + j * RTSN;
-      const long e = (long)k * COLS + co;
-      if (k < K && co < COG) dst[e] = (ACC ? dst[e] : (T)0) + acc[i][j];
-    }
-  }
-}
-#endif
 
 #if defined(ALL_KERNELS) || defined(KERNEL_wgrad_sum)
 __kernel void wgrad_sum(const int S, const int G, const int COG, const int K, const int KROWS,

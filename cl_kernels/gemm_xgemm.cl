@@ -198,24 +198,58 @@ inline void multiply_slice(__local const T* as, __local const T* bs, const int t
   }
 }
 
+/* The K loop over `slices` slices, shared with conv_xgemm.cl: LOAD(t) fills the registers
+ * ra, rb with slice t (global -> registers); the slices go through local memory (a_slices,
+ * b_slices) into the accumulators acc of work-item (tm, tn). */
+#if NBUF == 2
+#define XGEMM_K_LOOP(slices, LOAD)                                                         \
+  if ((slices) > 0) LOAD(0);                                                               \
+  store_a((__local T*)a_slices[0], ra, tid);                                               \
+  store_b((__local T*)b_slices[0], rb, tid);                                               \
+  barrier(CLK_LOCAL_MEM_FENCE);                                                            \
+  for (int t = 0; t < (slices); ++t) {                                                     \
+    const int cur = t & 1;                                                                 \
+    if (t + 1 < (slices)) LOAD(t + 1);                                                     \
+    multiply_slice((__local T*)a_slices[cur], (__local T*)b_slices[cur], tm, tn, acc);     \
+    if (t + 1 < (slices)) {                                                                \
+      store_a((__local T*)a_slices[cur ^ 1], ra, tid);                                     \
+      store_b((__local T*)b_slices[cur ^ 1], rb, tid);                                     \
+    }                                                                                      \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+  }
+#else
+#define XGEMM_K_LOOP(slices, LOAD)                                                         \
+  if ((slices) > 0) LOAD(0);                                                               \
+  for (int t = 0; t < (slices); ++t) {                                                     \
+    store_a((__local T*)a_slices[0], ra, tid);                                             \
+    store_b((__local T*)b_slices[0], rb, tid);                                             \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+    if (t + 1 < (slices)) LOAD(t + 1);                                                     \
+    multiply_slice((__local T*)a_slices[0], (__local T*)b_slices[0], tm, tn, acc);         \
+    barrier(CLK_LOCAL_MEM_FENCE);                                                          \
+  }
+#endif
+
+/* The work-group's local slices, its work-item's place and its zeroed accumulators. */
+#define XGEMM_PROLOGUE                                                                     \
+  __local VTM a_slices[NBUF][KWG * LDA / VWM]; /* vector-typed: aligned for vector reads */ \
+  __local VTN b_slices[NBUF][KWG * LDB / VWN];                                             \
+  const int tn = get_local_id(0), tm = get_local_id(1), tid = tm * NDIMC + tn;            \
+  VTN acc[MWI][NWI / VWN];                                                                 \
+  _Pragma("unroll") for (int i = 0; i < MWI; ++i)                                          \
+  _Pragma("unroll") for (int j = 0; j < NWI / VWN; ++j) acc[i][j] = (VTN)0;
+
+#ifndef XGEMM_ENGINE_ONLY
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
 void xgemm(const int M, const int N, const int K, const int row0, BATCH_ARGS,
            __global const T* A, const View va, const long lda,
            __global const T* B, const View vb, const long ldb, const int splits,
            __global T* part, EPI_ARGS) {
-  __local VTM a_slices[NBUF][KWG * LDA / VWM]; /* vector-typed: aligned for vector reads */
-  __local VTN b_slices[NBUF][KWG * LDB / VWN];
-  const int tn = get_local_id(0), tm = get_local_id(1), tid = tm * NDIMC + tn;
+  XGEMM_PROLOGUE
   const int m0 = row0 + get_group_id(1) * MWG, n0 = get_group_id(0) * NWG;
   const long z = batch0 + get_global_id(2), b = z / splits;
   __global const T* pa = A + batch_offset(b, nbd, batch, va) + (long)m0 * (A_KC ? lda : 1);
   __global const T* pb = B + batch_offset(b, nbd, batch, vb) + (long)n0 * (B_KC ? ldb : 1);
-
-  VTN acc[MWI][NWI / VWN];
-#pragma unroll
-  for (int i = 0; i < MWI; ++i)
-#pragma unroll
-    for (int j = 0; j < NWI / VWN; ++j) acc[i][j] = (VTN)0;
 
   VTA ra[NLA];
   VTB rb[NLB];
@@ -225,31 +259,8 @@ void xgemm(const int M, const int N, const int K, const int row0, BATCH_ARGS,
   const int slices = max(t1 - t0, 0);
   pa += (long)t0 * KWG * (A_KC ? 1 : lda);
   pb += (long)t0 * KWG * (B_KC ? 1 : ldb);
-  if (slices > 0) load_slice(pa, lda, pb, ldb, 0, tid, ra, rb);
-#if NBUF == 2
-  store_a((__local T*)a_slices[0], ra, tid);
-  store_b((__local T*)b_slices[0], rb, tid);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int t = 0; t < slices; ++t) {
-    const int cur = t & 1;
-    if (t + 1 < slices) load_slice(pa, lda, pb, ldb, (t + 1) * KWG, tid, ra, rb);
-    multiply_slice((__local T*)a_slices[cur], (__local T*)b_slices[cur], tm, tn, acc);
-    if (t + 1 < slices) {
-      store_a((__local T*)a_slices[cur ^ 1], ra, tid);
-      store_b((__local T*)b_slices[cur ^ 1], rb, tid);
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-#else
-  for (int t = 0; t < slices; ++t) {
-    store_a((__local T*)a_slices[0], ra, tid);
-    store_b((__local T*)b_slices[0], rb, tid);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (t + 1 < slices) load_slice(pa, lda, pb, ldb, (t + 1) * KWG, tid, ra, rb);
-    multiply_slice((__local T*)a_slices[0], (__local T*)b_slices[0], tm, tn, acc);
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-#endif
+#define LOAD_AB(t) load_slice(pa, lda, pb, ldb, (t) * KWG, tid, ra, rb)
+  XGEMM_K_LOOP(slices, LOAD_AB)
 
   const long oci = batch_offset(b, nbd, batch, vci);
   const long oco = batch_offset(b, nbd, batch, vco);
@@ -290,3 +301,4 @@ __kernel void xgemm_reduce(const int M, const int N, const int splits, BATCH_ARG
   const long oco = batch_offset(b, nbd, batch, vco);
   EPILOGUE(m, n, acc)
 }
+#endif /* XGEMM_ENGINE_ONLY */

@@ -249,7 +249,7 @@ def test_unbatched_empty_and_padding_modes(device, rng):
 def test_first_layer_skips_input_gradient(device, rng):
     x, w, _b, X, W, B = _tensors(device, rng, (2, 3, 8, 8), (4, 3, 3, 3))
     W.requires_grad_()
-    for algo, data_kernels in (("im2col", {"col2im"}), ("implicit_gemm", {"conv_cpu", "conv_gpu"})):
+    for algo, data_kernels in (("im2col", {"col2im"}), ("implicit_gemm", {"conv_cpu", "cx_conv"})):
         W.grad = None
         out = conv2d(X, W, B, padding=1, algo=algo)
         with cltensor.profile() as prof:

@@ -10,8 +10,8 @@ weight, by the same kernel. Weight gradient: gW[k][co] = sum over images and pos
 pad(x)(k, q) * gout[q][co], split over N*H*W into partial sums that a last kernel adds up in a
 fixed order.
 
-CPUs run register-tiled kernels with no local memory (PoCL turns barriers into loops); other
-devices run local-memory tiles.
+CPUs run register-tiled kernels with no local memory (PoCL turns barriers into loops), here;
+other devices run the GEMM engine's local-memory tiles with gathering loads (implicit_gpu.py).
 """
 from typing import NamedTuple
 
@@ -19,16 +19,12 @@ import numpy as np
 
 from .. import backends
 from ..program import ctype_of, launch, round_up
-from . import common
+from . import common, implicit_gpu
 
 KERNEL_FILE = "conv_implicit.cl"
 # CPU register tiles: MR output channels (or weight-gradient rows) x NR positions (or channels)
 CPU_TILES = {4: {"MR": 12, "NR": 32, "VW": 16}, 8: {"MR": 12, "NR": 16, "VW": 8}}
-# GPU work-group tiles, largest first; the first that fills the device runs
-GPU_TILES = ({"TSM": 128, "TSN": 128, "TSK": 16, "WPTM": 8, "WPTN": 8},
-             {"TSM": 64, "TSN": 64, "TSK": 16, "WPTM": 4, "WPTN": 4},
-             {"TSM": 32, "TSN": 32, "TSK": 16, "WPTM": 2, "WPTN": 2})
-GROUPS_PER_CU = 2  # work-groups per compute unit a GPU launch should reach
+GROUPS_PER_CU = 2  # work-groups per compute unit the CPU weight gradient's splits aim at
 # None picks the kernels by device type; "cpu" or "gpu" forces one style (tests run both)
 KERNEL_STYLE = None
 MAX_GROUPS = 65535  # work-groups a launch may have along dims 1 and 2 (NVIDIA's limit)
@@ -113,8 +109,8 @@ def workspace_bytes(p, backward=False):
     backends.conv_workspace_limit allows, at least one) and, on CPUs, one chunk of the output
     gradient positions-major (at most GRAD_ROWS_BYTES, or one position's channels)."""
     item = p.dtype.itemsize
-    pw = max(max(t["MR"] for t in CPU_TILES.values()), max(t["TSM"] for t in GPU_TILES))
-    tsk = max(t["TSK"] for t in GPU_TILES)
+    pw = max(max(t["MR"] for t in CPU_TILES.values()), implicit_gpu.MAX_PANEL)
+    tsk = implicit_gpu.MAX_KWG
     packed = p.groups * round_up(p.cog, pw) * round_up(p.k, tsk) * item
     if not backward:
         return packed
@@ -148,21 +144,6 @@ def pack_weight(w, geo, pw, kp, flip, taps_outer=False):
 
 # ---- the convolution kernels ------------------------------------------------------------------
 
-def _gpu_tile(device, itemsize, work, rows):
-    """The largest GPU tile that fits the device and gives it enough work-groups."""
-    fits = [t for t in GPU_TILES if _wg_size(t) <= device.max_work_group and
-            t["TSK"] * (t["TSM"] + t["TSN"]) * itemsize <= device.local_mem]
-    need = GROUPS_PER_CU * device.cl_device.max_compute_units
-    for t in fits:
-        if work(t) >= need and rows >= t["TSM"] // 2:
-            return t
-    return fits[-1]
-
-
-def _wg_size(t):
-    return (t["TSM"] // t["WPTM"]) * (t["TSN"] // t["WPTN"])
-
-
 def _cpu_style(device):
     return KERNEL_STYLE == "cpu" or (KERNEL_STYLE is None and device.is_cpu)
 
@@ -171,23 +152,16 @@ def conv(src, geo, w, out, bias, flip):
     """out (a 4-d view) = the convolution of geo over the virtually padded src with weight w
     (flipped and transposed when flip), plus bias."""
     device = out.device
+    if not _cpu_style(device):
+        return implicit_gpu.conv(src, geo, w, out, bias, flip, pack_weight)
     extra, wq, qn = {}, geo.wo, geo.qn
-    if _cpu_style(device):
-        tile = CPU_TILES[geo.dtype.itemsize]
-        strip = geo.strip(tile["NR"])
-        if strip is not None:  # positions over the padded width: q = oh * wp + ow
-            extra, wq, qn = {"STRIP": strip}, geo.wp, max(0, (geo.ho - 1) * geo.wp + geo.wo)
-        pw, kp, grid_x = tile["MR"], geo.k, -(-qn // tile["NR"])
-        name, local = "conv_cpu", (1, 1, 1)
-    else:
-        per_image = lambda t: -(-geo.qn // t["TSN"]) * -(-geo.cog // t["TSM"])
-        tile = _gpu_tile(device, geo.dtype.itemsize, lambda t: per_image(t) * geo.n * geo.g,
-                         geo.cog)
-        pw, kp, grid_x = tile["TSM"], round_up(geo.k, tile["TSK"]), -(-geo.qn // tile["TSN"])
-        name = "conv_gpu"
-        local = (tile["TSN"] // tile["WPTN"], tile["TSM"] // tile["WPTM"], 1)
-    taps_outer = name == "conv_cpu" and not extra
-    wpk = pack_weight(w, geo, pw, kp, flip, taps_outer)
+    tile = CPU_TILES[geo.dtype.itemsize]
+    strip = geo.strip(tile["NR"])
+    if strip is not None:  # positions over the padded width: q = oh * wp + ow
+        extra, wq, qn = {"STRIP": strip}, geo.wp, max(0, (geo.ho - 1) * geo.wp + geo.wo)
+    pw, kp, grid_x = tile["MR"], geo.k, -(-qn // tile["NR"])
+    name, local = "conv_cpu", (1, 1, 1)
+    wpk = pack_weight(w, geo, pw, kp, flip, taps_outer=not extra)
     defines = _defines(geo, **tile, **extra)
     if bias is not None:
         defines["HAS_BIAS"] = None
@@ -234,27 +208,19 @@ def weight_grad(x, gout, p):
     """gW = sum over images and positions of the gathered input times the output gradient."""
     device = x.device
     geo = _forward_geometry(p)
-    if _cpu_style(device):
-        tile = CPU_TILES[p.dtype.itemsize]
-        cols, rows = tile["NR"], tile["MR"]
-        local, name = (1, 1, 1), "wgrad_cpu"
-    else:
-        tile = _gpu_tile(device, p.dtype.itemsize, lambda t: -(-p.cog // t["TSN"]) *
-                         -(-geo.k // t["TSM"]) * p.groups * p.n, geo.k)
-        cols, rows = tile["TSN"], tile["TSM"]
-        local = (tile["TSN"] // tile["WPTN"], tile["TSM"] // tile["WPTM"], 1)
-        name = "wgrad_gpu"
-    defines = _defines(geo, **tile)
-    if name == "wgrad_gpu" and gout.strides[1] == 1:
-        defines["GO_CHANNELS_FAST"] = None
-    kernel = common.get_kernel(device, KERNEL_FILE, name, defines)
+    if not _cpu_style(device):
+        return implicit_gpu.weight_grad(x, gout, geo)
+    tile = CPU_TILES[p.dtype.itemsize]
+    cols, rows = tile["NR"], tile["MR"]
+    local, name = (1, 1, 1), "wgrad_cpu"
+    kernel = common.get_kernel(device, KERNEL_FILE, name, _defines(geo, **tile))
     tiles = -(-p.cog // cols) * -(-geo.k // rows) * p.groups
     part_bytes = p.co * geo.k * p.dtype.itemsize
     s, ips = _splits(device, tiles, p.n, p.groups, part_bytes)
     part = common.empty((s * p.co * geo.k,), x)
     gsize = (-(-p.cog // cols) * local[0], -(-geo.k // rows) * local[1], p.groups * s)
-    for i, (n0, n1, qa, qb) in enumerate(_chunks(p, name == "wgrad_cpu", cols)):
-        g = gout[n0:n1] if name == "wgrad_gpu" else _grad_rows(gout[n0:n1], p, qa, qb, cols)
+    for i, (n0, n1, qa, qb) in enumerate(_chunks(p, cols)):
+        g = _grad_rows(gout[n0:n1], p, qa, qb, cols)
         launch(device, kernel, gsize, local, *[np.int32(v) for v in (
             n1 - n0, p.groups, p.cg, p.cog, geo.k, qa, qb, geo.wo, ips)],
             *geo.source_args(x[n0:n1]), *common.view_args(g), part.storage.buf,
@@ -272,12 +238,12 @@ def _grad_rows_cop(p, cols):
     return round_up(p.co + cols, 16)  # wgrad_cpu's vector loads may run cols past Co
 
 
-def _chunks(p, rows, cols):
-    """(n0, n1, qa, qb): images n0..n1-1, positions qa..qb-1, for one weight-gradient launch.
-    With rows (wgrad_cpu), each chunk's positions-major gradient fits GRAD_ROWS_BYTES (or one
-    position); at least one chunk, so that the partial sums get written."""
+def _chunks(p, cols):
+    """(n0, n1, qa, qb): images n0..n1-1, positions qa..qb-1, for one weight-gradient launch:
+    each chunk's positions-major gradient fits GRAD_ROWS_BYTES (or one position); at least
+    one chunk, so that the partial sums get written."""
     qn = p.ho * p.wo
-    if not rows or p.n == 0 or qn == 0:
+    if p.n == 0 or qn == 0:
         return [(0, p.n, 0, qn)]
     per_row = _grad_rows_cop(p, cols) * p.dtype.itemsize
     fit = max(1, GRAD_ROWS_BYTES // per_row)  # positions per chunk

@@ -1,0 +1,205 @@
+/*
+ * conv_xgemm.cl: implicit-GEMM convolution for GPUs on the xgemm engine (cltensor/conv/xgemm.py).
+ * Built as gemm_common.cl + gemm_xgemm.cl (with XGEMM_ENGINE_ONLY: its local-memory slices,
+ * register tiles and K loop, no kernels) + this file. The engine's loads are replaced by
+ * gathers, so nothing but the packed weight is ever copied.
+ *
+ * Convolution as a product (one group g, positions of all images in one GEMM dim):
+ *   cx_conv   out[m][p] = sum over taps k of wpk[m][k] * X[k][p] (+ bias[m]), m an output
+ *             channel, p = img * QN + q a position (q = oh * WO + ow, QN = HO * WO), tap
+ *             k = (c * KH + kh) * KW + kw reading the virtual padded source at
+ *             (oh * SH - OY + kh * DH, ow * SW - OX + kw * DW), upsampled by (UH, UW) (see
+ *             TAP_IN): the forward (UH = UW = 1) and the input gradient (the stride-1
+ *             convolution of the upsampled output gradient with the flipped weight).
+ *             A = wpk, the weight of each group in panels of MWG channels x KP taps,
+ *             channels fastest (conv_implicit.cl's pack_weight with PW = MWG), read as
+ *             xgemm's A with A_KC 0, lda MWG. B = X gathered (VWB 1, B_KC 0): work-item tid
+ *             gathers the position n0 + tid % NWG of every slice.
+ *             Global (ceil(NB*QN/NWG)*NDIMC, panels*MDIMC, G), local (NDIMC, MDIMC, 1).
+ *   cx_wgrad  gw[m][k] = sum over positions p of go[m][p] * X[k][p], m an output channel, k a
+ *             tap: A = the output gradient (A_KC 1, VWA 1), B = X gathered (B_KC 1, VWB 1);
+ *             work-item tid reads position tid % KWG of each slice. The positions are cut
+ *             into `splits` shares: work-group z = g * splits + s writes its share's sums to
+ *             part[z] (COG x K, dense) when splits > 1, else gw directly.
+ *             Global (ceil(K/NWG)*NDIMC, ceil(COG/MWG)*MDIMC, G*splits).
+ *   cx_wgrad_sum  gw[g*COG + m][k] = sum over s of part[g*splits + s][m][k]. 1-d over G*COG*K.
+ *
+ * Build options: the engine's tunables (gemm_xgemm.cl: MWG, NWG, KWG, MDIMC, NDIMC, VWM, VWN,
+ *   STRM, STRN, PADA, PADB, NBUF; VWA) with WGS a multiple of NWG (cx_conv) and of KWG
+ *   (cx_wgrad); shape constants KH, KW, SH, SW, DH, DW, UH, UW, H, W (source plane), OY, OX,
+ *   WO, QN (output plane), CG (channels per group read), COG (per group written), K = CG*KH*KW,
+ *   KP (K rounded up to KWG); HAS_BIAS; KERNEL_<name>.
+ */
+#define KK (KH * KW)
+
+/* The virtual padded source at (ty, tx): the upsampled source where that is an exact,
+ * in-range index, else 0. xs2, xs3: the source's row and column strides. */
+#if UH == 1 && UW == 1
+#define TAP_IN(ty, tx) ((uint)(ty) < (uint)H && (uint)(tx) < (uint)W)
+#define TAP_INDEX(ty, tx) ((ty) * xs2 + (tx) * xs3)
+#else
+#define TAP_IN(ty, tx)                                                                     \
+  ((ty) >= 0 && (tx) >= 0 && (ty) % UH == 0 && (tx) % UW == 0 && (ty) / UH < H &&          \
+   (tx) / UW < W)
+#define TAP_INDEX(ty, tx) (((ty) / UH) * xs2 + ((tx) / UW) * xs3)
+#endif
+
+#define SRC_ARGS                                                                           \
+  __global const T *x, const long xo, const long xs0, const long xs1, const long xs2,     \
+      const long xs3
+
+#if defined(KERNEL_cx_conv)
+/* Tap k of the position whose image starts at xb and whose window starts at (ty0, tx0). */
+inline T gather_tap(__global const T* xb, const int k, const int ty0, const int tx0,
+                    const bool valid, const long xs1, const long xs2, const long xs3) {
+  const int c = k / KK, r = k % KK;
+  const int ty = ty0 + (r / KW) * DH, tx = tx0 + (r % KW) * DW;
+  return valid && k < K && TAP_IN(ty, tx) ? xb[c * xs1 + TAP_INDEX(ty, tx)] : (T)0;
+}
+
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
+void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bias,
+             const long bo, const long bs, __global T* out, const long oo, const long os0,
+             const long os1, const long os2, const long os3) {
+  XGEMM_PROLOGUE
+  const int m0 = get_group_id(1) * MWG, g = get_global_id(2); /* launches may be split on dim 2 */
+  const long n0 = (long)get_group_id(0) * NWG, npos = (long)NB * QN;
+  __global const T* pa = wpk + ((long)g * get_num_groups(1) + get_group_id(1)) * KP * MWG;
+  const long lda = MWG;
+  /* the one position this work-item gathers in every slice */
+  const long pos = n0 + tid % NWG;
+  const bool valid = pos < npos;
+  const int img = valid ? pos / QN : 0, q = valid ? pos % QN : 0;
+  const int ty0 = (q / WO) * SH - OY, tx0 = (q % WO) * SW - OX;
+  __global const T* xb = x + xo + img * xs0 + (long)g * CG * xs1;
+  VTA ra[NLA];
+  VTB rb[NLB];
+#define LOAD_CONV(t)                                                                       \
+  {                                                                                        \
+    const int k0 = (t) * KWG;                                                              \
+    _Pragma("unroll") for (int l = 0; l < NLA; ++l) ra[l] =                                \
+        *(__global const VTA*)A_AT(l * WGS + tid);                                         \
+    _Pragma("unroll") for (int l = 0; l < NLB; ++l) rb[l] =                                \
+        gather_tap(xb, k0 + l * (WGS / NWG) + tid / NWG, ty0, tx0, valid, xs1, xs2, xs3);  \
+  }
+  XGEMM_K_LOOP(KP / KWG, LOAD_CONV)
+
+  /* the output offsets of this work-item's columns (positions), then its rows */
+  long col_off[NWI];
+  bool col_ok[NWI];
+#pragma unroll
+  for (int j = 0; j < NWI / VWN; ++j)
+#pragma unroll
+    for (int f = 0; f < VWN; ++f) {
+      const long p = n0 + COL(j) + f;
+      const int im = p / QN, qq = p % QN;
+      col_ok[j * VWN + f] = p < npos;
+      col_off[j * VWN + f] = oo + im * os0 + (qq / WO) * os2 + (qq % WO) * os3;
+    }
+#pragma unroll
+  for (int i = 0; i < MWI / VWM; ++i)
+#pragma unroll
+    for (int e = 0; e < VWM; ++e) {
+      const int m = m0 + ROW(i) + e;
+      if (m >= COG) continue;
+      const long row = (long)(g * COG + m) * os1;
+#ifdef HAS_BIAS
+      const T b = bias[bo + (g * COG + m) * bs];
+#else
+      const T b = 0;
+#endif
+#pragma unroll
+      for (int j = 0; j < NWI / VWN; ++j) {
+        LanesN c;
+        c.v = acc[i * VWM + e][j];
+#pragma unroll
+        for (int f = 0; f < VWN; ++f)
+          if (col_ok[j * VWN + f]) out[col_off[j * VWN + f] + row] = c.s[f] + b;
+      }
+    }
+}
+#endif
+
+#if defined(KERNEL_cx_wgrad)
+__kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
+void cx_wgrad(const int NB, SRC_ARGS, __global const T* go, const long goo, const long gs0,
+              const long gs1, const long gs2, const long gs3, const int splits,
+              __global T* part) {
+  XGEMM_PROLOGUE
+  const int m0 = get_group_id(1) * MWG, n0 = get_group_id(0) * NWG;
+  const int z = get_global_id(2), g = z / splits; /* launches may be split on dim 2 */
+  const long npos = (long)NB * QN;
+  /* this work-group's share of the position slices: [t0, t1) */
+  const int nslices = (int)((npos + KWG - 1) / KWG);
+  const int share = (nslices + splits - 1) / splits;
+  const int t0 = (z % splits) * share, slices = max(0, min(nslices, t0 + share) - t0);
+  /* the rows (channels) and columns (taps) this work-item loads: fixed over the slices */
+  long a_off[NLA], b_off[NLB];
+  int b_dy[NLB], b_dx[NLB];
+  bool a_ok[NLA], b_ok[NLB];
+#pragma unroll
+  for (int l = 0; l < NLA; ++l) {
+    const int m = m0 + (l * WGS + tid) / KWG;
+    a_ok[l] = m < COG;
+    a_off[l] = goo + (long)(g * COG + min(m, COG - 1)) * gs1;
+  }
+#pragma unroll
+  for (int l = 0; l < NLB; ++l) {
+    const int k = n0 + (l * WGS + tid) / KWG, kc = min(k, K - 1), r = kc % KK;
+    b_ok[l] = k < K;
+    b_dy[l] = (r / KW) * DH;
+    b_dx[l] = (r % KW) * DW;
+    b_off[l] = xo + (long)(g * CG + kc / KK) * xs1;
+  }
+  VTA ra[NLA];
+  VTB rb[NLB];
+#define LOAD_WGRAD(t)                                                                      \
+  {                                                                                        \
+    const long p = (long)(t0 + (t)) * KWG + tid % KWG;                                     \
+    const bool pv = p < npos;                                                              \
+    const int im = pv ? p / QN : 0, qq = pv ? p % QN : 0;                                  \
+    const int oh = qq / WO, ow = qq % WO;                                                  \
+    const long ga = im * gs0 + oh * gs2 + ow * gs3, xa = im * xs0;                         \
+    const int ty0 = oh * SH - OY, tx0 = ow * SW - OX;                                      \
+    _Pragma("unroll") for (int l = 0; l < NLA; ++l) ra[l] =                                \
+        pv && a_ok[l] ? go[a_off[l] + ga] : (T)0;                                          \
+    _Pragma("unroll") for (int l = 0; l < NLB; ++l) {                                      \
+      const int ty = ty0 + b_dy[l], tx = tx0 + b_dx[l];                                    \
+      rb[l] = pv && b_ok[l] && TAP_IN(ty, tx) ? x[b_off[l] + xa + TAP_INDEX(ty, tx)] : (T)0; \
+    }                                                                                      \
+  }
+  XGEMM_K_LOOP(slices, LOAD_WGRAD)
+
+  __global T* dst = part + (splits > 1 ? (long)z * COG * K : (long)g * COG * K);
+#pragma unroll
+  for (int i = 0; i < MWI / VWM; ++i)
+#pragma unroll
+    for (int e = 0; e < VWM; ++e) {
+      const int m = m0 + ROW(i) + e;
+#pragma unroll
+      for (int j = 0; j < NWI / VWN; ++j) {
+        LanesN c;
+        c.v = acc[i * VWM + e][j];
+#pragma unroll
+        for (int f = 0; f < VWN; ++f) {
+          const int n = n0 + COL(j) + f;
+          if (m < COG && n < K) dst[(long)m * K + n] = c.s[f];
+        }
+      }
+    }
+}
+#endif
+
+#if defined(KERNEL_cx_wgrad_sum)
+__kernel void cx_wgrad_sum(const int G, const int splits, __global const T* part,
+                           __global T* gw) {
+  const long e = get_global_id(0);
+  if (e >= (long)G * COG * K) return;
+  const int g = e / ((long)COG * K);
+  const long within = e % ((long)COG * K);
+  __global const T* p = part + (long)g * splits * COG * K + within;
+  T acc = 0;
+  for (int s = 0; s < splits; ++s) acc += p[(long)s * COG * K];
+  gw[e] = acc;
+}
+#endif

@@ -1,0 +1,132 @@
+"""Implicit GEMM on GPUs: the convolution kernels of cl_kernels/conv_xgemm.cl, which run the
+GEMM engine of gemm_xgemm.cl (tiles and parameters from the GEMM database) with its operand
+loads replaced by gathers from the input and the output gradient. The positions of all images
+form one GEMM dimension, so small images fill whole tiles.
+"""
+from typing import NamedTuple
+
+import numpy as np
+
+from .. import backends
+from ..ops import gemm
+from .. import program
+from ..program import ctype_of, launch, read_source, round_up
+from . import common
+
+KERNEL_FILE = "conv_xgemm.cl"
+ENGINE = ("gemm_common.cl", "gemm_xgemm.cl", KERNEL_FILE)
+# the largest MWG and KWG of the GEMM database's parameter sets (for workspace estimates)
+MAX_PANEL = 128
+MAX_KWG = 32
+
+
+class Product(NamedTuple):
+    """The sizes gemm.xgemm_plan prices a parameter set with."""
+    device: object
+    dtype: np.dtype
+    m: int
+    n: int
+    k: int
+    nbatch: int
+
+
+def _engine_ok(q, kernel):
+    """The gathers need every slice's loads spread evenly: WGS a multiple of NWG (cx_conv, one
+    position per work-item) and of KWG (cx_wgrad, one position per work-item and slice)."""
+    wgs = q["MDIMC"] * q["NDIMC"]
+    return wgs % q["KWG"] == 0 and (kernel != "cx_conv" or wgs % q["NWG"] == 0)
+
+
+def _plan(device, dtype, kernel, m, n, k, nbatch):
+    """(parameters, K splits) of the cheapest eligible xgemm parameter set for the product."""
+    entry = gemm.entry_for(device, dtype)
+    own, extra = gemm._xgemm_candidates(device, entry, np.dtype(dtype).itemsize)
+    sets = [q for q in own + extra if _engine_ok(q, kernel)]
+    assert sets, f"conv: no xgemm parameter set fits {device}"
+    prod = Product(device, np.dtype(dtype), m, n, k, nbatch)
+    best = min(sets, key=lambda q: gemm.xgemm_plan(prod, entry, q)[0])
+    return best, gemm.xgemm_plan(prod, entry, best)[1]
+
+
+def _a_width(q):
+    """The vector width of cx_conv's packed-weight loads (rows of MWG elements)."""
+    w = 4
+    while w > 1 and (q["MWG"] % w or (q["KWG"] * q["MWG"] // w) % (q["MDIMC"] * q["NDIMC"])):
+        w //= 2
+    return w
+
+
+def _kernel(device, name, params, geo, **extra):
+    defines = {k: v for k, v in params.items() if k.isupper()}  # not "rate"
+    defines.update(T=ctype_of(geo.dtype), XGEMM_ENGINE_ONLY=None, KH=geo.kh, KW=geo.kw,
+                   SH=geo.sh, SW=geo.sw, DH=geo.dh, DW=geo.dw, UH=geo.uh, UW=geo.uw, H=geo.h,
+                   W=geo.w, OY=geo.oy, OX=geo.ox, WO=geo.wo, QN=geo.qn, CG=geo.cg,
+                   COG=geo.cog, K=geo.k, **extra)
+    return _get(device, name, defines, _engine_source())
+
+
+def _engine_source():
+    return "".join(read_source(f) for f in ENGINE)
+
+
+def _get(device, name, defines, source):
+    return program.get_kernel(device, KERNEL_FILE, name,
+                              dict(defines, **{f"KERNEL_{name}": None}), source)
+
+
+def conv(src, geo, w, out, bias, flip, pack_weight):
+    """out (a 4-d view) = the convolution of geometry geo over the virtually padded src with
+    weight w (flipped and transposed when flip), plus bias."""
+    device = out.device
+    q, _ = _plan(device, geo.dtype, "cx_conv", geo.cog, geo.n * geo.qn, geo.k, geo.g)
+    kp = round_up(geo.k, q["KWG"])
+    wpk = pack_weight(w, geo, q["MWG"], kp, flip)
+    extra = {"VWA": _a_width(q), "VWB": 1, "A_KC": 0, "B_KC": 0, "KP": kp}
+    if bias is not None:
+        extra["HAS_BIAS"] = None
+    kernel = _kernel(device, "cx_conv", q, geo, **extra)
+    b = bias if bias is not None else wpk
+    bias_args = [b.storage.buf, np.int64(b.offset), np.int64(b.strides[0] if bias is not None else 0)]
+    local = (q["NDIMC"], q["MDIMC"], 1)
+    grid = (-(-geo.n * geo.qn // q["NWG"]) * local[0], -(-geo.cog // q["MWG"]) * local[1], geo.g)
+    launch(device, kernel, grid, local, np.int32(geo.n), *common.view_args(src), wpk.storage.buf,
+           *bias_args, *common.view_args(out))
+    return out
+
+
+# work-groups per compute unit the weight gradient's splits aim at: enough waves that the last,
+# partly filled one costs little (one wave of 144 tiles on 132 units ran at half speed)
+WGRAD_WAVES = 4
+WGRAD_MIN_SLICES = 8  # position slices per split, at least
+
+
+def _wgrad_splits(device, q, geo, npos):
+    """How many shares of the positions the weight gradient is summed in: enough work-groups
+    to fill the device WGRAD_WAVES times over, within the workspace budget."""
+    tiles = -(-geo.cog // q["MWG"]) * -(-geo.k // q["NWG"]) * geo.g
+    want = -(-WGRAD_WAVES * device.cl_device.max_compute_units // tiles)
+    part_bytes = geo.g * geo.cog * geo.k * geo.dtype.itemsize
+    most = min(-(-npos // (q["KWG"] * WGRAD_MIN_SLICES)),
+               backends.conv_workspace_limit // max(part_bytes, 1))
+    return max(1, min(want, most))
+
+
+def weight_grad(x, gout, geo):
+    """The weight gradient (Co, Cg, Kh, Kw) of a convolution of geometry geo."""
+    device = x.device
+    npos = geo.n * geo.qn
+    q, _ = _plan(device, geo.dtype, "cx_wgrad", geo.cog, geo.k, npos, geo.g)
+    splits = _wgrad_splits(device, q, geo, npos)
+    kernel = _kernel(device, "cx_wgrad", q, geo, VWA=1, VWB=1, A_KC=1, B_KC=1)
+    gw = common.empty((geo.g * geo.cog, geo.cg, geo.kh, geo.kw), x)
+    part = common.empty((splits * geo.g * geo.cog * geo.k,), x) if splits > 1 else gw
+    local = (q["NDIMC"], q["MDIMC"], 1)
+    grid = (-(-geo.k // q["NWG"]) * local[0], -(-geo.cog // q["MWG"]) * local[1], geo.g * splits)
+    launch(device, kernel, grid, local, np.int32(geo.n), *common.view_args(x),
+           *common.view_args(gout), np.int32(splits), part.storage.buf)
+    if splits > 1:
+        summer = _get(device, "cx_wgrad_sum", {"T": ctype_of(geo.dtype), "COG": geo.cog,
+                                                "K": geo.k}, read_source(KERNEL_FILE))
+        common.launch_1d(device, summer, gw.numel(), np.int32(geo.g), np.int32(splits),
+                         part.storage.buf, gw.storage.buf)
+    return gw
