@@ -107,9 +107,9 @@ def rule(p, device, pass_):
     preferred = _plugin_choice(p, device, pass_)
     if preferred is not None:
         return preferred
-    if eligible("gemm_1x1", p, pass_)[0] and not (device.is_gpu and pass_ == "backward_weight"):
-        return "gemm_1x1"  # NOTE: on the GPU its NCHW weight gradient pays two (C, N*P) copies
     cpu = device.is_cpu
+    if cpu and eligible("gemm_1x1", p, pass_)[0]:
+        return "gemm_1x1"
     if eligible("winograd", p, pass_)[0] and _winograd_pays(p, cpu, pass_):
         return "winograd"
     if cpu:
@@ -117,17 +117,19 @@ def rule(p, device, pass_):
             return "implicit_gemm"  # small weights, long reductions (first layers)
         big_stride1 = (p.sh, p.sw) == (1, 1) and p.kh * p.kw >= 25
         return "implicit_gemm" if big_stride1 else "im2col"
-    if pass_ == "backward_weight" and p.k >= GPU_IM2COL_WGRAD_K and p.cog >= 512:
-        return "im2col"  # wide 3x3 layers: the GEMM engine's tiles beat the gathering ones
+    # NOTE: on GPUs implicit GEMM (the GEMM engine with gathering loads, over the positions of
+    # all images) beat gemm_1x1 and im2col on every layer of the four networks on the H200,
+    # and its weight gradient on all but a few (within 15% there)
     return "implicit_gemm"
 
 
 # Winograd pays for its transforms once layers have this many channels (in and out); on CPUs
 # large images need more (their transformed tiles stream through memory)
-WINOGRAD_MIN_CHANNELS = {"cpu": 128, "cpu_large_image": 256, "gpu": 112,
-                         "gpu_backward_data": 96}
+WINOGRAD_MIN_CHANNELS = {"cpu": 128, "cpu_large_image": 256, "gpu": 256}
+# on GPUs Winograd's forward also needs this many channels in and out together (H200: it lost
+# to implicit GEMM on 256 -> 256 layers, won on 256 -> 512 and 384 -> 256)
+GPU_WINOGRAD_FORWARD_SUM = 640
 CPU_LARGE_IMAGE = 32 * 32  # H*W
-GPU_IM2COL_WGRAD_K = 2304  # C*Kh*Kw from which im2col's weight gradient wins on the H200
 # Cog*C*Kh*Kw up to which implicit GEMM's weight gradient beats im2col's on CPUs: the GEMM
 # engine runs such skinny products (N = Cog or K small) with few tiles
 CPU_IMPLICIT_WGRAD_MAX = 2**16
@@ -136,10 +138,9 @@ CPU_IMPLICIT_WGRAD_MAX = 2**16
 def _winograd_pays(p, cpu, pass_):
     if cpu:
         large = p.h * p.w > CPU_LARGE_IMAGE
-        need = WINOGRAD_MIN_CHANNELS["cpu_large_image" if large else "cpu"]
-    else:
-        need = WINOGRAD_MIN_CHANNELS["gpu_backward_data" if pass_ == "backward_data" else "gpu"]
-    return min(p.cg, p.cog) >= need
+        return min(p.cg, p.cog) >= WINOGRAD_MIN_CHANNELS["cpu_large_image" if large else "cpu"]
+    wide = min(p.cg, p.cog) >= WINOGRAD_MIN_CHANNELS["gpu"]
+    return wide and (pass_ != "forward" or p.cg + p.cog >= GPU_WINOGRAD_FORWARD_SUM)
 
 
 def choose(p, device, pass_, algo="auto", tensors=None):
