@@ -2,7 +2,11 @@
 off) on GPUs, side by side in one run, for square sizes and the benchmark networks' layer shapes
 (their linear layers and im2col GEMMs). Prints a table and writes JSON.
 
-    python benchmarks/gemm.py [--device SPEC] [--json out.json] [--reps 5] [--quick]
+    python benchmarks/gemm.py [--device SPEC] [--json out.json] [--reps 5] [--quick] [--tf32]
+
+--tf32 sets cltensor.backends.allow_tf32 (float32 products on tensor cores where a plug-in
+offers them: the "family" column then names the plug-in's kernel) and compares with cuBLAS with
+TF32 on, and also with cuBLAS in IEEE fp32 (the "fp32 GF/s" column), all in the same run.
 
 Times are medians over --reps after one warm-up call (and, on GPUs, after --warmup seconds
 of 4096^3 products, since idle clocks ramp up slowly): cltensor's from the first kernel's start
@@ -57,23 +61,31 @@ def layer_shapes(batches):
 
 
 class Torch:
-    """PyTorch on the first CUDA GPU, TF32 off (IEEE fp32, as cltensor computes)."""
+    """PyTorch on the first CUDA GPU, TF32 off (IEEE fp32, as cltensor computes) unless tf32."""
 
-    def __init__(self):
+    def __init__(self, tf32=False):
         import torch
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        self.torch, self.name = torch, f"torch {torch.__version__} / cuBLAS ({torch.cuda.get_device_name()})"
+        self.torch, self.tf32 = torch, tf32
+        self._set_tf32()
+        self.name = (f"torch {torch.__version__} / cuBLAS{' TF32' if tf32 else ''} "
+                     f"({torch.cuda.get_device_name()})")
+
+    def _set_tf32(self):
+        """NOTE: set before each use: two references (TF32 and fp32) share torch's flags."""
+        self.torch.backends.cuda.matmul.allow_tf32 = self.tf32
+        self.torch.backends.cudnn.allow_tf32 = self.tf32
 
     def operands(self, a, b):
         t = self.torch
         return t.from_numpy(a).cuda(), t.from_numpy(b).cuda()
 
     def product(self, a, b):
+        self._set_tf32()
         return (a @ b).cpu().numpy()
 
     def seconds(self, a, b, reps):
         t = self.torch
+        self._set_tf32()
         fn = lambda: a @ b  # noqa: E731
         fn()
         times = []
@@ -119,7 +131,7 @@ def host_operands(rng, m, n, k, layout, dtype):
     return a, (b.T if layout == "nt" else b)
 
 
-def run_case(device, ref, rng, case, dtype, reps):
+def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None):
     name, m, n, k, layout = case
     a, b = host_operands(rng, m, n, k, layout, dtype)
     ta = cltensor.from_numpy(a, device=device)
@@ -128,6 +140,9 @@ def run_case(device, ref, rng, case, dtype, reps):
     tc = cltensor.empty(m, n, dtype=dtype, device=device)
     family = gm.family_of(device, np.dtype(dtype), gm.entry_for(device, np.dtype(dtype)),
                           (m, n, k))
+    with cltensor.profile() as prof:
+        gm.gemm_into(ta, tb, tc)
+    family = plugin_kernel(prof) or family
     secs = tune.time_call(device, lambda: gm.gemm_into(ta, tb, tc), reps)
     flops = 2.0 * m * n * k
     row = {"case": name, "M": m, "N": n, "K": k, "layout": layout, "dtype": np.dtype(dtype).name,
@@ -139,7 +154,17 @@ def run_case(device, ref, rng, case, dtype, reps):
         want = ref.product(ra, rb)
         row.update(ref_s=rsecs, ref_gflops=flops / rsecs / 1e9, ratio=rsecs / secs,
                    rel_diff_vs_ref=float(np.linalg.norm(got - want) / np.linalg.norm(want)))
+    if ref_fp32 is not None and dtype == np.float32:
+        fsecs = ref_fp32.seconds(*ref_fp32.operands(a, b), reps)
+        row.update(ref_fp32_s=fsecs, ref_fp32_gflops=flops / fsecs / 1e9)
     return row
+
+
+def plugin_kernel(prof):
+    """The name of the plug-in kernel (not one of cl_kernels/gemm_*.cl) a call ran, if any."""
+    portable = ("xgemm", "gemm_", "pad_copy", "pack_panels")
+    names = [r["name"] for r in prof.records() if not r["name"].startswith(portable)]
+    return names[0] if names else None
 
 
 def warm_up(device, ref, rng, seconds):
@@ -159,8 +184,9 @@ def warm_up(device, ref, rng, seconds):
 def print_row(r):
     ref = (f"{r['ref_gflops']:10.1f} {r['ratio']:6.2f} {r['rel_diff_vs_ref']:8.1e}" if "ratio" in r
            else f"{'-':>10s} {'-':>6s}")
+    fp32 = f" {r['ref_fp32_gflops']:10.1f}" if "ref_fp32_gflops" in r else ""
     print(f"{r['case']:20s} {r['dtype']:8s} {r['M']:6d} {r['N']:7d} {r['K']:6d} {r['layout']:2s} "
-          f"{r['family']:7s} {r['cltensor_gflops']:10.1f} {ref}", flush=True)
+          f"{r['family']:7s} {r['cltensor_gflops']:10.1f} {ref}{fp32}", flush=True)
 
 
 def main(argv=None):
@@ -177,14 +203,18 @@ def main(argv=None):
                         help="seconds of GEMMs before timing, on GPUs (clocks ramp up)")
     parser.add_argument("--batch-scale", type=float, default=1.0,
                         help="scale the networks' batch sizes (at least 1)")
+    parser.add_argument("--tf32", action="store_true",
+                        help="cltensor.backends.allow_tf32 on; compare with cuBLAS TF32 (and fp32)")
     args = parser.parse_args(argv)
     gm.FORCE_FAMILY = args.family
+    cltensor.backends.allow_tf32 = args.tf32
     device = cltensor.get_device(args.device)
     gpu = not device.is_cpu
-    ref = None
+    ref = ref_fp32 = None
     if gpu:
         try:
-            ref = Torch()
+            ref = Torch(tf32=args.tf32)
+            ref_fp32 = Torch() if args.tf32 else None
         except Exception as e:  # no torch or no CUDA: cltensor alone
             print(f"no PyTorch/CUDA reference: {e}")
     else:
@@ -203,17 +233,19 @@ def main(argv=None):
     print(f"device: {device.name} ({device.cl_device.driver_version}); reference: "
           f"{ref.name if ref else 'none'}")
     print(f"{'case':20s} {'dtype':8s} {'M':>6s} {'N':>7s} {'K':>6s} {'ly':2s} {'family':7s} "
-          f"{'cl GF/s':>10s} {'ref GF/s':>10s} {'cl/ref':>6s} {'rel diff':>8s}")
+          f"{'cl GF/s':>10s} {'ref GF/s':>10s} {'cl/ref':>6s} {'rel diff':>8s}"
+          f"{' fp32 GF/s' if ref_fp32 else ''}")
     rng = np.random.default_rng(0)
     if gpu:
         warm_up(device, ref, rng, args.warmup)
     rows = []
     for *case, dtype in cases:
-        rows.append(run_case(device, ref, rng, tuple(case), dtype, args.reps))
+        rows.append(run_case(device, ref, rng, tuple(case), dtype, args.reps, ref_fp32))
         print_row(rows[-1])
     summary = {"device": device.name, "driver": device.cl_device.driver_version,
                "platform": device.cl_device.platform.version, "host": platform.node(),
-               "reference": ref.name if ref else None, "batches": batches,
+               "reference": ref.name if ref else None, "tf32": args.tf32,
+               "reference_fp32": ref_fp32.name if ref_fp32 else None, "batches": batches,
                "numpy_blas": getattr(ref, "blas", None), "reps": args.reps,
                "params": {k: gm.entry_for(device, np.dtype(k))
                           for k in ("float32", "float64")}, "rows": rows}

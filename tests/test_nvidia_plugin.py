@@ -1,0 +1,321 @@
+"""The NVIDIA tensor-core plug-in (cltensor/plugins/nvidia.py, cl_kernels/nvidia_mma.cl).
+
+Three parts: on every device it does not serve, allow_tf32 changes nothing (bit for bit, and no
+plug-in kernel runs); on every device, the kernel's tiling, copies, fragment layout, split K and
+epilogue are checked in emulation (plain OpenCL in place of the PTX instructions); on NVIDIA
+GPUs, the tensor-core kernel itself against float64, with every tuned parameter set.
+
+TF32 tolerance: the norm-relative error of a product is bounded by REL_TOL = 2e-3. Measured on
+the H200 and in emulation: 2.6e-4 with rounding to nearest (ROUND 1, 2, 3; cuBLAS with TF32 on:
+2.6e-4 at 4096^3), 7e-4 with truncation (ROUND 0); IEEE fp32 is about 1e-7.
+"""
+import contextlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cltensor
+from cltensor import backends
+from cltensor.ops import gemm as gm
+from cltensor.plugins import nvidia
+from cltensor.testing import random_array, rel_error
+
+REL_TOL = 2e-3
+# Small parameter sets for emulation (fast on PoCL): every BK and both copy paths.
+EMULATED_CONFIGS = (
+    dict(WM=32, WN=16, WARPS_M=2, WARPS_N=2, BK=16, STAGES=3, ASYNC=1, ROUND=2, GROUP_M=2,
+         PREFETCH=1),
+    dict(WM=32, WN=32, WARPS_M=2, WARPS_N=2, BK=8, STAGES=2, ASYNC=0, ROUND=1, GROUP_M=8,
+         PREFETCH=0),
+    dict(WM=16, WN=32, WARPS_M=2, WARPS_N=2, BK=32, STAGES=2, ASYNC=1, ROUND=3, GROUP_M=1,
+         PREFETCH=0),
+)
+
+
+class Emulated(nvidia.NvidiaTensorCores):
+    """The plug-in with plain OpenCL in place of PTX, serving every device."""
+    name = "test_nvmma_emulated"
+    vendors = ()
+    probe_file = None
+    emulate = True
+    forced_splits = None
+
+    def plans(self, p):
+        found = super().plans(p)
+        return [(q, self.forced_splits or s) for q, s in found]
+
+
+@contextlib.contextmanager
+def allow_tf32(value=True):
+    saved = backends.allow_tf32
+    backends.allow_tf32 = value
+    try:
+        yield
+    finally:
+        backends.allow_tf32 = saved
+
+
+@contextlib.contextmanager
+def only_plugins(*pls):
+    """The GEMM engine asks these plug-ins alone (the built-in one is out of the way)."""
+    saved = gm.plugins_for
+    gm.plugins_for = lambda device: list(pls)
+    try:
+        yield
+    finally:
+        gm.plugins_for = saved
+
+
+@pytest.fixture
+def tf32():
+    with allow_tf32():
+        yield
+
+
+def _served(device):
+    pl = next(pl for pl in cltensor.plugins() if pl.name == "nvidia_tf32")
+    return pl if pl.serves(device) else None
+
+
+@pytest.fixture
+def nvmma(device, tf32):
+    """The real plug-in on an NVIDIA device that it serves; skips elsewhere."""
+    pl = _served(device)
+    if pl is None:
+        pytest.skip(f"needs an NVIDIA GPU whose OpenCL compiler builds mma.sync (tf32); "
+                    f"{device} is not one ({nvidia.NvidiaTensorCores().why_not(device)})")
+    return pl
+
+
+def _emulated(config, splits=None):
+    pl = Emulated()
+    pl.configs = (dict(config, rate=1.0, groups_per_cu=1),)
+    pl.forced_splits = splits
+    return pl
+
+
+@pytest.fixture(params=range(len(EMULATED_CONFIGS)), ids=["bk16-prefetch", "bk8-sync", "bk32"])
+def emulated(request, tf32):
+    """The emulated plug-in with one of EMULATED_CONFIGS, the only plug-in asked."""
+    pl = _emulated(EMULATED_CONFIGS[request.param])
+    with only_plugins(pl):
+        yield pl
+
+
+# ---- operands ---------------------------------------------------------------------------------
+
+def operand(rng, device, shape, kind):
+    """A view of `shape` (last two dims: rows, cols) of a given kind, and its values: n
+    contiguous, t transposed, r row offset (read in place when cols % 4 == 0), o column offset
+    (misaligned: copied first), s step-sliced, b broadcast along the columns (stride 0), z
+    that with a row stride of 4 (a 16-byte aligned broadcast)."""
+    *batch, rows, cols = shape
+    batch = tuple(batch)
+    T = lambda x: cltensor.from_numpy(x, device=device)  # noqa: E731
+    if kind == "n":
+        x = random_array(rng, shape)
+        return T(x), x
+    if kind == "t":
+        x = random_array(rng, batch + (cols, rows))
+        return T(x).mT, np.swapaxes(x, -1, -2)
+    if kind == "r":
+        x = random_array(rng, batch + (rows + 1, cols))
+        return T(x)[..., 1:, :], x[..., 1:, :]
+    if kind == "o":
+        x = random_array(rng, batch + (rows, cols + 1))
+        return T(x)[..., 1:], x[..., 1:]
+    if kind == "s":
+        x = random_array(rng, batch + (rows, 2 * cols))
+        return T(x)[..., ::2], x[..., ::2]
+    width = {"b": 1, "z": 4}[kind]
+    x = random_array(rng, batch + (rows, width))
+    return T(x)[..., :1].expand(*shape), np.broadcast_to(x[..., :1], shape)
+
+
+def problem(device, m, n, k, dtype=np.float32):
+    """A Problem without operands: what plan() and the plug-in's first checks read."""
+    return gm.Problem(device, np.dtype(dtype), m, n, k, (), *[None] * 4)
+
+
+def poisoned(device, shape):
+    return cltensor.full(shape, float("nan"), device=device)
+
+
+def ran_kernel(fn):
+    """fn's result and whether an nvmma kernel ran."""
+    with cltensor.profile() as prof:
+        out = fn()
+    return out, any(r["name"].startswith("nvmma") for r in prof.records())
+
+
+def check_product(device, rng, m, n, k, ka="n", kb="n", batch=()):
+    """a @ b into a NaN-poisoned out, through the tensor-core kernel, against float64."""
+    a, an = operand(rng, device, batch + (m, k), ka)
+    b, bn = operand(rng, device, (k, n), kb)
+    out, ran = ran_kernel(lambda: cltensor.gemm(a, b, out=poisoned(device, batch + (m, n))))
+    assert ran, "the tensor-core kernel did not run"
+    err = rel_error(out, an.astype(np.float64) @ bn)
+    assert err < REL_TOL, f"{batch} {m}x{n}x{k} {ka}{kb}: relative error {err:.2e}"
+
+
+def check_epilogue(device, rng, batch=(), **kw):
+    """out = relu(alpha a @ b + beta c + row_bias + col_bias), batched, into a poisoned out."""
+    m, n, k = 37, 45, 29
+    a = random_array(rng, batch + (m, k))
+    b = random_array(rng, (k, n))
+    c = random_array(rng, batch + (m, n))
+    rb, cb = random_array(rng, (m,)), random_array(rng, (n,))
+    T = lambda x: cltensor.from_numpy(x, device=device)  # noqa: E731
+    args = dict(c=T(c), alpha=kw.get("alpha", 1), beta=kw.get("beta", 0),
+                relu=kw.get("relu", False), row_bias=T(rb) if kw.get("row") else None,
+                col_bias=T(cb) if kw.get("col") else None)
+    out, ran = ran_kernel(lambda: cltensor.gemm(T(a), T(b), out=poisoned(device, batch + (m, n)),
+                                                **args))
+    assert ran
+    want = args["alpha"] * (a.astype(np.float64) @ b) + args["beta"] * c
+    want += (rb[:, None] if kw.get("row") else 0) + (cb if kw.get("col") else 0)
+    want = np.maximum(want, 0) if args["relu"] else want
+    assert rel_error(out, want) < REL_TOL
+
+
+# (m, n, k, layout of a, layout of b): 1, whole tiles, primes, tile edges, long K, in-place
+# transposes, offsets (aligned and not), step slices, broadcasts
+SHAPES = [
+    (1, 1, 1, "n", "n"), (64, 64, 64, "n", "n"), (67, 37, 53, "n", "n"), (65, 33, 17, "t", "n"),
+    (5, 7, 300, "n", "t"), (68, 44, 36, "t", "t"), (40, 28, 36, "r", "r"), (20, 24, 28, "o", "o"),
+    (31, 29, 40, "s", "s"), (33, 40, 12, "b", "n"), (130, 3, 70, "n", "b"), (36, 20, 24, "z", "z"),
+]
+EPILOGUES = [dict(alpha=0.5), dict(beta=-2.0), dict(row=True, relu=True),
+             dict(col=True, alpha=-1.5, beta=0.25, relu=True)]
+
+
+# ---- off NVIDIA: nothing changes --------------------------------------------------------------
+
+def _products(device, rng):
+    """A few products through every entry point that reaches the GEMM engine."""
+    a, b = random_array(rng, (70, 50)), random_array(rng, (50, 90))
+    x, w = random_array(rng, (3, 70, 50)), random_array(rng, (40, 50))
+    T = lambda v: cltensor.from_numpy(v, device=device)  # noqa: E731
+    return [lambda: T(a) @ T(b), lambda: cltensor.matmul(T(x), T(w).mT),
+            lambda: cltensor.gemm(T(a), T(b), c=T(a @ b), beta=0.5, relu=True)]
+
+
+def test_allow_tf32_changes_nothing_where_the_plugin_does_not_serve(device, rng):
+    if _served(device):
+        pytest.skip(f"the plug-in serves {device}: see the tests below")
+    for fn in _products(device, rng):
+        with allow_tf32(False):
+            want = fn().numpy()
+        with allow_tf32(True):
+            got, ran = ran_kernel(fn)
+        assert not ran
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_does_not_serve_other_devices(device):
+    if "nvidia" in f"{device.cl_device.vendor} {device.platform_name}".lower():
+        pytest.skip(f"{device} is an NVIDIA device")
+    pl = nvidia.NvidiaTensorCores()
+    assert not pl.serves(device) and "vendor" in pl.why_not(device)
+
+
+def test_declines_without_allow_tf32_and_other_dtypes(device, tf32):
+    pl = nvidia.NvidiaTensorCores()
+    for dtype, k in ((np.float64, 8), (np.int32, 8), (np.int64, 8), (np.float32, 0)):
+        assert pl.gemm(problem(device, 8, 8, k, dtype), 1, 0, False, None, None, False) is False
+    backends.allow_tf32 = False
+    assert pl.gemm(problem(device, 8, 8, 8), 1, 0, False, None, None, False) is False
+
+
+def test_parameter_sets_are_valid():
+    assert all(nvidia.config_valid(q) for q in nvidia.CONFIGS)
+    assert all(nvidia.local_bytes(q) + nvidia.LOCAL_RESERVED <= 48 * 1024 for q in nvidia.CONFIGS)
+    assert not nvidia.config_valid(dict(nvidia.CONFIGS[0], BK=24))
+    assert nvidia.TUNED["tflops_4096"] and nvidia.TUNED["date"]
+
+
+def test_plan_splits_k_only_when_tiles_are_few(device):
+    q = nvidia.CONFIGS[0]
+    assert nvidia.plan(problem(device, 4096, 4096, 4096), q, 132) == 1
+    assert nvidia.plan(problem(device, 128, 128, 8192), q, 132) > 1
+    assert nvidia.plan(problem(device, 128, 128, 16), q, 132) == 1
+
+
+# ---- emulation: the kernel's indexing on any device -------------------------------------------
+
+@pytest.mark.parametrize("m,n,k,ka,kb", SHAPES)
+def test_emulated_kernel(device, rng, emulated, m, n, k, ka, kb):
+    check_product(device, rng, m, n, k, ka, kb)
+
+
+@pytest.mark.parametrize("kw", EPILOGUES, ids=["alpha", "beta", "row-relu", "all"])
+def test_emulated_epilogue(device, rng, emulated, kw):
+    check_epilogue(device, rng, batch=(2, 3) if kw.get("row") else (), **kw)
+
+
+@pytest.mark.parametrize("splits", [2, 3])
+def test_emulated_split_k(device, rng, tf32, splits):
+    with only_plugins(_emulated(EMULATED_CONFIGS[0], splits)):
+        check_product(device, rng, 70, 36, 150, "n", "t")
+        check_epilogue(device, rng, batch=(2,), beta=0.5, col=True, relu=True)
+
+
+@settings(max_examples=12, deadline=None)
+@given(m=st.integers(1, 80), n=st.integers(1, 80), k=st.integers(1, 80),
+       ka=st.sampled_from("ntrosz"), kb=st.sampled_from("ntrosbz"),
+       batch=st.sampled_from([(), (2,), (3, 1)]))
+def test_emulated_kernel_property(device, m, n, k, ka, kb, batch):
+    rng = np.random.default_rng(m * 10007 + n * 101 + k)
+    with allow_tf32(), only_plugins(_emulated(EMULATED_CONFIGS[0])):
+        check_product(device, rng, m, n, k, ka, kb, batch)
+
+
+# ---- NVIDIA: the tensor cores -----------------------------------------------------------------
+
+@pytest.fixture(params=range(len(nvidia.CONFIGS)), ids=lambda i: f"config{i}")
+def each_config(request, nvmma, monkeypatch):
+    """The real plug-in forced to one tuned parameter set."""
+    monkeypatch.setattr(nvmma, "configs", (nvidia.CONFIGS[request.param],))
+    return nvmma
+
+
+@pytest.mark.parametrize("m,n,k,ka,kb", SHAPES + [(300, 260, 2000, "n", "t"),
+                                                   (513, 257, 129, "t", "n")])
+def test_tensor_cores(device, rng, each_config, m, n, k, ka, kb):
+    check_product(device, rng, m, n, k, ka, kb)
+
+
+@pytest.mark.parametrize("kw", EPILOGUES, ids=["alpha", "beta", "row-relu", "all"])
+def test_tensor_cores_epilogue(device, rng, nvmma, kw):
+    check_epilogue(device, rng, batch=(2, 3), **kw)
+
+
+@pytest.mark.parametrize("ka,kb", [("n", "n"), ("t", "b"), ("r", "t")])
+def test_tensor_cores_batched(device, rng, nvmma, ka, kb):
+    check_product(device, rng, 45, 70, 33, ka, kb, batch=(3, 2))
+
+
+def test_tensor_cores_split_k(device, rng, nvmma):
+    assert nvmma.plans(problem(device, 128, 96, 8192))[0][1] > 1  # few tiles: K is split
+    check_product(device, rng, 128, 96, 8192, "n", "n")
+    check_product(device, rng, 100, 40, 3000, "t", "n", batch=(2,))
+
+
+def test_tensor_cores_large(device, rng, nvmma):
+    check_product(device, rng, 2048, 1536, 1024, "n", "n")
+    check_product(device, rng, 1024, 2048, 3000, "t", "t")
+
+
+def test_without_allow_tf32_the_portable_path_runs_unchanged(device, nvmma):
+    with allow_tf32(False):
+        got = []
+        for fn in _products(device, np.random.default_rng(7)):
+            out, ran = ran_kernel(fn)
+            assert not ran
+            got.append(out.numpy())
+        with only_plugins():  # the engine as without any plug-in
+            want = [fn().numpy() for fn in _products(device, np.random.default_rng(7))]
+    for x, y in zip(got, want):
+        np.testing.assert_array_equal(x, y)
