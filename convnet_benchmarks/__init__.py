@@ -1,2 +1,2 @@
 """The convnet-benchmarks networks (AlexNet, Overfeat, VGG-A, GoogLeNet) timed with cltensor
-and PyTorch side by side: python -m convnet_benchmarks --help."""
+and, side by side, PyTorch and tinygrad: python -m convnet_benchmarks --help."""

@@ -2,10 +2,12 @@
 timed with cltensor and side by side with PyTorch (and tinygrad) on the same machine.
 
 Example:
-    python -m convnet_benchmarks --model alexnet --batch-size 8 --compare torch
+    python -m convnet_benchmarks --model alexnet --batch-size 8 --compare torch,tinygrad
 """
 import argparse
 import datetime
+import importlib
+import importlib.metadata
 import json
 import os
 import sys
@@ -14,6 +16,11 @@ import numpy as np
 
 from . import bench
 from .models import INPUTS, MODELS
+
+# framework beside cltensor -> the pip requirement that installs the version we measure with
+COMPARE = {"torch": "torch", "tinygrad": "tinygrad==0.14.0"}
+# result columns, in table and plot order
+FRAMEWORKS = ("cltensor", "torch", "torch_tf32", "tinygrad")
 
 
 def parse_args(argv):
@@ -26,18 +33,48 @@ def parse_args(argv):
     p.add_argument("--iterations", type=int, default=10)
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--compare", default="", help="comma-separated frameworks to run beside "
-                   "cltensor: torch")
+                   "cltensor: torch, tinygrad (tinygrad on OpenCL, the first platform only)")
     p.add_argument("--json", default="convnet_results.json", help="results file (JSON)")
     p.add_argument("--markdown", default=None, help="also write a markdown table here")
     p.add_argument("--plot", default=None, help="also write a bar plot (PNG, needs matplotlib)")
     p.add_argument("--no-layers", action="store_true",
                    help="skip the per-layer convolution report (algorithms and times)")
     p.add_argument("--tolerance", type=float, default=1e-3,
-                   help="largest norm-relative output difference accepted against torch")
+                   help="largest norm-relative output difference accepted against torch "
+                   "and tinygrad")
     return p.parse_args(argv)
 
 
-def run_model(name, args, device, compare):
+def check_compare(compare, device):
+    """Refuse unknown or missing frameworks before anything runs; tinygrad's device name."""
+    unknown = sorted(set(compare) - set(COMPARE))
+    if unknown:
+        raise SystemExit(f"--compare: {', '.join(unknown)} not supported "
+                         f"(choose from {', '.join(COMPARE)})")
+    for fw in compare:
+        try:
+            importlib.import_module(fw)
+        except ImportError as e:
+            raise SystemExit(f"--compare {fw}: the {fw} package is not installed ({e}); "
+                             f"install it with `pip install {COMPARE[fw]}`") from None
+    if "tinygrad" not in compare:
+        return None
+    _check_tinygrad_version()
+    try:
+        return bench.tinygrad_device(device)
+    except LookupError as e:
+        raise SystemExit(f"--compare tinygrad: {e}") from None
+
+
+def _check_tinygrad_version():
+    wanted = COMPARE["tinygrad"].split("==")[1]
+    found = importlib.metadata.version("tinygrad")
+    if found != wanted:
+        print(f"note: measured with tinygrad {wanted}; tinygrad {found} is installed and its API "
+              f"may differ (pip install {COMPARE['tinygrad']})", file=sys.stderr)
+
+
+def run_model(name, args, device, compare, tiny_device=None):
     import cltensor as ct
     c, hw, gpu_batch, cpu_batch = INPUTS[name]
     batch = args.batch_size or (gpu_batch if device.is_gpu else cpu_batch)
@@ -49,8 +86,18 @@ def run_model(name, args, device, compare):
     row = {"model": name, "batch": batch, "device": device.name, "dtype": args.dtype}
     row["cltensor"] = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np,
                                          model)
+    if compare:
+        ours = model(ct.from_numpy(x_np, device=device, dtype=args.dtype)).numpy()
+        state = {k: v.numpy() for k, v in model.state_dict().items()}
     if "torch" in compare:
-        row.update(_torch_rows(name, model, x_np, g_np, device, args))
+        row.update(_torch_rows(name, state, ours, x_np, g_np, device, args))
+    if "tinygrad" in compare:
+        res = bench.run_tinygrad(name, state, x_np, g_np, tiny_device, args.iterations)
+        res["output_rel_error"] = _agreement(name, "tinygrad", ours, res.pop("output"),
+                                             args.tolerance)
+        print(f"{name}: tinygrad realizes output and gradients together in "
+              f"{res['step']['median']:.2f} ms (its backward alone recomputes activations)")
+        row["tinygrad"] = res
     if not args.no_layers:
         row["conv_layers"] = bench.conv_layer_report(
             model, ct.from_numpy(x_np, device=device, dtype=args.dtype), device)
@@ -59,33 +106,36 @@ def run_model(name, args, device, compare):
     return row
 
 
-def _torch_rows(name, model, x_np, g_np, device, args):
-    import cltensor as ct
-    state = {k: v.numpy() for k, v in model.state_dict().items()}
+def _torch_rows(name, state, ours, x_np, g_np, device, args):
     tdev = bench.torch_device(device)
     threads = os.cpu_count() if tdev.type == "cpu" else None
     rows = {}
     variants = [("torch", False)] + ([("torch_tf32", True)] if tdev.type == "cuda" else [])
-    ours = model(ct.from_numpy(x_np, device=device, dtype=args.dtype)).numpy()
     for label, tf32 in variants:
         res = bench.run_torch(name, state, x_np, g_np, tdev, args.dtype, args.iterations,
                               tf32=tf32, threads=threads)
-        ref = res.pop("output")
-        err = float(np.linalg.norm(ours - ref) / max(np.linalg.norm(ref), 1e-30))
-        res["output_rel_error"] = err
+        # TF32 changes the arithmetic, so only IEEE fp32 has to agree
+        tolerance = float("inf") if tf32 else args.tolerance
+        res["output_rel_error"] = _agreement(name, "torch", ours, res.pop("output"), tolerance)
         res["device"] = str(tdev)
         rows[label] = res
-        if not tf32 and err > args.tolerance:
-            raise SystemExit(f"{name}: cltensor and torch disagree (relative error {err:.2e} > "
-                             f"{args.tolerance}): they are not measuring the same work")
     return rows
+
+
+def _agreement(name, framework, ours, ref, tolerance):
+    """Norm-relative difference of the two outputs; SystemExit when above tolerance."""
+    err = float(np.linalg.norm(ours - ref) / max(np.linalg.norm(ref), 1e-30))
+    if err > tolerance:
+        raise SystemExit(f"{name}: cltensor and {framework} disagree (relative error {err:.2e} > "
+                         f"{tolerance}): they are not measuring the same work")
+    return err
 
 
 def table(rows):
     lines = ["| model | batch | framework | forward ms | backward ms | total ms | img/s | peak MB |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        for fw in ("cltensor", "torch", "torch_tf32"):
+        for fw in FRAMEWORKS:
             if fw not in r:
                 continue
             res = r[fw]
@@ -104,7 +154,7 @@ def plot(rows, path):
     except ImportError:
         print("plot: matplotlib is not installed; skipping", file=sys.stderr)
         return
-    fws = [fw for fw in ("cltensor", "torch", "torch_tf32") if any(fw in r for r in rows)]
+    fws = [fw for fw in FRAMEWORKS if any(fw in r for r in rows)]
     fig, ax = plt.subplots(figsize=(8, 4))
     width = 0.8 / len(fws)
     for i, fw in enumerate(fws):
@@ -123,13 +173,11 @@ def main(argv=None):
     args = parse_args(argv)
     device = ct.get_device(args.device)
     compare = [c.strip() for c in args.compare.split(",") if c.strip()]
-    unknown = sorted(set(compare) - {"torch"})
-    if unknown:
-        raise SystemExit(f"--compare: {', '.join(unknown)} not supported (only torch so far)")
+    tiny_device = check_compare(compare, device)
     names = sorted(MODELS) if args.model == "all" else [args.model]
     print(f"convnet benchmarks on {device} ({device.platform_name}), {args.dtype}, "
           f"{args.iterations} iterations")
-    rows = [run_model(n, args, device, compare) for n in names]
+    rows = [run_model(n, args, device, compare, tiny_device) for n in names]
     text = table(rows)
     print(text)
     meta = {"date": datetime.date.today().isoformat(), "device": device.name,

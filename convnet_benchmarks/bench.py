@@ -1,4 +1,4 @@
-"""The convnet-benchmarks protocol for cltensor and, side by side, PyTorch (and tinygrad).
+"""The convnet-benchmarks protocol for cltensor and, side by side, PyTorch and tinygrad.
 
 One dry run, then timed iterations; the device is synchronised around the forward pass and the
 backward pass (gradients w.r.t. the input of every layer but the first, and the parameters).
@@ -32,6 +32,7 @@ def time_steps(forward, backward, sync, iterations, label):
     """The protocol: a dry run, then `iterations` of a synchronised forward and backward."""
     if not sys.stderr.isatty():
         print(f"  {label}: dry run, then {iterations} timed iterations", file=sys.stderr, flush=True)
+    progress(f"{label}: dry run")
     out = forward()
     backward(out)
     sync()
@@ -126,6 +127,69 @@ def run_torch(name, state_dict, x_np, g_np, tdev, dtype, iterations, tf32=False,
         res["peak_memory_mb"] = torch.cuda.max_memory_allocated() / 2**20
     with torch.no_grad():
         res["output"] = model(x).float().cpu().numpy()
+    return res
+
+
+# ---- tinygrad -----------------------------------------------------------------------------------
+
+def tinygrad_device(ct_device):
+    """tinygrad's name ("CL:n") for a cltensor device.
+
+    tinygrad's OpenCL backend sees only the first OpenCL platform, and on it the GPUs (or the
+    default devices when there is no GPU), in OpenCL's order; LookupError for any other device.
+    """
+    import pyopencl as cl
+    platform = cl.get_platforms()[0]
+    try:
+        devs = platform.get_devices(cl.device_type.GPU)
+    except cl.Error:
+        devs = []
+    devs = devs or platform.get_devices(cl.device_type.DEFAULT)
+    for i, d in enumerate(devs):
+        if d == ct_device.cl_device:
+            return f"CL:{i}"
+    seen = ", ".join(d.name.strip() for d in devs)
+    raise LookupError(f"tinygrad's OpenCL backend only sees the first platform's devices "
+                      f"({platform.name.strip()}: {seen}), not {ct_device.name} "
+                      f"({ct_device.platform_name}); point OCL_ICD_VENDORS at the ICD of "
+                      f"{ct_device.platform_name} alone to compare there")
+
+
+def run_tinygrad(name, state_dict, x_np, g_np, tdev, iterations):
+    """The protocol in tinygrad on OpenCL device `tdev`, the network from models.py (via the
+    tiny adapter) with cltensor's weights.
+
+    tinygrad is lazy and a realized tensor keeps no graph, so the forward realizes a copy of the
+    output and the backward realizes the parameter gradients, recomputing the activations it
+    needs; `step` also times tinygrad's own way, output and gradients realized together.
+    """
+    from tinygrad import Device, Tensor
+
+    from . import tiny
+    model = MODELS[name](tiny.library(tdev))
+    model.load_state_dict(state_dict)
+    params = model.parameters()
+    x = Tensor(x_np, device=tdev).realize()
+    g = Tensor(g_np, device=tdev).realize()
+
+    def forward():
+        out = model(x)
+        out.contiguous().realize()
+        return out
+
+    def backward(out):
+        Tensor.realize(*out.gradient(*params, gradient=g))
+
+    def step(out):
+        Tensor.realize(out.contiguous(), *out.gradient(*params, gradient=g))
+
+    sync = Device[tdev].synchronize
+    res = time_steps(forward, backward, sync, iterations, f"tinygrad {name}")
+    # NOTE: here the "forward" only builds the lazy graph; its total is one whole step.
+    fused = time_steps(lambda: model(x), step, sync, iterations, f"tinygrad {name} step")
+    res["step"] = fused["total"]
+    res["output"] = model(x).numpy()
+    res["device"] = f"{tdev} ({Device[tdev].device_name})"
     return res
 
 

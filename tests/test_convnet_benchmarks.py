@@ -1,15 +1,17 @@
 """The benchmark networks: the same definitions as torch's, agreeing with torch forward and
-backward, and the benchmark command end to end."""
+backward, and the benchmark command end to end; the tinygrad adapter and --compare tinygrad."""
 import json
 import os
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
 
 import cltensor as ct
-from convnet_benchmarks import models
+from convnet_benchmarks import bench, models
+from convnet_benchmarks.__main__ import main
 
 torch = pytest.importorskip("torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -82,3 +84,118 @@ def test_benchmark_command_end_to_end(device, tmp_path):
     assert all(r["algo"]["forward"] in ("im2col", "implicit_gemm", "winograd", "gemm_1x1")
                for r in layers)
     assert "convolutions alone" in run.stdout
+
+
+# ---- tinygrad -----------------------------------------------------------------------------------
+# tinygrad compiles every kernel on first use (tens of seconds on PoCL for AlexNet), so its tests
+# run a small network of the same layer kinds: strided conv, max pool in ceil mode (where ceil
+# and floor differ), an Inception block (cat), average pool, flatten, linear. Every test builds
+# it at batch 1 with one input shape, so the kernels compiled by one test serve the next.
+
+NO_TINYGRAD = "tinygrad is not installed (pip install tinygrad==0.14.0)"
+
+
+def small(lib):
+    nn = lib.nn
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.ReLU(), nn.MaxPool2d(3, 2, ceil_mode=True),
+        models.inception_class(lib)(8, 4, 4, 6, 2, 3, 3), nn.AvgPool2d(5), nn.Flatten(),
+        nn.Linear(16, 10))
+
+
+SMALL_INPUT = (3, 20, 1, 1)  # 20x20 -> conv 10x10 -> pool 5x5 (4x4 with floor) -> avg 1x1
+
+
+@pytest.fixture
+def small_model(monkeypatch):
+    """`small` registered as a benchmark model for the duration of a test."""
+    monkeypatch.setitem(models.MODELS, "small", small)
+    monkeypatch.setitem(models.INPUTS, "small", SMALL_INPUT)
+
+
+def test_tiny_adapter_matches_torch(rng):
+    """models.py through the adapter: torch's state-dict keys, and output and every parameter
+    gradient as torch's with the same weights."""
+    pytest.importorskip("tinygrad", reason=NO_TINYGRAD)
+    from tinygrad import Tensor
+
+    from convnet_benchmarks import tiny
+    theirs = small(torch)
+    with torch.no_grad():  # positive biases keep every ReLU branch alive: no all-zero gradient
+        for name, p in theirs.named_parameters():
+            if name.endswith("bias"):
+                p.uniform_(0.05, 0.2)
+    ours = small(tiny.library("CL"))
+    state = {k: v.detach().numpy() for k, v in theirs.state_dict().items()}
+    assert list(ours.state_dict()) == list(state)
+    ours.load_state_dict(state)
+    x_np = rng.standard_normal((1, 3, 20, 20)).astype("float32")
+    g_np = rng.standard_normal((1, 10)).astype("float32")
+    out = ours(Tensor(x_np, device="CL"))
+    y = out.contiguous().realize()  # realized as the benchmark does, so its kernels are reused
+    grads = out.gradient(*ours.parameters(), gradient=Tensor(g_np, device="CL"))
+    Tensor.realize(*grads)
+    ty = theirs(torch.from_numpy(x_np))
+    ty.backward(torch.from_numpy(g_np))
+    assert _rel(y.numpy(), ty.detach().numpy()) < 1e-5
+    for (k, p), grad in zip(theirs.named_parameters(), grads):
+        assert _rel(grad.numpy(), p.grad.numpy()) < 1e-4, k
+
+
+def test_tiny_load_state_dict_errors():
+    pytest.importorskip("tinygrad", reason=NO_TINYGRAD)
+    from convnet_benchmarks import tiny
+    net = small(tiny.library("CL"))
+    state = {k: np.zeros(v.shape, "float32") for k, v in net.state_dict().items()}
+    with pytest.raises(KeyError, match=r"missing \['6.bias'\], unexpected \['6.b'\]"):
+        net.load_state_dict({**{k: v for k, v in state.items() if k != "6.bias"}, "6.b": 0})
+    with pytest.raises(ValueError, match=r"0.weight has shape \(8, 3, 3\), the model expects "
+                                         r"\(8, 3, 3, 3\)"):
+        net.load_state_dict({**state, "0.weight": np.zeros((8, 3, 3), "float32")})
+
+
+def test_compare_tinygrad_end_to_end(device, small_model, tmp_path):
+    """--compare torch,tinygrad: the same network in all three, tinygrad's output checked against
+    cltensor's and its times in the JSON and the markdown table (or, on a device tinygrad's
+    OpenCL backend cannot see, a refusal that says how to reach it)."""
+    pytest.importorskip("tinygrad", reason=NO_TINYGRAD)
+    out, md = tmp_path / "res.json", tmp_path / "res.md"
+    argv = ["--model", "small", "--batch-size", "1", "--iterations", "1", "--device",
+            device.index, "--compare", "torch,tinygrad", "--no-layers", "--json", str(out),
+            "--markdown", str(md)]
+    try:
+        bench.tinygrad_device(device)
+    except LookupError:
+        with pytest.raises(SystemExit, match="--compare tinygrad: .*OCL_ICD_VENDORS"):
+            main(argv)
+        return
+    assert main(argv) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    for fw in ("cltensor", "torch", "tinygrad"):
+        for part in ("forward", "backward", "total"):
+            assert row[fw][part]["median"] > 0, (fw, part)
+    tg = row["tinygrad"]
+    assert tg["step"]["median"] > 0
+    assert tg["device"].startswith("CL:") and device.name in tg["device"]
+    assert tg["output_rel_error"] < 1e-5 and row["torch"]["output_rel_error"] < 1e-5
+    assert "| small | 1 | tinygrad |" in md.read_text()
+
+
+def test_compare_tinygrad_not_installed(device, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tinygrad", None)  # import tinygrad now raises ImportError
+    with pytest.raises(SystemExit, match=r"the tinygrad package is not installed .*"
+                                         r"install it with `pip install tinygrad==0\.14\.0`"):
+        main(["--device", device.index, "--compare", "torch,tinygrad"])
+
+
+def test_compare_unknown_framework(device):
+    with pytest.raises(SystemExit, match="--compare: jax not supported "
+                                         r"\(choose from torch, tinygrad\)"):
+        main(["--device", device.index, "--compare", "torch,jax"])
+
+
+def test_tinygrad_device_refuses_devices_it_cannot_see():
+    stranger = types.SimpleNamespace(cl_device=None, name="Some GPU", platform_name="Other")
+    with pytest.raises(LookupError, match="only sees the first platform's devices .*not Some GPU "
+                                          r"\(Other\); point OCL_ICD_VENDORS"):
+        bench.tinygrad_device(stranger)
