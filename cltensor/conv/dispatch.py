@@ -117,9 +117,11 @@ def rule(p, device, pass_):
             return "implicit_gemm"  # small weights, long reductions (first layers)
         big_stride1 = (p.sh, p.sw) == (1, 1) and p.kh * p.kw >= 25
         return "implicit_gemm" if big_stride1 else "im2col"
+    if pass_ == "backward_data" and (p.sh, p.sw) != (1, 1):
+        return "im2col"  # implicit GEMM gathers the stride-upsampled gradient: mostly zeros
     # NOTE: on GPUs implicit GEMM (the GEMM engine with gathering loads, over the positions of
-    # all images) beat gemm_1x1 and im2col on every layer of the four networks on the H200,
-    # and its weight gradient on all but a few (within 15% there)
+    # all images) beat gemm_1x1 and im2col on every other forward and input-gradient pass of
+    # the four networks on the H200, and their weight gradients on all but a few (within 15%)
     return "implicit_gemm"
 
 
