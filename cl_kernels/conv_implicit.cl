@@ -5,7 +5,7 @@
  * Operands:
  *   x     the source, any strided (N, C, H, W) view (xo, xs0..xs3). The kernels read a virtual
  *         padded plane: padded (py, px) is x[(py-OY)/UH][(px-OX)/UW] where that is an exact,
- *         in-range index, else 0 (tap_load, a bounds-checked gather). The forward reads the
+ *         in-range index, else 0 (conv_taps.cl, prepended by the host). The forward reads the
  *         input (OY, OX = top, left padding; UH = UW = 1); the input gradient reads the output
  *         gradient upsampled by the stride (UH, UW) and shifted so that the gradient is a
  *         stride-1 convolution of it with the flipped weight.
@@ -44,12 +44,6 @@
  *   shape constants.
  * Tunables: MR, NR, VW. (GPUs run conv_xgemm.cl's kernels.)
  */
-#ifndef UH
-#define UH 1
-#endif
-#ifndef UW
-#define UW 1
-#endif
 #ifndef T
 #define T float
 #endif
@@ -93,22 +87,6 @@ typedef union { VT v; T s[VW]; } Lanes;
 #define MASK_T int
 #endif
 typedef union { CAT(MASK_T, VW) v; MASK_T s[VW]; } Mask;
-
-/* The virtual padded source at (ty, tx) = (py - OY, px - OX) of the channel at xc: the
- * upsampled source where that is an exact, in-range index, else 0. */
-#if UH == 1 && UW == 1
-#define TAP_IN(ty, tx) ((uint)(ty) < (uint)H && (uint)(tx) < (uint)W)
-#define TAP_INDEX(ty, tx) ((ty) * xs2 + (tx) * xs3)
-#else
-#define TAP_IN(ty, tx)                                                                     \
-  ((ty) >= 0 && (tx) >= 0 && (ty) % UH == 0 && (tx) % UW == 0 && (ty) / UH < H &&          \
-   (tx) / UW < W)
-#define TAP_INDEX(ty, tx) (((ty) / UH) * xs2 + ((tx) / UW) * xs3)
-#endif
-inline T tap_load(__global const T* xc, const int ty, const int tx, const int H, const int W,
-                  const long xs2, const long xs3) {
-  return TAP_IN(ty, tx) ? xc[TAP_INDEX(ty, tx)] : (T)0;
-}
 
 /* tap_load without a branch, for CPUs: an out-of-image tap loads the channel's first element
  * and drops it. */

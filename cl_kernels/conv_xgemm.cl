@@ -1,7 +1,7 @@
 /*
  * conv_xgemm.cl: implicit-GEMM convolution for GPUs on the xgemm engine (cltensor/conv/xgemm.py).
  * Built as gemm_common.cl + gemm_xgemm.cl (with XGEMM_ENGINE_ONLY: its local-memory slices,
- * register tiles and K loop, no kernels) + this file. The engine's loads are replaced by
+ * register tiles and K loop, no kernels) + conv_taps.cl + this file. The engine's loads are replaced by
  * gathers, so nothing but the packed weight is ever copied.
  *
  * Convolution as a product (one group g, positions of all images in one GEMM dim):
@@ -32,18 +32,7 @@
  */
 #define KK (KH * KW)
 
-/* The virtual padded source at (ty, tx): the upsampled source where that is an exact,
- * in-range index, else 0. xs2, xs3: the source's row and column strides. */
-#if UH == 1 && UW == 1
-#define TAP_IN(ty, tx) ((uint)(ty) < (uint)H && (uint)(tx) < (uint)W)
-#define TAP_INDEX(ty, tx) ((ty) * xs2 + (tx) * xs3)
-#else
-#define TAP_IN(ty, tx)                                                                     \
-  ((ty) >= 0 && (tx) >= 0 && (ty) % UH == 0 && (tx) % UW == 0 && (ty) / UH < H &&          \
-   (tx) / UW < W)
-#define TAP_INDEX(ty, tx) (((ty) / UH) * xs2 + ((tx) / UW) * xs3)
-#endif
-
+/* TAP_IN, TAP_INDEX: conv_taps.cl */
 #define SRC_ARGS                                                                           \
   __global const T *x, const long xo, const long xs0, const long xs1, const long xs2,     \
       const long xs3
@@ -171,22 +160,9 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const T* go, const long goo, cons
   XGEMM_K_LOOP(slices, LOAD_WGRAD)
 
   __global T* dst = part + (splits > 1 ? (long)z * COG * K : (long)g * COG * K);
-#pragma unroll
-  for (int i = 0; i < MWI / VWM; ++i)
-#pragma unroll
-    for (int e = 0; e < VWM; ++e) {
-      const int m = m0 + ROW(i) + e;
-#pragma unroll
-      for (int j = 0; j < NWI / VWN; ++j) {
-        LanesN c;
-        c.v = acc[i * VWM + e][j];
-#pragma unroll
-        for (int f = 0; f < VWN; ++f) {
-          const int n = n0 + COL(j) + f;
-          if (m < COG && n < K) dst[(long)m * K + n] = c.s[f];
-        }
-      }
-    }
+#define WGRAD_STORE(m, n, v)                                                               \
+  if ((m) < COG && (n) < K) dst[(long)(m) * K + (n)] = (v);
+  XGEMM_FOR_EACH_RESULT(WGRAD_STORE)
 }
 #endif
 

@@ -230,6 +230,18 @@ inline void multiply_slice(__local const T* as, __local const T* bs, const int t
   }
 #endif
 
+/* STORE(m, n, v) for each accumulator v of the work-item: row m, column n of the product
+ * (m0, n0: the work-group tile's origin). */
+#define XGEMM_FOR_EACH_RESULT(STORE)                                                       \
+  _Pragma("unroll") for (int i = 0; i < MWI / VWM; ++i)                                    \
+  _Pragma("unroll") for (int e = 0; e < VWM; ++e)                                          \
+  _Pragma("unroll") for (int j = 0; j < NWI / VWN; ++j) {                                  \
+    LanesN c_;                                                                             \
+    c_.v = acc[i * VWM + e][j];                                                            \
+    _Pragma("unroll") for (int f = 0; f < VWN; ++f)                                        \
+        STORE(m0 + ROW(i) + e, n0 + COL(j) + f, c_.s[f])                                   \
+  }
+
 /* The work-group's local slices, its work-item's place and its zeroed accumulators. */
 #define XGEMM_PROLOGUE                                                                     \
   __local VTM a_slices[NBUF][KWG * LDA / VWM]; /* vector-typed: aligned for vector reads */ \
@@ -265,27 +277,14 @@ void xgemm(const int M, const int N, const int K, const int row0, BATCH_ARGS,
   const long oci = batch_offset(b, nbd, batch, vci);
   const long oco = batch_offset(b, nbd, batch, vco);
   __global T* pz = part + z * M * N;
-#pragma unroll
-  for (int i = 0; i < MWI / VWM; ++i)
-#pragma unroll
-    for (int e = 0; e < VWM; ++e) {
-      const int m = m0 + ROW(i) + e;
-#pragma unroll
-      for (int j = 0; j < NWI / VWN; ++j) {
-        LanesN c;
-        c.v = acc[i * VWM + e][j];
-#pragma unroll
-        for (int f = 0; f < VWN; ++f) {
-          const int n = n0 + COL(j) + f;
-          if (m < M && n < N) {
-            if (splits > 1)
-              pz[(long)m * N + n] = c.s[f];
-            else
-              EPILOGUE(m, n, c.s[f])
-          }
-        }
-      }
-    }
+#define XGEMM_STORE(m, n, v)                                                               \
+  if ((m) < M && (n) < N) {                                                                \
+    if (splits > 1)                                                                        \
+      pz[(long)(m) * N + (n)] = (v);                                                       \
+    else                                                                                   \
+      EPILOGUE(m, n, v)                                                                    \
+  }
+  XGEMM_FOR_EACH_RESULT(XGEMM_STORE)
 }
 
 __kernel void xgemm_reduce(const int M, const int N, const int splits, BATCH_ARGS,

@@ -129,7 +129,10 @@ def _pair(v):
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
-class MaxPool2d(Module):
+class _Pool2d(Module):
+    """torch's pooling module arguments over tinygrad's Tensor method `op`."""
+    op = ""
+
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False):
         super().__init__()
         self.kernel_size = _pair(kernel_size)
@@ -137,20 +140,16 @@ class MaxPool2d(Module):
         self.padding, self.ceil_mode = _pair(padding), ceil_mode
 
     def forward(self, x):
-        return x.max_pool2d(self.kernel_size, self.stride, padding=self.padding,
-                            ceil_mode=self.ceil_mode)
+        return getattr(x, self.op)(self.kernel_size, self.stride, padding=self.padding,
+                                   ceil_mode=self.ceil_mode)
 
 
-class AvgPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False):
-        super().__init__()
-        self.kernel_size = _pair(kernel_size)
-        self.stride = _pair(stride) if stride is not None else self.kernel_size
-        self.padding, self.ceil_mode = _pair(padding), ceil_mode
+class MaxPool2d(_Pool2d):
+    op = "max_pool2d"
 
-    def forward(self, x):
-        return x.avg_pool2d(self.kernel_size, self.stride, padding=self.padding,
-                            ceil_mode=self.ceil_mode)
+
+class AvgPool2d(_Pool2d):
+    op = "avg_pool2d"
 
 
 def cat(tensors, dim=0):

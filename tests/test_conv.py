@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cltensor
-from cltensor import backends
-from cltensor.conv import conv2d, conv_algorithms, dispatch, implicit, winograd
+from cltensor import backends, tune
+from cltensor.conv import conv2d, conv_algorithms, dispatch, implicit, implicit_gpu, winograd
 from cltensor.conv.params import make_params
 from cltensor.testing import gradcheck, random_array, rel_error
 
@@ -140,6 +140,21 @@ def test_implicit_gemm_kernel_styles(device, rng, monkeypatch, style):
                                    ((2, 4, 8, 11), (6, 2, 3, 3), {"padding": 1, "groups": 2}),
                                    ((1, 5, 13, 10), (7, 5, 3, 2), {"stride": (2, 3)})]:
         _check_case(device, rng, "implicit_gemm", (xshape, wshape, kwargs), bias=False)
+
+
+def _h200_parameter_sets():
+    entry = tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
+    return [("cx_conv", q) for q in entry["xgemm"] if implicit_gpu._engine_ok(q, "cx_conv")] + \
+           [("cx_wgrad", q) for q in entry["cx_wgrad"]]
+
+
+@pytest.mark.parametrize("kernel, params", _h200_parameter_sets())
+def test_implicit_gemm_gpu_parameter_sets(device, rng, monkeypatch, kernel, params):
+    """The GPU kernels with each parameter set the H200's database entry gives them, on every
+    device (tiles that the problem's channels and positions do not fill)."""
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", "gpu")
+    monkeypatch.setitem(implicit_gpu.FORCE_PARAMS, kernel, params)
+    _check_case(device, rng, "implicit_gemm", ((2, 20, 9, 12), (70, 20, 3, 3), {"padding": 1}))
 
 
 @pytest.mark.parametrize("algo", ALGOS)

@@ -11,10 +11,13 @@ from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 LOCAL_1D = 256  # work-group size of the 1-d copy kernels off the CPU
 
 
-def get_kernel(device, filename, name, defines):
-    """A kernel of cl_kernels/<filename> built with `defines`, made once per device. The
-    build defines KERNEL_<name>, which files holding many kernels use to compile just one."""
-    return program.get_kernel(device, filename, name, dict(defines, **{f"KERNEL_{name}": None}))
+def get_kernel(device, filename, name, defines, headers=()):
+    """A kernel of cl_kernels/<filename> (after the files `headers`) built with `defines`, made
+    once per device. The build defines KERNEL_<name>, which files holding many kernels use to
+    compile just one."""
+    source = "".join(program.read_source(f) for f in (*headers, filename)) if headers else None
+    return program.get_kernel(device, filename, name, dict(defines, **{f"KERNEL_{name}": None}),
+                              source)
 
 
 

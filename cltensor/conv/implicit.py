@@ -22,6 +22,7 @@ from ..program import ctype_of, launch, round_up
 from . import common, implicit_gpu
 
 KERNEL_FILE = "conv_implicit.cl"
+HEADERS = ("conv_taps.cl",)
 # CPU register tiles: MR output channels (or weight-gradient rows) x NR positions (or channels)
 CPU_TILES = {4: {"MR": 12, "NR": 32, "VW": 16}, 8: {"MR": 12, "NR": 16, "VW": 8}}
 GROUPS_PER_CU = 2  # work-groups per compute unit the CPU weight gradient's splits aim at
@@ -135,7 +136,7 @@ def pack_weight(w, geo, pw, kp, flip, taps_outer=False):
         defines["FLIP"] = None
     if taps_outer:
         defines["TAPS_OUTER"] = None
-    kernel = common.get_kernel(w.device, KERNEL_FILE, "pack_weight", defines)
+    kernel = common.get_kernel(w.device, KERNEL_FILE, "pack_weight", defines, HEADERS)
     common.launch_1d(w.device, kernel, total, np.int32(geo.cog), np.int32(geo.cg),
                      np.int32(geo.k), np.int32(kp), np.int32(panels), np.int32(pw),
                      *common.view_args(w), wpk.storage.buf, np.int64(total))
@@ -165,7 +166,7 @@ def conv(src, geo, w, out, bias, flip):
     defines = _defines(geo, **tile, **extra)
     if bias is not None:
         defines["HAS_BIAS"] = None
-    kernel = common.get_kernel(device, KERNEL_FILE, name, defines)
+    kernel = common.get_kernel(device, KERNEL_FILE, name, defines, HEADERS)
     panels = -(-geo.cog // pw)
     bias_args = ([bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
                  if bias is not None else [wpk.storage.buf, np.int64(0), np.int64(0)])
@@ -213,7 +214,7 @@ def weight_grad(x, gout, p):
     tile = CPU_TILES[p.dtype.itemsize]
     cols, rows = tile["NR"], tile["MR"]
     local, name = (1, 1, 1), "wgrad_cpu"
-    kernel = common.get_kernel(device, KERNEL_FILE, name, _defines(geo, **tile))
+    kernel = common.get_kernel(device, KERNEL_FILE, name, _defines(geo, **tile), HEADERS)
     tiles = -(-p.cog // cols) * -(-geo.k // rows) * p.groups
     part_bytes = p.co * geo.k * p.dtype.itemsize
     s, ips = _splits(device, tiles, p.n, p.groups, part_bytes)
@@ -227,7 +228,8 @@ def weight_grad(x, gout, p):
             np.int32(geo.k), np.int32(p.cog), np.int32(i > 0))
         del g  # one chunk at a time (the queue is in order)
     gw = common.empty((p.co, p.cg, p.kh, p.kw), x)
-    summer = common.get_kernel(device, KERNEL_FILE, "wgrad_sum", {"T": ctype_of(p.dtype)})
+    summer = common.get_kernel(device, KERNEL_FILE, "wgrad_sum", {"T": ctype_of(p.dtype)},
+                               HEADERS)
     common.launch_1d(device, summer, gw.numel(), np.int32(s), np.int32(p.groups),
                      np.int32(p.cog), np.int32(geo.k), np.int32(geo.k), np.int32(p.cog),
                      part.storage.buf, gw.storage.buf)
@@ -258,7 +260,8 @@ def _grad_rows(gout, p, qa, qb, cols):
     as wgrad_cpu reads them (row r of image n at n * gs0 + r * gs3)."""
     n, cop, rows = gout.shape[0], _grad_rows_cop(p, cols), qb - qa
     gq = common.empty((n * rows * cop,), gout)
-    kernel = common.get_kernel(gout.device, KERNEL_FILE, "grad_rows", {"T": ctype_of(p.dtype)})
+    kernel = common.get_kernel(gout.device, KERNEL_FILE, "grad_rows", {"T": ctype_of(p.dtype)},
+                               HEADERS)
     common.launch_1d(gout.device, kernel, n * rows, *[np.int32(v) for v in (
         n, p.co, qa, qb, p.wo, cop)], *common.view_args(gout), gq.storage.buf)
     return common.strided(gq, (n, cop, 1, rows), (rows * cop, 1, 0, cop), 0)

@@ -9,12 +9,11 @@ import numpy as np
 
 from .. import backends
 from ..ops import gemm
-from .. import program
-from ..program import ctype_of, launch, read_source, round_up
+from ..program import ctype_of, launch, round_up
 from . import common
 
 KERNEL_FILE = "conv_xgemm.cl"
-ENGINE = ("gemm_common.cl", "gemm_xgemm.cl", KERNEL_FILE)
+ENGINE = ("gemm_common.cl", "gemm_xgemm.cl", "conv_taps.cl")  # prepended to KERNEL_FILE
 # the largest MWG and KWG of the GEMM database's parameter sets (for workspace estimates)
 MAX_PANEL = 128
 MAX_KWG = 32
@@ -39,23 +38,31 @@ def _engine_ok(q, kernel):
 
 # kernel name -> a parameter set that replaces the GEMM database's choice (experiments, tests)
 FORCE_PARAMS = {}
+_plans = {}  # (device, dtype, kernel, m, n, k, nbatch) -> parameters
 
 
 def _plan(device, dtype, kernel, m, n, k, nbatch):
-    """(parameters, K splits) of the cheapest eligible xgemm parameter set for the product."""
+    """The parameters of the kernel for an (nbatch x) m x n x k product: the database's set
+    measured on the kernel itself, else the GEMM sets' cheapest by gemm.xgemm_plan."""
     if kernel in FORCE_PARAMS:
-        return FORCE_PARAMS[kernel], 1
+        return FORCE_PARAMS[kernel]
+    key = (device, np.dtype(dtype), kernel, m, n, k, nbatch)
+    if key not in _plans:
+        _plans[key] = _choose(*key)
+    return _plans[key]
+
+
+def _choose(device, dtype, kernel, m, n, k, nbatch):
     entry = gemm.entry_for(device, dtype)
-    own, extra = gemm._xgemm_candidates(device, entry, np.dtype(dtype).itemsize)
-    sets = [q for q in own + extra if _engine_ok(q, kernel)]
     measured = [q for q in entry.get(kernel, []) if gemm.xgemm_valid(q) and _engine_ok(q, kernel)
-                and _fits(device, q, np.dtype(dtype).itemsize)]
-    if measured:  # the database's sets measured on this kernel itself
-        return measured[0], 1
+                and _fits(device, q, dtype.itemsize)]
+    if measured:
+        return measured[0]
+    own, extra = gemm._xgemm_candidates(device, entry, dtype.itemsize)
+    sets = [q for q in own + extra if _engine_ok(q, kernel)]
     assert sets, f"conv: no xgemm parameter set fits {device}"
-    prod = Product(device, np.dtype(dtype), m, n, k, nbatch)
-    best = min(sets, key=lambda q: gemm.xgemm_plan(prod, entry, q)[0])
-    return best, gemm.xgemm_plan(prod, entry, best)[1]
+    prod = Product(device, dtype, m, n, k, nbatch)
+    return min(sets, key=lambda q: gemm.xgemm_plan(prod, entry, q)[0])
 
 
 def _fits(device, q, itemsize):
@@ -76,31 +83,22 @@ def _kernel(device, name, params, geo, **extra):
                    SH=geo.sh, SW=geo.sw, DH=geo.dh, DW=geo.dw, UH=geo.uh, UW=geo.uw, H=geo.h,
                    W=geo.w, OY=geo.oy, OX=geo.ox, WO=geo.wo, QN=geo.qn, CG=geo.cg,
                    COG=geo.cog, K=geo.k, **extra)
-    return _get(device, name, defines, _engine_source())
-
-
-def _engine_source():
-    return "".join(read_source(f) for f in ENGINE)
-
-
-def _get(device, name, defines, source):
-    return program.get_kernel(device, KERNEL_FILE, name,
-                              dict(defines, **{f"KERNEL_{name}": None}), source)
+    return common.get_kernel(device, KERNEL_FILE, name, defines, ENGINE)
 
 
 def conv(src, geo, w, out, bias, flip, pack_weight):
     """out (a 4-d view) = the convolution of geometry geo over the virtually padded src with
     weight w (flipped and transposed when flip), plus bias."""
     device = out.device
-    q, _ = _plan(device, geo.dtype, "cx_conv", geo.cog, geo.n * geo.qn, geo.k, geo.g)
+    q = _plan(device, geo.dtype, "cx_conv", geo.cog, geo.n * geo.qn, geo.k, geo.g)
     kp = round_up(geo.k, q["KWG"])
     wpk = pack_weight(w, geo, q["MWG"], kp, flip)
     extra = {"VWA": _a_width(q), "VWB": 1, "A_KC": 0, "B_KC": 0, "KP": kp}
     if bias is not None:
         extra["HAS_BIAS"] = None
     kernel = _kernel(device, "cx_conv", q, geo, **extra)
-    b = bias if bias is not None else wpk
-    bias_args = [b.storage.buf, np.int64(b.offset), np.int64(b.strides[0] if bias is not None else 0)]
+    b = bias if bias is not None else wpk  # NOTE: not read without HAS_BIAS
+    bias_args = [b.storage.buf, np.int64(b.offset), np.int64(b.strides[0])]
     local = (q["NDIMC"], q["MDIMC"], 1)
     grid = (-(-geo.n * geo.qn // q["NWG"]) * local[0], -(-geo.cog // q["MWG"]) * local[1], geo.g)
     launch(device, kernel, grid, local, np.int32(geo.n), *common.view_args(src), wpk.storage.buf,
@@ -129,7 +127,7 @@ def weight_grad(x, gout, geo):
     """The weight gradient (Co, Cg, Kh, Kw) of a convolution of geometry geo."""
     device = x.device
     npos = geo.n * geo.qn
-    q, _ = _plan(device, geo.dtype, "cx_wgrad", geo.cog, geo.k, npos, geo.g)
+    q = _plan(device, geo.dtype, "cx_wgrad", geo.cog, geo.k, npos, geo.g)
     splits = _wgrad_splits(device, q, geo, npos)
     kernel = _kernel(device, "cx_wgrad", q, geo, VWA=1, VWB=1, A_KC=1, B_KC=1)
     gw = common.empty((geo.g * geo.cog, geo.cg, geo.kh, geo.kw), x)
@@ -139,8 +137,8 @@ def weight_grad(x, gout, geo):
     launch(device, kernel, grid, local, np.int32(geo.n), *common.view_args(x),
            *common.view_args(gout), np.int32(splits), part.storage.buf)
     if splits > 1:
-        summer = _get(device, "cx_wgrad_sum", {"T": ctype_of(geo.dtype), "COG": geo.cog,
-                                                "K": geo.k}, read_source(KERNEL_FILE))
+        summer = common.get_kernel(device, KERNEL_FILE, "cx_wgrad_sum",
+                                   {"T": ctype_of(geo.dtype), "COG": geo.cog, "K": geo.k})
         common.launch_1d(device, summer, gw.numel(), np.int32(geo.g), np.int32(splits),
                          part.storage.buf, gw.storage.buf)
     return gw
