@@ -2,14 +2,15 @@
 problem (dispatch.py), forward and backward.
 
     im2col          im2col.py     column buffer (chunked) + the GEMM engine; col2im backward
-    implicit_gemm   implicit.py   the gather inside the GEMM tile loads; no column buffer
+    implicit_gemm   implicit.py   the gather inside the GEMM tile loads; no column buffer;
+                                  cached weight panels
     winograd        winograd.py   F(2x2, 3x3), 3x3 stride 1 dilation 1; cached filter transform
     gemm_1x1        gemm1x1.py    a 1x1 unpadded convolution is a plain GEMM
 
 `conv_algorithms(...)` reports each algorithm's eligibility, workspace and (in benchmark mode,
 cltensor.backends.benchmark = True) its time for a problem.
 """
-from . import dispatch, winograd
+from . import common, dispatch
 from .dispatch import ALGORITHMS, PASSES  # noqa: F401
 from .function import Conv2dFunction, conv2d  # noqa: F401
 from .params import ConvParams, make_params  # noqa: F401
@@ -19,7 +20,8 @@ __all__ = ["conv2d", "conv_algorithms"]
 
 
 def clear_cache():
-    """Forget the algorithm choices and the cached Winograd filters (the benchmark-mode file
-    stays; cltensor.clear_cache() forgets the kernels)."""
+    """Forget the algorithm choices and the cached weight transforms (Winograd's filters,
+    implicit GEMM's panels); the benchmark-mode file stays; cltensor.clear_cache() forgets the
+    kernels."""
     dispatch.clear_cache()
-    winograd.clear_cache()
+    common.clear_per_weight()

@@ -1,5 +1,6 @@
 """Helpers shared by the convolution algorithms: kernel getters, strided views, layouts."""
 import itertools
+import weakref
 
 import numpy as np
 
@@ -9,6 +10,7 @@ from ..program import ctype_of, launch, round_up
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 
 LOCAL_1D = 256  # work-group size of the 1-d copy kernels off the CPU
+_per_weight = weakref.WeakKeyDictionary()  # weight Storage -> {view key: (version, value)}
 
 
 def get_kernel(device, filename, name, defines, headers=()):
@@ -19,6 +21,24 @@ def get_kernel(device, filename, name, defines, headers=()):
     return program.get_kernel(device, filename, name, dict(defines, **{f"KERNEL_{name}": None}),
                               source)
 
+
+
+def per_weight(w, key, make):
+    """make(), remembered for the weight view w and `key` while w's storage version is
+    unchanged: an optimizer's in-place update (or any in-place write) makes it again. For
+    weight transforms (Winograd's filters, implicit GEMM's packed panels)."""
+    per_storage = _per_weight.setdefault(w.storage, {})
+    full = (w.offset, w.shape, w.strides, w.dtype, *key)
+    hit = per_storage.get(full)
+    if hit is not None and hit[0] == w.storage.version:
+        return hit[1]
+    value = make()
+    per_storage[full] = (w.storage.version, value)
+    return value
+
+
+def clear_per_weight():
+    _per_weight.clear()
 
 
 def shape_defines(p, dtype=None):

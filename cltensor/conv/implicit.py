@@ -127,7 +127,12 @@ def workspace_bytes(p, backward=False):
 
 def pack_weight(w, geo, pw, kp, flip, taps_outer=False):
     """The weight in panels of pw channels over kp (>= K) rows, per group; rows ordered
-    (kh, kw, c) when taps_outer, else (c, kh, kw)."""
+    (kh, kw, c) when taps_outer, else (c, kh, kw). Made once per weight version."""
+    key = ("implicit", geo.g, geo.cog, geo.cg, pw, kp, flip, taps_outer)
+    return common.per_weight(w, key, lambda: _pack(w, geo, pw, kp, flip, taps_outer))
+
+
+def _pack(w, geo, pw, kp, flip, taps_outer):
     panels = -(-geo.cog // pw)
     total = geo.g * panels * kp * pw
     wpk = common.empty((total,), w)

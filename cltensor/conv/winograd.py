@@ -2,8 +2,8 @@
 padding), after Lavin & Gray. Per chunk of images: the input transform
 (cl_kernels/conv_winograd.cl), 16 GEMMs in one batched call of the GEMM engine
 (M[e] = U[e] @ V[e]), the output transform with the bias. The filter transform U is cached per
-weight: keyed by the weight's storage (weakly), view and storage.version, so an optimizer's
-in-place update makes the next call transform again.
+weight version (common.per_weight), so an optimizer's in-place update makes the next call
+transform again.
 
 The input gradient is the same algorithm on the output gradient with the flipped transposed
 filter and padding 2 - p (a 3x3 stride-1 convolution); the weight gradient is left to another
@@ -13,8 +13,6 @@ Accuracy: the transforms scale by 1/2 and add at most 9 terms, so the result's e
 small multiple of direct fp32's; the tests bound the norm-relative error by 1e-5 for fp32
 (WINOGRAD_RTOL), as for the other algorithms.
 """
-import weakref
-
 import numpy as np
 
 from ..ops.gemm import gemm
@@ -24,7 +22,6 @@ from . import common
 KERNEL_FILE = "conv_winograd.cl"
 PASSES_NOT_SUPPORTED = ("backward_weight",)
 WINOGRAD_RTOL = 1e-5
-_filters = weakref.WeakKeyDictionary()  # weight Storage -> {view key: (version, U)}
 
 
 def eligible(p):
@@ -53,12 +50,11 @@ def workspace_bytes(p, backward=False):
 
 
 def filter_transform(w, p, flip):
-    """U (16 * G, out, in) of w, from the cache while w's storage version is unchanged."""
-    key = (w.offset, w.shape, w.strides, w.dtype, p.groups, flip)
-    per_storage = _filters.setdefault(w.storage, {})
-    hit = per_storage.get(key)
-    if hit is not None and hit[0] == w.storage.version:
-        return hit[1]
+    """U (16 * G, out, in) of w, made once per weight version (common.per_weight)."""
+    return common.per_weight(w, ("winograd", p.groups, flip), lambda: _transform(w, p, flip))
+
+
+def _transform(w, p, flip):
     cout, cin = (p.cg, p.cog) if flip else (p.cog, p.cg)
     U = common.empty((16 * p.groups, cout, cin), w)
     defines = {"T": ctype_of(p.dtype)}
@@ -67,12 +63,9 @@ def filter_transform(w, p, flip):
     kernel = common.get_kernel(w.device, KERNEL_FILE, "filter_transform", defines)
     common.launch_1d(w.device, kernel, p.groups * cout * cin, np.int32(p.groups),
                      np.int32(cout), np.int32(cin), *common.view_args(w), U.storage.buf)
-    per_storage[key] = (w.storage.version, U)
     return U
 
 
-def clear_cache():
-    _filters.clear()
 
 
 def _images(t, n0, nb):
