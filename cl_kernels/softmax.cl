@@ -14,6 +14,7 @@
  *               I > 1 (neighbouring work-items read neighbouring i, which coalesces) or D is small.
  *   LANES > 1   one work-group of LANES work-items (a power of two) per row: lane l takes
  *               d = l, l + LANES, ... and the lanes' partial results meet in a local-memory tree.
+ *               The launch must have exactly one work-group per row (no bounds check).
  *
  * Numerics: the row max m and s = sum exp(x - m) come from one pass that rescales s whenever m
  * grows (online softmax), so each kernel reads a row twice at most. -inf elements add nothing;
@@ -45,12 +46,19 @@
 typedef struct { long off, o, d, i; } View3;
 typedef struct { long off, o, i; } View2;
 
+/* NOTE: with LANES > 1 the launch has exactly `rows` work-groups, so no row is past the end and
+ * nothing returns ahead of the barriers. Such a return is legal (it is uniform over the
+ * work-group), but PoCL 3.1's default work-group method (loopvec) corrupts the heap when one
+ * precedes barriers and a loop after the last barrier runs zero times for some lanes (rows
+ * shorter than LANES); docs/oclgrind.md has the reproduction. */
 #if LANES > 1
 #define ROW() get_group_id(0)
 #define LANE() get_local_id(0)
+#define RETURN_PAST_LAST_ROW(r)
 #else
 #define ROW() get_global_id(0)
 #define LANE() 0
+#define RETURN_PAST_LAST_ROW(r) if ((r) >= rows) return;
 #endif
 
 #define WEIGHT(c) (weighted ? w[c] : (T)1)
@@ -125,7 +133,7 @@ inline long row_at(const View2 v, const long r, const long I) {
 __kernel void softmax_fwd(const long rows, const long D, const long I, const int log_,
                           __global const T* x, const View3 vx, __global T* y, const View3 vy) {
   const long r = ROW();
-  if (r >= rows) return;
+  RETURN_PAST_LAST_ROW(r)
   const long xb = row_base(vx, r, I), yb = row_base(vy, r, I);
   T m = -INFINITY, s = 0;
   for (long d = LANE(); d < D; d += LANES) ms_add(&m, &s, x[xb + d * vx.d]);
@@ -146,7 +154,7 @@ __kernel void softmax_bwd(const long rows, const long D, const long I, const int
                           __global const T* g, const View3 vg, __global const T* y,
                           const View3 vy, __global T* gx, const View3 vgx) {
   const long r = ROW();
-  if (r >= rows) return;
+  RETURN_PAST_LAST_ROW(r)
   const long gb = row_base(vg, r, I), yb = row_base(vy, r, I), ob = row_base(vgx, r, I);
   T acc = 0;
   for (long d = LANE(); d < D; d += LANES)
@@ -171,7 +179,7 @@ __kernel void xent_fwd(const long rows, const long D, const long I, __global con
                        const T eps, __global T* loss, __global T* wt, __global T* lse,
                        __global long* bad) {
   const long r = ROW();
-  if (r >= rows) return;
+  RETURN_PAST_LAST_ROW(r)
   const long xb = row_base(vx, r, I);
   const T x0 = x[xb];
   T m = -INFINITY, s = 0, swx = 0, sw = 0;

@@ -86,6 +86,7 @@ def _lanes(device, D, I):
 
 def _launch_rows(device, kernel, nrows, lanes, *args):
     if lanes > 1:
+        # exactly one work-group per row: the kernels do not check for rows past the end
         launch(device, kernel, (nrows * lanes,), (lanes,), *args)
         return
     group = min(TUNING["cpu" if device.is_cpu else "gpu"]["group"], device.max_work_group)
