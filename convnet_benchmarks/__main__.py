@@ -20,7 +20,7 @@ from .models import INPUTS, MODELS
 # framework beside cltensor -> the pip requirement that installs the version we measure with
 COMPARE = {"torch": "torch", "tinygrad": "tinygrad==0.14.0"}
 # result columns, in table and plot order
-FRAMEWORKS = ("cltensor", "torch", "torch_tf32", "tinygrad")
+FRAMEWORKS = ("cltensor", "cltensor_tf32", "torch", "torch_tf32", "tinygrad")
 
 
 def parse_args(argv):
@@ -39,6 +39,9 @@ def parse_args(argv):
     p.add_argument("--plot", default=None, help="also write a bar plot (PNG, needs matplotlib)")
     p.add_argument("--no-layers", action="store_true",
                    help="skip the per-layer convolution report (algorithms and times)")
+    p.add_argument("--allow-tf32", action="store_true",
+                   help="also run cltensor with cltensor.backends.allow_tf32 = True (tensor "
+                   "cores through a plug-in where one serves the device), row cltensor_tf32")
     p.add_argument("--tolerance", type=float, default=1e-3,
                    help="largest norm-relative output difference accepted against torch "
                    "and tinygrad")
@@ -86,6 +89,8 @@ def run_model(name, args, device, compare, tiny_device=None):
     row = {"model": name, "batch": batch, "device": device.name, "dtype": args.dtype}
     row["cltensor"] = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np,
                                          model)
+    if args.allow_tf32:
+        row["cltensor_tf32"] = _tf32_row(name, model, device, args, x_np, g_np)
     if compare:
         ours = model(ct.from_numpy(x_np, device=device, dtype=args.dtype)).numpy()
         state = {k: v.numpy() for k, v in model.state_dict().items()}
@@ -104,6 +109,22 @@ def run_model(name, args, device, compare, tiny_device=None):
         print(f"{name} (batch {batch}), convolutions alone:")
         bench.print_layers(row["conv_layers"])
     return row
+
+
+def _tf32_row(name, model, device, args, x_np, g_np):
+    """cltensor with allow_tf32 on: its times, and how far its output is from IEEE fp32's."""
+    import cltensor as ct
+    x = ct.from_numpy(x_np, device=device, dtype=args.dtype)
+    exact = model(x).numpy()
+    ct.backends.allow_tf32 = True
+    try:
+        res = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np, model)
+        # TF32 changes the arithmetic: reported, not checked
+        res["output_rel_error"] = _agreement(name, "cltensor (fp32)", model(x).numpy(), exact,
+                                             float("inf"))
+    finally:
+        ct.backends.allow_tf32 = False
+    return res
 
 
 def _torch_rows(name, state, ours, x_np, g_np, device, args):

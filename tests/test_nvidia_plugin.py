@@ -319,3 +319,56 @@ def test_without_allow_tf32_the_portable_path_runs_unchanged(device, nvmma):
             want = [fn().numpy() for fn in _products(device, np.random.default_rng(7))]
     for x, y in zip(got, want):
         np.testing.assert_array_equal(x, y)
+
+
+# ---- convolution on tensor cores (algorithm "tf32_gemm") --------------------------------------
+
+TF32_CONV_CASES = [((2, 5, 9, 8), (7, 5, 3, 3), {"padding": 1}),
+                   ((2, 6, 5, 7), (4, 6, 1, 1), {}),
+                   ((1, 4, 11, 10), (6, 2, 3, 3), {"stride": 2, "groups": 2})]
+
+
+@pytest.fixture
+def emulated_registered(device):
+    """The emulated plug-in registered like any other (conv dispatch and GEMM both ask it)."""
+    pl = _emulated(EMULATED_CONFIGS[0])
+    cltensor.register_plugin(pl)
+    try:
+        yield pl
+    finally:
+        cltensor.unregister_plugin(pl.name)
+
+
+@pytest.mark.parametrize("case", TF32_CONV_CASES)
+def test_tf32_convolution_emulated(device, rng, emulated_registered, case):
+    """With allow_tf32, auto picks tf32_gemm, whose products run the plug-in's kernel; forward
+    and gradients within TF32's bound of float64."""
+    from test_conv import ref_conv
+    xshape, wshape, kw = case
+    x, w = random_array(rng, xshape), random_array(rng, wshape)
+    b, g = random_array(rng, wshape[:1]), None
+    X, W, B = (cltensor.from_numpy(a, device=device).requires_grad_() for a in (x, w, b))
+    with allow_tf32():
+        rows = cltensor.conv_algorithms(X, W, B, **kw)
+        assert {r["pass"]: r["algo"] for r in rows if r["chosen"]} == dict.fromkeys(
+            ("forward", "backward_data", "backward_weight"), "tf32_gemm")
+        with cltensor.profile() as prof:
+            out = cltensor.nn.functional.conv2d(X, W, B, **kw)
+            g = random_array(rng, out.shape)
+            out.backward(cltensor.from_numpy(g, device=device))
+        assert "nvmma_gemm" in {r["name"] for r in prof.records()}
+    ref, gx, gw = ref_conv(x, w, b, grad=g.astype(np.float64), **kw)
+    for name, got, want in (("out", out, ref), ("gx", X.grad, gx), ("gw", W.grad, gw)):
+        assert rel_error(got, want) <= REL_TOL, f"{case} {name}"
+
+
+def test_tf32_convolution_needs_allow_tf32(device, emulated_registered):
+    x = cltensor.zeros(1, 3, 6, 6, device=device)
+    w = cltensor.zeros(4, 3, 3, 3, device=device)
+    rows = cltensor.conv_algorithms(x, w, padding=1)
+    chosen = {r["algo"] for r in rows if r["chosen"]}
+    assert "tf32_gemm" not in chosen
+    tf32_rows = [r for r in rows if r["algo"] == "tf32_gemm"]
+    assert tf32_rows and not any(r["eligible"] for r in tf32_rows)
+    with pytest.raises(ValueError, match="allow_tf32 is False"):
+        cltensor.nn.functional.conv2d(x, w, padding=1, algo="tf32_gemm")

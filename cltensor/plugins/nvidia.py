@@ -89,6 +89,9 @@ class NvidiaTensorCores(Plugin):
                 return True
         return False
 
+    def conv_algorithms(self):
+        return {"tf32_gemm": Tf32Convolution(self)}
+
     def plans(self, p):
         """(parameter set, K splits) for problem p, the fastest estimate first."""
         usable = [q for q in self.configs if (p.device, _key(q)) not in self._broken and
@@ -115,6 +118,46 @@ class NvidiaTensorCores(Plugin):
                           PluginWarning, stacklevel=4)
             return None
         return kernel
+
+
+class Tf32Convolution:
+    """Conv algorithm "tf32_gemm": convolution on tensor cores while allow_tf32 is True. It runs
+    the portable GEMM-based algorithms (gemm_1x1 for 1x1 layers, else im2col), whose products
+    reach the plug-in's TF32 GEMM through gemm_into; auto prefers it then (TF32 products run
+    2-3x faster than fp32 on the H200, which pays for im2col's copies)."""
+    PASSES_NOT_SUPPORTED = ()
+
+    def __init__(self, plugin):
+        self.plugin = plugin
+
+    def serves(self, device):
+        return self.plugin.serves(device)
+
+    def eligible(self, p):
+        # NOTE: checked at call time, so a choice remembered with allow_tf32 on is not reused
+        # once it is off
+        if not backends.allow_tf32:
+            return False, "cltensor.backends.allow_tf32 is False"
+        if p.dtype != np.float32:
+            return False, f"TF32 multiplies float32 only, not {p.dtype}"
+        return True, ""
+
+    def prefer(self, p, device, pass_):
+        return self.eligible(p)[0]
+
+    def workspace_bytes(self, p, backward=False):
+        return _base(p).workspace_bytes(p, backward)
+
+    def forward(self, x, w, bias, p, out):
+        return _base(p).forward(x, w, bias, p, out)
+
+    def backward(self, x, w, gout, p, need_x, need_w):
+        return _base(p).backward(x, w, gout, p, need_x, need_w)
+
+
+def _base(p):
+    from ..conv import gemm1x1, im2col
+    return gemm1x1 if gemm1x1.eligible(p)[0] else im2col
 
 
 # ---- parameter sets and the plan --------------------------------------------------------------
