@@ -1,7 +1,6 @@
 """OpenCL devices: discovery, the default device, one context/queue/memory pool per device."""
 import os
 import re
-import weakref
 from dataclasses import dataclass
 
 import pyopencl as cl
@@ -111,12 +110,18 @@ class Device:
 class Storage:
     """A device buffer of nbytes; the pool gets it back (and memory_stats forgets it) when it dies."""
 
+    buf = None  # stays None when the allocation fails
+
     def __init__(self, device, nbytes):
         self.device = device
         self.nbytes = nbytes
         self.buf = device.allocate(nbytes)
         self.version = 0  # bumped by every in-place write; autograd checks saved tensors with it
-        weakref.finalize(self, device._release, nbytes)
+
+    def __del__(self):
+        # NOTE: __del__ rather than weakref.finalize, which costs microseconds per tensor
+        if self.buf is not None:
+            self.device._release(self.nbytes)
 
 
 _devices = None

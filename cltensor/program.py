@@ -1,5 +1,6 @@
 """Building kernels from cl_kernels/*.cl: one build per (context, file, options), cached in memory
 and, through pyopencl's binary cache, on disk in a folder keyed by device name and driver version."""
+import functools
 import os
 import re
 import warnings
@@ -9,6 +10,8 @@ import numpy as np
 import pyopencl as cl
 from pyopencl.cache import create_built_program_from_source_cached
 
+from . import profiler
+
 _HERE = Path(__file__).resolve().parent
 # An installed wheel carries the kernels as cltensor/cl_kernels; a source checkout has them beside.
 KERNEL_DIR = _HERE / "cl_kernels" if (_HERE / "cl_kernels").is_dir() else _HERE.parent / "cl_kernels"
@@ -16,6 +19,8 @@ KERNEL_DIR = _HERE / "cl_kernels" if (_HERE / "cl_kernels").is_dir() else _HERE.
 _programs = {}
 _kernels = {}
 _sources = {}
+_joined = {}  # file names -> their sources joined (read_sources)
+_device_keys = {}  # Device -> device_key(): its driver strings are fixed for the process
 
 
 class KernelBuildError(RuntimeError):
@@ -30,14 +35,25 @@ class KernelBuildError(RuntimeError):
 def cache_root():
     """cltensor's per-user cache folder: $CLTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/cltensor,
     else ~/.cache/cltensor."""
-    return os.environ.get("CLTENSOR_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "cltensor")
+    env = os.environ
+    return _cache_root(env.get("CLTENSOR_CACHE_DIR"), env.get("XDG_CACHE_HOME"), env.get("HOME"))
+
+
+@functools.lru_cache(maxsize=16)
+def _cache_root(own, xdg, home):
+    # NOTE: memoized by the variables it reads (HOME through expanduser); GEMM's tuned-entry
+    # lookup asks on every call
+    return own or os.path.join(xdg or os.path.expanduser("~/.cache"), "cltensor")
 
 
 def device_key(device):
     """A file-name-safe key of a device, its driver and platform versions (cache file names)."""
-    d = device.cl_device
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{d.name}-{d.driver_version}-{d.platform.version}")[:120]
+    key = _device_keys.get(device)
+    if key is None:
+        d = device.cl_device
+        key = _device_keys[device] = re.sub(
+            r"[^A-Za-z0-9_.-]+", "_", f"{d.name}-{d.driver_version}-{d.platform.version}")[:120]
+    return key
 
 
 def cache_dir(device):
@@ -52,6 +68,15 @@ def read_source(filename):
             raise FileNotFoundError(f"kernel file {filename} not found in {KERNEL_DIR}")
         _sources[filename] = path.read_text()
     return _sources[filename]
+
+
+def read_sources(*filenames):
+    """The sources of `filenames` joined in order, memoized: the same string object on every
+    call, so the kernel caches keyed by it hash it once rather than on every lookup."""
+    src = _joined.get(filenames)
+    if src is None:
+        src = _joined[filenames] = "".join(read_source(f) for f in filenames)
+    return src
 
 
 def _define(name, value):
@@ -96,12 +121,27 @@ def _build(device, filename, src, options):
 
 def get_kernel(device, filename, name, defines=None, source=None):
     """Kernel `name` of the built program, memoized (pyopencl makes a new Kernel object, with a
-    driver call, on every attribute access)."""
-    options = build_options(defines or {})
-    key = (device, filename, source, options, name)
-    kernel = _kernels.get(key)
+    driver call, on every attribute access).
+
+    NOTE: looked up first by the defines as given (in the caller's order, with the values'
+    types, since 2 == 2.0 but -DX=2 is not -DX=2.0), which skips sorting and formatting them
+    on every call; other orders reach the same kernel through the options.
+    """
+    defines = defines or {}
+    fast = (device, filename, source, name, tuple(defines.items()),
+            tuple(map(type, defines.values())))
+    try:
+        kernel = _kernels.get(fast)
+    except TypeError:  # an unhashable value: only the options key it
+        fast = kernel = None
     if kernel is None:
-        kernel = _kernels[key] = getattr(build_program(device, filename, defines, source), name)
+        key = (device, filename, source, build_options(defines), name)
+        kernel = _kernels.get(key)
+        if kernel is None:
+            kernel = _kernels[key] = getattr(build_program(device, filename, defines, source),
+                                             name)
+        if fast is not None:
+            _kernels[fast] = kernel
     return kernel
 
 
@@ -111,6 +151,8 @@ def clear_cache():
     _kernels.clear()
     _typed.clear()
     _sources.clear()
+    _joined.clear()
+    _device_keys.clear()
 
 
 # id(kernel) -> kernel, for kernels whose argument types are declared (see _declare_arg_types)
@@ -142,15 +184,15 @@ def launch(device, kernel, global_size, local_size, *args):
     into several, told apart by their global offset (kernels read get_global_id, which includes
     it). Returns the last event.
     """
-    from . import profiler
     _declare_arg_types(kernel, args)
     gsize = tuple(global_size)
     outer = len(gsize) - 1
-    groups = [g // (local_size[k] if local_size else 1) for k, g in enumerate(gsize)]
-    if outer == 0 or groups[outer] <= MAX_GROUPS:
+    if outer == 0 or gsize[outer] // (local_size[outer] if local_size else 1) <= MAX_GROUPS:
         event = kernel(device.queue, gsize, local_size, *args)
-        profiler.record(kernel, gsize, local_size, event)
+        if profiler._active:
+            profiler.record(kernel, gsize, local_size, event)
         return event
+    groups = [g // (local_size[k] if local_size else 1) for k, g in enumerate(gsize)]
     if local_size is None or any(groups[k] > MAX_GROUPS for k in range(1, outer)):
         raise ValueError(f"a launch of {gsize} work-items needs more than {MAX_GROUPS} "
                          f"work-groups along an inner dim")

@@ -1,5 +1,6 @@
 """ClTensor: an N-d view (shape, strides, offset, dtype) over a device Storage."""
 import builtins
+import functools
 import math
 import numbers
 
@@ -16,10 +17,17 @@ CONTIGUOUS_FORMAT = "contiguous_format"
 
 
 def contiguous_strides(shape):
+    return _contiguous_strides(tuple(shape))
+
+
+# NOTE: memoized, as are the layout helpers below, which ops call with the same layouts again
+# and again; they return Python ints whatever int type the key holds (2 == np.int64(2))
+@functools.lru_cache(maxsize=4096)
+def _contiguous_strides(shape):
     strides, acc = [], 1
     for n in reversed(shape):
         strides.append(acc)
-        acc *= max(n, 1)
+        acc *= max(int(n), 1)
     return tuple(reversed(strides))
 
 
@@ -30,6 +38,8 @@ def channels_last_strides(shape):
 
 
 def _norm_dim(dim, ndim, op="dim"):
+    if type(dim) is int and -ndim <= dim < ndim:  # the common case, checked as below
+        return dim % ndim
     if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
     lo, hi = (-ndim, ndim - 1) if ndim else (-1, 0)
@@ -77,15 +87,16 @@ class ClTensor:
     # ---- construction -------------------------------------------------------------------------
     @classmethod
     def empty_on(cls, shape, dtype, device, memory_format=CONTIGUOUS_FORMAT):
-        dtype = dt.as_dtype(dtype)
+        if not (isinstance(dtype, np.dtype) and dtype in _SUPPORTED):
+            dtype = dt.as_dtype(dtype)
         if dtype == dt.float64 and not device.has_fp64:
             raise TypeError(f"float64 is not supported on {device}: it lacks cl_khr_fp64")
-        numel = math.prod(shape)
-        storage = Storage(device, numel * dtype.itemsize)
+        shape = tuple(shape)
+        storage = Storage(device, math.prod(shape) * dtype.itemsize)
         if memory_format == CHANNELS_LAST:
             strides = channels_last_strides(shape)
         else:
-            strides = contiguous_strides(shape)
+            strides = _contiguous_strides(shape)
         return cls(storage, shape, strides, 0, dtype)
 
     def _view(self, shape, strides, offset=None):
@@ -124,9 +135,8 @@ class ClTensor:
 
     def is_contiguous(self, memory_format=CONTIGUOUS_FORMAT):
         if memory_format == CHANNELS_LAST:
-            return self.ndim == 4 and _same_strides(self.shape, self.strides,
-                                                    channels_last_strides(self.shape))
-        return _same_strides(self.shape, self.strides, contiguous_strides(self.shape))
+            return len(self.shape) == 4 and _is_channels_last(self.shape, self.strides)
+        return _is_contiguous(self.shape, self.strides)
 
     def __len__(self):
         if not self.shape:
@@ -377,6 +387,8 @@ class ClTensor:
 
     def expand(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+        if tuple(shape) == self.shape:
+            return self._view(self.shape, self.strides)
         if len(shape) < self.ndim:
             raise ValueError(f"expand: the shape {tuple(shape)} has fewer dims than the tensor's {self.shape}")
         lead = len(shape) - self.ndim
@@ -578,8 +590,23 @@ class ClTensor:
         return self.div_(o)
 
 
+# NOTE: set once the class exists; elementwise.py, imported by this module, needs it
+ew.ClTensor = ClTensor
+_SUPPORTED = frozenset(dt.DTYPES)
+
+
 def _same_strides(shape, strides, expected):
     return all(n <= 1 or s == e for n, s, e in zip(shape, strides, expected))
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_contiguous(shape, strides):
+    return _same_strides(shape, strides, _contiguous_strides(shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_channels_last(shape, strides):
+    return _same_strides(shape, strides, channels_last_strides(shape))
 
 
 def _is_dtype_like(a):
@@ -612,6 +639,11 @@ def _infer_shape(shape, numel):
 
 def _view_strides(old_shape, old_strides, new_shape):
     """Strides that let new_shape view the same elements without a copy, or None (torch's rule)."""
+    return _view_strides_of(tuple(old_shape), tuple(old_strides), tuple(new_shape))
+
+
+@functools.lru_cache(maxsize=4096)
+def _view_strides_of(old_shape, old_strides, new_shape):
     if math.prod(old_shape) == 0 or not old_shape:
         return contiguous_strides(new_shape)
     old = [(n, s) for n, s in zip(old_shape, old_strides) if n != 1]
@@ -646,7 +678,7 @@ def _view_strides(old_shape, old_strides, new_shape):
     for i, n in enumerate(new_shape):
         if n == 1:
             new_strides[i] = new_strides[i + 1] * new_shape[i + 1] if i + 1 < len(new_shape) else 1
-    return tuple(new_strides)
+    return tuple(int(s) for s in new_strides)
 
 
 def _is_basic_key(key):

@@ -82,7 +82,9 @@ def lookup(family, kernel, device):
         >>> tune.lookup("gemm", "gemm_float32", cltensor.default_device())["family"]
         'packed'
     """
-    key = (family, kernel, device.index, str(user_cache_path(device)))
+    # NOTE: keyed by the cache root (the environment may move it), not the full path, which
+    # costs more to build than the rest of a cached lookup
+    key = (family, kernel, device.index, cache_root())
     if key not in _merged:
         table = database(family).get(kernel, {})
         vendor = table.get("vendors", {}).get(vendor_of(device), {})

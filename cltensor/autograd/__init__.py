@@ -9,11 +9,10 @@ record the out-of-place op and take over its history.
 import functools
 import inspect
 
+from ..tensor import ClTensor
 from . import functions as F
-from .engine import (Function, backward, enable_grad, grad, is_grad_enabled,  # noqa: F401
-                     no_grad, once_differentiable, set_grad_enabled)
-
-RAW = {}  # op or method name -> the op before wrapping (Functions call these)
+from .engine import (RAW, Function, backward, enable_grad, grad,  # noqa: F401
+                     is_grad_enabled, no_grad, once_differentiable, set_grad_enabled)
 
 FUNCTIONS = {
     "add": F.Add, "sub": F.Sub, "rsub": F.Rsub, "mul": F.Mul, "div": F.Div, "_rdiv": F.Rdiv,
@@ -35,7 +34,6 @@ ALIASES = {"subtract": "sub", "multiply": "mul", "divide": "div", "true_divide":
 
 
 def _requires_grad(a):
-    from ..tensor import ClTensor
     if isinstance(a, ClTensor):
         return a.requires_grad
     if isinstance(a, (list, tuple)):
@@ -47,8 +45,10 @@ def needs_grad(args, kwargs=None):
     """True when grad mode is on and some tensor argument requires grad."""
     if not is_grad_enabled():
         return False
-    return any(_requires_grad(a) for a in args) or \
-        any(_requires_grad(a) for a in (kwargs or {}).values())
+    for a in args:
+        if a.requires_grad if isinstance(a, ClTensor) else _requires_grad(a):
+            return True
+    return any(_requires_grad(a) for a in kwargs.values()) if kwargs else False
 
 
 def _check_out(name, kwargs):

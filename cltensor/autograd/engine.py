@@ -9,7 +9,10 @@ import contextlib
 import functools
 import threading
 
+from ..tensor import ClTensor
+
 _state = threading.local()
+RAW = {}  # op or method name -> the op before autograd wrapped it (Functions call these)
 
 
 def is_grad_enabled():
@@ -136,7 +139,9 @@ class AccumulateGrad:
         t = self.tensor
         assert grad.shape == t.shape, f"gradient of shape {grad.shape} for a leaf of shape {t.shape}"
         # NOTE: a fresh copy, so that .grad never aliases another tensor's storage
-        grad = grad.detach().to(t.dtype)
+        grad = grad.detach()
+        if grad.dtype != t.dtype:
+            grad = grad.to(t.dtype)
         t.grad = grad.clone() if t.grad is None else t.grad + grad
 
 
@@ -182,12 +187,15 @@ class Function:
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        from ..tensor import ClTensor
-        needs = tuple(isinstance(a, ClTensor) and a.requires_grad for a in args)
-        record = is_grad_enabled() and any(needs)
+        needs = tuple([isinstance(a, ClTensor) and a.requires_grad for a in args])
+        prev = is_grad_enabled()
+        record = prev and any(needs)
         ctx = Context(needs)
-        with no_grad():
+        _state.enabled = False  # forward records nothing (no_grad, inlined)
+        try:
             out = cls.forward(ctx, *args, **kwargs)
+        finally:
+            _state.enabled = prev
         if not record:
             return out
         outs = out if isinstance(out, tuple) else (out,)

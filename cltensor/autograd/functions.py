@@ -4,11 +4,11 @@ Backward formulas use tensor ops (so create_graph=True records second-order grap
 broadcast gradients back to each input's shape with sum_to_shape.
 """
 from .. import dtypes as dt
-from .engine import Function, sum_to_shape
+from ..tensor import ClTensor
+from .engine import RAW, Function, sum_to_shape
 
 
 def _is_t(x):
-    from ..tensor import ClTensor
     return isinstance(x, ClTensor)
 
 
@@ -22,7 +22,6 @@ def _reduce_to(g, x):
 def _op(name):
     """The raw (non-recording) op or ClTensor method of that name, as it was before autograd
     wrapped it."""
-    from . import RAW
     return RAW[name]
 
 
@@ -588,7 +587,6 @@ class Amin(Amax):
 def _extreme_composite(name, ns):
     """max/min: of everything, over a dim (values, indices), or against another tensor."""
     from ..ops.reduce import return_types
-    from ..tensor import ClTensor
     all_cls, dim_cls = (Amax, MaxDim) if name == "max" else (Amin, MinDim)
 
     def op(x, dim=None, keepdim=False):

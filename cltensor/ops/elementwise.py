@@ -1,5 +1,8 @@
 """Elementwise operations: broadcasting, dtype rules and launches of cl_kernels/elementwise.cl."""
+import functools
+import math
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -14,14 +17,16 @@ _DUMMY_VIEW = np.zeros((), VIEW_T)
 ROW_CHUNK = 4096  # elements of a row one CPU work-item handles in ew_rows
 STRIDED_KERNEL = None  # None: ew_rows on CPUs, ew_strided elsewhere; tests force either one
 _kernels = {}
+ClTensor = None  # cltensor.tensor.ClTensor, set there: that module imports this one first
 
 
 def is_tensor(x):
-    from ..tensor import ClTensor
     return isinstance(x, ClTensor)
 
 
 def check_scalar(x, op):
+    if type(x) in (int, float, bool):  # the common case, without the ABC check below
+        return
     if not isinstance(x, (numbers.Number, np.bool_)) or isinstance(x, complex):
         raise TypeError(f"{op}: expected a tensor or a real Python number, got {type(x).__name__}")
 
@@ -50,9 +55,13 @@ def common_device(tensors, op):
 
 def broadcast_strides(t, shape):
     """t's strides seen over `shape` (stride 0 on broadcast dims)."""
-    lead = len(shape) - len(t.shape)
+    return _broadcast_strides(t.shape, t.strides, shape)
+
+
+def _broadcast_strides(t_shape, t_strides, shape):
+    lead = len(shape) - len(t_shape)
     st = [0] * lead
-    for n, s, full in zip(t.shape, t.strides, shape[lead:]):
+    for n, s, full in zip(t_shape, t_strides, shape[lead:]):
         st.append(s if n == full else 0)
     return st
 
@@ -73,16 +82,29 @@ def collapse(shape, stride_lists):
 
 def shape_arg(sizes):
     """The Shape struct argument (MAX_DIMS sizes) of the kernels that use View/Shape."""
-    s = np.zeros((), SHAPE_T)
-    s["size"][:len(sizes)] = sizes
-    return s
+    return _shape_struct(tuple(sizes))
 
 
 def view_arg(offset, strides):
     """The View struct argument: an element offset and one stride per dim."""
+    return _view_struct(offset, tuple(strides))
+
+
+# NOTE: memoized (a struct costs a few microseconds to fill); read-only, as they are shared
+@functools.lru_cache(maxsize=4096)
+def _shape_struct(sizes):
+    s = np.zeros((), SHAPE_T)
+    s["size"][:len(sizes)] = sizes
+    s.flags.writeable = False
+    return s
+
+
+@functools.lru_cache(maxsize=4096)
+def _view_struct(offset, strides):
     v = np.zeros((), VIEW_T)
     v["offset"] = offset
     v["stride"][:len(strides)] = strides
+    v.flags.writeable = False
     return v
 
 
@@ -100,39 +122,64 @@ def check_writable(out, op):
 
 def launch_elementwise(op_macro, operands, out, compute_dtype, user_op=None):
     """out[...] = OP(operands...), operands being tensors (broadcast to out.shape) or scalars."""
-    tensors = [x for x in operands if is_tensor(x)]
+    tensors = [x for x in operands if isinstance(x, ClTensor)]
     device = out.device
     if any(overlaps_differently(out, t) for t in tensors):
         tmp = out.__class__.empty_on(out.shape, out.dtype, device)
         launch_elementwise(op_macro, operands, tmp, compute_dtype, user_op)
         return copy(tmp, out)
-    n = out.numel()
-    if n == 0:
+    if 0 in out.shape:
         return out
-    stride_lists = [list(out.strides)] + [broadcast_strides(t, out.shape) for t in tensors]
-    shape, strides = collapse(out.shape, stride_lists)
+    name = _strided_kernel(device)
+    plan = _plan(device, name, ROW_CHUNK, out.shape, out.strides,
+                 tuple([(t.shape, t.strides) for t in tensors]))
+    sig = tuple([x.dtype if isinstance(x, ClTensor) else None for x in operands])
+    kernel = _get_kernel(device, op_macro, sig, out.dtype, compute_dtype, user_op, plan.layout,
+                         "ew_contig" if plan.layout == "contig" else name)
+    args = [*plan.head, out.storage.buf, view_arg(out.offset, plan.strides[0])]
+    views = iter(plan.strides[1:])
+    ct = compute_dtype.type if compute_dtype != dt.bool_ else np.uint8
+    for x in operands:
+        if isinstance(x, ClTensor):
+            args += [x.storage.buf, view_arg(x.offset, next(views))]
+        else:
+            args += [ct(x), _DUMMY_VIEW]
+    launch(device, kernel, plan.gsize, plan.local, *args, *plan.tail)
+    return out
+
+
+class _Plan(NamedTuple):
+    """How launch_elementwise runs one layout: the leading kernel arguments (n, nd, Shape),
+    the collapsed strides of out and of each tensor operand, the kernel's ND (or "contig"),
+    the work sizes and the trailing arguments (ew_rows' chunk)."""
+    head: tuple
+    strides: tuple
+    layout: object
+    gsize: tuple
+    local: tuple
+    tail: tuple
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(device, name, row_chunk, out_shape, out_strides, views):
+    """The launch plan of out (shape, strides) from tensor operands `views` ((shape, strides)
+    each) with strided kernel `name` (and ew_rows' ROW_CHUNK); memoized, as training repeats
+    the same layouts."""
+    n = math.prod(out_shape)
+    stride_lists = [list(out_strides)] + [_broadcast_strides(*v, out_shape) for v in views]
+    shape, strides = collapse(out_shape, stride_lists)
     if len(shape) > MAX_DIMS:
         raise ValueError(f"elementwise ops support at most {MAX_DIMS} non-mergeable dims, got {len(shape)}")
     if len(shape) == 1 and any(st != [1] for st in strides):
         shape, strides = [1] + shape, [[0] + st for st in strides]  # the strided kernel's 2-d form
     layout = len(shape) if len(shape) > 1 else "contig"
-    kernel = _get_kernel(device, op_macro, operands, out.dtype, compute_dtype, user_op, layout,
-                         "ew_contig" if layout == "contig" else _strided_kernel(device))
-    args = [np.int64(n), np.int32(len(shape)), shape_arg(shape), out.storage.buf,
-            view_arg(out.offset, strides[0])]
-    views = iter(strides[1:])
-    ct = compute_dtype.type if compute_dtype != dt.bool_ else np.uint8
-    for x in operands:
-        if is_tensor(x):
-            args += [x.storage.buf, view_arg(x.offset, next(views))]
-        else:
-            args += [ct(x), _DUMMY_VIEW]
+    tail = ()
     if layout == "contig":
         gsize, local = sizes_1d(device, n)
-    elif _strided_kernel(device) == "ew_rows":  # a work-item per chunk of a row
+    elif name == "ew_rows":  # a work-item per chunk of a row
         inner = shape[-1]
-        chunk = min(inner, ROW_CHUNK)
-        args.append(np.int64(chunk))
+        chunk = min(inner, row_chunk)
+        tail = (np.int64(chunk),)
         gsize, local = sizes_1d(device, (n // inner) * -(-inner // chunk), group=16)
     else:
         inner, rows = shape[-1], n // shape[-1]
@@ -140,20 +187,20 @@ def launch_elementwise(op_macro, operands, out, compute_dtype, user_op=None):
         local = (min(local[0], device.max_work_group), 1) if local[0] * local[1] > \
             device.max_work_group else local
         gsize = (round_up(inner, local[0]), round_up(rows, local[1]))
-    launch(device, kernel, gsize, local, *args)
-    return out
+    head = (np.int64(n), np.int32(len(shape)), shape_arg(shape))
+    return _Plan(head, tuple(tuple(st) for st in strides), layout, gsize, local, tail)
 
 
 def _strided_kernel(device):
     return STRIDED_KERNEL or ("ew_rows" if device.is_cpu else "ew_strided")
 
 
-def _get_kernel(device, op_macro, operands, out_dtype, compute_dtype, user_op, layout, name):
-    sig = tuple(x.dtype if is_tensor(x) else None for x in operands)
+def _get_kernel(device, op_macro, sig, out_dtype, compute_dtype, user_op, layout, name):
+    """The elementwise kernel for operand dtypes `sig` (None for a scalar operand)."""
     key = (device, op_macro, sig, out_dtype, compute_dtype, user_op, layout, name)
     k = _kernels.get(key)
     if k is None:
-        defines = {"OP": op_macro, "NARGS": len(operands), "CT": ctype_of(compute_dtype),
+        defines = {"OP": op_macro, "NARGS": len(sig), "CT": ctype_of(compute_dtype),
                    "OUT_T": ctype_of(out_dtype)}
         if dt.is_floating(compute_dtype):
             defines["CT_FLOAT"] = None
@@ -174,38 +221,50 @@ def _get_kernel(device, op_macro, operands, out_dtype, compute_dtype, user_op, l
 
 def clear_kernels():
     _kernels.clear()
+    _plan.cache_clear()
 
 
 # ---- the ops, with torch's dtype rules --------------------------------------------------------
 
-def _new_out(operands, dtype, op):
-    from ..tensor import ClTensor
-    tensors = [x for x in operands if is_tensor(x)]
+def _new_out(tensors, dtype, op):
     device = common_device(tensors, op)
-    shape = broadcast_shapes(*[t.shape for t in tensors])
+    shape = _result_shape([t.shape for t in tensors])
     return ClTensor.empty_on(shape, dtype, device)
 
 
+def _result_shape(shapes):
+    """broadcast_shapes(*shapes), with a shortcut for the common case of one shape."""
+    first = shapes[0]
+    for s in shapes:
+        if s != first:
+            return broadcast_shapes(*shapes)
+    return first
+
+
 def _prepare(op, operands, out):
+    """Check the operands (and out); returns the tensor operands."""
+    tensors = []
     for x in operands:
-        if not is_tensor(x):
+        if isinstance(x, ClTensor):
+            tensors.append(x)
+        else:
             check_scalar(x, op)
-    tensors = [x for x in operands if is_tensor(x)]
     if not tensors:
         raise TypeError(f"{op}: expected at least one tensor operand")
     if out is not None:
         common_device(tensors + [out], op)
-        shape = broadcast_shapes(*[t.shape for t in tensors] + [out.shape])
+        shape = _result_shape([t.shape for t in tensors] + [out.shape])
         if shape != out.shape:
             raise ValueError(f"{op}: the result's shape {shape} does not match the output's "
                              f"shape {out.shape}")
         check_writable(out, op)
+    return tensors
 
 
 def _finish(op_macro, operands, compute_dtype, out_dtype, out, op, user_op=None):
-    _prepare(op, operands, out)
+    tensors = _prepare(op, operands, out)
     if out is None:
-        out = _new_out(operands, out_dtype, op)
+        out = _new_out(tensors, out_dtype, op)
     elif dt.category(out_dtype) > dt.category(out.dtype):
         raise TypeError(f"{op}: result type {out_dtype} can't be cast to the output's dtype {out.dtype}")
     return launch_elementwise(op_macro, operands, out, compute_dtype, user_op)

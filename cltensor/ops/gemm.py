@@ -22,7 +22,8 @@ import pyopencl as cl
 
 from .. import program
 from ..plugins import plugins_for
-from ..program import ctype_of, launch, read_source, round_up
+from ..program import ctype_of, launch, round_up
+from ..tensor import ClTensor
 from . import elementwise as ew
 
 __all__ = ["gemm"]
@@ -52,6 +53,7 @@ DIRECT_GPU_LOCAL = (16, 8)  # gemm_direct's work-group off the CPU
 # How gemm_direct may read B's rows: through b_cs, as unaligned vectors, as aligned vectors.
 B_STRIDED, B_UNIT, B_ALIGNED = "strided", "unit", "aligned"
 EPI_ROW_BIAS, EPI_COL_BIAS, EPI_RELU = 1, 2, 4
+_ZERO = np.int64(0)  # an absent bias's offset and stride
 _fits = {}
 
 
@@ -85,16 +87,14 @@ class Problem(NamedTuple):
 
 def get_kernel(device, filename, name, defines):
     """A kernel of cl_kernels/<filename> (prepended with gemm_common.cl), built once."""
-    source = read_source("gemm_common.cl") + read_source(filename)
+    source = program.read_sources("gemm_common.cl", filename)
     return program.get_kernel(device, filename, name, defines, source)
-
-    _fits.clear()
 
 
 def _kernel_fits(device, kernel, wgs):
     """Whether the built kernel accepts wgs work-items within the device's local memory.
     NOTE: memoized; the queries cost tens of microseconds on some drivers."""
-    key = (id(kernel), device, wgs, device.local_mem)
+    key = (kernel, device, wgs, device.local_mem)  # NOTE: the kernel itself, not a reusable id
     if key not in _fits:
         info = cl.kernel_work_group_info
         _fits[key] = (
@@ -154,7 +154,7 @@ def _launch_tiles(p, kernel, tile, groups_n, local, k_arg, tail, rows_in_dim0=Fa
     ORDER 0)."""
     groups_m = -(-p.m // tile)
     head = (np.int32(p.m), np.int32(p.n), np.int32(k_arg))
-    bshape = ew.shape_arg(p.bshape)
+    batch = (np.int32(len(p.bshape)), ew.shape_arg(p.bshape))
     nz = p.nbatch * splits
     for b0 in range(0, nz, MAX_GROUPS):
         nb = min(MAX_GROUPS, nz - b0)
@@ -164,7 +164,7 @@ def _launch_tiles(p, kernel, tile, groups_n, local, k_arg, tail, rows_in_dim0=Fa
             dims = (cnt, groups_n) if rows_in_dim0 else (groups_n, cnt)
             gsize = (dims[0] * local[0], dims[1] * local[1], nb)
             launch(p.device, kernel, gsize, local, *head, np.int32(g0 * tile), np.int64(b0),
-                   np.int32(len(p.bshape)), bshape, *tail)
+                   *batch, *tail)
 
 
 def _epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu):
@@ -175,7 +175,7 @@ def _epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu):
             np.int32(flags)]
     for bias in (row_bias, col_bias):
         if bias is None:
-            args += [p.co.t.storage.buf, np.int64(0), np.int64(0)]
+            args += [p.co.t.storage.buf, _ZERO, _ZERO]
         else:
             args += [bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
     return args
@@ -241,7 +241,6 @@ PACK_LOCAL = 16  # pack_panels' work-group along K
 
 
 def _scratch(p, numel):
-    from ..tensor import ClTensor
     return ClTensor.empty_on((numel,), p.dtype, p.device)
 
 
@@ -530,24 +529,25 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
 
 def _check_gemm(a, b, out, c, row_bias, col_bias, alpha, beta):
     """Checks of gemm()'s arguments; returns the result's shape."""
-    from .matmul import (_broadcast_batch, _check_addend, _check_inner, _check_out,
-                         _check_scalar, _check_tensors)
+    from . import matmul as mm
     named = [t for t in (a, b, c, row_bias, col_bias) if t is not None]
-    _, dtype = _check_tensors("gemm", *named)
-    if a.ndim < 2 or b.ndim < 2:
+    _, dtype = mm._check_tensors("gemm", *named)
+    if len(a.shape) < 2 or len(b.shape) < 2:
         raise ValueError(f"gemm: expected a and b to be at least 2-d, got {a.ndim}-d and "
                          f"{b.ndim}-d")
-    _check_inner("gemm", a, b, a.shape[-1], b.shape[-2])
-    _check_scalar("gemm", "alpha", alpha, dtype)
-    _check_scalar("gemm", "beta", beta, dtype)
-    shape = _broadcast_batch("gemm", a, b) + (a.shape[-2], b.shape[-1])
+    mm._check_inner("gemm", a, b, a.shape[-1], b.shape[-2])
+    mm._check_scalar("gemm", "alpha", alpha, dtype)
+    mm._check_scalar("gemm", "beta", beta, dtype)
+    batch_a, batch_b = a.shape[:-2], b.shape[:-2]
+    batch = batch_a if batch_a == batch_b else mm._broadcast_batch("gemm", a, b)
+    shape = batch + (a.shape[-2], b.shape[-1])
     for name, bias, size in (("row_bias", row_bias, shape[-2]), ("col_bias", col_bias, shape[-1])):
         if bias is not None and tuple(bias.shape) != (size,):
             raise ValueError(f"gemm: {name} must have shape ({size},), got {tuple(bias.shape)}")
     if c is not None:
-        _check_addend("gemm", c, shape)
+        mm._check_addend("gemm", c, shape)
     if out is not None:
-        _check_out("gemm", out, shape, dtype, a.device)
+        mm._check_out("gemm", out, shape, dtype, a.device)
     return shape
 
 
@@ -583,12 +583,11 @@ def gemm(a, b, out=None, *, c=None, alpha=1, beta=1, row_bias=None, col_bias=Non
         >>> cltensor.gemm(x, w.mT, col_bias=bias, relu=True).shape      # relu(linear(x))
         (8, 4)
     """
-    from ..tensor import ClTensor
     shape = _check_gemm(a, b, out, c, row_bias, col_bias, alpha, beta)
     batch = shape[:-2]
-    a_full = a.expand(batch + a.shape[-2:])
-    b_full = b.expand(batch + b.shape[-2:])
-    c_in = c.expand(shape) if c is not None and beta != 0 else None
+    a_full = _expand(a, batch + a.shape[-2:])
+    b_full = _expand(b, batch + b.shape[-2:])
+    c_in = _expand(c, shape) if c is not None and beta != 0 else None
     target = out
     readers = [t for t in (a_full, b_full, row_bias, col_bias) if t is not None]
     if out is None or _hazard(out, readers, c_in):
@@ -599,6 +598,11 @@ def gemm(a, b, out=None, *, c=None, alpha=1, beta=1, row_bias=None, col_bias=Non
     if target is not out:
         ew.copy_into(out, target)
     return out
+
+
+def _expand(t, shape):
+    """t seen with `shape` (t itself when it has it: gemm_into reads only the view)."""
+    return t if t.shape == shape else t.expand(shape)
 
 
 def _hazard(out, readers, c_in):

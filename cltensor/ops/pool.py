@@ -4,6 +4,7 @@ sizes and launches of cl_kernels/pool.cl. No autograd here (cltensor/nn/function
 Inputs are 4-d NCHW views with any strides; outputs are contiguous, or channels_last when the
 input is, so a channels_last network stays channels_last.
 """
+import functools
 import numbers
 
 import numpy as np
@@ -29,6 +30,8 @@ def _kernel(device, name, dtype):
 
 def pair(value, name, op):
     """An int or a pair of ints as a 2-tuple (torch's _pair)."""
+    if type(value) is int:  # the common case, without the checks below
+        return (value, value)
     items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(items) == 1:
         items = items * 2
@@ -115,20 +118,34 @@ def layout_of(x):
 
 
 def _view4(t):
-    v = np.zeros((), VIEW4_T)
-    v["off"] = t.offset
-    for name, st in zip(("n", "c", "h", "w"), t.strides):
-        v[name] = st
-    return v
+    return _view4_struct(t.offset, t.strides)
 
 
 def _pool(x_shape, out_hw, fields=None, divisor=0, include_pad=1):
+    return _pool_struct(tuple(x_shape) + tuple(out_hw), tuple((fields or {}).items()), divisor,
+                        include_pad)
+
+
+# NOTE: the structs are memoized (filling one costs microseconds) and read-only, being shared
+@functools.lru_cache(maxsize=1024)
+def _view4_struct(offset, strides):
+    v = np.zeros((), VIEW4_T)
+    v["off"] = offset
+    for name, st in zip(("n", "c", "h", "w"), strides):
+        v[name] = st
+    v.flags.writeable = False
+    return v
+
+
+@functools.lru_cache(maxsize=256)
+def _pool_struct(sizes, fields, divisor, include_pad):
     p = np.zeros((), POOL_T)
-    for name, n in zip(("N", "C", "H", "W", "OH", "OW"), tuple(x_shape) + tuple(out_hw)):
+    for name, n in zip(("N", "C", "H", "W", "OH", "OW"), sizes):
         p[name] = n
-    for name, v in (fields or {}).items():
+    for name, v in fields:
         p[name] = v
     p["divisor"], p["include_pad"] = divisor, include_pad
+    p.flags.writeable = False
     return p
 
 

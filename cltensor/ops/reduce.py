@@ -3,6 +3,7 @@
 Kernels: cl_kernels/reduce.cl (every reduction) and cl_kernels/scan.cl (cumsum, cumprod).
 """
 import builtins
+import functools
 import math
 import numbers
 from collections import namedtuple
@@ -129,17 +130,23 @@ def _plan(x, dims, ordered):
     Unless `ordered` (index-carrying reductions count r in row-major order), the reduced dims are
     walked by decreasing stride so that the innermost loop moves through memory the least.
     """
-    kept = [i for i in range(x.ndim) if i not in dims]
-    red = list(dims) if ordered else sorted(dims, key=lambda i: -abs(x.strides[i]))
-    kshape, (kstrides,) = ew.collapse([x.shape[i] for i in kept], [[x.strides[i] for i in kept]])
-    rshape, (rstrides,) = ew.collapse([x.shape[i] for i in red], [[x.strides[i] for i in red]])
+    return Plan(x, *_layout(x.shape, x.strides, tuple(dims), ordered))
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(shape, strides, dims, ordered):
+    """_plan's fields after x, memoized per layout."""
+    kept = [i for i in range(len(shape)) if i not in dims]
+    red = list(dims) if ordered else sorted(dims, key=lambda i: -abs(strides[i]))
+    kshape, (kstrides,) = ew.collapse([shape[i] for i in kept], [[strides[i] for i in kept]])
+    rshape, (rstrides,) = ew.collapse([shape[i] for i in red], [[strides[i] for i in red]])
     if builtins.max(len(kshape), len(rshape)) > ew.MAX_DIMS:
         raise ValueError(f"reductions support at most {ew.MAX_DIMS} kept and {ew.MAX_DIMS} reduced "
-                         f"dims that cannot be merged; got shape {x.shape}, strides {x.strides}, "
-                         f"dims {tuple(dims)}")
-    kept_shape = tuple(x.shape[i] for i in kept)
-    return Plan(x, kept_shape, kshape, kstrides, rshape, rstrides, math.prod(kept_shape),
-                math.prod(x.shape[i] for i in dims))
+                         f"dims that cannot be merged; got shape {shape}, strides {strides}, "
+                         f"dims {dims}")
+    kept_shape = tuple(int(shape[i]) for i in kept)  # Python ints, whatever the key held
+    return (kept_shape, tuple(kshape), tuple(kstrides), tuple(rshape), tuple(rstrides),
+            math.prod(kept_shape), int(math.prod(shape[i] for i in dims)))
 
 
 def _lanes(device, R, row_like, limit):
@@ -207,7 +214,7 @@ def _launch_reduce(plan, ks, spec, acc_dtype, aux, p, divisor, values, indices):
     g = _chunks(device, plan.M, plan.R, l0, l1)
     args = _row_args(plan, l1, g, aux_buf, p)
     gsize, lsize = (round_up(plan.M, l0), l1 * g), (l0, l1)
-    scratch = cl.LocalMemory(STATE_BYTES * l0 * l1)
+    scratch = _local(STATE_BYTES * l0 * l1)
     if g == 1:
         launch(device, ks.full, gsize, lsize, *args, divisor, *outs, scratch)
         return
@@ -217,7 +224,13 @@ def _launch_reduce(plan, ks, spec, acc_dtype, aux, p, divisor, values, indices):
     launch(device, ks.part, gsize, lsize, *args, *parts, scratch)
     l0, l1 = _lanes(device, g, True, ks.limit)
     launch(device, ks.merge, (round_up(plan.M, l0), l1), (l0, l1), *parts, np.int64(plan.M),
-           np.int64(g), aux_buf, p, divisor, *outs, cl.LocalMemory(STATE_BYTES * l0 * l1))
+           np.int64(g), aux_buf, p, divisor, *outs, _local(STATE_BYTES * l0 * l1))
+
+
+@functools.lru_cache(maxsize=64)
+def _local(nbytes):
+    """A local-memory argument of nbytes (only its size matters: one object per size)."""
+    return cl.LocalMemory(nbytes)
 
 
 def _buf(t, device):
