@@ -37,7 +37,17 @@ def torch_index(a, key):
             arr = np.asarray(k)
             first.extend([slice(None)] * (arr.ndim if arr.dtype == bool else 1))
             rest.append(k)
-    return a[tuple(first)], tuple(rest)
+    view = a[tuple(first)]
+    return view, _without_empty_ellipsis(view.ndim, rest)
+
+
+def _without_empty_ellipsis(ndim, key):
+    """torch does not count an Ellipsis that covers no dims as separating advanced indices
+    (numpy does): drop it."""
+    used = sum(np.asarray(k).ndim if isinstance(k, (list, np.ndarray)) and
+               np.asarray(k).dtype == bool else 1 for k in key
+               if k is not None and k is not Ellipsis and not isinstance(k, (bool, np.bool_)))
+    return tuple(k for k in key if k is not Ellipsis) if used == ndim else tuple(key)
 
 
 def ref_get(a, key):

@@ -1,5 +1,6 @@
 """Long runs: a training loop keeps device memory in use flat and host memory bounded (leaks),
 and the same seed on the same device gives the same training step bit for bit (determinism)."""
+import gc
 import os
 
 import numpy as np
@@ -47,6 +48,7 @@ def test_training_loop_does_not_leak(device, rng, optimizer):
 
     first = train_steps(model, opt, x, y, WARMUP)
     device.synchronize()
+    gc.collect()  # NOTE: earlier tests' reference cycles would otherwise free memory mid-loop
     allocated, rss = cltensor.memory_stats(device)["allocated"], rss_bytes()
     samples = []
     for _ in range(10):

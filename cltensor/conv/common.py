@@ -17,7 +17,7 @@ def get_kernel(device, filename, name, defines, headers=()):
     """A kernel of cl_kernels/<filename> (after the files `headers`) built with `defines`, made
     once per device. The build defines KERNEL_<name>, which files holding many kernels use to
     compile just one."""
-    source = "".join(program.read_source(f) for f in (*headers, filename)) if headers else None
+    source = program.read_sources(*headers, filename) if headers else None
     return program.get_kernel(device, filename, name, dict(defines, **{f"KERNEL_{name}": None}),
                               source)
 
