@@ -69,11 +69,16 @@ class ConvParams(NamedTuple):
 
 
 def _positive_int(x):
+    """An integer that is not a bool (any sign; callers check the range)."""
+    if type(x) is int:  # NOTE: the common case, without the slow abstract-class check
+        return True
     return isinstance(x, (numbers.Integral, np.integer)) and not isinstance(x, bool)
 
 
 def _pair(value, name, minimum):
     """An int or a pair of ints, each at least `minimum`, as a pair."""
+    if type(value) is int and value >= minimum:
+        return (value, value)
     vals = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(vals) != 2 or not all(_positive_int(v) for v in vals):
         raise TypeError(f"conv2d: {name} must be an int or a pair of ints, got {value!r}")
