@@ -281,7 +281,7 @@ class GemmTuner:
 
     def tune_threshold(self, entry):
         """The smallest cube (as M*N*K) from which the fast family beats the direct kernel."""
-        direct = {k: v for k, v in entry.items() if k not in ("min_work", "min_dim")}
+        direct = {k: v for k, v in entry.items() if k not in ("min_work", "min_dim", "min_m")}
         for s in (16, 32, 48, 64, 96, 128, 192, 256, 384, 512):
             fast = self.measure(dict(direct, min_work=0, min_dim=0), (s, s, s), "fast")
             small = self.measure(dict(direct, family=self.gm.small_family(direct)), (s, s, s),

@@ -45,5 +45,5 @@ if [ ! -x .venv/bin/python ]; then
   fi
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q ".[test]" $pocl_from_pip $with_torch
+.venv/bin/python -m pip install -q ".[test,tinygrad]" $pocl_from_pip $with_torch
 .venv/bin/python -m cltensor

@@ -503,3 +503,21 @@ def test_gemm_property(device, case):
         gm.FORCE_FAMILY = old
     run_check(out, np.broadcast_to(a, shape[:-2] + (m, k)),
               np.broadcast_to(b, shape[:-2] + (k, n)), np.float32, **ref)
+
+
+def test_small_problem_thresholds(device):
+    """Below min_work (M*N*K*batches), min_dim (min(M, N)) or min_m (M) the entry's small
+    family runs; integer products always take it."""
+    entry = {"family": "packed", "small": "direct", "min_work": 1000, "min_dim": 4, "min_m": 24}
+
+    def fam(shape, nbatch=1, dtype=np.float32):
+        return gm.family_of(device, dtype, entry, shape, nbatch)
+
+    assert fam((64, 64, 64)) == "packed"
+    assert fam((8, 8, 8)) == "direct"            # min_work
+    assert fam((4, 8, 8), nbatch=64) == "direct"  # min_m (the work is enough)
+    assert fam((512, 3, 512)) == "direct"        # min_dim
+    assert fam((16, 4096, 4096)) == "direct"     # min_m
+    assert fam((24, 4096, 4096)) == "packed"
+    assert fam((4096, 8, 4096)) == "packed"      # few columns, many rows: packed
+    assert fam((64, 64, 64), dtype=np.int32) == "direct"

@@ -133,7 +133,8 @@ def family_of(device, dtype, entry, shape, nbatch=1):
     if fast and (np.dtype(dtype).kind != "f" or k == 0):
         fam = small_family(entry)
     elif fast and FORCE_FAMILY is None and (m * n * k * nbatch < entry.get("min_work", 0) or
-                                            min(m, n) < entry.get("min_dim", 0)):
+                                            min(m, n) < entry.get("min_dim", 0) or
+                                            m < entry.get("min_m", 0)):
         fam = small_family(entry)
     if fam == "tiled" and not _tiled_candidates(device, entry, np.dtype(dtype).itemsize):
         fam = "direct"
