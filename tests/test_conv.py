@@ -444,10 +444,11 @@ def test_implicit_gemm_views_and_gradient_layouts(device, rng, monkeypatch, styl
 @pytest.mark.parametrize("style", ["cpu", "gpu"])
 def test_implicit_gemm_allocates_no_input_sized_workspace(device, rng, monkeypatch, style):
     """Issue 4's claim, measured: the peak device memory of an implicit-GEMM forward and
-    backward is its outputs plus the weight-sized scratch that workspace_bytes reports, far
-    below one more copy of the input (or of the output gradient)."""
+    backward is its outputs plus the scratch that workspace_bytes reports (weight-sized, plus
+    on CPUs one bounded chunk of the output gradient), far below one more copy of the input
+    (or of the output gradient) once that is larger than the chunk."""
     monkeypatch.setattr(implicit, "KERNEL_STYLE", style)
-    _x, _w, b, X, W, B = _tensors(device, rng, (2, 8, 192, 160), (8, 8, 3, 3))
+    _x, _w, b, X, W, B = _tensors(device, rng, (2, 8, 512, 384), (8, 8, 3, 3))
     p = make_params(X, W, B, 1, 1, 1, 1)
     gout = cltensor.from_numpy(random_array(rng, p.out_shape, np.float32), device=device)
     out = cltensor.empty(*p.out_shape, device=device).fill_(float("nan"))

@@ -34,7 +34,7 @@ MAX_GROUPS = 65535  # work-groups a launch may have along dims 1 and 2 (NVIDIA's
 MAX_STRIP = 2048
 # the CPU weight gradient reads the output gradient positions-major, copied in chunks of at
 # most this many bytes (or one position's channels)
-GRAD_ROWS_BYTES = 256 * 2**10
+GRAD_ROWS_BYTES = 2 * 2**20
 
 
 class Geometry(NamedTuple):
