@@ -140,6 +140,12 @@ def section_gemm():
             assert_close(cltensor.matmul(dev(a), dev(b)), a.astype(np.float64) @ b, rtol=1e-4)
     finally:
         gemm_ops.FORCE_FAMILY = None
+    entry = dict(gemm_ops.entry_for(cltensor.default_device(), np.float32), rowdot_max_m=8)
+    for m, n, k in [(1, 5, 3), (3, 17, 40), (8, 9, 33)]:   # gemm_rowdot: x @ W^T
+        x, w = rand(m, k + 1), rand(n, k + 1)
+        out = cltensor.empty(m, n)
+        gemm_ops.gemm_into(dev(x)[:, 1:], dev(w)[:, 1:].mT, out, entry=entry)
+        assert_close(out, x[:, 1:].astype(np.float64) @ w[:, 1:].T, rtol=1e-4)
 
 
 def conv_ref(x, w, stride, padding):

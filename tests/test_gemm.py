@@ -521,3 +521,43 @@ def test_small_problem_thresholds(device):
     assert fam((24, 4096, 4096)) == "packed"
     assert fam((4096, 8, 4096)) == "packed"      # few columns, many rows: packed
     assert fam((64, 64, 64), dtype=np.int32) == "direct"
+
+
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_rowdot_linear_layers(device, rng, fp_dtypes, m):
+    """gemm_rowdot (x @ W^T with few rows, both K-contiguous) on every device: K with and
+    without a vector tail, N prime, offset (unaligned) views, batches, the whole epilogue;
+    poisoned outputs."""
+    for dtype in fp_dtypes:
+        _check_rowdot(device, rng, dtype, m)
+
+
+def _check_rowdot(device, rng, dtype, m):
+    entry = dict(gm.entry_for(device, dtype), rowdot_max_m=8)
+    cases = [(37, 64, {}), (131, 53, {"alpha": -0.5, "relu": True}),
+             (16, 1000, {"beta": 2.0}), (29, 7, {"row_bias": True, "col_bias": True})]
+    for n, k, epi in cases:
+        x, w = random_array(rng, (m, k + 1), dtype), random_array(rng, (n, k + 1), dtype)
+        a, b = put(device, x)[:, 1:], put(device, w)[:, 1:].mT  # offset views: unaligned
+        kw, ref_kw = {}, {}
+        if "beta" in epi:
+            c = random_array(rng, (m, n), dtype)
+            kw.update(c_in=put(device, c), beta=epi["beta"])
+            ref_kw.update(c=c, beta=epi["beta"])
+        for side, size in (("row_bias", m), ("col_bias", n)):
+            if epi.get(side):
+                bias = random_array(rng, (size,), dtype)
+                kw[side], ref_kw[side] = put(device, bias), bias
+        for flag in ("alpha", "relu"):
+            if flag in epi:
+                kw[flag] = ref_kw[flag] = epi[flag]
+        out = poisoned(device, (m, n), dtype)
+        with cltensor.profile() as prof:
+            gm.gemm_into(a, b, out, entry=entry, **kw)
+        assert {r["name"] for r in prof.records()} == {"gemm_rowdot"}
+        run_check(out, x[:, 1:], w[:, 1:].T, dtype, **ref_kw)
+    # aligned and batched: a (3, m, 64) batch against one shared weight
+    x, w = random_array(rng, (3, m, 64), dtype), random_array(rng, (40, 64), dtype)
+    out = poisoned(device, (3, m, 40), dtype)
+    gm.gemm_into(put(device, x), put(device, w).mT.expand(3, 64, 40), out, entry=entry)
+    run_check(out, x, np.broadcast_to(w.T, (3, 64, 40)), dtype)

@@ -210,6 +210,32 @@ def _run_direct(p, entry, epi):
                   p.k, tail)
 
 
+# ---- family: rowdot (gemm_rowdot.cl) -----------------------------------------------------------
+
+def _rowdot_applies(p, entry):
+    """A few rows (at most the entry's rowdot_max_m) with A and B both K-contiguous: a linear
+    layer's x @ W^T at a small batch."""
+    return p.m <= entry.get("rowdot_max_m", 0) and p.a.cs == 1 and p.b.rs == 1 and p.k > 0
+
+
+def _run_rowdot(p, entry, epi):
+    params = entry.get("rowdot", {})
+    vw = params.get("VW", 16)
+    nb = max(1, min(params.get("NB", 4), ROWDOT_ACCUMULATORS // p.m))
+    defines = {"T": ctype_of(p.dtype), "MR": p.m, "NB": nb, "VW": vw}
+    if all(v % vw == 0 for v in (p.a.rs, p.b.cs, p.a.t.offset, p.b.t.offset,
+                                 *p.a.bstrides, *p.b.bstrides)):
+        defines["ALIGNED"] = None
+    kernel = get_kernel(p.device, "gemm_rowdot.cl", "gemm_rowdot", defines)
+    lx = ROWDOT_LOCAL
+    tail = _operand_args(p.a) + _operand_args(p.b) + epi
+    _launch_tiles(p, kernel, p.m, -(-p.n // (nb * lx)), (lx, 1, 1), p.k, tail)
+
+
+ROWDOT_ACCUMULATORS = 16  # vector accumulators (M * NB) per work-item: AVX-512 has 32 registers
+ROWDOT_LOCAL = 16  # NOTE: fixed, so that PoCL compiles the kernel once
+
+
 def _tiled_candidates(device, entry, itemsize):
     out = []
     for params in [entry.get("tiled"), *TILED_FALLBACKS]:
@@ -522,7 +548,10 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
                 return c_out
     entry = entry or entry_for(p.device, p.dtype)
     epi = _epilogue_args(p, alpha, beta, c_in is not None, row_bias, col_bias, relu)
-    RUNNERS[family_of(p.device, p.dtype, entry, (m, n, k), p.nbatch)](p, entry, epi)
+    if FORCE_FAMILY is None and p.dtype.kind == "f" and _rowdot_applies(p, entry):
+        _run_rowdot(p, entry, epi)
+    else:
+        RUNNERS[family_of(p.device, p.dtype, entry, (m, n, k), p.nbatch)](p, entry, epi)
     return c_out
 
 

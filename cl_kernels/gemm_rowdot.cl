@@ -1,0 +1,89 @@
+/*
+ * gemm_rowdot.cl: GEMM for a few rows (a linear layer's x @ W^T at a small batch, on CPUs),
+ * where A and B are both K-contiguous. Prepended with gemm_common.cl.
+ *
+ *   Co[b] = act(alpha * A[b] @ B[b] + beta * Ci[b] + biases)     (epilogue: gemm_common.cl)
+ *
+ * A[b] is M x K with A[m][k] at A[oa + m*lda + k]; B[b] is K x N with B[k][n] at
+ * B[ob + n*ldb + k] (the weight W, N x K, row-major). Such products stream B once and are
+ * bound by memory bandwidth; the packed and direct families read B across its rows (direct) or
+ * copy it (packed), both several times slower here. Each work-item takes NB columns n (rows
+ * of W) and all M rows, runs over K in vectors of VW (M * NB vector accumulators), and adds
+ * up the lanes at the end; the last K % VW elements one by one. Global size at least
+ * (ceil(N/NB), 1, batches), any local size; row0 must be 0.
+ *
+ * Build options: T; MR (= M, the rows, baked so the register tile unrolls); ALIGNED (lda,
+ * ldb and every offset are multiples of VW: direct vector loads, faster than vloadN on PoCL).
+ * Tunables: NB (columns per work-item), VW (vector width).
+ */
+#ifndef MR
+#define MR 1
+#endif
+#ifndef NB
+#define NB 4
+#endif
+#ifndef VW
+#define VW 16
+#endif
+#define VT CAT(T, VW)
+#define VLOAD CAT(vload, VW)
+#ifdef ALIGNED
+#define LOADV(p) (*(__global const VT*)(p))
+#else
+#define LOADV(p) VLOAD(0, p)
+#endif
+typedef union { VT v; T s[VW]; } LanesV;
+
+__kernel void gemm_rowdot(const int M, const int N, const int K, const int row0, BATCH_ARGS,
+                          __global const T* A, const View va, const long lda, const long a_cs,
+                          __global const T* B, const View vb, const long b_rs,
+                          const long ldb, EPI_ARGS) {
+  const int n0 = get_global_id(0) * NB;
+  if (n0 >= N) return;
+  const long b = batch0 + get_global_id(2);
+  __global const T* pa = A + batch_offset(b, nbd, batch, va);
+  __global const T* pb[NB];
+  const long ob = batch_offset(b, nbd, batch, vb);
+#pragma unroll
+  for (int j = 0; j < NB; ++j) pb[j] = B + ob + (long)min(n0 + j, N - 1) * ldb;
+  VT acc[MR][NB];
+  T tail[MR][NB];
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      acc[i][j] = (VT)0;
+      tail[i][j] = (T)0;
+    }
+  const int kv = K / VW * VW;
+  for (int k = 0; k < kv; k += VW) {
+    VT bv[NB];
+#pragma unroll
+    for (int j = 0; j < NB; ++j) bv[j] = LOADV(pb[j] + k);
+#pragma unroll
+    for (int i = 0; i < MR; ++i) {
+      const VT av = LOADV(pa + (long)i * lda + k);
+#pragma unroll
+      for (int j = 0; j < NB; ++j) acc[i][j] += av * bv[j];
+    }
+  }
+  for (int k = kv; k < K; ++k)
+#pragma unroll
+    for (int i = 0; i < MR; ++i)
+#pragma unroll
+      for (int j = 0; j < NB; ++j) tail[i][j] += pa[(long)i * lda + k] * pb[j][k];
+
+  const long oci = batch_offset(b, nbd, batch, vci);
+  const long oco = batch_offset(b, nbd, batch, vco);
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      LanesV u;
+      u.v = acc[i][j];
+      T s = tail[i][j];
+#pragma unroll
+      for (int e = 0; e < VW; ++e) s += u.s[e];
+      if (n0 + j < N) EPILOGUE(i, n0 + j, s)
+    }
+}
