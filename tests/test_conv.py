@@ -157,6 +157,30 @@ def test_implicit_gemm_gpu_parameter_sets(device, rng, monkeypatch, kernel, para
     _check_case(device, rng, "implicit_gemm", ((2, 20, 9, 12), (70, 20, 3, 3), {"padding": 1}))
 
 
+def test_implicit_gemm_gpu_skips_parameter_sets_the_device_refuses(device, rng, monkeypatch):
+    """A built kernel whose work-group the device refuses (too many registers) is skipped for
+    the next parameter set; none left is a clear error, not a launch failure."""
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", "gpu")
+    implicit_gpu._ranked.clear()
+    refused = []
+
+    def fits(device, kernel, wgs):
+        if not refused:  # the first set asked for is refused
+            refused.append(kernel)
+            return False
+        return True
+
+    monkeypatch.setattr(implicit_gpu.gemm, "_kernel_fits", fits)
+    _check_case(device, rng, "implicit_gemm", GENERAL_CASES[0])
+    assert refused
+    monkeypatch.setattr(implicit_gpu.gemm, "_kernel_fits", lambda *args: False)
+    x, w = (cltensor.from_numpy(random_array(rng, s), device=device) for s in ((1, 3, 5, 5),
+                                                                               (2, 3, 3, 3)))
+    with pytest.raises(RuntimeError, match="no parameter set of the GEMM engine fits"):
+        conv2d(x, w, algo="implicit_gemm")
+    implicit_gpu._ranked.clear()
+
+
 @pytest.mark.parametrize("algo", ALGOS)
 def test_float64(device, rng, algo):
     if not device.has_fp64:

@@ -38,31 +38,39 @@ def _engine_ok(q, kernel):
 
 # kernel name -> a parameter set that replaces the GEMM database's choice (experiments, tests)
 FORCE_PARAMS = {}
-_plans = {}  # (device, dtype, kernel, m, n, k, nbatch) -> parameters
+_ranked = {}  # (device, dtype, kernel, m, n, k, nbatch) -> parameter sets, best first
 
 
-def _plan(device, dtype, kernel, m, n, k, nbatch):
-    """The parameters of the kernel for an (nbatch x) m x n x k product: the database's set
-    measured on the kernel itself, else the GEMM sets' cheapest by gemm.xgemm_plan."""
+def _candidates(device, dtype, kernel, m, n, k, nbatch):
+    """The parameter sets for the kernel's (nbatch x) m x n x k product, best first: the
+    database's sets measured on the kernel itself, then the GEMM's sets by gemm.xgemm_plan."""
     if kernel in FORCE_PARAMS:
-        return FORCE_PARAMS[kernel]
+        return [FORCE_PARAMS[kernel]]
     key = (device, np.dtype(dtype), kernel, m, n, k, nbatch)
-    if key not in _plans:
-        _plans[key] = _choose(*key)
-    return _plans[key]
+    if key not in _ranked:
+        _ranked[key] = _rank(*key)
+    return _ranked[key]
 
 
-def _choose(device, dtype, kernel, m, n, k, nbatch):
+def _rank(device, dtype, kernel, m, n, k, nbatch):
     entry = gemm.entry_for(device, dtype)
-    measured = [q for q in entry.get(kernel, []) if gemm.xgemm_valid(q) and _engine_ok(q, kernel)
-                and _fits(device, q, dtype.itemsize)]
-    if measured:
-        return measured[0]
+    usable = lambda q: _engine_ok(q, kernel) and _fits(device, q, dtype.itemsize)  # noqa: E731
+    measured = [q for q in entry.get(kernel, []) if gemm.xgemm_valid(q) and usable(q)]
     own, extra = gemm._xgemm_candidates(device, entry, dtype.itemsize)
-    sets = [q for q in own + extra if _engine_ok(q, kernel)]
-    assert sets, f"conv: no xgemm parameter set fits {device}"
     prod = Product(device, dtype, m, n, k, nbatch)
-    return min(sets, key=lambda q: gemm.xgemm_plan(prod, entry, q)[0])
+    ranked = sorted((q for q in own + extra if _engine_ok(q, kernel)),
+                    key=lambda q: gemm.xgemm_plan(prod, entry, q)[0])
+    return measured + ranked
+
+
+def _build(device, geo, name, product, extra):
+    """(parameters, kernel): the best parameter set whose built kernel the device accepts
+    (work-group size within what its registers allow); extra(q) gives the set's own defines."""
+    for q in _candidates(device, geo.dtype, name, *product):
+        kernel = _kernel(device, name, q, geo, **extra(q))
+        if gemm._kernel_fits(device, kernel, q["MDIMC"] * q["NDIMC"]):
+            return q, kernel
+    raise RuntimeError(f"conv: no parameter set of the GEMM engine fits {device} for {name}")
 
 
 def _fits(device, q, itemsize):
@@ -90,13 +98,15 @@ def conv(src, geo, w, out, bias, flip, pack_weight):
     """out (a 4-d view) = the convolution of geometry geo over the virtually padded src with
     weight w (flipped and transposed when flip), plus bias."""
     device = out.device
-    q = _plan(device, geo.dtype, "cx_conv", geo.cog, geo.n * geo.qn, geo.k, geo.g)
-    kp = round_up(geo.k, q["KWG"])
-    wpk = pack_weight(w, geo, q["MWG"], kp, flip)
-    extra = {"VWA": _a_width(q), "VWB": 1, "A_KC": 0, "B_KC": 0, "KP": kp}
-    if bias is not None:
-        extra["HAS_BIAS"] = None
-    kernel = _kernel(device, "cx_conv", q, geo, **extra)
+    def extra(q):
+        defines = {"VWA": _a_width(q), "VWB": 1, "A_KC": 0, "B_KC": 0,
+                   "KP": round_up(geo.k, q["KWG"])}
+        if bias is not None:
+            defines["HAS_BIAS"] = None
+        return defines
+
+    q, kernel = _build(device, geo, "cx_conv", (geo.cog, geo.n * geo.qn, geo.k, geo.g), extra)
+    wpk = pack_weight(w, geo, q["MWG"], round_up(geo.k, q["KWG"]), flip)
     b = bias if bias is not None else wpk  # NOTE: not read without HAS_BIAS
     bias_args = [b.storage.buf, np.int64(b.offset), np.int64(b.strides[0])]
     local = (q["NDIMC"], q["MDIMC"], 1)
@@ -127,9 +137,9 @@ def weight_grad(x, gout, geo):
     """The weight gradient (Co, Cg, Kh, Kw) of a convolution of geometry geo."""
     device = x.device
     npos = geo.n * geo.qn
-    q = _plan(device, geo.dtype, "cx_wgrad", geo.cog, geo.k, npos, geo.g)
+    q, kernel = _build(device, geo, "cx_wgrad", (geo.cog, geo.k, npos, geo.g),
+                       lambda q: {"VWA": 1, "VWB": 1, "A_KC": 1, "B_KC": 1})
     splits = _wgrad_splits(device, q, geo, npos)
-    kernel = _kernel(device, "cx_wgrad", q, geo, VWA=1, VWB=1, A_KC=1, B_KC=1)
     gw = common.empty((geo.g * geo.cog, geo.cg, geo.kh, geo.kw), x)
     part = common.empty((splits * geo.g * geo.cog * geo.k,), x) if splits > 1 else gw
     local = (q["NDIMC"], q["MDIMC"], 1)
