@@ -165,88 +165,31 @@ def linear(input, weight, bias=None):
 
 # ---- activations --------------------------------------------------------------------------------
 
-class _Relu(Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = act.relu(x)
-        ctx.save_for_backward(y)
+def _pointwise(name, forward, backward, saves_output):
+    """A Function computing forward(x, *params) whose input gradient is
+    backward(g, saved, *params), where saved is the output (saves_output) or the input."""
+    def fwd(ctx, x, *params):
+        y = forward(x, *params)
+        ctx.save_for_backward(y if saves_output else x)
+        ctx.params = params
         return y
 
-    @staticmethod
-    @_first_order
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return act.relu_backward(g, y)
+    def bwd(ctx, g):
+        (saved,) = ctx.saved_tensors
+        return (backward(g, saved, *ctx.params),) + (None,) * len(ctx.params)
+
+    fwd.__qualname__, bwd.__qualname__ = f"{name}.forward", f"{name}.backward"  # error messages
+    return type(name, (Function,), {"forward": staticmethod(fwd),
+                                    "backward": staticmethod(_first_order(bwd))})
 
 
-class _LeakyRelu(Function):
-    @staticmethod
-    def forward(ctx, x, slope):
-        ctx.save_for_backward(x)
-        ctx.slope = slope
-        return act.leaky_relu(x, slope)
-
-    @staticmethod
-    @_first_order
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return act.leaky_relu_backward(g, x, ctx.slope), None
-
-
-class _Elu(Function):
-    @staticmethod
-    def forward(ctx, x, alpha):
-        ctx.save_for_backward(x)
-        ctx.alpha = alpha
-        return act.elu(x, alpha)
-
-    @staticmethod
-    @_first_order
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return act.elu_backward(g, x, ctx.alpha), None
-
-
-class _Hardtanh(Function):
-    @staticmethod
-    def forward(ctx, x, lo, hi):
-        ctx.save_for_backward(x)
-        ctx.bounds = (lo, hi)
-        return act.hardtanh(x, lo, hi)
-
-    @staticmethod
-    @_first_order
-    def backward(ctx, g):
-        (x,) = ctx.saved_tensors
-        return act.hardtanh_backward(g, x, *ctx.bounds), None, None
-
-
-class _Sigmoid(Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = act.sigmoid(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    @_first_order
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return act.sigmoid_backward(g, y)
-
-
-class _Tanh(Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = act.tanh(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    @_first_order
-    def backward(ctx, g):
-        (y,) = ctx.saved_tensors
-        return act.tanh_backward(g, y)
+_Relu = _pointwise("_Relu", act.relu, act.relu_backward, saves_output=True)
+_LeakyRelu = _pointwise("_LeakyRelu", act.leaky_relu, act.leaky_relu_backward,
+                        saves_output=False)
+_Elu = _pointwise("_Elu", act.elu, act.elu_backward, saves_output=False)
+_Hardtanh = _pointwise("_Hardtanh", act.hardtanh, act.hardtanh_backward, saves_output=False)
+_Sigmoid = _pointwise("_Sigmoid", act.sigmoid, act.sigmoid_backward, saves_output=True)
+_Tanh = _pointwise("_Tanh", act.tanh, act.tanh_backward, saves_output=True)
 
 
 def _activation(fn, raw, x, inplace, *params):
