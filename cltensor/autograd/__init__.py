@@ -11,7 +11,7 @@ import inspect
 
 from ..tensor import ClTensor
 from . import functions as F
-from .engine import (RAW, Function, backward, enable_grad, grad,  # noqa: F401
+from .engine import (RAW, Function, backward, enable_grad, grad, zero_grads,  # noqa: F401
                      is_grad_enabled, no_grad, once_differentiable, set_grad_enabled)
 
 FUNCTIONS = {

@@ -333,6 +333,19 @@ def sum_to_shape(g, shape):
     return out.reshape(shape) if lead or out.shape != tuple(shape) else out
 
 
+def zero_grads(params, set_to_none=True):
+    """Reset each tensor's .grad: to None, or to zeros in place with set_to_none=False
+    (Module.zero_grad and Optimizer.zero_grad)."""
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            p.grad = p.grad.detach()
+            p.grad.zero_()
+
+
 def once_differentiable(fn):
     @functools.wraps(fn)
     def wrapper(ctx, *grads):

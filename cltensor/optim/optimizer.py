@@ -7,7 +7,7 @@ from collections import defaultdict
 import numpy as np
 
 from .. import dtypes as dt
-from ..autograd import enable_grad, no_grad
+from ..autograd import enable_grad, no_grad, zero_grads
 from ..creation import from_numpy
 from ..tensor import ClTensor
 
@@ -94,15 +94,7 @@ class Optimizer:
     # ---- gradients and steps ------------------------------------------------------------------
     def zero_grad(self, set_to_none=True):
         """Reset the .grad of every parameter: to None, or to zeros with set_to_none=False."""
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad = p.grad.detach()
-                    p.grad.zero_()
+        zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure=None):
         """Update every parameter that has a gradient; returns closure()'s loss when given.

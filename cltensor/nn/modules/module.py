@@ -4,7 +4,7 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 
 from ... import dtypes as dt
-from ...autograd import no_grad
+from ...autograd import no_grad, zero_grads
 from ...creation import from_numpy
 from ...device import default_device
 from ...tensor import ClTensor, _is_dtype_like
@@ -276,14 +276,7 @@ class Module:
 
     def zero_grad(self, set_to_none=True):
         """Reset every parameter's .grad: to None, or to zeros with set_to_none=False."""
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad = p.grad.detach()
-                p.grad.zero_()
+        zero_grads(self.parameters(), set_to_none)
 
     # ---- state --------------------------------------------------------------------------------
     def state_dict(self, *, destination=None, prefix="", keep_vars=False):
