@@ -197,13 +197,7 @@ class ClTensor:
     # ---- conversion ---------------------------------------------------------------------------
     def to(self, *args, dtype=None, device=None, copy=False):
         """to(dtype), to(device), to(device, dtype), to(other_tensor)."""
-        for a in args:
-            if isinstance(a, ClTensor):
-                device, dtype = a.device, a.dtype
-            elif _is_dtype_like(a):
-                dtype = a
-            else:
-                device = a
+        device, dtype = to_args(args, device, dtype)
         out = self
         if device is not None and get_device(device) is not self.device:
             out = out._move(get_device(device))
@@ -607,6 +601,19 @@ def _is_contiguous(shape, strides):
 @functools.lru_cache(maxsize=4096)
 def _is_channels_last(shape, strides):
     return _same_strides(shape, strides, channels_last_strides(shape))
+
+
+def to_args(args, device, dtype):
+    """(device, dtype) from the positional arguments of .to(): dtypes, devices, or a tensor
+    giving both; the keyword values otherwise."""
+    for a in args:
+        if isinstance(a, ClTensor):
+            device, dtype = a.device, a.dtype
+        elif _is_dtype_like(a):
+            dtype = a
+        else:
+            device = a
+    return device, dtype
 
 
 def _is_dtype_like(a):

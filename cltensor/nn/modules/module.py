@@ -7,7 +7,7 @@ from ... import dtypes as dt
 from ...autograd import no_grad, zero_grads
 from ...creation import from_numpy
 from ...device import default_device
-from ...tensor import ClTensor, _is_dtype_like
+from ...tensor import ClTensor, to_args
 
 __all__ = ["Module", "Parameter"]
 
@@ -354,13 +354,7 @@ class Module:
         Example:
             model.to("0:0"); model.to(cltensor.float64)
         """
-        for a in args:
-            if isinstance(a, ClTensor):
-                device, dtype = a.device, a.dtype
-            elif _is_dtype_like(a):
-                dtype = a
-            else:
-                device = a
+        device, dtype = to_args(args, device, dtype)
         if dtype is not None:
             dtype = dt.as_dtype(dtype)
             if not dt.is_floating(dtype):
