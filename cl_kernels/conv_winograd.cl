@@ -19,10 +19,18 @@
  * PT and PL may be negative) and produces outputs (2*ty .. +1, 2*tx .. +1) that fall inside
  * HO x WO. Input and output are strided 4-d views.
  *
+ * The weight gradient runs the same product backwards: with Z the 2x2 block of the output
+ * gradient of tile t (zero outside HO x WO), dU[e] = sum_t (A Z A^T)[e] V[e] (a batched GEMM
+ * over the tiles, dU[e][o][c] = P[e][o][t] V[e][c][t]) and dW = G^T dU G.
+ *   P[e][o][t]      o over all G*COG output channels (layout of M)
+ *   dU[e][g][o][c]  layout of U
+ *
  * Kernels (one work-item each; 1-d launches, any local size):
  *   filter_transform  per (g, o, c): 16 values of U.
  *   input_transform   per (c, t): 16 values of V.
  *   output_transform  per (o, t): up to 4 outputs (+ bias[o] when HAS_BIAS).
+ *   grad_transform    per (o, t): 16 values of P.
+ *   weight_transform  per (g, o, c): the 3x3 weight gradient dW[g*COG + o][c] (contiguous).
  * Build options: T; FLIP; HAS_BIAS.
  */
 #ifndef T
@@ -125,5 +133,60 @@ __kernel void output_transform(const int CO, const int HO, const int WO, const i
       const int ow = 2 * tx + j;
       if (oh < HO && ow < WO) y[yo + n * ys0 + o * ys1 + oh * ys2 + ow * ys3] = r[j] + b;
     }
+  }
+}
+
+__kernel void grad_transform(const int CO, const int HO, const int WO, const int TH,
+                             const int TW, const int NB, __global const T* z, const long zo,
+                             const long zs0, const long zs1, const long zs2, const long zs3,
+                             __global T* P) {
+  const long e = get_global_id(0);
+  const long ntiles = (long)NB * TH * TW;
+  if (e >= (long)CO * ntiles) return;
+  const long t = e % ntiles;
+  const int o = e / ntiles;
+  const int tx = t % TW, ty = (t / TW) % TH, n = t / ((long)TW * TH);
+  T d[2][2];
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 2; ++j) {
+      const int oh = 2 * ty + i, ow = 2 * tx + j;
+      d[i][j] = (oh < HO && ow < WO) ? z[zo + n * zs0 + o * zs1 + oh * zs2 + ow * zs3] : (T)0;
+    }
+  T a[4][2]; /* A Z */
+  for (int j = 0; j < 2; ++j) {
+    a[0][j] = d[0][j];
+    a[1][j] = d[0][j] + d[1][j];
+    a[2][j] = d[0][j] - d[1][j];
+    a[3][j] = -d[1][j];
+  }
+  const long stride_e = (long)CO * ntiles;
+  for (int i = 0; i < 4; ++i) { /* (A Z) A^T */
+    P[(4 * i + 0) * stride_e + e] = a[i][0];
+    P[(4 * i + 1) * stride_e + e] = a[i][0] + a[i][1];
+    P[(4 * i + 2) * stride_e + e] = a[i][0] - a[i][1];
+    P[(4 * i + 3) * stride_e + e] = -a[i][1];
+  }
+}
+
+__kernel void weight_transform(const int G, const int COG, const int CG, __global const T* dU,
+                               __global T* dw) {
+  const long e = get_global_id(0);
+  const long per_e = (long)G * COG * CG;
+  if (e >= per_e) return;
+  T u[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) u[i][j] = dU[(4 * i + j) * per_e + e];
+  T t[3][4]; /* G^T dU */
+  for (int j = 0; j < 4; ++j) {
+    const T half_sum = (T)0.5 * (u[1][j] + u[2][j]);
+    t[0][j] = u[0][j] + half_sum;
+    t[1][j] = (T)0.5 * (u[1][j] - u[2][j]);
+    t[2][j] = half_sum + u[3][j];
+  }
+  for (int i = 0; i < 3; ++i) { /* (G^T dU) G */
+    const T half_sum = (T)0.5 * (t[i][1] + t[i][2]);
+    dw[9 * e + 3 * i + 0] = t[i][0] + half_sum;
+    dw[9 * e + 3 * i + 1] = (T)0.5 * (t[i][1] - t[i][2]);
+    dw[9 * e + 3 * i + 2] = half_sum + t[i][3];
   }
 }

@@ -8,8 +8,16 @@ from hypothesis import strategies as st
 
 import cltensor
 from cltensor import backends, tune
-from cltensor.conv import conv2d, conv_algorithms, dispatch, implicit, implicit_gpu, winograd
+from cltensor.conv import (
+    conv2d,
+    conv_algorithms,
+    dispatch,
+    implicit,
+    implicit_gpu,
+    winograd,
+)
 from cltensor.conv.params import make_params
+from cltensor.ops import gemm as gemm_ops
 from cltensor.testing import gradcheck, random_array, rel_error
 
 ALGOS = ["im2col", "implicit_gemm", "winograd", "gemm_1x1"]
@@ -144,8 +152,19 @@ def test_implicit_gemm_kernel_styles(device, rng, monkeypatch, style):
 
 def _h200_parameter_sets():
     entry = tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
-    return [("cx_conv", q) for q in entry["xgemm"] if implicit_gpu._engine_ok(q, "cx_conv")] + \
-           [("cx_wgrad", q) for q in entry["cx_wgrad"]]
+    return [(kernel, q) for kernel in ("cx_conv", "cx_wgrad")
+            for q in entry["xgemm"] + entry.get(kernel, []) if implicit_gpu._engine_ok(q, kernel)]
+
+
+def test_weight_gradient_tiles_follow_the_product():
+    """The weight gradient's parameter sets are ranked by padded tile work: a big product keeps
+    the set measured on the kernel, a first layer's 64 x 27 product takes a smaller tile."""
+    entry = tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
+    measured, others = entry["cx_wgrad"], entry["xgemm"] + list(gemm_ops.XGEMM_FALLBACKS)
+    for m, n in ((256, 2304), (192, 576), (288, 1296)):  # GoogLeNet conv3 and 4d/3x3 too
+        assert implicit_gpu._rank_wgrad(measured, others, m, n)[0] is measured[0], (m, n)
+    small = implicit_gpu._rank_wgrad(measured, others, 64, 27)[0]
+    assert small["MWG"] * small["NWG"] < 128 * 128
 
 
 @pytest.mark.parametrize("kernel, params", _h200_parameter_sets())
@@ -310,14 +329,20 @@ def test_workspace_chunks(device, rng, monkeypatch):
 
 
 def test_winograd_accuracy(device, rng):
-    """F(2x2,3x3) in fp32: within WINOGRAD_RTOL of float64, and within a small factor of
-    direct (im2col) fp32 on the same data."""
-    x, w, b, X, W, B = _tensors(device, rng, (2, 64, 12, 12), (48, 64, 3, 3))
-    ref = ref_conv(x, w, b, padding=1)
-    wino = rel_error(conv2d(X, W, B, padding=1, algo="winograd"), ref)
-    direct = rel_error(conv2d(X, W, B, padding=1, algo="im2col"), ref)
-    assert wino <= winograd.WINOGRAD_RTOL
-    assert wino <= 4 * direct + 1e-7, f"winograd {wino:.1e} vs direct {direct:.1e}"
+    """F(2x2,3x3) in fp32, output and both gradients: within WINOGRAD_RTOL of float64, and
+    within a small factor of direct (im2col) fp32 on the same data."""
+    x, w, b, X, W, B = _tensors(device, rng, (4, 64, 12, 12), (48, 64, 3, 3))
+    g = random_array(rng, (4, 48, 12, 12))
+    want = ref_conv(x, w, b, padding=1, grad=g.astype(np.float64))
+    errors = {}
+    for algo in ("winograd", "im2col"):
+        Xg, Wg = X.detach().requires_grad_(), W.detach().requires_grad_()
+        out = conv2d(Xg, Wg, B, padding=1, algo=algo)
+        out.backward(cltensor.from_numpy(g, device=device))
+        errors[algo] = [rel_error(t, r) for t, r in zip((out, Xg.grad, Wg.grad), want)]
+    for name, wino, direct in zip(("out", "gx", "gw"), errors["winograd"], errors["im2col"]):
+        assert wino <= winograd.WINOGRAD_RTOL, name
+        assert wino <= 4 * direct + 1e-7, f"{name}: winograd {wino:.1e} vs direct {direct:.1e}"
 
 
 def test_winograd_filter_cache(device, rng):
@@ -334,11 +359,29 @@ def test_winograd_filter_cache(device, rng):
 
 # ---- dispatch, benchmark mode and the query ---------------------------------------------------
 
+def test_gpu_rules_pick_winograd_per_pass(monkeypatch):
+    """The GPU rules as measured on the H200: Winograd from 256 channels in every pass; on
+    images of at most 16 x 16 its input gradient from 64 channels and its forward from 128;
+    strided layers' input gradient by im2col, the rest implicit GEMM."""
+    from cltensor.conv.params import ConvParams
+    monkeypatch.setattr(dispatch, "_plugin_choice", lambda p, device, pass_: None)
+    gpu = type("FakeGpu", (), {"is_cpu": False})()
+    def chosen(c, co, size, stride=1):
+        p = ConvParams(128, c, size, size, co, 3, 3, stride, stride, 1, 1, 1, 1, 1, 1, 1,
+                       np.dtype(np.float32))
+        return tuple(dispatch.rule(p, gpu, pass_) for pass_ in dispatch.PASSES)
+    assert chosen(256, 256, 56) == ("winograd",) * 3
+    assert chosen(128, 256, 56) == ("implicit_gemm",) * 3
+    assert chosen(96, 208, 14) == ("implicit_gemm", "winograd", "implicit_gemm")
+    assert chosen(144, 288, 14) == ("winograd", "winograd", "implicit_gemm")
+    assert chosen(256, 256, 14, stride=2) == ("implicit_gemm", "im2col", "implicit_gemm")
+
+
 def test_conv_algorithms_query(device):
     rows = conv_algorithms((2, 8, 9, 9), (16, 8, 3, 3), padding=1, device=device)
     by = {(r["algo"], r["pass"]): r for r in rows}
     assert by[("winograd", "forward")]["eligible"]
-    assert not by[("winograd", "backward_weight")]["eligible"]
+    assert by[("winograd", "backward_weight")]["eligible"]
     assert "1x1" in by[("gemm_1x1", "forward")]["reason"]
     assert by[("im2col", "forward")]["workspace_bytes"] >= 8 * 9 * 81 * 2 * 4
     for pass_ in dispatch.PASSES:

@@ -127,11 +127,17 @@ def rule(p, device, pass_):
 
 # Winograd pays for its transforms once layers have this many channels (in and out); on CPUs
 # large images need more (their transformed tiles stream through memory)
-WINOGRAD_MIN_CHANNELS = {"cpu": 128, "cpu_large_image": 256, "gpu": 256}
-# on GPUs Winograd's forward also needs this many channels in and out together (H200: it lost
-# to implicit GEMM on 256 -> 256 layers, won on 256 -> 512 and 384 -> 256)
-GPU_WINOGRAD_FORWARD_SUM = 640
+WINOGRAD_MIN_CHANNELS = {"cpu": 128, "cpu_large_image": 256}
 CPU_LARGE_IMAGE = 32 * 32  # H*W
+# on GPUs, per pass: (channels on larger images, channels on images of at most GPU_SMALL_IMAGE
+# positions). H200, every 3x3 layer of the four networks at their batch sizes, each pass timed
+# alone (dispatch.time_pass, 2026-11-30):
+# from 256 channels Winograd won every pass but one; on 13x13 and 14x14 images its input
+# gradient won all 8 layers (96-192 channels), its forward 5 of 6 from 128 channels, its
+# weight gradient lost below 256
+GPU_WINOGRAD_MIN_CHANNELS = {"forward": (256, 128), "backward_data": (256, 64),
+                             "backward_weight": (256, 256)}
+GPU_SMALL_IMAGE = 16 * 16
 # Cog*C*Kh*Kw up to which implicit GEMM's weight gradient beats im2col's on CPUs: the GEMM
 # engine runs such skinny products (N = Cog or K small) with few tiles
 CPU_IMPLICIT_WGRAD_MAX = 2**16
@@ -141,8 +147,8 @@ def _winograd_pays(p, cpu, pass_):
     if cpu:
         large = p.h * p.w > CPU_LARGE_IMAGE
         return min(p.cg, p.cog) >= WINOGRAD_MIN_CHANNELS["cpu_large_image" if large else "cpu"]
-    wide = min(p.cg, p.cog) >= WINOGRAD_MIN_CHANNELS["gpu"]
-    return wide and (pass_ != "forward" or p.cg + p.cog >= GPU_WINOGRAD_FORWARD_SUM)
+    large, small = GPU_WINOGRAD_MIN_CHANNELS[pass_]
+    return min(p.cg, p.cog) >= (small if p.h * p.w <= GPU_SMALL_IMAGE else large)
 
 
 def choose(p, device, pass_, algo="auto", tensors=None):

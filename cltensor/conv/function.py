@@ -69,7 +69,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
             cltensor.backends.benchmark is True), "im2col", "implicit_gemm", "winograd"
             (3x3, stride 1, dilation 1), "gemm_1x1" (1x1, no padding), or an algorithm of a
             plug-in that serves the device (cltensor.plugins()). A backward pass the
-            algorithm lacks (Winograd's weight gradient) falls back to auto's choice.
+            algorithm lacks (a plug-in's, say) falls back to auto's choice.
 
     Returns:
         (N, Co, Ho, Wo) tensor, Ho = (H + top + bottom - dilation*(Kh - 1) - 1) // stride + 1.

@@ -57,10 +57,28 @@ def _rank(device, dtype, kernel, m, n, k, nbatch):
     usable = lambda q: _engine_ok(q, kernel) and _fits(device, q, dtype.itemsize)  # noqa: E731
     measured = [q for q in entry.get(kernel, []) if gemm.xgemm_valid(q) and usable(q)]
     own, extra = gemm._xgemm_candidates(device, entry, dtype.itemsize)
+    others = [q for q in own + extra if _engine_ok(q, kernel)]
+    if kernel == "cx_wgrad":
+        return _rank_wgrad(measured, others, m, n)
     prod = Product(device, dtype, m, n, k, nbatch)
-    ranked = sorted((q for q in own + extra if _engine_ok(q, kernel)),
-                    key=lambda q: gemm.xgemm_plan(prod, entry, q)[0])
-    return measured + ranked
+    return measured + sorted(others, key=lambda q: gemm.xgemm_plan(prod, entry, q)[0])
+
+
+# the GEMM's parameter sets ran the weight gradient at about half their GEMM rate (H200,
+# GoogLeNet conv3: 10.1 ms with the 64 x 64 set, 4.7 with the set measured on cx_wgrad)
+WGRAD_GEMM_RATE_SHARE = 0.5
+
+
+def _rank_wgrad(measured, others, m, n):
+    """The weight gradient's sets by their padded (m x n) tile work at their rate: its position
+    splits fill the device whatever the tiles, so a tile the product does not fill only wastes
+    (a first layer's 64 x 27 product in 128 x 128 tiles: 10% used). Sets measured on the kernel
+    itself count at the best GEMM rate, the others at WGRAD_GEMM_RATE_SHARE of theirs."""
+    top = max((q.get("rate", 0.0) for q in others), default=0.0) or 1.0
+    def cost(q):
+        padded = -(-m // q["MWG"]) * q["MWG"] * -(-n // q["NWG"]) * q["NWG"]
+        return padded / (top if q in measured else WGRAD_GEMM_RATE_SHARE * q.get("rate", 1.0))
+    return sorted(measured + others, key=cost)
 
 
 def _build(device, geo, name, product, extra):

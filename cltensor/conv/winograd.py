@@ -6,8 +6,10 @@ weight version (common.per_weight), so an optimizer's in-place update makes the 
 transform again.
 
 The input gradient is the same algorithm on the output gradient with the flipped transposed
-filter and padding 2 - p (a 3x3 stride-1 convolution); the weight gradient is left to another
-algorithm (PASSES_NOT_SUPPORTED).
+filter and padding 2 - p (a 3x3 stride-1 convolution). The weight gradient runs the product
+backwards: per chunk of images, the input transform V and the output gradient's transform
+P = A Z A^T per tile, 16 GEMMs dU[e] += P[e] @ V[e]^T summed over the tiles (the GEMM engine
+splits that long sum to fill the device), then dW = G^T dU G.
 
 Accuracy: the transforms scale by 1/2 and add at most 9 terms, so the result's error is a
 small multiple of direct fp32's; the tests bound the norm-relative error by 1e-5 for fp32
@@ -20,7 +22,6 @@ from ..program import ctype_of
 from . import common
 
 KERNEL_FILE = "conv_winograd.cl"
-PASSES_NOT_SUPPORTED = ("backward_weight",)
 WINOGRAD_RTOL = 1e-5
 
 
@@ -38,14 +39,17 @@ def _tiles(ho, wo):
     return -(-ho // 2), -(-wo // 2)
 
 
-def _per_image_bytes(p, backward):
-    th, tw = _tiles(p.h, p.w) if backward else _tiles(p.ho, p.wo)
+def _per_image_bytes(p, ho, wo):
+    th, tw = _tiles(ho, wo)
     return 16 * (p.c + p.co) * th * tw * p.dtype.itemsize
 
 
 def workspace_bytes(p, backward=False):
-    """The transformed tiles of one chunk of images, plus the transformed filter."""
-    per = _per_image_bytes(p, backward)
+    """The transformed tiles of one chunk of images, plus the transformed filter (or its
+    gradient); backward, the larger of the two gradients' tiles (input, output positions)."""
+    per = _per_image_bytes(p, p.ho, p.wo)
+    if backward:
+        per = max(per, _per_image_bytes(p, p.h, p.w))
     return per * common.images_per_chunk(p.n, per) + 16 * p.co * p.cg * p.dtype.itemsize
 
 
@@ -121,10 +125,45 @@ def forward(x, w, bias, p, out):
 
 
 def backward(x, w, gout, p, need_x, need_w):
-    assert not need_w, "winograd: the weight gradient is another algorithm's"
-    if not need_x:
-        return None, None
-    U = filter_transform(w, p, flip=True)
-    gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
-    run(gout, U, gx, None, p, p.cog, p.cg, (2 - p.pt, 2 - p.pl))
-    return gx, None
+    gx = gw = None
+    if need_x:
+        U = filter_transform(w, p, flip=True)
+        gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
+        run(gout, U, gx, None, p, p.cog, p.cg, (2 - p.pt, 2 - p.pl))
+    if need_w:
+        gw = weight_grad(x, gout, p)
+    return gx, gw
+
+
+def weight_grad(x, gout, p):
+    """The weight gradient (Co, Cg, 3, 3): dU = sum over tiles of P[e] @ V[e]^T, in chunks of
+    images, then dW = G^T dU G."""
+    n = x.shape[0]
+    th, tw = _tiles(p.ho, p.wo)
+    nb_max = common.images_per_chunk(n, _per_image_bytes(p, p.ho, p.wo))
+    dU = common.empty((16 * p.groups, p.cog, p.cg), x)
+    for n0 in range(0, n, nb_max):
+        nb = min(nb_max, n - n0)
+        V = _input_transform(_images(x, n0, nb), p.c, (p.pt, p.pl), th, tw, nb)
+        P = _grad_transform(_images(gout, n0, nb), th, tw, nb)
+        tiles = nb * th * tw
+        gemm(P.view(16 * p.groups, p.cog, tiles),
+             V.view(16 * p.groups, p.cg, tiles).transpose(1, 2), out=dU, c=dU,
+             beta=1 if n0 else 0)
+    gw = common.empty((p.co, p.cg, 3, 3), x)
+    kernel = common.get_kernel(x.device, KERNEL_FILE, "weight_transform",
+                               {"T": ctype_of(x.dtype)})
+    common.launch_1d(x.device, kernel, p.co * p.cg, np.int32(p.groups), np.int32(p.cog),
+                     np.int32(p.cg), dU.storage.buf, gw.storage.buf)
+    return gw
+
+
+def _grad_transform(z, th, tw, nb):
+    co, ho, wo = z.shape[1:]
+    P = common.empty((16, co, nb * th * tw), z)
+    kernel = common.get_kernel(z.device, KERNEL_FILE, "grad_transform",
+                               {"T": ctype_of(z.dtype)})
+    common.launch_1d(z.device, kernel, co * nb * th * tw, np.int32(co), np.int32(ho),
+                     np.int32(wo), np.int32(th), np.int32(tw), np.int32(nb),
+                     *common.view_args(z), P.storage.buf)
+    return P
