@@ -8,14 +8,7 @@ from hypothesis import strategies as st
 
 import cltensor
 from cltensor import backends, tune
-from cltensor.conv import (
-    conv2d,
-    conv_algorithms,
-    dispatch,
-    implicit,
-    implicit_gpu,
-    winograd,
-)
+from cltensor.conv import conv2d, conv_algorithms, dispatch, implicit, implicit_gpu, winograd
 from cltensor.conv.params import make_params
 from cltensor.ops import gemm as gemm_ops
 from cltensor.testing import gradcheck, random_array, rel_error
