@@ -13,8 +13,10 @@
  * Layouts (e = 4*row + column of the 4x4 transform):
  *   U[e][g][o][c]   o < COG outputs, c < CG inputs of group g. FLIP transforms the flipped
  *                   transposed weight of the input gradient: g'[o][c] = W[g][c][o] rotated 180.
- *   V[e][c][t]      c over all G*CG input channels, t = (n*TH + ty)*TW + tx over NB images
- *   M[e][o][t]      o over all G*COG output channels
+ *   V[e][c][t]      c over all G*CG input channels, t = (n*TH + ty)*TW + tx over NB images;
+ *                   rows of TP >= NB*TH*TW tiles (the GEMM engine reads whole tiles in place
+ *                   when TP is a multiple of its tile), the padding tiles zero
+ *   M[e][o][t]      o over all G*COG output channels, rows of TP
  * Tile (ty, tx) reads input rows 2*ty - PT .. +3 and columns 2*tx - PL .. +3 (zero outside;
  * PT and PL may be negative) and produces outputs (2*ty .. +1, 2*tx .. +1) that fall inside
  * HO x WO. Input and output are strided 4-d views.
@@ -27,9 +29,9 @@
  *
  * Kernels (one work-item each; 1-d launches, any local size):
  *   filter_transform  per (g, o, c): 16 values of U.
- *   input_transform   per (c, t): 16 values of V.
- *   output_transform  per (o, t): up to 4 outputs (+ bias[o] when HAS_BIAS).
- *   grad_transform    per (o, t): 16 values of P.
+ *   input_transform   per (c, t < TP): 16 values of V.
+ *   output_transform  per (o, t < NB*TH*TW): up to 4 outputs (+ bias[o] when HAS_BIAS).
+ *   grad_transform    per (o, t < TP): 16 values of P.
  *   weight_transform  per (g, o, c): the 3x3 weight gradient dW[g*COG + o][c] (contiguous).
  * Build options: T; FLIP; HAS_BIAS.
  */
@@ -70,20 +72,19 @@ __kernel void filter_transform(const int G, const int COG, const int CG, __globa
 
 __kernel void input_transform(const int C, const int H, const int W, const int PT,
                               const int PL, const int TH, const int TW, const int NB,
-                              __global const T* x, const long xo, const long xs0,
-                              const long xs1, const long xs2, const long xs3, __global T* V) {
+                              const int TP, __global const T* x, const long xo,
+                              const long xs0, const long xs1, const long xs2, const long xs3,
+                              __global T* V) {
   const long e = get_global_id(0);
-  const long ntiles = (long)NB * TH * TW;
-  if (e >= (long)C * ntiles) return;
-  const long t = e % ntiles;
-  const int c = e / ntiles;
-  const int tx = t % TW, ty = (t / TW) % TH, n = t / ((long)TW * TH);
+  if (e >= (long)C * TP) return;
+  const int t = e % TP, c = e / TP;
+  const int tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
   const int y0 = 2 * ty - PT, x0 = 2 * tx - PL;
   T d[4][4];
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) {
       const int y = y0 + i, xx = x0 + j;
-      d[i][j] = (y >= 0 && y < H && xx >= 0 && xx < W)
+      d[i][j] = (n < NB && y >= 0 && y < H && xx >= 0 && xx < W)
                     ? x[xo + n * xs0 + c * xs1 + y * xs2 + xx * xs3] : (T)0;
     }
   T b[4][4]; /* B^T d */
@@ -93,7 +94,7 @@ __kernel void input_transform(const int C, const int H, const int W, const int P
     b[2][j] = d[2][j] - d[1][j];
     b[3][j] = d[1][j] - d[3][j];
   }
-  const long stride_e = (long)C * ntiles;
+  const long stride_e = (long)C * TP;
   for (int i = 0; i < 4; ++i) { /* (B^T d) B */
     V[(4 * i + 0) * stride_e + e] = b[i][0] - b[i][2];
     V[(4 * i + 1) * stride_e + e] = b[i][1] + b[i][2];
@@ -103,20 +104,19 @@ __kernel void input_transform(const int C, const int H, const int W, const int P
 }
 
 __kernel void output_transform(const int CO, const int HO, const int WO, const int TH,
-                               const int TW, const int NB, __global const T* M,
-                               __global const T* bias, const long bo, const long bs,
-                               __global T* y, const long yo, const long ys0, const long ys1,
-                               const long ys2, const long ys3) {
+                               const int TW, const int NB, const int TP,
+                               __global const T* M, __global const T* bias, const long bo,
+                               const long bs, __global T* y, const long yo, const long ys0,
+                               const long ys1, const long ys2, const long ys3) {
   const long e = get_global_id(0);
-  const long ntiles = (long)NB * TH * TW;
+  const int ntiles = NB * TH * TW;
   if (e >= (long)CO * ntiles) return;
-  const long t = e % ntiles;
-  const int o = e / ntiles;
-  const int tx = t % TW, ty = (t / TW) % TH, n = t / ((long)TW * TH);
-  const long stride_e = (long)CO * ntiles;
+  const int t = e % ntiles, o = e / ntiles;
+  const int tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
+  const long stride_e = (long)CO * TP, at = (long)o * TP + t;
   T m[4][4];
   for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) m[i][j] = M[(4 * i + j) * stride_e + e];
+    for (int j = 0; j < 4; ++j) m[i][j] = M[(4 * i + j) * stride_e + at];
   T a[2][4]; /* A^T m */
   for (int j = 0; j < 4; ++j) {
     a[0][j] = m[0][j] + m[1][j] + m[2][j];
@@ -137,20 +137,19 @@ __kernel void output_transform(const int CO, const int HO, const int WO, const i
 }
 
 __kernel void grad_transform(const int CO, const int HO, const int WO, const int TH,
-                             const int TW, const int NB, __global const T* z, const long zo,
-                             const long zs0, const long zs1, const long zs2, const long zs3,
-                             __global T* P) {
+                             const int TW, const int NB, const int TP, __global const T* z,
+                             const long zo, const long zs0, const long zs1, const long zs2,
+                             const long zs3, __global T* P) {
   const long e = get_global_id(0);
-  const long ntiles = (long)NB * TH * TW;
-  if (e >= (long)CO * ntiles) return;
-  const long t = e % ntiles;
-  const int o = e / ntiles;
-  const int tx = t % TW, ty = (t / TW) % TH, n = t / ((long)TW * TH);
+  if (e >= (long)CO * TP) return;
+  const int t = e % TP, o = e / TP;
+  const int tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
   T d[2][2];
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 2; ++j) {
       const int oh = 2 * ty + i, ow = 2 * tx + j;
-      d[i][j] = (oh < HO && ow < WO) ? z[zo + n * zs0 + o * zs1 + oh * zs2 + ow * zs3] : (T)0;
+      d[i][j] = (n < NB && oh < HO && ow < WO)
+                    ? z[zo + n * zs0 + o * zs1 + oh * zs2 + ow * zs3] : (T)0;
     }
   T a[4][2]; /* A Z */
   for (int j = 0; j < 2; ++j) {
@@ -159,7 +158,7 @@ __kernel void grad_transform(const int CO, const int HO, const int WO, const int
     a[2][j] = d[0][j] - d[1][j];
     a[3][j] = -d[1][j];
   }
-  const long stride_e = (long)CO * ntiles;
+  const long stride_e = (long)CO * TP;
   for (int i = 0; i < 4; ++i) { /* (A Z) A^T */
     P[(4 * i + 0) * stride_e + e] = a[i][0];
     P[(4 * i + 1) * stride_e + e] = a[i][0] + a[i][1];

@@ -321,6 +321,17 @@ def test_workspace_chunks(device, rng, monkeypatch):
         _check_case(device, rng, algo, GENERAL_CASES[1])
 
 
+def test_winograd_padded_tile_rows(device, rng, monkeypatch):
+    """Transformed tiles in rows padded with zero tiles (as on GPUs, for the GEMM's tiles):
+    forward and both gradients unchanged, whole batches and image by image."""
+    monkeypatch.setitem(winograd.TILE_ALIGN, "cpu", 16)
+    monkeypatch.setitem(winograd.TILE_ALIGN, "gpu", 16)
+    for case in WINOGRAD_CASES[:3]:
+        _check_case(device, rng, "winograd", case)
+    monkeypatch.setattr(backends, "conv_workspace_limit", 1)
+    _check_case(device, rng, "winograd", WINOGRAD_CASES[4])
+
+
 def test_winograd_accuracy(device, rng):
     """F(2x2,3x3) in fp32, output and both gradients: within WINOGRAD_RTOL of float64, and
     within a small factor of direct (im2col) fp32 on the same data."""
