@@ -274,6 +274,13 @@ inline State accumulate_chunk(__global const T* x, const View kv, const Shape ks
     const long rs0 = rv.stride[0];
 #define DIRECT(r) (base + (r) * rs0)
     ACCUMULATE(DIRECT)
+  } else if (rnd == 2 && R <= INT_MAX) {
+    /* two reduced dims (a bias gradient's batch and positions): 32-bit index arithmetic, as
+     * 64-bit division is a long software routine on GPUs */
+    const int n1 = rs.size[1];
+    const long rs0 = rv.stride[0], rs1 = rv.stride[1];
+#define TWO_DIMS(r) (base + ((int)(r) / n1) * rs0 + ((int)(r) % n1) * rs1)
+    ACCUMULATE(TWO_DIMS)
   } else {
 #define GENERAL(r) (base + offset_of(r, rnd, rs, rv))
     ACCUMULATE(GENERAL)
