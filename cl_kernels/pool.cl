@@ -1,15 +1,23 @@
 /*
  * pool.cl: 2-d pooling over NCHW tensors: max (with its argmax), average and adaptive average,
- * forward and backward. One work-item per output element forward; one work-item per input
- * element backward, gathering from every output whose window holds it (no atomics, so the
- * result does not depend on scheduling).
+ * forward and backward, deterministic (no atomics: the result does not depend on scheduling).
  *
  * Layout: a tensor is an N x C x H x W view: an element offset and one stride per dim (View4,
- * in elements, any values: channels_last and sliced inputs read in place). The launch is a 3-d
- * range over the tensor the kernel writes, (W, H, N * C), or (C, W, N * H) when the argument
- * c_last is set (channels_last outputs), so neighbouring work-items write neighbouring memory.
- * The argmax of a max-pool output is the int h * W + w, the input position in its (n, c) plane,
- * as torch's return_indices gives.
+ * in elements, any values: channels_last and sliced inputs read in place). The argmax of a
+ * max-pool output is the int h * W + w, the input position in its (n, c) plane, as torch's
+ * return_indices gives.
+ *
+ * Two forms of the max and avg kernels; the launcher picks one per device kind:
+ *   items   one work-item per element written (GPUs, and channels_last outputs forward on CPUs):
+ *           a 3-d range over the tensor written, (W, H, N * C), or (C, W, N * H) when the
+ *           argument c_last is set, so neighbouring work-items write neighbouring memory.
+ *           Backward, an input gathers from the outputs whose window can hold it.
+ *   rows    (suffix _rows / _planes; CPUs) one work-item per output row (n, c, oh) forward, and
+ *           per (n, c) plane backward: the plane's work-item zeroes its plane of gx and adds
+ *           each output's gradient to its window in (oh, ow) order, as torch's CPU kernels do.
+ *           It runs in cache and needs no window search; on PoCL it beats the items form,
+ *           whose strided gathers cost more than a work-item walking memory in order.
+ * adaptive_avg_pool2d has the items form only.
  *
  * Window rules (torch's): output oh of max_pool reads rows oh * sh - ph + a * dh, a < kh, that
  * lie inside the input (padding never wins); ties keep the first, and NaN beats every number
@@ -19,12 +27,17 @@
  * the padding gives 0. adaptive_avg_pool averages rows [floor(oh * H / OH),
  * ceil((oh + 1) * H / OH)).
  *
- * Kernels: max_pool2d_fwd, max_pool2d_bwd, avg_pool2d_fwd, avg_pool2d_bwd,
+ * Kernels: max_pool2d_fwd, max_pool2d_fwd_rows, max_pool2d_bwd, max_pool2d_bwd_planes,
+ *          avg_pool2d_fwd, avg_pool2d_fwd_rows, avg_pool2d_bwd, avg_pool2d_bwd_planes,
  *          adaptive_avg_pool2d_fwd, adaptive_avg_pool2d_bwd.
  * Build options:
  *   T        data type (float or double)
- * Kernel flags (arguments, to keep builds few): c_last (NHWC work order), with_idx
- * (max_pool2d_fwd also writes the argmax).
+ *   KH, KW, SH, SW, PH, PW, DH, DW   (optional, all or none) the window geometry baked in:
+ *            divisions by it become multiplies and the window loops unroll to straight code.
+ *            Without them the kernels read it from their Pool argument (one build serves all).
+ *   FORM_ROWS or FORM_ITEMS   with the geometry: the form whose kernels the build holds
+ * Kernel flags (arguments, to keep builds few): c_last (NHWC work order), with_idx (max_pool2d
+ * forward also writes the argmax).
  * Tunables: none; the launcher picks work sizes.
  */
 
@@ -35,158 +48,332 @@ typedef struct {
   int divisor, include_pad;      /* avg_pool only */
 } Pool;
 
-/* This work-item's element (n, c, y, x) of the N x C x Y x X tensor it walks, and whether it
- * lies inside: the 3-d range is (X, Y, N * C), or (C, X, N * Y) with c_last, so neighbouring
- * work-items touch neighbouring memory of the tensor written and only the outermost index
- * needs a division. */
+/* The window geometry: the -D constants, or the fields of the Pool argument, which every
+ * function that uses these names calls `p`. */
+#ifdef KH
+#define BAKED 1
+#define UNROLL _Pragma("unroll")
+#else
+#define BAKED 0
+#define UNROLL
+#define KH p.kh
+#define KW p.kw
+#define SH p.sh
+#define SW p.sw
+#define PH p.ph
+#define PW p.pw
+#define DH p.dh
+#define DW p.dw
+#endif
+
+/* The kernels a build holds: the generic build every kernel; a baked one the max and avg
+ * kernels of the form named by the define FORM_ROWS or FORM_ITEMS. NOTE: few kernels per build,
+ * as PoCL compiles each kernel of a program (0.1-0.3 s) when its binary is cached. */
+#if !BAKED
+#define FORM_ITEMS
+#define FORM_ROWS
+#endif
+
+/* NOTE: a helper called inside a loop must be inlined for the window loops to unroll into the
+ * caller; LLVM declines to on its own for the larger ones. */
+#define ALWAYS_INLINE __attribute__((always_inline)) inline
+
+/* An element (n, c, y, x) of an N x C x Y x X tensor. NOTE: scalars, not an int4: PoCL
+ * vectorizes a work-group's loop over work-items, and LLVM cannot widen vector values. */
+typedef struct { int n, c, y, x; } Pos;
+
+/* This work-item's element of the N x C x Y x X tensor it walks (items form), and whether it
+ * lies inside: only the outermost index needs a division. */
 inline int element(const int N, const int C, const int Y, const int X, const int c_last,
-                   int4* q) {
+                   Pos* q) {
   const int i0 = get_global_id(0), i1 = get_global_id(1), i2 = get_global_id(2);
   if (c_last) {
-    *q = (int4)(i2 / Y, i0, i2 % Y, i1);
+    q->n = i2 / Y;
+    q->c = i0;
+    q->y = i2 % Y;
+    q->x = i1;
     return i0 < C && i1 < X && i2 < N * Y;
   }
-  *q = (int4)(i2 / C, i2 % C, i1, i0);
+  q->n = i2 / C;
+  q->c = i2 % C;
+  q->y = i1;
+  q->x = i0;
   return i0 < X && i1 < Y && i2 < N * C;
 }
 
-inline long at(const View4 v, const int4 q) {
-  return v.off + q.x * v.n + q.y * v.c + q.z * v.h + q.w * v.w;
+/* This work-item's output row (n, c, oh) of an N x C x OH x OW tensor (rows form), x = 0. */
+inline int row_of(const Pool p, Pos* q) {
+  const int i = get_global_id(0);
+  q->n = i / p.OH / p.C;
+  q->c = i / p.OH % p.C;
+  q->y = i % p.OH;
+  q->x = 0;
+  return i < p.N * p.C * p.OH;
 }
 
-inline long plane(const View4 v, const int4 q) { return v.off + q.x * v.n + q.y * v.c; }
+inline long plane(const View4 v, const Pos q) { return v.off + q.n * v.n + q.c * v.c; }
+
+inline long at(const View4 v, const Pos q) { return plane(v, q) + q.y * v.h + q.x * v.w; }
+
+/* The input at (h, w) of the plane of x at base, or `pad` outside the input. Away from the
+ * `edge` columns (w known inside) the load is unconditional, from a row clamped into the
+ * input: the rows form's loop over ow then vectorizes on PoCL (max_pool2d 3x3 stride 1
+ * forward 3x faster). */
+ALWAYS_INLINE T tap(const Pool p, __global const T* x, const View4 vx, const long base,
+                    const int h, const int w, const int edge, const T pad) {
+  const int h_in = h >= 0 && h < p.H;
+  if (edge) return (h_in && w >= 0 && w < p.W) ? x[base + h * vx.h + w * vx.w] : pad;
+  const T v = x[base + clamp(h, 0, p.H - 1) * vx.h + w * vx.w];
+  return h_in ? v : pad;
+}
+
+/* The outputs inner_begin <= ow < inner_end of a row have all their window's columns inside
+ * the input. */
+inline int inner_begin(const Pool p) { return min((PW + SW - 1) / SW, p.OW); }
+
+inline int inner_end(const Pool p, const int begin) {
+  const int last = p.W - 1 + PW - (KW - 1) * DW;  /* the last window start inside, + PW */
+  return clamp(last < 0 ? 0 : last / SW + 1, begin, p.OW);
+}
 
 /* ---- max ------------------------------------------------------------------------------------ */
 
-/* The taps a0 <= a < a1 of a window starting at s0 (step d, k taps) that land in [0, n). */
+/* The first tap a >= 0 of a window starting at s0 (step d) that lands at or after 0. */
 inline int first_tap(const int s0, const int d) { return s0 < 0 ? (-s0 + d - 1) / d : 0; }
 
-inline int end_tap(const int s0, const int d, const int k, const int n) {
-  return s0 >= n ? 0 : min(k, (n - 1 - s0) / d + 1);
+/* Whether a window starting at s0 (step d, k taps) has a tap in [0, n). A max-pool output
+ * whose window has none (possible with dilation) gives -inf and an argmax outside it. */
+inline int has_tap(const int s0, const int d, const int k, const int n) {
+  const int a0 = first_tap(s0, d);
+  return a0 < k && s0 + a0 * d < n;
 }
 
+/* The largest tap of output (oh, ow)'s window in the plane of x at base, and its position.
+ * `edge` says whether the window's columns may leave the input; see inner_begin. */
+ALWAYS_INLINE T max_window(const Pool p, __global const T* x, const View4 vx, const long base,
+                           const int oh, const int ow, const int edge, int* arg) {
+  const int h0 = oh * SH - PH, w0 = ow * SW - PW;
+  T best = -INFINITY;
+  /* the first tap inside: when none beats -inf */
+  int pos = (h0 + first_tap(h0, DH) * DH) * p.W + w0 + first_tap(w0, DW) * DW;
+  UNROLL for (int a = 0; a < KH; ++a) {
+    const int h = h0 + a * DH;
+    UNROLL for (int b = 0; b < KW; ++b) {
+      const int w = w0 + b * DW;
+      const T v = tap(p, x, vx, base, h, w, edge, -INFINITY);
+      /* as torch: the first largest number, or the last NaN. NOTE: v != v, not isnan(v),
+       * which PoCL compiles to slower code here (max_pool2d forward 1.8x slower) */
+      const int take = v > best || v != v;
+      best = take ? v : best;
+      pos = take ? h * p.W + w : pos;
+    }
+  }
+  *arg = pos;
+  return best;
+}
+
+#ifdef FORM_ITEMS
 __kernel void max_pool2d_fwd(const Pool p, const int c_last, const int with_idx,
                              __global const T* x, const View4 vx, __global T* y, const View4 vy,
                              __global int* idx, const View4 vi) {
-  int4 q;
+  Pos q;
   if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
-  const long base = plane(vx, q);
-  const int h0 = q.z * p.sh - p.ph, w0 = q.w * p.sw - p.pw;
-  const int a0 = first_tap(h0, p.dh), a1 = end_tap(h0, p.dh, p.kh, p.H);
-  const int b0 = first_tap(w0, p.dw), b1 = end_tap(w0, p.dw, p.kw, p.W);
-  T best = -INFINITY;
-  int arg = (h0 + a0 * p.dh) * p.W + w0 + b0 * p.dw;  /* the first tap: when none beats -inf */
-  int nan = 0;
-  for (int a = a0; a < a1; ++a) {
-    const int h = h0 + a * p.dh;
-    const long row = base + h * vx.h;
-    for (int b = b0; b < b1; ++b) {
-      const int w = w0 + b * p.dw;
-      const T v = x[row + w * vx.w];
-      const int take = v > best;
-      best = take ? v : best;
-      arg = take ? h * p.W + w : arg;
-      nan |= isnan(v);
+  int arg;
+  y[at(vy, q)] = max_window(p, x, vx, plane(vx, q), q.y, q.x, 1, &arg);
+  if (with_idx) idx[at(vi, q)] = arg;
+}
+#endif
+
+#ifdef FORM_ROWS
+__kernel void max_pool2d_fwd_rows(const Pool p, const int with_idx,
+                                  __global const T* x, const View4 vx, __global T* y,
+                                  const View4 vy, __global int* idx, const View4 vi) {
+  Pos q;
+  if (!row_of(p, &q)) return;
+  const long base = plane(vx, q), yr = at(vy, q), ir = at(vi, q);
+  const int begin = inner_begin(p), end = inner_end(p, begin);
+  /* three spans of the row: left edge, inside (part 1, no column masks), right edge */
+  UNROLL for (int part = 0; part < 3; ++part) {
+    const int from = part == 0 ? 0 : part == 1 ? begin : end;
+    const int to = part == 0 ? begin : part == 1 ? end : p.OW;
+    for (int ow = from; ow < to; ++ow) {
+      int arg;
+      y[yr + ow * vy.w] = max_window(p, x, vx, base, q.y, ow, part != 1, &arg);
+      if (with_idx) idx[ir + ow * vi.w] = arg;
     }
   }
-  /* NOTE: NaN is kept out of the hot loop above (it halves its speed on CPUs); a window with
-   * a NaN gives NaN and the last NaN's position, as torch. */
-  if (nan) {
-    for (int a = a0; a < a1; ++a) {
-      const int h = h0 + a * p.dh;
-      for (int b = b0; b < b1; ++b) {
-        const int w = w0 + b * p.dw;
-        const T v = x[base + h * vx.h + w * vx.w];
-        if (isnan(v)) {
-          best = v;
-          arg = h * p.W + w;
+}
+#endif
+
+/* Output o's window (start o * s - pad, step d, k taps) spans position h when
+ * 0 <= h + pad - o * s <= (k - 1) * d. At most CANDIDATES(k, s, d) outputs do, the last being
+ * o = (h + pad) / s: the items form's backward walks that many with masks (a fixed trip count
+ * once the geometry is baked) instead of computing the range with divisions. */
+#define CANDIDATES(k, s, d) (((k) - 1) * (d) / (s) + 1)
+
+#ifdef FORM_ITEMS
+/* Input (h, w) gets g of every output whose argmax is (h, w), summed in (oh, ow) order. The
+ * argmax test alone tells the windows that hold (h, w): an argmax is a tap of its window (or, in
+ * a window with no tap inside, no input position), so candidates need only exist. */
+__kernel void max_pool2d_bwd(const Pool p, const int c_last,
+                             __global const T* g, const View4 vg, __global const int* idx,
+                             const View4 vi, __global T* gx, const View4 vgx) {
+  Pos q;
+  if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
+  const int h = q.y, w = q.x, me = h * p.W + w;
+  const int oh0 = (h + PH) / SH - (CANDIDATES(KH, SH, DH) - 1);
+  const int ow0 = (w + PW) / SW - (CANDIDATES(KW, SW, DW) - 1);
+  const long gb = plane(vg, q), ib = plane(vi, q);
+  T acc = 0;
+  UNROLL for (int i = 0; i < CANDIDATES(KH, SH, DH); ++i) {
+    const int oh = oh0 + i;
+    UNROLL for (int j = 0; j < CANDIDATES(KW, SW, DW); ++j) {
+      const int ow = ow0 + j;
+      const int ok = oh >= 0 && oh < p.OH && ow >= 0 && ow < p.OW;
+      if (ok && idx[ib + oh * vi.h + ow * vi.w] == me) acc += g[gb + oh * vg.h + ow * vg.w];
+    }
+  }
+  gx[at(vgx, q)] = acc;
+}
+#endif
+
+#ifdef FORM_ROWS
+/* gx is dense in its layout: the element h * W + w of a plane is at (h * W + w) * vgx.w. The
+ * argmax of an output whose window holds no input is no tap of it: skipped. */
+__kernel void max_pool2d_bwd_planes(const Pool p, __global const T* g, const View4 vg,
+                                    __global const int* idx, const View4 vi, __global T* gx,
+                                    const View4 vgx) {
+  const int i = get_global_id(0);
+  if (i >= p.N * p.C) return;
+  const Pos q = {i / p.C, i % p.C, 0, 0};
+  __global T* out = gx + plane(vgx, q);
+  for (int e = 0; e < p.H * p.W; ++e) out[e * vgx.w] = 0;
+  const long gb = plane(vg, q), ib = plane(vi, q);
+  for (int oh = 0; oh < p.OH; ++oh) {
+    if (DH > 1 && !has_tap(oh * SH - PH, DH, KH, p.H)) continue;
+    for (int ow = 0; ow < p.OW; ++ow) {
+      if (DW > 1 && !has_tap(ow * SW - PW, DW, KW, p.W)) continue;
+      out[idx[ib + oh * vi.h + ow * vi.w] * vgx.w] += g[gb + oh * vg.h + ow * vg.w];
+    }
+  }
+}
+#endif
+
+/* ---- average -------------------------------------------------------------------------------- */
+
+/* The divisor of output (oh, ow)'s window, and in *inside the number of its taps inside the
+ * input. */
+inline int avg_divisor(const Pool p, const int oh, const int ow, int* inside) {
+  const int h0 = oh * SH - PH, w0 = ow * SW - PW;
+  const int h1 = min(h0 + KH, p.H + PH), w1 = min(w0 + KW, p.W + PW);
+  *inside = max(min(h1, p.H) - max(h0, 0), 0) * max(min(w1, p.W) - max(w0, 0), 0);
+  return p.divisor ? p.divisor : (p.include_pad ? (h1 - h0) * (w1 - w0) : *inside);
+}
+
+/* Output (oh, ow) of avg_pool over the plane of x at base (`edge` as in max_window). */
+ALWAYS_INLINE T avg_window(const Pool p, __global const T* x, const View4 vx, const long base,
+                           const int oh, const int ow, const int edge) {
+  const int h0 = oh * SH - PH, w0 = ow * SW - PW;
+  T acc = 0;
+  UNROLL for (int a = 0; a < KH; ++a) {
+    const int h = h0 + a;
+    UNROLL for (int b = 0; b < KW; ++b) {
+      const int w = w0 + b;
+      acc += tap(p, x, vx, base, h, w, edge, 0);
+    }
+  }
+  int inside;
+  const int div = avg_divisor(p, oh, ow, &inside);
+  /* a window wholly in the padding: 0, as torch */
+  return inside > 0 ? acc / (T)div : (T)0;
+}
+
+#ifdef FORM_ITEMS
+__kernel void avg_pool2d_fwd(const Pool p, const int c_last,
+                             __global const T* x, const View4 vx, __global T* y, const View4 vy) {
+  Pos q;
+  if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
+  y[at(vy, q)] = avg_window(p, x, vx, plane(vx, q), q.y, q.x, 1);
+}
+#endif
+
+#ifdef FORM_ROWS
+__kernel void avg_pool2d_fwd_rows(const Pool p, __global const T* x, const View4 vx,
+                                  __global T* y, const View4 vy) {
+  Pos q;
+  if (!row_of(p, &q)) return;
+  const long base = plane(vx, q), yr = at(vy, q);
+  const int begin = inner_begin(p), end = inner_end(p, begin);
+  UNROLL for (int part = 0; part < 3; ++part) {  /* as max_pool2d_fwd_rows */
+    const int from = part == 0 ? 0 : part == 1 ? begin : end;
+    const int to = part == 0 ? begin : part == 1 ? end : p.OW;
+    for (int ow = from; ow < to; ++ow)
+      y[yr + ow * vy.w] = avg_window(p, x, vx, base, q.y, ow, part != 1);
+  }
+}
+#endif
+
+#ifdef FORM_ITEMS
+/* Whether output o (of n_out) of an avg_pool window of k taps holds the position at
+ * t = h + pad - o * s. */
+inline int holds(const int o, const int n_out, const int t, const int k) {
+  return o >= 0 && o < n_out && t < k;
+}
+
+/* Input (h, w) gets g / divisor of every output whose window holds it. */
+__kernel void avg_pool2d_bwd(const Pool p, const int c_last,
+                             __global const T* g, const View4 vg, __global T* gx,
+                             const View4 vgx) {
+  Pos q;
+  if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
+  const int h = q.y, w = q.x;
+  const int oh0 = (h + PH) / SH - (CANDIDATES(KH, SH, 1) - 1);
+  const int ow0 = (w + PW) / SW - (CANDIDATES(KW, SW, 1) - 1);
+  const long gb = plane(vg, q);
+  T acc = 0;
+  UNROLL for (int i = 0; i < CANDIDATES(KH, SH, 1); ++i) {
+    const int oh = oh0 + i;
+    const int row = holds(oh, p.OH, h + PH - oh * SH, KH);
+    UNROLL for (int j = 0; j < CANDIDATES(KW, SW, 1); ++j) {
+      const int ow = ow0 + j;
+      if (!(row && holds(ow, p.OW, w + PW - ow * SW, KW))) continue;
+      int inside;
+      acc += g[gb + oh * vg.h + ow * vg.w] / (T)avg_divisor(p, oh, ow, &inside);
+    }
+  }
+  gx[at(vgx, q)] = acc;
+}
+#endif
+
+#ifdef FORM_ROWS
+/* gx is dense in its layout (see max_pool2d_bwd_planes). */
+__kernel void avg_pool2d_bwd_planes(const Pool p, __global const T* g, const View4 vg,
+                                    __global T* gx, const View4 vgx) {
+  const int i = get_global_id(0);
+  if (i >= p.N * p.C) return;
+  const Pos q = {i / p.C, i % p.C, 0, 0};
+  __global T* out = gx + plane(vgx, q);
+  for (int e = 0; e < p.H * p.W; ++e) out[e * vgx.w] = 0;
+  const long gb = plane(vg, q);
+  for (int oh = 0; oh < p.OH; ++oh) {
+    const int h0 = oh * SH - PH;
+    for (int ow = 0; ow < p.OW; ++ow) {
+      const int w0 = ow * SW - PW;
+      int inside;
+      const T v = g[gb + oh * vg.h + ow * vg.w] / (T)avg_divisor(p, oh, ow, &inside);
+      UNROLL for (int a = 0; a < KH; ++a) {
+        const int h = h0 + a;
+        UNROLL for (int b = 0; b < KW; ++b) {
+          const int w = w0 + b;
+          if (h >= 0 && h < p.H && w >= 0 && w < p.W) out[(h * p.W + w) * vgx.w] += v;
         }
       }
     }
   }
-  y[at(vy, q)] = best;
-  if (with_idx) idx[at(vi, q)] = arg;
 }
+#endif
 
-/* The outputs o whose window (start o * s - pad, step d, k taps) holds position h: the o with
- * o * s <= h + pad <= o * s + (k - 1) * d, as [o0, o1]; with d > 1, (h + pad - o * s) % d == 0
- * must hold too. */
-inline int2 outputs_holding(const int h, const int s, const int pad, const int d, const int k,
-                            const int n_out) {
-  const int hi = h + pad, lo = hi - (k - 1) * d;
-  return (int2)(lo <= 0 ? 0 : (lo + s - 1) / s, min(hi / s, n_out - 1));
-}
-
-/* Input (h, w) gets g of every output whose argmax is (h, w). */
-__kernel void max_pool2d_bwd(const Pool p, const int c_last,
-                             __global const T* g, const View4 vg, __global const int* idx,
-                             const View4 vi, __global T* gx, const View4 vgx) {
-  int4 q;
-  if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
-  const int h = q.z, w = q.w, me = h * p.W + w;
-  const int2 ro = outputs_holding(h, p.sh, p.ph, p.dh, p.kh, p.OH);
-  const int2 co = outputs_holding(w, p.sw, p.pw, p.dw, p.kw, p.OW);
-  const long gb = plane(vg, q), ib = plane(vi, q);
-  T acc = 0;
-  for (int oh = ro.x; oh <= ro.y; ++oh) {
-    if (p.dh > 1 && (h + p.ph - oh * p.sh) % p.dh) continue;
-    for (int ow = co.x; ow <= co.y; ++ow) {
-      if (p.dw > 1 && (w + p.pw - ow * p.sw) % p.dw) continue;
-      if (idx[ib + oh * vi.h + ow * vi.w] == me) acc += g[gb + oh * vg.h + ow * vg.w];
-    }
-  }
-  gx[at(vgx, q)] = acc;
-}
-
-/* ---- average -------------------------------------------------------------------------------- */
-
-/* The window of output (oh, ow) clipped to the input, as (h0, h1, w0, w1), and its divisor. */
-inline int4 avg_window(const Pool p, const int oh, const int ow, int* div) {
-  int h0 = oh * p.sh - p.ph, w0 = ow * p.sw - p.pw;
-  int h1 = min(h0 + p.kh, p.H + p.ph), w1 = min(w0 + p.kw, p.W + p.pw);
-  const int padded = (h1 - h0) * (w1 - w0);
-  h0 = max(h0, 0);
-  w0 = max(w0, 0);
-  h1 = min(h1, p.H);
-  w1 = min(w1, p.W);
-  *div = p.divisor ? p.divisor : (p.include_pad ? padded : (h1 - h0) * (w1 - w0));
-  return (int4)(h0, h1, w0, w1);
-}
-
-__kernel void avg_pool2d_fwd(const Pool p, const int c_last,
-                             __global const T* x, const View4 vx, __global T* y, const View4 vy) {
-  int4 q;
-  if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
-  int div;
-  const int4 r = avg_window(p, q.z, q.w, &div);
-  const long base = plane(vx, q);
-  T acc = 0;
-  for (int h = r.x; h < r.y; ++h)
-    for (int w = r.z; w < r.w; ++w) acc += x[base + h * vx.h + w * vx.w];
-  /* a window wholly in the padding: 0, as torch */
-  y[at(vy, q)] = (r.x < r.y && r.z < r.w) ? acc / (T)div : (T)0;
-}
-
-/* Input (h, w) lies in the windows of outputs oh with oh * sh - ph <= h < oh * sh - ph + kh. */
-__kernel void avg_pool2d_bwd(const Pool p, const int c_last,
-                             __global const T* g, const View4 vg, __global T* gx,
-                             const View4 vgx) {
-  int4 q;
-  if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
-  const int2 ro = outputs_holding(q.z, p.sh, p.ph, 1, p.kh, p.OH);
-  const int2 co = outputs_holding(q.w, p.sw, p.pw, 1, p.kw, p.OW);
-  const long gb = plane(vg, q);
-  T acc = 0;
-  for (int oh = ro.x; oh <= ro.y; ++oh) {
-    for (int ow = co.x; ow <= co.y; ++ow) {
-      int div;
-      avg_window(p, oh, ow, &div);
-      acc += g[gb + oh * vg.h + ow * vg.w] / (T)div;
-    }
-  }
-  gx[at(vgx, q)] = acc;
-}
-
+#if !BAKED
 /* ---- adaptive average ----------------------------------------------------------------------- */
 
 inline int start_of(const int o, const int in, const int out) {
@@ -200,9 +387,9 @@ inline int end_of(const int o, const int in, const int out) {
 __kernel void adaptive_avg_pool2d_fwd(const Pool p, const int c_last,
                                       __global const T* x, const View4 vx, __global T* y,
                                       const View4 vy) {
-  int4 q;
+  Pos q;
   if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
-  const int oh = q.z, ow = q.w;
+  const int oh = q.y, ow = q.x;
   const int h0 = start_of(oh, p.H, p.OH), h1 = end_of(oh, p.H, p.OH);
   const int w0 = start_of(ow, p.W, p.OW), w1 = end_of(ow, p.W, p.OW);
   const long base = plane(vx, q);
@@ -217,9 +404,9 @@ __kernel void adaptive_avg_pool2d_fwd(const Pool p, const int c_last,
 __kernel void adaptive_avg_pool2d_bwd(const Pool p, const int c_last,
                                       __global const T* g, const View4 vg, __global T* gx,
                                       const View4 vgx) {
-  int4 q;
+  Pos q;
   if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
-  const int h = q.z, w = q.w;
+  const int h = q.y, w = q.x;
   const int oh0 = start_of(h, p.OH, p.H), oh1 = min(end_of(h, p.OH, p.H), p.OH);
   const int ow0 = start_of(w, p.OW, p.W), ow1 = min(end_of(w, p.OW, p.W), p.OW);
   const long gb = plane(vg, q);
@@ -235,3 +422,4 @@ __kernel void adaptive_avg_pool2d_bwd(const Pool p, const int c_last,
   }
   gx[at(vgx, q)] = acc;
 }
+#endif

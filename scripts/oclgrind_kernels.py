@@ -20,6 +20,7 @@ import cltensor
 import cltensor.nn.functional as F
 from cltensor import program
 from cltensor.ops import gemm as gemm_ops
+from cltensor.ops import pool as pool_ops
 from cltensor.testing import rel_error, to_numpy
 
 RNG = np.random.default_rng(7)
@@ -191,6 +192,13 @@ def section_pool():
               F.adaptive_avg_pool2d(x, (3, 2)), F.max_pool2d(x, 2),
               F.avg_pool2d(xt, 3, 2, 1, count_include_pad=False), F.max_pool2d(xt, 2, dilation=2)]:
         y.backward(dev(rand(*y.shape)), retain_graph=True)  # xt is shared
+    assert np.isfinite(x.grad.numpy()).all()
+    saved, pool_ops.BAKE_MIN_TAPS = pool_ops.BAKE_MIN_TAPS, 0  # the window baked in (-D)
+    try:
+        for y in [F.max_pool2d(x, 3, 2, 1, ceil_mode=True), F.avg_pool2d(xt, 3, 1, 1)]:
+            y.backward(dev(rand(*y.shape)), retain_graph=True)
+    finally:
+        pool_ops.BAKE_MIN_TAPS = saved
     assert np.isfinite(x.grad.numpy()).all()
 
 

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 import cltensor
 import cltensor.nn.functional as F
 from cltensor.ops import norm as norm_ops
+from cltensor.ops import pool as pool_ops
 from cltensor.ops import softmax as softmax_ops
 from cltensor.testing import assert_close, gradcheck, random_array
 
@@ -475,6 +476,118 @@ def test_pool_bad_input(device, rng):
         F.max_pool2d(x, (2, 2, 2))
     with pytest.raises(ValueError, match="output_size"):
         F.adaptive_avg_pool2d(x, 0)
+
+
+# The kernel forms (pool.cl: rows/planes on CPUs, items on GPUs), each with its window geometry
+# baked into the build and read at run time: (kernel, stride, padding, dilation, ceil_mode).
+FORM_POOLS = [((3, 3), (2, 2), (0, 0), (1, 1), True),    # GoogLeNet's (AlexNet's: floor)
+              ((3, 3), (2, 2), (1, 1), (1, 1), True),    # ceil_mode with padding
+              ((3, 3), (1, 1), (1, 1), (1, 1), False),   # GoogLeNet's stride 1
+              ((2, 3), (3, 4), (1, 1), (3, 1), True)]    # stride > kernel, dilation
+
+
+@pytest.fixture(params=["rows", "items"])
+def pool_form(request, device, monkeypatch):
+    """Every kernel form on every device."""
+    monkeypatch.setitem(pool_ops.FORM, "cpu" if device.is_cpu else "gpu", request.param)
+    return request.param
+
+
+def _poison_pool(device, *nbytes):
+    """Leave NaN-filled blocks of these sizes in the memory pool, so that an output element a
+    kernel forgets to write reads NaN (or a huge integer)."""
+    held = [cltensor.full((max(n // 4, 1),), float("nan"), device=device) for n in nbytes]
+    del held
+
+
+def ref_max_pool_grad(x, g, k, s, p, d, ceil):
+    """Max pooling in float64 with torch's rules (the first largest, or the last NaN; -inf where
+    the window holds no input), its argmax (-1 there) and dL/dx for the output gradient g."""
+    N, C, H, W = x.shape
+    OH, OW = (ref_pool_size(n, k[i], s[i], p[i], d[i], ceil) for i, n in enumerate((H, W)))
+    y, idx = np.full((N, C, OH, OW), -np.inf), np.full((N, C, OH, OW), -1)
+    gx = np.zeros((N, C, H * W))
+    for n, c, oh, ow in np.ndindex(N, C, OH, OW):
+        pos = [(h, w) for h in range(oh * s[0] - p[0], oh * s[0] - p[0] + k[0] * d[0], d[0])
+               for w in range(ow * s[1] - p[1], ow * s[1] - p[1] + k[1] * d[1], d[1])
+               if 0 <= h < H and 0 <= w < W]
+        if not pos:
+            continue
+        vals = np.array([x[n, c, h, w] for h, w in pos], np.float64)
+        nan = np.flatnonzero(np.isnan(vals))
+        best = nan[-1] if nan.size else int(np.argmax(vals))
+        y[n, c, oh, ow], idx[n, c, oh, ow] = vals[best], pos[best][0] * W + pos[best][1]
+        gx[n, c, idx[n, c, oh, ow]] += g[n, c, oh, ow]
+    return y, idx, gx.reshape(x.shape)
+
+
+def ref_avg_pool_grad(g, x_shape, k, s, p, ceil, include_pad, divisor):
+    """dL/dx of ref_avg_pool in float64 for the output gradient g."""
+    H, W = x_shape[2:]
+    gx = np.zeros(x_shape)
+    for oh, ow in np.ndindex(*g.shape[2:]):
+        h0, w0 = oh * s[0] - p[0], ow * s[1] - p[1]
+        h1, w1 = min(h0 + k[0], H + p[0]), min(w0 + k[1], W + p[1])
+        padded = (h1 - h0) * (w1 - w0)
+        h0, w0, h1, w1 = max(h0, 0), max(w0, 0), min(h1, H), min(w1, W)
+        div = divisor or (padded if include_pad else (h1 - h0) * (w1 - w0))
+        gx[:, :, h0:h1, w0:w1] += g[:, :, oh:oh + 1, ow:ow + 1] / div
+    return gx
+
+
+def _check_max_pool_kernels(device, x, a, g, gn, k, s, p, d, ceil):
+    y_ref, idx_ref, gx_ref = ref_max_pool_grad(a, gn, k, s, p, d, ceil)
+    fields, out_hw = pool_ops.window("max_pool2d", x, k, s, p, d, ceil)
+    _poison_pool(device, 4 * y_ref.size, 4 * y_ref.size)
+    y, idx = pool_ops.max_pool2d(x, fields, out_hw, True)
+    np.testing.assert_array_equal(y.numpy(), y_ref.astype(np.float32))
+    inside = idx_ref >= 0  # a window wholly in the padding has no argmax in torch's sense
+    np.testing.assert_array_equal(idx.numpy()[inside], idx_ref[inside])
+    _poison_pool(device, 4 * a.size)
+    gx = pool_ops.max_pool2d_backward(g, idx, x.shape, pool_ops.layout_of(x), fields)
+    assert gx.is_contiguous(pool_ops.layout_of(x))
+    assert_close(gx, gx_ref, **F32)
+
+
+def _check_avg_pool_kernels(device, x, a, g, gn, k, s, p, ceil):
+    fields, out_hw = pool_ops.window("avg_pool2d", x, k, s, p, 1, ceil)
+    for include_pad, divisor in ((True, 0), (False, 0), (True, 5)):
+        _poison_pool(device, 4 * gn.size)
+        y = pool_ops.avg_pool2d(x, fields, out_hw, divisor, include_pad)
+        assert_close(y, ref_avg_pool(a, k, s, p, ceil, include_pad, divisor), **F32)
+        _poison_pool(device, 4 * a.size)
+        gx = pool_ops.avg_pool2d_backward(g, x.shape, pool_ops.layout_of(x), fields, divisor,
+                                          include_pad)
+        assert_close(gx, ref_avg_pool_grad(gn, a.shape, k, s, p, ceil, include_pad, divisor),
+                     **F32)
+
+
+@pytest.mark.parametrize("baked", [True, False], ids=["baked", "generic"])
+@pytest.mark.parametrize("k,s,p,d,ceil", FORM_POOLS)
+def test_pool2d_kernel_forms(device, rng, pool_form, monkeypatch, baked, k, s, p, d, ceil):
+    """Each form of the max and avg kernels, forward and backward, with the window geometry
+    built in and read at run time, in every layout (a gradient of the input's layout kind),
+    NaN included, on outputs poisoned first; avg pooling takes the geometry without dilation.
+    The small inputs leave no output a window inside the input's columns (the rows form's inner
+    span is empty: ceil_mode's last window overhangs a 2x2 input), and with dilation a 1x1
+    input leaves a max window wholly in the padding."""
+    monkeypatch.setattr(pool_ops, "BAKE_MIN_TAPS", 0 if baked else 2**62)
+    for shape in ((2, 3, 9, 11), (1, 2, 1, 1), (1, 2, 2, 2)):
+        if min(ref_pool_size(n, k[i], s[i], p[i], d[i], ceil)
+               for i, n in enumerate(shape[2:])) < 1:
+            continue
+        a = random_array(rng, shape)
+        if a.size > 41:
+            a.flat[[5, 40, 41]] = np.nan  # 40 and 41 share windows: the last NaN wins
+        for dilation in dict.fromkeys((d, (1, 1))):  # max's geometry, then avg's
+            out = tuple(ref_pool_size(n, k[i], s[i], p[i], dilation[i], ceil)
+                        for i, n in enumerate(shape[2:]))
+            gn = random_array(rng, shape[:2] + out)
+            for (layout, x), (_, g) in zip(strided_views(a, device), strided_views(gn, device)):
+                if dilation == d:
+                    _check_max_pool_kernels(device, x, a, g, gn, k, s, p, d, ceil)
+                if dilation == (1, 1):
+                    _check_avg_pool_kernels(device, x, a, g, gn, k, s, p, ceil)
 
 
 # ---- local response norm ------------------------------------------------------------------------

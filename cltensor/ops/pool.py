@@ -5,12 +5,13 @@ Inputs are 4-d NCHW views with any strides; outputs are contiguous, or channels_
 input is, so a channels_last network stays channels_last.
 """
 import functools
+import math
 import numbers
 
 import numpy as np
 
 from .. import dtypes as dt
-from ..program import ctype_of, get_kernel, launch, round_up
+from ..program import ctype_of, get_kernel, launch, round_up, sizes_1d
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 from .activation import check_float
 
@@ -19,11 +20,36 @@ VIEW4_T = np.dtype([(f, np.int64) for f in ("off", "n", "c", "h", "w")])
 POOL_T = np.dtype([(f, np.int32) for f in ("N", "C", "H", "W", "OH", "OW", "kh", "kw", "sh", "sw",
                                            "ph", "pw", "dh", "dw", "divisor", "include_pad")])
 GROUP = {"cpu": 64, "gpu": 256}  # work-group size (fixed: PoCL compiles once per size)
+ROWS_GROUP = 8  # work-group size of the rows form, whose work-items each walk a row or a plane
+# The form of the max and avg kernels by device kind (pool.cl's header): on CPUs a work-item
+# that walks a row or a plane in order beats one per element (measured on PoCL: max_pool2d
+# backward of AlexNet's pool1 0.3 ms against 9 ms); on GPUs one per element fills the device.
+FORM = {"cpu": "rows", "gpu": "items"}
+# Launches of fewer window taps than this (outputs x kh x kw) use the one build that reads the
+# geometry at run time: a build per geometry (about 1.5 s on PoCL, then cached on disk) would
+# cost more than such a launch gains from the constants (3-4x on PoCL forward).
+BAKE_MIN_TAPS = 1 << 16
 _INT_MAX = 2**31 - 1
 
 
-def _kernel(device, name, dtype):
-    return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype)})
+def _kernel(device, name, dtype, fields=None):
+    """Kernel `name` for `dtype`; with the window `fields`, from a build with them as constants
+    that holds only the kernels of name's form."""
+    defines = {"T": ctype_of(dtype)}
+    if fields:
+        defines.update((f.upper(), v) for f, v in fields.items())
+        defines["FORM_ROWS" if name.endswith(("_rows", "_planes")) else "FORM_ITEMS"] = None
+    return get_kernel(device, KERNEL_FILE, name, defines)
+
+
+def _baked(fields, out_shape):
+    """The window fields to build into the kernels of a launch writing or reading `out_shape`
+    outputs: all of them when the launch is large, else none."""
+    return fields if math.prod(out_shape) * fields["kh"] * fields["kw"] >= BAKE_MIN_TAPS else None
+
+
+def _form(device):
+    return FORM["cpu" if device.is_cpu else "gpu"]
 
 
 # ---- arguments --------------------------------------------------------------------------------
@@ -171,8 +197,8 @@ def launch_grid(device, kernel, dims, group, *args):
     launch(device, kernel, *grid(dims, device, group), *args)
 
 
-def _launch(name, written, pool_arg, *args):
-    """Kernel `name` over the elements of `written`, walked in its layout (see pool.cl)."""
+def _launch(name, written, pool_arg, fields, *args):
+    """Kernel `name` (items form) over the elements of `written`, walked in its layout."""
     device = written.device
     if written.numel() == 0:
         return
@@ -180,9 +206,36 @@ def _launch(name, written, pool_arg, *args):
     c_last = layout_of(written) == CHANNELS_LAST
     if max(N * C, N * Y) > _INT_MAX:
         raise ValueError(f"pooling: {written.shape} has too many planes for 32-bit indices")
-    launch_grid(device, _kernel(device, name, written.dtype),
+    launch_grid(device, _kernel(device, name, written.dtype, fields),
                 (C, X, N * Y) if c_last else (X, Y, N * C), GROUP["cpu" if device.is_cpu else "gpu"],
                 pool_arg, np.int32(c_last), *args)
+
+
+def _launch_rows(name, t, n_items, pool_arg, fields, *args):
+    """Kernel `name` (rows form) with n_items work-items, over the rows or planes of t."""
+    if n_items == 0:
+        return
+    if n_items > _INT_MAX:
+        raise ValueError(f"pooling: {t.shape} has too many rows for 32-bit indices")
+    launch(t.device, _kernel(t.device, name, t.dtype, fields),
+           *sizes_1d(t.device, n_items, ROWS_GROUP), pool_arg, *args)
+
+
+def _forward_by_rows(y):
+    """Whether forward pooling into y takes the rows form: on CPUs, unless y is channels_last,
+    whose items form walks the channels in order (PoCL vectorizes it)."""
+    return _form(y.device) == "rows" and layout_of(y) != CHANNELS_LAST
+
+
+def _backward(name, gx, pool_arg, fields, *args):
+    """Backward kernel `name` into gx in the device's form: one work-item per (n, c) plane
+    (rows form: gx must be dense in its layout), or one per element."""
+    if _form(gx.device) == "items":
+        _launch(name, gx, pool_arg, fields, *args)
+        return
+    N, C, H, W = gx.shape
+    assert gx.numel() == 0 or gx.strides[2] == W * gx.strides[3], "gx must be dense"
+    _launch_rows(name + "_planes", gx, N * C, pool_arg, fields, *args)
 
 
 def _empty(shape, like_layout, x):
@@ -195,42 +248,52 @@ def max_pool2d(x, fields, out_hw, with_indices):
     shape = x.shape[:2] + tuple(out_hw)
     y = _empty(shape, layout, x)
     idx = ClTensor.empty_on(shape, dt.int32, x.device, layout) if with_indices else y
-    _launch("max_pool2d_fwd", y, _pool(x.shape, out_hw, fields), np.int32(with_indices),
-            x.storage.buf, _view4(x), y.storage.buf, _view4(y), idx.storage.buf, _view4(idx))
+    pool_arg, baked = _pool(x.shape, out_hw, fields), _baked(fields, shape)
+    args = (np.int32(with_indices), x.storage.buf, _view4(x), y.storage.buf, _view4(y),
+            idx.storage.buf, _view4(idx))
+    if _forward_by_rows(y):
+        _launch_rows("max_pool2d_fwd_rows", y, math.prod(shape[:3]), pool_arg, baked, *args)
+    else:
+        _launch("max_pool2d_fwd", y, pool_arg, baked, *args)
     return y, (idx if with_indices else None)
 
 
 def max_pool2d_backward(g, idx, x_shape, layout, fields):
     gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
-    _launch("max_pool2d_bwd", gx, _pool(x_shape, g.shape[2:], fields), g.storage.buf,
-            _view4(g), idx.storage.buf, _view4(idx), gx.storage.buf, _view4(gx))
+    _backward("max_pool2d_bwd", gx, _pool(x_shape, g.shape[2:], fields), _baked(fields, g.shape),
+              g.storage.buf, _view4(g), idx.storage.buf, _view4(idx), gx.storage.buf, _view4(gx))
     return gx
 
 
 def avg_pool2d(x, fields, out_hw, divisor, include_pad):
     y = _empty(x.shape[:2] + tuple(out_hw), layout_of(x), x)
-    _launch("avg_pool2d_fwd", y, _pool(x.shape, out_hw, fields, divisor, include_pad),
-            x.storage.buf, _view4(x), y.storage.buf, _view4(y))
+    pool_arg = _pool(x.shape, out_hw, fields, divisor, include_pad)
+    args = (x.storage.buf, _view4(x), y.storage.buf, _view4(y))
+    if _forward_by_rows(y):
+        _launch_rows("avg_pool2d_fwd_rows", y, math.prod(y.shape[:3]), pool_arg,
+                     _baked(fields, y.shape), *args)
+    else:
+        _launch("avg_pool2d_fwd", y, pool_arg, _baked(fields, y.shape), *args)
     return y
 
 
 def avg_pool2d_backward(g, x_shape, layout, fields, divisor, include_pad):
     gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
-    _launch("avg_pool2d_bwd", gx, _pool(x_shape, g.shape[2:], fields, divisor, include_pad),
-            g.storage.buf, _view4(g), gx.storage.buf, _view4(gx))
+    _backward("avg_pool2d_bwd", gx, _pool(x_shape, g.shape[2:], fields, divisor, include_pad),
+              _baked(fields, g.shape), g.storage.buf, _view4(g), gx.storage.buf, _view4(gx))
     return gx
 
 
 def adaptive_avg_pool2d(x, out_hw):
     y = _empty(x.shape[:2] + tuple(out_hw), layout_of(x), x)
-    _launch("adaptive_avg_pool2d_fwd", y, _pool(x.shape, out_hw), x.storage.buf, _view4(x),
-            y.storage.buf, _view4(y))
+    _launch("adaptive_avg_pool2d_fwd", y, _pool(x.shape, out_hw), None, x.storage.buf,
+            _view4(x), y.storage.buf, _view4(y))
     return y
 
 
 def adaptive_avg_pool2d_backward(g, x_shape, layout):
     gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
-    _launch("adaptive_avg_pool2d_bwd", gx, _pool(x_shape, g.shape[2:]), g.storage.buf,
+    _launch("adaptive_avg_pool2d_bwd", gx, _pool(x_shape, g.shape[2:]), None, g.storage.buf,
             _view4(g), gx.storage.buf, _view4(gx))
     return gx
 
