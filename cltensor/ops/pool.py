@@ -233,7 +233,7 @@ def _backward(name, gx, pool_arg, fields, *args):
     if _form(gx.device) == "items":
         _launch(name, gx, pool_arg, fields, *args)
         return
-    N, C, H, W = gx.shape
+    N, C, _, W = gx.shape
     assert gx.numel() == 0 or gx.strides[2] == W * gx.strides[3], "gx must be dense"
     _launch_rows(name + "_planes", gx, N * C, pool_arg, fields, *args)
 
