@@ -169,6 +169,22 @@ def test_implicit_gemm_gpu_parameter_sets(device, rng, monkeypatch, kernel, para
     _check_case(device, rng, "implicit_gemm", ((2, 20, 9, 12), (70, 20, 3, 3), {"padding": 1}))
 
 
+def test_measured_forward_set_serves_only_few_output_channels(monkeypatch):
+    """The H200's cx_conv set (32 x 128 tiles) comes first for at most its max_m output
+    channels, and not at all above."""
+    entry = tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
+    monkeypatch.setattr(implicit_gpu.gemm, "entry_for", lambda device, dtype: entry)
+    monkeypatch.setattr(implicit_gpu, "_fits", lambda device, q, itemsize: True)
+    monkeypatch.setattr(implicit_gpu.gemm, "_xgemm_candidates",
+                        lambda device, entry, itemsize: (list(entry["xgemm"]), []))
+    small = entry["cx_conv"][0]
+    h200 = type("FakeH200", (), {"cl_device": type("D", (), {"max_compute_units": 132})()})()
+    def ranked(m):
+        return implicit_gpu._rank(h200, np.dtype(np.float32), "cx_conv", m, 10**5, 64, 1)
+    assert ranked(small["max_m"])[0] is small
+    assert small not in ranked(small["max_m"] + 1)
+
+
 def test_implicit_gemm_gpu_skips_parameter_sets_the_device_refuses(device, rng, monkeypatch):
     """A built kernel whose work-group the device refuses (too many registers) is skipped for
     the next parameter set; none left is a clear error, not a launch failure."""

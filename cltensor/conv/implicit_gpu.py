@@ -55,7 +55,8 @@ def _candidates(device, dtype, kernel, m, n, k, nbatch):
 def _rank(device, dtype, kernel, m, n, k, nbatch):
     entry = gemm.entry_for(device, dtype)
     usable = lambda q: _engine_ok(q, kernel) and _fits(device, q, dtype.itemsize)  # noqa: E731
-    measured = [q for q in entry.get(kernel, []) if gemm.xgemm_valid(q) and usable(q)]
+    measured = [q for q in entry.get(kernel, []) if gemm.xgemm_valid(q) and usable(q)
+                and m <= q.get("max_m", m)]  # a set may serve only products of few rows
     own, extra = gemm._xgemm_candidates(device, entry, dtype.itemsize)
     others = [q for q in own + extra if _engine_ok(q, kernel)]
     if kernel == "cx_wgrad":
@@ -104,7 +105,7 @@ def _a_width(q):
 
 
 def _kernel(device, name, params, geo, **extra):
-    defines = {k: v for k, v in params.items() if k.isupper()}  # not "rate"
+    defines = {k: v for k, v in params.items() if k.isupper()}  # not "rate", "max_m"
     defines.update(T=ctype_of(geo.dtype), XGEMM_ENGINE_ONLY=None, KH=geo.kh, KW=geo.kw,
                    SH=geo.sh, SW=geo.sw, DH=geo.dh, DW=geo.dw, UH=geo.uh, UW=geo.uw, H=geo.h,
                    W=geo.w, OY=geo.oy, OX=geo.ox, WO=geo.wo, QN=geo.qn, CG=geo.cg,
