@@ -81,8 +81,7 @@ def run(src, U, out, bias, p, cin, cout, pads):
     n = src.shape[0]
     ho, wo = out.shape[2:]
     th, tw = _tiles(ho, wo)
-    per_image = 16 * p.groups * (cin + cout) * th * tw * p.dtype.itemsize
-    nb_max = common.images_per_chunk(n, per_image)
+    nb_max = common.images_per_chunk(n, _per_image_bytes(p, ho, wo))  # G*(cin+cout) = C+Co
     for n0 in range(0, n, nb_max):
         nb = min(nb_max, n - n0)
         tp = padded_tiles(src.device, nb * th * tw)
