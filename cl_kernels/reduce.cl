@@ -276,7 +276,9 @@ inline State accumulate_chunk(__global const T* x, const View kv, const Shape ks
     ACCUMULATE(DIRECT)
   } else if (rnd == 2 && R <= INT_MAX) {
     /* two reduced dims (a bias gradient's batch and positions): 32-bit index arithmetic, as
-     * 64-bit division is a long software routine on GPUs */
+     * 64-bit division is a long software routine on GPUs. NOTE: a 32-bit path inside
+     * offset_of's loop over the dims did not help (H200, VGG-A's bias gradients: 3.5 ms, as
+     * the 64-bit loop; this unrolled form 1.1 ms). */
     const int n1 = rs.size[1];
     const long rs0 = rv.stride[0], rs1 = rv.stride[1];
 #define TWO_DIMS(r) (base + ((int)(r) / n1) * rs0 + ((int)(r) % n1) * rs1)
