@@ -52,6 +52,18 @@ inline long batch_offset(long b, const int nbd, const Shape batch, const View v)
   return o;
 }
 
+/* This work-group's tile (pm, pn) of a 2-D grid of tiles, in bands of group_m tile rows:
+ * consecutive work-groups go down a band before moving to its next column, so that the groups
+ * running at once share panels of A and B in the cache (group_m 1: rows in launch order). */
+inline void tile_of(const int group_m, int* pm, int* pn) {
+  const int ngn = get_num_groups(0), ngm = get_num_groups(1);
+  const int gid = get_group_id(1) * ngn + get_group_id(0);
+  const int per = group_m * ngn, first = gid / per * group_m;
+  const int rows = min(ngm - first, group_m);
+  *pm = first + gid % per % rows;
+  *pn = gid % per / rows;
+}
+
 /* Co[m, n] = act(alpha * acc + beta * Ci[m, n] + biases); oci and oco are the batch offsets. */
 #define EPILOGUE(m, n, acc)                                                       \
   {                                                                               \

@@ -12,12 +12,15 @@
  * the current one is multiplied, and stored into the other of two local buffers (one barrier
  * per slice); with NBUF 1 one buffer and two barriers per slice.
  *
- * Layout (no bounds checks on loads: the host packs operands that do not fit, gemm_pack.cl):
+ * Layout (the host packs operands that do not fit into zero-padded copies, gemm_pack.cl):
  *   A: element (m, k) at A[oa + k*lda + m] (A_KC 0: M contiguous) or A[oa + m*lda + k] (A_KC 1)
  *   B: element (k, n) at B[ob + k*ldb + n] (B_KC 0: N contiguous) or B[ob + n*ldb + k] (B_KC 1)
  *   with oa, ob the batch offsets of the Views; lda, ldb and every offset multiples of VWA / VWB;
- *   K (padded with zero rows) a multiple of KWG; A readable for round_up(M, MWG) rows and B for
- *   round_up(N, NWG) columns. C is stored through its strides with bounds checks, rows from row0.
+ *   A readable for round_up(M, MWG) rows and B for round_up(N, NWG) columns, unless ATAIL /
+ *   BTAIL (then M and N multiples of VWA / VWB where the vectors run along them). K need not be a
+ *   multiple of KWG (KTAIL 1): an operand whose vectors run along M or N (A_KC / B_KC 0) then
+ *   reads its rows from K on as zeros, and a K-contiguous one must be readable (zero) up to
+ *   round_up(K, KWG). C is stored through its strides with bounds checks, rows from row0.
  *   Global size (ceil(N/NWG)*NDIMC, ceil(M/MWG)*MDIMC, batches*splits), local size
  *   (NDIMC, MDIMC, 1). Local memory: NBUF * KWG * (MWG + PADA + NWG + PADB) elements of T.
  *
@@ -33,9 +36,13 @@
  *                    (neighbours read neighbouring vectors); 0: they are contiguous
  *   PADA, PADB       local-memory padding per row (multiples of VWM and VWN)
  *   NBUF             1 or 2 local buffers
+ *   GROUP_M          tiles run in bands of GROUP_M tile rows (gemm_common.cl's tile_of)
  *   VWA, VWB         vector widths of the global loads (KWG*MWG/VWA and KWG*NWG/VWB are
  *                    multiples of MDIMC*NDIMC); set by the host from the operands' alignment
  *   A_KC, B_KC       the operands' layouts, above (set by the host)
+ *   KTAIL            1 when K is no multiple of KWG (set by the host)
+ *   ATAIL, BTAIL     1 when A / B is read in place and M / N is no multiple of MWG / NWG
+ *                    (set by the host): rows past M / N read as zeros
  */
 #ifndef MWG
 #define MWG 64
@@ -73,11 +80,23 @@
 #ifndef NBUF
 #define NBUF 2
 #endif
+#ifndef GROUP_M
+#define GROUP_M 1
+#endif
 #ifndef VWA
 #define VWA 4
 #endif
 #ifndef VWB
 #define VWB 4
+#endif
+#ifndef KTAIL
+#define KTAIL 0
+#endif
+#ifndef ATAIL
+#define ATAIL 0
+#endif
+#ifndef BTAIL
+#define BTAIL 0
 #endif
 #ifndef A_KC
 #define A_KC 1
@@ -133,12 +152,29 @@ typedef union { VTB v; T s[VWB]; } LanesB;
 #else
 #define B_AT(v) (pb + (long)(k0 + (v) / (NWG / VWB)) * ldb + ((v) % (NWG / VWB)) * VWB)
 #endif
+/* Vector v's row (from the tile's origin) and K index (from k0) in the slice. */
+#define A_ROW(v) (A_KC ? (v) / (KWG / VWA) : ((v) % (MWG / VWA)) * VWA)
+#define A_K(v) (A_KC ? ((v) % (KWG / VWA)) * VWA : (v) / (MWG / VWA))
+#define B_ROW(v) (B_KC ? (v) / (KWG / VWB) : ((v) % (NWG / VWB)) * VWB)
+#define B_K(v) (B_KC ? ((v) % (KWG / VWB)) * VWB : (v) / (NWG / VWB))
+/* Whether vector v is read (else zeros): with KTAIL, rows k0 + K index from k_end on of an
+ * operand with vectors along M / N are not; with ATAIL / BTAIL, rows from m_left / n_left
+ * (M and N counted from the tile's origin) are not. */
+#define A_OK(v) ((!ATAIL || A_ROW(v) < m_left) && (!KTAIL || A_KC || k0 + A_K(v) < k_end))
+#define B_OK(v) ((!BTAIL || B_ROW(v) < n_left) && (!KTAIL || B_KC || k0 + B_K(v) < k_end))
 inline void load_slice(__global const T* pa, const long lda, __global const T* pb,
-                       const long ldb, const int k0, const int tid, VTA* ra, VTB* rb) {
+                       const long ldb, const int k0, const int k_end, const int m_left,
+                       const int n_left, const int tid, VTA* ra, VTB* rb) {
 #pragma unroll
-  for (int l = 0; l < NLA; ++l) ra[l] = *(__global const VTA*)A_AT(l * WGS + tid);
+  for (int l = 0; l < NLA; ++l) {
+    const int v = l * WGS + tid;
+    ra[l] = A_OK(v) ? *(__global const VTA*)A_AT(v) : (VTA)0;
+  }
 #pragma unroll
-  for (int l = 0; l < NLB; ++l) rb[l] = *(__global const VTB*)B_AT(l * WGS + tid);
+  for (int l = 0; l < NLB; ++l) {
+    const int v = l * WGS + tid;
+    rb[l] = B_OK(v) ? *(__global const VTB*)B_AT(v) : (VTB)0;
+  }
 }
 
 /* Registers -> local memory, transposing K-contiguous operands into K-major rows. */
@@ -258,7 +294,9 @@ void xgemm(const int M, const int N, const int K, const int row0, BATCH_ARGS,
            __global const T* B, const View vb, const long ldb, const int splits,
            __global T* part, EPI_ARGS) {
   XGEMM_PROLOGUE
-  const int m0 = row0 + get_group_id(1) * MWG, n0 = get_group_id(0) * NWG;
+  int tile_m, tile_n;
+  tile_of(GROUP_M, &tile_m, &tile_n);
+  const int m0 = row0 + tile_m * MWG, n0 = tile_n * NWG;
   const long z = batch0 + get_global_id(2), b = z / splits;
   __global const T* pa = A + batch_offset(b, nbd, batch, va) + (long)m0 * (A_KC ? lda : 1);
   __global const T* pb = B + batch_offset(b, nbd, batch, vb) + (long)n0 * (B_KC ? ldb : 1);
@@ -266,12 +304,14 @@ void xgemm(const int M, const int N, const int K, const int row0, BATCH_ARGS,
   VTA ra[NLA];
   VTB rb[NLB];
   /* this work-group's share of the K slices: [t0, t1) */
-  const int share = (K / KWG + splits - 1) / splits;
-  const int t0 = (int)(z % splits) * share, t1 = min(K / KWG, t0 + share);
+  const int nslices = (K + KWG - 1) / KWG;
+  const int share = (nslices + splits - 1) / splits;
+  const int t0 = (int)(z % splits) * share, t1 = min(nslices, t0 + share);
   const int slices = max(t1 - t0, 0);
   pa += (long)t0 * KWG * (A_KC ? 1 : lda);
   pb += (long)t0 * KWG * (B_KC ? 1 : ldb);
-#define LOAD_AB(t) load_slice(pa, lda, pb, ldb, (t) * KWG, tid, ra, rb)
+#define LOAD_AB(t) \
+  load_slice(pa, lda, pb, ldb, (t) * KWG, K - t0 * KWG, M - m0, N - n0, tid, ra, rb)
   XGEMM_K_LOOP(slices, LOAD_AB)
 
   const long oci = batch_offset(b, nbd, batch, vci);

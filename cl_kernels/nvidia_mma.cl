@@ -422,16 +422,6 @@ inline void multiply_slice(__local const float* as, __local const float* bs, con
 
 /* ---- the kernels ---------------------------------------------------------------------------- */
 
-/* This work-group's tile (pm, pn) in GROUP_M-row bands: consecutive groups go down a band. */
-inline void tile_of(int* pm, int* pn) {
-  const int ngn = get_num_groups(0), ngm = get_num_groups(1);
-  const int gid = get_group_id(1) * ngn + get_group_id(0);
-  const int per = GROUP_M * ngn, first = gid / per * GROUP_M;
-  const int rows = min(ngm - first, GROUP_M);
-  *pm = first + gid % per % rows;
-  *pn = gid % per / rows;
-}
-
 __kernel __attribute__((reqd_work_group_size(NT, 1, 1)))
 void nvmma_gemm(const int M, const int N, const int K, const int row0, BATCH_ARGS,
                 __global const float* A, const View va, const long lda,
@@ -445,7 +435,7 @@ void nvmma_gemm(const int M, const int N, const int K, const int row0, BATCH_ARG
   const int tid = get_local_id(0), warp = tid / 32, lane = tid % 32;
   const int wm0 = warp / WARPS_N * WM, wn0 = warp % WARPS_N * WN;
   int pm, pn;
-  tile_of(&pm, &pn);
+  tile_of(GROUP_M, &pm, &pn);
   const int m0 = row0 + pm * BM, n0 = pn * BN;
   const long z = batch0 + get_global_id(2), b = z / splits;
   __global const float* sa = A + batch_offset(b, nbd, batch, va);

@@ -150,11 +150,12 @@ def _packed_candidates(dtype):
 
 def _xgemm(mwg, nwg, mdimc, ndimc, kwg, vw=4, str_=1, pad=0, nbuf=2):
     return {"MWG": mwg, "NWG": nwg, "KWG": kwg, "MDIMC": mdimc, "NDIMC": ndimc, "VWM": vw,
-            "VWN": vw, "STRM": str_, "STRN": str_, "PADA": pad, "PADB": pad, "NBUF": nbuf}
+            "VWN": vw, "STRM": str_, "STRN": str_, "PADA": pad, "PADB": pad, "NBUF": nbuf,
+            "GROUP_M": 8}
 
 
 def _xgemm_structures(dtype):
-    """Work-group tiles, work-group shapes and slice depths to try first (about 20)."""
+    """Work-group tiles, work-group shapes and slice depths to try first (about 25)."""
     vw = 4 if dtype.itemsize == 4 else 2
     shapes = [  # (MWG, NWG, MDIMC, NDIMC), slice depths, buffers
         ((128, 128, 16, 16), (8, 16, 32), (1, 2)), ((128, 128, 8, 32), (16,), (2,)),
@@ -162,20 +163,24 @@ def _xgemm_structures(dtype):
         ((64, 64, 8, 8), (16,), (2,)), ((128, 64, 16, 16), (16,), (2,)),
         ((64, 128, 16, 16), (16,), (2,)), ((256, 128, 32, 16), (8, 16), (2,)),
         ((128, 256, 16, 32), (8, 16), (2,)), ((128, 128, 16, 8), (16,), (2,)),
-        ((256, 128, 16, 16), (8,), (2,)),
+        ((256, 128, 16, 16), (8,), (2,)), ((128, 64, 16, 8), (16,), (1, 2)),
+        ((64, 128, 8, 16), (16,), (1, 2)),
     ]
     return [_xgemm(*t, kwg, vw=vw, nbuf=nb) for t, kwgs, nbufs in shapes for kwg in kwgs
             for nb in nbufs]
 
 
 def _xgemm_variations(p):
-    """Neighbours of a good set: access strides, padding and vector widths (about 10)."""
+    """Neighbours of a good set: access strides, padding, vector widths and the tile order
+    (about 12)."""
     out = []
     for strm, strn in ((1, 1), (0, 0), (1, 0), (0, 1)):
         for pad in (0, 1):
             out.append(dict(p, STRM=strm, STRN=strn, PADA=pad * p["VWM"], PADB=pad * p["VWN"]))
     for vwm, vwn in ((2, 2), (4, 4), (4, 8), (8, 4)):
         out.append(dict(p, VWM=vwm, VWN=vwn, PADA=0, PADB=0))
+    for group_m in (1, 8):
+        out.append(dict(p, GROUP_M=group_m))
     return [q for i, q in enumerate(out) if q != p and q not in out[:i]]
 
 

@@ -139,6 +139,19 @@ def section_gemm():
             assert_close(dev(a)[1:, ::2] @ dev(b)[1:, 3:], na.astype(np.float64) @ nb, rtol=1e-4)
             a, b = rand(2, 1, 5, 6), rand(3, 6, 4)    # broadcast batch
             assert_close(cltensor.matmul(dev(a), dev(b)), a.astype(np.float64) @ b, rtol=1e-4)
+        # xgemm reading operands in place past their last rows (ATAIL, BTAIL) and past K
+        # (KTAIL): every such read must be skipped, which the exact buffers make visible
+        gemm_ops.FORCE_FAMILY = "xgemm"
+        entry = dict(gemm_ops.entry_for(cltensor.default_device(), np.float32), strict=True,
+                     xgemm=[gemm_ops.XGEMM_FALLBACKS[1]])
+        for m, n, k in [(76, 68, 40), (32, 64, 33)]:
+            a, b = rand(m, k), rand(k, n)
+            for ta, tb in [(False, False), (True, True)]:
+                ca = dev(np.ascontiguousarray(a.T)).mT if ta else dev(a)
+                cb = dev(np.ascontiguousarray(b.T)).mT if tb else dev(b)
+                out = cltensor.empty(m, n)
+                gemm_ops.gemm_into(ca, cb, out, entry=entry)
+                assert_close(out, a.astype(np.float64) @ b, rtol=1e-4)
     finally:
         gemm_ops.FORCE_FAMILY = None
     entry = dict(gemm_ops.entry_for(cltensor.default_device(), np.float32), rowdot_max_m=8)

@@ -146,14 +146,15 @@ def test_implicit_gemm_kernel_styles(device, rng, monkeypatch, style):
 def _h200_parameter_sets():
     entry = tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
     return [(kernel, q) for kernel in ("cx_conv", "cx_wgrad")
-            for q in entry["xgemm"] + entry.get(kernel, []) if implicit_gpu._engine_ok(q, kernel)]
+            for q in entry["cx_sets"] + entry.get(kernel, [])
+            if implicit_gpu._engine_ok(q, kernel)]
 
 
 def test_weight_gradient_tiles_follow_the_product():
     """The weight gradient's parameter sets are ranked by padded tile work: a big product keeps
     the set measured on the kernel, a first layer's 64 x 27 product takes a smaller tile."""
     entry = tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
-    measured, others = entry["cx_wgrad"], entry["xgemm"] + list(gemm_ops.XGEMM_FALLBACKS)
+    measured, others = entry["cx_wgrad"], entry["cx_sets"] + list(gemm_ops.XGEMM_FALLBACKS)
     for m, n in ((256, 2304), (192, 576), (288, 1296)):  # GoogLeNet conv3 and 4d/3x3 too
         assert implicit_gpu._rank_wgrad(measured, others, m, n)[0] is measured[0], (m, n)
     small = implicit_gpu._rank_wgrad(measured, others, 64, 27)[0]
@@ -171,7 +172,7 @@ def test_implicit_gemm_gpu_parameter_sets(device, rng, monkeypatch, kernel, para
 
 def test_measured_forward_set_serves_only_few_output_channels(monkeypatch):
     """The H200's cx_conv set (32 x 128 tiles) comes first for at most its max_m output
-    channels, and not at all above."""
+    channels, and not at all above; the rest are the entry's cx_sets."""
     entry = tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
     monkeypatch.setattr(implicit_gpu.gemm, "entry_for", lambda device, dtype: entry)
     monkeypatch.setattr(implicit_gpu, "_fits", lambda device, q, itemsize: True)
@@ -183,6 +184,8 @@ def test_measured_forward_set_serves_only_few_output_channels(monkeypatch):
         return implicit_gpu._rank(h200, np.dtype(np.float32), "cx_conv", m, 10**5, 64, 1)
     assert ranked(small["max_m"])[0] is small
     assert small not in ranked(small["max_m"] + 1)
+    # the conv kernels take their own GEMM-style sets (cx_sets), not the GEMM's
+    assert all(q in entry["cx_sets"] for q in ranked(small["max_m"] + 1)), "not cx_sets"
 
 
 def test_implicit_gemm_gpu_skips_parameter_sets_the_device_refuses(device, rng, monkeypatch):

@@ -250,6 +250,58 @@ def test_xgemm_reads_aligned_operands_in_place(device, rng, monkeypatch):
     counts = _kernel_counts(lambda: run_check(cltensor.gemm(put(device, a), put(device, b)),
                                               a, b, np.float32))
     assert counts == {"pad_copy": 2, "xgemm": 1}, counts
+    # M and N no multiple of the tiles: read in place, rows past the last read as zeros
+    a, b = random_array(rng, (2, 76, 40)), random_array(rng, (2, 40, 68))
+    for ta, tb in itertools.product((False, True), repeat=2):
+        A, B = stored(device, a, ta), stored(device, b, tb)
+        counts = _kernel_counts(lambda: run_check(cltensor.matmul(A, B), a, b, np.float32))
+        assert counts == {"xgemm": 1}, (ta, tb, counts)
+    # K no multiple of KWG: an operand with vectors along its rows is read in place (rows
+    # from K on as zeros), a K-contiguous one is padded
+    for k in (1, 3, 33):
+        a, b = random_array(rng, (32, k)), random_array(rng, (k, 96))
+        for ta, tb in itertools.product((False, True), repeat=2):
+            A, B = stored(device, a, ta), stored(device, b, tb)
+            counts = _kernel_counts(lambda: run_check(cltensor.gemm(A, B), a, b, np.float32))
+            copies = (k > 1 and not ta) + (k > 1 and tb)
+            assert counts == dict({"xgemm": 1}, **({"pad_copy": copies} if copies else {})), \
+                (k, ta, tb, counts)
+
+
+def test_xgemm_tile_bands(device, rng, monkeypatch):
+    """GROUP_M bands (gemm_common.cl's tile_of) cover every tile once, also when the tile rows
+    are no multiple of the band (5 rows in bands of 2, 2, 1) and in a batch."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
+    for group_m in (2, 3, 8):
+        entry = dict(gm.entry_for(device, np.dtype(np.float32)), strict=True,
+                     xgemm=[dict(gm.XGEMM_FALLBACKS[1], GROUP_M=group_m)])
+        monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+        a, b = random_array(rng, (2, 150, 40)), random_array(rng, (2, 40, 90))
+        out = cltensor.matmul(put(device, a), put(device, b))
+        run_check(out, a, b, np.float32)
+
+
+def _shipped_xgemm_sets():
+    db = json.loads(SHIPPED_DB.read_text())
+    return [(kernel, q) for kernel in ("gemm_float32", "gemm_float64")
+            for vendor in db[kernel].get("vendors", {}).values()
+            for entry in vendor.get("devices", {}).values() for q in entry.get("xgemm", [])]
+
+
+@pytest.mark.parametrize("kernel, params", _shipped_xgemm_sets())
+def test_shipped_xgemm_sets(device, rng, monkeypatch, kernel, params):
+    """Every xgemm set the database ships, on every device: tails in M, N and K read in
+    place, a batch, the fused epilogue."""
+    dtype = np.float32 if kernel == "gemm_float32" else np.float64
+    if dtype == np.float64 and not device.has_fp64:
+        pytest.skip(f"{device} has no float64")
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
+    entry = dict(gm.entry_for(device, np.dtype(dtype)), strict=True, xgemm=[params])
+    monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+    a, b = random_array(rng, (2, 136, 37), dtype), random_array(rng, (2, 37, 132), dtype)
+    bias = random_array(rng, (136,), dtype)
+    out = cltensor.gemm(put(device, a), put(device, b), row_bias=put(device, bias), relu=True)
+    run_check(out, a, b, dtype, row_bias=bias, relu=True)
 
 
 def test_packed_packs_a_shared_operand_once(device, rng, monkeypatch):
@@ -300,13 +352,17 @@ def test_forced_small_device_limits(device, rng, monkeypatch):
 def test_plan_weighs_padding_occupancy_and_split_k(device):
     big = dict(TOO_BIG[0], rate=40.0)
     narrow = dict(TOO_BIG[2], rate=30.0)  # 64 x 32 tiles
-    entry = {"xgemm": [big, narrow], "min_groups": 8, "split_cost_us": 0, "bandwidth_gbs": 1e9}
+    entry = {"xgemm": [big, narrow], "compute_units": 8, "threads_per_cu": 256,
+             "split_cost_us": 0, "bandwidth_gbs": 1e9}
     p = lambda m, n, k: gm.Problem(device, np.dtype(np.float32), m, n, k, (), *[None] * 4)
     best = lambda prob: min(entry["xgemm"], key=lambda q: gm.xgemm_plan(prob, entry, q)[0])
     assert best(p(1024, 1024, 64)) is big          # 64 tiles, no padding: the faster rate wins
     assert best(p(64, 4096, 64)) is narrow         # half of each 128-row tile would be padding
     cost, splits = gm.xgemm_plan(p(128, 256, 4096), entry, big)
-    assert splits == 4                             # 2 tiles, 8 wanted: K split in 4 shares
+    assert splits == 4                             # 2 tiles on 8 units: 4 shares fill a wave
+    # 3 tiles: 8 shares make 3 full waves; 3 shares would leave the second wave 1/8 busy
+    assert gm.xgemm_plan(p(384, 128, 4096), entry, big)[1] == 8
+    assert gm.groups_per_cu(entry, narrow) == 2 and gm.groups_per_cu(entry, big) == 1
     assert gm.xgemm_plan(p(128, 256, 64), entry, big)[1] == 1       # too few K slices to split
     assert gm.xgemm_plan(p(128, 256, 4096), dict(entry, split_k=False), big)[1] == 1
     slow_reduce = dict(entry, split_cost_us=1e6)      # a second per extra pass: never split
@@ -316,7 +372,7 @@ def test_plan_weighs_padding_occupancy_and_split_k(device):
 def test_split_k_sums_the_shares(device, rng, monkeypatch, fp_dtypes):
     monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
     entry = dict(gm.entry_for(device, np.dtype(np.float32)), xgemm=[gm.XGEMM_FALLBACKS[1]],
-                 strict=True, min_groups=64)
+                 strict=True, compute_units=64)
     monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
     for dtype in fp_dtypes:
         a, b = random_array(rng, (2, 40, 301), dtype), random_array(rng, (2, 301, 50), dtype)

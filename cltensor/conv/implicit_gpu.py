@@ -43,7 +43,8 @@ _ranked = {}  # (device, dtype, kernel, m, n, k, nbatch) -> parameter sets, best
 
 def _candidates(device, dtype, kernel, m, n, k, nbatch):
     """The parameter sets for the kernel's (nbatch x) m x n x k product, best first: the
-    database's sets measured on the kernel itself, then the GEMM's sets by gemm.xgemm_plan."""
+    database's sets measured on the kernel itself, then the GEMM-style sets (the entry's
+    cx_sets, else the GEMM's) by gemm.xgemm_plan."""
     if kernel in FORCE_PARAMS:
         return [FORCE_PARAMS[kernel]]
     key = (device, np.dtype(dtype), kernel, m, n, k, nbatch)
@@ -57,6 +58,9 @@ def _rank(device, dtype, kernel, m, n, k, nbatch):
     usable = lambda q: _engine_ok(q, kernel) and _fits(device, q, dtype.itemsize)  # noqa: E731
     measured = [q for q in entry.get(kernel, []) if gemm.xgemm_valid(q) and usable(q)
                 and m <= q.get("max_m", m)]  # a set may serve only products of few rows
+    # the conv kernels' own list of GEMM-style sets where the database has one (cx_sets),
+    # priced as when they were measured: one work-group of any size fills a compute unit
+    entry = dict(entry, xgemm=entry.get("cx_sets", entry.get("xgemm", [])), threads_per_cu=1)
     own, extra = gemm._xgemm_candidates(device, entry, dtype.itemsize)
     others = [q for q in own + extra if _engine_ok(q, kernel)]
     if kernel == "cx_wgrad":

@@ -337,33 +337,50 @@ SPLIT_MIN_SLICES = 4  # K slices per split, at least
 
 
 def xgemm_plan(p, entry, params):
-    """(estimated seconds, K splits) of running an xgemm parameter set on problem p: padded
-    work at the set's measured rate ("rate", GFLOP/s at the tuning size), slowed when fewer
-    tiles than min_groups (default: compute units) run; K is split to fill the device when the
-    splits' extra pass (split_cost_us plus their partial sums at bandwidth_gbs) pays."""
-    need = entry.get("min_groups") or p.device.cl_device.max_compute_units
+    """(estimated seconds, K splits) of running an xgemm parameter set on problem p. The
+    work-groups spread evenly over the compute units (entry "compute_units", default the
+    device's); the busiest unit's groups run at the set's measured rate ("rate", GFLOP/s at
+    the tuning size) per unit when it holds at least groups_per_cu of them, proportionally
+    slower when fewer, so that padding and idle or half-filled units count. K is split in the
+    number of shares that minimizes that time plus the splits' extra pass (split_cost_us plus
+    their partial sums at bandwidth_gbs)."""
+    units = entry.get("compute_units") or p.device.cl_device.max_compute_units
+    full = groups_per_cu(entry, params)
     tiles = -(-p.m // params["MWG"]) * -(-p.n // params["NWG"]) * p.nbatch
     slices = -(-p.k // params["KWG"])
-    work = 2.0 * tiles * params["MWG"] * params["NWG"] * slices * params["KWG"]
-    rate = params.get("rate", 1.0) * 1e9
-    best = (work / (rate * min(1.0, tiles / need)), 1)
-    if tiles < need and entry.get("split_k", True):
-        splits = max(1, min(-(-need // tiles), slices // SPLIT_MIN_SLICES, MAX_SPLITS))
-        extra = (entry.get("split_cost_us", 20) * 1e-6 + (splits + 1) * p.m * p.n * p.nbatch *
-                 p.dtype.itemsize / (entry.get("bandwidth_gbs", 100) * 1e9))
-        split = (work / (rate * min(1.0, tiles * splits / need)) + extra, splits)
-        best = min(best, split)
-    return best
+    unit_rate = params.get("rate", 1.0) * 1e9 / units
+    most = min(MAX_SPLITS, slices // SPLIT_MIN_SLICES) if entry.get("split_k", True) else 1
+
+    def seconds(splits):
+        depth = -(-slices // splits) * params["KWG"]  # each share's K
+        busiest = -(-tiles * splits // units)  # work-groups on the busiest unit
+        work = busiest * 2.0 * params["MWG"] * params["NWG"] * depth
+        secs = work / (unit_rate * min(1.0, busiest / full))
+        if splits > 1:
+            secs += (entry.get("split_cost_us", 20) * 1e-6 + (splits + 1) * p.m * p.n *
+                     p.nbatch * p.dtype.itemsize / (entry.get("bandwidth_gbs", 100) * 1e9))
+        return secs
+
+    return min((seconds(s), s) for s in range(1, max(1, most) + 1))
+
+
+def groups_per_cu(entry, params):
+    """Work-groups of a parameter set that one compute unit runs at once to reach the set's
+    rate: the set's own "groups_per_cu", else enough for the entry's threads_per_cu (H200:
+    one 256-item group reached the 4096^3 rate on one unit, gemm.json)."""
+    wgs = params["MDIMC"] * params["NDIMC"]
+    return params.get("groups_per_cu") or max(1, -(-entry.get("threads_per_cu", 256) // wgs))
 
 
 class XOperand(NamedTuple):
     """An operand as xgemm reads it: the tensor, batch strides, leading dim, layout flag (1: K
-    contiguous) and the vector width of its loads."""
+    contiguous), the vector width of its loads and whether its rows end inside a tile."""
     t: object
     bstrides: list
     ld: int
     kc: int
     vw: int
+    tail: int = 0
 
 
 def _load_width(p, params, tile, kc, strides):
@@ -383,15 +400,19 @@ def _load_width(p, params, tile, kc, strides):
 
 def _xgemm_operand(p, op, rows, rs, ks, tile, params, kp):
     """(op as xgemm reads it, the copy to launch first or None): in place when one dim is
-    contiguous, the tiles whole and the loads as wide as from a copy; else a zero-padded copy
-    (pad_copy) that keeps the contiguous dim. NOTE: narrower loads would need another build
-    of the kernel (slow on PoCL), and the copy costs little next to the product."""
-    kc = ks == 1 or p.k == 1
-    if (kc or rs == 1 or rows == 1) and rows % tile == 0 and p.k == kp:
+    contiguous, K whole slices unless the operand's vectors run along its rows (the kernel
+    reads rows from K on as zeros: KTAIL), its rows whole vectors (the kernel reads rows past
+    the last as zeros: ATAIL / BTAIL) and the loads as wide as from a copy; else a zero-padded
+    copy (pad_copy) that keeps the contiguous dim. NOTE: narrower loads would need another
+    build of the kernel (slow on PoCL), and the copy costs little next to the product."""
+    kc = rs != 1 if p.k == 1 else ks == 1  # K = 1: along the rows when they are contiguous
+    if (kc or rs == 1 or rows == 1) and (p.k == kp or not kc):
         ld = rs if kc else ks
-        vw = _load_width(p, params, tile, kc, [ld, op.t.offset, *op.bstrides])
-        if vw and vw == _load_width(p, params, tile, kc, []):
-            return XOperand(op.t, op.bstrides, ld, int(kc), vw), None
+        lds = [ld] if p.k > 1 else []  # one row: its stride is never used
+        vw = _load_width(p, params, tile, kc, [*lds, op.t.offset, *op.bstrides])
+        tail = rows % tile != 0
+        if vw and vw == _load_width(p, params, tile, kc, []) and (kc or rows % vw == 0):
+            return XOperand(op.t, op.bstrides, ld, int(kc), vw, int(tail)), None
     rows_p = round_up(rows, tile)
     shape = (rows_p, kp) if kc else (kp, rows_p)
     strides = (rs, ks) if kc else (ks, rs)
@@ -432,7 +453,8 @@ def _dense_strides(shape, inner):
 
 def _xgemm_kernel(p, params, xa, xb, name="xgemm"):
     defines = {k: v for k, v in params.items() if k.isupper()}  # not "rate"
-    defines.update(T=ctype_of(p.dtype), A_KC=xa.kc, B_KC=xb.kc, VWA=xa.vw, VWB=xb.vw)
+    defines.update(T=ctype_of(p.dtype), A_KC=xa.kc, B_KC=xb.kc, VWA=xa.vw, VWB=xb.vw,
+                   KTAIL=int(p.k % params["KWG"] != 0), ATAIL=xa.tail, BTAIL=xb.tail)
     kernel = get_kernel(p.device, "gemm_xgemm.cl", name, defines)
     if name != "xgemm" or _kernel_fits(p.device, kernel, params["MDIMC"] * params["NDIMC"]):
         return kernel
@@ -470,7 +492,7 @@ def _run_xgemm(p, entry, epi):
         if copy is not None:
             copy()
     _launch_tiles(p, kernel, params["MWG"], -(-p.n // params["NWG"]),
-                  (params["NDIMC"], params["MDIMC"], 1), kp, tail + epi, splits=splits)
+                  (params["NDIMC"], params["MDIMC"], 1), p.k, tail + epi, splits=splits)
     if splits > 1:
         _reduce_splits(p, reduce, splits, part, epi)
 
