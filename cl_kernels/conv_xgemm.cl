@@ -118,10 +118,9 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const T* go, const long goo, cons
   const int m0 = get_group_id(1) * MWG, n0 = get_group_id(0) * NWG;
   const int z = get_global_id(2), g = z / splits; /* launches may be split on dim 2 */
   const long npos = (long)NB * QN;
-  /* this work-group's share of the position slices: [t0, t1) */
-  const int nslices = (int)((npos + KWG - 1) / KWG);
-  const int share = (nslices + splits - 1) / splits;
-  const int t0 = (z % splits) * share, slices = max(0, min(nslices, t0 + share) - t0);
+  /* this work-group's share of the position slices */
+  int t0;
+  const int slices = split_share((int)((npos + KWG - 1) / KWG), splits, z % splits, &t0);
   /* the rows (channels) and columns (taps) this work-item loads: fixed over the slices */
   long a_off[NLA], b_off[NLB];
   int b_dy[NLB], b_dx[NLB];

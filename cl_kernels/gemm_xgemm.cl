@@ -141,27 +141,22 @@ typedef union { VTB v; T s[VWB]; } LanesB;
 #define COL(j) ((tn * (NWI / VWN) + (j)) * VWN)
 #endif
 
-/* Global -> registers: slice k0 of A (pa: the tile's origin in A) and of B. */
-#if A_KC
-#define A_AT(v) (pa + (long)((v) / (KWG / VWA)) * lda + k0 + ((v) % (KWG / VWA)) * VWA)
-#else
-#define A_AT(v) (pa + (long)(k0 + (v) / (MWG / VWA)) * lda + ((v) % (MWG / VWA)) * VWA)
-#endif
-#if B_KC
-#define B_AT(v) (pb + (long)((v) / (KWG / VWB)) * ldb + k0 + ((v) % (KWG / VWB)) * VWB)
-#else
-#define B_AT(v) (pb + (long)(k0 + (v) / (NWG / VWB)) * ldb + ((v) % (NWG / VWB)) * VWB)
-#endif
-/* Vector v's row (from the tile's origin) and K index (from k0) in the slice. */
+/* Vector v of a slice: its row (from the tile's origin) and K index (from k0), and where it
+ * is in global memory (pa, pb: the tile's origin in A and B). */
 #define A_ROW(v) (A_KC ? (v) / (KWG / VWA) : ((v) % (MWG / VWA)) * VWA)
 #define A_K(v) (A_KC ? ((v) % (KWG / VWA)) * VWA : (v) / (MWG / VWA))
 #define B_ROW(v) (B_KC ? (v) / (KWG / VWB) : ((v) % (NWG / VWB)) * VWB)
 #define B_K(v) (B_KC ? ((v) % (KWG / VWB)) * VWB : (v) / (NWG / VWB))
+#define A_AT(v) (pa + (A_KC ? (long)A_ROW(v) * lda + k0 + A_K(v)                            \
+                            : (long)(k0 + A_K(v)) * lda + A_ROW(v)))
+#define B_AT(v) (pb + (B_KC ? (long)B_ROW(v) * ldb + k0 + B_K(v)                            \
+                            : (long)(k0 + B_K(v)) * ldb + B_ROW(v)))
 /* Whether vector v is read (else zeros): with KTAIL, rows k0 + K index from k_end on of an
  * operand with vectors along M / N are not; with ATAIL / BTAIL, rows from m_left / n_left
  * (M and N counted from the tile's origin) are not. */
 #define A_OK(v) ((!ATAIL || A_ROW(v) < m_left) && (!KTAIL || A_KC || k0 + A_K(v) < k_end))
 #define B_OK(v) ((!BTAIL || B_ROW(v) < n_left) && (!KTAIL || B_KC || k0 + B_K(v) < k_end))
+/* Global -> registers: slice k0 of A and of B. */
 inline void load_slice(__global const T* pa, const long lda, __global const T* pb,
                        const long ldb, const int k0, const int k_end, const int m_left,
                        const int n_left, const int tid, VTA* ra, VTB* rb) {
@@ -184,12 +179,11 @@ inline void store_a(__local T* as, const VTA* ra, const int tid) {
     const int v = l * WGS + tid;
     LanesA u;
     u.v = ra[l];
+    const int mm = A_ROW(v), kk = A_K(v);
 #if A_KC
-    const int mm = v / (KWG / VWA), kk = (v % (KWG / VWA)) * VWA;
 #pragma unroll
     for (int e = 0; e < VWA; ++e) as[(kk + e) * LDA + mm] = u.s[e];
 #else
-    const int kk = v / (MWG / VWA), mm = (v % (MWG / VWA)) * VWA;
 #pragma unroll
     for (int e = 0; e < VWA; ++e) as[kk * LDA + mm + e] = u.s[e];
 #endif
@@ -202,12 +196,11 @@ inline void store_b(__local T* bs, const VTB* rb, const int tid) {
     const int v = l * WGS + tid;
     LanesB u;
     u.v = rb[l];
+    const int nn = B_ROW(v), kk = B_K(v);
 #if B_KC
-    const int nn = v / (KWG / VWB), kk = (v % (KWG / VWB)) * VWB;
 #pragma unroll
     for (int e = 0; e < VWB; ++e) bs[(kk + e) * LDB + nn] = u.s[e];
 #else
-    const int kk = v / (NWG / VWB), nn = (v % (NWG / VWB)) * VWB;
 #pragma unroll
     for (int e = 0; e < VWB; ++e) bs[kk * LDB + nn + e] = u.s[e];
 #endif
@@ -232,6 +225,13 @@ inline void multiply_slice(__local const T* as, __local const T* bs, const int t
         for (int j = 0; j < NWI / VWN; ++j) acc[i * VWM + e][j] += a.s[e] * bv[j];
     }
   }
+}
+
+/* Split s of `splits` (split K): its share of nslices slices, [*t0, *t0 + the count returned). */
+inline int split_share(const int nslices, const int splits, const int s, int* t0) {
+  const int share = (nslices + splits - 1) / splits;
+  *t0 = s * share;
+  return max(0, min(nslices, *t0 + share) - *t0);
 }
 
 /* The K loop over `slices` slices, shared with conv_xgemm.cl: LOAD(t) fills the registers
@@ -303,11 +303,8 @@ void xgemm(const int M, const int N, const int K, const int row0, BATCH_ARGS,
 
   VTA ra[NLA];
   VTB rb[NLB];
-  /* this work-group's share of the K slices: [t0, t1) */
-  const int nslices = (K + KWG - 1) / KWG;
-  const int share = (nslices + splits - 1) / splits;
-  const int t0 = (int)(z % splits) * share, t1 = min(nslices, t0 + share);
-  const int slices = max(t1 - t0, 0);
+  int t0;
+  const int slices = split_share((K + KWG - 1) / KWG, splits, (int)(z % splits), &t0);
   pa += (long)t0 * KWG * (A_KC ? 1 : lda);
   pb += (long)t0 * KWG * (B_KC ? 1 : ldb);
 #define LOAD_AB(t) \
