@@ -3,6 +3,7 @@ off) on GPUs, side by side in one run, for square sizes and the benchmark networ
 (their linear layers and im2col GEMMs). Prints a table and writes JSON.
 
     python benchmarks/gemm.py [--device SPEC] [--json out.json] [--reps 5] [--quick] [--tf32]
+                              [--bench-mode]
 
 --tf32 sets cltensor.backends.allow_tf32 (float32 products on tensor cores where a plug-in
 offers them: the "family" column then names the plug-in's kernel) and compares with cuBLAS with
@@ -205,8 +206,12 @@ def main(argv=None):
                         help="scale the networks' batch sizes (at least 1)")
     parser.add_argument("--tf32", action="store_true",
                         help="cltensor.backends.allow_tf32 on; compare with cuBLAS TF32 (and fp32)")
+    parser.add_argument("--bench-mode", action="store_true",
+                        help="cltensor.backends.benchmark on: xgemm times its candidate sets "
+                             "and K splits once per shape (in the warm-up call)")
     args = parser.parse_args(argv)
     gm.FORCE_FAMILY = args.family
+    cltensor.backends.benchmark = args.bench_mode
     cltensor.backends.allow_tf32 = args.tf32
     device = cltensor.get_device(args.device)
     gpu = not device.is_cpu
@@ -245,6 +250,7 @@ def main(argv=None):
     summary = {"device": device.name, "driver": device.cl_device.driver_version,
                "platform": device.cl_device.platform.version, "host": platform.node(),
                "reference": ref.name if ref else None, "tf32": args.tf32,
+               "bench_mode": args.bench_mode,
                "reference_fp32": ref_fp32.name if ref_fp32 else None, "batches": batches,
                "numpy_blas": getattr(ref, "blas", None), "reps": args.reps,
                "params": {k: gm.entry_for(device, np.dtype(k))

@@ -387,6 +387,34 @@ def test_split_k_sums_the_shares(device, rng, monkeypatch, fp_dtypes):
         assert xgemm_launch["global"][2] > 2, "K was not split"
 
 
+def test_benchmark_mode_times_sets_and_splits(device, rng, monkeypatch):
+    """cltensor.backends.benchmark: xgemm times the near-best (set, split count) pairs once
+    per shape into a scratch output (an in-place c = a @ b + c stays right), runs the fastest
+    and remembers it."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
+    monkeypatch.setattr(gm, "BENCH_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(gm, "BENCH_SLACK", 1e9)  # every candidate
+    monkeypatch.setattr(cltensor.backends, "benchmark", True)
+    sets = [gm.XGEMM_FALLBACKS[1], dict(gm.XGEMM_FALLBACKS[1], MWG=64, MDIMC=16)]
+    entry = dict(gm.entry_for(device, np.dtype(np.float32)), xgemm=sets, strict=True,
+                 compute_units=64)
+    monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+    gm.clear_cache()
+    a, b, c = (random_array(rng, s, np.float32) for s in ((40, 301), (301, 50), (40, 50)))
+    tc = put(device, c)
+    cltensor.gemm(put(device, a), stored(device, b, True), out=tc, c=tc, beta=1)
+    run_check(tc, a, b, np.float32, beta=1, c=c)
+    (params, splits, times), = gm.benchmark_times(device).values()
+    assert len(times) == 2 * 301 // (8 * gm.SPLIT_MIN_SLICES)  # both sets, splits 1..9
+    assert times[(sets.index(params), splits)] == min(times.values())
+    monkeypatch.setattr(gm, "_time_plan", lambda *args: pytest.fail("timed twice"))
+    out = poisoned(device, (40, 50), np.float32)
+    cltensor.gemm(put(device, a), stored(device, b, True), out)
+    run_check(out, a, b, np.float32)
+    gm.clear_cache()
+    assert gm.benchmark_times(device) == {}
+
+
 def test_invalid_parameter_sets_are_skipped():
     assert gm.xgemm_valid(gm.XGEMM_FALLBACKS[0])
     assert not gm.xgemm_valid(dict(gm.XGEMM_FALLBACKS[0], VWM=3))

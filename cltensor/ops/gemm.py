@@ -15,12 +15,13 @@ prepended with gemm_common.cl):
             copied by gemm_pack.cl:pad_copy: GPUs
 """
 import math
+import time
 from typing import NamedTuple
 
 import numpy as np
 import pyopencl as cl
 
-from .. import program
+from .. import backends, program
 from ..plugins import plugins_for
 from ..program import ctype_of, launch, round_up
 from ..tensor import ClTensor
@@ -337,31 +338,36 @@ SPLIT_MIN_SLICES = 4  # K slices per split, at least
 
 
 def xgemm_plan(p, entry, params):
-    """(estimated seconds, K splits) of running an xgemm parameter set on problem p. The
-    work-groups spread evenly over the compute units (entry "compute_units", default the
-    device's); the busiest unit's groups run at the set's measured rate ("rate", GFLOP/s at
-    the tuning size) per unit when it holds at least groups_per_cu of them, proportionally
-    slower when fewer, so that padding and idle or half-filled units count. K is split in the
-    number of shares that minimizes that time plus the splits' extra pass (split_cost_us plus
-    their partial sums at bandwidth_gbs)."""
+    """(estimated seconds, K splits) of running an xgemm parameter set on problem p: the split
+    count (1 .. xgemm_max_splits) that minimizes xgemm_seconds."""
+    return min((xgemm_seconds(p, entry, params, s), s)
+               for s in range(1, xgemm_max_splits(p, entry, params) + 1))
+
+
+def xgemm_max_splits(p, entry, params):
+    slices = -(-p.k // params["KWG"])
+    return max(1, min(MAX_SPLITS, slices // SPLIT_MIN_SLICES)) if entry.get("split_k", True) else 1
+
+
+def xgemm_seconds(p, entry, params, splits):
+    """Estimated seconds of an xgemm parameter set on problem p with K split in `splits`
+    shares. The work-groups spread evenly over the compute units (entry "compute_units",
+    default the device's); the busiest unit's groups run at the set's measured rate ("rate",
+    GFLOP/s at the tuning size) per unit when it holds at least groups_per_cu of them,
+    proportionally slower when fewer, so that padding and idle or half-filled units count.
+    Splits add their extra pass (split_cost_us plus their partial sums at bandwidth_gbs)."""
     units = entry.get("compute_units") or p.device.cl_device.max_compute_units
-    full = groups_per_cu(entry, params)
     tiles = -(-p.m // params["MWG"]) * -(-p.n // params["NWG"]) * p.nbatch
     slices = -(-p.k // params["KWG"])
     unit_rate = params.get("rate", 1.0) * 1e9 / units
-    most = min(MAX_SPLITS, slices // SPLIT_MIN_SLICES) if entry.get("split_k", True) else 1
-
-    def seconds(splits):
-        depth = -(-slices // splits) * params["KWG"]  # each share's K
-        busiest = -(-tiles * splits // units)  # work-groups on the busiest unit
-        work = busiest * 2.0 * params["MWG"] * params["NWG"] * depth
-        secs = work / (unit_rate * min(1.0, busiest / full))
-        if splits > 1:
-            secs += (entry.get("split_cost_us", 20) * 1e-6 + (splits + 1) * p.m * p.n *
-                     p.nbatch * p.dtype.itemsize / (entry.get("bandwidth_gbs", 100) * 1e9))
-        return secs
-
-    return min((seconds(s), s) for s in range(1, max(1, most) + 1))
+    depth = -(-slices // splits) * params["KWG"]  # each share's K
+    busiest = -(-tiles * splits // units)  # work-groups on the busiest unit
+    work = busiest * 2.0 * params["MWG"] * params["NWG"] * depth
+    secs = work / (unit_rate * min(1.0, busiest / groups_per_cu(entry, params)))
+    if splits > 1:
+        secs += (entry.get("split_cost_us", 20) * 1e-6 + (splits + 1) * p.m * p.n *
+                 p.nbatch * p.dtype.itemsize / (entry.get("bandwidth_gbs", 100) * 1e9))
+    return secs
 
 
 def groups_per_cu(entry, params):
@@ -461,40 +467,140 @@ def _xgemm_kernel(p, params, xa, xb, name="xgemm"):
     return None
 
 
+class XPlan(NamedTuple):
+    """An xgemm run decided: the parameter set, its kernel, the operands as it reads them,
+    the copies to launch first and the K split count."""
+    params: dict
+    kernel: object
+    xa: XOperand
+    xb: XOperand
+    copies: tuple
+    splits: int
+
+
+def _prepare(p, params, splits):
+    """The XPlan of running `params` on p, or None when its kernel does not fit the device."""
+    kp = round_up(p.k, params["KWG"])
+    xa, copy_a = _xgemm_operand(p, p.a, p.m, p.a.rs, p.a.cs, params["MWG"], params, kp)
+    xb, copy_b = _xgemm_operand(p, p.b, p.n, p.b.cs, p.b.rs, params["NWG"], params, kp)
+    kernel = _xgemm_kernel(p, params, xa, xb)
+    if kernel is None:
+        return None
+    copies = tuple(c for c in (copy_a, copy_b) if c is not None)
+    return XPlan(params, kernel, xa, xb, copies, splits)
+
+
 def _run_xgemm(p, entry, epi):
     own, extra = _xgemm_candidates(p.device, entry, p.dtype.itemsize)
     if not own and not extra:
         if entry.get("strict"):
             raise RuntimeError(f"xgemm: no parameter set of the entry fits {p.device}")
         return _run_tiled(p, entry, epi)
-    ranked = sorted(own, key=lambda q: xgemm_plan(p, entry, q)[0]) + extra
-    for params in ranked:
-        kp = round_up(p.k, params["KWG"])
-        xa, copy_a = _xgemm_operand(p, p.a, p.m, p.a.rs, p.a.cs, params["MWG"], params, kp)
-        xb, copy_b = _xgemm_operand(p, p.b, p.n, p.b.cs, p.b.rs, params["NWG"], params, kp)
-        kernel = _xgemm_kernel(p, params, xa, xb)
-        if kernel is not None:
-            break
-        if entry.get("strict"):
-            raise RuntimeError(f"xgemm: {params} does not fit {p.device}'s registers")
-    else:
-        return _run_tiled(p, entry, epi)
-    splits = xgemm_plan(p, entry, params)[1]
+    plan = _timed_plan(p, entry, own) if backends.benchmark and own else None
+    if plan is None:
+        ranked = sorted(own, key=lambda q: xgemm_plan(p, entry, q)[0]) + extra
+        for params in ranked:
+            plan = _prepare(p, params, xgemm_plan(p, entry, params)[1])
+            if plan is not None:
+                break
+            if entry.get("strict"):
+                raise RuntimeError(f"xgemm: {params} does not fit {p.device}'s registers")
+        else:
+            return _run_tiled(p, entry, epi)
+    _launch_xgemm(p, plan, epi)
+
+
+def _launch_xgemm(p, plan, epi):
+    q, splits = plan.params, plan.splits
     part = _scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
-    reduce = _xgemm_kernel(p, params, xa, xb, "xgemm_reduce") if splits > 1 else None
     tail = []
-    for x in (xa, xb):
+    for x in (plan.xa, plan.xb):
         tail += [x.t.storage.buf, ew.view_arg(x.t.offset, x.bstrides), np.int64(x.ld)]
     tail += [np.int32(splits), part.storage.buf]
+    reduce = _xgemm_kernel(p, q, plan.xa, plan.xb, "xgemm_reduce") if splits > 1 else None
     # NOTE: everything is decided before the first enqueue: host work between the copies and
     # the product would leave the device idle.
-    for copy in (copy_a, copy_b):
-        if copy is not None:
-            copy()
-    _launch_tiles(p, kernel, params["MWG"], -(-p.n // params["NWG"]),
-                  (params["NDIMC"], params["MDIMC"], 1), p.k, tail + epi, splits=splits)
+    for copy in plan.copies:
+        copy()
+    _launch_tiles(p, plan.kernel, q["MWG"], -(-p.n // q["NWG"]), (q["NDIMC"], q["MDIMC"], 1),
+                  p.k, tail + epi, splits=splits)
     if splits > 1:
         _reduce_splits(p, reduce, splits, part, epi)
+
+
+# ---- benchmark mode (cltensor.backends.benchmark) ---------------------------------------------
+# The estimate above ranks parameter sets and split counts well on the whole, but not always:
+# on the H200 the time of a split-K product is not smooth in the split count (AlexNet fc6 with
+# the 128x64 set: 37.1 TFLOP/s in 4 splits, 24.4 in 8, 31.5 in 16). Benchmark mode times the
+# candidates whose estimate is within BENCH_SLACK of the best, once per device and problem
+# shape, into a scratch output, and keeps the fastest (in memory, like cudnn.benchmark).
+BENCH_SLACK = 2.0
+BENCH_MIN_SECONDS = 20e-6  # products estimated faster than this run the estimate's choice
+BENCH_REPEAT = 3
+_timed = {}  # (device, shape key) -> (params, splits, {(set index, splits): seconds})
+
+
+def _bench_key(p):
+    """What decides an xgemm choice: dtype, sizes, batches and each operand's layout
+    (contiguous dims, shared batches, alignment of its offset and strides to vectors)."""
+    vw = VECTOR_BYTES // p.dtype.itemsize
+
+    def layout(op):
+        return (op.rs == 1, op.cs == 1, any(op.bstrides),
+                math.gcd(vw, op.t.offset, op.rs, op.cs, *op.bstrides))
+    return (p.dtype.str, p.m, p.n, p.k, p.nbatch, layout(p.a), layout(p.b))
+
+
+def _timed_plan(p, entry, own):
+    """The fastest measured XPlan among the estimate's near-best (set, splits), or None for
+    products too small to be worth timing."""
+    cands = [(xgemm_seconds(p, entry, q, s), i, s) for i, q in enumerate(own)
+             for s in range(1, xgemm_max_splits(p, entry, q) + 1)]
+    best = min(cands)[0]
+    if best < BENCH_MIN_SECONDS:
+        return None
+    key = (p.device, _bench_key(p))
+    if key not in _timed or _timed[key][0] not in own:  # NOTE: the tuner's entries differ
+        times = {}
+        for est, i, s in sorted(cands):
+            plan = _prepare(p, own[i], s) if est <= BENCH_SLACK * best else None
+            if plan is not None:
+                times[(i, s)] = _time_plan(p, plan)
+        if not times:
+            return None
+        i, s = min(times, key=times.get)
+        _timed[key] = (own[i], s, times)
+    params, splits, _ = _timed[key]
+    return _prepare(p, params, splits)
+
+
+def _time_plan(p, plan):
+    """Seconds of one run of plan on p (best of BENCH_REPEAT after a warm-up), writing a
+    scratch output so that the caller's tensors stay untouched."""
+    out = ClTensor.empty_on((p.nbatch, p.m, p.n), p.dtype, p.device)
+    dense = Operand(out, _dense_strides(p.bshape, p.m * p.n), p.n, 1)
+    q = p._replace(ci=dense, co=dense)
+    epi = _epilogue_args(q, 1, 0, False, None, None, False)
+    best = float("inf")
+    for rep in range(BENCH_REPEAT + 1):
+        p.device.synchronize()
+        t0 = time.perf_counter()
+        _launch_xgemm(q, plan, epi)
+        p.device.synchronize()
+        if rep:
+            best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def benchmark_times(device):
+    """{shape key: (parameter set, splits, {(set index, splits): seconds})} of the products
+    benchmark mode timed on a device (the indexes are into the entry's xgemm sets that fit)."""
+    return {k[1]: v for k, v in _timed.items() if k[0] is device}
+
+
+def clear_cache():
+    """Forget benchmark mode's timings."""
+    _timed.clear()
 
 
 def _reduce_splits(p, kernel, splits, part, epi):
