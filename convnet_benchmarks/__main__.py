@@ -20,7 +20,7 @@ from .models import INPUTS, MODELS
 # framework beside cltensor -> the pip requirement that installs the version we measure with
 COMPARE = {"torch": "torch", "tinygrad": "tinygrad==0.14.0"}
 # result columns, in table and plot order
-FRAMEWORKS = ("cltensor", "cltensor_tf32", "torch", "torch_tf32", "tinygrad")
+FRAMEWORKS = ("cltensor", "cltensor_bench", "cltensor_tf32", "torch", "torch_tf32", "tinygrad")
 
 
 def parse_args(argv):
@@ -42,6 +42,10 @@ def parse_args(argv):
     p.add_argument("--allow-tf32", action="store_true",
                    help="also run cltensor with cltensor.backends.allow_tf32 = True (tensor "
                    "cores through a plug-in where one serves the device), row cltensor_tf32")
+    p.add_argument("--bench-mode", action="store_true",
+                   help="also run cltensor with cltensor.backends.benchmark = True (each conv "
+                   "pass and GEMM shape timed once, the fastest kept; torch runs with "
+                   "cudnn.benchmark), row cltensor_bench")
     p.add_argument("--tolerance", type=float, default=1e-3,
                    help="largest norm-relative output difference accepted against torch "
                    "and tinygrad")
@@ -89,8 +93,10 @@ def run_model(name, args, device, compare, tiny_device=None):
     row = {"model": name, "batch": batch, "device": device.name, "dtype": args.dtype}
     row["cltensor"] = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np,
                                          model)
+    if args.bench_mode:
+        row["cltensor_bench"] = _flag_row("benchmark", name, model, device, args, x_np, g_np)
     if args.allow_tf32:
-        row["cltensor_tf32"] = _tf32_row(name, model, device, args, x_np, g_np)
+        row["cltensor_tf32"] = _flag_row("allow_tf32", name, model, device, args, x_np, g_np)
     if compare:
         ours = model(ct.from_numpy(x_np, device=device, dtype=args.dtype)).numpy()
         state = {k: v.numpy() for k, v in model.state_dict().items()}
@@ -111,19 +117,20 @@ def run_model(name, args, device, compare, tiny_device=None):
     return row
 
 
-def _tf32_row(name, model, device, args, x_np, g_np):
-    """cltensor with allow_tf32 on: its times, and how far its output is from IEEE fp32's."""
+def _flag_row(flag, name, model, device, args, x_np, g_np):
+    """cltensor with cltensor.backends.<flag> on (allow_tf32, benchmark): its times, and how
+    far its output is from the default run's."""
     import cltensor as ct
     x = ct.from_numpy(x_np, device=device, dtype=args.dtype)
     exact = model(x).numpy()
-    ct.backends.allow_tf32 = True
+    setattr(ct.backends, flag, True)
     try:
         res = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np, model)
-        # TF32 changes the arithmetic: reported, not checked
-        res["output_rel_error"] = _agreement(name, "cltensor (fp32)", model(x).numpy(), exact,
-                                             float("inf"))
+        # TF32 changes the arithmetic, other algorithms the rounding: reported, not checked
+        res["output_rel_error"] = _agreement(name, "cltensor (default)", model(x).numpy(),
+                                             exact, float("inf"))
     finally:
-        ct.backends.allow_tf32 = False
+        setattr(ct.backends, flag, False)
     return res
 
 
