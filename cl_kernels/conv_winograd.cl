@@ -1,43 +1,57 @@
 /*
- * conv_winograd.cl: the transforms of Winograd's minimal filtering F(2x2, 3x3)
- * (Lavin & Gray 2015) for 3x3, stride-1, dilation-1 convolutions (cltensor/conv/winograd.py):
+ * conv_winograd.cl: the transforms of Winograd's minimal filtering F(m x m, r x r) (Lavin &
+ * Gray 2015) for r x r, stride-1, dilation-1 convolutions (cltensor/conv/winograd.py), with
+ * tiles of A = m + r - 1 positions a side:
  *
- *   U = G g G^T (filter, 4x4 per channel pair), V = B^T d B (4x4 input tile d, one per 2x2
- *   output block), M[e] = U[e] @ V[e] for the 16 elements e (a batched GEMM, run by the GEMM
- *   engine between these kernels), Y = A^T m A (the 2x2 outputs of each tile).
+ *   U = G g G^T (filter, A x A per channel pair), V = B^T d B (A x A input tile d, one per
+ *   m x m output block), M[e] = U[e] @ V[e] for the A*A elements e (a batched GEMM, run by the
+ *   GEMM engine between these kernels), Y = A^T m A (the m x m outputs of each tile).
  *
- *   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
- *   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
- *   A^T = [1 1 1 0; 0 1 -1 -1]
+ * The matrices come from winograd.py (Toom-Cook, A - 1 points and infinity) as brace lists:
+ *   WINO_AT (m x A), WINO_G (A x r), WINO_BT (A x A); WINO_M = m, WINO_R = r, WINO_A = A.
+ * Every loop below runs over these compile-time sizes and is unrolled, so each coefficient is
+ * a constant: madd() drops the zero terms and turns +-1 into an add or a subtract, and the
+ * transforms cost what hand-written ones would.
  *
- * Layouts (e = 4*row + column of the 4x4 transform):
+ * Layouts (e = A*row + column of the A x A transform):
  *   U[e][g][o][c]   o < COG outputs, c < CG inputs of group g. FLIP transforms the flipped
  *                   transposed weight of the input gradient: g'[o][c] = W[g][c][o] rotated 180.
  *   V[e][c][t]      c over all G*CG input channels, t = (n*TH + ty)*TW + tx over NB images;
  *                   rows of TP >= NB*TH*TW tiles (the GEMM engine reads whole tiles in place
  *                   when TP is a multiple of its tile), the padding tiles zero
  *   M[e][o][t]      o over all G*COG output channels, rows of TP
- * Tile (ty, tx) reads input rows 2*ty - PT .. +3 and columns 2*tx - PL .. +3 (zero outside;
- * PT and PL may be negative) and produces outputs (2*ty .. +1, 2*tx .. +1) that fall inside
- * HO x WO. Input and output are strided 4-d views.
+ * Tile (ty, tx) reads input rows m*ty - PT .. + A - 1 and columns m*tx - PL .. + A - 1 (zero
+ * outside; PT and PL may be negative) and produces the outputs (m*ty .. + m - 1, m*tx ..
+ * + m - 1) that fall inside HO x WO. Input and output are strided 4-d views.
  *
- * The weight gradient runs the same product backwards: with Z the 2x2 block of the output
+ * The weight gradient runs the same product backwards: with Z the m x m block of the output
  * gradient of tile t (zero outside HO x WO), dU[e] = sum_t (A Z A^T)[e] V[e] (a batched GEMM
  * over the tiles, dU[e][o][c] = P[e][o][t] V[e][c][t]) and dW = G^T dU G.
  *   P[e][o][t]      o over all G*COG output channels (layout of M)
  *   dU[e][g][o][c]  layout of U
  *
  * Kernels (one work-item each; 1-d launches, any local size):
- *   filter_transform  per (g, o, c): 16 values of U.
- *   input_transform   per (c, t < TP): 16 values of V.
- *   output_transform  per (o, t < NB*TH*TW): up to 4 outputs (+ bias[o] when HAS_BIAS).
- *   grad_transform    per (o, t < TP): 16 values of P.
- *   weight_transform  per (g, o, c): the 3x3 weight gradient dW[g*COG + o][c] (contiguous).
- * Build options: T; FLIP; HAS_BIAS.
+ *   filter_transform  per (g, o, c): A*A values of U.
+ *   input_transform   per (c, t < TP): A*A values of V.
+ *   output_transform  per (o, t < NB*TH*TW): up to m*m outputs (+ bias[o] when HAS_BIAS).
+ *   grad_transform    per (o, t < TP): A*A values of P.
+ *   weight_transform  per (g, o, c): the r x r weight gradient dW[g*COG + o][c] (contiguous).
+ * Build options: T; WINO_M, WINO_R, WINO_A, WINO_AT, WINO_G, WINO_BT; FLIP; HAS_BIAS.
  */
 #ifndef T
 #define T float
 #endif
+#define MM WINO_M
+#define RR WINO_R
+#define AA WINO_A
+
+__constant T AT[MM][AA] = WINO_AT;
+__constant T GM[AA][RR] = WINO_G;
+__constant T BT[AA][AA] = WINO_BT;
+
+/* acc + c * x for a coefficient c known at compile time */
+#define madd(acc, c, x) \
+  ((c) == (T)0 ? (acc) : (c) == (T)1 ? (acc) + (x) : (c) == (T)-1 ? (acc) - (x) : (acc) + (c) * (x))
 
 __kernel void filter_transform(const int G, const int COG, const int CG, __global const T* w,
                                const long wo, const long ws0, const long ws1, const long ws2,
@@ -46,28 +60,37 @@ __kernel void filter_transform(const int G, const int COG, const int CG, __globa
   const long per_e = (long)G * COG * CG;
   if (e >= per_e) return;
   const int c = e % CG, o = (e / CG) % COG, g = e / ((long)CG * COG);
-  T f[3][3];
-  for (int i = 0; i < 3; ++i)
-    for (int j = 0; j < 3; ++j) {
+  T f[RR][RR];
+#pragma unroll
+  for (int i = 0; i < RR; ++i)
+#pragma unroll
+    for (int j = 0; j < RR; ++j) {
 #ifdef FLIP
-      f[i][j] = w[wo + ((long)g * CG + c) * ws0 + o * ws1 + (2 - i) * ws2 + (2 - j) * ws3];
+      f[i][j] = w[wo + ((long)g * CG + c) * ws0 + o * ws1 + (RR - 1 - i) * ws2 +
+                  (RR - 1 - j) * ws3];
 #else
       f[i][j] = w[wo + ((long)g * COG + o) * ws0 + c * ws1 + i * ws2 + j * ws3];
 #endif
     }
-  T t[4][3]; /* G f */
-  for (int j = 0; j < 3; ++j) {
-    t[0][j] = f[0][j];
-    t[1][j] = (T)0.5 * (f[0][j] + f[1][j] + f[2][j]);
-    t[2][j] = (T)0.5 * (f[0][j] - f[1][j] + f[2][j]);
-    t[3][j] = f[2][j];
-  }
-  for (int i = 0; i < 4; ++i) { /* (G f) G^T */
-    U[(4 * i + 0) * per_e + e] = t[i][0];
-    U[(4 * i + 1) * per_e + e] = (T)0.5 * (t[i][0] + t[i][1] + t[i][2]);
-    U[(4 * i + 2) * per_e + e] = (T)0.5 * (t[i][0] - t[i][1] + t[i][2]);
-    U[(4 * i + 3) * per_e + e] = t[i][2];
-  }
+  T t[AA][RR]; /* G f */
+#pragma unroll
+  for (int i = 0; i < AA; ++i)
+#pragma unroll
+    for (int j = 0; j < RR; ++j) {
+      T s = (T)0;
+#pragma unroll
+      for (int k = 0; k < RR; ++k) s = madd(s, GM[i][k], f[k][j]);
+      t[i][j] = s;
+    }
+#pragma unroll
+  for (int i = 0; i < AA; ++i) /* (G f) G^T */
+#pragma unroll
+    for (int j = 0; j < AA; ++j) {
+      T s = (T)0;
+#pragma unroll
+      for (int k = 0; k < RR; ++k) s = madd(s, GM[j][k], t[i][k]);
+      U[(AA * i + j) * per_e + e] = s;
+    }
 }
 
 __kernel void input_transform(const int C, const int H, const int W, const int PT,
@@ -79,28 +102,36 @@ __kernel void input_transform(const int C, const int H, const int W, const int P
   if (e >= (long)C * TP) return;
   const int t = e % TP, c = e / TP;
   const int tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
-  const int y0 = 2 * ty - PT, x0 = 2 * tx - PL;
-  T d[4][4];
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) {
+  const int y0 = MM * ty - PT, x0 = MM * tx - PL;
+  T d[AA][AA];
+#pragma unroll
+  for (int i = 0; i < AA; ++i)
+#pragma unroll
+    for (int j = 0; j < AA; ++j) {
       const int y = y0 + i, xx = x0 + j;
       d[i][j] = (n < NB && y >= 0 && y < H && xx >= 0 && xx < W)
                     ? x[xo + n * xs0 + c * xs1 + y * xs2 + xx * xs3] : (T)0;
     }
-  T b[4][4]; /* B^T d */
-  for (int j = 0; j < 4; ++j) {
-    b[0][j] = d[0][j] - d[2][j];
-    b[1][j] = d[1][j] + d[2][j];
-    b[2][j] = d[2][j] - d[1][j];
-    b[3][j] = d[1][j] - d[3][j];
-  }
+  T b[AA][AA]; /* B^T d */
+#pragma unroll
+  for (int i = 0; i < AA; ++i)
+#pragma unroll
+    for (int j = 0; j < AA; ++j) {
+      T s = (T)0;
+#pragma unroll
+      for (int k = 0; k < AA; ++k) s = madd(s, BT[i][k], d[k][j]);
+      b[i][j] = s;
+    }
   const long stride_e = (long)C * TP;
-  for (int i = 0; i < 4; ++i) { /* (B^T d) B */
-    V[(4 * i + 0) * stride_e + e] = b[i][0] - b[i][2];
-    V[(4 * i + 1) * stride_e + e] = b[i][1] + b[i][2];
-    V[(4 * i + 2) * stride_e + e] = b[i][2] - b[i][1];
-    V[(4 * i + 3) * stride_e + e] = b[i][1] - b[i][3];
-  }
+#pragma unroll
+  for (int i = 0; i < AA; ++i) /* (B^T d) B */
+#pragma unroll
+    for (int j = 0; j < AA; ++j) {
+      T s = (T)0;
+#pragma unroll
+      for (int k = 0; k < AA; ++k) s = madd(s, BT[j][k], b[i][k]);
+      V[(AA * i + j) * stride_e + e] = s;
+    }
 }
 
 __kernel void output_transform(const int CO, const int HO, const int WO, const int TH,
@@ -114,24 +145,35 @@ __kernel void output_transform(const int CO, const int HO, const int WO, const i
   const int t = e % ntiles, o = e / ntiles;
   const int tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
   const long stride_e = (long)CO * TP, at = (long)o * TP + t;
-  T m[4][4];
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) m[i][j] = M[(4 * i + j) * stride_e + at];
-  T a[2][4]; /* A^T m */
-  for (int j = 0; j < 4; ++j) {
-    a[0][j] = m[0][j] + m[1][j] + m[2][j];
-    a[1][j] = m[1][j] - m[2][j] - m[3][j];
-  }
+  T m[AA][AA];
+#pragma unroll
+  for (int i = 0; i < AA; ++i)
+#pragma unroll
+    for (int j = 0; j < AA; ++j) m[i][j] = M[(AA * i + j) * stride_e + at];
+  T a[MM][AA]; /* A^T m */
+#pragma unroll
+  for (int i = 0; i < MM; ++i)
+#pragma unroll
+    for (int j = 0; j < AA; ++j) {
+      T s = (T)0;
+#pragma unroll
+      for (int k = 0; k < AA; ++k) s = madd(s, AT[i][k], m[k][j]);
+      a[i][j] = s;
+    }
   T b = (T)0;
 #ifdef HAS_BIAS
   b = bias[bo + o * bs];
 #endif
-  for (int i = 0; i < 2; ++i) { /* (A^T m) A */
-    const T r[2] = {a[i][0] + a[i][1] + a[i][2], a[i][1] - a[i][2] - a[i][3]};
-    const int oh = 2 * ty + i;
-    for (int j = 0; j < 2; ++j) {
-      const int ow = 2 * tx + j;
-      if (oh < HO && ow < WO) y[yo + n * ys0 + o * ys1 + oh * ys2 + ow * ys3] = r[j] + b;
+#pragma unroll
+  for (int i = 0; i < MM; ++i) { /* (A^T m) A */
+    const int oh = MM * ty + i;
+#pragma unroll
+    for (int j = 0; j < MM; ++j) {
+      T s = b;
+#pragma unroll
+      for (int k = 0; k < AA; ++k) s = madd(s, AT[j][k], a[i][k]);
+      const int ow = MM * tx + j;
+      if (oh < HO && ow < WO) y[yo + n * ys0 + o * ys1 + oh * ys2 + ow * ys3] = s;
     }
   }
 }
@@ -144,27 +186,35 @@ __kernel void grad_transform(const int CO, const int HO, const int WO, const int
   if (e >= (long)CO * TP) return;
   const int t = e % TP, o = e / TP;
   const int tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
-  T d[2][2];
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 2; ++j) {
-      const int oh = 2 * ty + i, ow = 2 * tx + j;
+  T d[MM][MM];
+#pragma unroll
+  for (int i = 0; i < MM; ++i)
+#pragma unroll
+    for (int j = 0; j < MM; ++j) {
+      const int oh = MM * ty + i, ow = MM * tx + j;
       d[i][j] = (n < NB && oh < HO && ow < WO)
                     ? z[zo + n * zs0 + o * zs1 + oh * zs2 + ow * zs3] : (T)0;
     }
-  T a[4][2]; /* A Z */
-  for (int j = 0; j < 2; ++j) {
-    a[0][j] = d[0][j];
-    a[1][j] = d[0][j] + d[1][j];
-    a[2][j] = d[0][j] - d[1][j];
-    a[3][j] = -d[1][j];
-  }
+  T a[AA][MM]; /* A Z */
+#pragma unroll
+  for (int i = 0; i < AA; ++i)
+#pragma unroll
+    for (int j = 0; j < MM; ++j) {
+      T s = (T)0;
+#pragma unroll
+      for (int k = 0; k < MM; ++k) s = madd(s, AT[k][i], d[k][j]);
+      a[i][j] = s;
+    }
   const long stride_e = (long)CO * TP;
-  for (int i = 0; i < 4; ++i) { /* (A Z) A^T */
-    P[(4 * i + 0) * stride_e + e] = a[i][0];
-    P[(4 * i + 1) * stride_e + e] = a[i][0] + a[i][1];
-    P[(4 * i + 2) * stride_e + e] = a[i][0] - a[i][1];
-    P[(4 * i + 3) * stride_e + e] = -a[i][1];
-  }
+#pragma unroll
+  for (int i = 0; i < AA; ++i) /* (A Z) A^T */
+#pragma unroll
+    for (int j = 0; j < AA; ++j) {
+      T s = (T)0;
+#pragma unroll
+      for (int k = 0; k < MM; ++k) s = madd(s, AT[k][j], a[i][k]);
+      P[(AA * i + j) * stride_e + e] = s;
+    }
 }
 
 __kernel void weight_transform(const int G, const int COG, const int CG, __global const T* dU,
@@ -172,20 +222,28 @@ __kernel void weight_transform(const int G, const int COG, const int CG, __globa
   const long e = get_global_id(0);
   const long per_e = (long)G * COG * CG;
   if (e >= per_e) return;
-  T u[4][4];
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) u[i][j] = dU[(4 * i + j) * per_e + e];
-  T t[3][4]; /* G^T dU */
-  for (int j = 0; j < 4; ++j) {
-    const T half_sum = (T)0.5 * (u[1][j] + u[2][j]);
-    t[0][j] = u[0][j] + half_sum;
-    t[1][j] = (T)0.5 * (u[1][j] - u[2][j]);
-    t[2][j] = half_sum + u[3][j];
-  }
-  for (int i = 0; i < 3; ++i) { /* (G^T dU) G */
-    const T half_sum = (T)0.5 * (t[i][1] + t[i][2]);
-    dw[9 * e + 3 * i + 0] = t[i][0] + half_sum;
-    dw[9 * e + 3 * i + 1] = (T)0.5 * (t[i][1] - t[i][2]);
-    dw[9 * e + 3 * i + 2] = half_sum + t[i][3];
-  }
+  T u[AA][AA];
+#pragma unroll
+  for (int i = 0; i < AA; ++i)
+#pragma unroll
+    for (int j = 0; j < AA; ++j) u[i][j] = dU[(AA * i + j) * per_e + e];
+  T t[RR][AA]; /* G^T dU */
+#pragma unroll
+  for (int i = 0; i < RR; ++i)
+#pragma unroll
+    for (int j = 0; j < AA; ++j) {
+      T s = (T)0;
+#pragma unroll
+      for (int k = 0; k < AA; ++k) s = madd(s, GM[k][i], u[k][j]);
+      t[i][j] = s;
+    }
+#pragma unroll
+  for (int i = 0; i < RR; ++i) /* (G^T dU) G */
+#pragma unroll
+    for (int j = 0; j < RR; ++j) {
+      T s = (T)0;
+#pragma unroll
+      for (int k = 0; k < AA; ++k) s = madd(s, GM[k][j], t[i][k]);
+      dw[RR * RR * e + RR * i + j] = s;
+    }
 }

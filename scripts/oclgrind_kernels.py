@@ -178,7 +178,7 @@ def conv_ref(x, w, stride, padding):
 def section_conv():
     cases = [("im2col", 3, 1, 1), ("implicit_gemm", 3, 2, 1), ("winograd", 3, 1, 1),
              ("gemm_1x1", 1, 1, 0), ("im2col", 2, 1, 0), ("implicit_gemm", 5, 1, 2),
-             ("winograd", 3, 1, 0)]
+             ("winograd", 3, 1, 0), ("winograd_4x4", 5, 1, 2)]
     for algo, k, stride, pad in cases:
         for view in ("contiguous", "strided"):
             print(f"  conv2d {algo} k={k} stride={stride} padding={pad} {view}", file=sys.stderr)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import cltensor as ct
+from cltensor.conv import dispatch
 from convnet_benchmarks import bench, models
 from convnet_benchmarks.__main__ import main
 
@@ -83,8 +84,7 @@ def test_benchmark_command_end_to_end(device, tmp_path):
     layers = row["conv_layers"]
     assert [r["weight"][0] for r in layers] == [64, 192, 384, 256, 256]
     assert all(r["forward_ms"] > 0 and r["backward_ms"] > 0 for r in layers)
-    assert all(r["algo"]["forward"] in ("im2col", "implicit_gemm", "winograd", "gemm_1x1")
-               for r in layers)
+    assert all(r["algo"]["forward"] in dispatch.ALGORITHMS for r in layers)
     assert "convolutions alone" in run.stdout
 
 
@@ -155,6 +155,24 @@ def test_tiny_load_state_dict_errors():
     with pytest.raises(ValueError, match=r"0.weight has shape \(8, 3, 3\), the model expects "
                                          r"\(8, 3, 3, 3\)"):
         net.load_state_dict({**state, "0.weight": np.zeros((8, 3, 3), "float32")})
+
+
+def test_bench_mode_row(device, small_model, tmp_path, monkeypatch):
+    """--bench-mode: a second cltensor row run with cltensor.backends.benchmark on (its conv
+    choices timed and written to the per-user file), the flag off again afterwards."""
+    monkeypatch.setenv("CLTENSOR_CACHE_DIR", str(tmp_path))
+    dispatch.clear_cache()
+    out, md = tmp_path / "res.json", tmp_path / "res.md"
+    argv = ["--model", "small", "--batch-size", "2", "--iterations", "1", "--device",
+            device.index, "--bench-mode", "--no-layers", "--json", str(out), "--markdown", str(md)]
+    assert main(argv) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["cltensor_bench"]["total"]["median"] > 0
+    assert row["cltensor_bench"]["output_rel_error"] < 1e-4
+    assert "| small | 2 | cltensor_bench |" in md.read_text()
+    assert json.loads(dispatch.cache_path(device).read_text())  # conv passes were timed
+    assert ct.backends.benchmark is False
+    dispatch.clear_cache()
 
 
 def test_compare_tinygrad_end_to_end(device, small_model, tmp_path):

@@ -39,7 +39,8 @@ def conv_case(draw):
     return dict(n=draw(st.integers(1, 2)), groups=groups, cg=draw(st.integers(1, 3)),
                 cog=draw(st.integers(1, 3)), k=pair(1, 4), hw=pair(1, 9), stride=pair(1, 3),
                 padding=pair(0, 2), dilation=pair(1, 2),
-                algo=draw(st.sampled_from(["auto", "im2col", "implicit_gemm", "winograd"])),
+                algo=draw(st.sampled_from(["auto", "im2col", "implicit_gemm", "winograd",
+                                           "winograd_4x4"])),
                 view=draw(st.sampled_from(["plain", "channels_last", "transposed"])),
                 seed=draw(st.integers(0, 2**31)))
 
@@ -77,7 +78,7 @@ def test_conv2d_parameters(device, c):
     y = conv2d(X, W, B, **args, algo=c["algo"])
     grad = random_array(rng, y.shape)
     want, gx, gw = ref_conv(x, w, b, c["stride"], c["padding"], c["dilation"], g, grad=grad)
-    tol = winograd.WINOGRAD_RTOL if c["algo"] == "winograd" else RTOL
+    tol = winograd.WINOGRAD_RTOL if c["algo"].startswith("winograd") else RTOL
     assert rel_error(y, want) <= tol
     y.backward(T(grad, device))
     assert rel_error(X.grad, gx) <= tol and rel_error(W.grad, gw) <= tol

@@ -1,10 +1,13 @@
-"""Convolution: conv2d with torch's semantics over four algorithms, chosen per device and
+"""Convolution: conv2d with torch's semantics over five algorithms, chosen per device and
 problem (dispatch.py), forward and backward.
 
     im2col          im2col.py     column buffer (chunked) + the GEMM engine; col2im backward
     implicit_gemm   implicit.py   the gather inside the GEMM tile loads; no column buffer;
                                   cached weight panels
-    winograd        winograd.py   F(2x2, 3x3), 3x3 stride 1 dilation 1; cached filter transform
+    winograd        winograd.py   F(2x2, 3x3) and F(2x2, 5x5): 3x3 and 5x5 kernels, stride 1,
+                                  dilation 1; cached filter transform
+    winograd_4x4    winograd.py   F(4x4, 3x3) and F(4x4, 5x5), likewise: fewer multiplications,
+                                  larger rounding errors (still within 1e-5 relative)
     gemm_1x1        gemm1x1.py    a 1x1 unpadded convolution is a plain GEMM
 
 `conv_algorithms(...)` reports each algorithm's eligibility, workspace and (in benchmark mode,

@@ -23,8 +23,8 @@ from ..plugins import conv_algorithm_owner, conv_algorithms_for
 from ..program import cache_root, device_key
 from . import common, gemm1x1, im2col, implicit, winograd
 
-ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit, "winograd": winograd,
-              "gemm_1x1": gemm1x1}
+ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit, "winograd": winograd.F2,
+              "winograd_4x4": winograd.F4, "gemm_1x1": gemm1x1}
 PASSES = ("forward", "backward_data", "backward_weight")
 _chosen = {}      # (device index, params, pass) -> algorithm name
 _times = {}       # (device index, params, pass) -> {algorithm: ms}
@@ -49,7 +49,10 @@ def eligible_names(p, pass_, device=None):
 
 
 def workspace_bytes(name, p, pass_="forward", device=None):
-    return algorithm(name, device).workspace_bytes(p, backward=pass_ != "forward")
+    mod, backward = algorithm(name, device), pass_ != "forward"
+    if name in ALGORITHMS:  # the portable ones may depend on the device (implicit GEMM's splits)
+        return mod.workspace_bytes(p, backward=backward, device=device)
+    return mod.workspace_bytes(p, backward=backward)
 
 
 # ---- plug-in algorithms -----------------------------------------------------------------------
@@ -110,8 +113,8 @@ def rule(p, device, pass_):
     cpu = device.is_cpu
     if cpu and eligible("gemm_1x1", p, pass_)[0]:
         return "gemm_1x1"
-    if eligible("winograd", p, pass_)[0] and _winograd_pays(p, cpu, pass_):
-        return "winograd"
+    if eligible("winograd_4x4", p, pass_)[0] and _winograd_pays(p, cpu, pass_):
+        return "winograd_4x4"
     if cpu:
         if pass_ == "backward_weight" and p.cog * p.k <= CPU_IMPLICIT_WGRAD_MAX:
             return "implicit_gemm"  # small weights, long reductions (first layers)
@@ -125,18 +128,22 @@ def rule(p, device, pass_):
     return "implicit_gemm"
 
 
-# Winograd pays for its transforms once layers have this many channels (in and out); on CPUs
-# large images need more (their transformed tiles stream through memory)
-WINOGRAD_MIN_CHANNELS = {"cpu": 128, "cpu_large_image": 256}
-CPU_LARGE_IMAGE = 32 * 32  # H*W
-# on GPUs, per pass: (channels on larger images, channels on images of at most GPU_SMALL_IMAGE
-# positions). H200, every 3x3 layer of the four networks at their batch sizes, each pass timed
-# alone (dispatch.time_pass, 2026-11-30):
-# from 256 channels Winograd won every pass but one; on 13x13 and 14x14 images its input
-# gradient won all 8 layers (96-192 channels), its forward 5 of 6 from 128 channels, its
-# weight gradient lost below 256
-GPU_WINOGRAD_MIN_CHANNELS = {"forward": (256, 128), "backward_data": (256, 64),
-                             "backward_weight": (256, 256)}
+# Winograd F(4x4) (algo "winograd_4x4") pays for its transforms once layers have this many
+# channels (the smaller of in and out), per pass. Every 3x3 and 5x5 stride-1 layer of the four
+# networks, each pass timed alone (dispatch.time_pass, 2026-12-01), on both device kinds:
+# F(4x4) beat F(2x2) on all but 3 of 96 passes on the H200 and all but 9 of 99 on PoCL.
+# PoCL, 2 cores, batch 8: F(4x4) won every forward and input gradient from 32 channels and
+# every weight gradient from 64; below, implicit GEMM or im2col won most (GoogLeNet's 5x5
+# layers, 16-48 channels), as on the networks' first layers (3 channels).
+CPU_WINOGRAD_MIN_CHANNELS = {"forward": 32, "backward_data": 32, "backward_weight": 64}
+# H200, at the networks' batch sizes, per pass: (channels on larger images, on images of at
+# most GPU_SMALL_IMAGE positions). F(4x4) against implicit GEMM won every forward and input
+# gradient from 64 channels on larger images and from 128 on small ones but one (GoogLeNet
+# 5a, 7 x 7), lost only the first layers (3 channels) and GoogLeNet's 5x5 layers (16-48
+# channels); its weight gradient won from 64 channels on larger images but VGG-A conv2
+# (112 x 112, 4.99 vs 4.29 ms) and lost on small images below 256 channels
+GPU_WINOGRAD_MIN_CHANNELS = {"forward": (64, 128), "backward_data": (64, 64),
+                             "backward_weight": (64, 256)}
 GPU_SMALL_IMAGE = 16 * 16
 # Cog*C*Kh*Kw up to which implicit GEMM's weight gradient beats im2col's on CPUs: the GEMM
 # engine runs such skinny products (N = Cog or K small) with few tiles
@@ -145,8 +152,7 @@ CPU_IMPLICIT_WGRAD_MAX = 2**16
 
 def _winograd_pays(p, cpu, pass_):
     if cpu:
-        large = p.h * p.w > CPU_LARGE_IMAGE
-        return min(p.cg, p.cog) >= WINOGRAD_MIN_CHANNELS["cpu_large_image" if large else "cpu"]
+        return min(p.cg, p.cog) >= CPU_WINOGRAD_MIN_CHANNELS[pass_]
     large, small = GPU_WINOGRAD_MIN_CHANNELS[pass_]
     return min(p.cg, p.cog) >= (small if p.h * p.w <= GPU_SMALL_IMAGE else large)
 

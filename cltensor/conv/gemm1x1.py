@@ -16,7 +16,7 @@ def eligible(p):
     return True, ""
 
 
-def workspace_bytes(p, backward=False):
+def workspace_bytes(p, backward=False, device=None):
     """Bytes of the copies this algorithm makes: a strided input's subsample, and in backward
     the (C, N*P) copies of x and gout when their batch and spatial dims do not merge."""
     item = p.dtype.itemsize

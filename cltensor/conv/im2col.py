@@ -20,7 +20,7 @@ def _per_image_bytes(p, backward):
     return channels * p.ho * p.wo * p.dtype.itemsize
 
 
-def workspace_bytes(p, backward=False):
+def workspace_bytes(p, backward=False, device=None):
     """Scratch bytes of one chunk of images."""
     per_image = _per_image_bytes(p, backward)
     return per_image * common.images_per_chunk(p.n, per_image)

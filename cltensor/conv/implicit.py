@@ -103,11 +103,13 @@ def _defines(geo, **extra):
     return d
 
 
-def workspace_bytes(p, backward=False):
+def workspace_bytes(p, backward=False, device=None):
     """Nothing input-sized: at most the packed weight (each group's channels padded to a
     panel, its rows to a multiple of TSK); in backward also the flipped packed weight, the
-    weight gradient's partial sums (one weight per split of the images, as many splits as
-    backends.conv_workspace_limit allows, at least one) and, on CPUs, one chunk of the output
+    weight gradient's partial sums (one weight per split, as many splits as
+    backends.conv_workspace_limit allows, at least one: on CPUs at most one per image, on
+    GPUs (a device given) at most WGRAD_WAVES per compute unit and one per WGRAD_MIN_SLICES
+    positions, see implicit_gpu._wgrad_splits) and, on CPUs, one chunk of the output
     gradient positions-major (at most GRAD_ROWS_BYTES, or one position's channels)."""
     item = p.dtype.itemsize
     pw = max(max(t["MR"] for t in CPU_TILES.values()), implicit_gpu.MAX_PANEL)
@@ -115,11 +117,16 @@ def workspace_bytes(p, backward=False):
     packed = p.groups * round_up(p.cog, pw) * round_up(p.k, tsk) * item
     if not backward:
         return packed
-    part = p.co * p.k * item
-    parts = max(part, min(p.n * part, backends.conv_workspace_limit))
-    cols = max(t["NR"] for t in CPU_TILES.values())
-    per_row = _grad_rows_cop(p, cols) * item
-    rows = max(per_row, min(GRAD_ROWS_BYTES // per_row * per_row, p.n * p.ho * p.wo * per_row))
+    part, npos = p.co * p.k * item, p.n * p.ho * p.wo
+    if device is not None and not _cpu_style(device):
+        splits = min(implicit_gpu.WGRAD_WAVES * device.cl_device.max_compute_units,
+                     -(-npos // implicit_gpu.WGRAD_MIN_SLICES))
+        rows = 0
+    else:
+        splits = p.n
+        per_row = _grad_rows_cop(p, max(t["NR"] for t in CPU_TILES.values())) * item
+        rows = max(per_row, min(GRAD_ROWS_BYTES // per_row * per_row, npos * per_row))
+    parts = max(part, min(splits * part, backends.conv_workspace_limit))
     return 2 * packed + parts + rows
 
 

@@ -1,20 +1,30 @@
-"""Algorithm "winograd": F(2x2, 3x3) for 3x3 convolutions with stride 1 and dilation 1 (any
-padding), after Lavin & Gray. Per chunk of images: the input transform
-(cl_kernels/conv_winograd.cl), 16 GEMMs in one batched call of the GEMM engine
-(M[e] = U[e] @ V[e]), the output transform with the bias. The filter transform U is cached per
-weight version (common.per_weight), so an optimizer's in-place update makes the next call
-transform again.
+"""Algorithms "winograd" and "winograd_4x4": Winograd's minimal filtering F(m x m, r x r) for
+3x3 and 5x5 convolutions with stride 1 and dilation 1 (any padding), after Lavin & Gray;
+m = 2 and m = 4 output positions a side. Per chunk of images: the input transform
+(cl_kernels/conv_winograd.cl), A*A GEMMs in one batched call of the GEMM engine
+(M[e] = U[e] @ V[e], A = m + r - 1), the output transform with the bias. The filter transform
+U is cached per weight version (common.per_weight), so an optimizer's in-place update makes the
+next call transform again.
+
+The transforms are Toom-Cook's (matrices()): A - 1 interpolation points and infinity. Each
+output costs A*A / (m*m) multiplications in the GEMMs against r*r for direct convolution:
+F(2x2, 3x3) 4 (2.25x fewer), F(4x4, 3x3) 2.25 (4x), F(2x2, 5x5) 9 (2.8x), F(4x4, 5x5) 4
+(6.25x), paid for with larger transformed tiles and larger rounding errors.
 
 The input gradient is the same algorithm on the output gradient with the flipped transposed
-filter and padding 2 - p (a 3x3 stride-1 convolution). The weight gradient runs the product
-backwards: per chunk of images, the input transform V and the output gradient's transform
-P = A Z A^T per tile, 16 GEMMs dU[e] += P[e] @ V[e]^T summed over the tiles (the GEMM engine
-splits that long sum to fill the device), then dW = G^T dU G.
+filter and padding r - 1 - p (an r x r stride-1 convolution). The weight gradient runs the
+product backwards: per chunk of images, the input transform V and the output gradient's
+transform P = A Z A^T per tile, A*A GEMMs dU[e] += P[e] @ V[e]^T summed over the tiles (the
+GEMM engine splits that long sum to fill the device), then dW = G^T dU G.
 
-Accuracy: the transforms scale by 1/2 and add at most 9 terms, so the result's error is a
-small multiple of direct fp32's; the tests bound the norm-relative error by 1e-5 for fp32
-(WINOGRAD_RTOL), as for the other algorithms.
+Accuracy: fp32 norm-relative error of a layer with 64 input channels on uniform random data,
+against a float64 reference (direct fp32: 1.0e-7): F(2x2, 3x3) 2.7e-7, F(4x4, 3x3) 1.3e-6,
+F(2x2, 5x5) 1.5e-6, F(4x4, 5x5) 3.5e-6. The tests bound every variant and pass by
+WINOGRAD_RTOL (1e-5).
 """
+import functools
+from fractions import Fraction
+
 import numpy as np
 
 from ..ops.gemm import gemm
@@ -23,72 +33,59 @@ from . import common
 
 KERNEL_FILE = "conv_winograd.cl"
 WINOGRAD_RTOL = 1e-5
+KERNEL_SIZES = (3, 5)
+# Interpolation points per tile size A (plus infinity). Small points keep the transforms'
+# coefficients near 1; 1/2 in place of 2 lowered the error of F(4x4, 3x3) from 1.9e-6 to
+# 1.3e-6 and of F(2x2, 5x5) from 2.1e-6 to 1.5e-6 (same measure as above).
+POINTS = {4: (0, 1, -1), 6: (0, 1, -1, Fraction(1, 2), -2),
+          8: (0, 1, -1, 2, -2, Fraction(1, 2), Fraction(-1, 2))}
 
 
-def eligible(p):
-    if (p.kh, p.kw) != (3, 3):
-        return False, f"winograd F(2x2,3x3) needs a 3x3 kernel, got {p.kh}x{p.kw}"
-    if (p.sh, p.sw) != (1, 1):
-        return False, f"winograd needs stride 1, got {p.sh}x{p.sw}"
-    if (p.dh, p.dw) != (1, 1):
-        return False, f"winograd needs dilation 1, got {p.dh}x{p.dw}"
-    return True, ""
+def matrices(m, r):
+    """Exact (A^T (m x A), G (A x r), B^T (A x A)) of F(m, r) as lists of Fractions, such that
+    y = A^T [(G g) * (B^T d)] is the correlation y[i] = sum_k d[i + k] g[k], i < m: the
+    transpose of Toom-Cook's linear convolution, with 1 / prod_{l != j} (p_j - p_l) in G."""
+    a = m + r - 1
+    pts = [Fraction(p) for p in POINTS[a]]
+    at = [[p ** i for p in pts] + [Fraction(i == m - 1)] for i in range(m)]
+    g = [[p ** k / _product(p - q for q in pts if q != p) for k in range(r)] for p in pts]
+    g.append([Fraction(k == r - 1) for k in range(r)])
+    # B^T's row j: the coefficients of prod_{l != j} (x - p_l); the last (infinity) row:
+    # those of prod_l (x - p_l)
+    bt = [_from_roots([q for q in pts if q != p], a) for p in pts]
+    bt.append(_from_roots(pts, a))
+    return at, g, bt
 
 
-def _tiles(ho, wo):
-    return -(-ho // 2), -(-wo // 2)
-
-
-def _per_image_bytes(p, ho, wo):
-    th, tw = _tiles(ho, wo)
-    return 16 * (p.c + p.co) * th * tw * p.dtype.itemsize
-
-
-def workspace_bytes(p, backward=False):
-    """The transformed tiles of one chunk of images, plus the transformed filter (or its
-    gradient); backward, the larger of the two gradients' tiles (input, output positions)."""
-    per = _per_image_bytes(p, p.ho, p.wo)
-    if backward:
-        per = max(per, _per_image_bytes(p, p.h, p.w))
-    return per * common.images_per_chunk(p.n, per) + 16 * p.co * p.cg * p.dtype.itemsize
-
-
-def filter_transform(w, p, flip):
-    """U (16 * G, out, in) of w, made once per weight version (common.per_weight)."""
-    return common.per_weight(w, ("winograd", p.groups, flip), lambda: _transform(w, p, flip))
-
-
-def _transform(w, p, flip):
-    cout, cin = (p.cg, p.cog) if flip else (p.cog, p.cg)
-    U = common.empty((16 * p.groups, cout, cin), w)
-    defines = {"T": ctype_of(p.dtype)}
-    if flip:
-        defines["FLIP"] = None
-    kernel = common.get_kernel(w.device, KERNEL_FILE, "filter_transform", defines)
-    common.launch_1d(w.device, kernel, p.groups * cout * cin, np.int32(p.groups),
-                     np.int32(cout), np.int32(cin), *common.view_args(w), U.storage.buf)
-    return U
-
-
-def _images(t, n0, nb):
-    return common.strided(t, (nb,) + tuple(t.shape[1:]), t.strides,
-                          t.offset + n0 * t.strides[0])
-
-
-def run(src, U, out, bias, p, cin, cout, pads):
-    """out (N, G*cout, HO, WO view) = the 3x3 stride-1 convolution of src (N, G*cin, H, W)
-    with transformed filter U, zero padding (top, left) = pads, in chunks of images."""
-    n = src.shape[0]
-    ho, wo = out.shape[2:]
-    th, tw = _tiles(ho, wo)
-    nb_max = common.images_per_chunk(n, _per_image_bytes(p, ho, wo))  # G*(cin+cout) = C+Co
-    for n0 in range(0, n, nb_max):
-        nb = min(nb_max, n - n0)
-        tp = padded_tiles(src.device, nb * th * tw)
-        V = _input_transform(_images(src, n0, nb), p.groups * cin, pads, th, tw, nb, tp)
-        M = gemm(U, V.view(16 * p.groups, cin, tp))
-        _output_transform(M, bias, _images(out, n0, nb), th, tw, nb, tp)
+def _product(values):
+    out = Fraction(1)
+    for v in values:
+        out *= v
     return out
+
+
+def _from_roots(roots, size):
+    """The coefficients (lowest power first, `size` of them) of prod (x - root)."""
+    poly = [Fraction(1)] + [Fraction(0)] * (size - 1)
+    for q in roots:
+        poly = [(poly[k - 1] if k else 0) - q * poly[k] for k in range(size)]
+    return poly
+
+
+@functools.cache
+def _defines(m, r, dtype):
+    """The build options of F(m, r)'s kernels for dtype (the matrices as brace lists)."""
+    at, g, bt = matrices(m, r)
+    return {"T": ctype_of(dtype), "WINO_M": m, "WINO_R": r, "WINO_A": m + r - 1,
+            "WINO_AT": _literals(at, dtype), "WINO_G": _literals(g, dtype),
+            "WINO_BT": _literals(bt, dtype)}
+
+
+def _literals(mat, dtype):
+    """A matrix as an OpenCL brace list of literals of dtype."""
+    suffix = "f" if np.dtype(dtype) == np.float32 else ""
+    return "{" + ",".join("{" + ",".join(f"{float(v)!r}{suffix}" for v in row) + "}"
+                          for row in mat) + "}"
 
 
 # The transformed tiles' rows are padded (with zero tiles) to a multiple of this many, so that
@@ -101,76 +98,157 @@ def padded_tiles(device, count):
     return round_up(count, TILE_ALIGN["cpu" if device.is_cpu else "gpu"])
 
 
-def _input_transform(x, channels, pads, th, tw, nb, tp):
-    V = common.empty((16, channels, tp), x)
-    kernel = common.get_kernel(x.device, KERNEL_FILE, "input_transform",
-                               {"T": ctype_of(x.dtype)})
-    h, w = x.shape[2:]
-    common.launch_1d(x.device, kernel, channels * tp, np.int32(channels), np.int32(h),
-                     np.int32(w), np.int32(pads[0]), np.int32(pads[1]), np.int32(th),
-                     np.int32(tw), np.int32(nb), np.int32(tp), *common.view_args(x),
-                     V.storage.buf)
-    return V
+def _images(t, n0, nb):
+    return common.strided(t, (nb,) + tuple(t.shape[1:]), t.strides,
+                          t.offset + n0 * t.strides[0])
 
 
-def _output_transform(M, bias, y, th, tw, nb, tp):
-    defines = {"T": ctype_of(y.dtype)}
-    if bias is not None:
-        defines["HAS_BIAS"] = None
-    kernel = common.get_kernel(y.device, KERNEL_FILE, "output_transform", defines)
-    co, ho, wo = y.shape[1:]
-    bias_args = ([bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
-                 if bias is not None else [M.storage.buf, np.int64(0), np.int64(0)])
-    common.launch_1d(y.device, kernel, co * nb * th * tw, np.int32(co), np.int32(ho),
-                     np.int32(wo), np.int32(th), np.int32(tw), np.int32(nb), np.int32(tp),
-                     M.storage.buf, *bias_args, *common.view_args(y))
+class Winograd:
+    """The algorithm F(m x m, r x r) for r in KERNEL_SIZES, the interface of an algorithm
+    module (eligible, workspace_bytes, forward, backward)."""
+
+    def __init__(self, m):
+        self.m = m
+
+    def __repr__(self):
+        return f"Winograd(m={self.m})"
+
+    def eligible(self, p):
+        if p.kh != p.kw or p.kh not in KERNEL_SIZES:
+            return False, (f"winograd F({self.m}x{self.m}, rxr) needs a square kernel of size "
+                           f"{' or '.join(map(str, KERNEL_SIZES))}, got {p.kh}x{p.kw}")
+        if (p.sh, p.sw) != (1, 1):
+            return False, f"winograd needs stride 1, got {p.sh}x{p.sw}"
+        if (p.dh, p.dw) != (1, 1):
+            return False, f"winograd needs dilation 1, got {p.dh}x{p.dw}"
+        return True, ""
+
+    def _alpha(self, p):
+        return self.m + p.kh - 1
+
+    def _tiles(self, ho, wo):
+        return -(-ho // self.m), -(-wo // self.m)
+
+    def _per_image_bytes(self, p, ho, wo):
+        th, tw = self._tiles(ho, wo)
+        return self._alpha(p) ** 2 * (p.c + p.co) * th * tw * p.dtype.itemsize
+
+    def workspace_bytes(self, p, backward=False, device=None):
+        """The transformed tiles of one chunk of images, plus the transformed filter (or its
+        gradient); backward, the larger of the two gradients' tiles (input, output positions)."""
+        per = self._per_image_bytes(p, p.ho, p.wo)
+        if backward:
+            per = max(per, self._per_image_bytes(p, p.h, p.w))
+        return (per * common.images_per_chunk(p.n, per) +
+                self._alpha(p) ** 2 * p.co * p.cg * p.dtype.itemsize)
+
+    def _kernel(self, device, dtype, r, name, **flags):
+        defines = dict(_defines(self.m, r, np.dtype(dtype)))
+        defines.update({k: None for k, on in flags.items() if on})
+        return common.get_kernel(device, KERNEL_FILE, name, defines)
+
+    # ---- forward and input gradient ----
+
+    def filter_transform(self, w, p, flip):
+        """U (A*A * G, out, in) of w, made once per weight version (common.per_weight)."""
+        return common.per_weight(w, ("winograd", self.m, p.groups, flip),
+                                 lambda: self._transform(w, p, flip))
+
+    def _transform(self, w, p, flip):
+        cout, cin = (p.cg, p.cog) if flip else (p.cog, p.cg)
+        U = common.empty((self._alpha(p) ** 2 * p.groups, cout, cin), w)
+        kernel = self._kernel(w.device, p.dtype, p.kh, "filter_transform", FLIP=flip)
+        common.launch_1d(w.device, kernel, p.groups * cout * cin, np.int32(p.groups),
+                         np.int32(cout), np.int32(cin), *common.view_args(w), U.storage.buf)
+        return U
+
+    def run(self, src, U, out, bias, p, cin, cout, pads):
+        """out (N, G*cout, HO, WO view) = the r x r stride-1 convolution of src
+        (N, G*cin, H, W) with transformed filter U, zero padding (top, left) = pads, in
+        chunks of images."""
+        n = src.shape[0]
+        ho, wo = out.shape[2:]
+        th, tw = self._tiles(ho, wo)
+        ee = self._alpha(p) ** 2
+        nb_max = common.images_per_chunk(n, self._per_image_bytes(p, ho, wo))
+        for n0 in range(0, n, nb_max):
+            nb = min(nb_max, n - n0)
+            tp = padded_tiles(src.device, nb * th * tw)
+            V = self._input_transform(_images(src, n0, nb), p, p.groups * cin, pads,
+                                      th, tw, nb, tp)
+            M = gemm(U, V.view(ee * p.groups, cin, tp))
+            self._output_transform(M, bias, _images(out, n0, nb), p, th, tw, nb, tp)
+        return out
+
+    def _input_transform(self, x, p, channels, pads, th, tw, nb, tp):
+        V = common.empty((self._alpha(p) ** 2, channels, tp), x)
+        kernel = self._kernel(x.device, x.dtype, p.kh, "input_transform")
+        h, w = x.shape[2:]
+        common.launch_1d(x.device, kernel, channels * tp, np.int32(channels), np.int32(h),
+                         np.int32(w), np.int32(pads[0]), np.int32(pads[1]), np.int32(th),
+                         np.int32(tw), np.int32(nb), np.int32(tp), *common.view_args(x),
+                         V.storage.buf)
+        return V
+
+    def _output_transform(self, M, bias, y, p, th, tw, nb, tp):
+        kernel = self._kernel(y.device, y.dtype, p.kh, "output_transform",
+                              HAS_BIAS=bias is not None)
+        co, ho, wo = y.shape[1:]
+        bias_args = ([bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
+                     if bias is not None else [M.storage.buf, np.int64(0), np.int64(0)])
+        common.launch_1d(y.device, kernel, co * nb * th * tw, np.int32(co), np.int32(ho),
+                         np.int32(wo), np.int32(th), np.int32(tw), np.int32(nb),
+                         np.int32(tp), M.storage.buf, *bias_args, *common.view_args(y))
+
+    def forward(self, x, w, bias, p, out):
+        U = self.filter_transform(w, p, flip=False)
+        return self.run(x, U, out, bias, p, p.cg, p.cog, (p.pt, p.pl))
+
+    def backward(self, x, w, gout, p, need_x, need_w):
+        gx = gw = None
+        if need_x:
+            U = self.filter_transform(w, p, flip=True)
+            gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
+            r = p.kh
+            self.run(gout, U, gx, None, p, p.cog, p.cg, (r - 1 - p.pt, r - 1 - p.pl))
+        if need_w:
+            gw = self.weight_grad(x, gout, p)
+        return gx, gw
+
+    # ---- weight gradient ----
+
+    def weight_grad(self, x, gout, p):
+        """The weight gradient (Co, Cg, r, r): dU = sum over tiles of P[e] @ V[e]^T, in
+        chunks of images, then dW = G^T dU G."""
+        n = x.shape[0]
+        th, tw = self._tiles(p.ho, p.wo)
+        ee = self._alpha(p) ** 2
+        nb_max = common.images_per_chunk(n, self._per_image_bytes(p, p.ho, p.wo))
+        dU = common.empty((ee * p.groups, p.cog, p.cg), x)
+        for n0 in range(0, n, nb_max):
+            nb = min(nb_max, n - n0)
+            tp = padded_tiles(x.device, nb * th * tw)
+            V = self._input_transform(_images(x, n0, nb), p, p.c, (p.pt, p.pl), th, tw, nb,
+                                      tp)
+            P = self._grad_transform(_images(gout, n0, nb), p, th, tw, nb, tp)
+            gemm(P.view(ee * p.groups, p.cog, tp),
+                 V.view(ee * p.groups, p.cg, tp).transpose(1, 2), out=dU, c=dU,
+                 beta=1 if n0 else 0)
+        gw = common.empty((p.co, p.cg, p.kh, p.kw), x)
+        kernel = self._kernel(x.device, x.dtype, p.kh, "weight_transform")
+        common.launch_1d(x.device, kernel, p.co * p.cg, np.int32(p.groups), np.int32(p.cog),
+                         np.int32(p.cg), dU.storage.buf, gw.storage.buf)
+        return gw
+
+    def _grad_transform(self, z, p, th, tw, nb, tp):
+        co, ho, wo = z.shape[1:]
+        P = common.empty((self._alpha(p) ** 2, co, tp), z)
+        kernel = self._kernel(z.device, z.dtype, p.kh, "grad_transform")
+        common.launch_1d(z.device, kernel, co * tp, np.int32(co), np.int32(ho), np.int32(wo),
+                         np.int32(th), np.int32(tw), np.int32(nb), np.int32(tp),
+                         *common.view_args(z), P.storage.buf)
+        return P
 
 
-def forward(x, w, bias, p, out):
-    U = filter_transform(w, p, flip=False)
-    return run(x, U, out, bias, p, p.cg, p.cog, (p.pt, p.pl))
-
-
-def backward(x, w, gout, p, need_x, need_w):
-    gx = gw = None
-    if need_x:
-        U = filter_transform(w, p, flip=True)
-        gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
-        run(gout, U, gx, None, p, p.cog, p.cg, (2 - p.pt, 2 - p.pl))
-    if need_w:
-        gw = weight_grad(x, gout, p)
-    return gx, gw
-
-
-def weight_grad(x, gout, p):
-    """The weight gradient (Co, Cg, 3, 3): dU = sum over tiles of P[e] @ V[e]^T, in chunks of
-    images, then dW = G^T dU G."""
-    n = x.shape[0]
-    th, tw = _tiles(p.ho, p.wo)
-    nb_max = common.images_per_chunk(n, _per_image_bytes(p, p.ho, p.wo))
-    dU = common.empty((16 * p.groups, p.cog, p.cg), x)
-    for n0 in range(0, n, nb_max):
-        nb = min(nb_max, n - n0)
-        tp = padded_tiles(x.device, nb * th * tw)
-        V = _input_transform(_images(x, n0, nb), p.c, (p.pt, p.pl), th, tw, nb, tp)
-        P = _grad_transform(_images(gout, n0, nb), th, tw, nb, tp)
-        gemm(P.view(16 * p.groups, p.cog, tp),
-             V.view(16 * p.groups, p.cg, tp).transpose(1, 2), out=dU, c=dU,
-             beta=1 if n0 else 0)
-    gw = common.empty((p.co, p.cg, 3, 3), x)
-    kernel = common.get_kernel(x.device, KERNEL_FILE, "weight_transform",
-                               {"T": ctype_of(x.dtype)})
-    common.launch_1d(x.device, kernel, p.co * p.cg, np.int32(p.groups), np.int32(p.cog),
-                     np.int32(p.cg), dU.storage.buf, gw.storage.buf)
-    return gw
-
-
-def _grad_transform(z, th, tw, nb, tp):
-    co, ho, wo = z.shape[1:]
-    P = common.empty((16, co, tp), z)
-    kernel = common.get_kernel(z.device, KERNEL_FILE, "grad_transform",
-                               {"T": ctype_of(z.dtype)})
-    common.launch_1d(z.device, kernel, co * tp, np.int32(co), np.int32(ho), np.int32(wo),
-                     np.int32(th), np.int32(tw), np.int32(nb), np.int32(tp),
-                     *common.view_args(z), P.storage.buf)
-    return P
+F2 = Winograd(2)  # algo "winograd"
+F4 = Winograd(4)  # algo "winograd_4x4"
