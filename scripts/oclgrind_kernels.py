@@ -176,11 +176,16 @@ def conv_ref(x, w, stride, padding):
 
 
 def section_conv():
+    # NOTE: the Winograd transforms are generic loops over their matrices, slow to interpret
+    # unoptimized (the checked runs): one F(2x2) case in both layouts (tiles past the output's
+    # edge, negative offsets), one F(4x4) case (its 6x6 tiles) in one, since both variants
+    # read views through the same code
     cases = [("im2col", 3, 1, 1), ("implicit_gemm", 3, 2, 1), ("winograd", 3, 1, 1),
              ("gemm_1x1", 1, 1, 0), ("im2col", 2, 1, 0), ("implicit_gemm", 5, 1, 2),
-             ("winograd", 3, 1, 0), ("winograd_4x4", 5, 1, 2)]
+             ("winograd_4x4", 3, 1, 1)]
     for algo, k, stride, pad in cases:
-        for view in ("contiguous", "strided"):
+        views = ("contiguous",) if algo == "winograd_4x4" else ("contiguous", "strided")
+        for view in views:
             print(f"  conv2d {algo} k={k} stride={stride} padding={pad} {view}", file=sys.stderr)
             x, w = rand(2, 3, 5, 7), rand(4, 3, k, k)
             tx = dev(x).requires_grad_()
