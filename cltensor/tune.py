@@ -264,8 +264,9 @@ class GemmTuner:
 
     def tune_xgemm(self, quick=False):
         shape = (self.size,) * 3
-        wrap = lambda ps: [{"family": "xgemm", "xgemm": [p], "min_work": 0, "min_dim": 0}
-                           for p in ps]
+        # NOTE: strict: a set that does not fit the device fails instead of timing a fallback
+        wrap = lambda ps: [{"family": "xgemm", "xgemm": [p], "min_work": 0, "min_dim": 0,
+                            "strict": True} for p in ps]
         structures = _xgemm_structures(self.dtype)
         if quick:
             structures = structures[::4]

@@ -512,6 +512,19 @@ def test_tuner_rejects_wrong_or_unfit_candidates(device, rng, monkeypatch):
     assert tuner.measure(ok, (32, 32, 32)) is None
 
 
+def test_tuner_never_times_a_fallback_for_an_unfit_set(device, monkeypatch):
+    """A set that does not fit the device gets no rate (the engine would run a fallback set
+    in its place, and the fallback's rate would be shipped under the unfit set's name)."""
+    unfit = dict(gm.XGEMM_FALLBACKS[0], KWG=8192)  # 4 MiB of local memory
+    fit = dict(gm.XGEMM_FALLBACKS[1], GROUP_M=8)
+    monkeypatch.setattr(tune, "_xgemm_structures", lambda dtype: [unfit, fit])
+    monkeypatch.setattr(tune, "_xgemm_variations", lambda p: [])
+    tuner = tune.GemmTuner(device, np.float32, 32, 1, log=lambda *a: None)
+    winner = tuner.tune_xgemm()
+    assert [{k: v for k, v in q.items() if k != "rate"} for q in winner["xgemm"]] == [fit]
+    assert {r["entry"]["xgemm"][0]["KWG"] for r in tuner.results} == {fit["KWG"]}
+
+
 # ---- bad input --------------------------------------------------------------------------------
 
 def test_gemm_errors_leave_data_untouched(device, rng):
