@@ -14,8 +14,9 @@
  * transforms cost what hand-written ones would.
  *
  * Layouts (e = A*row + column of the A x A transform):
- *   U[e][g][o][c]   o < COG outputs, c < CG inputs of group g. FLIP transforms the flipped
- *                   transposed weight of the input gradient: g'[o][c] = W[g][c][o] rotated 180.
+ *   U[e][g][o][c]   o < COG outputs, c < CG inputs of group g. flip != 0 transforms the
+ *                   flipped transposed weight of the input gradient: g'[o][c] = W[g][c][o]
+ *                   rotated 180.
  *   V[e][c][t]      c over all G*CG input channels, t = (n*TH + ty)*TW + tx over NB images;
  *                   rows of TP >= NB*TH*TW tiles (the GEMM engine reads whole tiles in place
  *                   when TP is a multiple of its tile), the padding tiles zero
@@ -33,10 +34,11 @@
  * Kernels (one work-item each; 1-d launches, any local size):
  *   filter_transform  per (g, o, c): A*A values of U.
  *   input_transform   per (c, t < TP): A*A values of V.
- *   output_transform  per (o, t < NB*TH*TW): up to m*m outputs (+ bias[o] when HAS_BIAS).
+ *   output_transform  per (o, t < NB*TH*TW): up to m*m outputs (+ bias[o] when has_bias).
  *   grad_transform    per (o, t < TP): A*A values of P.
  *   weight_transform  per (g, o, c): the r x r weight gradient dW[g*COG + o][c] (contiguous).
- * Build options: T; WINO_M, WINO_R, WINO_A, WINO_AT, WINO_G, WINO_BT; FLIP; HAS_BIAS.
+ * Build options: T; WINO_M, WINO_R, WINO_A, WINO_AT, WINO_G, WINO_BT. One build holds all five
+ * kernels (the fully unrolled transforms take seconds to compile on PoCL).
  */
 #ifndef T
 #define T float
@@ -53,9 +55,9 @@ __constant T BT[AA][AA] = WINO_BT;
 #define madd(acc, c, x) \
   ((c) == (T)0 ? (acc) : (c) == (T)1 ? (acc) + (x) : (c) == (T)-1 ? (acc) - (x) : (acc) + (c) * (x))
 
-__kernel void filter_transform(const int G, const int COG, const int CG, __global const T* w,
-                               const long wo, const long ws0, const long ws1, const long ws2,
-                               const long ws3, __global T* U) {
+__kernel void filter_transform(const int G, const int COG, const int CG, const int flip,
+                               __global const T* w, const long wo, const long ws0,
+                               const long ws1, const long ws2, const long ws3, __global T* U) {
   const long e = get_global_id(0);
   const long per_e = (long)G * COG * CG;
   if (e >= per_e) return;
@@ -64,14 +66,10 @@ __kernel void filter_transform(const int G, const int COG, const int CG, __globa
 #pragma unroll
   for (int i = 0; i < RR; ++i)
 #pragma unroll
-    for (int j = 0; j < RR; ++j) {
-#ifdef FLIP
-      f[i][j] = w[wo + ((long)g * CG + c) * ws0 + o * ws1 + (RR - 1 - i) * ws2 +
-                  (RR - 1 - j) * ws3];
-#else
-      f[i][j] = w[wo + ((long)g * COG + o) * ws0 + c * ws1 + i * ws2 + j * ws3];
-#endif
-    }
+    for (int j = 0; j < RR; ++j)
+      f[i][j] = flip ? w[wo + ((long)g * CG + c) * ws0 + o * ws1 + (RR - 1 - i) * ws2 +
+                         (RR - 1 - j) * ws3]
+                     : w[wo + ((long)g * COG + o) * ws0 + c * ws1 + i * ws2 + j * ws3];
   T t[AA][RR]; /* G f */
 #pragma unroll
   for (int i = 0; i < AA; ++i)
@@ -136,8 +134,8 @@ __kernel void input_transform(const int C, const int H, const int W, const int P
 
 __kernel void output_transform(const int CO, const int HO, const int WO, const int TH,
                                const int TW, const int NB, const int TP,
-                               __global const T* M, __global const T* bias, const long bo,
-                               const long bs, __global T* y, const long yo, const long ys0,
+                               __global const T* M, const int has_bias,
+                               __global const T* bias, const long bo, const long bs, __global T* y, const long yo, const long ys0,
                                const long ys1, const long ys2, const long ys3) {
   const long e = get_global_id(0);
   const int ntiles = NB * TH * TW;
@@ -160,10 +158,7 @@ __kernel void output_transform(const int CO, const int HO, const int WO, const i
       for (int k = 0; k < AA; ++k) s = madd(s, AT[i][k], m[k][j]);
       a[i][j] = s;
     }
-  T b = (T)0;
-#ifdef HAS_BIAS
-  b = bias[bo + o * bs];
-#endif
+  const T b = has_bias ? bias[bo + o * bs] : (T)0;
 #pragma unroll
   for (int i = 0; i < MM; ++i) { /* (A^T m) A */
     const int oh = MM * ty + i;

@@ -27,6 +27,7 @@ from fractions import Fraction
 
 import numpy as np
 
+from .. import program
 from ..ops.gemm import gemm
 from ..program import ctype_of, round_up
 from . import common
@@ -142,10 +143,10 @@ class Winograd:
         return (per * common.images_per_chunk(p.n, per) +
                 self._alpha(p) ** 2 * p.co * p.cg * p.dtype.itemsize)
 
-    def _kernel(self, device, dtype, r, name, **flags):
-        defines = dict(_defines(self.m, r, np.dtype(dtype)))
-        defines.update({k: None for k, on in flags.items() if on})
-        return common.get_kernel(device, KERNEL_FILE, name, defines)
+    def _kernel(self, device, dtype, r, name):
+        # NOTE: one program per (m, r, dtype) holds all five kernels: each build of the
+        # unrolled transforms costs seconds on PoCL
+        return program.get_kernel(device, KERNEL_FILE, name, _defines(self.m, r, np.dtype(dtype)))
 
     # ---- forward and input gradient ----
 
@@ -157,9 +158,10 @@ class Winograd:
     def _transform(self, w, p, flip):
         cout, cin = (p.cg, p.cog) if flip else (p.cog, p.cg)
         U = common.empty((self._alpha(p) ** 2 * p.groups, cout, cin), w)
-        kernel = self._kernel(w.device, p.dtype, p.kh, "filter_transform", FLIP=flip)
+        kernel = self._kernel(w.device, p.dtype, p.kh, "filter_transform")
         common.launch_1d(w.device, kernel, p.groups * cout * cin, np.int32(p.groups),
-                         np.int32(cout), np.int32(cin), *common.view_args(w), U.storage.buf)
+                         np.int32(cout), np.int32(cin), np.int32(flip), *common.view_args(w),
+                         U.storage.buf)
         return U
 
     def run(self, src, U, out, bias, p, cin, cout, pads):
@@ -191,14 +193,14 @@ class Winograd:
         return V
 
     def _output_transform(self, M, bias, y, p, th, tw, nb, tp):
-        kernel = self._kernel(y.device, y.dtype, p.kh, "output_transform",
-                              HAS_BIAS=bias is not None)
+        kernel = self._kernel(y.device, y.dtype, p.kh, "output_transform")
         co, ho, wo = y.shape[1:]
         bias_args = ([bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
                      if bias is not None else [M.storage.buf, np.int64(0), np.int64(0)])
         common.launch_1d(y.device, kernel, co * nb * th * tw, np.int32(co), np.int32(ho),
                          np.int32(wo), np.int32(th), np.int32(tw), np.int32(nb),
-                         np.int32(tp), M.storage.buf, *bias_args, *common.view_args(y))
+                         np.int32(tp), M.storage.buf, np.int32(bias is not None), *bias_args,
+                         *common.view_args(y))
 
     def forward(self, x, w, bias, p, out):
         U = self.filter_transform(w, p, flip=False)
