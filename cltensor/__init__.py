@@ -2,8 +2,8 @@
 from . import dtypes  # noqa: F401
 from .creation import *  # noqa: F401,F403
 from .device import (Device, DeviceError, OutOfMemoryError, default_device, devices,  # noqa: F401
-                     get_device, memory_stats, reset_peak_memory_stats, set_default_device,
-                     synchronize)
+                     empty_cache, get_device, memory_stats, reset_peak_memory_stats,
+                     set_default_device, synchronize)
 from .dtypes import bool_, double, float32, float64, int32, int64, long  # noqa: F401
 from .dtypes import float, int  # noqa: F401,A004
 from .dtypes import bool_ as bool  # noqa: F401,A004

@@ -217,6 +217,15 @@ def memory_stats(device=None):
             "pool_held": pool.managed_bytes if pool is not None else 0}
 
 
+def empty_cache(device=None):
+    """Give the memory pool's unused buffers back to the driver, as torch.cuda.empty_cache
+    does; live tensors keep theirs. The pool otherwise keeps every freed buffer for reuse (on
+    a CPU device that is host memory)."""
+    pool = get_device(device)._pool
+    if pool is not None:
+        pool.free_held()
+
+
 def reset_peak_memory_stats(device=None):
     d = get_device(device)
     d.peak = d.allocated

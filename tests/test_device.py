@@ -102,6 +102,17 @@ def test_memory_stats_track_live_tensors_and_peak(device):
     assert ct.memory_stats(device)["allocated"] == base
 
 
+def test_empty_cache_gives_back_unused_buffers_only(device):
+    keep = ct.full((1000,), 2.0, device=device)
+    gone = ct.empty(3 * 2**20 + 17, device=device)  # 12 MiB, back in the pool once deleted
+    del gone
+    pooled = ct.memory_stats(device)["pool_held"]
+    ct.empty_cache(device)
+    assert ct.memory_stats(device)["pool_held"] <= pooled - 12 * 2**20
+    assert (keep.numpy() == 2).all()
+    assert (ct.ones(5, device=device) + keep[:5]).numpy().tolist() == [3.0] * 5
+
+
 def test_program_cache_in_memory(device):
     p1 = program.build_program(device, "elementwise.cl", {"OP": "OP_neg", "NARGS": 1, "T0": "float",
                                                           "CT": "float", "OUT_T": "float", "CT_FLOAT": None})
