@@ -135,8 +135,9 @@ __kernel void input_transform(const int C, const int H, const int W, const int P
 __kernel void output_transform(const int CO, const int HO, const int WO, const int TH,
                                const int TW, const int NB, const int TP,
                                __global const T* M, const int has_bias,
-                               __global const T* bias, const long bo, const long bs, __global T* y, const long yo, const long ys0,
-                               const long ys1, const long ys2, const long ys3) {
+                               __global const T* bias, const long bo, const long bs,
+                               __global T* y, const long yo, const long ys0, const long ys1,
+                               const long ys2, const long ys3) {
   const long e = get_global_id(0);
   const int ntiles = NB * TH * TW;
   if (e >= (long)CO * ntiles) return;
