@@ -19,6 +19,7 @@ from convnet_benchmarks.__main__ import main
 torch = pytest.importorskip("torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+
 @pytest.fixture(autouse=True)
 def give_back_pooled_memory():
     """Whole networks in float64 take gigabytes: after each test the pools give their unused
