@@ -20,7 +20,8 @@
  *   BTAIL (then M and N multiples of VWA / VWB where the vectors run along them). K need not be a
  *   multiple of KWG (KTAIL 1): an operand whose vectors run along M or N (A_KC / B_KC 0) then
  *   reads its rows from K on as zeros, and a K-contiguous one must be readable (zero) up to
- *   round_up(K, KWG). C is stored through its strides with bounds checks, rows from row0.
+ *   round_up(K, KWG). C is stored through its strides with bounds checks, rows from row0;
+ *   whole tiles of row-contiguous C aligned to VWN elements with vector stores (without Ci).
  *   Global size (ceil(N/NWG)*NDIMC, ceil(M/MWG)*MDIMC, batches*splits), local size
  *   (NDIMC, MDIMC, 1). Local memory: NBUF * KWG * (MWG + PADA + NWG + PADB) elements of T.
  *
@@ -278,6 +279,28 @@ inline int split_share(const int nslices, const int splits, const int s, int* t0
         STORE(m0 + ROW(i) + e, n0 + COL(j) + f, c_.s[f])                                   \
   }
 
+/* STORE(m, n, v) for each accumulator vector v: row m, columns n .. n + VWN - 1. */
+#define XGEMM_FOR_EACH_VECTOR(STORE)                                                       \
+  _Pragma("unroll") for (int i = 0; i < MWI / VWM; ++i)                                    \
+  _Pragma("unroll") for (int e = 0; e < VWM; ++e)                                          \
+  _Pragma("unroll") for (int j = 0; j < NWI / VWN; ++j)                                    \
+      STORE(m0 + ROW(i) + e, n0 + COL(j), acc[i * VWM + e][j])
+
+/* The epilogue on VWN columns at once (EPILOGUE's, without Ci), one aligned vector store. */
+#define XGEMM_STORE_VECTOR(m, n, x)                                                        \
+  {                                                                                        \
+    VTN r_ = alpha * (x);                                                                  \
+    if (epi & EPI_ROW_BIAS) r_ += rbias[rb_off + (long)(m) * rb_st];                       \
+    if (epi & EPI_COL_BIAS) {                                                              \
+      LanesN cb_;                                                                          \
+      _Pragma("unroll") for (int f = 0; f < VWN; ++f)                                      \
+          cb_.s[f] = cbias[cb_off + (long)((n) + f) * cb_st];                              \
+      r_ += cb_.v;                                                                         \
+    }                                                                                      \
+    if (epi & EPI_RELU) r_ = r_ < (VTN)0 ? (VTN)0 : r_;                                    \
+    *(__global VTN*)(Co + oco + (long)(m) * co_rs + (n)) = r_;                             \
+  }
+
 /* The work-group's local slices, its work-item's place and its zeroed accumulators. */
 #define XGEMM_PROLOGUE                                                                     \
   __local VTM a_slices[NBUF][KWG * LDA / VWM]; /* vector-typed: aligned for vector reads */ \
@@ -321,7 +344,14 @@ void xgemm(const int M, const int N, const int K, const int row0, BATCH_ARGS,
     else                                                                                   \
       EPILOGUE(m, n, v)                                                                    \
   }
-  XGEMM_FOR_EACH_RESULT(XGEMM_STORE)
+  /* Whole tiles of an unsplit product into row-contiguous C aligned to VWN, without Ci: one
+   * vector store per accumulator vector (products with small K are bound by their stores). */
+  if (splits == 1 && beta == (T)0 && co_cs == 1 && m0 + MWG <= M && n0 + NWG <= N &&
+      oco % VWN == 0 && co_rs % VWN == 0) {
+    XGEMM_FOR_EACH_VECTOR(XGEMM_STORE_VECTOR)
+  } else {
+    XGEMM_FOR_EACH_RESULT(XGEMM_STORE)
+  }
 }
 
 __kernel void xgemm_reduce(const int M, const int N, const int splits, BATCH_ARGS,

@@ -281,6 +281,38 @@ def test_xgemm_tile_bands(device, rng, monkeypatch):
         run_check(out, a, b, np.float32)
 
 
+def test_xgemm_vector_stores_and_their_fallback(device, rng, monkeypatch, fp_dtypes):
+    """Whole tiles of row-contiguous, aligned outputs are stored as vectors with the epilogue
+    (alpha, both biases, ReLU); edge tiles, an output view whose offset or row stride is no
+    multiple of the vector, a column-strided one and beta != 0 take the per-element stores.
+    64 x 64 tiles of 4-wide vectors on a 136 x 132 product: 4 whole tiles, 5 edge ones."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
+    for dtype in fp_dtypes:
+        entry = dict(gm.entry_for(device, np.dtype(dtype)), strict=True,
+                     xgemm=[dict(gm.XGEMM_FALLBACKS[0], STRN=0)])
+        monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+        a, b = random_array(rng, (136, 37), dtype), random_array(rng, (37, 132), dtype)
+        rb, cb = random_array(rng, (136,), dtype), random_array(rng, (132,), dtype)
+        A, B, RB, CB = (put(device, x) for x in (a, b, rb, cb))
+        epi = dict(alpha=-0.75, row_bias=rb, col_bias=cb, relu=True)
+        dev_epi = dict(epi, row_bias=RB, col_bias=CB)
+        outs = {"contiguous": poisoned(device, (136, 132), dtype),
+                "offset 4": poisoned(device, (136, 136), dtype)[:, 4:],
+                "offset 1": poisoned(device, (136, 133), dtype)[:, 1:],
+                "row stride 134": poisoned(device, (136, 134), dtype)[:, 2:],
+                "column-strided": poisoned(device, (132, 136), dtype).mT}
+        for name, out in outs.items():
+            cltensor.gemm(A, B, out=out, **dev_epi)
+            try:
+                run_check(out, a, b, dtype, **epi)
+            except AssertionError as e:
+                raise AssertionError(f"{dtype} output {name}: {e}") from None
+        c = random_array(rng, (136, 132), dtype)
+        out = put(device, c)
+        cltensor.gemm(A, B, out=out, c=out, beta=0.5, **dev_epi)
+        run_check(out, a, b, dtype, beta=0.5, c=c, **epi)
+
+
 def _shipped_xgemm_sets():
     db = json.loads(SHIPPED_DB.read_text())
     return [(kernel, q) for kernel in ("gemm_float32", "gemm_float64")
