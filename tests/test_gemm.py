@@ -399,6 +399,10 @@ def test_plan_weighs_padding_occupancy_and_split_k(device):
     assert gm.xgemm_plan(p(128, 256, 4096), dict(entry, split_k=False), big)[1] == 1
     slow_reduce = dict(entry, split_cost_us=1e6)      # a second per extra pass: never split
     assert gm.xgemm_plan(p(128, 256, 4096), slow_reduce, big)[1] == 1
+    # split counts are powers of two (24 tiles on 132 units: the estimate's best count is 11)
+    many_units = dict(entry, compute_units=132)
+    assert [gm.xgemm_plan(p(128, n, 36864), many_units, big)[1] for n in (2048, 3072, 4096)] \
+        == [8, 16, 4]
 
 
 def test_split_k_sums_the_shares(device, rng, monkeypatch, fp_dtypes):
