@@ -3,11 +3,12 @@ definitions, shared/ANCHORS.md), forward and backward, for cltensor's algorithms
 with PyTorch in the same run: torch on the CPU with the same number of threads when cltensor
 runs on a CPU device (PoCL), cuDNN with TF32 off when a CUDA GPU is present.
 
-Protocol (convnet-benchmarks'): one dry run, then --iters timed runs, the device synchronised
-around each; forward = the output with bias, backward = the input (except for a network's first
-layer), weight and bias gradients. Also, per algorithm, the time and peak device memory
-(cltensor.memory_stats) of the convolutions of one training step of a network (every conv
-layer's forward, then every backward in reverse, activations kept as a training step keeps them).
+Protocol (convnet-benchmarks'): one dry run and 0.1 s of untimed runs, then the median of
+--iters timed runs, the device synchronised around each; forward = the output with bias,
+backward = the input (except for a network's first layer), weight and bias gradients. Also,
+per algorithm, the time and peak device memory (cltensor.memory_stats) of the convolutions of
+one training step of a network (every conv layer's forward, then every backward in reverse,
+activations kept as a training step keeps them).
 
 Usage:
     python benchmarks/conv.py [--nets alexnet,vgg_a] [--batch 8] [--algos auto,im2col,...]
@@ -16,6 +17,7 @@ Usage:
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -111,21 +113,31 @@ def layers_of(nets, batch):
 
 # ---- timing -----------------------------------------------------------------------------------
 
+WARMUP_SECONDS = 0.1  # untimed runs after the dry run (see timed)
+
+
 def timed(fn, sync, iters):
-    """Mean milliseconds of fn over `iters` runs after one dry run, synchronised around each
-    (None for iters 0: the dry run alone)."""
+    """Median milliseconds of fn over `iters` runs, synchronised around each, after one dry run
+    and WARMUP_SECONDS of untimed runs (None for iters 0: the dry run alone).
+    NOTE: the warm-up: a GPU left idle while the host made a layer's data ran its first calls
+    at low clocks (H200: GoogLeNet's 1x1 layers timed first after the upload took 1.5-2x as
+    long as the same algorithm timed next)."""
     fn()
     sync()
     if iters == 0:
         return None
-    total = 0.0
+    end = time.perf_counter() + WARMUP_SECONDS
+    while time.perf_counter() < end:
+        fn()
+        sync()
+    times = []
     for _ in range(iters):
         sync()
         t0 = time.perf_counter()
         fn()
         sync()
-        total += time.perf_counter() - t0
-    return total / iters * 1e3
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1e3
 
 
 def _random(device, shape, rng):
