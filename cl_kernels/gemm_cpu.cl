@@ -14,11 +14,11 @@
  * memory and no barriers; local size (1, 1, 1) (PoCL then runs one work-item per work-group
  * with no work-item loop). Plain `s += a * b` on vectors and direct vector loads: PoCL 3.0
  * compiles fma() and vloadN to out-of-line calls. Rows start at row0 (a multiple of MR).
- * Global size (ceil(M/MR), ceil(N/NR), batches), or dims 0 and 1 swapped when ORDER is 1.
+ * Global size (ceil(M/MR), ceil(N/NR), batches), or dims 0 and 1 swapped when walk_n is 1:
+ * consecutive work-items then walk along N (sharing A's panel), else down M (sharing B's).
  *
  * Tunables (the parameter database, cltensor/tuning/gemm.json, sets them):
  *   MR, NR   the register tile; VW, the vector width, divides NR
- *   ORDER    0: consecutive work-items walk down M (they share B's panel), 1: along N
  */
 #ifndef MR
 #define MR 14
@@ -29,9 +29,6 @@
 #ifndef VW
 #define VW 16
 #endif
-#ifndef ORDER
-#define ORDER 0
-#endif
 #define NV (NR / VW)
 #define VT CAT(T, VW)
 
@@ -40,12 +37,9 @@ typedef union { VT v; T s[VW]; } Lanes;
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_ARGS,
                  __global const T* Ap, const long ap_bs, __global const T* Bp, const long bp_bs,
-                 EPI_ARGS) {
-#if ORDER == 0
-  const int pm = row0 / MR + get_global_id(0), pn = get_global_id(1);
-#else
-  const int pm = row0 / MR + get_global_id(1), pn = get_global_id(0);
-#endif
+                 const int walk_n, EPI_ARGS) {
+  const int g0 = get_global_id(0), g1 = get_global_id(1);
+  const int pm = row0 / MR + (walk_n ? g1 : g0), pn = walk_n ? g0 : g1;
   const long b = batch0 + get_global_id(2);
   __global const T* a = Ap + b * ap_bs + (long)pm * K * MR;
   __global const VT* bp = (__global const VT*)(Bp + b * bp_bs + (long)pn * K * NR);

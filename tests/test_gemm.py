@@ -336,6 +336,24 @@ def test_shipped_xgemm_sets(device, rng, monkeypatch, kernel, params):
     run_check(out, a, b, dtype, row_bias=bias, relu=True)
 
 
+def test_packed_walks_both_ways(device, rng, monkeypatch):
+    """gemm_packed's work-items walk along N (ORDER 1) or down M (ORDER 0, and every product
+    with K of at least WALK_M_FROM_K): each way covers every tile once, with tails in M and N
+    and a batch."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
+    base = gm.entry_for(device, np.dtype(np.float32))
+    for order, k in ((0, 37), (1, 37), (1, 45)):
+        params = dict(base["packed"], ORDER=order, WALK_M_FROM_K=40)
+        entry = dict(base, packed=params, min_work=0, min_dim=0)
+        monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+        p = gm.Problem(device, np.dtype(np.float32), 29, 53, k, (2,), *[None] * 4)
+        assert gm.packed_walks_n(p, params) == (order == 1 and k < 40)
+        a, b = random_array(rng, (2, 29, k)), random_array(rng, (2, k, 53))
+        out = poisoned(device, (2, 29, 53), np.float32)
+        cltensor.gemm(put(device, a), put(device, b), out=out)
+        run_check(out, a, b, np.float32)
+
+
 def test_packed_packs_a_shared_operand_once(device, rng, monkeypatch):
     monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
     x, w = random_array(rng, (5, 7, 9)), random_array(rng, (9, 11))

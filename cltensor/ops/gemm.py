@@ -152,8 +152,8 @@ def _operand_args(op):
 def _launch_tiles(p, kernel, tile, groups_n, local, k_arg, tail, rows_in_dim0=False,
                   splits=1):
     """Launch over (groups_n, ceil(M / tile) groups, batches * splits), split so that dims 1
-    and 2 stay within MAX_GROUPS; rows_in_dim0 puts the row groups in dim 0 (gemm_packed's
-    ORDER 0)."""
+    and 2 stay within MAX_GROUPS; rows_in_dim0 puts the row groups in dim 0 (gemm_packed
+    walking down M)."""
     groups_m = -(-p.m // tile)
     head = (np.int32(p.m), np.int32(p.n), np.int32(k_arg))
     batch = (np.int32(len(p.bshape)), ew.shape_arg(p.bshape))
@@ -292,15 +292,25 @@ def _pack_panels(p, op, rows, rs, ks, width):
     return dst, 0 if shared else size
 
 
+def packed_walks_n(p, params):
+    """Whether gemm_packed's consecutive work-items walk along N (ORDER 1: they share A's panel
+    and write C's rows in order) rather than down M (ORDER 0: they share B's panel, each
+    streaming its own A panel of MR x K). Products with K of at least WALK_M_FROM_K walk down
+    M whatever ORDER says (gemm.json: the PoCL measurements)."""
+    return params.get("ORDER", 0) == 1 and p.k < params.get("WALK_M_FROM_K", 2**62)
+
+
 def _run_packed(p, entry, epi):
     params = entry["packed"]
     mr, nr = params["MR"], params["NR"]
-    kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", dict(params, T=ctype_of(p.dtype)))
+    tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype)}
+    kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", tile)
     ap, ap_bs = _pack_panels(p, p.a, p.m, p.a.rs, p.a.cs, mr)
     bp, bp_bs = _pack_panels(p, p.b, p.n, p.b.cs, p.b.rs, nr)
-    tail = [ap.storage.buf, np.int64(ap_bs), bp.storage.buf, np.int64(bp_bs)] + epi
-    _launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail,
-                  rows_in_dim0=params.get("ORDER", 0) == 0)
+    walk_n = packed_walks_n(p, params)
+    tail = [ap.storage.buf, np.int64(ap_bs), bp.storage.buf, np.int64(bp_bs),
+            np.int32(walk_n)] + epi
+    _launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n)
 
 
 # ---- family: xgemm (gemm_xgemm.cl) ------------------------------------------------------------
