@@ -44,12 +44,14 @@ typedef struct { long offset; long stride[MAX_DIMS]; } View;
 /* The element offsets of flat batch `b` in up to four views. */
 inline long batch_offset(long b, const int nbd, const Shape batch, const View v) {
   long o = v.offset;
-  for (int d = nbd - 1; d >= 0; --d) {
+  for (int d = nbd - 1; d > 0; --d) {
     const long i = b % batch.size[d];
     b /= batch.size[d];
     o += i * v.stride[d];
   }
-  return o;
+  /* NOTE: what is left of b indexes the outermost dim (b < size[0]): no division for it, and
+   * none at all for one batch dim (64-bit divisions cost CPU kernels with short loops) */
+  return nbd > 0 ? o + b * v.stride[0] : o;
 }
 
 /* This work-group's tile (pm, pn) of a 2-D grid of tiles, in bands of group_m tile rows:

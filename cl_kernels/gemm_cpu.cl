@@ -6,7 +6,10 @@
  *
  * Layout: Ap holds panels of MR rows of A, Ap[b][p][k][i] = A[b][p*MR + i][k]; Bp panels of NR
  * columns of B, Bp[b][q][k][j] = B[b][k][q*NR + j]; both zero past M and N, batch strides
- * ap_bs and bp_bs (0: shared by every batch). Ci and Co are strided views as in gemm_direct.cl.
+ * ap_bs and bp_bs (0: shared by every batch). With B_INPLACE, Bp is B itself, rows contiguous
+ * along N: element (k, n) at Bp[batch_offset(b, vb) + k*ldb + n], any offset and ldb (no
+ * copy; the last panel's columns past N read as zeros). Ci and Co are strided views as in
+ * gemm_direct.cl; whole tiles of row-contiguous Co (without Ci) are stored as vectors.
  *
  * One work-item computes one MR x NR tile of C in registers (MR * NR / VW vectors of T: 28
  * AVX-512 registers for 14 x 32 floats) over the whole of K: per k one row of B's panel as
@@ -18,7 +21,8 @@
  * consecutive work-items then walk along N (sharing A's panel), else down M (sharing B's).
  *
  * Tunables (the parameter database, cltensor/tuning/gemm.json, sets them):
- *   MR, NR   the register tile; VW, the vector width, divides NR
+ *   MR, NR     the register tile; VW, the vector width, divides NR
+ *   B_INPLACE  1: B read in place (set by the host: ops/gemm.py packed_reads_b_in_place)
  */
 #ifndef MR
 #define MR 14
@@ -29,44 +33,110 @@
 #ifndef VW
 #define VW 16
 #endif
+#ifndef B_INPLACE
+#define B_INPLACE 0
+#endif
 #define NV (NR / VW)
 #define VT CAT(T, VW)
+/* NOTE: a vector type aligned like its elements: loads and stores through it need no more
+ * (C's rows and B's read in place start anywhere), and the compiler emits unaligned vector
+ * moves for them (vloadN / vstoreN are out-of-line calls on PoCL). */
+typedef VT __attribute__((aligned(sizeof(T)))) VTU;
 
 typedef union { VT v; T s[VW]; } Lanes;
+
+/* acc += the outer product of column k of A's panel (a: MR scalars) and row k of B's (bv). */
+#define MULTIPLY_ROW(a, bv)                                                      \
+  _Pragma("unroll") for (int i = 0; i < MR; ++i) {                               \
+    const T av = (a)[i];                                                         \
+    _Pragma("unroll") for (int j = 0; j < NV; ++j) acc[i][j] += av * (bv)[j];    \
+  }
+
+/* The whole tile at (m0, n0) into row-contiguous C (co_cs 1) without Ci: the epilogue on
+ * vectors, one vector store per row and vector of columns. */
+#define STORE_TILE_VECTORS                                                             \
+  _Pragma("unroll") for (int i = 0; i < MR; ++i)                                       \
+  _Pragma("unroll") for (int j = 0; j < NV; ++j) {                                     \
+    VT r_ = alpha * acc[i][j];                                                         \
+    if (epi & EPI_ROW_BIAS) r_ += rbias[rb_off + (long)(m0 + i) * rb_st];              \
+    if (epi & EPI_COL_BIAS) {                                                          \
+      Lanes cb_;                                                                       \
+      _Pragma("unroll") for (int f = 0; f < VW; ++f)                                   \
+          cb_.s[f] = cbias[cb_off + (long)(n0 + j * VW + f) * cb_st];                  \
+      r_ += cb_.v;                                                                     \
+    }                                                                                  \
+    if (epi & EPI_RELU) r_ = r_ < (VT)0 ? (VT)0 : r_;                                  \
+    *(__global VTU*)(Co + oco + (long)(m0 + i) * co_rs + n0 + j * VW) = r_;            \
+  }
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_ARGS,
                  __global const T* Ap, const long ap_bs, __global const T* Bp, const long bp_bs,
-                 const int walk_n, EPI_ARGS) {
+                 const View vb, const long ldb, const int walk_n, EPI_ARGS) {
   const int g0 = get_global_id(0), g1 = get_global_id(1);
   const int pm = row0 / MR + (walk_n ? g1 : g0), pn = walk_n ? g0 : g1;
   const long b = batch0 + get_global_id(2);
+  const int m0 = pm * MR, n0 = pn * NR;
   __global const T* a = Ap + b * ap_bs + (long)pm * K * MR;
-  __global const VT* bp = (__global const VT*)(Bp + b * bp_bs + (long)pn * K * NR);
 
   VT acc[MR][NV];
 #pragma unroll
   for (int i = 0; i < MR; ++i)
 #pragma unroll
     for (int j = 0; j < NV; ++j) acc[i][j] = (VT)0;
+#if B_INPLACE
+  /* B's rows read where they are: element (k, n) at Bp[batch offset + k*ldb + n] */
+  __global const T* bk = Bp + batch_offset(b, nbd, batch, vb) + n0;
+  if (n0 + NR <= N) {
+    for (int k = 0; k < K; ++k) {
+      VT bv[NV];
+#pragma unroll
+      for (int j = 0; j < NV; ++j) bv[j] = *(__global const VTU*)(bk + j * VW);
+      MULTIPLY_ROW(a, bv)
+      a += MR;
+      bk += ldb;
+    }
+  } else { /* the last, partial panel: whole vectors as above, then lanes up to N, zeros */
+    const int whole = (N - n0) / VW, lanes = (N - n0) % VW;
+    for (int k = 0; k < K; ++k) {
+      VT bv[NV];
+#pragma unroll
+      for (int j = 0; j < NV; ++j) {
+        if (j < whole) {
+          bv[j] = *(__global const VTU*)(bk + j * VW);
+        } else if (j == whole) {
+          Lanes l;
+#pragma unroll
+          for (int f = 0; f < VW; ++f) l.s[f] = f < lanes ? bk[j * VW + f] : (T)0;
+          bv[j] = l.v;
+        } else {
+          bv[j] = (VT)0;
+        }
+      }
+      MULTIPLY_ROW(a, bv)
+      a += MR;
+      bk += ldb;
+    }
+  }
+#else
+  __global const VT* bp = (__global const VT*)(Bp + b * bp_bs + (long)pn * K * NR);
   for (int k = 0; k < K; ++k) {
     VT bv[NV];
 #pragma unroll
     for (int j = 0; j < NV; ++j) bv[j] = bp[j];
-#pragma unroll
-    for (int i = 0; i < MR; ++i) {
-      const T av = a[i];
-#pragma unroll
-      for (int j = 0; j < NV; ++j) acc[i][j] += av * bv[j];
-    }
+    MULTIPLY_ROW(a, bv)
     a += MR;
     bp += NV;
   }
+#endif
 
-  const long oci = batch_offset(b, nbd, batch, vci);
+  const long oci = beta != (T)0 ? batch_offset(b, nbd, batch, vci) : 0;
   const long oco = batch_offset(b, nbd, batch, vco);
-  const int m0 = pm * MR, n0 = pn * NR;
   const int rows = min(MR, M - m0), cols = min(NR, N - n0);
+  if (rows == MR && cols == NR && beta == (T)0 && co_cs == 1) {
+    STORE_TILE_VECTORS
+    return;
+  }
   /* NOTE: acc is copied out with constant indices first; indexing it with the run-time bounds
    * below would make the compiler keep the whole register tile in memory. */
   Lanes out[MR][NV];

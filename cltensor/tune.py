@@ -315,6 +315,9 @@ def tune_gemm(device, dtype, size=None, reps=5, quick=False, log=print):
     winner = tuner.tune_packed() if device.is_cpu else tuner.tune_xgemm(quick)
     if winner is None:
         raise RuntimeError(f"tune: no GEMM candidate ran correctly on {device}")
+    if "packed" in winner:  # the tile is tuned; the rules measured on products stay
+        rules = {k: v for k, v in base.get("packed", {}).items() if k not in winner["packed"]}
+        winner["packed"] = dict(rules, **winner["packed"])
     entry = dict(base, **winner)
     entry.update(tuner.tune_threshold(entry))
     return entry, tuner.results

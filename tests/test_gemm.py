@@ -364,6 +364,61 @@ def test_packed_packs_a_shared_operand_once(device, rng, monkeypatch):
     assert _kernel_counts(fn) == {"pack_panels": 2, "gemm_packed": 1}
 
 
+def test_packed_reads_b_in_place_and_stores_vectors(device, rng, monkeypatch, fp_dtypes):
+    """gemm_packed reading B where it is (batched, misaligned offset, padded rows): whole
+    panels, a partial last panel (whole vectors, lanes, zeros), then the epilogue stored as
+    vectors for whole tiles of row-contiguous outputs (misaligned ones too) and per element
+    for edge tiles, a column-strided output and beta != 0."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
+    for dtype in fp_dtypes:
+        base = gm.entry_for(device, np.dtype(dtype))
+        params = dict(base["packed"], B_IN_PLACE_MIN_N=1)
+        entry = dict(base, packed=params, min_work=0, min_dim=0)
+        monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+        mr, nr, vw = params["MR"], params["NR"], params["VW"]
+        m, k = 2 * mr + 5, 19
+        for n in (3 * nr, 2 * nr + vw + 3, nr + 3):
+            a, full = random_array(rng, (m, k), dtype), random_array(rng, (2, 3, k, n + 6), dtype)
+            b = full[..., 1:n + 1]
+            rb, cb = random_array(rng, (m,), dtype), random_array(rng, (n,), dtype)
+            B = put(device, full)[..., 1:n + 1]
+            p = gm.Problem(device, np.dtype(dtype), m, n, k, (2, 3), None,
+                           gm.Operand(B, list(B.strides[:2]), B.strides[2], B.strides[3]),
+                           None, None)
+            assert gm.packed_reads_b_in_place(p, params)
+            epi = dict(alpha=-0.75, row_bias=rb, col_bias=cb, relu=True)
+            dev_epi = dict(epi, row_bias=put(device, rb), col_bias=put(device, cb))
+            outs = {"contiguous": poisoned(device, (2, 3, m, n), dtype),
+                    "offset 1": poisoned(device, (2, 3, m, n + 1), dtype)[..., 1:],
+                    "column-strided": poisoned(device, (2, 3, n, m), dtype).mT}
+            for name, out in outs.items():
+                counts = _kernel_counts(lambda: cltensor.gemm(put(device, a), B, out=out,
+                                                              **dev_epi))
+                assert counts == {"pack_panels": 1, "gemm_packed": 1}, counts  # A alone
+                try:
+                    run_check(out, a, b, dtype, **epi)
+                except AssertionError as e:
+                    raise AssertionError(f"{dtype} n={n} output {name}: {e}") from None
+            c = random_array(rng, (2, 3, m, n), dtype)
+            out = put(device, c)
+            cltensor.gemm(put(device, a), B, out=out, c=out, beta=0.5, **dev_epi)
+            run_check(out, a, b, dtype, beta=0.5, c=c, **epi)
+
+
+def test_packed_b_in_place_rule(device):
+    params = {"MR": 6, "NR": 16, "VW": 8, "B_IN_PLACE_MIN_N": 128}
+    x = cltensor.zeros((3, 4, 200), device=device)
+    rule = lambda t, n: gm.packed_reads_b_in_place(  # noqa: E731
+        gm.Problem(device, np.dtype(np.float32), 8, n, 4, (), None,
+                   gm.Operand(t, [], t.strides[-2], t.strides[-1]), None, None), params)
+    assert rule(x[0], 200) and rule(x[0, :, 1:129], 128)   # N-contiguous, wide enough
+    assert not rule(x[0, :, :127], 127)                     # too narrow: packed
+    assert not rule(x[0, :, ::2], 100) and not rule(x[0].mT, 4)  # not N-contiguous
+    assert not gm.packed_reads_b_in_place(
+        gm.Problem(device, np.dtype(np.float32), 8, 200, 4, (), None,
+                   gm.Operand(x[0], [], 200, 1), None, None), {"MR": 6})  # off by default
+
+
 # ---- device limits ----------------------------------------------------------------------------
 
 TOO_BIG = [  # 512 work-items; then 48 KiB of local memory; then a fitting one

@@ -300,16 +300,30 @@ def packed_walks_n(p, params):
     return params.get("ORDER", 0) == 1 and p.k < params.get("WALK_M_FROM_K", 2**62)
 
 
+def packed_reads_b_in_place(p, params):
+    """Whether gemm_packed reads B where it is (rows contiguous along N) instead of from packed
+    panels: from N = B_IN_PLACE_MIN_N columns on (gemm.json: on PoCL the pack, a full memory
+    pass, cost as much as the product on the convolutions' shallow batched products; narrower
+    B spends too much of its panels in the partial last one)."""
+    return p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62)
+
+
 def _run_packed(p, entry, epi):
     params = entry["packed"]
     mr, nr = params["MR"], params["NR"]
-    tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype)}
+    in_place = packed_reads_b_in_place(p, params)
+    tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype),
+            "B_INPLACE": int(in_place)}
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", tile)
     ap, ap_bs = _pack_panels(p, p.a, p.m, p.a.rs, p.a.cs, mr)
-    bp, bp_bs = _pack_panels(p, p.b, p.n, p.b.cs, p.b.rs, nr)
+    if in_place:
+        bp, bp_bs, vb, ldb = p.b.t, 0, ew.view_arg(p.b.t.offset, p.b.bstrides), p.b.rs
+    else:
+        bp, bp_bs = _pack_panels(p, p.b, p.n, p.b.cs, p.b.rs, nr)
+        vb, ldb = ew.view_arg(0, [0] * len(p.bshape)), 0
     walk_n = packed_walks_n(p, params)
-    tail = [ap.storage.buf, np.int64(ap_bs), bp.storage.buf, np.int64(bp_bs),
-            np.int32(walk_n)] + epi
+    tail = [ap.storage.buf, np.int64(ap_bs), bp.storage.buf, np.int64(bp_bs), vb,
+            np.int64(ldb), np.int32(walk_n)] + epi
     _launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n)
 
 
