@@ -420,6 +420,29 @@ def test_float32_sum_of_ten_million(device, rng):
     assert_close(b.sum(0), a.reshape(1000, 10**4).astype(np.float64).sum(0), rtol=1e-6, atol=0)
 
 
+def test_sums_of_contiguous_runs(device, rng, fp_dtypes):
+    """Sums whose lanes walk contiguous runs (on CPUs in compensated vector lanes, reduce.cl
+    VEC_SUM): one long row, a bias gradient's (0, 2, 3) over NCHW, and rows of 99 read from an
+    unaligned view, with an infinity and a NaN in two outputs; a cancellation that plain
+    float32 lanes would lose."""
+    for dtype in fp_dtypes:
+        a = random_array(rng, (3, 5, 9, 11), dtype)
+        t = ct.from_numpy(a, device=device)
+        ref = a.astype(np.float64)
+        assert_close(t.sum((0, 2, 3)), ref.sum((0, 2, 3)), rtol=1e-6, atol=1e-6)
+        assert_close(t.mean((0, 2, 3)), ref.mean((0, 2, 3)), rtol=1e-6, atol=1e-6)
+        full = random_array(rng, (3, 5, 100), dtype)
+        full[1, 0, 6], full[2, 1, 8] = np.inf, np.nan
+        view = ct.from_numpy(full, device=device)[..., 1:]
+        want = full[..., 1:].astype(np.float64).sum((0, 2))
+        got = view.sum((0, 2)).numpy()
+        assert np.isinf(got[0]) and np.isnan(got[1])
+        assert_close(got[2:], want[2:], rtol=1e-6, atol=1e-6)
+        x = np.ones(1003, dtype)
+        x[0], x[1001] = 1e8, -1e8  # exact total: 1001 ones
+        assert ct.from_numpy(x, device=device).sum().item() == 1001.0
+
+
 # ---- bad input --------------------------------------------------------------------------------
 
 def test_bad_dims(device):

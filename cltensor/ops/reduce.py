@@ -37,6 +37,8 @@ TUNING = {
             "scan_max_blocks": 8192},
 }
 
+VEC_SUM_BYTES = 64  # reduce.cl's VEC_SUM lanes on CPUs: one AVX-512 register
+
 # What a reduction computes: a kind of State, a per-element map, a per-output aux value and a
 # finish (macros of reduce.cl).
 Spec = namedtuple("Spec", "kind map aux fin")
@@ -76,6 +78,9 @@ def get_reduce_kernels(device, spec, in_dtype, acc_dtype, out_dtype, tree):
             defines["ACC_FLOAT"] = None
         if out_dtype == dt.bool_:
             defines["OUT_BOOL"] = None
+        if (device.is_cpu and spec[:3] == SUM[:3] and in_dtype == acc_dtype and
+                dt.is_floating(acc_dtype)):
+            defines["VEC_SUM"] = VEC_SUM_BYTES // np.dtype(acc_dtype).itemsize
         prog = build_program(device, KERNEL_FILE, defines)
         full = prog.reduce_full
         limit = full.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE,
