@@ -321,7 +321,9 @@ def _run_packed(p, entry, epi):
     else:
         bp, bp_bs = _pack_panels(p, p.b, p.n, p.b.cs, p.b.rs, nr)
         vb, ldb = ew.view_arg(0, [0] * len(p.bshape)), 0
-    walk_n = packed_walks_n(p, params)
+    # NOTE: B read in place walks down M, so that its panel (K rows far apart) is read from
+    # memory once for all of M; walking N streamed all of B once per panel of A (PoCL, gemm.json)
+    walk_n = packed_walks_n(p, params) and not in_place
     tail = [ap.storage.buf, np.int64(ap_bs), bp.storage.buf, np.int64(bp_bs), vb,
             np.int64(ldb), np.int32(walk_n)] + epi
     _launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n)
