@@ -414,6 +414,10 @@ def test_packed_b_in_place_rule(device):
     assert rule(x[0], 200) and rule(x[0, :, 1:129], 128)   # N-contiguous, wide enough
     assert not rule(x[0, :, :127], 127)                     # too narrow: packed
     assert not rule(x[0, :, ::2], 100) and not rule(x[0].mT, 4)  # not N-contiguous
+    deep = lambda k, ld: gm.packed_reads_b_in_place(  # noqa: E731
+        gm.Problem(device, np.dtype(np.float32), 8, 2048, k, (), None,
+                   gm.Operand(x, [], ld, 1), None, None), params)
+    assert not deep(2048, 2048) and deep(1024, 2048) and deep(2048, 2050)  # aliasing rows
     assert not gm.packed_reads_b_in_place(
         gm.Problem(device, np.dtype(np.float32), 8, 200, 4, (), None,
                    gm.Operand(x[0], [], 200, 1), None, None), {"MR": 6})  # off by default
