@@ -38,7 +38,9 @@
  *   FORM_ROWS or FORM_ITEMS   with the geometry: the form whose kernels the build holds
  * Kernel flags (arguments, to keep builds few): c_last (NHWC work order), with_idx (max_pool2d
  * forward also writes the argmax).
- * Tunables: none; the launcher picks work sizes.
+ * Tunables: none; the launcher picks work sizes. With the geometry baked, unit dilation and
+ * stride 1 or 2, the rows form computes the inside of contiguous rows 8 outputs at a time
+ * (VECTOR_ROWS, below).
  */
 
 typedef struct { long off, n, c, h, w; } View4;
@@ -184,6 +186,71 @@ __kernel void max_pool2d_fwd(const Pool p, const int c_last, const int with_idx,
 }
 #endif
 
+#if defined(FORM_ROWS) && BAKED /* NOTE: nested: unbaked, SW and DW are expressions */
+#if DW == 1 && (SW == 1 || SW == 2)
+#define VECTOR_ROWS 1
+#endif
+#endif
+#ifndef VECTOR_ROWS
+#define VECTOR_ROWS 0
+#endif
+
+#if VECTOR_ROWS
+/* VECTOR_ROWS: with the geometry baked, unit dilation and stride 1 or 2, the inside of a row
+ * (see inner_begin) is computed PV outputs at a time from vector loads of the window's rows
+ * (stride 2: a 2 * PV-wide load, its even lanes), when x's, y's and idx's rows are contiguous:
+ * PoCL did not vectorize the scalar loop's strided taps (max_pool2d ~1 Gtap/s on 2 cores). */
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#define PV 8
+#define VTP CAT(T, 8)
+#define VTL CAT(T, 16)
+/* NOTE: vector types aligned like their elements: rows start anywhere */
+typedef VTP __attribute__((aligned(sizeof(T)))) VTP_U;
+typedef VTL __attribute__((aligned(sizeof(T)))) VTL_U;
+typedef int8 __attribute__((aligned(sizeof(int)))) INT8_U;
+
+/* PV taps of a row, SW apart, from column w (every lane inside the row) */
+inline VTP taps(__global const T* r, const int w) {
+#if SW == 1
+  return *(__global const VTP_U*)(r + w);
+#else
+  return (*(__global const VTL_U*)(r + w)).even;
+#endif
+}
+
+/* The outputs ow .. of the inside span [ow, end) of row oh, PV at a time while the widest load
+ * (SW * PV elements from the last tap's column) stays inside the row; returns the first output
+ * left to the scalar loop. */
+inline int max_row_vectors(const Pool p, __global const T* x, const long base, const int oh,
+                           int ow, const int end, const long vxh, __global T* yrow,
+                           __global int* irow, const int with_idx) {
+  const int h0 = oh * SH - PH;
+  const int hf = h0 + first_tap(h0, DH) * DH; /* the first row inside: the argmax if none wins */
+  const int8 lane = (int8)(0, 1, 2, 3, 4, 5, 6, 7) * SW;
+  for (; ow + PV <= end && ow * SW - PW + KW - 1 + SW * PV <= p.W; ow += PV) {
+    const int w0 = ow * SW - PW;
+    VTP best = (VTP)(-INFINITY);
+    int8 pos = hf * p.W + w0 + lane;
+    UNROLL for (int a = 0; a < KH; ++a) {
+      const int h = h0 + a * DH;
+      const int h_in = h >= 0 && h < p.H;
+      __global const T* r = x + base + (long)clamp(h, 0, p.H - 1) * vxh;
+      UNROLL for (int b = 0; b < KW; ++b) {
+        const VTP v = h_in ? taps(r, w0 + b) : (VTP)(-INFINITY);
+        /* as max_window: the first largest, or the last NaN */
+        const __typeof__(v > v) take = (v > best) | (v != v); /* int8, or long8 for double */
+        best = take ? v : best;
+        pos = convert_int8(take) ? h * p.W + w0 + b + lane : pos;
+      }
+    }
+    *(__global VTP_U*)(yrow + ow) = best;
+    if (with_idx) *(__global INT8_U*)(irow + ow) = pos;
+  }
+  return ow;
+}
+#endif
+
 #ifdef FORM_ROWS
 __kernel void max_pool2d_fwd_rows(const Pool p, const int with_idx,
                                   __global const T* x, const View4 vx, __global T* y,
@@ -194,8 +261,12 @@ __kernel void max_pool2d_fwd_rows(const Pool p, const int with_idx,
   const int begin = inner_begin(p), end = inner_end(p, begin);
   /* three spans of the row: left edge, inside (part 1, no column masks), right edge */
   UNROLL for (int part = 0; part < 3; ++part) {
-    const int from = part == 0 ? 0 : part == 1 ? begin : end;
+    int from = part == 0 ? 0 : part == 1 ? begin : end;
     const int to = part == 0 ? begin : part == 1 ? end : p.OW;
+#if VECTOR_ROWS
+    if (part == 1 && vx.w == 1 && vy.w == 1 && (!with_idx || vi.w == 1))
+      from = max_row_vectors(p, x, base, q.y, from, to, vx.h, y + yr, idx + ir, with_idx);
+#endif
     for (int ow = from; ow < to; ++ow) {
       int arg;
       y[yr + ow * vy.w] = max_window(p, x, vx, base, q.y, ow, part != 1, &arg);

@@ -347,6 +347,31 @@ def test_max_pool2d_forward(device, rng, k, s, p, d, ceil):
     assert cl.is_contiguous(cltensor.channels_last)
 
 
+@pytest.mark.parametrize("k,s,p,ceil", [(3, 1, 1, False), (3, 2, 0, True), (3, 2, 1, False),
+                                        (2, 2, 0, False)])
+def test_max_pool2d_large_launches(device, rng, fp_dtypes, k, s, p, ceil):
+    """Launches of more than pool.BAKE_MIN_TAPS taps, which build the window into the kernel
+    (on CPUs: rows computed 8 outputs at a time from vector loads, pool.cl VECTOR_ROWS), with
+    rows of 61 (a scalar remainder), ties, one NaN, and an input view that starts unaligned."""
+    from cltensor.ops import pool
+    for dtype in fp_dtypes:
+        full = np.round(random_array(rng, (2, 16, 48, 62), dtype) * 4) / 4  # many ties
+        full[1, 2, 20, 31] = np.nan
+        a = full[..., 1:]
+        x = T(full, device)[..., 1:]
+        y, idx = F.max_pool2d(x, k, s, p, ceil_mode=ceil, return_indices=True)
+        assert y.numel() * k * k >= pool.BAKE_MIN_TAPS
+        y_ref, idx_ref = ref_max_pool(np.nan_to_num(a, nan=-np.inf), (k, k), (s, s), (p, p),
+                                      (1, 1), ceil)
+        has_nan = ref_max_pool(np.isnan(a).astype(np.float64), (k, k), (s, s), (p, p), (1, 1),
+                               ceil)[0] > 0
+        got, got_idx = y.numpy(), idx.numpy()
+        assert (np.isnan(got) == has_nan).all() and has_nan.any()
+        assert (got_idx[has_nan] == 20 * 61 + 30).all()
+        assert_close(got[~has_nan], y_ref[~has_nan])
+        assert (got_idx[~has_nan] == idx_ref[~has_nan]).all(), dtype
+
+
 @pytest.mark.parametrize("k,s,p,d,ceil", [c for c in POOLS if c[3] == (1, 1)])
 @pytest.mark.parametrize("include_pad", [True, False])
 def test_avg_pool2d_forward(device, rng, k, s, p, d, ceil, include_pad):
