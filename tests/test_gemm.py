@@ -423,6 +423,18 @@ def test_packed_b_in_place_rule(device):
                    gm.Operand(x[0], [], 200, 1), None, None), {"MR": 6})  # off by default
 
 
+def test_direct_rows_divide_m(device, rng, monkeypatch):
+    """gemm_direct takes as many rows per work-item as divide M (no block cut by the edge)."""
+    assert [gm.direct_rows(m, 8) for m in (1, 2, 3, 4, 6, 8, 12, 16, 24, 130)] == \
+        [1, 2, 1, 4, 2, 8, 4, 8, 8, 2]
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "direct")
+    for m in (2, 4, 6, 12):
+        a, b = random_array(rng, (m, 53)), random_array(rng, (53, 70))
+        out = poisoned(device, (m, 70), np.float32)
+        cltensor.gemm(put(device, a), put(device, b), out=out)
+        run_check(out, a, b, np.float32)
+
+
 # ---- device limits ----------------------------------------------------------------------------
 
 TOO_BIG = [  # 512 work-items; then 48 KiB of local memory; then a fitting one

@@ -194,8 +194,19 @@ def _b_layout(p, vw):
     return B_ALIGNED if aligned else B_UNIT
 
 
+def direct_rows(m, tm):
+    """gemm_direct's rows per work-item for M rows: the largest power of two up to the entry's
+    TM that divides M, so that no block is cut by C's edge (a cut block runs a scalar loop:
+    PoCL, 2 AVX-512 cores, the input gradients of batch-2/4/6 linear layers 2.3-4x faster,
+    4 x 36864 x 3072 94 -> 34 ms, 2 x 25088 x 4096 98 -> 25, 6 x 4096 x 4096 17 -> 11)."""
+    while tm > 1 and m % tm:
+        tm //= 2
+    return tm
+
+
 def _run_direct(p, entry, epi):
     params = dict(entry["direct"])
+    params["TM"] = direct_rows(p.m, params["TM"])
     defines = dict(params, T=ctype_of(p.dtype))
     layout = _b_layout(p, params["VW"])
     if layout != B_STRIDED:
