@@ -8,7 +8,8 @@
  * columns of B, Bp[b][q][k][j] = B[b][k][q*NR + j]; both zero past M and N, batch strides
  * ap_bs and bp_bs (0: shared by every batch). With B_INPLACE, Bp is B itself, rows contiguous
  * along N: element (k, n) at Bp[batch_offset(b, vb) + k*ldb + n], any offset and ldb (no
- * copy; the last panel's columns past N read as zeros). Ci and Co are strided views as in
+ * copy; the last panel's columns past N read as zeros). With A_INPLACE, Ap is A itself, rows
+ * contiguous along K: element (m, k) at Ap[batch_offset(b, va) + m*lda + k]. Ci and Co are strided views as in
  * gemm_direct.cl; whole tiles of row-contiguous Co (without Ci) are stored as vectors.
  *
  * One work-item computes one MR x NR tile of C in registers (MR * NR / VW vectors of T: 28
@@ -22,7 +23,8 @@
  *
  * Tunables (the parameter database, cltensor/tuning/gemm.json, sets them):
  *   MR, NR     the register tile; VW, the vector width, divides NR
- *   B_INPLACE  1: B read in place (set by the host: ops/gemm.py packed_reads_b_in_place)
+ *   A_INPLACE, B_INPLACE  1: A / B read in place (set by the host: ops/gemm.py
+ *              packed_reads_a_in_place, packed_reads_b_in_place)
  */
 #ifndef MR
 #define MR 14
@@ -35,6 +37,9 @@
 #endif
 #ifndef B_INPLACE
 #define B_INPLACE 0
+#endif
+#ifndef A_INPLACE
+#define A_INPLACE 0
 #endif
 #define NV (NR / VW)
 #define VT CAT(T, VW)
@@ -71,13 +76,30 @@ typedef union { VT v; T s[VW]; } Lanes;
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_ARGS,
-                 __global const T* Ap, const long ap_bs, __global const T* Bp, const long bp_bs,
-                 const View vb, const long ldb, const int walk_n, EPI_ARGS) {
+                 __global const T* Ap, const long ap_bs, const View va, const long lda,
+                 __global const T* Bp, const long bp_bs, const View vb, const long ldb,
+                 const int walk_n, EPI_ARGS) {
   const int g0 = get_global_id(0), g1 = get_global_id(1);
   const int pm = row0 / MR + (walk_n ? g1 : g0), pn = walk_n ? g0 : g1;
   const long b = batch0 + get_global_id(2);
   const int m0 = pm * MR, n0 = pn * NR;
+#if A_INPLACE
+  /* A's rows read where they are (K contiguous): column k of the panel is a[i * lda + k]; rows
+   * past M repeat row M - 1 (their accumulators are never stored) */
+  __global const T* a = Ap + batch_offset(b, nbd, batch, va) + (long)m0 * lda;
+  long a_row[MR];
+#pragma unroll
+  for (int i = 0; i < MR; ++i) a_row[i] = (long)min(i, M - 1 - m0) * lda;
+#define NEXT_A(a)                                                                \
+  T a_col[MR];                                                                   \
+  _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = (a)[a_row[i]];       \
+  ++(a);
+#define A_COL a_col
+#else
   __global const T* a = Ap + b * ap_bs + (long)pm * K * MR;
+#define NEXT_A(a) (a) += MR;
+#define A_COL (a - MR)
+#endif
 
   VT acc[MR][NV];
 #pragma unroll
@@ -92,8 +114,8 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
       VT bv[NV];
 #pragma unroll
       for (int j = 0; j < NV; ++j) bv[j] = *(__global const VTU*)(bk + j * VW);
-      MULTIPLY_ROW(a, bv)
-      a += MR;
+      NEXT_A(a)
+      MULTIPLY_ROW(A_COL, bv)
       bk += ldb;
     }
   } else { /* the last, partial panel: whole vectors as above, then lanes up to N, zeros */
@@ -113,8 +135,8 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
           bv[j] = (VT)0;
         }
       }
-      MULTIPLY_ROW(a, bv)
-      a += MR;
+      NEXT_A(a)
+      MULTIPLY_ROW(A_COL, bv)
       bk += ldb;
     }
   }
@@ -124,8 +146,8 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
     VT bv[NV];
 #pragma unroll
     for (int j = 0; j < NV; ++j) bv[j] = bp[j];
-    MULTIPLY_ROW(a, bv)
-    a += MR;
+    NEXT_A(a)
+    MULTIPLY_ROW(A_COL, bv)
     bp += NV;
   }
 #endif

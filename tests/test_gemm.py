@@ -356,6 +356,9 @@ def test_packed_walks_both_ways(device, rng, monkeypatch):
 
 def test_packed_packs_a_shared_operand_once(device, rng, monkeypatch):
     monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
+    base = gm.entry_for(device, np.dtype(np.float32))
+    entry = dict(base, packed=dict(base["packed"], A_IN_PLACE=0, B_IN_PLACE_MIN_N=2**62))
+    monkeypatch.setattr(gm, "entry_for", lambda *args: entry)  # both operands packed
     x, w = random_array(rng, (5, 7, 9)), random_array(rng, (9, 11))
     bias = random_array(rng, (7,))
     fn = lambda: run_check(cltensor.gemm(put(device, x), put(device, w),
@@ -364,44 +367,50 @@ def test_packed_packs_a_shared_operand_once(device, rng, monkeypatch):
     assert _kernel_counts(fn) == {"pack_panels": 2, "gemm_packed": 1}
 
 
-def test_packed_reads_b_in_place_and_stores_vectors(device, rng, monkeypatch, fp_dtypes):
+def test_packed_reads_operands_in_place_and_stores_vectors(device, rng, monkeypatch,
+                                                           fp_dtypes):
     """gemm_packed reading B where it is (batched, misaligned offset, padded rows): whole
-    panels, a partial last panel (whole vectors, lanes, zeros), then the epilogue stored as
-    vectors for whole tiles of row-contiguous outputs (misaligned ones too) and per element
-    for edge tiles, a column-strided output and beta != 0."""
+    panels, a partial last panel (whole vectors, lanes, zeros); A packed, or read where it is
+    (batched, padded rows, a partial last panel); then the epilogue stored as vectors for whole
+    tiles of row-contiguous outputs (misaligned ones too) and per element for edge tiles, a
+    column-strided output and beta != 0."""
     monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
-    for dtype in fp_dtypes:
+    for dtype, a_in_place in itertools.product(fp_dtypes, (0, 1)):
         base = gm.entry_for(device, np.dtype(dtype))
-        params = dict(base["packed"], B_IN_PLACE_MIN_N=1)
+        params = dict(base["packed"], B_IN_PLACE_MIN_N=1, A_IN_PLACE=a_in_place)
         entry = dict(base, packed=params, min_work=0, min_dim=0)
         monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
         mr, nr, vw = params["MR"], params["NR"], params["VW"]
         m, k = 2 * mr + 5, 19
         for n in (3 * nr, 2 * nr + vw + 3, nr + 3):
-            a, full = random_array(rng, (m, k), dtype), random_array(rng, (2, 3, k, n + 6), dtype)
-            b = full[..., 1:n + 1]
+            a_full = random_array(rng, (2, 3, m, k + 2), dtype)
+            a, A = a_full[..., 1:k + 1], put(device, a_full)[..., 1:k + 1]
+            full = random_array(rng, (2, 3, k, n + 6), dtype)
+            b, B = full[..., 1:n + 1], put(device, full)[..., 1:n + 1]
             rb, cb = random_array(rng, (m,), dtype), random_array(rng, (n,), dtype)
-            B = put(device, full)[..., 1:n + 1]
-            p = gm.Problem(device, np.dtype(dtype), m, n, k, (2, 3), None,
+            p = gm.Problem(device, np.dtype(dtype), m, n, k, (2, 3),
+                           gm.Operand(A, list(A.strides[:2]), A.strides[2], A.strides[3]),
                            gm.Operand(B, list(B.strides[:2]), B.strides[2], B.strides[3]),
                            None, None)
             assert gm.packed_reads_b_in_place(p, params)
+            assert gm.packed_reads_a_in_place(p, params) == bool(a_in_place)
             epi = dict(alpha=-0.75, row_bias=rb, col_bias=cb, relu=True)
             dev_epi = dict(epi, row_bias=put(device, rb), col_bias=put(device, cb))
             outs = {"contiguous": poisoned(device, (2, 3, m, n), dtype),
                     "offset 1": poisoned(device, (2, 3, m, n + 1), dtype)[..., 1:],
                     "column-strided": poisoned(device, (2, 3, n, m), dtype).mT}
             for name, out in outs.items():
-                counts = _kernel_counts(lambda: cltensor.gemm(put(device, a), B, out=out,
-                                                              **dev_epi))
-                assert counts == {"pack_panels": 1, "gemm_packed": 1}, counts  # A alone
+                counts = _kernel_counts(lambda: cltensor.gemm(A, B, out=out, **dev_epi))
+                packs = {} if a_in_place else {"pack_panels": 1}
+                assert counts == dict(packs, gemm_packed=1), counts
                 try:
                     run_check(out, a, b, dtype, **epi)
                 except AssertionError as e:
-                    raise AssertionError(f"{dtype} n={n} output {name}: {e}") from None
+                    raise AssertionError(f"{dtype} A in place {a_in_place} n={n} output "
+                                         f"{name}: {e}") from None
             c = random_array(rng, (2, 3, m, n), dtype)
             out = put(device, c)
-            cltensor.gemm(put(device, a), B, out=out, c=out, beta=0.5, **dev_epi)
+            cltensor.gemm(A, B, out=out, c=out, beta=0.5, **dev_epi)
             run_check(out, a, b, dtype, beta=0.5, c=c, **epi)
 
 

@@ -326,14 +326,23 @@ def packed_reads_b_in_place(p, params):
     return p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased
 
 
+def packed_reads_a_in_place(p, params):
+    """Whether gemm_packed reads A where it is (rows contiguous along K, A_IN_PLACE set)."""
+    return bool(params.get("A_IN_PLACE")) and (p.a.cs == 1 or p.k == 1)
+
+
 def _run_packed(p, entry, epi):
     params = entry["packed"]
     mr, nr = params["MR"], params["NR"]
-    in_place = packed_reads_b_in_place(p, params)
+    in_place, a_in_place = packed_reads_b_in_place(p, params), packed_reads_a_in_place(p, params)
     tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype),
-            "B_INPLACE": int(in_place)}
+            "A_INPLACE": int(a_in_place), "B_INPLACE": int(in_place)}
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", tile)
-    ap, ap_bs = _pack_panels(p, p.a, p.m, p.a.rs, p.a.cs, mr)
+    if a_in_place:
+        ap, ap_bs, va, lda = p.a.t, 0, ew.view_arg(p.a.t.offset, p.a.bstrides), p.a.rs
+    else:
+        ap, ap_bs = _pack_panels(p, p.a, p.m, p.a.rs, p.a.cs, mr)
+        va, lda = ew.view_arg(0, [0] * len(p.bshape)), 0
     if in_place:
         bp, bp_bs, vb, ldb = p.b.t, 0, ew.view_arg(p.b.t.offset, p.b.bstrides), p.b.rs
     else:
@@ -342,8 +351,8 @@ def _run_packed(p, entry, epi):
     # NOTE: B read in place walks down M, so that its panel (K rows far apart) is read from
     # memory once for all of M; walking N streamed all of B once per panel of A (PoCL, gemm.json)
     walk_n = packed_walks_n(p, params) and not in_place
-    tail = [ap.storage.buf, np.int64(ap_bs), bp.storage.buf, np.int64(bp_bs), vb,
-            np.int64(ldb), np.int32(walk_n)] + epi
+    tail = [ap.storage.buf, np.int64(ap_bs), va, np.int64(lda), bp.storage.buf,
+            np.int64(bp_bs), vb, np.int64(ldb), np.int32(walk_n)] + epi
     _launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n)
 
 
