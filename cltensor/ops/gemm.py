@@ -331,28 +331,30 @@ def packed_reads_a_in_place(p, params):
     return bool(params.get("A_IN_PLACE")) and (p.a.cs == 1 or p.k == 1)
 
 
+def _packed_operand(p, op, in_place, ld, rows, rs, ks, width):
+    """[buffer, batch stride, View, leading dim] of an operand as gemm_packed reads it: where
+    it is (its View and leading dim), or packed into panels of `width` rows."""
+    if in_place:
+        return [op.t.storage.buf, np.int64(0), ew.view_arg(op.t.offset, op.bstrides),
+                np.int64(ld)]
+    t, bs = _pack_panels(p, op, rows, rs, ks, width)
+    return [t.storage.buf, np.int64(bs), ew.view_arg(0, [0] * len(p.bshape)), np.int64(0)]
+
+
 def _run_packed(p, entry, epi):
     params = entry["packed"]
     mr, nr = params["MR"], params["NR"]
-    in_place, a_in_place = packed_reads_b_in_place(p, params), packed_reads_a_in_place(p, params)
+    a_in_place = packed_reads_a_in_place(p, params)
+    b_in_place = packed_reads_b_in_place(p, params)
     tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype),
-            "A_INPLACE": int(a_in_place), "B_INPLACE": int(in_place)}
+            "A_INPLACE": int(a_in_place), "B_INPLACE": int(b_in_place)}
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", tile)
-    if a_in_place:
-        ap, ap_bs, va, lda = p.a.t, 0, ew.view_arg(p.a.t.offset, p.a.bstrides), p.a.rs
-    else:
-        ap, ap_bs = _pack_panels(p, p.a, p.m, p.a.rs, p.a.cs, mr)
-        va, lda = ew.view_arg(0, [0] * len(p.bshape)), 0
-    if in_place:
-        bp, bp_bs, vb, ldb = p.b.t, 0, ew.view_arg(p.b.t.offset, p.b.bstrides), p.b.rs
-    else:
-        bp, bp_bs = _pack_panels(p, p.b, p.n, p.b.cs, p.b.rs, nr)
-        vb, ldb = ew.view_arg(0, [0] * len(p.bshape)), 0
+    a_args = _packed_operand(p, p.a, a_in_place, p.a.rs, p.m, p.a.rs, p.a.cs, mr)
+    b_args = _packed_operand(p, p.b, b_in_place, p.b.rs, p.n, p.b.cs, p.b.rs, nr)
     # NOTE: B read in place walks down M, so that its panel (K rows far apart) is read from
     # memory once for all of M; walking N streamed all of B once per panel of A (PoCL, gemm.json)
-    walk_n = packed_walks_n(p, params) and not in_place
-    tail = [ap.storage.buf, np.int64(ap_bs), va, np.int64(lda), bp.storage.buf,
-            np.int64(bp_bs), vb, np.int64(ldb), np.int32(walk_n)] + epi
+    walk_n = packed_walks_n(p, params) and not b_in_place
+    tail = a_args + b_args + [np.int32(walk_n)] + epi
     _launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n)
 
 
