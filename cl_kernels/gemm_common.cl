@@ -66,6 +66,23 @@ inline void tile_of(const int group_m, int* pm, int* pn) {
   *pn = gid % per / rows;
 }
 
+/* EPILOGUE without Ci on W columns at once, n .. n + W - 1 of row m, for x of vector type V
+ * (L: a union of V with its lanes), stored through a pointer to P (V, or V with a smaller
+ * alignment for stores that may start anywhere); Co's columns are contiguous. */
+#define EPILOGUE_VECTOR(V, L, W, P, m, n, x)                                            \
+  {                                                                                     \
+    V r_ = alpha * (x);                                                                 \
+    if (epi & EPI_ROW_BIAS) r_ += rbias[rb_off + (long)(m) * rb_st];                    \
+    if (epi & EPI_COL_BIAS) {                                                           \
+      L cb_;                                                                            \
+      _Pragma("unroll") for (int f = 0; f < (W); ++f)                                   \
+          cb_.s[f] = cbias[cb_off + (long)((n) + f) * cb_st];                           \
+      r_ += cb_.v;                                                                      \
+    }                                                                                   \
+    if (epi & EPI_RELU) r_ = r_ < (V)0 ? (V)0 : r_;                                     \
+    *(__global P*)(Co + oco + (long)(m) * co_rs + (n)) = r_;                            \
+  }
+
 /* Co[m, n] = act(alpha * acc + beta * Ci[m, n] + biases); oci and oco are the batch offsets. */
 #define EPILOGUE(m, n, acc)                                                       \
   {                                                                               \

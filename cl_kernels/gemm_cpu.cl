@@ -62,18 +62,8 @@ typedef union { VT v; T s[VW]; } Lanes;
  * vectors, one vector store per row and vector of columns. */
 #define STORE_TILE_VECTORS                                                             \
   _Pragma("unroll") for (int i = 0; i < MR; ++i)                                       \
-  _Pragma("unroll") for (int j = 0; j < NV; ++j) {                                     \
-    VT r_ = alpha * acc[i][j];                                                         \
-    if (epi & EPI_ROW_BIAS) r_ += rbias[rb_off + (long)(m0 + i) * rb_st];              \
-    if (epi & EPI_COL_BIAS) {                                                          \
-      Lanes cb_;                                                                       \
-      _Pragma("unroll") for (int f = 0; f < VW; ++f)                                   \
-          cb_.s[f] = cbias[cb_off + (long)(n0 + j * VW + f) * cb_st];                  \
-      r_ += cb_.v;                                                                     \
-    }                                                                                  \
-    if (epi & EPI_RELU) r_ = r_ < (VT)0 ? (VT)0 : r_;                                  \
-    *(__global VTU*)(Co + oco + (long)(m0 + i) * co_rs + n0 + j * VW) = r_;            \
-  }
+  _Pragma("unroll") for (int j = 0; j < NV; ++j)                                       \
+      EPILOGUE_VECTOR(VT, Lanes, VW, VTU, m0 + i, n0 + j * VW, acc[i][j])
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_ARGS,

@@ -287,19 +287,7 @@ inline int split_share(const int nslices, const int splits, const int s, int* t0
       STORE(m0 + ROW(i) + e, n0 + COL(j), acc[i * VWM + e][j])
 
 /* The epilogue on VWN columns at once (EPILOGUE's, without Ci), one aligned vector store. */
-#define XGEMM_STORE_VECTOR(m, n, x)                                                        \
-  {                                                                                        \
-    VTN r_ = alpha * (x);                                                                  \
-    if (epi & EPI_ROW_BIAS) r_ += rbias[rb_off + (long)(m) * rb_st];                       \
-    if (epi & EPI_COL_BIAS) {                                                              \
-      LanesN cb_;                                                                          \
-      _Pragma("unroll") for (int f = 0; f < VWN; ++f)                                      \
-          cb_.s[f] = cbias[cb_off + (long)((n) + f) * cb_st];                              \
-      r_ += cb_.v;                                                                         \
-    }                                                                                      \
-    if (epi & EPI_RELU) r_ = r_ < (VTN)0 ? (VTN)0 : r_;                                    \
-    *(__global VTN*)(Co + oco + (long)(m) * co_rs + (n)) = r_;                             \
-  }
+#define XGEMM_STORE_VECTOR(m, n, x) EPILOGUE_VECTOR(VTN, LanesN, VWN, VTN, m, n, x)
 
 /* The work-group's local slices, its work-item's place and its zeroed accumulators. */
 #define XGEMM_PROLOGUE                                                                     \
