@@ -414,6 +414,51 @@ def test_packed_reads_operands_in_place_and_stores_vectors(device, rng, monkeypa
             run_check(out, a, b, dtype, beta=0.5, c=c, **epi)
 
 
+def test_packed_runs_the_transposed_product_when_it_packs_less(device, rng, monkeypatch,
+                                                               fp_dtypes):
+    """Both operands K-contiguous (a weight gradient's gout @ x^T): gemm_packed can read only
+    A in place, so gemm_into runs C^T = B^T @ A^T when A^T, the operand then packed, is the
+    smaller; biases, Ci and Co follow the transposition (row-contiguous, column-strided and
+    offset outputs; batched and shared operands)."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
+    packed_rows = []
+    real_pack = gm._pack_panels
+    def pack(p, op, rows, *args):
+        packed_rows.append(rows)
+        return real_pack(p, op, rows, *args)
+    monkeypatch.setattr(gm, "_pack_panels", pack)
+    for dtype in fp_dtypes:
+        base = gm.entry_for(device, np.dtype(dtype))
+        params = dict(base["packed"], B_IN_PLACE_MIN_N=1, A_IN_PLACE=1)
+        entry = dict(base, packed=params, min_work=0, min_dim=0, min_m=0)
+        monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+        k = 23
+        for m, n, shared_b in ((11, 2 * params["NR"] + 5, False), (11, 45, True),
+                               (3 * params["MR"] + 2, 9, False)):
+            a = random_array(rng, (2, m, k), dtype)
+            bt = random_array(rng, (n, k) if shared_b else (2, n, k), dtype)
+            b = np.swapaxes(bt, -1, -2)
+            A, B = put(device, a), put(device, bt).mT
+            rb, cb = random_array(rng, (m,), dtype), random_array(rng, (n,), dtype)
+            epi = dict(alpha=-0.75, row_bias=rb, col_bias=cb, relu=True)
+            dev_epi = dict(epi, row_bias=put(device, rb), col_bias=put(device, cb))
+            outs = {"contiguous": poisoned(device, (2, m, n), dtype),
+                    "offset 1": poisoned(device, (2, m, n + 1), dtype)[..., 1:],
+                    "column-strided": poisoned(device, (2, n, m), dtype).mT}
+            for name, out in outs.items():
+                packed_rows.clear()
+                cltensor.gemm(A, B.expand(2, k, n), out=out, **dev_epi)
+                assert packed_rows == [min(m, n)], (m, n, packed_rows)
+                try:
+                    run_check(out, a, np.broadcast_to(b, (2, k, n)), dtype, **epi)
+                except AssertionError as e:
+                    raise AssertionError(f"{dtype} {m}x{n} output {name}: {e}") from None
+            c = random_array(rng, (2, m, n), dtype)
+            out = put(device, c)
+            cltensor.gemm(A, B.expand(2, k, n), out=out, c=out, beta=0.5, **dev_epi)
+            run_check(out, a, np.broadcast_to(b, (2, k, n)), dtype, beta=0.5, c=c, **epi)
+
+
 def test_packed_b_in_place_rule(device):
     params = {"MR": 6, "NR": 16, "VW": 8, "B_IN_PLACE_MIN_N": 128}
     x = cltensor.zeros((3, 4, 200), device=device)

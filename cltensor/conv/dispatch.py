@@ -133,9 +133,11 @@ def rule(p, device, pass_):
 # networks, each pass timed alone (dispatch.time_pass, 2026-12-01), on both device kinds:
 # F(4x4) beat F(2x2) on all but 3 of 96 passes on the H200 and all but 9 of 99 on PoCL.
 # PoCL, 2 cores, batch 8: F(4x4) won every forward and input gradient from 32 channels and
-# every weight gradient from 64; below, implicit GEMM or im2col won most (GoogLeNet's 5x5
-# layers, 16-48 channels), as on the networks' first layers (3 channels).
-CPU_WINOGRAD_MIN_CHANNELS = {"forward": 32, "backward_data": 32, "backward_weight": 64}
+# every weight gradient from 64, and since gemm_packed reads Winograd's batched A in place
+# (2026-12-01, kernel ms, interleaved medians) also every pass of GoogLeNet's 5x5 layers
+# (16-48 channels; 3a/5x5 forward 1.44 vs implicit GEMM's 1.94, 5b/5x5 weight gradient 1.66
+# vs im2col's 1.91); the networks' first layers (3 channels) stay with the GEMM paths.
+CPU_WINOGRAD_MIN_CHANNELS = {"forward": 16, "backward_data": 16, "backward_weight": 16}
 # H200, at the networks' batch sizes, per pass: (channels on larger images, on images of at
 # most GPU_SMALL_IMAGE positions). F(4x4) against implicit GEMM won every forward and input
 # gradient from 64 channels on larger images and from 128 on small ones but one (GoogLeNet
