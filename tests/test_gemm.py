@@ -375,6 +375,7 @@ def test_packed_reads_operands_in_place_and_stores_vectors(device, rng, monkeypa
     tiles of row-contiguous outputs (misaligned ones too) and per element for edge tiles, a
     column-strided output and beta != 0."""
     monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
+    monkeypatch.setattr(gm, "_moves", lambda p, params: 0)  # the problems as given, untransposed
     for dtype, a_in_place in itertools.product(fp_dtypes, (0, 1)):
         base = gm.entry_for(device, np.dtype(dtype))
         params = dict(base["packed"], B_IN_PLACE_MIN_N=1, A_IN_PLACE=a_in_place)
@@ -417,9 +418,9 @@ def test_packed_reads_operands_in_place_and_stores_vectors(device, rng, monkeypa
 def test_packed_runs_the_transposed_product_when_it_packs_less(device, rng, monkeypatch,
                                                                fp_dtypes):
     """Both operands K-contiguous (a weight gradient's gout @ x^T): gemm_packed can read only
-    A in place, so gemm_into runs C^T = B^T @ A^T when A^T, the operand then packed, is the
-    smaller; biases, Ci and Co follow the transposition (row-contiguous, column-strided and
-    offset outputs; batched and shared operands)."""
+    A in place, so gemm_into runs C^T = B^T @ A^T when A^T, the operand then packed, is much
+    the smaller (ops/gemm.py _moves); biases, Ci and Co follow the transposition
+    (row-contiguous, column-strided and offset outputs; batched and shared operands)."""
     monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
     packed_rows = []
     real_pack = gm._pack_panels
@@ -433,7 +434,7 @@ def test_packed_runs_the_transposed_product_when_it_packs_less(device, rng, monk
         entry = dict(base, packed=params, min_work=0, min_dim=0, min_m=0)
         monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
         k = 23
-        for m, n, shared_b in ((11, 2 * params["NR"] + 5, False), (11, 45, True),
+        for m, n, shared_b in ((11, 2 * params["NR"] + 5, False), (5, 90, True),
                                (3 * params["MR"] + 2, 9, False)):
             a = random_array(rng, (2, m, k), dtype)
             bt = random_array(rng, (n, k) if shared_b else (2, n, k), dtype)

@@ -341,14 +341,16 @@ def _packed_operand(p, op, in_place, ld, rows, rs, ks, width):
     return [t.storage.buf, np.int64(bs), ew.view_arg(0, [0] * len(p.bshape)), np.int64(0)]
 
 
-def _packs(p, params):
-    """Elements gemm_packed copies into panels for a problem: what it cannot read in place.
-    NOTE: gemm_into runs the transposed problem when that packs less: with both operands
+def _moves(p, params):
+    """Elements gemm_packed moves one at a time for a problem: those it packs into panels (what
+    it cannot read in place) and those it stores per element (C not row-contiguous).
+    NOTE: gemm_into runs the transposed problem when that moves fewer: with both operands
     K-contiguous (1x1 weight gradients, x @ W^T) the smaller one is packed. PoCL, 2 AVX-512
     cores, kernel ms with packs, interleaved medians: 64x512x1568 (GoogLeNet 4b/pool's weight
-    gradient) 1.58 -> 1.10, 32x256x6272 2.15 -> 1.08, 64x4096x9216 (a linear layer at batch
-    64) 84.9 -> 31.9."""
-    count = 0
+    gradient) 1.58 -> 1.10, 32x256x6272 2.15 -> 1.08, x @ W^T at batch 64 (64x4096x9216)
+    84.9 -> 31.9; counting packs alone, 1x1 input gradients (832x49x48 x8, A shared) were
+    transposed for a column-strided C and lost (0.31 -> 0.44 ms)."""
+    count = 0 if p.co.cs == 1 else p.m * p.n * p.nbatch
     for op, rows, in_place in ((p.a, p.m, packed_reads_a_in_place(p, params)),
                                (p.b, p.n, packed_reads_b_in_place(p, params))):
         if not in_place:
@@ -754,7 +756,7 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
         fam = "rowdot"
     else:
         fam = family_of(p.device, p.dtype, entry, (m, n, k), p.nbatch)
-    if fam == "packed" and _packs(_transposed(p), entry["packed"]) < _packs(p, entry["packed"]):
+    if fam == "packed" and _moves(_transposed(p), entry["packed"]) < _moves(p, entry["packed"]):
         p, row_bias, col_bias = _transposed(p), col_bias, row_bias
     epi = _epilogue_args(p, alpha, beta, c_in is not None, row_bias, col_bias, relu)
     RUNNERS[fam](p, entry, epi)
