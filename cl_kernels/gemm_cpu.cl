@@ -8,7 +8,9 @@
  * columns of B, Bp[b][q][k][j] = B[b][k][q*NR + j]; both zero past M and N, batch strides
  * ap_bs and bp_bs (0: shared by every batch). With B_INPLACE, Bp is B itself, rows contiguous
  * along N: element (k, n) at Bp[batch_offset(b, vb) + k*ldb + n], any offset and ldb (no
- * copy; the last panel's columns past N read as zeros). With A_INPLACE, Ap is A itself, rows
+ * copy; a last, partial panel is computed as the panel that ends at column N, its columns
+ * before the panel's own recomputed and not stored, or with N < NR from whole vectors, lanes
+ * and zeros past N). With A_INPLACE, Ap is A itself, rows
  * contiguous along K: element (m, k) at Ap[batch_offset(b, va) + m*lda + k]. Ci and Co are
  * strided views as in gemm_direct.cl; whole tiles of row-contiguous Co (without Ci) are stored
  * as vectors.
@@ -74,6 +76,9 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
   const int pm = row0 / MR + (walk_n ? g1 : g0), pn = walk_n ? g0 : g1;
   const long b = batch0 + get_global_id(2);
   const int m0 = pm * MR, n0 = pn * NR;
+  /* B read in place: the last, partial panel of N >= NR columns is computed as the panel that
+   * ends at column N (nb0 < n0), of which only the columns from n0 on are stored */
+  const int nb0 = B_INPLACE && n0 + NR > N && N >= NR ? N - NR : n0;
 #if A_INPLACE
   /* A's rows read where they are (K contiguous): column k of the panel is a[i * lda + k]; rows
    * past M repeat row M - 1 (their accumulators are never stored) */
@@ -99,8 +104,8 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
     for (int j = 0; j < NV; ++j) acc[i][j] = (VT)0;
 #if B_INPLACE
   /* B's rows read where they are: element (k, n) at Bp[batch offset + k*ldb + n] */
-  __global const T* bk = Bp + batch_offset(b, nbd, batch, vb) + n0;
-  if (n0 + NR <= N) {
+  __global const T* bk = Bp + batch_offset(b, nbd, batch, vb) + nb0;
+  if (nb0 + NR <= N) {
     for (int k = 0; k < K; ++k) {
       VT bv[NV];
 #pragma unroll
@@ -109,7 +114,7 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
       MULTIPLY_ROW(A_COL, bv)
       bk += ldb;
     }
-  } else { /* the last, partial panel: whole vectors as above, then lanes up to N, zeros */
+  } else { /* N < NR: whole vectors as above, then lanes up to N, zeros */
     const int whole = (N - n0) / VW, lanes = (N - n0) % VW;
     for (int k = 0; k < K; ++k) {
       VT bv[NV];
@@ -145,8 +150,8 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 
   const long oci = beta != (T)0 ? batch_offset(b, nbd, batch, vci) : 0;
   const long oco = batch_offset(b, nbd, batch, vco);
-  const int rows = min(MR, M - m0), cols = min(NR, N - n0);
-  if (rows == MR && cols == NR && beta == (T)0 && co_cs == 1) {
+  const int rows = min(MR, M - m0), cols = min(NR, N - nb0);
+  if (rows == MR && cols == NR && nb0 == n0 && beta == (T)0 && co_cs == 1) {
     STORE_TILE_VECTORS
     return;
   }
@@ -158,5 +163,5 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 #pragma unroll
     for (int j = 0; j < NV; ++j) out[i][j].v = acc[i][j];
   for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) EPILOGUE(m0 + i, n0 + j, out[i][j / VW].s[j % VW])
+    for (int j = n0 - nb0; j < cols; ++j) EPILOGUE(m0 + i, nb0 + j, out[i][j / VW].s[j % VW])
 }

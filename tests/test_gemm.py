@@ -370,7 +370,8 @@ def test_packed_packs_a_shared_operand_once(device, rng, monkeypatch):
 def test_packed_reads_operands_in_place_and_stores_vectors(device, rng, monkeypatch,
                                                            fp_dtypes):
     """gemm_packed reading B where it is (batched, misaligned offset, padded rows): whole
-    panels, a partial last panel (whole vectors, lanes, zeros); A packed, or read where it is
+    panels, a partial last panel (the panel ending at column N, or with N < NR whole vectors,
+    lanes, zeros); A packed, or read where it is
     (batched, padded rows, a partial last panel); then the epilogue stored as vectors for whole
     tiles of row-contiguous outputs (misaligned ones too) and per element for edge tiles, a
     column-strided output and beta != 0."""
@@ -383,7 +384,7 @@ def test_packed_reads_operands_in_place_and_stores_vectors(device, rng, monkeypa
         monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
         mr, nr, vw = params["MR"], params["NR"], params["VW"]
         m, k = 2 * mr + 5, 19
-        for n in (3 * nr, 2 * nr + vw + 3, nr + 3):
+        for n in (3 * nr, 2 * nr + vw + 3, nr + 3, vw + 3, 3):
             a_full = random_array(rng, (2, 3, m, k + 2), dtype)
             a, A = a_full[..., 1:k + 1], put(device, a_full)[..., 1:k + 1]
             full = random_array(rng, (2, 3, k, n + 6), dtype)
