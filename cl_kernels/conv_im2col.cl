@@ -4,14 +4,17 @@
  *
  * Column layout, for a chunk of NB images starting at the views' offsets:
  *   col[k][n][p], k = (c * KH + kh) * KW + kw over all C input channels (group g owns rows
- *   g*K/G ..), n < NB, p = oh * WO + ow; contiguous, so col[k] is a (NB * P) row that one GEMM
- *   reads for every image, and col^T is a plain transposed view for the weight gradient.
+ *   g*K/G ..), n < NB, p = oh * WO + ow; the (k, n) rows of P = HO * WO elements lie PS >= P
+ *   elements apart. With PS == P col[k] is a (NB * P) row that one GEMM reads for every image,
+ *   and col^T a plain transposed view for the weight gradient; a larger PS aligns the rows
+ *   for the forward GEMM's vector loads (elements between P and PS are not written).
  *
  *   im2col  col[k][n][p] = x[n][c][oh*SH + kh*DH - PT][ow*SW + kw*DW - PL], 0 outside the input.
  *           One work-item per element of col, consecutive ones along p (coalesced writes).
  *           Global size: at least C*KH*KW*NB*P (1-d, any local size).
  *   im2col_rows  the same, one work-item per row (k, n, oh) of WO elements (CPUs: the index
- *           arithmetic is paid once per row). Global size: at least C*KH*KW*NB*HO (1-d).
+ *           arithmetic is paid once per row, the padding columns are written apart from the
+ *           copied ones). Global size: at least C*KH*KW*NB*HO (1-d).
  *   col2im  gx[n][c][ih][iw] = sum over (kh, kw) with ih = oh*SH + kh*DH - PT, iw likewise, of
  *           gcol[k][n][p]: the sum is gathered per input element (no atomics, deterministic).
  *           One work-item per element of gx. Global size: at least NB*C*H*W (1-d).
@@ -29,7 +32,7 @@
               const long xs2, const long xs3
 
 __kernel void im2col(const int C, const int H, const int W, const int HO, const int WO,
-                     const int NB, XARGS, __global T* col) {
+                     const int NB, XARGS, __global T* col, const long PS) {
   const long e = get_global_id(0);
   const long P = (long)HO * WO;
   if (e >= (long)C * KH * KW * NB * P) return;
@@ -43,11 +46,11 @@ __kernel void im2col(const int C, const int H, const int W, const int HO, const 
   T v = (T)0;
   if (ih >= 0 && ih < H && iw >= 0 && iw < W)
     v = x[xo + n * xs0 + c * xs1 + ih * xs2 + iw * xs3];
-  col[e] = v;
+  col[r * PS + p] = v;
 }
 
 __kernel void im2col_rows(const int C, const int H, const int W, const int HO, const int WO,
-                          const int NB, XARGS, __global T* col) {
+                          const int NB, XARGS, __global T* col, const long PS) {
   const long r = get_global_id(0);
   if (r >= (long)C * KH * KW * NB * HO) return;
   const int oh = r % HO;
@@ -56,16 +59,23 @@ __kernel void im2col_rows(const int C, const int H, const int W, const int HO, c
   const int k = kn / NB;
   const int kw = k % KW, kh = (k / KW) % KH, c = k / (KW * KH);
   const int ih = oh * SH + kh * DH - PT;
-  __global T* dst = col + r * WO;
+  __global T* dst = col + kn * PS + oh * WO;
   if (ih < 0 || ih >= H) {
     for (int ow = 0; ow < WO; ++ow) dst[ow] = (T)0;
     return;
   }
-  __global const T* src = x + xo + n * xs0 + c * xs1 + ih * xs2;
-  for (int ow = 0; ow < WO; ++ow) {
-    const int iw = ow * SW + kw * DW - PL;
-    dst[ow] = (iw >= 0 && iw < W) ? src[iw * xs3] : (T)0;
+  /* iw = ow * SW + off lies in the input for lo <= ow < hi */
+  const int off = kw * DW - PL;
+  const int lo = min(off >= 0 ? 0 : (SW - 1 - off) / SW, WO);
+  const int hi = clamp(off >= W ? 0 : (W - off + SW - 1) / SW, lo, WO);
+  __global const T* src = x + xo + n * xs0 + c * xs1 + ih * xs2 + off * xs3;
+  for (int ow = 0; ow < lo; ++ow) dst[ow] = (T)0;
+  if (xs3 == 1) {
+    for (int ow = lo; ow < hi; ++ow) dst[ow] = src[ow * SW];
+  } else {
+    for (int ow = lo; ow < hi; ++ow) dst[ow] = src[ow * SW * xs3];
   }
+  for (int ow = hi; ow < WO; ++ow) dst[ow] = (T)0;
 }
 
 /* The output positions o with o*S + kk*D - P == i for some kk < K: [lo, hi). */

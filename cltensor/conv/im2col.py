@@ -9,9 +9,14 @@ gcol = W^T @ gout, then col2im sums the columns back onto the input (no atomics)
 import numpy as np
 
 from ..ops.gemm import gemm
+from ..program import round_up
 from . import common
 
 KERNEL_FILE = "conv_im2col.cl"
+# The forward's column rows start every ROW_ALIGN elements (64 bytes of float32), so that the
+# GEMM's vector loads of B do not straddle cache lines (PoCL, 2 AVX-512 cores: AlexNet conv1's
+# batch-8 product 64x3025x363 x8 9.1 -> 7.0 ms with its rows 16-aligned instead of packed)
+ROW_ALIGN = 16
 
 
 def _per_image_bytes(p, backward):
@@ -36,16 +41,20 @@ def _images(t, n0, nb):
                           t.offset + n0 * t.strides[0])
 
 
-def im2col(x, p, nb):
-    """The (C*KH*KW, nb, P) column buffer of the nb images of x (a 4-d view)."""
-    col = common.empty((p.c * p.kh * p.kw, nb, p.ho * p.wo), x)
+def im2col(x, p, nb, align=1):
+    """The (C*KH*KW, nb, P) column buffer of the nb images of x (a 4-d view), its (k, n) rows
+    a multiple of `align` elements apart."""
+    P = p.ho * p.wo
+    ps = round_up(P, align)
+    buf = common.empty((p.c * p.kh * p.kw, nb, ps), x)
+    col = common.strided(buf, (buf.shape[0], nb, P), buf.strides)
     rows = x.device.is_cpu
     kernel = common.get_kernel(x.device, KERNEL_FILE, "im2col_rows" if rows else "im2col",
                                common.shape_defines(p))
     items = col.numel() // p.wo if rows else col.numel()
     common.launch_1d(x.device, kernel, items, np.int32(p.c), np.int32(p.h),
                      np.int32(p.w), np.int32(p.ho), np.int32(p.wo), np.int32(nb),
-                     *common.view_args(x), col.storage.buf)
+                     *common.view_args(x), buf.storage.buf, np.int64(ps))
     return col
 
 
@@ -74,9 +83,10 @@ def forward(x, w, bias, p, out):
     wg = _weight_groups(w, p)
     P = p.ho * p.wo
     for n0, nb in _chunks(p, False):
-        col = im2col(_images(x, n0, nb), p, nb)
+        col = im2col(_images(x, n0, nb), p, nb, ROW_ALIGN)
+        ps = col.strides[1]
         a = common.strided(wg, (nb,) + wg.shape, (0,) + wg.strides)
-        b = common.strided(col, (nb, p.groups, p.k, P), (P, p.k * nb * P, nb * P, 1))
+        b = common.strided(col, (nb, p.groups, p.k, P), (ps, p.k * nb * ps, nb * ps, 1))
         o = _out_groups(_images(out, n0, nb), p, nb)
         _gemm_bias(a, b, o, bias, p, nb)
     return out
