@@ -26,7 +26,8 @@
  *
  * Build options: the engine's tunables (gemm_xgemm.cl: MWG, NWG, KWG, MDIMC, NDIMC, VWM, VWN,
  *   STRM, STRN, PADA, PADB, NBUF; VWA) with WGS a multiple of NWG (cx_conv) and of KWG
- *   (cx_wgrad); shape constants KH, KW, SH, SW, DH, DW, UH, UW, H, W (source plane), OY, OX,
+ *   (cx_wgrad); XGEMM_MMA 1 with xgemm_mma.cl built before this file (tensor cores, TF32);
+ *   shape constants KH, KW, SH, SW, DH, DW, UH, UW, H, W (source plane), OY, OX,
  *   WO, QN (output plane), CG (channels per group read), COG (per group written), K = CG*KH*KW,
  *   KP (K rounded up to KWG); HAS_BIAS; KERNEL_<name>.
  */
@@ -73,6 +74,20 @@ void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bi
   }
   XGEMM_K_LOOP(KP / KWG, LOAD_CONV)
 
+#if XGEMM_MMA
+#ifdef HAS_BIAS
+#define CONV_BIAS(m) bias[bo + (g * COG + (m)) * bs]
+#else
+#define CONV_BIAS(m) 0
+#endif
+#define CONV_STORE(m, p, v)                                                                \
+  if ((m) < COG && (p) < npos) {                                                           \
+    const int im = (p) / QN, qq = (p) % QN;                                                \
+    out[oo + im * os0 + (long)(g * COG + (m)) * os1 + (qq / WO) * os2 + (qq % WO) * os3] = \
+        (v) + CONV_BIAS(m);                                                                \
+  }
+  XGEMM_FOR_EACH_RESULT(CONV_STORE)
+#else
   /* the output offsets of this work-item's columns (positions), then its rows */
   long col_off[NWI];
   bool col_ok[NWI];
@@ -106,6 +121,7 @@ void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bi
           if (col_ok[j * VWN + f]) out[col_off[j * VWN + f] + row] = c.s[f] + b;
       }
     }
+#endif
 }
 #endif
 

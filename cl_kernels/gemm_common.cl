@@ -25,6 +25,16 @@
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 
+/* d[0..3] += the product of a 16x8 TF32 fragment (a0..a3) and an 8x8 one (b0, b1), fp32 sums:
+ * NVIDIA's mma.sync.m16n8k8 through inline PTX (expanded only by the NVIDIA plug-in's files,
+ * nvidia_mma.cl and xgemm_mma.cl, which give the fragment layouts). */
+#define MMA_TF32(d, a0, a1, a2, a3, b0, b1)                                               \
+  asm volatile(                                                                            \
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "                 \
+      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                             \
+      : "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3])                             \
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+
 #define EPI_ROW_BIAS 1
 #define EPI_COL_BIAS 2
 #define EPI_RELU 4

@@ -44,6 +44,7 @@
  *   KTAIL            1 when K is no multiple of KWG (set by the host)
  *   ATAIL, BTAIL     1 when A / B is read in place and M / N is no multiple of MWG / NWG
  *                    (set by the host): rows past M / N read as zeros
+ *   XGEMM_MMA        1: the multiply of xgemm_mma.cl (tensor cores; conv kernels only)
  */
 #ifndef MWG
 #define MWG 64
@@ -92,6 +93,9 @@
 #endif
 #ifndef KTAIL
 #define KTAIL 0
+#endif
+#ifndef XGEMM_MMA
+#define XGEMM_MMA 0
 #endif
 #ifndef ATAIL
 #define ATAIL 0
@@ -173,6 +177,15 @@ inline void load_slice(__global const T* pa, const long lda, __global const T* p
   }
 }
 
+/* How a value is stored into local memory: as it is, or with XGEMM_MMA (xgemm_mma.cl, the
+ * tensor-core multiply) rounded to TF32 (half a TF32 unit added; the tensor cores drop the
+ * low 13 bits). */
+#if XGEMM_MMA
+#define TO_LOCAL(x) as_float(as_uint(x) + 0x1000u)
+#else
+#define TO_LOCAL(x) (x)
+#endif
+
 /* Registers -> local memory, transposing K-contiguous operands into K-major rows. */
 inline void store_a(__local T* as, const VTA* ra, const int tid) {
 #pragma unroll
@@ -183,10 +196,10 @@ inline void store_a(__local T* as, const VTA* ra, const int tid) {
     const int mm = A_ROW(v), kk = A_K(v);
 #if A_KC
 #pragma unroll
-    for (int e = 0; e < VWA; ++e) as[(kk + e) * LDA + mm] = u.s[e];
+    for (int e = 0; e < VWA; ++e) as[(kk + e) * LDA + mm] = TO_LOCAL(u.s[e]);
 #else
 #pragma unroll
-    for (int e = 0; e < VWA; ++e) as[kk * LDA + mm + e] = u.s[e];
+    for (int e = 0; e < VWA; ++e) as[kk * LDA + mm + e] = TO_LOCAL(u.s[e]);
 #endif
   }
 }
@@ -200,10 +213,10 @@ inline void store_b(__local T* bs, const VTB* rb, const int tid) {
     const int nn = B_ROW(v), kk = B_K(v);
 #if B_KC
 #pragma unroll
-    for (int e = 0; e < VWB; ++e) bs[(kk + e) * LDB + nn] = u.s[e];
+    for (int e = 0; e < VWB; ++e) bs[(kk + e) * LDB + nn] = TO_LOCAL(u.s[e]);
 #else
 #pragma unroll
-    for (int e = 0; e < VWB; ++e) bs[kk * LDB + nn + e] = u.s[e];
+    for (int e = 0; e < VWB; ++e) bs[kk * LDB + nn + e] = TO_LOCAL(u.s[e]);
 #endif
   }
 }
@@ -237,7 +250,9 @@ inline int split_share(const int nslices, const int splits, const int s, int* t0
 
 /* The K loop over `slices` slices, shared with conv_xgemm.cl: LOAD(t) fills the registers
  * ra, rb with slice t (global -> registers); the slices go through local memory (a_slices,
- * b_slices) into the accumulators acc of work-item (tm, tn). */
+ * b_slices) into the accumulators acc of work-item (tm, tn), by XGEMM_MULTIPLY (xgemm_mma.cl
+ * replaces it). */
+#define XGEMM_MULTIPLY(as, bs) multiply_slice(as, bs, tm, tn, acc)
 #if NBUF == 2
 #define XGEMM_K_LOOP(slices, LOAD)                                                         \
   if ((slices) > 0) LOAD(0);                                                               \
@@ -247,7 +262,7 @@ inline int split_share(const int nslices, const int splits, const int s, int* t0
   for (int t = 0; t < (slices); ++t) {                                                     \
     const int cur = t & 1;                                                                 \
     if (t + 1 < (slices)) LOAD(t + 1);                                                     \
-    multiply_slice((__local T*)a_slices[cur], (__local T*)b_slices[cur], tm, tn, acc);     \
+    XGEMM_MULTIPLY((__local T*)a_slices[cur], (__local T*)b_slices[cur]);                 \
     if (t + 1 < (slices)) {                                                                \
       store_a((__local T*)a_slices[cur ^ 1], ra, tid);                                     \
       store_b((__local T*)b_slices[cur ^ 1], rb, tid);                                     \
@@ -262,7 +277,7 @@ inline int split_share(const int nslices, const int splits, const int s, int* t0
     store_b((__local T*)b_slices[0], rb, tid);                                             \
     barrier(CLK_LOCAL_MEM_FENCE);                                                          \
     if (t + 1 < (slices)) LOAD(t + 1);                                                     \
-    multiply_slice((__local T*)a_slices[0], (__local T*)b_slices[0], tm, tn, acc);         \
+    XGEMM_MULTIPLY((__local T*)a_slices[0], (__local T*)b_slices[0]);                     \
     barrier(CLK_LOCAL_MEM_FENCE);                                                          \
   }
 #endif

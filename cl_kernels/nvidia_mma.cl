@@ -392,12 +392,8 @@ inline void multiply_fragments(float acc[MI][NJ][4], uint af[MI][KS][4], uint bf
     for (int i = 0; i < MI; ++i)
 #pragma unroll
       for (int j = 0; j < NJ; ++j)
-        asm volatile(
-            "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
-            "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-            : "+f"(acc[i][j][0]), "+f"(acc[i][j][1]), "+f"(acc[i][j][2]), "+f"(acc[i][j][3])
-            : "r"(af[i][s][0]), "r"(af[i][s][1]), "r"(af[i][s][2]), "r"(af[i][s][3]),
-              "r"(bf[j][s][0]), "r"(bf[j][s][1]));
+        MMA_TF32(acc[i][j], af[i][s][0], af[i][s][1], af[i][s][2], af[i][s][3], bf[j][s][0],
+                 bf[j][s][1]);
 }
 #endif
 

@@ -372,3 +372,71 @@ def test_tf32_convolution_needs_allow_tf32(device, emulated_registered):
     assert tf32_rows and not any(r["eligible"] for r in tf32_rows)
     with pytest.raises(ValueError, match="allow_tf32 is False"):
         cltensor.nn.functional.conv2d(x, w, padding=1, algo="tf32_gemm")
+
+
+# ---- implicit-GEMM convolution on tensor cores (algorithm "tf32_implicit") --------------------
+
+_MMA_BASE = dict(KWG=16, VWM=4, VWN=4, STRM=1, STRN=1, PADA=8, PADB=8, NBUF=2,
+                 rate={"cx_conv": 1.0, "cx_wgrad": 1.0})
+# Small sets for emulation: warps side by side along N, and stacked along M
+EMULATED_CONV_CONFIGS = (dict(_MMA_BASE, MWG=32, NWG=32, MDIMC=8, NDIMC=8, MMA_WARPS_N=2),
+                         dict(_MMA_BASE, MWG=32, NWG=32, MDIMC=8, NDIMC=8, MMA_WARPS_N=1))
+TF32_IMPLICIT_CASES = TF32_CONV_CASES + [((2, 3, 12, 12), (33, 3, 5, 5), {"padding": 2}),
+                                         ((3, 8, 7, 7), (20, 8, 3, 3), {"padding": (1, 0),
+                                                                        "dilation": 2})]
+
+
+def check_tf32_implicit(device, rng, case):
+    """conv2d with algo="tf32_implicit", forward and gradients, against float64: within TF32's
+    bound, and above fp32's error (the tensor-core multiply ran, not the fp32 one)."""
+    from test_conv import ref_conv
+    xshape, wshape, kw = case
+    x, w = random_array(rng, xshape), random_array(rng, wshape)
+    b = random_array(rng, wshape[:1])
+    X, W, B = (cltensor.from_numpy(a, device=device).requires_grad_() for a in (x, w, b))
+    with allow_tf32(), cltensor.profile() as prof:
+        out = cltensor.nn.functional.conv2d(X, W, B, algo="tf32_implicit", **kw)
+        g = random_array(rng, out.shape)
+        out.backward(cltensor.from_numpy(g, device=device))
+    assert {"cx_conv", "cx_wgrad"} <= {r["name"] for r in prof.records()}
+    ref, gx, gw = ref_conv(x, w, b, grad=g.astype(np.float64), **kw)
+    for name, got, want in (("out", out, ref), ("gx", X.grad, gx), ("gw", W.grad, gw)):
+        err = rel_error(got, want)
+        assert 1e-5 < err <= REL_TOL, f"{case} {name}: {err:.2e}"
+
+
+@pytest.mark.parametrize("config", range(len(EMULATED_CONV_CONFIGS)))
+@pytest.mark.parametrize("case", TF32_IMPLICIT_CASES)
+def test_tf32_implicit_emulated(device, rng, emulated_registered, config, case):
+    emulated_registered.conv_configs = (EMULATED_CONV_CONFIGS[config],)
+    check_tf32_implicit(device, rng, case)
+
+
+@pytest.mark.parametrize("config", range(len(nvidia.CONV_CONFIGS)))
+@pytest.mark.parametrize("case", TF32_IMPLICIT_CASES)
+def test_tf32_implicit_on_tensor_cores(device, rng, nvmma, monkeypatch, config, case):
+    monkeypatch.setattr(nvmma, "conv_configs", (nvidia.CONV_CONFIGS[config],))
+    check_tf32_implicit(device, rng, case)
+
+
+def test_tf32_implicit_needs_allow_tf32(device, emulated_registered):
+    x = cltensor.zeros(1, 3, 6, 6, device=device)
+    w = cltensor.zeros(4, 3, 3, 3, device=device)
+    with pytest.raises(ValueError, match="allow_tf32 is False"):
+        cltensor.nn.functional.conv2d(x, w, padding=1, algo="tf32_implicit")
+
+
+def test_tf32_implicit_preferred_where_the_rules_pick_implicit_gemm(device, monkeypatch,
+                                                                     emulated_registered):
+    """With allow_tf32, auto takes tf32_implicit in the passes where the portable rules take
+    implicit GEMM (measured faster there on the H200), and keeps the others' choices."""
+    from cltensor.conv import dispatch
+    from cltensor.conv.params import ConvParams
+    picks = {"forward": "implicit_gemm", "backward_data": "im2col",
+             "backward_weight": "winograd_4x4"}
+    monkeypatch.setattr(dispatch, "portable_rule", lambda p, device, pass_: picks[pass_])
+    p = ConvParams(2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, np.dtype(np.float32))
+    with allow_tf32():
+        assert [dispatch.rule(p, device, s) for s in dispatch.PASSES] == [
+            "tf32_implicit", "im2col", "winograd_4x4"]
+    assert [dispatch.rule(p, device, s) for s in dispatch.PASSES] == list(picks.values())

@@ -108,8 +108,11 @@ def rule(p, device, pass_):
     where benchmark mode's own picks agreed with these rules on most layers). A plug-in
     algorithm whose prefer() says so comes first."""
     preferred = _plugin_choice(p, device, pass_)
-    if preferred is not None:
-        return preferred
+    return preferred if preferred is not None else portable_rule(p, device, pass_)
+
+
+def portable_rule(p, device, pass_):
+    """The rules' choice among the portable algorithms alone."""
     cpu = device.is_cpu
     if cpu and eligible("gemm_1x1", p, pass_)[0]:
         return "gemm_1x1"

@@ -161,12 +161,13 @@ def _cpu_style(device):
     return KERNEL_STYLE == "cpu" or (KERNEL_STYLE is None and device.is_cpu)
 
 
-def conv(src, geo, w, out, bias, flip):
+def conv(src, geo, w, out, bias, flip, engine=None):
     """out (a 4-d view) = the convolution of geo over the virtually padded src with weight w
-    (flipped and transposed when flip), plus bias."""
+    (flipped and transposed when flip), plus bias. engine: a plug-in's multiply for the GPU
+    kernels (implicit_gpu.MmaEngine), which then run on any device."""
     device = out.device
-    if not _cpu_style(device):
-        return implicit_gpu.conv(src, geo, w, out, bias, flip, pack_weight)
+    if engine is not None or not _cpu_style(device):
+        return implicit_gpu.conv(src, geo, w, out, bias, flip, pack_weight, engine)
     extra, wq, qn = {}, geo.wo, geo.qn
     tile = CPU_TILES[geo.dtype.itemsize]
     strip = geo.strip(tile["NR"])
@@ -192,19 +193,19 @@ def conv(src, geo, w, out, bias, flip):
     return out
 
 
-def forward(x, w, bias, p, out):
-    return conv(x, _forward_geometry(p), w, out, bias, flip=False)
+def forward(x, w, bias, p, out, engine=None):
+    return conv(x, _forward_geometry(p), w, out, bias, flip=False, engine=engine)
 
 
 # ---- backward ---------------------------------------------------------------------------------
 
-def backward(x, w, gout, p, need_x, need_w):
+def backward(x, w, gout, p, need_x, need_w, engine=None):
     gx = gw = None
     if need_x:
         gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
-        conv(gout, _data_geometry(p), w, gx, None, flip=True)
+        conv(gout, _data_geometry(p), w, gx, None, flip=True, engine=engine)
     if need_w:
-        gw = weight_grad(x, gout, p)
+        gw = weight_grad(x, gout, p, engine)
     return gx, gw
 
 
@@ -217,12 +218,12 @@ def _splits(device, tiles, n, groups, part_bytes):
     return -(-n // ips), ips
 
 
-def weight_grad(x, gout, p):
+def weight_grad(x, gout, p, engine=None):
     """gW = sum over images and positions of the gathered input times the output gradient."""
     device = x.device
     geo = _forward_geometry(p)
-    if not _cpu_style(device):
-        return implicit_gpu.weight_grad(x, gout, geo)
+    if engine is not None or not _cpu_style(device):
+        return implicit_gpu.weight_grad(x, gout, geo, engine)
     tile = CPU_TILES[p.dtype.itemsize]
     cols, rows = tile["NR"], tile["MR"]
     local, name = (1, 1, 1), "wgrad_cpu"

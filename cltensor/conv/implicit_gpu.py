@@ -14,9 +14,18 @@ from . import common
 
 KERNEL_FILE = "conv_xgemm.cl"
 ENGINE = ("gemm_common.cl", "gemm_xgemm.cl", "conv_taps.cl")  # prepended to KERNEL_FILE
+MMA_ENGINE = ("gemm_common.cl", "gemm_xgemm.cl", "xgemm_mma.cl", "conv_taps.cl")
 # the largest MWG and KWG of the GEMM database's parameter sets (for workspace estimates)
 MAX_PANEL = 128
 MAX_KWG = 32
+
+
+class MmaEngine(NamedTuple):
+    """A plug-in's tensor-core multiply for these kernels (cl_kernels/xgemm_mma.cl): its
+    parameter sets (the engine's keys, MMA_WARPS_N, and `rate`: {kernel name: relative
+    speed}) and whether it is emulated in plain OpenCL (tests)."""
+    sets: tuple
+    emulate: bool = False
 
 
 class Product(NamedTuple):
@@ -41,12 +50,18 @@ FORCE_PARAMS = {}
 _ranked = {}  # (device, dtype, kernel, m, n, k, nbatch) -> parameter sets, best first
 
 
-def _candidates(device, dtype, kernel, m, n, k, nbatch):
+def _candidates(device, dtype, kernel, m, n, k, nbatch, engine=None):
     """The parameter sets for the kernel's (nbatch x) m x n x k product, best first: the
     database's sets measured on the kernel itself, then the GEMM-style sets (the entry's
-    cx_sets, else the GEMM's) by gemm.xgemm_plan."""
+    cx_sets, else the GEMM's) by gemm.xgemm_plan; a plug-in engine's sets by their padded
+    tile work at their rates."""
     if kernel in FORCE_PARAMS:
         return [FORCE_PARAMS[kernel]]
+    if engine is not None:
+        def cost(q):
+            padded = -(-m // q["MWG"]) * q["MWG"] * -(-n // q["NWG"]) * q["NWG"]
+            return padded / q["rate"][kernel]
+        return sorted((q for q in engine.sets if _engine_ok(q, kernel)), key=cost)
     key = (device, np.dtype(dtype), kernel, m, n, k, nbatch)
     if key not in _ranked:
         _ranked[key] = _rank(*key)
@@ -86,11 +101,14 @@ def _rank_wgrad(measured, others, m, n):
     return sorted(measured + others, key=cost)
 
 
-def _build(device, geo, name, product, extra):
+def _build(device, geo, name, product, extra, engine=None):
     """(parameters, kernel): the best parameter set whose built kernel the device accepts
     (work-group size within what its registers allow); extra(q) gives the set's own defines."""
-    for q in _candidates(device, geo.dtype, name, *product):
-        kernel = _kernel(device, name, q, geo, **extra(q))
+    for q in _candidates(device, geo.dtype, name, *product, engine=engine):
+        defines = extra(q)
+        if engine is not None:
+            defines.update(XGEMM_MMA=1, MMA_EMULATE=int(engine.emulate))
+        kernel = _kernel(device, name, q, geo, **defines)
         if gemm._kernel_fits(device, kernel, q["MDIMC"] * q["NDIMC"]):
             return q, kernel
     raise RuntimeError(f"conv: no parameter set of the GEMM engine fits {device} for {name}")
@@ -114,12 +132,13 @@ def _kernel(device, name, params, geo, **extra):
                    SH=geo.sh, SW=geo.sw, DH=geo.dh, DW=geo.dw, UH=geo.uh, UW=geo.uw, H=geo.h,
                    W=geo.w, OY=geo.oy, OX=geo.ox, WO=geo.wo, QN=geo.qn, CG=geo.cg,
                    COG=geo.cog, K=geo.k, **extra)
-    return common.get_kernel(device, KERNEL_FILE, name, defines, ENGINE)
+    headers = MMA_ENGINE if defines.get("XGEMM_MMA") else ENGINE
+    return common.get_kernel(device, KERNEL_FILE, name, defines, headers)
 
 
-def conv(src, geo, w, out, bias, flip, pack_weight):
+def conv(src, geo, w, out, bias, flip, pack_weight, engine=None):
     """out (a 4-d view) = the convolution of geometry geo over the virtually padded src with
-    weight w (flipped and transposed when flip), plus bias."""
+    weight w (flipped and transposed when flip), plus bias; engine: a plug-in's multiply."""
     device = out.device
     def extra(q):
         defines = {"VWA": _a_width(q), "VWB": 1, "A_KC": 0, "B_KC": 0,
@@ -128,7 +147,8 @@ def conv(src, geo, w, out, bias, flip, pack_weight):
             defines["HAS_BIAS"] = None
         return defines
 
-    q, kernel = _build(device, geo, "cx_conv", (geo.cog, geo.n * geo.qn, geo.k, geo.g), extra)
+    q, kernel = _build(device, geo, "cx_conv", (geo.cog, geo.n * geo.qn, geo.k, geo.g), extra,
+                       engine)
     wpk = pack_weight(w, geo, q["MWG"], round_up(geo.k, q["KWG"]), flip)
     b = bias if bias is not None else wpk  # NOTE: not read without HAS_BIAS
     bias_args = [b.storage.buf, np.int64(b.offset), np.int64(b.strides[0])]
@@ -156,12 +176,13 @@ def _wgrad_splits(device, q, geo, npos):
     return max(1, min(want, most))
 
 
-def weight_grad(x, gout, geo):
-    """The weight gradient (Co, Cg, Kh, Kw) of a convolution of geometry geo."""
+def weight_grad(x, gout, geo, engine=None):
+    """The weight gradient (Co, Cg, Kh, Kw) of a convolution of geometry geo; engine: a
+    plug-in's multiply."""
     device = x.device
     npos = geo.n * geo.qn
     q, kernel = _build(device, geo, "cx_wgrad", (geo.cog, geo.k, npos, geo.g),
-                       lambda q: {"VWA": 1, "VWB": 1, "A_KC": 1, "B_KC": 1})
+                       lambda q: {"VWA": 1, "VWB": 1, "A_KC": 1, "B_KC": 1}, engine)
     splits = _wgrad_splits(device, q, geo, npos)
     gw = common.empty((geo.g * geo.cog, geo.cg, geo.kh, geo.kw), x)
     part = common.empty((splits * geo.g * geo.cog * geo.k,), x) if splits > 1 else gw

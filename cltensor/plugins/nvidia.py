@@ -1,6 +1,7 @@
 """The NVIDIA tensor-core plug-in: float32 GEMM in TF32 on tensor cores, through inline PTX
-mma.sync from OpenCL (cl_kernels/nvidia_mma.cl), used only while cltensor.backends.allow_tf32
-is True.
+mma.sync from OpenCL (cl_kernels/nvidia_mma.cl), and implicit-GEMM convolution with its multiply
+on tensor cores (conv algorithm "tf32_implicit": cl_kernels/xgemm_mma.cl), used only while
+cltensor.backends.allow_tf32 is True.
 
 It serves the NVIDIA devices whose OpenCL compiler builds its probe (mma.sync with tf32,
 cvt.rna.tf32 and cp.async: Ampere and later). There it takes every float32 product with K > 0
@@ -35,6 +36,23 @@ CONFIGS = (
      "ROUND": 3, "GROUP_M": 8, "PREFETCH": 0, "rate": 112.0, "groups_per_cu": 2},
     {"WM": 32, "WN": 32, "WARPS_M": 2, "WARPS_N": 2, "BK": 16, "STAGES": 4, "ASYNC": 1,
      "ROUND": 3, "GROUP_M": 8, "PREFETCH": 0, "rate": 70.0, "groups_per_cu": 4},
+)
+# Parameter sets of the implicit-GEMM convolution kernels on tensor cores (conv_xgemm.cl built
+# with xgemm_mma.cl): gemm_xgemm.cl's engine keys (its local-memory rows padded to 8 mod 32
+# elements: conflict-free fragment reads) and MMA_WARPS_N; rate: relative speed per kernel,
+# which with the padded tile work ranks the sets (implicit_gpu._candidates). Rates fitted to
+# the H200's kernel times on AlexNet's and GoogLeNet's layers at batch 128 (2026-12-01): the
+# 64 x 128 tile won most forward passes, 128 x 128 the weight gradients of many taps, 32 x 128
+# the layers of at most 48 channels.
+_CONV_BASE = {"KWG": 16, "VWM": 4, "VWN": 4, "STRM": 1, "STRN": 1, "PADA": 8, "PADB": 8,
+              "NBUF": 2}
+CONV_CONFIGS = (
+    dict(_CONV_BASE, MWG=64, NWG=128, MDIMC=8, NDIMC=16, MMA_WARPS_N=2,
+         rate={"cx_conv": 1.0, "cx_wgrad": 0.9}),
+    dict(_CONV_BASE, MWG=128, NWG=128, MDIMC=16, NDIMC=16, MMA_WARPS_N=4,
+         rate={"cx_conv": 0.85, "cx_wgrad": 1.0}),
+    dict(_CONV_BASE, MWG=32, NWG=128, MDIMC=8, NDIMC=16, MMA_WARPS_N=4,
+         rate={"cx_conv": 0.8, "cx_wgrad": 0.7}),
 )
 # Where and when CONFIGS were measured, with the references measured in the same run.
 # NOTE: PREFETCH 1 passes the emulated tests but was not measured on hardware yet.
@@ -74,6 +92,7 @@ class NvidiaTensorCores(Plugin):
     probe_defines = {"NVMMA_PROBE": None}
     emulate = False   # True: plain OpenCL instead of PTX (the tests, on any device)
     configs = CONFIGS
+    conv_configs = CONV_CONFIGS
 
     def __init__(self):
         self._broken = set()  # (device, parameter set) that failed to build or fit
@@ -90,7 +109,12 @@ class NvidiaTensorCores(Plugin):
         return False
 
     def conv_algorithms(self):
-        return {"tf32_gemm": Tf32Convolution(self)}
+        return {"tf32_gemm": Tf32Convolution(self), "tf32_implicit": Tf32Implicit(self)}
+
+    def conv_engine(self):
+        """The tensor-core multiply of the implicit-GEMM convolution kernels."""
+        from ..conv.implicit_gpu import MmaEngine
+        return MmaEngine(self.conv_configs, self.emulate)
 
     def plans(self, p):
         """(parameter set, K splits) for problem p, the fastest estimate first."""
@@ -123,8 +147,7 @@ class NvidiaTensorCores(Plugin):
 class Tf32Convolution:
     """Conv algorithm "tf32_gemm": convolution on tensor cores while allow_tf32 is True. It runs
     the portable GEMM-based algorithms (gemm_1x1 for 1x1 layers, else im2col), whose products
-    reach the plug-in's TF32 GEMM through gemm_into; auto prefers it then (TF32 products run
-    2-3x faster than fp32 on the H200, which pays for im2col's copies)."""
+    reach the plug-in's TF32 GEMM through gemm_into."""
     PASSES_NOT_SUPPORTED = ()
 
     def __init__(self, plugin):
@@ -157,6 +180,33 @@ class Tf32Convolution:
 
     def backward(self, x, w, gout, p, need_x, need_w):
         return _base(p).backward(x, w, gout, p, need_x, need_w)
+
+
+class Tf32Implicit(Tf32Convolution):
+    """Conv algorithm "tf32_implicit": implicit-GEMM convolution (cltensor/conv/implicit_gpu.py,
+    the kernels of conv_xgemm.cl: gathers, no workspace) with its multiply on tensor cores
+    (xgemm_mma.cl), every pass, while allow_tf32 is True."""
+
+    def prefer(self, p, device, pass_):
+        # NOTE: measured on the H200 (every pass of AlexNet's and 25 of GoogLeNet's layers at
+        # batch 128, kernel times): where the portable rules pick implicit GEMM this beat it
+        # on all but 3 passes (1.1-2x: GoogLeNet 4a/1x1 forward 0.21 -> 0.11 ms, AlexNet conv1
+        # weight gradient 1.14 -> 0.58) and lost by at most 10% (4a/5x5r's input gradient);
+        # Winograd's choices won everywhere, and strided input gradients ran 30-60x slower
+        from ..conv import dispatch
+        return dispatch.portable_rule(p, device, pass_) == "implicit_gemm"
+
+    def workspace_bytes(self, p, backward=False):
+        from ..conv import implicit
+        return implicit.workspace_bytes(p, backward)
+
+    def forward(self, x, w, bias, p, out):
+        from ..conv import implicit
+        return implicit.forward(x, w, bias, p, out, self.plugin.conv_engine())
+
+    def backward(self, x, w, gout, p, need_x, need_w):
+        from ..conv import implicit
+        return implicit.backward(x, w, gout, p, need_x, need_w, self.plugin.conv_engine())
 
 
 def _base(p):
