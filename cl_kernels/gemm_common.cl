@@ -34,6 +34,9 @@
       "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                             \
       : "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3])                             \
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+/* A TF32 operand as the tensor cores read it, from a float's bits: the low 13 mantissa bits
+ * dropped (the plug-in files' plain-OpenCL emulation of MMA_TF32). */
+#define TF32_TRUNC(bits) as_float((bits) & 0xffffe000u)
 
 #define EPI_ROW_BIAS 1
 #define EPI_COL_BIAS 2

@@ -10,10 +10,9 @@
  * along N: element (k, n) at Bp[batch_offset(b, vb) + k*ldb + n], any offset and ldb (no
  * copy; a last, partial panel is computed as the panel that ends at column N, its columns
  * before the panel's own recomputed and not stored, or with N < NR from whole vectors, lanes
- * and zeros past N). With A_INPLACE, Ap is A itself, rows
- * contiguous along K: element (m, k) at Ap[batch_offset(b, va) + m*lda + k]. Ci and Co are
- * strided views as in gemm_direct.cl; whole tiles of row-contiguous Co (without Ci) are stored
- * as vectors.
+ * and zeros past N). With A_INPLACE, Ap is A itself, rows contiguous along K: element (m, k)
+ * at Ap[batch_offset(b, va) + m*lda + k]. Ci and Co are strided views as in gemm_direct.cl;
+ * whole tiles of row-contiguous Co (without Ci) are stored as vectors.
  *
  * One work-item computes one MR x NR tile of C in registers (MR * NR / VW vectors of T: 28
  * AVX-512 registers for 14 x 32 floats) over the whole of K: per k one row of B's panel as

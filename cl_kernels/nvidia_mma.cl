@@ -360,7 +360,7 @@ inline float emulated_dot(__local const uint* x, const int i, const int j, const
   for (int c = 0; c < 8; ++c) {
     const uint a = xa[((row >> 3) + 2 * (c >> 2)) * 32 + (row & 7) * 4 + (c & 3)];
     const uint b = xb[(c >> 2) * 32 + col * 4 + (c & 3)];
-    d += as_float(a & 0xffffe000u) * as_float(b & 0xffffe000u);
+    d += TF32_TRUNC(a) * TF32_TRUNC(b);
   }
   return d;
 }

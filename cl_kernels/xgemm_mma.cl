@@ -33,8 +33,6 @@
 #define MI (WTM / 16)
 #define NJ (WTN / 8)
 
-#define TF32_BITS(x) (as_uint(x) & 0xffffe000u)
-
 /* acc += slice (as, bs) for the warp's tile at (wm0, wn0), lane (g, t). */
 inline void mma_slice(__local const float* as, __local const float* bs, const int wm0,
                       const int wn0, const int g, const int t, float acc[MI][NJ][4]) {
@@ -47,8 +45,8 @@ inline void mma_slice(__local const float* as, __local const float* bs, const in
           const int m = wm0 + 16 * i + g + 8 * (e >> 1), n = wn0 + 8 * j + 2 * t + (e & 1);
           float d = 0;
           for (int c = 0; c < 8; ++c)
-            d += as_float(TF32_BITS(as[(kk + c) * LDA + m])) *
-                 as_float(TF32_BITS(bs[(kk + c) * LDB + n]));
+            d += TF32_TRUNC(as_uint(as[(kk + c) * LDA + m])) *
+                 TF32_TRUNC(as_uint(bs[(kk + c) * LDB + n]));
           acc[i][j][e] += d;
         }
 #else

@@ -758,8 +758,10 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
         fam = family_of(p.device, p.dtype, entry, (m, n, k), p.nbatch)
     if fam == "packed":
         moves = _moves(p, entry["packed"])
-        if moves and _moves(_transposed(p), entry["packed"]) < moves:
-            p, row_bias, col_bias = _transposed(p), col_bias, row_bias
+        if moves:
+            pt = _transposed(p)
+            if _moves(pt, entry["packed"]) < moves:
+                p, row_bias, col_bias = pt, col_bias, row_bias
     epi = _epilogue_args(p, alpha, beta, c_in is not None, row_bias, col_bias, relu)
     RUNNERS[fam](p, entry, epi)
     return c_out
