@@ -174,6 +174,53 @@ def test_autograd_grad_and_create_graph(device):
         ct.autograd.grad((x * 2).sum(), [x, ct.ones(1, device=device).requires_grad_()])
 
 
+def test_saved_output_keeps_its_history_under_create_graph(device):
+    # exp saves its output; the second derivative flows through that saved output
+    x = ct.tensor([0.3, -0.7, 1.1], device=device).requires_grad_()
+    (g,) = ct.autograd.grad(x.exp().sum(), x, create_graph=True)
+    g.sum().backward()
+    assert_close(x.grad, np.exp([0.3, -0.7, 1.1]), rtol=1e-6)
+    # sigmoid's second derivative: s(1 - s)(1 - 2s), through the saved s twice
+    x.grad = None
+    (g,) = ct.autograd.grad(x.sigmoid().sum(), x, create_graph=True)
+    g.sum().backward()
+    s = 1 / (1 + np.exp(-np.array([0.3, -0.7, 1.1])))
+    assert_close(x.grad, s * (1 - s) * (1 - 2 * s), rtol=1e-5)
+
+
+def test_leaf_grads_never_alias_other_tensors(device):
+    a = ct.tensor([1.0, 2.0, 3.0], device=device).requires_grad_()
+    b = ct.tensor([4.0, 5.0, 6.0], device=device).requires_grad_()
+    g = ct.tensor([0.5, -1.0, 2.0], device=device)
+    (a + b).backward(g)  # add hands the same gradient to both leaves
+    a.grad.add_(1.0)
+    assert_close(b.grad, [0.5, -1.0, 2.0])
+    assert_close(g, [0.5, -1.0, 2.0])
+    b.grad = None
+    b.backward(g)  # the user's gradient reaches the leaf as it is
+    b.grad.mul_(3.0)
+    assert_close(g, [0.5, -1.0, 2.0])
+    x = ct.tensor([[1.0, 2.0], [3.0, 4.0]], device=device).requires_grad_()
+    y = x.reshape(4)
+    y.retain_grad()
+    (y * y).sum().backward()  # x's gradient is a view of y's
+    x.grad.zero_()
+    assert_close(y.grad, [2, 4, 6, 8])
+
+
+def test_leaf_gradient_is_not_copied(device):
+    """A gradient nothing else holds becomes .grad as it is (torch steals it too): backward
+    launches the same kernels as autograd.grad, which accumulates nothing."""
+    x = ct.randn(4, 5, device=device)
+    w = ct.randn(5, 3, device=device).requires_grad_()
+    with ct.profile() as returned:
+        ct.autograd.grad((x @ w).relu().sum(), w)
+    with ct.profile() as accumulated:
+        (x @ w).relu().sum().backward()
+    assert sum(c for _, c, _, _ in accumulated.table()) == sum(c for _, c, _, _ in returned.table())
+    assert_close(w.grad, ct.autograd.grad((x @ w).relu().sum(), w)[0].numpy(), rtol=1e-6)
+
+
 def test_retain_grad_for_non_leaf(device):
     x = ct.tensor([1.0, 2.0], device=device).requires_grad_()
     y = x * 2

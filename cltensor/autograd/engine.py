@@ -7,7 +7,9 @@ runs each node's `backward` once, after all its consumers, summing the gradients
 """
 import contextlib
 import functools
+import sys
 import threading
+import weakref
 
 from ..tensor import ClTensor
 
@@ -73,6 +75,7 @@ class Context:
         self._saved = None
         self._versions = None
         self._released = False
+        self._outputs = None  # saved index -> (weakref to the node, output index): see _unlink
 
     def save_for_backward(self, *tensors):
         self._saved = tensors
@@ -93,11 +96,39 @@ class Context:
                     "one of the variables needed for gradient computation has been modified by "
                     f"an inplace operation: a tensor of shape {t.shape} is at version "
                     f"{t.storage.version}; expected version {v} instead")
-        return self._saved
+        if self._outputs is None:
+            return self._saved
+        return tuple(_relinked(t, *self._outputs[i]) if i in self._outputs else t
+                     for i, t in enumerate(self._saved))
+
+    def _unlink(self, node, outs):
+        """Keep saved outputs without their grad_fn (the node that holds this ctx), so that a
+        graph nobody runs backward through is freed at once, not by the cycle collector
+        (torch's SavedVariable does the same)."""
+        where = {id(o): i for i, o in enumerate(outs)}
+        hits = {i: where[id(t)] for i, t in enumerate(self._saved or ())
+                if t is not None and id(t) in where}
+        if not hits:
+            return
+        ref = weakref.ref(node)
+        self._outputs = {i: (ref, k) for i, k in hits.items()}
+        self._saved = tuple(t.detach() if i in hits else t for i, t in enumerate(self._saved))
 
     def release(self):
         self._saved = None
         self._released = True
+
+
+def _relinked(t, node_ref, index):
+    """A saved output given back with its grad_fn (for create_graph=True)."""
+    node = node_ref()
+    if node is None:
+        return t
+    v = t.detach()
+    v.requires_grad = True
+    v.grad_fn = node
+    v._output_nr = index
+    return v
 
 
 class Node:
@@ -135,14 +166,29 @@ class AccumulateGrad:
     def name(self):
         return "AccumulateGrad"
 
-    def accumulate(self, grad):
+    def accumulate(self, grad, owned=False):
+        """Add grad into tensor.grad. owned: no tensor outside this backward holds grad, so
+        its storage may become .grad as it is when no other tensor shares it (torch steals
+        such a gradient too); otherwise .grad gets a copy and never aliases another tensor."""
         t = self.tensor
         assert grad.shape == t.shape, f"gradient of shape {grad.shape} for a leaf of shape {t.shape}"
-        # NOTE: a fresh copy, so that .grad never aliases another tensor's storage
-        grad = grad.detach()
+        # NOTE: grad's references: the engine's slot list, this argument, getrefcount's
+        owned = owned and sys.getrefcount(grad) <= 3
         if grad.dtype != t.dtype:
             grad = grad.to(t.dtype)
-        t.grad = grad.clone() if t.grad is None else t.grad + grad
+        if t.grad is not None:
+            t.grad = t.grad + grad.detach()
+        elif owned and _sole_view(grad) and not is_grad_enabled():
+            t.grad = grad.detach()
+        else:
+            t.grad = grad.detach().clone()
+
+
+def _sole_view(t):
+    """t is contiguous, spans its whole storage, and no other tensor refers to that storage."""
+    # NOTE: the storage's references: t's attribute and getrefcount's argument
+    return (t.offset == 0 and t.storage.nbytes == t.numel() * t.dtype.itemsize
+            and t.is_contiguous() and sys.getrefcount(t.storage) == 2)
 
 
 def _edge(t):
@@ -206,6 +252,7 @@ class Function:
                 o.requires_grad = True
                 o.grad_fn = node
                 o._output_nr = i
+        ctx._unlink(node, outs)
         return out
 
 
@@ -256,7 +303,7 @@ def run_backward(tensors, grads, retain_graph=False, inputs=None):
                 continue
         if isinstance(node, AccumulateGrad):
             if inputs is None:
-                node.accumulate(gs[0])
+                node.accumulate(gs[0], owned=all(g is not gs[0] for g in grads))
             continue
         for i, t in node.retained.items():
             if gs[i] is not None and inputs is None:
@@ -267,6 +314,7 @@ def run_backward(tensors, grads, retain_graph=False, inputs=None):
         for e, g in zip(node.next_functions, in_grads):
             if e is not None and g is not None:
                 _add_grad(pending, e, g)
+        in_grads = g = None  # NOTE: the pending slots alone hold the gradients (accumulate)
     return results
 
 
