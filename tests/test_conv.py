@@ -194,7 +194,7 @@ def test_implicit_gemm_gpu_skips_parameter_sets_the_device_refuses(device, rng, 
     """A built kernel whose work-group the device refuses (too many registers) is skipped for
     the next parameter set; none left is a clear error, not a launch failure."""
     monkeypatch.setattr(implicit, "KERNEL_STYLE", "gpu")
-    implicit_gpu._ranked.clear()
+    implicit_gpu.clear_cache()
     refused = []
 
     def fits(device, kernel, wgs):
@@ -211,7 +211,7 @@ def test_implicit_gemm_gpu_skips_parameter_sets_the_device_refuses(device, rng, 
                                                                                (2, 3, 3, 3)))
     with pytest.raises(RuntimeError, match="no parameter set of the GEMM engine fits"):
         conv2d(x, w, algo="implicit_gemm")
-    implicit_gpu._ranked.clear()
+    implicit_gpu.clear_cache()
 
 
 @pytest.mark.parametrize("algo", ALGOS)

@@ -13,7 +13,7 @@ problem (dispatch.py), forward and backward.
 `conv_algorithms(...)` reports each algorithm's eligibility, workspace and (in benchmark mode,
 cltensor.backends.benchmark = True) its time for a problem.
 """
-from . import common, dispatch
+from . import common, dispatch, implicit_gpu
 from .dispatch import ALGORITHMS, PASSES  # noqa: F401
 from .function import Conv2dFunction, conv2d  # noqa: F401
 from .params import ConvParams, make_params  # noqa: F401
@@ -23,8 +23,9 @@ __all__ = ["conv2d", "conv_algorithms"]
 
 
 def clear_cache():
-    """Forget the algorithm choices and the cached weight transforms (Winograd's filters,
-    implicit GEMM's panels); the benchmark-mode file stays; cltensor.clear_cache() forgets the
-    kernels."""
+    """Forget the algorithm choices, the implicit-GEMM kernels chosen per problem and the cached
+    weight transforms (Winograd's filters, implicit GEMM's panels); the benchmark-mode file
+    stays; cltensor.clear_cache() forgets the kernels."""
     dispatch.clear_cache()
     common.clear_per_weight()
+    implicit_gpu.clear_cache()

@@ -29,6 +29,7 @@ PASSES = ("forward", "backward_data", "backward_weight")
 _chosen = {}      # (device index, params, pass) -> algorithm name
 _times = {}       # (device index, params, pass) -> {algorithm: ms}
 _disk = {}        # device index -> the cache file's dict
+_ruled = {}       # (device, params, pass) -> portable_rule's choice
 
 
 def eligible(name, p, pass_="forward", device=None):
@@ -112,7 +113,16 @@ def rule(p, device, pass_):
 
 
 def portable_rule(p, device, pass_):
-    """The rules' choice among the portable algorithms alone."""
+    """The rules' choice among the portable algorithms alone (memoized: it runs for every pass
+    of every convolution)."""
+    key = (device, p, pass_)
+    name = _ruled.get(key)
+    if name is None:
+        name = _ruled[key] = _portable_rule(p, device, pass_)
+    return name
+
+
+def _portable_rule(p, device, pass_):
     cpu = device.is_cpu
     if cpu and eligible("gemm_1x1", p, pass_)[0]:
         return "gemm_1x1"
@@ -191,6 +201,7 @@ def clear_cache():
     _chosen.clear()
     _times.clear()
     _disk.clear()
+    _ruled.clear()
 
 
 # ---- benchmark mode ---------------------------------------------------------------------------

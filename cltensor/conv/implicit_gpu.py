@@ -101,9 +101,32 @@ def _rank_wgrad(measured, others, m, n):
     return sorted(measured + others, key=cost)
 
 
-def _build(device, geo, name, product, extra, engine=None):
+_built = {}  # (device, geometry, kernel, product, engine, variant) -> (engine's sets, parameters, kernel)
+
+
+def _build(device, geo, name, product, extra, engine=None, variant=None):
     """(parameters, kernel): the best parameter set whose built kernel the device accepts
-    (work-group size within what its registers allow); extra(q) gives the set's own defines."""
+    (work-group size within what its registers allow); extra(q) gives the set's own defines,
+    the same for calls of the same `variant`. Memoized: choosing and keying the kernel cost
+    more host time than its launch."""
+    if name in FORCE_PARAMS:
+        return _search(device, geo, name, product, extra, engine)
+    sets = engine and engine.sets
+    # NOTE: an engine's sets (dicts) by id, kept in the value so that the id stays theirs
+    key = (device, geo, name, product, id(sets), engine and engine.emulate, variant)
+    hit = _built.get(key)
+    if hit is None or hit[0] is not sets:
+        hit = _built[key] = (sets, *_search(device, geo, name, product, extra, engine))
+    return hit[1:]
+
+
+def clear_cache():
+    """Forget the ranked parameter sets and the kernels chosen per problem."""
+    _ranked.clear()
+    _built.clear()
+
+
+def _search(device, geo, name, product, extra, engine):
     for q in _candidates(device, geo.dtype, name, *product, engine=engine):
         defines = extra(q)
         if engine is not None:
@@ -148,7 +171,7 @@ def conv(src, geo, w, out, bias, flip, pack_weight, engine=None):
         return defines
 
     q, kernel = _build(device, geo, "cx_conv", (geo.cog, geo.n * geo.qn, geo.k, geo.g), extra,
-                       engine)
+                       engine, variant=bias is not None)
     wpk = pack_weight(w, geo, q["MWG"], round_up(geo.k, q["KWG"]), flip)
     b = bias if bias is not None else wpk  # NOTE: not read without HAS_BIAS
     bias_args = [b.storage.buf, np.int64(b.offset), np.int64(b.strides[0])]

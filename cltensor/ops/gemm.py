@@ -575,9 +575,8 @@ def _run_xgemm(p, entry, epi):
         return _run_tiled(p, entry, epi)
     plan = _timed_plan(p, entry, own) if backends.benchmark and own else None
     if plan is None:
-        ranked = sorted(own, key=lambda q: xgemm_plan(p, entry, q)[0]) + extra
-        for params in ranked:
-            plan = _prepare(p, params, xgemm_plan(p, entry, params)[1])
+        for params, splits in _ranking(p, entry, own, extra):
+            plan = _prepare(p, params, splits)
             if plan is not None:
                 break
             if entry.get("strict"):
@@ -585,6 +584,27 @@ def _run_xgemm(p, entry, epi):
         else:
             return _run_tiled(p, entry, epi)
     _launch_xgemm(p, plan, epi)
+
+
+_ranked = {}  # (device, problem, the entry's sets (by id) and settings) -> (sets, ranking)
+# the entry's settings that xgemm_plan reads besides its sets
+PLAN_SETTINGS = ("compute_units", "threads_per_cu", "split_k", "split_cost_us", "bandwidth_gbs")
+
+
+def _ranking(p, entry, own, extra):
+    """[(params, K splits)]: own by xgemm_plan's estimate, then the fallbacks; memoized, since
+    estimating every set and split count costs more host time than a launch."""
+    sets = entry.get("xgemm")
+    key = (p.device, p.dtype.itemsize, p.m, p.n, p.k, p.nbatch, id(sets),
+           *[entry.get(k) for k in PLAN_SETTINGS])
+    hit = _ranked.get(key)
+    # NOTE: the entry's list is kept in the value, so its id cannot pass to another list
+    if hit is None or hit[0] is not sets:
+        plans = [(q, *xgemm_plan(p, entry, q)) for q in own]
+        ranking = [(q, splits) for q, _, splits in sorted(plans, key=lambda r: r[1])]
+        ranking += [(q, xgemm_plan(p, entry, q)[1]) for q in extra]
+        hit = _ranked[key] = (sets, ranking)
+    return hit[1]
 
 
 def _launch_xgemm(p, plan, epi):
@@ -676,8 +696,9 @@ def benchmark_times(device):
 
 
 def clear_cache():
-    """Forget benchmark mode's timings."""
+    """Forget benchmark mode's timings and the estimate's rankings."""
     _timed.clear()
+    _ranked.clear()
 
 
 def _reduce_splits(p, kernel, splits, part, epi):

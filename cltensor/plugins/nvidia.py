@@ -96,6 +96,7 @@ class NvidiaTensorCores(Plugin):
 
     def __init__(self):
         self._broken = set()  # (device, parameter set) that failed to build or fit
+        self._plans = {}  # (device, problem, sets) -> (sets, [(parameter set, K splits)])
 
     def gemm(self, p, alpha, beta, has_ci, row_bias, col_bias, relu):
         if not backends.allow_tf32 or p.dtype != np.float32 or p.k == 0:
@@ -117,7 +118,17 @@ class NvidiaTensorCores(Plugin):
         return MmaEngine(self.conv_configs, self.emulate)
 
     def plans(self, p):
-        """(parameter set, K splits) for problem p, the fastest estimate first."""
+        """(parameter set, K splits) for problem p, the fastest estimate first; memoized (the
+        estimates cost more host time than a launch)."""
+        # NOTE: the sets by id, kept in the value so that the id stays theirs; a set found
+        # broken changes the key
+        key = (p.device, p.m, p.n, p.k, p.nbatch, id(self.configs), len(self._broken))
+        hit = self._plans.get(key)
+        if hit is None or hit[0] is not self.configs:
+            hit = self._plans[key] = (self.configs, self._rank(p))
+        return hit[1]
+
+    def _rank(self, p):
         usable = [q for q in self.configs if (p.device, _key(q)) not in self._broken and
                   local_bytes(q) + LOCAL_RESERVED <= p.device.local_mem]
         units = p.device.cl_device.max_compute_units
