@@ -595,7 +595,7 @@ def _ranking(p, entry, own, extra):
     """[(params, K splits)]: own by xgemm_plan's estimate, then the fallbacks; memoized, since
     estimating every set and split count costs more host time than a launch."""
     sets = entry.get("xgemm")
-    key = (p.device, p.dtype.itemsize, p.m, p.n, p.k, p.nbatch, id(sets),
+    key = (p.device, p.dtype.itemsize, p.m, p.n, p.k, p.nbatch, id(sets), len(own), len(extra),
            *[entry.get(k) for k in PLAN_SETTINGS])
     hit = _ranked.get(key)
     # NOTE: the entry's list is kept in the value, so its id cannot pass to another list
