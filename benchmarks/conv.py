@@ -1,7 +1,9 @@
 """Per-layer convolution times of AlexNet, Overfeat, VGG-A and GoogLeNet (convnet-benchmarks'
 definitions, shared/ANCHORS.md), forward and backward, for cltensor's algorithms side by side
 with PyTorch in the same run: torch on the CPU with the same number of threads when cltensor
-runs on a CPU device (PoCL), cuDNN with TF32 off when a CUDA GPU is present.
+runs on a CPU device (PoCL), cuDNN with TF32 off when a CUDA GPU is present. --tf32 sets
+cltensor.backends.allow_tf32 (a plug-in's tensor-core algorithms, e.g. tf32_implicit, where auto
+prefers them; or name them in --algos) and lets cuDNN use TF32 too.
 
 Protocol (convnet-benchmarks'): one dry run and 0.1 s of untimed runs, then the median of
 --iters timed runs, the device synchronised around each; forward = the output with bias,
@@ -13,6 +15,7 @@ activations kept as a training step keeps them).
 Usage:
     python benchmarks/conv.py [--nets alexnet,vgg_a] [--batch 8] [--algos auto,im2col,...]
                               [--iters 3] [--device SPEC] [--json out.json] [--step alexnet]
+                              [--tf32]
 """
 import argparse
 import json
@@ -170,7 +173,7 @@ def cl_layer(layer, device, algo, iters, data, ref=None):
 def _cl_layer(layer, device, algo, iters, data, ref):
     x, w, b, g = (cltensor.from_numpy(a, device=device) for a in data)
     p = make_params(x, w, b, layer.stride, layer.pad, 1, 1)
-    if algo != "auto" and not dispatch.eligible(algo, p, "forward")[0]:
+    if algo != "auto" and not dispatch.eligible(algo, p, "forward", device)[0]:
         return None
     res = {}
 
@@ -224,7 +227,7 @@ def _training_step(layers, device, algo, iters, rng):
         xs, ws = layer.shapes
         x, w, b = _random(device, xs, rng), _random(device, ws, rng), _random(device, (ws[0],), rng)
         p = make_params(x, w, b, layer.stride, layer.pad, 1, 1)
-        if algo != "auto" and not dispatch.eligible(algo, p, "forward")[0]:
+        if algo != "auto" and not dispatch.eligible(algo, p, "forward", device)[0]:
             return None
         params.append(p)
         tensors.append((x, w, b, _random(device, p.out_shape, rng)))
@@ -250,17 +253,19 @@ def _training_step(layers, device, algo, iters, rng):
 
 # ---- the run ----------------------------------------------------------------------------------
 
-def _torch(device):
-    """(torch module, its device string, a description) or (None, None, why)."""
+def _torch(device, tf32=False):
+    """(torch module, its device string, a description) or (None, None, why); on a GPU, TF32
+    as asked."""
     try:
         import torch
     except ImportError:
         return None, None, "PyTorch is not installed"
     if device.is_gpu and torch.cuda.is_available():
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cuda.matmul.allow_tf32 = tf32
         torch.backends.cudnn.benchmark = True
-        return torch, "cuda", f"torch {torch.__version__} cuDNN {torch.backends.cudnn.version()} (TF32 off)"
+        return torch, "cuda", (f"torch {torch.__version__} cuDNN {torch.backends.cudnn.version()} "
+                               f"(TF32 {'on' if tf32 else 'off'})")
     if device.is_cpu:
         threads = device.cl_device.max_compute_units
         torch.set_num_threads(threads)
@@ -368,13 +373,20 @@ def main(argv=None):
                     help="also compare every output and gradient with PyTorch's")
     ap.add_argument("--time-limit", type=float, default=1e9,
                     help="seconds after which no new layer starts (the JSON keeps what ran)")
+    ap.add_argument("--tf32", action="store_true",
+                    help="cltensor.backends.allow_tf32 on, and cuDNN with TF32 on")
     args = ap.parse_args(argv)
     device = cltensor.get_device(args.device)
     algos = args.algos.split(",")
-    torch, tdev, tdesc = _torch(device)
+    for algo in algos:
+        if algo != "auto_bench":
+            dispatch.check_algo(algo, device)  # NOTE: a misspelt name fails before any timing
+    backends.allow_tf32 = args.tf32
+    torch, tdev, tdesc = _torch(device, args.tf32)
     print(f"# cltensor on {device}; reference: {tdesc}; batch {args.batch or 'per network'}")
     print("# ms per batch: torch fwd bwd, then fwd bwd per algorithm: " + " ".join(algos))
-    result = {"device": str(device), "reference": tdesc, "iters": args.iters}
+    result = {"device": str(device), "reference": tdesc, "iters": args.iters,
+              "allow_tf32": args.tf32}
     save = lambda rows: Path(args.json).write_text(json.dumps(dict(result, layers=rows), indent=1))
     deadline = time.time() + args.time_limit
     rows = run_layers(layers_of(args.nets.split(","), args.batch), device, algos, args.iters,

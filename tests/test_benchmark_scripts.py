@@ -1,0 +1,50 @@
+"""benchmarks/conv.py end to end on a small case: per-layer times with the TF32 mode's flag
+carried into the run and the JSON, plug-in algorithms named by --algos, and a misspelt
+algorithm refused before any timing."""
+import importlib.util
+import json
+import os
+
+import pytest
+
+from cltensor import backends
+from cltensor.plugins import nvidia
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def conv_script():
+    spec = importlib.util.spec_from_file_location("bench_conv",
+                                                  os.path.join(ROOT, "benchmarks", "conv.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_conv_benchmark_tf32_mode(device, tmp_path, monkeypatch):
+    monkeypatch.setattr(backends, "allow_tf32", False)  # main() sets it for the run
+    script = conv_script()
+    seen = []
+    real = script.cl_layer
+    monkeypatch.setattr(script, "cl_layer",
+                        lambda *a, **kw: seen.append(backends.allow_tf32) or real(*a, **kw))
+    out = tmp_path / "conv.json"
+    tensor_cores = nvidia.NvidiaTensorCores().serves(device)
+    algos = "auto,tf32_implicit" if tensor_cores else "auto"
+    script.main(["--nets", "alexnet", "--batch", "1", "--iters", "1", "--algos", algos,
+                 "--step", "", "--device", device.index, "--json", str(out), "--tf32"])
+    result = json.loads(out.read_text())
+    assert result["allow_tf32"] is True and seen and all(seen)
+    assert len(result["layers"]) == 5
+    for layer in result["layers"]:
+        assert layer["algos"]["auto"]["fwd_ms"] > 0 and layer["algos"]["auto"]["bwd_ms"] > 0
+        if tensor_cores:
+            assert layer["algos"]["tf32_implicit"]["fwd_ms"] > 0
+    if "torch" in result["layers"][0] and "cuDNN" in result["reference"]:
+        assert "TF32 on" in result["reference"]
+
+
+def test_conv_benchmark_refuses_unknown_algorithm(device, tmp_path):
+    with pytest.raises(ValueError, match="unknown algo 'implicit_gem'"):
+        conv_script().main(["--nets", "alexnet", "--algos", "auto,implicit_gem", "--device",
+                            device.index, "--json", str(tmp_path / "x.json")])
