@@ -440,3 +440,20 @@ def test_tf32_implicit_preferred_where_the_rules_pick_implicit_gemm(device, monk
         assert [dispatch.rule(p, device, s) for s in dispatch.PASSES] == [
             "tf32_implicit", "im2col", "winograd_4x4"]
     assert [dispatch.rule(p, device, s) for s in dispatch.PASSES] == list(picks.values())
+
+
+def test_tf32_workspace_is_estimated_for_the_device(device, monkeypatch, emulated_registered):
+    """conv_algorithms' workspace for the plug-in's algorithms is the portable estimate for the
+    device asked about (implicit GEMM's weight-gradient splits depend on its compute units)."""
+    from cltensor.conv import dispatch, im2col, implicit
+    from cltensor.conv.params import ConvParams
+    asked = []
+    for mod in (implicit, im2col):
+        real = mod.workspace_bytes
+        monkeypatch.setattr(mod, "workspace_bytes", lambda p, backward=False, device=None, real=real:
+                            asked.append(device) or real(p, backward, device))
+    p = ConvParams(2, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, np.dtype(np.float32))
+    with allow_tf32():
+        for name in ("tf32_implicit", "tf32_gemm"):
+            assert dispatch.workspace_bytes(name, p, "backward_weight", device) > 0
+    assert asked == [device, device]

@@ -13,6 +13,7 @@ Plug-ins (cltensor/plugins) add algorithms on the devices they serve: `algorithm
 the portable ALGORITHMS plus those; auto asks their prefer() first, benchmark mode times them
 beside the portable ones, and a cached choice is timed again when a new candidate appears.
 """
+import inspect
 import json
 import os
 import time
@@ -50,8 +51,10 @@ def eligible_names(p, pass_, device=None):
 
 
 def workspace_bytes(name, p, pass_="forward", device=None):
+    """Scratch bytes of algorithm `name` for a pass of p; the device goes to the algorithms
+    whose estimate takes one (implicit GEMM's weight-gradient splits depend on it)."""
     mod, backward = algorithm(name, device), pass_ != "forward"
-    if name in ALGORITHMS:  # the portable ones may depend on the device (implicit GEMM's splits)
+    if "device" in inspect.signature(mod.workspace_bytes).parameters:
         return mod.workspace_bytes(p, backward=backward, device=device)
     return mod.workspace_bytes(p, backward=backward)
 

@@ -183,8 +183,8 @@ class Tf32Convolution:
         # portable rules, benchmark mode still times this algorithm, and algo= picks it
         return False
 
-    def workspace_bytes(self, p, backward=False):
-        return _base(p).workspace_bytes(p, backward)
+    def workspace_bytes(self, p, backward=False, device=None):
+        return _base(p).workspace_bytes(p, backward, device)
 
     def forward(self, x, w, bias, p, out):
         return _base(p).forward(x, w, bias, p, out)
@@ -207,9 +207,9 @@ class Tf32Implicit(Tf32Convolution):
         from ..conv import dispatch
         return dispatch.portable_rule(p, device, pass_) == "implicit_gemm"
 
-    def workspace_bytes(self, p, backward=False):
+    def workspace_bytes(self, p, backward=False, device=None):
         from ..conv import implicit
-        return implicit.workspace_bytes(p, backward)
+        return implicit.workspace_bytes(p, backward, device)
 
     def forward(self, x, w, bias, p, out):
         from ..conv import implicit
