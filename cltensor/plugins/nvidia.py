@@ -122,7 +122,8 @@ class NvidiaTensorCores(Plugin):
         estimates cost more host time than a launch)."""
         # NOTE: the sets by id, kept in the value so that the id stays theirs; a set found
         # broken changes the key
-        key = (p.device, p.m, p.n, p.k, p.nbatch, id(self.configs), len(self._broken))
+        key = (p.device, p.device.local_mem, p.m, p.n, p.k, p.nbatch, id(self.configs),
+               len(self._broken))
         hit = self._plans.get(key)
         if hit is None or hit[0] is not self.configs:
             hit = self._plans[key] = (self.configs, self._rank(p))
