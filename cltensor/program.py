@@ -145,6 +145,17 @@ def get_kernel(device, filename, name, defines=None, source=None):
     return kernel
 
 
+def memo_with(cache, key, anchor, make):
+    """make(), remembered in `cache` under key and anchor's id (the parameter sets it is
+    computed from, which need not be hashable) while anchor is the same object: the cache keeps
+    anchor alive, so its id cannot pass to another object."""
+    full = key + (id(anchor),)
+    hit = cache.get(full)
+    if hit is None or hit[0] is not anchor:
+        hit = cache[full] = (anchor, make())
+    return hit[1]
+
+
 def clear_cache():
     """Forget every in-memory program (the on-disk binaries stay; remove cache_dir() to drop them)."""
     _programs.clear()

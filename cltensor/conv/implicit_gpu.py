@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import backends
 from ..ops import gemm
-from ..program import ctype_of, launch, round_up
+from ..program import ctype_of, launch, memo_with, round_up
 from . import common
 
 KERNEL_FILE = "conv_xgemm.cl"
@@ -101,7 +101,7 @@ def _rank_wgrad(measured, others, m, n):
     return sorted(measured + others, key=cost)
 
 
-_built = {}  # (device, geometry, kernel, product, engine, variant) -> (engine's sets, parameters, kernel)
+_built = {}  # (device, geometry, kernel, product, engine, variant) -> (engine's sets, (parameters, kernel))
 
 
 def _build(device, geo, name, product, extra, engine=None, variant=None):
@@ -111,13 +111,9 @@ def _build(device, geo, name, product, extra, engine=None, variant=None):
     more host time than its launch."""
     if name in FORCE_PARAMS:
         return _search(device, geo, name, product, extra, engine)
-    sets = engine and engine.sets
-    # NOTE: an engine's sets (dicts) by id, kept in the value so that the id stays theirs
-    key = (device, geo, name, product, id(sets), engine and engine.emulate, variant)
-    hit = _built.get(key)
-    if hit is None or hit[0] is not sets:
-        hit = _built[key] = (sets, *_search(device, geo, name, product, extra, engine))
-    return hit[1:]
+    key = (device, geo, name, product, engine and engine.emulate, variant)
+    return memo_with(_built, key, engine and engine.sets,
+                     lambda: _search(device, geo, name, product, extra, engine))
 
 
 def clear_cache():

@@ -23,7 +23,7 @@ import pyopencl as cl
 
 from .. import backends, program
 from ..plugins import plugins_for
-from ..program import ctype_of, launch, round_up
+from ..program import ctype_of, launch, memo_with, round_up
 from ..tensor import ClTensor
 from . import elementwise as ew
 
@@ -586,7 +586,7 @@ def _run_xgemm(p, entry, epi):
     _launch_xgemm(p, plan, epi)
 
 
-_ranked = {}  # (device, problem, the entry's sets (by id) and settings) -> (sets, ranking)
+_ranked = {}  # (device, problem, the entry's settings, its sets) -> (sets, ranking)
 # the entry's settings that xgemm_plan reads besides its sets
 PLAN_SETTINGS = ("compute_units", "threads_per_cu", "split_k", "split_cost_us", "bandwidth_gbs")
 
@@ -594,17 +594,13 @@ PLAN_SETTINGS = ("compute_units", "threads_per_cu", "split_k", "split_cost_us", 
 def _ranking(p, entry, own, extra):
     """[(params, K splits)]: own by xgemm_plan's estimate, then the fallbacks; memoized, since
     estimating every set and split count costs more host time than a launch."""
-    sets = entry.get("xgemm")
-    key = (p.device, p.dtype.itemsize, p.m, p.n, p.k, p.nbatch, id(sets), len(own), len(extra),
-           *[entry.get(k) for k in PLAN_SETTINGS])
-    hit = _ranked.get(key)
-    # NOTE: the entry's list is kept in the value, so its id cannot pass to another list
-    if hit is None or hit[0] is not sets:
+    def rank():
         plans = [(q, *xgemm_plan(p, entry, q)) for q in own]
         ranking = [(q, splits) for q, _, splits in sorted(plans, key=lambda r: r[1])]
-        ranking += [(q, xgemm_plan(p, entry, q)[1]) for q in extra]
-        hit = _ranked[key] = (sets, ranking)
-    return hit[1]
+        return ranking + [(q, xgemm_plan(p, entry, q)[1]) for q in extra]
+    key = (p.device, p.dtype.itemsize, p.m, p.n, p.k, p.nbatch, len(own), len(extra),
+           *[entry.get(k) for k in PLAN_SETTINGS])
+    return memo_with(_ranked, key, entry.get("xgemm"), rank)
 
 
 def _launch_xgemm(p, plan, epi):

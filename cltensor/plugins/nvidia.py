@@ -21,7 +21,7 @@ import numpy as np
 from .. import backends
 from ..ops import elementwise as ew
 from ..ops import gemm as gm
-from ..program import KernelBuildError, round_up
+from ..program import KernelBuildError, memo_with, round_up
 from . import Plugin, PluginWarning
 
 KERNEL_FILE = "nvidia_mma.cl"
@@ -96,7 +96,7 @@ class NvidiaTensorCores(Plugin):
 
     def __init__(self):
         self._broken = set()  # (device, parameter set) that failed to build or fit
-        self._plans = {}  # (device, problem, sets) -> (sets, [(parameter set, K splits)])
+        self._plans = {}  # (device, problem, sets) -> (sets, [(parameter set, K splits)]): memo_with
 
     def gemm(self, p, alpha, beta, has_ci, row_bias, col_bias, relu):
         if not backends.allow_tf32 or p.dtype != np.float32 or p.k == 0:
@@ -120,14 +120,9 @@ class NvidiaTensorCores(Plugin):
     def plans(self, p):
         """(parameter set, K splits) for problem p, the fastest estimate first; memoized (the
         estimates cost more host time than a launch)."""
-        # NOTE: the sets by id, kept in the value so that the id stays theirs; a set found
-        # broken changes the key
-        key = (p.device, p.device.local_mem, p.m, p.n, p.k, p.nbatch, id(self.configs),
-               len(self._broken))
-        hit = self._plans.get(key)
-        if hit is None or hit[0] is not self.configs:
-            hit = self._plans[key] = (self.configs, self._rank(p))
-        return hit[1]
+        # NOTE: a set found broken changes the key
+        key = (p.device, p.device.local_mem, p.m, p.n, p.k, p.nbatch, len(self._broken))
+        return memo_with(self._plans, key, self.configs, lambda: self._rank(p))
 
     def _rank(self, p):
         usable = [q for q in self.configs if (p.device, _key(q)) not in self._broken and
