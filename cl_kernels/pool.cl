@@ -36,6 +36,9 @@
  *            divisions by it become multiplies and the window loops unroll to straight code.
  *            Without them the kernels read it from their Pool argument (one build serves all).
  *   FORM_ROWS or FORM_ITEMS   with the geometry: the form whose kernels the build holds
+ *   OFF      the type of element offsets and of View4's fields: long (default), or int when every
+ *            buffer of the launch holds fewer than 2^31 elements (GPUs do 64-bit multiplies in
+ *            several instructions, and the window's address arithmetic bounds these kernels)
  * Kernel flags (arguments, to keep builds few): c_last (NHWC work order), with_idx (max_pool2d
  * forward also writes the argmax).
  * Tunables: none; the launcher picks work sizes. With the geometry baked, unit dilation and
@@ -43,7 +46,11 @@
  * (VECTOR_ROWS, below).
  */
 
-typedef struct { long off, n, c, h, w; } View4;
+#ifndef OFF
+#define OFF long
+#endif
+
+typedef struct { OFF off, n, c, h, w; } View4;
 typedef struct {
   int N, C, H, W, OH, OW;        /* input and output sizes */
   int kh, kw, sh, sw, ph, pw, dh, dw;
@@ -113,15 +120,15 @@ inline int row_of(const Pool p, Pos* q) {
   return i < p.N * p.C * p.OH;
 }
 
-inline long plane(const View4 v, const Pos q) { return v.off + q.n * v.n + q.c * v.c; }
+inline OFF plane(const View4 v, const Pos q) { return v.off + q.n * v.n + q.c * v.c; }
 
-inline long at(const View4 v, const Pos q) { return plane(v, q) + q.y * v.h + q.x * v.w; }
+inline OFF at(const View4 v, const Pos q) { return plane(v, q) + q.y * v.h + q.x * v.w; }
 
 /* The input at (h, w) of the plane of x at base, or `pad` outside the input. Away from the
  * `edge` columns (w known inside) the load is unconditional, from a row clamped into the
  * input: the rows form's loop over ow then vectorizes on PoCL (max_pool2d 3x3 stride 1
  * forward 3x faster). */
-ALWAYS_INLINE T tap(const Pool p, __global const T* x, const View4 vx, const long base,
+ALWAYS_INLINE T tap(const Pool p, __global const T* x, const View4 vx, const OFF base,
                     const int h, const int w, const int edge, const T pad) {
   const int h_in = h >= 0 && h < p.H;
   if (edge) return (h_in && w >= 0 && w < p.W) ? x[base + h * vx.h + w * vx.w] : pad;
@@ -152,7 +159,7 @@ inline int has_tap(const int s0, const int d, const int k, const int n) {
 
 /* The largest tap of output (oh, ow)'s window in the plane of x at base, and its position.
  * `edge` says whether the window's columns may leave the input; see inner_begin. */
-ALWAYS_INLINE T max_window(const Pool p, __global const T* x, const View4 vx, const long base,
+ALWAYS_INLINE T max_window(const Pool p, __global const T* x, const View4 vx, const OFF base,
                            const int oh, const int ow, const int edge, int* arg) {
   const int h0 = oh * SH - PH, w0 = ow * SW - PW;
   T best = -INFINITY;
@@ -222,8 +229,8 @@ inline VTP taps(__global const T* r, const int w) {
 /* The outputs ow .. of the inside span [ow, end) of row oh, PV at a time while the widest load
  * (SW * PV elements from the last tap's column) stays inside the row; returns the first output
  * left to the scalar loop. */
-inline int max_row_vectors(const Pool p, __global const T* x, const long base, const int oh,
-                           int ow, const int end, const long vxh, __global T* yrow,
+inline int max_row_vectors(const Pool p, __global const T* x, const OFF base, const int oh,
+                           int ow, const int end, const OFF vxh, __global T* yrow,
                            __global int* irow, const int with_idx) {
   const int h0 = oh * SH - PH;
   const int hf = h0 + first_tap(h0, DH) * DH; /* the first row inside: the argmax if none wins */
@@ -235,7 +242,7 @@ inline int max_row_vectors(const Pool p, __global const T* x, const long base, c
     UNROLL for (int a = 0; a < KH; ++a) {
       const int h = h0 + a * DH;
       const int h_in = h >= 0 && h < p.H;
-      __global const T* r = x + base + (long)clamp(h, 0, p.H - 1) * vxh;
+      __global const T* r = x + base + clamp(h, 0, p.H - 1) * vxh;
       UNROLL for (int b = 0; b < KW; ++b) {
         const VTP v = h_in ? taps(r, w0 + b) : (VTP)(-INFINITY);
         /* as max_window: the first largest, or the last NaN */
@@ -257,7 +264,7 @@ __kernel void max_pool2d_fwd_rows(const Pool p, const int with_idx,
                                   const View4 vy, __global int* idx, const View4 vi) {
   Pos q;
   if (!row_of(p, &q)) return;
-  const long base = plane(vx, q), yr = at(vy, q), ir = at(vi, q);
+  const OFF base = plane(vx, q), yr = at(vy, q), ir = at(vi, q);
   const int begin = inner_begin(p), end = inner_end(p, begin);
   /* three spans of the row: left edge, inside (part 1, no column masks), right edge */
   UNROLL for (int part = 0; part < 3; ++part) {
@@ -294,7 +301,7 @@ __kernel void max_pool2d_bwd(const Pool p, const int c_last,
   const int h = q.y, w = q.x, me = h * p.W + w;
   const int oh0 = (h + PH) / SH - (CANDIDATES(KH, SH, DH) - 1);
   const int ow0 = (w + PW) / SW - (CANDIDATES(KW, SW, DW) - 1);
-  const long gb = plane(vg, q), ib = plane(vi, q);
+  const OFF gb = plane(vg, q), ib = plane(vi, q);
   T acc = 0;
   UNROLL for (int i = 0; i < CANDIDATES(KH, SH, DH); ++i) {
     const int oh = oh0 + i;
@@ -319,7 +326,7 @@ __kernel void max_pool2d_bwd_planes(const Pool p, __global const T* g, const Vie
   const Pos q = {i / p.C, i % p.C, 0, 0};
   __global T* out = gx + plane(vgx, q);
   for (int e = 0; e < p.H * p.W; ++e) out[e * vgx.w] = 0;
-  const long gb = plane(vg, q), ib = plane(vi, q);
+  const OFF gb = plane(vg, q), ib = plane(vi, q);
   for (int oh = 0; oh < p.OH; ++oh) {
     if (DH > 1 && !has_tap(oh * SH - PH, DH, KH, p.H)) continue;
     for (int ow = 0; ow < p.OW; ++ow) {
@@ -342,7 +349,7 @@ inline int avg_divisor(const Pool p, const int oh, const int ow, int* inside) {
 }
 
 /* Output (oh, ow) of avg_pool over the plane of x at base (`edge` as in max_window). */
-ALWAYS_INLINE T avg_window(const Pool p, __global const T* x, const View4 vx, const long base,
+ALWAYS_INLINE T avg_window(const Pool p, __global const T* x, const View4 vx, const OFF base,
                            const int oh, const int ow, const int edge) {
   const int h0 = oh * SH - PH, w0 = ow * SW - PW;
   T acc = 0;
@@ -373,7 +380,7 @@ __kernel void avg_pool2d_fwd_rows(const Pool p, __global const T* x, const View4
                                   __global T* y, const View4 vy) {
   Pos q;
   if (!row_of(p, &q)) return;
-  const long base = plane(vx, q), yr = at(vy, q);
+  const OFF base = plane(vx, q), yr = at(vy, q);
   const int begin = inner_begin(p), end = inner_end(p, begin);
   UNROLL for (int part = 0; part < 3; ++part) {  /* as max_pool2d_fwd_rows */
     const int from = part == 0 ? 0 : part == 1 ? begin : end;
@@ -400,7 +407,7 @@ __kernel void avg_pool2d_bwd(const Pool p, const int c_last,
   const int h = q.y, w = q.x;
   const int oh0 = (h + PH) / SH - (CANDIDATES(KH, SH, 1) - 1);
   const int ow0 = (w + PW) / SW - (CANDIDATES(KW, SW, 1) - 1);
-  const long gb = plane(vg, q);
+  const OFF gb = plane(vg, q);
   T acc = 0;
   UNROLL for (int i = 0; i < CANDIDATES(KH, SH, 1); ++i) {
     const int oh = oh0 + i;
@@ -425,7 +432,7 @@ __kernel void avg_pool2d_bwd_planes(const Pool p, __global const T* g, const Vie
   const Pos q = {i / p.C, i % p.C, 0, 0};
   __global T* out = gx + plane(vgx, q);
   for (int e = 0; e < p.H * p.W; ++e) out[e * vgx.w] = 0;
-  const long gb = plane(vg, q);
+  const OFF gb = plane(vg, q);
   for (int oh = 0; oh < p.OH; ++oh) {
     const int h0 = oh * SH - PH;
     for (int ow = 0; ow < p.OW; ++ow) {
@@ -463,7 +470,7 @@ __kernel void adaptive_avg_pool2d_fwd(const Pool p, const int c_last,
   const int oh = q.y, ow = q.x;
   const int h0 = start_of(oh, p.H, p.OH), h1 = end_of(oh, p.H, p.OH);
   const int w0 = start_of(ow, p.W, p.OW), w1 = end_of(ow, p.W, p.OW);
-  const long base = plane(vx, q);
+  const OFF base = plane(vx, q);
   T acc = 0;
   for (int h = h0; h < h1; ++h)
     for (int w = w0; w < w1; ++w) acc += x[base + h * vx.h + w * vx.w];
@@ -480,7 +487,7 @@ __kernel void adaptive_avg_pool2d_bwd(const Pool p, const int c_last,
   const int h = q.y, w = q.x;
   const int oh0 = start_of(h, p.OH, p.H), oh1 = min(end_of(h, p.OH, p.H), p.OH);
   const int ow0 = start_of(w, p.OW, p.W), ow1 = min(end_of(w, p.OW, p.W), p.OW);
-  const long gb = plane(vg, q);
+  const OFF gb = plane(vg, q);
   T acc = 0;
   for (int oh = oh0; oh < oh1; ++oh) {
     const int h0 = start_of(oh, p.H, p.OH), h1 = end_of(oh, p.H, p.OH);

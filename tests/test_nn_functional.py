@@ -429,6 +429,34 @@ def test_pool_backward_layouts(device, rng):
     assert_close(x.grad, expected.reshape(a.shape))
 
 
+def test_pool_offset_types(device, rng, monkeypatch):
+    """pool.cl computes offsets in 32-bit ints when the buffers are small: the 64-bit build
+    (forced) gives the same results, small and large (window baked) launches, every layout;
+    and a size-1 dim's stride that no int holds is harmless."""
+    pools = [lambda t: F.max_pool2d(t, 3, 2, 1), lambda t: F.avg_pool2d(t, 3, 1, 1),
+             lambda t: F.adaptive_avg_pool2d(t, (4, 5))]
+    cases = []
+    for shape in ((2, 3, 9, 11), (2, 16, 48, 61)):
+        a = random_array(rng, shape)
+        for fn in pools:
+            g = T(random_array(rng, fn(T(a, device)).shape), device)
+            cases.append((a, fn, g, fn(T(a, device)).numpy(), grad_of(fn, T(a, device, True), g)))
+    assert pool_ops._offset_type(T(cases[0][0], device)) == "int"
+    monkeypatch.setattr(pool_ops, "INT_OFFSETS_BELOW", 0)
+    assert pool_ops._offset_type(T(cases[0][0], device)) == "long"
+    for a, fn, g, y, gx in cases:
+        for layout, x in strided_views(a, device):
+            leaf = x.detach().requires_grad_()
+            assert np.array_equal(fn(leaf).numpy(), y), layout
+            assert np.array_equal(grad_of(fn, leaf, g), gx), layout
+    monkeypatch.undo()
+    a, fn, _, y, _ = cases[0]
+    x = T(a[:1], device)
+    huge = cltensor.ClTensor(x.storage, x.shape, (2**40,) + x.strides[1:], 0, x.dtype)
+    assert pool_ops._offset_type(huge) == "int"
+    assert np.array_equal(fn(huge).numpy(), y[:1])
+
+
 def test_max_pool2d_nan(device, rng):
     """NaN wins its windows (with the last NaN's position, as torch) and gets their gradient."""
     a = random_array(rng, (1, 1, 5, 5)).astype(np.float64)

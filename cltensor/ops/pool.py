@@ -16,7 +16,8 @@ from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 from .activation import check_float
 
 KERNEL_FILE = "pool.cl"
-VIEW4_T = np.dtype([(f, np.int64) for f in ("off", "n", "c", "h", "w")])
+VIEW4_T = {off: np.dtype([(f, t) for f in ("off", "n", "c", "h", "w")])
+           for off, t in (("int", np.int32), ("long", np.int64))}
 POOL_T = np.dtype([(f, np.int32) for f in ("N", "C", "H", "W", "OH", "OW", "kh", "kw", "sh", "sw",
                                            "ph", "pw", "dh", "dw", "divisor", "include_pad")])
 GROUP = {"cpu": 64, "gpu": 256}  # work-group size (fixed: PoCL compiles once per size)
@@ -30,12 +31,16 @@ FORM = {"cpu": "rows", "gpu": "items"}
 # cost more than such a launch gains from the constants (3-4x on PoCL forward).
 BAKE_MIN_TAPS = 1 << 16
 _INT_MAX = 2**31 - 1
+# Launches whose buffers all hold fewer elements than this compute offsets in 32-bit ints
+# (pool.cl's OFF; on the H200 max_pool2d backward of GoogLeNet's pool1 ran ~3x faster). A
+# constant, so that tests can force the 64-bit build.
+INT_OFFSETS_BELOW = 2**31
 
 
-def _kernel(device, name, dtype, fields=None):
-    """Kernel `name` for `dtype`; with the window `fields`, from a build with them as constants
-    that holds only the kernels of name's form."""
-    defines = {"T": ctype_of(dtype)}
+def _kernel(device, name, dtype, fields, off):
+    """Kernel `name` for `dtype` and offset type `off`; with the window `fields`, from a build
+    with them as constants that holds only the kernels of name's form."""
+    defines = {"T": ctype_of(dtype), "OFF": off}
     if fields:
         defines.update((f.upper(), v) for f, v in fields.items())
         defines["FORM_ROWS" if name.endswith(("_rows", "_planes")) else "FORM_ITEMS"] = None
@@ -143,8 +148,17 @@ def layout_of(x):
     return CONTIGUOUS_FORMAT
 
 
-def _view4(t):
-    return _view4_struct(t.offset, t.strides)
+def _offset_type(*tensors):
+    """pool.cl's OFF for a launch over `tensors`: int when every buffer is small enough."""
+    small = all(t.storage.nbytes // t.dtype.itemsize < INT_OFFSETS_BELOW for t in tensors)
+    return "int" if small else "long"
+
+
+def _view4(t, off):
+    """t's View4 with `off` fields. A size-1 dim's stride, never multiplied by more than 0,
+    is given as 0: any value is allowed there, and it need not fit an int."""
+    strides = tuple(0 if n == 1 else st for n, st in zip(t.shape, t.strides))
+    return _view4_struct(t.offset, strides, off)
 
 
 def _pool(x_shape, out_hw, fields=None, divisor=0, include_pad=1):
@@ -154,8 +168,8 @@ def _pool(x_shape, out_hw, fields=None, divisor=0, include_pad=1):
 
 # NOTE: the structs are memoized (filling one costs microseconds) and read-only, being shared
 @functools.lru_cache(maxsize=1024)
-def _view4_struct(offset, strides):
-    v = np.zeros((), VIEW4_T)
+def _view4_struct(offset, strides, off):
+    v = np.zeros((), VIEW4_T[off])
     v["off"] = offset
     for name, st in zip(("n", "c", "h", "w"), strides):
         v[name] = st
@@ -197,7 +211,7 @@ def launch_grid(device, kernel, dims, group, *args):
     launch(device, kernel, *grid(dims, device, group), *args)
 
 
-def _launch(name, written, pool_arg, fields, *args):
+def _launch(name, written, pool_arg, fields, off, *args):
     """Kernel `name` (items form) over the elements of `written`, walked in its layout."""
     device = written.device
     if written.numel() == 0:
@@ -206,18 +220,18 @@ def _launch(name, written, pool_arg, fields, *args):
     c_last = layout_of(written) == CHANNELS_LAST
     if max(N * C, N * Y) > _INT_MAX:
         raise ValueError(f"pooling: {written.shape} has too many planes for 32-bit indices")
-    launch_grid(device, _kernel(device, name, written.dtype, fields),
+    launch_grid(device, _kernel(device, name, written.dtype, fields, off),
                 (C, X, N * Y) if c_last else (X, Y, N * C), GROUP["cpu" if device.is_cpu else "gpu"],
                 pool_arg, np.int32(c_last), *args)
 
 
-def _launch_rows(name, t, n_items, pool_arg, fields, *args):
+def _launch_rows(name, t, n_items, pool_arg, fields, off, *args):
     """Kernel `name` (rows form) with n_items work-items, over the rows or planes of t."""
     if n_items == 0:
         return
     if n_items > _INT_MAX:
         raise ValueError(f"pooling: {t.shape} has too many rows for 32-bit indices")
-    launch(t.device, _kernel(t.device, name, t.dtype, fields),
+    launch(t.device, _kernel(t.device, name, t.dtype, fields, off),
            *sizes_1d(t.device, n_items, ROWS_GROUP), pool_arg, *args)
 
 
@@ -227,19 +241,24 @@ def _forward_by_rows(y):
     return _form(y.device) == "rows" and layout_of(y) != CHANNELS_LAST
 
 
-def _backward(name, gx, pool_arg, fields, *args):
+def _backward(name, gx, pool_arg, fields, off, *args):
     """Backward kernel `name` into gx in the device's form: one work-item per (n, c) plane
     (rows form: gx must be dense in its layout), or one per element."""
     if _form(gx.device) == "items":
-        _launch(name, gx, pool_arg, fields, *args)
+        _launch(name, gx, pool_arg, fields, off, *args)
         return
     N, C, _, W = gx.shape
     assert gx.numel() == 0 or gx.strides[2] == W * gx.strides[3], "gx must be dense"
-    _launch_rows(name + "_planes", gx, N * C, pool_arg, fields, *args)
+    _launch_rows(name + "_planes", gx, N * C, pool_arg, fields, off, *args)
 
 
 def _empty(shape, like_layout, x):
     return ClTensor.empty_on(shape, x.dtype, x.device, like_layout)
+
+
+def _views(off, *tensors):
+    """The (buffer, View4) argument pairs of `tensors`."""
+    return [a for t in tensors for a in (t.storage.buf, _view4(t, off))]
 
 
 def max_pool2d(x, fields, out_hw, with_indices):
@@ -248,52 +267,53 @@ def max_pool2d(x, fields, out_hw, with_indices):
     shape = x.shape[:2] + tuple(out_hw)
     y = _empty(shape, layout, x)
     idx = ClTensor.empty_on(shape, dt.int32, x.device, layout) if with_indices else y
-    pool_arg, baked = _pool(x.shape, out_hw, fields), _baked(fields, shape)
-    args = (np.int32(with_indices), x.storage.buf, _view4(x), y.storage.buf, _view4(y),
-            idx.storage.buf, _view4(idx))
+    pool_arg, baked, off = _pool(x.shape, out_hw, fields), _baked(fields, shape), _offset_type(x, y, idx)
+    args = (np.int32(with_indices), *_views(off, x, y, idx))
     if _forward_by_rows(y):
-        _launch_rows("max_pool2d_fwd_rows", y, math.prod(shape[:3]), pool_arg, baked, *args)
+        _launch_rows("max_pool2d_fwd_rows", y, math.prod(shape[:3]), pool_arg, baked, off, *args)
     else:
-        _launch("max_pool2d_fwd", y, pool_arg, baked, *args)
+        _launch("max_pool2d_fwd", y, pool_arg, baked, off, *args)
     return y, (idx if with_indices else None)
 
 
 def max_pool2d_backward(g, idx, x_shape, layout, fields):
     gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
+    off = _offset_type(g, idx, gx)
     _backward("max_pool2d_bwd", gx, _pool(x_shape, g.shape[2:], fields), _baked(fields, g.shape),
-              g.storage.buf, _view4(g), idx.storage.buf, _view4(idx), gx.storage.buf, _view4(gx))
+              off, *_views(off, g, idx, gx))
     return gx
 
 
 def avg_pool2d(x, fields, out_hw, divisor, include_pad):
     y = _empty(x.shape[:2] + tuple(out_hw), layout_of(x), x)
     pool_arg = _pool(x.shape, out_hw, fields, divisor, include_pad)
-    args = (x.storage.buf, _view4(x), y.storage.buf, _view4(y))
+    off = _offset_type(x, y)
+    args = (pool_arg, _baked(fields, y.shape), off, *_views(off, x, y))
     if _forward_by_rows(y):
-        _launch_rows("avg_pool2d_fwd_rows", y, math.prod(y.shape[:3]), pool_arg,
-                     _baked(fields, y.shape), *args)
+        _launch_rows("avg_pool2d_fwd_rows", y, math.prod(y.shape[:3]), *args)
     else:
-        _launch("avg_pool2d_fwd", y, pool_arg, _baked(fields, y.shape), *args)
+        _launch("avg_pool2d_fwd", y, *args)
     return y
 
 
 def avg_pool2d_backward(g, x_shape, layout, fields, divisor, include_pad):
     gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
+    off = _offset_type(g, gx)
     _backward("avg_pool2d_bwd", gx, _pool(x_shape, g.shape[2:], fields, divisor, include_pad),
-              _baked(fields, g.shape), g.storage.buf, _view4(g), gx.storage.buf, _view4(gx))
+              _baked(fields, g.shape), off, *_views(off, g, gx))
     return gx
 
 
 def adaptive_avg_pool2d(x, out_hw):
     y = _empty(x.shape[:2] + tuple(out_hw), layout_of(x), x)
-    _launch("adaptive_avg_pool2d_fwd", y, _pool(x.shape, out_hw), None, x.storage.buf,
-            _view4(x), y.storage.buf, _view4(y))
+    off = _offset_type(x, y)
+    _launch("adaptive_avg_pool2d_fwd", y, _pool(x.shape, out_hw), None, off, *_views(off, x, y))
     return y
 
 
 def adaptive_avg_pool2d_backward(g, x_shape, layout):
     gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
-    _launch("adaptive_avg_pool2d_bwd", gx, _pool(x_shape, g.shape[2:]), None, g.storage.buf,
-            _view4(g), gx.storage.buf, _view4(gx))
+    off = _offset_type(g, gx)
+    _launch("adaptive_avg_pool2d_bwd", gx, _pool(x_shape, g.shape[2:]), None, off,
+            *_views(off, g, gx))
     return gx
-
