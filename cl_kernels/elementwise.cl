@@ -21,10 +21,14 @@
  *   CT_FLOAT     defined when CT is float or double
  *   OUT_T        storage type of the result; OUT_BOOL when the result is bool (stored as uchar 0/1)
  *   ND           ew_strided only: the number of dims (>= 2), baked in so the index loop unrolls
+ *   ITEMS        ew_contig only: the elements per work-item (default 1)
  * Tunables: none here; the launcher picks work sizes.
  */
 #ifndef ND
 #define ND 2
+#endif
+#ifndef ITEMS
+#define ITEMS 1
 #endif
 #define MAX_DIMS 8
 
@@ -225,12 +229,23 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
     OFF1(k, d) OFF2(k, d) OFF3(k, d)  \
   }
 
+/* Work-item g does elements g + k * G, k < ITEMS (G the global size): coalesced, and the
+ * ITEMS results are all computed before any is stored, so their loads are in flight together
+ * (an in-place op's store could otherwise alias the next load). */
 __kernel void ew_contig(const long n, const int nd, const Shape shape,
                         __global OUT_T* out, const View vo ARGS) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  out[vo.offset + i] = STORE(OP(LD0(v0.offset + i), LD1(v1.offset + i),
-                                LD2(v2.offset + i), LD3(v3.offset + i)));
+  const long first = get_global_id(0), step = get_global_size(0);
+  OUT_T r[ITEMS];
+  _Pragma("unroll") for (int k = 0; k < ITEMS; ++k) {
+    const long i = first + k * step;
+    if (i < n)
+      r[k] = STORE(OP(LD0(v0.offset + i), LD1(v1.offset + i), LD2(v2.offset + i),
+                      LD3(v3.offset + i)));
+  }
+  _Pragma("unroll") for (int k = 0; k < ITEMS; ++k) {
+    const long i = first + k * step;
+    if (i < n) out[vo.offset + i] = r[k];
+  }
 }
 
 /* Work-item (i, j) handles element i of the innermost dim of outer row j: the row's offsets are

@@ -342,3 +342,25 @@ def test_large_tensor_multiple_of_nothing(device, rng):
     t = ct.from_numpy(a, device=device)
     assert_close(t * 2 + 1, a.astype(np.float64) * 2 + 1)
     assert math.isclose((t * 0 + 1).numpy().sum(), n)
+
+
+@pytest.mark.parametrize("items", [1, 3, 4])
+def test_contiguous_kernel_items_per_work_item(device, rng, fp_dtypes, monkeypatch, items):
+    """ew_contig with 1, 3 and 4 elements per work-item (each device kind has its own count):
+    sizes that are no multiple of it, scalars, bool results, integers, in place; the output is
+    poisoned first, so elements no work-item writes show."""
+    from cltensor.ops import elementwise
+    monkeypatch.setattr(elementwise, "CONTIG_ITEMS", items)
+    for n in (1, 5, 1001, 10_007):  # a CPU work-group has up to 1024 work-items
+        for dtype in fp_dtypes:
+            a, b = random_array(rng, (n,), dtype), random_array(rng, (n,), dtype)
+            ta, tb = ct.from_numpy(a, device=device), ct.from_numpy(b, device=device)
+            out = ct.full((n,), float("nan"), dtype=ta.dtype, device=device)
+            ct.mul(ta, tb, out=out)
+            assert_close(out, a.astype(np.float64) * b)
+            assert_close(ta.relu() - 0.5, np.maximum(a, 0) - 0.5)
+            assert ((ta > tb).numpy() == (a > b)).all()
+            ta.mul_(2).add_(tb)
+            assert_close(ta, 2 * a.astype(np.float64) + b)
+        i = np.arange(n, dtype=np.int64) - n // 2
+        assert ((ct.from_numpy(i, device=device) * 3).numpy() == i * 3).all()
