@@ -436,7 +436,7 @@ def test_pool_offset_types(device, rng, monkeypatch):
     pools = [lambda t: F.max_pool2d(t, 3, 2, 1), lambda t: F.avg_pool2d(t, 3, 1, 1),
              lambda t: F.adaptive_avg_pool2d(t, (4, 5))]
     cases = []
-    for shape in ((2, 3, 9, 11), (2, 16, 48, 61)):
+    for shape in ((2, 3, 9, 11), (2, 16, 48, 61), (2, 3, 9, 1)):  # W = 1: a size-1 dim
         a = random_array(rng, shape)
         for fn in pools:
             g = T(random_array(rng, fn(T(a, device)).shape), device)

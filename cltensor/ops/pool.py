@@ -155,9 +155,11 @@ def _offset_type(*tensors):
 
 
 def _view4(t, off):
-    """t's View4 with `off` fields. A size-1 dim's stride, never multiplied by more than 0,
-    is given as 0: any value is allowed there, and it need not fit an int."""
-    strides = tuple(0 if n == 1 else st for n, st in zip(t.shape, t.strides))
+    """t's View4 with `off` fields. A size-1 dim's stride that no int holds is given as 0:
+    any value is allowed there, and only index 0 multiplies it. (Others stay: the planes
+    kernels step through a dense gx by its w stride, whatever W is.)"""
+    strides = tuple(0 if n == 1 and abs(st) > _INT_MAX else st
+                    for n, st in zip(t.shape, t.strides))
     return _view4_struct(t.offset, strides, off)
 
 
