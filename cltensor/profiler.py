@@ -19,11 +19,15 @@ class Profile:
         self.events = []  # (kernel name, global size, local size, pyopencl event)
 
     def __enter__(self):
+        if not _active:
+            _finish_all()  # commands move to the profiling queues: the plain ones first finish
         _active.append(self)
         return self
 
     def __exit__(self, *exc):
         _active.remove(self)
+        if not _active:
+            _finish_all()  # and back
         for ev in self.events:
             ev[3].wait()
         return False
@@ -73,6 +77,14 @@ class Profile:
 
 def profile():
     return Profile()
+
+
+def _finish_all():
+    """Finish the queues of every device (see Device.queue: each has a plain and a profiling
+    one, and a switch between them must not let commands overtake each other)."""
+    from .device import all_devices
+    for d in all_devices():
+        d.finish_queues()
 
 
 def record(kernel, global_size, local_size, event):
