@@ -5,7 +5,7 @@ runs on a CPU device (PoCL), cuDNN with TF32 off when a CUDA GPU is present. --t
 cltensor.backends.allow_tf32 (a plug-in's tensor-core algorithms, e.g. tf32_implicit, where auto
 prefers them; or name them in --algos) and lets cuDNN use TF32 too.
 
-Protocol (convnet-benchmarks'): one dry run and 0.1 s of untimed runs, then the median of
+Protocol (convnet-benchmarks'): one dry run and 0.5 s of untimed runs, then the median of
 --iters timed runs, the device synchronised around each; forward = the output with bias,
 backward = the input (except for a network's first layer), weight and bias gradients. Also,
 per algorithm, the time and peak device memory (cltensor.memory_stats) of the convolutions of
@@ -116,7 +116,7 @@ def layers_of(nets, batch):
 
 # ---- timing -----------------------------------------------------------------------------------
 
-WARMUP_SECONDS = 0.1  # untimed runs after the dry run (see timed)
+WARMUP_SECONDS = 0.5  # untimed runs after the dry run (see timed)
 
 
 def timed(fn, sync, iters):
@@ -124,7 +124,10 @@ def timed(fn, sync, iters):
     and WARMUP_SECONDS of untimed runs (None for iters 0: the dry run alone).
     NOTE: the warm-up: a GPU left idle while the host made a layer's data ran its first calls
     at low clocks (H200: GoogLeNet's 1x1 layers timed first after the upload took 1.5-2x as
-    long as the same algorithm timed next)."""
+    long as the same algorithm timed next), and on PoCL a new shape's first ten or so calls
+    run up to 3x slower (GoogLeNet 4a/3x3r forward at batch 8, call by call: 29, 3.3, 3.5, 2.0,
+    1.5, ... then 1.2-1.3 ms), which 0.1 s did not cover: 27 of 57 layers read below half of
+    PyTorch's speed with it, 15 with 0.5 s (2026-12-01, same machine, minutes apart)."""
     fn()
     sync()
     if iters == 0:
