@@ -32,8 +32,8 @@ FORM = {"cpu": "rows", "gpu": "items"}
 BAKE_MIN_TAPS = 1 << 16
 _INT_MAX = 2**31 - 1
 # Launches whose buffers all hold fewer elements than this compute offsets in 32-bit ints
-# (pool.cl's OFF; on the H200 max_pool2d backward of GoogLeNet's pool1 ran ~3x faster). A
-# constant, so that tests can force the 64-bit build.
+# (pool.cl's OFF; on the H200 GoogLeNet's max-pools ran 1.3-1.4x faster than with 64-bit
+# offsets, forward and backward). A constant, so that tests can force the 64-bit build.
 INT_OFFSETS_BELOW = 2**31
 
 
@@ -269,7 +269,8 @@ def max_pool2d(x, fields, out_hw, with_indices):
     shape = x.shape[:2] + tuple(out_hw)
     y = _empty(shape, layout, x)
     idx = ClTensor.empty_on(shape, dt.int32, x.device, layout) if with_indices else y
-    pool_arg, baked, off = _pool(x.shape, out_hw, fields), _baked(fields, shape), _offset_type(x, y, idx)
+    pool_arg, baked = _pool(x.shape, out_hw, fields), _baked(fields, shape)
+    off = _offset_type(x, y, idx)
     args = (np.int32(with_indices), *_views(off, x, y, idx))
     if _forward_by_rows(y):
         _launch_rows("max_pool2d_fwd_rows", y, math.prod(shape[:3]), pool_arg, baked, off, *args)
