@@ -358,9 +358,22 @@ def _moves(p, params):
     return count
 
 
+def packed_nr(p, params):
+    """gemm_packed's NR for a problem: the entry's, or half of it when N fits in half (and VW
+    divides it). NOTE: a narrow product fills half the lanes of a full-width tile. PoCL, 2
+    AVX-512 cores, 2026-12-01, ms with packs, medians of 7 interleaved rounds, NR 32 vs 16:
+    GoogLeNet's 1x1 weight gradients with 16 outputs (run transposed) 192x16x6272 0.61 vs 0.39
+    (numpy 0.56 on the same operands) and 480x16x1568 0.41 vs 0.28, 1000x8x512 0.31 vs 0.24,
+    192x16x256 level; at N = 24 (two panels) 16 lost (0.73 vs 0.93)."""
+    nr = params["NR"]
+    if p.n <= nr // 2 and (nr // 2) % params["VW"] == 0:
+        return nr // 2
+    return nr
+
+
 def _run_packed(p, entry, epi):
     params = entry["packed"]
-    mr, nr = params["MR"], params["NR"]
+    mr, nr = params["MR"], packed_nr(p, params)
     a_in_place = packed_reads_a_in_place(p, params)
     b_in_place = packed_reads_b_in_place(p, params)
     tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype),
