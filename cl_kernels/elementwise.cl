@@ -216,19 +216,17 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 #define ARGS ARG0 ARG1 ARG2 ARG3
 
 /* Declares o, o0..o3: the offsets, for out and each operand, of the first element of outer row
- * r (every dim but the innermost); consumes r. NOTE: divides in 32 bits when n (so every size
- * and r) fits: GPUs divide 64-bit integers in a long instruction sequence. */
-#define ROW_OFFSETS(r)                                                   \
-  long o = vo.offset, o0 = v0.offset;                                    \
-  DECL1 DECL2 DECL3                                                      \
-  const int narrow = n <= UINT_MAX;                                      \
-  for (int d = ND - 2; d >= 0; --d) {                                    \
-    const long size = shape.size[d];                                     \
-    const long k = narrow ? (long)((uint)r % (uint)size) : r % size;     \
-    r = narrow ? (long)((uint)r / (uint)size) : r / size;                \
-    o += k * vo.stride[d];                                               \
-    o0 += k * v0.stride[d];                                              \
-    OFF1(k, d) OFF2(k, d) OFF3(k, d)                                     \
+ * r (every dim but the innermost); consumes r. */
+#define ROW_OFFSETS(r)                \
+  long o = vo.offset, o0 = v0.offset; \
+  DECL1 DECL2 DECL3                   \
+  for (int d = ND - 2; d >= 0; --d) { \
+    const long size = shape.size[d];  \
+    const long k = r % size;          \
+    r /= size;                        \
+    o += k * vo.stride[d];            \
+    o0 += k * v0.stride[d];           \
+    OFF1(k, d) OFF2(k, d) OFF3(k, d)  \
   }
 
 /* Work-item g does elements g + k * G, k < ITEMS (G the global size): coalesced, and the
