@@ -155,12 +155,7 @@ def _offset_type(*tensors):
 
 
 def _view4(t, off):
-    """t's View4 with `off` fields. A size-1 dim's stride that no int holds is given as 0:
-    any value is allowed there, and only index 0 multiplies it. (Others stay: the planes
-    kernels step through a dense gx by its w stride, whatever W is.)"""
-    strides = tuple(0 if n == 1 and abs(st) > _INT_MAX else st
-                    for n, st in zip(t.shape, t.strides))
-    return _view4_struct(t.offset, strides, off)
+    return _view4_struct(t.offset, t.shape, t.strides, off)
 
 
 def _pool(x_shape, out_hw, fields=None, divisor=0, include_pad=1):
@@ -170,11 +165,14 @@ def _pool(x_shape, out_hw, fields=None, divisor=0, include_pad=1):
 
 # NOTE: the structs are memoized (filling one costs microseconds) and read-only, being shared
 @functools.lru_cache(maxsize=1024)
-def _view4_struct(offset, strides, off):
+def _view4_struct(offset, shape, strides, off):
+    """A View4 with `off` fields. A size-1 dim's stride that no int holds is given as 0: any
+    value is allowed there, and only index 0 multiplies it. (Others stay: the planes kernels
+    step through a dense gx by its w stride, whatever W is.)"""
     v = np.zeros((), VIEW4_T[off])
     v["off"] = offset
-    for name, st in zip(("n", "c", "h", "w"), strides):
-        v[name] = st
+    for name, n, st in zip(("n", "c", "h", "w"), shape, strides):
+        v[name] = 0 if n == 1 and abs(st) > _INT_MAX else st
     v.flags.writeable = False
     return v
 
