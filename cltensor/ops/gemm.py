@@ -411,11 +411,18 @@ def xgemm_local_bytes(params, itemsize):
 
 def _xgemm_candidates(device, entry, itemsize):
     """The entry's xgemm parameter sets that fit the device, then (unless the entry is strict,
-    as the tuner's are) the fallbacks that fit."""
-    own = [q for q in entry.get("xgemm", []) if xgemm_valid(q)]
-    extra = [] if entry.get("strict") else list(XGEMM_FALLBACKS)
-    fits = lambda q: _group_fits(device, q["NDIMC"], q["MDIMC"], xgemm_local_bytes(q, itemsize))
-    return [q for q in own if fits(q)], [q for q in extra if fits(q)]
+    as the tuner's are) the fallbacks that fit (memoized: every product asks)."""
+    def candidates():
+        own = [q for q in entry.get("xgemm", []) if xgemm_valid(q)]
+        extra = [] if entry.get("strict") else list(XGEMM_FALLBACKS)
+        fits = lambda q: _group_fits(device, q["NDIMC"], q["MDIMC"],
+                                     xgemm_local_bytes(q, itemsize))
+        return [q for q in own if fits(q)], [q for q in extra if fits(q)]
+    key = (device, itemsize, bool(entry.get("strict")))
+    return memo_with(_candidates, key, entry.get("xgemm"), candidates)
+
+
+_candidates = {}  # (device, itemsize, strict, id of the entry's sets) -> (own, extra)
 
 
 MAX_SPLITS = 16
@@ -705,9 +712,10 @@ def benchmark_times(device):
 
 
 def clear_cache():
-    """Forget benchmark mode's timings and the estimate's rankings."""
+    """Forget benchmark mode's timings, the estimate's rankings and the fitting sets."""
     _timed.clear()
     _ranked.clear()
+    _candidates.clear()
 
 
 def _reduce_splits(p, kernel, splits, part, epi):
