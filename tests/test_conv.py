@@ -410,10 +410,9 @@ def test_winograd_filter_cache(device, rng):
 # ---- dispatch, benchmark mode and the query ---------------------------------------------------
 
 def test_gpu_rules_pick_winograd_per_pass(monkeypatch):
-    """The GPU rules as measured on the H200: F(4x4) Winograd from 64 channels on larger
-    images in every pass, on images of at most 16 x 16 its input gradient from 64 channels,
-    its forward from 128 and its weight gradient from 256; 5x5 kernels alike; strided
-    layers' input gradient by im2col, the rest implicit GEMM."""
+    """The GPU rules as measured on the H200: F(4x4) Winograd from 16 channels in every pass,
+    3x3 and 5x5 kernels, large and small images alike; strided layers' input gradient by
+    im2col, the rest (the first layers' 3 channels) implicit GEMM."""
     from cltensor.conv.params import ConvParams
     monkeypatch.setattr(dispatch, "_plugin_choice", lambda p, device, pass_: None)
     gpu = type("FakeGpu", (), {"is_cpu": False})()
@@ -425,11 +424,11 @@ def test_gpu_rules_pick_winograd_per_pass(monkeypatch):
     assert chosen(256, 256, 56) == (f4,) * 3
     assert chosen(64, 128, 112) == (f4,) * 3
     assert chosen(3, 64, 224) == (ig,) * 3
-    assert chosen(96, 208, 14) == (ig, f4, ig)
-    assert chosen(144, 288, 14) == (f4, f4, ig)
+    assert chosen(96, 208, 14) == chosen(144, 288, 14) == chosen(160, 320, 7) == (f4,) * 3
     assert chosen(384, 256, 13) == (f4,) * 3
-    assert chosen(64, 192, 27, k=5) == (f4,) * 3
-    assert chosen(16, 32, 28, k=5) == (ig,) * 3
+    assert chosen(64, 192, 27, k=5) == chosen(16, 32, 28, k=5) == (f4,) * 3
+    assert chosen(32, 128, 7, k=5) == chosen(48, 128, 7, k=5) == (f4,) * 3
+    assert chosen(8, 48, 14, k=5) == (ig,) * 3
     assert chosen(256, 256, 14, stride=2) == (ig, "im2col", ig)
 
 

@@ -154,15 +154,14 @@ def _portable_rule(p, device, pass_):
 # (16-48 channels; 3a/5x5 forward 1.44 vs implicit GEMM's 1.94, 5b/5x5 weight gradient 1.66
 # vs im2col's 1.91); the networks' first layers (3 channels) stay with the GEMM paths.
 CPU_WINOGRAD_MIN_CHANNELS = {"forward": 16, "backward_data": 16, "backward_weight": 16}
-# H200, at the networks' batch sizes, per pass: (channels on larger images, on images of at
-# most GPU_SMALL_IMAGE positions). F(4x4) against implicit GEMM won every forward and input
-# gradient from 64 channels on larger images and from 128 on small ones but one (GoogLeNet
-# 5a, 7 x 7), lost only the first layers (3 channels) and GoogLeNet's 5x5 layers (16-48
-# channels); its weight gradient won from 64 channels on larger images but VGG-A conv2
-# (112 x 112, 4.99 vs 4.29 ms) and lost on small images below 256 channels
-GPU_WINOGRAD_MIN_CHANNELS = {"forward": (64, 128), "backward_data": (64, 64),
-                             "backward_weight": (64, 256)}
-GPU_SMALL_IMAGE = 16 * 16
+# H200, at the networks' batch sizes: F(4x4) against implicit GEMM won every pass of every
+# 3x3 and 5x5 stride-1 layer of GoogLeNet (kernel ms, tmp script, 2026-12-01: 3b/5x5 forward
+# 0.33 vs 0.58, input gradient 0.21 vs 0.82, weight gradient 0.25 vs 0.72; 5b/3x3 weight
+# gradient 0.14 vs 0.34) once the GEMM engine got narrow xgemm tiles (32 x 32 to 16 x 128,
+# gemm.json) for Winograd's products with 16-48 rows or columns; before those, its products
+# ran on gemm_tiled and F(4x4) lost GoogLeNet's 5x5 layers and small-image weight gradients.
+# The networks' first layers (3 channels) stay with implicit GEMM.
+GPU_WINOGRAD_MIN_CHANNELS = 16
 # Cog*C*Kh*Kw up to which implicit GEMM's weight gradient beats im2col's on CPUs: the GEMM
 # engine runs such skinny products (N = Cog or K small) with few tiles
 CPU_IMPLICIT_WGRAD_MAX = 2**16
@@ -171,8 +170,7 @@ CPU_IMPLICIT_WGRAD_MAX = 2**16
 def _winograd_pays(p, cpu, pass_):
     if cpu:
         return min(p.cg, p.cog) >= CPU_WINOGRAD_MIN_CHANNELS[pass_]
-    large, small = GPU_WINOGRAD_MIN_CHANNELS[pass_]
-    return min(p.cg, p.cog) >= (small if p.h * p.w <= GPU_SMALL_IMAGE else large)
+    return min(p.cg, p.cog) >= GPU_WINOGRAD_MIN_CHANNELS
 
 
 def choose(p, device, pass_, algo="auto", tensors=None):
