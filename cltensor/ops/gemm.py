@@ -418,11 +418,12 @@ def _xgemm_candidates(device, entry, itemsize):
         fits = lambda q: _group_fits(device, q["NDIMC"], q["MDIMC"],
                                      xgemm_local_bytes(q, itemsize))
         return [q for q in own if fits(q)], [q for q in extra if fits(q)]
-    key = (device, itemsize, bool(entry.get("strict")))
+    # NOTE: the limits are in the key: tests lower them on a live device
+    key = (device, device.max_work_group, device.local_mem, itemsize, bool(entry.get("strict")))
     return memo_with(_candidates, key, entry.get("xgemm"), candidates)
 
 
-_candidates = {}  # (device, itemsize, strict, id of the entry's sets) -> (own, extra)
+_candidates = {}  # (device, its limits, itemsize, strict, id of the entry's sets) -> (own, extra)
 
 
 MAX_SPLITS = 16
