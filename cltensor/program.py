@@ -152,8 +152,13 @@ def memo_with(cache, key, anchor, make):
     full = key + (id(anchor),)
     hit = cache.get(full)
     if hit is None or hit[0] is not anchor:
+        if len(cache) >= MEMO_LIMIT:  # a program of ever-new shapes: start afresh
+            cache.clear()
         hit = cache[full] = (anchor, make())
     return hit[1]
+
+
+MEMO_LIMIT = 4096  # entries a memo_with cache holds at most
 
 
 def clear_cache():

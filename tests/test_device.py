@@ -122,6 +122,22 @@ def test_program_cache_in_memory(device):
     assert p1 is p2
 
 
+def test_memo_with_keeps_its_anchor_and_starts_afresh_past_its_limit(monkeypatch):
+    monkeypatch.setattr(program, "MEMO_LIMIT", 3)
+    cache, made = {}, []
+    sets = [[k] for k in range(5)]
+
+    def ask(key, anchor):
+        return program.memo_with(cache, (key,), anchor, lambda: made.append(key) or key * 10)
+
+    assert [ask(k, sets[k]) for k in range(3)] == [0, 10, 20] and made == [0, 1, 2]
+    assert ask(1, sets[1]) == 10 and made == [0, 1, 2]  # remembered
+    assert ask(3, sets[3]) == 30 and len(cache) == 1  # full: cleared before the new entry
+    assert ask(0, sets[0]) == 0 and made == [0, 1, 2, 3, 0] and len(cache) == 2
+    other = [0]
+    assert ask(0, other) == 0 and made[-1] == 0 and len(cache) == 3  # another anchor: made again
+
+
 def test_program_cache_on_disk_is_keyed_by_device_and_driver(device, tmp_path):
     code = ("import cltensor as ct; d = ct.get_device(%r); "
             "x = ct.ones(3, device=d) * 2; print(x.numpy().sum())" % device.index)

@@ -268,6 +268,31 @@ def test_xgemm_reads_aligned_operands_in_place(device, rng, monkeypatch):
                 (k, ta, tb, counts)
 
 
+def test_xgemm_plans_are_reused_for_the_same_layout_only(device, rng, monkeypatch):
+    """A product's decided plan is remembered per layout: new tensors of the same layout reuse
+    it (and it reads the new tensors); a view whose offset breaks the vector alignment gets its
+    own plan, with a padded copy."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
+    entry = dict(gm.entry_for(device, np.dtype(np.float32)), xgemm=[gm.XGEMM_FALLBACKS[1]],
+                 strict=True)
+    monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+    gm.clear_cache()
+    a, b = random_array(rng, (64, 32)), random_array(rng, (32, 96))
+    B = put(device, b)
+    counts = _kernel_counts(lambda: run_check(cltensor.gemm(put(device, a), B), a, b,
+                                              np.float32))
+    assert counts == {"xgemm": 1} and len(gm._prepared) == 1, counts
+    shifted = put(device, np.concatenate([[0.5], a.ravel()]).astype(np.float32))[1:]
+    A = shifted.view(64, 32)  # offset 1: no 16-byte loads
+    assert A.offset == 1
+    counts = _kernel_counts(lambda: run_check(cltensor.gemm(A, B), a, b, np.float32))
+    assert counts == {"pad_copy": 1, "xgemm": 1}, counts
+    a, b = random_array(rng, (64, 32)), random_array(rng, (32, 96))
+    counts = _kernel_counts(lambda: run_check(cltensor.gemm(put(device, a), put(device, b)),
+                                              a, b, np.float32))
+    assert counts == {"xgemm": 1} and len(gm._prepared) == 1, counts
+
+
 def test_xgemm_tile_bands(device, rng, monkeypatch):
     """GROUP_M bands (gemm_common.cl's tile_of) cover every tile once, also when the tile rows
     are no multiple of the band (5 rows in bands of 2, 2, 1) and in a batch."""
@@ -637,11 +662,13 @@ def test_lookup_falls_back_device_vendor_global(device, tmp_tuning):
 def test_user_cache_overrides_and_is_keyed_by_device_and_driver(device, tmp_tuning, tmp_path):
     (tmp_tuning / "gemm.json").write_text(json.dumps(
         {"gemm_float32": {"default": {"family": "direct", "min_work": 5}}}))
+    assert gm.entry_for(device, np.dtype(np.float32))["min_work"] == 5
     path = tune.store("gemm_float32", device, {"min_work": 7})
     assert path == tune.user_cache_path(device)
     assert str(path).startswith(str(tmp_path / "cache" / "tuning"))
     assert re.sub(r"[^A-Za-z0-9_.-]+", "_", device.cl_device.driver_version) in path.name
     assert tune.lookup("gemm", "gemm_float32", device) == {"family": "direct", "min_work": 7}
+    assert gm.entry_for(device, np.dtype(np.float32))["min_work"] == 7  # store() forgets
 
 
 def test_shipped_database_has_measured_entries():

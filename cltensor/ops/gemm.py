@@ -14,7 +14,10 @@ prepended with gemm_common.cl):
     xgemm   gemm_xgemm.cl:xgemm, operands read in place when aligned and whole tiles, else
             copied by gemm_pack.cl:pad_copy: GPUs
 """
+import functools
+import importlib
 import math
+import sys
 import time
 from typing import NamedTuple
 
@@ -23,7 +26,7 @@ import pyopencl as cl
 
 from .. import backends, program
 from ..plugins import plugins_for
-from ..program import ctype_of, launch, memo_with, round_up
+from ..program import MEMO_LIMIT, ctype_of, launch, memo_with, round_up
 from ..tensor import ClTensor
 from . import elementwise as ew
 
@@ -115,9 +118,11 @@ def _group_fits(device, lx, ly, local_bytes):
 def entry_for(device, dtype):
     """The database entry for GEMM on a device: float64 and int64 share gemm_float64's
     parameters, 4-byte types gemm_float32's (register tiles are sized in bytes)."""
-    from .. import tune  # NOTE: not at import time, so `python -m cltensor.tune` runs cleanly
+    # NOTE: tune is imported on first use, not at import time, so that `python -m
+    # cltensor.tune` runs cleanly; sys.modules is the cheap way to reach it after that
+    tune = sys.modules.get("cltensor.tune") or importlib.import_module("cltensor.tune")
     kernel = "gemm_float32" if np.dtype(dtype).itemsize <= 4 else "gemm_float64"
-    return tune.lookup("gemm", kernel, device)
+    return tune.current("gemm", kernel, device)
 
 
 def small_family(entry):
@@ -154,10 +159,19 @@ def _launch_tiles(p, kernel, tile, groups_n, local, k_arg, tail, rows_in_dim0=Fa
     """Launch over (groups_n, ceil(M / tile) groups, batches * splits), split so that dims 1
     and 2 stay within MAX_GROUPS; rows_in_dim0 puts the row groups in dim 0 (gemm_packed
     walking down M)."""
-    groups_m = -(-p.m // tile)
-    head = (np.int32(p.m), np.int32(p.n), np.int32(k_arg))
-    batch = (np.int32(len(p.bshape)), ew.shape_arg(p.bshape))
-    nz = p.nbatch * splits
+    for gsize, head in _tile_launches(p.m, p.n, k_arg, p.bshape, tile, groups_n, tuple(local),
+                                      rows_in_dim0, splits):
+        launch(p.device, kernel, gsize, local, *head, *tail)
+
+
+@functools.lru_cache(maxsize=4096)
+def _tile_launches(m, n, k_arg, bshape, tile, groups_n, local, rows_in_dim0, splits):
+    """[(global size, leading arguments)] of _launch_tiles' launches (memoized)."""
+    groups_m = -(-m // tile)
+    head = (np.int32(m), np.int32(n), np.int32(k_arg))
+    batch = (np.int32(len(bshape)), ew.shape_arg(bshape))
+    nz = math.prod(bshape) * splits
+    launches = []
     for b0 in range(0, nz, MAX_GROUPS):
         nb = min(MAX_GROUPS, nz - b0)
         step = groups_m if rows_in_dim0 else MAX_GROUPS
@@ -165,8 +179,8 @@ def _launch_tiles(p, kernel, tile, groups_n, local, k_arg, tail, rows_in_dim0=Fa
             cnt = min(step, groups_m - g0)
             dims = (cnt, groups_n) if rows_in_dim0 else (groups_n, cnt)
             gsize = (dims[0] * local[0], dims[1] * local[1], nb)
-            launch(p.device, kernel, gsize, local, *head, np.int32(g0 * tile), np.int64(b0),
-                   *batch, *tail)
+            launches.append((gsize, (*head, np.int32(g0 * tile), np.int64(b0), *batch)))
+    return tuple(launches)
 
 
 def _epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu):
@@ -576,8 +590,38 @@ class XPlan(NamedTuple):
     splits: int
 
 
+_prepared = {}  # _plan_key -> (params, kernel, each in-place XOperand's fields after its tensor)
+
+
+def _plan_key(p, params, splits):
+    """What decides an XPlan besides the operands' tensors: the device and its limits (tests
+    lower them), sizes, batches, each operand's strides and its offset's alignment to vectors."""
+    vw = VECTOR_BYTES // p.dtype.itemsize
+    a, b = p.a, p.b
+    return (id(params), splits, p.device, p.device.max_work_group, p.device.local_mem,
+            p.dtype, p.m, p.n, p.k, p.bshape, a.rs, a.cs, tuple(a.bstrides), a.t.offset % vw,
+            b.rs, b.cs, tuple(b.bstrides), b.t.offset % vw)
+
+
 def _prepare(p, params, splits):
-    """The XPlan of running `params` on p, or None when its kernel does not fit the device."""
+    """The XPlan of running `params` on p, or None when its kernel does not fit the device.
+    NOTE: memoized when it reads both operands in place (the common case; a padded copy
+    needs its own scratch): deciding costs more host time than the launch."""
+    key = _plan_key(p, params, splits)
+    hit = _prepared.get(key)
+    if hit is not None and hit[0] is params:
+        _, kernel, xa, xb = hit
+        return XPlan(params, kernel, XOperand(p.a.t, *xa), XOperand(p.b.t, *xb), (), splits)
+    plan = _decide(p, params, splits)
+    if plan is not None and not plan.copies:
+        if len(_prepared) >= MEMO_LIMIT:
+            _prepared.clear()
+        # NOTE: params in the value keeps its id from passing to another dict
+        _prepared[key] = (params, plan.kernel, plan.xa[1:], plan.xb[1:])
+    return plan
+
+
+def _decide(p, params, splits):
     kp = round_up(p.k, params["KWG"])
     xa, copy_a = _xgemm_operand(p, p.a, p.m, p.a.rs, p.a.cs, params["MWG"], params, kp)
     xb, copy_b = _xgemm_operand(p, p.b, p.n, p.b.cs, p.b.rs, params["NWG"], params, kp)
@@ -713,10 +757,12 @@ def benchmark_times(device):
 
 
 def clear_cache():
-    """Forget benchmark mode's timings, the estimate's rankings and the fitting sets."""
+    """Forget benchmark mode's timings, the estimate's rankings, the fitting sets and the
+    decided plans."""
     _timed.clear()
     _ranked.clear()
     _candidates.clear()
+    _prepared.clear()
 
 
 def _reduce_splits(p, kernel, splits, part, epi):
@@ -761,6 +807,21 @@ def _fold_batch(batch, m, strides):
     return (), m * math.prod(batch), folded
 
 
+@functools.lru_cache(maxsize=4096)
+def _batch_layout(batch, m, strides, foldable):
+    """(M, collapsed batch shape, (batch strides, row stride, column stride) per operand) of
+    operands with these strides (a, b, c_in, c_out); memoized, as every product asks.
+    foldable: no row bias (folded batches would change which bias row a row gets)."""
+    strides = [list(st) for st in strides]
+    if foldable:
+        batch, m, strides = _fold_batch(batch, m, strides)
+    bshape, bstrides = ew.collapse(batch, [st[:-2] for st in strides])
+    if len(bshape) > ew.MAX_DIMS:
+        raise ValueError(f"gemm: at most {ew.MAX_DIMS} non-mergeable batch dims are "
+                         f"supported, got {len(bshape)} (batch shape {tuple(batch)})")
+    return m, tuple(bshape), tuple((bst, st[-2], st[-1]) for st, bst in zip(strides, bstrides))
+
+
 def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=None,
               relu=False, entry=None):
     """c_out = act(alpha * a @ b + beta * c_in + biases), in place, with no checks.
@@ -775,16 +836,11 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
     assert a.shape[:-2] == b.shape[:-2] == batch and b.shape[-2] == k, "gemm: shapes disagree"
     if m == 0 or n == 0 or 0 in batch:
         return c_out
-    tensors = [a, b, c_out if c_in is None else c_in, c_out]
-    strides = [list(t.strides) for t in tensors]
-    if row_bias is None:  # folded batches would change which bias row a row gets
-        batch, m, strides = _fold_batch(batch, m, strides)
-    bshape, bstrides = ew.collapse(batch, [st[:-2] for st in strides])
-    if len(bshape) > ew.MAX_DIMS:
-        raise ValueError(f"gemm: at most {ew.MAX_DIMS} non-mergeable batch dims are "
-                         f"supported, got {len(bshape)} (batch shape {tuple(batch)})")
-    ops = [Operand(t, bst, st[-2], st[-1]) for t, st, bst in zip(tensors, strides, bstrides)]
-    p = Problem(c_out.device, c_out.dtype, m, n, k, tuple(bshape), *ops)
+    tensors = (a, b, c_out if c_in is None else c_in, c_out)
+    m, bshape, layouts = _batch_layout(batch, m, tuple(t.strides for t in tensors),
+                                       row_bias is None)
+    ops = [Operand(t, *lay) for t, lay in zip(tensors, layouts)]
+    p = Problem(c_out.device, c_out.dtype, m, n, k, bshape, *ops)
     # NOTE: the tuner's candidates (entry) and a forced family measure the portable kernels
     if entry is None and FORCE_FAMILY is None:
         for plugin in plugins_for(p.device):

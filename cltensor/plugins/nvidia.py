@@ -97,15 +97,18 @@ class NvidiaTensorCores(Plugin):
     def __init__(self):
         self._broken = set()  # (device, parameter set) that failed to build or fit
         self._plans = {}  # (device, problem, sets) -> (sets, [(parameter set, K splits)]): memo_with
+        self._kernels = {}  # (device, its limits, id of a set, layouts) -> (the set, kernel)
 
     def gemm(self, p, alpha, beta, has_ci, row_bias, col_bias, relu):
         if not backends.allow_tf32 or p.dtype != np.float32 or p.k == 0:
             return False
+        found = (_in_place(p, p.a, p.m, p.a.rs, p.a.cs), _in_place(p, p.b, p.n, p.b.cs, p.b.rs))
+        layouts = [1 if x is None else x.kc for x in found]  # a copy keeps K contiguous
         for q, splits in self.plans(p):
-            kernel = self._kernel(p, q, *_layouts(p))
+            kernel = self._kernel(p, q, *layouts)
             if kernel is not None:
                 epi = gm._epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu)
-                _run(p, q, kernel, splits, epi)
+                _run(p, q, kernel, splits, epi, *found)
                 return True
         return False
 
@@ -132,6 +135,19 @@ class NvidiaTensorCores(Plugin):
                       key=lambda e: estimate(p, e[0], e[1], units))
 
     def _kernel(self, p, q, a_kc, b_kc):
+        """The built kernel of set q for these layouts, or None when it fails to build or fit
+        (memoized per device, its limits and the emulation flag: every product asks)."""
+        key = (p.device, p.device.max_work_group, p.device.local_mem, id(q), a_kc, b_kc,
+               self.emulate)
+        hit = self._kernels.get(key)
+        if hit is not None and hit[0] is q:
+            return hit[1]
+        kernel = self._build(p, q, a_kc, b_kc)
+        if kernel is not None:
+            self._kernels[key] = (q, kernel)  # NOTE: q in the value keeps its id from passing on
+        return kernel
+
+    def _build(self, p, q, a_kc, b_kc):
         defines = dict(_defines(q), A_KC=a_kc, B_KC=b_kc, EMULATE=int(self.emulate))
         key = (p.device, _key(q))
         try:
@@ -287,9 +303,8 @@ def _in_place(p, op, rows, rs, ks):
     return None
 
 
-def _operand(p, op, rows, rs, ks):
-    """(op as nvmma_gemm reads it, the copy to launch first or None)."""
-    found = _in_place(p, op, rows, rs, ks)
+def _operand(p, op, rows, rs, ks, found):
+    """(op as nvmma_gemm reads it, the copy to launch first or None); found: _in_place's."""
     if found is not None:
         return found, None
     ld = round_up(p.k, ALIGN)
@@ -300,20 +315,10 @@ def _operand(p, op, rows, rs, ks):
     return MmaOperand(dst, bstrides, ld, 1), copy
 
 
-def _layouts(p):
-    """(A_KC, B_KC) of the kernel that reads p's operands."""
-    return (_operand_layout(p, p.a, p.m, p.a.rs, p.a.cs),
-            _operand_layout(p, p.b, p.n, p.b.cs, p.b.rs))
-
-
-def _operand_layout(p, op, rows, rs, ks):
-    found = _in_place(p, op, rows, rs, ks)
-    return 1 if found is None else found.kc
-
-
-def _run(p, q, kernel, splits, epi):
-    xa, copy_a = _operand(p, p.a, p.m, p.a.rs, p.a.cs)
-    xb, copy_b = _operand(p, p.b, p.n, p.b.cs, p.b.rs)
+def _run(p, q, kernel, splits, epi, a_in_place, b_in_place):
+    """Launch nvmma_gemm; a_in_place, b_in_place: _in_place's operands (None: copied)."""
+    xa, copy_a = _operand(p, p.a, p.m, p.a.rs, p.a.cs, a_in_place)
+    xb, copy_b = _operand(p, p.b, p.n, p.b.cs, p.b.rs, b_in_place)
     bm, bn, nt = tile_shape(q)
     part = gm._scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
     tail = []
