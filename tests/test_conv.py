@@ -521,6 +521,16 @@ def test_errors(device, rng):
             fn()
 
 
+def test_remembered_arguments_are_still_checked(device, rng):
+    """make_params remembers the normalized arguments of a call; a later call with a bool
+    (equal to 1 and hashed alike) or a float in their place still fails."""
+    _x, _w, _b, X, W, _B = _tensors(device, rng, (1, 3, 5, 5), (4, 3, 3, 3))
+    assert conv2d(X, W, stride=1, padding=(1, 1)).shape == (1, 4, 5, 5)
+    for kwargs in ({"stride": True}, {"padding": (True, 1)}, {"padding": (1.0, 1)}):
+        with pytest.raises(TypeError, match="must be an int"):
+            conv2d(X, W, **{"stride": 1, "padding": (1, 1), **kwargs})
+
+
 def test_double_backward_raises(device, rng):
     _x, _w, _b, X, W, B = _tensors(device, rng, (1, 3, 5, 5), (4, 3, 3, 3))
     X.requires_grad_()

@@ -1,4 +1,5 @@
 """Helpers shared by the convolution algorithms: kernel getters, strided views, layouts."""
+import functools
 import itertools
 import weakref
 
@@ -58,7 +59,13 @@ def launch_1d(device, kernel, n, *args):
 
 def view_args(t):
     """A 4-d tensor's buffer, offset and strides as kernel arguments."""
-    return [t.storage.buf, np.int64(t.offset)] + [np.int64(s) for s in t.strides]
+    return [t.storage.buf, *_int64s(t.offset, t.strides)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _int64s(offset, strides):
+    # NOTE: memoized: converting the five ints cost more than the rest of a launch's arguments
+    return (np.int64(offset), *[np.int64(s) for s in strides])
 
 
 def strided(t, shape, strides, offset=None):

@@ -7,6 +7,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ops import elementwise as ew
+from ..program import MEMO_LIMIT
 
 
 class ConvParams(NamedTuple):
@@ -134,6 +135,29 @@ def _check_tensors(input, weight, bias):
 def make_params(input, weight, bias, stride, padding, dilation, groups):
     """Check conv2d's arguments (input already 4-d) and return its ConvParams."""
     _check_tensors(input, weight, bias)
+    if not all(map(_plain, (stride, padding, dilation, groups))):
+        return _make_params(input, weight, bias, stride, padding, dilation, groups)
+    # NOTE: memoized for arguments of exact types (True == 1 must not pass as a stride)
+    key = (input.shape, weight.shape, None if bias is None else bias.shape, input.dtype,
+           stride, padding, dilation, groups)
+    p = _params.get(key)
+    if p is None:
+        if len(_params) >= MEMO_LIMIT:
+            _params.clear()
+        p = _params[key] = _make_params(input, weight, bias, stride, padding, dilation, groups)
+    return p
+
+
+_params = {}  # make_params' memo: shapes, dtype and the plain arguments -> ConvParams
+
+
+def _plain(value):
+    """An int, a str or a tuple of ints: an argument that may key make_params' memo."""
+    t = type(value)
+    return t is int or t is str or t is tuple and all(type(v) is int for v in value)
+
+
+def _make_params(input, weight, bias, stride, padding, dilation, groups):
     n, c, h, w = input.shape
     co, cg, kh, kw = weight.shape
     if not _positive_int(groups):

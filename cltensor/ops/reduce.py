@@ -13,7 +13,7 @@ import numpy as np
 import pyopencl as cl
 
 from .. import dtypes as dt
-from ..program import build_program, ctype_of, launch, round_up
+from ..program import build_program, ctype_of, launch, memo_with, round_up
 from ..tensor import ClTensor, _norm_dim
 from . import elementwise as ew
 from . import pointwise as pw
@@ -213,23 +213,48 @@ def _run(x, dims, spec, acc_dtype, out_dtype, aux=None, p=0, divisor=1, ordered=
 def _launch_reduce(plan, ks, spec, acc_dtype, aux, p, divisor, values, indices):
     """reduce_full, or reduce_part then reduce_merge when rows are cut into chunks."""
     device = plan.x.device
+    key = (device, plan.kshape, plan.kstrides, plan.rshape, plan.rstrides, plan.M, plan.R,
+           ks.limit)
+    geo = memo_with(_geometries, key, _tuning(device), lambda: _geometry(*key))
     aux_buf = _buf(aux, device)
     outs = [values.storage.buf, _buf(indices, device)]
-    l0, l1 = _lanes(device, plan.R, _row_like(plan), ks.limit)
-    g = _chunks(device, plan.M, plan.R, l0, l1)
-    args = _row_args(plan, l1, g, aux_buf, p)
-    gsize, lsize = (round_up(plan.M, l0), l1 * g), (l0, l1)
-    scratch = _local(STATE_BYTES * l0 * l1)
-    if g == 1:
-        launch(device, ks.full, gsize, lsize, *args, divisor, *outs, scratch)
+    args = [plan.x.storage.buf, ew.view_arg(plan.x.offset, plan.kstrides), *geo.row_args,
+            aux_buf, p]
+    if geo.chunks == 1:
+        launch(device, ks.full, geo.gsize, geo.lsize, *args, divisor, *outs, geo.scratch)
         return
-    pval = ClTensor.empty_on((plan.M * g * _parts(spec, acc_dtype),), acc_dtype, device)
-    pidx = ClTensor.empty_on((plan.M * g,), dt.int64, device) if indices is not None else None
+    pval = ClTensor.empty_on((plan.M * geo.chunks * _parts(spec, acc_dtype),), acc_dtype, device)
+    pidx = (ClTensor.empty_on((plan.M * geo.chunks,), dt.int64, device)
+            if indices is not None else None)
     parts = [pval.storage.buf, _buf(pidx, device)]
-    launch(device, ks.part, gsize, lsize, *args, *parts, scratch)
-    l0, l1 = _lanes(device, g, True, ks.limit)
-    launch(device, ks.merge, (round_up(plan.M, l0), l1), (l0, l1), *parts, np.int64(plan.M),
-           np.int64(g), aux_buf, p, divisor, *outs, _local(STATE_BYTES * l0 * l1))
+    launch(device, ks.part, geo.gsize, geo.lsize, *args, *parts, geo.scratch)
+    launch(device, ks.merge, geo.merge_gsize, geo.merge_lsize, *parts, np.int64(plan.M),
+           np.int64(geo.chunks), aux_buf, p, divisor, *outs, geo.merge_scratch)
+
+
+Geometry = namedtuple("Geometry", "chunks gsize lsize row_args scratch merge_gsize merge_lsize "
+                                  "merge_scratch")
+
+
+_geometries = {}  # (device, layout, kernel limit, id of the tuning) -> (tuning, Geometry)
+
+
+def _geometry(device, kshape, kstrides, rshape, rstrides, M, R, limit):
+    """A reduction's work sizes, chunks and the arguments after its input's view (ROW_ARGS in
+    reduce.cl); memoized per layout and tuning (_launch_reduce), as training repeats the same
+    reductions."""
+    # lanes walk along rows when the reduced dims move through memory the least
+    row_like = not kstrides or bool(rstrides) and abs(rstrides[-1]) <= abs(kstrides[-1])
+    l0, l1 = _lanes(device, R, row_like, limit)
+    g = _chunks(device, M, R, l0, l1)
+    chunk_stride, chunk_len, step = _chunk_args(device, R, l1, g)
+    row_args = (ew.shape_arg(kshape), np.int32(len(kshape)), ew.view_arg(0, rstrides),
+                ew.shape_arg(rshape), np.int32(len(rshape)), np.int64(M), np.int64(R),
+                np.int64(chunk_stride), np.int64(chunk_len), np.int64(step))
+    m0, m1 = _lanes(device, g, True, limit)
+    return Geometry(g, (round_up(M, l0), l1 * g), (l0, l1), row_args,
+                    _local(STATE_BYTES * l0 * l1), (round_up(M, m0), m1), (m0, m1),
+                    _local(STATE_BYTES * m0 * m1))
 
 
 @functools.lru_cache(maxsize=64)
@@ -243,28 +268,11 @@ def _buf(t, device):
     return _dummy(device) if t is None else t.storage.buf
 
 
-def _row_like(plan):
-    """Whether lanes should walk along rows (the reduced dims move through memory the least)."""
-    if not plan.kstrides:
-        return True
-    return bool(plan.rstrides) and abs(plan.rstrides[-1]) <= abs(plan.kstrides[-1])
-
-
 def _parts(spec, acc_dtype):
     """How many accumulators a saved State holds (st_save in reduce.cl)."""
     if spec.kind == "RED_VAR":
         return 4
     return 2 if spec.kind == "RED_SUM" and dt.is_floating(acc_dtype) else 1
-
-
-def _row_args(plan, l1, g, aux_buf, p):
-    """The arguments reduce_full and reduce_part share (ROW_ARGS in reduce.cl)."""
-    device = plan.x.device
-    chunk_stride, chunk_len, step = _chunk_args(device, plan.R, l1, g)
-    return [plan.x.storage.buf, ew.view_arg(plan.x.offset, plan.kstrides), ew.shape_arg(plan.kshape),
-            np.int32(len(plan.kshape)), ew.view_arg(0, plan.rstrides), ew.shape_arg(plan.rshape),
-            np.int32(len(plan.rshape)), np.int64(plan.M), np.int64(plan.R),
-            np.int64(chunk_stride), np.int64(chunk_len), np.int64(step), aux_buf, p]
 
 
 # ---- argument checks and dtype rules ----------------------------------------------------------
