@@ -3,7 +3,7 @@ convnet_benchmarks model (zero_grad, forward, backward; no input gradient, as th
 protocol), without waiting for the device.
 
     python benchmarks/host_overhead.py [--model alexnet,googlenet] [--batch 1] [--steps 5]
-                                       [--device SPEC] [--json out.json] [--profile]
+                                       [--device SPEC] [--tf32] [--json out.json] [--profile]
 
 Each step: the queue is drained, then the clock runs from zero_grad to backward's return (the
 launches are enqueued, not finished), then the queue is drained again (not timed). Prints, over
@@ -11,7 +11,8 @@ launches are enqueued, not finished), then the queue is drained again (not timed
 median CPU ms of the enqueuing thread ("cpu ms": it leaves out waiting for a core, so a busy
 machine blurs it less), the kernel launches per step and the wall-clock us per launch. On CPU
 devices (PoCL) the device's threads run kernels while Python enqueues, so they compete for the
-cores: run it a few times. --profile adds a cProfile summary (CPU time) of one step.
+cores: run it a few times. --tf32 sets cltensor.backends.allow_tf32 (the NVIDIA plug-in's
+path). --profile adds a cProfile summary (CPU time) of one step.
 """
 import argparse
 import cProfile
@@ -92,16 +93,19 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=5)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--device", default=None, help="cltensor device (index or name)")
+    p.add_argument("--tf32", action="store_true", help="set cltensor.backends.allow_tf32")
     p.add_argument("--json", default=None, help="also write the results here")
     p.add_argument("--profile", action="store_true", help="print a cProfile summary of one step")
     p.add_argument("--top", type=int, default=40, help="functions in the --profile summary")
     args = p.parse_args(argv)
     device = ct.get_device(args.device)
+    ct.backends.allow_tf32 = args.tf32
     names = args.model.split(",")
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         p.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
-    print(f"device: {device}, batch {args.batch}, median of {args.steps} steps after {args.warmup}")
+    print(f"device: {device}, batch {args.batch}, median of {args.steps} steps after "
+          f"{args.warmup}{', allow_tf32' if args.tf32 else ''}")
     print(f"{'model':12s} {'host ms':>9s} {'min':>8s} {'max':>8s} {'cpu ms':>8s} {'launches':>9s} "
           f"{'us/launch':>10s}")
     results = {}
@@ -118,7 +122,8 @@ def main(argv=None):
             print_profile(step, device, args.top)
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"device": str(device), "batch": args.batch, "results": results}, f, indent=1)
+            json.dump({"device": str(device), "batch": args.batch, "allow_tf32": args.tf32,
+                       "results": results}, f, indent=1)
 
 
 if __name__ == "__main__":

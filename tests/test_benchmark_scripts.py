@@ -1,6 +1,6 @@
 """benchmarks/conv.py end to end on a small case: per-layer times with the TF32 mode's flag
 carried into the run and the JSON, plug-in algorithms named by --algos, and a misspelt
-algorithm refused before any timing."""
+algorithm refused before any timing; benchmarks/host_overhead.py's TF32 flag likewise."""
 import importlib.util
 import json
 import os
@@ -13,12 +13,16 @@ from cltensor.plugins import nvidia
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def conv_script():
-    spec = importlib.util.spec_from_file_location("bench_conv",
-                                                  os.path.join(ROOT, "benchmarks", "conv.py"))
+def script(name):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}",
+                                                  os.path.join(ROOT, "benchmarks", f"{name}.py"))
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def conv_script():
+    return script("conv")
 
 
 def test_conv_benchmark_tf32_mode(device, tmp_path, monkeypatch):
@@ -48,3 +52,22 @@ def test_conv_benchmark_refuses_unknown_algorithm(device, tmp_path):
     with pytest.raises(ValueError, match="unknown algo 'implicit_gem'"):
         conv_script().main(["--nets", "alexnet", "--algos", "auto,implicit_gem", "--device",
                             device.index, "--json", str(tmp_path / "x.json")])
+
+
+def test_host_overhead_tf32_mode(device, tmp_path, monkeypatch):
+    monkeypatch.setattr(backends, "allow_tf32", False)  # main() sets it for the run
+    mod = script("host_overhead")
+    seen = []
+    real = mod.make_step
+
+    def spying(*args):
+        step = real(*args)
+        return lambda: seen.append(backends.allow_tf32) or step()
+    monkeypatch.setattr(mod, "make_step", spying)
+    out = tmp_path / "host.json"
+    mod.main(["--model", "alexnet", "--batch", "1", "--steps", "1", "--warmup", "1",
+              "--device", device.index, "--json", str(out), "--tf32"])
+    result = json.loads(out.read_text())
+    assert result["allow_tf32"] is True and len(seen) == 3 and all(seen)
+    alexnet = result["results"]["alexnet"]
+    assert alexnet["launches"] > 10 and alexnet["median_ms"] > 0
