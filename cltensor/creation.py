@@ -1,4 +1,5 @@
 """Creating tensors: from Python data and numpy, and filled with a value."""
+import functools
 import numbers
 
 import numpy as np
@@ -10,6 +11,16 @@ from .tensor import ClTensor, _size_args
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "empty", "zeros", "ones", "full", "empty_like",
            "zeros_like", "ones_like", "full_like"]
+
+
+def factory(fn):
+    """fn with torch's keyword requires_grad=False: True makes the new tensor a leaf that
+    requires grad (a floating dtype only, else TypeError)."""
+    @functools.wraps(fn)
+    def make(*args, requires_grad=False, **kwargs):
+        out = fn(*args, **kwargs)
+        return out.requires_grad_() if requires_grad else out
+    return make
 
 
 def _host_array(data, op):
@@ -48,11 +59,16 @@ def from_numpy(array, device=None, dtype=None):
     return out
 
 
+@factory
 def tensor(data, dtype=None, device=None):
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays or a tensor).
 
+    Every creation function takes torch's keyword requires_grad (default False): True makes
+    the result a leaf that requires grad.
+
     Example:
         x = cltensor.tensor([[1.0, 2.0], [3.0, 4.0]])   # float32, on the default device
+        w = cltensor.tensor([0.5, -1.0], requires_grad=True)
     """
     if isinstance(data, ClTensor):
         out = data.to(device=device or data.device, dtype=dtype, copy=True)
@@ -70,11 +86,13 @@ def as_tensor(data, dtype=None, device=None):
     return tensor(data, dtype=dtype, device=device)
 
 
+@factory
 def empty(*size, dtype=None, device=None, memory_format="contiguous_format"):
     return ClTensor.empty_on(_size_args(size, "empty"), dt.as_dtype(dtype) or dt.float32,
                             get_device(device), memory_format)
 
 
+@factory
 def full(size, fill_value, dtype=None, device=None):
     if not isinstance(fill_value, (numbers.Number, np.bool_)):
         raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
@@ -82,10 +100,12 @@ def full(size, fill_value, dtype=None, device=None):
     return empty(size, dtype=dtype or dt.scalar_dtype(fill_value), device=device).fill_(fill_value)
 
 
+@factory
 def zeros(*size, dtype=None, device=None):
     return full(_size_args(size, "zeros"), 0, dtype=dtype or dt.float32, device=device)
 
 
+@factory
 def ones(*size, dtype=None, device=None):
     return full(_size_args(size, "ones"), 1, dtype=dtype or dt.float32, device=device)
 
@@ -94,21 +114,25 @@ def _like(x, dtype, device):
     return x.shape, dtype or x.dtype, device or x.device
 
 
+@factory
 def empty_like(x, dtype=None, device=None):
     shape, dtype, device = _like(x, dtype, device)
     return empty(shape, dtype=dtype, device=device)
 
 
+@factory
 def zeros_like(x, dtype=None, device=None):
     shape, dtype, device = _like(x, dtype, device)
     return full(shape, 0, dtype=dtype, device=device)
 
 
+@factory
 def ones_like(x, dtype=None, device=None):
     shape, dtype, device = _like(x, dtype, device)
     return full(shape, 1, dtype=dtype, device=device)
 
 
+@factory
 def full_like(x, fill_value, dtype=None, device=None):
     shape, dtype, device = _like(x, dtype, device)
     return full(shape, fill_value, dtype=dtype, device=device)

@@ -13,6 +13,7 @@ import os
 import numpy as np
 
 from . import dtypes as dt
+from .creation import factory
 from .device import get_device
 from .ops import elementwise as ew
 from .program import ctype_of, get_kernel, launch, sizes_1d
@@ -310,6 +311,7 @@ def _need_float(x, op):
 
 # ---- public creation functions ----------------------------------------------------------------
 
+@factory
 def rand(*size, dtype=None, device=None, generator=None, **kwargs):
     """Uniform numbers in [0, 1) (24 random bits for float32, 53 for float64).
 
@@ -322,6 +324,7 @@ def rand(*size, dtype=None, device=None, generator=None, **kwargs):
     return _uniform(out, 0.0, 1.0, generator)
 
 
+@factory
 def randn(*size, dtype=None, device=None, generator=None, **kwargs):
     """Standard normal numbers (Box-Muller; float64 from 53-bit uniforms).
 
@@ -358,6 +361,7 @@ def _randint_args(args, size, low, high):
     return (0 if low is None else low), high, size
 
 
+@factory
 def randint(*args, size=None, low=None, high=None, dtype=None, device=None, generator=None):
     """Integers uniform in [low, high): randint(high, size) or randint(low, high, size).
 
@@ -373,16 +377,19 @@ def randint(*args, size=None, low=None, high=None, dtype=None, device=None, gene
     return _randint(out, low, high, generator)
 
 
+@factory
 def rand_like(input, dtype=None, device=None, generator=None):
     return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
                 generator=generator)
 
 
+@factory
 def randn_like(input, dtype=None, device=None, generator=None):
     return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
                  generator=generator)
 
 
+@factory
 def randint_like(input, low=0, high=None, dtype=None, device=None, generator=None):
     """randint_like(input, high) or randint_like(input, low, high), with input's shape and dtype."""
     low, high = (0, low) if high is None else (low, high)
@@ -390,6 +397,7 @@ def randint_like(input, low=0, high=None, dtype=None, device=None, generator=Non
                    device=device or input.device, generator=generator)
 
 
+@factory
 def randperm(n, dtype=None, device=None, generator=None):
     """A random permutation of 0..n-1 (a keyed Feistel permutation, one counter per call).
 
@@ -410,6 +418,7 @@ def randperm(n, dtype=None, device=None, generator=None):
     return out
 
 
+@factory
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None):
     """Normal numbers: normal(mean, std, size) for numbers, or tensors mean and/or std
     (broadcast together; the result takes their shape).

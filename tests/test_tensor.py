@@ -63,6 +63,45 @@ def test_bad_creation_inputs(device):
         ct.empty(device.max_alloc // 4 + 1, device=device)
 
 
+def test_creation_functions_take_requires_grad(device):
+    """torch's requires_grad=True on every creation function: a leaf whose gradient backward
+    fills; integer results refuse it, naming the dtype."""
+    x = ct.ones(2, 3, device=device)
+    made = {
+        "tensor": ct.tensor([1.0, 2.0], device=device, requires_grad=True),
+        "empty": ct.empty(2, device=device, requires_grad=True),
+        "zeros": ct.zeros(2, 3, device=device, requires_grad=True),
+        "ones": ct.ones(2, device=device, requires_grad=True),
+        "full": ct.full((2,), 1.5, device=device, requires_grad=True),
+        "zeros_like": ct.zeros_like(x, requires_grad=True),
+        "ones_like": ct.ones_like(x, requires_grad=True),
+        "full_like": ct.full_like(x, 2.0, requires_grad=True),
+        "empty_like": ct.empty_like(x, requires_grad=True),
+        "rand": ct.rand(3, device=device, requires_grad=True),
+        "randn": ct.randn(3, device=device, requires_grad=True),
+        "rand_like": ct.rand_like(x, requires_grad=True),
+        "randn_like": ct.randn_like(x, requires_grad=True),
+        "normal": ct.normal(0.0, 1.0, (3,), device=device, requires_grad=True),
+        "arange": ct.arange(0.0, 3.0, device=device, requires_grad=True),
+        "linspace": ct.linspace(0, 1, 4, device=device, requires_grad=True),
+        "logspace": ct.logspace(0, 1, 4, device=device, requires_grad=True),
+        "eye": ct.eye(2, device=device, requires_grad=True),
+    }
+    for name, t in made.items():
+        assert t.requires_grad and t.is_leaf and t.grad_fn is None, name
+    assert not ct.zeros(2, device=device).requires_grad and not ct.randn(2, device=device).requires_grad
+    w = made["linspace"]
+    (w * w).sum().backward()
+    assert_close(w.grad, 2 * w.numpy().astype(np.float64))
+    for make in (lambda: ct.zeros(2, dtype=ct.int64, device=device, requires_grad=True),
+                 lambda: ct.tensor([1, 2], device=device, requires_grad=True),
+                 lambda: ct.randint(5, (3,), device=device, requires_grad=True),
+                 lambda: ct.randperm(4, device=device, requires_grad=True),
+                 lambda: ct.arange(3, device=device, requires_grad=True)):
+        with pytest.raises(TypeError, match="floating point dtype.*int64"):
+            make()
+
+
 def test_fp64_rejected_without_extension(device):
     fake = ct.Device(device.index + "-nofp64", device.cl_device)
     fake.has_fp64 = False

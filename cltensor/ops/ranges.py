@@ -6,6 +6,7 @@ import numbers
 import numpy as np
 
 from .. import dtypes as dt
+from ..creation import factory
 from ..device import get_device
 from ..program import ctype_of, get_kernel, launch, sizes_1d
 from ..tensor import ClTensor
@@ -81,6 +82,7 @@ def _arange_length(start, end, step):
     return math.ceil((float(end) - float(start)) / float(step))
 
 
+@factory
 def arange(start=0, end=None, step=1, *, dtype=None, device=None):
     """Values start, start + step, ... below end (above it for a negative step).
 
@@ -140,6 +142,7 @@ def _linspace_args(start, end, steps, dtype, device, op):
     return out, defines, (start, end, at.type(step), np.int64(steps // 2))
 
 
+@factory
 def linspace(start, end, steps, *, dtype=None, device=None):
     """`steps` values evenly spaced from start to end, both included (float32 by default).
 
@@ -151,6 +154,7 @@ def linspace(start, end, steps, *, dtype=None, device=None):
                 np.int64(0), *args)
 
 
+@factory
 def logspace(start, end, steps, base=10.0, *, dtype=None, device=None):
     """base ** linspace(start, end, steps).
 
@@ -166,6 +170,7 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, device=None):
 
 # ---- eye, tril, triu, diag --------------------------------------------------------------------
 
+@factory
 def eye(n, m=None, *, dtype=None, device=None):
     """An n x m matrix (m defaults to n) with ones on the main diagonal.
 
