@@ -805,6 +805,27 @@ def test_embedding(device, rng):
         F.embedding(T(np.array([6]), device), T(w, device))
 
 
+def test_one_hot(device, rng):
+    idx = rng.integers(0, 5, (3, 4))
+    want = (idx[..., None] == np.arange(7)).astype(np.int64)
+    got = F.one_hot(T(idx, device), 7)
+    assert got.dtype == cltensor.int64 and got.shape == (3, 4, 7)
+    np.testing.assert_array_equal(got.numpy(), want)
+    inferred = F.one_hot(T(idx, device))
+    assert inferred.shape == (3, 4, idx.max() + 1)
+    np.testing.assert_array_equal(inferred.numpy(), want[..., :idx.max() + 1])
+    assert F.one_hot(T(np.zeros(0, np.int64), device), 3).shape == (0, 3)
+    bad = [(TypeError, "int64", lambda: F.one_hot(T(idx.astype(np.int32), device), 7)),
+           (ValueError, "non-negative", lambda: F.one_hot(T(np.array([1, -1]), device), 3)),
+           (ValueError, r"smaller than num_classes \(3\), got 3",
+            lambda: F.one_hot(T(np.array([3, 0]), device), 3)),
+           (ValueError, "empty tensor", lambda: F.one_hot(T(np.zeros(0, np.int64), device))),
+           (ValueError, "num_classes must be", lambda: F.one_hot(T(idx, device), -2))]
+    for exc, match, fn in bad:
+        with pytest.raises(exc, match=match):
+            fn()
+
+
 def test_flatten_and_cat(device, rng):
     a, b = random_array(rng, (2, 3, 4)), random_array(rng, (2, 5, 4))
     assert F.flatten(T(a, device), 1).shape == (2, 12)

@@ -536,3 +536,56 @@ def test_schedulers_against_torch(device, cls, kw):
         tsched.step()
         want.append(tsched.get_last_lr()[0])
     assert _schedule(getattr(ours, cls)(_opt(device), **kw), 17) == want
+
+
+# ---- gradient clipping (cltensor.nn.utils) -------------------------------------------------------
+
+def _with_grads(device, rng, shapes, scale):
+    params = []
+    for shape in shapes:
+        p = cltensor.zeros(shape, device=device, requires_grad=True)
+        p.grad = cltensor.from_numpy(scale * rng.standard_normal(shape).astype(np.float32),
+                                     device=device)
+        params.append(p)
+    return params
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, math.inf])
+def test_clip_grad_norm(device, rng, norm_type):
+    params = _with_grads(device, rng, [(3, 4), (5,)], 3.0)
+    skipped = cltensor.zeros(2, device=device, requires_grad=True)  # no .grad: left out
+    before = [p.grad.numpy().astype(np.float64) for p in params]
+    flat = np.concatenate([g.ravel() for g in before])
+    want = (np.abs(flat).max() if norm_type == math.inf else
+            (np.abs(flat) ** norm_type).sum() ** (1 / norm_type))
+    total = cltensor.nn.utils.clip_grad_norm_(params + [skipped], 1.5, norm_type)
+    assert total.shape == () and skipped.grad is None
+    assert_close(total, want, rtol=1e-5)
+    for p, g in zip(params, before):
+        assert_close(p.grad, g * 1.5 / (want + 1e-6), rtol=1e-5, atol=1e-7)
+    # already within max_norm: unchanged
+    small = _with_grads(device, rng, [(4,)], 1e-3)
+    g = small[0].grad.numpy().copy()
+    cltensor.nn.utils.clip_grad_norm_(small[0], 10.0)
+    np.testing.assert_array_equal(small[0].grad.numpy(), g)
+
+
+def test_clip_grad_norm_nonfinite_and_bad_input(device, rng):
+    (p,) = _with_grads(device, rng, [(4,)], 1.0)
+    p.grad[1] = float("nan")
+    with pytest.raises(RuntimeError, match="non-finite"):
+        cltensor.nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
+    with pytest.raises(TypeError, match="max_norm must be a real number"):
+        cltensor.nn.utils.clip_grad_norm_([p], "1")
+    with pytest.raises(TypeError, match="expected tensors"):
+        cltensor.nn.utils.clip_grad_norm_([p, 3], 1.0)
+    assert cltensor.nn.utils.clip_grad_norm_([], 1.0).item() == 0.0
+
+
+def test_clip_grad_value(device, rng):
+    params = _with_grads(device, rng, [(3, 4), (6,)], 2.0)
+    before = [p.grad.numpy() for p in params]
+    cltensor.nn.utils.clip_grad_value_(params, 0.5)
+    for p, g in zip(params, before):
+        np.testing.assert_array_equal(p.grad.numpy(), np.clip(g, -0.5, 0.5))
+    assert cltensor.is_tensor(params[0]) and not cltensor.is_tensor(before[0])

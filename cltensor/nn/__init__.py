@@ -6,6 +6,6 @@ Example:
     from cltensor import nn
     model = nn.Sequential(nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
 """
-from . import functional, init  # noqa: F401
+from . import functional, init, utils  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .modules import __all__  # noqa: F401
