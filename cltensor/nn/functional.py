@@ -27,6 +27,7 @@ from ..ops import loss as lo
 from ..ops import norm, pool
 from ..ops import softmax as sm
 from ..ops.elementwise import common_device
+from ..ops.indexing import one_hot  # noqa: F401  (torch.nn.functional.one_hot)
 from ..tensor import ClTensor, _norm_dim
 
 __all__ = [
@@ -648,39 +649,6 @@ def embedding(input, weight, padding_idx=None):
                              f"got {padding_idx!r}")
         padding_idx = int(padding_idx) % n
     return _Embedding.apply(weight, input, padding_idx)
-
-
-def one_hot(tensor, num_classes=-1):
-    """int64 one-hot rows: output[..., c] = 1 where tensor[...] == c, else 0.
-
-    Args:
-        tensor: int64 class indices, each in [0, num_classes).
-        num_classes: the length of the new last dim; -1 takes the largest index plus one.
-
-    Example:
-        >>> F.one_hot(cltensor.tensor([2, 0]), 3).tolist()
-        [[0, 0, 1], [1, 0, 0]]
-    """
-    _tensor(tensor, "tensor", "one_hot")
-    if tensor.dtype != dt.int64:
-        raise TypeError(f"one_hot: expected an int64 tensor of class indices, got {tensor.dtype}")
-    if not isinstance(num_classes, numbers.Integral) or isinstance(num_classes, bool) or \
-            num_classes < -1:
-        raise ValueError(f"one_hot: num_classes must be -1 or a non-negative int, got "
-                         f"{num_classes!r}")
-    if tensor.numel():
-        low, high = tensor.min().item(), tensor.max().item()
-        if low < 0:
-            raise ValueError(f"one_hot: class values must be non-negative, got {low}")
-        if num_classes == -1:
-            num_classes = high + 1
-        elif high >= num_classes:
-            raise ValueError(f"one_hot: class values must be smaller than num_classes "
-                             f"({num_classes}), got {high}")
-    elif num_classes == -1:
-        raise ValueError("one_hot: cannot infer num_classes from an empty tensor; pass it")
-    classes = cltensor.arange(int(num_classes), device=tensor.device)
-    return (tensor.unsqueeze(-1) == classes).to(dt.int64)
 
 
 def flatten(input, start_dim=0, end_dim=-1):
