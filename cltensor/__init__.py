@@ -9,6 +9,7 @@ from .dtypes import float, int  # noqa: F401,A004
 from .dtypes import bool_ as bool  # noqa: F401,A004
 from .dtypes import promote_types, result_type  # noqa: F401
 from .ops import indexing, pointwise, ranges, reduce, shape
+from .ops import sort as _sort_ops
 from .ops import matmul as _matmul_ops
 from .ops.elementwise import broadcast_shapes, is_tensor  # noqa: F401
 from .ops.indexing import *  # noqa: F401,F403
@@ -17,6 +18,7 @@ from .ops.pointwise import *  # noqa: F401,F403
 from .ops.ranges import *  # noqa: F401,F403
 from .ops.reduce import *  # noqa: F401,F403
 from .ops.shape import *  # noqa: F401,F403
+from .ops.sort import *  # noqa: F401,F403
 from .profiler import profile  # noqa: F401
 from .program import KernelBuildError, clear_cache  # noqa: F401
 from . import random
@@ -27,7 +29,7 @@ from .tensor import ClTensor
 
 Tensor = ClTensor
 
-for _module in (pointwise, reduce, shape, indexing, _matmul_ops, ranges, random):
+for _module in (pointwise, reduce, shape, indexing, _matmul_ops, ranges, random, _sort_ops):
     for _name, _fn in _module.TENSOR_METHODS.items():
         setattr(ClTensor, _name, _fn)
 del _module, _name, _fn

@@ -909,4 +909,23 @@ def composites(ns, cls):
             "max": (ns["max"], _extreme_composite("max", ns)),
             "min": (ns["min"], _extreme_composite("min", ns)),
             "index_put": (ns["index_put"], lambda x, indices, values, accumulate=False:
-                          IndexPut.apply(x, tuple(indices), values, accumulate))}
+                          IndexPut.apply(x, tuple(indices), values, accumulate)),
+            "sort": (ns["sort"], _picked(ns["sort"], "sort", 0)),
+            "topk": (ns["topk"], _picked(ns["topk"], "topk", 1))}
+
+
+def _picked(raw, name, dim_at):
+    """sort / topk made differentiable: the indices from raw on the detached input, the values
+    gathered from the input along the op's dim (argument dim_at after x, default -1), so that
+    Gather's backward sends each value's gradient to where it came from."""
+    from ..ops.reduce import return_types
+
+    def op(x, *args, **kwargs):
+        indices = raw(x.detach(), *args, **kwargs).indices
+        dim = kwargs.get("dim", args[dim_at] if len(args) > dim_at else -1)
+        if x.ndim == 0:
+            values = x.reshape(1).gather(0, indices.reshape(-1)).reshape(indices.shape)
+        else:
+            values = x.gather(dim, indices)
+        return getattr(return_types, name)(values, indices)
+    return op

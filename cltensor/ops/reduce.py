@@ -58,7 +58,9 @@ LOGSUMEXP = Spec("RED_SUM", "MAP_EXPSUB", "AUX_SHIFT", "FIN_LOGADD")
 INDEX_KINDS = ("RED_MAX", "RED_MIN")
 
 return_types = SimpleNamespace(max=namedtuple("max", "values indices"),
-                               min=namedtuple("min", "values indices"))
+                               min=namedtuple("min", "values indices"),
+                               sort=namedtuple("sort", "values indices"),
+                               topk=namedtuple("topk", "values indices"))
 
 _kernels = {}
 _dummies = {}
