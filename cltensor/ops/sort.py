@@ -8,6 +8,7 @@ larger than every number, as in torch.
 import numbers
 
 import numpy as np
+import pyopencl as cl
 
 from .. import dtypes as dt
 from ..program import ctype_of, get_kernel, launch, sizes_1d
@@ -54,7 +55,6 @@ def _sort_rows(rows_t, descending):
     P = 1 << (n - 1).bit_length()
     row_bytes = P * (dtype.itemsize + 8)
     if row_bytes <= min(LOCAL_BYTES, device.local_mem // 2):
-        import pyopencl as cl
         w = min(LOCAL_GROUP, max(P // 2, 1), device.max_work_group)
         kernel = _kernel(device, "sort_rows_local", dtype, descending)
         launch(device, kernel, (rows * w,), (w,), np.int64(n), np.int64(P), rows_t.storage.buf,
