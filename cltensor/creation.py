@@ -63,8 +63,9 @@ def from_numpy(array, device=None, dtype=None):
 def tensor(data, dtype=None, device=None):
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays or a tensor).
 
-    Every creation function takes torch's keyword requires_grad (default False): True makes
-    the result a leaf that requires grad.
+    As in torch, the creation functions (this one, zeros, ones, full, empty, the *_like ones,
+    rand, randn, arange, linspace, eye, ...) take the keyword requires_grad (default False):
+    True makes the result a leaf that requires grad; from_numpy and as_tensor do not.
 
     Example:
         x = cltensor.tensor([[1.0, 2.0], [3.0, 4.0]])   # float32, on the default device
