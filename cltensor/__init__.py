@@ -9,8 +9,8 @@ from .dtypes import float, int  # noqa: F401,A004
 from .dtypes import bool_ as bool  # noqa: F401,A004
 from .dtypes import promote_types, result_type  # noqa: F401
 from .ops import indexing, pointwise, ranges, reduce, shape
-from .ops import sort as _sort_ops
 from .ops import matmul as _matmul_ops
+from .ops import sort as _sort_ops
 from .ops.elementwise import broadcast_shapes, is_tensor  # noqa: F401
 from .ops.indexing import *  # noqa: F401,F403
 from .ops.matmul import *  # noqa: F401,F403
