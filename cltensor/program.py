@@ -152,13 +152,20 @@ def memo_with(cache, key, anchor, make):
     full = key + (id(anchor),)
     hit = cache.get(full)
     if hit is None or hit[0] is not anchor:
-        if len(cache) >= MEMO_LIMIT:  # a program of ever-new shapes: start afresh
-            cache.clear()
-        hit = cache[full] = (anchor, make())
+        hit = remember(cache, full, (anchor, make()))
     return hit[1]
 
 
-MEMO_LIMIT = 4096  # entries a memo_with cache holds at most
+MEMO_LIMIT = 4096  # entries a memo cache holds at most
+
+
+def remember(cache, key, value):
+    """cache[key] = value, the cache emptied first when full (a program of ever-new shapes
+    starts afresh rather than growing without bound); returns value."""
+    if len(cache) >= MEMO_LIMIT:
+        cache.clear()
+    cache[key] = value
+    return value
 
 
 def clear_cache():

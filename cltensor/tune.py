@@ -83,24 +83,18 @@ def lookup(family, kernel, device):
         >>> tune.lookup("gemm", "gemm_float32", cltensor.default_device())["family"]
         'packed'
     """
-    return dict(merged(family, kernel, device))
-
-
-def merged(family, kernel, device):
-    """lookup()'s entry itself, shared and memoized: callers must not change it (GEMM asks on
-    every product)."""
     # NOTE: keyed by the cache root (the environment may move it), not the full path, which
     # costs more to build than the rest of a cached lookup
     key = (family, kernel, device.index, cache_root())
     if key not in _merged:
         table = database(family).get(kernel, {})
         vendor = table.get("vendors", {}).get(vendor_of(device), {})
-        entry = dict(table.get("default", {}))
-        entry.update(vendor.get("default", {}))
-        entry.update(_device_entry(vendor.get("devices", {}), device.name))
-        entry.update(_read_json(user_cache_path(device)).get(kernel, {}))
-        _merged[key] = entry
-    return _merged[key]
+        merged = dict(table.get("default", {}))
+        merged.update(vendor.get("default", {}))
+        merged.update(_device_entry(vendor.get("devices", {}), device.name))
+        merged.update(_read_json(user_cache_path(device)).get(kernel, {}))
+        _merged[key] = merged
+    return dict(_merged[key])
 
 
 def store(kernel, device, params):
@@ -117,13 +111,13 @@ def store(kernel, device, params):
 
 
 def current(family, kernel, device):
-    """merged()'s entry without reading the environment again: the one it gave this device
-    last, until clear() (which store() and the tests that move the cache folder call). GEMM asks
-    on every product, and the environment's variables cost microseconds to read."""
+    """lookup()'s entry, shared (callers must not change it) and kept without reading the
+    environment again until clear() (which store() and the tests that move the cache folder
+    call). GEMM asks on every product, and the environment's variables cost microseconds."""
     key = (family, kernel, device.index)
     entry = _current.get(key)
     if entry is None:
-        entry = _current[key] = merged(family, kernel, device)
+        entry = _current[key] = lookup(family, kernel, device)
     return entry
 
 

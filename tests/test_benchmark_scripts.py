@@ -21,22 +21,18 @@ def script(name):
     return mod
 
 
-def conv_script():
-    return script("conv")
-
-
 def test_conv_benchmark_tf32_mode(device, tmp_path, monkeypatch):
     monkeypatch.setattr(backends, "allow_tf32", False)  # main() sets it for the run
-    script = conv_script()
+    mod = script("conv")
     seen = []
-    real = script.cl_layer
-    monkeypatch.setattr(script, "cl_layer",
+    real = mod.cl_layer
+    monkeypatch.setattr(mod, "cl_layer",
                         lambda *a, **kw: seen.append(backends.allow_tf32) or real(*a, **kw))
     out = tmp_path / "conv.json"
     tensor_cores = nvidia.NvidiaTensorCores().serves(device)
     algos = "auto,tf32_implicit" if tensor_cores else "auto"
-    script.main(["--nets", "alexnet", "--batch", "1", "--iters", "1", "--algos", algos,
-                 "--step", "", "--device", device.index, "--json", str(out), "--tf32"])
+    mod.main(["--nets", "alexnet", "--batch", "1", "--iters", "1", "--algos", algos,
+             "--step", "", "--device", device.index, "--json", str(out), "--tf32"])
     result = json.loads(out.read_text())
     assert result["allow_tf32"] is True and seen and all(seen)
     assert len(result["layers"]) == 5
@@ -50,7 +46,7 @@ def test_conv_benchmark_tf32_mode(device, tmp_path, monkeypatch):
 
 def test_conv_benchmark_refuses_unknown_algorithm(device, tmp_path):
     with pytest.raises(ValueError, match="unknown algo 'implicit_gem'"):
-        conv_script().main(["--nets", "alexnet", "--algos", "auto,implicit_gem", "--device",
+        script("conv").main(["--nets", "alexnet", "--algos", "auto,implicit_gem", "--device",
                             device.index, "--json", str(tmp_path / "x.json")])
 
 

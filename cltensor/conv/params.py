@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..ops import elementwise as ew
-from ..program import MEMO_LIMIT
+from ..program import remember
 
 
 class ConvParams(NamedTuple):
@@ -142,9 +142,8 @@ def make_params(input, weight, bias, stride, padding, dilation, groups):
            stride, padding, dilation, groups)
     p = _params.get(key)
     if p is None:
-        if len(_params) >= MEMO_LIMIT:
-            _params.clear()
-        p = _params[key] = _make_params(input, weight, bias, stride, padding, dilation, groups)
+        p = remember(_params, key,
+                     _make_params(input, weight, bias, stride, padding, dilation, groups))
     return p
 
 

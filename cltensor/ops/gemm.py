@@ -26,7 +26,7 @@ import pyopencl as cl
 
 from .. import backends, program
 from ..plugins import plugins_for
-from ..program import MEMO_LIMIT, ctype_of, launch, memo_with, round_up
+from ..program import ctype_of, launch, memo_with, remember, round_up
 from ..tensor import ClTensor
 from . import elementwise as ew
 
@@ -614,10 +614,8 @@ def _prepare(p, params, splits):
         return XPlan(params, kernel, XOperand(p.a.t, *xa), XOperand(p.b.t, *xb), (), splits)
     plan = _decide(p, params, splits)
     if plan is not None and not plan.copies:
-        if len(_prepared) >= MEMO_LIMIT:
-            _prepared.clear()
         # NOTE: params in the value keeps its id from passing to another dict
-        _prepared[key] = (params, plan.kernel, plan.xa[1:], plan.xb[1:])
+        remember(_prepared, key, (params, plan.kernel, plan.xa[1:], plan.xb[1:]))
     return plan
 
 
