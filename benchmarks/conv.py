@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import cltensor
 from cltensor import backends
 from cltensor.conv import dispatch
-from cltensor.conv.common import bias_grad, empty, layout_of
+from cltensor.conv.common import empty, layout_of
 from cltensor.conv.function import backward as conv_backward
 from cltensor.conv.params import make_params
 
@@ -186,8 +186,8 @@ def _cl_layer(layer, device, algo, iters, data, ref):
         dispatch.algorithm(name, x.device).forward(x, w, b, p, res["out"])
 
     def bwd():
-        res["gx"], res["gw"] = conv_backward(x, w, g, p, algo, not layer.first, True)
-        res["gb"] = bias_grad(g)
+        res["gx"], res["gw"], res["gb"] = conv_backward(x, w, g, p, algo, not layer.first,
+                                                        True, True)
     row = {"fwd_ms": timed(fwd, device.synchronize, iters),
            "bwd_ms": timed(bwd, device.synchronize, iters)}
     if ref is not None:
@@ -244,8 +244,7 @@ def _training_step(layers, device, algo, iters, rng):
             dispatch.algorithm(name, x.device).forward(x, w, b, p, out)
             outs.append(out)
         for layer, p, (x, w, b, g) in reversed(list(zip(layers, params, tensors))):
-            conv_backward(x, w, g, p, algo, not layer.first, True)
-            bias_grad(g)
+            conv_backward(x, w, g, p, algo, not layer.first, True, True)
             outs.pop()
     ms = timed(step, device.synchronize, iters)
     cltensor.reset_peak_memory_stats(device)

@@ -20,18 +20,26 @@
  *             tap: A = the output gradient (A_KC 1, VWA 1), B = X gathered (B_KC 1, VWB 1);
  *             work-item tid reads position tid % KWG of each slice. The positions are cut
  *             into `splits` shares: work-group z = g * splits + s writes its share's sums to
- *             part[z] (COG x K, dense) when splits > 1, else gw directly.
- *             Global (ceil(K/NWG)*NDIMC, ceil(COG/MWG)*MDIMC, G*splits).
- *   cx_wgrad_sum  gw[g*COG + m][k] = sum over s of part[g*splits + s][m][k]. 1-d over G*COG*K.
+ *             part[z] (COG x KB, dense) when splits > 1, else gw directly.
+ *             WITH_BIAS 1 adds the bias gradient as tap K, a row of ones in X: gb[g*COG + m]
+ *             = sum over p of go[m][p] (the host asks for it where the column tiles
+ *             already pad K, so it costs no extra tile); KB = K + WITH_BIAS columns.
+ *             Global (ceil(KB/NWG)*NDIMC, ceil(COG/MWG)*MDIMC, G*splits).
+ *   cx_wgrad_sum  gw[g*COG + m][k] = sum over s of part[g*splits + s][m][k], and gb[g*COG + m]
+ *             from column K with WITH_BIAS. 1-d over G*COG*KB.
  *
  * Build options: the engine's tunables (gemm_xgemm.cl: MWG, NWG, KWG, MDIMC, NDIMC, VWM, VWN,
  *   STRM, STRN, PADA, PADB, NBUF; VWA) with WGS a multiple of NWG (cx_conv) and of KWG
  *   (cx_wgrad); XGEMM_MMA 1 with xgemm_mma.cl built before this file (tensor cores, TF32);
  *   shape constants KH, KW, SH, SW, DH, DW, UH, UW, H, W (source plane), OY, OX,
  *   WO, QN (output plane), CG (channels per group read), COG (per group written), K = CG*KH*KW,
- *   KP (K rounded up to KWG); HAS_BIAS; KERNEL_<name>.
+ *   KP (K rounded up to KWG); HAS_BIAS; WITH_BIAS (0 or 1); KERNEL_<name>.
  */
 #define KK (KH * KW)
+#ifndef WITH_BIAS
+#define WITH_BIAS 0
+#endif
+#define KB (K + WITH_BIAS)
 
 /* TAP_IN, TAP_INDEX: conv_taps.cl */
 #define SRC_ARGS                                                                           \
@@ -129,7 +137,7 @@ void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bi
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
 void cx_wgrad(const int NB, SRC_ARGS, __global const T* go, const long goo, const long gs0,
               const long gs1, const long gs2, const long gs3, const int splits,
-              __global T* part) {
+              __global T* part, __global T* gb) {
   XGEMM_PROLOGUE
   const int m0 = get_group_id(1) * MWG, n0 = get_group_id(0) * NWG;
   const int z = get_global_id(2), g = z / splits; /* launches may be split on dim 2 */
@@ -140,7 +148,7 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const T* go, const long goo, cons
   /* the rows (channels) and columns (taps) this work-item loads: fixed over the slices */
   long a_off[NLA], b_off[NLB];
   int b_dy[NLB], b_dx[NLB];
-  bool a_ok[NLA], b_ok[NLB];
+  bool a_ok[NLA], b_ok[NLB], b_one[NLB];
 #pragma unroll
   for (int l = 0; l < NLA; ++l) {
     const int m = m0 + (l * WGS + tid) / KWG;
@@ -151,6 +159,7 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const T* go, const long goo, cons
   for (int l = 0; l < NLB; ++l) {
     const int k = n0 + (l * WGS + tid) / KWG, kc = min(k, K - 1), r = kc % KK;
     b_ok[l] = k < K;
+    b_one[l] = WITH_BIAS && k == K; /* the bias gradient's row of ones */
     b_dy[l] = (r / KW) * DH;
     b_dx[l] = (r % KW) * DW;
     b_off[l] = xo + (long)(g * CG + kc / KK) * xs1;
@@ -169,28 +178,37 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const T* go, const long goo, cons
         pv && a_ok[l] ? go[a_off[l] + ga] : (T)0;                                          \
     _Pragma("unroll") for (int l = 0; l < NLB; ++l) {                                      \
       const int ty = ty0 + b_dy[l], tx = tx0 + b_dx[l];                                    \
-      rb[l] = pv && b_ok[l] && TAP_IN(ty, tx) ? x[b_off[l] + xa + TAP_INDEX(ty, tx)] : (T)0; \
+      rb[l] = !pv ? (T)0 : b_ok[l] && TAP_IN(ty, tx) ? x[b_off[l] + xa + TAP_INDEX(ty, tx)] \
+              : (T)b_one[l];                                                               \
     }                                                                                      \
   }
   XGEMM_K_LOOP(slices, LOAD_WGRAD)
 
-  __global T* dst = part + (splits > 1 ? (long)z * COG * K : (long)g * COG * K);
+  const bool whole = splits == 1; /* this share is the whole sum: gw and gb directly */
+  __global T* dst = whole ? part + (long)g * COG * K : part + (long)z * COG * KB;
 #define WGRAD_STORE(m, n, v)                                                               \
-  if ((m) < COG && (n) < K) dst[(long)(m) * K + (n)] = (v);
+  if ((m) < COG && (n) < KB) {                                                             \
+    if (!whole) dst[(long)(m) * KB + (n)] = (v);                                           \
+    else if ((n) < K) dst[(long)(m) * K + (n)] = (v);                                      \
+    else gb[g * COG + (m)] = (v);                                                          \
+  }
   XGEMM_FOR_EACH_RESULT(WGRAD_STORE)
 }
 #endif
 
 #if defined(KERNEL_cx_wgrad_sum)
 __kernel void cx_wgrad_sum(const int G, const int splits, __global const T* part,
-                           __global T* gw) {
+                           __global T* gw, __global T* gb) {
   const long e = get_global_id(0);
-  if (e >= (long)G * COG * K) return;
-  const int g = e / ((long)COG * K);
-  const long within = e % ((long)COG * K);
-  __global const T* p = part + (long)g * splits * COG * K + within;
+  if (e >= (long)G * COG * KB) return;
+  const long gm = e / KB; /* g * COG + m */
+  const int n = e % KB, g = gm / COG;
+  __global const T* p = part + (long)g * splits * COG * KB + e % ((long)COG * KB);
   T acc = 0;
-  for (int s = 0; s < splits; ++s) acc += p[(long)s * COG * K];
-  gw[e] = acc;
+  for (int s = 0; s < splits; ++s) acc += p[(long)s * COG * KB];
+  if (n < K)
+    gw[gm * K + n] = acc;
+  else
+    gb[gm] = acc;
 }
 #endif

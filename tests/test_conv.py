@@ -8,7 +8,8 @@ from hypothesis import strategies as st
 
 import cltensor
 from cltensor import backends, tune
-from cltensor.conv import conv2d, conv_algorithms, dispatch, implicit, implicit_gpu, winograd
+from cltensor.conv import (common, conv2d, conv_algorithms, dispatch, implicit, implicit_gpu,
+                           winograd)
 from cltensor.conv.params import make_params
 from cltensor.ops import gemm as gemm_ops
 from cltensor.testing import gradcheck, random_array, rel_error
@@ -145,8 +146,12 @@ def test_implicit_gemm_kernel_styles(device, rng, monkeypatch, style):
         _check_case(device, rng, "implicit_gemm", (xshape, wshape, kwargs), bias=False)
 
 
+def _h200_entry():
+    return tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
+
+
 def _h200_parameter_sets():
-    entry = tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
+    entry = _h200_entry()
     return [(kernel, q) for kernel in ("cx_conv", "cx_wgrad")
             for q in entry["cx_sets"] + entry.get(kernel, [])
             if implicit_gpu._engine_ok(q, kernel)]
@@ -155,7 +160,7 @@ def _h200_parameter_sets():
 def test_weight_gradient_tiles_follow_the_product():
     """The weight gradient's parameter sets are ranked by padded tile work: a big product keeps
     the set measured on the kernel, a first layer's 64 x 27 product takes a smaller tile."""
-    entry = tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
+    entry = _h200_entry()
     measured, others = entry["cx_wgrad"], entry["cx_sets"] + list(gemm_ops.XGEMM_FALLBACKS)
     for m, n in ((256, 2304), (192, 576), (288, 1296)):  # GoogLeNet conv3 and 4d/3x3 too
         assert implicit_gpu._rank_wgrad(measured, others, m, n)[0] is measured[0], (m, n)
@@ -172,10 +177,46 @@ def test_implicit_gemm_gpu_parameter_sets(device, rng, monkeypatch, kernel, para
     _check_case(device, rng, "implicit_gemm", ((2, 20, 9, 12), (70, 20, 3, 3), {"padding": 1}))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_gpu_weight_gradient_carries_the_bias_gradient(device, rng, monkeypatch, dtype):
+    """The GPU weight-gradient kernel sums the bias gradient as one more column where its
+    column tiles pad the taps (K % NWG != 0), split over positions or not; where the taps fill
+    the tiles the bias gradient is a reduction of gout, as before."""
+    if dtype == np.float64 and not device.has_fp64:
+        pytest.skip(f"{device} has no float64")
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", "gpu")
+    q = tune.database("gemm")["gemm_float32"]["default"]["xgemm"][0]  # fits in float64 too
+    assert q["NWG"] == 64  # column tiles of 64 taps
+    monkeypatch.setitem(implicit_gpu.FORCE_PARAMS, "cx_wgrad", q)
+    reductions, splits = [], []
+    real_bias_grad, real_splits = common.bias_grad, implicit_gpu._wgrad_splits
+
+    def bias_grad(g):
+        reductions.append(g.shape)
+        return real_bias_grad(g)
+
+    def wgrad_splits(*args):
+        splits.append(real_splits(*args))
+        return splits[-1]
+
+    monkeypatch.setattr(common, "bias_grad", bias_grad)
+    monkeypatch.setattr(implicit_gpu, "_wgrad_splits", wgrad_splits)
+    cases = [(((2, 20, 9, 12), (70, 20, 3, 3), {"padding": 1}), 1 << 30, 0),  # K 180: fused
+             (((2, 20, 9, 12), (70, 20, 3, 3), {"padding": 1}), 1, 0),        # one share
+             (((2, 4, 8, 11), (6, 2, 3, 3), {"padding": 1, "groups": 2}), 1 << 30, 0),
+             (((1, 32, 6, 5), (5, 32, 2, 2), {}), 1 << 30, 1)]                # K 128: reduced
+    for case, limit, reduced in cases:
+        monkeypatch.setattr(backends, "conv_workspace_limit", limit)
+        reductions.clear()
+        _check_case(device, rng, "implicit_gemm", case, dtype=dtype)
+        assert len(reductions) == reduced, (case, reductions)
+    assert 1 in splits and max(splits) > 1, splits
+
+
 def test_measured_forward_set_serves_only_few_output_channels(monkeypatch):
     """The H200's cx_conv set (32 x 128 tiles) comes first for at most its max_m output
     channels, and not at all above; the rest are the entry's cx_sets."""
-    entry = tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
+    entry = _h200_entry()
     monkeypatch.setattr(implicit_gpu.gemm, "entry_for", lambda device, dtype: entry)
     monkeypatch.setattr(implicit_gpu, "_fits", lambda device, q, itemsize: True)
     monkeypatch.setattr(implicit_gpu.gemm, "_xgemm_candidates",

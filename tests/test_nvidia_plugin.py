@@ -409,6 +409,9 @@ def check_tf32_implicit(device, rng, case):
     for name, got, want in (("out", out, ref), ("gx", X.grad, gx), ("gw", W.grad, gw)):
         err = rel_error(got, want)
         assert 1e-5 < err <= REL_TOL, f"{case} {name}: {err:.2e}"
+    # the bias gradient: on tensor cores with the weight gradient, or an fp32 reduction
+    err = rel_error(B.grad, g.astype(np.float64).sum((0, 2, 3)))
+    assert err <= REL_TOL, f"{case} gb: {err:.2e}"
 
 
 @pytest.mark.parametrize("config", range(len(EMULATED_CONV_CONFIGS)))

@@ -28,29 +28,38 @@ class Conv2dFunction(autograd.Function):
                                "convolution) is not supported")
         x, w = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        gx, gw = backward(x, w, gout, ctx.p, ctx.algo, need_x, need_w)
-        gb = common.bias_grad(gout) if need_b else None
+        gx, gw, gb = backward(x, w, gout, ctx.p, ctx.algo, need_x, need_w, need_b)
         return gx, gw, gb, None, None
 
 
-def backward(x, w, gout, p, algo, need_x, need_w):
-    """(input gradient, weight gradient) of a convolution, each by its pass's algorithm;
-    None for one not needed (the first layer of a network needs no input gradient)."""
+def backward(x, w, gout, p, algo, need_x, need_w, need_b=False):
+    """(input gradient, weight gradient, bias gradient) of a convolution, the first two each
+    by its pass's algorithm; None for one not needed (the first layer of a network needs no
+    input gradient). The bias gradient comes with the weight gradient where that algorithm
+    folds it in (an optional backward_with_bias), else from a reduction of gout."""
     if p.n == 0:
         gw = ClTensor.empty_on(w.shape, w.dtype, w.device).zero_() if need_w else None
-        return (common.empty(x.shape, x) if need_x else None), gw
+        gb = common.bias_grad(gout) if need_b else None
+        return (common.empty(x.shape, x) if need_x else None), gw, gb
     passes = [("backward_data", need_x), ("backward_weight", need_w)]
     names = {ps: dispatch.choose(p, x.device, ps, algo, (x, w, gout)) for ps, need in passes
              if need}
     algo_of = {ps: dispatch.algorithm(name, x.device) for ps, name in names.items()}
+
+    def run(pass_, nx, nw):
+        a = algo_of[pass_]
+        if need_b and nw and hasattr(a, "backward_with_bias"):
+            return a.backward_with_bias(x, w, gout, p, nx, nw)
+        return (*a.backward(x, w, gout, p, nx, nw), None)
+
     if need_x and need_w and names["backward_data"] == names["backward_weight"]:
-        return algo_of["backward_data"].backward(x, w, gout, p, True, True)
-    gx = gw = None
-    if need_x:
-        gx = algo_of["backward_data"].backward(x, w, gout, p, True, False)[0]
-    if need_w:
-        gw = algo_of["backward_weight"].backward(x, w, gout, p, False, True)[1]
-    return gx, gw
+        gx, gw, gb = run("backward_data", True, True)
+    else:
+        gx = run("backward_data", True, False)[0] if need_x else None
+        gw, gb = run("backward_weight", False, True)[1:] if need_w else (None, None)
+    if need_b and gb is None:
+        gb = common.bias_grad(gout)
+    return gx, gw, gb
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo="auto"):

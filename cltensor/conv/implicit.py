@@ -106,7 +106,7 @@ def _defines(geo, **extra):
 def workspace_bytes(p, backward=False, device=None):
     """Nothing input-sized: at most the packed weight (each group's channels padded to a
     panel, its rows to a multiple of TSK); in backward also the flipped packed weight, the
-    weight gradient's partial sums (one weight per split, as many splits as
+    weight gradient's partial sums (one weight and bias per split, as many splits as
     backends.conv_workspace_limit allows, at least one: on CPUs at most one per image, on
     GPUs (a device given) at most WGRAD_WAVES per compute unit and one per WGRAD_MIN_SLICES
     positions, see implicit_gpu._wgrad_splits) and, on CPUs, one chunk of the output
@@ -117,7 +117,7 @@ def workspace_bytes(p, backward=False, device=None):
     packed = p.groups * round_up(p.cog, pw) * round_up(p.k, tsk) * item
     if not backward:
         return packed
-    part, npos = p.co * p.k * item, p.n * p.ho * p.wo
+    part, npos = p.co * (p.k + 1) * item, p.n * p.ho * p.wo  # + 1: a fused bias gradient
     if device is not None and not _cpu_style(device):
         splits = min(implicit_gpu.WGRAD_WAVES * device.cl_device.max_compute_units,
                      -(-npos // implicit_gpu.WGRAD_MIN_SLICES))
@@ -200,13 +200,19 @@ def forward(x, w, bias, p, out, engine=None):
 # ---- backward ---------------------------------------------------------------------------------
 
 def backward(x, w, gout, p, need_x, need_w, engine=None):
-    gx = gw = None
+    return backward_with_bias(x, w, gout, p, need_x, need_w, engine)[:2]
+
+
+def backward_with_bias(x, w, gout, p, need_x, need_w, engine=None):
+    """(gx, gw, gb): gb, the bias gradient, comes with the weight gradient where the GPU
+    kernel folds it in (implicit_gpu.weight_grad), else None (the caller reduces gout)."""
+    gx = gw = gb = None
     if need_x:
         gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
         conv(gout, _data_geometry(p), w, gx, None, flip=True, engine=engine)
     if need_w:
-        gw = weight_grad(x, gout, p, engine)
-    return gx, gw
+        gw, gb = weight_grad(x, gout, p, engine, with_bias=True)
+    return gx, gw, gb
 
 
 def _splits(device, tiles, n, groups, part_bytes):
@@ -218,12 +224,13 @@ def _splits(device, tiles, n, groups, part_bytes):
     return -(-n // ips), ips
 
 
-def weight_grad(x, gout, p, engine=None):
-    """gW = sum over images and positions of the gathered input times the output gradient."""
+def weight_grad(x, gout, p, engine=None, with_bias=False):
+    """(gW, gb): gW = sum over images and positions of the gathered input times the output
+    gradient; gb the bias gradient when with_bias and the GPU kernel folds it in, else None."""
     device = x.device
     geo = _forward_geometry(p)
     if engine is not None or not _cpu_style(device):
-        return implicit_gpu.weight_grad(x, gout, geo, engine)
+        return implicit_gpu.weight_grad(x, gout, geo, engine, with_bias)
     tile = CPU_TILES[p.dtype.itemsize]
     cols, rows = tile["NR"], tile["MR"]
     local, name = (1, 1, 1), "wgrad_cpu"
@@ -246,7 +253,7 @@ def weight_grad(x, gout, p, engine=None):
     common.launch_1d(device, summer, gw.numel(), np.int32(s), np.int32(p.groups),
                      np.int32(p.cog), np.int32(geo.k), np.int32(geo.k), np.int32(p.cog),
                      part.storage.buf, gw.storage.buf)
-    return gw
+    return gw, None
 
 
 def _grad_rows_cop(p, cols):

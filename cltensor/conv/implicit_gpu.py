@@ -184,34 +184,43 @@ WGRAD_WAVES = 8
 WGRAD_MIN_SLICES = 8  # position slices per split, at least
 
 
-def _wgrad_splits(device, q, geo, npos):
+def _wgrad_splits(device, q, geo, npos, columns):
     """How many shares of the positions the weight gradient is summed in: enough work-groups
     to fill the device WGRAD_WAVES times over, within the workspace budget."""
-    tiles = -(-geo.cog // q["MWG"]) * -(-geo.k // q["NWG"]) * geo.g
+    tiles = -(-geo.cog // q["MWG"]) * -(-columns // q["NWG"]) * geo.g
     want = -(-WGRAD_WAVES * device.cl_device.max_compute_units // tiles)
-    part_bytes = geo.g * geo.cog * geo.k * geo.dtype.itemsize
+    part_bytes = geo.g * geo.cog * columns * geo.dtype.itemsize
     most = min(-(-npos // (q["KWG"] * WGRAD_MIN_SLICES)),
                backends.conv_workspace_limit // max(part_bytes, 1))
     return max(1, min(want, most))
 
 
-def weight_grad(x, gout, geo, engine=None):
-    """The weight gradient (Co, Cg, Kh, Kw) of a convolution of geometry geo; engine: a
-    plug-in's multiply."""
+def weight_grad(x, gout, geo, engine=None, with_bias=False):
+    """(gw, gb): the weight gradient (Co, Cg, Kh, Kw) of a convolution of geometry geo, and with
+    with_bias the bias gradient (Co,) as one more column of the same product (a row of ones
+    among the taps) where the parameter set's column tiles pad the taps anyway, else None;
+    engine: a plug-in's multiply."""
     device = x.device
     npos = geo.n * geo.qn
+    fused = lambda q: with_bias and geo.k % q["NWG"] != 0  # noqa: E731 (a spare column)
     q, kernel = _build(device, geo, "cx_wgrad", (geo.cog, geo.k, npos, geo.g),
-                       lambda q: {"VWA": 1, "VWB": 1, "A_KC": 1, "B_KC": 1}, engine)
-    splits = _wgrad_splits(device, q, geo, npos)
+                       lambda q: {"VWA": 1, "VWB": 1, "A_KC": 1, "B_KC": 1,
+                                  "WITH_BIAS": int(fused(q))}, engine, variant=with_bias)
+    columns = geo.k + fused(q)
+    splits = _wgrad_splits(device, q, geo, npos, columns)
     gw = common.empty((geo.g * geo.cog, geo.cg, geo.kh, geo.kw), x)
-    part = common.empty((splits * geo.g * geo.cog * geo.k,), x) if splits > 1 else gw
+    gb = common.empty((geo.g * geo.cog,), x) if fused(q) else None
+    part = common.empty((splits * geo.g * geo.cog * columns,), x) if splits > 1 else gw
+    bias_buf = (gb if gb is not None else gw).storage.buf  # NOTE: not written without WITH_BIAS
     local = (q["NDIMC"], q["MDIMC"], 1)
-    grid = (-(-geo.k // q["NWG"]) * local[0], -(-geo.cog // q["MWG"]) * local[1], geo.g * splits)
+    grid = (-(-columns // q["NWG"]) * local[0], -(-geo.cog // q["MWG"]) * local[1],
+            geo.g * splits)
     launch(device, kernel, grid, local, np.int32(geo.n), *common.view_args(x),
-           *common.view_args(gout), np.int32(splits), part.storage.buf)
+           *common.view_args(gout), np.int32(splits), part.storage.buf, bias_buf)
     if splits > 1:
         summer = common.get_kernel(device, KERNEL_FILE, "cx_wgrad_sum",
-                                   {"T": ctype_of(geo.dtype), "COG": geo.cog, "K": geo.k})
-        common.launch_1d(device, summer, gw.numel(), np.int32(geo.g), np.int32(splits),
-                         part.storage.buf, gw.storage.buf)
-    return gw
+                                   {"T": ctype_of(geo.dtype), "COG": geo.cog, "K": geo.k,
+                                    "WITH_BIAS": int(fused(q))})
+        common.launch_1d(device, summer, geo.g * geo.cog * columns, np.int32(geo.g),
+                         np.int32(splits), part.storage.buf, gw.storage.buf, bias_buf)
+    return gw, gb

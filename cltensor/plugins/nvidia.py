@@ -228,8 +228,12 @@ class Tf32Implicit(Tf32Convolution):
         return implicit.forward(x, w, bias, p, out, self.plugin.conv_engine())
 
     def backward(self, x, w, gout, p, need_x, need_w):
+        return self.backward_with_bias(x, w, gout, p, need_x, need_w)[:2]
+
+    def backward_with_bias(self, x, w, gout, p, need_x, need_w):
         from ..conv import implicit
-        return implicit.backward(x, w, gout, p, need_x, need_w, self.plugin.conv_engine())
+        return implicit.backward_with_bias(x, w, gout, p, need_x, need_w,
+                                           self.plugin.conv_engine())
 
 
 def _base(p):
