@@ -200,10 +200,10 @@ def forward(x, w, bias, p, out, engine=None):
 # ---- backward ---------------------------------------------------------------------------------
 
 def backward(x, w, gout, p, need_x, need_w, engine=None):
-    return backward_with_bias(x, w, gout, p, need_x, need_w, engine)[:2]
+    return backward_with_bias(x, w, gout, p, need_x, need_w, engine, with_bias=False)[:2]
 
 
-def backward_with_bias(x, w, gout, p, need_x, need_w, engine=None):
+def backward_with_bias(x, w, gout, p, need_x, need_w, engine=None, with_bias=True):
     """(gx, gw, gb): gb, the bias gradient, comes with the weight gradient where the GPU
     kernel folds it in (implicit_gpu.weight_grad), else None (the caller reduces gout)."""
     gx = gw = gb = None
@@ -211,7 +211,7 @@ def backward_with_bias(x, w, gout, p, need_x, need_w, engine=None):
         gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
         conv(gout, _data_geometry(p), w, gx, None, flip=True, engine=engine)
     if need_w:
-        gw, gb = weight_grad(x, gout, p, engine, with_bias=True)
+        gw, gb = weight_grad(x, gout, p, engine, with_bias)
     return gx, gw, gb
 
 

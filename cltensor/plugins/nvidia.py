@@ -228,12 +228,12 @@ class Tf32Implicit(Tf32Convolution):
         return implicit.forward(x, w, bias, p, out, self.plugin.conv_engine())
 
     def backward(self, x, w, gout, p, need_x, need_w):
-        return self.backward_with_bias(x, w, gout, p, need_x, need_w)[:2]
+        return self.backward_with_bias(x, w, gout, p, need_x, need_w, with_bias=False)[:2]
 
-    def backward_with_bias(self, x, w, gout, p, need_x, need_w):
+    def backward_with_bias(self, x, w, gout, p, need_x, need_w, with_bias=True):
         from ..conv import implicit
         return implicit.backward_with_bias(x, w, gout, p, need_x, need_w,
-                                           self.plugin.conv_engine())
+                                           self.plugin.conv_engine(), with_bias)
 
 
 def _base(p):
