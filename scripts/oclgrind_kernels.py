@@ -190,12 +190,18 @@ def section_conv():
             x, w = rand(2, 3, 5, 7), rand(4, 3, k, k)
             tx = dev(x).requires_grad_()
             tw = dev(w).requires_grad_()
+            # a bias on implicit GEMM: the GPU weight gradient sums its gradient in a spare column
+            b = rand(4) if algo == "implicit_gemm" else np.zeros(4, np.float32)
+            tb = dev(b).requires_grad_() if algo == "implicit_gemm" else None
             tin = tx if view == "contiguous" else \
                 tx.permute(0, 2, 3, 1).contiguous().permute(0, 3, 1, 2)
-            y = cltensor.conv.conv2d(tin, tw, stride=stride, padding=pad, algo=algo)
-            assert_close(y, conv_ref(x, w, stride, pad), rtol=1e-4)
-            y.backward(dev(rand(*y.shape)))
+            y = cltensor.conv.conv2d(tin, tw, tb, stride=stride, padding=pad, algo=algo)
+            assert_close(y, conv_ref(x, w, stride, pad) + b[:, None, None], rtol=1e-4)
+            g = rand(*y.shape)
+            y.backward(dev(g))
             assert np.isfinite(tx.grad.numpy()).all() and np.isfinite(tw.grad.numpy()).all()
+            if tb is not None:
+                assert_close(tb.grad, g.astype(np.float64).sum((0, 2, 3)))
     x, w = rand(1, 4, 6, 5), rand(6, 2, 3, 3)           # groups and dilation
     y = cltensor.conv.conv2d(dev(x), dev(w), padding=2, dilation=2, groups=2, algo="im2col")
     y2 = cltensor.conv.conv2d(dev(x), dev(w), padding=2, dilation=2, groups=2,
@@ -271,6 +277,33 @@ def section_softmax():
         assert_close(F.log_softmax(x.T.detach(), 0), np.log(p).T)
     x = dev(rand(2, 5, 3)).requires_grad_()
     F.cross_entropy(x, dev(RNG.integers(0, 5, size=(2, 3)).astype(np.int64))).backward()
+
+
+def section_sort():
+    from cltensor.ops import sort as sort_ops
+    a = rand(3, 37)
+    a[0, 5] = a[0, 9] = a[1, 3]  # ties: stable order
+    a[2, 7] = np.nan             # NaN sorts last, as in torch
+    local = sort_ops.LOCAL_BYTES
+    for budget in (local, 0):    # rows in local memory, then stage by stage in global memory
+        sort_ops.LOCAL_BYTES = budget
+        try:
+            for t, ref in ((dev(a), a), (dev(a).T, a.T)):
+                values, indices = cltensor.sort(t, dim=-1, descending=False, stable=True)
+                order = np.argsort(ref, axis=-1, kind="stable")
+                assert_close(indices, order)
+                got, want = values.numpy(), np.take_along_axis(ref, order, -1)
+                assert np.array_equal(np.isnan(got), np.isnan(want)), "NaN out of place"
+                assert_close(np.nan_to_num(got), np.nan_to_num(want))
+            ints = RNG.integers(-5, 5, size=(2, 70)).astype(np.int64)
+            assert_close(cltensor.argsort(dev(ints), descending=True, stable=True),
+                         np.argsort(-ints, axis=-1, kind="stable"))
+            x = dev(rand(4, 9)).requires_grad_()
+            top = cltensor.topk(x, 3, dim=1).values
+            top.backward(dev(rand(4, 3)))
+            assert np.isfinite(x.grad.numpy()).all()
+        finally:
+            sort_ops.LOCAL_BYTES = local
 
 
 def section_optim():
