@@ -47,7 +47,7 @@ def test_conv_benchmark_tf32_mode(device, tmp_path, monkeypatch):
 def test_conv_benchmark_refuses_unknown_algorithm(device, tmp_path):
     with pytest.raises(ValueError, match="unknown algo 'implicit_gem'"):
         script("conv").main(["--nets", "alexnet", "--algos", "auto,implicit_gem", "--device",
-                            device.index, "--json", str(tmp_path / "x.json")])
+                             device.index, "--json", str(tmp_path / "x.json")])
 
 
 def test_host_overhead_tf32_mode(device, tmp_path, monkeypatch):

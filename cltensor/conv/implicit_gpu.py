@@ -206,10 +206,11 @@ def weight_grad(x, gout, geo, engine=None, with_bias=False):
     q, kernel = _build(device, geo, "cx_wgrad", (geo.cog, geo.k, npos, geo.g),
                        lambda q: {"VWA": 1, "VWB": 1, "A_KC": 1, "B_KC": 1,
                                   "WITH_BIAS": int(fused(q))}, engine, variant=with_bias)
-    columns = geo.k + fused(q)
+    bias_column = fused(q)  # what the chosen set was built with
+    columns = geo.k + bias_column
     splits = _wgrad_splits(device, q, geo, npos, columns)
     gw = common.empty((geo.g * geo.cog, geo.cg, geo.kh, geo.kw), x)
-    gb = common.empty((geo.g * geo.cog,), x) if fused(q) else None
+    gb = common.empty((geo.g * geo.cog,), x) if bias_column else None
     part = common.empty((splits * geo.g * geo.cog * columns,), x) if splits > 1 else gw
     bias_buf = (gb if gb is not None else gw).storage.buf  # NOTE: not written without WITH_BIAS
     local = (q["NDIMC"], q["MDIMC"], 1)
@@ -220,7 +221,7 @@ def weight_grad(x, gout, geo, engine=None, with_bias=False):
     if splits > 1:
         summer = common.get_kernel(device, KERNEL_FILE, "cx_wgrad_sum",
                                    {"T": ctype_of(geo.dtype), "COG": geo.cog, "K": geo.k,
-                                    "WITH_BIAS": int(fused(q))})
+                                    "WITH_BIAS": int(bias_column)})
         common.launch_1d(device, summer, geo.g * geo.cog * columns, np.int32(geo.g),
                          np.int32(splits), part.storage.buf, gw.storage.buf, bias_buf)
     return gw, gb
