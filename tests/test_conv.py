@@ -394,6 +394,31 @@ def test_winograd_padded_tile_rows(device, rng, monkeypatch):
     _check_case(device, rng, "winograd", WINOGRAD_CASES[4])
 
 
+@pytest.mark.parametrize("vec", [1, 4])
+def test_winograd_items_per_work_item(device, rng, monkeypatch, vec):
+    """The filter and weight transforms with one filter per work-item (GPUs) and with a few
+    per work-item (CPUs take the vector width): filters that do not fill the last work-item,
+    flipped filters (input gradient), groups, both tile and kernel sizes, fp32 and float64."""
+    monkeypatch.setattr(winograd, "items_per_work_item", lambda _device, _dtype: vec)
+    for algo in ("winograd", "winograd_4x4"):
+        for case in (WINOGRAD_CASES[2], WINOGRAD_CASES[6]):
+            _check_case(device, rng, algo, case)
+    if device.has_fp64:
+        _check_case(device, rng, "winograd_4x4", WINOGRAD_CASES[5], dtype=np.float64)
+
+
+def test_winograd_vector_width_follows_the_device(device):
+    """One filter per lane of the device's preferred vector on CPUs, one per work-item else."""
+    for dtype, pref in ((np.float32, "preferred_vector_width_float"),
+                        (np.float64, "preferred_vector_width_double")):
+        vec = winograd.items_per_work_item(device, dtype)
+        if device.is_cpu:
+            width = min(getattr(device.cl_device, pref), 16)
+            assert vec <= width < 2 * vec and vec & (vec - 1) == 0, (dtype, vec, width)
+        else:
+            assert vec == 1
+
+
 # fp32 error of a Winograd variant over direct (im2col) fp32's on the same data, at most (its
 # measured ratio with some room: the larger tiles' transforms add and scale more terms)
 WINOGRAD_ERROR_RATIO = {("winograd", 3): 4, ("winograd_4x4", 3): 16, ("winograd", 5): 16,

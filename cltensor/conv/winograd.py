@@ -74,12 +74,28 @@ def _from_roots(roots, size):
 
 
 @functools.cache
-def _defines(m, r, dtype):
-    """The build options of F(m, r)'s kernels for dtype (the matrices as brace lists)."""
+def _defines(m, r, dtype, vec=1):
+    """The build options of F(m, r)'s kernels for dtype (the matrices as brace lists), each
+    work-item transforming vec items."""
     at, g, bt = matrices(m, r)
-    return {"T": ctype_of(dtype), "WINO_M": m, "WINO_R": r, "WINO_A": m + r - 1,
+    return {"T": ctype_of(dtype), "VEC": vec, "WINO_M": m, "WINO_R": r, "WINO_A": m + r - 1,
             "WINO_AT": _literals(at, dtype), "WINO_G": _literals(g, dtype),
             "WINO_BT": _literals(bt, dtype)}
+
+
+@functools.cache
+def items_per_work_item(device, dtype):
+    """conv_winograd.cl's VEC, the filters its weight transform takes per work-item: on CPUs the device's preferred vector width for dtype (a power of two up to 16:
+    one filter per lane, see the kernels' header), 1 on other devices."""
+    if not device.is_cpu:
+        return 1
+    d = device.cl_device
+    width = (d.preferred_vector_width_double if np.dtype(dtype) == np.float64
+             else d.preferred_vector_width_float)
+    vec = 1
+    while vec * 2 <= min(width, 16):
+        vec *= 2
+    return vec
 
 
 def _literals(mat, dtype):
@@ -146,7 +162,10 @@ class Winograd:
     def _kernel(self, device, dtype, r, name):
         # NOTE: one program per (m, r, dtype) holds all five kernels: each build of the
         # unrolled transforms costs seconds on PoCL
-        return program.get_kernel(device, KERNEL_FILE, name, _defines(self.m, r, np.dtype(dtype)))
+        vec = items_per_work_item(device, dtype)
+        return program.get_kernel(device, KERNEL_FILE, name,
+                                  _defines(self.m, r, np.dtype(dtype), vec))
+
 
     # ---- forward and input gradient ----
 
@@ -241,8 +260,9 @@ class Winograd:
                       beta=1 if n0 else 0)
         gw = common.empty((p.co, p.cg, p.kh, p.kw), x)
         kernel = self._kernel(x.device, x.dtype, p.kh, "weight_transform")
-        common.launch_1d(x.device, kernel, p.co * p.cg, np.int32(p.groups), np.int32(p.cog),
-                         np.int32(p.cg), dU.storage.buf, gw.storage.buf)
+        vec = items_per_work_item(x.device, x.dtype)
+        common.launch_1d(x.device, kernel, -(-p.co * p.cg // vec), np.int32(p.groups),
+                         np.int32(p.cog), np.int32(p.cg), dU.storage.buf, gw.storage.buf)
         return gw
 
     def _grad_transform(self, z, p, th, tw, nb, tp):
