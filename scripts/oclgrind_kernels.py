@@ -19,6 +19,7 @@ import pyopencl as cl
 import cltensor
 import cltensor.nn.functional as F
 from cltensor import program
+from cltensor.conv import winograd
 from cltensor.ops import gemm as gemm_ops
 from cltensor.ops import pool as pool_ops
 from cltensor.testing import rel_error, to_numpy
@@ -207,6 +208,24 @@ def section_conv():
     y2 = cltensor.conv.conv2d(dev(x), dev(w), padding=2, dilation=2, groups=2,
                               algo="implicit_gemm")
     assert_close(y2, y.numpy(), rtol=1e-4)
+    _winograd_weight_lanes()
+
+
+def _winograd_weight_lanes():
+    """Winograd's weight transform with VEC filters a work-item (CPUs' vector lanes): 15
+    filters in runs of 4, the last run partial; the weight gradient against im2col's."""
+    saved = winograd.items_per_work_item
+    winograd.items_per_work_item = lambda _device, _dtype: 4
+    try:
+        x, w, g = rand(1, 3, 4, 5), rand(5, 3, 3, 3), rand(1, 5, 4, 5)
+        grads = []
+        for algo in ("winograd", "im2col"):
+            tw = dev(w).requires_grad_()
+            cltensor.conv.conv2d(dev(x), tw, padding=1, algo=algo).backward(dev(g))
+            grads.append(tw.grad)
+        assert_close(grads[0], grads[1].numpy(), rtol=1e-4)
+    finally:
+        winograd.items_per_work_item = saved
 
 
 def section_pool():
