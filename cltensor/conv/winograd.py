@@ -75,8 +75,8 @@ def _from_roots(roots, size):
 
 @functools.cache
 def _defines(m, r, dtype, vec=1):
-    """The build options of F(m, r)'s kernels for dtype (the matrices as brace lists), each
-    work-item transforming vec items."""
+    """The build options of F(m, r)'s kernels for dtype (the matrices as brace lists), the
+    weight transform taking vec filters per work-item."""
     at, g, bt = matrices(m, r)
     return {"T": ctype_of(dtype), "VEC": vec, "WINO_M": m, "WINO_R": r, "WINO_A": m + r - 1,
             "WINO_AT": _literals(at, dtype), "WINO_G": _literals(g, dtype),
@@ -85,8 +85,9 @@ def _defines(m, r, dtype, vec=1):
 
 @functools.cache
 def items_per_work_item(device, dtype):
-    """conv_winograd.cl's VEC, the filters its weight transform takes per work-item: on CPUs the device's preferred vector width for dtype (a power of two up to 16:
-    one filter per lane, see the kernels' header), 1 on other devices."""
+    """conv_winograd.cl's VEC, the filters its weight transform takes per work-item: on CPUs
+    the device's preferred vector width for dtype (a power of two up to 16, one filter per
+    lane: see the kernels' header), 1 on other devices."""
     if not device.is_cpu:
         return 1
     d = device.cl_device
@@ -165,7 +166,6 @@ class Winograd:
         vec = items_per_work_item(device, dtype)
         return program.get_kernel(device, KERNEL_FILE, name,
                                   _defines(self.m, r, np.dtype(dtype), vec))
-
 
     # ---- forward and input gradient ----
 
