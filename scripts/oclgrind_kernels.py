@@ -10,6 +10,7 @@ wrong answer fails too. tests/test_oclgrind.py runs this under Oclgrind; it also
 A failing section prints a traceback and `FAILED <name>`, and the next one runs. On Oclgrind,
 every tensor gets a buffer of its own (ExactBuffers), not one from the memory pool.
 """
+import contextlib
 import sys
 import traceback
 
@@ -43,6 +44,17 @@ def assert_close(actual, expected, rtol=1e-5, check_dtype=True):
 
 def dev(a):
     return cltensor.from_numpy(np.ascontiguousarray(a))
+
+
+@contextlib.contextmanager
+def setting(owner, name, value):
+    """owner.name = value inside the block, its old value again after."""
+    saved = getattr(owner, name)
+    setattr(owner, name, value)
+    try:
+        yield
+    finally:
+        setattr(owner, name, saved)
 
 
 def strided_views(a):
@@ -214,9 +226,7 @@ def section_conv():
 def _winograd_weight_lanes():
     """Winograd's weight transform with VEC filters a work-item (CPUs' vector lanes): 15
     filters in runs of 4, the last run partial; the weight gradient against im2col's."""
-    saved = winograd.items_per_work_item
-    winograd.items_per_work_item = lambda _device, _dtype: 4
-    try:
+    with setting(winograd, "items_per_work_item", lambda _device, _dtype: 4):
         x, w, g = rand(1, 3, 4, 5), rand(5, 3, 3, 3), rand(1, 5, 4, 5)
         grads = []
         for algo in ("winograd", "im2col"):
@@ -224,8 +234,6 @@ def _winograd_weight_lanes():
             cltensor.conv.conv2d(dev(x), tw, padding=1, algo=algo).backward(dev(g))
             grads.append(tw.grad)
         assert_close(grads[0], grads[1].numpy(), rtol=1e-4)
-    finally:
-        winograd.items_per_work_item = saved
 
 
 def section_pool():
@@ -236,12 +244,9 @@ def section_pool():
               F.avg_pool2d(xt, 3, 2, 1, count_include_pad=False), F.max_pool2d(xt, 2, dilation=2)]:
         y.backward(dev(rand(*y.shape)), retain_graph=True)  # xt is shared
     assert np.isfinite(x.grad.numpy()).all()
-    saved, pool_ops.BAKE_MIN_TAPS = pool_ops.BAKE_MIN_TAPS, 0  # the window baked in (-D)
-    try:
+    with setting(pool_ops, "BAKE_MIN_TAPS", 0):  # the window baked in (-D)
         for y in [F.max_pool2d(x, 3, 2, 1, ceil_mode=True), F.avg_pool2d(xt, 3, 1, 1)]:
             y.backward(dev(rand(*y.shape)), retain_graph=True)
-    finally:
-        pool_ops.BAKE_MIN_TAPS = saved
     assert np.isfinite(x.grad.numpy()).all()
 
 
@@ -303,10 +308,8 @@ def section_sort():
     a = rand(3, 37)
     a[0, 5] = a[0, 9] = a[1, 3]  # ties: stable order
     a[2, 7] = np.nan             # NaN sorts last, as in torch
-    local = sort_ops.LOCAL_BYTES
-    for budget in (local, 0):    # rows in local memory, then stage by stage in global memory
-        sort_ops.LOCAL_BYTES = budget
-        try:
+    for budget in (sort_ops.LOCAL_BYTES, 0):  # rows in local memory, then stage by stage
+        with setting(sort_ops, "LOCAL_BYTES", budget):  # in global memory
             for t, ref in ((dev(a), a), (dev(a).T, a.T)):
                 values, indices = cltensor.sort(t, dim=-1, descending=False, stable=True)
                 order = np.argsort(ref, axis=-1, kind="stable")
@@ -321,8 +324,6 @@ def section_sort():
             top = cltensor.topk(x, 3, dim=1).values
             top.backward(dev(rand(4, 3)))
             assert np.isfinite(x.grad.numpy()).all()
-        finally:
-            sort_ops.LOCAL_BYTES = local
 
 
 def section_optim():

@@ -11,8 +11,8 @@ Oclgrind device (a temporary ICD folder in OCL_ICD_VENDORS). Two runs per style:
 
 and one test per (run, style, section) fails on any report Oclgrind writes in that section.
 The four runs start together in the background; the checked ones take about three minutes
-each on two idle cores (docs/oclgrind.md has the figures). On by default (CI runs it); CLTENSOR_OCLGRIND=0 or -m "not oclgrind" leaves
-the Oclgrind tests out.
+each on two idle cores (docs/oclgrind.md has the figures). On by default (CI runs it);
+CLTENSOR_OCLGRIND=0 or -m "not oclgrind" leaves the Oclgrind tests out.
 
 Oclgrind 21.10's limits (docs/oclgrind.md has the reproductions):
   - its uninitialized-memory plugin lacks LLVM's `freeze` instruction, which the optimizer emits
