@@ -45,8 +45,10 @@
  * ms against 0.11-0.25 with VEC 16 (F(4x4, 3x3), 128 x 96: 0.23-0.33 against 0.21-0.23).
  * The same lanes did not help the kernels that gather their inputs one lane at a time: the
  * filter transform level, the input transform of 96 x 28 x 28 x 8 tiles 1.3-1.6 ms against 2.2.
- * Build options: T; VEC; WINO_M, WINO_R, WINO_A, WINO_AT, WINO_G, WINO_BT. One build holds all
- * five kernels (the fully unrolled transforms take seconds to compile on PoCL).
+ * Build options: T; WINO_M, WINO_R, WINO_A, WINO_AT, WINO_G, WINO_BT; WEIGHT_BUILD 0: the build
+ * holds the first four kernels, 1: the weight transform alone, with VEC. NOTE: two builds, so
+ * that a change of VEC does not rebuild the other four (the fully unrolled transforms take
+ * seconds to compile on PoCL, the four about 7 s for F(4x4, 5x5)).
  */
 #ifndef T
 #define T float
@@ -54,20 +56,12 @@
 #ifndef VEC
 #define VEC 1
 #endif
+#ifndef WEIGHT_BUILD
+#define WEIGHT_BUILD 0
+#endif
 #define MM WINO_M
 #define RR WINO_R
 #define AA WINO_A
-
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#if VEC == 1
-#define TV T
-#else
-#define TV CAT(T, VEC)
-#endif
-/* a vector aligned like its elements: a run of filters starts anywhere */
-typedef TV __attribute__((aligned(sizeof(T)))) TVU;
-typedef union { TV v; T s[VEC]; } Lanes;
 
 __constant T AT[MM][AA] = WINO_AT;
 __constant T GM[AA][RR] = WINO_G;
@@ -77,14 +71,7 @@ __constant T BT[AA][AA] = WINO_BT;
 #define madd(acc, c, x) \
   ((c) == (T)0 ? (acc) : (c) == (T)1 ? (acc) + (x) : (c) == (T)-1 ? (acc) - (x) : (acc) + (c) * (x))
 
-/* src[at .. at + lanes - 1] as a vector, zero past lanes */
-inline TV load_run(__global const T* src, const long at, const int lanes) {
-  if (lanes == VEC) return *(__global const TVU*)(src + at);
-  Lanes x;
-  for (int l = 0; l < VEC; ++l) x.s[l] = l < lanes ? src[at + l] : (T)0;
-  return x.v;
-}
-
+#if !WEIGHT_BUILD
 __kernel void filter_transform(const int G, const int COG, const int CG, const int flip,
                                __global const T* w, const long wo, const long ws0,
                                const long ws1, const long ws2, const long ws3, __global T* U) {
@@ -243,6 +230,26 @@ __kernel void grad_transform(const int CO, const int HO, const int WO, const int
     }
 }
 
+#else /* WEIGHT_BUILD: the weight transform alone */
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+#if VEC == 1
+#define TV T
+#else
+#define TV CAT(T, VEC)
+#endif
+/* a vector aligned like its elements: a run of filters starts anywhere */
+typedef TV __attribute__((aligned(sizeof(T)))) TVU;
+typedef union { TV v; T s[VEC]; } Lanes;
+
+/* src[at .. at + lanes - 1] as a vector, zero past lanes */
+inline TV load_run(__global const T* src, const long at, const int lanes) {
+  if (lanes == VEC) return *(__global const TVU*)(src + at);
+  Lanes x;
+  for (int l = 0; l < VEC; ++l) x.s[l] = l < lanes ? src[at + l] : (T)0;
+  return x.v;
+}
+
 __kernel void weight_transform(const int G, const int COG, const int CG, __global const T* dU,
                                __global T* dw) {
   const long per_e = (long)G * COG * CG, e0 = get_global_id(0) * VEC;
@@ -274,3 +281,4 @@ __kernel void weight_transform(const int G, const int COG, const int CG, __globa
       for (int l = 0; l < lanes; ++l) dw[RR * RR * (e0 + l) + RR * i + j] = s.s[l];
     }
 }
+#endif /* WEIGHT_BUILD */

@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pyopencl as cl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -405,6 +406,20 @@ def test_winograd_items_per_work_item(device, rng, monkeypatch, vec):
             _check_case(device, rng, algo, case)
     if device.has_fp64:
         _check_case(device, rng, "winograd_4x4", WINOGRAD_CASES[5], dtype=np.float64)
+
+
+def test_winograd_weight_transform_builds_apart(device, monkeypatch):
+    """Only the weight transform's build depends on VEC: another VEC builds it alone, and the
+    other four kernels come from a build without it (one build per (m, r, dtype))."""
+    algo = winograd.Winograd(4)
+    kernels = {}
+    for vec in (1, 2):
+        monkeypatch.setattr(winograd, "items_per_work_item", lambda _device, _dtype: vec)
+        kernels[vec] = [algo._kernel(device, np.float32, 3, name) for name in
+                        ("input_transform", "weight_transform")]
+    assert kernels[1][0] is kernels[2][0]
+    assert kernels[1][1] is not kernels[2][1]
+    assert kernels[1][1].program.get_info(cl.program_info.KERNEL_NAMES) == "weight_transform"
 
 
 def test_winograd_vector_width_follows_the_device(device):

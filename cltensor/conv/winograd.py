@@ -74,13 +74,15 @@ def _from_roots(roots, size):
 
 
 @functools.cache
-def _defines(m, r, dtype, vec=1):
-    """The build options of F(m, r)'s kernels for dtype (the matrices as brace lists), the
-    weight transform taking vec filters per work-item."""
+def _defines(m, r, dtype, vec=None):
+    """The build options of F(m, r)'s kernels for dtype (the matrices as brace lists): the
+    build of the weight transform alone, taking vec filters per work-item, or (vec None) the
+    build of the other four."""
     at, g, bt = matrices(m, r)
-    return {"T": ctype_of(dtype), "VEC": vec, "WINO_M": m, "WINO_R": r, "WINO_A": m + r - 1,
+    pass_options = {"WEIGHT_BUILD": 0} if vec is None else {"WEIGHT_BUILD": 1, "VEC": vec}
+    return {"T": ctype_of(dtype), "WINO_M": m, "WINO_R": r, "WINO_A": m + r - 1,
             "WINO_AT": _literals(at, dtype), "WINO_G": _literals(g, dtype),
-            "WINO_BT": _literals(bt, dtype)}
+            "WINO_BT": _literals(bt, dtype), **pass_options}
 
 
 @functools.cache
@@ -161,9 +163,9 @@ class Winograd:
                 self._alpha(p) ** 2 * p.co * p.cg * p.dtype.itemsize)
 
     def _kernel(self, device, dtype, r, name):
-        # NOTE: one program per (m, r, dtype) holds all five kernels: each build of the
-        # unrolled transforms costs seconds on PoCL
-        vec = items_per_work_item(device, dtype)
+        # NOTE: one program per (m, r, dtype) holds the four kernels other than the weight
+        # transform: each build of the unrolled transforms costs seconds on PoCL
+        vec = items_per_work_item(device, dtype) if name == "weight_transform" else None
         return program.get_kernel(device, KERNEL_FILE, name,
                                   _defines(self.m, r, np.dtype(dtype), vec))
 
