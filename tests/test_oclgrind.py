@@ -10,8 +10,8 @@ Oclgrind device (a temporary ICD folder in OCL_ICD_VENDORS). Two runs per style:
     optimized  bounds, races and API on optimized builds, the code drivers run
 
 and one test per (run, style, section) fails on any report Oclgrind writes in that section.
-The four runs start together in the background; the checked ones take about three minutes
-each on two idle cores (docs/oclgrind.md has the figures). On by default (CI runs it);
+The four runs start together in the background and take about 2.5 minutes together on two idle
+cores (docs/oclgrind.md has the figures). On by default (CI runs it);
 CLTENSOR_OCLGRIND=0 or -m "not oclgrind" leaves the Oclgrind tests out.
 
 Oclgrind 21.10's limits (docs/oclgrind.md has the reproductions):
