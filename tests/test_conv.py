@@ -143,7 +143,8 @@ def test_implicit_gemm_kernel_styles(device, rng, monkeypatch, style):
     monkeypatch.setattr(implicit, "KERNEL_STYLE", style)
     for xshape, wshape, kwargs in [((2, 20, 9, 12), (70, 20, 3, 3), {"padding": 1}),
                                    ((2, 4, 8, 11), (6, 2, 3, 3), {"padding": 1, "groups": 2}),
-                                   ((1, 5, 13, 10), (7, 5, 3, 2), {"stride": (2, 3)})]:
+                                   ((1, 5, 13, 10), (7, 5, 3, 2), {"stride": (2, 3)}),
+                                   ((2, 33, 9, 7), (37, 33, 1, 1), {})]:  # a plain product
         _check_case(device, rng, "implicit_gemm", (xshape, wshape, kwargs), bias=False)
 
 
@@ -167,6 +168,33 @@ def test_weight_gradient_tiles_follow_the_product():
         assert implicit_gpu._rank_wgrad(measured, others, m, n)[0] is measured[0], (m, n)
     small = implicit_gpu._rank_wgrad(measured, others, 64, 27)[0]
     assert small["MWG"] * small["NWG"] < 128 * 128
+
+
+def test_plain_products_rank_the_gemm_sets(device, monkeypatch):
+    """A 1x1 stride-1 convolution without padding, forward or input gradient, is a plain
+    product: cx_conv ranks the GEMM's own sets for it (as xgemm_plan orders them); any gather
+    (taps, stride, padding) keeps the conv sets."""
+    from cltensor.conv.params import ConvParams
+    entry = _h200_entry()
+    monkeypatch.setattr(gemm_ops, "entry_for", lambda _device, _dtype: entry)
+    monkeypatch.setattr(implicit_gpu, "_ranked", {})
+    f32 = np.dtype(np.float32)
+    def geometries(k, stride, pad):
+        p = ConvParams(128, 480, 14, 14, 192, k, k, stride, stride, pad, pad, pad, pad, 1, 1, 1,
+                       f32)
+        return implicit._forward_geometry(p), implicit._data_geometry(p)
+    for k, stride, pad in ((1, 1, 0), (1, 2, 0), (1, 1, 1), (3, 1, 1)):
+        for geo in geometries(k, stride, pad):
+            plain = implicit_gpu.is_plain(geo)
+            assert plain == ((k, stride, pad) == (1, 1, 0)), (k, stride, pad, geo)
+            first = implicit_gpu._candidates(device, f32, "cx_conv", geo.cog, geo.n * geo.qn,
+                                             geo.k, geo.g, plain=plain)[0]
+            sets = entry["xgemm"] if plain else entry["cx_sets"] + entry["cx_conv"]
+            assert first in sets, (k, stride, pad, first)
+    product = implicit_gpu.Product(device, f32, 192, 128 * 196, 480, 1)
+    ranked = implicit_gpu._candidates(device, f32, "cx_conv", *product[2:], plain=True)
+    plan = dict(entry, split_k=False)
+    assert ranked[0] is min(ranked, key=lambda q: gemm_ops.xgemm_plan(product, plan, q)[0])
 
 
 @pytest.mark.parametrize("kernel, params", _h200_parameter_sets())
