@@ -207,7 +207,7 @@ def section_conv():
     # fallback tile (64 work-items; the gemm section checks the default 32 x 32 one) and
     # Winograd's tile rows padded to 32 rather than 128. Winograd's 16-36 batched products of
     # a few rows took 95% of this section's time under the checked runs, and in the GPU style
-    # four in five of its tiles were padding (12 minutes of the suite's CPU time in all)
+    # four in five of its tiles were padding (the four runs took 11.5 CPU-minutes, now 4.7)
     with gemm_tiles(gemm_ops.TILED_FALLBACKS[2]), \
             setting(winograd, "TILE_ALIGN", dict(winograd.TILE_ALIGN, gpu=32)):
         _conv_cases()

@@ -47,7 +47,7 @@ def _engine_ok(q, kernel):
 
 # kernel name -> a parameter set that replaces the GEMM database's choice (experiments, tests)
 FORCE_PARAMS = {}
-_ranked = {}  # (device, dtype, kernel, m, n, k, nbatch) -> parameter sets, best first
+_ranked = {}  # (device, dtype, kernel, m, n, k, nbatch, plain) -> parameter sets, best first
 
 
 def _candidates(device, dtype, kernel, m, n, k, nbatch, engine=None, plain=False):
@@ -71,7 +71,7 @@ def _candidates(device, dtype, kernel, m, n, k, nbatch, engine=None, plain=False
 
 # NOTE: plain products rank the GEMM's sets (H200, GoogLeNet's 28 1x1 layers at batch 128,
 # forward and input gradient, kernel ms summed over the 56 passes: 9.19 with the conv sets,
-# 7.86 with the GEMM's sets as xgemm_plan ranks them, 7.50 with the best set for each pass).
+# 7.83 with the GEMM's sets as xgemm_plan ranks them, 7.50 with the best set for each pass).
 # The conv sets are double-buffered for the gathers' latency, which a 1x1 layer's loads lack.
 def _rank(device, dtype, kernel, m, n, k, nbatch, plain):
     entry = gemm.entry_for(device, dtype)
