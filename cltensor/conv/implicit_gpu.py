@@ -73,7 +73,7 @@ def _candidates(device, dtype, kernel, m, n, k, nbatch, engine=None, plain=False
 # forward and input gradient, kernel ms summed over the 56 passes: 9.19 with the conv sets,
 # 7.83 with the GEMM's sets as xgemm_plan ranks them, 7.50 with the best set for each pass).
 # The conv sets are double-buffered for the gathers' latency, which a 1x1 layer's loads lack.
-def _rank(device, dtype, kernel, m, n, k, nbatch, plain):
+def _rank(device, dtype, kernel, m, n, k, nbatch, plain=False):
     entry = gemm.entry_for(device, dtype)
     if plain:
         entry = dict(entry, split_k=False)  # the conv kernels do not split K
