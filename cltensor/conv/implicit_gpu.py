@@ -76,17 +76,15 @@ def _candidates(device, dtype, kernel, m, n, k, nbatch, engine=None, plain=False
 def _rank(device, dtype, kernel, m, n, k, nbatch, plain=False):
     entry = gemm.entry_for(device, dtype)
     if plain:
-        entry = dict(entry, split_k=False)  # the conv kernels do not split K
-        own, extra = gemm._xgemm_candidates(device, entry, dtype.itemsize)
-        prod = Product(device, dtype, m, n, k, nbatch)
-        return sorted((q for q in own + extra if _engine_ok(q, kernel)),
-                      key=lambda q: gemm.xgemm_plan(prod, entry, q)[0])
-    usable = lambda q: _engine_ok(q, kernel) and _fits(device, q, dtype.itemsize)  # noqa: E731
-    measured = [q for q in entry.get(kernel, []) if gemm.xgemm_valid(q) and usable(q)
-                and m <= q.get("max_m", m)]  # a set may serve only products of few rows
-    # the conv kernels' own list of GEMM-style sets where the database has one (cx_sets),
-    # priced as when they were measured: one work-group of any size fills a compute unit
-    entry = dict(entry, xgemm=entry.get("cx_sets", entry.get("xgemm", [])), threads_per_cu=1)
+        measured, entry = [], dict(entry, split_k=False)  # the conv kernels do not split K
+    else:
+        usable = lambda q: _engine_ok(q, kernel) and _fits(device, q, dtype.itemsize)  # noqa: E731
+        measured = [q for q in entry.get(kernel, []) if gemm.xgemm_valid(q) and usable(q)
+                    and m <= q.get("max_m", m)]  # a set may serve only products of few rows
+        # the conv kernels' own list of GEMM-style sets where the database has one (cx_sets),
+        # priced as when they were measured: one work-group of any size fills a compute unit
+        entry = dict(entry, xgemm=entry.get("cx_sets", entry.get("xgemm", [])),
+                     threads_per_cu=1)
     own, extra = gemm._xgemm_candidates(device, entry, dtype.itemsize)
     others = [q for q in own + extra if _engine_ok(q, kernel)]
     if kernel == "cx_wgrad":
