@@ -14,9 +14,10 @@
  * transforms cost what hand-written ones would.
  *
  * Layouts (e = A*row + column of the A x A transform):
- *   U[e][g][o][c]   o < COG outputs, c < CG inputs of group g. flip != 0 transforms the
- *                   flipped transposed weight of the input gradient: g'[o][c] = W[g][c][o]
- *                   rotated 180.
+ *   U[e][g][o][c]   o < COG outputs, c < CG inputs of group g; with o_fast, U[e][g][c][o]
+ *                   (the host's choice per GEMM family, see winograd.py). flip != 0
+ *                   transforms the flipped transposed weight of the input gradient:
+ *                   g'[o][c] = W[g][c][o] rotated 180.
  *   V[e][c][t]      c over all G*CG input channels, t = (n*TH + ty)*TW + tx over NB images;
  *                   rows of TP >= NB*TH*TW tiles (the GEMM engine reads whole tiles in place
  *                   when TP is a multiple of its tile), the padding tiles zero
@@ -29,7 +30,7 @@
  * gradient of tile t (zero outside HO x WO), dU[e] = sum_t (A Z A^T)[e] V[e] (a batched GEMM
  * over the tiles, dU[e][o][c] = P[e][o][t] V[e][c][t]) and dW = G^T dU G.
  *   P[e][o][t]      o over all G*COG output channels (layout of M)
- *   dU[e][g][o][c]  layout of U
+ *   dU[e][g][o][c]  (the inputs contiguous)
  *
  * Kernels (1-d launches, any local size):
  *   filter_transform  per (g, o, c): A*A values of U.
@@ -73,12 +74,15 @@ __constant T BT[AA][AA] = WINO_BT;
 
 #if !WEIGHT_BUILD
 __kernel void filter_transform(const int G, const int COG, const int CG, const int flip,
-                               __global const T* w, const long wo, const long ws0,
-                               const long ws1, const long ws2, const long ws3, __global T* U) {
-  const long e = get_global_id(0);
+                               const int o_fast, __global const T* w, const long wo,
+                               const long ws0, const long ws1, const long ws2, const long ws3,
+                               __global T* U) {
+  const long e = get_global_id(0); /* U's element within a transform position */
   const long per_e = (long)G * COG * CG;
   if (e >= per_e) return;
-  const int c = e % CG, o = (e / CG) % COG, g = e / ((long)CG * COG);
+  const int inner = o_fast ? COG : CG, outer = o_fast ? CG : COG;
+  const int fast = e % inner, slow = (e / inner) % outer, g = e / ((long)CG * COG);
+  const int o = o_fast ? fast : slow, c = o_fast ? slow : fast;
   T f[RR][RR];
 #pragma unroll
   for (int i = 0; i < RR; ++i)

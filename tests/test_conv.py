@@ -489,6 +489,31 @@ def test_winograd_accuracy(device, rng, algo, k):
         assert wino <= ratio * direct + 1e-7, f"{name}: {algo} {wino:.1e} vs direct {direct:.1e}"
 
 
+@pytest.mark.parametrize("family", ["xgemm", "packed"])
+def test_winograd_reads_the_filter_in_place(device, rng, monkeypatch, family):
+    """With the filter transform cached, a forward pass runs three kernels (input transform,
+    one product, output transform) although the input channels are no multiple of any GEMM
+    tile: U is laid out as the GEMM family reads it in place (xgemm: the outputs contiguous,
+    gemm_packed: the inputs); and forward and gradients with groups against the reference."""
+    monkeypatch.setattr(gemm_ops, "FORCE_FAMILY", family)
+    if family == "xgemm":  # its tiles read the transformed tiles in place, as on GPUs
+        monkeypatch.setitem(winograd.TILE_ALIGN, "cpu", winograd.TILE_ALIGN["gpu"])
+    else:  # gemm_packed as CPUs' entries set it: A (K contiguous) and wide B where they are
+        entry = gemm_ops.entry_for(device, np.float32)
+        packed = dict(entry["packed"], A_IN_PLACE=1, B_IN_PLACE_MIN_N=128)
+        monkeypatch.setattr(gemm_ops, "entry_for", lambda _d, _t: dict(entry, packed=packed))
+    # 240 tiles: gemm_packed reads B (the transformed tiles) in place; 12 outputs: xgemm
+    # reads A's rows in whole vectors
+    x, w, b, X, W, B = _tensors(device, rng, (2, 6, 24, 20), (12, 6, 3, 3))
+    conv2d(X, W, B, padding=1, algo="winograd")
+    with cltensor.profile() as prof:
+        out = conv2d(X, W, B, padding=1, algo="winograd")
+    names = [r["name"] for r in prof.records()]
+    assert len(names) == 3, names
+    assert rel_error(out, ref_conv(x, w, b, padding=1)) <= winograd.WINOGRAD_RTOL
+    _check_case(device, rng, "winograd", WINOGRAD_CASES[1])
+
+
 @pytest.mark.parametrize("m, r", [(2, 3), (4, 3), (2, 5), (4, 5)])
 def test_winograd_matrices_are_exact(m, r):
     """A^T [(G g) * (B^T d)] is the correlation of d and g, exactly (in rationals)."""

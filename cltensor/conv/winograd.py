@@ -28,7 +28,7 @@ from fractions import Fraction
 import numpy as np
 
 from .. import program
-from ..ops.gemm import gemm_into
+from ..ops import gemm
 from ..program import ctype_of, round_up
 from . import common
 
@@ -118,9 +118,28 @@ def padded_tiles(device, count):
     return round_up(count, TILE_ALIGN["cpu" if device.is_cpu else "gpu"])
 
 
+def outputs_contiguous(device, dtype):
+    """Whether U (out x in per transform position) is stored with the outputs contiguous: as
+    the device's GEMM family reads it in place. NOTE: xgemm (GPUs) reads such an A in place
+    whatever the input channels are; with the inputs contiguous, counts that are no multiple
+    of its K tile (GoogLeNet's 5x5 layers: 16, 24, 48) cost a padded copy of U and a plan
+    decided afresh every pass (H200 host, 4b/5x5 forward: the product's Python 44 -> 18 us,
+    one launch fewer). gemm_packed (CPUs) reads A in place with the inputs contiguous."""
+    return (gemm.FORCE_FAMILY or gemm.entry_for(device, dtype)["family"]) != "packed"
+
+
 def _images(t, n0, nb):
     return common.strided(t, (nb,) + tuple(t.shape[1:]), t.strides,
                           t.offset + n0 * t.strides[0])
+
+
+def _batches(t, count, rows, cols, transpose=False):
+    """The contiguous scratch t as `count` (rows x cols) matrices, or their transposes.
+    NOTE: common.strided, not view(): the tensor methods' checks and autograd hooks cost a
+    small layer's pass several microseconds each."""
+    if transpose:
+        return common.strided(t, (count, cols, rows), (rows * cols, 1, cols))
+    return common.strided(t, (count, rows, cols), (rows * cols, cols, 1))
 
 
 class Winograd:
@@ -172,18 +191,21 @@ class Winograd:
     # ---- forward and input gradient ----
 
     def filter_transform(self, w, p, flip):
-        """U (A*A * G, out, in) of w, made once per weight version (common.per_weight)."""
-        return common.per_weight(w, ("winograd", self.m, p.groups, flip),
-                                 lambda: self._transform(w, p, flip))
+        """U (A*A * G, out, in) of w, made once per weight version (common.per_weight), laid
+        out as the device's GEMM family reads it in place (outputs_contiguous)."""
+        o_fast = outputs_contiguous(w.device, p.dtype)
+        return common.per_weight(w, ("winograd", self.m, p.groups, flip, o_fast),
+                                 lambda: self._transform(w, p, flip, o_fast))
 
-    def _transform(self, w, p, flip):
+    def _transform(self, w, p, flip, o_fast):
         cout, cin = (p.cg, p.cog) if flip else (p.cog, p.cg)
-        U = common.empty((self._alpha(p) ** 2 * p.groups, cout, cin), w)
+        batches = self._alpha(p) ** 2 * p.groups
+        U = common.empty((batches, cin, cout) if o_fast else (batches, cout, cin), w)
         kernel = self._kernel(w.device, p.dtype, p.kh, "filter_transform")
         common.launch_1d(w.device, kernel, p.groups * cout * cin, np.int32(p.groups),
-                         np.int32(cout), np.int32(cin), np.int32(flip), *common.view_args(w),
-                         U.storage.buf)
-        return U
+                         np.int32(cout), np.int32(cin), np.int32(flip), np.int32(o_fast),
+                         *common.view_args(w), U.storage.buf)
+        return _batches(U, batches, cin, cout, transpose=True) if o_fast else U
 
     def run(self, src, U, out, bias, p, cin, cout, pads):
         """out (N, G*cout, HO, WO view) = the r x r stride-1 convolution of src
@@ -201,8 +223,8 @@ class Winograd:
                                       th, tw, nb, tp)
             # NOTE: gemm_into, not gemm(): the operands are ours and valid, and the public
             # entry's checks cost host time that the small layers' passes notice
-            M = gemm_into(U, V.view(ee * p.groups, cin, tp),
-                          common.empty((ee * p.groups, cout, tp), V))
+            M = gemm.gemm_into(U, _batches(V, ee * p.groups, cin, tp),
+                               common.empty((ee * p.groups, cout, tp), V))
             self._output_transform(M, bias, _images(out, n0, nb), p, th, tw, nb, tp)
         return out
 
@@ -257,9 +279,9 @@ class Winograd:
             V = self._input_transform(_images(x, n0, nb), p, p.c, (p.pt, p.pl), th, tw, nb,
                                       tp)
             P = self._grad_transform(_images(gout, n0, nb), p, th, tw, nb, tp)
-            gemm_into(P.view(ee * p.groups, p.cog, tp),
-                      V.view(ee * p.groups, p.cg, tp).transpose(1, 2), dU, dU if n0 else None,
-                      beta=1 if n0 else 0)
+            gemm.gemm_into(_batches(P, ee * p.groups, p.cog, tp),
+                           _batches(V, ee * p.groups, p.cg, tp, transpose=True), dU,
+                           dU if n0 else None, beta=1 if n0 else 0)
         gw = common.empty((p.co, p.cg, p.kh, p.kw), x)
         kernel = self._kernel(x.device, x.dtype, p.kh, "weight_transform")
         vec = items_per_work_item(x.device, x.dtype)
