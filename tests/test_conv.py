@@ -159,15 +159,31 @@ def _h200_parameter_sets():
             if implicit_gpu._engine_ok(q, kernel)]
 
 
-def test_weight_gradient_tiles_follow_the_product():
-    """The weight gradient's parameter sets are ranked by padded tile work: a big product keeps
-    the set measured on the kernel, a first layer's 64 x 27 product takes a smaller tile."""
+def _h200_ranking(monkeypatch, kernel):
+    """(m, n, k) -> implicit_gpu._rank's parameter sets for `kernel`, best first, as on the H200
+    (its database entry, every set fitting)."""
     entry = _h200_entry()
-    measured, others = entry["cx_wgrad"], entry["cx_sets"] + list(gemm_ops.XGEMM_FALLBACKS)
-    for m, n in ((256, 2304), (192, 576), (288, 1296)):  # GoogLeNet conv3 and 4d/3x3 too
-        assert implicit_gpu._rank_wgrad(measured, others, m, n)[0] is measured[0], (m, n)
-    small = implicit_gpu._rank_wgrad(measured, others, 64, 27)[0]
-    assert small["MWG"] * small["NWG"] < 128 * 128
+    monkeypatch.setattr(implicit_gpu.gemm, "entry_for", lambda device, dtype: entry)
+    monkeypatch.setattr(implicit_gpu, "_fits", lambda device, q, itemsize: True)
+    monkeypatch.setattr(implicit_gpu.gemm, "_xgemm_candidates",
+                        lambda device, entry, itemsize: (list(entry["xgemm"]), []))
+    h200 = type("FakeH200", (), {"cl_device": type("D", (), {"max_compute_units": 132})()})()
+    return lambda m, n, k: implicit_gpu._rank(h200, np.dtype(np.float32), kernel, m, n, k, 1)
+
+
+def test_weight_gradient_tiles_follow_the_product(monkeypatch):
+    """The weight gradient's parameter sets on the H200 (M output channels, N taps, K
+    positions): the 128 x 128 set measured on the kernel for big products, the 64 x 64 one for
+    at most its max_m output channels (first layers, GoogLeNet's 1x1 and 5x5 layers)."""
+    big, small = _h200_entry()["cx_wgrad"]
+    ranked = _h200_ranking(monkeypatch, "cx_wgrad")
+    # GoogLeNet conv3, 4d/3x3, 3b/5x5 (where the 64 x 64 set lost), Overfeat conv1
+    for m, n in ((192, 576), (288, 1296), (96, 800), (96, 363)):
+        assert ranked(m, n, 10**5)[0] is big, (m, n)
+    # VGG-A and GoogLeNet conv1, GoogLeNet 4a/5x5 and 3a/5x5r
+    for m, n in ((64, 27), (64, 147), (48, 400), (16, 192)):
+        assert ranked(m, n, 10**6)[0] is small, (m, n)
+    assert small not in ranked(small["max_m"] + 1, 147, 10**6)
 
 
 def test_plain_products_rank_the_gemm_sets(device, monkeypatch):
@@ -246,14 +262,9 @@ def test_measured_forward_set_serves_only_few_output_channels(monkeypatch):
     """The H200's cx_conv set (32 x 128 tiles) comes first for at most its max_m output
     channels, and not at all above; the rest are the entry's cx_sets."""
     entry = _h200_entry()
-    monkeypatch.setattr(implicit_gpu.gemm, "entry_for", lambda device, dtype: entry)
-    monkeypatch.setattr(implicit_gpu, "_fits", lambda device, q, itemsize: True)
-    monkeypatch.setattr(implicit_gpu.gemm, "_xgemm_candidates",
-                        lambda device, entry, itemsize: (list(entry["xgemm"]), []))
     small = entry["cx_conv"][0]
-    h200 = type("FakeH200", (), {"cl_device": type("D", (), {"max_compute_units": 132})()})()
-    def ranked(m):
-        return implicit_gpu._rank(h200, np.dtype(np.float32), "cx_conv", m, 10**5, 64, 1)
+    rank = _h200_ranking(monkeypatch, "cx_conv")
+    ranked = lambda m: rank(m, 10**5, 64)  # noqa: E731
     assert ranked(small["max_m"])[0] is small
     assert small not in ranked(small["max_m"] + 1)
     # the conv kernels take their own GEMM-style sets (cx_sets), not the GEMM's
@@ -547,8 +558,9 @@ def test_winograd_filter_cache(device, rng):
 
 def test_gpu_rules_pick_winograd_per_pass(monkeypatch):
     """The GPU rules as measured on the H200: F(4x4) Winograd from 16 channels in every pass,
-    3x3 and 5x5 kernels, large and small images alike; strided layers' input gradient by
-    im2col, the rest (the first layers' 3 channels) implicit GEMM."""
+    3x3 and 5x5 kernels, large and small images alike, except the weight gradient of 5x5
+    layers on at most 14 x 14 outputs (and their forward below 24 channels); strided layers'
+    input gradient by im2col, the rest (the first layers' 3 channels) implicit GEMM."""
     from cltensor.conv.params import ConvParams
     monkeypatch.setattr(dispatch, "_plugin_choice", lambda p, device, pass_: None)
     gpu = type("FakeGpu", (), {"is_cpu": False})()
@@ -563,7 +575,9 @@ def test_gpu_rules_pick_winograd_per_pass(monkeypatch):
     assert chosen(96, 208, 14) == chosen(144, 288, 14) == chosen(160, 320, 7) == (f4,) * 3
     assert chosen(384, 256, 13) == (f4,) * 3
     assert chosen(64, 192, 27, k=5) == chosen(16, 32, 28, k=5) == (f4,) * 3
-    assert chosen(32, 128, 7, k=5) == chosen(48, 128, 7, k=5) == (f4,) * 3
+    # output sides 12 and 5 (padding 1): GoogLeNet's 14 x 14 and 7 x 7 5x5 layers
+    assert chosen(32, 128, 7, k=5) == chosen(24, 64, 14, k=5) == (f4, f4, ig)
+    assert chosen(16, 48, 14, k=5) == (ig, f4, ig)
     assert chosen(8, 48, 14, k=5) == (ig,) * 3
     assert chosen(256, 256, 14, stride=2) == (ig, "im2col", ig)
 

@@ -162,6 +162,16 @@ CPU_WINOGRAD_MIN_CHANNELS = {"forward": 16, "backward_data": 16, "backward_weigh
 # ran on gemm_tiled and F(4x4) lost GoogLeNet's 5x5 layers and small-image weight gradients.
 # The networks' first layers (3 channels) stay with implicit GEMM.
 GPU_WINOGRAD_MIN_CHANNELS = 16
+# ... except 5x5 layers with at most this many output positions per image, where Winograd's
+# launches (three per pass, five for the weight gradient and its bias's reduction) cost more
+# host time than its products save. H200, GoogLeNet's 5x5 layers on 14 x 14 and 7 x 7 outputs,
+# each pass synchronised alone (2026-12-02, two runs of a tmp script, medians of 15 and 30):
+# implicit GEMM's weight gradient (one product and its split sum, the bias a column of it) won
+# 6 of 7 (4a/5x5 0.16 vs 0.35 ms, 5b/5x5 0.14 vs 0.17-0.18; 4d/5x5 0.26 vs 0.22, before its
+# 64 x 64 parameter set, gemm.json), and its forward won 4a/5x5's (16 input channels: 0.12 vs
+# 0.15-0.20 ms) and tied at 24; on 28 x 28 outputs Winograd won every pass.
+GPU_SMALL_5X5_POSITIONS = 14 * 14
+GPU_SMALL_5X5_MIN_CHANNELS = {"forward": 24, "backward_data": 16, "backward_weight": None}
 # Cog*C*Kh*Kw up to which implicit GEMM's weight gradient beats im2col's on CPUs: the GEMM
 # engine runs such skinny products (N = Cog or K small) with few tiles
 CPU_IMPLICIT_WGRAD_MAX = 2**16
@@ -170,7 +180,10 @@ CPU_IMPLICIT_WGRAD_MAX = 2**16
 def _winograd_pays(p, cpu, pass_):
     if cpu:
         return min(p.cg, p.cog) >= CPU_WINOGRAD_MIN_CHANNELS[pass_]
-    return min(p.cg, p.cog) >= GPU_WINOGRAD_MIN_CHANNELS
+    least = GPU_WINOGRAD_MIN_CHANNELS
+    if p.kh == 5 and p.ho * p.wo <= GPU_SMALL_5X5_POSITIONS:
+        least = GPU_SMALL_5X5_MIN_CHANNELS[pass_]
+    return least is not None and min(p.cg, p.cog) >= least
 
 
 def choose(p, device, pass_, algo="auto", tensors=None):
