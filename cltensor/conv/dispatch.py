@@ -163,9 +163,10 @@ CPU_WINOGRAD_MIN_CHANNELS = {"forward": 16, "backward_data": 16, "backward_weigh
 # The networks' first layers (3 channels) stay with implicit GEMM.
 GPU_WINOGRAD_MIN_CHANNELS = 16
 # ... except 5x5 layers with at most this many output positions per image, where Winograd's
-# launches (three per pass, five for the weight gradient and its bias's reduction) cost more
-# host time than its products save. H200, GoogLeNet's 5x5 layers on 14 x 14 and 7 x 7 outputs,
-# each pass synchronised alone (2026-12-02, two runs of a tmp script, medians of 15 and 30):
+# launches (three per pass, five to seven for the weight gradient with its bias's reduction)
+# cost more host time than its products save. H200, GoogLeNet's 5x5 layers on 14 x 14 and
+# 7 x 7 outputs, each pass synchronised alone (2026-12-02, two runs of a tmp script, medians
+# of 15 and 30):
 # implicit GEMM's weight gradient (one product and its split sum, the bias a column of it) won
 # 6 of 7 (4a/5x5 0.16 vs 0.35 ms, 5b/5x5 0.14 vs 0.17-0.18; 4d/5x5 0.26 vs 0.22, before its
 # 64 x 64 parameter set, gemm.json), and its forward won 4a/5x5's (16 input channels: 0.12 vs
