@@ -304,6 +304,20 @@ inline int split_share(const int nslices, const int splits, const int s, int* t0
 /* The epilogue on VWN columns at once (EPILOGUE's, without Ci), one aligned vector store. */
 #define XGEMM_STORE_VECTOR(m, n, x) EPILOGUE_VECTOR(VTN, LanesN, VWN, VTN, m, n, x)
 
+/* XGEMM_STORE_VECTOR where the tile ends inside C: rows from M on are skipped, and a vector
+ * that N cuts is stored lane by lane. */
+#define XGEMM_STORE_EDGE(m, n, x)                                                          \
+  if ((m) < M) {                                                                           \
+    if ((n) + VWN <= N) {                                                                  \
+      XGEMM_STORE_VECTOR(m, n, x)                                                          \
+    } else {                                                                               \
+      LanesN l_;                                                                           \
+      l_.v = (x);                                                                          \
+      _Pragma("unroll") for (int f = 0; f < VWN; ++f)                                      \
+          if ((n) + f < N) EPILOGUE(m, (n) + f, l_.s[f])                                   \
+    }                                                                                      \
+  }
+
 /* The work-group's local slices, its work-item's place and its zeroed accumulators. */
 #define XGEMM_PROLOGUE                                                                     \
   __local VTM a_slices[NBUF][KWG * LDA / VWM]; /* vector-typed: aligned for vector reads */ \
@@ -347,11 +361,15 @@ void xgemm(const int M, const int N, const int K, const int row0, BATCH_ARGS,
     else                                                                                   \
       EPILOGUE(m, n, v)                                                                    \
   }
-  /* Whole tiles of an unsplit product into row-contiguous C aligned to VWN, without Ci: one
-   * vector store per accumulator vector (products with small K are bound by their stores). */
-  if (splits == 1 && beta == (T)0 && co_cs == 1 && m0 + MWG <= M && n0 + NWG <= N &&
-      oco % VWN == 0 && co_rs % VWN == 0) {
-    XGEMM_FOR_EACH_VECTOR(XGEMM_STORE_VECTOR)
+  /* An unsplit product into row-contiguous C aligned to VWN, without Ci: one vector store per
+   * accumulator vector (products with small K are bound by their stores); in a tile that
+   * ends inside C, per vector inside it (XGEMM_STORE_EDGE). */
+  if (splits == 1 && beta == (T)0 && co_cs == 1 && oco % VWN == 0 && co_rs % VWN == 0) {
+    if (m0 + MWG <= M && n0 + NWG <= N) {
+      XGEMM_FOR_EACH_VECTOR(XGEMM_STORE_VECTOR)
+    } else {
+      XGEMM_FOR_EACH_VECTOR(XGEMM_STORE_EDGE)
+    }
   } else {
     XGEMM_FOR_EACH_RESULT(XGEMM_STORE)
   }

@@ -307,10 +307,12 @@ def test_xgemm_tile_bands(device, rng, monkeypatch):
 
 
 def test_xgemm_vector_stores_and_their_fallback(device, rng, monkeypatch, fp_dtypes):
-    """Whole tiles of row-contiguous, aligned outputs are stored as vectors with the epilogue
-    (alpha, both biases, ReLU); edge tiles, an output view whose offset or row stride is no
-    multiple of the vector, a column-strided one and beta != 0 take the per-element stores.
-    64 x 64 tiles of 4-wide vectors on a 136 x 132 product: 4 whole tiles, 5 edge ones."""
+    """Row-contiguous, aligned outputs are stored as vectors with the epilogue (alpha, both
+    biases, ReLU), in edge tiles the vectors inside the product (and a vector that N cuts lane
+    by lane); an output view whose offset or row stride is no multiple of the vector, a
+    column-strided one and beta != 0 take the per-element stores. 64 x 64 tiles of 4-wide
+    vectors on a 136 x 132 product: 4 whole tiles, 5 edge ones; then 131 columns in rows of
+    132 and 136 rows of 140: nothing outside the output view is written."""
     monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
     for dtype in fp_dtypes:
         entry = dict(gm.entry_for(device, np.dtype(dtype)), strict=True,
@@ -336,6 +338,13 @@ def test_xgemm_vector_stores_and_their_fallback(device, rng, monkeypatch, fp_dty
         out = put(device, c)
         cltensor.gemm(A, B, out=out, c=out, beta=0.5, **dev_epi)
         run_check(out, a, b, dtype, beta=0.5, c=c, **epi)
+        whole = poisoned(device, (140, 132), dtype)
+        cut = dict(epi, col_bias=cb[:131])
+        cltensor.gemm(A, B[:, :131], out=whole[:136, :131], **dict(dev_epi, col_bias=CB[:131]))
+        run_check(whole[:136, :131], a, b[:, :131], dtype, **cut)
+        rest = whole.numpy()
+        assert np.isnan(rest[136:]).all() and np.isnan(rest[:, 131]).all(), \
+            f"{dtype}: the product wrote outside its output view"
 
 
 def _shipped_xgemm_sets():
