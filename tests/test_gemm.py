@@ -586,6 +586,26 @@ def test_plan_weighs_padding_occupancy_and_split_k(device):
         == [8, 16, 4]
 
 
+def test_plan_prices_each_layout_at_its_own_rate(device):
+    """A set's layout_factors scale its rate to the way A and B are stored (gemm.layout_of):
+    a set twice as slow with both operands K-contiguous loses a product it wins row-major."""
+    big = dict(TOO_BIG[0], rate=40.0, layout_factors={"KK": 0.5, "MN": 1.0, "MK": 1.0})
+    narrow = dict(TOO_BIG[2], rate=30.0)
+    entry = {"xgemm": [big, narrow], "compute_units": 8, "threads_per_cu": 256}
+    m, n, k = 1024, 1024, 64
+
+    def problem(a_kc, b_kc):
+        a = gm.Operand(None, [], k, 1) if a_kc else gm.Operand(None, [], 1, m)
+        b = gm.Operand(None, [], 1, k) if b_kc else gm.Operand(None, [], n, 1)
+        return gm.Problem(device, np.dtype(np.float32), m, n, k, (), a, b, None, None)
+    layouts = {lay: problem(lay[0] == "K", lay[1] == "K") for lay in gm.LAYOUTS}
+    assert {lay: gm.layout_of(q) for lay, q in layouts.items()} == {l: l for l in gm.LAYOUTS}
+    best = lambda prob: min(entry["xgemm"], key=lambda q: gm.xgemm_plan(prob, entry, q)[0])
+    assert [best(layouts[lay]) is big for lay in gm.LAYOUTS] == [True, True, False, True]
+    kk, kn = (gm.xgemm_plan(layouts[lay], entry, big)[0] for lay in ("KK", "KN"))
+    assert kk == pytest.approx(2 * kn)
+
+
 def test_split_k_sums_the_shares(device, rng, monkeypatch, fp_dtypes):
     monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
     entry = dict(gm.entry_for(device, np.dtype(np.float32)), xgemm=[gm.XGEMM_FALLBACKS[1]],
@@ -740,8 +760,18 @@ def test_tuner_never_times_a_fallback_for_an_unfit_set(device, monkeypatch):
     monkeypatch.setattr(tune, "_xgemm_variations", lambda p: [])
     tuner = tune.GemmTuner(device, np.float32, 32, 1, log=lambda *a: None)
     winner = tuner.tune_xgemm()
-    assert [{k: v for k, v in q.items() if k != "rate"} for q in winner["xgemm"]] == [fit]
+    assert [{k: v for k, v in q.items() if k not in ("rate", "layout_factors")}
+            for q in winner["xgemm"]] == [fit]
     assert {r["entry"]["xgemm"][0]["KWG"] for r in tuner.results} == {fit["KWG"]}
+    # the winner's speed in the other layouts, timed with A and B stored that way
+    factors = winner["xgemm"][0]["layout_factors"]
+    assert set(factors) == {"MN", "KK", "MK"} and all(f > 0 for f in factors.values())
+    assert {r["label"] for r in tuner.results} >= {f"layout {lay}" for lay in gm.LAYOUTS}
+    for lay in gm.LAYOUTS:
+        a, b, A, B, _ = tuner._tensors(32, 32, 32, lay)
+        assert (A.strides[1] == 1, B.strides[0] == 1) == (lay[0] == "K", lay[1] == "K"), lay
+        np.testing.assert_array_equal(A.numpy(), a)
+        np.testing.assert_array_equal(B.numpy(), b)
 
 
 # ---- bad input --------------------------------------------------------------------------------

@@ -413,7 +413,7 @@ def xgemm_valid(params):
                 and q["PADA"] % q["VWM"] == 0 and q["PADB"] % q["VWN"] == 0
                 and q["KWG"] * q["MWG"] % wgs == 0 and q["KWG"] * q["NWG"] % wgs == 0
                 and q["VWM"] in (1, 2, 4, 8, 16) and q["VWN"] in (1, 2, 4, 8, 16)
-                and q["NBUF"] in (1, 2) and min(q.values()) >= 0)
+                and q["NBUF"] in (1, 2) and min(v for k, v in q.items() if k.isupper()) >= 0)
     except (KeyError, TypeError, ZeroDivisionError):
         return False
 
@@ -465,13 +465,14 @@ def xgemm_seconds(p, entry, params, splits):
     """Estimated seconds of an xgemm parameter set on problem p with K split in `splits`
     shares. The work-groups spread evenly over the compute units (entry "compute_units",
     default the device's); the busiest unit's groups run at the set's measured rate ("rate",
-    GFLOP/s at the tuning size) per unit when it holds at least groups_per_cu of them,
+    GFLOP/s at the tuning size, scaled to p's layout by its layout_factors) per unit when it
+    holds at least groups_per_cu of them,
     proportionally slower when fewer, so that padding and idle or half-filled units count.
     Splits add their extra pass (split_cost_us plus their partial sums at bandwidth_gbs)."""
     units = entry.get("compute_units") or p.device.cl_device.max_compute_units
     tiles = -(-p.m // params["MWG"]) * -(-p.n // params["NWG"]) * p.nbatch
     slices = -(-p.k // params["KWG"])
-    unit_rate = params.get("rate", 1.0) * 1e9 / units
+    unit_rate = _rate(p, params) * 1e9 / units
     depth = -(-slices // splits) * params["KWG"]  # each share's K
     busiest = -(-tiles * splits // units)  # work-groups on the busiest unit
     work = busiest * 2.0 * params["MWG"] * params["NWG"] * depth
@@ -480,6 +481,25 @@ def xgemm_seconds(p, entry, params, splits):
         secs += (entry.get("split_cost_us", 20) * 1e-6 + (splits + 1) * p.m * p.n *
                  p.nbatch * p.dtype.itemsize / (entry.get("bandwidth_gbs", 100) * 1e9))
     return secs
+
+
+LAYOUTS = ("KN", "MN", "KK", "MK")
+
+
+def layout_of(p):
+    """How A and B are stored, as their contiguous dims: "KN" (both row-major, the layout a
+    set's rate is measured in), "MN", "KK" or "MK". A set's "layout_factors" scale its rate to
+    the others (its speed there against its rate, measured in one run: the tuner)."""
+    return ("K" if p.a.cs == 1 else "M") + ("K" if p.b.rs == 1 else "N")
+
+
+def _rate(p, params):
+    """The set's rate (GFLOP/s) in p's layout; a product priced by its sizes alone (conv's
+    implicit GEMM, whose gathers are neither layout) at its rate."""
+    factors = params.get("layout_factors")
+    if not factors or getattr(p, "a", None) is None:
+        return params.get("rate", 1.0)
+    return params.get("rate", 1.0) * factors.get(layout_of(p), 1.0)
 
 
 def groups_per_cu(entry, params):
@@ -661,8 +681,8 @@ def _ranking(p, entry, own, extra):
         plans = [(q, *xgemm_plan(p, entry, q)) for q in own]
         ranking = [(q, splits) for q, _, splits in sorted(plans, key=lambda r: r[1])]
         return ranking + [(q, xgemm_plan(p, entry, q)[1]) for q in extra]
-    key = (p.device, p.dtype.itemsize, p.m, p.n, p.k, p.nbatch, len(own), len(extra),
-           *[entry.get(k) for k in PLAN_SETTINGS])
+    key = (p.device, p.dtype.itemsize, p.m, p.n, p.k, p.nbatch, layout_of(p), len(own),
+           len(extra), *[entry.get(k) for k in PLAN_SETTINGS])
     return memo_with(_ranked, key, entry.get("xgemm"), rank)
 
 
