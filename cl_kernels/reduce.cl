@@ -271,14 +271,37 @@ inline void st_save(__global ACC_T* pv, __global long* pi, const long k, const S
 typedef VACC __attribute__((aligned(sizeof(ACC_T)))) VACC_U;
 typedef union { VACC v; ACC_T s[VEC_SUM]; } VLanes;
 
-/* st plus the n contiguous elements at x: VEC_SUM lanes of Neumaier sums, then the tail. */
-inline State sum_run(State st, __global const T* x, long n) {
-  VACC s = (VACC)0, c = (VACC)0;
+/* Adds the n contiguous elements at x to VEC_SUM lanes of Neumaier sums (*s, *c), the last
+ * n % VEC_SUM to st. */
+inline State add_run(VACC* s, VACC* c, State st, __global const T* x, long n) {
   for (; n >= VEC_SUM; n -= VEC_SUM, x += VEC_SUM) {
     const VACC v = *(__global const VACC_U*)x;
-    const VACC t = s + v;
-    c += fabs(s) >= fabs(v) ? (s - t) + v : (v - t) + s;
-    s = t;
+    const VACC t = *s + v;
+    *c += fabs(*s) >= fabs(v) ? (*s - t) + v : (v - t) + *s;
+    *s = t;
+  }
+  for (; n > 0; --n, ++x) st = st_add(st, *x, 0);
+  return st;
+}
+
+/* A lane's elements r .. end - 1 as contiguous runs: one reduced dim of stride 1, or rows of
+ * n1 contiguous elements rs0 apart. The vector lanes run on across the runs and are merged
+ * once at the end (merging them per run cost more than the sums on short runs: PoCL, 2 cores,
+ * the bias gradient of 8 images of 7 x 7 positions and 384 channels took 0.35-0.40 ms a call,
+ * now 0.12-0.16; of 8 x 128 x 14 x 14, 0.20-0.24 -> 0.13-0.15). */
+inline State sum_runs(__global const T* x, const long base, const View rv, const Shape rs,
+                      const int rnd, long r, const long end) {
+  State st = st_init();
+  VACC s = (VACC)0, c = (VACC)0;
+  if (rnd == 1) {
+    st = add_run(&s, &c, st, x + base + r, end - r);
+  } else {
+    const long n1 = rs.size[1];
+    while (r < end) {
+      const long i = r % n1, len = min(n1 - i, end - r);
+      st = add_run(&s, &c, st, x + base + r / n1 * rv.stride[0] + i, len);
+      r += len;
+    }
   }
   VLanes ls, lc;
   ls.v = s;
@@ -288,22 +311,6 @@ inline State sum_run(State st, __global const T* x, long n) {
     l.s = ls.s[i];
     l.c = lc.s[i];
     st = st_merge(st, l);
-  }
-  for (; n > 0; --n, ++x) st = st_add(st, *x, 0);
-  return st;
-}
-
-/* A lane's elements r .. end - 1 as contiguous runs: one reduced dim of stride 1, or rows of
- * n1 contiguous elements rs0 apart. */
-inline State sum_runs(__global const T* x, const long base, const View rv, const Shape rs,
-                      const int rnd, long r, const long end) {
-  State st = st_init();
-  if (rnd == 1) return sum_run(st, x + base + r, end - r);
-  const long n1 = rs.size[1];
-  while (r < end) {
-    const long i = r % n1, len = min(n1 - i, end - r);
-    st = sum_run(st, x + base + r / n1 * rv.stride[0] + i, len);
-    r += len;
   }
   return st;
 }

@@ -441,6 +441,11 @@ def test_sums_of_contiguous_runs(device, rng, fp_dtypes):
         x = np.ones(1003, dtype)
         x[0], x[1001] = 1e8, -1e8  # exact total: 1001 ones
         assert ct.from_numpy(x, device=device).sum().item() == 1001.0
+        # the cancellation across a bias gradient's runs (lanes carried from run to run)
+        g = np.ones((4, 2, 5, 7), dtype)
+        g[0, 1, 0, 0], g[3, 1, 0, 0] = 1e8, -1e8
+        np.testing.assert_array_equal(ct.from_numpy(g, device=device).sum((0, 2, 3)).numpy(),
+                                      [140.0, 138.0])
 
 
 # ---- bad input --------------------------------------------------------------------------------
