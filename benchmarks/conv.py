@@ -6,7 +6,9 @@ cltensor.backends.allow_tf32 (a plug-in's tensor-core algorithms, e.g. tf32_impl
 prefers them; or name them in --algos) and lets cuDNN use TF32 too.
 
 Protocol (convnet-benchmarks'): one dry run and 0.5 s of untimed runs, then the median of
---iters timed runs, the device synchronised around each; forward = the output with bias,
+--iters timed runs, the device synchronised around each (with --rounds R, each layer's
+algorithms and PyTorch are timed R times in turn and each time is the median over the rounds);
+forward = the output with bias,
 backward = the input (except for a network's first layer), weight and bias gradients. Also,
 per algorithm, the time and peak device memory (cltensor.memory_stats) of the convolutions of
 one training step of a network (every conv layer's forward, then every backward in reverse,
@@ -14,7 +16,8 @@ activations kept as a training step keeps them).
 
 Usage:
     python benchmarks/conv.py [--nets alexnet,vgg_a] [--batch 8] [--algos auto,im2col,...]
-                              [--iters 3] [--device SPEC] [--json out.json] [--step alexnet]
+                              [--iters 3] [--rounds 3] [--device SPEC] [--json out.json]
+                              [--step alexnet]
                               [--tf32]
 """
 import argparse
@@ -279,7 +282,21 @@ def _fmt(v):
     return "-" if v is None else f"{v:8.2f}"
 
 
-def run_layers(layers, device, algos, iters, torch, tdev, check, deadline, save):
+def _over_rounds(runs):
+    """One result from a layer's rounds: each time the median over the rounds, with the
+    rounds' own (fwd_ms, bwd_ms) kept when there were several; the first round's other
+    fields (errors against the reference)."""
+    out = dict(runs[0])
+    if len(runs) > 1 and "fwd_ms" in out:
+        for key in ("fwd_ms", "bwd_ms"):
+            out[key] = statistics.median(r[key] for r in runs)
+        out["rounds_ms"] = [[r["fwd_ms"], r["bwd_ms"]] for r in runs]
+    return out
+
+
+def run_layers(layers, device, algos, iters, torch, tdev, check, deadline, save, rounds=1):
+    """Each layer timed with every algorithm, then PyTorch, `rounds` times in turn (a slow
+    spell of a shared machine then falls on both sides), each time the median over rounds."""
     rng = np.random.default_rng(0)
     rows, seen = [], {}
     for layer in layers:
@@ -297,19 +314,27 @@ def run_layers(layers, device, algos, iters, torch, tdev, check, deadline, save)
         if torch is not None and check and small:
             ref = torch_layer(layer, torch, tdev, 0, data, True)[1]
             time.sleep(TORCH_SPIN_PAUSE if tdev == "cpu" else 0)
-        for algo in algos:
-            try:
-                res = cl_layer(layer, device, algo, iters, data, ref)
-            except Exception as e:  # noqa: BLE001 - one failing algorithm must not end the run
-                res = {"error": f"{type(e).__name__}: {e}"[:2000]}
-                print(f"# {layer.net} {layer.name} {algo} failed: {res['error'][:300]}")
-            if res is not None:
-                row["algos"][algo] = res
-        if torch is not None:
-            # NOTE: PyTorch last, then a pause: its OpenMP threads spin for a while after each
-            # call and would slow whatever runs next on the same cores
-            row["torch"] = torch_layer(layer, torch, tdev, iters, data, False)[0]
-            time.sleep(TORCH_SPIN_PAUSE if tdev == "cpu" else 0)
+        runs, torch_runs = {}, []
+        for r in range(rounds):
+            for algo in algos:
+                if "error" in runs.get(algo, [{}])[0]:
+                    continue
+                try:
+                    res = cl_layer(layer, device, algo, iters, data, ref if r == 0 else None)
+                except Exception as e:  # noqa: BLE001 - one failing algorithm must not end the run
+                    res = {"error": f"{type(e).__name__}: {e}"[:2000]}
+                    print(f"# {layer.net} {layer.name} {algo} failed: {res['error'][:300]}")
+                    runs[algo] = []
+                if res is not None:
+                    runs.setdefault(algo, []).append(res)
+            if torch is not None:
+                # NOTE: PyTorch last, then a pause: its OpenMP threads spin for a while after
+                # each call and would slow whatever runs next on the same cores
+                torch_runs.append(torch_layer(layer, torch, tdev, iters, data, False)[0])
+                time.sleep(TORCH_SPIN_PAUSE if tdev == "cpu" else 0)
+        row["algos"] = {algo: _over_rounds(rs) for algo, rs in runs.items()}
+        if torch_runs:
+            row["torch"] = _over_rounds(torch_runs)
             for res in row["algos"].values():
                 if "fwd_ms" in res:
                     res["vs_torch_fwd"] = row["torch"]["fwd_ms"] / res["fwd_ms"]
@@ -367,6 +392,9 @@ def main(argv=None):
     ap.add_argument("--batch", type=int, default=0, help="0: the networks' own batch sizes")
     ap.add_argument("--algos", default=",".join(ALGOS))
     ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time each layer's algorithms and PyTorch this many times in turn, "
+                         "reporting medians over the rounds")
     ap.add_argument("--device", default=None)
     ap.add_argument("--step", default="alexnet", help="network of the training-step run ('' for none)")
     ap.add_argument("--step-algos", default="auto,auto_bench,im2col,implicit_gemm")
@@ -388,11 +416,13 @@ def main(argv=None):
     print(f"# cltensor on {device}; reference: {tdesc}; batch {args.batch or 'per network'}")
     print("# ms per batch: torch fwd bwd, then fwd bwd per algorithm: " + " ".join(algos))
     result = {"device": str(device), "reference": tdesc, "iters": args.iters,
-              "allow_tf32": args.tf32}
+              "rounds": args.rounds, "allow_tf32": args.tf32}
     save = lambda rows: Path(args.json).write_text(json.dumps(dict(result, layers=rows), indent=1))
     deadline = time.time() + args.time_limit
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, got {args.rounds}")
     rows = run_layers(layers_of(args.nets.split(","), args.batch), device, algos, args.iters,
-                      torch, tdev, args.check, deadline, save)
+                      torch, tdev, args.check, deadline, save, args.rounds)
     result.update(layers=rows, summary=summary(rows, algos))
     for net, s in result["summary"].items():
         print(f"# {net}: " + json.dumps(s, default=lambda v: round(v, 3)))

@@ -44,6 +44,24 @@ def test_conv_benchmark_tf32_mode(device, tmp_path, monkeypatch):
         assert "TF32 on" in result["reference"]
 
 
+def test_conv_benchmark_rounds(device, tmp_path, monkeypatch):
+    """--rounds 2: every layer's times are the medians of two rounds, both kept."""
+    mod = script("conv")
+    monkeypatch.setattr(mod, "WARMUP_SECONDS", 0.0)
+    out = tmp_path / "conv.json"
+    mod.main(["--nets", "alexnet", "--batch", "1", "--iters", "1", "--rounds", "2", "--algos",
+              "auto", "--step", "", "--device", device.index, "--json", str(out)])
+    result = json.loads(out.read_text())
+    assert result["rounds"] == 2 and len(result["layers"]) == 5
+    for layer in result["layers"]:
+        for res in [layer["algos"]["auto"]] + ([layer["torch"]] if "torch" in layer else []):
+            (f0, b0), (f1, b1) = res["rounds_ms"]
+            assert res["fwd_ms"] == pytest.approx((f0 + f1) / 2) and f0 > 0 and f1 > 0
+            assert res["bwd_ms"] == pytest.approx((b0 + b1) / 2) and b0 > 0 and b1 > 0
+    with pytest.raises(SystemExit):
+        mod.main(["--rounds", "0", "--device", device.index, "--json", str(out)])
+
+
 def test_conv_benchmark_refuses_unknown_algorithm(device, tmp_path):
     with pytest.raises(ValueError, match="unknown algo 'implicit_gem'"):
         script("conv").main(["--nets", "alexnet", "--algos", "auto,implicit_gem", "--device",
