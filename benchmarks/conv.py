@@ -17,8 +17,7 @@ activations kept as a training step keeps them).
 Usage:
     python benchmarks/conv.py [--nets alexnet,vgg_a] [--batch 8] [--algos auto,im2col,...]
                               [--iters 3] [--rounds 3] [--device SPEC] [--json out.json]
-                              [--step alexnet]
-                              [--tf32]
+                              [--step alexnet] [--tf32]
 """
 import argparse
 import json
@@ -406,6 +405,8 @@ def main(argv=None):
     ap.add_argument("--tf32", action="store_true",
                     help="cltensor.backends.allow_tf32 on, and cuDNN with TF32 on")
     args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error(f"--rounds must be at least 1, got {args.rounds}")
     device = cltensor.get_device(args.device)
     algos = args.algos.split(",")
     for algo in algos:
@@ -419,8 +420,6 @@ def main(argv=None):
               "rounds": args.rounds, "allow_tf32": args.tf32}
     save = lambda rows: Path(args.json).write_text(json.dumps(dict(result, layers=rows), indent=1))
     deadline = time.time() + args.time_limit
-    if args.rounds < 1:
-        ap.error(f"--rounds must be at least 1, got {args.rounds}")
     rows = run_layers(layers_of(args.nets.split(","), args.batch), device, algos, args.iters,
                       torch, tdev, args.check, deadline, save, args.rounds)
     result.update(layers=rows, summary=summary(rows, algos))
