@@ -313,17 +313,18 @@ def run_layers(layers, device, algos, iters, torch, tdev, check, deadline, save,
         if torch is not None and check and small:
             ref = torch_layer(layer, torch, tdev, 0, data, True)[1]
             time.sleep(TORCH_SPIN_PAUSE if tdev == "cpu" else 0)
-        runs, torch_runs = {}, []
+        runs, torch_runs, failed = {}, [], set()
         for r in range(rounds):
             for algo in algos:
-                if "error" in runs.get(algo, [{}])[0]:
+                if algo in failed:
                     continue
                 try:
                     res = cl_layer(layer, device, algo, iters, data, ref if r == 0 else None)
                 except Exception as e:  # noqa: BLE001 - one failing algorithm must not end the run
                     res = {"error": f"{type(e).__name__}: {e}"[:2000]}
                     print(f"# {layer.net} {layer.name} {algo} failed: {res['error'][:300]}")
-                    runs[algo] = []
+                    failed.add(algo)
+                    runs[algo] = []  # its error alone is reported, not earlier rounds' times
                 if res is not None:
                     runs.setdefault(algo, []).append(res)
             if torch is not None:

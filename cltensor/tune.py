@@ -279,9 +279,7 @@ class GemmTuner:
 
     def tune_xgemm(self, quick=False):
         shape = (self.size,) * 3
-        # NOTE: strict: a set that does not fit the device fails instead of timing a fallback
-        wrap = lambda ps: [{"family": "xgemm", "xgemm": [p], "min_work": 0, "min_dim": 0,
-                            "strict": True} for p in ps]
+        wrap = lambda ps: [_xgemm_entry(p) for p in ps]
         structures = _xgemm_structures(self.dtype)
         if quick:
             structures = structures[::4]
@@ -306,8 +304,7 @@ class GemmTuner:
         (gemm.LAYOUTS) against its own in the KN layout, all measured now, interleaved (the
         operands' loads and local stores differ per layout: H200 at 4096^3, 0.71-0.95 with
         both K-contiguous, as weight gradients are, 0.90-1.22 with A M-contiguous)."""
-        shape, entry = (self.size,) * 3, {"family": "xgemm", "xgemm": [params], "min_work": 0,
-                                          "min_dim": 0, "strict": True}
+        shape, entry = (self.size,) * 3, _xgemm_entry(params)
         runs = {lay: [] for lay in self.gm.LAYOUTS}
         for _ in range(3):
             for lay in runs:
@@ -331,6 +328,12 @@ class GemmTuner:
             if fast and small and fast > small:
                 return {"min_work": s ** 3, "min_dim": max(1, s // 4)}
         return {"min_work": 512 ** 3, "min_dim": 128}
+
+
+def _xgemm_entry(params):
+    """An entry that runs xgemm with this one parameter set at any size.
+    NOTE: strict: a set that does not fit the device fails instead of timing a fallback."""
+    return {"family": "xgemm", "xgemm": [params], "min_work": 0, "min_dim": 0, "strict": True}
 
 
 def _short(entry):
