@@ -32,14 +32,19 @@
  *   P[e][o][t]      o over all G*COG output channels (layout of M)
  *   dU[e][g][o][c]  (the inputs contiguous)
  *
- * Kernels (1-d launches, any local size):
- *   filter_transform  per (g, o, c): A*A values of U.
- *   input_transform   per (c, t < TP): A*A values of V.
- *   output_transform  per (o, t < NB*TH*TW): up to m*m outputs (+ bias[o] when has_bias).
- *   grad_transform    per (o, t < TP): A*A values of P.
+ * Kernels (any local size):
+ *   filter_transform  per (g, o, c), 1-d: A*A values of U.
+ *   input_transform   per (t < TP, c), 2-d (dim 0 the tiles, dim 1 the channels, as below):
+ *                     A*A values of V.
+ *   output_transform  per (t < NB*TH*TW, o): up to m*m outputs (+ bias[o] when has_bias).
+ *   grad_transform    per (t < TP, o): A*A values of P.
  *   weight_transform  per VEC filters (g, o, c), as the lanes of vectors of T (ceil(filters /
  *                     VEC) work-items): the r x r weight gradient dW[g*COG + o][c]
  *                     (contiguous); the others one item per work-item.
+ * NOTE: the tile kernels take the channel from dim 1, not from a flat index: on PoCL the
+ * 64-bit divisions of one index per work-item cost more than the transforms (output transform
+ * of 48 x 14 x 14 x 8 outputs, F(4x4, 5x5): 0.44 -> 0.31 ms; 192 x 28 x 28 x 8, F(4x4, 3x3):
+ * 2.6 -> 1.7 ms; walls, minima over 4 rounds, 2026-12-02).
  * NOTE: VEC is 1 on GPUs; on CPUs the host sets the device's vector width (16 floats, 8
  * doubles on AVX-512): PoCL ran the weight transform as scalar code one work-item at a time
  * (a filter's r*r results are stored apart), F(4x4, 5x5)'s of 128 x 32 filters in 0.46-0.70
@@ -117,9 +122,9 @@ __kernel void input_transform(const int C, const int H, const int W, const int P
                               const int TP, __global const T* x, const long xo,
                               const long xs0, const long xs1, const long xs2, const long xs3,
                               __global T* V) {
-  const long e = get_global_id(0);
-  if (e >= (long)C * TP) return;
-  const int t = e % TP, c = e / TP;
+  const int t = get_global_id(0), c = get_global_id(1);
+  if (t >= TP) return;
+  const long e = (long)c * TP + t;
   const int tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
   const int y0 = MM * ty - PT, x0 = MM * tx - PL;
   T d[AA][AA];
@@ -159,10 +164,8 @@ __kernel void output_transform(const int CO, const int HO, const int WO, const i
                                __global const T* bias, const long bo, const long bs,
                                __global T* y, const long yo, const long ys0, const long ys1,
                                const long ys2, const long ys3) {
-  const long e = get_global_id(0);
-  const int ntiles = NB * TH * TW;
-  if (e >= (long)CO * ntiles) return;
-  const int t = e % ntiles, o = e / ntiles;
+  const int t = get_global_id(0), o = get_global_id(1);
+  if (t >= NB * TH * TW) return;
   const int tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
   const long stride_e = (long)CO * TP, at = (long)o * TP + t;
   T m[AA][AA];
@@ -199,9 +202,9 @@ __kernel void grad_transform(const int CO, const int HO, const int WO, const int
                              const int TW, const int NB, const int TP, __global const T* z,
                              const long zo, const long zs0, const long zs1, const long zs2,
                              const long zs3, __global T* P) {
-  const long e = get_global_id(0);
-  if (e >= (long)CO * TP) return;
-  const int t = e % TP, o = e / TP;
+  const int t = get_global_id(0), o = get_global_id(1);
+  if (t >= TP) return;
+  const long e = (long)o * TP + t;
   const int tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
   T d[MM][MM];
 #pragma unroll

@@ -108,6 +108,10 @@ def _literals(mat, dtype):
                           for row in mat) + "}"
 
 
+# Work-group of the tile kernels along their tiles (dim 0; dim 1 is the channels): on PoCL 16
+# to 32 ran the output transform fastest (64 slower, PoCL's own choice up to 2x slower on some
+# shapes, 2026-12-02); on GPUs a divisor of TILE_ALIGN, so that padded rows fill whole groups
+TILE_LOCAL = {"cpu": 32, "gpu": 128}
 # The transformed tiles' rows are padded (with zero tiles) to a multiple of this many, so that
 # the GEMM engine's tiles read them in place (H200: unpadded rows cost VGG-A 6.8 ms of
 # zero-padded operand copies per step); CPUs' GEMM family packs its operands anyway
@@ -116,6 +120,13 @@ TILE_ALIGN = {"cpu": 1, "gpu": 128}
 
 def padded_tiles(device, count):
     return round_up(count, TILE_ALIGN["cpu" if device.is_cpu else "gpu"])
+
+
+def _launch_tiles(device, kernel, tiles, channels, *args):
+    """A tile kernel over (tiles, channels) work-items, the tiles rounded up to the group."""
+    local = min(TILE_LOCAL["cpu" if device.is_cpu else "gpu"], device.max_work_group)
+    return program.launch(device, kernel, (round_up(tiles, local), channels), (local, 1),
+                          *args)
 
 
 def outputs_contiguous(device, dtype):
@@ -232,7 +243,7 @@ class Winograd:
         V = common.empty((self._alpha(p) ** 2, channels, tp), x)
         kernel = self._kernel(x.device, x.dtype, p.kh, "input_transform")
         h, w = x.shape[2:]
-        common.launch_1d(x.device, kernel, channels * tp, np.int32(channels), np.int32(h),
+        _launch_tiles(x.device, kernel, tp, channels, np.int32(channels), np.int32(h),
                          np.int32(w), np.int32(pads[0]), np.int32(pads[1]), np.int32(th),
                          np.int32(tw), np.int32(nb), np.int32(tp), *common.view_args(x),
                          V.storage.buf)
@@ -243,7 +254,7 @@ class Winograd:
         co, ho, wo = y.shape[1:]
         bias_args = ([bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
                      if bias is not None else [M.storage.buf, np.int64(0), np.int64(0)])
-        common.launch_1d(y.device, kernel, co * nb * th * tw, np.int32(co), np.int32(ho),
+        _launch_tiles(y.device, kernel, nb * th * tw, co, np.int32(co), np.int32(ho),
                          np.int32(wo), np.int32(th), np.int32(tw), np.int32(nb),
                          np.int32(tp), M.storage.buf, np.int32(bias is not None), *bias_args,
                          *common.view_args(y))
@@ -293,7 +304,7 @@ class Winograd:
         co, ho, wo = z.shape[1:]
         P = common.empty((self._alpha(p) ** 2, co, tp), z)
         kernel = self._kernel(z.device, z.dtype, p.kh, "grad_transform")
-        common.launch_1d(z.device, kernel, co * tp, np.int32(co), np.int32(ho), np.int32(wo),
+        _launch_tiles(z.device, kernel, tp, co, np.int32(co), np.int32(ho), np.int32(wo),
                          np.int32(th), np.int32(tw), np.int32(nb), np.int32(tp),
                          *common.view_args(z), P.storage.buf)
         return P
