@@ -74,6 +74,12 @@ def strided(t, shape, strides, offset=None):
                     t.offset if offset is None else offset, t.dtype)
 
 
+def transposed(t):
+    """t with its last two dims swapped (t.mT without the tensor method's autograd checks)."""
+    st = t.strides
+    return strided(t, t.shape[:-2] + (t.shape[-1], t.shape[-2]), st[:-2] + (st[-1], st[-2]))
+
+
 def empty(shape, like, memory_format=CONTIGUOUS_FORMAT):
     return ClTensor.empty_on(tuple(shape), like.dtype, like.device, memory_format)
 
@@ -108,7 +114,8 @@ def to_cnhw(t):
     """A (C, N, H, W) contiguous copy of an (N, C, H, W) tensor: a (C, N*H*W) matrix."""
     out = ClTensor.empty_on((t.shape[1], t.shape[0]) + tuple(t.shape[2:]), t.dtype, t.device)
     from ..ops import elementwise as ew
-    ew.copy(t.permute(1, 0, 2, 3), out)
+    (n, c, *hw), (s0, s1, *shw) = t.shape, t.strides
+    ew.copy(strided(t, (c, n, *hw), (s1, s0, *shw)), out)
     return out
 
 

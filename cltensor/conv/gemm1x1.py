@@ -3,8 +3,12 @@ out[n, g] = W[g] (Cog, Cg) @ x[n, g] (Cg, H*W), with no workspace (a strided one
 contiguous copy of the strided input). Backward: gx[n, g] = W[g]^T @ gout[n, g];
 gW[g] = gout[g] (Cog, N*P) @ x[g]^T, read in place when the (N, H, W) dims of both merge
 (channels_last), else from (C, N*H*W) copies.
+
+NOTE: the products go to gemm_into, not gemm(): the operands are built here with matching
+shapes and the outputs are new tensors, so the public entry's checks and overlap tests (about
+a fifth of a small layer's host time on PoCL) have nothing to find.
 """
-from ..ops.gemm import gemm
+from ..ops.gemm import gemm_into
 from . import common
 
 
@@ -52,10 +56,10 @@ def forward(x, w, bias, p, out):
     b = _groups_view(xs, p, p.cg)
     o = _groups_view(out, p, p.cog)
     if bias is None or p.groups == 1:
-        gemm(a, b, out=o, row_bias=bias)
+        gemm_into(a, b, o, row_bias=bias)
     else:
         c = common.strided(bias, o.shape, (0, p.cog * bias.strides[0], bias.strides[0], 0))
-        gemm(a, b, out=o, c=c, beta=1)
+        gemm_into(a, b, o, c, beta=1)
     return out
 
 
@@ -78,21 +82,22 @@ def backward(x, w, gout, p, need_x, need_w):
         gx = _grad_input(gout, w, p, x)
     if need_w:
         xs = _subsample(x, p)
-        gw3 = gemm(_rows(gout, p, p.cog), _rows(xs, p, p.cg).mT)
-        gw = gw3.reshape(p.co, p.cg, 1, 1)
+        gw = common.empty((p.co, p.cg, 1, 1), x)
+        gemm_into(_rows(gout, p, p.cog), common.transposed(_rows(xs, p, p.cg)),
+                  common.strided(gw, (p.groups, p.cog, p.cg), (p.cog * p.cg, p.cg, 1)))
     return gx, gw
 
 
 def _grad_input(gout, w, p, x):
     wg = _weight(w, p)
-    a = common.strided(wg, (p.n,) + wg.shape, (0,) + wg.strides).mT
+    a = common.transposed(common.strided(wg, (p.n,) + wg.shape, (0,) + wg.strides))
     gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
     g = _groups_view(common.with_merged_spatial(gout), p, p.cog)
     if (p.sh, p.sw) == (1, 1):
-        gemm(a, g, out=_groups_view(gx, p, p.cg))
+        gemm_into(a, g, _groups_view(gx, p, p.cg))
         return gx
     gx.zero_()
     part = common.empty((p.n, p.c, p.ho, p.wo), x)
-    gemm(a, g, out=_groups_view(part, p, p.cg))
+    gemm_into(a, g, _groups_view(part, p, p.cg))
     gx[:, :, ::p.sh, ::p.sw] = part
     return gx
