@@ -244,9 +244,9 @@ class Winograd:
         kernel = self._kernel(x.device, x.dtype, p.kh, "input_transform")
         h, w = x.shape[2:]
         _launch_tiles(x.device, kernel, tp, channels, np.int32(channels), np.int32(h),
-                         np.int32(w), np.int32(pads[0]), np.int32(pads[1]), np.int32(th),
-                         np.int32(tw), np.int32(nb), np.int32(tp), *common.view_args(x),
-                         V.storage.buf)
+                     np.int32(w), np.int32(pads[0]), np.int32(pads[1]), np.int32(th),
+                     np.int32(tw), np.int32(nb), np.int32(tp), *common.view_args(x),
+                     V.storage.buf)
         return V
 
     def _output_transform(self, M, bias, y, p, th, tw, nb, tp):
@@ -255,9 +255,9 @@ class Winograd:
         bias_args = ([bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
                      if bias is not None else [M.storage.buf, np.int64(0), np.int64(0)])
         _launch_tiles(y.device, kernel, nb * th * tw, co, np.int32(co), np.int32(ho),
-                         np.int32(wo), np.int32(th), np.int32(tw), np.int32(nb),
-                         np.int32(tp), M.storage.buf, np.int32(bias is not None), *bias_args,
-                         *common.view_args(y))
+                     np.int32(wo), np.int32(th), np.int32(tw), np.int32(nb),
+                     np.int32(tp), M.storage.buf, np.int32(bias is not None), *bias_args,
+                     *common.view_args(y))
 
     def forward(self, x, w, bias, p, out):
         U = self.filter_transform(w, p, flip=False)
@@ -305,8 +305,8 @@ class Winograd:
         P = common.empty((self._alpha(p) ** 2, co, tp), z)
         kernel = self._kernel(z.device, z.dtype, p.kh, "grad_transform")
         _launch_tiles(z.device, kernel, tp, co, np.int32(co), np.int32(ho), np.int32(wo),
-                         np.int32(th), np.int32(tw), np.int32(nb), np.int32(tp),
-                         *common.view_args(z), P.storage.buf)
+                     np.int32(th), np.int32(tw), np.int32(nb), np.int32(tp),
+                     *common.view_args(z), P.storage.buf)
         return P
 
 
