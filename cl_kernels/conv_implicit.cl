@@ -26,14 +26,15 @@
  *                in registers (NR/VW vectors, gathered lane by lane), over all of K (taps
  *                outer: wpk packed with TAPS_OUTER); no local memory, local size (1, 1, 1). Global (ceil(QN/NR), ceil(Cog/MR), NB*G) for
  *                images n0 .. n0+NB-1.
- *   grad_rows    gq[n][q - QA][c] = go[n][c][q/WO][q%WO] for positions QA <= q < QB of N
- *                images, zero for Co <= c < COP: a chunk of the output gradient
- *                positions-major, for wgrad_cpu. 1-d over rows (n, q).
- *   wgrad_cpu    weight gradient, for CPUs: part[s][g][k][co] (+ part with ACC) = sum over the
- *                images of split s and positions QA <= q < QB of x(k, q) * go[n][g*Cog + co][q];
- *                go is grad_rows' chunk, passed as (gs0 = rows per image * COP, gs3 = COP) and
- *                read in vectors of NR channels (COP >= Co + NR); a work-item holds MR rows of
- *                k x NR channels (NR/VW vectors). Global (ceil(Cog/NR), ceil(K/MR), G*S).
+ *   wgrad_blocks weight gradient, for CPUs: part[s][g][k][co] = sum over the flat positions
+ *                f = n*HO*WO + q of split s (FPS of them) of x(k, q) * go[n][g*Cog + co][q].
+ *                A work-item takes KB rows of K (a multiple of MR) and CB channels (of NR) of
+ *                one split and group. It walks its positions in blocks of BQ: copies the
+ *                block's output gradient channels-minor (gp, local) and its taps positions-
+ *                minor (xp, local: the im2col of the block, zeros outside the image), both in
+ *                runs along output rows, then adds each MR x NR tile of its part over the
+ *                block in registers (NR/VW vectors). part is KROWS x COLS (K, Cog rounded up to
+ *                MR, NR) per split and group. Global (S*G*KCH*CCH), local (1).
  *   wgrad_sum    gw[g*Cog + co][k] = sum over s of part[s][g][k][co] (deterministic). 1-d.
  *
  * Build options: T; MASK_T (int, or long for double); KH, KW, SH, SW, DH, DW, UH, UW (shape
@@ -42,7 +43,7 @@
  *   KERNEL_<name> compiles only that kernel (ALL_KERNELS: every one):
  *   PoCL's build time grows with every kernel in the program, and each kernel takes different
  *   shape constants.
- * Tunables: MR, NR, VW. (GPUs run conv_xgemm.cl's kernels.)
+ * Tunables: MR, NR, VW, BQ. (GPUs run conv_xgemm.cl's kernels.)
  */
 #ifndef T
 #define T float
@@ -74,10 +75,14 @@
 #ifndef VW
 #define VW 16
 #endif
+#ifndef BQ
+#define BQ 128
+#endif
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 #define VT CAT(T, VW)
 #define VLOAD CAT(vload, VW)
+#define VSTORE CAT(vstore, VW)
 #define NV (NR / VW)
 #define KK (KH * KW)
 
@@ -287,97 +292,111 @@ void conv_cpu(CONV_ARGS) {
 #endif
 
 
-#if defined(ALL_KERNELS) || defined(KERNEL_grad_rows)
-__kernel void grad_rows(const int N, const int C, const int QA, const int QB, const int WO,
-                        const int COP, __global const T* go, const long goo, const long gs0,
-                        const long gs1, const long gs2, const long gs3, __global T* gq) {
-  const long r = get_global_id(0);
-  const int rows = QB - QA;
-  if (r >= (long)N * rows) return;
-  const int q = QA + r % rows, n = r / rows;
-  __global const T* src = go + goo + n * gs0 + (q / WO) * gs2 + (q % WO) * gs3;
-  __global T* dst = gq + r * COP;
-  for (int c = 0; c < C; ++c) dst[c] = src[c * gs1];
-  for (int c = C; c < COP; ++c) dst[c] = (T)0;
+#if defined(ALL_KERNELS) || defined(KERNEL_wgrad_blocks)
+/* A run of a block's positions along one output row: block entries j .. j+len-1 are
+ * positions (n, oh, ow .. ow+len-1). A block of nq positions from flat position b is walked
+ * for (Run r = first_run(b, nq, HO, WO); r.len > 0; next_run(&r, nq, HO, WO)). */
+typedef struct {
+  long n;
+  int oh, ow, j, len;
+} Run;
+
+inline Run first_run(const long b, const int nq, const int HO, const int WO) {
+  const int q = b % (HO * WO);
+  Run r = {b / (HO * WO), q / WO, q % WO, 0, 0};
+  r.len = min(nq, WO - r.ow);
+  return r;
 }
-#endif
 
-#define WGRAD_ARGS                                                                         \
-  const int N, const int G, const int CG, const int COG, const int K, const int QA,       \
-      const int QB, const int WO, const int IPS, SRC_ARGS, __global const T* go, const long goo,        \
-      const long gs0, const long gs1, const long gs2, const long gs3, __global T* part,   \
-      const int KROWS, const int COLS, const int ACC
+inline void next_run(Run* r, const int nq, const int HO, const int WO) {
+  r->j += r->len;
+  r->len = min(nq - r->j, WO);
+  r->ow = 0;
+  if (++r->oh == HO) r->oh = 0, ++r->n;
+}
 
-#if defined(ALL_KERNELS) || defined(KERNEL_wgrad_cpu)
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
-void wgrad_cpu(WGRAD_ARGS) {
-  const int co0 = get_global_id(0) * NR, k0 = get_global_id(1) * MR;
-  const int g = get_global_id(2) % G, s = get_global_id(2) / G;
-  long tc[MR];
-  int tdy[MR], tdx[MR];
-  for (int i = 0; i < MR; ++i) {
-    TAP_SPLIT(min(k0 + i, K - 1), c, dy, dx)
-    tc[i] = c * xs1;
-    tdy[i] = dy - OY;
-    tdx[i] = dx - OX;
-  }
-  VT acc[MR][NV];
-#pragma unroll
-  for (int i = 0; i < MR; ++i)
-#pragma unroll
-    for (int j = 0; j < NV; ++j) acc[i][j] = (VT)0;
-  const int n1 = min(N, (s + 1) * IPS);
-  /* the taps' extent: positions where every tap is inside the image load without checks */
-  long toff[MR];
-  int ylo = INT_MAX, yhi = INT_MIN, xlo = INT_MAX, xhi = INT_MIN;
-  for (int i = 0; i < MR; ++i) {
-    toff[i] = tc[i] + tdy[i] * xs2 + tdx[i] * xs3;
-    ylo = min(ylo, tdy[i]), yhi = max(yhi, tdy[i]), xlo = min(xlo, tdx[i]), xhi = max(xhi, tdx[i]);
-  }
-  for (int n = s * IPS; n < n1; ++n) {
-    __global const T* xb = x + xo + n * xs0 + (long)g * CG * xs1;
-    __global const T* gp = go + goo + n * gs0 + g * COG + co0;
-    int oh = QA / WO, ow = QA % WO;
-    for (int q = QA; q < QB; ++q) {
-      VT gv[NV];
-#pragma unroll
-      for (int j = 0; j < NV; ++j) gv[j] = VLOAD(0, gp + j * VW);
-      gp += gs3;
-      const int py = oh * SH, px = ow * SW;
-      if (py + ylo >= 0 && py + yhi < H && px + xlo >= 0 && px + xhi < W) {
-        __global const T* xq = xb + py * xs2 + px * xs3;
-#pragma unroll
-        for (int i = 0; i < MR; ++i) {
-          const T xv = xq[toff[i]];
-#pragma unroll
-          for (int j = 0; j < NV; ++j) acc[i][j] += xv * gv[j];
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < MR; ++i) {
-          const T xv = tap_load_cpu(xb + tc[i], py + tdy[i], px + tdx[i], H, W, xs2, xs3);
-#pragma unroll
-          for (int j = 0; j < NV; ++j) acc[i][j] += xv * gv[j];
-        }
+void wgrad_blocks(const int G, const int CG, const int COG, const int K, const int KB,
+                  const int CB, const int KROWS, const int COLS, const int KCH, const int CCH,
+                  const int HO, const int WO, const long FN, const long FPS, SRC_ARGS,
+                  __global const T* go, const long goo, const long gs0, const long gs1,
+                  const long gs2, const long gs3, __global T* part, __local T* gp,
+                  __local T* xp) {
+  long id = get_global_id(0);
+  const int cc = id % CCH, kc = (id / CCH) % KCH;
+  id /= (long)CCH * KCH;
+  const int g = id % G;
+  const long s = id / G;
+  const int k0 = kc * KB, co0 = cc * CB;
+  const int kn = min(KB, KROWS - k0), cn = min(CB, COLS - co0); /* multiples of MR, NR */
+  const long f0 = s * FPS, f1 = min(FN, f0 + FPS);
+  __global const T* xg = x + xo + (long)g * CG * xs1;
+  __global const T* gg = go + goo + ((long)g * COG + co0) * gs1;
+  __global T* dst = part + ((s * G + g) * KROWS + k0) * COLS + co0;
+  for (long b = f0; b < f1 || b == f0; b += BQ) { /* once at least: the sums get written */
+    const int nq = (int)max(0L, min((long)BQ, f1 - b));
+    /* gp[ct][j][v]: channel co0 + ct*NR + v of position j (0 past Cog) */
+    for (int c = 0; c < cn; ++c) {
+      __local T* d = gp + (c / NR) * BQ * NR + c % NR;
+      if (co0 + c >= COG) {
+        for (int j = 0; j < nq; ++j) d[j * NR] = (T)0;
+        continue;
       }
-      if (++ow == WO) {
-        ow = 0;
-        ++oh;
+      for (Run r = first_run(b, nq, HO, WO); r.len > 0; next_run(&r, nq, HO, WO)) {
+        __global const T* src = gg + c * gs1 + r.n * gs0 + r.oh * gs2 + r.ow * gs3;
+        for (int e = 0; e < r.len; ++e) d[(r.j + e) * NR] = src[e * gs3];
       }
     }
-  }
-  Lanes res[MR][NV];
-#pragma unroll
-  for (int i = 0; i < MR; ++i)
-#pragma unroll
-    for (int j = 0; j < NV; ++j) res[i][j].v = acc[i][j];
-  __global T* dst = part + ((long)s * G + g) * KROWS * COLS;
-  for (int i = 0; i < MR; ++i)
-    for (int j = 0; j < NR; ++j)
-      if (k0 + i < K && co0 + j < COG) {
-        const long e = (long)(k0 + i) * COLS + co0 + j;
-        dst[e] = (ACC ? dst[e] : (T)0) + res[i][j / VW].s[j % VW];
+    /* xp[i][j]: tap k0 + i of position j (0 past K; UH = UW = 1: no upsampling) */
+    for (int i = 0; i < kn; ++i) {
+      __local T* d = xp + i * BQ;
+      if (k0 + i >= K) {
+        for (int j = 0; j < nq; ++j) d[j] = (T)0;
+        continue;
       }
+      TAP_SPLIT(k0 + i, c, dy, dx)
+      for (Run r = first_run(b, nq, HO, WO); r.len > 0; next_run(&r, nq, HO, WO)) {
+        const int ty = r.oh * SH + dy - OY, tx = r.ow * SW + dx - OX;
+        /* the run's taps inside the image: e in [lo, hi) (a negative quotient clamps to 0) */
+        const bool row_in = (uint)ty < (uint)H;
+        const int lo = row_in ? clamp((SW - 1 - tx) / SW, 0, r.len) : r.len;
+        const int hi = row_in ? clamp((W - tx + SW - 1) / SW, lo, r.len) : r.len;
+        __global const T* src =
+            xg + c * xs1 + r.n * xs0 + (row_in ? ty : 0) * xs2 + (tx + lo * SW) * xs3;
+        __local T* dr = d + r.j;
+        for (int e = 0; e < lo; ++e) dr[e] = (T)0;
+        for (int e = lo; e < hi; ++e) dr[e] = src[(e - lo) * SW * xs3];
+        for (int e = hi; e < r.len; ++e) dr[e] = (T)0;
+      }
+    }
+    for (int kt = 0; kt < kn / MR; ++kt)
+      for (int ct = 0; ct < cn / NR; ++ct) {
+        __global T* at = dst + (long)kt * MR * COLS + ct * NR;
+        VT acc[MR][NV];
+#pragma unroll
+        for (int i = 0; i < MR; ++i)
+#pragma unroll
+          for (int v = 0; v < NV; ++v)
+            acc[i][v] = b == f0 ? (VT)0 : VLOAD(0, at + i * COLS + v * VW);
+        __local const T* xr = xp + kt * MR * BQ;
+        __local const T* gr = gp + ct * BQ * NR;
+        for (int j = 0; j < nq; ++j) {
+          VT gv[NV];
+#pragma unroll
+          for (int v = 0; v < NV; ++v) gv[v] = VLOAD(0, gr + j * NR + v * VW);
+#pragma unroll
+          for (int i = 0; i < MR; ++i) {
+            const T xv = xr[i * BQ + j];
+#pragma unroll
+            for (int v = 0; v < NV; ++v) acc[i][v] += xv * gv[v];
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < MR; ++i)
+#pragma unroll
+          for (int v = 0; v < NV; ++v) VSTORE(acc[i][v], 0, at + i * COLS + v * VW);
+      }
+  }
 }
 #endif
 

@@ -148,6 +148,36 @@ def test_implicit_gemm_kernel_styles(device, rng, monkeypatch, style):
         _check_case(device, rng, "implicit_gemm", (xshape, wshape, kwargs), bias=False)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_implicit_cpu_weight_gradient_cuts(device, rng, monkeypatch, dtype):
+    """The CPU weight gradient (wgrad_blocks) cut as finely as it goes: blocks of 7 positions
+    that cross rows, images and slice ends, one register tile per K and channel chunk, several
+    slices; the input and output gradient as strided views (_views)."""
+    if dtype == np.float64 and not device.has_fp64:
+        pytest.skip("the device has no float64")
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", "cpu")
+    monkeypatch.setattr(implicit, "WGRAD_BQ", 7)
+    monkeypatch.setattr(implicit, "WGRAD_LOCAL_BYTES", 1)
+    monkeypatch.setattr(implicit, "GROUPS_PER_CU", 16)
+    empty = common.empty  # scratch and result poisoned: every element must be written
+    monkeypatch.setattr(common, "empty", lambda *a, **k: empty(*a, **k).fill_(float("nan")))
+    for xshape, wshape, kwargs in [
+            ((3, 6, 7, 9), (40, 3, 3, 3), {"padding": (1, 2), "stride": 2, "groups": 2}),
+            ((2, 5, 6, 5), (7, 5, 2, 3), {"padding": 2, "dilation": (2, 1)})]:
+        x, w, _b, X, W, _B = _tensors(device, rng, xshape, wshape, dtype, bias=False)
+        p = make_params(X, W, None, kwargs.get("stride", 1), kwargs["padding"],
+                        kwargs.get("dilation", 1), kwargs.get("groups", 1))
+        g = random_array(rng, p.out_shape, dtype)
+        want = ref_conv(x, w, None, grad=g.astype(np.float64), **kwargs)[2]
+        cut = implicit.wgrad_blocks(p, device)
+        assert cut.kch > 1 and cut.splits > 1, cut
+        G = cltensor.from_numpy(g, device=device)
+        for (xname, XV), (gname, GV) in zip(_views(X).items(), reversed(_views(G).items())):
+            gw = implicit.weight_grad(XV, GV, p)[0]
+            err = rel_error(gw, want)
+            assert err <= (1e-5 if dtype == np.float32 else 1e-12), f"{xname} x, {gname} grad"
+
+
 def _h200_entry():
     return tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
 
@@ -337,7 +367,7 @@ def test_every_output_element_written(device, rng, algo):
 def _views(X):
     """Non-contiguous views holding the same values as X, and how to get them from X."""
     n, c, h, w = X.shape
-    big = cltensor.from_numpy(np.full((n + 1, c, h * 2, w + 3), np.nan, np.float32),
+    big = cltensor.from_numpy(np.full((n + 1, c, h * 2, w + 3), np.nan, X.dtype),
                               device=X.device)
     big[1:, :, ::2, 3:] = X
     return {"channels_last": X.contiguous(memory_format=cltensor.channels_last),
@@ -773,11 +803,13 @@ def test_implicit_gemm_allocates_no_input_sized_workspace(device, rng, monkeypat
         assert all(not np.isnan(t.numpy()).any() for t in kept)
 
 
-def test_implicit_gemm_weight_gradient_in_image_chunks(device, rng, monkeypatch):
-    """The CPU weight gradient's positions-major gradient copy in chunks of a few positions of
-    one image (not dividing an image's 56): the chunks' partial sums add up to the whole."""
+def test_implicit_gemm_weight_gradient_one_slice(device, rng, monkeypatch):
+    """With no workspace to spare, the CPU weight gradient sums every position in one slice
+    (blocks crossing images: 56 positions per image, not a multiple of WGRAD_BQ)."""
     monkeypatch.setattr(implicit, "KERNEL_STYLE", "cpu")
-    monkeypatch.setattr(implicit, "GRAD_ROWS_BYTES", 5 * 64 * 4)  # 5 of 56 positions
+    monkeypatch.setattr(implicit, "WGRAD_BQ", 10)
     monkeypatch.setattr(backends, "conv_workspace_limit", 1)
+    X, W = (cltensor.empty(*shape, device=device) for shape in ((3, 5, 11, 12), (17, 5, 5, 5)))
+    assert implicit.wgrad_blocks(make_params(X, W, None, 1, 2, 2, 1), device).splits == 1
     _check_case(device, rng, "implicit_gemm", ((3, 5, 11, 12), (17, 5, 5, 5),
                                                 {"padding": 2, "dilation": 2}), bias=False)

@@ -16,6 +16,7 @@ other devices run the GEMM engine's local-memory tiles with gathering loads (imp
 from typing import NamedTuple
 
 import numpy as np
+import pyopencl as cl
 
 from .. import backends
 from ..program import ctype_of, launch, round_up
@@ -25,16 +26,18 @@ KERNEL_FILE = "conv_implicit.cl"
 HEADERS = ("conv_taps.cl",)
 # CPU register tiles: MR output channels (or weight-gradient rows) x NR positions (or channels)
 CPU_TILES = {4: {"MR": 12, "NR": 32, "VW": 16}, 8: {"MR": 12, "NR": 16, "VW": 8}}
-GROUPS_PER_CU = 2  # work-groups per compute unit the CPU weight gradient's splits aim at
+GROUPS_PER_CU = 4  # work-items per compute unit the CPU weight gradient's splits aim at
 # None picks the kernels by device type; "cpu" or "gpu" forces one style (tests run both)
 KERNEL_STYLE = None
 MAX_GROUPS = 65535  # work-groups a launch may have along dims 1 and 2 (NVIDIA's limit)
 # stride-1 CPU convolutions stage a strip of this many padded-plane elements at most per
 # work-item in private memory (conv_cpu's STRIP); longer strips gather tap by tap
 MAX_STRIP = 2048
-# the CPU weight gradient reads the output gradient positions-major, copied in chunks of at
-# most this many bytes (or one position's channels)
-GRAD_ROWS_BYTES = 2 * 2**20
+# the CPU weight gradient copies blocks of this many positions' taps and output gradient
+# channels to local memory (at most WGRAD_LOCAL_BYTES); PoCL, 2 cores, 2026-12-02: 128 beat 64
+# on GoogLeNet's, AlexNet's, Overfeat's and VGG-A's first layers
+WGRAD_BQ = 128
+WGRAD_LOCAL_BYTES = 256 * 2**10
 
 
 class Geometry(NamedTuple):
@@ -107,10 +110,9 @@ def workspace_bytes(p, backward=False, device=None):
     """Nothing input-sized: at most the packed weight (each group's channels padded to a
     panel, its rows to a multiple of TSK); in backward also the flipped packed weight, the
     weight gradient's partial sums (one weight and bias per split, as many splits as
-    backends.conv_workspace_limit allows, at least one: on CPUs at most one per image, on
-    GPUs (a device given) at most WGRAD_WAVES per compute unit and one per WGRAD_MIN_SLICES
-    positions, see implicit_gpu._wgrad_splits) and, on CPUs, one chunk of the output
-    gradient positions-major (at most GRAD_ROWS_BYTES, or one position's channels)."""
+    backends.conv_workspace_limit allows, at least one: on CPUs GROUPS_PER_CU per compute
+    unit at most (wgrad_blocks), on GPUs (a device given) at most WGRAD_WAVES per compute
+    unit and one per WGRAD_MIN_SLICES positions, see implicit_gpu._wgrad_splits)."""
     item = p.dtype.itemsize
     pw = max(max(t["MR"] for t in CPU_TILES.values()), implicit_gpu.MAX_PANEL)
     tsk = implicit_gpu.MAX_KWG
@@ -121,13 +123,13 @@ def workspace_bytes(p, backward=False, device=None):
     if device is not None and not _cpu_style(device):
         splits = min(implicit_gpu.WGRAD_WAVES * device.cl_device.max_compute_units,
                      -(-npos // implicit_gpu.WGRAD_MIN_SLICES))
-        rows = 0
+    elif device is not None:
+        cut = wgrad_blocks(p, device)
+        return 2 * packed + cut.splits * p.groups * cut.krows * cut.cols * item
     else:
         splits = p.n
-        per_row = _grad_rows_cop(p, max(t["NR"] for t in CPU_TILES.values())) * item
-        rows = max(per_row, min(GRAD_ROWS_BYTES // per_row * per_row, npos * per_row))
     parts = max(part, min(splits * part, backends.conv_workspace_limit))
-    return 2 * packed + parts + rows
+    return 2 * packed + parts
 
 
 # ---- operand preparation ----------------------------------------------------------------------
@@ -215,15 +217,6 @@ def backward_with_bias(x, w, gout, p, need_x, need_w, engine=None, with_bias=Tru
     return gx, gw, gb
 
 
-def _splits(device, tiles, n, groups, part_bytes):
-    """How many slices of the images the weight gradient's reduction runs in."""
-    want = GROUPS_PER_CU * device.cl_device.max_compute_units
-    s = min(n, max(1, -(-want // max(tiles, 1))), max(1, MAX_GROUPS // groups))
-    s = max(1, min(s, backends.conv_workspace_limit // max(part_bytes, 1)))
-    ips = -(-n // s)
-    return -(-n // ips), ips
-
-
 def weight_grad(x, gout, p, engine=None, with_bias=False):
     """(gW, gb): gW = sum over images and positions of the gathered input times the output
     gradient; gb the bias gradient when with_bias and the GPU kernel folds it in, else None."""
@@ -231,57 +224,62 @@ def weight_grad(x, gout, p, engine=None, with_bias=False):
     geo = _forward_geometry(p)
     if engine is not None or not _cpu_style(device):
         return implicit_gpu.weight_grad(x, gout, geo, engine, with_bias)
-    tile = CPU_TILES[p.dtype.itemsize]
-    cols, rows = tile["NR"], tile["MR"]
-    local, name = (1, 1, 1), "wgrad_cpu"
-    kernel = common.get_kernel(device, KERNEL_FILE, name, _defines(geo, **tile), HEADERS)
-    tiles = -(-p.cog // cols) * -(-geo.k // rows) * p.groups
-    part_bytes = p.co * geo.k * p.dtype.itemsize
-    s, ips = _splits(device, tiles, p.n, p.groups, part_bytes)
-    part = common.empty((s * p.co * geo.k,), x)
-    gsize = (-(-p.cog // cols) * local[0], -(-geo.k // rows) * local[1], p.groups * s)
-    for i, (n0, n1, qa, qb) in enumerate(_chunks(p, cols)):
-        g = _grad_rows(gout[n0:n1], p, qa, qb, cols)
-        launch(device, kernel, gsize, local, *[np.int32(v) for v in (
-            n1 - n0, p.groups, p.cg, p.cog, geo.k, qa, qb, geo.wo, ips)],
-            *geo.source_args(x[n0:n1]), *common.view_args(g), part.storage.buf,
-            np.int32(geo.k), np.int32(p.cog), np.int32(i > 0))
-        del g  # one chunk at a time (the queue is in order)
+    cut = wgrad_blocks(p, device)
+    part = common.empty((cut.splits * p.groups * cut.krows * cut.cols,), x)
+    kernel = common.get_kernel(device, KERNEL_FILE, "wgrad_blocks",
+                               _defines(geo, **CPU_TILES[p.dtype.itemsize], BQ=WGRAD_BQ),
+                               HEADERS)
+    item = p.dtype.itemsize
+    launch(device, kernel, (cut.items,), (1,), *[np.int32(v) for v in (
+        p.groups, p.cg, p.cog, geo.k, cut.kb, cut.cb, cut.krows, cut.cols, cut.kch, cut.cch,
+        p.ho, p.wo)], np.int64(cut.positions), np.int64(cut.per_split),
+        *geo.source_args(x), *common.view_args(gout), part.storage.buf,
+        cl.LocalMemory(WGRAD_BQ * cut.cb * item), cl.LocalMemory(WGRAD_BQ * cut.kb * item))
     gw = common.empty((p.co, p.cg, p.kh, p.kw), x)
     summer = common.get_kernel(device, KERNEL_FILE, "wgrad_sum", {"T": ctype_of(p.dtype)},
                                HEADERS)
-    common.launch_1d(device, summer, gw.numel(), np.int32(s), np.int32(p.groups),
-                     np.int32(p.cog), np.int32(geo.k), np.int32(geo.k), np.int32(p.cog),
+    common.launch_1d(device, summer, gw.numel(), np.int32(cut.splits), np.int32(p.groups),
+                     np.int32(p.cog), np.int32(geo.k), np.int32(cut.krows), np.int32(cut.cols),
                      part.storage.buf, gw.storage.buf)
     return gw, None
 
 
-def _grad_rows_cop(p, cols):
-    return round_up(p.co + cols, 16)  # wgrad_cpu's vector loads may run cols past Co
+class WgradCut(NamedTuple):
+    """How wgrad_blocks cuts a CPU weight gradient: the K rows (krows: K rounded up to MR) in
+    kch chunks of kb, the channels (cols: Cog rounded up to NR) in cch chunks of cb, the
+    n*ho*wo positions in `splits` slices of per_split; one work-item per slice, group and
+    chunk pair (items in all), each slice's partial sums krows x cols per group."""
+    krows: int
+    cols: int
+    kb: int
+    cb: int
+    kch: int
+    cch: int
+    positions: int
+    splits: int
+    per_split: int
+    items: int
 
 
-def _chunks(p, cols):
-    """(n0, n1, qa, qb): images n0..n1-1, positions qa..qb-1, for one weight-gradient launch:
-    each chunk's positions-major gradient fits GRAD_ROWS_BYTES (or one position); at least
-    one chunk, so that the partial sums get written."""
-    qn = p.ho * p.wo
-    if p.n == 0 or qn == 0:
-        return [(0, p.n, 0, qn)]
-    per_row = _grad_rows_cop(p, cols) * p.dtype.itemsize
-    fit = max(1, GRAD_ROWS_BYTES // per_row)  # positions per chunk
-    if fit >= qn:
-        ipc = min(p.n, fit // qn)
-        return [(n0, min(p.n, n0 + ipc), 0, qn) for n0 in range(0, p.n, ipc)]
-    return [(n, n + 1, qa, min(qn, qa + fit)) for n in range(p.n) for qa in range(0, qn, fit)]
-
-
-def _grad_rows(gout, p, qa, qb, cols):
-    """Positions qa..qb-1 of gout (n, Co, Ho, Wo) positions-major, zero channels up to COP,
-    as wgrad_cpu reads them (row r of image n at n * gs0 + r * gs3)."""
-    n, cop, rows = gout.shape[0], _grad_rows_cop(p, cols), qb - qa
-    gq = common.empty((n * rows * cop,), gout)
-    kernel = common.get_kernel(gout.device, KERNEL_FILE, "grad_rows", {"T": ctype_of(p.dtype)},
-                               HEADERS)
-    common.launch_1d(gout.device, kernel, n * rows, *[np.int32(v) for v in (
-        n, p.co, qa, qb, p.wo, cop)], *common.view_args(gout), gq.storage.buf)
-    return common.strided(gq, (n, cop, 1, rows), (rows * cop, 1, 0, cop), 0)
+def wgrad_blocks(p, device):
+    """wgrad_blocks' cut of problem p's weight gradient on a CPU device."""
+    tile, item = CPU_TILES[p.dtype.itemsize], p.dtype.itemsize
+    mr, nr = tile["MR"], tile["NR"]
+    krows, cols = round_up(p.k, mr), round_up(p.cog, nr)
+    # the block's copies fit WGRAD_LOCAL_BYTES and half the device's local memory (at least
+    # one tile: 22.5 KiB, float64 28 KiB); channels take half at most
+    budget = min(WGRAD_LOCAL_BYTES, device.cl_device.local_mem_size // 2)
+    fit = budget // (WGRAD_BQ * item)
+    cb = min(cols, max(nr, fit // 2 // nr * nr))
+    kb = min(krows, max(mr, (fit - cb) // mr * mr))
+    kch, cch = -(-krows // kb), -(-cols // cb)
+    positions = p.n * p.ho * p.wo
+    per_slice = p.groups * kch * cch
+    part_bytes = p.groups * krows * cols * item
+    splits = max(1, min(-(-GROUPS_PER_CU * device.cl_device.max_compute_units // per_slice),
+                        -(-positions // WGRAD_BQ),
+                        backends.conv_workspace_limit // part_bytes))
+    per_split = max(1, -(-positions // splits))
+    splits = max(1, -(-positions // per_split))
+    return WgradCut(krows, cols, kb, cb, kch, cch, positions, splits, per_split,
+                    splits * per_slice)
