@@ -315,6 +315,35 @@ inline void next_run(Run* r, const int nq, const int HO, const int WO) {
   if (++r->oh == HO) r->oh = 0, ++r->n;
 }
 
+/* xp[i][j] = tap k0 + i (i < kn) of block position j (j < nq; the block from flat position
+ * b): the block's im2col, 0 outside the image and past K. UH = UW = 1 (no upsampling). */
+inline void copy_taps(__local T* xp, const int k0, const int kn, const int K, const long b,
+                      const int nq, const int HO, const int WO, const int H, const int W,
+                      const int OY, const int OX, __global const T* xg, const long xs0,
+                      const long xs1, const long xs2, const long xs3) {
+  for (int i = 0; i < kn; ++i) {
+    __local T* d = xp + i * BQ;
+    if (k0 + i >= K) {
+      for (int j = 0; j < nq; ++j) d[j] = (T)0;
+      continue;
+    }
+    TAP_SPLIT(k0 + i, c, dy, dx)
+    for (Run r = first_run(b, nq, HO, WO); r.len > 0; next_run(&r, nq, HO, WO)) {
+      const int ty = r.oh * SH + dy - OY, tx = r.ow * SW + dx - OX;
+      /* the run's taps inside the image: e in [lo, hi) (a negative quotient clamps to 0) */
+      const bool row_in = (uint)ty < (uint)H;
+      const int lo = row_in ? clamp((SW - 1 - tx) / SW, 0, r.len) : r.len;
+      const int hi = row_in ? clamp((W - tx + SW - 1) / SW, lo, r.len) : r.len;
+      __global const T* src =
+          xg + c * xs1 + r.n * xs0 + (row_in ? ty : 0) * xs2 + (tx + lo * SW) * xs3;
+      __local T* dr = d + r.j;
+      for (int e = 0; e < lo; ++e) dr[e] = (T)0;
+      for (int e = lo; e < hi; ++e) dr[e] = src[(e - lo) * SW * xs3];
+      for (int e = hi; e < r.len; ++e) dr[e] = (T)0;
+    }
+  }
+}
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void wgrad_blocks(const int G, const int CG, const int COG, const int K, const int KB,
                   const int CB, const int KROWS, const int COLS, const int KCH, const int CCH,
@@ -347,28 +376,7 @@ void wgrad_blocks(const int G, const int CG, const int COG, const int K, const i
         for (int e = 0; e < r.len; ++e) d[(r.j + e) * NR] = src[e * gs3];
       }
     }
-    /* xp[i][j]: tap k0 + i of position j (0 past K; UH = UW = 1: no upsampling) */
-    for (int i = 0; i < kn; ++i) {
-      __local T* d = xp + i * BQ;
-      if (k0 + i >= K) {
-        for (int j = 0; j < nq; ++j) d[j] = (T)0;
-        continue;
-      }
-      TAP_SPLIT(k0 + i, c, dy, dx)
-      for (Run r = first_run(b, nq, HO, WO); r.len > 0; next_run(&r, nq, HO, WO)) {
-        const int ty = r.oh * SH + dy - OY, tx = r.ow * SW + dx - OX;
-        /* the run's taps inside the image: e in [lo, hi) (a negative quotient clamps to 0) */
-        const bool row_in = (uint)ty < (uint)H;
-        const int lo = row_in ? clamp((SW - 1 - tx) / SW, 0, r.len) : r.len;
-        const int hi = row_in ? clamp((W - tx + SW - 1) / SW, lo, r.len) : r.len;
-        __global const T* src =
-            xg + c * xs1 + r.n * xs0 + (row_in ? ty : 0) * xs2 + (tx + lo * SW) * xs3;
-        __local T* dr = d + r.j;
-        for (int e = 0; e < lo; ++e) dr[e] = (T)0;
-        for (int e = lo; e < hi; ++e) dr[e] = src[(e - lo) * SW * xs3];
-        for (int e = hi; e < r.len; ++e) dr[e] = (T)0;
-      }
-    }
+    copy_taps(xp, k0, kn, K, b, nq, HO, WO, H, W, OY, OX, xg, xs0, xs1, xs2, xs3);
     for (int kt = 0; kt < kn / MR; ++kt)
       for (int ct = 0; ct < cn / NR; ++ct) {
         __global T* at = dst + (long)kt * MR * COLS + ct * NR;
