@@ -39,7 +39,8 @@ from cltensor.conv.function import backward as conv_backward
 from cltensor.conv.params import make_params
 
 # auto_bench: algo="auto" in benchmark mode (cltensor.backends.benchmark = True)
-ALGOS = ("auto", "auto_bench", "im2col", "implicit_gemm", "winograd", "gemm_1x1")
+ALGOS = ("auto", "auto_bench", "im2col", "implicit_gemm", "winograd", "gemm_1x1",
+         "s2d_winograd")
 CHECK_MAX_BYTES = 128 * 2**20  # --check skips layers with larger tensors (host copies)
 TORCH_SPIN_PAUSE = 0.5  # seconds after PyTorch's CPU runs (see run_layers)
 BATCH = {"alexnet": 128, "overfeat": 128, "vgg_a": 64, "googlenet": 128}

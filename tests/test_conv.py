@@ -15,9 +15,10 @@ from cltensor.conv.params import make_params
 from cltensor.ops import gemm as gemm_ops
 from cltensor.testing import gradcheck, random_array, rel_error
 
-ALGOS = ["im2col", "implicit_gemm", "winograd", "winograd_4x4", "gemm_1x1"]
+ALGOS = ["im2col", "implicit_gemm", "winograd", "winograd_4x4", "gemm_1x1", "s2d_winograd"]
 FP32_RTOL = {"im2col": 1e-5, "implicit_gemm": 1e-5, "gemm_1x1": 1e-5, "auto": 1e-5,
-             "winograd": winograd.WINOGRAD_RTOL, "winograd_4x4": winograd.WINOGRAD_RTOL}
+             "winograd": winograd.WINOGRAD_RTOL, "winograd_4x4": winograd.WINOGRAD_RTOL,
+             "s2d_winograd": winograd.WINOGRAD_RTOL}
 
 
 # ---- the reference ----------------------------------------------------------------------------
@@ -126,8 +127,15 @@ ONE_BY_ONE_CASES = [
     ((2, 8, 9, 7), (6, 4, 1, 1), {"groups": 2}),
     ((2, 5, 9, 8), (3, 5, 1, 1), {"stride": (2, 3)}),
 ]
+S2D_CASES = [  # kernels of 3x3 or 5x5 blocks of the stride
+    ((2, 3, 13, 15), (16, 3, 5, 5), {"stride": 2, "padding": 1}),
+    ((1, 3, 23, 21), (16, 3, 11, 11), {"stride": 4, "padding": 2}),  # AlexNet's conv1, small
+    ((2, 2, 17, 16), (6, 2, 9, 9), {"stride": 2, "padding": (1, 3, 0, 2)}),  # 5x5 blocks
+    ((2, 3, 20, 19), (5, 3, 6, 6), {"stride": 2}),
+    ((2, 3, 19, 17), (4, 3, 7, 3), {"stride": 2, "padding": (1, 1, 3, 2)}),  # 4 x 2 blocks: 5x5
+]
 CASES = {"im2col": GENERAL_CASES, "implicit_gemm": GENERAL_CASES, "winograd": WINOGRAD_CASES,
-         "winograd_4x4": WINOGRAD_CASES, "gemm_1x1": ONE_BY_ONE_CASES}
+         "winograd_4x4": WINOGRAD_CASES, "gemm_1x1": ONE_BY_ONE_CASES, "s2d_winograd": S2D_CASES}
 
 
 @pytest.mark.parametrize("algo", ALGOS)
@@ -391,6 +399,26 @@ def test_noncontiguous_inputs(device, rng, algo):
         assert rel_error(Vg.grad, gx) <= FP32_RTOL[algo], f"{algo}: {name} input gradient"
 
 
+def test_s2d_winograd_views_and_layouts(device, rng):
+    """s2d_winograd on strided input views: output and input gradient in the input's layout,
+    both gradients right."""
+    x, w, b, X, W, B = _tensors(device, rng, (2, 3, 11, 10), (5, 3, 5, 5))
+    ref = ref_conv(x, w, b, stride=2, padding=2)
+    g = random_array(rng, ref.shape, np.float32)
+    _, gx, gw = ref_conv(x, w, b, stride=2, padding=2, grad=g.astype(np.float64))
+    for name, V in _views(X).items():
+        Vg, Wg = V.detach().requires_grad_(), W.detach().requires_grad_()
+        out = conv2d(Vg, Wg, B, stride=2, padding=2, algo="s2d_winograd")
+        assert out.is_contiguous(memory_format=cltensor.channels_last) == \
+            (name == "channels_last"), name
+        assert rel_error(out, ref) <= winograd.WINOGRAD_RTOL, name
+        out.backward(cltensor.from_numpy(g, device=device))
+        assert Vg.grad.is_contiguous(memory_format=cltensor.channels_last) == \
+            (name == "channels_last"), name
+        assert rel_error(Vg.grad, gx) <= winograd.WINOGRAD_RTOL, f"{name} input gradient"
+        assert rel_error(Wg.grad, gw) <= winograd.WINOGRAD_RTOL, f"{name} weight gradient"
+
+
 def test_expanded_and_strided_weight(device, rng):
     x, w, b, _X, _W, B = _tensors(device, rng, (1, 4, 6, 6), (3, 4, 3, 3))
     Xe = cltensor.from_numpy(x[:, :1], device=device).expand(2, 4, 6, 6)
@@ -628,6 +656,13 @@ def test_cpu_rules_pick_winograd_per_pass(monkeypatch):
     assert chosen(32, 128, 7, k=5) == chosen(16, 48, 14, k=5) == (f4,) * 3
     assert f4 not in chosen(8, 48, 14, k=5) + chosen(3, 64, 224)
     assert chosen(64, 64, 56, k=1)[:2] == ("gemm_1x1",) * 2
+    # strided first layers: AlexNet's conv1 by space to depth, GoogLeNet's (its 7x7 kernel
+    # would pad to 10x10) not
+    f32 = np.dtype(np.float32)
+    alexnet = ConvParams(8, 3, 224, 224, 64, 11, 11, 4, 4, 2, 2, 2, 2, 1, 1, 1, f32)
+    googlenet = ConvParams(8, 3, 224, 224, 64, 7, 7, 2, 2, 3, 3, 3, 3, 1, 1, 1, f32)
+    assert {dispatch.rule(alexnet, cpu, ps) for ps in dispatch.PASSES} == {"s2d_winograd"}
+    assert "s2d_winograd" not in {dispatch.rule(googlenet, cpu, ps) for ps in dispatch.PASSES}
 
 
 def test_conv_algorithms_query(device):
@@ -692,6 +727,11 @@ def test_errors(device, rng):
         (ValueError, "unknown algo 'fft'", lambda: conv2d(X, W, algo="fft")),
         (ValueError, "needs stride 1", lambda: conv2d(X, W, stride=2, algo="winograd")),
         (ValueError, "kernel is not 1x1", lambda: conv2d(X, W, algo="gemm_1x1")),
+        (ValueError, "s2d_winograd needs a stride above 1",
+         lambda: conv2d(X, W, algo="s2d_winograd")),
+        (ValueError, r"a 3x13 kernel of stride 2 spans 7 blocks a side, more than Winograd's 5",
+         lambda: conv2d(X, cltensor.zeros(4, 3, 3, 13, device=device), padding=4, stride=2,
+                        algo="s2d_winograd")),
         (ValueError, "padding='same' is not supported for strided",
          lambda: conv2d(X, W, stride=2, padding="same")),
         (TypeError, "weight must be a tensor", lambda: conv2d(X, w)),

@@ -1,4 +1,4 @@
-"""Convolution: conv2d with torch's semantics over five algorithms, chosen per device and
+"""Convolution: conv2d with torch's semantics over six algorithms, chosen per device and
 problem (dispatch.py), forward and backward.
 
     im2col          im2col.py     column buffer (chunked) + the GEMM engine; col2im backward
@@ -9,6 +9,8 @@ problem (dispatch.py), forward and backward.
     winograd_4x4    winograd.py   F(4x4, 3x3) and F(4x4, 5x5), likewise: fewer multiplications,
                                   larger rounding errors (still within 1e-5 relative)
     gemm_1x1        gemm1x1.py    a 1x1 unpadded convolution is a plain GEMM
+    s2d_winograd    s2d.py        a strided convolution as a stride-1 one over the space-to-depth
+                                  input, by winograd_4x4 (kernels of 3x3 or 5x5 stride blocks)
 
 `conv_algorithms(...)` reports each algorithm's eligibility, workspace and (in benchmark mode,
 cltensor.backends.benchmark = True) its time for a problem.

@@ -77,9 +77,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         algo: "auto" (per device and shape; timed once per problem when
             cltensor.backends.benchmark is True), "im2col", "implicit_gemm", "winograd"
             (F(2x2, 3x3) or F(2x2, 5x5): 3x3 or 5x5 kernels, stride 1, dilation 1),
-            "winograd_4x4" (F(4x4, ...), likewise), "gemm_1x1" (1x1, no padding), or an algorithm of a
-            plug-in that serves the device (cltensor.plugins()). A backward pass the
-            algorithm lacks (a plug-in's, say) falls back to auto's choice.
+            "winograd_4x4" (F(4x4, ...), likewise), "gemm_1x1" (1x1, no padding),
+            "s2d_winograd" (stride s > 1 in both dims, a kernel of 3x3 or 5x5 blocks of s x s,
+            dilation 1, one group), or an algorithm of a plug-in that serves the device
+            (cltensor.plugins()). A backward pass the algorithm lacks (a plug-in's, say) falls
+            back to auto's choice.
 
     Returns:
         (N, Co, Ho, Wo) tensor, Ho = (H + top + bottom - dilation*(Kh - 1) - 1) // stride + 1.
