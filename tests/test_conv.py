@@ -618,7 +618,8 @@ def test_gpu_rules_pick_winograd_per_pass(monkeypatch):
     """The GPU rules as measured on the H200: F(4x4) Winograd from 16 channels in every pass,
     3x3 and 5x5 kernels, large and small images alike, except the weight gradient of 5x5
     layers on at most 14 x 14 outputs (and their forward below 24 channels); strided layers'
-    input gradient by im2col, the rest (the first layers' 3 channels) implicit GEMM."""
+    input gradient by s2d_winograd where it pays, else im2col, the rest (the first layers' 3
+    channels) implicit GEMM."""
     from cltensor.conv.params import ConvParams
     monkeypatch.setattr(dispatch, "_plugin_choice", lambda p, device, pass_: None)
     gpu = type("FakeGpu", (), {"is_cpu": False})()
@@ -638,6 +639,8 @@ def test_gpu_rules_pick_winograd_per_pass(monkeypatch):
     assert chosen(16, 48, 14, k=5) == (ig, f4, ig)
     assert chosen(8, 48, 14, k=5) == (ig,) * 3
     assert chosen(256, 256, 14, stride=2) == (ig, "im2col", ig)
+    # AlexNet's conv1 shape: its input gradient by space to depth
+    assert chosen(3, 64, 224, stride=4, k=11) == (ig, "s2d_winograd", ig)
 
 
 def test_cpu_rules_pick_winograd_per_pass(monkeypatch):

@@ -131,7 +131,8 @@ def _portable_rule(p, device, pass_):
         return "gemm_1x1"
     if eligible("winograd_4x4", p, pass_)[0] and _winograd_pays(p, cpu, pass_):
         return "winograd_4x4"
-    if cpu and eligible("s2d_winograd", p, pass_)[0] and _s2d_pays(p, pass_):
+    s2d_pass = cpu or pass_ == "backward_data"  # GPUs: the input gradient alone (measured)
+    if s2d_pass and eligible("s2d_winograd", p, pass_)[0] and _s2d_pays(p, cpu, pass_):
         return "s2d_winograd"
     if cpu:
         if pass_ == "backward_weight" and p.cog * p.k <= CPU_IMPLICIT_WGRAD_MAX:
@@ -180,21 +181,24 @@ GPU_SMALL_5X5_MIN_CHANNELS = {"forward": 24, "backward_data": 16, "backward_weig
 CPU_IMPLICIT_WGRAD_MAX = 2**16
 
 
-# s2d_winograd (CPUs) pays where its stride-1 problem has the channels Winograd needs
-# (CPU_WINOGRAD_MIN_CHANNELS, input channels times the stride squared) and its kernel of whole
-# stride blocks adds at most this much to the kernel's area. PoCL, 2 cores, batch 8, each pass
-# alone (2026-12-02, medians of 3 rounds of 5): AlexNet conv1 (11x11 stride 4 -> 3x3 over 48
-# channels, area 1.19x) forward 10.0 ms against im2col's 15.7, weight gradient 10.9 against
-# implicit GEMM's 12.2, input gradient 14.5 against im2col's 47.7; Overfeat conv1 (the same)
-# 13.1 / 15.4 / 16.6 against 17.9 / 17.4 / 41.7; GoogLeNet conv1 (7x7 stride 2 -> 5x5 over 12
-# channels, area 2.04x) lost every pass: 39.9 / 36.2 / 56.2 against 26.9 / 23.6 / 49.7.
-CPU_S2D_MAX_AREA = 1.25
+# s2d_winograd pays (every pass on CPUs, the input gradient on GPUs) where its stride-1
+# problem has the channels Winograd needs (input channels times the stride squared) and its
+# kernel of whole stride blocks adds at most this much to the kernel's area. Each pass alone
+# (2026-12-02, medians of 3 rounds): PoCL, 2 cores, batch 8: AlexNet conv1 (11x11 stride 4 ->
+# 3x3 over 48 channels, area 1.19x) forward 10.0 ms against im2col's 15.7, weight gradient 10.9
+# against implicit GEMM's 12.2, input gradient 14.5 against im2col's 47.7; Overfeat conv1 (the
+# same) 13.1 / 15.4 / 16.6 against 17.9 / 17.4 / 41.7; GoogLeNet conv1 (7x7 stride 2 -> 5x5 over
+# 12 channels, area 2.04x) lost every pass: 39.9 / 36.2 / 56.2 against 26.9 / 23.6 / 49.7.
+# H200, batch 128: input gradients 1.00 vs im2col's 3.64 ms (AlexNet conv1), 1.13 vs 3.16
+# (Overfeat conv1), GoogLeNet conv1's lost (6.56 vs 3.37); forwards and weight gradients stay
+# with implicit GEMM (AlexNet conv1 0.75 / 0.90 against 0.93 / 1.07).
+S2D_MAX_AREA = 1.25
 
 
-def _s2d_pays(p, pass_):
+def _s2d_pays(p, cpu, pass_):
     k = s2d.kernel_side(p) * p.sh
-    return (min(p.c * p.sh * p.sw, p.co) >= CPU_WINOGRAD_MIN_CHANNELS[pass_]
-            and k * k <= CPU_S2D_MAX_AREA * p.kh * p.kw)
+    least = CPU_WINOGRAD_MIN_CHANNELS[pass_] if cpu else GPU_WINOGRAD_MIN_CHANNELS
+    return min(p.c * p.sh * p.sw, p.co) >= least and k * k <= S2D_MAX_AREA * p.kh * p.kw
 
 
 def _winograd_pays(p, cpu, pass_):
