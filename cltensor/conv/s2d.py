@@ -58,26 +58,41 @@ def workspace_bytes(p, backward=False, device=None):
     return copies + F4.workspace_bytes(ps, backward)
 
 
+def _fold(t, s):
+    """(A, B, H*s, W*s) -> (A, B*s*s, H, W): each s x s block as channels (b*s + i)*s + j."""
+    a, b, h, w = t.shape[0], t.shape[1], t.shape[2] // s, t.shape[3] // s
+    return (t.reshape(a, b, h, s, w, s).permute(0, 1, 3, 5, 2, 4).contiguous()
+            .reshape(a, b * s * s, h, w))
+
+
+def _unfold(t, s):
+    """The inverse of _fold: (A, B*s*s, H, W) -> (A, B, H*s, W*s)."""
+    a, b, h, w = t.shape[0], t.shape[1] // (s * s), t.shape[2], t.shape[3]
+    return (t.reshape(a, b, s, s, h, w).permute(0, 1, 4, 2, 5, 3).contiguous()
+            .reshape(a, b, h * s, w * s))
+
+
+def _input_extent(p):
+    """The input rows and columns that the s2d input holds (past them no tap reads)."""
+    ps = _s2d_problem(p)
+    return min(p.h, ps.h * p.sh - p.pt), min(p.w, ps.w * p.sh - p.pl)
+
+
 def _to_depth(x, p):
     """x (N, C, H, W) as the s2d input."""
-    ps = _s2d_problem(p)
-    n, c, hs, ws, s = ps.n, ps.c, ps.h, ps.w, p.sh
-    padded = common.empty((p.n, p.c, hs * s, ws * s), x).zero_()
-    hh, ww = min(p.h, hs * s - p.pt), min(p.w, ws * s - p.pl)
+    ps, s = _s2d_problem(p), p.sh
+    padded = common.empty((p.n, p.c, ps.h * s, ps.w * s), x).zero_()
+    hh, ww = _input_extent(p)
     if hh > 0 and ww > 0:  # else every tap reads padding
         padded[:, :, p.pt:p.pt + hh, p.pl:p.pl + ww] = x[:, :, :hh, :ww]
-    return (padded.reshape(p.n, p.c, hs, s, ws, s).permute(0, 1, 3, 5, 2, 4).contiguous()
-            .reshape(n, c, hs, ws))
+    return _fold(padded, s)
 
 
 def _from_depth(gxs, p, x):
     """The input gradient (in x's layout) from the s2d input's: depth to space, cropped."""
-    _, _, hs, ws = gxs.shape
-    s = p.sh
-    full = (gxs.reshape(p.n, p.c, s, s, hs, ws).permute(0, 1, 4, 2, 5, 3).contiguous()
-            .reshape(p.n, p.c, hs * s, ws * s))
+    full = _unfold(gxs, p.sh)
     gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x)).zero_()
-    hh, ww = min(p.h, hs * s - p.pt), min(p.w, ws * s - p.pl)
+    hh, ww = _input_extent(p)
     if hh > 0 and ww > 0:
         gx[:, :, :hh, :ww] = full[:, :, p.pt:p.pt + hh, p.pl:p.pl + ww]
     return gx
@@ -86,19 +101,15 @@ def _from_depth(gxs, p, x):
 def _weight_to_depth(w, p):
     """ws (Co, C*s*s, k, k) of w, made once per weight version."""
     def make():
-        s, k = p.sh, kernel_side(p)
-        padded = common.empty((p.co, p.c, k * s, k * s), w).zero_()
+        side = kernel_side(p) * p.sh
+        padded = common.empty((p.co, p.c, side, side), w).zero_()
         padded[:, :, :p.kh, :p.kw] = w
-        return (padded.reshape(p.co, p.c, k, s, k, s).permute(0, 1, 3, 5, 2, 4).contiguous()
-                .reshape(p.co, p.c * s * s, k, k))
+        return _fold(padded, p.sh)
     return common.per_weight(w, ("s2d", p.sh, kernel_side(p)), make)
 
 
 def _weight_from_depth(gws, p):
-    s, k = p.sh, kernel_side(p)
-    full = (gws.reshape(p.co, p.c, s, s, k, k).permute(0, 1, 4, 2, 5, 3).contiguous()
-            .reshape(p.co, p.c, k * s, k * s))
-    return full[:, :, :p.kh, :p.kw].contiguous()
+    return _unfold(gws, p.sh)[:, :, :p.kh, :p.kw].contiguous()
 
 
 def forward(x, w, bias, p, out):
