@@ -23,6 +23,11 @@
  * Global size (ceil(M/MR), ceil(N/NR), batches), or dims 0 and 1 swapped when walk_n is 1:
  * consecutive work-items then walk along N (sharing A's panel), else down M (sharing B's).
  *
+ * SUM_BATCHES 1 (set by the host: ops/gemm.py gemm_sum_into): Co = the sum over the first batch
+ * dim of the products, C seen with batch stride 0 along it; the grid covers the other batch
+ * dims, and each work-item adds its tile's products over the first dim's batches in
+ * registers (a 1x1 convolution's weight gradient, summed over images read in place).
+ *
  * Tunables (the parameter database, cltensor/tuning/gemm.json, sets them):
  *   MR, NR     the register tile; VW, the vector width, divides NR
  *   A_INPLACE, B_INPLACE  1: A / B read in place (set by the host: ops/gemm.py
@@ -42,6 +47,9 @@
 #endif
 #ifndef A_INPLACE
 #define A_INPLACE 0
+#endif
+#ifndef SUM_BATCHES
+#define SUM_BATCHES 0
 #endif
 #define NV (NR / VW)
 #define VT CAT(T, VW)
@@ -78,75 +86,88 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
   /* B read in place: the last, partial panel of N >= NR columns is computed as the panel that
    * ends at column N (nb0 < n0), of which only the columns from n0 on are stored */
   const int nb0 = B_INPLACE && n0 + NR > N && N >= NR ? N - NR : n0;
-#if A_INPLACE
-  /* A's rows read where they are (K contiguous): column k of the panel is a[i * lda + k]; rows
-   * past M repeat row M - 1 (their accumulators are never stored) */
-  __global const T* a = Ap + batch_offset(b, nbd, batch, va) + (long)m0 * lda;
-  long a_row[MR];
-#pragma unroll
-  for (int i = 0; i < MR; ++i) a_row[i] = (long)min(i, M - 1 - m0) * lda;
-#define NEXT_A(a)                                                                \
-  T a_col[MR];                                                                   \
-  _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = (a)[a_row[i]];       \
-  ++(a);
-#define A_COL a_col
-#else
-  __global const T* a = Ap + b * ap_bs + (long)pm * K * MR;
-#define NEXT_A(a) (a) += MR;
-#define A_COL (a - MR)
-#endif
 
   VT acc[MR][NV];
 #pragma unroll
   for (int i = 0; i < MR; ++i)
 #pragma unroll
     for (int j = 0; j < NV; ++j) acc[i][j] = (VT)0;
-#if B_INPLACE
-  /* B's rows read where they are: element (k, n) at Bp[batch offset + k*ldb + n] */
-  __global const T* bk = Bp + batch_offset(b, nbd, batch, vb) + nb0;
-  if (nb0 + NR <= N) {
-    for (int k = 0; k < K; ++k) {
-      VT bv[NV];
-#pragma unroll
-      for (int j = 0; j < NV; ++j) bv[j] = *(__global const VTU*)(bk + j * VW);
-      NEXT_A(a)
-      MULTIPLY_ROW(A_COL, bv)
-      bk += ldb;
-    }
-  } else { /* N < NR: whole vectors as above, then lanes up to N, zeros */
-    const int whole = (N - n0) / VW, lanes = (N - n0) % VW;
-    for (int k = 0; k < K; ++k) {
-      VT bv[NV];
-#pragma unroll
-      for (int j = 0; j < NV; ++j) {
-        if (j < whole) {
-          bv[j] = *(__global const VTU*)(bk + j * VW);
-        } else if (j == whole) {
-          Lanes l;
-#pragma unroll
-          for (int f = 0; f < VW; ++f) l.s[f] = f < lanes ? bk[j * VW + f] : (T)0;
-          bv[j] = l.v;
-        } else {
-          bv[j] = (VT)0;
-        }
-      }
-      NEXT_A(a)
-      MULTIPLY_ROW(A_COL, bv)
-      bk += ldb;
-    }
-  }
+#if SUM_BATCHES
+  /* the products of flat batches s * inner + b for every s of the first batch dim (b indexes
+   * the other dims; C's stride along the first is 0) */
+  long inner = 1;
+  for (int d = 1; d < nbd; ++d) inner *= batch.size[d];
+  const long nsum = nbd > 0 ? batch.size[0] : 1;
+  for (long s = 0; s < nsum; ++s) {
+    const long ab = s * inner + b;
 #else
-  __global const VT* bp = (__global const VT*)(Bp + b * bp_bs + (long)pn * K * NR);
-  for (int k = 0; k < K; ++k) {
-    VT bv[NV];
+  {
+    const long ab = b;
+#endif
+#if A_INPLACE
+    /* A's rows read where they are (K contiguous): column k of the panel is a[i * lda + k];
+     * rows past M repeat row M - 1 (their accumulators are never stored) */
+    __global const T* a = Ap + batch_offset(ab, nbd, batch, va) + (long)m0 * lda;
+    long a_row[MR];
 #pragma unroll
-    for (int j = 0; j < NV; ++j) bv[j] = bp[j];
-    NEXT_A(a)
-    MULTIPLY_ROW(A_COL, bv)
-    bp += NV;
-  }
+    for (int i = 0; i < MR; ++i) a_row[i] = (long)min(i, M - 1 - m0) * lda;
+#define NEXT_A(a)                                                          \
+    T a_col[MR];                                                             \
+    _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = (a)[a_row[i]]; \
+    ++(a);
+#define A_COL a_col
+#else
+    __global const T* a = Ap + ab * ap_bs + (long)pm * K * MR;
+#define NEXT_A(a) (a) += MR;
+#define A_COL (a - MR)
 #endif
 
+#if B_INPLACE
+    /* B's rows read where they are: element (k, n) at Bp[batch offset + k*ldb + n] */
+    __global const T* bk = Bp + batch_offset(ab, nbd, batch, vb) + nb0;
+    if (nb0 + NR <= N) {
+      for (int k = 0; k < K; ++k) {
+        VT bv[NV];
+#pragma unroll
+        for (int j = 0; j < NV; ++j) bv[j] = *(__global const VTU*)(bk + j * VW);
+        NEXT_A(a)
+        MULTIPLY_ROW(A_COL, bv)
+        bk += ldb;
+      }
+    } else { /* N < NR: whole vectors as above, then lanes up to N, zeros */
+      const int whole = (N - n0) / VW, lanes = (N - n0) % VW;
+      for (int k = 0; k < K; ++k) {
+        VT bv[NV];
+#pragma unroll
+        for (int j = 0; j < NV; ++j) {
+          if (j < whole) {
+            bv[j] = *(__global const VTU*)(bk + j * VW);
+          } else if (j == whole) {
+            Lanes l;
+#pragma unroll
+            for (int f = 0; f < VW; ++f) l.s[f] = f < lanes ? bk[j * VW + f] : (T)0;
+            bv[j] = l.v;
+          } else {
+            bv[j] = (VT)0;
+          }
+        }
+        NEXT_A(a)
+        MULTIPLY_ROW(A_COL, bv)
+        bk += ldb;
+      }
+    }
+#else
+    __global const VT* bp = (__global const VT*)(Bp + ab * bp_bs + (long)pn * K * NR);
+    for (int k = 0; k < K; ++k) {
+      VT bv[NV];
+#pragma unroll
+      for (int j = 0; j < NV; ++j) bv[j] = bp[j];
+      NEXT_A(a)
+      MULTIPLY_ROW(A_COL, bv)
+      bp += NV;
+    }
+#endif
+  }
   const long oci = beta != (T)0 ? batch_offset(b, nbd, batch, vci) : 0;
   const long oco = batch_offset(b, nbd, batch, vco);
   const int rows = min(MR, M - m0), cols = min(NR, N - nb0);

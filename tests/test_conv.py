@@ -186,6 +186,39 @@ def test_implicit_cpu_weight_gradient_cuts(device, rng, monkeypatch, dtype):
             assert err <= (1e-5 if dtype == np.float32 else 1e-12), f"{xname} x, {gname} grad"
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_by_one_weight_gradient_paths(device, rng, monkeypatch, dtype):
+    """gemm_1x1's weight gradient: with NCHW tensors on a device whose GEMM sums over a batch in
+    one kernel (CPUs), the sum over images read in place, no (C, N*H*W) copies; elsewhere, and
+    with channels_last (positions merge), one product. Groups, a strided 1x1, input and output
+    gradient as strided views; results NaN-poisoned first."""
+    if dtype == np.float64 and not device.has_fp64:
+        pytest.skip("the device has no float64")
+    empty = common.empty  # results poisoned: every element must be written
+    monkeypatch.setattr(common, "empty", lambda *a, **k: empty(*a, **k).fill_(float("nan")))
+    summed = gemm_ops.sums_batches(device, dtype)
+    algo = dispatch.ALGORITHMS["gemm_1x1"]
+    copies = []  # the (C, N*H*W) copies made
+    to_cnhw = common.to_cnhw
+    monkeypatch.setattr(common, "to_cnhw", lambda t: copies.append(t.shape) or to_cnhw(t))
+    for xshape, wshape, kwargs in [((3, 8, 5, 7), (6, 4, 1, 1), {"groups": 2}),
+                                   ((2, 5, 9, 8), (3, 5, 1, 1), {"stride": (2, 3)})]:
+        x, w, _b, X, W, _B = _tensors(device, rng, xshape, wshape, dtype, bias=False)
+        p = make_params(X, W, None, kwargs.get("stride", 1), 0, 1, kwargs.get("groups", 1))
+        g = random_array(rng, p.out_shape, dtype)
+        want = ref_conv(x, w, None, grad=g.astype(np.float64), **kwargs)[2]
+        G = cltensor.from_numpy(g, device=device)
+        views = {"contiguous": (X, G), **{n: (v, _views(G)[n]) for n, v in _views(X).items()}}
+        for name, (XV, GV) in views.items():
+            copies.clear()
+            gw = algo.backward(XV, W, GV, p, False, True)[1]
+            err = rel_error(gw, want)
+            assert err <= (1e-5 if dtype == np.float32 else 1e-12), f"{kwargs} {name}: {err}"
+            if name in ("contiguous", "channels_last") and "stride" not in kwargs:
+                merge = name == "channels_last"
+                assert len(copies) == (0 if summed or merge else 2), (name, copies)
+
+
 def _h200_entry():
     return tune.database("gemm")["gemm_float32"]["vendors"]["nvidia"]["devices"]["NVIDIA H200"]
 

@@ -495,6 +495,42 @@ def test_packed_runs_the_transposed_product_when_it_packs_less(device, rng, monk
             run_check(out, a, np.broadcast_to(b, (2, k, n)), dtype, beta=0.5, c=c, **epi)
 
 
+def test_packed_sums_over_a_batch_dim(device, rng, monkeypatch, fp_dtypes):
+    """gemm_sum_into: C (*batch, M, N) = the sum over the first batch dim of A @ B, one
+    gemm_packed launch (SUM_BATCHES), the other batch dims launched; with A and B read in place
+    or packed, tails in M and N, strided and offset views, the product run transposed when
+    that packs less, into NaN-poisoned contiguous and column-strided outputs; one summed batch
+    is a plain product. Only the packed family sums in one kernel (sums_batches)."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
+    assert not gm.sums_batches(device, np.float32)
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
+    for dtype, a_in_place, min_n in itertools.product(fp_dtypes, (0, 1), (1, 2**62)):
+        base = gm.entry_for(device, np.dtype(dtype))
+        params = dict(base["packed"], B_IN_PLACE_MIN_N=min_n, A_IN_PLACE=a_in_place)
+        entry = dict(base, packed=params, min_work=0, min_dim=0, min_m=0)
+        monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+        assert gm.sums_batches(device, dtype)
+        m, n, k = params["MR"] + 3, params["NR"] + 5, 13
+        for batch, b_kc in (((3, 2), False), ((4,), True), ((1, 2), False)):
+            a_full = random_array(rng, batch + (m, k + 2), dtype)
+            a, A = a_full[..., 1:k + 1], put(device, a_full)[..., 1:k + 1]
+            b = random_array(rng, batch + (k, n), dtype)
+            B = stored(device, b, transposed=b_kc)
+            value, mag = exact(a, b)
+            want = (value.sum(axis=0), mag.sum(axis=0))
+            outs = {"contiguous": poisoned(device, batch[1:] + (m, n), dtype),
+                    "column-strided": poisoned(device, batch[1:] + (n, m), dtype).mT}
+            for name, out in outs.items():
+                counts = _kernel_counts(lambda: gm.gemm_sum_into(A, B, out))
+                assert counts.get("gemm_packed") == 1 and set(counts) <= {
+                    "gemm_packed", "pack_panels"}, counts
+                try:
+                    check_bound(out, want, dtype, batch[0] * k)
+                except AssertionError as e:
+                    raise AssertionError(f"{dtype} A in place {a_in_place} B_IN_PLACE_MIN_N "
+                                         f"{min_n} batch {batch} output {name}: {e}") from None
+
+
 def test_packed_b_in_place_rule(device):
     params = {"MR": 6, "NR": 16, "VW": 8, "B_IN_PLACE_MIN_N": 128}
     x = cltensor.zeros((3, 4, 200), device=device)

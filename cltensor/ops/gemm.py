@@ -155,22 +155,23 @@ def _operand_args(op):
 
 
 def _launch_tiles(p, kernel, tile, groups_n, local, k_arg, tail, rows_in_dim0=False,
-                  splits=1):
+                  splits=1, summed=False):
     """Launch over (groups_n, ceil(M / tile) groups, batches * splits), split so that dims 1
     and 2 stay within MAX_GROUPS; rows_in_dim0 puts the row groups in dim 0 (gemm_packed
-    walking down M)."""
+    walking down M); summed: the first batch dim is summed in the kernel, not launched."""
+    nz = p.nbatch // p.bshape[0] if summed else p.nbatch * splits
     for gsize, head in _tile_launches(p.m, p.n, k_arg, p.bshape, tile, groups_n, tuple(local),
-                                      rows_in_dim0, splits):
+                                      rows_in_dim0, nz):
         launch(p.device, kernel, gsize, local, *head, *tail)
 
 
 @functools.lru_cache(maxsize=4096)
-def _tile_launches(m, n, k_arg, bshape, tile, groups_n, local, rows_in_dim0, splits):
-    """[(global size, leading arguments)] of _launch_tiles' launches (memoized)."""
+def _tile_launches(m, n, k_arg, bshape, tile, groups_n, local, rows_in_dim0, nz):
+    """[(global size, leading arguments)] of _launch_tiles' launches (memoized); nz: the
+    batches of the grid."""
     groups_m = -(-m // tile)
     head = (np.int32(m), np.int32(n), np.int32(k_arg))
     batch = (np.int32(len(bshape)), ew.shape_arg(bshape))
-    nz = math.prod(bshape) * splits
     launches = []
     for b0 in range(0, nz, MAX_GROUPS):
         nb = min(MAX_GROUPS, nz - b0)
@@ -385,13 +386,16 @@ def packed_nr(p, params):
     return nr
 
 
-def _run_packed(p, entry, epi):
+def _run_packed(p, entry, epi, summed=False):
+    """gemm_packed on p; summed: C is the sum over the first batch dim (gemm_sum_into)."""
     params = entry["packed"]
     mr, nr = params["MR"], packed_nr(p, params)
     a_in_place = packed_reads_a_in_place(p, params)
     b_in_place = packed_reads_b_in_place(p, params)
     tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype),
             "A_INPLACE": int(a_in_place), "B_INPLACE": int(b_in_place)}
+    if summed:
+        tile["SUM_BATCHES"] = 1
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", tile)
     a_args = _packed_operand(p, p.a, a_in_place, p.a.rs, p.m, p.a.rs, p.a.cs, mr)
     b_args = _packed_operand(p, p.b, b_in_place, p.b.rs, p.n, p.b.cs, p.b.rs, nr)
@@ -399,7 +403,8 @@ def _run_packed(p, entry, epi):
     # memory once for all of M; walking N streamed all of B once per panel of A (PoCL, gemm.json)
     walk_n = packed_walks_n(p, params) and not b_in_place
     tail = a_args + b_args + [np.int32(walk_n)] + epi
-    _launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n)
+    _launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n,
+                  summed=summed)
 
 
 # ---- family: xgemm (gemm_xgemm.cl) ------------------------------------------------------------
@@ -877,6 +882,35 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
                 p, row_bias, col_bias = pt, col_bias, row_bias
     epi = _epilogue_args(p, alpha, beta, c_in is not None, row_bias, col_bias, relu)
     RUNNERS[fam](p, entry, epi)
+    return c_out
+
+
+def sums_batches(device, dtype):
+    """Whether gemm_sum_into runs on this device and dtype: in one kernel, on the devices
+    whose GEMM family is packed (CPUs)."""
+    fam = FORCE_FAMILY or entry_for(device, dtype)["family"]
+    return fam == "packed" and np.dtype(dtype).kind == "f"
+
+
+def gemm_sum_into(a, b, c_out):
+    """c_out (*batch, M, N) = the sum over i of a[i] @ b[i], with no checks: a (S, *batch, M, K),
+    b (S, *batch, K, N), any strides; on the devices sums_batches() names. One gemm_packed
+    launch adds the S products of each tile in registers: a 1x1 convolution's weight gradient
+    over the images of NCHW tensors, read in place, with no (C, N*H*W) copies."""
+    if a.shape[0] == 1:
+        return gemm_into(a[0], b[0], c_out)
+    batch, (m, k), n = a.shape[:-2], a.shape[-2:], b.shape[-1]
+    c = c_out.expand(batch + (m, n))  # NOTE: batch stride 0 along the summed dim
+    tensors = (a, b, c, c)
+    m, bshape, layouts = _batch_layout(batch, m, tuple(t.strides for t in tensors), False)
+    ops = [Operand(t, *lay) for t, lay in zip(tensors, layouts)]
+    p = Problem(c_out.device, c_out.dtype, m, n, k, bshape, *ops)
+    assert bshape[0] == a.shape[0] and p.co.bstrides[0] == 0, "gemm_sum_into: batch collapsed"
+    entry = entry_for(p.device, p.dtype)
+    pt = _transposed(p)
+    if _moves(pt, entry["packed"]) < _moves(p, entry["packed"]):
+        p = pt
+    _run_packed(p, entry, _epilogue_args(p, 1, 0, False, None, None, False), summed=True)
     return c_out
 
 
