@@ -529,6 +529,11 @@ def test_packed_sums_over_a_batch_dim(device, rng, monkeypatch, fp_dtypes):
                 except AssertionError as e:
                     raise AssertionError(f"{dtype} A in place {a_in_place} B_IN_PLACE_MIN_N "
                                          f"{min_n} batch {batch} output {name}: {e}") from None
+    for s, m, k in ((0, 3, 4), (2, 3, 0), (2, 0, 4)):  # no products, K = 0, an empty result
+        out = poisoned(device, (m, 5), np.float32)
+        gm.gemm_sum_into(cltensor.ones(s, m, k, device=device),
+                         cltensor.ones(s, k, 5, device=device), out)
+        assert (out.numpy() == 0).all(), (s, m, k)
 
 
 def test_packed_b_in_place_rule(device):

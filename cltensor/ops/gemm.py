@@ -897,9 +897,13 @@ def gemm_sum_into(a, b, c_out):
     b (S, *batch, K, N), any strides; on the devices sums_batches() names. One gemm_packed
     launch adds the S products of each tile in registers: a 1x1 convolution's weight gradient
     over the images of NCHW tensors, read in place, with no (C, N*H*W) copies."""
+    batch, (m, k), n = a.shape[:-2], a.shape[-2:], b.shape[-1]
+    if c_out.numel() == 0:
+        return c_out
+    if a.shape[0] == 0 or k == 0:
+        return c_out.zero_()  # a sum of no products
     if a.shape[0] == 1:
         return gemm_into(a[0], b[0], c_out)
-    batch, (m, k), n = a.shape[:-2], a.shape[-2:], b.shape[-1]
     c = c_out.expand(batch + (m, n))  # NOTE: batch stride 0 along the summed dim
     tensors = (a, b, c, c)
     m, bshape, layouts = _batch_layout(batch, m, tuple(t.strides for t in tensors), False)
