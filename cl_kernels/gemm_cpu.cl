@@ -92,18 +92,13 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
   for (int i = 0; i < MR; ++i)
 #pragma unroll
     for (int j = 0; j < NV; ++j) acc[i][j] = (VT)0;
-#if SUM_BATCHES
-  /* the products of flat batches s * inner + b for every s of the first batch dim (b indexes
-   * the other dims; C's stride along the first is 0) */
+  /* SUM_BATCHES: the products of flat batches s * inner + b for every s of the first batch
+   * dim (b indexes the other dims; C's stride along the first is 0); else batch b alone */
   long inner = 1;
-  for (int d = 1; d < nbd; ++d) inner *= batch.size[d];
-  const long nsum = nbd > 0 ? batch.size[0] : 1;
+  for (int d = 1; SUM_BATCHES && d < nbd; ++d) inner *= batch.size[d];
+  const long nsum = SUM_BATCHES && nbd > 0 ? batch.size[0] : 1;
   for (long s = 0; s < nsum; ++s) {
     const long ab = s * inner + b;
-#else
-  {
-    const long ab = b;
-#endif
 #if A_INPLACE
     /* A's rows read where they are (K contiguous): column k of the panel is a[i * lda + k];
      * rows past M repeat row M - 1 (their accumulators are never stored) */
