@@ -13,7 +13,8 @@
  *         wpk[g][panel][k][i] = W[g][panel*PW + i][k], k = (c*KH + kh)*KW + kw < KP (zero for
  *         rows past K and channels past Cog). FLIP packs the flipped transposed weight that
  *         the input gradient convolves with: W'[g][o][c][kh][kw] = W[g][c][o][KH-1-kh][KW-1-kw].
- *   out   any strided 4-d view (NCHW, channels_last, ...), bias added when HAS_BIAS.
+ *   out   any strided 4-d view (NCHW, channels_last, ...), bias added when HAS_BIAS, then
+ *         max(., 0) when the argument relu is set (NaN kept).
  *   go    the output gradient, any strided (N, Co, HO, WO) view (weight gradient).
  *
  * Positions: output (oh, ow) of an image is position q = oh*WO + ow, q < QN = HO*WO; it reads
@@ -146,6 +147,7 @@ __kernel void pack_weight(const int COG, const int CG, const int K, const int KP
     const int ch_ = g * COG + (co);                                                      \
     T r_ = (val);                                                                        \
     if (HAS_BIAS_) r_ += bias[bo + ch_ * bs];                                            \
+    if (relu && r_ < (T)0) r_ = (T)0;                                                    \
     out[oo + n * os0 + ch_ * os1 + ((q) / WQ) * os2 + ((q) % WQ) * os3] = r_;             \
   }
 #ifdef HAS_BIAS
@@ -157,8 +159,8 @@ __kernel void pack_weight(const int COG, const int CG, const int K, const int KP
 #define CONV_ARGS                                                                          \
   const int n0, const int G, const int CG, const int COG, const int K, const int KP,      \
       const int QN, const int WO, const int WQ, SRC_ARGS, __global const T* wpk, __global const T* bias, \
-      const long bo, const long bs, __global T* out, const long oo, const long os0,        \
-      const long os1, const long os2, const long os3
+      const long bo, const long bs, const int relu, __global T* out, const long oo,        \
+      const long os0, const long os1, const long os2, const long os3
 
 #if defined(ALL_KERNELS) || defined(KERNEL_conv_cpu)
 __kernel __attribute__((reqd_work_group_size(1, 1, 1)))

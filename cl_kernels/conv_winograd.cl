@@ -36,7 +36,8 @@
  *   filter_transform  per (g, o, c), 1-d: A*A values of U.
  *   input_transform   per (t < TP, c), 2-d (dim 0 the tiles, dim 1 the channels, as below):
  *                     A*A values of V.
- *   output_transform  per (t < NB*TH*TW, o): up to m*m outputs (+ bias[o] when has_bias).
+ *   output_transform  per (t < NB*TH*TW, o): up to m*m outputs (+ bias[o] when has_bias;
+ *                     then max(., 0) when relu, NaN kept).
  *   grad_transform    per (t < TP, o): A*A values of P.
  *   weight_transform  per VEC filters (g, o, c), as the lanes of vectors of T (ceil(filters /
  *                     VEC) work-items): the r x r weight gradient dW[g*COG + o][c]
@@ -160,7 +161,7 @@ __kernel void input_transform(const int C, const int H, const int W, const int P
 
 __kernel void output_transform(const int CO, const int HO, const int WO, const int TH,
                                const int TW, const int NB, const int TP,
-                               __global const T* M, const int has_bias,
+                               __global const T* M, const int has_bias, const int relu,
                                __global const T* bias, const long bo, const long bs,
                                __global T* y, const long yo, const long ys0, const long ys1,
                                const long ys2, const long ys3) {
@@ -193,6 +194,7 @@ __kernel void output_transform(const int CO, const int HO, const int WO, const i
 #pragma unroll
       for (int k = 0; k < AA; ++k) s = madd(s, AT[j][k], a[i][k]);
       const int ow = MM * tx + j;
+      if (relu && s < (T)0) s = (T)0;
       if (oh < HO && ow < WO) y[yo + n * ys0 + o * ys1 + oh * ys2 + ow * ys3] = s;
     }
   }

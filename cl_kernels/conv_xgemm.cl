@@ -5,7 +5,8 @@
  * gathers, so nothing but the packed weight is ever copied.
  *
  * Convolution as a product (one group g, positions of all images in one GEMM dim):
- *   cx_conv   out[m][p] = sum over taps k of wpk[m][k] * X[k][p] (+ bias[m]), m an output
+ *   cx_conv   out[m][p] = sum over taps k of wpk[m][k] * X[k][p] (+ bias[m], then max(., 0)
+ *             when the argument relu is set, NaN kept), m an output
  *             channel, p = img * QN + q a position (q = oh * WO + ow, QN = HO * WO), tap
  *             k = (c * KH + kh) * KW + kw reading the virtual padded source at
  *             (oh * SH - OY + kh * DH, ow * SW - OX + kw * DW), upsampled by (UH, UW) (see
@@ -57,8 +58,8 @@ inline T gather_tap(__global const T* xb, const int k, const int ty0, const int 
 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
 void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bias,
-             const long bo, const long bs, __global T* out, const long oo, const long os0,
-             const long os1, const long os2, const long os3) {
+             const long bo, const long bs, const int relu, __global T* out, const long oo,
+             const long os0, const long os1, const long os2, const long os3) {
   XGEMM_PROLOGUE
   const int m0 = get_group_id(1) * MWG, g = get_global_id(2); /* launches may be split on dim 2 */
   const long n0 = (long)get_group_id(0) * NWG, npos = (long)NB * QN;
@@ -91,8 +92,9 @@ void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bi
 #define CONV_STORE(m, p, v)                                                                \
   if ((m) < COG && (p) < npos) {                                                           \
     const int im = (p) / QN, qq = (p) % QN;                                                \
+    const T r_ = (v) + CONV_BIAS(m);                                                       \
     out[oo + im * os0 + (long)(g * COG + (m)) * os1 + (qq / WO) * os2 + (qq % WO) * os3] = \
-        (v) + CONV_BIAS(m);                                                                \
+        relu && r_ < (T)0 ? (T)0 : r_;                                                     \
   }
   XGEMM_FOR_EACH_RESULT(CONV_STORE)
 #else
@@ -125,8 +127,10 @@ void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bi
         LanesN c;
         c.v = acc[i * VWM + e][j];
 #pragma unroll
-        for (int f = 0; f < VWN; ++f)
-          if (col_ok[j * VWN + f]) out[col_off[j * VWN + f] + row] = c.s[f] + b;
+        for (int f = 0; f < VWN; ++f) {
+          const T r = c.s[f] + b;
+          if (col_ok[j * VWN + f]) out[col_off[j * VWN + f] + row] = relu && r < (T)0 ? (T)0 : r;
+        }
       }
     }
 #endif

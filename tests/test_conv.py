@@ -11,6 +11,7 @@ import cltensor
 from cltensor import backends, tune
 from cltensor.conv import (common, conv2d, conv_algorithms, dispatch, implicit, implicit_gpu,
                            winograd)
+from cltensor.conv import function as conv_function
 from cltensor.conv.params import make_params
 from cltensor.ops import gemm as gemm_ops
 from cltensor.testing import gradcheck, random_array, rel_error
@@ -142,6 +143,67 @@ CASES = {"im2col": GENERAL_CASES, "implicit_gemm": GENERAL_CASES, "winograd": WI
 def test_algorithm_against_reference(device, rng, algo):
     for case in CASES[algo]:
         _check_case(device, rng, algo, case)
+
+
+# (algorithm, implicit GEMM's kernel style): the style matters for implicit_gemm alone
+FUSED_RELU_RUNS = [(a, None) for a in ALGOS if a != "implicit_gemm"] + \
+    [("implicit_gemm", "cpu"), ("implicit_gemm", "gpu")]
+
+
+@pytest.mark.parametrize("algo, style", FUSED_RELU_RUNS)
+def test_fused_relu_every_algorithm(device, rng, monkeypatch, algo, style):
+    """conv2d(relu=True): each algorithm applies max(., 0) as it stores (FUSES_RELU) into a
+    NaN-poisoned output, biased or not, float32 and float64; the gradients are the convolution's
+    of the output gradient masked where the computed output is 0 (as ReLU's)."""
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", style)
+    mod = dispatch.algorithm(algo, device)
+    assert mod.FUSES_RELU
+    dtypes = [np.float32] + ([np.float64] if device.has_fp64 else [])
+    for (xshape, wshape, kwargs), dtype, bias in zip(CASES[algo][:2], dtypes * 2, [True, False]):
+        x, w, b, X, W, B = _tensors(device, rng, xshape, wshape, dtype, bias)
+        p = make_params(X, W, B, kwargs.get("stride", 1), kwargs.get("padding", 0),
+                        kwargs.get("dilation", 1), kwargs.get("groups", 1))
+        g = random_array(rng, p.out_shape, dtype)
+        ref = ref_conv(x, w, b, **kwargs)
+        assert (ref > 0).any() and (ref < 0).any(), "the case needs outputs on both sides of 0"
+        rtol = FP32_RTOL[algo] if dtype == np.float32 else 1e-12
+        out = cltensor.full(p.out_shape, float("nan"), dtype=dtype, device=device)
+        conv_function.forward(mod, X, W, B, p, out, relu=True)
+        assert rel_error(out, np.maximum(ref, 0)) <= rtol, f"{algo} {xshape}: fused forward"
+        assert (out.numpy() >= 0).all(), f"{algo} {xshape}: a negative or unwritten output"
+        for t in (X, W, B):
+            if t is not None:
+                t.requires_grad_()
+        y = conv2d(X, W, B, algo=algo, relu=True, **kwargs)
+        y.backward(cltensor.from_numpy(g, device=device))
+        mask = y.numpy() > 0
+        _, gx, gw = ref_conv(x, w, b, grad=np.where(mask, g, 0.0), **kwargs)
+        for name, got, want in (("out", y, np.maximum(ref, 0)), ("gx", X.grad, gx),
+                                ("gw", W.grad, gw)):
+            err = rel_error(got, want)
+            assert err <= rtol, f"{algo} {xshape} {dtype.__name__}: {name} error {err:.1e}"
+        if bias:
+            want = np.where(mask, g, 0.0).sum((0, 2, 3))
+            assert rel_error(B.grad, want) <= rtol, f"{algo} {xshape}: bias gradient"
+
+
+def test_relu_of_an_algorithm_that_does_not_fuse(device, rng):
+    """An algorithm without FUSES_RELU (a plug-in's, say) runs as it is, and the ReLU follows
+    in place; its saved output is checked for in-place changes before backward, as ReLU's."""
+    class Plain:  # im2col's forward, without relu=
+        forward = staticmethod(lambda x, w, b, p, out: dispatch.algorithm("im2col").forward(
+            x, w, b, p, out))
+    x, w, b, X, W, B = _tensors(device, rng, (2, 3, 7, 9), (4, 3, 3, 3))
+    p = make_params(X, W, B, 1, 1, 1, 1)
+    out = cltensor.full(p.out_shape, float("nan"), device=device)
+    conv_function.forward(Plain, X, W, B, p, out, relu=True)
+    ref = ref_conv(x, w, b, padding=1)
+    assert rel_error(out, np.maximum(ref, 0)) <= 1e-5
+    W.requires_grad_()
+    y = conv2d(X, W, B, padding=1, relu=True)
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
 
 
 @pytest.mark.parametrize("style", ["cpu", "gpu"])

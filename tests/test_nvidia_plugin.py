@@ -345,11 +345,23 @@ def emulated_registered(device):
         cltensor.unregister_plugin(pl.name)
 
 
-@pytest.mark.parametrize("case", TF32_CONV_CASES)
-def test_tf32_convolution_emulated(device, rng, emulated_registered, case):
-    """With allow_tf32, tf32_gemm's products run the plug-in's kernel, forward and gradients
-    within TF32's bound of float64; auto keeps the portable algorithms (measured faster)."""
+def relu_reference(x, w, b, g, kw, out):
+    """(out, gx, gw) in float64 of conv2d(..., relu=relu) with output gradient g, relu when
+    `out` (the computed output, whose zeros mask the gradient as ReLU's do) is given."""
     from test_conv import ref_conv
+    ref, gx, gw = ref_conv(x, w, b, grad=g.astype(np.float64), **kw)
+    if out is None:
+        return ref, gx, gw
+    _, gx, gw = ref_conv(x, w, b, grad=np.where(out.numpy() > 0, g, 0.0), **kw)
+    return np.maximum(ref, 0), gx, gw
+
+
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("case", TF32_CONV_CASES)
+def test_tf32_convolution_emulated(device, rng, emulated_registered, case, relu):
+    """With allow_tf32, tf32_gemm's products run the plug-in's kernel, forward (with the fused
+    ReLU or not) and gradients within TF32's bound of float64; auto keeps the portable
+    algorithms (measured faster)."""
     xshape, wshape, kw = case
     x, w = random_array(rng, xshape), random_array(rng, wshape)
     b, g = random_array(rng, wshape[:1]), None
@@ -359,11 +371,11 @@ def test_tf32_convolution_emulated(device, rng, emulated_registered, case):
         assert all(r["eligible"] for r in rows if r["algo"] == "tf32_gemm")
         assert not any(r["chosen"] for r in rows if r["algo"] == "tf32_gemm")
         with cltensor.profile() as prof:
-            out = cltensor.nn.functional.conv2d(X, W, B, algo="tf32_gemm", **kw)
+            out = cltensor.nn.functional.conv2d(X, W, B, algo="tf32_gemm", relu=relu, **kw)
             g = random_array(rng, out.shape)
             out.backward(cltensor.from_numpy(g, device=device))
         assert "nvmma_gemm" in {r["name"] for r in prof.records()}
-    ref, gx, gw = ref_conv(x, w, b, grad=g.astype(np.float64), **kw)
+    ref, gx, gw = relu_reference(x, w, b, g, kw, out if relu else None)
     for name, got, want in (("out", out, ref), ("gx", X.grad, gx), ("gw", W.grad, gw)):
         assert rel_error(got, want) <= REL_TOL, f"{case} {name}"
 
@@ -392,25 +404,26 @@ TF32_IMPLICIT_CASES = TF32_CONV_CASES + [((2, 3, 12, 12), (33, 3, 5, 5), {"paddi
                                                                         "dilation": 2})]
 
 
-def check_tf32_implicit(device, rng, case):
-    """conv2d with algo="tf32_implicit", forward and gradients, against float64: within TF32's
-    bound, and above fp32's error (the tensor-core multiply ran, not the fp32 one)."""
-    from test_conv import ref_conv
+def check_tf32_implicit(device, rng, case, relu=False):
+    """conv2d with algo="tf32_implicit" (and the fused ReLU with relu), forward and gradients,
+    against float64: within TF32's bound, and above fp32's error (the tensor-core multiply
+    ran, not the fp32 one)."""
     xshape, wshape, kw = case
     x, w = random_array(rng, xshape), random_array(rng, wshape)
     b = random_array(rng, wshape[:1])
     X, W, B = (cltensor.from_numpy(a, device=device).requires_grad_() for a in (x, w, b))
     with allow_tf32(), cltensor.profile() as prof:
-        out = cltensor.nn.functional.conv2d(X, W, B, algo="tf32_implicit", **kw)
+        out = cltensor.nn.functional.conv2d(X, W, B, algo="tf32_implicit", relu=relu, **kw)
         g = random_array(rng, out.shape)
         out.backward(cltensor.from_numpy(g, device=device))
     assert {"cx_conv", "cx_wgrad"} <= {r["name"] for r in prof.records()}
-    ref, gx, gw = ref_conv(x, w, b, grad=g.astype(np.float64), **kw)
+    ref, gx, gw = relu_reference(x, w, b, g, kw, out if relu else None)
     for name, got, want in (("out", out, ref), ("gx", X.grad, gx), ("gw", W.grad, gw)):
         err = rel_error(got, want)
         assert 1e-5 < err <= REL_TOL, f"{case} {name}: {err:.2e}"
     # the bias gradient: on tensor cores with the weight gradient, or an fp32 reduction
-    err = rel_error(B.grad, g.astype(np.float64).sum((0, 2, 3)))
+    gb = np.where(out.numpy() > 0, g, 0.0) if relu else g.astype(np.float64)
+    err = rel_error(B.grad, gb.sum((0, 2, 3)))
     assert err <= REL_TOL, f"{case} gb: {err:.2e}"
 
 
@@ -418,14 +431,14 @@ def check_tf32_implicit(device, rng, case):
 @pytest.mark.parametrize("case", TF32_IMPLICIT_CASES)
 def test_tf32_implicit_emulated(device, rng, emulated_registered, config, case):
     emulated_registered.conv_configs = (EMULATED_CONV_CONFIGS[config],)
-    check_tf32_implicit(device, rng, case)
+    check_tf32_implicit(device, rng, case, relu=config == 0)
 
 
 @pytest.mark.parametrize("config", range(len(nvidia.CONV_CONFIGS)))
 @pytest.mark.parametrize("case", TF32_IMPLICIT_CASES)
 def test_tf32_implicit_on_tensor_cores(device, rng, nvmma, monkeypatch, config, case):
     monkeypatch.setattr(nvmma, "conv_configs", (nvidia.CONV_CONFIGS[config],))
-    check_tf32_implicit(device, rng, case)
+    check_tf32_implicit(device, rng, case, relu=config == 0)
 
 
 def test_tf32_implicit_needs_allow_tf32(device, emulated_registered):

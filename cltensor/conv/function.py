@@ -1,5 +1,6 @@
 """conv2d and its autograd Function: the algorithm of each pass is picked by dispatch.choose."""
 from .. import autograd
+from ..ops import activation as act
 from ..tensor import ClTensor
 from . import common, dispatch
 from .params import make_params
@@ -8,15 +9,16 @@ ALGOS = ("auto",) + tuple(dispatch.ALGORITHMS)  # plus plug-ins' on the devices 
 
 
 class Conv2dFunction(autograd.Function):
-    """The differentiable convolution: forward(ctx, input, weight, bias, params, algo)."""
+    """The differentiable convolution: forward(ctx, input, weight, bias, params, algo, relu),
+    relu: max(., 0) applied to the result (saved for backward, as ReLU saves its output)."""
 
     @staticmethod
-    def forward(ctx, input, weight, bias, p, algo):
+    def forward(ctx, input, weight, bias, p, algo, relu=False):
         out = common.empty(p.out_shape, input, common.layout_of(input))
         if p.n:
             name = dispatch.choose(p, input.device, "forward", algo, (input, weight, bias))
-            dispatch.algorithm(name, input.device).forward(input, weight, bias, p, out)
-        ctx.save_for_backward(input, weight)
+            forward(dispatch.algorithm(name, input.device), input, weight, bias, p, out, relu)
+        ctx.save_for_backward(input, weight, out if relu else None)
         ctx.p, ctx.algo = p, algo
         return out
 
@@ -26,10 +28,24 @@ class Conv2dFunction(autograd.Function):
             # NOTE: the gradients come from raw kernels, so they could not be differentiated
             raise RuntimeError("conv2d: double backward (create_graph=True through a "
                                "convolution) is not supported")
-        x, w = ctx.saved_tensors
+        x, w, y = ctx.saved_tensors
+        if y is not None:
+            gout = act.relu_backward(gout, y)
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         gx, gw, gb = backward(x, w, gout, ctx.p, ctx.algo, need_x, need_w, need_b)
-        return gx, gw, gb, None, None
+        return gx, gw, gb, None, None, None
+
+
+def forward(algo, x, w, bias, p, out, relu=False):
+    """out = the convolution by algorithm module `algo`, then max(., 0) with relu: as the
+    result is stored where the algorithm says FUSES_RELU (cuDNN's fused convolution, bias and
+    activation: no pass over the output, one launch fewer), else in place afterwards."""
+    if relu and getattr(algo, "FUSES_RELU", False):
+        return algo.forward(x, w, bias, p, out, relu=True)
+    algo.forward(x, w, bias, p, out)
+    if relu:
+        act.relu(out, out=out)
+    return out
 
 
 def backward(x, w, gout, p, algo, need_x, need_w, need_b=False):
@@ -62,7 +78,8 @@ def backward(x, w, gout, p, algo, need_x, need_w, need_b=False):
     return gx, gw, gb
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo="auto"):
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo="auto",
+           relu=False):
     """2-d convolution (cross-correlation, as in torch) over an (N, C, H, W) input.
 
     Args:
@@ -82,6 +99,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
             dilation 1, one group), or an algorithm of a plug-in that serves the device
             (cltensor.plugins()). A backward pass the algorithm lacks (a plug-in's, say) falls
             back to auto's choice.
+        relu: also apply max(x, 0), NaN kept, as the result is stored (cuDNN's fused
+            convolution, bias and activation; nn.Sequential fuses a Conv2d and the ReLU after
+            it this way): relu(conv2d(...)) with one pass fewer over the output.
 
     Returns:
         (N, Co, Ho, Wo) tensor, Ho = (H + top + bottom - dilation*(Kh - 1) - 1) // stride + 1.
@@ -97,5 +117,5 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         input = input.unsqueeze(0)
     p = make_params(input, weight, bias, stride, padding, dilation, groups)
     dispatch.check_algo(algo, input.device)
-    out = Conv2dFunction.apply(input, weight, bias, p, algo)
+    out = Conv2dFunction.apply(input, weight, bias, p, algo, bool(relu))
     return out.squeeze(0) if unbatched else out

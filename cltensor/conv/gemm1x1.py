@@ -52,17 +52,20 @@ def _weight(w, p):
     return wg
 
 
-def forward(x, w, bias, p, out):
+FUSES_RELU = True  # forward(..., relu=True) applies max(., 0) as it stores (conv/function.py)
+
+
+def forward(x, w, bias, p, out, relu=False):
     xs = _subsample(x, p)
     wg = _weight(w, p)
     a = common.strided(wg, (p.n,) + wg.shape, (0,) + wg.strides)
     b = _groups_view(xs, p, p.cg)
     o = _groups_view(out, p, p.cog)
     if bias is None or p.groups == 1:
-        gemm_into(a, b, o, row_bias=bias)
+        gemm_into(a, b, o, row_bias=bias, relu=relu)
     else:
         c = common.strided(bias, o.shape, (0, p.cog * bias.strides[0], bias.strides[0], 0))
-        gemm_into(a, b, o, c, beta=1)
+        gemm_into(a, b, o, c, beta=1, relu=relu)
     return out
 
 

@@ -78,8 +78,12 @@ def _out_groups(out, p, nb):
                           (s0, p.cog * s1, s1, common.spatial_stride(out)))
 
 
-def forward(x, w, bias, p, out):
-    """out = conv2d(x, w, bias) through im2col + GEMM, chunked over images."""
+FUSES_RELU = True  # forward(..., relu=True) applies max(., 0) as it stores (conv/function.py)
+
+
+def forward(x, w, bias, p, out, relu=False):
+    """out = conv2d(x, w, bias) (then max(., 0) with relu) through im2col + GEMM, chunked over
+    images."""
     wg = _weight_groups(w, p)
     P = p.ho * p.wo
     for n0, nb in _chunks(p, False):
@@ -88,16 +92,16 @@ def forward(x, w, bias, p, out):
         a = common.strided(wg, (nb,) + wg.shape, (0,) + wg.strides)
         b = common.strided(col, (nb, p.groups, p.k, P), (ps, p.k * nb * ps, nb * ps, 1))
         o = _out_groups(_images(out, n0, nb), p, nb)
-        _gemm_bias(a, b, o, bias, p, nb)
+        _gemm_bias(a, b, o, bias, p, relu)
     return out
 
 
-def _gemm_bias(a, b, o, bias, p, nb):
+def _gemm_bias(a, b, o, bias, p, relu):
     if bias is None or p.groups == 1:
-        gemm(a, b, out=o, row_bias=bias)
+        gemm(a, b, out=o, row_bias=bias, relu=relu)
         return
     c = common.strided(bias, o.shape, (0, p.cog * bias.strides[0], bias.strides[0], 0))
-    gemm(a, b, out=o, c=c, beta=1)
+    gemm(a, b, out=o, c=c, beta=1, relu=relu)
 
 
 def backward(x, w, gout, p, need_x, need_w):

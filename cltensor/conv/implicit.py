@@ -163,13 +163,14 @@ def _cpu_style(device):
     return KERNEL_STYLE == "cpu" or (KERNEL_STYLE is None and device.is_cpu)
 
 
-def conv(src, geo, w, out, bias, flip, engine=None):
+def conv(src, geo, w, out, bias, flip, engine=None, relu=False):
     """out (a 4-d view) = the convolution of geo over the virtually padded src with weight w
-    (flipped and transposed when flip), plus bias. engine: a plug-in's multiply for the GPU
-    kernels (implicit_gpu.MmaEngine), which then run on any device."""
+    (flipped and transposed when flip), plus bias, then max(., 0) with relu. engine: a
+    plug-in's multiply for the GPU kernels (implicit_gpu.MmaEngine), which then run on any
+    device."""
     device = out.device
     if engine is not None or not _cpu_style(device):
-        return implicit_gpu.conv(src, geo, w, out, bias, flip, pack_weight, engine)
+        return implicit_gpu.conv(src, geo, w, out, bias, flip, pack_weight, engine, relu)
     extra, wq, qn = {}, geo.wo, geo.qn
     tile = CPU_TILES[geo.dtype.itemsize]
     strip = geo.strip(tile["NR"])
@@ -186,7 +187,8 @@ def conv(src, geo, w, out, bias, flip, engine=None):
     bias_args = ([bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
                  if bias is not None else [wpk.storage.buf, np.int64(0), np.int64(0)])
     tail = [*[np.int32(v) for v in (geo.g, geo.cg, geo.cog, geo.k, kp, qn, geo.wo, wq)],
-            *geo.source_args(src), wpk.storage.buf, *bias_args, *common.view_args(out)]
+            *geo.source_args(src), wpk.storage.buf, *bias_args, np.int32(relu),
+            *common.view_args(out)]
     step = max(1, MAX_GROUPS // geo.g)  # NOTE: NVIDIA allows 65535 work-groups along dim 2
     for n0 in range(0, geo.n, step):
         nb = min(step, geo.n - n0)
@@ -195,8 +197,11 @@ def conv(src, geo, w, out, bias, flip, engine=None):
     return out
 
 
-def forward(x, w, bias, p, out, engine=None):
-    return conv(x, _forward_geometry(p), w, out, bias, flip=False, engine=engine)
+FUSES_RELU = True  # forward(..., relu=True) applies max(., 0) as it stores (conv/function.py)
+
+
+def forward(x, w, bias, p, out, engine=None, relu=False):
+    return conv(x, _forward_geometry(p), w, out, bias, flip=False, engine=engine, relu=relu)
 
 
 # ---- backward ---------------------------------------------------------------------------------

@@ -172,9 +172,10 @@ def _kernel(device, name, params, geo, **extra):
     return common.get_kernel(device, KERNEL_FILE, name, defines, headers)
 
 
-def conv(src, geo, w, out, bias, flip, pack_weight, engine=None):
+def conv(src, geo, w, out, bias, flip, pack_weight, engine=None, relu=False):
     """out (a 4-d view) = the convolution of geometry geo over the virtually padded src with
-    weight w (flipped and transposed when flip), plus bias; engine: a plug-in's multiply."""
+    weight w (flipped and transposed when flip), plus bias, then max(., 0) with relu; engine:
+    a plug-in's multiply."""
     device = out.device
     def extra(q):
         defines = {"VWA": _a_width(q), "VWB": 1, "A_KC": 0, "B_KC": 0,
@@ -191,7 +192,7 @@ def conv(src, geo, w, out, bias, flip, pack_weight, engine=None):
     local = (q["NDIMC"], q["MDIMC"], 1)
     grid = (-(-geo.n * geo.qn // q["NWG"]) * local[0], -(-geo.cog // q["MWG"]) * local[1], geo.g)
     launch(device, kernel, grid, local, np.int32(geo.n), *common.view_args(src), wpk.storage.buf,
-           *bias_args, *common.view_args(out))
+           *bias_args, np.int32(relu), *common.view_args(out))
     return out
 
 

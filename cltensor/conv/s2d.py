@@ -112,8 +112,12 @@ def _weight_from_depth(gws, p):
     return _unfold(gws, p.sh)[:, :, :p.kh, :p.kw].contiguous()
 
 
-def forward(x, w, bias, p, out):
-    return F4.forward(_to_depth(x, p), _weight_to_depth(w, p), bias, _s2d_problem(p), out)
+FUSES_RELU = True  # forward(..., relu=True) applies max(., 0) as it stores (conv/function.py)
+
+
+def forward(x, w, bias, p, out, relu=False):
+    return F4.forward(_to_depth(x, p), _weight_to_depth(w, p), bias, _s2d_problem(p), out,
+                      relu)
 
 
 def backward(x, w, gout, p, need_x, need_w):

@@ -157,6 +157,8 @@ class Winograd:
     """The algorithm F(m x m, r x r) for r in KERNEL_SIZES, the interface of an algorithm
     module (eligible, workspace_bytes, forward, backward)."""
 
+    FUSES_RELU = True  # forward(..., relu=True) applies max(., 0) as it stores
+
     def __init__(self, m):
         self.m = m
 
@@ -218,10 +220,10 @@ class Winograd:
                          *common.view_args(w), U.storage.buf)
         return _batches(U, batches, cin, cout, transpose=True) if o_fast else U
 
-    def run(self, src, U, out, bias, p, cin, cout, pads):
+    def run(self, src, U, out, bias, p, cin, cout, pads, relu=False):
         """out (N, G*cout, HO, WO view) = the r x r stride-1 convolution of src
-        (N, G*cin, H, W) with transformed filter U, zero padding (top, left) = pads, in
-        chunks of images."""
+        (N, G*cin, H, W) with transformed filter U (then max(., 0) with relu), zero padding
+        (top, left) = pads, in chunks of images."""
         n = src.shape[0]
         ho, wo = out.shape[2:]
         th, tw = self._tiles(ho, wo)
@@ -236,7 +238,7 @@ class Winograd:
             # entry's checks cost host time that the small layers' passes notice
             M = gemm.gemm_into(U, _batches(V, ee * p.groups, cin, tp),
                                common.empty((ee * p.groups, cout, tp), V))
-            self._output_transform(M, bias, _images(out, n0, nb), p, th, tw, nb, tp)
+            self._output_transform(M, bias, _images(out, n0, nb), p, th, tw, nb, tp, relu)
         return out
 
     def _input_transform(self, x, p, channels, pads, th, tw, nb, tp):
@@ -249,19 +251,19 @@ class Winograd:
                      V.storage.buf)
         return V
 
-    def _output_transform(self, M, bias, y, p, th, tw, nb, tp):
+    def _output_transform(self, M, bias, y, p, th, tw, nb, tp, relu):
         kernel = self._kernel(y.device, y.dtype, p.kh, "output_transform")
         co, ho, wo = y.shape[1:]
         bias_args = ([bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
                      if bias is not None else [M.storage.buf, np.int64(0), np.int64(0)])
         _launch_tiles(y.device, kernel, nb * th * tw, co, np.int32(co), np.int32(ho),
                      np.int32(wo), np.int32(th), np.int32(tw), np.int32(nb),
-                     np.int32(tp), M.storage.buf, np.int32(bias is not None), *bias_args,
-                     *common.view_args(y))
+                     np.int32(tp), M.storage.buf, np.int32(bias is not None),
+                     np.int32(relu), *bias_args, *common.view_args(y))
 
-    def forward(self, x, w, bias, p, out):
+    def forward(self, x, w, bias, p, out, relu=False):
         U = self.filter_transform(w, p, flip=False)
-        return self.run(x, U, out, bias, p, p.cg, p.cog, (p.pt, p.pl))
+        return self.run(x, U, out, bias, p, p.cg, p.cog, (p.pt, p.pl), relu)
 
     def backward(self, x, w, gout, p, need_x, need_w):
         gx = gw = None

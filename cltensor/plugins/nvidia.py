@@ -198,8 +198,10 @@ class Tf32Convolution:
     def workspace_bytes(self, p, backward=False, device=None):
         return _base(p).workspace_bytes(p, backward, device)
 
-    def forward(self, x, w, bias, p, out):
-        return _base(p).forward(x, w, bias, p, out)
+    FUSES_RELU = True  # as the portable algorithms it runs (conv/function.py)
+
+    def forward(self, x, w, bias, p, out, relu=False):
+        return _base(p).forward(x, w, bias, p, out, relu=relu)
 
     def backward(self, x, w, gout, p, need_x, need_w):
         return _base(p).backward(x, w, gout, p, need_x, need_w)
@@ -223,9 +225,9 @@ class Tf32Implicit(Tf32Convolution):
         from ..conv import implicit
         return implicit.workspace_bytes(p, backward, device)
 
-    def forward(self, x, w, bias, p, out):
+    def forward(self, x, w, bias, p, out, relu=False):
         from ..conv import implicit
-        return implicit.forward(x, w, bias, p, out, self.plugin.conv_engine())
+        return implicit.forward(x, w, bias, p, out, self.plugin.conv_engine(), relu)
 
     def backward(self, x, w, gout, p, need_x, need_w):
         return self.backward_with_bias(x, w, gout, p, need_x, need_w, with_bias=False)[:2]
