@@ -2,6 +2,8 @@
 import operator
 from collections import OrderedDict
 
+from .activation import ReLU
+from .conv import Conv2d
 from .module import Module
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict"]
@@ -92,9 +94,24 @@ class Sequential(Module):
         return self
 
     def forward(self, input):
-        for module in self:
-            input = module(input)
+        modules = tuple(self._modules.values())
+        i = 0
+        while i < len(modules):
+            if i + 1 < len(modules) and _fusable(modules[i], modules[i + 1]):
+                input = modules[i].conv_relu(input)  # NOTE: the ReLU applied as conv stores
+                i += 2
+            else:
+                input = modules[i](input)
+                i += 1
         return input
+
+
+def _fusable(first, second):
+    """Whether a Conv2d and the ReLU after it run as one fused convolution (F.conv2d's relu:
+    the same result and gradients, one pass over the output fewer): plain instances of both,
+    neither with a forward of its own."""
+    return (type(first) is Conv2d and type(second) is ReLU and "forward" not in first.__dict__
+            and "forward" not in second.__dict__)
 
 
 class ModuleList(Module):

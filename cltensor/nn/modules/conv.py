@@ -103,13 +103,18 @@ class Conv2d(Module):
             init_fan_in_bias(self.bias, self.weight)
 
     def forward(self, input):
+        return self.conv_relu(input, relu=False)
+
+    def conv_relu(self, input, relu=True):
+        """forward(input), then max(., 0) in the same pass with relu (nn.Sequential calls it
+        for a Conv2d followed by a ReLU: see F.conv2d's relu)."""
         if self.padding_mode != "zeros":
             padded = cltensor.pad(input, self._reversed_padding_repeated_twice,
                                   mode=self.padding_mode)
             return F.conv2d(padded, self.weight, self.bias, self.stride, (0, 0), self.dilation,
-                            self.groups)
+                            self.groups, relu=relu)
         return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
-                        self.groups)
+                        self.groups, relu=relu)
 
     def extra_repr(self):
         s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
