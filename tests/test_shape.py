@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 import cltensor as ct
 from cltensor.device import Device
-from cltensor.testing import assert_close, random_array
+from cltensor.testing import assert_close, gradcheck, random_array
 
 
 def layouts(a, device):
@@ -186,6 +186,28 @@ def test_pad_modes(device, rng, mode, pad):
     ref = _pad_ref(a, pad, mode)
     for x in layouts(a, device):
         assert_close(ct.pad(x, pad, mode=mode), ref)
+
+
+@pytest.mark.parametrize("mode", ["reflect", "replicate", "circular"])
+def test_pad_mode_gradients(device, rng, mode):
+    """The input gradient of reflect, replicate and circular padding (entries read several
+    times add up), one and two dims, crops among the amounts, and a padded Conv2d's training
+    step: against finite differences in float64, and as the adjoint of the padding itself."""
+    if not device.has_fp64:
+        pytest.skip("the device has no float64")
+    for shape, pad in (((2, 4, 5), (3, 1)), ((2, 4, 5), (1, 2, 3, 0)), ((3, 6), (2, -1, -1, 2)),
+                       ((1, 2, 4, 4), (1, 1, 1, 1))):
+        x = ct.from_numpy(random_array(rng, shape, np.float64), device=device)
+        gradcheck(lambda t: ct.pad(t, pad, mode=mode), [x.requires_grad_()])
+        g = random_array(rng, ct.pad(x.detach(), pad, mode=mode).shape, np.float64)
+        (gx,) = ct.autograd.grad(ct.pad(x, pad, mode=mode), [x], ct.from_numpy(g, device=device))
+        # <pad(e_i), g> for every basis vector e_i: the adjoint, element by element
+        basis = np.eye(int(np.prod(shape))).reshape((-1,) + shape)
+        want = np.array([(_pad_ref(e, pad, mode) * g).sum() for e in basis]).reshape(shape)
+        assert_close(gx, want, rtol=1e-12, atol=1e-12)
+    conv = ct.nn.Conv2d(2, 3, 3, padding=1, padding_mode=mode, device=device)
+    conv(ct.randn(2, 2, 5, 5, device=device)).sum().backward()
+    assert conv.weight.grad is not None and conv.weight.grad.shape == (3, 2, 3, 3)
 
 
 def test_pad_errors(device):

@@ -712,15 +712,15 @@ def _stack_composite(tensors, dim=0):
 class Pad(Function):
     @staticmethod
     def forward(ctx, x, pad, mode="constant", value=0):
-        if mode != "constant":
-            raise RuntimeError(f"pad: the gradient of mode {mode!r} is not supported; "
-                               f"use mode='constant'")
-        ctx.pad = tuple(pad)
+        ctx.pad, ctx.mode, ctx.shape = tuple(pad), mode, x.shape
         return _op("pad")(x, pad, mode, value)
 
     @staticmethod
     def backward(ctx, g):
-        return _op("pad")(g, tuple(-p for p in ctx.pad)), None, None, None
+        if ctx.mode == "constant":
+            return _op("pad")(g, tuple(-p for p in ctx.pad)), None, None, None
+        from ..ops.shape import pad_backward
+        return pad_backward(g, ctx.shape, ctx.pad, ctx.mode), None, None, None
 
 
 class Flip(Function):

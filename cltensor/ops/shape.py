@@ -201,19 +201,40 @@ def _pad_constant(x, pairs, value):
 def _pad_by_index(x, d, left, right, mode):
     """Pad one dim in reflect, replicate or circular mode by gathering computed positions."""
     from .indexing import index_select
-    n = x.shape[d]
+    pos = _pad_positions(x.shape[d], d, left, right, mode)
+    return index_select(x, d, from_numpy(pos, device=x.device))
+
+
+def pad_backward(g, shape, pad, mode):
+    """The gradient w.r.t. x (of `shape`) of pad(x, pad, mode) in reflect, replicate or
+    circular mode, from the result's gradient g: dim by dim in reverse, each entry of g added
+    to the position it was read from (several entries add up in one position)."""
+    from .indexing import setitem
+    steps, size = [], list(shape)
+    for d, left, right in _pad_pairs(g, pad, mode, 0):
+        steps.append((d, left, right, tuple(size)))
+        size[d] += left + right
+    for d, left, right, in_shape in reversed(steps):
+        pos = _pad_positions(in_shape[d], d, left, right, mode)
+        gx = full(in_shape, 0, dtype=g.dtype, device=g.device)
+        setitem(gx, (slice(None),) * d + (from_numpy(pos, device=g.device),), g,
+                accumulate=True)
+        g = gx
+    return g
+
+
+def _pad_positions(n, d, left, right, mode):
+    """The positions along dim d (of size n) that padding it by (left, right) reads."""
     if mode == "reflect" and max(left, right) >= n:
         raise ValueError(f"pad: reflect padding ({left}, {right}) must be smaller than the size "
                          f"{n} of dimension {d}")
     if mode == "replicate" and n == 0 and max(left, right) > 0:
         raise ValueError(f"pad: cannot replicate-pad the empty dimension {d}")
     if mode == "circular":
-        pos = _circular_positions(n, d, left, right)
-    else:
-        pos = np.arange(-left, n + right, dtype=np.int64)
-        pos = np.clip(pos, 0, n - 1) if mode == "replicate" else np.abs(pos)
-        pos = np.where(pos >= n, 2 * (n - 1) - pos, pos)  # reflect the right edge
-    return index_select(x, d, from_numpy(pos, device=x.device))
+        return _circular_positions(n, d, left, right)
+    pos = np.arange(-left, n + right, dtype=np.int64)
+    pos = np.clip(pos, 0, n - 1) if mode == "replicate" else np.abs(pos)
+    return np.where(pos >= n, 2 * (n - 1) - pos, pos)  # reflect the right edge
 
 
 def _circular_positions(n, d, left, right):
