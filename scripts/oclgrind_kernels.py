@@ -389,6 +389,9 @@ def section_ranges():
 def section_shape():
     a, b = rand(3, 5), rand(2, 5)
     assert_close(cltensor.cat([dev(a), dev(b)], 0), np.concatenate([a, b]))
+    c = rand(4, 5)
+    assert_close(cltensor.cat([dev(a), dev(c)[1:], dev(a)], 1), np.concatenate([a, c[1:], a], 1))
+    assert_close(cltensor.cat([dev(b), dev(a.T).T], 0), np.concatenate([b, a]))  # a copy each
     assert_close(cltensor.flip(dev(a).T, [0]), np.flip(a.T, 0))
     assert_close(cltensor.roll(dev(a), 2, 1), np.roll(a, 2, 1))
     assert_close(cltensor.pad(dev(a), (1, 2)), np.pad(a, ((0, 0), (1, 2))))

@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 import cltensor as ct
 from cltensor.device import Device
+from cltensor.ops import shape as shape_ops
 from cltensor.testing import assert_close, gradcheck, random_array
 
 
@@ -38,6 +39,36 @@ def test_cat(device, rng, dim):
     if row is not None:
         assert_close(ct.cat([row, ct.from_numpy(parts[1], device=device)]),
                      np.concatenate([np.broadcast_to(parts[0][:1], (5, 5, 2)), parts[1]]))
+
+
+@pytest.mark.parametrize("form", ["cat_rows", "cat_contig"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int8, np.bool_])
+def test_cat_of_contiguous_inputs_in_one_launch(device, rng, dtype, form, monkeypatch):
+    """Two to eight contiguous inputs of one dtype (some at an offset in their buffer) take one
+    launch along every dim, in either kernel form; nine, or a strided input, the copy per
+    input; all as numpy's."""
+    monkeypatch.setitem(shape_ops.CAT_FORM, "cpu" if device.is_cpu else "gpu", form)
+    monkeypatch.setattr(shape_ops, "CAT_ROW_CHUNK", 7)  # rows of several chunks
+    monkeypatch.setattr(shape_ops, "CAT_GROUP", 4)  # and of several cat_contig items
+    for dim in (0, 1, 3):
+        for count in (2, 5, 8, 9):
+            arrays, views = [], []
+            for i in range(count):
+                shape = [2, 3, 4, 5]
+                shape[dim] = 1 + (i * 3) % 4
+                a = random_array(rng, [1 + i % 2] + shape, dtype)
+                arrays.append(a[-1])
+                views.append(ct.from_numpy(a, device=device)[-1])  # offset when 1 + i % 2 == 2
+            ref = np.concatenate(arrays, axis=dim)
+            with ct.profile() as prof:
+                out = ct.cat(views, dim)
+            assert_close(out, ref)
+            assert len(prof.events) == (1 if count <= 8 else count), (dim, count)
+            strided = list(layouts(arrays[0], device))[2]
+            with ct.profile() as prof:
+                out = ct.cat([strided] + views[1:], dim)
+            assert_close(out, ref)
+            assert len(prof.events) == count, (dim, count)
 
 
 def test_cat_promotes_dtypes(device, rng):

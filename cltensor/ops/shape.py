@@ -1,15 +1,18 @@
 """Joining, splitting, padding and rearranging tensors: cat, stack, split, chunk, pad, flip,
 repeat, roll.
 
-No kernels of their own: splits are views, and the rest write strided views into a new tensor
-with the elementwise copy (cl_kernels/elementwise.cl), or gather with index_select.
+Splits are views; cat copies its inputs in one launch of cl_kernels/shape.cl where it can, and
+the rest write strided views into a new tensor with the elementwise copy
+(cl_kernels/elementwise.cl), or gather with index_select.
 """
 import functools
+import math
 
 import numpy as np
 
 from .. import dtypes as dt
 from ..creation import from_numpy, full
+from ..program import ctype_of, get_kernel, launch, round_up
 from ..tensor import ClTensor, _norm_dim
 from . import elementwise as ew
 
@@ -17,6 +20,15 @@ __all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "pad", "fl
            "roll"]
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
+KERNEL_FILE = "shape.cl"
+CAT_MAX_INPUTS = 8  # cat_contig's source arguments
+# cat's kernel by device kind (shape.cl's header): on PoCL a work-item that copies a run of
+# memory beat one per element (4x); GPUs want neighbouring work-items on neighbouring elements
+CAT_FORM = {"cpu": "cat_rows", "gpu": "cat_contig"}
+CAT_GROUP = 256  # cat_contig's work-group along a row
+CAT_ITEMS = 4  # cat_contig's elements per work-item
+CAT_ROW_CHUNK = 1 << 14  # the elements one cat_rows work-item copies, at most
+_INT_MAX = 2**31 - 1
 
 
 def _tensor_list(tensors, op):
@@ -60,6 +72,8 @@ def cat(tensors, dim=0):
     shape[d] = sum(t.shape[d] for _, t in parts)
     dtype = functools.reduce(dt.promote_types, (t.dtype for t in tensors))
     out = ClTensor.empty_on(tuple(shape), dtype, first.device)
+    if _cat_in_one_launch([t for _, t in parts if t.numel()], d, out):
+        return out
     start = 0
     for _, t in parts:
         if t.numel():
@@ -79,6 +93,37 @@ def _check_cat_shape(first, t, d, i):
 
 
 concat = concatenate = cat
+
+
+def _cat_in_one_launch(tensors, d, out):
+    """cat's copies as one launch of shape.cl (cat_rows on CPUs, cat_contig on GPUs), when it
+    takes them (2 to CAT_MAX_INPUTS contiguous inputs of out's dtype, rows of fewer than 2^31
+    elements); returns whether it did."""
+    if not 2 <= len(tensors) <= CAT_MAX_INPUTS or out.numel() == 0:
+        return False
+    if any(t.dtype != out.dtype or not t.is_contiguous() for t in tensors):
+        return False
+    outer = math.prod(out.shape[:d])
+    slab = out.numel() // outer
+    if slab > _INT_MAX or outer * CAT_MAX_INPUTS > _INT_MAX:
+        return False
+    inner = slab // out.shape[d]
+    args = [np.int32(slab), np.int32(outer), out.storage.buf, np.int64(out.offset)]
+    for t in tensors:
+        args += [t.storage.buf, np.int64(t.offset), np.int32(t.shape[d] * inner)]
+    args += [tensors[0].storage.buf, np.int64(0), np.int32(0)] * (CAT_MAX_INPUTS - len(tensors))
+    device = out.device
+    name = CAT_FORM["cpu" if device.is_cpu else "gpu"]
+    kernel = get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(out.dtype), "ITEMS": CAT_ITEMS})
+    if name == "cat_rows":
+        longest = max(t.shape[d] * inner for t in tensors)
+        chunk = min(CAT_ROW_CHUNK, longest)
+        launch(device, kernel, (-(-longest // chunk), outer * len(tensors)), (1, 1), *args[:2],
+               np.int32(len(tensors)), np.int32(chunk), *args[2:])
+    else:
+        group = min(CAT_GROUP, device.max_work_group)
+        launch(device, kernel, (round_up(-(-slab // CAT_ITEMS), group), outer), (group, 1), *args)
+    return True
 
 
 def stack(tensors, dim=0):
