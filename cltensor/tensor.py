@@ -3,12 +3,14 @@ import builtins
 import functools
 import math
 import numbers
+from collections import OrderedDict
 
 import numpy as np
 import pyopencl as cl
 
 from . import dtypes as dt
 from .device import Storage, get_device
+from .hooks import RemovableHandle
 from .ops import elementwise as ew
 from .ops import pointwise as pw
 
@@ -35,6 +37,11 @@ def channels_last_strides(shape):
     n, c, h, w = shape
     c1, h1, w1 = max(c, 1), max(h, 1), max(w, 1)
     return (h1 * w1 * c1, 1, w1 * c1, c1)
+
+
+def _check_callable(hook, op):
+    if not callable(hook):
+        raise TypeError(f"{op}: expected a callable hook, got {type(hook).__name__}")
 
 
 def _norm_dim(dim, ndim, op="dim"):
@@ -299,6 +306,37 @@ class ClTensor:
                 raise RuntimeError("can't retain_grad on a tensor that doesn't require grad")
             return
         self.grad_fn.retained[self._output_nr] = self
+
+    def register_hook(self, hook):
+        """hook(grad) runs when backward computes the gradient w.r.t. this tensor (before a
+        leaf's .grad takes it); a result other than None replaces the gradient. Returns a
+        RemovableHandle.
+
+        Example:
+            h = w.register_hook(lambda g: g.clamp(-1, 1))   # clip w's gradient
+        """
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        _check_callable(hook, "register_hook")
+        if self.grad_fn is None:
+            registry = self.__dict__.setdefault("_grad_hooks", OrderedDict())
+        else:
+            if self.grad_fn.tensor_hooks is None:
+                self.grad_fn.tensor_hooks = {}
+            registry = self.grad_fn.tensor_hooks.setdefault(self._output_nr, OrderedDict())
+        return RemovableHandle(registry, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """hook(tensor) runs after backward has accumulated this leaf's .grad. Returns a
+        RemovableHandle."""
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        if not self.requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        _check_callable(hook, "register_post_accumulate_grad_hook")
+        return RemovableHandle(self.__dict__.setdefault("_post_accumulate_hooks", OrderedDict()),
+                               hook)
 
     def detach_(self):
         self.grad_fn = None

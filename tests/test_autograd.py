@@ -230,6 +230,55 @@ def test_retain_grad_for_non_leaf(device):
     assert_close(x.grad, [8, 16])
 
 
+def test_tensor_hooks(device):
+    """A hook sees the gradient w.r.t. its tensor and may replace it (leaf: before .grad takes
+    it; non-leaf: before it flows on), hooks run in registration order, retain_grad keeps the
+    hooked value, autograd.grad returns it, and remove() or a with block takes a hook out."""
+    x = ct.tensor([1.0, 2.0], device=device).requires_grad_()
+    seen = []
+    hx = x.register_hook(lambda g: seen.append(("x", g.numpy().tolist())))
+    x.register_hook(lambda g: g * 10)
+    y = x * 2
+    y.retain_grad()
+    y.register_hook(lambda g: seen.append(("y", g.numpy().tolist())) or g + 1)
+    y.register_hook(lambda g: g * 3)
+    (y * y).sum().backward()
+    # dL/dy = 2y = [4, 8] -> +1 -> *3 = [15, 27]; dL/dx = 2 * that = [30, 54] -> *10
+    assert seen == [("y", [4.0, 8.0]), ("x", [30.0, 54.0])]
+    assert_close(y.grad, [15, 27])
+    assert_close(x.grad, [300, 540])
+    hx.remove()
+    (gx,) = ct.autograd.grad((x * x).sum(), [x])
+    assert_close(gx, [20, 40])  # the remaining hook (*10) applies to autograd.grad too
+    assert len(seen) == 2
+    z = ct.tensor([1.0, -1.0], device=device).requires_grad_()
+    with z.register_hook(lambda g: g * 0):
+        (z * 5).sum().backward()
+    (z * 5).sum().backward()
+    assert_close(z.grad, [5, 5])
+
+
+def test_tensor_hook_errors_and_post_accumulate(device):
+    x = ct.tensor([1.0, 2.0], device=device)
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        x.register_hook(lambda g: g)
+    x.requires_grad_()
+    with pytest.raises(TypeError, match="expected a callable"):
+        x.register_hook(None)
+    with pytest.raises(RuntimeError, match="post accumulate grad hooks cannot be registered on "
+                                           "non-leaf"):
+        (x * 2).register_post_accumulate_grad_hook(lambda t: None)
+    h = x.register_hook(lambda g: g[:1])
+    with pytest.raises(RuntimeError, match=r"gradient's shape \(2,\), got \(1,\)"):
+        (x * 2).sum().backward()
+    h.remove()
+    grads = []
+    x.register_post_accumulate_grad_hook(lambda t: grads.append(t.grad.numpy().tolist()))
+    (x * 2).sum().backward()
+    (x * 3).sum().backward()
+    assert grads == [[2.0, 2.0], [5.0, 5.0]]  # each after its accumulation
+
+
 def test_custom_function(device, rng, f64):
     class Cube(ct.autograd.Function):
         @staticmethod

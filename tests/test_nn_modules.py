@@ -865,3 +865,114 @@ def test_unrelated_warnings_are_not_raised(device):
         warnings.simplefilter("error")
         m = nn.Sequential(nn.Linear(3, 3, device=device), nn.Softmax(dim=1))
         m(cltensor.randn(2, 3, device=device))
+
+
+# ---- hooks ------------------------------------------------------------------------------------
+
+def test_sequential_does_not_fuse_modules_with_hooks(device, rng):
+    """A forward hook on a Conv2d sees its output before the ReLU, and one on the ReLU sees the
+    ReLU's: a hooked pair runs unfused, with the same results as module by module."""
+    net = _conv_relu_net(device)
+    seen = {}
+    net[0].register_forward_hook(lambda m, args, out: seen.__setitem__("conv", out.numpy()))
+    net[3].register_forward_hook(lambda m, args, out: seen.__setitem__("relu", out.numpy()))
+    x = _t(rng.standard_normal((2, 3, 8, 8)).astype(np.float32), device)
+    g = _t(rng.standard_normal((2, 4, 4, 4)).astype(np.float32), device)
+    _run_net(net, x, g, False)
+    plain = _run_net(net, x, g, False)
+    plain_seen = dict(seen)
+    fused = _run_net(net, x, g, True)
+    np.testing.assert_array_equal(fused[0], plain[0])
+    assert (seen["conv"] < 0).any() and (seen["relu"] >= 0).all()
+    for k in ("conv", "relu"):
+        np.testing.assert_array_equal(seen[k], plain_seen[k])
+    assert fused[3] == plain[3] - 1, (fused[3], plain[3])  # the last pair alone
+
+
+def test_forward_hooks(device, rng):
+    lin = nn.Linear(3, 2, device=device)
+    x = _t(rng.standard_normal((4, 3)).astype(np.float32), device)
+    calls = []
+    h1 = lin.register_forward_pre_hook(lambda m, args: calls.append("pre") or (args[0] * 2,))
+    h2 = lin.register_forward_hook(lambda m, args, out: calls.append("post") or out + 1)
+    h3 = lin.register_forward_hook(lambda m, args, out: calls.append("first"), prepend=True)
+    w, b = lin.weight.numpy(), lin.bias.numpy()
+    assert_close(lin(x), (x.numpy() * 2) @ w.T + b + 1)
+    assert calls == ["pre", "first", "post"]
+    for h in (h1, h2, h3):
+        h.remove()
+    h2.remove()  # removing twice is harmless
+    assert_close(lin(x), x.numpy() @ w.T + b)
+    assert calls == ["pre", "first", "post"]
+    # with_kwargs: the hooks get (and may replace) the keyword arguments
+    conv = nn.Conv2d(2, 2, 1, device=device)
+
+    with conv.register_forward_pre_hook(lambda m, args, kwargs: ((args[0] * 0,), kwargs),
+                                        with_kwargs=True):
+        y = conv(_t(rng.standard_normal((1, 2, 3, 3)).astype(np.float32), device))
+        assert_close(y, np.broadcast_to(conv.bias.numpy()[None, :, None, None], (1, 2, 3, 3)))
+    got = []
+    with lin.register_forward_hook(lambda m, args, kwargs, out: got.append(sorted(kwargs)),
+                                   with_kwargs=True):
+        lin(x)
+    assert got == [[]]
+
+
+def test_forward_hook_always_call_and_errors(device):
+    class Fails(nn.Module):
+        def forward(self, x):
+            raise ValueError("boom")
+
+    m, calls = Fails(), []
+    m.register_forward_hook(lambda mod, args, out: calls.append(("always", out)),
+                            always_call=True)
+    m.register_forward_hook(lambda mod, args, out: calls.append(("plain", out)))
+    with pytest.raises(ValueError, match="boom"):
+        m(1)
+    assert calls == [("always", None)]
+    with pytest.raises(TypeError, match="expected a callable"):
+        m.register_forward_hook(3)
+    lin = nn.Linear(2, 2, device=device)
+    lin.register_forward_pre_hook(lambda mod, args, kwargs: 5, with_kwargs=True)
+    with pytest.raises(RuntimeError, match=r"tuple of \(new_args, new_kwargs\)"):
+        lin(cltensor.zeros(1, 2, device=device))
+
+
+def test_full_backward_hooks(device, rng):
+    """grad_output is the gradient of the module's output, grad_input of its positional inputs
+    (None where none is needed); the hooks' results replace them."""
+    lin = nn.Linear(3, 2, device=device)
+    xa = rng.standard_normal((4, 3)).astype(np.float32)
+    ga = rng.standard_normal((4, 2)).astype(np.float32)
+    w = lin.weight.numpy()
+    seen = []
+
+    def hook(m, grad_input, grad_output):
+        seen.append((m, [None if g is None else g.numpy() for g in grad_input],
+                     [g.numpy() for g in grad_output]))
+        return None if grad_input[0] is None else (grad_input[0] * 3,)
+
+    handle = lin.register_full_backward_hook(hook)
+    x = _t(xa, device).requires_grad_()
+    lin(x).backward(_t(ga, device))
+    ((m, gin, gout),) = seen
+    assert m is lin
+    assert_close(gout[0], ga)
+    assert_close(gin[0], ga @ w)
+    assert_close(x.grad, 3 * ga @ w)  # replaced
+    assert_close(lin.weight.grad, ga.T @ xa)  # the parameters' gradients are untouched
+    # an input that needs no gradient: the hook still runs, with grad_input (None,)
+    seen.clear()
+    lin(_t(xa, device)).backward(_t(ga, device))
+    assert seen[0][1] == [None] and len(seen[0][2]) == 1
+    handle.remove()
+    # a pre-hook replaces grad_output: every gradient downstream follows
+    lin.zero_grad()
+    with lin.register_full_backward_pre_hook(lambda m, grad_output: (grad_output[0] * 0.5,)):
+        x = _t(xa, device).requires_grad_()
+        lin(x).backward(_t(ga, device))
+    assert_close(x.grad, 0.5 * ga @ w)
+    assert_close(lin.weight.grad, 0.5 * ga.T @ xa)
+    with lin.register_full_backward_hook(lambda m, gi, go: (gi[0], gi[0])):
+        with pytest.raises(RuntimeError, match="returned 2 values for grad_input, expected 1"):
+            lin(_t(xa, device).requires_grad_()).sum().backward()

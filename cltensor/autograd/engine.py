@@ -134,6 +134,8 @@ def _relinked(t, node_ref, index):
 class Node:
     """A recorded op: its Function, ctx, and one edge per forward input (None: no gradient)."""
 
+    tensor_hooks = None  # output index -> {id: hook} (ClTensor.register_hook)
+
     def __init__(self, fn_cls, ctx, edges, n_outputs):
         self.fn_cls = fn_cls
         self.ctx = ctx
@@ -165,6 +167,15 @@ class AccumulateGrad:
 
     def name(self):
         return "AccumulateGrad"
+
+    @property
+    def tensor_hooks(self):
+        hooks = self.tensor.__dict__.get("_grad_hooks")
+        return {0: hooks} if hooks else None
+
+    def post_accumulate(self):
+        for hook in list((self.tensor.__dict__.get("_post_accumulate_hooks") or {}).values()):
+            hook(self.tensor)
 
     def accumulate(self, grad, owned=False):
         """Add grad into tensor.grad. owned: no tensor outside this backward holds grad, so
@@ -297,6 +308,8 @@ def run_backward(tensors, grads, retain_graph=False, inputs=None):
         gs = pending.pop(id(node), None)
         if gs is None:
             continue
+        if node.tensor_hooks:
+            gs = _hooked(node.tensor_hooks, gs)
         if wanted is not None and id(node) in wanted:
             results[wanted[id(node)]] = gs[_output_index(inputs[wanted[id(node)]])]
             if isinstance(node, AccumulateGrad):
@@ -304,6 +317,7 @@ def run_backward(tensors, grads, retain_graph=False, inputs=None):
         if isinstance(node, AccumulateGrad):
             if inputs is None:
                 node.accumulate(gs[0], owned=all(g is not gs[0] for g in grads))
+                node.post_accumulate()
             continue
         for i, t in node.retained.items():
             if gs[i] is not None and inputs is None:
@@ -316,6 +330,24 @@ def run_backward(tensors, grads, retain_graph=False, inputs=None):
                 _add_grad(pending, e, g)
         in_grads = g = None  # NOTE: the pending slots alone hold the gradients (accumulate)
     return results
+
+
+def _hooked(hooks, gs):
+    """gs after the tensor hooks ({output index: {id: hook}}): a hook's result other than None
+    replaces the gradient it was given, and the next hook gets that."""
+    gs = list(gs)
+    for i, registry in hooks.items():
+        for hook in list(registry.values()):
+            if gs[i] is None:
+                break
+            result = hook(gs[i])
+            if result is not None:
+                if not isinstance(result, ClTensor) or result.shape != gs[i].shape:
+                    got = result.shape if isinstance(result, ClTensor) else type(result).__name__
+                    raise RuntimeError(f"a tensor hook must return None or a tensor of the "
+                                       f"gradient's shape {gs[i].shape}, got {got}")
+                gs[i] = result
+    return gs
 
 
 def _output_index(t):

@@ -109,9 +109,9 @@ class Sequential(Module):
 def _fusable(first, second):
     """Whether a Conv2d and the ReLU after it run as one fused convolution (F.conv2d's relu:
     the same result and gradients, one pass over the output fewer): plain instances of both,
-    neither with a forward of its own."""
+    neither with a forward or hooks of its own."""
     return (type(first) is Conv2d and type(second) is ReLU and "forward" not in first.__dict__
-            and "forward" not in second.__dict__)
+            and "forward" not in second.__dict__ and not first._hooked and not second._hooked)
 
 
 class ModuleList(Module):

@@ -7,7 +7,9 @@ from ... import dtypes as dt
 from ...autograd import no_grad, zero_grads
 from ...creation import from_numpy
 from ...device import default_device
+from ...hooks import RemovableHandle
 from ...tensor import ClTensor, to_args
+from . import hooks
 
 __all__ = ["Module", "Parameter"]
 
@@ -78,8 +80,49 @@ class Module:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   f'"forward" function')
 
+    _hooked = False  # True once a hook was registered (the hook dicts: hooks.py)
+
     def __call__(self, *args, **kwargs):
+        if self._hooked:
+            return hooks.call(self, args, kwargs)
         return self.forward(*args, **kwargs)
+
+    # ---- hooks (called as in torch; see hooks.py) ----------------------------------------------
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """hook(module, args) (with_kwargs: hook(module, args, kwargs)) runs before forward; a
+        result other than None replaces args (with_kwargs: (args, kwargs)). Returns a
+        RemovableHandle."""
+        return self._add_hook("_forward_pre_hooks", hook, prepend, (hook, bool(with_kwargs)))
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
+                              always_call=False):
+        """hook(module, args, output) (with_kwargs: hook(module, args, kwargs, output)) runs
+        after forward; a result other than None replaces the output. always_call: run it also
+        when forward raises (output None). Returns a RemovableHandle."""
+        entry = (hook, bool(with_kwargs), bool(always_call))
+        return self._add_hook("_forward_hooks", hook, prepend, entry)
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """hook(module, grad_output) runs when the gradients of the module's outputs are
+        known; a result other than None replaces grad_output. Returns a RemovableHandle."""
+        return self._add_hook("_backward_pre_hooks", hook, prepend, hook)
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """hook(module, grad_input, grad_output) runs when the gradients of the module's
+        positional inputs are known (None for those that need none); a result other than None
+        replaces grad_input. Returns a RemovableHandle."""
+        return self._add_hook("_backward_hooks", hook, prepend, hook)
+
+    def _add_hook(self, name, hook, prepend, entry):
+        if not callable(hook):
+            raise TypeError(f"{name[1:-1].replace('_', ' ')}: expected a callable, got "
+                            f"{type(hook).__name__}")
+        registry = self.__dict__.get(name)
+        if registry is None:
+            registry = OrderedDict()
+            object.__setattr__(self, name, registry)
+        object.__setattr__(self, "_hooked", True)
+        return RemovableHandle(registry, entry, prepend)
 
     # ---- registration -------------------------------------------------------------------------
     def _check_name(self, name, kind):
