@@ -100,6 +100,22 @@ typedef struct { long offset; long stride[MAX_DIMS]; } View;
 #define OP_sigmoid_backward(g, y, c, d) ((g) * (y) * ((CT)1 - (y)))
 #define OP_tanh_backward(g, y, c, d) ((g) * ((CT)1 - (y) * (y)))
 #define OP_dropout(x, mask, scale, d) ((mask) != 0 ? (x) * (scale) : (CT)0)
+#define OP_gelu(x, tanh_form, c, d) gelu_ct(x, tanh_form)
+#define OP_gelu_backward(g, x, tanh_form, d) ((g) * gelu_grad_ct(x, tanh_form))
+#define OP_silu(x, b, c, d) ((x) * sigmoid_ct(x))
+#define OP_silu_backward(g, x, c, d) ((g) * sigmoid_ct(x) * ((CT)1 + (x) * ((CT)1 - sigmoid_ct(x))))
+#define OP_mish(x, b, c, d) ((x) * tanh(softplus_ct(x, (CT)1, (CT)20)))
+#define OP_mish_backward(g, x, c, d) ((g) * mish_grad_ct(x))
+#define OP_softplus(x, beta, threshold, d) softplus_ct(x, beta, threshold)
+#define OP_softplus_backward(g, x, beta, threshold) \
+  ((x) * (beta) > (threshold) ? (g) : (g) * sigmoid_ct((x) * (beta)))
+/* hardswish and hardsigmoid: torch's gradients at the kinks (hardswish's at x = 3 is 1.5) */
+#define OP_hardswish(x, b, c, d) ((x) * clamp((x) + (CT)3, (CT)0, (CT)6) / (CT)6)
+#define OP_hardswish_backward(g, x, c, d) \
+  ((x) < (CT)-3 ? (CT)0 : (x) <= (CT)3 ? (g) * ((x) / (CT)3 + (CT)0.5) : (g))
+#define OP_hardsigmoid(x, b, c, d) (clamp((x) + (CT)3, (CT)0, (CT)6) / (CT)6)
+#define OP_hardsigmoid_backward(g, x, c, d) \
+  ((x) > (CT)-3 && (x) < (CT)3 ? (g) / (CT)6 : (CT)0)
 
 /* ---- helpers that differ between floating and integer compute types -------------------------- */
 #ifdef CT_FLOAT
@@ -114,6 +130,31 @@ inline CT remainder_ct(CT a, CT b) {
   return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
 }
 inline CT pow_ct(CT a, CT b) { return pow(a, b); }
+/* log(1 + exp(beta * x)) / beta, or x where beta * x exceeds threshold (torch's softplus) */
+inline CT softplus_ct(CT x, CT beta, CT threshold) {
+  return x * beta > threshold ? x : log1p(exp(beta * x)) / beta;
+}
+/* GELU: x * Phi(x), or with tanh_form its tanh approximation, and the derivatives */
+#define GELU_K ((CT)0.7978845608028654) /* sqrt(2 / pi) */
+#define GELU_C ((CT)0.044715)
+inline CT gelu_ct(CT x, CT tanh_form) {
+  if (tanh_form != 0) return (CT)0.5 * x * ((CT)1 + tanh(GELU_K * (x + GELU_C * x * x * x)));
+  return (CT)0.5 * x * ((CT)1 + erf(x * (CT)0.7071067811865476));
+}
+inline CT gelu_grad_ct(CT x, CT tanh_form) {
+  if (tanh_form != 0) {
+    const CT t = tanh(GELU_K * (x + GELU_C * x * x * x));
+    return (CT)0.5 * ((CT)1 + t) +
+           (CT)0.5 * x * ((CT)1 - t * t) * GELU_K * ((CT)1 + (CT)3 * GELU_C * x * x);
+  }
+  return (CT)0.5 * ((CT)1 + erf(x * (CT)0.7071067811865476)) +
+         x * exp((CT)-0.5 * x * x) * (CT)0.3989422804014327; /* 1 / sqrt(2 pi) */
+}
+/* d/dx of x * tanh(softplus(x)) */
+inline CT mish_grad_ct(CT x) {
+  const CT t = tanh(softplus_ct(x, (CT)1, (CT)20));
+  return t + x * sigmoid_ct(x) * ((CT)1 - t * t);
+}
 #else
 inline int is_nan_ct(CT a) { return 0; }
 inline int is_inf_ct(CT a) { return 0; }

@@ -331,7 +331,14 @@ def test_activation_modules(device, rng):
              (nn.Hardtanh(-0.5, 1.5), np.clip(x, -0.5, 1.5)),
              (nn.Softmax(dim=1), e / e.sum(1, keepdims=True)),
              (nn.LogSoftmax(dim=-1), np.log(e / e.sum(1, keepdims=True))),
-             (nn.Identity(3, k=1), x), (nn.Flatten(0), x.ravel())]
+             (nn.Identity(3, k=1), x), (nn.Flatten(0), x.ravel()),
+             (nn.ReLU6(), np.clip(x, 0, 6)), (nn.SiLU(), x / (1 + np.exp(-x))),
+             (nn.GELU(approximate="tanh"),
+              0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))),
+             (nn.Mish(), x * np.tanh(np.log1p(np.exp(x)))),
+             (nn.Softplus(2.0, 3.0), np.where(2 * x > 3, x, np.log1p(np.exp(2 * x)) / 2)),
+             (nn.Hardswish(), x * np.clip(x + 3, 0, 6) / 6),
+             (nn.Hardsigmoid(), np.clip(x + 3, 0, 6) / 6)]
     for module, ref in cases:
         assert_close(module(xt), ref, rtol=1e-5, atol=1e-6)
     inplace = _t(x, device, np.float32)

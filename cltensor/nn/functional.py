@@ -42,17 +42,25 @@ __all__ = [
     "elu",
     "embedding",
     "flatten",
+    "gelu",
+    "hardsigmoid",
+    "hardswish",
     "hardtanh",
     "leaky_relu",
     "linear",
     "local_response_norm",
     "log_softmax",
     "max_pool2d",
+    "mish",
     "mse_loss",
     "nll_loss",
+    "pad",
     "relu",
+    "relu6",
     "sigmoid",
+    "silu",
     "softmax",
+    "softplus",
     "tanh",
 ]
 
@@ -191,6 +199,13 @@ _Elu = _pointwise("_Elu", act.elu, act.elu_backward, saves_output=False)
 _Hardtanh = _pointwise("_Hardtanh", act.hardtanh, act.hardtanh_backward, saves_output=False)
 _Sigmoid = _pointwise("_Sigmoid", act.sigmoid, act.sigmoid_backward, saves_output=True)
 _Tanh = _pointwise("_Tanh", act.tanh, act.tanh_backward, saves_output=True)
+_Gelu = _pointwise("_Gelu", act.gelu, act.gelu_backward, saves_output=False)
+_Silu = _pointwise("_Silu", act.silu, act.silu_backward, saves_output=False)
+_Mish = _pointwise("_Mish", act.mish, act.mish_backward, saves_output=False)
+_Softplus = _pointwise("_Softplus", act.softplus, act.softplus_backward, saves_output=False)
+_Hardswish = _pointwise("_Hardswish", act.hardswish, act.hardswish_backward, saves_output=False)
+_Hardsigmoid = _pointwise("_Hardsigmoid", act.hardsigmoid, act.hardsigmoid_backward,
+                          saves_output=False)
 
 
 def _activation(fn, raw, x, inplace, *params):
@@ -273,6 +288,88 @@ def tanh(input):
         [0.0]
     """
     return _Tanh.apply(_float_tensor(input, "input", "tanh"))
+
+
+def relu6(input, inplace=False):
+    """min(max(x, 0), 6) elementwise (hardtanh between 0 and 6).
+
+    Example:
+        >>> F.relu6(cltensor.tensor([-1.0, 7.0])).tolist()
+        [0.0, 6.0]
+    """
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def gelu(input, approximate="none"):
+    """x * Phi(x), Phi the standard normal CDF; approximate="tanh": 0.5 * x * (1 + tanh(
+    sqrt(2 / pi) * (x + 0.044715 * x^3))).
+
+    Example:
+        >>> F.gelu(cltensor.tensor([0.0])).tolist()
+        [0.0]
+    """
+    _float_tensor(input, "input", "gelu")
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    return _Gelu.apply(input, 1.0 if approximate == "tanh" else 0.0)
+
+
+def silu(input, inplace=False):
+    """x * sigmoid(x) elementwise (swish).
+
+    Example:
+        >>> F.silu(cltensor.tensor([0.0])).tolist()
+        [0.0]
+    """
+    _float_tensor(input, "input", "silu")
+    return _activation(_Silu, act.silu, input, inplace)
+
+
+def mish(input, inplace=False):
+    """x * tanh(softplus(x)) elementwise.
+
+    Example:
+        >>> F.mish(cltensor.tensor([0.0])).tolist()
+        [0.0]
+    """
+    _float_tensor(input, "input", "mish")
+    return _activation(_Mish, act.mish, input, inplace)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, and x itself where beta * x > threshold.
+
+    Example:
+        >>> round(F.softplus(cltensor.tensor([0.0])).item(), 4)
+        0.6931
+    """
+    _float_tensor(input, "input", "softplus")
+    beta = _number(beta, "beta", "softplus")
+    if beta == 0:
+        raise ValueError("softplus: beta must be nonzero")
+    return _Softplus.apply(input, beta, _number(threshold, "threshold", "softplus"))
+
+
+def hardswish(input, inplace=False):
+    """x * relu6(x + 3) / 6 elementwise.
+
+    Example:
+        >>> F.hardswish(cltensor.tensor([-4.0, 4.0])).tolist()
+        [-0.0, 4.0]
+    """
+    _float_tensor(input, "input", "hardswish")
+    return _activation(_Hardswish, act.hardswish, input, inplace)
+
+
+def hardsigmoid(input, inplace=False):
+    """relu6(x + 3) / 6 elementwise.
+
+    Example:
+        >>> F.hardsigmoid(cltensor.tensor([0.0])).tolist()
+        [0.5]
+    """
+    _float_tensor(input, "input", "hardsigmoid")
+    return _activation(_Hardsigmoid, act.hardsigmoid, input, inplace)
 
 
 # ---- softmax ------------------------------------------------------------------------------------
@@ -659,6 +756,12 @@ def flatten(input, start_dim=0, end_dim=-1):
 def cat(tensors, dim=0):
     """cltensor.cat: tensors joined along dim (differentiable; inception blocks' concat)."""
     return cltensor.cat(tensors, dim)
+
+
+def pad(input, pad, mode="constant", value=None):
+    """cltensor.pad (torch.nn.functional.pad): pad is (left, right, top, bottom, ...) from the
+    last dim backwards; mode "constant", "reflect", "replicate" or "circular"."""
+    return cltensor.pad(input, pad, mode, 0 if value is None else value)
 
 
 # ---- losses -------------------------------------------------------------------------------------

@@ -52,6 +52,30 @@ def tanh(x, out=None):
     return ew.unary("tanh", x, out=out)
 
 
+def gelu(x, tanh_form, out=None):
+    return _run("gelu", [x, tanh_form], out)
+
+
+def silu(x, out=None):
+    return ew.unary("silu", x, out=out)
+
+
+def mish(x, out=None):
+    return ew.unary("mish", x, out=out)
+
+
+def softplus(x, beta, threshold, out=None):
+    return _run("softplus", [x, beta, threshold], out)
+
+
+def hardswish(x, out=None):
+    return ew.unary("hardswish", x, out=out)
+
+
+def hardsigmoid(x, out=None):
+    return ew.unary("hardsigmoid", x, out=out)
+
+
 def dropout(x, mask, scale, out=None):
     """x * scale where mask is true, else 0 (mask a bool tensor broadcast to x)."""
     return _run("dropout", [x, mask, scale], out)
@@ -86,6 +110,30 @@ def sigmoid_backward(g, y):
 
 def tanh_backward(g, y):
     return _backward("tanh_backward", g, y)
+
+
+def gelu_backward(g, x, tanh_form):
+    return _backward("gelu_backward", g, x, tanh_form)
+
+
+def silu_backward(g, x):
+    return _backward("silu_backward", g, x)
+
+
+def mish_backward(g, x):
+    return _backward("mish_backward", g, x)
+
+
+def softplus_backward(g, x, beta, threshold):
+    return _backward("softplus_backward", g, x, beta, threshold)
+
+
+def hardswish_backward(g, x):
+    return _backward("hardswish_backward", g, x)
+
+
+def hardsigmoid_backward(g, x):
+    return _backward("hardsigmoid_backward", g, x)
 
 
 def dropout_backward(g, mask, scale):

@@ -1,8 +1,10 @@
-"""Activation modules: ReLU, LeakyReLU, ELU, Sigmoid, Tanh, Hardtanh, Softmax, LogSoftmax."""
+"""Activation modules: ReLU, ReLU6, LeakyReLU, ELU, GELU, SiLU, Mish, Softplus, Hardswish,
+Hardsigmoid, Sigmoid, Tanh, Hardtanh, Softmax, LogSoftmax."""
 from .. import functional as F
 from .module import Module
 
-__all__ = ["ReLU", "LeakyReLU", "ELU", "Sigmoid", "Tanh", "Hardtanh", "Softmax", "LogSoftmax"]
+__all__ = ["ReLU", "ReLU6", "LeakyReLU", "ELU", "GELU", "SiLU", "Mish", "Softplus", "Hardswish",
+           "Hardsigmoid", "Sigmoid", "Tanh", "Hardtanh", "Softmax", "LogSoftmax"]
 
 
 def _inplace_repr(inplace):
@@ -25,6 +27,73 @@ class ReLU(Module):
 
     def extra_repr(self):
         return "inplace=True" if self.inplace else ""
+
+
+class _InplaceActivation(Module):
+    """An activation F.<name>(input, inplace) without parameters of its own."""
+    fn = None
+
+    def __init__(self, inplace=False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input):
+        return type(self).fn(input, inplace=self.inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
+
+
+class SiLU(_InplaceActivation):
+    """x * sigmoid(x) elementwise (swish)."""
+    fn = F.silu
+
+
+class Mish(_InplaceActivation):
+    """x * tanh(softplus(x)) elementwise."""
+    fn = F.mish
+
+
+class Hardswish(_InplaceActivation):
+    """x * relu6(x + 3) / 6 elementwise."""
+    fn = F.hardswish
+
+
+class Hardsigmoid(_InplaceActivation):
+    """relu6(x + 3) / 6 elementwise."""
+    fn = F.hardsigmoid
+
+
+class GELU(Module):
+    """x * Phi(x) (approximate="tanh": its tanh approximation).
+
+    Example:
+        nn.GELU(approximate="tanh")(x)
+    """
+
+    def __init__(self, approximate="none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, input):
+        return F.gelu(input, approximate=self.approximate)
+
+    def extra_repr(self):
+        return f"approximate={self.approximate!r}"
+
+
+class Softplus(Module):
+    """log(1 + exp(beta * x)) / beta, x itself where beta * x > threshold."""
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta, self.threshold = beta, threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return f"beta={self.beta}, threshold={self.threshold}"
 
 
 class LeakyReLU(Module):
@@ -84,6 +153,16 @@ class Hardtanh(Module):
 
     def extra_repr(self):
         return f"min_val={self.min_val}, max_val={self.max_val}{_inplace_repr(self.inplace)}"
+
+
+class ReLU6(Hardtanh):
+    """min(max(x, 0), 6) elementwise (as torch's, a Hardtanh between 0 and 6)."""
+
+    def __init__(self, inplace=False):
+        super().__init__(0.0, 6.0, inplace)
+
+    def extra_repr(self):
+        return "inplace=True" if self.inplace else ""
 
 
 class Softmax(Module):
