@@ -270,6 +270,59 @@ def test_new_activations_in_place(device, rng):
     assert_close(leaf.grad, 2 * s * (1 + v * (1 - s)), rtol=1e-12, atol=1e-12)
 
 
+# ---- layer norm, group norm ---------------------------------------------------------------------
+
+def _normalize_ref(a, axes, eps):
+    a = a.astype(np.float64)
+    mean = a.mean(axis=axes, keepdims=True)
+    return (a - mean) / np.sqrt(a.var(axis=axes, keepdims=True) + eps)
+
+
+def test_layer_and_group_norm(device, rng):
+    a = random_array(rng, (3, 6, 4, 5)) * 3 + 1
+    w, b = random_array(rng, (4, 5)), random_array(rng, (5,))
+    for layout, x in strided_views(a, device):
+        y = F.layer_norm(x, (4, 5), T(w, device), None, eps=1e-4)
+        assert_close(y, _normalize_ref(a, (2, 3), 1e-4) * w, **F32), layout
+        y = F.group_norm(x, 3, T(random_array(rng, (6,)) * 0 + 2, device), T(a[0, :, 0, 0], device))
+        ref = _normalize_ref(a.reshape(3, 3, -1), 2, 1e-5).reshape(a.shape)
+        assert_close(y, ref * 2 + a[0, :, 0, 0][:, None, None], **F32), layout
+    assert_close(F.layer_norm(T(a, device), 5, bias=T(b, device)),
+                 _normalize_ref(a, 3, 1e-5) + b, **F32)
+    x64 = T(rng.standard_normal((2, 4, 3)), device, True)
+    w64, b64 = (T(rng.standard_normal(s), device, True) for s in ((4,), (4,)))
+    assert gradcheck(lambda x, w, b: F.group_norm(x, 2, w, b), [x64, w64, b64])
+    assert gradcheck(lambda x: F.layer_norm(x, (4, 3)), [x64])
+    empty = F.layer_norm(cltensor.zeros(0, 3, device=device), 3)
+    assert empty.shape == (0, 3)
+    # one value per group: x - mean is 0, the output the bias, and no gradient reaches x
+    x1 = T(rng.standard_normal((3, 4)), device, True)
+    b1 = T(rng.standard_normal(4), device, True)
+    y = F.group_norm(x1, 4, None, b1)
+    assert_close(y, np.broadcast_to(b1.detach().numpy(), (3, 4)), rtol=0, atol=1e-10)
+    y.sum().backward()
+    assert_close(x1.grad, np.zeros((3, 4)), rtol=0, atol=1e-9)
+    assert_close(b1.grad, np.full(4, 3.0))
+
+
+def test_layer_and_group_norm_bad_input(device):
+    x = cltensor.zeros(2, 6, 3, device=device)
+    with pytest.raises(ValueError, match=r"normalized_shape=\(6,\), expected input with shape "
+                                         r"\(\*, 6\), got input of shape \(2, 6, 3\)"):
+        F.layer_norm(x, 6)
+    with pytest.raises(ValueError, match=r"weight must have shape \(3,\), got \(6,\)"):
+        F.layer_norm(x, 3, cltensor.ones(6, device=device))
+    with pytest.raises(ValueError, match="normalized_shape must be a positive int"):
+        F.layer_norm(x, ())
+    with pytest.raises(ValueError, match=r"divisible by num_groups, but got input of shape "
+                                         r"\(2, 6, 3\) and num_groups=4"):
+        F.group_norm(x, 4)
+    with pytest.raises(ValueError, match=r"bias must have shape \(6,\)"):
+        F.group_norm(x, 3, None, cltensor.zeros(3, device=device))
+    with pytest.raises(TypeError, match="floating point"):
+        F.group_norm(cltensor.zeros(2, 6, dtype=cltensor.int32, device=device), 3)
+
+
 # ---- softmax ------------------------------------------------------------------------------------
 
 @pytest.fixture(params=["item-per-row", "group-per-row"])
@@ -1080,6 +1133,10 @@ def _torch_cases(torch, TF):
         ("batch_norm", lambda x, w, b: F.batch_norm(x, None, None, w, b, True),
          lambda x, w, b: TF.batch_norm(x, None, None, w, b, True), [(4, 3, 2, 5), (3,), (3,)]),
         ("linear", F.linear, TF.linear, [(2, 3, 5), (4, 5), (4,)]),
+        ("layer_norm", lambda x, w, b: F.layer_norm(x, (4, 5), w, b, 1e-3),
+         lambda x, w, b: TF.layer_norm(x, (4, 5), w, b, 1e-3), [(3, 4, 5), (4, 5), (4, 5)]),
+        ("group_norm", lambda x, w, b: F.group_norm(x, 2, w, b),
+         lambda x, w, b: TF.group_norm(x, 2, w, b), [(3, 4, 2, 5), (4,), (4,)]),
         ("leaky_relu", lambda x: F.leaky_relu(x, 0.2), lambda x: TF.leaky_relu(x, 0.2),
          [(3, 4)]),
         ("elu", lambda x: F.elu(x, 0.5), lambda x: TF.elu(x, 0.5), [(3, 4)]),

@@ -983,3 +983,27 @@ def test_full_backward_hooks(device, rng):
     with lin.register_full_backward_hook(lambda m, gi, go: (gi[0], gi[0])):
         with pytest.raises(RuntimeError, match="returned 2 values for grad_input, expected 1"):
             lin(_t(xa, device).requires_grad_()).sum().backward()
+
+
+def test_layer_norm_and_group_norm_modules(device, rng):
+    ln = nn.LayerNorm((4, 5), eps=1e-3, device=device)
+    assert ln.weight.shape == (4, 5) and ln.bias.shape == (4, 5)
+    assert (ln.weight.numpy() == 1).all() and (ln.bias.numpy() == 0).all()
+    assert repr(ln) == "LayerNorm((4, 5), eps=0.001, elementwise_affine=True)"
+    assert nn.LayerNorm(3, bias=False).bias is None
+    assert nn.LayerNorm(3, elementwise_affine=False).weight is None
+    gn = nn.GroupNorm(2, 4, device=device)
+    assert sorted(gn.state_dict()) == ["bias", "weight"]
+    assert repr(gn) == "GroupNorm(2, 4, eps=1e-05, affine=True)"
+    x = _t(rng.standard_normal((3, 4, 4, 5)), device, np.float32)
+    with cltensor.no_grad():
+        ln.weight.fill_(2.0)
+        gn.bias.fill_(0.5)
+    assert_close(ln(x), 2 * F.layer_norm(x, (4, 5), eps=1e-3).numpy(), rtol=1e-6, atol=1e-6)
+    assert_close(gn(x), F.group_norm(x, 2).numpy() + 0.5, rtol=1e-6, atol=1e-6)
+    gn(x).sum().backward()
+    assert_close(gn.bias.grad, np.full(4, 3 * 4 * 5.0))
+    with pytest.raises(ValueError, match="must be divisible by num_groups"):
+        nn.GroupNorm(3, 4)
+    with pytest.raises(ValueError, match="num_groups=2"):
+        gn(_t(np.zeros((2, 3, 4)), device, np.float32))

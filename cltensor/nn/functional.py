@@ -13,6 +13,7 @@ Example:
     loss.backward()
 """
 import functools
+import math
 import numbers
 import warnings
 
@@ -42,10 +43,12 @@ __all__ = [
     "elu",
     "embedding",
     "flatten",
+    "group_norm",
     "gelu",
     "hardsigmoid",
     "hardswish",
     "hardtanh",
+    "layer_norm",
     "leaky_relu",
     "linear",
     "local_response_norm",
@@ -637,11 +640,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         >>> y = F.batch_norm(x, rm, rv, training=True)   # rm, rv updated
     """
     op = "batch_norm"
-    _float_tensor(input, "input", op)
-    if input.ndim < 2:
-        raise ValueError(f"{op}: expected an (N, C, *) input of at least 2 dims, got shape "
-                         f"{input.shape}")
-    C = input.shape[1]
+    C = _channels(input, op)
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"{op}: give both running_mean and running_var, or neither")
     tensors = [_per_channel(t, name, input, C, op) for t, name in
@@ -657,6 +656,79 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     eps = _number(eps, "eps", op)
     rm, rv, w, b = tensors
     return _BatchNorm.apply(input, w, b, rm, rv, bool(training), momentum, eps)
+
+
+def _channels(x, op):
+    """C of a floating (N, C, *) input x, checked."""
+    _float_tensor(x, "input", op)
+    if x.ndim < 2:
+        raise ValueError(f"{op}: expected an (N, C, *) input of at least 2 dims, got shape "
+                         f"{x.shape}")
+    return x.shape[1]
+
+
+def _normalized(x, rows, eps):
+    """x with each of its `rows` (row-major, equal length) normalized to zero mean and unit
+    (biased) variance: batch norm's training statistics over x seen as (1, rows, length)."""
+    if x.numel() == 0:
+        return x * 1.0
+    flat = x.reshape(1, rows, x.numel() // rows)
+    return _BatchNorm.apply(flat, None, None, None, None, True, 0.0, eps).reshape(x.shape)
+
+
+def _affine(y, weight, bias, shape):
+    if weight is not None:
+        y = y * weight.reshape(shape)
+    return y if bias is None else y + bias.reshape(shape)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalize over the last dims (normalized_shape) of each sample: (x - mean) /
+    sqrt(var + eps), the biased variance, then * weight + bias (of normalized_shape) if given.
+
+    Example:
+        >>> y = F.layer_norm(cltensor.randn(4, 10, 16), (16,))
+    """
+    op = "layer_norm"
+    _float_tensor(input, "input", op)
+    shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else \
+        tuple(normalized_shape)
+    if not shape or not all(isinstance(n, numbers.Integral) and n > 0 for n in shape):
+        raise ValueError(f"{op}: normalized_shape must be a positive int or a non-empty sequence "
+                         f"of them, got {normalized_shape!r}")
+    if input.shape[input.ndim - len(shape):] != shape or input.ndim < len(shape):
+        raise ValueError(f"{op}: given normalized_shape={shape}, expected input with shape "
+                         f"(*, {', '.join(map(str, shape))}), got input of shape {input.shape}")
+    for t, name in ((weight, "weight"), (bias, "bias")):
+        if t is not None:
+            if _tensor(t, name, op).shape != shape:
+                raise ValueError(f"{op}: {name} must have shape {shape}, got {t.shape}")
+            if t.dtype != input.dtype:
+                raise TypeError(f"{op}: {name} has dtype {t.dtype} but the input has "
+                                f"{input.dtype}")
+            common_device([input, t], op)
+    rows = math.prod(input.shape[:input.ndim - len(shape)])
+    return _affine(_normalized(input, rows, _number(eps, "eps", op)), weight, bias, shape)
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Normalize an (N, C, *) input over each sample's groups of C / num_groups channels (and
+    all of their positions), then * weight + bias (per channel) if given.
+
+    Example:
+        >>> y = F.group_norm(cltensor.randn(2, 6, 5, 5), 3)
+    """
+    op = "group_norm"
+    C = _channels(input, op)
+    if not isinstance(num_groups, numbers.Integral) or isinstance(num_groups, bool) or \
+            num_groups <= 0 or C % num_groups:
+        raise ValueError(f"{op}: expected the number of channels in input to be divisible by "
+                         f"num_groups, but got input of shape {input.shape} and num_groups="
+                         f"{num_groups!r}")
+    weight, bias = (_per_channel(t, name, input, C, op)
+                    for t, name in ((weight, "weight"), (bias, "bias")))
+    y = _normalized(input, input.shape[0] * int(num_groups), _number(eps, "eps", op))
+    return _affine(y, weight, bias, (C,) + (1,) * (input.ndim - 2))
 
 
 # ---- dropout, embedding, shapes -----------------------------------------------------------------

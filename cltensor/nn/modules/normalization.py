@@ -1,4 +1,4 @@
-"""Normalization modules: BatchNorm1d, BatchNorm2d and LocalResponseNorm."""
+"""Normalization modules: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm and LocalResponseNorm."""
 from ... import dtypes as dt
 from ...autograd import no_grad
 from ...creation import ones, zeros
@@ -7,7 +7,7 @@ from .. import init
 from .linear import check_size, new_parameter
 from .module import Module
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LocalResponseNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "LocalResponseNorm"]
 
 
 class _BatchNorm(Module):
@@ -109,6 +109,78 @@ class BatchNorm2d(_BatchNorm):
     """
 
     _ndims = (4,)
+
+
+class _AffineNorm(Module):
+    """A normalization with an optional elementwise affine map of `shape` (weight 1, bias 0)."""
+
+    def _init_affine(self, affine, bias, shape, device, dtype):
+        for name, wanted in (("weight", affine), ("bias", affine and bias)):
+            if wanted:
+                setattr(self, name, new_parameter(shape, device, dtype, type(self).__name__))
+            else:
+                self.register_parameter(name, None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        if self.weight is not None:
+            init.ones_(self.weight)
+        if self.bias is not None:
+            init.zeros_(self.bias)
+
+
+class LayerNorm(_AffineNorm):
+    """Normalization over the last dims (normalized_shape) of each sample, then an elementwise
+    affine map of that shape (elementwise_affine; bias=False drops its bias).
+
+    Example:
+        ln = nn.LayerNorm(16); y = ln(cltensor.randn(4, 10, 16))
+    """
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
+                 device=None, dtype=None):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else \
+            tuple(normalized_shape)
+        for n in shape:
+            check_size(n, "normalized_shape", "LayerNorm")
+        self.normalized_shape, self.eps = shape, eps
+        self.elementwise_affine = elementwise_affine
+        self._init_affine(elementwise_affine, bias, shape, device, dtype)
+
+    def forward(self, input):
+        return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class GroupNorm(_AffineNorm):
+    """Normalization of an (N, C, *) input over each sample's groups of C / num_groups channels,
+    then a per-channel affine map (affine).
+
+    Example:
+        gn = nn.GroupNorm(4, 32); y = gn(cltensor.randn(2, 32, 8, 8))
+    """
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        check_size(num_groups, "num_groups", "GroupNorm")
+        check_size(num_channels, "num_channels", "GroupNorm")
+        if num_groups == 0 or num_channels % num_groups:
+            raise ValueError(f"GroupNorm: num_channels ({num_channels}) must be divisible by "
+                             f"num_groups ({num_groups})")
+        self.num_groups, self.num_channels, self.eps, self.affine = (num_groups, num_channels,
+                                                                      eps, affine)
+        self._init_affine(affine, True, (num_channels,), device, dtype)
+
+    def forward(self, input):
+        return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
 
 
 class LocalResponseNorm(Module):
