@@ -24,16 +24,21 @@ class Conv2dFunction(autograd.Function):
 
     @staticmethod
     def backward(ctx, gout):
-        if autograd.is_grad_enabled():
-            # NOTE: the gradients come from raw kernels, so they could not be differentiated
-            raise RuntimeError("conv2d: double backward (create_graph=True through a "
-                               "convolution) is not supported")
+        no_double_backward("conv2d")
         x, w, y = ctx.saved_tensors
         if y is not None:
             gout = act.relu_backward(gout, y)
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         gx, gw, gb = backward(x, w, gout, ctx.p, ctx.algo, need_x, need_w, need_b)
         return gx, gw, gb, None, None, None
+
+
+def no_double_backward(op):
+    """Raise if a convolution's backward runs with grad mode on (create_graph=True)."""
+    if autograd.is_grad_enabled():
+        # NOTE: the gradients come from raw kernels, so they could not be differentiated
+        raise RuntimeError(f"{op}: double backward (create_graph=True through a convolution) "
+                           f"is not supported")
 
 
 def forward(algo, x, w, bias, p, out, relu=False):

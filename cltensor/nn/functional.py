@@ -22,7 +22,7 @@ import cltensor
 from .. import dtypes as dt
 from ..autograd import Function, is_grad_enabled
 from ..autograd.engine import sum_to_shape
-from ..conv import conv2d  # re-exported: torch.nn.functional.conv2d
+from ..conv import conv2d, conv_transpose2d  # re-exported: torch.nn.functional's
 from ..ops import activation as act
 from ..ops import loss as lo
 from ..ops import norm, pool
@@ -38,6 +38,7 @@ __all__ = [
     "binary_cross_entropy_with_logits",
     "cat",
     "conv2d",
+    "conv_transpose2d",
     "cross_entropy",
     "dropout",
     "elu",

@@ -1,14 +1,13 @@
-"""Conv2d: the module around cltensor.nn.functional.conv2d."""
-import math
+"""Conv2d and ConvTranspose2d: the modules around cltensor.nn.functional.conv2d and
+conv_transpose2d."""
 
 import cltensor
 
 from .. import functional as F
-from .. import init
-from .linear import check_size, init_fan_in_bias, new_parameter
+from .linear import add_weight_and_bias, check_size, reset_kaiming
 from .module import Module
 
-__all__ = ["Conv2d"]
+__all__ = ["Conv2d", "ConvTranspose2d"]
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -54,13 +53,8 @@ class Conv2d(Module):
         self.padding_mode = padding_mode
         self._check()
         self._reversed_padding_repeated_twice = self._explicit_padding()
-        shape = (out_channels, in_channels // groups) + self.kernel_size
-        self.weight = new_parameter(shape, device, dtype, "Conv2d")
-        if bias:
-            self.bias = new_parameter((out_channels,), device, dtype, "Conv2d")
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        add_weight_and_bias(self, (out_channels, in_channels // groups) + self.kernel_size,
+                            out_channels if bias else None, device, dtype, "Conv2d")
 
     def _check(self):
         if not isinstance(self.groups, int) or self.groups <= 0:
@@ -98,9 +92,7 @@ class Conv2d(Module):
         return (pw, pw, ph, ph)
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            init_fan_in_bias(self.bias, self.weight)
+        reset_kaiming(self)
 
     def forward(self, input):
         return self.conv_relu(input, relu=False)
@@ -129,4 +121,86 @@ class Conv2d(Module):
             s += ", bias=False"
         if self.padding_mode != "zeros":
             s += f", padding_mode={self.padding_mode}"
+        return s
+
+
+class ConvTranspose2d(Module):
+    """2-d transposed convolution (the input gradient of a Conv2d with the same arguments),
+    with torch's arguments and default initialization.
+
+    Args:
+        in_channels, out_channels: channel counts; both divisible by groups.
+        kernel_size, stride, padding, dilation: an int or an (h, w) pair.
+        output_padding: added to one side of the output; smaller than the stride or the
+            dilation. forward(input, output_size) picks it from the size wanted instead.
+        groups: split channels into this many independent convolutions.
+        bias: learn a per-output-channel bias.
+        padding_mode: 'zeros' only (as torch's).
+
+    Shape:
+        input (N, in_channels, H, W) -> output (N, out_channels, H_out, W_out),
+        H_out = (H - 1) * stride - 2 * padding + dilation * (kernel - 1) + output_padding + 1
+
+    Example:
+        up = nn.ConvTranspose2d(16, 8, 4, stride=2, padding=1)
+        up(cltensor.randn(2, 16, 7, 7)).shape   # (2, 8, 14, 14)
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        super().__init__()
+        name = "ConvTranspose2d"
+        self.in_channels = check_size(in_channels, "in_channels", name)
+        self.out_channels = check_size(out_channels, "out_channels", name)
+        self.kernel_size = pair(kernel_size, "kernel_size", name)
+        self.stride = pair(stride, "stride", name)
+        self.padding = pair(padding, "padding", name)
+        self.output_padding = pair(output_padding, "output_padding", name)
+        self.dilation = pair(dilation, "dilation", name)
+        self.groups = groups
+        if not isinstance(groups, int) or groups <= 0 or in_channels % groups or \
+                out_channels % groups:
+            raise ValueError(f"{name}: in_channels ({in_channels}) and out_channels "
+                             f"({out_channels}) must be divisible by groups ({groups!r})")
+        if padding_mode != "zeros":
+            raise ValueError(f"{name}: only padding_mode 'zeros' is supported, got "
+                             f"{padding_mode!r}")
+        self.padding_mode = padding_mode
+        add_weight_and_bias(self, (in_channels, out_channels // groups) + self.kernel_size,
+                            out_channels if bias else None, device, dtype, name)
+
+    def reset_parameters(self):
+        reset_kaiming(self)
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
+                                  self.dilation)
+
+    def _output_padding(self, input, output_size):
+        """The output padding that gives output_size (its last two entries), checked."""
+        if output_size is None:
+            return self.output_padding
+        size = tuple(output_size)[-2:]
+        least = [(n - 1) * s - 2 * p + d * (k - 1) + 1 for n, s, p, d, k in zip(
+            input.shape[-2:], self.stride, self.padding, self.dilation, self.kernel_size)]
+        most = [m + s - 1 for m, s in zip(least, self.stride)]
+        if len(size) != 2 or not all(lo <= n <= hi for n, lo, hi in zip(size, least, most)):
+            raise ValueError(f"ConvTranspose2d: output_size {size} is not between "
+                             f"{tuple(least)} and {tuple(most)} (for an input of spatial size "
+                             f"{tuple(input.shape[-2:])})")
+        return tuple(n - lo for n, lo in zip(size, least))
+
+    def extra_repr(self):
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        for name, default in (("padding", (0, 0)), ("dilation", (1, 1)),
+                              ("output_padding", (0, 0))):
+            if getattr(self, name) != default:
+                s += f", {name}={getattr(self, name)}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
         return s

@@ -28,6 +28,25 @@ def new_parameter(shape, device, dtype, owner):
     return Parameter(empty(shape, dtype=dtype, device=device))
 
 
+def add_weight_and_bias(module, weight_shape, bias_size, device, dtype, owner):
+    """module.weight of weight_shape and module.bias of (bias_size,) (None when bias_size is
+    None), then module.reset_parameters()."""
+    module.weight = new_parameter(weight_shape, device, dtype, owner)
+    if bias_size is not None:
+        module.bias = new_parameter((bias_size,), device, dtype, owner)
+    else:
+        module.register_parameter("bias", None)
+    module.reset_parameters()
+
+
+def reset_kaiming(module):
+    """torch's default for linear and convolution layers: kaiming_uniform_(a=sqrt(5)) weights
+    and a U(-1/sqrt(fan_in), 1/sqrt(fan_in)) bias."""
+    init.kaiming_uniform_(module.weight, a=math.sqrt(5))
+    if module.bias is not None:
+        init_fan_in_bias(module.bias, module.weight)
+
+
 def init_fan_in_bias(bias, weight):
     """Torch's default bias: U(-1/sqrt(fan_in), 1/sqrt(fan_in))."""
     fan_in, _ = init._calculate_fan_in_and_fan_out(weight)
@@ -68,17 +87,11 @@ class Linear(Module):
         super().__init__()
         self.in_features = check_size(in_features, "in_features", "Linear")
         self.out_features = check_size(out_features, "out_features", "Linear")
-        self.weight = new_parameter((out_features, in_features), device, dtype, "Linear")
-        if bias:
-            self.bias = new_parameter((out_features,), device, dtype, "Linear")
-        else:
-            self.register_parameter("bias", None)
-        self.reset_parameters()
+        add_weight_and_bias(self, (out_features, in_features), out_features if bias else None,
+                            device, dtype, "Linear")
 
     def reset_parameters(self):
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            init_fan_in_bias(self.bias, self.weight)
+        reset_kaiming(self)
 
     def forward(self, input):
         return F.linear(input, self.weight, self.bias)
