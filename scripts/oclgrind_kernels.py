@@ -275,6 +275,15 @@ def section_pool():
     assert np.isfinite(x.grad.numpy()).all()
 
 
+def section_resample():
+    x = dev(rand(2, 3, 5, 4)).requires_grad_()
+    for y in [F.interpolate(x, scale_factor=2), F.interpolate(x, (3, 7), mode="nearest-exact"),
+              F.interpolate(x.transpose(2, 3), scale_factor=(1.5, 0.5), mode="bilinear"),
+              F.interpolate(x, (9, 1), mode="bilinear", align_corners=True)]:
+        y.backward(dev(rand(*y.shape)))
+    assert np.isfinite(x.grad.numpy()).all()
+
+
 def section_norm():
     x = dev(rand(3, 5, 3, 2)).requires_grad_()
     rm, rv = dev(np.zeros(5, np.float32)), dev(np.ones(5, np.float32))

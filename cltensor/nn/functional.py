@@ -25,7 +25,7 @@ from ..autograd.engine import sum_to_shape
 from ..conv import conv2d, conv_transpose2d  # re-exported: torch.nn.functional's
 from ..ops import activation as act
 from ..ops import loss as lo
-from ..ops import norm, pool
+from ..ops import norm, pool, resample
 from ..ops import softmax as sm
 from ..ops.elementwise import common_device
 from ..ops.indexing import one_hot  # noqa: F401  (torch.nn.functional.one_hot)
@@ -49,6 +49,7 @@ __all__ = [
     "hardsigmoid",
     "hardswish",
     "hardtanh",
+    "interpolate",
     "layer_norm",
     "leaky_relu",
     "linear",
@@ -554,6 +555,96 @@ def adaptive_avg_pool2d(input, output_size):
     x, squeeze = _batched(input, "adaptive_avg_pool2d")
     out_hw = pool.adaptive_size(output_size, x, "adaptive_avg_pool2d")
     return _unbatch(_AdaptiveAvgPool2d.apply(x, out_hw), squeeze)
+
+
+# ---- interpolation ------------------------------------------------------------------------------
+
+class _Upsample(Function):
+    @staticmethod
+    def forward(ctx, x, out_hw, scale_factor, mode, align_corners):
+        ctx.x_shape, ctx.layout = x.shape, pool.layout_of(x)
+        ctx.args = (scale_factor, mode, align_corners)
+        return resample.upsample(x, out_hw, scale_factor, mode, align_corners)
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g):
+        gx = resample.upsample_backward(g, ctx.x_shape, ctx.layout, *ctx.args)
+        return gx, None, None, None, None
+
+
+INTERPOLATE_MODES = {3: ("nearest", "nearest-exact", "linear", "area"),
+                     4: ("nearest", "nearest-exact", "bilinear", "area")}
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resample the spatial dims of an (N, C, L) or (N, C, H, W) input to `size`, or to
+    floor(size * scale_factor), as torch's interpolate.
+
+    Args:
+        mode: "nearest" (torch's legacy rounding), "nearest-exact", "linear" (3-d) or
+            "bilinear" (4-d), "area" (adaptive average pooling).
+        align_corners: linear modes only: map the corner pixels' centres onto each other
+            (default False: the pixels' areas).
+        recompute_scale_factor: with scale_factor, compute the sampling step from the sizes
+            rather than from the scale_factor given.
+
+    Example:
+        >>> F.interpolate(cltensor.randn(1, 3, 8, 8), scale_factor=2, mode="bilinear").shape
+        (1, 3, 16, 16)
+    """
+    op = "interpolate"
+    _float_tensor(input, "input", op)
+    if input.ndim not in INTERPOLATE_MODES:
+        raise ValueError(f"{op}: expected a 3-d (N, C, L) or 4-d (N, C, H, W) input, got shape "
+                         f"{input.shape}")
+    if mode not in INTERPOLATE_MODES[input.ndim]:
+        raise ValueError(f"{op}: mode {mode!r} is not supported for {input.ndim}-d input "
+                         f"(supported: {', '.join(INTERPOLATE_MODES[input.ndim])})")
+    linear = mode in ("linear", "bilinear")
+    if align_corners is not None and not linear:
+        raise ValueError(f"{op}: align_corners can only be set with the interpolating modes "
+                         f"linear and bilinear, not {mode!r}")
+    if antialias:
+        raise ValueError(f"{op}: antialias is not supported")
+    dims = input.ndim - 2
+    out_size, factors = _interpolate_size(input, size, scale_factor, dims, op)
+    if recompute_scale_factor or size is not None:
+        factors = None
+    x = input if dims == 2 else input.unsqueeze(2)
+    if dims == 1:
+        out_size, factors = (1,) + out_size, None if factors is None else (None,) + factors
+    if mode == "area":
+        y = adaptive_avg_pool2d(x, out_size)
+    else:
+        y = _Upsample.apply(x, out_size, factors, "bilinear" if linear else mode,
+                            bool(align_corners))
+    return y if dims == 2 else y.squeeze(2)
+
+
+def _interpolate_size(x, size, scale_factor, dims, op):
+    """(output spatial size, scale factors or None), checked."""
+    if (size is None) == (scale_factor is None):
+        raise ValueError(f"{op}: give exactly one of size and scale_factor")
+    if size is not None:
+        values = tuple(size) if isinstance(size, (tuple, list)) else (size,) * dims
+        if len(values) != dims or not all(isinstance(v, numbers.Integral) and
+                                          not isinstance(v, bool) and v > 0 for v in values):
+            raise ValueError(f"{op}: size must be a positive int or {dims} of them for a "
+                             f"{x.ndim}-d input, got {size!r}")
+        return tuple(int(v) for v in values), None
+    values = tuple(scale_factor) if isinstance(scale_factor, (tuple, list)) else \
+        (scale_factor,) * dims
+    if len(values) != dims or not all(isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                      and v > 0 for v in values):
+        raise ValueError(f"{op}: scale_factor must be a positive number or {dims} of them for a "
+                         f"{x.ndim}-d input, got {scale_factor!r}")
+    out = tuple(math.floor(n * float(f)) for n, f in zip(x.shape[2:], values))
+    if min(out) <= 0:
+        raise ValueError(f"{op}: scale_factor {scale_factor!r} gives an empty output {out} "
+                         f"for input size {x.shape[2:]}")
+    return out, tuple(float(f) for f in values)
 
 
 # ---- normalization ------------------------------------------------------------------------------

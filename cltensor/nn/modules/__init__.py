@@ -1,5 +1,6 @@
 """The layers of cltensor.nn, grouped as in torch.nn.modules."""
-from . import activation, container, conv, linear, loss, module, normalization, pooling
+from . import (activation, container, conv, linear, loss, module, normalization, pooling,
+               upsampling)
 from .activation import *  # noqa: F401,F403
 from .container import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
@@ -8,6 +9,7 @@ from .loss import *  # noqa: F401,F403
 from .module import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
+from .upsampling import *  # noqa: F401,F403
 
 __all__ = [name for mod in (module, container, linear, conv, pooling, activation,
-                            normalization, loss) for name in mod.__all__]
+                            normalization, loss, upsampling) for name in mod.__all__]

@@ -1,0 +1,125 @@
+/*
+ * upsample.cl: 2-d resampling of N x C x H x W tensors (torch's interpolate, modes nearest,
+ * nearest-exact and bilinear), forward and backward, deterministic (no atomics).
+ *
+ * Layout: a tensor is an N x C x Y x X view: an element offset and one stride per dim (View4,
+ * in elements: contiguous, channels_last and sliced tensors alike). Work-item (x, y, n * C + c)
+ * of a 3-d range over the tensor written handles its element (n, c, y, x).
+ *
+ * Source positions (torch's, so results match it bit for bit where the arithmetic allows), per
+ * dim with `scale` the input size over the output size (or 1 / scale_factor when the caller
+ * gives one; with align_corners (in - 1) / (out - 1), 0 for one output):
+ *   nearest         src = min(floor(dst * scale), in - 1), in float as torch; dst itself when
+ *                   out == in, dst / 2 when out == 2 * in
+ *   nearest-exact   src = min(floor((dst + 0.5) * scale), in - 1)
+ *   bilinear        s = align_corners ? dst * scale : max((dst + 0.5) * scale - 0.5, 0);
+ *                   i0 = floor(s), i1 = min(i0 + 1, in - 1), weights 1 - (s - i0) and s - i0
+ * Backward, an input element gathers the gradients of the outputs that read it: it scans the
+ * outputs near dst = src / scale (a margin of two either side) and keeps those whose forward
+ * source, computed as above, is this element, with the forward's weight.
+ *
+ * Kernels: upsample_fwd, upsample_bwd. Build options: T (float or double).
+ * Kernel arguments: mode (NEAREST, NEAREST_EXACT or LINEAR below), align_corners; the scales
+ * (float for the nearest modes, T for bilinear, as torch computes them).
+ * Tunables: none; the launcher picks work sizes.
+ */
+#define NEAREST 0
+#define NEAREST_EXACT 1
+#define LINEAR 2
+
+typedef struct { long off, n, c, h, w; } View4;
+typedef struct { int N, C, H, W, OH, OW; } Sizes;
+
+inline long at(const View4 v, const int n, const int c, const int y, const int x) {
+  return v.off + n * v.n + c * v.c + y * v.h + x * v.w;
+}
+
+/* This work-item's element (n, c, y, x) of the N x C x Y x X tensor it walks, and whether it
+ * lies inside */
+inline int element(const Sizes z, const int Y, const int X, int* n, int* c, int* y, int* x) {
+  const int nc = get_global_id(2);
+  *x = get_global_id(0);
+  *y = get_global_id(1);
+  *n = nc / z.C;
+  *c = nc % z.C;
+  return *x < X && *y < Y && nc < z.N * z.C;
+}
+
+inline int nearest_src(const int dst, const float scale, const int in, const int out,
+                       const int mode) {
+  if (mode == NEAREST_EXACT) return min((int)floor((dst + 0.5f) * scale), in - 1);
+  if (out == in) return dst;
+  if (out == 2 * in) return dst >> 1;
+  return min((int)floor(dst * scale), in - 1);
+}
+
+/* Bilinear: the first source *i0, the step to the second (0 at the last input) and its weight */
+inline void linear_src(const int dst, const T scale, const int in, const int align, int* i0,
+                       int* step, T* weight) {
+  const T s = align ? scale * dst : fmax(scale * (dst + (T)0.5) - (T)0.5, (T)0);
+  *i0 = (int)s;
+  *step = *i0 < in - 1;
+  *weight = s - *i0;
+}
+
+/* The weight with which output dst reads input src along one dim (0: it does not) */
+inline T weight_of(const int dst, const int src, const T scale_t, const float scale_f,
+                   const int in, const int out, const int mode, const int align) {
+  if (mode != LINEAR) return nearest_src(dst, scale_f, in, out, mode) == src ? (T)1 : (T)0;
+  int i0, step;
+  T l1;
+  linear_src(dst, scale_t, in, align, &i0, &step, &l1);
+  return (i0 == src ? (T)1 - l1 : (T)0) + (i0 + step == src ? l1 : (T)0);
+}
+
+/* The outputs [*lo, *hi] whose source can be src along one dim: around src / scale */
+inline void candidates(const int src, const float scale, const int out, int* lo, int* hi) {
+  if (scale <= 0.0f) {
+    *lo = 0;
+    *hi = out - 1;
+    return;
+  }
+  *lo = max(0, (int)floor((src - 1.5f) / scale) - 2);
+  *hi = min(out - 1, (int)ceil((src + 1.5f) / scale) + 2);
+}
+
+__kernel void upsample_fwd(const Sizes z, const int mode, const int align, const float fh,
+                           const float fw, const T th, const T tw, __global const T* x,
+                           const View4 vx, __global T* y, const View4 vy) {
+  int n, c, oy, ox;
+  if (!element(z, z.OH, z.OW, &n, &c, &oy, &ox)) return;
+  T r;
+  if (mode != LINEAR) {
+    r = x[at(vx, n, c, nearest_src(oy, fh, z.H, z.OH, mode), nearest_src(ox, fw, z.W, z.OW, mode))];
+  } else {
+    int h0, hs, w0, ws;
+    T lh, lw;
+    linear_src(oy, th, z.H, align, &h0, &hs, &lh);
+    linear_src(ox, tw, z.W, align, &w0, &ws, &lw);
+    const long r0 = at(vx, n, c, h0, w0), r1 = r0 + hs * vx.h, dw = ws * vx.w;
+    r = ((T)1 - lh) * (((T)1 - lw) * x[r0] + lw * x[r0 + dw]) +
+        lh * (((T)1 - lw) * x[r1] + lw * x[r1 + dw]);
+  }
+  y[at(vy, n, c, oy, ox)] = r;
+}
+
+__kernel void upsample_bwd(const Sizes z, const int mode, const int align, const float fh,
+                           const float fw, const T th, const T tw, __global const T* g,
+                           const View4 vg, __global T* gx, const View4 vgx) {
+  int n, c, iy, ix, y0, y1, x0, x1;
+  if (!element(z, z.H, z.W, &n, &c, &iy, &ix)) return;
+  candidates(iy, fh, z.OH, &y0, &y1);
+  candidates(ix, fw, z.OW, &x0, &x1);
+  T acc = 0;
+  for (int oy = y0; oy <= y1; ++oy) {
+    const T wy = weight_of(oy, iy, th, fh, z.H, z.OH, mode, align);
+    if (wy == (T)0) continue;
+    T row = 0;
+    for (int ox = x0; ox <= x1; ++ox) {
+      const T wx = weight_of(ox, ix, tw, fw, z.W, z.OW, mode, align);
+      if (wx != (T)0) row += wx * g[at(vg, n, c, oy, ox)];
+    }
+    acc += wy * row;
+  }
+  gx[at(vgx, n, c, iy, ix)] = acc;
+}
