@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import cltensor
 import cltensor.nn.functional as F
+from cltensor import nn
 from cltensor.ops import norm as norm_ops
 from cltensor.ops import pool as pool_ops
 from cltensor.ops import softmax as softmax_ops
@@ -1193,3 +1194,103 @@ def test_against_torch(device, rng):
         for x, t in zip(xs, ts):
             if t.grad is not None:
                 assert_close(x.grad, t.grad.numpy(), **grad_tol), name
+
+
+# ---- l1, smooth l1, huber, bce, kl -------------------------------------------------------------
+
+def _loss_data(rng, dtype):
+    x, t = rng.standard_normal((4, 5)), rng.standard_normal((4, 5))
+    p, q = rng.uniform(0.01, 0.99, (4, 5)), rng.uniform(0, 1, (4, 5))
+    lp, tp = np.log(rng.dirichlet(np.ones(5), 4)), rng.dirichlet(np.ones(5), 4)
+    return [a.astype(dtype) for a in (x, t, p, q, lp, tp)]
+
+
+LOSS_REFS = {  # name: (kwargs, operands (indices into _loss_data), elementwise numpy reference)
+    "l1_loss": ({}, (0, 1), lambda x, t: np.abs(x - t)),
+    "smooth_l1_loss": (dict(beta=0.7), (0, 1), lambda x, t: np.where(
+        np.abs(x - t) < 0.7, 0.5 * (x - t) ** 2 / 0.7, np.abs(x - t) - 0.35)),
+    "huber_loss": (dict(delta=0.6), (0, 1), lambda x, t: np.where(
+        np.abs(x - t) <= 0.6, 0.5 * (x - t) ** 2, 0.6 * (np.abs(x - t) - 0.3))),
+    "binary_cross_entropy": ({}, (2, 3), lambda p, q: -(q * np.log(p) + (1 - q) * np.log(1 - p))),
+    "kl_div": ({}, (4, 5), lambda lp, tp: tp * (np.log(tp) - lp)),
+}
+
+
+@pytest.mark.filterwarnings("ignore:.*reduction.*mean")  # kl_div's, as torch's
+@pytest.mark.parametrize("name", LOSS_REFS)
+def test_more_losses_against_numpy(device, rng, name):
+    kwargs, which, ref = LOSS_REFS[name]
+    data = _loss_data(rng, np.float32)
+    a, b = (data[i] for i in which)
+    want = ref(a.astype(np.float64), b.astype(np.float64))
+    x, t = (T(v, device) for v in (a, b))
+    fn = getattr(F, name)
+    assert_close(fn(x, t, reduction="none", **kwargs), want, **F32)
+    assert_close(fn(x, t, reduction="sum", **kwargs), want.sum(), rtol=1e-5)
+    assert_close(fn(x, t, **kwargs), want.mean(), rtol=1e-5)
+    if device.has_fp64:
+        data = _loss_data(rng, np.float64)
+        x64 = T(data[which[0]], device, True)
+        assert gradcheck(lambda v: fn(v, T(data[which[1]], device), **kwargs), [x64])
+
+
+@pytest.mark.filterwarnings("ignore:.*reduction.*mean")
+def test_more_losses_against_torch(device, rng):
+    torch = pytest.importorskip("torch")
+    import torch.nn.functional as TF
+    dtype = np.float64 if device.has_fp64 else np.float32
+    tol = {"rtol": 1e-10, "atol": 1e-12} if dtype == np.float64 else F32
+    data = _loss_data(rng, dtype)
+    w = rng.uniform(0.5, 2, (5,)).astype(dtype)
+    cases = [(name, kw, which) for name, (kw, which, _) in LOSS_REFS.items()]
+    cases += [("smooth_l1_loss", dict(beta=0.0), (0, 1)),
+              ("kl_div", dict(reduction="batchmean"), (4, 5)),
+              ("kl_div", dict(reduction="sum", log_target=True), (4, 4))]
+    for name, kwargs, which in cases:
+        for reduction in ("mean", "sum", "none"):
+            kw = dict(dict(reduction=reduction), **kwargs)
+            ours = [T(data[i], device, True) for i in which]
+            theirs = [torch.tensor(data[i], requires_grad=True) for i in which]
+            y, ty = getattr(F, name)(*ours, **kw), getattr(TF, name)(*theirs, **kw)
+            assert_close(y, ty.detach().numpy(), **tol)
+            g = rng.standard_normal(ty.shape).astype(dtype)
+            y.backward(T(g, device))
+            ty.backward(torch.tensor(g))
+            for a, t in zip(ours, theirs):
+                assert_close(a.grad, t.grad.numpy(), **tol), (name, kw)
+    p, q = T(data[2], device, True), T(data[3], device)
+    y = F.binary_cross_entropy(p, q, T(w, device))
+    ty = TF.binary_cross_entropy(torch.tensor(data[2]), torch.tensor(data[3]), torch.tensor(w))
+    assert_close(y, ty.numpy(), **tol)
+
+
+def test_more_losses_edges_and_bad_input(device, rng):
+    zero_one = T(np.array([0.0, 1.0, 1.0, 0.0], np.float32), device)
+    target = T(np.array([1.0, 0.0, 1.0, 0.0], np.float32), device)
+    # log(0) clamped to -100, as torch: two wrong certain answers cost 100 each
+    assert_close(F.binary_cross_entropy(zero_one, target, reduction="sum"), 200.0)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        F.binary_cross_entropy(T(np.array([1.5], np.float32), device), T(np.ones(1, np.float32),
+                                                                           device))
+    with pytest.raises(ValueError, match="Target size"):
+        F.binary_cross_entropy(zero_one, target[:2])
+    with pytest.raises(ValueError, match="beta must be non-negative"):
+        F.smooth_l1_loss(zero_one, target, beta=-1)
+    with pytest.raises(ValueError, match="delta must be positive"):
+        F.huber_loss(zero_one, target, delta=-1)
+    with pytest.raises(ValueError, match="not a valid value for reduction"):
+        F.l1_loss(zero_one, target, reduction="avg")
+    with pytest.warns(UserWarning, match="will be broadcast"):
+        F.l1_loss(zero_one, target[:1])
+    # kl_div: a zero target contributes 0, not NaN
+    lp = T(np.log(np.array([[0.5, 0.5]], np.float32)), device)
+    assert_close(F.kl_div(lp, T(np.array([[1.0, 0.0]], np.float32), device), reduction="sum"),
+                 np.log(2.0), rtol=1e-6)
+    losses = [(nn.L1Loss(), F.l1_loss), (nn.SmoothL1Loss(beta=0.5), None),
+              (nn.HuberLoss(delta=2.0), None), (nn.BCELoss(reduction="sum"), None),
+              (nn.KLDivLoss(reduction="batchmean", log_target=False), None)]
+    assert losses[2][0].delta == 2.0 and losses[4][0].reduction == "batchmean"
+    assert_close(losses[0][0](zero_one, target), F.l1_loss(zero_one, target).numpy())
+    assert_close(losses[3][0](zero_one, target), 200.0)
+    with pytest.raises(ValueError, match="not a valid value for reduction"):
+        nn.L1Loss(reduction="batchmean")

@@ -17,6 +17,8 @@ import math
 import numbers
 import warnings
 
+import numpy as np
+
 import cltensor
 
 from .. import dtypes as dt
@@ -35,6 +37,7 @@ __all__ = [
     "adaptive_avg_pool2d",
     "avg_pool2d",
     "batch_norm",
+    "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "cat",
     "conv2d",
@@ -44,12 +47,15 @@ __all__ = [
     "elu",
     "embedding",
     "flatten",
-    "group_norm",
     "gelu",
+    "group_norm",
     "hardsigmoid",
     "hardswish",
     "hardtanh",
+    "huber_loss",
     "interpolate",
+    "kl_div",
+    "l1_loss",
     "layer_norm",
     "leaky_relu",
     "linear",
@@ -64,6 +70,7 @@ __all__ = [
     "relu6",
     "sigmoid",
     "silu",
+    "smooth_l1_loss",
     "softmax",
     "softplus",
     "tanh",
@@ -1136,14 +1143,140 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
         >>> F.mse_loss(cltensor.tensor([1.0, 3.0]), cltensor.tensor([0.0, 0.0])).item()
         5.0
     """
-    op = "mse_loss"
+    reduction = _regression_operands(input, target, "mse_loss", size_average, reduce, reduction)
+    return _PointwiseLoss.apply(input, target, None, None, "MSE", reduction)
+
+
+def _reduced(loss, reduction):
+    return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
+
+
+def _regression_operands(input, target, op, size_average, reduce, reduction):
+    """The reduction of a regression loss, its operands checked (they broadcast, with a
+    warning when their shapes differ, as torch)."""
     reduction = _reduction(reduction, op, size_average, reduce)
     _float_tensor(input, "input", op)
     _loss_operand(target, "target", input, op)
     if target.shape != input.shape:
-        warnings.warn(f"mse_loss: using a target size ({target.shape}) that is different to the "
-                      f"input size ({input.shape}); they will be broadcast", stacklevel=2)
-    return _PointwiseLoss.apply(input, target, None, None, "MSE", reduction)
+        warnings.warn(f"{op}: using a target size ({target.shape}) that is different to the "
+                      f"input size ({input.shape}); they will be broadcast", stacklevel=3)
+    return reduction
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Absolute error |input - target|, reduced (the gradient at 0 is 0, as torch's).
+
+    Example:
+        >>> F.l1_loss(cltensor.tensor([1.0, -3.0]), cltensor.tensor([0.0, 0.0])).item()
+        2.0
+    """
+    reduction = _regression_operands(input, target, "l1_loss", size_average, reduce, reduction)
+    return _reduced((input - target).abs(), reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta (d = input - target), reduced;
+    beta 0 is the L1 loss.
+
+    Example:
+        >>> F.smooth_l1_loss(cltensor.tensor([0.5, 3.0]), cltensor.tensor([0.0, 0.0])).item()
+        1.3125
+    """
+    op = "smooth_l1_loss"
+    reduction = _regression_operands(input, target, op, size_average, reduce, reduction)
+    return _reduced(_smooth_l1(input - target, _number(beta, "beta", op), op), reduction)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    """0.5 d^2 where |d| <= delta, else delta (|d| - 0.5 delta) (d = input - target), reduced:
+    delta times the smooth L1 loss with beta = delta.
+
+    Example:
+        >>> F.huber_loss(cltensor.tensor([0.5, 3.0]), cltensor.tensor([0.0, 0.0])).item()
+        1.3125
+    """
+    op = "huber_loss"
+    reduction = _regression_operands(input, target, op, None, None, reduction)
+    delta = _number(delta, "delta", op)
+    if delta <= 0:
+        raise ValueError(f"{op}: delta must be positive, got {delta}")
+    return _reduced(_smooth_l1(input - target, delta, op) * delta, reduction)
+
+
+def _smooth_l1(d, beta, op):
+    """0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; |d| for beta 0."""
+    if beta < 0:
+        raise ValueError(f"{op}: beta must be non-negative, got {beta}")
+    a = d.abs()
+    if beta == 0:
+        return a
+    return cltensor.where(a < beta, d * d * (0.5 / beta), a - 0.5 * beta)
+
+
+def _bce_operands(input, target, weights, op, size_average, reduce, reduction):
+    """The reduction of a binary cross entropy, its operands checked: a target of the input's
+    shape, weights (name -> tensor or None) that broadcast to it."""
+    reduction = _reduction(reduction, op, size_average, reduce)
+    _float_tensor(input, "input", op)
+    _loss_operand(target, "target", input, op)
+    if target.shape != input.shape:
+        raise ValueError(f"{op}: Target size ({target.shape}) must be the same as input size "
+                         f"({input.shape})")
+    for name, t in weights.items():
+        _loss_operand(t, name, input, op)
+        if t is not None and not _broadcasts_to(t.shape, input.shape):
+            raise ValueError(f"{op}: {name} of shape {t.shape} does not broadcast to the "
+                             f"input's shape {input.shape}")
+    return reduction
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """-weight (t log(x) + (1 - t) log(1 - x)) of probabilities x in [0, 1], each log at least
+    -100 (torch's clamp), reduced.
+
+    Example:
+        >>> x = cltensor.tensor([0.5]); t = cltensor.tensor([1.0])
+        >>> round(F.binary_cross_entropy(x, t).item(), 4)
+        0.6931
+    """
+    op = "binary_cross_entropy"
+    reduction = _bce_operands(input, target, dict(weight=weight), op, size_average, reduce,
+                              reduction)
+    if input.numel() and ((input.detach() < 0) | (input.detach() > 1)).any().item():
+        raise ValueError(f"{op}: all elements of input should be between 0 and 1")
+    log_x = cltensor.clamp(input.log(), min=-100.0)
+    log_1mx = cltensor.clamp((1 - input).log(), min=-100.0)
+    loss = -(target * log_x + (1 - target) * log_1mx)
+    return _reduced(loss if weight is None else loss * weight, reduction)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """target * (log(target) - input) pointwise (input: log-probabilities; log_target: target
+    as log-probabilities too), 0 where target is 0, reduced; reduction "batchmean" divides the
+    sum by the batch size (the mathematically proper KL divergence).
+
+    Example:
+        >>> p = cltensor.tensor([[0.5, 0.5]])
+        >>> F.kl_div(p.log(), p, reduction="batchmean").item()
+        0.0
+    """
+    op = "kl_div"
+    batchmean = reduction == "batchmean"
+    if reduction == "mean" and size_average is None and reduce is None:
+        warnings.warn("kl_div: reduction 'mean' divides the total by the number of elements; "
+                      "'batchmean' divides it by the batch size alone, as the KL divergence's "
+                      "definition does", UserWarning, stacklevel=2)
+    reduction = _reduction("sum" if batchmean else reduction, op, size_average, reduce)
+    _float_tensor(input, "input", op)
+    _loss_operand(target, "target", input, op)
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        tiny = float(np.finfo(input.dtype).tiny)  # NOTE: 0 * log(tiny) = 0 where target is 0
+        loss = target * (cltensor.clamp(target, min=tiny).log() - input)
+    out = _reduced(loss, reduction)
+    return out / input.shape[0] if batchmean and input.ndim else out
 
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
@@ -1162,16 +1295,7 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         0.6931
     """
     op = "binary_cross_entropy_with_logits"
-    reduction = _reduction(reduction, op, size_average, reduce)
-    _float_tensor(input, "input", op)
-    _loss_operand(target, "target", input, op)
-    if target.shape != input.shape:
-        raise ValueError(f"{op}: Target size ({target.shape}) must be the same as input size "
-                         f"({input.shape})")
-    for t, name in ((weight, "weight"), (pos_weight, "pos_weight")):
-        _loss_operand(t, name, input, op)
-        if t is not None and not _broadcasts_to(t.shape, input.shape):
-            raise ValueError(f"{op}: {name} of shape {t.shape} does not broadcast to the "
-                             f"input's shape {input.shape}")
+    reduction = _bce_operands(input, target, dict(weight=weight, pos_weight=pos_weight), op,
+                              size_average, reduce, reduction)
     _no_grad_for(op, weight=weight, pos_weight=pos_weight)
     return _PointwiseLoss.apply(input, target, weight, pos_weight, "BCE", reduction)

@@ -1,10 +1,12 @@
-"""Loss modules: CrossEntropyLoss, NLLLoss, MSELoss and BCEWithLogitsLoss."""
+"""Loss modules: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, BCELoss,
+BCEWithLogitsLoss and KLDivLoss."""
 import warnings
 
 from .. import functional as F
 from .module import Module
 
-__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "BCEWithLogitsLoss"]
+__all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "HuberLoss",
+           "BCELoss", "BCEWithLogitsLoss", "KLDivLoss"]
 
 REDUCTIONS = ("none", "mean", "sum")
 
@@ -19,13 +21,15 @@ def _legacy_reduction(size_average, reduce):
 
 
 class _Loss(Module):
+    reductions = REDUCTIONS
+
     def __init__(self, size_average=None, reduce=None, reduction="mean"):
         super().__init__()
         if size_average is not None or reduce is not None:
             reduction = _legacy_reduction(size_average, reduce)
-        if reduction not in REDUCTIONS:
+        if reduction not in self.reductions:
             raise ValueError(f"{reduction!r} is not a valid value for reduction; use one of "
-                             f"{REDUCTIONS}")
+                             f"{self.reductions}")
         self.reduction = reduction
 
 
@@ -74,6 +78,55 @@ class MSELoss(_Loss):
 
     def forward(self, input, target):
         return F.mse_loss(input, target, reduction=self.reduction)
+
+
+class L1Loss(_Loss):
+    """Mean (or sum, or elementwise) absolute error."""
+
+    def forward(self, input, target):
+        return F.l1_loss(input, target, reduction=self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """Squared error below beta, absolute error (less beta / 2) above it."""
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", beta=1.0):
+        super().__init__(size_average, reduce, reduction)
+        self.beta = beta
+
+    def forward(self, input, target):
+        return F.smooth_l1_loss(input, target, reduction=self.reduction, beta=self.beta)
+
+
+class HuberLoss(_Loss):
+    """Squared error / 2 up to delta, delta times (absolute error - delta / 2) above it."""
+
+    def __init__(self, reduction="mean", delta=1.0):
+        super().__init__(reduction=reduction)
+        self.delta = delta
+
+    def forward(self, input, target):
+        return F.huber_loss(input, target, reduction=self.reduction, delta=self.delta)
+
+
+class BCELoss(_WeightedLoss):
+    """Binary cross entropy of probabilities in [0, 1], with an optional weight."""
+
+    def forward(self, input, target):
+        return F.binary_cross_entropy(input, target, self.weight, reduction=self.reduction)
+
+
+class KLDivLoss(_Loss):
+    """KL divergence of target from input (log-probabilities); reduction "batchmean" divides the
+    sum by the batch size."""
+    reductions = REDUCTIONS + ("batchmean",)
+
+    def __init__(self, size_average=None, reduce=None, reduction="mean", log_target=False):
+        super().__init__(size_average, reduce, reduction)
+        self.log_target = log_target
+
+    def forward(self, input, target):
+        return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 
 
 class BCEWithLogitsLoss(_Loss):
