@@ -524,7 +524,16 @@ def test_against_torch(device, rng, fp_dtypes, opt_cls, kwargs):
 
 @pytest.mark.parametrize("cls,kw", [("StepLR", {"step_size": 3, "gamma": 0.3}),
                                     ("CosineAnnealingLR", {"T_max": 5, "eta_min": 0.001}),
-                                    ("CosineAnnealingLR", {"T_max": 1})])
+                                    ("CosineAnnealingLR", {"T_max": 1}),
+                                    ("MultiStepLR", {"milestones": [7, 2, 7, 11], "gamma": 0.5}),
+                                    ("ExponentialLR", {"gamma": 0.9}),
+                                    ("LinearLR", {"start_factor": 0.25, "total_iters": 6}),
+                                    ("LinearLR", {"start_factor": 1.0, "end_factor": 0.1}),
+                                    ("OneCycleLR", {"max_lr": 0.5, "total_steps": 17}),
+                                    ("OneCycleLR", {"max_lr": 0.5, "total_steps": 20,
+                                                    "three_phase": True,
+                                                    "anneal_strategy": "linear",
+                                                    "cycle_momentum": False})])
 def test_schedulers_against_torch(device, cls, kw):
     torch = pytest.importorskip("torch")
     import cltensor.optim.lr_scheduler as ours
@@ -536,6 +545,97 @@ def test_schedulers_against_torch(device, cls, kw):
         tsched.step()
         want.append(tsched.get_last_lr()[0])
     assert _schedule(getattr(ours, cls)(_opt(device), **kw), 17) == want
+
+
+def _torch_and_ours(device, torch, opt_name, opt_kw, groups=1):
+    tparams = [torch.nn.Parameter(torch.ones(2)) for _ in range(groups)]
+    ours = [cltensor.ones(2, device=device).requires_grad_() for _ in range(groups)]
+    topt = getattr(torch.optim, opt_name)([{"params": [p]} for p in tparams], **opt_kw)
+    opt = getattr(cltensor.optim, opt_name)([{"params": [p]} for p in ours], **opt_kw)
+    return topt, opt
+
+
+def test_one_cycle_momentum_and_lambda_against_torch(device):
+    torch = pytest.importorskip("torch")
+    import cltensor.optim.lr_scheduler as ours
+    for opt_name, opt_kw, key in (("SGD", {"lr": 0.1, "momentum": 0.9}, "momentum"),
+                                  ("Adam", {"lr": 0.1}, "betas")):
+        topt, opt = _torch_and_ours(device, torch, opt_name, opt_kw, groups=2)
+        kw = dict(max_lr=[0.5, 0.2], epochs=3, steps_per_epoch=4, pct_start=0.4)
+        tsched = torch.optim.lr_scheduler.OneCycleLR(topt, **kw)
+        sched = ours.OneCycleLR(opt, **kw)
+        for _ in range(12):
+            for o, sc in ((topt, tsched), (opt, sched)):
+                o.step()
+                sc.step()
+            assert sched.get_last_lr() == pytest.approx(tsched.get_last_lr(), rel=1e-12)
+            for g, tg in zip(opt.param_groups, topt.param_groups):
+                assert g[key] == pytest.approx(tg[key], rel=1e-12)
+        with pytest.raises(ValueError, match="tried to step 13 times"):
+            opt.step()
+            sched.step()
+    topt, opt = _torch_and_ours(device, torch, "SGD", {"lr": 0.1}, groups=2)
+    fns = [lambda e: 0.9 ** e, lambda e: 1.0 / (e + 1)]
+    tsched = torch.optim.lr_scheduler.LambdaLR(topt, fns)
+    sched = ours.LambdaLR(opt, fns)
+    for _ in range(6):
+        topt.step(), tsched.step(), opt.step(), sched.step()
+        assert sched.get_last_lr() == pytest.approx(tsched.get_last_lr(), rel=1e-12)
+    assert "lr_lambdas" not in sched.state_dict()
+
+
+@pytest.mark.parametrize("kw", [{}, {"mode": "max", "threshold_mode": "abs", "threshold": 0.5,
+                                     "patience": 1, "cooldown": 2, "factor": 0.5,
+                                     "min_lr": 0.02}])
+def test_reduce_lr_on_plateau_against_torch(device, kw):
+    torch = pytest.importorskip("torch")
+    import cltensor.optim.lr_scheduler as ours
+    topt, opt = _torch_and_ours(device, torch, "SGD", {"lr": 0.1})
+    kw = dict({"patience": 2}, **kw)
+    tsched = torch.optim.lr_scheduler.ReduceLROnPlateau(topt, **kw)
+    sched = ours.ReduceLROnPlateau(opt, **kw)
+    metrics = [1.0, 0.9, 0.95, 0.97, 0.99, 0.8, 0.85, 0.9, 0.9, 0.9, 2.0, 2.1, 2.2, 2.2, 2.2,
+               2.2, 2.2]
+    for m in metrics:
+        tsched.step(m)
+        sched.step(cltensor.tensor([m], device=device) if m > 2 else m)
+        assert opt.param_groups[0]["lr"] == pytest.approx(topt.param_groups[0]["lr"],
+                                                          rel=1e-12)
+    assert sched.get_last_lr() == [opt.param_groups[0]["lr"]]
+    assert opt.param_groups[0]["lr"] < 0.1
+
+
+def test_new_schedulers_closed_forms_and_errors(device):
+    import cltensor.optim.lr_scheduler as ours
+    for make in (lambda o: ours.MultiStepLR(o, [2, 5, 5], 0.5),
+                 lambda o: ours.ExponentialLR(o, 0.8),
+                 lambda o: ours.LinearLR(o, 0.2, 0.9, 4)):
+        recursive = _schedule(make(_opt(device)), 8)
+        sched = make(_opt(device))
+        with pytest.warns(UserWarning, match="deprecated"):
+            closed = []
+            for epoch in range(1, 9):
+                sched.optimizer.step()
+                sched.step(epoch)
+                closed.append(sched.get_last_lr()[0])
+        assert closed == pytest.approx(recursive, rel=1e-12)
+    for make, err, match in [
+            (lambda o: ours.MultiStepLR(o, [0]), ValueError, "milestones must be a positive"),
+            (lambda o: ours.LinearLR(o, start_factor=0), ValueError, "start_factor"),
+            (lambda o: ours.LambdaLR(o, [abs, abs]), ValueError, "expected 1 lr_lambdas"),
+            (lambda o: ours.LambdaLR(o, 3), TypeError, "callable"),
+            (lambda o: ours.OneCycleLR(o, 0.1), ValueError, "total_steps, or epochs"),
+            (lambda o: ours.OneCycleLR(o, 0.1, 10, anneal_strategy="exp"), ValueError,
+             "anneal_strategy"),
+            (lambda o: ours.OneCycleLR(o, 0.1, 10), ValueError, "momentum or beta1"),
+            (lambda o: ours.ReduceLROnPlateau(o, factor=1.0), ValueError, "factor"),
+            (lambda o: ours.ReduceLROnPlateau(o, mode="up"), ValueError, "mode")]:
+        opt = _opt(device) if "momentum" not in match else cltensor.optim.SGD(
+            [cltensor.ones(1, device=device).requires_grad_()], lr=0.1)
+        if "momentum" in match:
+            opt.defaults.pop("momentum", None)
+        with pytest.raises(err, match=match):
+            make(opt)
 
 
 # ---- gradient clipping (cltensor.nn.utils) -------------------------------------------------------

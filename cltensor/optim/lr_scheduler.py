@@ -1,8 +1,10 @@
-"""Learning-rate schedulers: LRScheduler, StepLR and CosineAnnealingLR (torch.optim.lr_scheduler).
+"""Learning-rate schedulers (torch.optim.lr_scheduler): LRScheduler, StepLR, MultiStepLR,
+ExponentialLR, LambdaLR, LinearLR, CosineAnnealingLR, OneCycleLR and ReduceLROnPlateau.
 
 The values follow torch's recursive formulas (each step from the group's current lr), and
 `step(epoch)` uses the closed forms, so both give torch's numbers.
 """
+import bisect
 import contextlib
 import functools
 import math
@@ -12,7 +14,8 @@ import weakref
 
 from .optimizer import Optimizer
 
-__all__ = ["LRScheduler", "StepLR", "CosineAnnealingLR"]
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "LambdaLR", "LinearLR",
+           "CosineAnnealingLR", "OneCycleLR", "ReduceLROnPlateau"]
 
 
 class LRScheduler:
@@ -179,3 +182,281 @@ class CosineAnnealingLR(LRScheduler):
         return [self.eta_min + (base - self.eta_min)
                 * (1 + math.cos(math.pi * self.last_epoch / self.T_max)) / 2
                 for base in self.base_lrs]
+
+
+class MultiStepLR(LRScheduler):
+    """Multiply each group's lr by gamma at each milestone epoch (a milestone given twice
+    multiplies twice): lr = initial_lr * gamma ** (milestones passed).
+
+    Example:
+        sched = MultiStepLR(opt, milestones=[30, 80], gamma=0.1)
+    """
+
+    def __init__(self, optimizer, milestones, gamma=0.1, last_epoch=-1):
+        milestones = list(milestones)
+        for m in milestones:
+            _positive_int(m, "milestones", "MultiStepLR")
+        self.milestones = sorted(milestones)
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_outside_step()
+        times = self.milestones.count(self.last_epoch)
+        return [group["lr"] * self.gamma ** times for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        passed = bisect.bisect_right(self.milestones, self.last_epoch)
+        return [base * self.gamma ** passed for base in self.base_lrs]
+
+
+class ExponentialLR(LRScheduler):
+    """Multiply each group's lr by gamma every epoch: lr = initial_lr * gamma ** epoch."""
+
+    def __init__(self, optimizer, gamma, last_epoch=-1):
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_outside_step()
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0:
+            return [group["lr"] for group in groups]
+        return [group["lr"] * self.gamma for group in groups]
+
+    def _get_closed_form_lr(self):
+        return [base * self.gamma ** self.last_epoch for base in self.base_lrs]
+
+
+class LambdaLR(LRScheduler):
+    """lr = initial_lr * lr_lambda(epoch), one function for every group or one per group.
+
+    Example:
+        sched = LambdaLR(opt, lambda epoch: 0.95 ** epoch)
+    """
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        n = len(optimizer.param_groups)
+        lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        if len(lambdas) != n:
+            raise ValueError(f"LambdaLR: expected {n} lr_lambdas, got {len(lambdas)}")
+        if not all(callable(f) for f in lambdas):
+            raise TypeError("LambdaLR: lr_lambda must be a callable or a list of callables")
+        self.lr_lambdas = lambdas
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_outside_step()
+        return [base * f(self.last_epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
+
+    def state_dict(self):
+        """As LRScheduler's, without the functions (as torch: give them again when loading)."""
+        return {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
+
+
+class LinearLR(LRScheduler):
+    """Scale each group's lr linearly from start_factor to end_factor over total_iters epochs
+    (a warm-up), then keep it: lr = initial_lr * (start + (end - start) * min(epoch, total) /
+    total).
+
+    Example:
+        warmup = LinearLR(opt, start_factor=0.1, total_iters=5)
+    """
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
+                 last_epoch=-1):
+        if not 0 < start_factor <= 1 or not 0 <= end_factor <= 1:
+            raise ValueError(f"LinearLR: start_factor must be in (0, 1] and end_factor in "
+                             f"[0, 1], got {start_factor} and {end_factor}")
+        self.start_factor, self.end_factor = start_factor, end_factor
+        self.total_iters = _positive_int(total_iters, "total_iters", "LinearLR")
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        self._warn_outside_step()
+        groups, t = self.optimizer.param_groups, self.last_epoch
+        if t == 0:
+            return [group["lr"] * self.start_factor for group in groups]
+        if t > self.total_iters:
+            return [group["lr"] for group in groups]
+        span = self.end_factor - self.start_factor
+        ratio = 1 + span / (self.total_iters * self.start_factor + (t - 1) * span)
+        return [group["lr"] * ratio for group in groups]
+
+    def _get_closed_form_lr(self):
+        done = min(self.total_iters, self.last_epoch) / self.total_iters
+        return [base * (self.start_factor + (self.end_factor - self.start_factor) * done)
+                for base in self.base_lrs]
+
+
+class OneCycleLR(LRScheduler):
+    """The one-cycle policy (Smith): the lr rises from max_lr / div_factor to max_lr over the
+    first pct_start of total_steps, then anneals to max_lr / div_factor / final_div_factor
+    (three_phase: back to the start first), cosine or linear; momentum (SGD's, or Adam's
+    beta1) cycles the other way between max_momentum and base_momentum. Step it once per
+    batch.
+
+    Example:
+        sched = OneCycleLR(opt, max_lr=0.1, total_steps=1000)
+    """
+
+    def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None,
+                 pct_start=0.3, anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85,
+                 max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False,
+                 last_epoch=-1):
+        name = "OneCycleLR"
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError(f"{name}: give total_steps, or epochs and steps_per_epoch")
+            total_steps = _positive_int(epochs, "epochs", name) * \
+                _positive_int(steps_per_epoch, "steps_per_epoch", name)
+        self.total_steps = _positive_int(total_steps, "total_steps", name)
+        if not 0 <= pct_start <= 1 or isinstance(pct_start, bool):
+            raise ValueError(f"{name}: pct_start must be in [0, 1], got {pct_start!r}")
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"{name}: anneal_strategy must be 'cos' or 'linear', got "
+                             f"{anneal_strategy!r}")
+        self.anneal_strategy = anneal_strategy
+        groups = optimizer.param_groups
+        max_lrs = _per_group(max_lr, groups, "max_lr", name)
+        end = float(pct_start * self.total_steps) - 1
+        phases = [(end, "initial_lr", "max_lr", "max_momentum", "base_momentum")]
+        if three_phase:
+            phases.append((float(2 * pct_start * self.total_steps) - 2, "max_lr", "initial_lr",
+                           "base_momentum", "max_momentum"))
+        phases.append((self.total_steps - 1, phases[-1][2], "min_lr", phases[-1][4],
+                       "max_momentum"))
+        self._phases = phases
+        if last_epoch == -1:
+            for group, top in zip(groups, max_lrs):
+                group["initial_lr"] = top / div_factor
+                group["max_lr"] = top
+                group["min_lr"] = group["initial_lr"] / final_div_factor
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            self._use_beta1 = "betas" in optimizer.defaults
+            if not self._use_beta1 and "momentum" not in optimizer.defaults:
+                raise ValueError(f"{name}: optimizer must support momentum or beta1 with "
+                                 f"cycle_momentum enabled")
+            bases = _per_group(base_momentum, groups, "base_momentum", name)
+            tops = _per_group(max_momentum, groups, "max_momentum", name)
+            if last_epoch == -1:
+                for group, lo, hi in zip(groups, bases, tops):
+                    self._set_momentum(group, hi)
+                    group["max_momentum"], group["base_momentum"] = hi, lo
+        super().__init__(optimizer, last_epoch)
+
+    def _set_momentum(self, group, value):
+        if self._use_beta1:
+            group["betas"] = (value, *group["betas"][1:])
+        else:
+            group["momentum"] = value
+
+    def _anneal(self, start, end, pct):
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def get_lr(self):
+        self._warn_outside_step()
+        step = self.last_epoch
+        if step > self.total_steps:
+            raise ValueError(f"OneCycleLR: tried to step {step} times; the total number of "
+                             f"steps is {self.total_steps}")
+        lrs = []
+        for group in self.optimizer.param_groups:
+            start = 0.0
+            for i, (end, lr0, lr1, m0, m1) in enumerate(self._phases):
+                if step <= end or i == len(self._phases) - 1:
+                    pct = (step - start) / (end - start)
+                    lr = self._anneal(group[lr0], group[lr1], pct)
+                    if self.cycle_momentum:
+                        self._set_momentum(group, self._anneal(group[m0], group[m1], pct))
+                    break
+                start = end
+            lrs.append(lr)
+        return lrs
+
+
+def _per_group(value, groups, name, owner):
+    """value for each group: a number for all of them, or a list or tuple of one per group."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != len(groups):
+            raise ValueError(f"{owner}: expected {len(groups)} values for {name}, got "
+                             f"{len(value)}")
+        return list(value)
+    return [value] * len(groups)
+
+
+class ReduceLROnPlateau:
+    """Multiply each group's lr by factor once the metric given to step(metric) has not
+    improved for `patience` epochs (then wait `cooldown` epochs), never below min_lr.
+
+    Args:
+        mode: "min" (the metric should fall) or "max".
+        threshold, threshold_mode: an improvement beats the best by threshold, relative
+            ("rel") or absolute ("abs").
+        eps: changes of the lr smaller than this are skipped.
+
+    Example:
+        sched = ReduceLROnPlateau(opt, patience=3)
+        for epoch in range(100):
+            val_loss = evaluate(...); sched.step(val_loss)
+    """
+
+    def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
+                 threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
+        name = "ReduceLROnPlateau"
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        if factor >= 1.0:
+            raise ValueError(f"{name}: factor should be < 1.0, got {factor}")
+        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"{name}: mode must be 'min' or 'max' and threshold_mode 'rel' or "
+                             f"'abs', got {mode!r} and {threshold_mode!r}")
+        self.optimizer = optimizer
+        self.min_lrs = _per_group(min_lr, optimizer.param_groups, "min_lr", name)
+        self.mode, self.factor, self.patience = mode, factor, patience
+        self.threshold, self.threshold_mode = threshold, threshold_mode
+        self.cooldown, self.eps = cooldown, eps
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs = self.cooldown_counter = 0
+        self.last_epoch = 0
+        self._last_lr = [group["lr"] for group in optimizer.param_groups]
+
+    def _better(self, a, best):
+        if self.mode == "min":
+            bound = best * (1 - self.threshold) if self.threshold_mode == "rel" else \
+                best - self.threshold
+            return a < bound
+        bound = best * (1 + self.threshold) if self.threshold_mode == "rel" else \
+            best + self.threshold
+        return a > bound
+
+    def step(self, metrics):
+        """Record this epoch's metric (a number, or a 1-element tensor)."""
+        current = float(metrics.item() if hasattr(metrics, "item") else metrics)
+        self.last_epoch += 1
+        if self._better(current, self.best):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            for group, floor in zip(self.optimizer.param_groups, self.min_lrs):
+                new = max(group["lr"] * self.factor, floor)
+                if group["lr"] - new > self.eps:
+                    group["lr"] = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def get_last_lr(self):
+        return self._last_lr
+
+    def state_dict(self):
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict):
+        self.__dict__.update(state_dict)
