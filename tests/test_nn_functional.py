@@ -872,6 +872,34 @@ def test_dropout(device, rng):
         F.dropout(x, 1.5)
 
 
+@pytest.mark.parametrize("fn,shape", [(F.dropout1d, (40, 30, 7)), (F.dropout2d, (40, 30, 3, 4)),
+                                      (F.dropout2d, (60, 3, 4)), (F.dropout3d, (40, 30, 2, 2, 3))])
+def test_feature_dropout(device, rng, fn, shape):
+    """Each channel's map is kept whole (scaled) or zeroed whole, with probability p; the
+    gradient follows the same mask; eval and p = 0 leave the input alone."""
+    spatial = {F.dropout1d: 1, F.dropout2d: 2, F.dropout3d: 3}[fn]
+    a = random_array(rng, shape, low=1, high=2)
+    x = T(a, device, True) if device.has_fp64 else T(a, device)
+    y = fn(x, 0.3)
+    out = y.detach().numpy()
+    maps = out.reshape(-1, int(np.prod(shape[-spatial:])))
+    kept = (maps != 0).all(1)
+    assert ((maps == 0).all(1) | kept).all()  # whole maps
+    assert abs(1 - kept.mean() - 0.3) < 0.06
+    assert_close(maps[kept], a.reshape(maps.shape)[kept] / 0.7, **F32)
+    if device.has_fp64:
+        y.backward(cltensor.ones_like(y))
+        assert_close(x.grad, (out != 0) / 0.7, rtol=1e-6)
+    assert fn(x, 0.3, training=False) is x
+    z = T(a, device)
+    assert fn(z, 0.5, inplace=True) is z
+    assert (((z.numpy() == 0) | np.isclose(z.numpy(), 2 * a)).all())
+    with pytest.raises(ValueError, match="-d .* input, got shape"):
+        fn(T(np.ones((2,) * (spatial + 3)), device), 0.5)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        fn(x, -0.1)
+
+
 def test_embedding(device, rng):
     w = random_array(rng, (6, 3))
     idx = np.array([[1, 5, 1], [0, 1, 2]])

@@ -1007,3 +1007,16 @@ def test_layer_norm_and_group_norm_modules(device, rng):
         nn.GroupNorm(3, 4)
     with pytest.raises(ValueError, match="num_groups=2"):
         gn(_t(np.zeros((2, 3, 4)), device, np.float32))
+
+
+def test_feature_dropout_modules(device, rng):
+    x = _t(np.ones((8, 16, 3, 3)), device, np.float32)
+    drop = nn.Dropout2d(0.5)
+    assert repr(drop) == "Dropout2d(p=0.5, inplace=False)"
+    maps = drop(x).numpy().reshape(8 * 16, 9)
+    assert ((maps == 0).all(1) | (maps == 2).all(1)).all() and (maps == 0).any()
+    drop.eval()
+    assert drop(x) is x
+    assert nn.Dropout1d(0.2)(_t(np.ones((4, 5, 6)), device, np.float32)).shape == (4, 5, 6)
+    assert nn.Dropout3d(0.2)(_t(np.ones((2, 3, 2, 2, 2)), device, np.float32)).shape == \
+        (2, 3, 2, 2, 2)

@@ -44,6 +44,9 @@ __all__ = [
     "conv_transpose2d",
     "cross_entropy",
     "dropout",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
     "elu",
     "embedding",
     "flatten",
@@ -854,13 +857,50 @@ def dropout(input, p=0.5, training=True, inplace=False):
         >>> cltensor.manual_seed(0)
         >>> y = F.dropout(cltensor.ones(1000), p=0.2)   # about 200 zeros, the rest 1.25
     """
-    _float_tensor(input, "input", "dropout")
-    p = _number(p, "p", "dropout")
+    return _dropout(input, p, training, inplace, input.shape, "dropout")
+
+
+def _feature_dropout(input, p, training, inplace, spatial, op):
+    """Dropout of whole feature maps: one draw per (N, C) (or C, unbatched) over `spatial`
+    trailing dims."""
+    _float_tensor(input, "input", op)
+    if input.ndim not in (spatial + 1, spatial + 2):
+        raise ValueError(f"{op}: expected a {spatial + 1}-d (C, ...) or {spatial + 2}-d "
+                         f"(N, C, ...) input, got shape {input.shape}")
+    return _dropout(input, p, training, inplace, input.shape[:-spatial] + (1,) * spatial, op)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of an (N, C, L) or (C, L) input with probability p, scaling the
+    rest by 1 / (1 - p) (training only)."""
+    return _feature_dropout(input, p, training, inplace, 1, "dropout1d")
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of an (N, C, H, W) or (C, H, W) input with probability p, scaling
+    the rest by 1 / (1 - p) (training only).
+
+    Example:
+        >>> y = F.dropout2d(cltensor.ones(8, 16, 4, 4), 0.25)   # each 4x4 map all 0 or 4/3
+    """
+    return _feature_dropout(input, p, training, inplace, 2, "dropout2d")
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of an (N, C, D, H, W) or (C, D, H, W) input with probability p,
+    scaling the rest by 1 / (1 - p) (training only)."""
+    return _feature_dropout(input, p, training, inplace, 3, "dropout3d")
+
+
+def _dropout(input, p, training, inplace, mask_shape, op):
+    """input times a Bernoulli(1 - p) mask of mask_shape (broadcast), scaled by 1 / (1 - p)."""
+    _float_tensor(input, "input", op)
+    p = _number(p, "p", op)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
     if not training:
         return input
-    mask = ClTensor.empty_on(input.shape, dt.bool_, input.device).bernoulli_(1.0 - p)
+    mask = ClTensor.empty_on(mask_shape, dt.bool_, input.device).bernoulli_(1.0 - p)
     scale = 0.0 if p == 1.0 else 1.0 / (1.0 - p)
     if not inplace:
         return _Dropout.apply(input, mask, scale)

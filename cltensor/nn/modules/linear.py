@@ -8,7 +8,8 @@ from .. import functional as F
 from .. import init
 from .module import Module, Parameter
 
-__all__ = ["Identity", "Linear", "Embedding", "Flatten", "Dropout"]
+__all__ = ["Identity", "Linear", "Embedding", "Flatten", "Dropout", "Dropout1d", "Dropout2d",
+           "Dropout3d"]
 
 
 def check_size(value, name, owner):
@@ -208,3 +209,28 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
+
+
+class Dropout1d(Dropout):
+    """Dropout of whole channels of (N, C, L) or (C, L) input."""
+
+    def forward(self, input):
+        return F.dropout1d(input, self.p, self.training, self.inplace)
+
+
+class Dropout2d(Dropout):
+    """Dropout of whole channels (feature maps) of (N, C, H, W) or (C, H, W) input.
+
+    Example:
+        drop = nn.Dropout2d(0.1); y = drop(cltensor.randn(8, 16, 5, 5))
+    """
+
+    def forward(self, input):
+        return F.dropout2d(input, self.p, self.training, self.inplace)
+
+
+class Dropout3d(Dropout):
+    """Dropout of whole channels of (N, C, D, H, W) or (C, D, H, W) input."""
+
+    def forward(self, input):
+        return F.dropout3d(input, self.p, self.training, self.inplace)
