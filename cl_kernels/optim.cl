@@ -16,6 +16,7 @@
  * Kernels:
  *   sgd_step   SGD with weight decay, momentum (dampening, nesterov) and maximize.
  *   adam_step  Adam / AdamW (decoupled weight decay), amsgrad and maximize.
+ *   rmsprop_step  RMSprop with weight decay, momentum, centering and maximize.
  * Scalar hyperparameters are kernel arguments (a scheduler changes lr without a rebuild), given
  * in T after the host computed the derived values (1 - dampening, step size, ...) in double,
  * as torch does.
@@ -43,6 +44,12 @@ typedef struct { long offset; long stride[MAX_DIMS]; } View;
 #define ADAM_DECAY 4     /* L2 weight decay added to the gradient (Adam) */
 #define ADAM_DECOUPLED 8 /* decoupled weight decay: param *= 1 - lr * weight_decay (AdamW) */
 #define ADAM_FIRST 16    /* first step: the state buffers are uninitialized and read as 0 */
+
+/* flags of rmsprop_step */
+#define RMS_CENTERED 1   /* keep the mean gradient too and divide by the centred deviation */
+#define RMS_MOMENTUM 2   /* keep a momentum buffer */
+#define RMS_MAXIMIZE 4
+#define RMS_DECAY 8      /* weight_decay != 0 */
 
 /* The offsets of linear element i in the parameter's and the gradient's views. */
 inline void locate(long i, const int nd, const Shape* shape, const View* vp, const View* vg,
@@ -115,4 +122,40 @@ __kernel void adam_step(const long n, const int nd, const Shape shape,
   }
   const T denom = sqrt(vhat) / bias_correction2_sqrt + eps;
   param[op] = p + neg_step_size * m / denom;
+}
+
+/* square_avg, grad_avg (RMS_CENTERED) and buf (RMS_MOMENTUM) start as zeros (the host fills
+ * them on the first step) */
+__kernel void rmsprop_step(const long n, const int nd, const Shape shape,
+                           __global T* param, const View vp,
+                           __global const T* grad, const View vg,
+                           __global T* square_avg, __global T* grad_avg, __global T* buf,
+                           const T alpha, const T one_minus_alpha, const T eps,
+                           const T weight_decay, const T momentum, const T lr,
+                           const int flags) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  long op, og;
+  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  const T p = param[op];
+  T g = (flags & RMS_MAXIMIZE) ? -grad[og] : grad[og];
+  if (flags & RMS_DECAY) g = add_alpha(g, p, weight_decay);
+  const T v = fma(one_minus_alpha * g, g, square_avg[i] * alpha);
+  square_avg[i] = v;
+  T avg;
+  if (flags & RMS_CENTERED) {
+    const T m = lerp_t(grad_avg[i], g, one_minus_alpha);
+    grad_avg[i] = m;
+    avg = sqrt(fma(-m, m, v));
+  } else {
+    avg = sqrt(v);
+  }
+  avg = avg + eps;
+  if (flags & RMS_MOMENTUM) {
+    const T b = buf[i] * momentum + g / avg;
+    buf[i] = b;
+    param[op] = add_alpha(p, b, -lr);
+  } else {
+    param[op] = p + -lr * (g / avg);
+  }
 }

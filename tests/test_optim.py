@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cltensor
-from cltensor.optim import SGD, Adam, AdamW, Optimizer
+from cltensor.optim import SGD, Adam, AdamW, Optimizer, RMSprop
 from cltensor.optim.lr_scheduler import CosineAnnealingLR, LRScheduler, StepLR
 from cltensor.testing import assert_close
 
@@ -78,6 +78,32 @@ ADAM_CASES = [
     {"lr": 0.01, "maximize": True, "amsgrad": True, "weight_decay": 0.05},
     {"lr": 0.01, "weight_decay": 0.1, "decoupled_weight_decay": True},
 ]
+def np_rmsprop(p, grads, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
+               centered=False, maximize=False):
+    """torch.optim.RMSprop's update in float64 numpy, step by step."""
+    p = p.astype(np.float64)
+    v, m, b, out = np.zeros_like(p), np.zeros_like(p), np.zeros_like(p), []
+    for g in grads:
+        g = -g if maximize else g.astype(np.float64)
+        g = g + weight_decay * p
+        v = alpha * v + (1 - alpha) * g * g
+        if centered:
+            m = m + (1 - alpha) * (g - m)
+            d = np.sqrt(v - m * m) + eps
+        else:
+            d = np.sqrt(v) + eps
+        if momentum > 0:
+            b = momentum * b + g / d
+            p = p - lr * b
+        else:
+            p = p - lr * g / d
+        out.append(p.copy())
+    return out
+
+
+RMSPROP_CASES = [{}, {"lr": 0.05, "alpha": 0.9, "momentum": 0.8},
+                 {"centered": True, "weight_decay": 0.1, "eps": 1e-3},
+                 {"centered": True, "momentum": 0.5, "maximize": True}]
 ADAMW_CASES = [{}, {"lr": 0.01, "weight_decay": 0.1, "amsgrad": True},
                {"lr": 0.02, "weight_decay": 0.0, "maximize": True}]
 
@@ -139,6 +165,17 @@ def test_adamw_matches_reference(device, rng, fp_dtypes, kwargs):
         p0c, gs = p0.astype(dtype), [g.astype(dtype) for g in grads]
         _check_steps(_run(AdamW, kwargs, p0c, gs, device, dtype),
                      np_adam(p0c, gs, **ref_kwargs), dtype)
+
+
+@pytest.mark.parametrize("kwargs", RMSPROP_CASES, ids=str)
+def test_rmsprop_matches_reference(device, rng, fp_dtypes, kwargs):
+    p0, grads = _data(rng, (6, 17))
+    for dtype in fp_dtypes:
+        p0c, gs = p0.astype(dtype), [g.astype(dtype) for g in grads]
+        _check_steps(_run(RMSprop, kwargs, p0c, gs, device, dtype),
+                     np_rmsprop(p0c, gs, **kwargs), dtype)
+    with pytest.raises(ValueError, match="Invalid alpha value"):
+        RMSprop([cltensor.zeros(2, device=device, requires_grad=True)], alpha=-0.1)
 
 
 @pytest.mark.parametrize("shape", [(0,), (1,), (257,), (3, 0, 2), (2, 3, 5, 7), ()], ids=str)
@@ -269,7 +306,9 @@ def _as_numpy_state(sd):
 
 @pytest.mark.parametrize("opt_cls,kw", [(SGD, {"lr": 0.1, "momentum": 0.9, "nesterov": True}),
                                         (Adam, {"lr": 0.01, "amsgrad": True}),
-                                        (AdamW, {"lr": 0.01})], ids=["SGD", "Adam", "AdamW"])
+                                        (AdamW, {"lr": 0.01}),
+                                        (RMSprop, {"lr": 0.01, "momentum": 0.5, "centered": True})],
+                         ids=["SGD", "Adam", "AdamW", "RMSprop"])
 def test_state_dict_round_trip(device, rng, opt_cls, kw):
     """Resuming from state_dict (also converted to numpy) continues exactly as without a break."""
     shapes = ((3, 4), (5,))
@@ -508,7 +547,8 @@ def _torch_run(torch, opt_name, kwargs, p0, grads):
 
 
 @pytest.mark.parametrize("opt_cls,kwargs", [(SGD, k) for k in SGD_CASES] +
-                         [(Adam, k) for k in ADAM_CASES] + [(AdamW, k) for k in ADAMW_CASES],
+                         [(Adam, k) for k in ADAM_CASES] + [(AdamW, k) for k in ADAMW_CASES] +
+                         [(RMSprop, k) for k in RMSPROP_CASES],
                          ids=lambda x: x.__name__ if isinstance(x, type) else str(x))
 def test_against_torch(device, rng, fp_dtypes, opt_cls, kwargs):
     torch = pytest.importorskip("torch")

@@ -10,9 +10,11 @@ LOCAL_SIZE = 256  # work-group size on GPUs; CPUs let the driver choose
 # flags, as #defined in optim.cl
 SGD_MOMENTUM, SGD_FIRST, SGD_NESTEROV, SGD_MAXIMIZE, SGD_DECAY = 1, 2, 4, 8, 16
 ADAM_AMSGRAD, ADAM_MAXIMIZE, ADAM_DECAY, ADAM_DECOUPLED, ADAM_FIRST = 1, 2, 4, 8, 16
+RMS_CENTERED, RMS_MOMENTUM, RMS_MAXIMIZE, RMS_DECAY = 1, 2, 4, 8
 
 def get_optim_kernel(device, name, dtype):
-    """The memoized kernel `name` (sgd_step, adam_step) of optim.cl for a float dtype."""
+    """The memoized kernel `name` (sgd_step, adam_step, rmsprop_step) of optim.cl for a float
+    dtype."""
     return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype)})
 
 
@@ -55,3 +57,12 @@ def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, scalars, flags):
     vmax = exp_avg_sq if max_exp_avg_sq is None else max_exp_avg_sq
     _launch("adam_step", param, grad,
             [exp_avg.storage.buf, exp_avg_sq.storage.buf, vmax.storage.buf], scalars, flags)
+
+
+def rmsprop_step(param, grad, square_avg, grad_avg, buf, scalars, flags):
+    """One RMSprop update of param and its state (grad_avg, buf: None when not kept);
+    `scalars` in optim.cl's order (alpha, 1 - alpha, eps, weight_decay, momentum, lr)."""
+    unused = square_avg.storage.buf
+    _launch("rmsprop_step", param, grad,
+            [square_avg.storage.buf, unused if grad_avg is None else grad_avg.storage.buf,
+             unused if buf is None else buf.storage.buf], scalars, flags)
