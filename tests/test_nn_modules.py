@@ -880,12 +880,13 @@ def test_sequential_does_not_fuse_modules_with_hooks(device, rng):
     """A forward hook on a Conv2d sees its output before the ReLU, and one on the ReLU sees the
     ReLU's: a hooked pair runs unfused, with the same results as module by module."""
     net = _conv_relu_net(device)
-    seen = {}
-    net[0].register_forward_hook(lambda m, args, out: seen.__setitem__("conv", out.numpy()))
-    net[3].register_forward_hook(lambda m, args, out: seen.__setitem__("relu", out.numpy()))
     x = _t(rng.standard_normal((2, 3, 8, 8)).astype(np.float32), device)
     g = _t(rng.standard_normal((2, 4, 4, 4)).astype(np.float32), device)
     _run_net(net, x, g, False)
+    unhooked = _run_net(net, x, g, True)[3]
+    seen = {}
+    h0 = net[0].register_forward_hook(lambda m, args, out: seen.__setitem__("conv", out.numpy()))
+    h3 = net[3].register_forward_hook(lambda m, args, out: seen.__setitem__("relu", out.numpy()))
     plain = _run_net(net, x, g, False)
     plain_seen = dict(seen)
     fused = _run_net(net, x, g, True)
@@ -894,6 +895,8 @@ def test_sequential_does_not_fuse_modules_with_hooks(device, rng):
     for k in ("conv", "relu"):
         np.testing.assert_array_equal(seen[k], plain_seen[k])
     assert fused[3] == plain[3] - 1, (fused[3], plain[3])  # the last pair alone
+    h0.remove(), h3.remove()  # fused again once the hooks are gone
+    assert _run_net(net, x, g, True)[3] == unhooked
 
 
 def test_forward_hooks(device, rng):

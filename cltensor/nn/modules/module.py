@@ -113,6 +113,12 @@ class Module:
         replaces grad_input. Returns a RemovableHandle."""
         return self._add_hook("_backward_hooks", hook, prepend, hook)
 
+    def _has_hooks(self):
+        """Whether any hook of this module is registered now."""
+        d = self.__dict__
+        return self._hooked and any(d.get(name) for name in (
+            "_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks"))
+
     def _add_hook(self, name, hook, prepend, entry):
         if not callable(hook):
             raise TypeError(f"{name[1:-1].replace('_', ' ')}: expected a callable, got "
