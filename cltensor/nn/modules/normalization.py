@@ -153,19 +153,19 @@ class LayerNorm(_AffineNorm):
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
+                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
 
 
 class GroupNorm(_AffineNorm):
     """Normalization of an (N, C, *) input over each sample's groups of C / num_groups channels,
-    then a per-channel affine map (affine).
+    then a per-channel affine map (affine; bias=False drops its bias).
 
     Example:
         gn = nn.GroupNorm(4, 32); y = gn(cltensor.randn(2, 32, 8, 8))
     """
 
     def __init__(self, num_groups, num_channels, eps=1e-5, affine=True, device=None,
-                 dtype=None):
+                 dtype=None, *, bias=True):
         super().__init__()
         check_size(num_groups, "num_groups", "GroupNorm")
         check_size(num_channels, "num_channels", "GroupNorm")
@@ -174,13 +174,14 @@ class GroupNorm(_AffineNorm):
                              f"num_groups ({num_groups})")
         self.num_groups, self.num_channels, self.eps, self.affine = (num_groups, num_channels,
                                                                       eps, affine)
-        self._init_affine(affine, True, (num_channels,), device, dtype)
+        self._init_affine(affine, bias, (num_channels,), device, dtype)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
+                f"bias={self.bias is not None}")
 
 
 class LocalResponseNorm(Module):
