@@ -389,6 +389,18 @@ class ClTensor:
             raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
         return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
+    def unflatten(self, dim, sizes):
+        """Dim `dim` split into `sizes` (one of them may be -1), as torch.unflatten."""
+        d = _norm_dim(dim, self.ndim, "unflatten")
+        sizes = tuple(sizes)
+        if not sizes:
+            raise ValueError("unflatten: sizes must be non-empty")
+        inner = _infer_shape(sizes, self.shape[d]) if -1 in sizes else sizes
+        if math.prod(inner) != self.shape[d]:
+            raise ValueError(f"unflatten: sizes {sizes} don't multiply up to the size of dim {d} "
+                             f"({self.shape[d]}) in the input tensor of shape {self.shape}")
+        return self.reshape(self.shape[:d] + tuple(inner) + self.shape[d + 1:])
+
     def permute(self, *dims):
         dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         if len(dims) != self.ndim:

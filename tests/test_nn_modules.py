@@ -571,7 +571,11 @@ def _repr_model(ns):
                       ns.Softplus(2.0, 10.0), ns.Hardswish(), ns.Hardsigmoid(), ns.ReLU6(),
                       ns.Upsample(scale_factor=2, mode="bilinear"), ns.Upsample(size=(3, 4)),
                       ns.Dropout2d(0.2), ns.Dropout1d(), ns.L1Loss(), ns.SmoothL1Loss(beta=0.5),
-                      ns.HuberLoss(delta=2.0), ns.BCELoss(), ns.KLDivLoss(reduction="batchmean")))
+                      ns.HuberLoss(delta=2.0), ns.BCELoss(), ns.KLDivLoss(reduction="batchmean")),
+        ns.Sequential(ns.PReLU(3), ns.ZeroPad2d(1), ns.ZeroPad1d(2), ns.ConstantPad1d((1, 2), 3.0),
+                      ns.ReflectionPad2d((1, 0, 2, 1)), ns.ReplicationPad1d(2),
+                      ns.CircularPad2d(1), ns.PixelShuffle(2), ns.PixelUnshuffle(3),
+                      ns.ChannelShuffle(2), ns.Unflatten(1, (2, 5))))
 
 
 def test_repr_tree():
@@ -1036,3 +1040,46 @@ def test_feature_dropout_modules(device, rng):
     assert nn.Dropout1d(0.2)(_t(np.ones((4, 5, 6)), device, np.float32)).shape == (4, 5, 6)
     assert nn.Dropout3d(0.2)(_t(np.ones((2, 3, 2, 2, 2)), device, np.float32)).shape == \
         (2, 3, 2, 2, 2)
+
+
+def test_shape_and_padding_modules_against_torch(device, rng):
+    """PixelShuffle, PixelUnshuffle, ChannelShuffle, PReLU, the padding modules and Unflatten:
+    outputs and input (and PReLU weight) gradients as torch's, in float64."""
+    torch = pytest.importorskip("torch")
+    dtype = np.float64 if device.has_fp64 else np.float32
+    tol = {"rtol": 1e-12, "atol": 1e-12} if dtype == np.float64 else {"rtol": 1e-5, "atol": 1e-6}
+    cases = [(lambda ns: ns.PixelShuffle(2), (2, 8, 3, 4)),
+             (lambda ns: ns.PixelUnshuffle(2), (2, 3, 6, 4)),
+             (lambda ns: ns.ChannelShuffle(3), (2, 6, 2, 3)),
+             (lambda ns: ns.PReLU(6), (2, 6, 3, 2)), (lambda ns: ns.PReLU(), (5, 4)),
+             (lambda ns: ns.ZeroPad2d((1, 2, 0, 3)), (2, 3, 4, 5)),
+             (lambda ns: ns.ConstantPad1d(2, -1.5), (2, 3, 4)),
+             (lambda ns: ns.ReflectionPad2d(2), (1, 2, 4, 5)),
+             (lambda ns: ns.ReplicationPad1d((3, 1)), (2, 3, 4)),
+             (lambda ns: ns.CircularPad2d((1, 2, 2, 1)), (1, 2, 4, 5)),
+             (lambda ns: ns.Unflatten(-1, (2, -1)), (3, 4, 6))]
+    for make, shape in cases:
+        a = rng.standard_normal(shape).astype(dtype)
+        ours, theirs = make(nn), make(torch.nn)
+        if isinstance(ours, nn.PReLU):
+            w = rng.uniform(-1, 1, ours.weight.shape).astype(dtype)
+            ours.weight = nn.Parameter(_t(w, device))
+            theirs.weight = torch.nn.Parameter(torch.tensor(w))
+        x, t = _t(a, device).requires_grad_(), torch.tensor(a, requires_grad=True)
+        y, ty = ours(x), theirs(t)
+        assert_close(y, ty.detach().numpy(), **tol)
+        g = rng.standard_normal(ty.shape).astype(dtype)
+        y.backward(_t(g, device))
+        ty.backward(torch.tensor(g))
+        assert_close(x.grad, t.grad.numpy(), **tol)
+        if isinstance(ours, nn.PReLU):
+            assert_close(ours.weight.grad, theirs.weight.grad.numpy(), **tol)
+    x = _t(np.zeros((2, 6, 4, 4)), device)
+    for call, match in [(lambda: F.pixel_shuffle(x, 4), "not divisible by upscale_factor"),
+                        (lambda: F.pixel_unshuffle(x, 3), "divisible by downscale_factor"),
+                        (lambda: F.channel_shuffle(x, 4), "divisible by groups 4"),
+                        (lambda: F.prelu(x, _t(np.ones(4), device)), "1 or 6"),
+                        (lambda: nn.ZeroPad2d((1, 2)), "4-tuple"),
+                        (lambda: x.unflatten(1, (4, 2)), "don't multiply up")]:
+        with pytest.raises(ValueError, match=match):
+            call()

@@ -40,6 +40,7 @@ __all__ = [
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "cat",
+    "channel_shuffle",
     "conv2d",
     "conv_transpose2d",
     "cross_entropy",
@@ -69,6 +70,9 @@ __all__ = [
     "mse_loss",
     "nll_loss",
     "pad",
+    "pixel_shuffle",
+    "pixel_unshuffle",
+    "prelu",
     "relu",
     "relu6",
     "sigmoid",
@@ -967,6 +971,94 @@ def flatten(input, start_dim=0, end_dim=-1):
 def cat(tensors, dim=0):
     """cltensor.cat: tensors joined along dim (differentiable; inception blocks' concat)."""
     return cltensor.cat(tensors, dim)
+
+
+def _shuffle_factor(input, factor, name, op):
+    _tensor(input, "input", op)
+    if not isinstance(factor, numbers.Integral) or isinstance(factor, bool) or factor <= 0:
+        raise ValueError(f"{op}: {name} must be a positive int, got {factor!r}")
+    if input.ndim < 3:
+        raise ValueError(f"{op}: expected an input of at least 3 dims (*, C, H, W), got shape "
+                         f"{input.shape}")
+    return int(factor)
+
+
+def pixel_shuffle(input, upscale_factor):
+    """(*, C * r^2, H, W) -> (*, C, H * r, W * r): each channel group of r^2 spread over an
+    r x r block (sub-pixel convolution's upsampling).
+
+    Example:
+        >>> F.pixel_shuffle(cltensor.zeros(1, 8, 3, 3), 2).shape
+        (1, 2, 6, 6)
+    """
+    r = _shuffle_factor(input, upscale_factor, "upscale_factor", "pixel_shuffle")
+    *lead, c, h, w = input.shape
+    if c % (r * r):
+        raise ValueError(f"pixel_shuffle: the input's {c} channels are not divisible by "
+                         f"upscale_factor^2 = {r * r}")
+    n = len(lead)
+    x = input.reshape(*lead, c // (r * r), r, r, h, w)
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(*lead, c // (r * r), h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """(*, C, H * r, W * r) -> (*, C * r^2, H, W), the inverse of pixel_shuffle.
+
+    Example:
+        >>> F.pixel_unshuffle(cltensor.zeros(1, 2, 6, 6), 2).shape
+        (1, 8, 3, 3)
+    """
+    r = _shuffle_factor(input, downscale_factor, "downscale_factor", "pixel_unshuffle")
+    *lead, c, h, w = input.shape
+    if h % r or w % r:
+        raise ValueError(f"pixel_unshuffle: the input's height {h} and width {w} must be "
+                         f"divisible by downscale_factor {r}")
+    n = len(lead)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def channel_shuffle(input, groups):
+    """(N, C, *) with its channels regrouped: channel g * (C / groups) + k moves to
+    k * groups + g (ShuffleNet).
+
+    Example:
+        >>> F.channel_shuffle(cltensor.arange(6.0).reshape(1, 6, 1, 1), 2).flatten().tolist()
+        [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]
+    """
+    op = "channel_shuffle"
+    _tensor(input, "input", op)
+    if not isinstance(groups, numbers.Integral) or isinstance(groups, bool) or groups <= 0:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    if input.ndim < 3 or input.shape[1] % groups:
+        raise ValueError(f"{op}: expected an (N, C, *) input with C divisible by groups "
+                         f"{groups}, got shape {input.shape}")
+    n, c, *rest = input.shape
+    x = input.reshape(n, groups, c // groups, *rest).transpose(1, 2)
+    return x.reshape(n, c, *rest)
+
+
+def prelu(input, weight):
+    """x where x > 0, else weight * x; weight has one entry, or one per channel (dim 1).
+
+    Example:
+        >>> F.prelu(cltensor.tensor([-2.0, 3.0]), cltensor.tensor([0.25])).tolist()
+        [-0.5, 3.0]
+    """
+    op = "prelu"
+    _float_tensor(input, "input", op)
+    _tensor(weight, "weight", op)
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if weight.ndim != 1 or weight.shape[0] not in (1, channels):
+        raise ValueError(f"{op}: weight must have 1 or {channels} (the channels) entries, got "
+                         f"shape {weight.shape}")
+    if weight.dtype != input.dtype:
+        raise TypeError(f"{op}: weight has dtype {weight.dtype} but the input has {input.dtype}")
+    common_device([input, weight], op)
+    w = weight.reshape((-1,) + (1,) * (input.ndim - 2)) if input.ndim >= 2 else weight
+    return cltensor.where(input > 0, input, w * input)
 
 
 def pad(input, pad, mode="constant", value=None):

@@ -1,6 +1,6 @@
 """The layers of cltensor.nn, grouped as in torch.nn.modules."""
-from . import (activation, container, conv, linear, loss, module, normalization, pooling,
-               upsampling)
+from . import (activation, container, conv, linear, loss, module, normalization, padding,
+               pixelshuffle, pooling, upsampling)
 from .activation import *  # noqa: F401,F403
 from .container import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
@@ -8,8 +8,11 @@ from .linear import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
 from .module import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
+from .padding import *  # noqa: F401,F403
+from .pixelshuffle import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
 from .upsampling import *  # noqa: F401,F403
 
 __all__ = [name for mod in (module, container, linear, conv, pooling, activation,
-                            normalization, loss, upsampling) for name in mod.__all__]
+                            normalization, loss, upsampling, padding, pixelshuffle)
+           for name in mod.__all__]

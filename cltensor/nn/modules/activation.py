@@ -1,10 +1,12 @@
-"""Activation modules: ReLU, ReLU6, LeakyReLU, ELU, GELU, SiLU, Mish, Softplus, Hardswish,
+"""Activation modules: ReLU, ReLU6, PReLU, LeakyReLU, ELU, GELU, SiLU, Mish, Softplus, Hardswish,
 Hardsigmoid, Sigmoid, Tanh, Hardtanh, Softmax, LogSoftmax."""
+from ...autograd import no_grad
 from .. import functional as F
+from .linear import check_size, new_parameter
 from .module import Module
 
-__all__ = ["ReLU", "ReLU6", "LeakyReLU", "ELU", "GELU", "SiLU", "Mish", "Softplus", "Hardswish",
-           "Hardsigmoid", "Sigmoid", "Tanh", "Hardtanh", "Softmax", "LogSoftmax"]
+__all__ = ["ReLU", "ReLU6", "PReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Mish", "Softplus",
+           "Hardswish", "Hardsigmoid", "Sigmoid", "Tanh", "Hardtanh", "Softmax", "LogSoftmax"]
 
 
 def _inplace_repr(inplace):
@@ -94,6 +96,31 @@ class Softplus(Module):
 
     def extra_repr(self):
         return f"beta={self.beta}, threshold={self.threshold}"
+
+
+class PReLU(Module):
+    """x where x > 0, else a * x, with a learned (one a, or one per channel of dim 1).
+
+    Example:
+        act = nn.PReLU(16)   # a per channel, starting at 0.25
+    """
+
+    def __init__(self, num_parameters=1, init=0.25, device=None, dtype=None):
+        super().__init__()
+        self.num_parameters = check_size(num_parameters, "num_parameters", "PReLU")
+        self.init = init
+        self.weight = new_parameter((num_parameters,), device, dtype, "PReLU")
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        with no_grad():
+            self.weight.fill_(self.init)
+
+    def forward(self, input):
+        return F.prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
 
 
 class LeakyReLU(Module):

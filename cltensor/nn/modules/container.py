@@ -111,7 +111,8 @@ def _fusable(first, second):
     the same result and gradients, one pass over the output fewer): plain instances of both,
     neither with a forward or hooks of its own."""
     return (type(first) is Conv2d and type(second) is ReLU and "forward" not in first.__dict__
-            and "forward" not in second.__dict__ and not first._has_hooks() and not second._has_hooks())
+            and "forward" not in second.__dict__ and not first._has_hooks()
+            and not second._has_hooks())
 
 
 class ModuleList(Module):

@@ -8,7 +8,8 @@ from .. import functional as F
 from .. import init
 from .module import Module, Parameter
 
-__all__ = ["Identity", "Linear", "Embedding", "Flatten", "Dropout", "Dropout1d", "Dropout2d",
+__all__ = ["Identity", "Linear", "Embedding", "Flatten", "Unflatten", "Dropout", "Dropout1d",
+           "Dropout2d",
            "Dropout3d"]
 
 
@@ -188,6 +189,24 @@ class Flatten(Module):
 
     def extra_repr(self):
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
+
+
+class Unflatten(Module):
+    """Splits dim `dim` into `unflattened_size` (one entry may be -1).
+
+    Example:
+        nn.Unflatten(1, (2, 5))(cltensor.zeros(3, 10)).shape   # (3, 2, 5)
+    """
+
+    def __init__(self, dim, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = dim, tuple(unflattened_size)
+
+    def forward(self, input):
+        return input.unflatten(self.dim, self.unflattened_size)
+
+    def extra_repr(self):
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 class Dropout(Module):
