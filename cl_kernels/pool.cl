@@ -1,6 +1,6 @@
 /*
- * pool.cl: 2-d pooling over NCHW tensors: max (with its argmax), average and adaptive average,
- * forward and backward, deterministic (no atomics: the result does not depend on scheduling).
+ * pool.cl: 2-d pooling over NCHW tensors: max (with its argmax), average, adaptive average and
+ * adaptive max (with its argmax), forward and backward, deterministic (no atomics: the result does not depend on scheduling).
  *
  * Layout: a tensor is an N x C x H x W view: an element offset and one stride per dim (View4,
  * in elements, any values: channels_last and sliced inputs read in place). The argmax of a
@@ -17,7 +17,7 @@
  *           each output's gradient to its window in (oh, ow) order, as torch's CPU kernels do.
  *           It runs in cache and needs no window search; on PoCL it beats the items form,
  *           whose strided gathers cost more than a work-item walking memory in order.
- * adaptive_avg_pool2d has the items form only.
+ * The adaptive kernels have the items form only.
  *
  * Window rules (torch's): output oh of max_pool reads rows oh * sh - ph + a * dh, a < kh, that
  * lie inside the input (padding never wins); ties keep the first, and NaN beats every number
@@ -25,11 +25,13 @@
  * oh * sh - ph + kh) inside the input and divides by `divisor` when it is nonzero, else by the
  * window's size clipped to the padded input (include_pad) or to the input; a window wholly in
  * the padding gives 0. adaptive_avg_pool averages rows [floor(oh * H / OH),
- * ceil((oh + 1) * H / OH)).
+ * ceil((oh + 1) * H / OH)) (and the columns likewise); adaptive_max_pool takes their largest,
+ * by max_pool's rules.
  *
  * Kernels: max_pool2d_fwd, max_pool2d_fwd_rows, max_pool2d_bwd, max_pool2d_bwd_planes,
  *          avg_pool2d_fwd, avg_pool2d_fwd_rows, avg_pool2d_bwd, avg_pool2d_bwd_planes,
- *          adaptive_avg_pool2d_fwd, adaptive_avg_pool2d_bwd.
+ *          adaptive_avg_pool2d_fwd, adaptive_avg_pool2d_bwd, adaptive_max_pool2d_fwd,
+ *          adaptive_max_pool2d_bwd.
  * Build options:
  *   T        data type (float or double)
  *   KH, KW, SH, SW, PH, PW, DH, DW   (optional, all or none) the window geometry baked in:
@@ -503,6 +505,49 @@ __kernel void adaptive_avg_pool2d_bwd(const Pool p, const int c_last,
       acc += g[gb + oh * vg.h + ow * vg.w] / (T)((h1 - h0) * (w1 - w0));
     }
   }
+  gx[at(vgx, q)] = acc;
+}
+
+/* ---- adaptive max ---------------------------------------------------------------------------- */
+
+/* the largest input of output (oh, ow)'s adaptive window (the first one, or the last NaN, as
+ * max_pool2d), and its position h * W + w */
+__kernel void adaptive_max_pool2d_fwd(const Pool p, const int c_last, const int with_idx,
+                                      __global const T* x, const View4 vx, __global T* y,
+                                      const View4 vy, __global int* idx, const View4 vi) {
+  Pos q;
+  if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
+  const int h0 = start_of(q.y, p.H, p.OH), h1 = end_of(q.y, p.H, p.OH);
+  const int w0 = start_of(q.x, p.W, p.OW), w1 = end_of(q.x, p.W, p.OW);
+  const OFF base = plane(vx, q);
+  T best = -INFINITY;
+  int pos = h0 * p.W + w0;
+  for (int h = h0; h < h1; ++h)
+    for (int w = w0; w < w1; ++w) {
+      const T v = x[base + h * vx.h + w * vx.w];
+      const int take = v > best || v != v;
+      best = take ? v : best;
+      pos = take ? h * p.W + w : pos;
+    }
+  y[at(vy, q)] = best;
+  if (with_idx) idx[at(vi, q)] = pos;
+}
+
+/* an input gathers the gradients of the outputs whose argmax it is */
+__kernel void adaptive_max_pool2d_bwd(const Pool p, const int c_last,
+                                      __global const T* g, const View4 vg,
+                                      __global const int* idx, const View4 vi, __global T* gx,
+                                      const View4 vgx) {
+  Pos q;
+  if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
+  const int me = q.y * p.W + q.x;
+  const int oh0 = start_of(q.y, p.OH, p.H), oh1 = min(end_of(q.y, p.OH, p.H), p.OH);
+  const int ow0 = start_of(q.x, p.OW, p.W), ow1 = min(end_of(q.x, p.OW, p.W), p.OW);
+  const OFF gb = plane(vg, q), ib = plane(vi, q);
+  T acc = 0;
+  for (int oh = oh0; oh < oh1; ++oh)
+    for (int ow = ow0; ow < ow1; ++ow)
+      if (idx[ib + oh * vi.h + ow * vi.w] == me) acc += g[gb + oh * vg.h + ow * vg.w];
   gx[at(vgx, q)] = acc;
 }
 #endif

@@ -265,7 +265,8 @@ def section_pool():
     x = dev(rand(2, 3, 7, 5)).requires_grad_()
     xt = x.transpose(2, 3)                              # a non-contiguous input
     for y in [F.max_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 2, ceil_mode=True),
-              F.adaptive_avg_pool2d(x, (3, 2)), F.max_pool2d(x, 2),
+              F.adaptive_avg_pool2d(x, (3, 2)), F.adaptive_max_pool2d(x, (3, 4)),
+              F.max_pool2d(x, 2),
               F.avg_pool2d(xt, 3, 2, 1, count_include_pad=False), F.max_pool2d(xt, 2, dilation=2)]:
         y.backward(dev(rand(*y.shape)), retain_graph=True)  # xt is shared
     assert np.isfinite(x.grad.numpy()).all()

@@ -900,6 +900,44 @@ def test_feature_dropout(device, rng, fn, shape):
         fn(x, -0.1)
 
 
+def _adaptive_max_reference(a, oh, ow):
+    n, c, h, w = a.shape
+    y = np.empty((n, c, oh, ow))
+    idx = np.empty((n, c, oh, ow), np.int64)
+    for i in range(oh):
+        h0, h1 = i * h // oh, -(-(i + 1) * h // oh)
+        for j in range(ow):
+            w0, w1 = j * w // ow, -(-(j + 1) * w // ow)
+            win = a[:, :, h0:h1, w0:w1].reshape(n, c, -1)
+            k = win.argmax(-1)
+            y[:, :, i, j] = np.take_along_axis(win, k[..., None], -1)[..., 0]
+            idx[:, :, i, j] = (h0 + k // (w1 - w0)) * w + w0 + k % (w1 - w0)
+    return y, idx
+
+
+def test_adaptive_max_pool2d(device, rng):
+    """Values and argmax against a numpy reference on strided and channels_last inputs, down-
+    and upsampling windows; the gradient by finite differences; NaN wins, as max_pool2d."""
+    a = random_array(rng, (2, 3, 7, 9))
+    for out in [(3, 4), (1, 1), (7, 9), (10, 12), (None, 2)]:
+        oh, ow = (7 if out[0] is None else out[0]), out[1]
+        want, want_idx = _adaptive_max_reference(a.astype(np.float64), oh, ow)
+        for layout, x in strided_views(a, device):
+            y, idx = F.adaptive_max_pool2d(x, out, return_indices=True)
+            assert_close(y, want, rtol=0, atol=0), (out, layout)
+            np.testing.assert_array_equal(idx.numpy(), want_idx)
+    if device.has_fp64:
+        x64 = T(rng.standard_normal((1, 2, 5, 6)), device, True)
+        assert gradcheck(lambda t: F.adaptive_max_pool2d(t, (2, 4)), [x64])
+    b = a.copy()
+    b[0, 0, 1, 1] = np.nan
+    y = F.adaptive_max_pool2d(T(b, device), 1).numpy()
+    assert np.isnan(y[0, 0, 0, 0]) and not np.isnan(y[0, 1:]).any()
+    assert F.adaptive_max_pool2d(T(a[0], device), 2).shape == (3, 2, 2)
+    with pytest.raises(ValueError, match="output_size must hold positive ints"):
+        F.adaptive_max_pool2d(T(a, device), (0, 2))
+
+
 def test_embedding(device, rng):
     w = random_array(rng, (6, 3))
     idx = np.array([[1, 5, 1], [0, 1, 2]])
@@ -1154,6 +1192,8 @@ def _torch_cases(torch, TF):
          lambda x: TF.avg_pool2d(x, 2, 1, 1, divisor_override=3), [(2, 3, 5, 6)]),
         ("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, (4, 3)),
          lambda x: TF.adaptive_avg_pool2d(x, (4, 3)), [(2, 3, 9, 8)]),
+        ("adaptive_max_pool2d", lambda x: F.adaptive_max_pool2d(x, (4, 3)),
+         lambda x: TF.adaptive_max_pool2d(x, (4, 3)), [(2, 3, 9, 8)]),
         ("log_softmax", lambda x: F.log_softmax(x, 1), lambda x: TF.log_softmax(x, 1),
          [(3, 7, 4)]),
         ("softmax", lambda x: F.softmax(x, -1), lambda x: TF.softmax(x, -1), [(3, 7, 4)]),

@@ -575,7 +575,7 @@ def _repr_model(ns):
         ns.Sequential(ns.PReLU(3), ns.ZeroPad2d(1), ns.ZeroPad1d(2), ns.ConstantPad1d((1, 2), 3.0),
                       ns.ReflectionPad2d((1, 0, 2, 1)), ns.ReplicationPad1d(2),
                       ns.CircularPad2d(1), ns.PixelShuffle(2), ns.PixelUnshuffle(3),
-                      ns.ChannelShuffle(2), ns.Unflatten(1, (2, 5))))
+                      ns.ChannelShuffle(2), ns.Unflatten(1, (2, 5)), ns.AdaptiveMaxPool2d((2, 3))))
 
 
 def test_repr_tree():

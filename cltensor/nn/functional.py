@@ -35,6 +35,7 @@ from ..tensor import ClTensor, _norm_dim
 
 __all__ = [
     "adaptive_avg_pool2d",
+    "adaptive_max_pool2d",
     "avg_pool2d",
     "batch_norm",
     "binary_cross_entropy",
@@ -471,6 +472,22 @@ class _MaxPool2d(Function):
         return gx, None, None, None
 
 
+class _AdaptiveMaxPool2d(Function):
+    @staticmethod
+    def forward(ctx, x, out_hw, return_indices):
+        need = ctx.needs_input_grad[0]
+        y, idx = pool.adaptive_max_pool2d(x, out_hw, need or return_indices)
+        ctx.save_for_backward(idx if need else None)
+        ctx.x_shape, ctx.layout = x.shape, pool.layout_of(x)
+        return (y, idx.to(dt.int64)) if return_indices else y
+
+    @staticmethod
+    @_first_order
+    def backward(ctx, g, _g_indices=None):
+        (idx,) = ctx.saved_tensors
+        return pool.adaptive_max_pool2d_backward(g, idx, ctx.x_shape, ctx.layout), None, None
+
+
 class _AvgPool2d(Function):
     @staticmethod
     def forward(ctx, x, fields, out_hw, divisor, include_pad):
@@ -569,6 +586,19 @@ def adaptive_avg_pool2d(input, output_size):
     x, squeeze = _batched(input, "adaptive_avg_pool2d")
     out_hw = pool.adaptive_size(output_size, x, "adaptive_avg_pool2d")
     return _unbatch(_AdaptiveAvgPool2d.apply(x, out_hw), squeeze)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """Max pooling to a fixed (OH, OW) over adaptive_avg_pool2d's windows; return_indices:
+    also the argmax of each window as h * W + w (int64).
+
+    Example:
+        >>> F.adaptive_max_pool2d(cltensor.arange(16.0).reshape(1, 1, 4, 4), 1).tolist()
+        [[[[15.0]]]]
+    """
+    x, squeeze = _batched(input, "adaptive_max_pool2d")
+    out_hw = pool.adaptive_size(output_size, x, "adaptive_max_pool2d")
+    return _unbatch(_AdaptiveMaxPool2d.apply(x, out_hw, bool(return_indices)), squeeze)
 
 
 # ---- interpolation ------------------------------------------------------------------------------

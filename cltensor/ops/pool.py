@@ -318,3 +318,23 @@ def adaptive_avg_pool2d_backward(g, x_shape, layout):
     _launch("adaptive_avg_pool2d_bwd", gx, _pool(x_shape, g.shape[2:]), None, off,
             *_views(off, g, gx))
     return gx
+
+
+def adaptive_max_pool2d(x, out_hw, with_indices):
+    """(y, int32 argmax or None) of a 4-d input over adaptive windows."""
+    layout = layout_of(x)
+    shape = x.shape[:2] + tuple(out_hw)
+    y = _empty(shape, layout, x)
+    idx = ClTensor.empty_on(shape, dt.int32, x.device, layout) if with_indices else y
+    off = _offset_type(x, y, idx)
+    _launch("adaptive_max_pool2d_fwd", y, _pool(x.shape, out_hw), None, off,
+            np.int32(with_indices), *_views(off, x, y, idx))
+    return y, (idx if with_indices else None)
+
+
+def adaptive_max_pool2d_backward(g, idx, x_shape, layout):
+    gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
+    off = _offset_type(g, idx, gx)
+    _launch("adaptive_max_pool2d_bwd", gx, _pool(x_shape, g.shape[2:]), None, off,
+            *_views(off, g, idx, gx))
+    return gx
