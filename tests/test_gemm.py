@@ -293,6 +293,61 @@ def test_xgemm_plans_are_reused_for_the_same_layout_only(device, rng, monkeypatc
     assert counts == {"xgemm": 1} and len(gm._prepared) == 1, counts
 
 
+def test_xgemm_runs_are_replayed_for_the_same_layout_and_entry(device, rng, monkeypatch):
+    """gemm_into replays a product's in-place xgemm run for the same layout and database entry
+    without choosing the family again: the new call's tensors, addend, biases and ReLU are the
+    ones used. Another entry, another forced family, another alignment or benchmark mode
+    choose afresh; clear_cache forgets the runs."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
+    entry = dict(gm.entry_for(device, np.dtype(np.float32)), xgemm=[gm.XGEMM_FALLBACKS[1]],
+                 strict=True)
+    monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+    gm.clear_cache()
+    chosen = []
+    family = gm._family
+    monkeypatch.setattr(gm, "_family", lambda p, e: chosen.append(p.m) or family(p, e))
+
+    def product(m=64, **epilogue):
+        a, b = random_array(rng, (m, 40)), random_array(rng, (40, 96))
+        c, rb, cb = (random_array(rng, shape) for shape in ((m, 96), (m,), (96,)))
+        out = poisoned(device, (m, 96), np.float32)
+        kw = {"c": put(device, c), "beta": 0.5} if epilogue.get("c") else {"beta": 0}
+        kw.update(row_bias=put(device, rb) if epilogue.get("row_bias") else None,
+                  col_bias=put(device, cb) if epilogue.get("col_bias") else None,
+                  relu=epilogue.get("relu", False))
+        cltensor.gemm(put(device, a), put(device, b), out, **kw)
+        ref = dict(beta=kw["beta"], c=c if "c" in kw else None, relu=kw["relu"],
+                   row_bias=rb if kw["row_bias"] is not None else None,
+                   col_bias=cb if kw["col_bias"] is not None else None)
+        run_check(out, a, b, np.float32, **ref)
+
+    product()
+    assert chosen == [64] and len(gm._recipes) == 1
+    product(c=True, relu=True)
+    product(row_bias=True, col_bias=True)
+    assert chosen == [64], "the same layout chose again"
+    product(m=72)
+    assert chosen == [64, 72] and len(gm._recipes) == 2
+    other = dict(entry)
+    monkeypatch.setattr(gm, "entry_for", lambda *args: other)
+    product(c=True)
+    assert len(chosen) == 3, "a new entry was not asked"
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "tiled")
+    product()
+    assert len(chosen) == 4, "a new forced family was not asked"
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
+    product()
+    assert len(chosen) == 4, "the run of the new entry was not replayed"
+    flat, b = random_array(rng, (64 * 40 + 1,)), random_array(rng, (40, 96))
+    A = put(device, flat)[1:].reshape(64, 40)  # the same strides, its offset off the vectors
+    run_check(cltensor.gemm(A, put(device, b)), flat[1:].reshape(64, 40), b, np.float32)
+    assert len(chosen) == 5, "an unaligned operand replayed an aligned run"
+    monkeypatch.setattr(cltensor.backends, "benchmark", True)
+    product()
+    assert len(chosen) == 6, "benchmark mode replayed"
+    gm.clear_cache()
+    assert not gm._recipes
+
 def test_xgemm_tile_bands(device, rng, monkeypatch):
     """GROUP_M bands (gemm_common.cl's tile_of) cover every tile once, also when the tile rows
     are no multiple of the band (5 rows in bands of 2, 2, 1) and in a batch."""
