@@ -390,6 +390,8 @@ def summary(rows, algos):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nets", default="alexnet,overfeat,vgg_a,googlenet")
+    ap.add_argument("--layers", default="",
+                    help="comma-separated layer names (e.g. 3a/5x5,conv2) to run alone")
     ap.add_argument("--batch", type=int, default=0, help="0: the networks' own batch sizes")
     ap.add_argument("--algos", default=",".join(ALGOS))
     ap.add_argument("--iters", type=int, default=10)
@@ -422,8 +424,15 @@ def main(argv=None):
               "rounds": args.rounds, "allow_tf32": args.tf32}
     save = lambda rows: Path(args.json).write_text(json.dumps(dict(result, layers=rows), indent=1))
     deadline = time.time() + args.time_limit
-    rows = run_layers(layers_of(args.nets.split(","), args.batch), device, algos, args.iters,
-                      torch, tdev, args.check, deadline, save, args.rounds)
+    layers = layers_of(args.nets.split(","), args.batch)
+    if args.layers:
+        names = args.layers.split(",")
+        unknown = set(names) - {layer.name for layer in layers}
+        if unknown:
+            ap.error(f"--layers: no layer {', '.join(sorted(unknown))} in {args.nets}")
+        layers = [layer for layer in layers if layer.name in names]
+    rows = run_layers(layers, device, algos, args.iters, torch, tdev, args.check, deadline,
+                      save, args.rounds)
     result.update(layers=rows, summary=summary(rows, algos))
     for net, s in result["summary"].items():
         print(f"# {net}: " + json.dumps(s, default=lambda v: round(v, 3)))

@@ -44,15 +44,17 @@ def test_conv_benchmark_tf32_mode(device, tmp_path, monkeypatch):
         assert "TF32 on" in result["reference"]
 
 
-def test_conv_benchmark_rounds(device, tmp_path, monkeypatch):
-    """--rounds 2: every layer's times are the medians of two rounds, both kept."""
+def test_conv_benchmark_rounds_and_layers(device, tmp_path, monkeypatch):
+    """--rounds 2: every layer's times are the medians of two rounds, both kept; --layers runs
+    the named layers alone and refuses a name the networks lack."""
     mod = script("conv")
     monkeypatch.setattr(mod, "WARMUP_SECONDS", 0.0)
     out = tmp_path / "conv.json"
     mod.main(["--nets", "alexnet", "--batch", "1", "--iters", "1", "--rounds", "2", "--algos",
-              "auto", "--step", "", "--device", device.index, "--json", str(out)])
+              "auto", "--step", "", "--device", device.index, "--json", str(out),
+              "--layers", "conv4,conv2"])
     result = json.loads(out.read_text())
-    assert result["rounds"] == 2 and len(result["layers"]) == 5
+    assert result["rounds"] == 2 and [r["layer"] for r in result["layers"]] == ["conv2", "conv4"]
     for layer in result["layers"]:
         for res in [layer["algos"]["auto"]] + ([layer["torch"]] if "torch" in layer else []):
             (f0, b0), (f1, b1) = res["rounds_ms"]
@@ -60,6 +62,9 @@ def test_conv_benchmark_rounds(device, tmp_path, monkeypatch):
             assert res["bwd_ms"] == pytest.approx((b0 + b1) / 2) and b0 > 0 and b1 > 0
     with pytest.raises(SystemExit):
         mod.main(["--rounds", "0", "--device", device.index, "--json", str(out)])
+    with pytest.raises(SystemExit):
+        mod.main(["--nets", "alexnet", "--layers", "conv2,3a/5x5", "--device", device.index,
+                  "--json", str(out)])
 
 
 def test_conv_benchmark_refuses_unknown_algorithm(device, tmp_path):
