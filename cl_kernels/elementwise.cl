@@ -116,6 +116,27 @@ typedef struct { long offset; long stride[MAX_DIMS]; } View;
 #define OP_hardsigmoid(x, b, c, d) (clamp((x) + (CT)3, (CT)0, (CT)6) / (CT)6)
 #define OP_hardsigmoid_backward(g, x, c, d) \
   ((x) > (CT)-3 && (x) < (CT)3 ? (g) / (CT)6 : (CT)0)
+/* SELU: scale * elu(x, alpha), torch's fixed alpha and scale */
+#define SELU_ALPHA ((CT)1.6732632423543772)
+#define SELU_SCALE ((CT)1.0507009873554805)
+#define OP_selu(x, b, c, d) (SELU_SCALE * ((x) > 0 ? (x) : SELU_ALPHA * expm1(x)))
+#define OP_selu_backward(g, x, c, d) \
+  ((x) > 0 ? (g) * SELU_SCALE : (g) * (SELU_SCALE * SELU_ALPHA) * exp(x))
+#define OP_celu(x, alpha, c, d) ((x) > 0 ? (x) : (alpha) * expm1((x) / (alpha)))
+#define OP_celu_backward(g, x, alpha, d) ((x) > 0 ? (g) : (g) * exp((x) / (alpha)))
+/* log(sigmoid(x)) without overflow: min(x, 0) - log1p(exp(-|x|)) */
+#define OP_logsigmoid(x, b, c, d) (fmin((x), (CT)0) - log1p(exp(-fabs(x))))
+#define OP_logsigmoid_backward(g, x, c, d) ((g) * sigmoid_ct(-(x)))
+#define OP_softsign(x, b, c, d) ((x) / ((CT)1 + fabs(x)))
+#define OP_softsign_backward(g, x, c, d) ((g) / (((CT)1 + fabs(x)) * ((CT)1 + fabs(x))))
+#define OP_tanhshrink(x, b, c, d) ((x) - tanh(x))
+#define OP_tanhshrink_backward(g, x, c, d) ((g) * tanh(x) * tanh(x))
+/* the shrinks and threshold keep NaN (torch's order of compares); zero gradient at the kinks */
+#define OP_softshrink(x, l, c, d) ((x) > (l) ? (x) - (l) : (x) < -(l) ? (x) + (l) : (x) * (CT)0)
+#define OP_hardshrink(x, l, c, d) ((x) >= -(l) && (x) <= (l) ? (CT)0 : (x))
+#define OP_shrink_backward(g, x, l, d) ((x) >= -(l) && (x) <= (l) ? (CT)0 : (g))
+#define OP_threshold(x, th, value, d) ((x) <= (th) ? (value) : (x))
+#define OP_threshold_backward(g, x, th, d) ((x) <= (th) ? (CT)0 : (g))
 
 /* ---- helpers that differ between floating and integer compute types -------------------------- */
 #ifdef CT_FLOAT

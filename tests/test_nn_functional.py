@@ -1,5 +1,6 @@
 """cltensor.nn.functional: every layer op and loss against float64 numpy references, gradients by
 finite differences, odd layouts and sizes, bad input; and against torch where it is installed."""
+import functools
 import math
 import warnings
 
@@ -200,7 +201,18 @@ ACTIVATIONS = {
                  lambda x: np.where(2 * x > 1.5, x, np.log1p(np.exp(2 * x)) / 2)),
     "hardswish": (F.hardswish, lambda x: x * np.clip(x + 3, 0, 6) / 6),
     "hardsigmoid": (F.hardsigmoid, lambda x: np.clip(x + 3, 0, 6) / 6),
+    "selu": (F.selu, lambda x: SELU_SCALE * np.where(x > 0, x, SELU_ALPHA * np.expm1(x))),
+    "celu": (lambda x: F.celu(x, 0.6), lambda x: np.where(x > 0, x, 0.6 * np.expm1(x / 0.6))),
+    "logsigmoid": (F.logsigmoid, lambda x: -np.log1p(np.exp(-x))),
+    "softsign": (F.softsign, lambda x: x / (1 + abs(x))),
+    "tanhshrink": (F.tanhshrink, lambda x: x - np.tanh(x)),
+    "softshrink": (lambda x: F.softshrink(x, 0.7),
+                   lambda x: np.where(x > 0.7, x - 0.7, np.where(x < -0.7, x + 0.7, 0))),
+    "hardshrink": (lambda x: F.hardshrink(x, 0.7), lambda x: np.where(abs(x) > 0.7, x, 0)),
+    "threshold": (lambda x: F.threshold(x, 0.3, -2.0), lambda x: np.where(x > 0.3, x, -2.0)),
+    "glu": (lambda x: F.glu(x[..., :4], -1), lambda x: x[..., :2] / (1 + np.exp(-x[..., 2:4]))),
 }
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 
 
 def _erf(x):
@@ -239,6 +251,19 @@ def test_hardtanh_gradient_at_the_bounds(device):
     assert_close(grad_of(F.hardtanh, x), [0, 1, 1, 0, 0])
 
 
+def test_shrink_threshold_and_selu_gradients_at_the_kinks(device):
+    """torch's conventions: no gradient on the closed interval [-lambd, lambd] or at the
+    threshold; SELU's at 0 from its negative branch."""
+    def x():
+        return T(np.array([-0.5, 0.5, 0.0, 0.6, -0.6]), device, True)
+    assert_close(grad_of(lambda v: F.softshrink(v, 0.5), x()), [0, 0, 0, 1, 1])
+    assert_close(grad_of(lambda v: F.hardshrink(v, 0.5), x()), [0, 0, 0, 1, 1])
+    assert_close(grad_of(lambda v: F.threshold(v, 0.5, 9.0), x()), [0, 0, 0, 1, 0])
+    assert_close(grad_of(F.selu, x()), [SELU_SCALE * SELU_ALPHA * np.exp(-0.5), SELU_SCALE,
+                                      SELU_SCALE * SELU_ALPHA, SELU_SCALE,
+                                      SELU_SCALE * SELU_ALPHA * np.exp(-0.6)], rtol=1e-12)
+
+
 def test_activation_bad_input(device):
     ints = cltensor.tensor([1, -2], device=device)
     assert F.relu(ints).tolist() == [1, 0]
@@ -254,11 +279,27 @@ def test_activation_bad_input(device):
         F.softplus(cltensor.zeros(2, device=device), beta=0)
     with pytest.raises(TypeError, match="floating point"):
         F.silu(ints)
+    zeros = cltensor.zeros(2, 3, device=device)
+    with pytest.raises(ValueError, match="celu: alpha must be nonzero"):
+        F.celu(zeros, alpha=0)
+    with pytest.raises(ValueError, match="softshrink: lambd must be at least 0, got -1.0"):
+        F.softshrink(zeros, -1)
+    with pytest.raises(ValueError, match=r"glu: the halved dim 1 must have an even size, got 3 "
+                                         r"\(input shape \(2, 3\)\)"):
+        F.glu(zeros, 1)
+    with pytest.raises(ValueError, match="glu: input must have at least 1 dim"):
+        F.glu(cltensor.tensor(1.0, device=device))
+    with pytest.raises(IndexError, match="glu: dimension out of range"):
+        F.glu(zeros, 2)
+    with pytest.raises(TypeError, match="threshold: value must be a real number"):
+        F.threshold(zeros, 0.5, None)
 
 
 def test_new_activations_in_place(device, rng):
     a = random_array(rng, (4, 6)) * 4
-    for fn in (F.silu, F.mish, F.hardswish, F.hardsigmoid, F.relu6):
+    for fn in (F.silu, F.mish, F.hardswish, F.hardsigmoid, F.relu6, F.selu,
+               functools.partial(F.celu, alpha=0.5),
+               functools.partial(F.threshold, threshold=0.2, value=-1.0)):
         x = T(a, device)
         assert fn(x, inplace=True) is x
         assert_close(x, fn(T(a, device)), rtol=0, atol=0)
@@ -1220,6 +1261,17 @@ def _torch_cases(torch, TF):
         ("hardsigmoid", lambda x: F.hardsigmoid(x * 8), lambda x: TF.hardsigmoid(x * 8),
          [(3, 4)]),
         ("relu6", lambda x: F.relu6(x * 8 - 2), lambda x: TF.relu6(x * 8 - 2), [(3, 4)]),
+        ("selu", F.selu, TF.selu, [(3, 4)]),
+        ("celu", lambda x: F.celu(x, 1.7), lambda x: TF.celu(x, 1.7), [(3, 4)]),
+        ("logsigmoid", lambda x: F.logsigmoid(x * 30), lambda x: TF.logsigmoid(x * 30),
+         [(3, 4)]),
+        ("softsign", F.softsign, TF.softsign, [(3, 4)]),
+        ("tanhshrink", F.tanhshrink, TF.tanhshrink, [(3, 4)]),
+        ("softshrink", lambda x: F.softshrink(x, 0.4), lambda x: TF.softshrink(x, 0.4), [(3, 4)]),
+        ("hardshrink", lambda x: F.hardshrink(x, 0.4), lambda x: TF.hardshrink(x, 0.4), [(3, 4)]),
+        ("threshold", lambda x: F.threshold(x, 0.1, 3.0), lambda x: TF.threshold(x, 0.1, 3.0),
+         [(3, 4)]),
+        ("glu", lambda x: F.glu(x, 0), lambda x: TF.glu(x, 0), [(4, 3)]),
         ("pad_reflect", lambda x: F.pad(x, (2, 1, 0, 1), mode="reflect"),
          lambda x: TF.pad(x, (2, 1, 0, 1), mode="reflect"), [(2, 3, 4)]),
         ("hardtanh", lambda x: F.hardtanh(x, -0.3, 0.6), lambda x: TF.hardtanh(x, -0.3, 0.6),
@@ -1257,8 +1309,9 @@ def test_against_torch(device, rng):
         y.backward(T(g, device))
         ty.backward(torch.tensor(g))
         # NOTE: torch's CPU hardsigmoid gradient multiplies by the float32 1.0f / 6.0f, also in
-        # float64 (a relative error of 3e-8); ours divides by 6
-        grad_tol = dict(tol, rtol=1e-7) if name == "hardsigmoid" else tol
+        # float64 (a relative error of 3e-8), and its celu gradient scales by 1 / alpha rounded
+        # likewise (2e-8); ours divides by 6 and by alpha
+        grad_tol = dict(tol, rtol=1e-7) if name in ("hardsigmoid", "celu") else tol
         for x, t in zip(xs, ts):
             if t.grad is not None:
                 assert_close(x.grad, t.grad.numpy(), **grad_tol), name

@@ -339,9 +339,17 @@ def test_activation_modules(device, rng):
              (nn.Mish(), x * np.tanh(np.log1p(np.exp(x)))),
              (nn.Softplus(2.0, 3.0), np.where(2 * x > 3, x, np.log1p(np.exp(2 * x)) / 2)),
              (nn.Hardswish(), x * np.clip(x + 3, 0, 6) / 6),
-             (nn.Hardsigmoid(), np.clip(x + 3, 0, 6) / 6)]
+             (nn.Hardsigmoid(), np.clip(x + 3, 0, 6) / 6),
+             (nn.SELU(), 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(x))),
+             (nn.CELU(0.5), np.where(x > 0, x, 0.5 * np.expm1(x / 0.5))),
+             (nn.LogSigmoid(), -np.log1p(np.exp(-x))), (nn.Softsign(), x / (1 + abs(x))),
+             (nn.Tanhshrink(), x - np.tanh(x)),
+             (nn.Softshrink(0.3), np.where(x > 0.3, x - 0.3, np.where(x < -0.3, x + 0.3, 0))),
+             (nn.Hardshrink(0.3), np.where(abs(x) > 0.3, x, 0)),
+             (nn.Threshold(0.1, -5.0), np.where(x > 0.1, x, -5.0))]
     for module, ref in cases:
         assert_close(module(xt), ref, rtol=1e-5, atol=1e-6)
+    assert_close(nn.GLU()(xt[:, 1:]), x[:, 1:3] / (1 + np.exp(-x[:, 3:])), rtol=1e-5, atol=1e-6)
     inplace = _t(x, device, np.float32)
     assert nn.ReLU(inplace=True)(inplace) is inplace
     assert_close(inplace, np.maximum(x, 0), rtol=1e-6)
@@ -575,7 +583,11 @@ def _repr_model(ns):
         ns.Sequential(ns.PReLU(3), ns.ZeroPad2d(1), ns.ZeroPad1d(2), ns.ConstantPad1d((1, 2), 3.0),
                       ns.ReflectionPad2d((1, 0, 2, 1)), ns.ReplicationPad1d(2),
                       ns.CircularPad2d(1), ns.PixelShuffle(2), ns.PixelUnshuffle(3),
-                      ns.ChannelShuffle(2), ns.Unflatten(1, (2, 5)), ns.AdaptiveMaxPool2d((2, 3))))
+                      ns.ChannelShuffle(2), ns.Unflatten(1, (2, 5)), ns.AdaptiveMaxPool2d((2, 3))),
+        ns.Sequential(ns.SELU(), ns.SELU(inplace=True), ns.CELU(), ns.CELU(0.5, inplace=True),
+                      ns.LogSigmoid(), ns.Softsign(), ns.Tanhshrink(), ns.Softshrink(),
+                      ns.Hardshrink(0.3), ns.GLU(), ns.GLU(1), ns.Threshold(0.1, 20),
+                      ns.Threshold(0.1, 20.0, inplace=True)))
 
 
 def test_repr_tree():

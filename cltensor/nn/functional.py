@@ -41,6 +41,7 @@ __all__ = [
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "cat",
+    "celu",
     "channel_shuffle",
     "conv2d",
     "conv_transpose2d",
@@ -53,7 +54,9 @@ __all__ = [
     "embedding",
     "flatten",
     "gelu",
+    "glu",
     "group_norm",
+    "hardshrink",
     "hardsigmoid",
     "hardswish",
     "hardtanh",
@@ -66,6 +69,7 @@ __all__ = [
     "linear",
     "local_response_norm",
     "log_softmax",
+    "logsigmoid",
     "max_pool2d",
     "mish",
     "mse_loss",
@@ -76,12 +80,17 @@ __all__ = [
     "prelu",
     "relu",
     "relu6",
+    "selu",
     "sigmoid",
     "silu",
     "smooth_l1_loss",
     "softmax",
     "softplus",
+    "softshrink",
+    "softsign",
     "tanh",
+    "tanhshrink",
+    "threshold",
 ]
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -226,6 +235,16 @@ _Softplus = _pointwise("_Softplus", act.softplus, act.softplus_backward, saves_o
 _Hardswish = _pointwise("_Hardswish", act.hardswish, act.hardswish_backward, saves_output=False)
 _Hardsigmoid = _pointwise("_Hardsigmoid", act.hardsigmoid, act.hardsigmoid_backward,
                           saves_output=False)
+_Selu = _pointwise("_Selu", act.selu, act.selu_backward, saves_output=False)
+_Celu = _pointwise("_Celu", act.celu, act.celu_backward, saves_output=False)
+_Logsigmoid = _pointwise("_Logsigmoid", act.logsigmoid, act.logsigmoid_backward,
+                         saves_output=False)
+_Softsign = _pointwise("_Softsign", act.softsign, act.softsign_backward, saves_output=False)
+_Tanhshrink = _pointwise("_Tanhshrink", act.tanhshrink, act.tanhshrink_backward,
+                         saves_output=False)
+_Softshrink = _pointwise("_Softshrink", act.softshrink, act.shrink_backward, saves_output=False)
+_Hardshrink = _pointwise("_Hardshrink", act.hardshrink, act.shrink_backward, saves_output=False)
+_Threshold = _pointwise("_Threshold", act.threshold, act.threshold_backward, saves_output=False)
 
 
 def _activation(fn, raw, x, inplace, *params):
@@ -390,6 +409,118 @@ def hardsigmoid(input, inplace=False):
     """
     _float_tensor(input, "input", "hardsigmoid")
     return _activation(_Hardsigmoid, act.hardsigmoid, input, inplace)
+
+
+def selu(input, inplace=False):
+    """scale * (x where x > 0, else alpha * (exp(x) - 1)), with alpha = 1.6732632423543772 and
+    scale = 1.0507009873554805 (self-normalizing networks).
+
+    Example:
+        >>> F.selu(cltensor.tensor([0.0])).tolist()
+        [0.0]
+    """
+    _float_tensor(input, "input", "selu")
+    return _activation(_Selu, act.selu, input, inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    """x where x > 0, else alpha * (exp(x / alpha) - 1); alpha nonzero.
+
+    Example:
+        >>> F.celu(cltensor.tensor([0.0, 2.0]), alpha=0.5).tolist()
+        [0.0, 2.0]
+    """
+    _float_tensor(input, "input", "celu")
+    alpha = _number(alpha, "alpha", "celu")
+    if alpha == 0:
+        raise ValueError("celu: alpha must be nonzero")
+    return _activation(_Celu, act.celu, input, inplace, alpha)
+
+
+def logsigmoid(input):
+    """log(1 / (1 + exp(-x))) elementwise, computed without overflow.
+
+    Example:
+        >>> round(F.logsigmoid(cltensor.tensor([0.0])).item(), 4)
+        -0.6931
+    """
+    return _Logsigmoid.apply(_float_tensor(input, "input", "logsigmoid"))
+
+
+def softsign(input):
+    """x / (1 + |x|) elementwise.
+
+    Example:
+        >>> F.softsign(cltensor.tensor([1.0])).tolist()
+        [0.5]
+    """
+    return _Softsign.apply(_float_tensor(input, "input", "softsign"))
+
+
+def tanhshrink(input):
+    """x - tanh(x) elementwise.
+
+    Example:
+        >>> F.tanhshrink(cltensor.tensor([0.0])).tolist()
+        [0.0]
+    """
+    return _Tanhshrink.apply(_float_tensor(input, "input", "tanhshrink"))
+
+
+def softshrink(input, lambd=0.5):
+    """x - lambd where x > lambd, x + lambd where x < -lambd, else 0; lambd at least 0.
+
+    Example:
+        >>> F.softshrink(cltensor.tensor([-1.0, 0.2, 2.0])).tolist()
+        [-0.5, 0.0, 1.5]
+    """
+    _float_tensor(input, "input", "softshrink")
+    lambd = _number(lambd, "lambd", "softshrink")
+    if not lambd >= 0:
+        raise ValueError(f"softshrink: lambd must be at least 0, got {lambd}")
+    return _Softshrink.apply(input, lambd)
+
+
+def hardshrink(input, lambd=0.5):
+    """x where |x| > lambd, else 0.
+
+    Example:
+        >>> F.hardshrink(cltensor.tensor([-1.0, 0.2, 2.0])).tolist()
+        [-1.0, 0.0, 2.0]
+    """
+    _float_tensor(input, "input", "hardshrink")
+    return _Hardshrink.apply(input, _number(lambd, "lambd", "hardshrink"))
+
+
+def threshold(input, threshold, value, inplace=False):
+    """x where x > threshold, else value (NaN stays NaN).
+
+    Example:
+        >>> F.threshold(cltensor.tensor([0.1, 2.0]), 0.5, 9.0).tolist()
+        [9.0, 2.0]
+    """
+    _float_tensor(input, "input", "threshold")
+    th, value = _number(threshold, "threshold", "threshold"), _number(value, "value", "threshold")
+    return _activation(_Threshold, act.threshold, input, inplace, th, value)
+
+
+def glu(input, dim=-1):
+    """The gated linear unit: a * sigmoid(b), a and b the halves of input along dim (of even
+    size).
+
+    Example:
+        >>> F.glu(cltensor.tensor([[1.0, 0.0]])).tolist()
+        [[0.5]]
+    """
+    _float_tensor(input, "input", "glu")
+    if input.ndim == 0:
+        raise ValueError("glu: input must have at least 1 dim, got a 0-d tensor")
+    d = _norm_dim(dim, input.ndim, "glu")
+    if input.shape[d] % 2:
+        raise ValueError(f"glu: the halved dim {dim} must have an even size, got "
+                         f"{input.shape[d]} (input shape {input.shape})")
+    half = input.shape[d] // 2
+    return input.narrow(d, 0, half) * sigmoid(input.narrow(d, half, half))
 
 
 # ---- softmax ------------------------------------------------------------------------------------

@@ -76,6 +76,38 @@ def hardsigmoid(x, out=None):
     return ew.unary("hardsigmoid", x, out=out)
 
 
+def selu(x, out=None):
+    return ew.unary("selu", x, out=out)
+
+
+def celu(x, alpha, out=None):
+    return _run("celu", [x, alpha], out)
+
+
+def logsigmoid(x, out=None):
+    return ew.unary("logsigmoid", x, out=out)
+
+
+def softsign(x, out=None):
+    return ew.unary("softsign", x, out=out)
+
+
+def tanhshrink(x, out=None):
+    return ew.unary("tanhshrink", x, out=out)
+
+
+def softshrink(x, lambd, out=None):
+    return _run("softshrink", [x, lambd], out)
+
+
+def hardshrink(x, lambd, out=None):
+    return _run("hardshrink", [x, lambd], out)
+
+
+def threshold(x, threshold, value, out=None):
+    return _run("threshold", [x, threshold, value], out)
+
+
 def dropout(x, mask, scale, out=None):
     """x * scale where mask is true, else 0 (mask a bool tensor broadcast to x)."""
     return _run("dropout", [x, mask, scale], out)
@@ -134,6 +166,35 @@ def hardswish_backward(g, x):
 
 def hardsigmoid_backward(g, x):
     return _backward("hardsigmoid_backward", g, x)
+
+
+def selu_backward(g, x):
+    return _backward("selu_backward", g, x)
+
+
+def celu_backward(g, x, alpha):
+    return _backward("celu_backward", g, x, alpha)
+
+
+def logsigmoid_backward(g, x):
+    return _backward("logsigmoid_backward", g, x)
+
+
+def softsign_backward(g, x):
+    return _backward("softsign_backward", g, x)
+
+
+def tanhshrink_backward(g, x):
+    return _backward("tanhshrink_backward", g, x)
+
+
+def shrink_backward(g, x, lambd):
+    """softshrink's and hardshrink's gradient: g outside [-lambd, lambd], else 0."""
+    return _backward("shrink_backward", g, x, lambd)
+
+
+def threshold_backward(g, x, threshold, value):
+    return _backward("threshold_backward", g, x, threshold)
 
 
 def dropout_backward(g, mask, scale):

@@ -1,12 +1,15 @@
-"""Activation modules: ReLU, ReLU6, PReLU, LeakyReLU, ELU, GELU, SiLU, Mish, Softplus, Hardswish,
-Hardsigmoid, Sigmoid, Tanh, Hardtanh, Softmax, LogSoftmax."""
+"""Activation modules: ReLU, ReLU6, PReLU, LeakyReLU, ELU, SELU, CELU, GELU, SiLU, Mish, Softplus,
+Hardswish, Hardsigmoid, Sigmoid, LogSigmoid, Tanh, Hardtanh, Softsign, Tanhshrink, Softshrink,
+Hardshrink, Threshold, GLU, Softmax, LogSoftmax."""
 from ...autograd import no_grad
 from .. import functional as F
 from .linear import check_size, new_parameter
 from .module import Module
 
-__all__ = ["ReLU", "ReLU6", "PReLU", "LeakyReLU", "ELU", "GELU", "SiLU", "Mish", "Softplus",
-           "Hardswish", "Hardsigmoid", "Sigmoid", "Tanh", "Hardtanh", "Softmax", "LogSoftmax"]
+__all__ = ["ReLU", "ReLU6", "PReLU", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish",
+           "Softplus", "Hardswish", "Hardsigmoid", "Sigmoid", "LogSigmoid", "Tanh", "Hardtanh",
+           "Softsign", "Tanhshrink", "Softshrink", "Hardshrink", "Threshold", "GLU", "Softmax",
+           "LogSoftmax"]
 
 
 def _inplace_repr(inplace):
@@ -64,6 +67,101 @@ class Hardswish(_InplaceActivation):
 class Hardsigmoid(_InplaceActivation):
     """relu6(x + 3) / 6 elementwise."""
     fn = F.hardsigmoid
+
+
+class SELU(_InplaceActivation):
+    """scale * elu(x, alpha) with torch's fixed alpha and scale (self-normalizing networks)."""
+    fn = F.selu
+
+
+class CELU(Module):
+    """x for x > 0, alpha * (exp(x / alpha) - 1) otherwise."""
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha, self.inplace = alpha, inplace
+
+    def forward(self, input):
+        return F.celu(input, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        return f"alpha={self.alpha}{_inplace_repr(self.inplace)}"
+
+
+class _Pointwise(Module):
+    """A parameterless activation F.<name>(input)."""
+    fn = None
+
+    def forward(self, input):
+        return type(self).fn(input)
+
+
+class LogSigmoid(_Pointwise):
+    """log(sigmoid(x)) elementwise."""
+    fn = F.logsigmoid
+
+
+class Softsign(_Pointwise):
+    """x / (1 + |x|) elementwise."""
+    fn = F.softsign
+
+
+class Tanhshrink(_Pointwise):
+    """x - tanh(x) elementwise."""
+    fn = F.tanhshrink
+
+
+class Softshrink(Module):
+    """x - lambd above lambd, x + lambd below -lambd, 0 between."""
+
+    def __init__(self, lambd=0.5):
+        super().__init__()
+        self.lambd = lambd
+
+    def forward(self, input):
+        return F.softshrink(input, self.lambd)
+
+    def extra_repr(self):
+        return str(self.lambd)
+
+
+class Hardshrink(Softshrink):
+    """x where |x| > lambd, else 0."""
+
+    def forward(self, input):
+        return F.hardshrink(input, self.lambd)
+
+
+class Threshold(Module):
+    """x where x > threshold, else value.
+
+    Example:
+        nn.Threshold(0.1, 20.0)(x)
+    """
+
+    def __init__(self, threshold, value, inplace=False):
+        super().__init__()
+        self.threshold, self.value, self.inplace = threshold, value, inplace
+
+    def forward(self, input):
+        return F.threshold(input, self.threshold, self.value, self.inplace)
+
+    def extra_repr(self):
+        return f"threshold={self.threshold}, value={self.value}{_inplace_repr(self.inplace)}"
+
+
+class GLU(Module):
+    """a * sigmoid(b), a and b the halves of the input along dim."""
+
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input):
+        return F.glu(input, self.dim)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
 
 
 class GELU(Module):
