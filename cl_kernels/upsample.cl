@@ -1,6 +1,6 @@
 /*
  * upsample.cl: 2-d resampling of N x C x H x W tensors (torch's interpolate, modes nearest,
- * nearest-exact and bilinear), forward and backward, deterministic (no atomics).
+ * nearest-exact, bilinear and bicubic), forward and backward, deterministic (no atomics).
  *
  * Layout: a tensor is an N x C x Y x X view: an element offset and one stride per dim (View4,
  * in elements: contiguous, channels_last and sliced tensors alike). Work-item (x, y, n * C + c)
@@ -14,18 +14,24 @@
  *   nearest-exact   src = min(floor((dst + 0.5) * scale), in - 1)
  *   bilinear        s = align_corners ? dst * scale : max((dst + 0.5) * scale - 0.5, 0);
  *                   i0 = floor(s), i1 = min(i0 + 1, in - 1), weights 1 - (s - i0) and s - i0
+ *   bicubic         s as bilinear but not clamped at 0; i0 = floor(s), t = s - i0; the four
+ *                   sources i0 - 1 .. i0 + 2, each clamped to [0, in - 1], weighted by Keys'
+ *                   cubic convolution with a = -0.75 at distances t + 1, t, 1 - t, 2 - t
  * Backward, an input element gathers the gradients of the outputs that read it: it scans the
- * outputs near dst = src / scale (a margin of two either side) and keeps those whose forward
- * source, computed as above, is this element, with the forward's weight.
+ * outputs near dst = src / scale (src +- 1.5 inputs, 2.5 for bicubic, and two outputs more) and
+ * keeps those whose forward sources, computed as above, include this element, with the
+ * forward's weights (summed where clamping repeats a source).
  *
  * Kernels: upsample_fwd, upsample_bwd. Build options: T (float or double).
- * Kernel arguments: mode (NEAREST, NEAREST_EXACT or LINEAR below), align_corners; the scales
- * (float for the nearest modes, T for bilinear, as torch computes them).
+ * Kernel arguments: mode (NEAREST, NEAREST_EXACT, LINEAR or CUBIC below), align_corners; the
+ * scales (float for the nearest modes, T for bilinear and bicubic, as torch computes them).
  * Tunables: none; the launcher picks work sizes.
  */
 #define NEAREST 0
 #define NEAREST_EXACT 1
 #define LINEAR 2
+#define CUBIC 3
+#define CUBIC_A ((T)-0.75)
 
 typedef struct { long off, n, c, h, w; } View4;
 typedef struct { int N, C, H, W, OH, OW; } Sizes;
@@ -62,9 +68,32 @@ inline void linear_src(const int dst, const T scale, const int in, const int ali
   *weight = s - *i0;
 }
 
+/* Bicubic: *i0 = floor(s), the second of the four sources i0 - 1 .. i0 + 2, and *t = s - *i0 */
+inline void cubic_src(const int dst, const T scale, const int align, int* i0, T* t) {
+  const T s = align ? scale * dst : scale * (dst + (T)0.5) - (T)0.5;
+  const T f = floor(s);
+  *i0 = (int)f;
+  *t = s - f;
+}
+
+/* The weight of source k (0..3: i0 - 1 .. i0 + 2) at position t: Keys' cubic convolution */
+inline T cubic_weight(const T t, const int k) {
+  const T d = k == 0 ? t + (T)1 : k == 1 ? t : k == 2 ? (T)1 - t : (T)2 - t;
+  if (k == 1 || k == 2) return ((CUBIC_A + (T)2) * d - (CUBIC_A + (T)3)) * d * d + (T)1;
+  return ((CUBIC_A * d - (T)5 * CUBIC_A) * d + (T)8 * CUBIC_A) * d - (T)4 * CUBIC_A;
+}
+
 /* The weight with which output dst reads input src along one dim (0: it does not) */
 inline T weight_of(const int dst, const int src, const T scale_t, const float scale_f,
                    const int in, const int out, const int mode, const int align) {
+  if (mode == CUBIC) {
+    int i0;
+    T t, w = 0;
+    cubic_src(dst, scale_t, align, &i0, &t);
+    for (int k = 0; k < 4; ++k)
+      if (clamp(i0 - 1 + k, 0, in - 1) == src) w += cubic_weight(t, k);
+    return w;
+  }
   if (mode != LINEAR) return nearest_src(dst, scale_f, in, out, mode) == src ? (T)1 : (T)0;
   int i0, step;
   T l1;
@@ -72,15 +101,17 @@ inline T weight_of(const int dst, const int src, const T scale_t, const float sc
   return (i0 == src ? (T)1 - l1 : (T)0) + (i0 + step == src ? l1 : (T)0);
 }
 
-/* The outputs [*lo, *hi] whose source can be src along one dim: around src / scale */
-inline void candidates(const int src, const float scale, const int out, int* lo, int* hi) {
+/* The outputs [*lo, *hi] whose sources can include src along one dim: around src / scale,
+ * reach the farthest source an output reads from its position */
+inline void candidates(const int src, const float scale, const int out, const float reach,
+                       int* lo, int* hi) {
   if (scale <= 0.0f) {
     *lo = 0;
     *hi = out - 1;
     return;
   }
-  *lo = max(0, (int)floor((src - 1.5f) / scale) - 2);
-  *hi = min(out - 1, (int)ceil((src + 1.5f) / scale) + 2);
+  *lo = max(0, (int)floor((src - reach) / scale) - 2);
+  *hi = min(out - 1, (int)ceil((src + reach) / scale) + 2);
 }
 
 __kernel void upsample_fwd(const Sizes z, const int mode, const int align, const float fh,
@@ -89,7 +120,20 @@ __kernel void upsample_fwd(const Sizes z, const int mode, const int align, const
   int n, c, oy, ox;
   if (!element(z, z.OH, z.OW, &n, &c, &oy, &ox)) return;
   T r;
-  if (mode != LINEAR) {
+  if (mode == CUBIC) {
+    int h0, w0;
+    T ty, tx;
+    cubic_src(oy, th, align, &h0, &ty);
+    cubic_src(ox, tw, align, &w0, &tx);
+    r = 0;
+    for (int i = 0; i < 4; ++i) {
+      const int sy = clamp(h0 - 1 + i, 0, z.H - 1);
+      T row = 0;
+      for (int j = 0; j < 4; ++j)
+        row += cubic_weight(tx, j) * x[at(vx, n, c, sy, clamp(w0 - 1 + j, 0, z.W - 1))];
+      r += cubic_weight(ty, i) * row;
+    }
+  } else if (mode != LINEAR) {
     r = x[at(vx, n, c, nearest_src(oy, fh, z.H, z.OH, mode), nearest_src(ox, fw, z.W, z.OW, mode))];
   } else {
     int h0, hs, w0, ws;
@@ -108,8 +152,9 @@ __kernel void upsample_bwd(const Sizes z, const int mode, const int align, const
                            const View4 vg, __global T* gx, const View4 vgx) {
   int n, c, iy, ix, y0, y1, x0, x1;
   if (!element(z, z.H, z.W, &n, &c, &iy, &ix)) return;
-  candidates(iy, fh, z.OH, &y0, &y1);
-  candidates(ix, fw, z.OW, &x0, &x1);
+  const float reach = mode == CUBIC ? 2.5f : 1.5f;
+  candidates(iy, fh, z.OH, reach, &y0, &y1);
+  candidates(ix, fw, z.OW, reach, &x0, &x1);
   T acc = 0;
   for (int oy = y0; oy <= y1; ++oy) {
     const T wy = weight_of(oy, iy, th, fh, z.H, z.OH, mode, align);

@@ -280,7 +280,9 @@ def section_resample():
     x = dev(rand(2, 3, 5, 4)).requires_grad_()
     for y in [F.interpolate(x, scale_factor=2), F.interpolate(x, (3, 7), mode="nearest-exact"),
               F.interpolate(x.transpose(2, 3), scale_factor=(1.5, 0.5), mode="bilinear"),
-              F.interpolate(x, (9, 1), mode="bilinear", align_corners=True)]:
+              F.interpolate(x, (9, 1), mode="bilinear", align_corners=True),
+              F.interpolate(x, scale_factor=(4, 0.6), mode="bicubic"),
+              F.interpolate(x.transpose(2, 3), (2, 7), mode="bicubic", align_corners=True)]:
         y.backward(dev(rand(*y.shape)))
     assert np.isfinite(x.grad.numpy()).all()
 

@@ -1,4 +1,4 @@
-"""F.interpolate and the Upsample modules: nearest, nearest-exact, (bi)linear and area against
+"""F.interpolate and the Upsample modules: nearest, nearest-exact, (bi)linear, bicubic and area against
 float64 numpy references and torch, gradients by finite differences, layouts, bad input."""
 import math
 
@@ -12,6 +12,9 @@ from cltensor.ops import resample
 from cltensor.testing import assert_close, gradcheck, random_array
 
 F32 = {"rtol": 1e-5, "atol": 1e-6}
+# bicubic sums 16 products with weights up to 1.2 and of both signs: float32 outputs of about 1
+# carry absolute errors of a few 1e-7, more where the sum cancels
+F32_CUBIC = {"rtol": 1e-5, "atol": 5e-6}
 
 
 def _nearest_index(n, m, factor, exact):
@@ -27,12 +30,15 @@ def _nearest_index(n, m, factor, exact):
     return np.minimum(np.floor(d.astype(np.float32) * scale), n - 1).astype(int)
 
 
+def _scale(n, m, factor, align):
+    if align:
+        return (n - 1) / (m - 1) if m > 1 else 0.0
+    return 1.0 / factor if factor else n / m
+
+
 def _linear_matrix(n, m, factor, align):
     """The (m, n) matrix of bilinear weights along one dim, in float64."""
-    if align:
-        scale = (n - 1) / (m - 1) if m > 1 else 0.0
-    else:
-        scale = 1.0 / factor if factor else n / m
+    scale = _scale(n, m, factor, align)
     w = np.zeros((m, n))
     for d in range(m):
         s = scale * d if align else max(scale * (d + 0.5) - 0.5, 0.0)
@@ -43,12 +49,34 @@ def _linear_matrix(n, m, factor, align):
     return w
 
 
+def _keys(d, a=-0.75):
+    """Keys' cubic convolution kernel at distance d."""
+    d = abs(d)
+    if d <= 1:
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+    return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a if d < 2 else 0.0
+
+
+def _cubic_matrix(n, m, factor, align):
+    """The (m, n) matrix of bicubic weights along one dim: four sources around each output's
+    position, clamped to the edges (a clamped source adds its weight to the edge's)."""
+    scale = _scale(n, m, factor, align)
+    w = np.zeros((m, n))
+    for d in range(m):
+        s = scale * d if align else scale * (d + 0.5) - 0.5
+        i0 = math.floor(s)
+        for k in range(-1, 3):
+            w[d, min(max(i0 + k, 0), n - 1)] += _keys(s - (i0 + k))
+    return w
+
+
 def reference(x, out_hw, factors, mode, align=False):
     x = x.astype(np.float64)
     (h, w), factors = x.shape[2:], factors or (None, None)
-    if mode == "bilinear":
-        mh = _linear_matrix(h, out_hw[0], factors[0], align)
-        mw = _linear_matrix(w, out_hw[1], factors[1], align)
+    if mode in ("bilinear", "bicubic"):
+        matrix = _linear_matrix if mode == "bilinear" else _cubic_matrix
+        mh = matrix(h, out_hw[0], factors[0], align)
+        mw = matrix(w, out_hw[1], factors[1], align)
         return np.einsum("ah,nchw,bw->ncab", mh, x, mw)
     exact = mode == "nearest-exact"
     rows = _nearest_index(h, out_hw[0], factors[0], exact).astype(int)
@@ -63,6 +91,10 @@ CASES = [
     (None, 2, "bilinear", None), (None, (1.7, 0.6), "bilinear", None),
     ((9, 11), None, "bilinear", True), ((1, 4), None, "bilinear", True),
     ((3, 17), None, "bilinear", False),
+    (None, 2, "bicubic", None), (None, (1.7, 0.6), "bicubic", None),
+    ((9, 11), None, "bicubic", True), ((1, 4), None, "bicubic", True),
+    ((3, 17), None, "bicubic", False), ((2, 1), None, "bicubic", False),
+    (None, (4, 5), "bicubic", None),  # outputs more than two apart read the same input
 ]
 
 
@@ -78,7 +110,8 @@ def test_against_reference(device, rng):
         want = reference(a, y0.shape[2:], factors, mode, bool(align))
         for i, x in enumerate(views):
             y = F.interpolate(x, size, factor, mode, align)
-            assert_close(y, want, **F32), (size, factor, mode, i)
+            assert_close(y, want, **(F32_CUBIC if mode == "bicubic" else F32)), \
+                (size, factor, mode, i)
         assert F.interpolate(views[1], size, factor, mode, align).is_contiguous(
             memory_format=cltensor.channels_last)
 
@@ -128,7 +161,6 @@ def test_bad_input_and_empty(device):
         (dict(size=(4, 0)), "size must be a positive int"),
         (dict(scale_factor=0.1), r"gives an empty output \(0, 0\)"),
         (dict(scale_factor=-2), "scale_factor must be a positive number"),
-        (dict(scale_factor=2, mode="bicubic"), "mode 'bicubic' is not supported"),
         (dict(scale_factor=2, mode="linear"), "mode 'linear' is not supported for 4-d"),
         (dict(scale_factor=2, align_corners=True), "align_corners can only be set"),
         (dict(scale_factor=2, mode="bilinear", antialias=True), "antialias"),
@@ -136,6 +168,8 @@ def test_bad_input_and_empty(device):
     for kwargs, match in cases:
         with pytest.raises(ValueError, match=match):
             F.interpolate(x, **kwargs)
+    with pytest.raises(ValueError, match="mode 'bicubic' is not supported for 3-d input"):
+        F.interpolate(cltensor.zeros(1, 2, 4, device=device), scale_factor=2, mode="bicubic")
     with pytest.raises(ValueError, match="3-d .* or 4-d"):
         F.interpolate(cltensor.zeros(1, 2, 2, 2, 2, device=device), scale_factor=2)
     with pytest.raises(TypeError, match="floating point"):

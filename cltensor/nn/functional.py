@@ -749,7 +749,7 @@ class _Upsample(Function):
 
 
 INTERPOLATE_MODES = {3: ("nearest", "nearest-exact", "linear", "area"),
-                     4: ("nearest", "nearest-exact", "bilinear", "area")}
+                     4: ("nearest", "nearest-exact", "bilinear", "bicubic", "area")}
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
@@ -758,10 +758,11 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     floor(size * scale_factor), as torch's interpolate.
 
     Args:
-        mode: "nearest" (torch's legacy rounding), "nearest-exact", "linear" (3-d) or
-            "bilinear" (4-d), "area" (adaptive average pooling).
-        align_corners: linear modes only: map the corner pixels' centres onto each other
-            (default False: the pixels' areas).
+        mode: "nearest" (torch's legacy rounding), "nearest-exact", "linear" (3-d),
+            "bilinear" or "bicubic" (4-d; Keys' cubic with a = -0.75, edges replicated),
+            "area" (adaptive average pooling).
+        align_corners: interpolating modes only: map the corner pixels' centres onto each
+            other (default False: the pixels' areas).
         recompute_scale_factor: with scale_factor, compute the sampling step from the sizes
             rather than from the scale_factor given.
 
@@ -778,9 +779,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise ValueError(f"{op}: mode {mode!r} is not supported for {input.ndim}-d input "
                          f"(supported: {', '.join(INTERPOLATE_MODES[input.ndim])})")
     linear = mode in ("linear", "bilinear")
-    if align_corners is not None and not linear:
+    if align_corners is not None and not (linear or mode == "bicubic"):
         raise ValueError(f"{op}: align_corners can only be set with the interpolating modes "
-                         f"linear and bilinear, not {mode!r}")
+                         f"linear, bilinear and bicubic, not {mode!r}")
     if antialias:
         raise ValueError(f"{op}: antialias is not supported")
     dims = input.ndim - 2

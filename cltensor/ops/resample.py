@@ -1,6 +1,6 @@
-"""2-d resampling (torch's interpolate: nearest, nearest-exact, bilinear), forward and backward:
-the scales as torch computes them and the launches of cl_kernels/upsample.cl. No autograd here
-(cltensor/nn/functional.py).
+"""2-d resampling (torch's interpolate: nearest, nearest-exact, bilinear, bicubic), forward and
+backward: the scales as torch computes them and the launches of cl_kernels/upsample.cl. No
+autograd here (cltensor/nn/functional.py).
 
 Inputs are 4-d NCHW views with any strides; outputs are contiguous, or channels_last when the
 input is.
@@ -11,18 +11,19 @@ from ..program import ctype_of, get_kernel
 from . import pool
 
 KERNEL_FILE = "upsample.cl"
-MODES = {"nearest": 0, "nearest-exact": 1, "bilinear": 2}  # upsample.cl's NEAREST, ...
+MODES = {"nearest": 0, "nearest-exact": 1, "bilinear": 2, "bicubic": 3}  # upsample.cl's
+INTERPOLATING = ("bilinear", "bicubic")  # scales in the input's type, align_corners applies
 SIZES_T = np.dtype([(f, np.int32) for f in ("N", "C", "H", "W", "OH", "OW")])
 
 
 def scales(x_hw, out_hw, scale_factor, mode, align_corners, dtype):
     """Per dim, (float32 scale, scale in dtype): the source step per output as torch's kernels
-    compute it, the nearest modes in float32 and bilinear in the input's type; a scale_factor
-    given (None: from the sizes) counts as 1 / scale_factor."""
+    compute it, the nearest modes in float32, bilinear and bicubic in the input's type; a
+    scale_factor given (None: from the sizes) counts as 1 / scale_factor."""
     out = []
     for n, m, f in zip(x_hw, out_hw, scale_factor or (None, None)):
-        T = dtype.type if mode == "bilinear" else np.float32
-        if mode == "bilinear" and align_corners:
+        T = dtype.type if mode in INTERPOLATING else np.float32
+        if mode in INTERPOLATING and align_corners:
             s = T(n - 1) / T(m - 1) if m > 1 else T(0)
         else:
             s = T(1.0 / f) if f else T(n) / T(m)
