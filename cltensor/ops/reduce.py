@@ -60,7 +60,9 @@ INDEX_KINDS = ("RED_MAX", "RED_MIN")
 return_types = SimpleNamespace(max=namedtuple("max", "values indices"),
                                min=namedtuple("min", "values indices"),
                                sort=namedtuple("sort", "values indices"),
-                               topk=namedtuple("topk", "values indices"))
+                               topk=namedtuple("topk", "values indices"),
+                               kthvalue=namedtuple("kthvalue", "values indices"),
+                               median=namedtuple("median", "values indices"))
 
 _kernels = {}
 _dummies = {}

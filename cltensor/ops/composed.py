@@ -1,0 +1,203 @@
+"""Tensor ops composed of other tensor ops, with no kernels of their own: lerp, addcmul, addcdiv,
+unbind, var_mean, std_mean, kthvalue, median and unique, with torch's names and semantics.
+
+They call tensor methods, so they are differentiable through the ops they use (those that have
+gradients: unique's outputs have none, as in torch). cltensor/__init__.py binds them as
+functions and ClTensor methods once autograd has wrapped the methods they call.
+"""
+import numbers
+
+from .. import dtypes as dt
+from ..tensor import ClTensor, _norm_dim
+from .reduce import return_types
+
+__all__ = ["lerp", "addcmul", "addcdiv", "unbind", "var_mean", "std_mean", "kthvalue", "median",
+           "unique"]
+
+
+def _check_tensor(x, name, op):
+    if not isinstance(x, ClTensor):
+        raise TypeError(f"{op}: {name} must be a tensor, got {type(x).__name__}")
+
+
+def lerp(input, end, weight):
+    """input + weight * (end - input), as torch computes it (from the nearer end: for weight
+    of at least 0.5, end - (end - input) * (1 - weight)); weight a number or a tensor.
+
+    Example:
+        >>> cltensor.lerp(cltensor.tensor([1.0]), cltensor.tensor([3.0]), 0.25).tolist()
+        [1.5]
+    """
+    _check_tensor(input, "input", "lerp")
+    _check_tensor(end, "end", "lerp")
+    if not dt.is_floating(input.dtype):
+        raise TypeError(f"lerp: expected a floating point input, got {input.dtype}")
+    diff = end - input
+    if isinstance(weight, ClTensor):
+        from .. import where
+        return where(weight.abs() < 0.5, input + weight * diff, end - diff * (1 - weight))
+    if not isinstance(weight, numbers.Real) or isinstance(weight, bool):
+        raise TypeError(f"lerp: weight must be a number or a tensor, got {type(weight).__name__}")
+    return input + weight * diff if abs(weight) < 0.5 else end - diff * (1 - weight)
+
+
+def addcmul(input, tensor1, tensor2, *, value=1):
+    """input + value * tensor1 * tensor2 (broadcast together).
+
+    Example:
+        >>> cltensor.addcmul(cltensor.ones(2), cltensor.ones(2), cltensor.ones(2), value=3).tolist()
+        [4.0, 4.0]
+    """
+    for name, t in (("input", input), ("tensor1", tensor1), ("tensor2", tensor2)):
+        _check_tensor(t, name, "addcmul")
+    return input + value * (tensor1 * tensor2)
+
+
+def addcdiv(input, tensor1, tensor2, *, value=1):
+    """input + value * tensor1 / tensor2 (broadcast together); floating tensor1 or tensor2.
+
+    Example:
+        >>> cltensor.addcdiv(cltensor.ones(2), cltensor.ones(2), cltensor.full((2,), 4.0)).tolist()
+        [1.25, 1.25]
+    """
+    for name, t in (("input", input), ("tensor1", tensor1), ("tensor2", tensor2)):
+        _check_tensor(t, name, "addcdiv")
+    if not (dt.is_floating(tensor1.dtype) or dt.is_floating(tensor2.dtype)):
+        raise TypeError(f"addcdiv: integer division is not supported (tensor1 {tensor1.dtype}, "
+                        f"tensor2 {tensor2.dtype}); use input + value * tensor1 / tensor2")
+    return input + value * (tensor1 / tensor2)
+
+
+def unbind(input, dim=0):
+    """The slices of input along dim, as a tuple of views.
+
+    Example:
+        >>> [t.tolist() for t in cltensor.tensor([[1, 2], [3, 4]]).unbind(1)]
+        [[1, 3], [2, 4]]
+    """
+    _check_tensor(input, "input", "unbind")
+    if input.ndim == 0:
+        raise IndexError("unbind: a 0-d tensor has no dim to unbind")
+    d = _norm_dim(dim, input.ndim, "unbind")
+    return tuple(input.select(d, i) for i in range(input.shape[d]))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """(var, mean) of input over dim, with var's arguments.
+
+    Example:
+        >>> [t.tolist() for t in cltensor.var_mean(cltensor.tensor([1.0, 3.0]))]
+        [2.0, 2.0]
+    """
+    return (input.var(dim, unbiased, keepdim, correction=correction),
+            input.mean(dim, keepdim=keepdim))
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """(std, mean) of input over dim, with std's arguments."""
+    return (input.std(dim, unbiased, keepdim, correction=correction),
+            input.mean(dim, keepdim=keepdim))
+
+
+def _picked_from_sorted(input, dim, keepdim, position, op):
+    """(values, indices) at `position` (a number, or an int64 tensor of the reduced shape) of
+    input sorted along dim."""
+    x = input.reshape(1) if input.ndim == 0 else input
+    d = _norm_dim(dim, x.ndim, op)
+    s = x.sort(d)
+    if isinstance(position, ClTensor):
+        at = position.unsqueeze(d)
+        values, indices = s.values.gather(d, at), s.indices.gather(d, at)
+    else:
+        values = s.values.narrow(d, position, 1)
+        indices = s.indices.narrow(d, position, 1)
+    if not keepdim or input.ndim == 0:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return values.contiguous(), indices.contiguous()
+
+
+def kthvalue(input, k, dim=-1, keepdim=False):
+    """(values, indices) of the k-th smallest element along dim (k from 1; NaN the largest).
+
+    Example:
+        >>> cltensor.kthvalue(cltensor.tensor([4.0, 1.0, 3.0]), 2).values.item()
+        3.0
+    """
+    _check_tensor(input, "input", "kthvalue")
+    if not isinstance(k, numbers.Integral) or isinstance(k, bool):
+        raise TypeError(f"kthvalue: k must be an int, got {type(k).__name__}")
+    size = input.shape[_norm_dim(dim, input.ndim, "kthvalue")] if input.ndim else 1
+    if not 1 <= k <= size:
+        raise ValueError(f"kthvalue: k ({k}) out of range for a dim of size {size}")
+    return return_types.kthvalue(*_picked_from_sorted(input, dim, keepdim, k - 1, "kthvalue"))
+
+
+def median(input, dim=None, keepdim=False):
+    """The lower median (the smaller middle value of an even count): of all elements without
+    dim (NaN for an empty floating tensor), else (values, indices) along dim. NaN propagates: a
+    row with a NaN has median NaN, at the index of its first NaN.
+
+    Example:
+        >>> cltensor.median(cltensor.tensor([4.0, 1.0, 3.0, 2.0])).item()
+        2.0
+    """
+    _check_tensor(input, "input", "median")
+    if dim is None:
+        if input.numel() == 0:
+            if not dt.is_floating(input.dtype):
+                raise ValueError(f"median: the median of an empty {input.dtype} tensor is "
+                                 f"undefined")
+            return ClTensor.empty_on((), input.dtype, input.device).fill_(float("nan"))
+        return median(input.reshape(-1), 0).values
+    d = _norm_dim(dim, input.ndim, "median") if input.ndim else 0
+    n = input.shape[d] if input.ndim else 1
+    if n == 0:
+        raise ValueError(f"median: dim {dim} of input of shape {input.shape} is empty")
+    position = (n - 1) // 2
+    if dt.is_floating(input.dtype):
+        nans = input.isnan().sum(d) if input.ndim else input.isnan().long()
+        if bool(nans.any()):
+            from .. import where
+            position = where(nans > 0, n - nans, position)  # the first NaN, sorted last
+    return return_types.median(*_picked_from_sorted(input, d, keepdim, position, "median"))
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The distinct values of input, ascending (also with sorted=False, as torch's CPU and CUDA
+    kernels); return_inverse: each element's position among them (input's shape);
+    return_counts: how often each occurs. Every NaN is distinct, as in torch. dim (unique
+    slices) is not supported.
+
+    Example:
+        >>> cltensor.unique(cltensor.tensor([3, 1, 3])).tolist()
+        [1, 3]
+    """
+    _check_tensor(input, "input", "unique")
+    if dim is not None:
+        raise NotImplementedError("unique: dim (unique slices along a dim) is not supported; "
+                                  "unique(input) takes the distinct elements")
+    flat = input.detach().reshape(-1)
+    n = flat.numel()
+    s = flat.sort()
+    change = ClTensor.empty_on((n,), dt.bool_, flat.device).fill_(True)
+    if n > 1:
+        change[1:] = s.values[1:] != s.values[:-1]
+    values = s.values[change]
+    out = [values]
+    if return_inverse:
+        group = change.long().cumsum(0) - 1
+        inverse = ClTensor.empty_on((n,), dt.int64, flat.device)
+        inverse[s.indices] = group
+        out.append(inverse.reshape(input.shape))
+    if return_counts:
+        starts = change.nonzero().reshape(-1)
+        ends = ClTensor.empty_on(starts.shape, dt.int64, flat.device)
+        if starts.numel():
+            ends[:-1] = starts[1:]
+            ends[-1] = n
+        out.append(ends - starts)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+TENSOR_METHODS = {f.__name__: f for f in (lerp, addcmul, addcdiv, unbind, kthvalue, median,
+                                           unique)}
