@@ -55,7 +55,8 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4, seed=0):
     `inputs` are float64 tensors requiring grad (small: every element is perturbed twice).
     A random output gradient v is used: the analytical J^T v from backward must match the
     numerical (f(x + eps e_i) - f(x - eps e_i)) / (2 eps) . v for every element i.
-    Raises AssertionError naming the input and the worst element; returns True otherwise.
+    Raises AssertionError naming the input and the worst element (a NaN on either side
+    counts as a mismatch); returns True otherwise.
     """
     from . import autograd
     from .creation import from_numpy
@@ -88,7 +89,7 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4, seed=0):
             num[i] = (plus - minus) / (2 * eps)
         ana = np.zeros(base.size) if grads[k] is None else grads[k].numpy().astype(np.float64).ravel()
         err = np.abs(ana - num)
-        bad = err > atol + rtol * np.abs(num)
+        bad = ~(err <= atol + rtol * np.abs(num))  # NOTE: a NaN on either side fails too
         if bad.any():
             i = int(np.argmax(err - (atol + rtol * np.abs(num))))
             raise AssertionError(f"gradcheck: input {k}, element {i}: analytical {ana[i]!r} "

@@ -18,15 +18,39 @@ def _r(rng, *shape, positive=False):
     return np.abs(a) + 0.3 if positive else a
 
 
-UNARY_POS = ["log", "sqrt", "rsqrt", "reciprocal", "log1p"]
-UNARY = ["exp", "expm1", "sin", "cos", "tanh", "sigmoid", "square", "abs", "relu", "neg"]
+UNARY_POS = ["log", "sqrt", "rsqrt", "reciprocal", "log1p", "log2", "log10"]
+UNARY = ["exp", "expm1", "sin", "cos", "tanh", "sigmoid", "square", "abs", "relu", "neg", "tan",
+         "sinh", "cosh", "asin", "acos", "atan", "erf", "erfc", "exp2"]
 
 
 def test_unary_gradients(device, rng, f64):
     for name in UNARY + UNARY_POS:
-        x = f64(_r(rng, 3, 4, positive=name in UNARY_POS))
+        a = _r(rng, 3, 4, positive=name in UNARY_POS)
+        x = f64(a * 0.6 if name in ("asin", "acos") else a)  # inside (-1, 1)
         gradcheck(getattr(ct, name), [x])
         gradcheck(lambda t: getattr(t, name)(), [x])
+
+
+def test_gradcheck_fails_on_wrong_or_nan_gradients(device, rng, f64):
+    """The finite-difference check itself: a wrong gradient and NaN on either side fail."""
+    x = f64(_r(rng, 2, 3))
+
+    class Wrong(ct.Function):
+        @staticmethod
+        def forward(ctx, t, scale):
+            ctx.scale = scale
+            return t * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.scale, None
+    assert gradcheck(lambda t: Wrong.apply(t, 2.0), [x])
+    with pytest.raises(AssertionError, match="gradcheck: input 0"):
+        gradcheck(lambda t: Wrong.apply(t, 3.0), [x])
+    with pytest.raises(AssertionError, match="gradcheck: input 0"):
+        gradcheck(lambda t: Wrong.apply(t, float("nan")), [x])
+    with pytest.raises(AssertionError, match="gradcheck: input 0"):
+        gradcheck(ct.asin, [x * 3])  # outside asin's domain: NaN both ways
 
 
 def test_binary_gradients_with_broadcast_and_scalars(device, rng, f64):

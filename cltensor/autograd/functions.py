@@ -190,6 +190,8 @@ def _where(c, a, b):
     return where(c, a, b)
 
 
+TWO_OVER_SQRT_PI = 1.1283791670955126
+LN2, LN10 = 0.6931471805599453, 2.302585092994046
 UNARY = {
     "neg": _unary("neg", "", lambda g, x, o: -g),
     "exp": _unary("exp", "out", lambda g, x, o: g * o),
@@ -200,6 +202,17 @@ UNARY = {
     "rsqrt": _unary("rsqrt", "out", lambda g, x, o: -0.5 * g * o * o * o),
     "sin": _unary("sin", "x", lambda g, x, o: g * x.cos()),
     "cos": _unary("cos", "x", lambda g, x, o: -g * x.sin()),
+    "tan": _unary("tan", "out", lambda g, x, o: g * (1 + o * o)),
+    "sinh": _unary("sinh", "x", lambda g, x, o: g * x.cosh()),
+    "cosh": _unary("cosh", "x", lambda g, x, o: g * x.sinh()),
+    "asin": _unary("asin", "x", lambda g, x, o: g * (1 - x * x).rsqrt()),
+    "acos": _unary("acos", "x", lambda g, x, o: -g * (1 - x * x).rsqrt()),
+    "atan": _unary("atan", "x", lambda g, x, o: g / (1 + x * x)),
+    "erf": _unary("erf", "x", lambda g, x, o: g * (TWO_OVER_SQRT_PI * (-x * x).exp())),
+    "erfc": _unary("erfc", "x", lambda g, x, o: g * (-TWO_OVER_SQRT_PI * (-x * x).exp())),
+    "log2": _unary("log2", "x", lambda g, x, o: g / (x * LN2)),
+    "log10": _unary("log10", "x", lambda g, x, o: g / (x * LN10)),
+    "exp2": _unary("exp2", "out", lambda g, x, o: g * (o * LN2)),
     "tanh": _unary("tanh", "out", lambda g, x, o: g * (1 - o * o)),
     "sigmoid": _unary("sigmoid", "out", lambda g, x, o: g * o * (1 - o)),
     "reciprocal": _unary("reciprocal", "out", lambda g, x, o: -g * o * o),

@@ -4,7 +4,8 @@ from . import elementwise as ew
 
 # unary ops that need a floating-point input: integer and bool inputs give float32 results
 FLOAT_UNARY = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
-               "reciprocal")
+               "reciprocal", "tan", "sinh", "cosh", "asin", "acos", "atan", "erf", "erfc", "log2",
+               "log10", "exp2")
 # unary ops that keep the input's dtype; rounding is the identity on integers
 SAME_UNARY = ("abs", "sign", "relu", "square")
 ROUNDING = ("floor", "ceil", "round", "trunc")
