@@ -191,3 +191,57 @@ def test_against_torch(device, rng):
     for got, want in zip(cltensor.unique(T(a, device), return_inverse=True, return_counts=True),
                          torch.unique(torch.tensor(a), return_inverse=True, return_counts=True)):
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_new_tensors_and_conveniences(device, rng):
+    a = random_array(rng, (2, 3, 4))
+    x = T(a, device)
+    assert x.new_zeros(2, 3).shape == (2, 3) and x.new_zeros((2, 3)).dtype == x.dtype
+    np.testing.assert_array_equal(x.new_ones(3, dtype=cltensor.int64).numpy(), [1, 1, 1])
+    np.testing.assert_array_equal(x.new_full((2,), 7.5).numpy(), [7.5, 7.5])
+    assert x.new_empty(4).shape == (4,) and x.new_empty(4).device == device
+    assert x.new_tensor([1, 2]).dtype == x.dtype and x.new_zeros(2, requires_grad=True).requires_grad
+    assert x.type_as(cltensor.tensor([1], device=device)).dtype == cltensor.int64
+    assert x.nelement() == 24 and x.transpose(0, 2).ravel().shape == (24,)
+    assert_close(x.transpose(0, 2).ravel(), a.transpose(2, 1, 0).ravel(), rtol=0, atol=0)
+    for src, dst in (((0, 1), (2, 0)), (0, -1), ((1, 2), (0, 1)), (-1, 0)):
+        y = x.movedim(src, dst)
+        assert y.storage is x.storage
+        assert_close(y, np.moveaxis(a, src, dst), rtol=0, atol=0)
+    assert_close(cltensor.moveaxis(x, 2, 0), np.moveaxis(a, 2, 0), rtol=0, atol=0)
+    assert_close(x.swapaxes(0, 2), np.swapaxes(a, 0, 2), rtol=0, atol=0)
+    with pytest.raises(ValueError, match="movedim: source .* must have the same number of dims"):
+        x.movedim((0, 1), 2)
+    with pytest.raises(ValueError, match="movedim: repeated dim"):
+        x.movedim((0, 0), (1, 2))
+    assert_close(cltensor.msort(x), np.sort(a, 0), rtol=0, atol=0)
+    assert_close(x.clamp_min(0.1), np.maximum(a, 0.1), rtol=0, atol=0)
+    assert_close(x.clamp_max(0.1), np.minimum(a, 0.1), rtol=0, atol=0)
+
+
+def test_nan_reductions_and_comparisons(device, rng):
+    a = random_array(rng, (3, 5)).astype(_fp(device))
+    a[0, 1] = a[2, :] = np.nan
+    x = T(a, device)
+    tol = {"rtol": 1e-6, "atol": 1e-6}
+    assert_close(x.nansum(), np.nansum(a), **tol)
+    assert_close(x.nansum(1, keepdim=True), np.nansum(a, 1, keepdims=True), **tol)
+    rows = [np.mean(r[~np.isnan(r)]) if not np.isnan(r).all() else np.nan for r in a]
+    assert_close(cltensor.nanmean(x, 1), np.array(rows), **tol)  # an all-NaN row gives NaN
+    with pytest.raises(TypeError, match="nanmean: expected a floating point input"):
+        cltensor.nanmean(cltensor.tensor([1, 2], device=device))
+    p = T(np.array([1.0, np.inf, np.nan, 1e-9, -np.inf, 2.0]), device)
+    q = T(np.array([1.0 + 1e-7, np.inf, np.nan, 0.0, np.inf, 2.1]), device)
+    np.testing.assert_array_equal(p.isclose(q).numpy(), [True, True, False, True, False, False])
+    np.testing.assert_array_equal(cltensor.isclose(p, q, equal_nan=True).numpy(),
+                                  [True, True, True, True, False, False])
+    np.testing.assert_array_equal(p.isclose(q, atol=0.2).numpy(),
+                                  [True, True, False, True, False, True])
+    assert not cltensor.allclose(p, q) and cltensor.allclose(p[:2], q[:2])
+    assert cltensor.equal(x[:2, 2:], x[:2, 2:]) and not cltensor.equal(x, x)  # NaN != NaN
+    assert not cltensor.equal(x[:1], x[:2])
+    with pytest.raises(ValueError, match="isclose: rtol .* must be non-negative"):
+        p.isclose(q, rtol=-1)
+    ints = T(np.array([[0, 3, 0], [1, 0, 2]]), device)
+    np.testing.assert_array_equal(ints.count_nonzero(0).numpy(), [1, 1, 1])
+    assert cltensor.count_nonzero(ints).item() == 3

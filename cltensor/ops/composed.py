@@ -12,7 +12,8 @@ from ..tensor import ClTensor, _norm_dim
 from .reduce import return_types
 
 __all__ = ["lerp", "addcmul", "addcdiv", "unbind", "var_mean", "std_mean", "kthvalue", "median",
-           "unique"]
+           "unique", "movedim", "moveaxis", "swapaxes", "msort", "nansum", "nanmean", "isclose",
+           "allclose", "equal", "count_nonzero", "ravel", "clamp_min", "clamp_max"]
 
 
 def _check_tensor(x, name, op):
@@ -199,5 +200,130 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
     return out[0] if len(out) == 1 else tuple(out)
 
 
-TENSOR_METHODS = {f.__name__: f for f in (lerp, addcmul, addcdiv, unbind, kthvalue, median,
-                                           unique)}
+# ---- conveniences: torch's shorthands over the ops above and the tensor's own ------------------
+
+def _new(fill):
+    def op(self, *size, dtype=None, device=None, requires_grad=False):
+        from .. import creation
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+        kw = {"dtype": dtype or self.dtype, "device": device or self.device}
+        t = creation.empty(*shape, **kw) if fill is None else creation.full(shape, fill, **kw)
+        return t.requires_grad_() if requires_grad else t
+    return op
+
+
+def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+    """A tensor of `size` filled with fill_value, of self's dtype and device unless given."""
+    return _new(fill_value)(self, size, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    """A copy of data as a tensor of self's dtype and device unless given."""
+    from .. import creation
+    t = creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device)
+    return t.requires_grad_() if requires_grad else t
+
+
+def type_as(self, other):
+    """self converted to other's dtype."""
+    return self.to(other.dtype)
+
+
+def movedim(input, source, destination):
+    """input with dims `source` moved to positions `destination` (ints or sequences of them),
+    the other dims keeping their order; a view.
+
+    Example:
+        >>> cltensor.zeros(2, 3, 4).movedim(0, -1).shape
+        (3, 4, 2)
+    """
+    src = tuple(source) if isinstance(source, (tuple, list)) else (source,)
+    dst = tuple(destination) if isinstance(destination, (tuple, list)) else (destination,)
+    if len(src) != len(dst):
+        raise ValueError(f"movedim: source {source} and destination {destination} must have "
+                         f"the same number of dims")
+    src = [_norm_dim(d, input.ndim, "movedim") for d in src]
+    dst = [_norm_dim(d, input.ndim, "movedim") for d in dst]
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise ValueError(f"movedim: repeated dim in source {source} or destination "
+                         f"{destination}")
+    order = [None] * input.ndim
+    for s_, d_ in zip(src, dst):
+        order[d_] = s_
+    rest = iter(d for d in range(input.ndim) if d not in src)
+    return input.permute(*[o if o is not None else next(rest) for o in order])
+
+
+moveaxis = movedim
+
+
+def swapaxes(input, axis0, axis1):
+    """input.transpose(axis0, axis1)."""
+    return input.transpose(axis0, axis1)
+
+
+def ravel(input):
+    """input flattened to 1-d (a view when its memory allows, else a copy)."""
+    return input.reshape(-1)
+
+
+def clamp_min(input, min):
+    return input.clamp(min=min)
+
+
+def clamp_max(input, max):
+    return input.clamp(max=max)
+
+
+def msort(input):
+    """input sorted along dim 0 (values only)."""
+    return input.sort(0).values
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    """The sum over dim with NaN counted as zero."""
+    x = input.masked_fill(input.isnan(), 0) if dt.is_floating(input.dtype) else input
+    return x.sum(dim, keepdim=keepdim, dtype=dtype)
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    """The mean over dim of the elements that are not NaN (NaN where all are)."""
+    if not dt.is_floating(input.dtype):
+        raise TypeError(f"nanmean: expected a floating point input, got {input.dtype}")
+    count = (~input.isnan()).sum(dim, keepdim=keepdim)
+    return nansum(input, dim, keepdim, dtype=dtype) / count
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """|input - other| <= atol + rtol * |other| elementwise, the difference finite (equal
+    infinities are close; NaN only with equal_nan), as a bool tensor."""
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"isclose: rtol ({rtol}) and atol ({atol}) must be non-negative")
+    if input.dtype == dt.bool_:
+        return input == other
+    error = (input - other).abs()
+    close = (input == other) | (error.isfinite() & (error <= atol + rtol * other.abs()))
+    return close | (input.isnan() & other.isnan()) if equal_nan else close
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether every element of input is close to other's (isclose), as a Python bool."""
+    return bool(isclose(input, other, rtol, atol, equal_nan).all())
+
+
+def equal(input, other):
+    """True when input and other have the same shape and elements (NaN is never equal)."""
+    return tuple(input.shape) == tuple(other.shape) and bool((input == other).all())
+
+
+def count_nonzero(input, dim=None):
+    """The number of non-zero elements (over dim), as int64."""
+    return (input != 0).sum(dim)
+
+
+TENSOR_METHODS = {f.__name__: f for f in (
+    lerp, addcmul, addcdiv, unbind, kthvalue, median, unique, new_full, new_tensor, type_as,
+    movedim, swapaxes, ravel, clamp_min, clamp_max, msort, nansum, nanmean, isclose, allclose,
+    equal, count_nonzero)}
+TENSOR_METHODS.update(new_zeros=_new(0), new_ones=_new(1), new_empty=_new(None),
+                      moveaxis=movedim, nelement=ClTensor.numel)
