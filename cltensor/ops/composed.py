@@ -1,5 +1,7 @@
 """Tensor ops composed of other tensor ops, with no kernels of their own: lerp, addcmul, addcdiv,
-unbind, var_mean, std_mean, kthvalue, median and unique, with torch's names and semantics.
+unbind, var_mean, std_mean, kthvalue, median and unique, and torch's shorthands (new_zeros and
+its kin, type_as, movedim, nansum, nanmean, isclose, allclose, equal, count_nonzero, ...), with
+torch's names and semantics.
 
 They call tensor methods, so they are differentiable through the ops they use (those that have
 gradients: unique's outputs have none, as in torch). cltensor/__init__.py binds them as
