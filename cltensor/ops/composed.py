@@ -158,10 +158,11 @@ def median(input, dim=None, keepdim=False):
         raise ValueError(f"median: dim {dim} of input of shape {input.shape} is empty")
     position = (n - 1) // 2
     if dt.is_floating(input.dtype):
+        # NOTE: a row with k NaNs picks position n - k, its first NaN (NaN sorts last, stably);
+        # computed for every row rather than after asking whether any NaN exists (a sync)
+        from .. import where
         nans = input.isnan().sum(d) if input.ndim else input.isnan().long()
-        if bool(nans.any()):
-            from .. import where
-            position = where(nans > 0, n - nans, position)  # the first NaN, sorted last
+        position = where(nans > 0, n - nans, position)
     return return_types.median(*_picked_from_sorted(input, d, keepdim, position, "median"))
 
 
