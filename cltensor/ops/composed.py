@@ -10,7 +10,7 @@ functions and ClTensor methods once autograd has wrapped the methods they call.
 import numbers
 
 from .. import dtypes as dt
-from ..tensor import ClTensor, _norm_dim
+from ..tensor import ClTensor, _norm_dim, _size_args
 from .reduce import return_types
 
 __all__ = ["lerp", "addcmul", "addcdiv", "unbind", "var_mean", "std_mean", "kthvalue", "median",
@@ -205,19 +205,26 @@ def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=No
 
 # ---- conveniences: torch's shorthands over the ops above and the tensor's own ------------------
 
-def _new(fill):
-    def op(self, *size, dtype=None, device=None, requires_grad=False):
-        from .. import creation
-        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
-        kw = {"dtype": dtype or self.dtype, "device": device or self.device}
-        t = creation.empty(*shape, **kw) if fill is None else creation.full(shape, fill, **kw)
-        return t.requires_grad_() if requires_grad else t
-    return op
+def _new_like_self(self, shape, fill, dtype, device, requires_grad):
+    """A new tensor of shape (filled with fill unless None), of self's dtype and device unless
+    given."""
+    t = ClTensor.empty_on(shape, dtype or self.dtype, device or self.device)
+    if fill is not None:
+        t.fill_(fill)
+    return t.requires_grad_() if requires_grad else t
+
+
+def _new(fill, op):
+    def new(self, *size, dtype=None, device=None, requires_grad=False):
+        return _new_like_self(self, _size_args(size, op), fill, dtype, device, requires_grad)
+    new.__name__ = op
+    return new
 
 
 def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
     """A tensor of `size` filled with fill_value, of self's dtype and device unless given."""
-    return _new(fill_value)(self, size, dtype=dtype, device=device, requires_grad=requires_grad)
+    return _new_like_self(self, _size_args((size,), "new_full"), fill_value, dtype, device,
+                          requires_grad)
 
 
 def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
@@ -293,8 +300,9 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     """The mean over dim of the elements that are not NaN (NaN where all are)."""
     if not dt.is_floating(input.dtype):
         raise TypeError(f"nanmean: expected a floating point input, got {input.dtype}")
-    count = (~input.isnan()).sum(dim, keepdim=keepdim)
-    return nansum(input, dim, keepdim, dtype=dtype) / count
+    nan = input.isnan()
+    total = input.masked_fill(nan, 0).sum(dim, keepdim=keepdim, dtype=dtype)
+    return total / (~nan).sum(dim, keepdim=keepdim)
 
 
 def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -328,5 +336,6 @@ TENSOR_METHODS = {f.__name__: f for f in (
     lerp, addcmul, addcdiv, unbind, kthvalue, median, unique, new_full, new_tensor, type_as,
     movedim, swapaxes, ravel, clamp_min, clamp_max, msort, nansum, nanmean, isclose, allclose,
     equal, count_nonzero)}
-TENSOR_METHODS.update(new_zeros=_new(0), new_ones=_new(1), new_empty=_new(None),
+TENSOR_METHODS.update(new_zeros=_new(0, "new_zeros"), new_ones=_new(1, "new_ones"),
+                      new_empty=_new(None, "new_empty"),
                       moveaxis=movedim, nelement=ClTensor.numel)
