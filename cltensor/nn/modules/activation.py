@@ -49,6 +49,14 @@ class _InplaceActivation(Module):
         return "inplace=True" if self.inplace else ""
 
 
+class _Pointwise(Module):
+    """A parameterless activation F.<name>(input)."""
+    fn = None
+
+    def forward(self, input):
+        return type(self).fn(input)
+
+
 class SiLU(_InplaceActivation):
     """x * sigmoid(x) elementwise (swish)."""
     fn = F.silu
@@ -86,14 +94,6 @@ class CELU(Module):
 
     def extra_repr(self):
         return f"alpha={self.alpha}{_inplace_repr(self.inplace)}"
-
-
-class _Pointwise(Module):
-    """A parameterless activation F.<name>(input)."""
-    fn = None
-
-    def forward(self, input):
-        return type(self).fn(input)
 
 
 class LogSigmoid(_Pointwise):
@@ -249,18 +249,14 @@ class ELU(Module):
         return f"alpha={self.alpha}{_inplace_repr(self.inplace)}"
 
 
-class Sigmoid(Module):
+class Sigmoid(_Pointwise):
     """1 / (1 + exp(-x)) elementwise."""
-
-    def forward(self, input):
-        return F.sigmoid(input)
+    fn = F.sigmoid
 
 
-class Tanh(Module):
+class Tanh(_Pointwise):
     """tanh(x) elementwise."""
-
-    def forward(self, input):
-        return F.tanh(input)
+    fn = F.tanh
 
 
 class Hardtanh(Module):
