@@ -201,6 +201,10 @@ def test_new_tensors_and_conveniences(device, rng):
     np.testing.assert_array_equal(x.new_full((2,), 7.5).numpy(), [7.5, 7.5])
     assert x.new_empty(4).shape == (4,) and x.new_empty(4).device == device
     assert x.new_tensor([1, 2]).dtype == x.dtype and x.new_zeros(2, requires_grad=True).requires_grad
+    with pytest.raises(ValueError, match=r"new_zeros: negative dimension -1 in size \(2, -1\)"):
+        x.new_zeros(2, -1)
+    with pytest.raises(TypeError, match="new_full: sizes must be ints, got 2.0"):
+        x.new_full((2.0,), 1.0)
     assert x.type_as(cltensor.tensor([1], device=device)).dtype == cltensor.int64
     assert x.nelement() == 24 and x.transpose(0, 2).ravel().shape == (24,)
     assert_close(x.transpose(0, 2).ravel(), a.transpose(2, 1, 0).ravel(), rtol=0, atol=0)
