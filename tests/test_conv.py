@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 import cltensor
 from cltensor import backends, tune
-from cltensor.conv import (common, conv2d, conv_algorithms, dispatch, implicit, implicit_gpu,
-                           winograd)
+from cltensor.conv import (common, conv2d, conv_algorithms, dispatch, gemm1x1, implicit,
+                           implicit_gpu, winograd)
 from cltensor.conv import function as conv_function
 from cltensor.conv.params import make_params
 from cltensor.ops import gemm as gemm_ops
@@ -280,6 +280,67 @@ def test_one_by_one_weight_gradient_paths(device, rng, monkeypatch, dtype):
             if name in ("contiguous", "channels_last") and "stride" not in kwargs:
                 merge = name == "channels_last"
                 assert len(copies) == (0 if summed or merge else 2), (name, copies)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_one_by_one_merged_products(device, rng, monkeypatch, dtype):
+    """gemm_1x1's forward and input gradient as one product over all images (merges: CPUs,
+    small images), forced on every device: groups with a bias, a strided 1x1, the fused ReLU,
+    inputs as strided views and channels_last (read in place, no copy); outputs and scratch
+    NaN-poisoned; the per-image products give the same values."""
+    if dtype == np.float64 and not device.has_fp64:
+        pytest.skip("the device has no float64")
+    empty = common.empty
+    monkeypatch.setattr(common, "empty", lambda *a, **k: empty(*a, **k).fill_(float("nan")))
+    copies = []
+    to_cnhw = common.to_cnhw
+    monkeypatch.setattr(common, "to_cnhw", lambda t: copies.append(t.shape) or to_cnhw(t))
+    algo = dispatch.ALGORITHMS["gemm_1x1"]
+    rtol = 1e-5 if dtype == np.float32 else 1e-12
+    for xshape, wshape, kwargs in [((3, 8, 5, 7), (6, 4, 1, 1), {"groups": 2}),
+                                   ((2, 5, 9, 8), (3, 5, 1, 1), {"stride": (2, 3)}),
+                                   ((2, 33, 4, 3), (37, 33, 1, 1), {})]:
+        x, w, b, X, W, B = _tensors(device, rng, xshape, wshape, dtype)
+        stride = kwargs.get("stride", 1)
+        p = make_params(X, W, B, stride, 0, 1, kwargs.get("groups", 1))
+        g = random_array(rng, p.out_shape, dtype)
+        ref, gx, _ = ref_conv(x, w, b, grad=g.astype(np.float64), **kwargs)
+        G = cltensor.from_numpy(g, device=device)
+        for merged in (True, False):
+            monkeypatch.setattr(gemm1x1, "merges", lambda p, device, pass_: merged)
+            for name, XV in {"contiguous": X, **_views(X)}.items():
+                copies.clear()
+                out = algo.forward(XV, W, B, p, empty(p.out_shape, X, common.layout_of(XV)),
+                                   relu=True)
+                err = rel_error(out, np.maximum(ref, 0))
+                assert err <= rtol, f"{kwargs} {name} merged={merged}: forward error {err:.1e}"
+                if merged and name == "channels_last" and stride == 1:
+                    assert not copies, "channels_last positions merge: read in place"
+                if stride == 1:
+                    GV = _views(G)[name] if name in _views(G) else G
+                    got = algo.backward(XV, W, GV, p, True, False)[0]
+                    err = rel_error(got, gx)
+                    assert err <= rtol, f"{kwargs} {name} merged={merged}: gx error {err:.1e}"
+
+
+def test_one_by_one_merges_small_images_on_cpus(device, monkeypatch):
+    """The rule: one product over all images for GoogLeNet's 14 x 14 forwards and 7 x 7
+    forwards and input gradients with 48 channels or more, per image otherwise (28 x 28
+    images, 16-32 channels, one image); only where the GEMM sums over batches (CPUs)."""
+    cases = {  # (C, Co, side, N): (forward merged, input gradient merged)
+        (480, 192, 14, 8): (True, False), (832, 128, 7, 8): (True, True),
+        (832, 48, 7, 8): (True, True), (832, 32, 7, 8): (False, False),
+        (480, 16, 14, 8): (False, False), (192, 64, 28, 8): (False, False),
+        (832, 384, 7, 1): (False, False)}
+    for summed in (True, False):
+        monkeypatch.setattr(gemm1x1, "sums_batches", lambda device, dtype: summed)
+        for (c, co, side, n), want in cases.items():
+            X, W = (cltensor.empty(*s, device=device) for s in ((n, c, side, side), (co, c, 1, 1)))
+            p = make_params(X, W, None, 1, 0, 1, 1)
+            got = tuple(gemm1x1.merges(p, device, pass_) for pass_ in ("forward", "backward_data"))
+            assert got == (want if summed else (False, False)), (c, co, side, n, summed)
+            ws = dispatch.workspace_bytes("gemm_1x1", p, "forward", device)
+            assert ws == (n * (c + co) * side * side * 4 if got[0] else 0), (c, co, side, n)
 
 
 def _h200_entry():

@@ -1,7 +1,8 @@
 """Algorithm "gemm_1x1": a 1x1 convolution with no padding is a plain GEMM per image,
 out[n, g] = W[g] (Cog, Cg) @ x[n, g] (Cg, H*W), with no workspace (a strided one reads a
-contiguous copy of the strided input). Backward: gx[n, g] = W[g]^T @ gout[n, g];
-gW[g] = gout[g] (Cog, N*P) @ x[g]^T, read in place when the (N, H, W) dims of both merge
+contiguous copy of the strided input), or on CPUs for small images one product over all
+images, W[g] @ x[g] (Cg, N*H*W) (merges). Backward: gx[n, g] = W[g]^T @ gout[n, g] (merged
+likewise); gW[g] = gout[g] (Cog, N*P) @ x[g]^T, read in place when the (N, H, W) dims of both merge
 (channels_last); else, on the devices whose GEMM sums over a batch in one kernel
 (gemm.sums_batches: CPUs), the sum over n of gout[n, g] @ x[n, g]^T read in place, and
 elsewhere one product over (C, N*H*W) copies.
@@ -10,8 +11,23 @@ NOTE: the products go to gemm_into, not gemm(): the operands are built here with
 shapes and the outputs are new tensors, so the public entry's checks and overlap tests (about
 a fifth of a small layer's host time on PoCL) have nothing to find.
 """
+from ..ops import elementwise as ew
 from ..ops.gemm import gemm_into, gemm_sum_into, sums_batches
 from . import common
+
+# On the devices whose GEMM sums over batches (CPUs: the packed family), the forward and
+# input-gradient products of images with at most this many output positions run as one
+# product over (C, N*H*W) copies when the layer has at least MERGED_MIN_CHANNELS input and
+# output channels per group: narrow per-image products fill few of gemm_packed's 32-column
+# panels, and the copies cost a 1/C share of the product. PoCL, 2 AVX-512 cores, GoogLeNet's
+# 1x1 layers at batch 8, ms with the copies, interleaved medians of 5 (2026-12-03): forward
+# 4a/1x1 (192 x 480 x 196) 3.04 -> 2.15 (PyTorch 1.97), 4d/1x1 3.15 -> 1.67, 5a/pool (128 x 832
+# x 49) 1.18 -> 0.99, 5b/1x1 2.55 -> 1.90; input gradients on 7 x 7 images 5b/1x1 2.11 -> 1.88,
+# 5b/pool 1.26 -> 0.94, but on 14 x 14 they lost (4a/pool 1.29 -> 1.77, 4d/pool 1.39 -> 1.88);
+# on 28 x 28 images (3a/1x1 forward 1.78 -> 1.93, input gradient 1.29 -> 1.57) and with 16-32
+# channels (4a/5x5r input gradient 0.58 -> 0.85) the copies cost more.
+MERGED_MAX_POSITIONS = {"forward": 14 * 14, "backward_data": 7 * 7}
+MERGED_MIN_CHANNELS = 48
 
 
 def eligible(p):
@@ -23,14 +39,19 @@ def eligible(p):
 
 
 def workspace_bytes(p, backward=False, device=None):
-    """Bytes of the copies this algorithm makes: a strided input's subsample, and in backward
-    the (C, N*P) copies of x and gout when their batch and spatial dims do not merge (none on
-    the devices whose GEMM sums over the images: gemm.sums_batches)."""
+    """Bytes of the copies this algorithm makes (at most; none of a channels_last tensor whose
+    positions merge): a strided input's subsample; the (C, N*P) copies of the merged products
+    (merges); in backward those of the weight gradient when its batch and spatial dims do not
+    merge (none on the devices whose GEMM sums over the images: gemm.sums_batches)."""
     item = p.dtype.itemsize
+    both = p.n * (p.c + p.co) * p.ho * p.wo * item
     sub = p.n * p.c * p.ho * p.wo * item if (p.sh, p.sw) != (1, 1) else 0
-    if backward and not (device is not None and sums_batches(device, p.dtype)):
-        return sub + p.n * (p.c + p.co) * p.ho * p.wo * item
-    return sub
+    if not backward:
+        return both if device is not None and merges(p, device, "forward") else sub
+    summed = device is not None and sums_batches(device, p.dtype)
+    merged = device is not None and (p.sh, p.sw) == (1, 1) and merges(p, device, "backward_data")
+    data = both if merged else 0
+    return max(data, sub + (0 if summed else both))
 
 
 def _subsample(x, p):
@@ -52,12 +73,42 @@ def _weight(w, p):
     return wg
 
 
+def merges(p, device, pass_):
+    """Whether the forward or input-gradient products run over all images at once (above)."""
+    return (p.n > 1 and p.ho * p.wo <= MERGED_MAX_POSITIONS[pass_]
+            and min(p.cg, p.cog) >= MERGED_MIN_CHANNELS and sums_batches(device, p.dtype))
+
+
+def _merged(a, src, dst, p, bias=None, relu=False):
+    """dst[n, g] = a[g] @ src[n, g] for (N, C, H, W) src and dst with a (G, R, Cs): one
+    product (G, R, Cs) @ (G, Cs, N*H*W), each operand read or written in place where its
+    (N, H, W) dims merge (channels_last), else through a (C, N, H, W) copy."""
+    g, rows = a.shape[0], a.shape[1]
+    out = dst
+    if _positions_stride(dst) is None:
+        (n, c, h, w) = dst.shape
+        out = common.strided(common.empty((c, n, h, w), dst), dst.shape, (h * w, n * h * w, w, 1))
+    o = _rows(out, p, rows)
+    b = _rows(src, p, src.shape[1] // g)
+    if bias is None or g == 1:
+        gemm_into(a, b, o, row_bias=bias, relu=relu)
+    else:
+        c = common.strided(bias, o.shape, (rows * bias.strides[0], bias.strides[0], 0))
+        gemm_into(a, b, o, c, beta=1, relu=relu)
+    if out is not dst:
+        ew.copy(out, dst)
+    return dst
+
+
 FUSES_RELU = True  # forward(..., relu=True) applies max(., 0) as it stores (conv/function.py)
 
 
 def forward(x, w, bias, p, out, relu=False):
-    xs = _subsample(x, p)
     wg = _weight(w, p)
+    if merges(p, x.device, "forward"):
+        src = x[:, :, ::p.sh, ::p.sw] if (p.sh, p.sw) != (1, 1) else x
+        return _merged(wg, src, out, p, bias, relu)
+    xs = _subsample(x, p)
     a = common.strided(wg, (p.n,) + wg.shape, (0,) + wg.strides)
     b = _groups_view(xs, p, p.cg)
     o = _groups_view(out, p, p.cog)
@@ -116,6 +167,8 @@ def _grad_input(gout, w, p, x):
     wg = _weight(w, p)
     a = common.transposed(common.strided(wg, (p.n,) + wg.shape, (0,) + wg.strides))
     gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
+    if (p.sh, p.sw) == (1, 1) and merges(p, x.device, "backward_data"):
+        return _merged(common.transposed(wg), gout, gx, p)
     g = _groups_view(common.with_merged_spatial(gout), p, p.cog)
     if (p.sh, p.sw) == (1, 1):
         gemm_into(a, g, _groups_view(gx, p, p.cg))
