@@ -100,6 +100,31 @@ typedef struct { long offset; long stride[MAX_DIMS]; } View;
 #define OP_isnan(a, b, c, d) is_nan_ct(a)
 #define OP_isinf(a, b, c, d) is_inf_ct(a)
 #define OP_isfinite(a, b, c, d) (!is_nan_ct(a) && !is_inf_ct(a))
+#define OP_isposinf(a, b, c, d) (is_inf_ct(a) && (a) > 0)
+#define OP_isneginf(a, b, c, d) (is_inf_ct(a) && (a) < 0)
+#define OP_signbit(a, b, c, d) signbit_ct(a)
+/* torch's math extras (cltensor/ops/pointwise.py); the float-only ones are launched with a
+ * floating CT, the bitwise ones with an integer (or bool: uchar) CT */
+#define OP_atan2(a, b, c, d) atan2(a, b)
+#define OP_hypot(a, b, c, d) hypot(a, b)
+#define OP_fmod(a, b, c, d) fmod_ct(a, b)
+#define OP_logaddexp(a, b, c, d) logaddexp_ct(a, b)
+#define OP_logaddexp2(a, b, c, d) logaddexp2_ct(a, b)
+#define OP_copysign(a, b, c, d) copysign(a, b)
+#define OP_xlogy(a, b, c, d) xlogy_ct(a, b)
+#define OP_heaviside(a, b, c, d) ((a) == 0 ? (b) : (CT)((a) > 0))
+#define OP_frac(a, b, c, d) ((a) - trunc(a))
+#define OP_deg2rad(a, b, c, d) ((a) * (CT)0.017453292519943295)
+#define OP_rad2deg(a, b, c, d) ((a) * (CT)57.29577951308232)
+#define OP_logit(x, eps, c, d) logit_ct(x, eps)
+#define OP_nan_to_num(a, nan, posinf, neginf) \
+  (is_nan_ct(a) ? (nan) : is_inf_ct(a) ? ((a) > 0 ? (posinf) : (neginf)) : (a))
+#define OP_bitwise_and(a, b, c, d) ((a) & (b))
+#define OP_bitwise_or(a, b, c, d) ((a) | (b))
+#define OP_bitwise_xor(a, b, c, d) ((a) ^ (b))
+#define OP_bitwise_not(a, b, c, d) (~(a))
+#define OP_bitwise_left_shift(a, b, c, d) shift_left_ct(a, b)
+#define OP_bitwise_right_shift(a, b, c, d) shift_right_ct(a, b)
 /* activations of cltensor.nn.functional (cltensor/ops/activation.py) and their gradients:
  * x the input, y the output, g the output's gradient; the others are scalar parameters */
 #define OP_leaky_relu(x, slope, c, d) ((x) > 0 ? (x) : (x) * (slope))
@@ -162,6 +187,28 @@ inline CT remainder_ct(CT a, CT b) {
   return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
 }
 inline CT pow_ct(CT a, CT b) { return pow(a, b); }
+inline int signbit_ct(CT a) { return signbit(a) != 0; }
+/* C's fmod: the result takes the dividend's sign */
+inline CT fmod_ct(CT a, CT b) { return fmod(a, b); }
+/* log(exp(a) + exp(b)) = max + log1p(exp(-|a - b|)); equal infinities give themselves (their
+ * difference would be NaN) and a NaN operand gives NaN */
+inline CT logaddexp_ct(CT a, CT b) {
+  if (isinf(a) && a == b) return a;
+  const CT m = a > b ? a : b;
+  return m + log1p(exp(-fabs(a - b)));
+}
+inline CT logaddexp2_ct(CT a, CT b) {
+  if (isinf(a) && a == b) return a;
+  const CT m = a > b ? a : b;
+  return m + log1p(exp2(-fabs(a - b))) * (CT)1.4426950408889634; /* 1 / ln 2 */
+}
+/* x * log(y), 0 where x == 0 unless y is NaN (torch's xlogy) */
+inline CT xlogy_ct(CT x, CT y) { return isnan(y) ? y : (x == 0 ? (CT)0 : x * log(y)); }
+/* log(x / (1 - x)), x first clamped to [eps, 1 - eps] when eps >= 0 (NaN stays NaN) */
+inline CT logit_ct(CT x, CT eps) {
+  if (eps >= 0) x = x < eps ? eps : (x > (CT)1 - eps ? (CT)1 - eps : x);
+  return log(x / ((CT)1 - x));
+}
 /* log(1 + exp(beta * x)) / beta, or x where beta * x exceeds threshold (torch's softplus) */
 inline CT softplus_ct(CT x, CT beta, CT threshold) {
   return x * beta > threshold ? x : log1p(exp(beta * x)) / beta;
@@ -210,6 +257,17 @@ inline CT pow_ct(CT a, CT e) {
   CT r = 1;
   while (e) { if (e & 1) r *= a; a *= a; e >>= 1; }
   return r;
+}
+inline int signbit_ct(CT a) { return a < 0; }
+/* C's %: the result takes the dividend's sign; b == 0 is refused before launch, b == -1 traps
+ * on MIN */
+inline CT fmod_ct(CT a, CT b) { return (b == 0 || b == -1) ? 0 : a % b; }
+/* torch's shifts: a shift by a negative count or by the width or more gives 0 (left) or the
+ * sign fill (right); the left shift goes through ulong so a negative a is well defined */
+#define CT_BITS ((CT)(sizeof(CT) * 8))
+inline CT shift_left_ct(CT a, CT b) { return (b < 0 || b >= CT_BITS) ? 0 : (CT)((ulong)a << b); }
+inline CT shift_right_ct(CT a, CT b) {
+  return (b < 0 || b >= CT_BITS) ? (a < 0 ? (CT)-1 : 0) : a >> b;
 }
 #endif
 inline CT maximum_ct(CT a, CT b) { return is_nan_ct(a) ? a : (is_nan_ct(b) ? b : (a > b ? a : b)); }

@@ -605,21 +605,47 @@ class ClTensor:
     def __ge__(self, o):
         return ew.predicate("ge", [self, o])
 
+    # bitwise on integer and bool tensors (bool: the logical ops), TypeError on floats
     def __and__(self, o):
-        return _bool_op("logical_and", self, o)
+        return self.bitwise_and(o)
 
     def __or__(self, o):
-        return _bool_op("logical_or", self, o)
+        return self.bitwise_or(o)
 
     def __xor__(self, o):
-        return _bool_op("logical_xor", self, o)
+        return self.bitwise_xor(o)
 
     def __invert__(self):
-        if self.dtype != dt.bool_:
-            raise TypeError(f"~ is only supported on bool tensors here, got {self.dtype}")
-        return ew.predicate("logical_not", [self])
+        return self.bitwise_not()
 
     __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
+
+    def __lshift__(self, o):
+        return self.bitwise_left_shift(o)
+
+    def __rlshift__(self, o):
+        return pw.bitwise_left_shift(o, self)
+
+    def __rshift__(self, o):
+        return self.bitwise_right_shift(o)
+
+    def __rrshift__(self, o):
+        return pw.bitwise_right_shift(o, self)
+
+    def __iand__(self, o):
+        return self.bitwise_and_(o)
+
+    def __ior__(self, o):
+        return self.bitwise_or_(o)
+
+    def __ixor__(self, o):
+        return self.bitwise_xor_(o)
+
+    def __ilshift__(self, o):
+        return self.bitwise_left_shift_(o)
+
+    def __irshift__(self, o):
+        return self.bitwise_right_shift_(o)
 
     def __iadd__(self, o):
         return self.add_(o)
@@ -779,14 +805,6 @@ def _basic_index(t, key):
             offset += (k % n) * s
         d += 1
     return ClTensor(t.storage, shape, strides, offset, t.dtype)
-
-
-def _bool_op(name, a, b):
-    dts = [x.dtype if isinstance(x, ClTensor) else dt.scalar_dtype(x) for x in (a, b)]
-    if any(d.kind == "f" for d in dts):
-        raise TypeError(f"{name} via &, |, ^ needs bool or integer tensors; use torch-style "
-                        f"logical functions for floats")
-    return ew.predicate(name, [a, b])
 
 
 def _reflected(fn, self, o):

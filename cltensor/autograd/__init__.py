@@ -20,6 +20,7 @@ FUNCTIONS = {
     "where": F.Where, "matmul": F.Matmul, "mm": F.Matmul, "bmm": F.Matmul, "mv": F.Matmul,
     "dot": F.Matmul, "addmm": F.Addmm, "baddbmm": F.Baddbmm, "clone": F.Clone,
     "_cast": F.Cast, "_move": F.ToDevice, "permute": F.Permute, "expand": F.Expand, **F.UNARY,
+    **F.BINARY, "logit": F.Logit, "nan_to_num": F.NanToNum,
     "sum": F.Sum, "mean": F.Mean, "prod": F.Prod, "amax": F.Amax, "amin": F.Amin,
     "cumsum": F.Cumsum, "cumprod": F.Cumprod, "norm": F.Norm,
     "pad": F.Pad, "flip": F.Flip, "roll": F.Roll, "repeat": F.Repeat,

@@ -192,6 +192,7 @@ def _where(c, a, b):
 
 TWO_OVER_SQRT_PI = 1.1283791670955126
 LN2, LN10 = 0.6931471805599453, 2.302585092994046
+DEG2RAD = 0.017453292519943295  # pi / 180
 UNARY = {
     "neg": _unary("neg", "", lambda g, x, o: -g),
     "exp": _unary("exp", "out", lambda g, x, o: g * o),
@@ -225,7 +226,93 @@ UNARY = {
     "ceil": _unary("ceil", "", lambda g, x, o: g * 0),
     "round": _unary("round", "", lambda g, x, o: g * 0),
     "trunc": _unary("trunc", "", lambda g, x, o: g * 0),
+    "sgn": _unary("sgn", "", lambda g, x, o: g * 0),
+    "frac": _unary("frac", "", lambda g, x, o: g),
+    "deg2rad": _unary("deg2rad", "", lambda g, x, o: g * DEG2RAD),
+    "rad2deg": _unary("rad2deg", "", lambda g, x, o: g * (1 / DEG2RAD)),
 }
+
+
+class Logit(Function):
+    @staticmethod
+    def forward(ctx, x, eps=None):
+        ctx.save_for_backward(x)
+        ctx.eps = eps
+        return _op("logit")(x, eps)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        d = g / (x * (1 - x))
+        if ctx.eps is None:  # NaN outside [0, 1]; zero outside [eps, 1 - eps] with eps (torch)
+            return _where((x < 0) | (x > 1), float("nan"), d), None
+        return _where((x < ctx.eps) | (x > 1 - ctx.eps), 0.0, d), None
+
+
+class NanToNum(Function):
+    @staticmethod
+    def forward(ctx, x, nan=0.0, posinf=None, neginf=None):
+        ctx.save_for_backward(x)
+        return _op("nan_to_num")(x, nan, posinf, neginf)
+
+    @staticmethod
+    def backward(ctx, g):
+        (x,) = ctx.saved_tensors
+        return _where(x.isfinite(), g, 0.0), None, None, None
+
+
+# ---- binary math ------------------------------------------------------------------------------
+
+def _binary(name, grad_a, grad_b):
+    """A Function for (a, b) -> name(a, b); grad_a(g, a, b, out) and grad_b(...) give the
+    broadcast gradients, a and b being the operands as given (tensors or numbers)."""
+    def forward(ctx, a, b):
+        out = _op(name)(a, b)
+        ctx.save_for_backward(a if _is_t(a) else None, b if _is_t(b) else None, out)
+        ctx.scalars = (a, b)
+        return out
+
+    def backward(ctx, g):
+        a, b, out = ctx.saved_tensors
+        sa, sb = ctx.scalars
+        va, vb = (a if a is not None else sa), (b if b is not None else sb)
+        ga = _reduce_to(grad_a(g, va, vb, out), sa) if ctx.needs_input_grad[0] else None
+        gb = _reduce_to(grad_b(g, va, vb, out), sb) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+    return type(name.capitalize(), (Function,), {"forward": staticmethod(forward),
+                                                 "backward": staticmethod(backward)})
+
+
+def _copysign_grad(g, a, b, out):
+    """out / a is the sign change (+-1); 0 where a == 0, as torch."""
+    return g * _where(a == 0, 0.0, out / a)
+
+
+def _atan2_scale(a, b):
+    """1 / (a^2 + b^2), 0 where that is infinite (at a = b = 0), as torch."""
+    r = 1 / (a * a + b * b)
+    return _where(r.isinf(), 0.0, r)
+
+
+def _xlogy_grad(g, a, b, out):
+    """log(y), 0 where x == 0 and y <= 0 (torch: there x log y is 0 near x = 0)."""
+    return _where((a == 0) & (b <= 0), 0.0, g.xlogy(b))
+
+
+BINARY = {
+    "atan2": _binary("atan2", lambda g, a, b, o: g * b * _atan2_scale(a, b),
+                     lambda g, a, b, o: -g * a * _atan2_scale(a, b)),
+    "hypot": _binary("hypot", lambda g, a, b, o: g * a / o, lambda g, a, b, o: g * b / o),
+    "fmod": _binary("fmod", lambda g, a, b, o: g, lambda g, a, b, o: -g * (a / b).trunc()),
+    "logaddexp": _binary("logaddexp", lambda g, a, b, o: g / (1 + (b - a).exp()),
+                         lambda g, a, b, o: g / (1 + (a - b).exp())),
+    "logaddexp2": _binary("logaddexp2", lambda g, a, b, o: g / (1 + (b - a).exp2()),
+                          lambda g, a, b, o: g / (1 + (a - b).exp2())),
+    "copysign": _binary("copysign", _copysign_grad, lambda g, a, b, o: g * 0),
+    "xlogy": _binary("xlogy", _xlogy_grad, lambda g, a, b, o: g * a / b),
+}
+BINARY["arctan2"] = BINARY["atan2"]
 
 
 class Clamp(Function):

@@ -1,20 +1,29 @@
 """Pointwise math with torch's names, dtype rules and in-place forms (kernels: elementwise.cl)."""
+import numpy as np
+
 from .. import dtypes as dt
 from . import elementwise as ew
 
 # unary ops that need a floating-point input: integer and bool inputs give float32 results
 FLOAT_UNARY = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
                "reciprocal", "tan", "sinh", "cosh", "asin", "acos", "atan", "erf", "erfc", "log2",
-               "log10", "exp2")
+               "log10", "exp2", "deg2rad", "rad2deg")
 # unary ops that keep the input's dtype; rounding is the identity on integers
 SAME_UNARY = ("abs", "sign", "relu", "square")
 ROUNDING = ("floor", "ceil", "round", "trunc")
+# binary ops computed in floating point: integer and bool inputs give float32 results
+FLOAT_BINARY = ("atan2", "hypot", "logaddexp", "logaddexp2", "copysign", "xlogy")
+# bitwise ops on integer and bool tensors (the shifts on integers only)
+BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+           "bitwise_right_shift")
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "pow", "neg",
            "clamp", "clip", "maximum", "minimum", "where", "eq", "ne", "lt", "le", "gt", "ge",
            "logical_and", "logical_or", "logical_xor", "logical_not", "isnan", "isinf",
            "isfinite", "elementwise", "negative", "subtract", "multiply", "divide",
-           *FLOAT_UNARY, *SAME_UNARY, *ROUNDING]
+           *FLOAT_UNARY, *SAME_UNARY, *ROUNDING, *FLOAT_BINARY, *BITWISE, "arctan2", "fmod",
+           "heaviside", "frac", "sgn", "signbit", "nan_to_num", "logit", "isposinf",
+           "isneginf", "isreal", "bitwise_not"]
 
 
 def _unary_float(name):
@@ -37,10 +46,50 @@ def _unary_same(name):
     return op
 
 
+def _binary(name, check, float_result, doc):
+    """ew.binary(name, ...) after check(name, a, b); float_result as ew.binary's."""
+    def op(a, b, out=None):
+        check(name, a, b)
+        return ew.binary(name, a, b, out=out, float_result=float_result)
+    op.__name__ = name
+    op.__doc__ = doc
+    return op
+
+
+def _expect_tensor(x, name):
+    if not ew.is_tensor(x):
+        raise TypeError(f"{name}: expected a tensor, got {type(x).__name__}")
+
+
+def _check_numbers(name, *operands):
+    """Operands that are not tensors must be real numbers (TypeError naming the op)."""
+    for x in operands:
+        if not ew.is_tensor(x):
+            ew.check_scalar(x, name)
+
+
+def _check_bitwise(name, *operands):
+    """Bitwise ops take integer and bool operands (the shifts integers only), as torch."""
+    _check_numbers(name, *operands)
+    allowed = "i" if name.endswith("shift") else "ib"
+    for x in operands:
+        d = x.dtype if ew.is_tensor(x) else dt.scalar_dtype(x)
+        if d.kind not in allowed:
+            kinds = "integer" if allowed == "i" else "integer or bool"
+            raise TypeError(f"{name}: expected {kinds} operands, got {d}")
+
+
 for _n in FLOAT_UNARY:
     globals()[_n] = _unary_float(_n)
 for _n in SAME_UNARY + ROUNDING:
     globals()[_n] = _unary_same(_n)
+for _n in FLOAT_BINARY:
+    globals()[_n] = _binary(_n, _check_numbers, True,
+                            f"Elementwise {_n}(a, b); integer inputs give float32.")
+for _n in BITWISE:
+    globals()[_n] = _binary(_n, _check_bitwise, False,
+                            f"Elementwise {_n} of integer or bool tensors (or numbers).")
+arctan2 = globals()["atan2"]
 
 
 def add(a, b, alpha=1, out=None):
@@ -84,6 +133,19 @@ def remainder(a, b, out=None):
     """Python's modulo: the result has the divisor's sign."""
     ew.int_divisor_check(b, dt.result_type(a, b), "remainder")
     return ew.binary("remainder", a, b, out=out)
+
+
+def fmod(a, b, out=None):
+    """C's fmod: the result has the dividend's sign (remainder's has the divisor's)."""
+    _check_numbers("fmod", a, b)
+    ew.int_divisor_check(b, dt.result_type(a, b), "fmod")
+    return ew.binary("fmod", a, b, out=out)
+
+
+def heaviside(x, values, out=None):
+    """0 where x < 0, 1 where x > 0, `values` where x == 0 (NaN gives 0, as torch)."""
+    _check_numbers("heaviside", x, values)
+    return ew.binary("heaviside", x, values, out=out)
 
 
 def pow(a, b, out=None):
@@ -180,6 +242,60 @@ def _float_test(name, for_ints):
 isnan = _float_test("isnan", False)
 isinf = _float_test("isinf", False)
 isfinite = _float_test("isfinite", True)
+isposinf = _float_test("isposinf", False)
+isneginf = _float_test("isneginf", False)
+
+
+def isreal(x):
+    """True everywhere: cltensor's tensors are real."""
+    from ..creation import full
+    return full(x.shape, True, dtype=dt.bool_, device=x.device)
+
+
+def signbit(x, out=None):
+    """True where the sign bit is set (-0.0 and negative NaN included)."""
+    _expect_tensor(x, "signbit")
+    return ew.predicate("signbit", [x], out=out)
+
+
+def sgn(x, out=None):
+    """sign(x): the two agree on real tensors."""
+    return globals()["sign"](x, out=out)
+
+
+def frac(x, out=None):
+    """x - trunc(x), with x's sign; floating-point tensors only, as torch."""
+    _expect_tensor(x, "frac")
+    if not dt.is_floating(x.dtype):
+        raise TypeError(f"frac: expected a floating-point tensor, got {x.dtype}")
+    return ew.unary("frac", x, out=out)
+
+
+def logit(x, eps=None, out=None):
+    """log(x / (1 - x)), x clamped to [eps, 1 - eps] first when eps is given."""
+    _expect_tensor(x, "logit")
+    rt = x.dtype if dt.is_floating(x.dtype) else dt.float32
+    return ew.ternary("logit", [x, -1.0 if eps is None else eps], rt, out=out)
+
+
+def nan_to_num(x, nan=0.0, posinf=None, neginf=None, out=None):
+    """NaN, +inf and -inf replaced by `nan`, `posinf` and `neginf` (by default 0 and the
+    dtype's largest and lowest finite values); integer and bool tensors are copied."""
+    _expect_tensor(x, "nan_to_num")
+    if not dt.is_floating(x.dtype):
+        return x.clone() if out is None else out.copy_(x)
+    info = np.finfo(x.dtype)
+    values = [0.0 if nan is None else nan, info.max if posinf is None else posinf,
+              info.min if neginf is None else neginf]
+    return ew.ternary("nan_to_num", [x, *values], x.dtype, out=out)
+
+
+def bitwise_not(x, out=None):
+    """~x for integer tensors; logical not for bool ones."""
+    _expect_tensor(x, "bitwise_not")
+    _check_bitwise("bitwise_not", x)
+    return ew.unary("logical_not" if x.dtype == dt.bool_ else "bitwise_not", x, out=out)
+
 
 clip, negative, subtract, multiply, divide, true_divide = clamp, neg, sub, mul, div, div
 
@@ -215,11 +331,15 @@ def _inplace(fn):
 
 _METHOD_FNS = [add, sub, mul, div, floor_divide, remainder, pow, neg, clamp, maximum, minimum,
                eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor, logical_not,
-               *(globals()[n] for n in FLOAT_UNARY + SAME_UNARY + ROUNDING)]
+               fmod, heaviside, sgn, frac, logit, nan_to_num, bitwise_not,
+               *(globals()[n] for n in FLOAT_UNARY + SAME_UNARY + ROUNDING + FLOAT_BINARY +
+                 BITWISE)]
 TENSOR_METHODS = {f.__name__: f for f in _METHOD_FNS}
 TENSOR_METHODS.update({f.__name__ + "_": _inplace(f) for f in _METHOD_FNS
                        if f not in (eq, ne, lt, le, gt, ge, logical_not, logical_and,
                                     logical_or, logical_xor)})
 TENSOR_METHODS.update(rsub=rsub, _rdiv=_rdiv, _rpow=_rpow, isnan=isnan, isinf=isinf, isfinite=isfinite, clip=clamp,
-                      clip_=TENSOR_METHODS["clamp_"], true_divide=div,
+                      clip_=TENSOR_METHODS["clamp_"], true_divide=div, isposinf=isposinf,
+                      isneginf=isneginf, isreal=isreal, signbit=signbit, arctan2=arctan2,
+                      arctan2_=TENSOR_METHODS["atan2_"],
                       where=lambda self, condition, other: where(condition, self, other))
