@@ -1,6 +1,6 @@
 /*
  * scan.cl: inclusive prefix sums and products (cumsum, cumprod) along one dim of a strided
- * N-d view.
+ * N-d view, and the running extremes' positions of cummax and cummin (at the end).
  *
  * Layout: the input is seen as lines: the other dims (at most MAX_DIMS, which must match
  * cltensor/ops/elementwise.py) x the scanned dim of n elements. Line m (row-major over the other
@@ -14,10 +14,11 @@
  *   scan_blocks  out = carry[g] (nothing for b = 0) followed by the running prefix of block b
  * A saved State is CARRY_PARTS accumulators: a sum and its compensation for float sums, else one.
  *
- * Build options:
+ * Build options (the sums and products are compiled when ACC_T is defined):
  *   T          input storage type (uchar for bool)
  *   ACC_T      accumulator and output type; ACC_FLOAT defined when it is float or double
  *   SCAN_SUM or SCAN_PROD   the operation (sums over floats are Neumaier-compensated)
+ *   EXT_T      instead of ACC_T: the cummax / cummin family over that type (IS_FLOAT: NaN checks)
  * Tunables: none; the launcher picks B and the work sizes.
  */
 #define MAX_DIMS 8
@@ -36,6 +37,7 @@ inline long offset_of(long i, const int nd, const Shape shape, const View v) {
   return o;
 }
 
+#ifdef ACC_T
 #if defined(SCAN_SUM) && defined(ACC_FLOAT)
 #define CARRY_PARTS 2
 typedef struct { ACC_T s; ACC_T c; } State;
@@ -125,3 +127,89 @@ __kernel void scan_blocks(LINE_ARGS, __global const ACC_T* carry, __global ACC_T
     out[obase + k * os] = st_value(st);
   }
 }
+#endif  /* ACC_T */
+
+/* ---- cummax, cummin: the position of the running extreme -----------------------------------
+ * x: `rows` contiguous rows of n elements of EXT_T; out (same layout, long) gets, for every k,
+ * the position in its row of the extreme of elements 0..k, with torch's rule: a later element
+ * equal to the extreme takes over (the last occurrence), a NaN takes over and stays, except
+ * from a later NaN. is_min picks cummin (a run-time argument: one build serves both).
+ * As the sums above, rows are cut into B blocks of `block` elements, one work-item each:
+ *   cumext_totals  the extreme of each block: value cv[g], position ci[g]  (only when B > 1)
+ *   cumext_carry   one work-item per row turns its blocks' extremes into the extremes of the
+ *                  blocks before each (in place; entry 0 unused)
+ *   cumext_blocks  each block's positions, starting from its carry
+ * The rule is associative (a block's extreme replaces the carry exactly when it would have
+ * replaced it element by element), so blocks give the sequential answer.
+ */
+#ifdef EXT_T
+#ifdef IS_FLOAT
+#define EXT_NAN(v) isnan(v)
+#else
+#define EXT_NAN(v) 0
+#endif
+
+inline bool ext_takes_over(const EXT_T v, const EXT_T best, const int is_min) {
+  if (EXT_NAN(v)) return true;
+  if (EXT_NAN(best)) return false;
+  return is_min ? v <= best : v >= best;
+}
+
+__kernel void cumext_totals(__global const EXT_T* x, const long rows, const long n,
+                            const long B, const long block, const int is_min,
+                            __global EXT_T* cv, __global long* ci) {
+  const long g = get_global_id(0);
+  if (g >= rows * B) return;
+  __global const EXT_T* r = x + (g / B) * n;
+  const long start = (g % B) * block, end = min(start + block, n);
+  EXT_T best = r[start];
+  long at = start;
+  for (long k = start + 1; k < end; ++k) {
+    if (ext_takes_over(r[k], best, is_min)) {
+      best = r[k];
+      at = k;
+    }
+  }
+  cv[g] = best;
+  ci[g] = at;
+}
+
+__kernel void cumext_carry(const long rows, const long B, const int is_min,
+                           __global EXT_T* cv, __global long* ci) {
+  const long row = get_global_id(0);
+  if (row >= rows) return;
+  const long first = row * B;
+  EXT_T best = cv[first];
+  long at = ci[first];
+  for (long g = first + 1; g < first + B; ++g) {
+    const EXT_T v = cv[g];
+    const long i = ci[g];
+    cv[g] = best;
+    ci[g] = at;
+    if (ext_takes_over(v, best, is_min)) {
+      best = v;
+      at = i;
+    }
+  }
+}
+
+__kernel void cumext_blocks(__global const EXT_T* x, const long rows, const long n,
+                            const long B, const long block, const int is_min,
+                            __global const EXT_T* cv, __global const long* ci,
+                            __global long* out) {
+  const long g = get_global_id(0);
+  if (g >= rows * B) return;
+  const long row = g / B, b = g % B;
+  __global const EXT_T* r = x + row * n;
+  const long start = b * block, end = min(start + block, n);
+  EXT_T best = b > 0 ? cv[g] : r[0];
+  long at = b > 0 ? ci[g] : 0;
+  for (long k = start; k < end; ++k) {
+    if (ext_takes_over(r[k], best, is_min)) {
+      best = r[k];
+      at = k;
+    }
+    out[row * n + k] = at;
+  }
+}
+#endif  /* EXT_T */

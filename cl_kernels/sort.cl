@@ -14,6 +14,10 @@
  *   local memory: sort_init copies the rows into (rows x P) scratch with their indices,
  *   sort_stage runs one (k, j) stage (one work-item per compared pair), sort_final copies each
  *   row's first n out. The caller launches every stage in order.
+ * search_sorted: searchsorted and bucketize, one work-item per value: a binary search of the
+ *   value's row of the sorted sequence (rows of n contiguous elements, `per_row` values each),
+ *   read through `sorter` (the row's sorting positions) when use_sorter. Built with the sort's
+ *   options (it ignores DESCENDING), so it shares the ascending sort's program.
  *
  * Tunables: T (the value type), IS_FLOAT (NaN checks), DESCENDING.
  */
@@ -107,4 +111,28 @@ __kernel void sort_final(const long rows, const long n, const long P, __global c
   const long from = (g / n) * P + g % n;
   out_vals[g] = vals[from];
   out_idx[g] = idx[from];
+}
+
+/* The insertion point of vals[g] in its row of seq: the first position whose element is >= the
+ * value (right: > the value), n when there is none. NOTE: the predicates and midpoints are
+ * torch's, so a NaN (among the values or at the end of the sequence) lands where torch puts it. */
+__kernel void search_sorted(const long count, const long n, const long per_row,
+                            __global const T* seq, __global const long* sorter,
+                            const int use_sorter, __global const T* vals, const int right,
+                            __global long* out) {
+  const long g = get_global_id(0);
+  if (g >= count) return;
+  const long base = (g / per_row) * n;
+  const T v = vals[g];
+  long lo = 0, hi = n;
+  while (lo < hi) {
+    const long mid = lo + ((hi - lo) >> 1);
+    const T s = seq[base + (use_sorter ? sorter[base + mid] : mid)];
+    if (right ? !(s > v) : !(s >= v)) {
+      lo = mid + 1;
+    } else {
+      hi = mid;
+    }
+  }
+  out[g] = lo;
 }

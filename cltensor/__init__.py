@@ -41,11 +41,14 @@ autograd.install(globals(), ClTensor)
 
 # ops composed of the (now differentiable) tensor methods: bound as they are
 from .ops import composed as _composed  # noqa: E402
+from .ops import searching as _searching  # noqa: E402
 from .ops.composed import *  # noqa: E402,F401,F403
+from .ops.searching import *  # noqa: E402,F401,F403
 
-for _name, _fn in _composed.TENSOR_METHODS.items():
-    setattr(ClTensor, _name, _fn)
-del _name, _fn
+for _module in (_composed, _searching):
+    for _name, _fn in _module.TENSOR_METHODS.items():
+        setattr(ClTensor, _name, _fn)
+del _module, _name, _fn
 
 from . import backends, conv, nn, optim  # noqa: E402,F401  (layers sit on top of the ops)
 from .conv import conv_algorithms  # noqa: E402,F401

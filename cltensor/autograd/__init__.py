@@ -26,6 +26,7 @@ FUNCTIONS = {
     "pad": F.Pad, "flip": F.Flip, "roll": F.Roll, "repeat": F.Repeat,
     "index_select": F.IndexSelect, "gather": F.Gather, "scatter": F.Scatter,
     "scatter_add": F.ScatterAdd, "masked_fill": F.MaskedFill, "masked_select": F.MaskedSelect,
+    "index_add": F.IndexAdd, "index_copy": F.IndexCopy, "index_fill": F.IndexFill,
 }
 # view methods: Function(x, method_name, *args)
 VIEWS = {"view": F.Reshape, "reshape": F.Reshape, "squeeze": F.Reshape, "unsqueeze": F.Reshape,

@@ -1029,3 +1029,57 @@ def _picked(raw, name, dim_at):
             values = x.gather(dim, indices)
         return getattr(return_types, name)(values, indices)
     return op
+
+
+# ---- index_add, index_copy, index_fill --------------------------------------------------------
+
+class IndexAdd(Function):
+    """x with alpha * source's slices added along dim: x's gradient passes through, source's is
+    alpha times the gradient's slices at the index."""
+
+    @staticmethod
+    def forward(ctx, x, dim, index, source, alpha=1):
+        ctx.dim, ctx.index, ctx.alpha, ctx.src_shape = dim, index, alpha, source.shape
+        return _op("index_add")(x, dim, index, source, alpha=alpha)
+
+    @staticmethod
+    def backward(ctx, g):
+        gs = None
+        if ctx.needs_input_grad[3]:
+            gs = _scaled(g.index_select(ctx.dim, ctx.index), ctx.alpha).reshape(ctx.src_shape)
+        return g, None, None, gs
+
+
+class IndexCopy(Function):
+    """x with source's slices copied in along dim: the copied-over slots of x get no gradient."""
+
+    @staticmethod
+    def forward(ctx, x, dim, index, source):
+        ctx.dim, ctx.index, ctx.src_shape = dim, index, source.shape
+        return _op("index_copy")(x, dim, index, source)
+
+    @staticmethod
+    def backward(ctx, g):
+        gx = g.index_fill(ctx.dim, ctx.index, 0.0) if ctx.needs_input_grad[0] else None
+        gs = None
+        if ctx.needs_input_grad[3]:
+            gs = g.index_select(ctx.dim, ctx.index).reshape(ctx.src_shape)
+        return gx, None, None, gs
+
+
+class IndexFill(Function):
+    """x with slices along dim set to value: they get no gradient; a tensor value gets the sum of
+    theirs."""
+
+    @staticmethod
+    def forward(ctx, x, dim, index, value):
+        ctx.dim, ctx.index, ctx.value = dim, index, value
+        return _op("index_fill")(x, dim, index, value)
+
+    @staticmethod
+    def backward(ctx, g):
+        kept = g.index_fill(ctx.dim, ctx.index, 0.0)
+        gv = None
+        if _is_t(ctx.value) and ctx.needs_input_grad[3]:
+            gv = (g - kept).sum().reshape(ctx.value.shape).to(ctx.value.dtype)
+        return (kept if ctx.needs_input_grad[0] else None), None, None, gv

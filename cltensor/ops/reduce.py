@@ -62,7 +62,10 @@ return_types = SimpleNamespace(max=namedtuple("max", "values indices"),
                                sort=namedtuple("sort", "values indices"),
                                topk=namedtuple("topk", "values indices"),
                                kthvalue=namedtuple("kthvalue", "values indices"),
-                               median=namedtuple("median", "values indices"))
+                               median=namedtuple("median", "values indices"),
+                               cummax=namedtuple("cummax", "values indices"),
+                               cummin=namedtuple("cummin", "values indices"),
+                               aminmax=namedtuple("aminmax", "min max"))
 
 _kernels = {}
 _dummies = {}

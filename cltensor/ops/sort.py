@@ -1,4 +1,5 @@
-"""sort, argsort and topk along a dim (kernels: cl_kernels/sort.cl, a bitonic network per row).
+"""sort, argsort and topk along a dim, and searchsorted and bucketize (kernels: cl_kernels/sort.cl,
+a bitonic network per row and a binary search per value).
 
 The sorted dim is moved last into a contiguous copy of rows; a row whose network fits in local
 memory is sorted by one work-group, a longer one in global memory, one launch per stage.
@@ -11,11 +12,14 @@ import numpy as np
 import pyopencl as cl
 
 from .. import dtypes as dt
+from ..creation import full
 from ..program import ctype_of, get_kernel, launch, sizes_1d
 from ..tensor import ClTensor, _norm_dim
+from . import elementwise as ew
+from .indexing import _minmax
 from .reduce import return_types
 
-__all__ = ["sort", "argsort", "topk"]
+__all__ = ["sort", "argsort", "topk", "searchsorted", "bucketize"]
 
 KERNEL_FILE = "sort.cl"
 SORT_DTYPES = (dt.float32, dt.float64, dt.int32, dt.int64, dt.bool_)
@@ -37,10 +41,17 @@ def _check(x, op):
         raise TypeError(f"{op}: unsupported dtype {x.dtype}")
 
 
+def _at_start(t):
+    """t contiguous from the start of its buffer (the kernels read from there): t itself when
+    it is so already, else a copy."""
+    t = t.contiguous()
+    return t.clone() if t.offset else t
+
+
 def _rows_last(x, d):
-    """x with dim d moved last, as a contiguous copy (or x itself when already so)."""
+    """x with dim d moved last, contiguous from its buffer's start (a copy unless x is so)."""
     order = [i for i in range(x.ndim) if i != d] + [d]
-    return x.permute(*order).contiguous(), order
+    return _at_start(x.permute(*order)), order
 
 
 def _sort_rows(rows_t, descending):
@@ -137,6 +148,122 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
     values, indices = sort(x, d, descending=largest)
     return return_types.topk(values.narrow(d, 0, k).contiguous(),
                              indices.narrow(d, 0, k).contiguous())
+
+
+# ---- searchsorted, bucketize ---------------------------------------------------------------------
+
+def searchsorted(sorted_sequence, input, *, out_int32=False, right=False, side=None, sorter=None):
+    """Where each value of input would go in sorted_sequence (ascending along its last dim) to
+    keep it sorted: the first position whose element is >= the value, or with right=True (or
+    side="right") > the value. A 1-d sequence serves values of any shape; an N-d one holds one
+    sequence per row, input's leading dims matching its own. sorter: the int64 positions that
+    sort an unsorted sequence along its last dim (its argsort). Both sides are compared in their
+    promoted dtype. The result is int64 (int32 with out_int32) of input's shape (0-d for a number).
+
+    Example:
+        >>> seq = cltensor.tensor([1.0, 2.0, 3.0])
+        >>> cltensor.searchsorted(seq, cltensor.tensor([2.0, 9.0])).tolist()
+        [1, 3]
+    """
+    op = "searchsorted"
+    _check_sequence(sorted_sequence, op)
+    right = _side(right, side, op)
+    dtype = dt.result_type(sorted_sequence, input)
+    if dtype == dt.bool_:
+        raise TypeError(f"{op}: bool sequences and values are not supported")
+    values = _search_values(sorted_sequence, input, dtype, op)
+    seq = sorted_sequence
+    if seq.ndim > 1 and (values.ndim != seq.ndim or values.shape[:-1] != seq.shape[:-1]):
+        raise ValueError(f"{op}: the values' leading dims {values.shape[:-1]} must match the "
+                         f"sorted sequence's {seq.shape[:-1]} (or the sequence must be 1-d)")
+    if out_int32 and seq.shape[-1] >= 2 ** 31 - 1:
+        raise ValueError(f"{op}: a sequence of {seq.shape[-1]} elements is too long for "
+                         f"out_int32")
+    order = _check_sorter(sorter, seq, op)
+    out = _search(_at_start(seq.to(dtype)), _at_start(values), order, right)
+    return out.to(dt.int32) if out_int32 else out
+
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    """The index of the bucket of each value of input, the buckets cut at the ascending 1-d
+    `boundaries`: boundaries[i-1] < x <= boundaries[i] (right=True: boundaries[i-1] <= x <
+    boundaries[i]). It is searchsorted(boundaries, input, right=right).
+
+    Example:
+        >>> edges = cltensor.tensor([1.0, 5.0])
+        >>> cltensor.bucketize(cltensor.tensor([0.5, 1.0, 7.0]), edges).tolist()
+        [0, 0, 2]
+    """
+    _check_sequence(boundaries, "bucketize")
+    if boundaries.ndim != 1:
+        raise ValueError(f"bucketize: boundaries must be 1-d, got a {boundaries.ndim}-d tensor")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def _check_sequence(seq, op):
+    if not isinstance(seq, ClTensor):
+        raise TypeError(f"{op}: the sorted sequence must be a tensor, got {type(seq).__name__}")
+    if seq.ndim == 0:
+        raise ValueError(f"{op}: the sorted sequence must have at least 1 dim, got a 0-d tensor")
+
+
+def _side(right, side, op):
+    if side is None:
+        return bool(right)
+    if side not in ("left", "right"):
+        raise ValueError(f"{op}: side must be 'left' or 'right', got {side!r}")
+    if right and side == "left":
+        raise ValueError(f"{op}: side='left' contradicts right=True")
+    return side == "right"
+
+
+def _search_values(seq, values, dtype, op):
+    """The values as a tensor of the promoted dtype (a number as a 0-d one)."""
+    if isinstance(values, ClTensor):
+        ew.common_device([seq, values], op)
+        return values.to(dtype)
+    ew.check_scalar(values, op)
+    if seq.ndim != 1:
+        raise ValueError(f"{op}: a number can only be searched in a 1-d sequence, got a "
+                         f"{seq.ndim}-d one")
+    return full((), values, dtype=dtype, device=seq.device)
+
+
+def _check_sorter(sorter, seq, op):
+    """sorter, checked, as int64 rows from the start of a buffer; None when not given."""
+    if sorter is None:
+        return None
+    if not isinstance(sorter, ClTensor) or sorter.dtype != dt.int64:
+        got = sorter.dtype if isinstance(sorter, ClTensor) else type(sorter).__name__
+        raise TypeError(f"{op}: sorter must be an int64 tensor, got {got}")
+    ew.common_device([seq, sorter], op)
+    if sorter.shape != seq.shape:
+        raise ValueError(f"{op}: sorter's shape {sorter.shape} must equal the sorted "
+                         f"sequence's {seq.shape}")
+    n = seq.shape[-1]
+    if sorter.numel():
+        lo, hi = _minmax(sorter)
+        if lo < 0 or hi >= n:
+            raise IndexError(f"{op}: sorter index {lo if lo < 0 else hi} is out of range for a "
+                             f"sequence of {n} elements")
+    return _at_start(sorter)
+
+
+def _search(seq, values, sorter, right):
+    """int64 insertion points of `values` in the rows of `seq` (both contiguous from the start
+    of their buffers, of one dtype), through `sorter` when not None."""
+    out = ClTensor.empty_on(values.shape, dt.int64, seq.device)
+    count = values.numel()
+    if count == 0:
+        return out
+    per_row = count if seq.ndim == 1 else values.shape[-1]
+    device = seq.device
+    order = sorter if sorter is not None else seq  # an unread buffer when there is no sorter
+    launch(device, _kernel(device, "search_sorted", seq.dtype, False), *sizes_1d(device, count),
+           np.int64(count), np.int64(seq.shape[-1]), np.int64(per_row), seq.storage.buf,
+           order.storage.buf, np.int32(sorter is not None), values.storage.buf,
+           np.int32(right), out.storage.buf)
+    return out
 
 
 TENSOR_METHODS = {"sort": sort, "argsort": argsort, "topk": topk}
