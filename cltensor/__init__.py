@@ -40,12 +40,14 @@ from .autograd import Function, enable_grad, no_grad, set_grad_enabled  # noqa: 
 autograd.install(globals(), ClTensor)
 
 # ops composed of the (now differentiable) tensor methods: bound as they are
+from .ops import arrange as _arrange  # noqa: E402
 from .ops import composed as _composed  # noqa: E402
 from .ops import searching as _searching  # noqa: E402
+from .ops.arrange import *  # noqa: E402,F401,F403
 from .ops.composed import *  # noqa: E402,F401,F403
 from .ops.searching import *  # noqa: E402,F401,F403
 
-for _module in (_composed, _searching):
+for _module in (_composed, _searching, _arrange):
     for _name, _fn in _module.TENSOR_METHODS.items():
         setattr(ClTensor, _name, _fn)
 del _module, _name, _fn

@@ -500,6 +500,27 @@ class ClTensor:
         return self._view(self.shape[:d] + self.shape[d + 1:], self.strides[:d] + self.strides[d + 1:],
                           self.offset + index * self.strides[d])
 
+    def diagonal(self, offset=0, dim1=0, dim2=1):
+        """The diagonal of the matrices in dims dim1 and dim2 (offset > 0 above the main one,
+        < 0 below), as a view sharing this tensor's storage: its dim comes last.
+
+        Example:
+            >>> cltensor.tensor([[1, 2], [3, 4]]).diagonal().tolist()
+            [1, 4]
+        """
+        if not isinstance(offset, numbers.Integral) or isinstance(offset, bool):
+            raise TypeError(f"diagonal: offset must be an int, got {type(offset).__name__}")
+        d1, d2 = _norm_dim(dim1, self.ndim, "diagonal"), _norm_dim(dim2, self.ndim, "diagonal")
+        if d1 == d2:
+            raise RuntimeError(f"diagonal: diagonal dimensions cannot be identical {dim1}, {dim2}")
+        (n1, n2), (s1, s2) = (self.shape[d1], self.shape[d2]), (self.strides[d1], self.strides[d2])
+        offset = int(offset)
+        length = max(0, min(n1, n2 - offset) if offset >= 0 else min(n1 + offset, n2))
+        start = (offset * s2 if offset >= 0 else -offset * s1) if length else 0
+        rest = [d for d in range(self.ndim) if d not in (d1, d2)]
+        return self._view(tuple(self.shape[d] for d in rest) + (length,),
+                          tuple(self.strides[d] for d in rest) + (s1 + s2,), self.offset + start)
+
     # ---- indexing -----------------------------------------------------------------------------
     def __getitem__(self, key):
         key = key if isinstance(key, tuple) else (key,)

@@ -30,7 +30,8 @@ FUNCTIONS = {
 }
 # view methods: Function(x, method_name, *args)
 VIEWS = {"view": F.Reshape, "reshape": F.Reshape, "squeeze": F.Reshape, "unsqueeze": F.Reshape,
-         "narrow": F.Slice, "select": F.Slice, "unfold": F.Slice, "_basic_index": F.Slice}
+         "narrow": F.Slice, "select": F.Slice, "unfold": F.Slice, "diagonal": F.Slice,
+         "_basic_index": F.Slice}
 ALIASES = {"subtract": "sub", "multiply": "mul", "divide": "div", "true_divide": "div",
            "negative": "neg", "clip": "clamp"}
 

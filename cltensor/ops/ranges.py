@@ -248,13 +248,6 @@ def triu_(x, diagonal=0):
     return _tri_fill(x, x, diagonal, False, "triu_")
 
 
-def _diagonal_view(x, k):
-    rows, cols = x.shape
-    length = max(0, min(rows, cols - k) if k >= 0 else min(rows + k, cols))
-    offset = x.offset + (k * x.strides[1] if k >= 0 else -k * x.strides[0])
-    return x._view((length,), (x.strides[0] + x.strides[1],), offset if length else x.offset)
-
-
 def diag(x, diagonal=0):
     """A 1-D tensor gives a square matrix with it on diagonal `diagonal`; a 2-D tensor gives
     (a copy of) that diagonal.
@@ -267,12 +260,12 @@ def diag(x, diagonal=0):
     if not isinstance(diagonal, numbers.Integral) or isinstance(diagonal, bool):
         raise TypeError(f"diag: diagonal must be an int, got {type(diagonal).__name__}")
     if x.ndim == 2:
-        return _diagonal_view(x, int(diagonal)).clone()
+        return x.diagonal(int(diagonal)).clone()
     if x.ndim != 1:
         raise ValueError(f"diag: expected a 1-D or 2-D tensor, got {x.ndim}-D")
     n = x.shape[0] + abs(int(diagonal))
     out = ClTensor.empty_on((n, n), x.dtype, x.device).fill_(0)
-    _diagonal_view(out, int(diagonal)).copy_(x)
+    out.diagonal(int(diagonal)).copy_(x)
     return out
 
 
