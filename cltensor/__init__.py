@@ -42,12 +42,14 @@ autograd.install(globals(), ClTensor)
 # ops composed of the (now differentiable) tensor methods: bound as they are
 from .ops import arrange as _arrange  # noqa: E402
 from .ops import composed as _composed  # noqa: E402
+from .ops import contract as _contract  # noqa: E402
 from .ops import searching as _searching  # noqa: E402
 from .ops.arrange import *  # noqa: E402,F401,F403
 from .ops.composed import *  # noqa: E402,F401,F403
+from .ops.contract import *  # noqa: E402,F401,F403
 from .ops.searching import *  # noqa: E402,F401,F403
 
-for _module in (_composed, _searching, _arrange):
+for _module in (_composed, _searching, _arrange, _contract):
     for _name, _fn in _module.TENSOR_METHODS.items():
         setattr(ClTensor, _name, _fn)
 del _module, _name, _fn
