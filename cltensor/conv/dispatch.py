@@ -176,6 +176,13 @@ GPU_WINOGRAD_MIN_CHANNELS = 16
 # 0.15-0.20 ms) and tied at 24; on 28 x 28 outputs Winograd won every pass.
 GPU_SMALL_5X5_POSITIONS = 14 * 14
 GPU_SMALL_5X5_MIN_CHANNELS = {"forward": 24, "backward_data": 16, "backward_weight": None}
+# ... and on at most 7 x 7 outputs the forward takes Winograd from this many channels: H200,
+# `benchmarks/conv.py --layers ... --algos implicit_gemm,winograd_4x4` (2026-12-03, medians
+# of 3 and 5 rounds, ms): GoogLeNet 5a/5x5 (32 channels) implicit GEMM 0.17 / 0.14 against
+# F(4x4)'s 0.21 / 0.18, 5b/5x5 (48) 0.22 / 0.21 against 0.19 / 0.14; on 14 x 14 outputs
+# 4d/5x5 (32) 0.18 / 0.19 against 0.13 / 0.19, 4b/5x5 (24) 0.14 / 0.16 against 0.13 / 0.17.
+GPU_TINY_5X5_POSITIONS = 7 * 7
+GPU_TINY_5X5_MIN_FORWARD_CHANNELS = 48
 # Cog*C*Kh*Kw up to which implicit GEMM's weight gradient beats im2col's on CPUs: the GEMM
 # engine runs such skinny products (N = Cog or K small) with few tiles
 CPU_IMPLICIT_WGRAD_MAX = 2**16
@@ -207,6 +214,8 @@ def _winograd_pays(p, cpu, pass_):
     least = GPU_WINOGRAD_MIN_CHANNELS
     if p.kh == 5 and p.ho * p.wo <= GPU_SMALL_5X5_POSITIONS:
         least = GPU_SMALL_5X5_MIN_CHANNELS[pass_]
+        if pass_ == "forward" and p.ho * p.wo <= GPU_TINY_5X5_POSITIONS:
+            least = GPU_TINY_5X5_MIN_FORWARD_CHANNELS
     return least is not None and min(p.cg, p.cog) >= least
 
 
