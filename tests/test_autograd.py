@@ -186,6 +186,54 @@ def test_inplace_rules(device):
     assert_close(x.grad, [0, -8, 12])
 
 
+def test_inplace_ops_whose_backward_needs_the_input(device):
+    """An in-place op on a graph tensor whose gradient needs the value it overwrites (sin_,
+    pow_, clamp_, atan2_, mul_ by itself, a composite like logit_) gets the out-of-place op's
+    gradients, first and second order: the op's own nodes keep a copy of the old value. A
+    node recorded before the in-place op still refuses to backward through it."""
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    dtype = ct.float64 if device.has_fp64 else ct.float32
+    x0 = np.array([0.3, -0.7, 1.1, 0.45])
+    other = ct.tensor([0.5, -1.5, 2.0, -0.25], dtype=dtype, device=device)
+    cases = {"sin": (lambda y: y.sin_(), lambda y: y.sin()),
+             "pow": (lambda y: y.pow_(3), lambda y: y.pow(3)),
+             "clamp": (lambda y: y.clamp_(min=-0.5), lambda y: y.clamp(min=-0.5)),
+             "atan2": (lambda y: y.atan2_(other), lambda y: y.atan2(other)),
+             "mul self": (lambda y: y.mul_(y), lambda y: y * y),
+             "logit": (lambda y: y.sigmoid_().logit_(), lambda y: y.sigmoid().logit())}
+    for name, (inplace, plain) in cases.items():
+        grads = []
+        for f in (inplace, plain):
+            x = ct.tensor(x0, dtype=dtype, device=device).requires_grad_()
+            y = x * 2
+            out = f(y)
+            (g,) = ct.autograd.grad((out * out).sum(), x, create_graph=True)
+            (gg,) = ct.autograd.grad(g.sum(), x)
+            grads.append((out.numpy(), g.detach().numpy(), gg.numpy()))
+        for what, a, b in zip(("value", "gradient", "second gradient"), *grads):
+            assert_close(a, b, rtol=1e-6, atol=1e-9), (name, what)
+        if torch is not None:  # and torch's, from its out-of-place op
+            tx = torch.tensor(x0, requires_grad=True)
+            t_other = torch.tensor(other.numpy().astype(np.float64))
+            tout = {"sin": torch.sin, "pow": lambda y: y ** 3,
+                    "clamp": lambda y: y.clamp(min=-0.5), "atan2": lambda y: y.atan2(t_other),
+                    "mul self": lambda y: y * y,
+                    "logit": lambda y: y.sigmoid().logit()}[name](tx * 2)
+            (tg,) = torch.autograd.grad((tout * tout).sum(), tx, create_graph=True)
+            (tgg,) = torch.autograd.grad(tg.sum(), tx)
+            for what, a, b in zip(("gradient", "second gradient"), grads[0][1:], (tg, tgg)):
+                assert_close(a, b.detach().numpy(), rtol=1e-5, atol=1e-8), (name, what)
+    x = ct.tensor(x0, dtype=dtype, device=device).requires_grad_()
+    y = x * 2
+    z = y.sin()  # saved y before the in-place op: modified afterwards, as torch refuses
+    y.sin_()
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        z.sum().backward()
+
+
 def test_autograd_grad_and_create_graph(device):
     x = ct.tensor([0.3, -0.7, 1.1], device=device).requires_grad_()
     y = (x ** 3).sum()

@@ -11,8 +11,9 @@ import inspect
 
 from ..tensor import ClTensor
 from . import functions as F
-from .engine import (RAW, Function, backward, enable_grad, grad, zero_grads,  # noqa: F401
-                     is_grad_enabled, no_grad, once_differentiable, set_grad_enabled)
+from .engine import (RAW, Function, Node, backward, enable_grad, grad,  # noqa: F401
+                     is_grad_enabled, no_grad, once_differentiable, set_grad_enabled,
+                     zero_grads)
 
 FUNCTIONS = {
     "add": F.Add, "sub": F.Sub, "rsub": F.Rsub, "mul": F.Mul, "div": F.Div, "_rdiv": F.Rdiv,
@@ -109,7 +110,9 @@ def wrap_inplace(name, raw, out_of_place):
                                    f"in-place operation ({name})")
             if out_of_place is None:
                 raise RuntimeError(f"{name}: this in-place operation does not support autograd")
+            before = Node.recorded
             result = out_of_place(self, *args, **kwargs)
+            _keep_saved_values(result.grad_fn, before, self.storage)
             with no_grad():
                 RAW["copy_"](self, result)
             self.storage.version += 1
@@ -120,6 +123,19 @@ def wrap_inplace(name, raw, out_of_place):
         self.storage.version += 1
         return out
     return op
+
+
+def _keep_saved_values(node, before, storage):
+    """The nodes recorded after number `before` that lead to `node` save copies of what they
+    saved from `storage` (the in-place op's target, about to be overwritten)."""
+    todo, seen = [node], set()
+    while todo:
+        node = todo.pop()
+        if not isinstance(node, Node) or node.number <= before or id(node) in seen:
+            continue
+        seen.add(id(node))
+        node.ctx.keep_values_of(storage)
+        todo.extend(e[0] for e in node.next_functions if e is not None)
 
 
 def _copy_out_of_place(self, src):

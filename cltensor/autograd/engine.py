@@ -118,6 +118,16 @@ class Context:
         self._saved = None
         self._released = True
 
+    def keep_values_of(self, storage):
+        """Save copies in place of the saved tensors that view `storage`, which an in-place op
+        is about to overwrite (torch saves the original value of a tensor an in-place op
+        changes where its backward needs it)."""
+        if not self._saved or not any(t is not None and t.storage is storage for t in self._saved):
+            return
+        self._saved = tuple(t.clone() if t is not None and t.storage is storage else t
+                            for t in self._saved)
+        self._versions = tuple(None if t is None else t.storage.version for t in self._saved)
+
 
 def _relinked(t, node_ref, index):
     """A saved output given back with its grad_fn (for create_graph=True)."""
@@ -132,11 +142,15 @@ def _relinked(t, node_ref, index):
 
 
 class Node:
-    """A recorded op: its Function, ctx, and one edge per forward input (None: no gradient)."""
+    """A recorded op: its Function, ctx, and one edge per forward input (None: no gradient).
+    Nodes are numbered in the order they are recorded (Node.recorded: how many so far)."""
 
     tensor_hooks = None  # output index -> {id: hook} (ClTensor.register_hook)
+    recorded = 0
 
     def __init__(self, fn_cls, ctx, edges, n_outputs):
+        Node.recorded += 1
+        self.number = Node.recorded
         self.fn_cls = fn_cls
         self.ctx = ctx
         self.next_functions = edges

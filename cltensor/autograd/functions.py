@@ -186,7 +186,9 @@ def _unary(name, save, grad):
 
 
 def _where(c, a, b):
-    from ..ops.pointwise import where
+    # NOTE: cltensor.where, the differentiable one once autograd is installed: backward
+    # formulas built on it record second-order graphs under create_graph=True
+    from .. import where
     return where(c, a, b)
 
 
