@@ -79,6 +79,11 @@ def section_elementwise():
         assert_close(ta * 2 - ta.abs(), na * 2 - np.abs(na))
     ints = RNG.integers(1, 9, size=(3, 5)).astype(np.int32)
     assert_close(dev(ints) // 2, ints // 2)
+    assert_close(dev(ints) ^ dev(ints.T.copy()).T, ints ^ ints)
+    assert_close(cltensor.atan2(dev(a), dev(b)), np.arctan2(a, b))
+    assert_close(cltensor.fmod(dev(ints), 4), np.fmod(ints, 4))
+    a[0, 0], a[1, 1] = np.nan, np.inf
+    assert_close(cltensor.nan_to_num(dev(a)), np.nan_to_num(a))
     out = dev(rand(7, 11))
     out[1::2, ::3].copy_(dev(rand(3, 4)))
 
@@ -104,6 +109,8 @@ def section_reduce():
     assert_close(cltensor.any(dev(a > 1.9), 2), (a > 1.9).any(2))
     a = rand(3, 131)
     assert_close(cltensor.cumsum(dev(a), 1), np.cumsum(a.astype(np.float64), 1), rtol=1e-4)
+    for t, ref in ((dev(a), a), (dev(a).T, a.T)):  # cummax's scan across blocks
+        assert_close(cltensor.cummax(t, -1).values, np.maximum.accumulate(ref, -1))
     assert_close(cltensor.logsumexp(dev(a), 1), np.log(np.exp(a.astype(np.float64)).sum(1)))
 
 
@@ -361,6 +368,10 @@ def section_sort():
             top = cltensor.topk(x, 3, dim=1).values
             top.backward(dev(rand(4, 3)))
             assert np.isfinite(x.grad.numpy()).all()
+    edges, values = np.sort(rand(2, 37), -1), rand(2, 5)
+    want = np.stack([np.searchsorted(e, v, side="right") for e, v in zip(edges, values)])
+    assert_close(cltensor.searchsorted(dev(edges), dev(values), right=True), want,
+                 check_dtype=False)
 
 
 def section_optim():
