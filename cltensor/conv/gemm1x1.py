@@ -54,11 +54,14 @@ def workspace_bytes(p, backward=False, device=None):
     return max(data, sub + (0 if summed else both))
 
 
+def _positions(x, p):
+    """The input positions a (strided) 1x1 convolution reads: a view."""
+    return x[:, :, ::p.sh, ::p.sw] if (p.sh, p.sw) != (1, 1) else x
+
+
 def _subsample(x, p):
     """The input positions a strided 1x1 convolution reads, with (H, W) merged."""
-    if (p.sh, p.sw) != (1, 1):
-        x = x[:, :, ::p.sh, ::p.sw]
-    return common.with_merged_spatial(x)
+    return common.with_merged_spatial(_positions(x, p))
 
 
 def _groups_view(t, p, ch_per_group):
@@ -88,16 +91,21 @@ def _merged(a, src, dst, p, bias=None, relu=False):
     if _positions_stride(dst) is None:
         (n, c, h, w) = dst.shape
         out = common.strided(common.empty((c, n, h, w), dst), dst.shape, (h * w, n * h * w, w, 1))
-    o = _rows(out, p, rows)
-    b = _rows(src, p, src.shape[1] // g)
-    if bias is None or g == 1:
-        gemm_into(a, b, o, row_bias=bias, relu=relu)
-    else:
-        c = common.strided(bias, o.shape, (rows * bias.strides[0], bias.strides[0], 0))
-        gemm_into(a, b, o, c, beta=1, relu=relu)
+    _product(a, _rows(src, p, src.shape[1] // g), _rows(out, p, rows), bias, relu)
     if out is not dst:
         ew.copy(out, dst)
     return dst
+
+
+def _product(a, b, o, bias, relu):
+    """gemm_into(a, b, o) for o (..., G, R, P), plus a bias per output channel (G * R): the
+    GEMM's row bias with one group, else an addend broadcast over the positions."""
+    if bias is None or o.shape[-3] == 1:
+        gemm_into(a, b, o, row_bias=bias, relu=relu)
+    else:
+        rows, bs = o.shape[-2], bias.strides[0]
+        c = common.strided(bias, o.shape, (0,) * (o.ndim - 3) + (rows * bs, bs, 0))
+        gemm_into(a, b, o, c, beta=1, relu=relu)
 
 
 FUSES_RELU = True  # forward(..., relu=True) applies max(., 0) as it stores (conv/function.py)
@@ -106,17 +114,9 @@ FUSES_RELU = True  # forward(..., relu=True) applies max(., 0) as it stores (con
 def forward(x, w, bias, p, out, relu=False):
     wg = _weight(w, p)
     if merges(p, x.device, "forward"):
-        src = x[:, :, ::p.sh, ::p.sw] if (p.sh, p.sw) != (1, 1) else x
-        return _merged(wg, src, out, p, bias, relu)
-    xs = _subsample(x, p)
+        return _merged(wg, _positions(x, p), out, p, bias, relu)
     a = common.strided(wg, (p.n,) + wg.shape, (0,) + wg.strides)
-    b = _groups_view(xs, p, p.cg)
-    o = _groups_view(out, p, p.cog)
-    if bias is None or p.groups == 1:
-        gemm_into(a, b, o, row_bias=bias, relu=relu)
-    else:
-        c = common.strided(bias, o.shape, (0, p.cog * bias.strides[0], bias.strides[0], 0))
-        gemm_into(a, b, o, c, beta=1, relu=relu)
+    _product(a, _groups_view(_subsample(x, p), p, p.cg), _groups_view(out, p, p.cog), bias, relu)
     return out
 
 
@@ -165,10 +165,10 @@ def _positions_stride(t):
 
 def _grad_input(gout, w, p, x):
     wg = _weight(w, p)
-    a = common.transposed(common.strided(wg, (p.n,) + wg.shape, (0,) + wg.strides))
     gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
     if (p.sh, p.sw) == (1, 1) and merges(p, x.device, "backward_data"):
         return _merged(common.transposed(wg), gout, gx, p)
+    a = common.transposed(common.strided(wg, (p.n,) + wg.shape, (0,) + wg.strides))
     g = _groups_view(common.with_merged_spatial(gout), p, p.cog)
     if (p.sh, p.sw) == (1, 1):
         gemm_into(a, g, _groups_view(gx, p, p.cg))
