@@ -12,15 +12,11 @@ import string
 import warnings
 
 from .. import dtypes as dt
-from ..tensor import ClTensor, _norm_dim
+from ..tensor import _norm_dim
+from .composed import _check_tensor
 
 __all__ = ["einsum", "tensordot", "inner", "vdot", "kron", "cross", "addmv", "addr", "addbmm",
            "matrix_power", "chain_matmul", "dist", "cdist", "renorm"]
-
-
-def _check_tensor(x, name, op):
-    if not isinstance(x, ClTensor):
-        raise TypeError(f"{op}: {name} must be a tensor, got {type(x).__name__}")
 
 
 def _check_tensors(op, **named):
@@ -37,10 +33,6 @@ def _tensor_list(op, args, what):
     for i, t in enumerate(args):
         _check_tensor(t, f"{what} {i}", op)
     return args
-
-
-def _prod(sizes):
-    return math.prod(sizes)
 
 
 # ---- contraction of two operands by labels ----------------------------------------------------
@@ -62,7 +54,7 @@ def _contract(a, la, b, lb, keep):
             size[c] = max(size.get(c, 1), n)
     a = _arranged(a, la, batch + only_a + summed, size, batch + summed)
     b = _arranged(b, lb, batch + summed + only_b, size, batch + summed)
-    nb, m, k, n = (_prod(size[c] for c in cs) for cs in (batch, only_a, summed, only_b))
+    nb, m, k, n = (math.prod(size[c] for c in cs) for cs in (batch, only_a, summed, only_b))
     out = a.reshape(nb, m, k).matmul(b.reshape(nb, k, n))
     labels = batch + only_a + only_b
     return out.reshape(tuple(size[c] for c in labels)), labels
@@ -217,9 +209,9 @@ def tensordot(a, b, dims=2):
                              f"{a.shape[i]} and {b.shape[j]}")
     keep_a = [d for d in range(a.ndim) if d not in da]
     keep_b = [d for d in range(b.ndim) if d not in db]
-    k = _prod(a.shape[d] for d in da)
-    lhs = a.permute(*(keep_a + da)).reshape(_prod(a.shape[d] for d in keep_a), k)
-    rhs = b.permute(*(db + keep_b)).reshape(k, _prod(b.shape[d] for d in keep_b))
+    k = math.prod(a.shape[d] for d in da)
+    lhs = a.permute(*(keep_a + da)).reshape(math.prod(a.shape[d] for d in keep_a), k)
+    rhs = b.permute(*(db + keep_b)).reshape(k, math.prod(b.shape[d] for d in keep_b))
     return lhs.matmul(rhs).reshape(tuple(a.shape[d] for d in keep_a) +
                                    tuple(b.shape[d] for d in keep_b))
 
@@ -293,7 +285,7 @@ def _scaled_sum(op, input, product, beta, alpha):
             raise TypeError(f"{op}: {name} must be a number, got {type(v).__name__}")
     try:
         input = input.expand(*product.shape)
-    except (ValueError, RuntimeError):
+    except ValueError:
         raise ValueError(f"{op}: input of shape {tuple(input.shape)} does not broadcast to the "
                          f"product's shape {tuple(product.shape)}") from None
     if alpha != 1:
