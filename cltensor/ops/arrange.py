@@ -28,13 +28,13 @@ __all__ = ["meshgrid", "broadcast_tensors", "cartesian_prod", "atleast_1d", "atl
            "unsqueeze", "flatten", "unflatten", "permute", "reshape", "transpose", "t"]
 
 
-def _tensors(tensors, op):
+def _tensors(tensors, op, what="element"):
     """The tensors of f(a, b, ...) or f([a, b, ...]): checked to be tensors on one device."""
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
         tensors = tuple(tensors[0])
     for i, t in enumerate(tensors):
         if not isinstance(t, ClTensor):
-            raise TypeError(f"{op}: expected a tensor as element {i}, got {type(t).__name__}")
+            raise TypeError(f"{op}: expected a tensor as {what} {i}, got {type(t).__name__}")
     if tensors:
         ew.common_device(list(tensors), op)
     return tensors

@@ -13,6 +13,7 @@ import warnings
 
 from .. import dtypes as dt
 from ..tensor import _norm_dim
+from .arrange import _tensors
 from .composed import _check_tensor
 
 __all__ = ["einsum", "tensordot", "inner", "vdot", "kron", "cross", "addmv", "addr", "addbmm",
@@ -25,13 +26,10 @@ def _check_tensors(op, **named):
 
 
 def _tensor_list(op, args, what):
-    """The tensors of *args, also given as one list or tuple (as torch allows); at least one."""
-    if len(args) == 1 and isinstance(args[0], (list, tuple)):
-        args = tuple(args[0])
+    """The tensors of *args, also given as one list (arrange._tensors); at least one."""
+    args = _tensors(args, op, what)
     if not args:
         raise ValueError(f"{op}: must provide at least one {what}")
-    for i, t in enumerate(args):
-        _check_tensor(t, f"{what} {i}", op)
     return args
 
 
