@@ -49,7 +49,11 @@ from .ops.composed import *  # noqa: E402,F401,F403
 from .ops.contract import *  # noqa: E402,F401,F403
 from .ops.searching import *  # noqa: E402,F401,F403
 
-for _module in (_composed, _searching, _arrange, _contract):
+from . import linalg  # noqa: E402  (torch.linalg: its Functions compose the ops above)
+from .linalg import (cholesky, cholesky_inverse, cholesky_solve, det, inverse,  # noqa: E402,F401
+                     logdet, slogdet, triangular_solve)
+
+for _module in (_composed, _searching, _arrange, _contract, linalg):
     for _name, _fn in _module.TENSOR_METHODS.items():
         setattr(ClTensor, _name, _fn)
 del _module, _name, _fn

@@ -191,8 +191,12 @@ def test_matrix_power_and_chain_matmul(device, rng):
     for n in (0, 1, 2, 5, 6):
         got = cltensor.matrix_power(A, n)
         _close(got.numpy(), np.linalg.matrix_power(a, n), tol, f"n={n}")
-    with pytest.raises(NotImplementedError, match="inverse"):
-        A.matrix_power(-1)
+    well = a + 2 * np.eye(3)  # negative powers: of the inverse (cltensor.linalg.inv)
+    for n in (-1, -2, -3):
+        got = T(well, device).matrix_power(n)
+        _close(got.numpy(), np.linalg.matrix_power(well, n), tol, f"n={n}")
+    with pytest.raises(cltensor.linalg.LinAlgError, match="singular"):
+        cltensor.matrix_power(T(np.ones((3, 3)), device), -1)
     with pytest.raises(ValueError, match="square"):
         cltensor.matrix_power(T(np.ones((2, 3)), device), 2)
     ms = [random_array(rng, s, np.float64) for s in [(2, 3), (3, 4), (4, 2)]]
@@ -202,6 +206,7 @@ def test_matrix_power_and_chain_matmul(device, rng):
         cltensor.chain_matmul(A, A)
     if device.has_fp64:
         assert gradcheck(lambda x: cltensor.matrix_power(x, 3), [T(a, device, grad=True)])
+        assert gradcheck(lambda x: cltensor.matrix_power(x, -2), [T(well, device, grad=True)])
 
 
 def _np_cdist(x1, x2, p):

@@ -325,21 +325,21 @@ def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
 
 def matrix_power(input, n):
     """input @ input @ ... (n times) over the last two (square) dims, by repeated squaring;
-    n = 0 gives the identity. Negative n needs a matrix inverse: not supported."""
+    n = 0 gives the identity, negative n the power -n of the inverse (cltensor.linalg.inv:
+    LinAlgError for a singular input)."""
     _check_tensor(input, "input", "matrix_power")
     if not isinstance(n, numbers.Integral) or isinstance(n, bool):
         raise TypeError(f"matrix_power: n must be an int, got {type(n).__name__}")
     if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
         raise ValueError(f"matrix_power: expected a batch of square matrices, got shape "
                          f"{tuple(input.shape)}")
-    if n < 0:
-        raise NotImplementedError("matrix_power: negative powers need a matrix inverse, "
-                                  "which cltensor does not have")
     from .. import eye
     if n == 0:
         one = eye(input.shape[-1], dtype=input.dtype, device=input.device)
         return one.expand(*input.shape).clone()
     result, base = None, input
+    if n < 0:
+        n, base = -n, input.inverse()
     while True:
         if n & 1:
             result = base if result is None else result.matmul(base)
