@@ -1,7 +1,7 @@
 /*
  * indexing.cl: gathers and scatters through integer index tensors (advanced indexing,
- * index_select, gather, scatter, scatter_add), the index range check, and the chunked passes
- * behind nonzero.
+ * index_select, gather, scatter, scatter_add, scatter_reduce), the index range check, and the
+ * chunked passes behind nonzero and masked_scatter.
  *
  * Layout: every kernel walks one logical Shape of `nd` dims (nd <= MAX_DIMS, which must match
  * cltensor/ops/elementwise.py) in row-major order; each operand is a View: an element offset and
@@ -18,10 +18,13 @@
  *           index_scatter    data[base(i) + sum_k idx[k][j(i)] * adv_stride[k]] = val[i]
  *                            with duplicate indices one of the values wins, unspecified which
  *                            (as torch's index_put_ and scatter_)
+ *           masked_scatter_chunks  see nonzero below
  *   ACC_T   scatter_add_per_output, scatter_add_per_lane: see below
  *   NZ_T    count_nonzero_chunks, write_nonzero: see below
  *
  * scatter_add is deterministic, without atomics: out[.., idx[.., t, ..], ..] += src[.., t, ..].
+ * The same kernels run scatter_reduce: `red` (a run-time argument, so one build per type serves
+ * every reduction) picks +, *, max or min (max and min propagate NaN, as torch).
  * A "lane" is one position of the index with the scatter dim left out; lanes write disjoint
  * parts of out. Both kernels add a lane's values in increasing t, starting from out's old value,
  * so both give the same bits as a sequential loop (torch's CPU order):
@@ -32,7 +35,8 @@
  * When lanes are few and long (a 1-d scatter_add of a million entries), the launcher cuts each
  * lane into segments: the same kernels add the segments into zeroed partial sums (the segment
  * number is one more lane dim), and per_lane adds the partial sums into out in order. Still
- * deterministic (fixed segments, fixed order), though not the bits of one sequential loop.
+ * deterministic (fixed segments, fixed order), though not the bits of one sequential loop
+ * (the partials start from the reduction's identity).
  * index_put_ with accumulate runs per_lane too, with K index tensors: a lane is then a point of
  * the non-indexed dims, and t runs over the broadcast index positions.
  *
@@ -40,14 +44,17 @@
  * work-item per chunk and no barriers: count_nonzero_chunks counts each chunk; the host turns the
  * counts into exclusive prefix sums (it reads the total back anyway to size the result);
  * write_nonzero writes each nonzero's coordinates at out[row * row_stride + d * col_stride], so
- * one kernel serves the (nnz, nd) and the as_tuple (nd, nnz) layouts.
+ * one kernel serves the (nnz, nd) and the as_tuple (nd, nnz) layouts. masked_scatter counts a
+ * bool mask's chunks the same way; masked_scatter_chunks then copies src[starts[g]], src[starts[g]
+ * + 1], ... (contiguous) to the data elements of chunk g where the mask is set.
  *
  * Build options:
  *   IDX_T   int or long: the index tensor's type (normalize_index, chunk_minmax)
  *   T       uchar, uint or ulong by element size: gathers and scatters copy bits, so float32 and
  *           int32 (and float64 and int64) share one build
- *   ACC_T   the data's OpenCL type for scatter_add; ACC_BOOL when it is bool (stored as uchar 0/1,
- *           "addition" is logical or, as torch)
+ *   ACC_T   the data's OpenCL type for scatter_add and scatter_reduce; ACC_BOOL when it is bool
+ *           (stored as uchar 0/1: sum and max are logical or, prod and min logical and, as torch);
+ *           ACC_FLOAT when it is float or double
  *   NZ_T    the type whose elements nonzero tests (bool as uchar)
  * Tunables: none; the launcher picks work sizes and the nonzero chunk length.
  */
@@ -168,15 +175,56 @@ __kernel void index_scatter(const long n, const int nd, const Shape shape,
   for (int j = 0; j < k; ++j) od += idx[oi + j * nb] * adv_stride.size[j];
   data[od] = val[ov];
 }
+
+/* Shape: the data's (the mask broadcast to it, vm). */
+__kernel void masked_scatter_chunks(const long n, const int nd, const Shape shape,
+                                    __global const uchar* mask, const View vm,
+                                    __global T* data, const View vd,
+                                    __global const T* src, const long src_offset,
+                                    const long chunk, __global const long* starts) {
+  const long g = get_global_id(0);
+  const long lo = g * chunk;
+  if (lo >= n) return;
+  const long hi = min(n, lo + chunk);
+  long k = src_offset + starts[g];
+  Cursor pm, pd;
+  cursor_start(&pm, lo, nd, &shape, &vm);
+  cursor_start(&pd, lo, nd, &shape, &vd);
+  for (long i = lo; i < hi; ++i) {
+    if (mask[pm.o]) data[pd.o] = src[k++];
+    cursor_next(&pm, nd, &shape, &vm);
+    cursor_next(&pd, nd, &shape, &vd);
+  }
+}
 #endif
 
-/* ---- deterministic scatter_add ------------------------------------------------------------- */
+/* ---- deterministic scatter_add and scatter_reduce ------------------------------------------ */
 #ifdef ACC_T
-#ifdef ACC_BOOL
-#define ACC_ADD(a, b) ((a) | (b))
+/* `red`: must match SCATTER_REDUCTIONS in cltensor/ops/indexing.py */
+#define RED_SUM 0
+#define RED_PROD 1
+#define RED_MAX 2
+#define RED_MIN 3
+
+#ifdef ACC_FLOAT
+#define ACC_NAN(v) isnan(v)
 #else
-#define ACC_ADD(a, b) ((a) + (b))
+#define ACC_NAN(v) 0
 #endif
+
+/* max and min: a NaN accumulator stays, a NaN value takes over */
+inline ACC_T reduce2(const int red, const ACC_T a, const ACC_T b) {
+#ifdef ACC_BOOL
+  return red == RED_SUM || red == RED_MAX ? a | b : a & b;
+#else
+  switch (red) {
+    case RED_SUM: return a + b;
+    case RED_PROD: return a * b;
+    case RED_MAX: return ACC_NAN(a) || a >= b ? a : b;
+    default: return ACC_NAN(a) || a <= b ? a : b;
+  }
+#endif
+}
 
 /* Shape: the index's shape with the scatter dim's size replaced by out's. vj gives the element's
  * position along the scatter dim (stride 1 there, 0 elsewhere); vi and vs have stride 0 there. */
@@ -184,7 +232,8 @@ __kernel void scatter_add_per_output(const long n, const int nd, const Shape sha
                                      __global ACC_T* out, const View vo,
                                      __global const long* idx, const View vi,
                                      __global const ACC_T* src, const View vs, const View vj,
-                                     const long len, const long idx_step, const long src_step) {
+                                     const long len, const long idx_step, const long src_step,
+                                     const int red) {
   const long i = get_global_id(0);
   if (i >= n) return;
   long oo, oi, os;
@@ -192,7 +241,7 @@ __kernel void scatter_add_per_output(const long n, const int nd, const Shape sha
   const long j = offset_of(i, nd, &shape, &vj);
   ACC_T acc = out[oo];
   for (long t = 0; t < len; ++t) {
-    if (idx[oi + t * idx_step] == j) acc = ACC_ADD(acc, src[os + t * src_step]);
+    if (idx[oi + t * idx_step] == j) acc = reduce2(red, acc, src[os + t * src_step]);
   }
   out[oo] = acc;
 }
@@ -205,7 +254,8 @@ __kernel void scatter_add_per_lane(const long n, const int nd, const Shape shape
                                    __global const long* idx, const View vi,
                                    __global const ACC_T* src, const View vs,
                                    const long len, const long idx_step, const long src_step,
-                                   const int k, const long nb, const Shape adv_stride) {
+                                   const int k, const long nb, const Shape adv_stride,
+                                   const int red) {
   const long i = get_global_id(0);
   if (i >= n) return;
   long oo, oi, os;
@@ -213,7 +263,7 @@ __kernel void scatter_add_per_lane(const long n, const int nd, const Shape shape
   for (long t = 0; t < len; ++t) {
     long p = oo;
     for (int j = 0; j < k; ++j) p += idx[oi + j * nb + t * idx_step] * adv_stride.size[j];
-    out[p] = ACC_ADD(out[p], src[os + t * src_step]);
+    out[p] = reduce2(red, out[p], src[os + t * src_step]);
   }
 }
 #endif

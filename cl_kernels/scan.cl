@@ -1,6 +1,7 @@
 /*
- * scan.cl: inclusive prefix sums and products (cumsum, cumprod) along one dim of a strided
- * N-d view, and the running extremes' positions of cummax and cummin (at the end).
+ * scan.cl: inclusive prefix sums, products and log-sum-exps (cumsum, cumprod, logcumsumexp)
+ * along one dim of a strided N-d view, and the running extremes' positions of cummax and cummin
+ * (at the end).
  *
  * Layout: the input is seen as lines: the other dims (at most MAX_DIMS, which must match
  * cltensor/ops/elementwise.py) x the scanned dim of n elements. Line m (row-major over the other
@@ -12,12 +13,14 @@
  *   scan_totals  carry[g] = the State (sum or product) of block b            (only when B > 1)
  *   scan_carry   one work-item per line turns its B block States into exclusive prefixes (in place)
  *   scan_blocks  out = carry[g] (nothing for b = 0) followed by the running prefix of block b
- * A saved State is CARRY_PARTS accumulators: a sum and its compensation for float sums, else one.
+ * A saved State is CARRY_PARTS accumulators: a sum and its compensation for float sums, the
+ * running max and the sum of exp(x - max) for log-sum-exps, else one.
  *
  * Build options (the sums and products are compiled when ACC_T is defined):
  *   T          input storage type (uchar for bool)
  *   ACC_T      accumulator and output type; ACC_FLOAT defined when it is float or double
- *   SCAN_SUM or SCAN_PROD   the operation (sums over floats are Neumaier-compensated)
+ *   SCAN_SUM, SCAN_PROD or SCAN_LSE   the operation (sums over floats are Neumaier-compensated;
+ *              SCAN_LSE, floats only: log(sum(exp(x))) with a running max, so nothing overflows)
  *   EXT_T      instead of ACC_T: the cummax / cummin family over that type (IS_FLOAT: NaN checks)
  * Tunables: none; the launcher picks B and the work sizes.
  */
@@ -38,10 +41,47 @@ inline long offset_of(long i, const int nd, const Shape shape, const View v) {
 }
 
 #ifdef ACC_T
-#if defined(SCAN_SUM) && defined(ACC_FLOAT)
+#if defined(SCAN_LSE) || (defined(SCAN_SUM) && defined(ACC_FLOAT))
 #define CARRY_PARTS 2
+/* Neumaier: s the sum, c its compensation. SCAN_LSE: s = sum(exp(x - c)), c the running max. */
 typedef struct { ACC_T s; ACC_T c; } State;
 
+inline State st_load(__global const ACC_T* p, const long k) {
+  State a;
+  a.s = p[2 * k];
+  a.c = p[2 * k + 1];
+  return a;
+}
+inline void st_save(__global ACC_T* p, const long k, const State a) {
+  p[2 * k] = a.s;
+  p[2 * k + 1] = a.c;
+}
+#endif
+
+#ifdef SCAN_LSE
+inline State st_init(void) { State a; a.s = 0; a.c = -INFINITY; return a; }
+
+/* exp(m - to), exactly 1 when m == to (so infinite maxima give no inf - inf) */
+inline ACC_T lse_scale(const ACC_T m, const ACC_T to) { return m == to ? 1 : exp(m - to); }
+
+inline State st_merge(const State a, const State b) {
+  State r;
+  r.c = isnan(a.c) || a.c >= b.c ? a.c : b.c;  /* a NaN max stays NaN: NaN propagates */
+  r.s = a.s * lse_scale(a.c, r.c) + b.s * lse_scale(b.c, r.c);
+  return r;
+}
+
+inline State st_add(const State a, const ACC_T v) {
+  State b;
+  b.s = 1;
+  b.c = v;
+  return st_merge(a, b);
+}
+
+/* all -inf so far: c = -inf and s = 1 (or 0 before any element): -inf, not NaN */
+inline ACC_T st_value(const State a) { return a.c + log(a.s); }
+
+#elif CARRY_PARTS == 2
 inline State st_init(void) { State a; a.s = 0; a.c = 0; return a; }
 
 /* Neumaier's compensated addition: c collects the rounding error of every sum. */
@@ -60,16 +100,6 @@ inline State st_merge(State a, const State b) {
 
 /* NOTE: once s is infinite or NaN, c holds NaN (inf - inf); s alone is then the answer. */
 inline ACC_T st_value(const State a) { return isfinite(a.s) ? a.s + a.c : a.s; }
-inline State st_load(__global const ACC_T* p, const long k) {
-  State a;
-  a.s = p[2 * k];
-  a.c = p[2 * k + 1];
-  return a;
-}
-inline void st_save(__global ACC_T* p, const long k, const State a) {
-  p[2 * k] = a.s;
-  p[2 * k + 1] = a.c;
-}
 
 #else
 #define CARRY_PARTS 1

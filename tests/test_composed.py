@@ -158,8 +158,6 @@ def test_unique(device, rng):
         np.testing.assert_array_equal(inverse.numpy(), want[1])
         np.testing.assert_array_equal(counts.numpy(), want[2])
         np.testing.assert_array_equal(T(a, device).unique(sorted=False).numpy(), want[0])
-    with pytest.raises(NotImplementedError, match="unique: dim"):
-        cltensor.unique(cltensor.zeros(2, 2, device=device), dim=0)
 
 
 def test_against_torch(device, rng):

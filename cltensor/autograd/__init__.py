@@ -23,10 +23,12 @@ FUNCTIONS = {
     "_cast": F.Cast, "_move": F.ToDevice, "permute": F.Permute, "expand": F.Expand, **F.UNARY,
     **F.BINARY, "logit": F.Logit, "nan_to_num": F.NanToNum,
     "sum": F.Sum, "mean": F.Mean, "prod": F.Prod, "amax": F.Amax, "amin": F.Amin,
-    "cumsum": F.Cumsum, "cumprod": F.Cumprod, "norm": F.Norm,
+    "cumsum": F.Cumsum, "cumprod": F.Cumprod, "logcumsumexp": F.Logcumsumexp, "norm": F.Norm,
     "pad": F.Pad, "flip": F.Flip, "roll": F.Roll, "repeat": F.Repeat,
     "index_select": F.IndexSelect, "gather": F.Gather, "scatter": F.Scatter,
-    "scatter_add": F.ScatterAdd, "masked_fill": F.MaskedFill, "masked_select": F.MaskedSelect,
+    "scatter_add": F.ScatterAdd, "scatter_reduce": F.ScatterReduce,
+    "masked_fill": F.MaskedFill, "masked_select": F.MaskedSelect,
+    "masked_scatter": F.MaskedScatter,
     "index_add": F.IndexAdd, "index_copy": F.IndexCopy, "index_fill": F.IndexFill,
 }
 # view methods: Function(x, method_name, *args)

@@ -3,6 +3,8 @@
 Backward formulas use tensor ops (so create_graph=True records second-order graphs) and bring
 broadcast gradients back to each input's shape with sum_to_shape.
 """
+import numpy as np
+
 from .. import dtypes as dt
 from ..tensor import ClTensor
 from .engine import RAW, Function, sum_to_shape
@@ -712,9 +714,12 @@ class Cumsum(Function):
 
 
 class Cumprod(Function):
-    @staticmethod
-    def forward(ctx, x, dim, dtype=None):
-        out = _op("cumprod")(x, dim, dtype)
+    """cumprod (and, through `op`, scans whose gradient needs their input and output)."""
+    op = "cumprod"
+
+    @classmethod
+    def forward(cls, ctx, x, dim, *args):
+        out = _op(cls.op)(x, dim, *args)
         ctx.save_for_backward(x, out)
         ctx.dim = dim
         return out
@@ -726,6 +731,28 @@ class Cumprod(Function):
             raise RuntimeError("cumprod: the gradient of an input holding zeros is not supported")
         d = ctx.dim
         return (g * out).flip(d).cumsum(d).flip(d) / x, None, None
+
+
+class Logcumsumexp(Cumprod):
+    op = "logcumsumexp"
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        if x.ndim == 0 or x.numel() == 0:
+            return g, None
+        # torch's formula: dx_k = sum over j >= k of g_j exp(x_k - out_j), the positive and the
+        # negative g_j summed apart in log space (reverse logcumsumexps), so nothing overflows
+        d, lowest = ctx.dim, float(np.finfo(x.dtype).min)
+        log_g = g.abs().log()
+
+        def reverse_sum(log_part):
+            return (log_part - out).flip(d).logcumsumexp(d).flip(d)
+        positive = reverse_sum(_where(g > 0, log_g, lowest))
+        negative = reverse_sum(_where(g < 0, log_g, lowest))
+        gx = (positive + x).exp() - (negative + x).exp()
+        # NOTE: torch gives NaN where x is -inf (-inf + inf); the limit is 0
+        return _where(x == float("-inf"), 0.0, gx), None
 
 
 class Norm(Function):
@@ -941,7 +968,10 @@ class Gather(Function):
 
 class Scatter(Function):
     @staticmethod
-    def forward(ctx, x, dim, index, src=None, value=None):
+    def forward(ctx, x, dim, index, src=None, value=None, *, reduce=None):
+        if reduce is not None:
+            raise RuntimeError("scatter: the gradient of scatter with reduce= is not "
+                               "implemented (as in torch); use scatter_reduce")
         ctx.dim, ctx.index, ctx.src = dim, index, src
         return _op("scatter")(x, dim, index, src, value)
 
@@ -993,6 +1023,114 @@ class MaskedSelect(Function):
         out = zeros(shape, dtype=ctx.dtype, device=ctx.device)
         out[ctx.mask.expand(shape)] = g
         return sum_to_shape(out, ctx.shape), None
+
+
+class ScatterReduce(Function):
+    """scatter_reduce with torch's gradients: tied extremes of amax and amin share theirs
+    evenly; prod handles zeros; without include_self, x's scattered-to slots get none."""
+
+    @staticmethod
+    def forward(ctx, x, dim, index, src, reduce, *, include_self=True):
+        out = _op("scatter_reduce")(x, dim, index, src, reduce, include_self=include_self)
+        ctx.args = (dim, index, reduce, include_self)
+        ctx.save_for_backward(x, src, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, src, out = ctx.saved_tensors
+        dim, index, reduce, include_self = ctx.args
+        part = _index_part(src, index)
+        gx, gs = SCATTER_REDUCE_GRADS[reduce](g, x, dim, index, part, out, include_self)
+        if not include_self:
+            gx = gx.scatter(dim, index, value=0.0)
+        gx = gx if ctx.needs_input_grad[0] else None
+        gs = _padded_to(gs, src.shape) if ctx.needs_input_grad[3] else None
+        return gx, None, None, gs, None
+
+
+def _index_part(t, index):
+    """The part of t that a scatter along index reads (its leading index.shape), contiguous."""
+    if t.shape == index.shape:
+        return t
+    return t[tuple(slice(0, n) for n in index.shape)].contiguous()
+
+
+def _padded_to(g, shape):
+    """g with zeros appended along each dim up to `shape`."""
+    if g.shape == tuple(shape):
+        return g
+    pads = []
+    for n, m in zip(reversed(shape), reversed(g.shape)):
+        pads += [0, n - m]
+    return Pad.apply(g, tuple(pads))
+
+
+def _scatter_sum_grads(g, x, dim, index, src, out, include_self):
+    return g, g.gather(dim, index)
+
+
+def _scatter_mean_grads(g, x, dim, index, src, out, include_self):
+    from ..creation import full
+    n = full(g.shape, float(include_self), dtype=g.dtype, device=g.device)
+    n = n.scatter_add(dim, index, full(index.shape, 1.0, dtype=g.dtype, device=g.device))
+    share = g / n.masked_fill(n == 0, 1.0)
+    return share, share.gather(dim, index)
+
+
+def _scatter_prod_grads(g, x, dim, index, src, out, include_self):
+    # the product of the others: with a zero of x (or the only zero among a slot's src values)
+    # replaced by 1 and the product taken again, else the result divided by the value
+    from ..creation import zeros
+    kw = {"include_self": include_self}
+    masked_x = x.masked_fill(x == 0, 1.0)
+    gx = g * masked_x.scatter_reduce(dim, index, src, "prod", **kw) / masked_x
+    zero = src == 0
+    zeros_there = zeros(x.shape, dtype=x.dtype, device=x.device).scatter_add(
+        dim, index, zero.to(x.dtype)).gather(dim, index)
+    single = zero & (zeros_there == 1)
+    without = x.scatter_reduce(dim, index, src.masked_fill(single, 1.0), "prod", **kw)
+    gs = _where(single, (g * without).gather(dim, index),
+                (g * out).gather(dim, index) / src.masked_fill(zero, 1.0))
+    return gx, gs
+
+
+def _scatter_extreme_grads(g, x, dim, index, src, out, include_self):
+    value = out.gather(dim, index)
+    x_hit, src_hit = x == out, src == value
+    ties = x_hit.to(g.dtype).scatter_add(dim, index, src_hit.to(g.dtype))
+    share = g / ties
+    return _where(x_hit, share, 0.0), _where(src_hit, share.gather(dim, index), 0.0)
+
+
+SCATTER_REDUCE_GRADS = {"sum": _scatter_sum_grads, "mean": _scatter_mean_grads,
+                        "prod": _scatter_prod_grads, "amax": _scatter_extreme_grads,
+                        "amin": _scatter_extreme_grads}
+
+
+class MaskedScatter(Function):
+    """x with source's leading elements at the True positions of mask: those positions of x get
+    no gradient; source's elements get theirs in order, the unused ones zero."""
+
+    @staticmethod
+    def forward(ctx, x, mask, source):
+        ctx.mask, ctx.shape, ctx.src_shape = mask, x.shape, source.shape
+        return _op("masked_scatter")(x, mask, source)
+
+    @staticmethod
+    def backward(ctx, g):
+        from ..creation import zeros
+        gx = gs = None
+        if ctx.needs_input_grad[0]:
+            gx = sum_to_shape(g.masked_fill(ctx.mask, 0.0), ctx.shape)
+        if ctx.needs_input_grad[2]:
+            picked = g.masked_select(ctx.mask)
+            n = 1
+            for size in ctx.src_shape:
+                n *= size
+            rest = zeros(n - picked.numel(), dtype=g.dtype, device=g.device)
+            gs = Cat.apply(0, picked, rest).reshape(ctx.src_shape)
+        return gx, None, gs
 
 
 # ---- ops whose gradient comes from composing differentiable ops ------------------------------

@@ -1,12 +1,13 @@
 """Tensor ops composed of other tensor ops, with no kernels of their own: lerp, addcmul, addcdiv,
-unbind, var_mean, std_mean, kthvalue, median and unique, and torch's shorthands (new_zeros and
-its kin, type_as, movedim, nansum, nanmean, isclose, allclose, equal, count_nonzero, ...), with
-torch's names and semantics.
+unbind, var_mean, std_mean, kthvalue, median, unique and unique_consecutive, and torch's
+shorthands (new_zeros and its kin, type_as, movedim, nansum, nanmean, isclose, allclose, equal,
+count_nonzero, ...), with torch's names and semantics.
 
 They call tensor methods, so they are differentiable through the ops they use (those that have
 gradients: unique's outputs have none, as in torch). cltensor/__init__.py binds them as
 functions and ClTensor methods once autograd has wrapped the methods they call.
 """
+import math
 import numbers
 
 from .. import dtypes as dt
@@ -14,8 +15,9 @@ from ..tensor import ClTensor, _norm_dim, _size_args
 from .reduce import return_types
 
 __all__ = ["lerp", "addcmul", "addcdiv", "unbind", "var_mean", "std_mean", "kthvalue", "median",
-           "unique", "movedim", "moveaxis", "swapaxes", "msort", "nansum", "nanmean", "isclose",
-           "allclose", "equal", "count_nonzero", "ravel", "clamp_min", "clamp_max"]
+           "unique", "unique_consecutive", "movedim", "moveaxis", "swapaxes", "msort", "nansum",
+           "nanmean", "isclose", "allclose", "equal", "count_nonzero", "ravel", "clamp_min",
+           "clamp_max"]
 
 
 def _check_tensor(x, name, op):
@@ -169,33 +171,120 @@ def median(input, dim=None, keepdim=False):
 def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
     """The distinct values of input, ascending (also with sorted=False, as torch's CPU and CUDA
     kernels); return_inverse: each element's position among them (input's shape);
-    return_counts: how often each occurs. Every NaN is distinct, as in torch. dim (unique
-    slices) is not supported.
+    return_counts: how often each occurs. Every NaN is distinct, as in torch.
+
+    With dim: the distinct slices along dim, in lexicographic order (NaN as the largest, and a
+    slice holding NaN distinct from every other), as a tensor of input's dtype with dim
+    shortened; the inverse and the counts then have one entry per slice.
 
     Example:
         >>> cltensor.unique(cltensor.tensor([3, 1, 3])).tolist()
         [1, 3]
+        >>> cltensor.unique(cltensor.tensor([[1, 2], [0, 5], [1, 2]]), dim=0).tolist()
+        [[0, 5], [1, 2]]
     """
     _check_tensor(input, "input", "unique")
-    if dim is not None:
-        raise NotImplementedError("unique: dim (unique slices along a dim) is not supported; "
-                                  "unique(input) takes the distinct elements")
-    flat = input.detach().reshape(-1)
-    n = flat.numel()
-    s = flat.sort()
-    change = ClTensor.empty_on((n,), dt.bool_, flat.device).fill_(True)
+    if dim is None:
+        s = input.detach().reshape(-1).sort()
+        change = _changes(s.values)
+        return _grouped(s.values[change], change, s.indices, input.shape, return_inverse,
+                        return_counts)
+    rows, d = _slices(input, dim, "unique")
+    s = _lexicographic_ranks(rows).sort()
+    change = _changes(s.values)
+    values = input.detach().index_select(d, s.indices[change])
+    return _grouped(values, change, s.indices, (rows.shape[0],), return_inverse, return_counts)
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """input with each run of equal consecutive elements (with dim: slices along dim) kept once;
+    return_inverse: each element's (slice's) run number; return_counts: each run's length.
+    Without dim, input is flattened first; every NaN is a run of its own.
+
+    Example:
+        >>> cltensor.unique_consecutive(cltensor.tensor([1, 1, 2, 1])).tolist()
+        [1, 2, 1]
+    """
+    _check_tensor(input, "input", "unique_consecutive")
+    if dim is None:
+        flat = input.detach().reshape(-1)
+        change = _changes(flat)
+        return _grouped(flat[change], change, None, input.shape, return_inverse, return_counts)
+    rows, d = _slices(input, dim, "unique_consecutive")
+    change = _changes(rows)
+    values = input.detach().index_select(d, change.nonzero().reshape(-1))
+    return _grouped(values, change, None, (rows.shape[0],), return_inverse, return_counts)
+
+
+def _slices(input, dim, op):
+    """(input's slices along dim as the rows of a 2-d tensor, dim normalized)."""
+    if input.ndim == 0:
+        raise IndexError(f"{op}: dim {dim} given for a 0-d tensor, which has no dims")
+    d = _norm_dim(dim, input.ndim, op)
+    others = [n for k, n in enumerate(input.shape) if k != d]
+    if 0 in others and input.shape[d]:
+        raise ValueError(f"{op}: the slices along dim {d} of a tensor of shape {input.shape} "
+                         f"are empty and cannot be told apart")
+    return movedim(input.detach(), d, 0).reshape(input.shape[d], math.prod(others)), d
+
+
+def _lexicographic_ranks(rows):
+    """Each row's rank among the distinct rows of a 2-d tensor (n, m), in lexicographic order
+    (int64): the ranks within each column, then the ranks of groups of adjacent columns' ranks
+    read as the digits of one int64 in base n, until one column is left."""
+    n, m = rows.shape
+    if n == 0:
+        return ClTensor.empty_on((0,), dt.int64, rows.device)
+    ranks = _dense_ranks(rows.t())
+    digits = max(2, 62 // max(1, (n - 1).bit_length()))  # n ** digits < 2 ** 62
+    while ranks.shape[0] > 1:
+        starts = range(0, ranks.shape[0], digits)
+        keys = ClTensor.empty_on((len(starts), n), dt.int64, rows.device)
+        for k, start in enumerate(starts):
+            key = ranks[start]
+            for j in range(start + 1, min(start + digits, ranks.shape[0])):
+                key = key * n + ranks[j]
+            keys[k] = key
+        ranks = _dense_ranks(keys)
+    return ranks[0]
+
+
+def _dense_ranks(keys):
+    """For each row of a 2-d tensor, each element's rank among the row's distinct values (0 for
+    the smallest; every NaN distinct, after the numbers), as int64."""
+    s = keys.sort(1)
+    change = _changes(s.values.reshape(-1)).reshape(keys.shape)
+    change[:, 0] = True  # each row starts afresh
+    group = change.long().cumsum(1) - 1
+    return ClTensor.empty_on(keys.shape, dt.int64, keys.device).scatter_(1, s.indices, group)
+
+
+def _changes(t):
+    """A bool tensor (t.shape[0],): True first and where t[i] differs from t[i - 1] (in any
+    element, for rows)."""
+    n = t.shape[0]
+    change = ClTensor.empty_on((n,), dt.bool_, t.device).fill_(True)
     if n > 1:
-        change[1:] = s.values[1:] != s.values[:-1]
-    values = s.values[change]
+        differ = t[1:] != t[:-1]
+        change[1:] = differ.any(1) if differ.ndim > 1 else differ
+    return change
+
+
+def _grouped(values, change, order, inverse_shape, return_inverse, return_counts):
+    """unique's results from the distinct values and `change` (True where a group starts, over
+    the elements in `order`: a permutation of them, or None for their own order)."""
     out = [values]
+    n = change.numel()
     if return_inverse:
         group = change.long().cumsum(0) - 1
-        inverse = ClTensor.empty_on((n,), dt.int64, flat.device)
-        inverse[s.indices] = group
-        out.append(inverse.reshape(input.shape))
+        inverse = group
+        if order is not None:
+            inverse = ClTensor.empty_on((n,), dt.int64, change.device)
+            inverse[order] = group
+        out.append(inverse.reshape(inverse_shape))
     if return_counts:
         starts = change.nonzero().reshape(-1)
-        ends = ClTensor.empty_on(starts.shape, dt.int64, flat.device)
+        ends = ClTensor.empty_on(starts.shape, dt.int64, change.device)
         if starts.numel():
             ends[:-1] = starts[1:]
             ends[-1] = n
@@ -333,9 +422,9 @@ def count_nonzero(input, dim=None):
 
 
 TENSOR_METHODS = {f.__name__: f for f in (
-    lerp, addcmul, addcdiv, unbind, kthvalue, median, unique, new_full, new_tensor, type_as,
-    movedim, swapaxes, ravel, clamp_min, clamp_max, msort, nansum, nanmean, isclose, allclose,
-    equal, count_nonzero)}
+    lerp, addcmul, addcdiv, unbind, kthvalue, median, unique, unique_consecutive, new_full,
+    new_tensor, type_as, movedim, swapaxes, ravel, clamp_min, clamp_max, msort, nansum, nanmean,
+    isclose, allclose, equal, count_nonzero)}
 TENSOR_METHODS.update(new_zeros=_new(0, "new_zeros"), new_ones=_new(1, "new_ones"),
                       new_empty=_new(None, "new_empty"),
                       moveaxis=movedim, nelement=ClTensor.numel)

@@ -7,7 +7,7 @@ nothing has been written.
 """
 import math
 import numbers
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyopencl as cl
@@ -19,13 +19,16 @@ from ..tensor import ClTensor, _norm_dim, contiguous_strides
 from . import elementwise as ew
 from .elementwise import MAX_DIMS, shape_arg, view_arg
 
-__all__ = ["index_select", "gather", "scatter", "scatter_add", "masked_fill", "masked_select",
-           "nonzero", "one_hot", "index_put", "index_put_", "index_add", "index_copy",
-           "index_fill"]
+__all__ = ["index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "masked_fill",
+           "masked_select", "masked_scatter", "nonzero", "one_hot", "index_put", "index_put_",
+           "index_add", "index_copy", "index_fill"]
 
 KERNEL_FILE = "indexing.cl"
 INDEX_DTYPES = (dt.int32, dt.int64)
 _BITS_T = {1: "uchar", 4: "uint", 8: "ulong"}  # gathers and scatters move bits, not values
+# the reductions of the scatter_add kernels (their run-time argument `red`: see indexing.cl)
+SUM, PROD, MAX, MIN = range(4)
+SCATTER_REDUCTIONS = {"sum": SUM, "prod": PROD, "mean": SUM, "amax": MAX, "amin": MIN}
 # scatter_add runs one work-item per output element (rather than per lane) only when the scatter
 # dim is at most this long and the lanes are fewer than this (see indexing.cl).
 PER_OUTPUT_MAX_SIZE = 16
@@ -152,43 +155,46 @@ def _run_indexed(name, data, plan, other, other_strides, op):
             np.int32(len(plan.adv_strides)), np.int64(plan.nb), shape_arg(plan.adv_strides))
 
 
-def _add_kernel(name, dtype, device):
+def _reduce_kernel(name, dtype, device):
     defines = {"ACC_T": ctype_of(dtype)}
     if dtype == dt.bool_:
         defines["ACC_BOOL"] = None
+    if dt.is_floating(dtype):
+        defines["ACC_FLOAT"] = None
     return _get_kernel(device, name, defines)
 
 
-def _add_per_lane(lanes, dst, idx, src, length, steps, adv_strides, op):
+def _add_per_lane(lanes, dst, idx, src, length, steps, adv_strides, op, red=SUM):
     """For each point of `lanes` and t = 0 .. length-1 in order: dst[lane +
-    sum_k idx[k * nb + lane + t * steps[0]] * adv_strides[k]] += src[lane + t * steps[1]].
-    dst, idx and src are (tensor, offset, strides over lanes); idx holds K index tensors of nb."""
+    sum_k idx[k * nb + lane + t * steps[0]] * adv_strides[k]] op= src[lane + t * steps[1]], op
+    the reduction `red` (+ unless given). dst, idx and src are (tensor, offset, strides over
+    lanes); idx holds K index tensors of nb."""
     n = math.prod(lanes)
     if n == 0 or length == 0:
         return
     (d, d_off, d_st), (i, i_off, i_st), (s, s_off, s_st) = dst, idx, src
     shape, (sd, si, ss) = _collapsed(lanes, [d_st, i_st, s_st], op)
-    kernel = _add_kernel("scatter_add_per_lane", d.dtype, d.device)
+    kernel = _reduce_kernel("scatter_add_per_lane", d.dtype, d.device)
     _launch(d.device, kernel, n, np.int64(n), np.int32(len(shape)), shape_arg(shape),
             d.storage.buf, view_arg(d_off, sd), i.storage.buf, view_arg(i_off, si),
             s.storage.buf, view_arg(s_off, ss), np.int64(length), np.int64(steps[0]),
             np.int64(steps[1]), np.int32(len(adv_strides)), np.int64(math.prod(i.shape[1:])),
-            shape_arg(adv_strides))
+            shape_arg(adv_strides), np.int32(red))
 
 
-def _add_per_output(shape, dst, idx, src, j_strides, length, steps, op):
+def _add_per_output(shape, dst, idx, src, j_strides, length, steps, op, red):
     """For each point p of `shape`, j its coordinate along the scatter dim (from j_strides):
-    dst[p] += the src[p + t * steps[1]] with idx[p + t * steps[0]] == j, in increasing t."""
+    dst[p] op= the src[p + t * steps[1]] with idx[p + t * steps[0]] == j, in increasing t."""
     n = math.prod(shape)
     if n == 0 or length == 0:
         return
     (d, d_off, d_st), (i, i_off, i_st), (s, s_off, s_st) = dst, idx, src
     sh, (sd, si, ss, sj) = _collapsed(shape, [d_st, i_st, s_st, j_strides], op)
-    kernel = _add_kernel("scatter_add_per_output", d.dtype, d.device)
+    kernel = _reduce_kernel("scatter_add_per_output", d.dtype, d.device)
     _launch(d.device, kernel, n, np.int64(n), np.int32(len(sh)), shape_arg(sh),
             d.storage.buf, view_arg(d_off, sd), i.storage.buf, view_arg(i_off, si),
             s.storage.buf, view_arg(s_off, ss), view_arg(0, sj), np.int64(length),
-            np.int64(steps[0]), np.int64(steps[1]))
+            np.int64(steps[0]), np.int64(steps[1]), np.int32(red))
 
 
 # ---- parsing an index key -----------------------------------------------------------------------
@@ -544,16 +550,22 @@ def _check_source(x, src, op, name="src"):
                         f"{x.dtype}")
 
 
-def scatter_(x, dim, index, src=None, value=None):
+def scatter_(x, dim, index, src=None, value=None, *, reduce=None):
     """In place, for dim=0: x[index[i][j]][j] = src[i][j] (or the number `value`). With repeated
-    indices one of the values wins, unspecified which (as torch)."""
+    indices one of the values wins, unspecified which (as torch). reduce="add" or "multiply"
+    (torch's older API) adds or multiplies them in instead, as scatter_reduce_ with "sum" or
+    "prod"."""
     op = "scatter_"
     src = _scatter_source(src, value, op)
+    if reduce is not None:
+        if reduce not in LEGACY_REDUCTIONS:
+            raise ValueError(f"{op}: reduce must be 'add' or 'multiply', got {reduce!r}")
+        return _scatter_reduced(x, dim, index, src, LEGACY_REDUCTIONS[reduce], True, op)
     ew.check_writable(x, op)
     if isinstance(src, ClTensor):
         _check_source(x, src, op)
         plan, _ = _dim_plan(x, dim, index, src, op)
-        val = _at_least_1d(src.clone() if src.storage is x.storage else src)
+        val = _unaliased(src, x)
         strides = val.strides
     else:
         plan, _ = _dim_plan(x, dim, index, None, op)
@@ -563,13 +575,16 @@ def scatter_(x, dim, index, src=None, value=None):
     return x
 
 
-def scatter(x, dim, index, src=None, value=None):
+LEGACY_REDUCTIONS = {"add": SUM, "multiply": PROD}
+
+
+def scatter(x, dim, index, src=None, value=None, *, reduce=None):
     """A copy of x with scatter_ applied.
 
     Example:
         cltensor.scatter(cltensor.zeros(3, 2), 0, cltensor.tensor([[2, 0]]), 1.0)
     """
-    return scatter_(x.clone(), dim, index, src, value)
+    return scatter_(x.clone(), dim, index, src, value, reduce=reduce)
 
 
 def scatter_add_(x, dim, index, src):
@@ -579,24 +594,117 @@ def scatter_add_(x, dim, index, src):
     would, except that a long index dim with little other parallelism is cut into segments whose
     partial sums are then added in order (the same bits on every run).
     """
-    op = "scatter_add_"
+    if not isinstance(src, ClTensor):
+        raise TypeError(f"scatter_add_: src must be a tensor, got {type(src).__name__}")
+    return _scatter_reduced(x, dim, index, src, SUM, True, "scatter_add_")
+
+
+def scatter_add(x, dim, index, src):
+    """A copy of x with scatter_add_ applied (deterministic: see scatter_add_).
+
+    Example:
+        counts = cltensor.scatter_add(cltensor.zeros(3), 0, labels, cltensor.ones(len(labels)))
+    """
+    return scatter_add_(x.clone(), dim, index, src)
+
+
+def scatter_reduce_(x, dim, index, src, reduce, *, include_self=True):
+    """In place, for dim=0: x[index[i][j]][j] becomes the reduction of src[i][j] over the i, j
+    scattered there, and of its own value when include_self; other elements keep theirs.
+
+    Args:
+        reduce: "sum", "prod", "mean", "amax" or "amin" (amax and amin propagate NaN; an
+            integer mean rounds down, as torch; bool takes all but "mean").
+        include_self: whether x's own values take part where something is scattered.
+
+    Deterministic, as scatter_add_: each element's values are reduced in index order.
+
+    Example:
+        x.scatter_reduce_(0, cltensor.tensor([0, 0, 1]), cltensor.tensor([4.0, 2.0, 1.0]),
+                          "amax", include_self=False)
+    """
+    op = "scatter_reduce_"
+    if reduce not in SCATTER_REDUCTIONS:
+        raise ValueError(f"{op}: reduce must be one of {', '.join(SCATTER_REDUCTIONS)}, "
+                         f"got {reduce!r}")
     if not isinstance(src, ClTensor):
         raise TypeError(f"{op}: src must be a tensor, got {type(src).__name__}")
+    if reduce == "mean" and x.dtype == dt.bool_:
+        raise TypeError(f"{op}: reduce='mean' is not supported for bool tensors")
+    red = SCATTER_REDUCTIONS[reduce]
+    return _scatter_reduced(x, dim, index, src, red, include_self, op, reduce == "mean")
+
+
+def scatter_reduce(x, dim, index, src, reduce, *, include_self=True):
+    """A copy of x with scatter_reduce_ applied.
+
+    Example:
+        cltensor.scatter_reduce(cltensor.zeros(2), 0, labels, values, "mean", include_self=False)
+    """
+    return scatter_reduce_(x.clone(), dim, index, src, reduce, include_self=include_self)
+
+
+def _scatter_reduced(x, dim, index, src, red, include_self, op, mean=False):
+    """The checks, then x[.., index[.., t, ..], ..] = x's value (when include_self) reduced by
+    `red` with the src values (a tensor or a number) scattered there, in increasing t; divided
+    by their count when `mean`."""
     ew.check_writable(x, op)
-    _check_source(x, src, op)
-    plan, d = _dim_plan(x, dim, index, src, op)
+    tensor_src = isinstance(src, ClTensor)
+    if tensor_src:
+        _check_source(x, src, op)
+    plan, d = _dim_plan(x, dim, index, src if tensor_src else None, op)
     xv = _at_least_1d(x)
-    srcv = _at_least_1d(src.clone() if src.storage is x.storage else src)
-    shape, size = list(plan.shape), xv.shape[d]
-    out = (xv, xv.offset, list(xv.strides))
+    if tensor_src:
+        srcv = _unaliased(src, x)
+        src_walk = (srcv, srcv.offset, list(srcv.strides))
+    else:
+        src_walk = (full((), src, dtype=x.dtype, device=x.device), 0, [0] * len(plan.shape))
+    if not include_self:
+        start = full((), _identity(red, x.dtype), dtype=x.dtype, device=x.device)
+        _run_indexed("index_scatter", xv, plan, start, [0] * len(plan.shape), op)
     idx = (plan.idx, 0, list(plan.idx_strides))
-    srcw = (srcv, srcv.offset, list(srcv.strides))
+    _scatter_into(list(plan.shape), d, (xv, xv.offset, list(xv.strides)), idx, src_walk, red, op)
+    if mean:
+        _divide_by_counts(xv, d, plan, idx, include_self, op)
+    return x
+
+
+def _identity(red, dtype):
+    """The value that the reduction `red` leaves unchanged, in dtype."""
+    if red in (SUM, PROD):
+        return int(red == PROD)
+    if dtype == dt.bool_:
+        return red == MIN
+    if dt.is_floating(dtype):
+        return -math.inf if red == MAX else math.inf
+    info = np.iinfo(dtype)
+    return int(info.min if red == MAX else info.max)
+
+
+def _divide_by_counts(xv, d, plan, idx, include_self, op):
+    """xv (holding sums) divided where something was scattered by the number of values summed
+    there (+ 1 with include_self); integers round down, as torch."""
+    counts = full(xv.shape, 1, dtype=xv.dtype, device=xv.device)
+    zero = full((), 0, dtype=xv.dtype, device=xv.device)
+    if not include_self:  # the counts of the scattered-to elements start from 0
+        base = [0 if k == d else st for k, st in enumerate(counts.strides)]
+        at = replace(plan, offset=0, base=base, adv_strides=[counts.strides[d]])
+        _run_indexed("index_scatter", counts, at, zero, [0] * len(plan.shape), op)
+    one = (full((), 1, dtype=xv.dtype, device=xv.device), 0, [0] * len(plan.shape))
+    _scatter_into(list(plan.shape), d, (counts, 0, list(counts.strides)), idx, one, SUM, op)
+    ew.binary("div" if dt.is_floating(xv.dtype) else "floor_divide", xv, counts, out=xv)
+
+
+def _scatter_into(shape, d, out, idx, src, red, op):
+    """out[.., idx[.., t, ..], ..] op= src[.., t, ..] over `shape` (the index's), op the
+    reduction `red`. out, idx and src are (tensor, offset, strides over shape); out's stride at d
+    steps along its own dim."""
+    size = out[0].shape[d]
     segments = _segments(shape, d, size)
     if segments == 1:
-        _scatter_add_lanes(shape, d, size, out, idx, srcw, op)
+        _scatter_lanes(shape, d, size, out, idx, src, op, red)
     else:
-        _scatter_add_segmented(shape, d, size, out, idx, srcw, segments, op)
-    return x
+        _scatter_segmented(shape, d, size, out, idx, src, segments, op, red)
 
 
 def _is_per_output(shape, d, size):
@@ -614,10 +722,9 @@ def _segments(shape, d, size):
     return max(p, 1)
 
 
-def _scatter_add_lanes(shape, d, size, out, idx, src, op):
-    """out[.., idx[.., t, ..], ..] += src[.., t, ..] over `shape` (the index's), each lane in
-    increasing t. out, idx and src are (tensor, offset, strides over shape); out's stride at d
-    steps along its own dim of `size`."""
+def _scatter_lanes(shape, d, size, out, idx, src, op, red):
+    """out[.., idx[.., t, ..], ..] op= src[.., t, ..] over `shape` (the index's), each lane in
+    increasing t (see _scatter_into); out's size along d is `size`."""
     steps = (idx[2][d], src[2][d])
     if _is_per_output(shape, d, size):
         full_shape = list(shape)
@@ -625,41 +732,33 @@ def _scatter_add_lanes(shape, d, size, out, idx, src, op):
         idx, src = ((t, off, [0 if k == d else s for k, s in enumerate(st)])
                     for t, off, st in (idx, src))
         _add_per_output(full_shape, out, idx, src, [int(k == d) for k in range(len(shape))],
-                        shape[d], steps, op)
+                        shape[d], steps, op, red)
     else:
         lane_shape = list(shape)
         lane_shape[d] = 1
-        _add_per_lane(lane_shape, out, idx, src, shape[d], steps, [out[2][d]], op)
+        _add_per_lane(lane_shape, out, idx, src, shape[d], steps, [out[2][d]], op, red)
 
 
-def _scatter_add_segmented(shape, d, size, out, idx, src, segments, op):
-    """scatter_add with each lane's entries cut into `segments` runs of equal length: the runs
-    add into zeroed partial sums (a leading dim of segments), which are then added to out in
-    order, followed by the entries left over."""
+def _scatter_segmented(shape, d, size, out, idx, src, segments, op, red):
+    """_scatter_lanes with each lane's entries cut into `segments` runs of equal length: the
+    runs reduce into partials that start from the reduction's identity (a leading dim of
+    segments), which are then reduced into out in order, followed by the entries left over."""
     run = shape[d] // segments
     seg_shape = [segments] + shape[:d] + [run] + shape[d + 1:]
     region = shape[:d] + [size] + shape[d + 1:]
-    part = full([segments] + region, 0, dtype=out[0].dtype, device=out[0].device)
-    _scatter_add_lanes(seg_shape, d + 1, size, (part, 0, list(part.strides)),
-                       *[(t, off, [run * st[d]] + st) for t, off, st in (idx, src)], op)
+    dtype = out[0].dtype
+    part = full([segments] + region, _identity(red, dtype), dtype=dtype, device=out[0].device)
+    _scatter_lanes(seg_shape, d + 1, size, (part, 0, list(part.strides)),
+                   *[(t, off, [run * st[d]] + st) for t, off, st in (idx, src)], op, red)
     zeros = (idx[0], 0, [0] * len(region))  # read but multiplied by a stride of 0
     _add_per_lane(region, out, zeros, (part, 0, list(part.strides[1:])), segments,
-                  (0, part.strides[0]), [0], op)
+                  (0, part.strides[0]), [0], op, red)
     done = segments * run
     if done < shape[d]:
         tail = list(shape)
         tail[d] -= done
-        _scatter_add_lanes(tail, d, size, out,
-                           *[(t, off + done * st[d], st) for t, off, st in (idx, src)], op)
-
-
-def scatter_add(x, dim, index, src):
-    """A copy of x with scatter_add_ applied (deterministic: see scatter_add_).
-
-    Example:
-        counts = cltensor.scatter_add(cltensor.zeros(3), 0, labels, cltensor.ones(len(labels)))
-    """
-    return scatter_add_(x.clone(), dim, index, src)
+        _scatter_lanes(tail, d, size, out,
+                       *[(t, off + done * st[d], st) for t, off, st in (idx, src)], op, red)
 
 
 # ---- index_add, index_copy, index_fill ----------------------------------------------------------
@@ -808,11 +907,19 @@ def masked_fill_(x, mask, value):
     op = "masked_fill_"
     _check_mask(mask, x, op)
     value = _fill_value(x, value, op)
-    if ew.broadcast_shapes(x.shape, mask.shape) != x.shape:
-        raise ValueError(f"{op}: the mask's shape {mask.shape} does not broadcast to the "
-                         f"tensor's shape {x.shape}")
+    _check_mask_fits(mask, x, op)
     ew.check_writable(x, op)
     return ew.launch_elementwise("OP_where", [mask, value, x], x, x.dtype)
+
+
+def _check_mask_fits(mask, x, op):
+    try:
+        fits = ew.broadcast_shapes(x.shape, mask.shape) == x.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{op}: the mask's shape {mask.shape} does not broadcast to the "
+                         f"tensor's shape {x.shape}")
 
 
 def masked_select(x, mask):
@@ -824,6 +931,56 @@ def masked_select(x, mask):
     _check_mask(mask, x, "masked_select")
     shape = ew.broadcast_shapes(x.shape, mask.shape)
     return getitem(x.expand(shape), (mask.expand(shape),))
+
+
+def masked_scatter_(x, mask, source):
+    """In place: the elements of x where mask (broadcast to x's shape) is True become source's
+    first elements, taken in row-major order; source (x's dtype, any shape) needs at least as
+    many elements as the mask has True ones.
+
+    Example:
+        x.masked_scatter_(x < 0, cltensor.zeros(x.numel()))   # the negative entries become 0
+    """
+    op = "masked_scatter_"
+    _check_mask(mask, x, op)
+    if not isinstance(source, ClTensor):
+        raise TypeError(f"{op}: source must be a tensor, got {type(source).__name__}")
+    _check_source(x, source, op, "source")
+    _check_mask_fits(mask, x, op)
+    ew.check_writable(x, op)
+    n = x.numel()
+    if n == 0:
+        return x
+    if mask.storage is x.storage:
+        mask = mask.clone()
+    shape, (sm, sd) = _collapsed(x.shape, [ew.broadcast_strides(mask, x.shape), x.strides], op)
+    chunk = max(32, -(-n // CHUNK_WORK_ITEMS))
+    starts, total = _nonzero_starts(mask._view(shape, sm, mask.offset), chunk)
+    if total > source.numel():
+        raise ValueError(f"{op}: the mask has {total} True elements but source has only "
+                         f"{source.numel()}")
+    if total:
+        src = source.reshape(-1)
+        src = src.clone() if src.storage is x.storage else src.contiguous()
+        kernel = _get_kernel(x.device, "masked_scatter_chunks", {"T": _BITS_T[x.dtype.itemsize]})
+        _launch(x.device, kernel, starts.numel(), np.int64(n), np.int32(len(shape)),
+                shape_arg(shape), mask.storage.buf, view_arg(mask.offset, sm), x.storage.buf,
+                view_arg(x.offset, sd), src.storage.buf, np.int64(src.offset), np.int64(chunk),
+                starts.storage.buf)
+    return x
+
+
+def masked_scatter(x, mask, source):
+    """x (broadcast with mask) with masked_scatter_ applied, as a new tensor.
+
+    Example:
+        cltensor.masked_scatter(cltensor.zeros(2, 2), cltensor.tensor([True, False]),
+                                cltensor.tensor([1.0, 2.0]))   # [[1, 0], [2, 0]]
+    """
+    _check_mask(mask, x, "masked_scatter")
+    out = ClTensor.empty_on(ew.broadcast_shapes(x.shape, mask.shape), x.dtype, x.device)
+    ew.copy_into(out, x)
+    return masked_scatter_(out, mask, source)
 
 
 def nonzero(x, as_tuple=False):
@@ -905,6 +1062,8 @@ TENSOR_METHODS = {
     "index_select": index_select, "gather": gather, "scatter": scatter, "scatter_": scatter_,
     "scatter_add": scatter_add, "scatter_add_": scatter_add_, "masked_fill": masked_fill,
     "masked_fill_": masked_fill_, "masked_select": masked_select, "nonzero": nonzero,
+    "scatter_reduce": scatter_reduce, "scatter_reduce_": scatter_reduce_,
+    "masked_scatter": masked_scatter, "masked_scatter_": masked_scatter_,
     "index_put": index_put, "index_put_": index_put_, "index_add": index_add,
     "index_add_": index_add_, "index_copy": index_copy, "index_copy_": index_copy_,
     "index_fill": index_fill, "index_fill_": index_fill_,

@@ -1,6 +1,7 @@
 """Reductions and scans with torch's names, dtype rules and return types.
 
-Kernels: cl_kernels/reduce.cl (every reduction) and cl_kernels/scan.cl (cumsum, cumprod).
+Kernels: cl_kernels/reduce.cl (every reduction) and cl_kernels/scan.cl (cumsum, cumprod,
+logcumsumexp).
 """
 import builtins
 import functools
@@ -19,7 +20,7 @@ from . import elementwise as ew
 from . import pointwise as pw
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
-           "norm", "all", "any", "logsumexp", "cumsum", "cumprod", "return_types"]
+           "norm", "all", "any", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "return_types"]
 
 KERNEL_FILE = "reduce.cl"
 SCAN_FILE = "scan.cl"
@@ -634,6 +635,19 @@ def cumprod(x, dim, dtype=None):
     return _scan(x, dim, dtype, "SCAN_PROD", "cumprod")
 
 
+def logcumsumexp(x, dim):
+    """log(cumsum(exp(x))) along `dim`, computed stably with a running max (large values do not
+    overflow; a prefix of only -inf gives -inf, a +inf gives +inf from there on); floating
+    inputs only.
+
+    Example:
+        cltensor.logcumsumexp(cltensor.tensor([0.0, 0.0, 1000.0]), 0)   # [0, log 2, 1000]
+    """
+    _check_tensor(x, "logcumsumexp")
+    _floating_only(x, "logcumsumexp")
+    return _scan(x, dim, None, "SCAN_LSE", "logcumsumexp")
+
+
 def _scan(x, dim, dtype, op_macro, op):
     _check_tensor(x, op)
     if isinstance(dim, (tuple, list)) or dim is None:
@@ -663,7 +677,8 @@ def _launch_scan(x, d, out, op_macro):
     args = [x.storage.buf, ew.view_arg(x.offset, xst), np.int64(x.strides[d]), ew.shape_arg(shape),
             np.int32(len(shape)), np.int64(lines), np.int64(n), np.int64(blocks),
             np.int64(-(-n // blocks))]
-    parts = 2 if op_macro == "SCAN_SUM" and dt.is_floating(out.dtype) else 1
+    two = op_macro == "SCAN_LSE" or op_macro == "SCAN_SUM" and dt.is_floating(out.dtype)
+    parts = 2 if two else 1  # CARRY_PARTS in scan.cl
     carry = ClTensor.empty_on((lines * blocks * parts if blocks > 1 else 1,), out.dtype, device)
     if blocks > 1:
         _launch_lines(device, ks.totals, lines * blocks, *args, carry.storage.buf)
@@ -689,4 +704,5 @@ def _launch_lines(device, kernel, items, *args):
 # ---- tensor methods ---------------------------------------------------------------------------
 
 TENSOR_METHODS = {f.__name__: f for f in (sum, mean, prod, max, min, amax, amin, argmax, argmin,
-                                          var, std, norm, all, any, logsumexp, cumsum, cumprod)}
+                                          var, std, norm, all, any, logsumexp, cumsum, cumprod,
+                                          logcumsumexp)}
