@@ -20,7 +20,9 @@
  *   CT           compute type: operands are converted to it before OP
  *   CT_FLOAT     defined when CT is float or double
  *   OUT_T        storage type of the result; OUT_BOOL when the result is bool (stored as uchar 0/1)
- *   ND           ew_strided only: the number of dims (>= 2), baked in so the index loop unrolls
+ *   ND           ew_strided and ew_rows: the number of dims (>= 2), baked in so the index loop
+ *                unrolls (the host pads shorter shapes with leading ones where it shares
+ *                one build among several: ops/elementwise.py, ROWS_MIN_ND)
  *   ITEMS        ew_contig only: the elements per work-item (default 1)
  * Tunables: none here; the launcher picks work sizes.
  */

@@ -191,7 +191,7 @@ def _views(t, a):
     """Pairs of (non-contiguous view, same numpy view) of a 3-d tensor."""
     return [
         (t.permute(2, 0, 1), a.transpose(2, 0, 1)),
-        (t[:, ::2, 1:], a[:, ::2, 1:]),
+        (t[::2, :, 1:], a[::2, :, 1:]),
         (t[1:, :, ::3], a[1:, :, ::3]),
         (t.transpose(0, 2)[::2], a.transpose(2, 1, 0)[::2]),
         (t[:, :1, :].expand(t.shape[0], 4, t.shape[2]),
@@ -218,6 +218,21 @@ def test_noncontiguous_inputs_match_contiguous(device, rng, strided_kernel):
         assert_close(v.contiguous(), av)
         assert v.contiguous().is_contiguous()
         assert_close(v - v.contiguous(), np.zeros(av.shape))
+
+
+def test_rows_kernel_shares_one_build_across_layouts(device, rng, monkeypatch):
+    """With ew_rows, an op's contiguous, 2-d and 3-d launches run one program (shorter shapes
+    padded with leading ones), with the right values in each."""
+    from cltensor import program
+    from cltensor.ops import elementwise
+    monkeypatch.setattr(elementwise, "STRIDED_KERNEL", "ew_rows")
+    a = random_array(rng, (4, 6, 10), np.float32)
+    t = ct.from_numpy(a, device=device)
+    before = len(program._programs)
+    expr = "out = x * 3 - 0.25f"  # NOTE: a user op nothing else builds (one program per source)
+    for v, av in ((t, a), (t[1].T, a[1].T), (t[::2, :, 1:], a[::2, :, 1:])):
+        assert_close(ct.elementwise(expr, x=v), av.astype(np.float64) * 3 - 0.25)
+    assert len(program._programs) == before + 1
 
 
 def test_inplace_ops_and_aliasing(device, rng):
