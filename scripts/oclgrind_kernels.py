@@ -112,6 +112,9 @@ def section_reduce():
     for t, ref in ((dev(a), a), (dev(a).T, a.T)):  # cummax's scan across blocks
         assert_close(cltensor.cummax(t, -1).values, np.maximum.accumulate(ref, -1))
     assert_close(cltensor.logsumexp(dev(a), 1), np.log(np.exp(a.astype(np.float64)).sum(1)))
+    for t, ref in ((dev(a), a), (dev(a).T, a.T)):  # logcumsumexp's (max, sum) carry
+        assert_close(cltensor.logcumsumexp(t, -1),
+                     np.logaddexp.accumulate(ref.astype(np.float64), -1), rtol=1e-4)
 
 
 def section_indexing():
@@ -140,6 +143,24 @@ def section_indexing():
     expect = a.copy()
     expect[sidx[0], np.arange(5)] = sval[0]
     assert_close(cltensor.scatter(dev(a), 0, dev(sidx), dev(sval)), expect)
+    ridx = RNG.integers(0, 3, size=(40, 5)).astype(np.int64)  # segmented past 16 per lane
+    rsrc = rand(40, 5)
+    for red, fn in (("amax", np.maximum), ("prod", np.multiply)):
+        expect = a[:3].astype(np.float64)
+        fn.at(expect, (ridx, np.arange(5)), rsrc)
+        assert_close(cltensor.scatter_reduce(dev(a[:3]), 0, dev(ridx), dev(rsrc), red), expect,
+                     rtol=1e-4)
+    expect = np.zeros((3, 5))
+    np.add.at(expect, (ridx, np.arange(5)), rsrc)
+    counts = np.zeros((3, 5))
+    np.add.at(counts, (ridx, np.arange(5)), 1)
+    assert_close(cltensor.scatter_reduce(dev(a[:3]), 0, dev(ridx), dev(rsrc), "mean",
+                                         include_self=False),
+                 np.where(counts > 0, expect / np.maximum(counts, 1), a[:3]))
+    source = rand(40)
+    expect = a.T.copy()
+    expect[mask.T] = source[:mask.sum()]
+    assert_close(cltensor.masked_scatter(dev(a).T, dev(mask).T, dev(source)), expect)
 
 
 def section_gemm():
