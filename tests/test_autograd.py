@@ -458,3 +458,48 @@ def test_indexing_gradients(device, rng, f64):
         return y
     gradcheck(put, [x, src])
     gradcheck(lambda x, s: ct.index_put(x, (idx[:2],), s, accumulate=True), [x, src])
+
+
+def test_tril_triu_diag_gradients(device, rng, f64):
+    x, batch, v = f64(_r(rng, 3, 4)), f64(_r(rng, 2, 3, 3)), f64(_r(rng, 3))
+    cases = [(lambda x: x.tril(), x), (lambda x: x.tril(-1), x), (lambda x: ct.tril(x, 2), x),
+             (lambda x: x.triu(), x), (lambda x: x.triu(1), x), (lambda x: ct.triu(x, -2), x),
+             (lambda b: b.tril(1) * b.triu(-1).mT, batch),
+             (lambda v: ct.diag(v), v), (lambda v: ct.diag(v, 2), v), (lambda v: v.diag(-1), v),
+             (lambda x: ct.diag(x), x), (lambda x: x.diag(1), x), (lambda x: ct.diag(x.T, -2), x)]
+    for fn, arg in cases:
+        gradcheck(fn, [arg])
+
+    def inplace(x):  # on a graph tensor: records tril (triu) and takes over its history
+        y = x * 2
+        return y.tril_(-1).triu_(-1) * x
+    gradcheck(inplace, [x])
+    assert (x * 1).tril_().grad_fn.name() == "TrilBackward"
+
+
+def _grad_of(fn):
+    """x -> the gradient of sum(fn(x) ** 3), recorded (create_graph=True): gradcheck on it
+    checks fn's second derivatives by finite differences of its first (torch's gradgradcheck)."""
+    def first(x):
+        with ct.enable_grad():
+            x = x if x.requires_grad else x.detach().requires_grad_()
+            (g,) = ct.autograd.grad((fn(x) ** 3).sum(), x, create_graph=True)
+        return g
+    return first
+
+
+def test_double_backward_through_views_pad_and_triangles(device, rng, f64):
+    """Views' backward (zeros with the gradient in the viewed place), pad's and the triangles'
+    record their own graph under create_graph=True, as torch's do."""
+    x = f64(_r(rng, 3, 4))
+    cases = [
+        lambda x: x[1:, ::2], lambda x: x[None, -1], lambda x: x.narrow(1, 1, 2),
+        lambda x: x.select(0, 2), lambda x: x.diagonal(1), lambda x: x.unfold(1, 2, 1),
+        lambda x: x.chunk(2, 1)[1], lambda x: ct.pad(x, (1, -1, 0, 2)),
+        lambda x: ct.nn.functional.pad(x[None], (2, 1), mode="reflect"),
+        lambda x: x.tril(-1) + x.triu(2), lambda x: ct.diag(x, 1), lambda x: ct.diag(x[0], -1),
+        lambda x: x.prod(1),
+    ]
+    for fn in cases:
+        gradcheck(_grad_of(fn), [x])
+    gradcheck(_grad_of(_grad_of(lambda x: x[1:, ::2])), [x])  # third order

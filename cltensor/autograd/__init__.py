@@ -25,6 +25,7 @@ FUNCTIONS = {
     "sum": F.Sum, "mean": F.Mean, "prod": F.Prod, "amax": F.Amax, "amin": F.Amin,
     "cumsum": F.Cumsum, "cumprod": F.Cumprod, "logcumsumexp": F.Logcumsumexp, "norm": F.Norm,
     "pad": F.Pad, "flip": F.Flip, "roll": F.Roll, "repeat": F.Repeat,
+    "tril": F.Tril, "triu": F.Triu, "diag": F.Diag,
     "index_select": F.IndexSelect, "gather": F.Gather, "scatter": F.Scatter,
     "scatter_add": F.ScatterAdd, "scatter_reduce": F.ScatterReduce,
     "masked_fill": F.MaskedFill, "masked_select": F.MaskedSelect,

@@ -465,25 +465,39 @@ class Expand(Function):
 
 
 class Slice(Function):
-    """Any view selecting part of the input (basic indexing, narrow, select, unfold):
-    the gradient is scattered back into zeros of the input's shape."""
+    """Any view selecting part of the input (basic indexing, narrow, select, diagonal, unfold):
+    the gradient is scattered back into zeros of the input's shape (SliceScatter)."""
 
     @staticmethod
     def forward(ctx, x, method, *args):
-        ctx.shape, ctx.dtype, ctx.device = x.shape, x.dtype, x.device
-        ctx.method, ctx.args = method, args
+        ctx.shape, ctx.method, ctx.args = x.shape, method, args
         return _op(method)(x, *args)
 
     @staticmethod
     def backward(ctx, g):
+        return (SliceScatter.apply(g, ctx.shape, ctx.method, *ctx.args), None) + (None,) * 8
+
+
+class SliceScatter(Function):
+    """Slice's backward as a Function, so that create_graph=True records it: g placed in zeros
+    of `shape` where view `method` took it from; its own gradient is that view of the incoming
+    one."""
+
+    @staticmethod
+    def forward(ctx, g, shape, method, *args):
         from ..creation import zeros
-        grad = zeros(ctx.shape, dtype=ctx.dtype, device=ctx.device)
-        target = _op(ctx.method)(grad, *ctx.args)
-        if ctx.method == "unfold":
+        ctx.method, ctx.args = method, args
+        grad = zeros(shape, dtype=g.dtype, device=g.device)
+        target = _op(method)(grad, *args)
+        if method == "unfold":
             _unfold_accumulate(target, g)
         else:
             target.copy_(g)  # the selected elements are distinct: a plain copy
-        return (grad, None) + (None,) * 8
+        return grad
+
+    @staticmethod
+    def backward(ctx, gg):
+        return (Slice.apply(gg, ctx.method, *ctx.args), None, None) + (None,) * 8
 
 
 def _unfold_accumulate(windows, g):
@@ -635,7 +649,7 @@ def _exclusive_cumprod(x, d):
     shape[d] = 1
     head = ones(shape, dtype=x.dtype, device=x.device)
     return head.expand(x.shape) if n == 1 else \
-        _op("cat_raw")([head, x.narrow(d, 0, n - 1)], d).cumprod(d)
+        Cat.apply(d, head, x.narrow(d, 0, n - 1)).cumprod(d)
 
 
 class MaxDim(Function):
@@ -846,10 +860,59 @@ class Pad(Function):
 
     @staticmethod
     def backward(ctx, g):
-        if ctx.mode == "constant":
-            return _op("pad")(g, tuple(-p for p in ctx.pad)), None, None, None
+        if ctx.mode == "constant":  # the negated padding crops g (and pads back with zeros)
+            return Pad.apply(g, tuple(-p for p in ctx.pad)), None, None, None
+        return PadScatter.apply(g, ctx.shape, ctx.pad, ctx.mode), None, None, None
+
+
+class PadScatter(Function):
+    """Pad's backward in reflect, replicate and circular modes as a Function, so that
+    create_graph=True records it: each entry of g added to the position it was read from; its
+    own gradient is the incoming one padded the same way."""
+
+    @staticmethod
+    def forward(ctx, g, shape, pad, mode):
         from ..ops.shape import pad_backward
-        return pad_backward(g, ctx.shape, ctx.pad, ctx.mode), None, None, None
+        ctx.pad, ctx.mode = pad, mode
+        return pad_backward(g, shape, pad, mode)
+
+    @staticmethod
+    def backward(ctx, gg):
+        return Pad.apply(gg, ctx.pad, ctx.mode), None, None, None
+
+
+class Tril(Function):
+    """tril (and, through `op`, triu): the gradient is the same triangle of the output's."""
+    op = "tril"
+
+    @classmethod
+    def forward(cls, ctx, x, diagonal=0):
+        ctx.op, ctx.diagonal = cls.op, diagonal
+        return _op(cls.op)(x, diagonal)
+
+    @staticmethod
+    def backward(ctx, g):
+        return getattr(g, ctx.op)(ctx.diagonal), None
+
+
+class Triu(Tril):
+    op = "triu"
+
+
+class Diag(Function):
+    """diag: a vector's gradient is that diagonal of the matrix's gradient; a matrix's is the
+    vector's gradient placed on that diagonal of zeros."""
+
+    @staticmethod
+    def forward(ctx, x, diagonal=0):
+        ctx.shape, ctx.diagonal = x.shape, diagonal
+        return _op("diag")(x, diagonal)
+
+    @staticmethod
+    def backward(ctx, g):
+        if len(ctx.shape) == 1:
+            return g.diagonal(ctx.diagonal), None
+        return SliceScatter.apply(g, ctx.shape, "diagonal", ctx.diagonal), None
 
 
 class Flip(Function):
