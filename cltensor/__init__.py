@@ -51,7 +51,8 @@ from .ops.searching import *  # noqa: E402,F401,F403
 
 from . import linalg  # noqa: E402  (torch.linalg: its Functions compose the ops above)
 from .linalg import (cholesky, cholesky_inverse, cholesky_solve, det, inverse,  # noqa: E402,F401
-                     logdet, slogdet, triangular_solve)
+                     logdet, pinverse, slogdet, triangular_solve)
+from .linalg import qr_legacy as qr  # noqa: E402,F401  (torch.qr)
 
 for _module in (_composed, _searching, _arrange, _contract, linalg):
     for _name, _fn in _module.TENSOR_METHODS.items():

@@ -1,31 +1,42 @@
 """torch.linalg for cltensor: solve, inv, det, slogdet, cholesky, lu_factor, lu_solve,
-solve_triangular and matrix_power on batches of float32/float64 matrices, with torch's names,
-signatures and errors (LinAlgError, a RuntimeError, for a singular or not positive-definite
-matrix). Also torch's top-level forms (inverse, det, logdet, slogdet, cholesky,
-cholesky_solve, cholesky_inverse, triangular_solve), which cltensor/__init__.py binds as
-functions and ClTensor methods.
+solve_triangular, matrix_power, qr, eigh, eigvalsh, svd, svdvals, pinv, matrix_rank and the
+norms (vector_norm, matrix_norm, norm, cond) on batches of float32/float64 matrices, with
+torch's names, signatures and errors (LinAlgError, a RuntimeError, for a singular or not
+positive-definite matrix, or Jacobi sweeps that do not converge). Also torch's top-level forms
+(inverse, det, logdet, slogdet, cholesky, cholesky_solve, cholesky_inverse, triangular_solve,
+qr, pinverse), which cltensor/__init__.py binds as functions and ClTensor methods.
 
 The kernels are in cltensor/ops/linalg.py (cl_kernels/linalg.cl). Here each op is a Function
 whose backward is torch's formula, composed of differentiable ops (matmul, transposes, these
 solves), so that create_graph=True records second-order graphs. Not differentiable, and
-refused when a gradient is needed: lu_factor and lu_solve with respect to LU.
+refused when a gradient is needed: lu_factor and lu_solve with respect to LU, qr in mode "r"
+and in mode "complete" with more rows than columns (as torch).
 
 Example:
     >>> A = cltensor.tensor([[2.0, 1.0], [1.0, 3.0]])
     >>> cltensor.linalg.solve(A, cltensor.tensor([4.0, 7.0])).tolist()
     [1.0, 2.0]
 """
+import math
+import numbers
 from collections import namedtuple
 
+import numpy as np
+
+from . import dtypes as dt
 from .autograd import Function, is_grad_enabled, needs_grad
 from .autograd.engine import sum_to_shape
 from .ops import linalg as la
 from .ops.contract import matrix_power  # noqa: F401  (torch.linalg.matrix_power)
+from .ops.composed import _check_tensor
 from .ops.linalg import LinAlgError
 from .ops.ranges import eye
+from .tensor import _norm_dim
 
 __all__ = ["solve", "inv", "inv_ex", "det", "slogdet", "cholesky", "cholesky_ex", "lu_factor",
-           "lu_factor_ex", "lu_solve", "solve_triangular", "matrix_power", "LinAlgError"]
+           "lu_factor_ex", "lu_solve", "solve_triangular", "matrix_power", "vector_norm",
+           "matrix_norm", "norm", "cond", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv",
+           "matrix_rank", "LinAlgError"]
 
 LuFactor = namedtuple("linalg_lu_factor", "LU pivots")
 LuFactorEx = namedtuple("linalg_lu_factor_ex", "LU pivots info")
@@ -33,19 +44,15 @@ Slogdet = namedtuple("linalg_slogdet", "sign logabsdet")
 CholeskyEx = namedtuple("linalg_cholesky_ex", "L info")
 InvEx = namedtuple("linalg_inv_ex", "inverse info")
 TriangularSolve = namedtuple("triangular_solve", "solution cloned_coefficient")
+Qr = namedtuple("linalg_qr", "Q R")
+QrLegacy = namedtuple("qr", "Q R")
+Eigh = namedtuple("linalg_eigh", "eigenvalues eigenvectors")
+Svd = namedtuple("linalg_svd", "U S Vh")
 
 
 def _summed(g, shape):
     """A broadcast operand's gradient summed back to its shape (None stays None)."""
     return None if g is None else sum_to_shape(g, shape)
-
-
-def _triangle(x, upper, diagonal=0):
-    """x's upper (col - row >= diagonal) or lower (col - row <= diagonal) triangle, by a mask:
-    differentiable, as tril and triu are not."""
-    n = x.shape[-1]
-    ones = x.new_ones(n, n).detach()
-    return x * (ones.triu(diagonal) if upper else ones.tril(diagonal))
 
 
 def _flag(value, name, op):
@@ -144,8 +151,8 @@ class _Cholesky(Function):
         (L,) = ctx.saved_tensors
         if ctx.upper:
             L, g = L.mT, g.mT
-        P = _triangle(L.mT.matmul(g), False)
-        S = (P + _triangle(P, False, -1).mT) * 0.5
+        P = L.mT.matmul(g).tril()
+        S = (P + P.tril(-1).mT) * 0.5
         gA = solve_triangular(L.mT, S, upper=True)
         return solve_triangular(L, gA, upper=False, left=False), None
 
@@ -166,7 +173,7 @@ class _SolveTriangular(Function):
         gA = None
         if ctx.needs_input_grad[0]:
             gA = -(gB.matmul(X.mT) if left else X.mT.matmul(gB))
-            gA = _triangle(gA, upper, int(unit) if upper else -int(unit))
+            gA = gA.triu(int(unit)) if upper else gA.tril(-int(unit))
         return _summed(gA, A.shape), _summed(gB, ctx.b_shape), None, None, None
 
 
@@ -407,7 +414,442 @@ def triangular_solve(b, A, upper=True, transpose=False, unitriangular=False):
     return TriangularSolve(X, A.clone())
 
 
+
+# ---- norms --------------------------------------------------------------------------------------
+
+MATRIX_ORDS = ("fro", "nuc", math.inf, -math.inf, 1, -1, 2, -2)
+
+
+def _floating_input(x, name, op, dtype=None):
+    """x, checked to be a floating-point tensor, cast to `dtype` when one is given."""
+    _check_tensor(x, name, op)
+    if not dt.is_floating(x.dtype):
+        raise TypeError(f"{op}: {name} must be a floating-point tensor, got {x.dtype}")
+    if dtype is None:
+        return x
+    dtype = dt.as_dtype(dtype)
+    if not dt.is_floating(dtype):
+        raise TypeError(f"{op}: dtype must be a floating-point dtype, got {dtype}")
+    return x.to(dtype)
+
+
+def _reduced(x, dim, op):
+    """The dims (sorted) that dim (None: all, an int or a sequence) names."""
+    if dim is None or dim == ():
+        return tuple(range(x.ndim))
+    dims = [_norm_dim(d, x.ndim, op) for d in (dim if isinstance(dim, (tuple, list)) else [dim])]
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"{op}: dim {tuple(dims)} names a dim twice")
+    return tuple(sorted(dims))
+
+
+class _VectorNorm(Function):
+    @staticmethod
+    def forward(ctx, x, ord, dims, keepdim):
+        out = x.norm(ord, dims, keepdim)
+        ctx.save_for_backward(x, out)
+        ctx.args = ord, dims, keepdim
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        # torch's norm_backward: 0 where the norm is 0 (ord < 1: where x is); none for ord 0
+        x, n = ctx.saved_tensors
+        ord, dims, keepdim = ctx.args
+        if ord == 0:
+            return None, None, None, None
+        for d in dims if not keepdim else ():
+            g, n = g.unsqueeze(d), n.unsqueeze(d)
+        if ord == 1:
+            gx = x.sign() * g
+        elif math.isinf(ord):  # shared among the entries that reach the norm (or are NaN)
+            hit = ((x.abs() == n) | x.isnan()).to(x.dtype)
+            gx = x.sign() * hit * (g / hit.sum(dims, keepdim=True))
+        elif ord < 1:
+            gx = x.sign() * _where(x == 0, 1.0, x.abs()) ** (ord - 1) * g * n ** (1 - ord)
+        else:
+            scale = _where(n == 0, 0.0, g / _where(n == 0, 1.0, n) ** (ord - 1))
+            gx = x.sign() * x.abs() ** (ord - 1) * scale
+        return gx, None, None, None
+
+
+def _where(c, a, b):
+    from . import where  # NOTE: the differentiable one, bound after this module is imported
+    return where(c, a, b)
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """The vector ord-norm of x over `dim` (None: all elements): (sum |x|^ord)^(1/ord), ord
+    any real number; inf: max |x|, -inf: min |x|, 0: the count of non-zeros. dtype: x is cast
+    to it first. Gradients as torch's (0 where the norm is 0; none for ord 0).
+
+    Example:
+        >>> cltensor.linalg.vector_norm(cltensor.tensor([3.0, -4.0])).item()
+        5.0
+    """
+    op = "linalg.vector_norm"
+    x = _floating_input(x, "x", op, dtype)
+    if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
+        raise TypeError(f"{op}: ord must be a real number (inf, -inf and 0 included), got "
+                        f"{ord!r}")
+    return _VectorNorm.apply(x, ord, _reduced(x, dim, op), bool(keepdim))
+
+
+def _matrix_dims(A, dim, op):
+    if A.ndim < 2:
+        raise ValueError(f"{op}: A must have at least 2 dims, got shape {tuple(A.shape)}")
+    if not isinstance(dim, (tuple, list)) or len(dim) != 2:
+        raise ValueError(f"{op}: dim must be a 2-tuple of dims, got {dim!r}")
+    d0, d1 = (_norm_dim(d, A.ndim, op) for d in dim)
+    if d0 == d1:
+        raise ValueError(f"{op}: dim must name two different dims, got {tuple(dim)}")
+    return d0, d1
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
+    """The matrix ord-norm of A's matrices in dims `dim` (rows, columns): "fro" (Frobenius),
+    "nuc" (the sum of the singular values), 2 / -2 (the largest / smallest singular value),
+    1 / -1 (the largest / smallest column sum of |A|), inf / -inf (the same of row sums).
+
+    Example:
+        >>> A = cltensor.tensor([[1.0, -2.0], [3.0, 4.0]])
+        >>> cltensor.linalg.matrix_norm(A, ord=1).item()
+        6.0
+    """
+    op = "linalg.matrix_norm"
+    A = _floating_input(A, "A", op, dtype)
+    rows, cols = _matrix_dims(A, dim, op)
+    if not any(ord == o and type(ord) is not bool for o in MATRIX_ORDS):
+        raise ValueError(f"{op}: ord must be one of {MATRIX_ORDS}, got {ord!r}")
+    if ord == "fro":
+        return vector_norm(A, 2, (rows, cols), keepdim)
+    if ord in ("nuc", 2, -2):
+        rest = [d for d in range(A.ndim) if d not in (rows, cols)]
+        S = svdvals(A.permute(*rest, rows, cols))
+        out = S.sum(-1) if ord == "nuc" else S.amax(-1) if ord == 2 else S.amin(-1)
+        for d in sorted((rows, cols)) if keepdim else ():
+            out = out.unsqueeze(d)
+        return out
+    summed, over = (rows, cols) if ord in (1, -1) else (cols, rows)
+    sums = A.abs().sum(summed, keepdim=True)
+    out = sums.amax(over, keepdim=True) if ord > 0 else sums.amin(over, keepdim=True)
+    return out if keepdim else out.squeeze((rows, cols))
+
+
+def norm(x, ord=None, dim=None, keepdim=False, *, dtype=None):
+    """torch.linalg.norm: a vector norm when dim is an int (or x is 1-d, dim None), a matrix
+    norm when dim is a 2-tuple (or x is 2-d, dim None, ord given); ord None: the 2-norm of
+    all elements over dim (Frobenius for matrices). A string ord needs a matrix.
+
+    Example:
+        >>> cltensor.linalg.norm(cltensor.tensor([[1.0, 2.0], [2.0, 4.0]])).item()
+        5.0
+    """
+    op = "linalg.norm"
+    x = _floating_input(x, "x", op, dtype)
+    if isinstance(dim, int):
+        dim = (dim,)
+    if ord is None:
+        return vector_norm(x, 2, dim, keepdim)
+    if dim is None:
+        if x.ndim not in (1, 2):
+            raise ValueError(f"{op}: when ord is given and dim is not, x must be 1-d or 2-d, "
+                             f"got shape {tuple(x.shape)}")
+        dim = tuple(range(x.ndim))
+    if len(dim) == 1:
+        if isinstance(ord, str):
+            raise ValueError(f"{op}: ord {ord!r} is a matrix norm, but dim {tuple(dim)} names "
+                             f"one dim")
+        return vector_norm(x, ord, dim, keepdim)
+    return matrix_norm(x, ord, dim, keepdim)
+
+
+def cond(A, p=None):
+    """The condition number of A (*, m, n) in norm p: None or 2 (the largest singular value over
+    the smallest), -2 (the inverse of that), or, for square A, "fro", "nuc", inf, -inf, 1, -1:
+    norm(A) norm(A^-1) (inf for a singular A).
+
+    Example:
+        >>> cltensor.linalg.cond(cltensor.tensor([[2.0, 0.0], [0.0, 0.5]])).item()
+        4.0
+    """
+    op = "linalg.cond"
+    la.check_matrices(A, "A", op, square=p not in (None, 2, -2))
+    if p in (None, 2, -2):
+        S = svdvals(A)
+        big, small = S.select(-1, 0), S.select(-1, -1)
+        return big / small if p != -2 else small / big
+    norm_a = matrix_norm(A, p)  # checks p
+    X, info = inv_ex(A)
+    return _where(info > 0, math.inf, norm_a * matrix_norm(X, p))
+
+
+# ---- QR -----------------------------------------------------------------------------------------
+
+def _qr_square_grad(Q, R, gQ, gR):
+    """torch's gradient of A = Q R for Q (*, m, n) with orthonormal columns, R (*, n, n) upper:
+    (gQ + Q copyltu(M)) R^-T, M = R gR^T - gQ^T Q, copyltu: M's lower triangle mirrored."""
+    M = R.matmul(gR.mT) - gQ.mT.matmul(Q)
+    M = M.tril() + M.tril(-1).mT
+    return solve_triangular(R.mT, gQ + Q.matmul(M), upper=False, left=False)
+
+
+class _Qr(Function):
+    @staticmethod
+    def forward(ctx, A, mode):
+        Q, R = la.qr(A, mode)
+        ctx.save_for_backward(Q, R)
+        return Q, R
+
+    @staticmethod
+    def backward(ctx, gQ, gR):
+        Q, R = ctx.saved_tensors
+        gQ = Q.new_zeros(*Q.shape) if gQ is None else gQ
+        gR = R.new_zeros(*R.shape) if gR is None else gR
+        m, n = Q.shape[-2], R.shape[-1]
+        if m >= n:
+            return _qr_square_grad(Q, R, gQ, gR), None
+        # A = [X | Y] = Q [U | V] with U square: Y = Q V adds Y gV^T to Q's gradient
+        V, gV = R.narrow(-1, m, n - m), gR.narrow(-1, m, n - m)
+        gX = _qr_square_grad(Q, R.narrow(-1, 0, m), gQ + Q.matmul(V).matmul(gV.mT),
+                             gR.narrow(-1, 0, m))
+        return _cat_last(gX, Q.matmul(gV)), None
+
+
+def _cat_last(a, b):
+    from . import cat  # NOTE: the differentiable one
+    return cat([a, b], -1)
+
+
+def qr(A, mode="reduced"):
+    """(Q, R) with A = Q R, A (*, m, n): Householder QR as LAPACK's (geqrf, orgqr), so R's
+    diagonal has LAPACK's (and torch's) signs, negative where the reflector flips them.
+    mode "reduced": Q (*, m, k), R (*, k, n), k = min(m, n); "complete": Q (*, m, m),
+    R (*, m, n); "r": Q empty, R (*, k, n). Differentiable as torch's ("reduced", and
+    "complete" for m <= n).
+
+    Example:
+        >>> Q, R = cltensor.linalg.qr(cltensor.tensor([[3.0, 0.0], [4.0, 5.0]]))
+        >>> R.tolist()
+        [[-5.0, -4.0], [0.0, 3.0]]
+    """
+    op = "linalg.qr"
+    la.check_matrices(A, "A", op, square=False)
+    if mode not in la.QR_MODES:
+        raise ValueError(f"{op}: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
+    if needs_grad((A,)) and (mode == "r" or (mode == "complete" and A.shape[-2] > A.shape[-1])):
+        why = ("Q, which mode='r' does not compute" if mode == "r" else
+               "mode='complete' with more rows than columns (Q's extra columns are not unique)")
+        raise NotImplementedError(f"{op}: not differentiable with {why}; use mode='reduced'")
+    return Qr(*_Qr.apply(A, mode))
+
+
+def qr_legacy(input, some=True):
+    """torch.qr: (Q, R) as linalg.qr with mode "reduced" (some) or "complete"."""
+    return QrLegacy(*qr(input, "reduced" if _flag(some, "some", "qr") else "complete"))
+
+
+# ---- eigh ---------------------------------------------------------------------------------------
+
+def _uplo(UPLO, op):
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"{op}: UPLO must be 'L' or 'U', got {UPLO!r}")
+    return UPLO == "U"
+
+
+def _gap_inverse(values, squared=False):
+    """1 / (v_j - v_i) at [i, j] (v squared first), 1 on the diagonal."""
+    v = values * values if squared else values
+    one = eye(v.shape[-1], dtype=v.dtype, device=v.device)
+    return 1 / (v.unsqueeze(-2) - v.unsqueeze(-1) + one)
+
+
+class _Eigh(Function):
+    @staticmethod
+    def forward(ctx, A, upper):
+        w, V, info = la.eigh(A, upper, op="linalg.eigh")
+        ctx.save_for_backward(w, V)
+        return w, V, info
+
+    @staticmethod
+    def backward(ctx, gw, gV, _g_info=None):
+        # torch's: V (diag(gw) + skew(V^T gV) / E) V^T, E[i, j] = w_j - w_i
+        w, V = ctx.saved_tensors
+        inner = 0
+        if gV is not None:
+            VtgV = V.mT.matmul(gV)
+            inner = (VtgV - VtgV.mT) * 0.5 * _gap_inverse(w)
+        if gw is not None:
+            inner = inner + gw.unsqueeze(-1) * eye(w.shape[-1], dtype=w.dtype, device=w.device)
+        return V.matmul(inner).matmul(V.mT), None
+
+
+def eigh(A, UPLO="L"):
+    """(eigenvalues, eigenvectors) of the symmetric A (*, n, n), read from its lower triangle
+    (UPLO "U": upper): eigenvalues (*, n) ascending, eigenvectors the columns of (*, n, n),
+    orthonormal, each with its largest-magnitude entry (the first such) positive (torch's,
+    from LAPACK, may differ in sign). Jacobi's method; LinAlgError when it does not converge
+    (a non-finite A). Gradients as torch's (not finite for repeated eigenvalues).
+
+    Example:
+        >>> cltensor.linalg.eigh(cltensor.tensor([[2.0, 1.0], [1.0, 2.0]])).eigenvalues.tolist()
+        [1.0, 3.0]
+    """
+    op = "linalg.eigh"
+    upper = _uplo(UPLO, op)
+    la.check_matrices(A, "A", op)
+    w, V, info = _Eigh.apply(A, upper)
+    la.check_info(info, op, "eigh")
+    return Eigh(w, V)
+
+
+def eigvalsh(A, UPLO="L"):
+    """The eigenvalues (*, n), ascending, of the symmetric A (*, n, n) as eigh's; its gradient
+    V diag(g) V^T.
+
+    Example:
+        >>> cltensor.linalg.eigvalsh(cltensor.tensor([[2.0, 0.0], [0.0, 1.0]])).tolist()
+        [1.0, 2.0]
+    """
+    op = "linalg.eigvalsh"
+    upper = _uplo(UPLO, op)
+    if needs_grad((A,)):
+        return eigh(A, UPLO).eigenvalues
+    w, _, info = la.eigh(A, upper, vectors=False, op=op)
+    la.check_info(info, op, "eigh")
+    return w
+
+
+# ---- SVD ----------------------------------------------------------------------------------------
+
+def _svd_grad(U, S, Vh, gU, gS, gVh):
+    """torch's gradient of A = U diag(S) Vh (reduced; Townsend's): U [(F o skew(U^T gU)) S +
+    diag(gS) + S (F o skew(V^T gV))] Vh + (I - U U^T) gU S^-1 Vh + U S^-1 gV^T (I - V V^T),
+    F[i, j] = 1 / (S_j^2 - S_i^2)."""
+    k = S.shape[-1]
+    inner = 0 if gS is None else gS.unsqueeze(-1) * eye(k, dtype=S.dtype, device=S.device)
+    out = 0
+    F = _gap_inverse(S, squared=True) if gU is not None or gVh is not None else None
+    if gU is not None:
+        UtgU = U.mT.matmul(gU)
+        inner = inner + (UtgU - UtgU.mT) * F * S.unsqueeze(-2)
+        out = ((gU - U.matmul(UtgU)) / S.unsqueeze(-2)).matmul(Vh)
+    if gVh is not None:
+        V, gV = Vh.mT, gVh.mT
+        VtgV = V.mT.matmul(gV)
+        inner = inner + S.unsqueeze(-1) * ((VtgV - VtgV.mT) * F)
+        out = out + U.matmul(((gV - V.matmul(VtgV)) / S.unsqueeze(-2)).mT)
+    return U.matmul(inner).matmul(Vh) + out
+
+
+class _Svd(Function):
+    @staticmethod
+    def forward(ctx, A, full_matrices):
+        U, S, Vh, info = la.svd(A, full_matrices)
+        ctx.save_for_backward(U, S, Vh)
+        ctx.full = full_matrices
+        return U, S, Vh, info
+
+    @staticmethod
+    def backward(ctx, gU, gS, gVh, _g_info=None):
+        U, S, Vh = ctx.saved_tensors
+        if ctx.full:  # the columns past k do not enter A: only the first k's gradients count
+            k = S.shape[-1]
+            U, Vh = U.narrow(-1, 0, k), Vh.narrow(-2, 0, k)
+            gU = None if gU is None else gU.narrow(-1, 0, k)
+            gVh = None if gVh is None else gVh.narrow(-2, 0, k)
+        return _svd_grad(U, S, Vh, gU, gS, gVh), None
+
+
+def svd(A, full_matrices=True):
+    """(U, S, Vh) with A = U diag(S) Vh, A (*, m, n), k = min(m, n): S (*, k) descending;
+    U (*, m, k) and Vh (*, k, n) orthonormal ((*, m, m) and (*, n, n) with full_matrices).
+    One-sided Jacobi; U's columns for non-zero singular values each have their largest-
+    magnitude entry positive (torch's, from LAPACK, may differ in sign, with Vh's rows).
+    LinAlgError when it does not converge (a non-finite A). Gradients as torch's.
+
+    Example:
+        >>> cltensor.linalg.svd(cltensor.tensor([[0.0, 2.0], [1.0, 0.0]])).S.tolist()
+        [2.0, 1.0]
+    """
+    op = "linalg.svd"
+    la.check_matrices(A, "A", op, square=False)
+    U, S, Vh, info = _Svd.apply(A, _flag(full_matrices, "full_matrices", op))
+    la.check_info(info, op, "svd")
+    return Svd(U, S, Vh)
+
+
+def svdvals(A):
+    """The singular values (*, k) of A (*, m, n), descending, as svd's; gradient U diag(g) Vh.
+
+    Example:
+        >>> cltensor.linalg.svdvals(cltensor.tensor([[3.0, 0.0], [0.0, -4.0]])).tolist()
+        [4.0, 3.0]
+    """
+    op = "linalg.svdvals"
+    if needs_grad((A,)):
+        return svd(A, full_matrices=False).S
+    _, S, _, info = la.svd(A, vectors=False, op=op)
+    la.check_info(info, op, "svd")
+    return S
+
+
+def _tolerance(A, values, atol, rtol):
+    """torch's cut-off for pinv and matrix_rank: max(atol, rtol * the largest value), rtol by
+    default eps * max(m, n) (0 when only atol > 0 is given), one per matrix (keepdim)."""
+    if rtol is None:
+        rtol = 0.0 if atol is not None and atol > 0 else (
+            float(np.finfo(A.dtype).eps) * max(A.shape[-2:]))
+    big = values.detach().abs().amax(-1, keepdim=True)
+    return (big * rtol).clamp_min(0.0 if atol is None else float(atol))
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False):
+    """The pseudo-inverse (*, n, m) of A (*, m, n): V diag(1/S) U^T over the singular values
+    above max(atol, rtol * S_max) (default rtol: eps * max(m, n)); hermitian: from eigh of
+    the symmetric A. Differentiable through svd (eigh).
+
+    Example:
+        >>> cltensor.linalg.pinv(cltensor.tensor([[2.0, 0.0], [0.0, 0.0]])).tolist()
+        [[0.5, 0.0], [0.0, 0.0]]
+    """
+    op = "linalg.pinv"
+    la.check_matrices(A, "A", op, square=bool(hermitian))
+    if min(A.shape[-2:]) == 0:
+        return A.new_zeros(*A.shape[:-2], A.shape[-1], A.shape[-2])
+    if hermitian:
+        w, V = eigh(A)
+        U, S, Vh = V, w, V.mT
+    else:
+        U, S, Vh = svd(A, full_matrices=False)
+    keep = S.abs() > _tolerance(A, S, atol, rtol)
+    inverse = _where(keep, 1 / _where(keep, S, 1.0), 0.0)
+    return Vh.mT.matmul(inverse.unsqueeze(-1) * U.mT)
+
+
+def pinverse(input, rcond=1e-15):
+    """torch.pinverse: linalg.pinv with rtol=rcond."""
+    return pinv(input, rtol=rcond)
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
+    """The number (int64, *) of singular values of A (*, m, n) (hermitian: |eigenvalues|)
+    above max(atol, rtol * the largest), rtol by default eps * max(m, n).
+
+    Example:
+        >>> cltensor.linalg.matrix_rank(cltensor.tensor([[1.0, 2.0], [2.0, 4.0]])).item()
+        1
+    """
+    op = "linalg.matrix_rank"
+    la.check_matrices(A, "A", op, square=bool(hermitian))
+    if min(A.shape[-2:]) == 0:
+        return A.new_zeros(*A.shape[:-2]).to(dt.int64)
+    A = A.detach()
+    S = eigvalsh(A).abs() if hermitian else svdvals(A)
+    return (S > _tolerance(A, S, atol, rtol)).sum(-1)
+
 inverse = inv
 TENSOR_METHODS = {"inverse": inv, "det": det, "logdet": logdet, "slogdet": slogdet,
                   "cholesky": cholesky, "cholesky_solve": cholesky_solve,
-                  "cholesky_inverse": cholesky_inverse, "triangular_solve": triangular_solve}
+                  "cholesky_inverse": cholesky_inverse, "triangular_solve": triangular_solve,
+                  "qr": qr_legacy, "pinverse": pinverse}

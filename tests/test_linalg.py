@@ -1,7 +1,7 @@
 """cltensor.linalg (cltensor/ops/linalg.py, cl_kernels/linalg.cl): LU, solves, inverses,
-determinants, Cholesky and triangular solves against float64 numpy references and torch, on
-batches, strided views and sizes past one work-group; singular and not positive-definite
-matrices; gradients by finite differences; bad input.
+determinants, Cholesky, triangular solves, norms, QR, eigh and SVD against float64 numpy
+references and torch, on batches, strided views and sizes past one work-group; singular, not
+positive-definite and non-finite matrices; gradients by finite differences; bad input.
 
 NOTE: the kernels build once per dtype (one program each): every test runs many cases."""
 import numpy as np
@@ -340,7 +340,10 @@ def test_second_order_gradients(device, rng):
     c = T(random_array(rng, (n, n), np.float64), device)
     for what, fn in {"inv": LA.inv, "det": LA.det, "solve": lambda x: LA.solve(x, c),
                      "cholesky": lambda x: LA.cholesky(x @ x.mT),
-                     "solve_triangular": lambda x: LA.solve_triangular(x, c, upper=True)}.items():
+                     "solve_triangular": lambda x: LA.solve_triangular(x, c, upper=True),
+                     "vector_norm": lambda x: LA.vector_norm(x, 3, 0),
+                     "qr": lambda x: LA.qr(x).R, "eigvalsh": lambda x: LA.eigvalsh(x + x.mT),
+                     "svdvals": lambda x: LA.svdvals(x)}.items():
         assert gradcheck(_second_order(fn, w), [T(a, device, grad=True)]), what
 
 
@@ -361,6 +364,21 @@ def test_against_torch(device, rng):
         "solve_triangular": (lambda x, y: LA.solve_triangular(x, y, upper=False),
                              lambda x, y: torch.linalg.solve_triangular(x.tril(), y,
                                                                        upper=False), [a, b]),
+        "vector_norm": (lambda x: LA.vector_norm(x, 3, dim=-1),
+                        lambda x: torch.linalg.vector_norm(x, 3, dim=-1), [a]),
+        "matrix_norm nuc": (lambda x: LA.matrix_norm(x, "nuc"),
+                            lambda x: torch.linalg.matrix_norm(x, "nuc"), [a]),
+        "qr Q": (lambda x: LA.qr(x).Q, lambda x: torch.linalg.qr(x).Q, [b]),
+        "qr R": (lambda x: LA.qr(x.mT).R, lambda x: torch.linalg.qr(x.mT).R, [b]),
+        # eigenvectors and singular vectors squared: the loss does not see their signs
+        "eigh": (lambda x: LA.eigh(x).eigenvectors ** 2,
+                 lambda x: torch.linalg.eigh(x).eigenvectors ** 2, [s]),
+        "eigvalsh": (LA.eigvalsh, torch.linalg.eigvalsh, [s]),
+        "svd U": (lambda x: LA.svd(x).U ** 2, lambda x: torch.linalg.svd(x).U ** 2, [b]),
+        "svd Vh": (lambda x: LA.svd(x, False).Vh ** 2,
+                   lambda x: torch.linalg.svd(x, False).Vh ** 2, [b]),
+        "svdvals": (LA.svdvals, torch.linalg.svdvals, [b]),
+        "pinv": (LA.pinv, torch.linalg.pinv, [b]),
     }
     for name, (ours_fn, theirs_fn, arrays) in cases.items():
         ours = [T(x, device, grad=True) for x in arrays]
@@ -394,6 +412,15 @@ def test_float32(device, rng):
         _close(LA.cholesky(cltensor.from_numpy(s.astype(np.float32), device=device)),
                np.linalg.cholesky(s), tol, f"cholesky n={n}")
         _close(LA.solve_triangular(W, B, upper=True), np.linalg.solve(np.triu(w), b), tol)
+        Q, R = LA.qr(W)
+        _close(Q.numpy() @ R.numpy(), w, tol, f"qr n={n}")
+        _close(R, np.linalg.qr(w)[1], tol, f"qr R n={n}")
+        S = cltensor.from_numpy(s.astype(np.float32), device=device)
+        _close(LA.eigvalsh(S), np.linalg.eigvalsh(s), {"rtol": 1e-4, "atol": 1e-3}, f"n={n}")
+        _orthonormal(LA.eigh(S).eigenvectors, tol, f"eigh n={n}")
+        U, S, Vh = LA.svd(W[:, :, : n // 2 + 1], full_matrices=False)
+        _close(S, np.linalg.svd(w[:, :, : n // 2 + 1], compute_uv=False), tol, f"svd n={n}")
+        _orthonormal(U, tol, f"svd n={n}")
 
 
 def test_tensor_methods_and_aliases(device, rng):
@@ -414,3 +441,235 @@ def test_tensor_methods_and_aliases(device, rng):
     _close(T(b, device).triangular_solve(T(np.triu(w), device)).solution,
            np.linalg.solve(np.triu(w), b), tol)
     _close(W.matrix_power(-1), np.linalg.inv(w), tol)
+
+
+# ---- norms, QR, eigh, SVD -----------------------------------------------------------------------
+
+def _sym(rng, shape):
+    a = random_array(rng, shape, np.float64)
+    return a + np.swapaxes(a, -1, -2)
+
+
+def _orthonormal(q, tol, what, rows=False):
+    """q's columns (rows) orthonormal."""
+    q = q.numpy() if hasattr(q, "numpy") else q
+    q = np.swapaxes(q, -1, -2) if rows else q
+    k = q.shape[-1]
+    _close(np.swapaxes(q, -1, -2) @ q, np.broadcast_to(np.eye(k), q.shape[:-2] + (k, k)), tol,
+           what + " orthonormal")
+
+
+def _largest_positive(v, what):
+    """Each column of v has its largest-magnitude entry positive (the sign convention)."""
+    v = v.numpy()
+    idx = np.argmax(np.abs(v), axis=-2)[..., None, :]
+    assert (np.take_along_axis(v, idx, -2) > 0).all(), what
+
+
+@pytest.mark.filterwarnings("ignore:divide by zero")  # numpy's -1-norm of a row with zeros
+def test_norms(device, rng):
+    tol = _tol(device)
+    x = random_array(rng, (3, 4, 5), np.float64)
+    x[0, 1, :2] = 0
+    X = T(x, device)
+    for ord in (2, 1, 0, 3.5, 0.5, -1, np.inf, -np.inf):
+        for dim in (None, 1, (0, 2), -1):
+            want = np.linalg.norm(x.ravel(), ord) if dim is None else None
+            if isinstance(dim, int):
+                want = np.linalg.norm(x, ord, axis=dim)
+            elif dim is not None:  # numpy's vector norms take one axis: move both to the end
+                want = np.linalg.norm(np.moveaxis(x, dim, (-2, -1)).reshape(4, -1), ord, axis=-1)
+            _close(LA.vector_norm(X, ord, dim), want, tol, f"ord={ord} dim={dim}")
+    assert LA.vector_norm(X, 2, (0, 2), keepdim=True).shape == (1, 4, 1)
+    if device.has_fp64:
+        got = LA.vector_norm(X.to(cltensor.float32), dtype=cltensor.float64)
+        assert got.dtype == cltensor.float64
+    for ord in ("fro", "nuc", np.inf, -np.inf, 1, -1, 2, -2):
+        _close(LA.matrix_norm(X, ord), np.linalg.norm(x, ord, axis=(-2, -1)), tol, f"{ord}")
+        want = np.linalg.norm(x, ord, axis=(2, 0), keepdims=True)
+        _close(LA.matrix_norm(X, ord, dim=(2, 0), keepdim=True), want, tol, f"{ord} dim")
+    _close(LA.norm(X), np.linalg.norm(x.ravel()), tol)  # torch's dispatch: ord None, 3-d
+    _close(LA.norm(X, dim=(1, 2)), np.linalg.norm(x, axis=(1, 2)), tol)
+    _close(LA.norm(X[0], 1), np.linalg.norm(x[0], 1), tol, "2-d: a matrix norm")
+    _close(LA.norm(X[0, 0], 1), np.linalg.norm(x[0, 0], 1), tol, "1-d: a vector norm")
+    _close(LA.norm(X, np.inf, dim=-1), np.linalg.norm(x, np.inf, axis=-1), tol)
+    w = _well(rng, (2, 5, 5))
+    for p in (None, 2, -2, "fro", "nuc", 1, -np.inf):
+        _close(LA.cond(T(w, device), p), np.linalg.cond(w, p), tol, f"cond {p}")
+    _close(LA.cond(T(x, device)), np.linalg.cond(x), tol, "cond rectangular")
+    assert LA.cond(T(np.ones((3, 3)), device), 1).item() == np.inf
+    # the Tensor.norm that was there is not changed
+    _close(X.norm(3, 1), np.linalg.norm(x, 3, axis=1), tol)
+
+
+def test_qr(device, rng):
+    tol = _tol(device)
+    shapes = [(n, n) for n in SIZES] + [(70, 5), (5, 70), (33, 2), (2, 33), (1, 4), (4, 1)]
+    for m, n in shapes:
+        a = random_array(rng, (2, m, n), np.float64)
+        a[1, :, 0] = 0  # a column of zeros: no reflector there (LAPACK's tau = 0)
+        A = T(a, device)
+        Q, R = LA.qr(A)
+        k = min(m, n)
+        assert Q.shape == (2, m, k) and R.shape == (2, k, n), (m, n)
+        want_q, want_r = np.linalg.qr(a)  # LAPACK's: the same reflectors, the same signs
+        _close(Q, want_q, tol, f"Q {m}x{n}")
+        _close(R, want_r, tol, f"R {m}x{n}")
+        Qc, Rc = LA.qr(A, mode="complete")
+        assert Qc.shape == (2, m, m) and Rc.shape == (2, m, n)
+        _close(Qc.numpy() @ Rc.numpy(), a, tol, f"complete {m}x{n}")
+        _orthonormal(Qc, tol, f"complete {m}x{n}")
+        assert (np.tril(Rc.numpy(), -1) == 0).all()
+        _close(LA.qr(A, mode="r").R, want_r, tol)
+        assert LA.qr(A, mode="r").Q.numel() == 0
+    # a transposed view, and a batch broadcast from a stride-0 view
+    a = random_array(rng, (6, 4), np.float64)
+    Q, R = LA.qr(T(a.T, device).mT)
+    _close(Q.numpy() @ R.numpy(), a, tol, "transposed view")
+    Q, R = LA.qr(T(a, device).expand(3, 6, 4))
+    _close(Q.numpy() @ R.numpy(), np.broadcast_to(a, (3, 6, 4)), tol, "expanded")
+    dev = {"device": device, "dtype": cltensor.float32}
+    assert LA.qr(cltensor.zeros(3, 0, **dev)).Q.shape == (3, 0)
+    assert LA.qr(cltensor.zeros(3, 0, **dev), mode="complete").Q.tolist() == np.eye(3).tolist()
+    assert LA.qr(cltensor.zeros(0, 3, 3, **dev)).R.shape == (0, 3, 3)
+    Q, R = cltensor.qr(T(a, device), some=False)
+    assert Q.shape == (6, 6) and T(a, device).qr().R.shape == (4, 4)
+
+
+def test_eigh(device, rng):
+    tol = _tol(device)
+    for n in SIZES:
+        s = _sym(rng, (2, n, n))
+        junk = np.triu(random_array(rng, (n, n), np.float64), 1)  # only one triangle is read
+        w, V = LA.eigh(T(s + junk, device))
+        _close(w, np.linalg.eigvalsh(s), tol, f"n={n}")
+        v = V.numpy()
+        _close(v @ (w.numpy()[..., :, None] * np.swapaxes(v, -1, -2)), s, tol, f"A n={n}")
+        _orthonormal(V, tol, f"n={n}")
+        _largest_positive(V, f"n={n}")
+        _close(LA.eigh(T(s + junk.T, device), UPLO="U").eigenvalues, np.linalg.eigvalsh(s), tol)
+        _close(LA.eigvalsh(T(s + junk, device)), np.linalg.eigvalsh(s), tol, f"eigvalsh n={n}")
+    # repeated and zero eigenvalues: still an orthonormal basis
+    q = np.linalg.qr(random_array(rng, (6, 6), np.float64))[0]
+    for vals in ([2, 2, 2, -1, -1, 0], [0] * 6, [1, 1e-12, 0, 0, 5, 5]):
+        s = (q * np.array(vals, dtype=np.float64)) @ q.T
+        w, V = LA.eigh(T(s, device))
+        _close(w, np.sort(vals), tol, str(vals))
+        _orthonormal(V, tol, str(vals))
+        _close(V.numpy() @ np.diag(w.numpy()) @ V.numpy().T, s, tol, str(vals))
+    s = _sym(rng, (5, 5))
+    _close(LA.eigvalsh(T(s.T.copy(), device).mT.expand(3, 5, 5)),  # strided and broadcast
+           np.broadcast_to(np.linalg.eigvalsh(s), (3, 5)), tol)
+    assert LA.eigh(cltensor.zeros(2, 0, 0, device=device)).eigenvectors.shape == (2, 0, 0)
+
+
+def test_svd(device, rng):
+    tol = _tol(device)
+    shapes = [(n, n) for n in SIZES] + [(70, 5), (5, 70), (33, 2), (2, 33), (1, 4), (4, 1)]
+    for m, n in shapes:
+        a = random_array(rng, (2, m, n), np.float64)
+        a[1, :, -1] = a[1, :, 0]  # rank-deficient (when n > 1)
+        A = T(a, device)
+        k, what = min(m, n), f"{m}x{n}"
+        U, S, Vh = LA.svd(A, full_matrices=False)
+        assert U.shape == (2, m, k) and S.shape == (2, k) and Vh.shape == (2, k, n)
+        _close(S, np.linalg.svd(a, compute_uv=False), tol, what)
+        _close((U.numpy() * S.numpy()[..., None, :]) @ Vh.numpy(), a, tol, what)
+        _orthonormal(U, tol, what)
+        _orthonormal(Vh, tol, what, rows=True)
+        _largest_positive(U[0], what)
+        U, S, Vh = LA.svd(A)  # full_matrices
+        assert U.shape == (2, m, m) and Vh.shape == (2, n, n)
+        _orthonormal(U, tol, what + " full")
+        _orthonormal(Vh, tol, what + " full", rows=True)
+        _close(U.numpy()[..., :k] * S.numpy()[..., None, :] @ Vh.numpy()[..., :k, :], a, tol)
+        _close(LA.svdvals(A), np.linalg.svd(a, compute_uv=False), tol, what)
+        _close(LA.pinv(A), np.linalg.pinv(a), tol, "pinv " + what)
+        assert LA.matrix_rank(A).tolist() == np.linalg.matrix_rank(a).tolist(), what
+    for z in (np.zeros((4, 3)), np.ones((3, 5))):  # zero singular values: U still orthonormal
+        U, S, Vh = LA.svd(T(z, device))
+        _close(S, np.linalg.svd(z, compute_uv=False), tol)
+        _orthonormal(U, tol, "zeros")
+        _orthonormal(Vh, tol, "zeros", rows=True)
+        _close(U.numpy()[:, :3] * S.numpy() @ Vh.numpy()[:3], z, tol)
+    a = random_array(rng, (5, 3), np.float64)
+    _close(LA.svdvals(T(a.T, device).mT), np.linalg.svd(a, compute_uv=False), tol, "view")
+    s = _sym(rng, (4, 4))
+    _close(LA.pinv(T(s, device), hermitian=True), np.linalg.pinv(s, hermitian=True), tol)
+    assert LA.matrix_rank(T(s, device), hermitian=True).item() == 4
+    assert LA.matrix_rank(T(np.diag([1.0, 1e-3, 0.0]), device), atol=1e-2).item() == 1
+    _close(T(a, device).pinverse(), np.linalg.pinv(a), tol)
+    dev = {"device": device, "dtype": cltensor.float32}
+    U, S, Vh = LA.svd(cltensor.zeros(2, 3, 0, **dev))
+    assert U.shape == (2, 3, 3) and S.shape == (2, 0) and Vh.shape == (2, 0, 0)
+    assert LA.pinv(cltensor.zeros(3, 0, **dev)).shape == (0, 3)
+
+
+def test_decompositions_bad_input(device):
+    ints = cltensor.ones(3, 3, dtype=cltensor.int64, device=device)
+    vec, sq = T(np.ones(3), device), T(np.eye(3), device)
+    nan = T(np.full((3, 3), np.nan), device)
+    cases = [
+        (lambda: LA.qr(vec), ValueError, r"batch of matrices, got shape \(3,\)"),
+        (lambda: LA.qr(ints), TypeError, "float32 or float64, got int64"),
+        (lambda: LA.qr(sq, mode="full"), ValueError, "'reduced', 'complete' or 'r', got 'full'"),
+        (lambda: LA.eigh(sq, UPLO="X"), ValueError, "UPLO must be 'L' or 'U', got 'X'"),
+        (lambda: LA.eigh(T(np.ones((2, 3)), device)), ValueError, r"square matrices, got shape"),
+        (lambda: LA.svd(ints), TypeError, "got int64"),
+        (lambda: LA.svdvals(vec), ValueError, "batch of matrices"),
+        (lambda: LA.vector_norm(ints), TypeError, "floating-point tensor, got int64"),
+        (lambda: LA.vector_norm(vec, "fro"), TypeError, "ord must be a real number"),
+        (lambda: LA.vector_norm(vec, dtype=cltensor.int32), TypeError, "floating-point dtype"),
+        (lambda: LA.vector_norm(sq, dim=(0, -2)), ValueError, "names a dim twice"),
+        (lambda: LA.matrix_norm(sq, 3), ValueError, "ord must be one of"),
+        (lambda: LA.matrix_norm(vec), ValueError, r"at least 2 dims, got shape \(3,\)"),
+        (lambda: LA.matrix_norm(sq, dim=(0,)), ValueError, "2-tuple"),
+        (lambda: LA.norm(T(np.ones((2, 2, 2)), device), 2), ValueError, "1-d or 2-d"),
+        (lambda: LA.norm(sq, "fro", dim=1), ValueError, "is a matrix norm"),
+        (lambda: LA.cond(T(np.ones((2, 3)), device), 1), ValueError, "square"),
+        (lambda: LA.eigh(nan), LA.LinAlgError, r"linalg.eigh: The algorithm failed to converge"),
+        (lambda: LA.eigvalsh(nan), LA.LinAlgError, "failed to converge"),
+        (lambda: LA.svd(nan), LA.LinAlgError, r"linalg.svd: The algorithm failed to converge"),
+        (lambda: LA.svdvals(T(np.stack([np.eye(3), np.full((3, 3), np.inf)]), device)),
+         LA.LinAlgError, r"\(Batch element 1\)"),
+    ]
+    if device.has_fp64:
+        g = T(np.ones((3, 2)), device, grad=True)
+        cases += [(lambda: LA.qr(g, mode="r"), NotImplementedError, "mode='r'"),
+                  (lambda: LA.qr(g, mode="complete"), NotImplementedError, "more rows")]
+    for fn, err, msg in cases:
+        with pytest.raises(err, match=msg):
+            fn()
+
+
+def test_decomposition_gradients(device, rng):
+    if not device.has_fp64:
+        pytest.skip("gradcheck needs float64")
+    x = random_array(rng, (2, 3), np.float64)
+    x[0, 1] = 0.0  # torch's subgradients where x (or a whole norm) is 0
+    X = T(x, device, grad=True)
+    a = T(random_array(rng, (2, 4, 3), np.float64), device, grad=True)
+    wide = T(random_array(rng, (3, 5), np.float64), device, grad=True)
+    sq = T(_well(rng, (3, 3)), device, grad=True)
+    cases = {f"vector_norm {o}": (lambda t, o=o: LA.vector_norm(t, o, dim=1), [X])
+             for o in (2, 1, 0.5, 1.5, 3, np.inf, -np.inf)}
+    cases.update({f"matrix_norm {o}": (lambda t, o=o: LA.matrix_norm(t, o), [a])
+                  for o in ("fro", "nuc", np.inf, -1, 2, -2)})
+    cases.update({
+        "cond": (lambda t: LA.cond(t), [sq]),
+        "qr tall": (lambda t: LA.qr(t), [a]),
+        "qr square": (lambda t: LA.qr(t, mode="complete"), [sq]),
+        "qr wide": (lambda t: LA.qr(t), [wide]),
+        "eigh": (lambda t: LA.eigh(t + t.mT), [sq]),  # V's signs are fixed: a smooth function
+        "eigvalsh": (lambda t: LA.eigvalsh(t + t.mT, UPLO="U"), [sq]),
+        "svd tall": (lambda t: LA.svd(t, full_matrices=False), [a]),
+        "svd wide full": (lambda t: [o.narrow(-2 + (i == 0), 0, 3)
+                                     for i, o in enumerate(LA.svd(t)) if i != 1], [wide]),
+        "svdvals": (lambda t: LA.svdvals(t), [wide]),
+        "pinv": (lambda t: LA.pinv(t), [a]),
+    })
+    for what, (fn, inputs) in cases.items():
+        assert gradcheck(fn, inputs), what
+    zero = T(np.zeros(3), device, grad=True)
+    LA.vector_norm(zero).backward()
+    assert zero.grad.tolist() == [0.0, 0.0, 0.0]  # as torch: 0 at 0

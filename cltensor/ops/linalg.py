@@ -1,12 +1,14 @@
 """Dense linear algebra on batches of matrices (kernels: cl_kernels/linalg.cl): LU with partial
 pivoting and its solves, determinants, inverses, Cholesky and its solves, triangular solves,
-with torch.linalg's semantics. cltensor/linalg.py gives them torch's names and gradients.
+Householder QR, symmetric eigendecomposition and SVD (Jacobi), with torch.linalg's semantics.
+cltensor/linalg.py gives them torch's names and gradients.
 
 Each op checks its operands (float32 or float64 batches of matrices, square where it must be,
 one device and dtype), copies what a kernel overwrites into a fresh contiguous tensor (so any
 strided or broadcast view may come in), and runs one work-group per matrix. The factorizations
 report an int32 `info` per matrix; where torch raises on a singular or not positive-definite
-matrix, check_info reads it back and raises LinAlgError.
+matrix, or where Jacobi's sweeps do not converge, check_info reads it back and raises
+LinAlgError.
 """
 import math
 
@@ -34,7 +36,12 @@ FAILURES = {
     "lu_factor": "U[{k},{k}] is zero and using it on lu_solve would result in a division by "
                  "zero. If you still want to perform the factorization, consider calling "
                  "linalg.lu_factor_ex(A).",
+    "eigh": "The algorithm failed to converge because the input matrix is ill-conditioned, not "
+            "finite, or has too many repeated eigenvalues (error code: {k}).",
+    "svd": "The algorithm failed to converge because the input matrix is ill-conditioned, not "
+           "finite, or has too many repeated singular values (error code: {k}).",
 }
+QR_MODES = ("reduced", "complete", "r")
 
 
 class LinAlgError(RuntimeError):
@@ -256,3 +263,95 @@ def solve_triangular(A, B, upper, left=True, unitriangular=False, op="linalg.sol
     X = _substitute("tri_solve", batch, A, rhs, *_lower_strides(A.shape[-1], not left),
                     np.int32(bool(up)), np.int32(bool(unitriangular)))
     return X if left else X.mT
+
+
+# ---- QR, eigh, svd ------------------------------------------------------------------------------
+
+def _empty(shape, like, dtype=None):
+    return ClTensor.empty_on(tuple(shape), dtype or like.dtype, like.device)
+
+
+def qr(A, mode="reduced", op="linalg.qr"):
+    """(Q, R) of A (*, m, n) by Householder reflections, as LAPACK's geqrf and orgqr (R's
+    diagonal may be negative): reduced: Q (*, m, k), R (*, k, n), k = min(m, n); complete:
+    Q (*, m, m), R (*, m, n); r: Q empty, R (*, k, n)."""
+    check_matrices(A, "A", op, square=False)
+    if mode not in QR_MODES:
+        raise ValueError(f"{op}: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
+    *batch, m, n = A.shape
+    k = min(m, n)
+    qc = {"reduced": k, "complete": m, "r": 0}[mode]
+    R = _fresh(A, A.shape)
+    if n == 0:  # no reflectors: Q is the identity's first columns
+        one = eye(m, qc, dtype=A.dtype, device=A.device)
+        Q = _fresh(one, (*batch, m, qc))
+    else:
+        Q = _empty((*batch, m, qc), A)
+        tau = _empty((*batch, k), A)
+        if R.numel():
+            _launch("qr", R, math.prod(batch), np.int64(m), np.int64(n), R.storage.buf,
+                    tau.storage.buf, (Q if Q.numel() else tau).storage.buf, np.int64(qc))
+    if mode == "r":
+        Q = _empty((0,), A)
+    return Q, (R if mode == "complete" else R.narrow(-2, 0, k))
+
+
+def eigh(A, upper=False, vectors=True, op="linalg.eigh"):
+    """(w, V, info): the eigenvalues w (*, n) ascending of the symmetric A (*, n, n), read from
+    its lower (upper: upper) triangle, and (vectors) the eigenvectors as V's columns, each
+    with its largest-magnitude entry positive; info 1 where Jacobi did not converge."""
+    check_matrices(A, "A", op)
+    *batch, n = A.shape[:-1]
+    a = _fresh(A, A.shape)  # scratch
+    w = _empty((*batch, n), A)
+    V = _empty(A.shape, A) if vectors else None
+    info = zeros(tuple(batch), dtype=dt.int32, device=A.device)
+    count = math.prod(batch)
+    if count and n:
+        vt = _empty(A.shape, A) if vectors else a
+        rot = _empty((count, 2 * (n + n % 2)), A)
+        _launch("eigh", a, count, np.int64(n), a.storage.buf, vt.storage.buf, rot.storage.buf,
+                w.storage.buf, (V if vectors else a).storage.buf, info.storage.buf,
+                np.int32(bool(upper)), np.int32(bool(vectors)))
+    return w, V, info
+
+
+def _orthonormal_columns(X, S, full):
+    """X (*, c, r): orthonormal columns, zero ones where S (*, r, descending) is 0, completed
+    (full: with c - r columns more) to orthonormal ones by a complete QR of X, the columns
+    that were orthonormal kept (Q's columns times the signs of R's diagonal)."""
+    c, r = X.shape[-2:]
+    if not full and not (S.numel() and bool((S == 0).any())):
+        return X
+    Q, R = qr(X, "complete" if full else "reduced")
+    if r:
+        sign = 1 - 2 * (R.diagonal(0, -2, -1) < 0).to(X.dtype)
+        Q.narrow(-1, 0, r).mul_(sign.unsqueeze(-2))
+    return Q
+
+
+def svd(A, full_matrices=True, vectors=True, op="linalg.svd"):
+    """(U, S, Vh, info): A (*, m, n) = U diag(S) Vh, S (*, k) descending (k = min(m, n)), U's
+    columns and Vh's rows orthonormal, (*, m, k) and (*, k, n) ((*, m, m) and (*, n, n) with
+    full_matrices); U and Vh None unless vectors. One-sided Jacobi on the rows of A^T (m >= n)
+    or A; info 1 where it did not converge."""
+    check_matrices(A, "A", op, square=False)
+    *batch, m, n = A.shape
+    tall = m >= n
+    r, c = min(m, n), max(m, n)
+    W = _fresh(A.mT if tall else A, (*batch, r, c))  # scratch: its rows are orthogonalized
+    S = _empty((*batch, r), A)
+    info = zeros(tuple(batch), dtype=dt.int32, device=A.device)
+    wo = _empty((*batch, r, c), A) if vectors else W
+    jo = _empty((*batch, r, r), A) if vectors else W
+    count = math.prod(batch)
+    if count and r:
+        jt = _empty((*batch, r, r), A) if vectors else W
+        nrm = _empty((count, r), A)
+        _launch("svd", W, count, np.int64(r), np.int64(c), W.storage.buf, jt.storage.buf,
+                nrm.storage.buf, S.storage.buf, wo.storage.buf, jo.storage.buf,
+                info.storage.buf, np.int32(bool(vectors)), np.int32(tall))
+    if not vectors:
+        return None, S, None, info
+    uhat = _orthonormal_columns(wo.mT, S, full_matrices and m != n)
+    return (uhat, S, jo, info) if tall else (jo.mT, S, uhat.mT, info)
