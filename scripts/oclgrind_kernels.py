@@ -430,6 +430,33 @@ def section_ranges():
     assert_close(cltensor.diag(dev(a)), np.diag(a))
 
 
+def section_linalg():
+    la = cltensor.linalg
+    for n in (5, 70):  # 70: more rows than a CPU-style group has work-items
+        a = rand(2, n, n) + n * np.eye(n, dtype=np.float32)
+        b = rand(2, n, 3)
+        a64 = a.astype(np.float64)
+        assert_close(la.solve(dev(a), dev(b)), np.linalg.solve(a64, b), rtol=1e-4)
+        assert_close(la.solve(dev(a).mT, dev(b)), np.linalg.solve(a64.transpose(0, 2, 1), b),
+                     rtol=1e-4)
+        assert_close(la.slogdet(dev(a)).logabsdet, np.linalg.slogdet(a64)[1], rtol=1e-4)
+        spd = a64 @ a64.transpose(0, 2, 1)
+        lower = la.cholesky(dev(spd.astype(np.float32)))
+        assert_close(lower, np.linalg.cholesky(spd), rtol=1e-4)
+        assert_close(cltensor.cholesky_solve(dev(b), lower), np.linalg.solve(spd, b), rtol=1e-3)
+        assert_close(la.solve_triangular(dev(a), dev(b), upper=True),
+                     np.linalg.solve(np.triu(a64), b), rtol=1e-4)
+    a = rand(2, 9, 5)
+    q, r = la.qr(dev(a))
+    assert_close(q @ r, a, rtol=1e-4)
+    assert_close(la.svdvals(dev(a)), np.linalg.svd(a.astype(np.float64), compute_uv=False),
+                 rtol=1e-4)
+    sym = a.transpose(0, 2, 1) @ a
+    assert_close(la.eigvalsh(dev(sym)), np.linalg.eigvalsh(sym.astype(np.float64)), rtol=1e-4)
+    w, v = la.eigh(dev(sym))
+    assert_close(v @ cltensor.diag_embed(w) @ v.mT, sym, rtol=1e-4)
+
+
 def section_shape():
     a, b = rand(3, 5), rand(2, 5)
     assert_close(cltensor.cat([dev(a), dev(b)], 0), np.concatenate([a, b]))
