@@ -443,36 +443,6 @@ def _reduced(x, dim, op):
     return tuple(sorted(dims))
 
 
-class _VectorNorm(Function):
-    @staticmethod
-    def forward(ctx, x, ord, dims, keepdim):
-        out = x.norm(ord, dims, keepdim)
-        ctx.save_for_backward(x, out)
-        ctx.args = ord, dims, keepdim
-        return out
-
-    @staticmethod
-    def backward(ctx, g):
-        # torch's norm_backward: 0 where the norm is 0 (ord < 1: where x is); none for ord 0
-        x, n = ctx.saved_tensors
-        ord, dims, keepdim = ctx.args
-        if ord == 0:
-            return None, None, None, None
-        for d in dims if not keepdim else ():
-            g, n = g.unsqueeze(d), n.unsqueeze(d)
-        if ord == 1:
-            gx = x.sign() * g
-        elif math.isinf(ord):  # shared among the entries that reach the norm (or are NaN)
-            hit = ((x.abs() == n) | x.isnan()).to(x.dtype)
-            gx = x.sign() * hit * (g / hit.sum(dims, keepdim=True))
-        elif ord < 1:
-            gx = x.sign() * _where(x == 0, 1.0, x.abs()) ** (ord - 1) * g * n ** (1 - ord)
-        else:
-            scale = _where(n == 0, 0.0, g / _where(n == 0, 1.0, n) ** (ord - 1))
-            gx = x.sign() * x.abs() ** (ord - 1) * scale
-        return gx, None, None, None
-
-
 def _where(c, a, b):
     from . import where  # NOTE: the differentiable one, bound after this module is imported
     return where(c, a, b)
@@ -492,7 +462,7 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     if isinstance(ord, bool) or not isinstance(ord, numbers.Real):
         raise TypeError(f"{op}: ord must be a real number (inf, -inf and 0 included), got "
                         f"{ord!r}")
-    return _VectorNorm.apply(x, ord, _reduced(x, dim, op), bool(keepdim))
+    return x.norm(ord, _reduced(x, dim, op), bool(keepdim))  # torch's gradients: Norm
 
 
 def _matrix_dims(A, dim, op):

@@ -503,3 +503,19 @@ def test_double_backward_through_views_pad_and_triangles(device, rng, f64):
     for fn in cases:
         gradcheck(_grad_of(fn), [x])
     gradcheck(_grad_of(_grad_of(lambda x: x[1:, ::2])), [x])  # third order
+
+
+def test_norm_gradients_at_zero_entries_match_torch(device, f64):
+    """Tensor.norm's gradient where entries or whole norms are 0 (NaN before, from |0|^(p-2)):
+    torch's values for every p, and no gradient for p = 0 (a count)."""
+    torch = pytest.importorskip("torch")
+    x = np.array([[0.0, 1.0, -2.0, 0.5], [0.0, 0.0, 0.0, 0.0], [3.0, -3.0, 0.0, 1.0]])
+    for p in (0.5, 1, 1.5, 2, 3, -1, float("inf"), -float("inf")):
+        a, b = f64(x).requires_grad_(), torch.tensor(x, requires_grad=True)
+        (a.norm(p, 1) * f64(np.arange(1.0, 4.0))).sum().backward()
+        (b.norm(p, 1) * torch.arange(1.0, 4.0, dtype=torch.float64)).sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=0,
+                                   err_msg=f"p={p}")
+    a = f64(x).requires_grad_()
+    a.norm(0, 1).sum().backward()
+    assert a.grad is None

@@ -779,19 +779,25 @@ class Norm(Function):
 
     @staticmethod
     def backward(ctx, g):
+        # torch's norm_backward: sign(x) |x|^(p-1) / |x|_p^(p-1), 0 where x (p < 1) or the
+        # norm (p > 1) is 0; p = 0 (a count) has none; +-inf shares g among the entries that
+        # reach the norm (NaN ones included)
         x, out = ctx.saved_tensors
         p = ctx.p
+        if p == 0:
+            return None, None, None, None
         n = _unreduce(out, x.shape, ctx.dims, ctx.keepdim)
         gb = _unreduce(g, x.shape, ctx.dims, ctx.keepdim)
         if p in (float("inf"), float("-inf")):
-            hit = x.abs() == n
-            count = _op("sum")(hit, ctx.dims, True)
-            gx = _where(hit, gb * x.sign() / count, 0.0)
+            hit = ((x.abs() == n) | x.isnan()).to(x.dtype)
+            gx = x.sign() * hit * (gb / _op("sum")(hit, ctx.dims, True))
         elif p == 1:
             gx = gb * x.sign()
-        else:  # d|x|_p / dx = x |x|^(p-2) / |x|_p^(p-1); zero where the norm is zero, as torch
-            gx = gb * x * x.abs() ** (p - 2) / n ** (p - 1)
-            gx = _where(n == 0, 0.0, gx)
+        elif p < 1:
+            gx = x.sign() * _where(x == 0, 1.0, x.abs()) ** (p - 1) * gb * n ** (1 - p)
+        else:
+            scale = _where(n == 0, 0.0, gb / _where(n == 0, 1.0, n) ** (p - 1))
+            gx = x.sign() * x.abs() ** (p - 1) * scale
         return gx, None, None, None
 
 
