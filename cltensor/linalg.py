@@ -26,6 +26,7 @@ import numpy as np
 from . import dtypes as dt
 from .autograd import Function, is_grad_enabled, needs_grad
 from .autograd.engine import sum_to_shape
+from .autograd.functions import _where  # the differentiable where
 from .ops import linalg as la
 from .ops.contract import matrix_power  # noqa: F401  (torch.linalg.matrix_power)
 from .ops.composed import _check_tensor
@@ -443,11 +444,6 @@ def _reduced(x, dim, op):
     return tuple(sorted(dims))
 
 
-def _where(c, a, b):
-    from . import where  # NOTE: the differentiable one, bound after this module is imported
-    return where(c, a, b)
-
-
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """The vector ord-norm of x over `dim` (None: all elements): (sum |x|^ord)^(1/ord), ord
     any real number; inf: max |x|, -inf: min |x|, 0: the count of non-zeros. dtype: x is cast
@@ -604,9 +600,7 @@ def qr(A, mode="reduced"):
         [[-5.0, -4.0], [0.0, 3.0]]
     """
     op = "linalg.qr"
-    la.check_matrices(A, "A", op, square=False)
-    if mode not in la.QR_MODES:
-        raise ValueError(f"{op}: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
+    la.check_matrices(A, "A", op, square=False)  # mode: checked by la.qr
     if needs_grad((A,)) and (mode == "r" or (mode == "complete" and A.shape[-2] > A.shape[-1])):
         why = ("Q, which mode='r' does not compute" if mode == "r" else
                "mode='complete' with more rows than columns (Q's extra columns are not unique)")

@@ -3,6 +3,8 @@
 Backward formulas use tensor ops (so create_graph=True records second-order graphs) and bring
 broadcast gradients back to each input's shape with sum_to_shape.
 """
+import math
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -150,7 +152,6 @@ class Pow(Function):
 
 
 def _log_scalar(x):
-    import math
     return math.log(x) if x > 0 else float("nan")
 
 
@@ -1194,10 +1195,8 @@ class MaskedScatter(Function):
             gx = sum_to_shape(g.masked_fill(ctx.mask, 0.0), ctx.shape)
         if ctx.needs_input_grad[2]:
             picked = g.masked_select(ctx.mask)
-            n = 1
-            for size in ctx.src_shape:
-                n *= size
-            rest = zeros(n - picked.numel(), dtype=g.dtype, device=g.device)
+            rest = zeros(math.prod(ctx.src_shape) - picked.numel(), dtype=g.dtype,
+                         device=g.device)
             gs = Cat.apply(0, picked, rest).reshape(ctx.src_shape)
         return gx, None, gs
 
