@@ -309,6 +309,9 @@ def test_gradients(device, rng):
                              [A, b]),
         "solve_triangular right unit": (lambda x, y: LA.solve_triangular(
             x * upper, y.mT, upper=True, left=False, unitriangular=True), [A, b]),
+        # the whole of A: its diagonal and upper triangle are never read, their gradient 0
+        "solve_triangular lower unit": (lambda x, y: LA.solve_triangular(
+            x, y, upper=False, unitriangular=True), [A, b]),
         "cholesky_solve": (lambda x, y: cltensor.cholesky_solve(y, x * lower), [A, b]),
         "cholesky_inverse": (lambda x: cltensor.cholesky_inverse(x * upper, upper=True), [A]),
         "lu_solve": (lambda y: LA.lu_solve(*LA.lu_factor(A.detach()), y, adjoint=True), [b]),
