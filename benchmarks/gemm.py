@@ -7,7 +7,10 @@ off) on GPUs, side by side in one run, for square sizes and the benchmark networ
 
 --tf32 sets cltensor.backends.allow_tf32 (float32 products on tensor cores where a plug-in
 offers them: the "family" column then names the plug-in's kernel) and compares with cuBLAS with
-TF32 on, and also with cuBLAS in IEEE fp32 (the "fp32 GF/s" column), all in the same run.
+TF32 on, and also with cuBLAS in IEEE fp32 (the "fp32 GF/s" column), all in the same run;
+where the NVIDIA plug-in serves the device it first times mma.sync's own ceiling (tensor-core
+instructions on registers alone: nvidia_mma.cl's nvmma_peak) and prints the largest square
+product's fraction of it.
 
 Times are medians over --reps after one warm-up call (and, on GPUs, after --warmup seconds
 of 4096^3 products, since idle clocks ramp up slowly): cltensor's from the first kernel's start
@@ -28,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import cltensor  # noqa: E402
 from cltensor import tune  # noqa: E402
 from cltensor.ops import gemm as gm  # noqa: E402
+from cltensor.plugins import plugins_for  # noqa: E402
 
 
 def conv(name, cin, cout, k, out_hw, batch):
@@ -182,6 +186,27 @@ def warm_up(device, ref, rng, seconds):
             ref.seconds(ra, rb, 1)
 
 
+def mma_ceiling(device, reps):
+    """GFLOP/s of mma.sync TF32 on registers alone (nvmma_peak), the median of reps launches of
+    enough warps to fill every compute unit several times over."""
+    from cltensor.plugins import nvidia
+    from cltensor.program import get_kernel, launch
+    chains, iters, group = 8, 4096, 256
+    kernel = get_kernel(device, nvidia.KERNEL_FILE, "nvmma_peak", {"NVMMA_PEAK": None,
+                                                                     "CHAINS": chains})
+    items = device.cl_device.max_compute_units * group * 8
+    dst = cltensor.empty(items, device=device)
+    flops = items // 32 * iters * chains * 2 * 16 * 8 * 8
+    secs = []
+    for _ in range(reps + 1):
+        with cltensor.profile() as prof:
+            launch(device, kernel, (items,), (group,), np.int32(iters), np.float32(1e-3),
+                   dst.storage.buf)
+            device.synchronize()
+        secs.append(prof.total_ms() * 1e-3)
+    return flops / float(np.median(secs[1:])) / 1e9
+
+
 def print_row(r):
     ref = (f"{r['ref_gflops']:10.1f} {r['ratio']:6.2f} {r['rel_diff_vs_ref']:8.1e}" if "ratio" in r
            else f"{'-':>10s} {'-':>6s}")
@@ -243,15 +268,24 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     if gpu:
         warm_up(device, ref, rng, args.warmup)
+    ceiling = None
+    if args.tf32 and any(p.name == "nvidia_tf32" for p in plugins_for(device)):
+        ceiling = mma_ceiling(device, args.reps)
+        print(f"mma.sync TF32 ceiling (registers only): {ceiling:.1f} GFLOP/s")
     rows = []
     for *case, dtype in cases:
         rows.append(run_case(device, ref, rng, tuple(case), dtype, args.reps, ref_fp32))
         print_row(rows[-1])
+    if ceiling:
+        top = max((r for r in rows if r["case"].startswith("square") and r["dtype"] == "float32"),
+                  key=lambda r: r["M"])
+        print(f"{top['case']}: {top['cltensor_gflops'] / ceiling:.2f} of the mma.sync ceiling")
     summary = {"device": device.name, "driver": device.cl_device.driver_version,
                "platform": device.cl_device.platform.version, "host": platform.node(),
                "reference": ref.name if ref else None, "tf32": args.tf32,
                "bench_mode": args.bench_mode,
                "reference_fp32": ref_fp32.name if ref_fp32 else None, "batches": batches,
+               "mma_ceiling_gflops": ceiling,
                "numpy_blas": getattr(ref, "blas", None), "reps": args.reps,
                "params": {k: gm.entry_for(device, np.dtype(k))
                           for k in ("float32", "float64")}, "rows": rows}

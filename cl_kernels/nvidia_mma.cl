@@ -57,6 +57,11 @@
  *
  * nvmma_probe (built alone with NVMMA_PROBE): one mma.sync, cvt.rna.tf32 and cp.async, the
  * plug-in's test that the device's compiler takes them.
+ *
+ * nvmma_peak (built alone with NVMMA_PEAK): the ceiling of mma.sync TF32 on the device, for
+ * benchmarks/gemm.py --tf32: each warp runs `iters` rounds of CHAINS (default 8) independent
+ * m16n8k8 mma.syncs on registers (2 * 16 * 8 * 8 flops each), no memory traffic; one sum per
+ * work-item is stored so that the compiler keeps the chains.
  */
 #ifdef NVMMA_PROBE
 
@@ -79,6 +84,35 @@ __kernel void nvmma_probe(__global const float* src, __global float* dst) {
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
   dst[lane] = d[0] + d[1] + d[2] + d[3];
+}
+
+#elif defined(NVMMA_PEAK)
+
+#ifndef CHAINS
+#define CHAINS 8
+#endif
+
+__kernel void nvmma_peak(const int iters, const float seed, __global float* dst) {
+  const uint lane = get_local_id(0) % 32;
+  uint a[4], b[2];
+  for (int e = 0; e < 4; ++e) a[e] = as_uint(seed * (float)(lane + e + 1));
+  b[0] = a[1];
+  b[1] = a[2];
+  float d[CHAINS][4];
+  for (int c = 0; c < CHAINS; ++c)
+    for (int e = 0; e < 4; ++e) d[c][e] = 0.0f;
+  for (int i = 0; i < iters; ++i) {
+#pragma unroll
+    for (int c = 0; c < CHAINS; ++c)
+      asm volatile(
+          "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+          "{%8,%9}, {%0,%1,%2,%3};"
+          : "+f"(d[c][0]), "+f"(d[c][1]), "+f"(d[c][2]), "+f"(d[c][3])
+          : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+  }
+  float sum = 0.0f;
+  for (int c = 0; c < CHAINS; ++c) sum += d[c][0] + d[c][1] + d[c][2] + d[c][3];
+  dst[get_global_id(0)] = sum;
 }
 
 #else
