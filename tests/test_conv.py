@@ -913,12 +913,19 @@ def test_remembered_arguments_are_still_checked(device, rng):
             conv2d(X, W, **{"stride": 1, "padding": (1, 1), **kwargs})
 
 
-def test_double_backward_raises(device, rng):
-    _x, _w, _b, X, W, B = _tensors(device, rng, (1, 3, 5, 5), (4, 3, 3, 3))
+def test_double_backward_records_a_graph(device, rng):
+    """Under create_graph=True the input gradient (a transposed convolution of v by w) is
+    recorded: its gradient w.r.t. w is the weight gradient at input u and output gradient v
+    (tests/test_double_backward.py checks the rest against torch)."""
+    x, w, _b, X, W, B = _tensors(device, rng, (1, 3, 5, 5), (4, 3, 3, 3))
+    v, u = random_array(rng, (1, 4, 5, 5)), random_array(rng, x.shape)
     X.requires_grad_()
-    out = conv2d(X, W, B, padding=1)
-    with pytest.raises(RuntimeError, match="double backward"):
-        cltensor.autograd.grad(out.sum(), [X], create_graph=True)
+    W.requires_grad_()
+    V, U = (cltensor.from_numpy(a, device=device) for a in (v, u))
+    (gx,) = cltensor.autograd.grad(conv2d(X, W, B, padding=1), [X], V, create_graph=True)
+    assert gx.grad_fn is not None
+    (gw,) = cltensor.autograd.grad((gx * U).sum(), [W])
+    assert rel_error(gw, ref_conv(u, w, padding=1, grad=v)[2]) < 1e-5
 
 
 def test_failed_call_leaves_inputs_alone(device, rng):

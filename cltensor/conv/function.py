@@ -1,5 +1,11 @@
-"""conv2d and its autograd Function: the algorithm of each pass is picked by dispatch.choose."""
+"""conv2d and its autograd Function: the algorithm of each pass is picked by dispatch.choose.
+
+Under create_graph=True the gradients come from Functions instead (recorded_grads): the input's
+is a transposed convolution, the weight's a ConvWeightGrad, so that they can be differentiated
+again.
+"""
 from .. import autograd
+from ..autograd.functions import _where
 from ..ops import activation as act
 from ..tensor import ClTensor
 from . import common, dispatch
@@ -24,21 +30,54 @@ class Conv2dFunction(autograd.Function):
 
     @staticmethod
     def backward(ctx, gout):
-        no_double_backward("conv2d")
         x, w, y = ctx.saved_tensors
+        needs = ctx.needs_input_grad[:3]
+        if autograd.is_grad_enabled():
+            gout = gout if y is None else _where(y > 0, gout, 0.0)
+            return (*recorded_grads(x, w, gout, ctx.p, ctx.algo, needs), None, None, None)
         if y is not None:
             gout = act.relu_backward(gout, y)
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        gx, gw, gb = backward(x, w, gout, ctx.p, ctx.algo, need_x, need_w, need_b)
+        gx, gw, gb = backward(x, w, gout, ctx.p, ctx.algo, *needs)
         return gx, gw, gb, None, None, None
 
 
-def no_double_backward(op):
-    """Raise if a convolution's backward runs with grad mode on (create_graph=True)."""
-    if autograd.is_grad_enabled():
-        # NOTE: the gradients come from raw kernels, so they could not be differentiated
-        raise RuntimeError(f"{op}: double backward (create_graph=True through a convolution) "
-                           f"is not supported")
+class ConvWeightGrad(autograd.Function):
+    """forward(ctx, x, gout, w, p, algo): the weight gradient of the convolution p of x at
+    output gradient gout (w gives its shape), as a Function, so that create_graph=True records
+    it. Being bilinear, its gradient w.r.t. x is the transposed convolution of gout by the
+    incoming gradient gw, and w.r.t. gout the convolution of x by gw."""
+
+    @staticmethod
+    def forward(ctx, x, gout, w, p, algo):
+        ctx.save_for_backward(x, gout)
+        ctx.p, ctx.algo = p, algo
+        return backward(x, w, gout, p, algo, False, True)[1]
+
+    @staticmethod
+    def backward(ctx, gw):
+        from .transposed import ConvTranspose2dFunction  # NOTE: transposed.py imports this one
+        x, gout = ctx.saved_tensors
+        need_x, need_gout = ctx.needs_input_grad[:2]
+        gx = ConvTranspose2dFunction.apply(gout, gw, None, ctx.p, ctx.algo) if need_x else None
+        ggout = Conv2dFunction.apply(x, gw, None, ctx.p, ctx.algo) if need_gout else None
+        return gx, ggout, None, None, None
+
+
+def recorded_grads(x, w, gout, p, algo, needs, transposed=False):
+    """(input, weight, bias) gradients of conv2d (transposed: of conv_transpose2d, x its input
+    and gout its output's gradient) as Function.apply calls, so that create_graph=True records
+    them; None where needs is False. The convolution p runs from a to b (conv2d: x to gout;
+    transposed: gout to x). The input's gradient takes gout back through w (conv2d: a
+    transposed convolution; transposed: a convolution), the weight's is ConvWeightGrad(a, b),
+    the bias's gout summed."""
+    from .transposed import ConvTranspose2dFunction  # NOTE: transposed.py imports this one
+    need_x, need_w, need_b = needs
+    a, b = (gout, x) if transposed else (x, gout)
+    data = Conv2dFunction if transposed else ConvTranspose2dFunction
+    gx = data.apply(gout, w, None, p, algo) if need_x else None
+    gw = ConvWeightGrad.apply(a, b, w.detach(), p, algo) if need_w else None
+    gb = gout.sum((0, 2, 3)) if need_b else None
+    return gx, gw, gb
 
 
 def forward(algo, x, w, bias, p, out, relu=False):

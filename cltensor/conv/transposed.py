@@ -4,13 +4,14 @@ transposes. With x (N, Cin, H, W) and weight (Cin, Cout / groups, Kh, Kw), the o
 + 1, is the input gradient of conv2d(y, weight) (same stride, padding, dilation, groups) at
 output gradient x; so its input gradient is that convolution's forward of gy, and its weight
 gradient that convolution's weight gradient with y's place taken by gy and the output
-gradient's by x. Each pass goes to the algorithm conv2d's dispatch picks for it.
+gradient's by x. Each pass goes to the algorithm conv2d's dispatch picks for it. Under
+create_graph=True the gradients come from Functions (function.recorded_grads).
 """
 from .. import autograd
 from ..ops import elementwise as ew
 from ..tensor import CHANNELS_LAST, ClTensor
 from . import common, dispatch
-from .function import backward, forward, no_double_backward
+from .function import backward, forward, recorded_grads
 from .params import _pair, make_params
 
 
@@ -33,9 +34,11 @@ class ConvTranspose2dFunction(autograd.Function):
 
     @staticmethod
     def backward(ctx, gy):
-        no_double_backward("conv_transpose2d")
         x, w = ctx.saved_tensors
         p, algo = ctx.p, ctx.algo
+        if autograd.is_grad_enabled():
+            needs = ctx.needs_input_grad[:3]
+            return (*recorded_grads(x, w, gy, p, algo, needs, transposed=True), None, None)
         need_x, need_w, need_b = ctx.needs_input_grad[:3]
         gx = gw = None
         if need_x:

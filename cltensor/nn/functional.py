@@ -2,9 +2,13 @@
 semantics, each a differentiable Function over forward and backward kernels (cltensor/ops:
 activation, pool, softmax, norm, loss).
 
-Backward passes that run their own kernels are first order: asking for a second-order graph
-through them (create_graph=True) raises rather than dropping terms; ops composed of tensor ops
-(linear, embedding, cat, flatten, probability-target cross_entropy) support it.
+Every op supports double backward. A backward pass runs its kernels when grad mode is off (the
+usual first-order backward); under create_graph=True it computes the same gradients as tensor
+ops and Function.apply calls instead (torch's derivative formulas: softmax's y * (g - sum(g y)),
+max pooling's scatter of g at the argmaxes, batch norm's with the statistics recomputed from x),
+so that they record a graph of their own; a linear op's backward (average pooling, resampling)
+is recorded as _Adjoint, whose gradient is the op itself. Ops composed of tensor ops (linear,
+embedding, cat, flatten, probability-target cross_entropy) need nothing more.
 
 Example:
     import cltensor.nn.functional as F
@@ -12,7 +16,6 @@ Example:
     loss = F.cross_entropy(logits, labels)
     loss.backward()
 """
-import functools
 import math
 import numbers
 import warnings
@@ -24,6 +27,7 @@ import cltensor
 from .. import dtypes as dt
 from ..autograd import Function, is_grad_enabled
 from ..autograd.engine import sum_to_shape
+from ..autograd.functions import _where
 from ..conv import conv2d, conv_transpose2d  # re-exported: torch.nn.functional's
 from ..ops import activation as act
 from ..ops import loss as lo
@@ -152,17 +156,27 @@ def _reduction(reduction, op, size_average=None, reduce=None):
     return reduction
 
 
-def _first_order(backward):
-    """A Function's backward made of raw kernels: refuse create_graph=True (torch's
-    once_differentiable) rather than return a gradient that misses second-order terms."""
-    @functools.wraps(backward)
-    def checked(ctx, *grads):
-        if is_grad_enabled():
-            name = backward.__qualname__.split(".")[0].lstrip("_")
-            raise RuntimeError(f"{name}: its backward runs kernels that record no graph; "
-                               f"double backward (create_graph=True) is not supported")
-        return backward(ctx, *grads)
-    return checked
+class _Adjoint(Function):
+    """A linear op's backward (average pooling, resampling) as a Function, so that
+    create_graph=True records it: forward runs the backward kernels on g; its own gradient is
+    the op itself applied to the incoming one (the adjoint of a linear map's adjoint)."""
+
+    @staticmethod
+    def forward(ctx, g, backward, backward_args, op, op_args):
+        ctx.op, ctx.op_args = op, op_args
+        return backward(g, *backward_args)
+
+    @staticmethod
+    def backward(ctx, gg):
+        return ctx.op.apply(gg, *ctx.op_args), None, None, None, None
+
+
+def _linear_backward(g, backward, backward_args, op, op_args):
+    """backward(g, *backward_args): the input gradient of the linear Function op, applied as
+    op.apply(x, *op_args); recorded as _Adjoint under create_graph=True."""
+    if not is_grad_enabled():
+        return backward(g, *backward_args)
+    return _Adjoint.apply(g, backward, backward_args, op, op_args)
 
 
 def _number(value, name, op):
@@ -203,9 +217,10 @@ def linear(input, weight, bias=None):
 
 # ---- activations --------------------------------------------------------------------------------
 
-def _pointwise(name, forward, backward, saves_output):
-    """A Function computing forward(x, *params) whose input gradient is
-    backward(g, saved, *params), where saved is the output (saves_output) or the input."""
+def _pointwise(name, forward, backward, saves_output, grad):
+    """A Function computing forward(x, *params) whose input gradient is backward(g, saved,
+    *params) (a kernel), or grad(g, saved, *params) (tensor ops, recorded) under
+    create_graph=True; saved is the output (saves_output) or the input."""
     def fwd(ctx, x, *params):
         y = forward(x, *params)
         ctx.save_for_backward(y if saves_output else x)
@@ -214,37 +229,100 @@ def _pointwise(name, forward, backward, saves_output):
 
     def bwd(ctx, g):
         (saved,) = ctx.saved_tensors
-        return (backward(g, saved, *ctx.params),) + (None,) * len(ctx.params)
+        gx = (grad if is_grad_enabled() else backward)(g, saved, *ctx.params)
+        return (gx,) + (None,) * len(ctx.params)
 
-    fwd.__qualname__, bwd.__qualname__ = f"{name}.forward", f"{name}.backward"  # error messages
-    return type(name, (Function,), {"forward": staticmethod(fwd),
-                                    "backward": staticmethod(_first_order(bwd))})
+    return type(name, (Function,), {"forward": staticmethod(fwd), "backward": staticmethod(bwd)})
 
 
-_Relu = _pointwise("_Relu", act.relu, act.relu_backward, saves_output=True)
-_LeakyRelu = _pointwise("_LeakyRelu", act.leaky_relu, act.leaky_relu_backward,
-                        saves_output=False)
-_Elu = _pointwise("_Elu", act.elu, act.elu_backward, saves_output=False)
-_Hardtanh = _pointwise("_Hardtanh", act.hardtanh, act.hardtanh_backward, saves_output=False)
-_Sigmoid = _pointwise("_Sigmoid", act.sigmoid, act.sigmoid_backward, saves_output=True)
-_Tanh = _pointwise("_Tanh", act.tanh, act.tanh_backward, saves_output=True)
-_Gelu = _pointwise("_Gelu", act.gelu, act.gelu_backward, saves_output=False)
-_Silu = _pointwise("_Silu", act.silu, act.silu_backward, saves_output=False)
-_Mish = _pointwise("_Mish", act.mish, act.mish_backward, saves_output=False)
-_Softplus = _pointwise("_Softplus", act.softplus, act.softplus_backward, saves_output=False)
-_Hardswish = _pointwise("_Hardswish", act.hardswish, act.hardswish_backward, saves_output=False)
-_Hardsigmoid = _pointwise("_Hardsigmoid", act.hardsigmoid, act.hardsigmoid_backward,
-                          saves_output=False)
-_Selu = _pointwise("_Selu", act.selu, act.selu_backward, saves_output=False)
-_Celu = _pointwise("_Celu", act.celu, act.celu_backward, saves_output=False)
-_Logsigmoid = _pointwise("_Logsigmoid", act.logsigmoid, act.logsigmoid_backward,
-                         saves_output=False)
-_Softsign = _pointwise("_Softsign", act.softsign, act.softsign_backward, saves_output=False)
-_Tanhshrink = _pointwise("_Tanhshrink", act.tanhshrink, act.tanhshrink_backward,
-                         saves_output=False)
-_Softshrink = _pointwise("_Softshrink", act.softshrink, act.shrink_backward, saves_output=False)
-_Hardshrink = _pointwise("_Hardshrink", act.hardshrink, act.shrink_backward, saves_output=False)
-_Threshold = _pointwise("_Threshold", act.threshold, act.threshold_backward, saves_output=False)
+# The activations' input gradients as tensor ops, for create_graph=True: each is the kernel's
+# OP_<name>_backward (cl_kernels/elementwise.cl) of g and the saved input x (or output y).
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
+GELU_K, GELU_C = 0.7978845608028654, 0.044715  # sqrt(2 / pi), the cubic's coefficient
+SQRT_HALF, INV_SQRT_2PI = 0.7071067811865476, 0.3989422804014327
+
+
+def _elu_grad(g, x, alpha):
+    return _where(x > 0, g, g * alpha * x.exp())
+
+
+def _gelu_grad(g, x, tanh_form):
+    if tanh_form:
+        t = (GELU_K * (x + GELU_C * x * x * x)).tanh()
+        return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_K * (1 + 3 * GELU_C * x * x))
+    return g * (0.5 * (1 + (x * SQRT_HALF).erf()) + x * (-0.5 * x * x).exp() * INV_SQRT_2PI)
+
+
+def _silu_grad(g, x):
+    s = x.sigmoid()
+    return g * s * (1 + x * (1 - s))
+
+
+def _mish_grad(g, x):
+    t = _Softplus.apply(x, 1.0, 20.0).tanh()
+    return g * (t + x * x.sigmoid() * (1 - t * t))
+
+
+def _softsign_grad(g, x):
+    d = 1 + x.abs()
+    return g / (d * d)
+
+
+def _tanhshrink_grad(g, x):
+    t = x.tanh()
+    return g * t * t
+
+
+GRADS = {
+    "relu": lambda g, y: _where(y > 0, g, 0.0),
+    "leaky_relu": lambda g, x, slope: _where(x > 0, g, g * slope),
+    "elu": _elu_grad,
+    "hardtanh": lambda g, x, lo, hi: _where((x <= lo) | (x >= hi), 0.0, g),
+    "sigmoid": lambda g, y: g * y * (1 - y),
+    "tanh": lambda g, y: g * (1 - y * y),
+    "gelu": _gelu_grad,
+    "silu": _silu_grad,
+    "mish": _mish_grad,
+    "softplus": lambda g, x, beta, th: _where(x * beta > th, g, g * (x * beta).sigmoid()),
+    "hardswish": lambda g, x: _where(x < -3, 0.0, _where(x <= 3, g * (x / 3 + 0.5), g)),
+    "hardsigmoid": lambda g, x: _where((x > -3) & (x < 3), g / 6, 0.0),
+    "selu": lambda g, x: _elu_grad(g, x, SELU_ALPHA) * SELU_SCALE,
+    "celu": lambda g, x, alpha: _where(x > 0, g, g * (x / alpha).exp()),
+    "logsigmoid": lambda g, x: g * (-x).sigmoid(),
+    "softsign": _softsign_grad,
+    "tanhshrink": _tanhshrink_grad,
+    "shrink": lambda g, x, lambd: _where((x >= -lambd) & (x <= lambd), 0.0, g),
+    "threshold": lambda g, x, th, value: _where(x <= th, 0.0, g),
+}
+
+
+def _activation_fn(name, saves_output=False, grad=None):
+    """The Function of activation `name` (act.<name> and act.<name>_backward)."""
+    cls = "_" + name.title().replace("_", "")
+    return _pointwise(cls, getattr(act, name), getattr(act, f"{grad or name}_backward"),
+                      saves_output, GRADS[grad or name])
+
+
+_Relu = _activation_fn("relu", saves_output=True)
+_LeakyRelu = _activation_fn("leaky_relu")
+_Elu = _activation_fn("elu")
+_Hardtanh = _activation_fn("hardtanh")
+_Sigmoid = _activation_fn("sigmoid", saves_output=True)
+_Tanh = _activation_fn("tanh", saves_output=True)
+_Gelu = _activation_fn("gelu")
+_Silu = _activation_fn("silu")
+_Mish = _activation_fn("mish")
+_Softplus = _activation_fn("softplus")
+_Hardswish = _activation_fn("hardswish")
+_Hardsigmoid = _activation_fn("hardsigmoid")
+_Selu = _activation_fn("selu")
+_Celu = _activation_fn("celu")
+_Logsigmoid = _activation_fn("logsigmoid")
+_Softsign = _activation_fn("softsign")
+_Tanhshrink = _activation_fn("tanhshrink")
+_Softshrink = _activation_fn("softshrink", grad="shrink")
+_Hardshrink = _activation_fn("hardshrink", grad="shrink")
+_Threshold = _activation_fn("threshold")
 
 
 def _activation(fn, raw, x, inplace, *params):
@@ -534,10 +612,13 @@ class _Softmax(Function):
         return y
 
     @staticmethod
-    @_first_order
     def backward(ctx, g):
         (y,) = ctx.saved_tensors
-        return sm.softmax_backward(g, y, ctx.dim, ctx.log), None, None
+        if not is_grad_enabled():
+            return sm.softmax_backward(g, y, ctx.dim, ctx.log), None, None
+        if ctx.log:
+            return g - y.exp() * g.sum(ctx.dim, keepdim=True), None, None
+        return y * (g - (g * y).sum(ctx.dim, keepdim=True)), None, None
 
 
 def _softmax_dim(ndim, op):
@@ -596,9 +677,10 @@ class _MaxPool2d(Function):
         return (y, idx.to(dt.int64)) if return_indices else y
 
     @staticmethod
-    @_first_order
     def backward(ctx, g, _g_indices=None):
         (idx,) = ctx.saved_tensors
+        if is_grad_enabled():
+            return _scattered(g, idx, ctx.x_shape), None, None, None
         gx = pool.max_pool2d_backward(g, idx, ctx.x_shape, ctx.layout, ctx.fields)
         return gx, None, None, None
 
@@ -613,36 +695,49 @@ class _AdaptiveMaxPool2d(Function):
         return (y, idx.to(dt.int64)) if return_indices else y
 
     @staticmethod
-    @_first_order
     def backward(ctx, g, _g_indices=None):
         (idx,) = ctx.saved_tensors
+        if is_grad_enabled():
+            return _scattered(g, idx, ctx.x_shape), None, None
         return pool.adaptive_max_pool2d_backward(g, idx, ctx.x_shape, ctx.layout), None, None
+
+
+def _scattered(g, idx, x_shape):
+    """Max pooling's input gradient as tensor ops: g added into zeros of x_shape at the argmaxes
+    idx (h * W + w in each plane); its own gradient gathers at idx."""
+    n, c, h, w = x_shape
+    gx = cltensor.zeros((n, c, h * w), dtype=g.dtype, device=g.device)
+    gx = gx.scatter_add(2, idx.to(dt.int64).reshape(n, c, -1), g.reshape(n, c, -1))
+    return gx.reshape(x_shape)
 
 
 class _AvgPool2d(Function):
     @staticmethod
     def forward(ctx, x, fields, out_hw, divisor, include_pad):
-        ctx.x_shape, ctx.layout, ctx.args = x.shape, pool.layout_of(x), (fields, divisor,
-                                                                         include_pad)
+        ctx.x_shape, ctx.layout = x.shape, pool.layout_of(x)
+        ctx.args = (fields, out_hw, divisor, include_pad)
         return pool.avg_pool2d(x, fields, out_hw, divisor, include_pad)
 
     @staticmethod
-    @_first_order
     def backward(ctx, g):
-        gx = pool.avg_pool2d_backward(g, ctx.x_shape, ctx.layout, *ctx.args)
+        fields, _, divisor, include_pad = ctx.args
+        gx = _linear_backward(g, pool.avg_pool2d_backward,
+                              (ctx.x_shape, ctx.layout, fields, divisor, include_pad),
+                              _AvgPool2d, ctx.args)
         return gx, None, None, None, None
 
 
 class _AdaptiveAvgPool2d(Function):
     @staticmethod
     def forward(ctx, x, out_hw):
-        ctx.x_shape, ctx.layout = x.shape, pool.layout_of(x)
+        ctx.x_shape, ctx.layout, ctx.out_hw = x.shape, pool.layout_of(x), out_hw
         return pool.adaptive_avg_pool2d(x, out_hw)
 
     @staticmethod
-    @_first_order
     def backward(ctx, g):
-        return pool.adaptive_avg_pool2d_backward(g, ctx.x_shape, ctx.layout), None
+        gx = _linear_backward(g, pool.adaptive_avg_pool2d_backward, (ctx.x_shape, ctx.layout),
+                              _AdaptiveAvgPool2d, (ctx.out_hw,))
+        return gx, None
 
 
 def _batched(input, op):
@@ -738,13 +833,13 @@ class _Upsample(Function):
     @staticmethod
     def forward(ctx, x, out_hw, scale_factor, mode, align_corners):
         ctx.x_shape, ctx.layout = x.shape, pool.layout_of(x)
-        ctx.args = (scale_factor, mode, align_corners)
+        ctx.args = (out_hw, scale_factor, mode, align_corners)
         return resample.upsample(x, out_hw, scale_factor, mode, align_corners)
 
     @staticmethod
-    @_first_order
     def backward(ctx, g):
-        gx = resample.upsample_backward(g, ctx.x_shape, ctx.layout, *ctx.args)
+        gx = _linear_backward(g, resample.upsample_backward,
+                              (ctx.x_shape, ctx.layout, *ctx.args[1:]), _Upsample, ctx.args)
         return gx, None, None, None, None
 
 
@@ -832,14 +927,38 @@ class _LocalResponseNorm(Function):
         y, scale = norm.lrn(x, size, alpha, beta, k, need)
         if need:
             ctx.save_for_backward(x, y, scale)
-        ctx.params = (size, alpha, beta)
+        ctx.params, ctx.k = (size, alpha, beta), k
         return y
 
     @staticmethod
-    @_first_order
     def backward(ctx, g):
         x, y, scale = ctx.saved_tensors
+        if is_grad_enabled():
+            return _lrn_grad(g, x, *ctx.params, ctx.k), None, None, None, None
         return norm.lrn_backward(g, x, y, scale, *ctx.params), None, None, None, None
+
+
+def _lrn_grad(g, x, size, alpha, beta, k):
+    """Local response norm's input gradient as tensor ops: with s = k + alpha / size * W(x^2)
+    (y = x s^-beta), g s^-beta - 2 alpha beta / size * x * W'(g x s^(-beta - 1)), W the sum
+    over each channel's window and W' its transpose."""
+    c = alpha / size
+    s = k + c * _channel_window(x * x, size, False)
+    back = _channel_window(g * x * s ** (-beta - 1), size, True)
+    return g * s ** -beta - (2 * c * beta) * x * back
+
+
+def _channel_window(t, size, transposed):
+    """Sums of an (N, C, *) t over channels c - size // 2 .. c + (size - 1) // 2 (zeros beyond
+    the ends); transposed: over c - (size - 1) // 2 .. c + size // 2."""
+    before, after = size // 2, (size - 1) // 2
+    if transposed:
+        before, after = after, before
+    padded = cltensor.pad(t, (0, 0) * (t.ndim - 2) + (before, after))
+    out = padded.narrow(1, 0, t.shape[1])
+    for j in range(1, size):
+        out = out + padded.narrow(1, j, t.shape[1])
+    return out
 
 
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
@@ -880,18 +999,39 @@ class _BatchNorm(Function):
                                              _dense(running_mean), _dense(running_var), eps)
             mean = running_mean.clone()
         if any(ctx.needs_input_grad[:3]):
-            ctx.save_for_backward(x, _dense(weight), mean, invstd)
-        ctx.training = training
+            ctx.save_for_backward(x, weight, mean, invstd)
+        ctx.training, ctx.eps = training, eps
         return y
 
     @staticmethod
-    @_first_order
     def backward(ctx, g):
         x, weight, mean, invstd = ctx.saved_tensors
-        gx, gw, gb = norm.batch_norm_backward(g, x, weight, mean, invstd, ctx.training)
+        if is_grad_enabled():
+            gx, gw, gb = _batch_norm_grads(g, x, weight, mean, invstd, ctx.training, ctx.eps)
+        else:
+            gx, gw, gb = norm.batch_norm_backward(g, x, _dense(weight), mean, invstd,
+                                                  ctx.training)
         need = ctx.needs_input_grad
         return (gx if need[0] else None, gw if need[1] else None, gb if need[2] else None,
                 None, None, None, None, None)
+
+
+def _batch_norm_grads(g, x, weight, mean, invstd, training, eps):
+    """Batch norm's (gx, gw, gb) as tensor ops; in training the batch's statistics are taken
+    again from x (the saved ones are constants), so that their own gradients count."""
+    dims = (0,) + tuple(range(2, x.ndim))
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    if training:
+        centered = x - x.mean(dims, keepdim=True)
+        invstd = ((centered * centered).mean(dims, keepdim=True) + eps).rsqrt()
+    else:
+        centered, invstd = x - mean.reshape(shape), invstd.reshape(shape)
+    xhat = centered * invstd
+    gxhat = g if weight is None else g * weight.reshape(shape)
+    if training:
+        gxhat = gxhat - gxhat.mean(dims, keepdim=True) - \
+            xhat * (gxhat * xhat).mean(dims, keepdim=True)
+    return gxhat * invstd, (g * xhat).sum(dims), g.sum(dims)
 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
@@ -1008,8 +1148,9 @@ class _Dropout(Function):
         return act.dropout(x, mask, scale)
 
     @staticmethod
-    @_first_order
     def backward(ctx, g):
+        if is_grad_enabled():
+            return _where(ctx.mask, g * ctx.scale, 0.0), None, None
         return act.dropout_backward(g, ctx.mask, ctx.scale), None, None
 
 
@@ -1256,10 +1397,14 @@ class _CrossEntropy(Function):
         return out
 
     @staticmethod
-    @_first_order
     def backward(ctx, g):
         x, lse = ctx.saved_tensors
         cdim, target, weight, ignore_index, eps, reduction, denom = ctx.args
+        if is_grad_enabled():
+            q = _target_weights(x.shape, x.dtype, cdim, target, weight, ignore_index, eps)
+            p = _Softmax.apply(x, cdim, False)
+            gx = _class_scale(g, denom, reduction, cdim) * (p * q.sum(cdim, keepdim=True) - q)
+            return gx, None, None, None, None, None, None
         wsum = weight.sum() if weight is not None else None
         scale = _row_scale(g, denom, reduction)
         gx = sm.xent_backward(x, cdim, target, weight, wsum, ignore_index, eps, lse, scale)
@@ -1275,12 +1420,35 @@ class _NllLoss(Function):
         return out
 
     @staticmethod
-    @_first_order
     def backward(ctx, g):
         x_shape, cdim, target, weight, ignore_index, reduction, denom = ctx.args
+        if is_grad_enabled():
+            q = _target_weights(x_shape, g.dtype, cdim, target, weight, ignore_index, 0.0)
+            return -_class_scale(g, denom, reduction, cdim) * q, None, None, None, None, None
         scale = _row_scale(g, denom, reduction)
         gx = lo.nll_backward(x_shape, cdim, target, weight, ignore_index, scale)
         return gx, None, None, None, None, None
+
+
+def _target_weights(shape, dtype, cdim, target, weight, ignore_index, eps):
+    """The weights (constants, of the input's shape) that class-index targets t give the
+    classes c of each row: w_c ((1 - eps) [c == t] + eps / C), 0 in the rows whose target is
+    ignore_index. The input gradient of nll_loss is -scale times them, that of cross_entropy
+    scale * (softmax(x) * their sum - them) (xent_bwd in cl_kernels/softmax.cl)."""
+    C = shape[cdim]
+    ignored = (target == ignore_index).unsqueeze(cdim)
+    index = target.unsqueeze(cdim).masked_fill(ignored, 0)
+    q = cltensor.zeros(shape, dtype=dtype, device=target.device)
+    q = q.scatter(cdim, index, value=1.0 - eps) + eps / C
+    if weight is not None:
+        q = q * weight.reshape((C,) + (1,) * (len(shape) - cdim - 1))
+    return cltensor.where(ignored, 0.0, q)
+
+
+def _class_scale(g, denom, reduction, cdim):
+    """The factor of each row's gradient, with reduction "none" a size-1 class dim added."""
+    scale = _row_scale(g, denom, reduction)
+    return scale.unsqueeze(cdim) if reduction == "none" else scale
 
 
 def _class_dim(input, op):
@@ -1401,15 +1569,33 @@ class _PointwiseLoss(Function):
         return loss.sum() if reduction == "sum" else loss.mean()
 
     @staticmethod
-    @_first_order
     def backward(ctx, g):
         x, t, weight, pos_weight = ctx.saved_tensors
         mult = 1.0 / ctx.count if ctx.reduction == "mean" and ctx.count else 1.0
-        gx, gt = lo.pointwise_backward(ctx.kind, g, mult, x, t, weight, pos_weight,
-                                       grad_target=ctx.needs_input_grad[1])
+        if is_grad_enabled():
+            gx, gt = _pointwise_loss_grads(ctx.kind, g * mult, x, t, weight, pos_weight)
+            gt = gt if ctx.needs_input_grad[1] else None
+        else:
+            gx, gt = lo.pointwise_backward(ctx.kind, g, mult, x, t, weight, pos_weight,
+                                           grad_target=ctx.needs_input_grad[1])
         gx = sum_to_shape(gx, x.shape) if ctx.needs_input_grad[0] else None
         gt = sum_to_shape(gt, t.shape) if gt is not None else None
         return gx, gt, None, None, None, None
+
+
+def _pointwise_loss_grads(kind, g, x, t, weight, pos_weight):
+    """(d/dx, d/dt) of the unreduced loss times g and weight, as tensor ops (pw_loss_bwd in
+    cl_kernels/loss.cl): MSE 2 (x - t); BCE (1 - t) - lw sigmoid(-x) and -x + (pw - 1)
+    softplus(-x), lw = (pw - 1) t + 1."""
+    s = g if weight is None else g * weight
+    if kind == "MSE":
+        d = 2 * (x - t)
+        return s * d, -s * d
+    if pos_weight is None:
+        return s * ((1 - t) - (-x).sigmoid()), -s * x
+    pw1 = pos_weight - 1
+    gx = s * ((1 - t) - (pw1 * t + 1) * (-x).sigmoid())
+    return gx, -s * (x + pw1 * _Logsigmoid.apply(x))
 
 
 def _broadcasts_to(shape, target):
