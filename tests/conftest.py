@@ -28,6 +28,14 @@ def _selected_devices():
 
 
 DEVICES = _selected_devices()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def subprocess_env(**extra):
+    """os.environ for a Python subprocess, with the repository first on PYTHONPATH and the
+    caller's entries kept (pyopencl or numpy may be reachable only through them)."""
+    path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
+    return dict(os.environ, PYTHONPATH=path, **extra)
 
 
 def pytest_sessionstart(session):

@@ -13,6 +13,7 @@ import pytest
 import cltensor as ct
 from cltensor.conv import dispatch
 from cltensor.device import all_devices
+from conftest import subprocess_env
 from convnet_benchmarks import bench, models
 from convnet_benchmarks.__main__ import main
 
@@ -85,7 +86,7 @@ def test_benchmark_command_end_to_end(device, tmp_path):
            "--iterations", "1", "--device", device.index, "--compare", "torch",
            "--json", str(out), "--markdown", str(md)]
     run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600,
-                         env=dict(os.environ, PYTHONPATH=ROOT))
+                         env=subprocess_env())
     assert run.returncode == 0, run.stderr[-2000:]
     res = json.loads(out.read_text())
     row = res["rows"][0]

@@ -12,15 +12,14 @@ import pytest
 import cltensor as ct
 from cltensor import device as device_mod
 from cltensor import program
+from conftest import subprocess_env
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _run(code, **env):
     """Run Python code in a fresh process with the repository on the path."""
-    full_env = dict(os.environ, PYTHONPATH=ROOT, **env)
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=full_env, timeout=300)
+                          env=subprocess_env(**env), timeout=300)
 
 
 def test_devices_lists_every_device():
@@ -34,7 +33,7 @@ def test_devices_lists_every_device():
 
 def test_cli_prints_the_table():
     out = subprocess.run([sys.executable, "-m", "cltensor"], capture_output=True, text=True,
-                         env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
+                         env=subprocess_env(), timeout=120)
     assert out.returncode == 0, out.stderr
     for d in ct.devices():
         assert d.name in out.stdout

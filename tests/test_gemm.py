@@ -30,12 +30,12 @@ from cltensor import tune
 from cltensor.device import Device
 from cltensor.ops import gemm as gm
 from cltensor.testing import random_array, rel_error
+from conftest import subprocess_env
 
 UNIT_ROUNDOFF = {np.dtype(np.float32): 2.0**-24, np.dtype(np.float64): 2.0**-53}
 NORM_TOL = {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-13}
 SIZES = [(1, 1, 1), (1, 17, 5), (13, 1, 29), (67, 45, 37), (130, 66, 17), (64, 64, 64),
          (5, 131, 2), (29, 31, 1)]
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHIPPED_DB = tune.DB_DIR / "gemm.json"
 
 
@@ -830,8 +830,7 @@ def test_tuner_stores_a_winner_the_next_process_uses(device, tmp_tuning, tmp_pat
     code = ("import cltensor, numpy as np; from cltensor.ops import gemm; "
             f"d = cltensor.get_device({device.index!r}); "
             "print(gemm.entry_for(d, np.dtype(np.float32))['min_work'])")
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", code], env=subprocess_env(), capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "1234"
 

@@ -35,6 +35,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import subprocess_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "oclgrind_kernels.py"
@@ -114,11 +115,9 @@ def oclgrind_env(tmp_path_factory):
                     "installs it with apt)")
     icd = tmp_path_factory.mktemp("icd")
     (icd / "oclgrind.icd").write_text(ICD_LIBRARY + "\n")
-    base = dict(os.environ, OCL_ICD_VENDORS=str(icd), CLTENSOR_DEVICE="Oclgrind",
+    base = subprocess_env(OCL_ICD_VENDORS=str(icd), CLTENSOR_DEVICE="Oclgrind",
                 CLTENSOR_TEST_DEVICES="Oclgrind", OCLGRIND_CHECK_API="1",
-                OCLGRIND_DATA_RACES="1",
-                PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
-                                                         os.environ.get("PYTHONPATH")])))
+                OCLGRIND_DATA_RACES="1")
     base.pop("OCLGRIND_BUILD_OPTIONS", None)
     # NOTE: a cache folder per mode: pyopencl's binary cache keys builds by our options, not
     # by OCLGRIND_BUILD_OPTIONS, so the modes would share their binaries
@@ -258,9 +257,7 @@ def test_gpu_paths_on_device(device):
     a subprocess, so that a crash fails this test rather than ending pytest."""
     if "oclgrind" in device.name.lower():
         pytest.skip("test_kernels_clean_under_oclgrind runs these on Oclgrind")
-    env = dict(os.environ, CLTENSOR_DEVICE=device.index,
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
-                                                        os.environ.get("PYTHONPATH")])))
+    env = subprocess_env(CLTENSOR_DEVICE=device.index)
     proc = subprocess.run([sys.executable, str(SCRIPT), "--style=gpu", "softmax"], check=False,
                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and "DONE" in proc.stderr, \

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import subprocess_env
 from test_conv import ref_conv
 
 import cltensor
@@ -23,7 +24,6 @@ from cltensor.plugins import (Plugin, PluginWarning, plugins_for, register_plugi
 from cltensor.testing import random_array, rel_error
 
 registry = importlib.import_module("cltensor.plugins")  # NOTE: cltensor.plugins is the function
-ROOT = Path(__file__).resolve().parents[1]
 OCLGRIND_ICD = os.environ.get("OCLGRIND_ICD", "/usr/lib/oclgrind/liboclgrind-rt-icd.so")
 
 # A deliberately plain kernel, test-local: one work-item per element of a strided 2-d product.
@@ -402,8 +402,7 @@ def test_nvidia_plugin_does_not_serve_oclgrind(tmp_path):
     if not Path(OCLGRIND_ICD).exists():
         pytest.skip(f"Oclgrind is not installed ({OCLGRIND_ICD} missing)")
     (tmp_path / "oclgrind.icd").write_text(OCLGRIND_ICD + "\n")
-    env = dict(os.environ, OCL_ICD_VENDORS=str(tmp_path), CLTENSOR_DEVICE="Oclgrind",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = subprocess_env(OCL_ICD_VENDORS=str(tmp_path), CLTENSOR_DEVICE="Oclgrind")
     res = subprocess.run([sys.executable, "-m", "cltensor"], env=env, capture_output=True,
                          text=True, timeout=120, check=False)
     assert res.returncode == 0, res.stderr
