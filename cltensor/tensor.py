@@ -140,6 +140,63 @@ class ClTensor:
     def is_floating_point(self):
         return dt.is_floating(self.dtype)
 
+    # cltensor's dtypes are real, and its tensors live on OpenCL devices, not torch's CPU or CUDA
+    is_cpu = is_cuda = is_meta = is_sparse = is_quantized = is_nested = False
+
+    def is_complex(self):
+        return False
+
+    def is_conj(self):
+        return False
+
+    def is_neg(self):
+        return False
+
+    def conj(self):
+        """self: the conjugate of a real tensor (also conj_physical, resolve_conj, resolve_neg)."""
+        return self
+
+    conj_physical = conj_physical_ = resolve_conj = resolve_neg = conj
+
+    @property
+    def real(self):
+        return self
+
+    @property
+    def imag(self):
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes")
+
+    def is_signed(self):
+        """True unless the dtype is bool (every other cltensor dtype is signed)."""
+        return self.dtype != dt.bool_
+
+    def is_same_size(self, other):
+        return self.shape == tuple(other.shape)
+
+    def is_nonzero(self):
+        """The truth value of a one-element tensor; more or fewer elements raise, as torch."""
+        if self.numel() != 1:
+            what = "no values" if self.numel() == 0 else "more than one value"
+            raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
+        return builtins.bool(self.item())
+
+    def ndimension(self):
+        return len(self.shape)
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.numel() * self.dtype.itemsize
+
+    def get_device(self):
+        """The device's position among cltensor.device.all_devices() (torch's device ordinal);
+        -1 for a device made outside that list."""
+        from .device import all_devices
+        return next((i for i, d in enumerate(all_devices()) if d is self.device), -1)
+
     def is_contiguous(self, memory_format=CONTIGUOUS_FORMAT):
         if memory_format == CHANNELS_LAST:
             return len(self.shape) == 4 and _is_channels_last(self.shape, self.strides)
@@ -299,6 +356,15 @@ class ClTensor:
         from .autograd import backward
         backward(self, gradient, retain_graph, create_graph)
 
+    @property
+    def retains_grad(self):
+        """Whether retain_grad() was called on this non-leaf tensor."""
+        return self.grad_fn is not None and self.grad_fn.retained.get(self._output_nr) is self
+
+    @property
+    def output_nr(self):
+        return self._output_nr
+
     def retain_grad(self):
         """Keep this non-leaf tensor's gradient in .grad after backward."""
         if self.grad_fn is None:
@@ -428,6 +494,25 @@ class ClTensor:
     @property
     def mT(self):
         return self.transpose(-2, -1)
+
+    @property
+    def mH(self):
+        """The conjugate transpose of each matrix in the last two dims: mT for real tensors."""
+        return self.adjoint()
+
+    def adjoint(self):
+        if self.ndim < 2:
+            raise ValueError(f"adjoint: expects matrices or batches of matrices, got a "
+                             f"{self.ndim}-d tensor")
+        return self.transpose(-2, -1)
+
+    @property
+    def H(self):
+        """The conjugate transpose of a matrix (2-d tensor): its transpose for real tensors."""
+        if self.ndim not in (0, 2):
+            raise ValueError(f"H: only supported on matrices (2-d tensors), got a {self.ndim}-d "
+                             f"tensor; use mH for batches of matrices")
+        return self.t()
 
     def expand(self, *shape):
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape

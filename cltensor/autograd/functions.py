@@ -198,6 +198,31 @@ def _where(c, a, b):
 TWO_OVER_SQRT_PI = 1.1283791670955126
 LN2, LN10 = 0.6931471805599453, 2.302585092994046
 DEG2RAD = 0.017453292519943295  # pi / 180
+HALF_SQRT_PI = 0.8862269254527580  # sqrt(pi) / 2
+
+
+class I1(Function):
+    """I1, the modified Bessel function (i0's gradient): d/dx I1 = I0 - I1 / x (1/2 at 0)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        from ..ops.pointwise import i1
+        out = i1(x)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        x, out = ctx.saved_tensors
+        return g * _where(x == 0, 0.5, x.i0() - out / x)
+
+
+def _sinc_grad(g, x):
+    """(cos(pi x) pi x - sin(pi x)) / (pi x^2), 0 at x = 0 (torch's)."""
+    px = x * math.pi
+    return g * _where(x == 0, 0.0, (px.cos() * px - px.sin()) / (px * x))
+
+
 UNARY = {
     "neg": _unary("neg", "", lambda g, x, o: -g),
     "exp": _unary("exp", "out", lambda g, x, o: g * o),
@@ -235,6 +260,14 @@ UNARY = {
     "frac": _unary("frac", "", lambda g, x, o: g),
     "deg2rad": _unary("deg2rad", "", lambda g, x, o: g * DEG2RAD),
     "rad2deg": _unary("rad2deg", "", lambda g, x, o: g * (1 / DEG2RAD)),
+    "acosh": _unary("acosh", "x", lambda g, x, o: g * (x * x - 1).rsqrt()),
+    "asinh": _unary("asinh", "x", lambda g, x, o: g * (x * x + 1).rsqrt()),
+    "atanh": _unary("atanh", "x", lambda g, x, o: g / (1 - x * x)),
+    "erfinv": _unary("erfinv", "out", lambda g, x, o: g * (HALF_SQRT_PI * (o * o).exp())),
+    "lgamma": _unary("lgamma", "x", lambda g, x, o: g * x.digamma()),
+    "digamma": _unary("digamma", "x", lambda g, x, o: g * x._polygamma(1)),
+    "i0": _unary("i0", "x", lambda g, x, o: g * I1.apply(x)),
+    "sinc": _unary("sinc", "x", lambda g, x, o: _sinc_grad(g, x)),
 }
 
 
@@ -318,6 +351,41 @@ BINARY = {
     "xlogy": _binary("xlogy", _xlogy_grad, lambda g, a, b, o: g * a / b),
 }
 BINARY["arctan2"] = BINARY["atan2"]
+
+
+def _no_gradient(name, operand):
+    def grad(*_):
+        raise NotImplementedError(f"the gradient of {name} with respect to {operand} is not "
+                                  f"implemented (nor is it in torch)")
+    return grad
+
+
+def _fmax_takes_a(a, b, op):
+    """Where fmax (fmin) takes a: a at least (most) b, or b NaN (torch's rule)."""
+    wins = a >= b if op == "fmax" else a <= b
+    return wins | (b.isnan() if _is_t(b) else math.isnan(b))
+
+
+def _igamma_grad(sign):
+    """d/dx of igamma(a, x) (sign 1) or igammac (-1): x^(a-1) e^-x / Gamma(a)."""
+    return lambda g, a, x, o: sign * g * ((a - 1) * x.log() - x - _lgamma(a)).exp()
+
+
+def _lgamma(a):
+    return a.lgamma() if _is_t(a) else math.lgamma(a)
+
+
+for _name in ("fmax", "fmin"):
+    BINARY[_name] = _binary(
+        _name, lambda g, a, b, o, n=_name: _where(_fmax_takes_a(a, b, n), g, 0.0),
+        lambda g, a, b, o, n=_name: _where(_fmax_takes_a(a, b, n), 0.0, g))
+BINARY.update(
+    igamma=_binary("igamma", _no_gradient("igamma", "input"), _igamma_grad(1)),
+    igammac=_binary("igammac", _no_gradient("igammac", "input"), _igamma_grad(-1)),
+    nextafter=_binary("nextafter", _no_gradient("nextafter", "input"),
+                      _no_gradient("nextafter", "other")),
+    # polygamma(n, x) as the method x._polygamma(n): n is an int, so only x's gradient
+    _polygamma=_binary("_polygamma", lambda g, x, n, o: g * x._polygamma(n + 1), None))
 
 
 class Clamp(Function):
@@ -506,6 +574,81 @@ def _unfold_accumulate(windows, g):
     for k in range(windows.shape[-1]):
         w = windows.select(-1, k)
         w.copy_(w + g.select(-1, k))
+
+
+class ViewScatter(Function):
+    """select_scatter, slice_scatter, diagonal_scatter: x with its view `view(*args)` replaced
+    by src. src's gradient is that view of the output's; x's is the rest (the view zeroed)."""
+
+    @staticmethod
+    def forward(ctx, x, src, op, view, *args):
+        from ..ops.indexing import view_scatter
+        ctx.op, ctx.view, ctx.args, ctx.src_dtype = op, view, args, src.dtype
+        return view_scatter(x, src, op, view, *args)
+
+    @staticmethod
+    def backward(ctx, g):
+        from ..creation import zeros
+        gx = gs = None
+        if ctx.needs_input_grad[0]:
+            hole = zeros(_op(ctx.view)(g, *ctx.args).shape, dtype=g.dtype, device=g.device)
+            gx = ViewScatter.apply(g, hole, ctx.op, ctx.view, *ctx.args)
+        if ctx.needs_input_grad[1]:
+            gs = Slice.apply(g, ctx.view, *ctx.args).to(ctx.src_dtype)
+        return (gx, gs, None, None) + (None,) * len(ctx.args)
+
+
+def _storage_positions(shape, strides, offset):
+    """The storage position of each element of a view, in row-major order (numpy int64)."""
+    pos = np.array(offset, dtype=np.int64)
+    for n, st in zip(shape, strides):
+        pos = pos[..., None] + np.arange(n, dtype=np.int64) * st
+    return pos.reshape(-1)
+
+
+class AsStrided(Function):
+    """as_strided: each output element's gradient goes to the input element at the same
+    storage position (added up where the output repeats one); storage positions the input does
+    not cover get none. Assumes the input's own elements do not overlap (torch handles that)."""
+
+    @staticmethod
+    def forward(ctx, x, size, stride, storage_offset=None):
+        out = _op("as_strided")(x, size, stride, storage_offset)
+        ctx.geometry = ((x.shape, x.strides, x.offset), (out.shape, out.strides, out.offset))
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        from ..creation import from_numpy, zeros
+        inside, outside = (_storage_positions(*v) for v in ctx.geometry)
+        lo = min(inside.min(initial=0), outside.min(initial=0))
+        span = max(inside.max(initial=0), outside.max(initial=0)) + 1 - lo
+        at = [from_numpy(p - lo, device=g.device) for p in (inside, outside)]
+        flat = IndexPut.apply(zeros(span, dtype=g.dtype, device=g.device), (at[1],),
+                              g.reshape(-1), True)
+        return Index.apply(flat, (at[0],)).reshape(ctx.geometry[0][0]), None, None, None
+
+
+class Frexp(Function):
+    """frexp's mantissa = x / 2^exponent: its gradient divided by 2^exponent, as torch."""
+
+    @staticmethod
+    def forward(ctx, x):
+        out = _op("frexp")(x)
+        ctx.exponent = out.exponent
+        return out
+
+    @staticmethod
+    def backward(ctx, g, _exponent_grad=None):
+        return g / ctx.exponent.exp2().to(g.dtype)
+
+
+def _put(x, index, source, accumulate=False):
+    """put as IndexPut on x flattened (its checks first)."""
+    from ..ops.indexing import check_put
+    check_put(x, index, source, "put")
+    flat = IndexPut.apply(x.reshape(-1), (index.reshape(-1),), source.reshape(-1), accumulate)
+    return flat.reshape(x.shape)
 
 
 # ---- matmul -----------------------------------------------------------------------------------
@@ -1219,7 +1362,27 @@ def composites(ns, cls):
             "index_put": (ns["index_put"], lambda x, indices, values, accumulate=False:
                           IndexPut.apply(x, tuple(indices), values, accumulate)),
             "sort": (ns["sort"], _picked(ns["sort"], "sort", 0)),
-            "topk": (ns["topk"], _picked(ns["topk"], "topk", 1))}
+            "topk": (ns["topk"], _picked(ns["topk"], "topk", 1)),
+            "as_strided": (ns["as_strided"], AsStrided.apply), "put": (ns["put"], _put),
+            "frexp": (ns["frexp"], Frexp.apply), **_view_scatters(ns)}
+
+
+def _view_scatters(ns):
+    from ..ops.indexing import slice_key
+
+    def select(x, src, dim, index):
+        return ViewScatter.apply(x, src, "select_scatter", "select", dim, index)
+
+    def slices(x, src, dim=0, start=None, end=None, step=1):
+        return ViewScatter.apply(x, src, "slice_scatter", "_basic_index",
+                                 slice_key(x, dim, start, end, step))
+
+    def diagonal(x, src, offset=0, dim1=0, dim2=1):
+        return ViewScatter.apply(x, src, "diagonal_scatter", "diagonal", offset, dim1, dim2)
+
+    return {"select_scatter": (ns["select_scatter"], select),
+            "slice_scatter": (ns["slice_scatter"], slices),
+            "diagonal_scatter": (ns["diagonal_scatter"], diagonal)}
 
 
 def _picked(raw, name, dim_at):

@@ -1,7 +1,10 @@
 """Tensor ops composed of other tensor ops, with no kernels of their own: lerp, addcmul, addcdiv,
-unbind, var_mean, std_mean, kthvalue, median, unique and unique_consecutive, and torch's
+unbind, var_mean, std_mean, kthvalue, median, nanmedian, mode, unique and unique_consecutive,
+cov, corrcoef, multinomial, index_reduce, polygamma, mvlgamma, ldexp, float_power, and torch's
 shorthands (new_zeros and its kin, type_as, movedim, nansum, nanmean, isclose, allclose, equal,
-count_nonzero, ...), with torch's names and semantics.
+count_nonzero, sum_to_size, hsplit, ...), with torch's names and semantics; and the in-place
+forms of these and of contract.py's ops (addcmul_, cumsum_, addmv_, fill_diagonal_, ...) and of
+the views (t_, transpose_, squeeze_, ...).
 
 They call tensor methods, so they are differentiable through the ops they use (those that have
 gradients: unique's outputs have none, as in torch). cltensor/__init__.py binds them as
@@ -17,7 +20,9 @@ from .reduce import return_types
 __all__ = ["lerp", "addcmul", "addcdiv", "unbind", "var_mean", "std_mean", "kthvalue", "median",
            "unique", "unique_consecutive", "movedim", "moveaxis", "swapaxes", "msort", "nansum",
            "nanmean", "isclose", "allclose", "equal", "count_nonzero", "ravel", "clamp_min",
-           "clamp_max"]
+           "clamp_max", "polygamma", "mvlgamma", "ldexp", "float_power", "angle", "diagflat",
+           "narrow_copy", "hsplit", "vsplit", "dsplit", "nanmedian", "mode", "cov", "corrcoef",
+           "multinomial", "index_reduce"]
 
 
 def _check_tensor(x, name, op):
@@ -428,3 +433,419 @@ TENSOR_METHODS = {f.__name__: f for f in (
 TENSOR_METHODS.update(new_zeros=_new(0, "new_zeros"), new_ones=_new(1, "new_ones"),
                       new_empty=_new(None, "new_empty"),
                       moveaxis=movedim, nelement=ClTensor.numel)
+
+
+# ---- special functions composed of the kernel ops ---------------------------------------------
+
+def polygamma(n, input):
+    """The n-th derivative of digamma (n >= 0) at input's elements; integer inputs give
+    float32.
+
+    Example:
+        >>> round(cltensor.polygamma(1, cltensor.tensor([1.0])).item(), 6)   # pi^2 / 6
+        1.644934
+    """
+    _check_tensor(input, "input", "polygamma")
+    return input._polygamma(n)
+
+
+def _polygamma_method(self, n):
+    return self._polygamma(n)
+
+
+def _polygamma_in_place(self, n):
+    return self._polygamma_(n)
+
+
+def mvlgamma(input, p):
+    """The log of the multivariate gamma function of dimension p (p >= 1):
+    sum over i < p of lgamma(input - i / 2), plus p (p - 1) / 4 log(pi)."""
+    _check_tensor(input, "input", "mvlgamma")
+    if not isinstance(p, numbers.Integral) or isinstance(p, bool) or p < 1:
+        raise ValueError(f"mvlgamma: p has to be an int greater than or equal to 1, got {p!r}")
+    x = input if dt.is_floating(input.dtype) else input.float()
+    from .. import arange
+    halves = arange(p, dtype=x.dtype, device=x.device) * 0.5
+    return (x.unsqueeze(-1) - halves).lgamma().sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
+
+
+def ldexp(input, other):
+    """input * 2 ** other (integer inputs give float32).
+
+    Example:
+        >>> cltensor.ldexp(cltensor.tensor([1.0, 3.0]), cltensor.tensor([2, -1])).tolist()
+        [4.0, 1.5]
+    """
+    _check_tensor(input, "input", "ldexp")
+    return input * (2.0 ** other)
+
+
+def float_power(input, exponent):
+    """input ** exponent computed in float64, whatever the dtypes (a number may stand for
+    either operand)."""
+    if not isinstance(input, ClTensor) and not isinstance(exponent, ClTensor):
+        raise TypeError("float_power: expected a tensor operand")
+    base, power = (v.double() if isinstance(v, ClTensor) else v for v in (input, exponent))
+    return base ** power
+
+
+def _float_power_of_double(self, exponent):
+    if self.dtype != dt.float64:
+        raise TypeError(f"float_power_: the base has dtype {self.dtype} but the result is "
+                        f"float64")
+    return float_power(self, exponent)
+
+
+def angle(input):
+    """The argument of each element as a complex number: pi where negative, else 0 (NaN stays);
+    integer inputs give float32."""
+    _check_tensor(input, "input", "angle")
+    x = input if dt.is_floating(input.dtype) else input.float()
+    from .. import where
+    return where(x.isnan(), x, where(x < 0, math.pi, 0.0))
+
+
+# ---- shapes, views and copies ---------------------------------------------------------------
+
+def diagflat(input, offset=0):
+    """The square matrix with input's elements (flattened) on diagonal `offset`."""
+    _check_tensor(input, "input", "diagflat")
+    return input.reshape(-1).diag(offset)
+
+
+def sum_to_size(self, *size):
+    """self summed over the dims it was broadcast along from `size` (expandable to self's
+    shape)."""
+    size = _size_args(size, "sum_to_size")
+    lead = self.ndim - len(size)
+    if lead < 0 or any(n not in (1, m) for n, m in zip(size, self.shape[lead:])):
+        raise ValueError(f"sum_to_size: size {size} is not expandable to size {self.shape}")
+    dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(size)
+                                      if n == 1 and self.shape[lead + i] != 1)
+    return self.sum(dims, keepdim=True).reshape(size) if dims else self
+
+
+def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False):
+    """An uninitialized tensor of the given sizes and strides, of self's dtype and device unless
+    given (its storage as large as the strides need)."""
+    size = _size_args((size,), "new_empty_strided")
+    stride = _size_args((stride,), "new_empty_strided")
+    if len(size) != len(stride):
+        raise ValueError(f"new_empty_strided: {len(stride)} strides given for {len(size)} sizes")
+    need = 1 + sum((n - 1) * s for n, s in zip(size, stride)) if all(size) else 0
+    base = _new_like_self(self, (need,), None, dtype, device, False)
+    t = base.as_strided(size, stride, 0)
+    return t.requires_grad_() if requires_grad else t
+
+
+def narrow_copy(input, dim, start, length):
+    """A copy of input.narrow(dim, start, length)."""
+    return input.narrow(dim, start, length).clone()
+
+
+def _split_along(input, sections, dim, min_dims, op):
+    _check_tensor(input, "input", op)
+    if input.ndim < min_dims:
+        raise ValueError(f"{op}: expects a tensor of at least {min_dims} dims, got "
+                         f"{input.ndim}-d")
+    if isinstance(sections, numbers.Integral) and (sections <= 0 or input.shape[dim] % sections):
+        raise ValueError(f"{op}: cannot split dim {dim} of size {input.shape[dim]} into "
+                         f"{sections} equal sections")
+    return input.tensor_split(sections, dim)
+
+
+def hsplit(input, sections):
+    """tensor_split along dim 1 (dim 0 of a 1-d tensor); an int must divide that dim."""
+    return _split_along(input, sections, 1 if input.ndim > 1 else 0, 1, "hsplit")
+
+
+def vsplit(input, sections):
+    """tensor_split along dim 0 of a tensor of 2 or more dims; an int must divide it."""
+    return _split_along(input, sections, 0, 2, "vsplit")
+
+
+def dsplit(input, sections):
+    """tensor_split along dim 2 of a tensor of 3 or more dims; an int must divide it."""
+    return _split_along(input, sections, 2, 3, "dsplit")
+
+
+# ---- reductions and statistics ----------------------------------------------------------------
+
+def nanmedian(input, dim=None, keepdim=False):
+    """median ignoring NaN: the lower median of each row's numbers; NaN only where a row has
+    none (then at the row's first position).
+
+    Example:
+        >>> cltensor.nanmedian(cltensor.tensor([1.0, float("nan"), 3.0, 2.0])).item()
+        2.0
+    """
+    _check_tensor(input, "input", "nanmedian")
+    if dim is None:
+        if input.numel() == 0 or not dt.is_floating(input.dtype):
+            return median(input)
+        return nanmedian(input.reshape(-1), 0).values
+    if not dt.is_floating(input.dtype):
+        return return_types.nanmedian(*median(input, dim, keepdim))
+    d = _norm_dim(dim, input.ndim, "nanmedian") if input.ndim else 0
+    if input.ndim and input.shape[d] == 0:
+        raise ValueError(f"nanmedian: dim {dim} of input of shape {input.shape} is empty")
+    numbers_ = (~input.isnan()).sum(d) if input.ndim else (~input.isnan()).long()
+    from .. import where
+    position = where(numbers_ > 0, (numbers_ - 1) // 2, 0)
+    return return_types.nanmedian(*_picked_from_sorted(input, d, keepdim, position, "nanmedian"))
+
+
+def mode(input, dim=-1, keepdim=False):
+    """(values, indices): the most frequent value along dim (the smallest of equally frequent
+    ones) and the position of its last occurrence, as torch's CPU kernel.
+
+    Example:
+        >>> cltensor.mode(cltensor.tensor([3, 1, 3, 1, 2])).values.item()
+        1
+    """
+    _check_tensor(input, "input", "mode")
+    x = input.reshape(1) if input.ndim == 0 else input
+    d = _norm_dim(dim, x.ndim, "mode")
+    n = x.shape[d]
+    if n == 0:
+        raise ValueError(f"mode: dim {dim} of input of shape {input.shape} is empty")
+    s = x.sort(d, stable=True)
+    from .. import arange, cat, where
+    pos = arange(n, device=x.device).reshape([n if k == d else 1 for k in range(x.ndim)])
+    v = s.values.detach()
+    first = ClTensor.empty_on(v.narrow(d, 0, 1).shape, dt.bool_, v.device).fill_(True)
+    starts = cat([first, v.narrow(d, 1, n - 1) != v.narrow(d, 0, n - 1)], d)
+    run = pos - where(starts, pos, 0).cummax(d).values  # each element's place in its run
+    best = run.argmax(d, keepdim=True)  # the end of the first longest run
+    values, indices = s.values.gather(d, best), s.indices.gather(d, best)
+    if not keepdim or input.ndim == 0:
+        values, indices = values.squeeze(d), indices.squeeze(d)
+    return return_types.mode(values, indices)
+
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """The covariance matrix of the variables in input's rows (a 1-d input is one variable),
+    observations in its columns; fweights (integer) and aweights weigh each observation, as
+    torch.cov.
+
+    Example:
+        >>> cltensor.cov(cltensor.tensor([[0.0, 1.0, 2.0], [2.0, 1.0, 0.0]])).tolist()
+        [[1.0, -1.0], [-1.0, 1.0]]
+    """
+    _check_tensor(input, "input", "cov")
+    if input.ndim > 2:
+        raise ValueError(f"cov: expected input to have two or fewer dims, got {input.ndim}")
+    x = input.reshape(1, -1) if input.ndim < 2 else input
+    x = x if dt.is_floating(x.dtype) else x.float()
+    w = _cov_weights(x, fweights, aweights)
+    w_sum = w.sum() if w is not None else x.shape[1]
+    mean = (x * w).sum(1, keepdim=True) / w_sum if w is not None else x.mean(1, keepdim=True)
+    norm = w_sum - correction
+    if w is not None and correction != 0 and aweights is not None:
+        norm = w_sum - correction * (w * aweights).sum() / w_sum
+    centered = x - mean
+    c = centered.matmul((centered * w if w is not None else centered).t())
+    c = c / (norm.clamp(min=0) if isinstance(norm, ClTensor) else max(norm, 0))
+    return c.squeeze() if input.ndim < 2 else c
+
+
+def _cov_weights(x, fweights, aweights):
+    """The observations' weights: fweights * aweights (either alone), or None."""
+    w = None
+    for name, t, kinds in (("fweights", fweights, "iu"), ("aweights", aweights, "f")):
+        if t is None:
+            continue
+        _check_tensor(t, name, "cov")
+        if t.ndim > 1 or t.numel() != x.shape[1]:
+            raise ValueError(f"cov: expected {name} to be 1-d with {x.shape[1]} elements, got "
+                             f"shape {t.shape}")
+        if t.dtype.kind not in kinds:
+            raise TypeError(f"cov: expected {name} of {'integral' if kinds == 'iu' else 'floating'}"
+                            f" dtype, got {t.dtype}")
+        if bool((t < 0).any()):
+            raise ValueError(f"cov: {name} cannot be negative")
+        w = t if w is None else w * t
+    return None if w is None else w.to(x.dtype)
+
+
+def corrcoef(input):
+    """The Pearson correlation coefficients of the variables in input's rows (cov normalized by
+    the standard deviations, clipped to [-1, 1])."""
+    c = cov(input)
+    if c.ndim == 0:
+        return c / c
+    std = c.diagonal().sqrt()
+    return (c / std.unsqueeze(1) / std.unsqueeze(0)).clamp(-1, 1)
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """num_samples category indices per row of input (1-d or 2-d: non-negative weights, not
+    all zero), drawn with probabilities proportional to the weights; without replacement each
+    row's indices are distinct (as many as there are categories at most).
+
+    Example:
+        >>> cltensor.multinomial(cltensor.tensor([0.0, 1.0, 0.0]), 2, replacement=True).tolist()
+        [1, 1]
+    """
+    p = _multinomial_rows(input, num_samples, replacement)
+    rows, n = p.shape
+    if replacement:  # inverse CDF: the first category whose cumulative weight exceeds u
+        cdf = p.cumsum(1)
+        from .. import rand
+        from .sort import searchsorted
+        u = rand(rows, num_samples, dtype=p.dtype, device=p.device, generator=generator)
+        picked = searchsorted(cdf, u * cdf[:, -1:], right=True).clamp(max=n - 1)
+    else:  # the order in which exponential clocks of rates p ring: sequential sampling
+        clocks = ClTensor.empty_on(p.shape, p.dtype, p.device).exponential_(generator=generator)
+        picked = (clocks / p).topk(num_samples, 1, largest=False).indices
+    return picked.reshape(-1) if input.ndim == 1 else picked
+
+
+def _multinomial_rows(input, num_samples, replacement):
+    """input's weights as rows (checked), and num_samples checked against them."""
+    _check_tensor(input, "input", "multinomial")
+    if not dt.is_floating(input.dtype):
+        raise TypeError(f"multinomial: expected a floating point input, got {input.dtype}")
+    if input.ndim not in (1, 2) or input.shape[-1] == 0:
+        raise ValueError(f"multinomial: expected a 1-d or 2-d input with categories, got shape "
+                         f"{input.shape}")
+    if not isinstance(num_samples, numbers.Integral) or num_samples <= 0:
+        raise ValueError(f"multinomial: cannot sample n_sample <= 0 samples, got {num_samples!r}")
+    if not replacement and num_samples > input.shape[-1]:
+        raise ValueError(f"multinomial: cannot sample {num_samples} > {input.shape[-1]} "
+                         f"categories without replacement")
+    p = input.detach().reshape(-1, input.shape[-1])
+    if bool(((p < 0) | ~p.isfinite()).any()):
+        raise ValueError("multinomial: probabilities must be finite and non-negative")
+    if bool((p.sum(1) <= 0).any()):
+        raise ValueError("multinomial: invalid distribution (sum of probabilities <= 0)")
+    return p
+
+
+def index_reduce(input, dim, index, source, reduce, *, include_self=True):
+    """input with source's slices along dim combined into the slices at index by `reduce`
+    ("prod", "mean", "amax" or "amin"; with include_self, input's own values take part), as
+    torch.Tensor.index_reduce.
+
+    Example:
+        >>> x = cltensor.ones(3)
+        >>> x.index_reduce(0, cltensor.tensor([0, 0]), cltensor.tensor([2.0, 3.0]), "prod").tolist()
+        [6.0, 1.0, 1.0]
+    """
+    op = "index_reduce"
+    for name, t in (("input", input), ("index", index), ("source", source)):
+        _check_tensor(t, name, op)
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise ValueError(f"{op}: reduce must be one of prod, mean, amax or amin, got {reduce!r}")
+    if index.ndim > 1 or index.dtype.kind != "i":
+        raise TypeError(f"{op}: index must be a 0-d or 1-d integer tensor, got {index.ndim}-d "
+                        f"{index.dtype}")
+    d = _norm_dim(dim, max(input.ndim, 1), op)
+    x, src = input.reshape(1) if input.ndim == 0 else input, source.reshape(-1) \
+        if source.ndim == 0 else source
+    expect = x.shape[:d] + (index.numel(),) + x.shape[d + 1:]
+    if src.shape != expect:
+        raise ValueError(f"{op}: source of shape {source.shape} must match input's shape "
+                         f"{input.shape} but along dim {d}, where it needs index's "
+                         f"{index.numel()} entries")
+    at = index.long().reshape([-1 if k == d else 1 for k in range(x.ndim)]).expand(expect)
+    out = x.scatter_reduce(d, at.contiguous(), src, reduce, include_self=include_self)
+    return out.reshape(input.shape)
+
+
+# ---- in-place forms ---------------------------------------------------------------------------
+
+IN_PLACE = {}  # in-place method name -> its checked out-of-place op (autograd's twin)
+
+
+def _in_place(op, name=None):
+    """op's in-place method: self overwritten with op(self, ...), whose result must have self's
+    shape and a dtype that casts to self's (torch's rule). cltensor/__init__.py records it for
+    autograd with IN_PLACE[name] as its out-of-place twin."""
+    name = name or op.__name__ + "_"
+
+    def twin(self, *args, **kwargs):
+        result = op(self, *args, **kwargs)
+        if result.shape != self.shape:
+            raise ValueError(f"{name}: the result's shape {result.shape} does not match the "
+                             f"tensor's shape {self.shape}")
+        if dt.category(result.dtype) > dt.category(self.dtype):
+            raise TypeError(f"{name}: result type {result.dtype} can't be cast to the tensor's "
+                            f"dtype {self.dtype}")
+        return result
+
+    def method(self, *args, **kwargs):
+        return self.copy_(twin(self, *args, **kwargs))
+    method.__name__ = twin.__name__ = name
+    IN_PLACE[name] = twin
+    return method
+
+
+def _scan(name):
+    """cumsum or cumprod keeping self's dtype (cumsum_'s dtype must be self's, as torch)."""
+    def scan(self, dim, dtype=None):
+        if dtype is not None and dt.as_dtype(dtype) != self.dtype:
+            raise TypeError(f"{name}_: dtype {dtype} must be the tensor's dtype {self.dtype}")
+        return getattr(self, name)(dim)
+    scan.__name__ = name
+    return scan
+
+
+def _diagonal_mask(x, wrap, op):
+    """True on the main diagonal of x (all dims alike; a tall matrix's diagonal restarting
+    every columns + 1 rows with wrap), as torch.Tensor.fill_diagonal_."""
+    if x.ndim < 2:
+        raise ValueError(f"{op}: expects a tensor of at least 2 dims, got {x.ndim}-d")
+    if x.ndim > 2 and len(set(x.shape)) != 1:
+        raise ValueError(f"{op}: all dimensions of input must be of equal length, got {x.shape}")
+    mask = ClTensor.empty_on(x.shape, dt.bool_, x.device).fill_(False)
+    n, step = min(x.shape), sum(mask.strides)
+    mask.as_strided((n,), (step,), 0).fill_(True)
+    h, w = x.shape[:2]
+    if wrap and x.ndim == 2 and h > w + 1:
+        mask.as_strided(((x.numel() + w) // step - n,), (step,), step * w).fill_(True)
+    return mask
+
+
+def _filled_diagonal(self, fill_value, wrap=False):
+    return self.masked_fill(_diagonal_mask(self, wrap, "fill_diagonal_"), fill_value)
+
+
+def _view_in_place(view):
+    """The in-place form of a view method: self takes the view's shape, strides, offset and
+    history (t_, squeeze_, ...); a leaf that requires grad refuses, as torch."""
+    def method(self, *args, **kwargs):
+        from ..autograd import is_grad_enabled
+        if self.requires_grad and self.grad_fn is None and is_grad_enabled():
+            raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place "
+                               f"operation ({view}_)")
+        v = getattr(self, view)(*args, **kwargs)
+        self.shape, self.strides, self.offset = v.shape, v.strides, v.offset
+        if v.grad_fn is not None:
+            self.grad_fn, self._output_nr = v.grad_fn, v._output_nr
+        return self
+    method.__name__ = view + "_"
+    return method
+
+
+def _contracted(name):
+    """contract.<name>, looked up when called (contract.py imports this module)."""
+    def op(input, *args, **kwargs):
+        from . import contract
+        return getattr(contract, name)(input, *args, **kwargs)
+    op.__name__ = name
+    return op
+
+
+TENSOR_METHODS.update({f.__name__: f for f in (
+    mvlgamma, ldexp, float_power, angle, diagflat, sum_to_size, new_empty_strided, narrow_copy,
+    hsplit, vsplit, dsplit, nanmedian, mode, cov, corrcoef, multinomial, index_reduce)})
+TENSOR_METHODS.update(polygamma=_polygamma_method, polygamma_=_polygamma_in_place)
+TENSOR_METHODS.update({f.__name__: f for f in (
+    _in_place(clamp_min), _in_place(clamp_max), _in_place(_scan("cumsum")),
+    _in_place(_scan("cumprod")), _in_place(addcdiv), _in_place(addcmul), _in_place(lerp),
+    *(_in_place(_contracted(n)) for n in ("addmv", "addr", "addbmm", "renorm")),
+    _in_place(index_reduce), _in_place(mvlgamma), _in_place(ldexp),
+    _in_place(_float_power_of_double, "float_power_"),
+    _in_place(_filled_diagonal, "fill_diagonal_"),
+    *(_view_in_place(v) for v in ("transpose", "t", "squeeze", "unsqueeze", "as_strided")))})

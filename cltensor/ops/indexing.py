@@ -21,7 +21,8 @@ from .elementwise import MAX_DIMS, shape_arg, view_arg
 
 __all__ = ["index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "masked_fill",
            "masked_select", "masked_scatter", "nonzero", "one_hot", "index_put", "index_put_",
-           "index_add", "index_copy", "index_fill"]
+           "index_add", "index_copy", "index_fill", "put", "select_scatter", "slice_scatter",
+           "diagonal_scatter"]
 
 KERNEL_FILE = "indexing.cl"
 INDEX_DTYPES = (dt.int32, dt.int64)
@@ -469,6 +470,80 @@ def index_put_(x, indices, values, accumulate=False):
 def index_put(x, indices, values, accumulate=False):
     """A copy of x with x[indices] = values (see index_put_)."""
     return index_put_(x.clone(), indices, values, accumulate)
+
+
+def check_put(x, index, source, op):
+    """put's operands: an int64 index and a source of x's dtype with as many elements."""
+    for name, t in (("input", x), ("index", index), ("source", source)):
+        if not isinstance(t, ClTensor):
+            raise TypeError(f"{op}: {name} must be a tensor, got {type(t).__name__}")
+    ew.common_device([x, index, source], op)
+    if index.dtype != dt.int64:
+        raise TypeError(f"{op}: expected an int64 index, got {index.dtype}")
+    if source.dtype != x.dtype:
+        raise TypeError(f"{op}: source ({source.dtype}) must have the tensor's dtype {x.dtype}")
+    if source.numel() != index.numel():
+        raise ValueError(f"{op}: index has {index.numel()} elements but source has "
+                         f"{source.numel()}")
+
+
+def put_(x, index, source, accumulate=False):
+    """x's elements at the positions in index, counted in x flattened (row-major; negative
+    from the end), set to source's (added up with accumulate), in place.
+
+    Example:
+        x.put_(cltensor.tensor([0, -1]), cltensor.tensor([9.0, 8.0]))   # first and last
+    """
+    check_put(x, index, source, "put_")
+    target = x if x.is_contiguous() else x.contiguous()
+    setitem(target.view(-1), (index.reshape(-1),), source.reshape(-1),
+            accumulate)
+    if target is not x:
+        x.copy_(target)
+    return x
+
+
+def put(x, index, source, accumulate=False):
+    """A copy of x with put_'s change (see put_)."""
+    check_put(x, index, source, "put")
+    return put_(x.clone(memory_format="contiguous_format"), index, source, accumulate)
+
+
+def view_scatter(x, src, op, view, *args):
+    """A copy of x with its view `view(*args)` (a ClTensor view method's name) replaced by src,
+    which must have that view's shape: select_scatter, slice_scatter and diagonal_scatter."""
+    for name, t in (("input", x), ("src", src)):
+        if not isinstance(t, ClTensor):
+            raise TypeError(f"{op}: {name} must be a tensor, got {type(t).__name__}")
+    ew.common_device([x, src], op)
+    out = x.clone()
+    target = getattr(out, view)(*args)
+    if target.shape != src.shape:
+        raise ValueError(f"{op}: expected src to have the size of the slice of input: src size "
+                         f"{src.shape}, slice size {target.shape}")
+    target.copy_(src)
+    return out
+
+
+def slice_key(x, dim, start, end, step):
+    """The basic-indexing key of x[..., start:end:step] with the slice at dim."""
+    return (slice(None),) * _norm_dim(dim, x.ndim, "slice_scatter") + (slice(start, end, step),)
+
+
+def select_scatter(input, src, dim, index):
+    """A copy of input with input.select(dim, index) replaced by src (of that slice's shape)."""
+    return view_scatter(input, src, "select_scatter", "select", dim, index)
+
+
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    """A copy of input with its slice start:end:step along dim replaced by src."""
+    return view_scatter(input, src, "slice_scatter", "_basic_index",
+                        slice_key(input, dim, start, end, step))
+
+
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
+    """A copy of input with input.diagonal(offset, dim1, dim2) replaced by src."""
+    return view_scatter(input, src, "diagonal_scatter", "diagonal", offset, dim1, dim2)
 
 
 # ---- index_select, gather, scatter, scatter_add -------------------------------------------------
@@ -1066,5 +1141,7 @@ TENSOR_METHODS = {
     "masked_scatter": masked_scatter, "masked_scatter_": masked_scatter_,
     "index_put": index_put, "index_put_": index_put_, "index_add": index_add,
     "index_add_": index_add_, "index_copy": index_copy, "index_copy_": index_copy_,
-    "index_fill": index_fill, "index_fill_": index_fill_,
+    "index_fill": index_fill, "index_fill_": index_fill_, "put": put, "put_": put_,
+    "select_scatter": select_scatter, "slice_scatter": slice_scatter,
+    "diagonal_scatter": diagonal_scatter,
 }

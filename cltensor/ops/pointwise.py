@@ -1,4 +1,5 @@
-"""Pointwise math with torch's names, dtype rules and in-place forms (kernels: elementwise.cl)."""
+"""Pointwise math with torch's names, dtype rules and in-place forms (kernels: elementwise.cl),
+torch's special functions (erfinv, lgamma, digamma, polygamma, i0, igamma, ...) included."""
 import numpy as np
 
 from .. import dtypes as dt
@@ -7,7 +8,8 @@ from . import elementwise as ew
 # unary ops that need a floating-point input: integer and bool inputs give float32 results
 FLOAT_UNARY = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
                "reciprocal", "tan", "sinh", "cosh", "asin", "acos", "atan", "erf", "erfc", "log2",
-               "log10", "exp2", "deg2rad", "rad2deg")
+               "log10", "exp2", "deg2rad", "rad2deg", "acosh", "asinh", "atanh", "erfinv",
+               "lgamma", "digamma", "i0", "sinc")
 # unary ops that keep the input's dtype; rounding is the identity on integers
 SAME_UNARY = ("abs", "sign", "relu", "square")
 ROUNDING = ("floor", "ceil", "round", "trunc")
@@ -16,6 +18,11 @@ FLOAT_BINARY = ("atan2", "hypot", "logaddexp", "logaddexp2", "copysign", "xlogy"
 # bitwise ops on integer and bool tensors (the shifts on integers only)
 BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
            "bitwise_right_shift")
+# binary ops with floating results only (torch has no integer kernels for them)
+FLOATING_BINARY = ("nextafter", "igamma", "igammac")
+# the extremes that ignore NaN (any dtype), and integer-only gcd and lcm
+FMAX_FMIN = ("fmax", "fmin")
+GCD_LCM = ("gcd", "lcm")
 
 __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "remainder", "pow", "neg",
            "clamp", "clip", "maximum", "minimum", "where", "eq", "ne", "lt", "le", "gt", "ge",
@@ -23,7 +30,8 @@ __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "r
            "isfinite", "elementwise", "negative", "subtract", "multiply", "divide",
            *FLOAT_UNARY, *SAME_UNARY, *ROUNDING, *FLOAT_BINARY, *BITWISE, "arctan2", "fmod",
            "heaviside", "frac", "sgn", "signbit", "nan_to_num", "logit", "isposinf",
-           "isneginf", "isreal", "bitwise_not"]
+           "isneginf", "isreal", "bitwise_not", *FLOATING_BINARY, *FMAX_FMIN, *GCD_LCM,
+           "positive", "frexp"]
 
 
 def _unary_float(name):
@@ -70,8 +78,12 @@ def _check_numbers(name, *operands):
 
 def _check_bitwise(name, *operands):
     """Bitwise ops take integer and bool operands (the shifts integers only), as torch."""
+    _check_kinds(name, "i" if name.endswith("shift") else "ib", *operands)
+
+
+def _check_kinds(name, allowed, *operands):
+    """Numbers or tensors whose dtype kinds are in `allowed` ("i" integer, "b" bool)."""
     _check_numbers(name, *operands)
-    allowed = "i" if name.endswith("shift") else "ib"
     for x in operands:
         d = x.dtype if ew.is_tensor(x) else dt.scalar_dtype(x)
         if d.kind not in allowed:
@@ -79,16 +91,33 @@ def _check_bitwise(name, *operands):
             raise TypeError(f"{name}: expected {kinds} operands, got {d}")
 
 
+def _check_integers(name, *operands):
+    _check_kinds(name, "i", *operands)
+
+
+def _check_floating(name, *operands):
+    """Operands whose promoted dtype is floating point (TypeError naming the op otherwise)."""
+    _check_numbers(name, *operands)
+    rt = dt.result_type(*operands)
+    if not dt.is_floating(rt):
+        raise TypeError(f"{name}: expected floating point operands, got {rt}")
+
+
 for _n in FLOAT_UNARY:
     globals()[_n] = _unary_float(_n)
 for _n in SAME_UNARY + ROUNDING:
     globals()[_n] = _unary_same(_n)
-for _n in FLOAT_BINARY:
-    globals()[_n] = _binary(_n, _check_numbers, True,
-                            f"Elementwise {_n}(a, b); integer inputs give float32.")
-for _n in BITWISE:
-    globals()[_n] = _binary(_n, _check_bitwise, False,
-                            f"Elementwise {_n} of integer or bool tensors (or numbers).")
+_BINARY_FAMILIES = [
+    (FLOAT_BINARY, _check_numbers, True, "Elementwise {}(a, b); integer inputs give float32."),
+    (BITWISE, _check_bitwise, False, "Elementwise {} of integer or bool tensors (or numbers)."),
+    (FLOATING_BINARY, _check_floating, True,
+     "Elementwise {}(a, b) of floating point operands, as torch's."),
+    (FMAX_FMIN, _check_numbers, False, "Elementwise {}: NaN only where both operands are NaN."),
+    (GCD_LCM, _check_integers, False, "Elementwise {} of integer tensors (non-negative)."),
+]
+for _names, _check, _float_result, _doc in _BINARY_FAMILIES:
+    for _n in _names:
+        globals()[_n] = _binary(_n, _check, _float_result, _doc.format(_n))
 arctan2 = globals()["atan2"]
 
 
@@ -290,6 +319,46 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None, out=None):
     return ew.ternary("nan_to_num", [x, *values], x.dtype, out=out)
 
 
+def _polygamma(x, n, out=None):
+    """polygamma(n, x): the kernel op behind cltensor.polygamma and ClTensor.polygamma."""
+    _expect_tensor(x, "polygamma")
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+        raise TypeError(f"polygamma: n must be an int, got {type(n).__name__}")
+    if n < 0:
+        raise ValueError(f"polygamma: n must be non-negative, got {n}")
+    return ew.binary("polygamma", x, int(n), out=out, float_result=True)
+
+
+def i1(x):
+    """The modified Bessel function I1 (torch.special.i1): i0's derivative."""
+    return ew.unary("i1", x, float_only=True)
+
+
+def frexp(x):
+    """(mantissa, exponent) with x = mantissa * 2 ** exponent, |mantissa| in [0.5, 1) and an
+    int32 exponent; 0, inf and NaN give themselves and exponent 0, as torch.
+
+    Example:
+        >>> [t.tolist() for t in cltensor.frexp(cltensor.tensor([3.0, -0.5]))]
+        [[0.75, -0.5], [2, 0]]
+    """
+    _expect_tensor(x, "frexp")
+    if not dt.is_floating(x.dtype):
+        raise TypeError(f"frexp: expected a floating point tensor, got {x.dtype}")
+    from .reduce import return_types
+    exponent = ew.launch_elementwise("OP_frexp_exponent", [x], ew.ClTensor.empty_on(
+        x.shape, dt.int32, x.device), x.dtype)
+    return return_types.frexp(ew.unary("frexp_mantissa", x), exponent)
+
+
+def positive(x):
+    """x itself (torch.positive); bool tensors raise, as torch."""
+    _expect_tensor(x, "positive")
+    if x.dtype == dt.bool_:
+        raise TypeError("positive: not supported on bool tensors")
+    return x
+
+
 def bitwise_not(x, out=None):
     """~x for integer tensors; logical not for bool ones."""
     _expect_tensor(x, "bitwise_not")
@@ -331,15 +400,16 @@ def _inplace(fn):
 
 _METHOD_FNS = [add, sub, mul, div, floor_divide, remainder, pow, neg, clamp, maximum, minimum,
                eq, ne, lt, le, gt, ge, logical_and, logical_or, logical_xor, logical_not,
-               fmod, heaviside, sgn, frac, logit, nan_to_num, bitwise_not,
+               fmod, heaviside, sgn, frac, logit, nan_to_num, bitwise_not, _polygamma,
                *(globals()[n] for n in FLOAT_UNARY + SAME_UNARY + ROUNDING + FLOAT_BINARY +
-                 BITWISE)]
+                 BITWISE + FLOATING_BINARY + FMAX_FMIN + GCD_LCM)]
 TENSOR_METHODS = {f.__name__: f for f in _METHOD_FNS}
+# NOTE: the comparisons' in-place forms store 0 or 1 in the tensor's own dtype, as torch's
 TENSOR_METHODS.update({f.__name__ + "_": _inplace(f) for f in _METHOD_FNS
-                       if f not in (eq, ne, lt, le, gt, ge, logical_not, logical_and,
-                                    logical_or, logical_xor)})
+                       if f.__name__ not in FMAX_FMIN})
 TENSOR_METHODS.update(rsub=rsub, _rdiv=_rdiv, _rpow=_rpow, isnan=isnan, isinf=isinf, isfinite=isfinite, clip=clamp,
                       clip_=TENSOR_METHODS["clamp_"], true_divide=div, isposinf=isposinf,
                       isneginf=isneginf, isreal=isreal, signbit=signbit, arctan2=arctan2,
+                      positive=positive, frexp=frexp,
                       arctan2_=TENSOR_METHODS["atan2_"],
                       where=lambda self, condition, other: where(condition, self, other))

@@ -66,7 +66,11 @@ return_types = SimpleNamespace(max=namedtuple("max", "values indices"),
                                median=namedtuple("median", "values indices"),
                                cummax=namedtuple("cummax", "values indices"),
                                cummin=namedtuple("cummin", "values indices"),
-                               aminmax=namedtuple("aminmax", "min max"))
+                               aminmax=namedtuple("aminmax", "min max"),
+                               nanmedian=namedtuple("nanmedian", "values indices"),
+                               mode=namedtuple("mode", "values indices"),
+                               frexp=namedtuple("frexp", "mantissa exponent"),
+                               histogram=namedtuple("histogram", "hist bin_edges"))
 
 _kernels = {}
 _dummies = {}

@@ -1,11 +1,12 @@
 """Lookups, running extremes, counts and quantiles with torch's names and semantics: take,
-take_along_dim, argwhere, aminmax, cummax, cummin, bincount, histc, quantile and nanquantile.
+take_along_dim, argwhere, aminmax, cummax, cummin, bincount, histc, histogram, quantile and
+nanquantile.
 
 They are composed of tensor methods, so they are differentiable through the ops they use where
 torch's are: take through indexing, take_along_dim through gather, aminmax through amin and
 amax, cummax and cummin through a gather at their indices, quantile through sort, gather and
-lerp (bincount and histc count, as torch's, without gradients). cltensor/__init__.py binds them
-once autograd has wrapped those methods. Kernels of their own: the running extremes' positions
+lerp (bincount, histc and histogram count, as torch's, without gradients).
+cltensor/__init__.py binds them once autograd has wrapped those methods. Kernels of their own: the running extremes' positions
 (cl_kernels/scan.cl, cumext_*).
 """
 import math
@@ -25,7 +26,7 @@ from .reduce import _launch_lines, _scan_blocks, return_types
 from .sort import _restored, _rows_last
 
 __all__ = ["take", "take_along_dim", "argwhere", "aminmax", "cummax", "cummin", "bincount",
-           "histc", "quantile", "nanquantile"]
+           "histc", "histogram", "quantile", "nanquantile"]
 
 SCAN_FILE = "scan.cl"
 INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
@@ -280,6 +281,65 @@ def _histc_range(x, lo, hi, op):
     return lo, hi
 
 
+def histogram(input, bins, *, range=None, weight=None, density=False):
+    """(hist, bin_edges): the histogram of input's elements (floating) over `bins` equal bins
+    from range's min to max (by default the data's, widened by 0.5 each way when equal), or
+    between the increasing edges of a 1-d bins tensor. Each bin holds its left edge, the last
+    its right one too; elements outside and NaN are not counted. weight (input's shape and
+    dtype): each element's weight instead of 1; density: hist divided by its sum times the bin
+    widths.
+
+    Example:
+        >>> cltensor.histogram(cltensor.tensor([1.0, 2.0, 1.0, 4.0]), 3).hist.tolist()
+        [2.0, 1.0, 1.0]
+    """
+    op = "histogram"
+    _check_tensor(input, "input", op)
+    if not dt.is_floating(input.dtype):
+        raise TypeError(f"{op}: the input must be float32 or float64, got {input.dtype}")
+    edges = _histogram_edges(input, bins, range, op)
+    x, n = input.detach().reshape(-1), edges.numel() - 1
+    inside = (x >= edges[0]) & (x <= edges[-1])
+    from .sort import searchsorted
+    pos = where(inside, (searchsorted(edges, x, right=True) - 1).clamp(max=n - 1), n)
+    counts = zeros(n + 1, dtype=x.dtype, device=x.device)
+    hist = counts.scatter_add_(0, pos, _histogram_weights(x, weight, op))[:n]
+    if density:
+        hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
+    return return_types.histogram(hist, edges)
+
+
+def _histogram_edges(x, bins, range, op):
+    if isinstance(bins, ClTensor):
+        if bins.ndim != 1 or bins.numel() < 2 or bins.dtype != x.dtype:
+            raise ValueError(f"{op}: bins must be a 1-d tensor of at least 2 edges of the "
+                             f"input's dtype {x.dtype}, got shape {bins.shape} ({bins.dtype})")
+        return bins.detach()
+    if not isinstance(bins, numbers.Integral) or isinstance(bins, bool) or bins <= 0:
+        raise ValueError(f"{op}: bins must be a positive int or a tensor of edges, got {bins!r}")
+    if range is not None:
+        lo, hi = (float(v) for v in range)
+    elif x.numel():
+        lo, hi = (t.item() for t in aminmax(x.detach()))
+    else:
+        lo, hi = 0.0, 1.0
+    if lo > hi or not (math.isfinite(lo) and math.isfinite(hi)):
+        raise ValueError(f"{op}: the range [{lo}, {hi}] must be finite with min <= max")
+    if lo == hi:
+        lo, hi = lo - 0.5, hi + 0.5
+    from .ranges import linspace
+    return linspace(lo, hi, bins + 1, dtype=x.dtype, device=x.device)
+
+
+def _histogram_weights(x, weight, op):
+    if weight is None:
+        return full(x.shape, 1, dtype=x.dtype, device=x.device)
+    if not isinstance(weight, ClTensor) or weight.numel() != x.numel() or \
+            weight.dtype != x.dtype:
+        raise ValueError(f"{op}: weight must be a tensor of the input's size and dtype")
+    return weight.detach().reshape(-1)
+
+
 # ---- quantile, nanquantile -----------------------------------------------------------------------
 
 def quantile(input, q, dim=None, keepdim=False, *, interpolation="linear"):
@@ -381,4 +441,5 @@ def _ranks(s, qs, ignore_nan):
 
 
 TENSOR_METHODS = {f.__name__: f for f in (take, take_along_dim, argwhere, aminmax, cummax,
-                                          cummin, bincount, histc, quantile, nanquantile)}
+                                          cummin, bincount, histc, histogram, quantile,
+                                          nanquantile)}

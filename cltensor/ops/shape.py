@@ -1,5 +1,5 @@
-"""Joining, splitting, padding and rearranging tensors: cat, stack, split, chunk, pad, flip,
-repeat, roll.
+"""Joining, splitting, padding and rearranging tensors: cat, stack, split, split_with_sizes,
+chunk, pad, flip, repeat, roll, and as_strided's views.
 
 Splits are views; cat copies its inputs in one launch of cl_kernels/shape.cl where it can, and
 the rest write strided views into a new tensor with the elementwise copy
@@ -17,7 +17,7 @@ from ..tensor import ClTensor, _norm_dim
 from . import elementwise as ew
 
 __all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "pad", "flip", "repeat",
-           "roll"]
+           "roll", "split_with_sizes", "as_strided"]
 
 PAD_MODES = ("constant", "reflect", "replicate", "circular")
 KERNEL_FILE = "shape.cl"
@@ -166,6 +166,39 @@ def split(x, split_size_or_sections, dim=0):
         sizes = [min(size, n - s) for s in range(0, n, size)] if n else [0]
     starts = np.cumsum([0] + sizes[:-1])
     return tuple(x.narrow(d, int(s), k) for s, k in zip(starts, sizes))
+
+
+def split_with_sizes(x, split_sizes, dim=0):
+    """Views of x along dim of the sizes in split_sizes, which must add up to the dim's size."""
+    if not isinstance(split_sizes, (list, tuple)):
+        raise TypeError(f"split_with_sizes: split_sizes must be a list of ints, got "
+                        f"{type(split_sizes).__name__}")
+    return split(x, split_sizes, dim)
+
+
+def as_strided(x, size, stride, storage_offset=None):
+    """A view of x's storage with the given sizes, strides and storage offset (by default x's
+    own), as torch.as_strided: elements may repeat; the view must stay within the storage.
+
+    Example:
+        >>> cltensor.arange(6).as_strided((2, 2), (1, 2), 1).tolist()
+        [[1, 3], [2, 4]]
+    """
+    size = tuple(_check_int(n, "size", "as_strided") for n in size)
+    stride = tuple(_check_int(st, "stride", "as_strided") for st in stride)
+    offset = x.offset if storage_offset is None else _check_int(storage_offset,
+                                                                "storage_offset", "as_strided")
+    if len(size) != len(stride):
+        raise ValueError(f"as_strided: {len(stride)} strides given for {len(size)} sizes")
+    if min(size + stride + (offset,), default=0) < 0:
+        raise ValueError(f"as_strided: negative sizes, strides or offset are not supported: "
+                         f"size {size}, stride {stride}, storage_offset {offset}")
+    need = offset + 1 + sum((n - 1) * st for n, st in zip(size, stride)) if all(size) else 0
+    have = x.storage.nbytes // x.dtype.itemsize
+    if need > have:
+        raise ValueError(f"as_strided: size {size}, stride {stride} and storage_offset {offset} "
+                         f"reach element {need - 1} of a storage of {have} elements")
+    return x._view(size, stride, offset)
 
 
 def chunk(x, chunks, dim=0):
@@ -362,4 +395,5 @@ def roll(x, shifts, dims=None):
     return out if out is not x else x.clone()
 
 
-TENSOR_METHODS = {"split": split, "chunk": chunk, "flip": flip, "repeat": repeat, "roll": roll}
+TENSOR_METHODS = {"split": split, "chunk": chunk, "flip": flip, "repeat": repeat, "roll": roll,
+                  "split_with_sizes": split_with_sizes, "as_strided": as_strided}
