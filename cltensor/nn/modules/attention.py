@@ -1,0 +1,358 @@
+"""Attention with torch's names and semantics: scaled_dot_product_attention,
+MultiheadAttention, TransformerEncoderLayer and TransformerEncoder.
+
+Everything is composed of differentiable tensor ops (matmul, softmax, masked_fill, dropout,
+linear, layer_norm), so autograd needs nothing more.
+"""
+import copy
+import math
+
+import cltensor
+
+from ... import dtypes as dt
+from ...tensor import ClTensor
+from .. import functional as F
+from .. import init
+from .container import ModuleList
+from .linear import Dropout, Linear, check_size, new_parameter
+from .module import Module
+from .normalization import LayerNorm
+
+# scaled_dot_product_attention is torch.nn.functional's: nn.functional re-exports it
+__all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
+
+
+# ---- scaled dot-product attention ----------------------------------------------------------------
+
+def _apply_mask(scores, mask, keep_where_true, op):
+    """scores with -inf where a bool mask excludes a position, or plus a float mask."""
+    if mask is None:
+        return scores
+    if not isinstance(mask, ClTensor):
+        raise TypeError(f"{op}: a mask must be a tensor, got {type(mask).__name__}")
+    if mask.dtype == dt.bool_:
+        return scores.masked_fill(mask.logical_not() if keep_where_true else mask, -math.inf)
+    if not dt.is_floating(mask.dtype):
+        raise TypeError(f"{op}: a mask must be bool or floating, got {mask.dtype}")
+    return scores + mask
+
+
+def _safe_softmax(scores):
+    """softmax over the last dim, with rows that mask out every key giving zeros (as torch's
+    scaled_dot_product_attention) instead of NaN."""
+    dead = (scores.detach() == -math.inf).all(-1, keepdim=True)
+    return F.softmax(scores.masked_fill(dead, 0.0), -1).masked_fill(dead, 0.0)
+
+
+def _attend(q, k, v, scale, dropout_p, masks, safe=True):
+    """(softmax(q k^T * scale + masks) with dropout) v, and the attention weights; masks are
+    (mask, keep_where_true) pairs."""
+    scores = q @ k.transpose(-2, -1) * scale
+    for mask, keep in masks:
+        scores = _apply_mask(scores, mask, keep, "attention")
+    weights = _safe_softmax(scores) if safe else F.softmax(scores, -1)
+    if dropout_p > 0:
+        weights = F.dropout(weights, dropout_p, True)
+    return weights @ v, weights
+
+
+def _causal_mask(q, k):
+    """The (L, S) bool mask of torch's is_causal: query i sees keys 0..i."""
+    rows = cltensor.arange(q.shape[-2], device=q.device).unsqueeze(1)
+    return rows >= cltensor.arange(k.shape[-2], device=q.device)
+
+
+def _check_sdpa(query, key, value, attn_mask, is_causal):
+    op = "scaled_dot_product_attention"
+    for name, t in (("query", query), ("key", key), ("value", value)):
+        if not isinstance(t, ClTensor) or t.ndim < 2:
+            raise ValueError(f"{op}: {name} must be a tensor with at least 2 dims (..., L, E)")
+    if query.shape[-1] != key.shape[-1]:
+        raise ValueError(f"{op}: query's last dim {query.shape[-1]} must equal key's "
+                         f"{key.shape[-1]}")
+    if key.shape[-2] != value.shape[-2]:
+        raise ValueError(f"{op}: key and value must have the same sequence length, got "
+                         f"{key.shape[-2]} and {value.shape[-2]}")
+    if is_causal and attn_mask is not None:
+        raise ValueError(f"{op}: Explicit attn_mask should not be set when is_causal=True")
+
+
+def _grouped(key, value, query, enable_gqa):
+    """key and value with their heads (dim -3) repeated to match query's, for grouped-query
+    attention."""
+    if not enable_gqa or key.ndim < 3 or key.shape[-3] == query.shape[-3]:
+        return key, value
+    groups = query.shape[-3] // key.shape[-3]
+    if groups * key.shape[-3] != query.shape[-3]:
+        raise ValueError(f"scaled_dot_product_attention: query's {query.shape[-3]} heads are "
+                         f"not a multiple of key's {key.shape[-3]}")
+    return key.repeat_interleave(groups, -3), value.repeat_interleave(groups, -3)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """softmax(query key^T * scale + mask) value, as torch.nn.functional's.
+
+    Args:
+        query: (..., L, E).
+        key: (..., S, E).
+        value: (..., S, Ev).
+        attn_mask: broadcastable to (..., L, S): bool (True: take part in attention) or a
+            float mask added to the scores.
+        dropout_p: dropout probability on the attention weights (always applied when > 0).
+        is_causal: query i attends to keys 0..i (no attn_mask allowed with it).
+        scale: the factor on the scores; 1 / sqrt(E) when None.
+        enable_gqa: repeat key's and value's heads (dim -3) to query's count.
+
+    Rows whose every key is masked out give zeros, as in torch.
+
+    Example:
+        q = cltensor.randn(2, 4, 5, 8)   # (N, heads, L, E)
+        out = scaled_dot_product_attention(q, q, q, is_causal=True)   # (2, 4, 5, 8)
+    """
+    _check_sdpa(query, key, value, attn_mask, is_causal)
+    key, value = _grouped(key, value, query, enable_gqa)
+    mask = _causal_mask(query, key) if is_causal else attn_mask
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    return _attend(query, key, value, scale, dropout_p, [(mask, True)])[0]
+
+
+# ---- multi-head attention ------------------------------------------------------------------------
+
+class MultiheadAttention(Module):
+    """Multi-head attention as torch.nn.MultiheadAttention:
+    out_proj(concat_h softmax(q_h k_h^T / sqrt(head_dim) + masks) v_h).
+
+    Args:
+        embed_dim: features of query and of the output.
+        num_heads: heads; embed_dim must be divisible by it.
+        dropout: dropout on the attention weights (training only).
+        bias: learn in_proj_bias and out_proj.bias.
+        add_bias_kv, add_zero_attn: not supported (must be False).
+        kdim, vdim: features of key and value (default embed_dim); when they differ from
+            embed_dim, q_proj_weight, k_proj_weight and v_proj_weight replace in_proj_weight.
+        batch_first: inputs and output are (N, L, E) instead of (L, N, E).
+
+    Shape:
+        query (L, N, E), key (S, N, kdim), value (S, N, vdim) (or unbatched without N);
+        key_padding_mask (N, S) (True or -inf: ignore that key); attn_mask (L, S) or
+        (N * num_heads, L, S) (True: not allowed to attend; float: added)
+        -> output (L, N, E), weights (N, L, S) averaged over heads or (N, num_heads, L, S)
+        (None when need_weights is False)
+
+    Example:
+        mha = nn.MultiheadAttention(16, 4, batch_first=True)
+        x = cltensor.randn(2, 5, 16); out, w = mha(x, x, x)   # (2, 5, 16), (2, 5, 5)
+    """
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False,
+                 add_zero_attn=False, kdim=None, vdim=None, batch_first=False, device=None,
+                 dtype=None):
+        super().__init__()
+        name = "MultiheadAttention"
+        if add_bias_kv or add_zero_attn:
+            raise NotImplementedError(f"{name}: add_bias_kv and add_zero_attn are not supported")
+        self.embed_dim = check_size(embed_dim, "embed_dim", name)
+        self.num_heads = check_size(num_heads, "num_heads", name)
+        if num_heads == 0 or embed_dim % num_heads:
+            raise ValueError(f"{name}: embed_dim must be divisible by num_heads, got "
+                             f"embed_dim={embed_dim} and num_heads={num_heads}")
+        self.kdim = embed_dim if kdim is None else kdim
+        self.vdim = embed_dim if vdim is None else vdim
+        self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
+        self.head_dim = embed_dim // num_heads
+        self.dropout, self.batch_first = dropout, batch_first
+        self.bias_k = self.bias_v = None
+        self.add_zero_attn = False
+        self._init_projections(bias, device, dtype)
+        self._reset_parameters()
+
+    def _init_projections(self, bias, device, dtype):
+        """Parameters in torch's order and names, so that a torch state_dict loads."""
+        e, name = self.embed_dim, "MultiheadAttention"
+        if self._qkv_same_embed_dim:
+            self.in_proj_weight = new_parameter((3 * e, e), device, dtype, name)
+        else:
+            for p, cols in (("q", e), ("k", self.kdim), ("v", self.vdim)):
+                setattr(self, f"{p}_proj_weight", new_parameter((e, cols), device, dtype, name))
+            self.register_parameter("in_proj_weight", None)
+        if bias:
+            self.in_proj_bias = new_parameter((3 * e,), device, dtype, name)
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(e, e, bias, device=device, dtype=dtype)
+
+    def _reset_parameters(self):
+        weights = [self.in_proj_weight] if self._qkv_same_embed_dim else self._in_weights()
+        for w in weights:
+            init.xavier_uniform_(w)
+        if self.in_proj_bias is not None:
+            init.zeros_(self.in_proj_bias)
+            init.zeros_(self.out_proj.bias)
+
+    def _in_weights(self):
+        if self._qkv_same_embed_dim:
+            return self.in_proj_weight.chunk(3)
+        return self.q_proj_weight, self.k_proj_weight, self.v_proj_weight
+
+    def _project(self, query, key, value):
+        """q, k, v: one GEMM with in_proj_weight for self-attention, else one each."""
+        biases = (None,) * 3 if self.in_proj_bias is None else self.in_proj_bias.chunk(3)
+        if self._qkv_same_embed_dim and query is key and key is value:
+            return F.linear(query, self.in_proj_weight, self.in_proj_bias).chunk(3, -1)
+        return tuple(F.linear(x, w, b) for x, w, b in
+                     zip((query, key, value), self._in_weights(), biases))
+
+    def _check_inputs(self, query, key, value):
+        name = "MultiheadAttention"
+        for arg, t, size in (("query", query, self.embed_dim), ("key", key, self.kdim),
+                             ("value", value, self.vdim)):
+            if not isinstance(t, ClTensor) or t.ndim != query.ndim or t.ndim not in (2, 3):
+                raise ValueError(f"{name}: query, key and value must all be 2-d (unbatched) or "
+                                 f"all 3-d (batched) tensors; {arg} is not")
+            if t.shape[-1] != size:
+                raise ValueError(f"{name}: {arg} was expected to have embedding dimension "
+                                 f"{size}, but got shape {t.shape}")
+        if key.shape[:-1] != value.shape[:-1]:
+            raise ValueError(f"{name}: key shape {key.shape} does not match value shape "
+                             f"{value.shape}")
+        return query.ndim == 3
+
+    def _heads(self, x):
+        """(L, N, E) -> (N, num_heads, L, head_dim)."""
+        return x.reshape(x.shape[0], x.shape[1], self.num_heads, self.head_dim).permute(1, 2, 0, 3)
+
+    def _masks(self, key_padding_mask, attn_mask, n, l, s):
+        """The masks as (mask, keep_where_true) broadcastable to (N, num_heads, L, S)."""
+        name, masks = "MultiheadAttention", []
+        if key_padding_mask is not None:
+            if tuple(key_padding_mask.shape) != (n, s):
+                raise ValueError(f"{name}: expected key_padding_mask of shape {(n, s)}, got "
+                                 f"{tuple(key_padding_mask.shape)}")
+            masks.append((key_padding_mask.reshape(n, 1, 1, s), False))
+        if attn_mask is not None:
+            shapes = {2: (l, s), 3: (n * self.num_heads, l, s)}
+            if tuple(attn_mask.shape) != shapes.get(attn_mask.ndim):
+                raise ValueError(f"{name}: attn_mask of shape {tuple(attn_mask.shape)} should be "
+                                 f"{shapes[2]} or {shapes[3]}")
+            masks.append((attn_mask.reshape(-1, self.num_heads, l, s) if attn_mask.ndim == 3
+                          else attn_mask, False))
+        return masks
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
+                attn_mask=None, average_attn_weights=True, is_causal=False):
+        if is_causal and attn_mask is None:
+            raise RuntimeError("MultiheadAttention: Need attn_mask if specifying the is_causal "
+                               "hint")
+        batched = self._check_inputs(query, key, value)
+        if not batched:
+            query, key, value = (t.unsqueeze(1) for t in (query, key, value))
+            key_padding_mask = None if key_padding_mask is None else key_padding_mask.unsqueeze(0)
+        elif self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        (l, n, e), s = query.shape, key.shape[0]
+        q, k, v = (self._heads(t) for t in self._project(query, key, value))
+        p = self.dropout if self.training else 0.0
+        out, weights = _attend(q, k, v, 1.0 / math.sqrt(self.head_dim), p,
+                               self._masks(key_padding_mask, attn_mask, n, l, s), safe=False)
+        out = self.out_proj(out.permute(2, 0, 1, 3).reshape(l, n, e))
+        out = out.squeeze(1) if not batched else out.transpose(0, 1) if self.batch_first else out
+        return out, self._weights_out(weights, need_weights, average_attn_weights, batched)
+
+    @staticmethod
+    def _weights_out(weights, need_weights, average, batched):
+        if not need_weights:
+            return None
+        weights = weights.mean(1) if average else weights
+        return weights if batched else weights.squeeze(0)
+
+    def extra_repr(self):
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+
+
+# ---- transformer encoder -------------------------------------------------------------------------
+
+_ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu}
+
+
+def _activation(activation):
+    if callable(activation):
+        return activation
+    if activation not in _ACTIVATIONS:
+        raise ValueError(f"activation should be relu/gelu, not {activation}")
+    return _ACTIVATIONS[activation]
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention and a feed-forward block, each with a residual connection and LayerNorm
+    (after it, or before it with norm_first), as torch.nn.TransformerEncoderLayer.
+
+    Args:
+        d_model: features of the input.
+        nhead: attention heads.
+        dim_feedforward: hidden size of the feed-forward block.
+        dropout: dropout on attention weights and after each block (training only).
+        activation: 'relu', 'gelu' or a callable.
+        layer_norm_eps: LayerNorm's eps.
+        batch_first: input (N, L, d_model) instead of (L, N, d_model).
+        norm_first: LayerNorm before each block instead of after.
+        bias: learn the biases of the Linear and LayerNorm layers.
+
+    Example:
+        layer = nn.TransformerEncoderLayer(16, 4, 32, batch_first=True)
+        y = layer(cltensor.randn(2, 5, 16))   # (2, 5, 16)
+    """
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu",
+                 layer_norm_eps=1e-5, batch_first=False, norm_first=False, bias=True,
+                 device=None, dtype=None):
+        super().__init__()
+        kw = dict(device=device, dtype=dtype)
+        self.self_attn = MultiheadAttention(d_model, nhead, dropout, bias,
+                                            batch_first=batch_first, **kw)
+        self.linear1 = Linear(d_model, dim_feedforward, bias, **kw)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, **kw)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, layer_norm_eps, bias=bias, **kw)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps, bias=bias, **kw)
+        self.dropout1, self.dropout2 = Dropout(dropout), Dropout(dropout)
+        self.activation = _activation(activation)
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._ff_block(self.norm2(x))
+        x = self.norm1(x + self._sa_block(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._ff_block(x))
+
+    def _sa_block(self, x, attn_mask, key_padding_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, key_padding_mask=key_padding_mask,
+                           need_weights=False, is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoder(Module):
+    """num_layers deep copies of encoder_layer applied in turn, then an optional norm.
+
+    Example:
+        enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(16, 4, 32), num_layers=2)
+        y = enc(cltensor.randn(5, 2, 16))
+    """
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True,
+                 mask_check=True):
+        super().__init__()
+        self.layers = ModuleList([copy.deepcopy(encoder_layer) for _ in range(num_layers)])
+        self.num_layers, self.norm = num_layers, norm
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask,
+                      is_causal=bool(is_causal))
+        return x if self.norm is None else self.norm(x)
