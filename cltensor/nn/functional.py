@@ -16,6 +16,7 @@ Example:
     loss = F.cross_entropy(logits, labels)
     loss.backward()
 """
+import functools
 import math
 import numbers
 import warnings
@@ -38,63 +39,114 @@ from ..ops.indexing import one_hot  # noqa: F401  (torch.nn.functional.one_hot)
 from ..tensor import ClTensor, _norm_dim
 
 __all__ = [
+    "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
+    "adaptive_max_pool1d",
+    "adaptive_max_pool1d_with_indices",
     "adaptive_max_pool2d",
+    "adaptive_max_pool2d_with_indices",
+    "alpha_dropout",
+    "avg_pool1d",
     "avg_pool2d",
     "batch_norm",
+    "bilinear",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "cat",
     "celu",
+    "celu_",
     "channel_shuffle",
+    "conv1d",
     "conv2d",
+    "conv_transpose1d",
     "conv_transpose2d",
+    "cosine_embedding_loss",
+    "cosine_similarity",
     "cross_entropy",
     "dropout",
     "dropout1d",
     "dropout2d",
     "dropout3d",
     "elu",
+    "elu_",
     "embedding",
+    "feature_alpha_dropout",
     "flatten",
+    "fold",
+    "gaussian_nll_loss",
     "gelu",
     "glu",
     "group_norm",
+    "gumbel_softmax",
     "hardshrink",
     "hardsigmoid",
     "hardswish",
     "hardtanh",
+    "hardtanh_",
+    "hinge_embedding_loss",
     "huber_loss",
+    "instance_norm",
     "interpolate",
     "kl_div",
     "l1_loss",
     "layer_norm",
     "leaky_relu",
+    "leaky_relu_",
     "linear",
     "local_response_norm",
     "log_softmax",
     "logsigmoid",
+    "lp_pool1d",
+    "lp_pool2d",
+    "margin_ranking_loss",
+    "max_pool1d",
+    "max_pool1d_with_indices",
     "max_pool2d",
+    "max_pool2d_with_indices",
+    "max_unpool1d",
+    "max_unpool2d",
     "mish",
     "mse_loss",
+    "multi_margin_loss",
+    "multilabel_margin_loss",
+    "multilabel_soft_margin_loss",
     "nll_loss",
+    "normalize",
     "pad",
+    "pairwise_distance",
+    "pdist",
     "pixel_shuffle",
     "pixel_unshuffle",
+    "poisson_nll_loss",
     "prelu",
     "relu",
     "relu6",
+    "relu_",
+    "rms_norm",
+    "rrelu",
+    "rrelu_",
+    "scaled_dot_product_attention",
     "selu",
+    "selu_",
     "sigmoid",
     "silu",
     "smooth_l1_loss",
+    "soft_margin_loss",
     "softmax",
+    "softmin",
     "softplus",
     "softshrink",
     "softsign",
     "tanh",
     "tanhshrink",
     "threshold",
+    "threshold_",
+    "triplet_margin_loss",
+    "triplet_margin_with_distance_loss",
+    "unfold",
+    "upsample",
+    "upsample_bilinear",
+    "upsample_nearest",
 ]
 
 REDUCTIONS = ("none", "mean", "sum")
@@ -768,9 +820,13 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         >>> F.max_pool2d(cltensor.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
         [[[[5.0, 7.0], [13.0, 15.0]]]]
     """
-    x, squeeze = _batched(input, "max_pool2d")
-    fields, out_hw = pool.window("max_pool2d", x, kernel_size, stride, padding, dilation,
-                                 ceil_mode)
+    return _max_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices)
+
+
+def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+    x, squeeze = _batched(input, op)
+    fields, out_hw = pool.window(op, x, kernel_size, stride, padding, dilation, ceil_mode)
     return _unbatch(_MaxPool2d.apply(x, fields, out_hw, bool(return_indices)), squeeze)
 
 
@@ -789,12 +845,18 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
         >>> F.avg_pool2d(cltensor.ones(1, 1, 4, 4), 2).shape
         (1, 1, 2, 2)
     """
-    x, squeeze = _batched(input, "avg_pool2d")
-    fields, out_hw = pool.window("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
+    return _avg_pool("avg_pool2d", input, kernel_size, stride, padding, ceil_mode,
+                     count_include_pad, divisor_override)
+
+
+def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+              divisor_override):
+    x, squeeze = _batched(input, op)
+    fields, out_hw = pool.window(op, x, kernel_size, stride, padding, 1, ceil_mode)
     divisor = 0
     if divisor_override is not None:
         if not isinstance(divisor_override, numbers.Integral) or divisor_override == 0:
-            raise ValueError(f"avg_pool2d: divisor_override must be a non-zero int, got "
+            raise ValueError(f"{op}: divisor_override must be a non-zero int, got "
                              f"{divisor_override!r}")
         divisor = int(divisor_override)
     out = _AvgPool2d.apply(x, fields, out_hw, divisor, int(bool(count_include_pad)))
@@ -809,9 +871,16 @@ def adaptive_avg_pool2d(input, output_size):
         >>> F.adaptive_avg_pool2d(cltensor.ones(2, 3, 7, 7), 1).shape
         (2, 3, 1, 1)
     """
-    x, squeeze = _batched(input, "adaptive_avg_pool2d")
-    out_hw = pool.adaptive_size(output_size, x, "adaptive_avg_pool2d")
-    return _unbatch(_AdaptiveAvgPool2d.apply(x, out_hw), squeeze)
+    return _adaptive_pool("adaptive_avg_pool2d", input, output_size)
+
+
+def _adaptive_pool(op, input, output_size, return_indices=None):
+    """Adaptive average pooling (return_indices None) or max pooling."""
+    x, squeeze = _batched(input, op)
+    out_hw = pool.adaptive_size(output_size, x, op)
+    if return_indices is None:
+        return _unbatch(_AdaptiveAvgPool2d.apply(x, out_hw), squeeze)
+    return _unbatch(_AdaptiveMaxPool2d.apply(x, out_hw, bool(return_indices)), squeeze)
 
 
 def adaptive_max_pool2d(input, output_size, return_indices=False):
@@ -822,9 +891,350 @@ def adaptive_max_pool2d(input, output_size, return_indices=False):
         >>> F.adaptive_max_pool2d(cltensor.arange(16.0).reshape(1, 1, 4, 4), 1).tolist()
         [[[[15.0]]]]
     """
-    x, squeeze = _batched(input, "adaptive_max_pool2d")
-    out_hw = pool.adaptive_size(output_size, x, "adaptive_max_pool2d")
-    return _unbatch(_AdaptiveMaxPool2d.apply(x, out_hw, bool(return_indices)), squeeze)
+    return _adaptive_pool("adaptive_max_pool2d", input, output_size, return_indices)
+
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    """max_pool2d returning (output, indices) (torch's alias)."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=True):
+    """adaptive_max_pool2d returning (output, indices) (torch's alias)."""
+    return adaptive_max_pool2d(input, output_size, return_indices)
+
+
+# ---- 1-d layers: the 2-d ones over a unit height ------------------------------------------------
+
+def _single(value, name, op):
+    """An int from an int or a 1-sequence of ints (torch's _single), checked."""
+    v = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+    if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+        raise TypeError(f"{op}: {name} must be an int or a 1-tuple of ints, got {value!r}")
+    return int(v)
+
+
+def _row(value, name, op, height):
+    """The 2-d op's (height, value) pair of a 1-d argument; None stays None."""
+    return None if value is None else (height, _single(value, name, op))
+
+
+def _unit_height(input, op, name="input"):
+    """A (N, C, L) or (C, L) input as (N, C, 1, L) or (C, 1, L), for the 2-d op."""
+    _float_tensor(input, name, op)
+    if input.ndim not in (2, 3):
+        raise ValueError(f"{op}: expected a 2-d (C, L) or 3-d (N, C, L) {name}, got shape "
+                         f"{input.shape}")
+    return input.unsqueeze(-2)
+
+
+def _drop_height(out):
+    if isinstance(out, tuple):
+        return tuple(o.squeeze(-2) for o in out)
+    return out.squeeze(-2)
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-d convolution (cross-correlation) over an (N, C, L) or (C, L) input: conv2d over a
+    unit height.
+
+    Args:
+        weight: (Co, C / groups, K).
+        stride, dilation: ints; padding: an int, 'valid' or 'same' (stride 1).
+
+    Example:
+        >>> F.conv1d(cltensor.randn(2, 3, 10), cltensor.randn(4, 3, 3), padding=1).shape
+        (2, 4, 10)
+    """
+    op = "conv1d"
+    x = _unit_height(input, op)
+    w = _weight1d(weight, op)
+    pad = padding if isinstance(padding, str) else _row(padding, "padding", op, 0)
+    return _drop_height(conv2d(x, w, bias, _row(stride, "stride", op, 1), pad,
+                               _row(dilation, "dilation", op, 1), groups))
+
+
+def _weight1d(weight, op):
+    """A 3-d (channels, channels, K) weight as (.., .., 1, K)."""
+    if _float_tensor(weight, "weight", op).ndim != 3:
+        raise ValueError(f"{op}: weight must be 3-d (channels, channels / groups, kernel_size), "
+                         f"got shape {weight.shape}")
+    return weight.unsqueeze(-2)
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """1-d transposed convolution over an (N, Cin, L) or (Cin, L) input (conv_transpose2d over
+    a unit height); weight (Cin, Cout / groups, K).
+
+    Example:
+        >>> F.conv_transpose1d(cltensor.randn(2, 4, 5), cltensor.randn(4, 3, 4), stride=2).shape
+        (2, 3, 12)
+    """
+    op = "conv_transpose1d"
+    x = _unit_height(input, op)
+    w = _weight1d(weight, op)
+    return _drop_height(conv_transpose2d(
+        x, w, bias, _row(stride, "stride", op, 1), _row(padding, "padding", op, 0),
+        _row(output_padding, "output_padding", op, 0), groups,
+        _row(dilation, "dilation", op, 1)))
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """1-d max pooling over an (N, C, L) or (C, L) input; return_indices: also each window's
+    argmax (int64 positions in L).
+
+    Example:
+        >>> F.max_pool1d(cltensor.tensor([[1.0, 3.0, 2.0, 0.0]]), 2).tolist()
+        [[3.0, 2.0]]
+    """
+    op = "max_pool1d"
+    return _drop_height(_max_pool(
+        op, _unit_height(input, op), _row(kernel_size, "kernel_size", op, 1),
+        _row(stride, "stride", op, 1), _row(padding, "padding", op, 0),
+        _row(dilation, "dilation", op, 1), ceil_mode, return_indices))
+
+
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=True):
+    """max_pool1d returning (output, indices) (torch's alias)."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices)
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """1-d average pooling over an (N, C, L) or (C, L) input.
+
+    Example:
+        >>> F.avg_pool1d(cltensor.tensor([[1.0, 3.0, 2.0, 0.0]]), 2).tolist()
+        [[2.0, 1.0]]
+    """
+    op = "avg_pool1d"
+    return _drop_height(_avg_pool(
+        op, _unit_height(input, op), _row(kernel_size, "kernel_size", op, 1),
+        _row(stride, "stride", op, 1), _row(padding, "padding", op, 0), ceil_mode,
+        count_include_pad, None))
+
+
+def _adaptive_pool1d(op, input, output_size, return_indices=None):
+    size = output_size[0] if isinstance(output_size, (tuple, list)) and \
+        len(output_size) == 1 else output_size
+    if isinstance(size, (tuple, list)):
+        raise ValueError(f"{op}: output_size must be an int or a 1-tuple, got {output_size!r}")
+    return _drop_height(_adaptive_pool(op, _unit_height(input, op), (1, size), return_indices))
+
+
+def adaptive_avg_pool1d(input, output_size):
+    """Average pooling of an (N, C, L) or (C, L) input to a fixed length output_size.
+
+    Example:
+        >>> F.adaptive_avg_pool1d(cltensor.ones(2, 3, 7), 3).shape
+        (2, 3, 3)
+    """
+    return _adaptive_pool1d("adaptive_avg_pool1d", input, output_size)
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    """Max pooling of an (N, C, L) or (C, L) input to a fixed length output_size.
+
+    Example:
+        >>> F.adaptive_max_pool1d(cltensor.arange(4.0).reshape(1, 4), 1).tolist()
+        [[3.0]]
+    """
+    return _adaptive_pool1d("adaptive_max_pool1d", input, output_size, return_indices)
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=True):
+    """adaptive_max_pool1d returning (output, indices) (torch's alias)."""
+    return adaptive_max_pool1d(input, output_size, return_indices)
+
+
+def _lp_pool(op, input, norm_type, kernel_size, stride, ceil_mode, avg, size):
+    """torch's power-average pooling: (size * avg(x^p)) ^ (1 / p), avg the average pooling."""
+    p = _number(norm_type, "norm_type", op)
+    if p == 0:
+        raise ValueError(f"{op}: norm_type must be nonzero")
+    out = avg(_float_tensor(input, "input", op).pow(p), kernel_size, stride, 0, ceil_mode)
+    return (out.sign() * relu(out.abs())).mul(size).pow(1.0 / p)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling over an (N, C, L) or (C, L) input: (sum of x^p over each window)
+    ^ (1 / p); p = inf is max pooling, p = 1 sum pooling.
+
+    Example:
+        >>> F.lp_pool1d(cltensor.tensor([[3.0, 4.0]]), 2, 2).tolist()
+        [[5.0]]
+    """
+    k = _single(kernel_size, "kernel_size", "lp_pool1d")
+    return _lp_pool("lp_pool1d", input, norm_type, k, stride, ceil_mode, avg_pool1d, k)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling over an (N, C, H, W) or (C, H, W) input, as lp_pool1d.
+
+    Example:
+        >>> F.lp_pool2d(cltensor.ones(1, 1, 4, 4), 2, 2).tolist()
+        [[[[2.0, 2.0], [2.0, 2.0]]]]
+    """
+    kh, kw = pool.pair(kernel_size, "kernel_size", "lp_pool2d")
+    return _lp_pool("lp_pool2d", input, norm_type, (kh, kw), stride, ceil_mode, avg_pool2d,
+                    kh * kw)
+
+
+def _tuple(value, n, name, op):
+    return pool.pair(value, name, op) if n == 2 else (_single(value, name, op),)
+
+
+def _max_unpool(op, input, indices, kernel_size, stride, padding, output_size, dims):
+    """Max pooling's indices undone: zeros of the output size with input's values scattered at
+    the indices within each (N, C) plane (overlapping windows repeat an index, with one value)."""
+    _float_tensor(input, "input", op)
+    _tensor(indices, "indices", op)
+    if indices.dtype != dt.int64 or indices.shape != input.shape:
+        raise ValueError(f"{op}: expected int64 indices of the input's shape {input.shape}, got "
+                         f"{indices.dtype} of shape {indices.shape}")
+    if input.ndim not in (dims + 1, dims + 2):
+        raise ValueError(f"{op}: expected a {dims + 1}-d or {dims + 2}-d input, got shape "
+                         f"{input.shape}")
+    k = _tuple(kernel_size, dims, "kernel_size", op)
+    s = k if stride is None else _tuple(stride, dims, "stride", op)
+    p = _tuple(padding, dims, "padding", op)
+    size = _unpool_size(op, input.shape[-dims:], k, s, p, output_size)
+    x, idx = (input, indices) if input.ndim == dims + 2 else \
+        (input.unsqueeze(0), indices.unsqueeze(0))
+    n, c = x.shape[:2]
+    flat = cltensor.zeros((n, c, math.prod(size)), dtype=x.dtype, device=x.device)
+    out = flat.scatter(2, idx.reshape(n, c, -1), x.reshape(n, c, -1))
+    return out.reshape(input.shape[:-dims] + size)
+
+
+def _unpool_size(op, in_size, k, s, p, output_size):
+    """torch's _unpool_output_size: (L - 1) * s - 2 p + k, or output_size within a stride."""
+    default = tuple((n - 1) * st - 2 * pd + kk for n, st, pd, kk in zip(in_size, s, p, k))
+    if output_size is None:
+        return default
+    size = tuple(output_size)[-len(default):]
+    if len(size) != len(default) or not all(
+            d - st < n < d + st for n, d, st in zip(size, default, s)):
+        raise ValueError(f"{op}: invalid output_size {tuple(output_size)} (the default is "
+                         f"{default}; each size must be within a stride of it)")
+    return tuple(int(n) for n in size)
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The inverse of max_pool1d: an (N, C, L_out) or (C, L_out) tensor of zeros holding
+    input's values at the positions in indices (max_pool1d's, return_indices=True).
+
+    Example:
+        >>> y, i = F.max_pool1d(cltensor.tensor([[1.0, 3.0, 2.0, 0.0]]), 2, return_indices=True)
+        >>> F.max_unpool1d(y, i, 2).tolist()
+        [[0.0, 3.0, 2.0, 0.0]]
+    """
+    return _max_unpool("max_unpool1d", input, indices, kernel_size, stride, padding, output_size,
+                       1)
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The inverse of max_pool2d: zeros of the output size holding input's values at the
+    positions in indices (max_pool2d's, return_indices=True, h * W + w in each plane).
+
+    Example:
+        >>> y, i = F.max_pool2d(cltensor.randn(1, 1, 4, 4), 2, return_indices=True)
+        >>> F.max_unpool2d(y, i, 2).shape
+        (1, 1, 4, 4)
+    """
+    return _max_unpool("max_unpool2d", input, indices, kernel_size, stride, padding, output_size,
+                       2)
+
+
+# ---- unfold / fold ------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=64)
+def _block_index(size, k, d, p, s):
+    """For an image of spatial `size` padded by p: the position (h * Wp + w in the padded plane)
+    of each block element, as a (kh * kw * Lh * Lw,) array ordered (ki, kj, lh, lw), and
+    (Lh, Lw), the number of blocks along each dim."""
+    (hp, wp) = (size[0] + 2 * p[0], size[1] + 2 * p[1])
+    blocks = tuple((n - dd * (kk - 1) - 1) // ss + 1 for n, kk, dd, ss in zip((hp, wp), k, d, s))
+    rows = np.arange(k[0])[:, None] * d[0] + np.arange(blocks[0])[None, :] * s[0]
+    cols = np.arange(k[1])[:, None] * d[1] + np.arange(blocks[1])[None, :] * s[1]
+    index = rows[:, None, :, None] * wp + cols[None, :, None, :]
+    return index.reshape(-1).astype(np.int64), blocks
+
+
+def _block_args(op, size, kernel_size, dilation, padding, stride):
+    """(the block index tensor's numpy array, (Lh, Lw), k, p), the arguments checked."""
+    k, d, p, s = (pool.pair(v, name, op) for v, name in (
+        (kernel_size, "kernel_size"), (dilation, "dilation"), (padding, "padding"),
+        (stride, "stride")))
+    if min(k) <= 0 or min(d) <= 0 or min(s) <= 0 or min(p) < 0:
+        raise ValueError(f"{op}: kernel_size {k}, dilation {d} and stride {s} must be positive "
+                         f"and padding {p} non-negative")
+    index, blocks = _block_index(tuple(size), k, d, p, s)
+    if min(blocks) < 1:
+        raise ValueError(f"{op}: given input with spatial size {tuple(size)}, kernel_size={k}, "
+                         f"dilation={d}, padding={p}, calculated shape of the array of sliding "
+                         f"blocks as {blocks}, but its components must be at least one")
+    return index, blocks, k, p
+
+
+def _index_tensor(index, n, c, device):
+    return cltensor.from_numpy(index, device=device).expand(n, c, index.shape[0])
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: the sliding blocks of an (N, C, H, W) or (C, H, W) input as the columns of an
+    (N, C * kh * kw, L) tensor, rows ordered (c, ki, kj), L = Lh * Lw blocks in row-major order.
+
+    Example:
+        >>> F.unfold(cltensor.randn(2, 3, 5, 5), 3, padding=1).shape
+        (2, 27, 25)
+    """
+    op = "unfold"
+    _float_tensor(input, "input", op)
+    if input.ndim not in (3, 4):
+        raise ValueError(f"{op}: expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got shape "
+                         f"{input.shape}")
+    x = input if input.ndim == 4 else input.unsqueeze(0)
+    index, blocks, k, p = _block_args(op, x.shape[2:], kernel_size, dilation, padding, stride)
+    n, c = x.shape[:2]
+    if any(p):
+        x = cltensor.pad(x, (p[1], p[1], p[0], p[0]))
+    cols = x.reshape(n, c, -1).gather(2, _index_tensor(index, n, c, x.device))
+    out = cols.reshape(n, c * k[0] * k[1], blocks[0] * blocks[1])
+    return out if input.ndim == 4 else out.squeeze(0)
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """col2im, the adjoint of unfold: the columns of an (N, C * kh * kw, L) or (C * kh * kw, L)
+    input summed into an (N, C, H, W) (or (C, H, W)) image, (H, W) = output_size.
+
+    Example:
+        >>> F.fold(cltensor.ones(1, 4, 9), (4, 4), 2, stride=1).shape
+        (1, 1, 4, 4)
+    """
+    op = "fold"
+    _float_tensor(input, "input", op)
+    if input.ndim not in (2, 3):
+        raise ValueError(f"{op}: expected a 2-d (C * kh * kw, L) or 3-d (N, C * kh * kw, L) "
+                         f"input, got shape {input.shape}")
+    size = pool.pair(output_size, "output_size", op)
+    index, blocks, k, p = _block_args(op, size, kernel_size, dilation, padding, stride)
+    x = input if input.ndim == 3 else input.unsqueeze(0)
+    n, ck, length = x.shape
+    if ck % (k[0] * k[1]) or length != blocks[0] * blocks[1]:
+        raise ValueError(f"{op}: expected an input of shape (N, C * {k[0] * k[1]}, "
+                         f"{blocks[0] * blocks[1]}) for kernel_size={k} and the "
+                         f"{blocks[0]}x{blocks[1]} sliding blocks, got {input.shape}")
+    c = ck // (k[0] * k[1])
+    hp, wp = size[0] + 2 * p[0], size[1] + 2 * p[1]
+    plane = cltensor.zeros((n, c, hp * wp), dtype=x.dtype, device=x.device)
+    out = plane.scatter_add(2, _index_tensor(index, n, c, x.device), x.reshape(n, c, -1))
+    out = out.reshape(n, c, hp, wp).narrow(2, p[0], size[0]).narrow(3, p[1], size[1])
+    return out if input.ndim == 3 else out.squeeze(0)
 
 
 # ---- interpolation ------------------------------------------------------------------------------
@@ -1098,23 +1508,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
         >>> y = F.layer_norm(cltensor.randn(4, 10, 16), (16,))
     """
     op = "layer_norm"
-    _float_tensor(input, "input", op)
-    shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else \
-        tuple(normalized_shape)
-    if not shape or not all(isinstance(n, numbers.Integral) and n > 0 for n in shape):
-        raise ValueError(f"{op}: normalized_shape must be a positive int or a non-empty sequence "
-                         f"of them, got {normalized_shape!r}")
-    if input.shape[input.ndim - len(shape):] != shape or input.ndim < len(shape):
-        raise ValueError(f"{op}: given normalized_shape={shape}, expected input with shape "
-                         f"(*, {', '.join(map(str, shape))}), got input of shape {input.shape}")
-    for t, name in ((weight, "weight"), (bias, "bias")):
-        if t is not None:
-            if _tensor(t, name, op).shape != shape:
-                raise ValueError(f"{op}: {name} must have shape {shape}, got {t.shape}")
-            if t.dtype != input.dtype:
-                raise TypeError(f"{op}: {name} has dtype {t.dtype} but the input has "
-                                f"{input.dtype}")
-            common_device([input, t], op)
+    shape = _normalized_shape(input, normalized_shape, dict(weight=weight, bias=bias), op)
     rows = math.prod(input.shape[:input.ndim - len(shape)])
     return _affine(_normalized(input, rows, _number(eps, "eps", op)), weight, bias, shape)
 
@@ -1137,6 +1531,191 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
                     for t, name in ((weight, "weight"), (bias, "bias")))
     y = _normalized(input, input.shape[0] * int(num_groups), _number(eps, "eps", op))
     return _affine(y, weight, bias, (C,) + (1,) * (input.ndim - 2))
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Normalize each (sample, channel) of an (N, C, *) input over its positions, then
+    * weight + bias per channel if given, as torch.
+
+    use_input_stats: the instance's own statistics, and the running stats (when given) updated
+    in place by momentum with their batch means (the variance unbiased); otherwise normalize
+    with the running stats.
+
+    Example:
+        >>> y = F.instance_norm(cltensor.randn(2, 3, 8))
+    """
+    op = "instance_norm"
+    C = _channels(input, op)
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    if input.ndim < 3 or math.prod(input.shape[2:]) <= 1:
+        raise ValueError(f"{op}: expected more than 1 spatial element when training, got input "
+                         f"size {input.shape}")
+    weight, bias = (_per_channel(t, name, input, C, op)
+                    for t, name in ((weight, "weight"), (bias, "bias")))
+    if running_mean is not None or running_var is not None:
+        _update_running_stats(input, running_mean, running_var, _number(momentum, "momentum", op),
+                              op)
+    y = _normalized(input, input.shape[0] * C, _number(eps, "eps", op))
+    return _affine(y, weight, bias, (C,) + (1,) * (input.ndim - 2))
+
+
+def _update_running_stats(x, running_mean, running_var, momentum, op):
+    """running = (1 - momentum) running + momentum * (the batch mean of each instance's mean,
+    unbiased variance), per channel."""
+    C = x.shape[1]
+    if running_mean is None or running_var is None:
+        raise ValueError(f"{op}: give both running_mean and running_var, or neither")
+    for t, name in ((running_mean, "running_mean"), (running_var, "running_var")):
+        _per_channel(t, name, x, C, op)
+    with cltensor.no_grad():
+        flat = x.detach().reshape(x.shape[0], C, -1)
+        for run, stat in ((running_mean, flat.mean(2)), (running_var, flat.var(2))):
+            run.copy_(run * (1.0 - momentum) + stat.mean(0) * momentum)
+
+
+def _normalized_shape(input, normalized_shape, weights, op):
+    """normalized_shape as a tuple, checked against input and the (name -> tensor or None)
+    elementwise weights."""
+    _float_tensor(input, "input", op)
+    shape = (normalized_shape,) if isinstance(normalized_shape, numbers.Integral) else \
+        tuple(normalized_shape)
+    if not shape or not all(isinstance(n, numbers.Integral) and n > 0 for n in shape):
+        raise ValueError(f"{op}: normalized_shape must be a positive int or a non-empty sequence "
+                         f"of them, got {normalized_shape!r}")
+    if input.shape[input.ndim - len(shape):] != shape or input.ndim < len(shape):
+        raise ValueError(f"{op}: given normalized_shape={shape}, expected input with shape "
+                         f"(*, {', '.join(map(str, shape))}), got input of shape {input.shape}")
+    for name, t in weights.items():
+        if _loss_operand(t, name, input, op) is not None and t.shape != shape:
+            raise ValueError(f"{op}: {name} must have shape {shape}, got {t.shape}")
+    return shape
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """x / sqrt(mean(x^2) + eps) over the last dims (normalized_shape), then * weight if given;
+    eps defaults to the dtype's machine epsilon (torch's).
+
+    Example:
+        >>> F.rms_norm(cltensor.tensor([[3.0, 4.0]]), (2,)).tolist()   # rms 3.536
+    """
+    op = "rms_norm"
+    shape = _normalized_shape(input, normalized_shape, dict(weight=weight), op)
+    eps = float(np.finfo(input.dtype).eps) if eps is None else _number(eps, "eps", op)
+    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    y = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
+    return y if weight is None else y * weight
+
+
+# ---- distances ----------------------------------------------------------------------------------
+
+def _vector_norm(x, p, dim, keepdim=False):
+    """The p-norm of x along dim as differentiable ops (p a number, inf and 0 included)."""
+    a = x.abs()
+    if p == math.inf:
+        return a.amax(dim, keepdim=keepdim)
+    if p == 0:
+        return (a != 0).to(x.dtype).sum(dim, keepdim=keepdim)
+    if p == 1:
+        return a.sum(dim, keepdim=keepdim)
+    if p == 2:
+        return (x * x).sum(dim, keepdim=keepdim).sqrt()
+    return a.pow(p).sum(dim, keepdim=keepdim).pow(1.0 / p)
+
+
+def _norm_order(p, op):
+    p = _number(p, "p", op)
+    if p < 0:
+        raise ValueError(f"{op}: p must be non-negative, got {p}")
+    return p
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """input / max(||input||_p, eps) along dim.
+
+    Example:
+        >>> F.normalize(cltensor.tensor([[3.0, 4.0]])).tolist()
+        [[0.6, 0.8]]
+    """
+    op = "normalize"
+    _float_tensor(input, "input", op)
+    d = _norm_dim(dim, max(input.ndim, 1), op)
+    norm_ = _vector_norm(input, _norm_order(p, op), d, keepdim=True)
+    y = input / cltensor.clamp(norm_, min=_number(eps, "eps", op))
+    return y if out is None else out.copy_(y)
+
+
+def _operand_pair(x1, x2, op):
+    """x1 and x2 (floating, of one dtype and device) expanded to their broadcast shape."""
+    _float_tensor(x1, "x1", op)
+    _loss_operand(x2, "x2", x1, op)
+    try:
+        shape = cltensor.broadcast_shapes(x1.shape, x2.shape)
+    except ValueError:
+        raise ValueError(f"{op}: x1 of shape {x1.shape} and x2 of shape {x2.shape} do not "
+                         f"broadcast") from None
+    return x1.expand(shape), x2.expand(shape)
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    """sum(x1 * x2) / (max(||x1||, eps) max(||x2||, eps)) along dim (the operands broadcast).
+
+    Example:
+        >>> F.cosine_similarity(cltensor.tensor([[1.0, 0.0]]), cltensor.tensor([[1.0, 1.0]]))
+    """
+    op = "cosine_similarity"
+    x1, x2 = _operand_pair(x1, x2, op)
+    d = _norm_dim(dim, max(x1.ndim, 1), op)
+    eps = _number(eps, "eps", op)
+    n1, n2 = (cltensor.clamp(_vector_norm(x, 2, d, keepdim=True), min=eps) for x in (x1, x2))
+    return ((x1 / n1) * (x2 / n2)).sum(d)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    """||x1 - x2 + eps||_p over the last dim (the operands broadcast).
+
+    Example:
+        >>> F.pairwise_distance(cltensor.tensor([[3.0, 4.0]]), cltensor.zeros(1, 2), eps=0.0)
+    """
+    op = "pairwise_distance"
+    x1, x2 = _operand_pair(x1, x2, op)
+    diff = x1 - x2 + _number(eps, "eps", op)
+    if not diff.ndim:
+        diff = diff.reshape(1)
+    return _vector_norm(diff, _norm_order(p, op), -1, keepdim)
+
+
+def pdist(input, p=2):
+    """The p-norm distances between the rows of an (N, M) input, pairs i < j in row-major
+    order: N (N - 1) / 2 of them.
+
+    Example:
+        >>> F.pdist(cltensor.tensor([[0.0, 0.0], [3.0, 4.0], [0.0, 1.0]])).tolist()
+        [5.0, 1.0, 4.242640687119285]
+    """
+    op = "pdist"
+    if _float_tensor(input, "input", op).ndim != 2:
+        raise ValueError(f"{op}: expected a 2-d (N, M) input, got shape {input.shape}")
+    i, j = np.triu_indices(input.shape[0], 1)
+    rows = [cltensor.from_numpy(a.astype(np.int64), device=input.device) for a in (i, j)]
+    diff = input.index_select(0, rows[0]) - input.index_select(0, rows[1])
+    return _vector_norm(diff, _norm_order(p, op), 1)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    """softmax(-input) along dim.
+
+    Example:
+        >>> F.softmin(cltensor.tensor([0.0, 0.0]), dim=0).tolist()
+        [0.5, 0.5]
+    """
+    _tensor(input, "input", "softmin")
+    if dtype is not None:
+        input = input.to(dtype)
+    if dim is None:
+        dim = _softmax_dim(input.ndim, "softmin")
+    return _softmax(-_float_tensor(input, "input", "softmin"), dim, None, False, "softmin")
 
 
 # ---- dropout, embedding, shapes -----------------------------------------------------------------
@@ -1779,3 +2358,469 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
                               size_average, reduce, reduction)
     _no_grad_for(op, weight=weight, pos_weight=pos_weight)
     return _PointwiseLoss.apply(input, target, weight, pos_weight, "BCE", reduction)
+
+
+def _same_shapes(op, **tensors):
+    """The tensors (the first floating, the rest of its dtype and device) of one shape."""
+    (first, x), *rest = tensors.items()
+    _float_tensor(x, first, op)
+    for name, t in rest:
+        if _loss_operand(t, name, x, op).shape != x.shape:
+            raise ValueError(f"{op}: {name} of shape {t.shape} must have the {first}'s shape "
+                             f"{x.shape}")
+
+
+def margin_ranking_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                        reduction="mean"):
+    """max(0, -target * (input1 - input2) + margin), reduced; target holds 1 or -1.
+
+    Example:
+        >>> F.margin_ranking_loss(cltensor.tensor([1.0]), cltensor.tensor([2.0]),
+        ...                       cltensor.tensor([1.0])).item()
+        1.0
+    """
+    op = "margin_ranking_loss"
+    reduction = _reduction(reduction, op, size_average, reduce)
+    _same_shapes(op, input1=input1, input2=input2, target=target)
+    loss = relu(-target * (input1 - input2) + _number(margin, "margin", op))
+    return _reduced(loss, reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+                         reduction="mean"):
+    """input where target is 1, max(0, margin - input) where it is -1, reduced.
+
+    Example:
+        >>> F.hinge_embedding_loss(cltensor.tensor([0.3, 2.0]), cltensor.tensor([-1.0, 1.0]),
+        ...                        reduction="sum").item()
+        2.7
+    """
+    op = "hinge_embedding_loss"
+    reduction = _reduction(reduction, op, size_average, reduce)
+    _same_shapes(op, input=input, target=target)
+    hinge = relu(_number(margin, "margin", op) - input)
+    loss = _where(target != 1, hinge, 0.0) + _where(target != -1, input, 0.0)
+    return _reduced(loss, reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """log(1 + exp(-target * input)), reduced (target 1 or -1).
+
+    Example:
+        >>> round(F.soft_margin_loss(cltensor.tensor([0.0]), cltensor.tensor([1.0])).item(), 4)
+        0.6931
+    """
+    op = "soft_margin_loss"
+    reduction = _reduction(reduction, op, size_average, reduce)
+    _same_shapes(op, input=input, target=target)
+    return _reduced(-logsigmoid(target * input), reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction="mean"):
+    """The mean over the C classes of -(t log sigmoid(x) + (1 - t) log sigmoid(-x)) (times
+    weight, (C,)), per sample of an (N, C) input, reduced over the samples.
+
+    Example:
+        >>> x = cltensor.zeros(1, 2); t = cltensor.tensor([[1.0, 0.0]])
+        >>> round(F.multilabel_soft_margin_loss(x, t).item(), 4)
+        0.6931
+    """
+    op = "multilabel_soft_margin_loss"
+    reduction = _reduction(reduction, op, size_average, reduce)
+    _same_shapes(op, input=input, target=target)
+    if input.ndim == 0:
+        raise ValueError(f"{op}: input must have a class dim, got a 0-d tensor")
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        _loss_operand(weight, "weight", input, op)
+        loss = loss * weight
+    return _reduced(loss.mean(input.ndim - 1), reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0, size_average=None, reduce=None,
+                          reduction="mean"):
+    """1 - cos(input1, input2) where target is 1, max(0, cos - margin) where it is -1, cos along
+    the feature dim of (N, D) (or (D,)) inputs, reduced.
+
+    Example:
+        >>> a = cltensor.tensor([[1.0, 0.0]])
+        >>> F.cosine_embedding_loss(a, a, cltensor.tensor([1.0])).item()
+        0.0
+    """
+    op = "cosine_embedding_loss"
+    reduction = _reduction(reduction, op, size_average, reduce)
+    _same_shapes(op, input1=input1, input2=input2)
+    _tensor(target, "target", op)
+    if input1.ndim not in (1, 2) or target.shape != input1.shape[:-1]:
+        raise ValueError(f"{op}: expected (N, D) or (D,) inputs and an (N,) or () target, got "
+                         f"inputs of shape {input1.shape} and target of shape {target.shape}")
+    d, tiny = input1.ndim - 1, 1e-12  # NOTE: torch's EPSILON, added to each squared magnitude
+    dot = (input1 * input2).sum(d)
+    cos = dot / (((input1 * input1).sum(d) + tiny) * ((input2 * input2).sum(d) + tiny)).sqrt()
+    loss = _where(target == 1, 1 - cos, 0.0) + \
+        _where(target == -1, relu(cos - _number(margin, "margin", op)), 0.0)
+    return _reduced(loss, reduction)
+
+
+def _class_rows(input, target, op):
+    """An (N, C) or (C,) input with its int64 class targets (N,) or (), as (N, C) and (N,)."""
+    _float_tensor(input, "input", op)
+    _tensor(target, "target", op)
+    if input.ndim not in (1, 2) or target.dtype != dt.int64 or target.shape != input.shape[:-1]:
+        raise ValueError(f"{op}: expected an (N, C) or (C,) input and int64 targets of shape "
+                         f"(N,) or (), got input {input.shape} and target {target.dtype} "
+                         f"{target.shape}")
+    common_device([input, target], op)
+    if target.numel() and not ((target >= 0) & (target < input.shape[-1])).all().item():
+        raise IndexError(f"{op}: target out of bounds for {input.shape[-1]} classes")
+    return input.reshape(-1, input.shape[-1]), target.reshape(-1)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
+                      reduce=None, reduction="mean"):
+    """The multi-class hinge loss: per sample, the sum over classes i != y of
+    w_y max(0, margin - x[y] + x[i])^p, divided by C, reduced; p is 1 or 2.
+
+    Example:
+        >>> F.multi_margin_loss(cltensor.tensor([[0.1, 0.2, 0.4, 0.8]]),
+        ...                     cltensor.tensor([3])).item()   # (0.3 + 0.4 + 0.6) / 4
+    """
+    op = "multi_margin_loss"
+    reduction = _reduction(reduction, op, size_average, reduce)
+    if p not in (1, 2):
+        raise ValueError(f"{op}: only p == 1 and p == 2 are supported, got {p!r}")
+    x, t = _class_rows(input, target, op)
+    weight = _per_channel(weight, "weight", input, input.shape[-1], op)
+    picked = t.unsqueeze(1)
+    z = relu(_number(margin, "margin", op) - x.gather(1, picked) + x)
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        z = z * weight.index_select(0, t).unsqueeze(1)
+    z = z.scatter(1, picked, 0.0)
+    return _reduced(z.sum(1).reshape(input.shape[:-1]) / input.shape[-1], reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """Per sample, the sum over its target classes j and the other classes i of
+    max(0, 1 - (x[j] - x[i])), divided by C, reduced; target (int64, the input's shape) lists
+    the target classes, ended by the first -1.
+
+    Example:
+        >>> F.multilabel_margin_loss(cltensor.tensor([[0.1, 0.2, 0.4, 0.8]]),
+        ...                          cltensor.tensor([[3, 0, -1, 1]])).item()   # 0.85
+    """
+    op = "multilabel_margin_loss"
+    reduction = _reduction(reduction, op, size_average, reduce)
+    _float_tensor(input, "input", op)
+    _tensor(target, "target", op)
+    if input.ndim not in (1, 2) or target.dtype != dt.int64 or target.shape != input.shape:
+        raise ValueError(f"{op}: expected an (N, C) or (C,) input and int64 targets of its "
+                         f"shape, got input {input.shape} and target {target.dtype} "
+                         f"{target.shape}")
+    common_device([input, target], op)
+    x = input.reshape(-1, input.shape[-1])
+    slots, pairs = _multilabel_pairs(target.reshape(x.shape).numpy(), op)
+    xj = x.gather(1, cltensor.from_numpy(slots, device=x.device))
+    hinge = relu(1 - xj.unsqueeze(2) + x.unsqueeze(1))
+    mask = cltensor.from_numpy(pairs.astype(np.dtype(input.dtype)), device=x.device)
+    loss = (hinge * mask).sum((1, 2)) / input.shape[-1]
+    return _reduced(loss.reshape(input.shape[:-1]), reduction)
+
+
+def _multilabel_pairs(target, op):
+    """(the target class of each slot (0 past the list), the (N, slot, class) 0/1 mask of the
+    pairs counted: a listed slot and a class not listed)."""
+    n, c = target.shape
+    listed = np.cumprod(target >= 0, axis=1).astype(bool)
+    if (target[listed] >= c).any():
+        raise IndexError(f"{op}: target out of bounds for {c} classes")
+    slots = np.where(listed, target, 0)
+    is_target = np.zeros((n, c), bool)
+    rows = np.broadcast_to(np.arange(n)[:, None], (n, c))
+    is_target[rows[listed], slots[listed]] = True
+    return slots, listed[:, :, None] & ~is_target[:, None, :]
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    """max(0, d(a, p) - d(a, n) + margin), d the pairwise_distance of order p; swap: d(a, n)
+    replaced by d(p, n) where smaller. Reduced.
+
+    Example:
+        >>> a = cltensor.randn(8, 16)
+        >>> F.triplet_margin_loss(a, a + 0.1, -a).item()
+    """
+    op = "triplet_margin_loss"
+    reduction = _reduction(reduction, op, size_average, reduce)
+
+    def distance(x1, x2):
+        return pairwise_distance(x1, x2, p, eps)
+
+    return _triplet(op, anchor, positive, negative, distance, margin, swap, reduction)
+
+
+def _triplet(op, anchor, positive, negative, distance, margin, swap, reduction):
+    _float_tensor(anchor, "anchor", op)
+    shapes = {n: _tensor(t, n, op).ndim for n, t in
+              (("anchor", anchor), ("positive", positive), ("negative", negative))}
+    if len(set(shapes.values())) != 1:
+        raise ValueError(f"{op}: the anchor, positive and negative tensors are expected to have "
+                         f"the same number of dimensions, got {shapes}")
+    d_an = distance(anchor, negative)
+    if swap:
+        d_an = cltensor.minimum(d_an, distance(positive, negative))
+    loss = relu(distance(anchor, positive) - d_an + _number(margin, "margin", op))
+    return _reduced(loss, reduction)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction="mean"):
+    """triplet_margin_loss with a distance of one's own (default pairwise_distance); margin
+    must be positive.
+
+    Example:
+        >>> F.triplet_margin_with_distance_loss(a, p, n, distance_function=lambda x, y:
+        ...     1 - F.cosine_similarity(x, y))
+    """
+    op = "triplet_margin_with_distance_loss"
+    reduction = _reduction(reduction, op)
+    if not _number(margin, "margin", op) > 0:
+        raise ValueError(f"{op}: expected margin to be greater than 0, got {margin} instead")
+    distance = pairwise_distance if distance_function is None else distance_function
+    return _triplet(op, anchor, positive, negative, distance, margin, swap, reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):
+    """The negative log-likelihood of target ~ Poisson(rate): exp(x) - t x with log_input (x the
+    log rate), else x - t log(x + eps); full adds Stirling's t log t - t + log(2 pi t) / 2
+    where t > 1. Reduced.
+
+    Example:
+        >>> F.poisson_nll_loss(cltensor.tensor([0.0]), cltensor.tensor([1.0])).item()
+        1.0
+    """
+    op = "poisson_nll_loss"
+    reduction = _reduction(reduction, op, size_average, reduce)
+    _same_shapes(op, input=input, target=target)
+    if log_input:
+        loss = input.exp() - target * input
+    else:
+        loss = input - target * (input + _number(eps, "eps", op)).log()
+    if full:
+        t = cltensor.clamp(target, min=1.0)  # NOTE: the term is 0 where target <= 1
+        stirling = t * t.log() - t + 0.5 * (2 * math.pi * t).log()
+        loss = loss + _where(target > 1, stirling, 0.0)
+    return _reduced(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    """The negative log-likelihood of target ~ N(input, var): (log(max(var, eps)) +
+    (input - target)^2 / max(var, eps)) / 2 (+ log(2 pi) / 2 with full), reduced; var has the
+    input's shape, or one dim less (or a last dim of 1) for one variance per sample, or is a
+    number. The clamp at eps does not stop var's gradient (as torch).
+
+    Example:
+        >>> F.gaussian_nll_loss(cltensor.zeros(2), cltensor.zeros(2), cltensor.ones(2)).item()
+        0.0
+    """
+    op = "gaussian_nll_loss"
+    reduction = _reduction(reduction, op)
+    _same_shapes(op, input=input, target=target)
+    var = _gaussian_var(input, var, op)
+    if var.numel() and (var.detach() < 0).any().item():
+        raise ValueError(f"{op}: var has negative entry/entries")
+    var = var + (cltensor.clamp(var.detach(), min=_number(eps, "eps", op)) - var.detach())
+    loss = 0.5 * (var.log() + (input - target) ** 2 / var)
+    return _reduced(loss + 0.5 * math.log(2 * math.pi) if full else loss, reduction)
+
+
+def _gaussian_var(input, var, op):
+    """var as a tensor that broadcasts to input's shape, checked."""
+    if isinstance(var, numbers.Real) and not isinstance(var, bool):
+        return cltensor.full((), float(var), dtype=input.dtype, device=input.device)
+    _loss_operand(var, "var", input, op)
+    if var.shape == input.shape or (var.shape[:-1] == input.shape[:-1] and var.shape[-1:] == (1,)):
+        return var
+    if var.shape == input.shape[:-1]:
+        return var.unsqueeze(-1)
+    raise ValueError(f"{op}: var of shape {var.shape} is of incorrect size for input of shape "
+                     f"{input.shape}")
+
+
+# ---- others -------------------------------------------------------------------------------------
+
+def bilinear(input1, input2, weight, bias=None):
+    """y_k = input1^T weight[k] input2 + bias[k] over the last dims.
+
+    Args:
+        input1: (*, in1); input2: (*, in2) of the same leading shape.
+        weight: (out, in1, in2); bias: optional (out,).
+
+    Example:
+        >>> F.bilinear(cltensor.ones(4, 2), cltensor.ones(4, 3), cltensor.ones(5, 2, 3)).shape
+        (4, 5)
+    """
+    op = "bilinear"
+    _float_tensor(input1, "input1", op)
+    for name, t in (("input2", input2), ("weight", weight)):
+        _loss_operand(t, name, input1, op)
+    if weight.ndim != 3 or input1.ndim == 0 or input2.shape[:-1] != input1.shape[:-1] or \
+            (input1.shape[-1], input2.shape[-1]) != weight.shape[1:]:
+        raise ValueError(f"{op}: expected inputs (*, in1) and (*, in2) and a weight (out, in1, "
+                         f"in2), got {input1.shape}, {input2.shape} and {weight.shape}")
+    out, in1, in2 = weight.shape
+    w = weight.permute(1, 0, 2).reshape(in1, out * in2)
+    left = linear(input1, w.T).reshape(input1.shape[:-1] + (out, in2))
+    y = (left * input2.unsqueeze(-2)).sum(-1)
+    if bias is not None:
+        y = y + _per_channel(bias, "bias", input1, out, op)
+    return y
+
+
+SELU_NEG = SELU_ALPHA * SELU_SCALE  # selu's limit at -inf, negated
+
+
+def _alpha_dropout(input, p, training, inplace, mask_shape, op):
+    """torch's alpha dropout: dropped elements set to selu's negative saturation and an affine
+    map a x + b that keeps zero mean and unit variance."""
+    _float_tensor(input, "input", op)
+    p = _number(p, "p", op)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0:
+        return input
+    if p == 1:
+        out = input * 0.0
+    else:
+        keep = ClTensor.empty_on(mask_shape, input.dtype, input.device).bernoulli_(1.0 - p)
+        a = 1.0 / math.sqrt((SELU_NEG * SELU_NEG * p + 1) * (1 - p))
+        out = input * (keep * a) + ((keep - 1) * (SELU_NEG * a) + SELU_NEG * a * p)
+    return input.copy_(out) if inplace else out
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout for SELU networks: keeps the input's mean and variance (training only).
+
+    Example:
+        >>> y = F.alpha_dropout(cltensor.randn(1000), 0.2, training=True)
+    """
+    return _alpha_dropout(input, p, training, inplace, input.shape, "alpha_dropout")
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """alpha_dropout of whole channels: one draw per (N, C) of an (N, C, *) input."""
+    op = "feature_alpha_dropout"
+    if _float_tensor(input, "input", op).ndim < 2:
+        raise ValueError(f"{op}: expected an (N, C, *) input, got shape {input.shape}")
+    shape = input.shape[:2] + (1,) * (input.ndim - 2)
+    return _alpha_dropout(input, p, training, inplace, shape, op)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    """Randomized leaky ReLU: x where x >= 0, else a x with a ~ U(lower, upper) per element in
+    training, a = (lower + upper) / 2 otherwise.
+
+    Example:
+        >>> F.rrelu(cltensor.tensor([-1.0, 2.0])).tolist()
+        [-0.22916666666666666, 2.0]
+    """
+    op = "rrelu"
+    _float_tensor(input, "input", op)
+    lo_, hi = _number(lower, "lower", op), _number(upper, "upper", op)
+    if lo_ > hi:
+        raise ValueError(f"{op}: lower bound {lo_} must not exceed upper bound {hi}")
+    if not training:
+        return leaky_relu(input, (lo_ + hi) / 2, inplace)
+    slope = cltensor.empty_like(input).uniform_(lo_, hi)
+    out = _where(input >= 0, input, input * slope)
+    return input.copy_(out) if inplace else out
+
+
+def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
+    """A sample of the Gumbel-softmax distribution: softmax((logits + g) / tau) along dim, g
+    Gumbel(0, 1) noise; hard: the one-hot of its argmax, with the soft sample's gradient
+    (straight-through).
+
+    Example:
+        >>> y = F.gumbel_softmax(cltensor.randn(4, 10), tau=0.5, hard=True)   # one-hot rows
+    """
+    op = "gumbel_softmax"
+    _float_tensor(logits, "logits", op)
+    gumbels = -cltensor.empty_like(logits).exponential_().log()
+    y = softmax((logits + gumbels) / _number(tau, "tau", op), dim)
+    if not hard:
+        return y
+    index = y.detach().argmax(dim, keepdim=True)
+    one_hot_ = cltensor.zeros_like(y).scatter(dim, index, 1.0)
+    return one_hot_ - y.detach() + y
+
+
+def relu_(input):
+    """relu in place."""
+    return relu(input, inplace=True)
+
+
+def elu_(input, alpha=1.0):
+    """elu in place."""
+    return elu(input, alpha, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    """leaky_relu in place."""
+    return leaky_relu(input, negative_slope, inplace=True)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    """hardtanh in place."""
+    return hardtanh(input, min_val, max_val, inplace=True)
+
+
+def selu_(input):
+    """selu in place."""
+    return selu(input, inplace=True)
+
+
+def celu_(input, alpha=1.0):
+    """celu in place."""
+    return celu(input, alpha, inplace=True)
+
+
+_threshold = threshold  # NOTE: threshold_'s argument of that name hides the function
+
+
+def threshold_(input, threshold, value):
+    """threshold in place."""
+    return _threshold(input, threshold, value, inplace=True)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    """rrelu in place."""
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """interpolate (torch's deprecated name), with its deprecation warning."""
+    warnings.warn("nn.functional.upsample is deprecated. Use nn.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    """interpolate with mode "nearest" (torch's deprecated name)."""
+    warnings.warn("nn.functional.upsample_nearest is deprecated. Use nn.functional.interpolate "
+                  "instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    """interpolate with mode "bilinear" and align_corners=True (torch's deprecated name)."""
+    warnings.warn("nn.functional.upsample_bilinear is deprecated. Use nn.functional.interpolate "
+                  "instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+# NOTE: at the end: attention.py builds on this module
+from .modules.attention import scaled_dot_product_attention  # noqa: E402,F401

@@ -1,7 +1,8 @@
 """The layers of cltensor.nn, grouped as in torch.nn.modules."""
-from . import (activation, container, conv, linear, loss, module, normalization, padding,
-               pixelshuffle, pooling, upsampling)
+from . import (activation, attention, container, conv, linear, loss, module, normalization,
+               padding, pixelshuffle, pooling, rnn, upsampling)
 from .activation import *  # noqa: F401,F403
+from .attention import *  # noqa: F401,F403
 from .container import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .linear import *  # noqa: F401,F403
@@ -11,8 +12,10 @@ from .normalization import *  # noqa: F401,F403
 from .padding import *  # noqa: F401,F403
 from .pixelshuffle import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
+from .rnn import *  # noqa: F401,F403
 from .upsampling import *  # noqa: F401,F403
 
 __all__ = [name for mod in (module, container, linear, conv, pooling, activation,
-                            normalization, loss, upsampling, padding, pixelshuffle)
+                            normalization, loss, upsampling, padding, pixelshuffle, rnn,
+                            attention)
            for name in mod.__all__]

@@ -1,6 +1,6 @@
 """Activation modules: ReLU, ReLU6, PReLU, LeakyReLU, ELU, SELU, CELU, GELU, SiLU, Mish, Softplus,
 Hardswish, Hardsigmoid, Sigmoid, LogSigmoid, Tanh, Hardtanh, Softsign, Tanhshrink, Softshrink,
-Hardshrink, Threshold, GLU, Softmax, LogSoftmax."""
+Hardshrink, Threshold, GLU, Softmax, LogSoftmax, Softmin, Softmax2d, RReLU."""
 from ...autograd import no_grad
 from .. import functional as F
 from .linear import check_size, new_parameter
@@ -9,7 +9,7 @@ from .module import Module
 __all__ = ["ReLU", "ReLU6", "PReLU", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish",
            "Softplus", "Hardswish", "Hardsigmoid", "Sigmoid", "LogSigmoid", "Tanh", "Hardtanh",
            "Softsign", "Tanhshrink", "Softshrink", "Hardshrink", "Threshold", "GLU", "Softmax",
-           "LogSoftmax"]
+           "LogSoftmax", "Softmin", "Softmax2d", "RReLU"]
 
 
 def _inplace_repr(inplace):
@@ -316,3 +316,38 @@ class LogSoftmax(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}"
+
+
+class Softmin(Softmax):
+    """softmax(-x) along dim."""
+
+    def forward(self, input):
+        return F.softmin(input, self.dim)
+
+
+class Softmax2d(Module):
+    """softmax over the channels (dim -3) of (N, C, H, W) or (C, H, W) input."""
+
+    def forward(self, input):
+        if input.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected a 3-d or 4-d input, got shape {input.shape}")
+        return F.softmax(input, -3)
+
+
+class RReLU(Module):
+    """Randomized leaky ReLU: slope ~ U(lower, upper) per element in training, their mean in
+    eval.
+
+    Example:
+        nn.RReLU(0.1, 0.3)(cltensor.randn(4, 8))
+    """
+
+    def __init__(self, lower=1.0 / 8, upper=1.0 / 3, inplace=False):
+        super().__init__()
+        self.lower, self.upper, self.inplace = lower, upper, inplace
+
+    def forward(self, input):
+        return F.rrelu(input, self.lower, self.upper, self.training, self.inplace)
+
+    def extra_repr(self):
+        return f"lower={self.lower}, upper={self.upper}{_inplace_repr(self.inplace)}"

@@ -1,12 +1,13 @@
-"""Containers: Sequential, ModuleList and ModuleDict, as in torch.nn."""
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList and ParameterDict, as in
+torch.nn."""
 import operator
 from collections import OrderedDict
 
 from .activation import ReLU
 from .conv import Conv2d
-from .module import Module
+from .module import Module, Parameter
 
-__all__ = ["Sequential", "ModuleList", "ModuleDict"]
+__all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 
 
 def _index(idx, n, kind):
@@ -174,40 +175,98 @@ class ModuleList(Module):
 
 class ModuleDict(Module):
     """A dict of modules whose parameters belong to the owner; keeps insertion order."""
+    _store = "_modules"  # NOTE: ParameterDict keeps the same methods over _parameters
 
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
             self.update(modules)
 
+    def _items(self):
+        return getattr(self, self._store)
+
     def __getitem__(self, key):
-        return self._modules[key]
+        return self._items()[key]
 
     def __setitem__(self, key, module):
         self.add_module(key, module)
 
     def __delitem__(self, key):
-        del self._modules[key]
+        del self._items()[key]
 
     def __len__(self):
-        return len(self._modules)
+        return len(self._items())
 
     def __iter__(self):
-        return iter(self._modules)
+        return iter(self._items())
 
     def __contains__(self, key):
-        return key in self._modules
+        return key in self._items()
 
     def keys(self):
-        return self._modules.keys()
+        return self._items().keys()
 
     def items(self):
-        return self._modules.items()
+        return self._items().items()
 
     def values(self):
-        return self._modules.values()
+        return self._items().values()
 
     def update(self, modules):
         pairs = modules.items() if hasattr(modules, "items") else modules
         for key, module in pairs:
             self[key] = module
+
+
+def _as_parameter(value):
+    """A Parameter as is; a plain tensor wrapped in one (as torch's ParameterList does)."""
+    return value if value is None or isinstance(value, Parameter) else Parameter(value)
+
+
+class ParameterList(Module):
+    """A list of parameters registered with the owner (named "0", "1", ...).
+
+    Example:
+        self.scales = nn.ParameterList([nn.Parameter(cltensor.ones(8)) for _ in range(3)])
+    """
+
+    def __init__(self, values=None):
+        super().__init__()
+        if values is not None:
+            self.extend(values)
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return ParameterList(list(self)[idx])
+        return self._parameters[str(_index(idx, len(self), "ParameterList"))]
+
+    def __setitem__(self, idx, param):
+        self.register_parameter(str(_index(idx, len(self), "ParameterList")),
+                                _as_parameter(param))
+
+    def __len__(self):
+        return len(self._parameters)
+
+    def __iter__(self):
+        return iter(self._parameters.values())
+
+    def __iadd__(self, values):
+        return self.extend(values)
+
+    def append(self, value):
+        self.register_parameter(str(len(self)), _as_parameter(value))
+        return self
+
+    def extend(self, values):
+        for v in values:
+            self.append(v)
+        return self
+
+
+class ParameterDict(ModuleDict):
+    """A dict of parameters registered with the owner; keeps insertion order (plain tensors
+    are wrapped in Parameters)."""
+    _store = "_parameters"
+
+    def __setitem__(self, key, param):
+        self.register_parameter(key, _as_parameter(param))

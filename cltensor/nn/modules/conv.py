@@ -1,13 +1,13 @@
-"""Conv2d and ConvTranspose2d: the modules around cltensor.nn.functional.conv2d and
-conv_transpose2d."""
+"""Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d: the modules around
+cltensor.nn.functional's convolutions; Unfold and Fold (im2col and col2im)."""
 
 import cltensor
 
 from .. import functional as F
 from .linear import add_weight_and_bias, check_size, reset_kaiming
-from .module import Module
+from .module import Module, Parameter
 
-__all__ = ["Conv2d", "ConvTranspose2d"]
+__all__ = ["Conv2d", "ConvTranspose2d", "Conv1d", "ConvTranspose1d", "Unfold", "Fold"]
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -204,3 +204,113 @@ class ConvTranspose2d(Module):
         if self.bias is None:
             s += ", bias=False"
         return s
+
+
+class Conv1d(Conv2d):
+    """1-d convolution over (N, C, L) or (C, L) input, with torch's arguments (ints) and
+    default initialization; weight (out_channels, in_channels / groups, kernel_size).
+
+    Example:
+        nn.Conv1d(4, 8, 3, padding=1)(cltensor.randn(2, 4, 10)).shape   # (2, 8, 10)
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        name = "Conv1d"
+        one = [(1, single(v, n, name)) for v, n in ((kernel_size, "kernel_size"),
+                                                     (stride, "stride"), (dilation, "dilation"))]
+        pad = padding if isinstance(padding, str) else (0, single(padding, "padding", name))
+        super().__init__(in_channels, out_channels, one[0], one[1], pad, one[2], groups, bias,
+                         padding_mode, device, dtype)
+        _squeeze_height(self)
+
+    def conv_relu(self, input, relu=True):
+        x, pad = input, self.padding if isinstance(self.padding, str) else self.padding[1]
+        if self.padding_mode != "zeros":
+            x, pad = cltensor.pad(input, self._reversed_padding_repeated_twice[:2],
+                                  mode=self.padding_mode), 0
+        y = F.conv1d(x, self.weight, self.bias, self.stride[1], pad, self.dilation[1],
+                     self.groups)
+        return F.relu(y) if relu else y
+
+
+class ConvTranspose1d(ConvTranspose2d):
+    """1-d transposed convolution over (N, Cin, L) or (Cin, L) input, with torch's arguments
+    (ints); weight (in_channels, out_channels / groups, kernel_size).
+
+    Example:
+        nn.ConvTranspose1d(8, 4, 4, stride=2, padding=1)(cltensor.randn(2, 8, 7)).shape
+        # (2, 4, 14)
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        name = "ConvTranspose1d"
+        args = [(h, single(v, n, name)) for h, v, n in (
+            (1, kernel_size, "kernel_size"), (1, stride, "stride"), (0, padding, "padding"),
+            (0, output_padding, "output_padding"), (1, dilation, "dilation"))]
+        k, s, p, op, d = args
+        super().__init__(in_channels, out_channels, k, s, p, op, groups, bias, d, padding_mode,
+                         device, dtype)
+        _squeeze_height(self)
+
+    def forward(self, input, output_size=None):
+        size = None if output_size is None else (1,) + tuple(output_size)[-1:]
+        op = self._output_padding(input.unsqueeze(-2), size)
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride[1],
+                                  self.padding[1], op[1], self.groups, self.dilation[1])
+
+
+def _squeeze_height(module):
+    """The 2-d module's (.., .., 1, K) weight as a 3-d parameter, in its place before the bias
+    (kaiming's fan is the same for both)."""
+    module._parameters["weight"] = Parameter(module.weight.detach().squeeze(2))
+
+
+def single(value, name, owner):
+    """An int from an int or a 1-tuple of ints, checked."""
+    v = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TypeError(f"{owner}: {name} must be an int or a 1-tuple of ints, got {value!r}")
+    return v
+
+
+class Unfold(Module):
+    """Sliding blocks of an (N, C, H, W) input as the columns of (N, C * kh * kw, L) (F.unfold).
+
+    Example:
+        nn.Unfold(3, padding=1)(cltensor.randn(2, 3, 5, 5)).shape   # (2, 27, 25)
+    """
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation = kernel_size, dilation
+        self.padding, self.stride = padding, stride
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")
+
+
+class Fold(Unfold):
+    """Columns (N, C * kh * kw, L) summed back into an (N, C, H, W) image (F.fold), (H, W) =
+    output_size.
+
+    Example:
+        nn.Fold((4, 4), 2)(cltensor.randn(1, 12, 9)).shape   # (1, 3, 4, 4)
+    """
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__(kernel_size, dilation, padding, stride)
+        self.output_size = output_size
+
+    def forward(self, input):
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
+                      self.stride)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}, " + super().extra_repr()

@@ -1,4 +1,5 @@
-"""Identity, Linear, Embedding, Flatten and Dropout modules."""
+"""Identity, Linear, Bilinear, Embedding, Flatten, Dropout modules (AlphaDropout too) and the
+distances CosineSimilarity and PairwiseDistance."""
 import math
 
 from ... import dtypes as dt
@@ -9,8 +10,8 @@ from .. import init
 from .module import Module, Parameter
 
 __all__ = ["Identity", "Linear", "Embedding", "Flatten", "Unflatten", "Dropout", "Dropout1d",
-           "Dropout2d",
-           "Dropout3d"]
+           "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "Bilinear",
+           "CosineSimilarity", "PairwiseDistance"]
 
 
 def check_size(value, name, owner):
@@ -253,3 +254,71 @@ class Dropout3d(Dropout):
 
     def forward(self, input):
         return F.dropout3d(input, self.p, self.training, self.inplace)
+
+
+class AlphaDropout(Dropout):
+    """Dropout that keeps a SELU network's zero mean and unit variance (training only)."""
+
+    def forward(self, input):
+        return F.alpha_dropout(input, self.p, self.training, self.inplace)
+
+
+class FeatureAlphaDropout(Dropout):
+    """AlphaDropout of whole channels of (N, C, *) input."""
+
+    def forward(self, input):
+        return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)
+
+
+class Bilinear(Module):
+    """y = x1^T A x2 + b, with A (out_features, in1_features, in2_features) and b
+    (out_features,) starting as U(-1/sqrt(in1_features), 1/sqrt(in1_features)), as torch.
+
+    Example:
+        nn.Bilinear(20, 30, 40)(cltensor.randn(128, 20), cltensor.randn(128, 30)).shape
+        # (128, 40)
+    """
+
+    def __init__(self, in1_features, in2_features, out_features, bias=True, device=None,
+                 dtype=None):
+        super().__init__()
+        self.in1_features = check_size(in1_features, "in1_features", "Bilinear")
+        self.in2_features = check_size(in2_features, "in2_features", "Bilinear")
+        self.out_features = check_size(out_features, "out_features", "Bilinear")
+        add_weight_and_bias(self, (out_features, in1_features, in2_features),
+                            out_features if bias else None, device, dtype, "Bilinear")
+
+    def reset_parameters(self):
+        bound = 1 / math.sqrt(self.weight.shape[1])
+        init.uniform_(self.weight, -bound, bound)
+        if self.bias is not None:
+            init.uniform_(self.bias, -bound, bound)
+
+    def forward(self, input1, input2):
+        return F.bilinear(input1, input2, self.weight, self.bias)
+
+    def extra_repr(self):
+        return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+                f"out_features={self.out_features}, bias={self.bias is not None}")
+
+
+class CosineSimilarity(Module):
+    """F.cosine_similarity(x1, x2, dim, eps)."""
+
+    def __init__(self, dim=1, eps=1e-8):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1, x2):
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    """F.pairwise_distance(x1, x2, p, eps, keepdim): ||x1 - x2 + eps||_p over the last dim."""
+
+    def __init__(self, p=2.0, eps=1e-6, keepdim=False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)

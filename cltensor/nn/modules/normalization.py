@@ -1,4 +1,5 @@
-"""Normalization modules: BatchNorm1d, BatchNorm2d, LayerNorm, GroupNorm and LocalResponseNorm."""
+"""Normalization modules: BatchNorm1d, BatchNorm2d, InstanceNorm1d, InstanceNorm2d, LayerNorm,
+RMSNorm, GroupNorm and LocalResponseNorm."""
 from ... import dtypes as dt
 from ...autograd import no_grad
 from ...creation import ones, zeros
@@ -7,7 +8,8 @@ from .. import init
 from .linear import check_size, new_parameter
 from .module import Module
 
-__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "LocalResponseNorm"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "LocalResponseNorm",
+           "InstanceNorm1d", "InstanceNorm2d", "RMSNorm"]
 
 
 class _BatchNorm(Module):
@@ -129,6 +131,14 @@ class _AffineNorm(Module):
             init.zeros_(self.bias)
 
 
+def _shape(normalized_shape, owner):
+    """normalized_shape as a tuple of sizes, checked."""
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(normalized_shape)
+    for n in shape:
+        check_size(n, "normalized_shape", owner)
+    return shape
+
+
 class LayerNorm(_AffineNorm):
     """Normalization over the last dims (normalized_shape) of each sample, then an elementwise
     affine map of that shape (elementwise_affine; bias=False drops its bias).
@@ -140,10 +150,7 @@ class LayerNorm(_AffineNorm):
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
                  device=None, dtype=None):
         super().__init__()
-        shape = (normalized_shape,) if isinstance(normalized_shape, int) else \
-            tuple(normalized_shape)
-        for n in shape:
-            check_size(n, "normalized_shape", "LayerNorm")
+        shape = _shape(normalized_shape, "LayerNorm")
         self.normalized_shape, self.eps = shape, eps
         self.elementwise_affine = elementwise_affine
         self._init_affine(elementwise_affine, bias, shape, device, dtype)
@@ -198,3 +205,70 @@ class LocalResponseNorm(Module):
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class _InstanceNorm(_BatchNorm):
+    """Per-(sample, channel) normalization over the positions, with torch's InstanceNorm
+    defaults (no affine map, no running stats)."""
+
+    def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=False,
+                 track_running_stats=False, device=None, dtype=None):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, device, dtype)
+
+    def forward(self, input):
+        name, batched = type(self).__name__, self._ndims[-1]
+        if input.ndim not in self._ndims:
+            raise ValueError(f"{name}: expected {batched - 1}D (unbatched) or {batched}D input, "
+                             f"got {input.ndim}D input of shape {input.shape}")
+        x = input if input.ndim == batched else input.unsqueeze(0)
+        if x.shape[1] != self.num_features:
+            raise ValueError(f"{name}: expected input's size at dim={input.ndim - batched + 1} "
+                             f"to match num_features ({self.num_features}), got {input.shape}")
+        y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            self.training or not self.track_running_stats,
+                            0.0 if self.momentum is None else self.momentum, self.eps)
+        return y if input.ndim == batched else y.squeeze(0)
+
+
+class InstanceNorm1d(_InstanceNorm):
+    """Instance normalization of (N, C, L) or (C, L) input.
+
+    Example:
+        nn.InstanceNorm1d(16, affine=True)(cltensor.randn(4, 16, 32))
+    """
+
+    _ndims = (2, 3)
+
+
+class InstanceNorm2d(_InstanceNorm):
+    """Instance normalization of (N, C, H, W) or (C, H, W) input.
+
+    Example:
+        nn.InstanceNorm2d(16)(cltensor.randn(4, 16, 8, 8))
+    """
+
+    _ndims = (3, 4)
+
+
+class RMSNorm(_AffineNorm):
+    """Root-mean-square normalization over the last dims (normalized_shape), then an elementwise
+    scale (elementwise_affine); eps None is the dtype's machine epsilon.
+
+    Example:
+        nn.RMSNorm(16)(cltensor.randn(4, 10, 16))
+    """
+
+    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
+                 dtype=None):
+        super().__init__()
+        shape = _shape(normalized_shape, "RMSNorm")
+        self.normalized_shape, self.eps = shape, eps
+        self.elementwise_affine = elementwise_affine
+        self._init_affine(elementwise_affine, False, shape, device, dtype)
+
+    def forward(self, input):
+        return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")

@@ -1,8 +1,11 @@
-"""Pooling modules: MaxPool2d, AvgPool2d and AdaptiveAvgPool2d."""
+"""Pooling modules: MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d,
+LPPool1d/2d and MaxUnpool1d/2d."""
 from .. import functional as F
 from .module import Module
 
-__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"]
+__all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "MaxPool1d",
+           "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "LPPool1d", "LPPool2d",
+           "MaxUnpool1d", "MaxUnpool2d"]
 
 
 class MaxPool2d(Module):
@@ -90,3 +93,103 @@ class AdaptiveMaxPool2d(Module):
 
     def extra_repr(self):
         return f"output_size={self.output_size}"
+
+
+class MaxPool1d(MaxPool2d):
+    """The maximum over each window of an (N, C, L) or (C, L) input (MaxPool2d's arguments, as
+    ints).
+
+    Example:
+        nn.MaxPool1d(2)(cltensor.randn(1, 3, 8)).shape   # (1, 3, 4)
+    """
+
+    def forward(self, input):
+        return F.max_pool1d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class AvgPool1d(AvgPool2d):
+    """The mean over each window of an (N, C, L) or (C, L) input.
+
+    Example:
+        nn.AvgPool1d(3, stride=2)(cltensor.randn(1, 3, 9)).shape   # (1, 3, 4)
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
+                 count_include_pad=True):
+        super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+
+    def forward(self, input):
+        return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad)
+
+
+class AdaptiveAvgPool1d(AdaptiveAvgPool2d):
+    """Averages of an (N, C, L) or (C, L) input over windows that give length output_size."""
+
+    def forward(self, input):
+        return F.adaptive_avg_pool1d(input, self.output_size)
+
+
+class AdaptiveMaxPool1d(AdaptiveMaxPool2d):
+    """Maxima of an (N, C, L) or (C, L) input over windows that give length output_size."""
+
+    def forward(self, input):
+        return F.adaptive_max_pool1d(input, self.output_size, self.return_indices)
+
+
+class LPPool2d(Module):
+    """Power-average pooling: (sum of x^p over each window) ^ (1 / p).
+
+    Example:
+        nn.LPPool2d(2, 3, stride=2)(cltensor.randn(1, 3, 9, 9)).shape   # (1, 3, 4, 4)
+    """
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type, self.kernel_size = norm_type, kernel_size
+        self.stride, self.ceil_mode = stride, ceil_mode
+
+    def forward(self, input):
+        return F.lp_pool2d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(LPPool2d):
+    """Power-average pooling of an (N, C, L) or (C, L) input."""
+
+    def forward(self, input):
+        return F.lp_pool1d(input, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+
+class MaxUnpool2d(Module):
+    """The inverse of MaxPool2d: zeros holding the input's values at the pooling's indices.
+
+    Example:
+        pool, unpool = nn.MaxPool2d(2, return_indices=True), nn.MaxUnpool2d(2)
+        y, i = pool(x); unpool(y, i, output_size=x.shape)
+    """
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size = kernel_size
+        self.stride = stride if stride is not None else kernel_size
+        self.padding = padding
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool2d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(MaxUnpool2d):
+    """The inverse of MaxPool1d."""
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
