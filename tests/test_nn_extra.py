@@ -380,8 +380,16 @@ def test_modules_match_torch(device, rng):
         (nn.Softmax2d(), tnn.Softmax2d(), x4),
         (nn.Unfold(2), tnn.Unfold(2), x4),
     ]
+    pairs += [  # torch's attributes (1-tuples for the 1-d layers) and repr, same outputs
+        (nn.Conv1d(4, 6, 3, padding="same", dilation=2, **f64),
+         tnn.Conv1d(4, 6, 3, padding="same", dilation=2, **tdt), x3),
+        (nn.ConvTranspose1d(4, 6, 3, stride=2, output_padding=1, **f64),
+         tnn.ConvTranspose1d(4, 6, 3, stride=2, output_padding=1, **tdt), x3)]
     for mine, theirs, x in pairs:
         _copy_params(mine, theirs)
+        assert repr(mine) == repr(theirs)
+        for name in ("kernel_size", "stride", "padding", "dilation", "output_padding"):
+            assert getattr(mine, name, None) == getattr(theirs, name, None), (repr(mine), name)
         for train in (True, False):
             mine.train(train)
             theirs.train(train)

@@ -12,15 +12,46 @@ __all__ = ["Conv2d", "ConvTranspose2d", "Conv1d", "ConvTranspose1d", "Unfold", "
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
 
-def pair(value, name, owner):
-    """(a, a) from an int, or a 2-tuple of ints, checked."""
-    v = (value, value) if isinstance(value, int) else tuple(value)
-    if len(v) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        raise TypeError(f"{owner}: {name} must be an int or a pair of ints, got {value!r}")
+def ntuple(value, n, name, owner):
+    """(a,) * n from an int, or an n-tuple of ints, checked."""
+    v = (value,) * n if isinstance(value, int) else \
+        tuple(value) if isinstance(value, (tuple, list)) else ()
+    if len(v) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
+        kind = "a pair" if n == 2 else f"a {n}-tuple"
+        raise TypeError(f"{owner}: {name} must be an int or {kind} of ints, got {value!r}")
     return v
 
 
-class Conv2d(Module):
+def pair(value, name, owner):
+    """(a, a) from an int, or a 2-tuple of ints, checked."""
+    return ntuple(value, 2, name, owner)
+
+
+class _ConvNd(Module):
+    """What Conv1d/2d and ConvTranspose1d/2d share: their size arguments as DIMS-tuples (torch's
+    attributes), named in errors by the class."""
+    DIMS = 2
+
+    def _sizes(self, **values):
+        for name, value in values.items():
+            keep = name == "padding" and isinstance(value, str)
+            setattr(self, name, value if keep else
+                    ntuple(value, self.DIMS, name, type(self).__name__))
+
+    def _size_repr(self, names):
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+             f"stride={self.stride}")
+        for name, default in names:
+            if getattr(self, name) != (default,) * self.DIMS:
+                s += f", {name}={getattr(self, name)}"
+        if self.groups != 1:
+            s += f", groups={self.groups}"
+        if self.bias is None:
+            s += ", bias=False"
+        return s
+
+
+class Conv2d(_ConvNd):
     """2-d convolution over NCHW input, with torch's arguments and default initialization.
 
     Args:
@@ -43,53 +74,49 @@ class Conv2d(Module):
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
         super().__init__()
-        self.in_channels = check_size(in_channels, "in_channels", "Conv2d")
-        self.out_channels = check_size(out_channels, "out_channels", "Conv2d")
-        self.kernel_size = pair(kernel_size, "kernel_size", "Conv2d")
-        self.stride = pair(stride, "stride", "Conv2d")
-        self.dilation = pair(dilation, "dilation", "Conv2d")
-        self.padding = padding if isinstance(padding, str) else pair(padding, "padding", "Conv2d")
+        name = type(self).__name__
+        self.in_channels = check_size(in_channels, "in_channels", name)
+        self.out_channels = check_size(out_channels, "out_channels", name)
+        self._sizes(kernel_size=kernel_size, stride=stride, dilation=dilation, padding=padding,
+                    output_padding=0)  # torch's attribute, as on the transposed layers
         self.groups = groups
         self.padding_mode = padding_mode
-        self._check()
+        self._check(name)
         self._reversed_padding_repeated_twice = self._explicit_padding()
         add_weight_and_bias(self, (out_channels, in_channels // groups) + self.kernel_size,
-                            out_channels if bias else None, device, dtype, "Conv2d")
+                            out_channels if bias else None, device, dtype, name)
 
-    def _check(self):
+    def _check(self, name):
         if not isinstance(self.groups, int) or self.groups <= 0:
-            raise ValueError(f"Conv2d: groups must be a positive integer, got {self.groups!r}")
+            raise ValueError(f"{name}: groups must be a positive integer, got {self.groups!r}")
         if self.in_channels % self.groups or self.out_channels % self.groups:
-            raise ValueError(f"Conv2d: in_channels ({self.in_channels}) and out_channels "
+            raise ValueError(f"{name}: in_channels ({self.in_channels}) and out_channels "
                              f"({self.out_channels}) must be divisible by groups ({self.groups})")
         if any(k <= 0 for k in self.kernel_size) or any(s <= 0 for s in self.stride) \
                 or any(d <= 0 for d in self.dilation):
-            raise ValueError(f"Conv2d: kernel_size {self.kernel_size}, stride {self.stride} and "
+            raise ValueError(f"{name}: kernel_size {self.kernel_size}, stride {self.stride} and "
                              f"dilation {self.dilation} must be positive")
         if isinstance(self.padding, str):
             if self.padding not in ("valid", "same"):
-                raise ValueError(f"Conv2d: invalid padding string {self.padding!r}, should be "
+                raise ValueError(f"{name}: invalid padding string {self.padding!r}, should be "
                                  f"one of 'valid', 'same'")
-            if self.padding == "same" and self.stride != (1, 1):
-                raise ValueError("Conv2d: padding='same' is not supported for strided convolutions")
+            if self.padding == "same" and any(s != 1 for s in self.stride):
+                raise ValueError(f"{name}: padding='same' is not supported for strided "
+                                 f"convolutions")
         elif any(p < 0 for p in self.padding):
-            raise ValueError(f"Conv2d: padding {self.padding} must be non-negative")
+            raise ValueError(f"{name}: padding {self.padding} must be non-negative")
         if self.padding_mode not in PADDING_MODES:
-            raise ValueError(f"Conv2d: padding_mode must be one of {PADDING_MODES}, got "
+            raise ValueError(f"{name}: padding_mode must be one of {PADDING_MODES}, got "
                              f"{self.padding_mode!r}")
 
     def _explicit_padding(self):
-        """(left, right, top, bottom) amounts for cltensor.pad, used with non-zero padding modes."""
-        if self.padding == "valid":
-            return (0, 0, 0, 0)
+        """(left, right[, top, bottom]) amounts for cltensor.pad, used with non-zero padding
+        modes: the last dim's first, as cltensor.pad reads them."""
         if self.padding == "same":
-            out = []
-            for d, k in reversed(list(zip(self.dilation, self.kernel_size))):
-                total = d * (k - 1)
-                out += [total // 2, total - total // 2]
-            return tuple(out)
-        ph, pw = self.padding
-        return (pw, pw, ph, ph)
+            totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+        else:
+            totals = [0] * self.DIMS if self.padding == "valid" else [2 * p for p in self.padding]
+        return tuple(x for t in reversed(totals) for x in (t // 2, t - t // 2))
 
     def reset_parameters(self):
         reset_kaiming(self)
@@ -109,22 +136,13 @@ class Conv2d(Module):
                         self.groups, relu=relu)
 
     def extra_repr(self):
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}")
-        if self.padding != (0, 0):
-            s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
-            s += f", dilation={self.dilation}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
+        s = self._size_repr((("padding", 0), ("dilation", 1)))
         if self.padding_mode != "zeros":
             s += f", padding_mode={self.padding_mode}"
         return s
 
 
-class ConvTranspose2d(Module):
+class ConvTranspose2d(_ConvNd):
     """2-d transposed convolution (the input gradient of a Conv2d with the same arguments),
     with torch's arguments and default initialization.
 
@@ -150,14 +168,13 @@ class ConvTranspose2d(Module):
                  output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
                  device=None, dtype=None):
         super().__init__()
-        name = "ConvTranspose2d"
+        name = type(self).__name__
         self.in_channels = check_size(in_channels, "in_channels", name)
         self.out_channels = check_size(out_channels, "out_channels", name)
-        self.kernel_size = pair(kernel_size, "kernel_size", name)
-        self.stride = pair(stride, "stride", name)
-        self.padding = pair(padding, "padding", name)
-        self.output_padding = pair(output_padding, "output_padding", name)
-        self.dilation = pair(dilation, "dilation", name)
+        if isinstance(padding, str):
+            raise TypeError(f"{name}: padding must be an int or a tuple of ints, got {padding!r}")
+        self._sizes(kernel_size=kernel_size, stride=stride, padding=padding,
+                    output_padding=output_padding, dilation=dilation)
         self.groups = groups
         if not isinstance(groups, int) or groups <= 0 or in_channels % groups or \
                 out_channels % groups:
@@ -179,101 +196,58 @@ class ConvTranspose2d(Module):
                                   self.dilation)
 
     def _output_padding(self, input, output_size):
-        """The output padding that gives output_size (its last two entries), checked."""
+        """The output padding that gives output_size (its last DIMS entries), checked."""
         if output_size is None:
             return self.output_padding
-        size = tuple(output_size)[-2:]
+        nd, spatial = self.DIMS, tuple(input.shape[-self.DIMS:])
+        size = tuple(output_size)[-nd:]
         least = [(n - 1) * s - 2 * p + d * (k - 1) + 1 for n, s, p, d, k in zip(
-            input.shape[-2:], self.stride, self.padding, self.dilation, self.kernel_size)]
+            spatial, self.stride, self.padding, self.dilation, self.kernel_size)]
         most = [m + s - 1 for m, s in zip(least, self.stride)]
-        if len(size) != 2 or not all(lo <= n <= hi for n, lo, hi in zip(size, least, most)):
-            raise ValueError(f"ConvTranspose2d: output_size {size} is not between "
+        if len(size) != nd or not all(lo <= n <= hi for n, lo, hi in zip(size, least, most)):
+            raise ValueError(f"{type(self).__name__}: output_size {size} is not between "
                              f"{tuple(least)} and {tuple(most)} (for an input of spatial size "
-                             f"{tuple(input.shape[-2:])})")
+                             f"{spatial})")
         return tuple(n - lo for n, lo in zip(size, least))
 
     def extra_repr(self):
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
-             f"stride={self.stride}")
-        for name, default in (("padding", (0, 0)), ("dilation", (1, 1)),
-                              ("output_padding", (0, 0))):
-            if getattr(self, name) != default:
-                s += f", {name}={getattr(self, name)}"
-        if self.groups != 1:
-            s += f", groups={self.groups}"
-        if self.bias is None:
-            s += ", bias=False"
-        return s
+        return self._size_repr((("padding", 0), ("dilation", 1), ("output_padding", 0)))
 
 
 class Conv1d(Conv2d):
-    """1-d convolution over (N, C, L) or (C, L) input, with torch's arguments (ints) and
-    default initialization; weight (out_channels, in_channels / groups, kernel_size).
+    """1-d convolution over (N, C, L) or (C, L) input, with torch's arguments and attributes
+    (ints or 1-tuples) and default initialization; weight (out_channels, in_channels / groups,
+    kernel_size).
 
     Example:
         nn.Conv1d(4, 8, 3, padding=1)(cltensor.randn(2, 4, 10)).shape   # (2, 8, 10)
     """
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
-        name = "Conv1d"
-        one = [(1, single(v, n, name)) for v, n in ((kernel_size, "kernel_size"),
-                                                     (stride, "stride"), (dilation, "dilation"))]
-        pad = padding if isinstance(padding, str) else (0, single(padding, "padding", name))
-        super().__init__(in_channels, out_channels, one[0], one[1], pad, one[2], groups, bias,
-                         padding_mode, device, dtype)
-        _squeeze_height(self)
+    DIMS = 1
 
     def conv_relu(self, input, relu=True):
-        x, pad = input, self.padding if isinstance(self.padding, str) else self.padding[1]
+        x, pad = input, self.padding
         if self.padding_mode != "zeros":
-            x, pad = cltensor.pad(input, self._reversed_padding_repeated_twice[:2],
+            x, pad = cltensor.pad(input, self._reversed_padding_repeated_twice,
                                   mode=self.padding_mode), 0
-        y = F.conv1d(x, self.weight, self.bias, self.stride[1], pad, self.dilation[1],
-                     self.groups)
+        y = F.conv1d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
         return F.relu(y) if relu else y
 
 
 class ConvTranspose1d(ConvTranspose2d):
     """1-d transposed convolution over (N, Cin, L) or (Cin, L) input, with torch's arguments
-    (ints); weight (in_channels, out_channels / groups, kernel_size).
+    and attributes (ints or 1-tuples); weight (in_channels, out_channels / groups,
+    kernel_size).
 
     Example:
         nn.ConvTranspose1d(8, 4, 4, stride=2, padding=1)(cltensor.randn(2, 8, 7)).shape
         # (2, 4, 14)
     """
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
-                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
-                 device=None, dtype=None):
-        name = "ConvTranspose1d"
-        args = [(h, single(v, n, name)) for h, v, n in (
-            (1, kernel_size, "kernel_size"), (1, stride, "stride"), (0, padding, "padding"),
-            (0, output_padding, "output_padding"), (1, dilation, "dilation"))]
-        k, s, p, op, d = args
-        super().__init__(in_channels, out_channels, k, s, p, op, groups, bias, d, padding_mode,
-                         device, dtype)
-        _squeeze_height(self)
+    DIMS = 1
 
     def forward(self, input, output_size=None):
-        size = None if output_size is None else (1,) + tuple(output_size)[-1:]
-        op = self._output_padding(input.unsqueeze(-2), size)
-        return F.conv_transpose1d(input, self.weight, self.bias, self.stride[1],
-                                  self.padding[1], op[1], self.groups, self.dilation[1])
-
-
-def _squeeze_height(module):
-    """The 2-d module's (.., .., 1, K) weight as a 3-d parameter, in its place before the bias
-    (kaiming's fan is the same for both)."""
-    module._parameters["weight"] = Parameter(module.weight.detach().squeeze(2))
-
-
-def single(value, name, owner):
-    """An int from an int or a 1-tuple of ints, checked."""
-    v = value[0] if isinstance(value, (tuple, list)) and len(value) == 1 else value
-    if not isinstance(v, int) or isinstance(v, bool):
-        raise TypeError(f"{owner}: {name} must be an int or a 1-tuple of ints, got {value!r}")
-    return v
+        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
+                                  self.dilation)
 
 
 class Unfold(Module):

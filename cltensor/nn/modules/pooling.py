@@ -1,6 +1,7 @@
 """Pooling modules: MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d,
 LPPool1d/2d and MaxUnpool1d/2d."""
 from .. import functional as F
+from .conv import ntuple
 from .module import Module
 
 __all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "MaxPool1d",
@@ -118,6 +119,9 @@ class AvgPool1d(AvgPool2d):
     def __init__(self, kernel_size, stride=None, padding=0, ceil_mode=False,
                  count_include_pad=True):
         super().__init__(kernel_size, stride, padding, ceil_mode, count_include_pad)
+        del self.divisor_override  # NOTE: torch's AvgPool1d has none, and keeps 1-tuples
+        for name in ("kernel_size", "stride", "padding"):
+            setattr(self, name, ntuple(getattr(self, name), 1, name, "AvgPool1d"))
 
     def forward(self, input):
         return F.avg_pool1d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
