@@ -1,5 +1,6 @@
 """Building kernels from cl_kernels/*.cl: one build per (context, file, options), cached in memory
 and, through pyopencl's binary cache, on disk in a folder keyed by device name and driver version."""
+import contextlib
 import functools
 import os
 import re
@@ -201,12 +202,15 @@ MAX_GROUPS = 65535
 
 
 def launch(device, kernel, global_size, local_size, *args):
-    """Enqueue `kernel` on the device's queue, recording it when a profiler is active.
+    """Enqueue `kernel` on the device's queue, recording it when a profiler is active (and in
+    the list of record(), inside one).
 
     A launch whose outermost dim (of two or three) needs more than MAX_GROUPS work-groups is cut
     into several, told apart by their global offset (kernels read get_global_id, which includes
     it). Returns the last event.
     """
+    if _recording is not None:
+        _recording.append((kernel, global_size, local_size, args))
     _declare_arg_types(kernel, args)
     gsize = tuple(global_size)
     outer = len(gsize) - 1
@@ -226,6 +230,63 @@ def launch(device, kernel, global_size, local_size, *args):
                        global_offset=(0,) * outer + (start,))
         profiler.record(kernel, size, local_size, event)
     return event
+
+
+_recording = None  # while record() runs: its list of (kernel, global, local, arguments)
+
+
+@contextlib.contextmanager
+def record():
+    """Collect the launches made inside the block, in order, as Replay.make takes them."""
+    global _recording
+    assert _recording is None, "program.record: already recording"
+    _recording = []
+    try:
+        yield _recording
+    finally:
+        _recording = None
+
+
+class Replay:
+    """Recorded launches, enqueued again with other buffers in the recorded ones' roles.
+
+    A caller whose launches are fixed by a key it keeps (shapes, strides, offsets, the flags and
+    tunables that choose kernels) replays them for the next call with that key: the host work
+    that chose the kernels, sizes and arguments is skipped (Winograd's three launches on the
+    H200's host: about 90 us of Python for kernels of 0.1 ms). Only buffers change: the
+    caller's tensors and scratch it allocates again.
+    """
+
+    def __init__(self, launches):
+        self.launches = launches  # [(kernel, global, local, arguments, ((position, role), ...))]
+
+    @classmethod
+    def make(cls, launches, roles):
+        """A Replay of record()'s launches, each buffer argument replaced by its role in
+        `roles` ({role: buffer}); None when an argument is a buffer outside roles (scratch or
+        a cache of its own, which a replay could not know) or one buffer plays two roles."""
+        by_id = {id(buf): role for role, buf in roles.items()}
+        if len(by_id) != len(roles):
+            return None
+        out = []
+        for kernel, gsize, lsize, args in launches:
+            args, slots = list(args), []
+            for i, a in enumerate(args):
+                if isinstance(a, cl.MemoryObjectHolder):
+                    if id(a) not in by_id:
+                        return None
+                    slots.append((i, by_id[id(a)]))
+                    args[i] = None  # NOTE: holding the recorded buffers would keep them alive
+            out.append((kernel, gsize, lsize, args, tuple(slots)))
+        return cls(out)
+
+    def __call__(self, device, buffers):
+        """Enqueue the launches with buffers[role] in each role's places."""
+        for kernel, gsize, lsize, template, slots in self.launches:
+            args = template.copy()
+            for i, role in slots:
+                args[i] = buffers[role]
+            launch(device, kernel, gsize, lsize, *args)
 
 
 def sizes_1d(device, n, group=None):

@@ -56,6 +56,14 @@ def rng(request):
     return np.random.default_rng(seed)
 
 
+@pytest.fixture(autouse=True)
+def _fresh_winograd_plans():
+    """Winograd records its launches afresh in each test: tests patch module tunables (its
+    tiles' padding, the GEMM's parameter sets) that the replays' keys leave out."""
+    from cltensor.conv import winograd
+    winograd.clear_plans()
+
+
 @pytest.fixture
 def fp_dtypes(device):
     """The floating dtypes the device supports."""

@@ -715,6 +715,118 @@ def test_winograd_accuracy(device, rng, algo, k):
         assert wino <= ratio * direct + 1e-7, f"{name}: {algo} {wino:.1e} vs direct {direct:.1e}"
 
 
+def _winograd_pass(device, rng, algo, case, relu, keep):
+    """A forward and backward of `case` by `algo` on fresh random data, checked against the
+    reference; the tensors are appended to `keep` (alive: the pool cannot hand their buffers
+    to the next call, so a replay that wrote into the recorded buffers would show)."""
+    xshape, wshape, kwargs = case
+    x, w, b, X, W, B = _tensors(device, rng, xshape, wshape)
+    X.requires_grad_()
+    out = conv2d(X, W, B, algo=algo, relu=relu, **kwargs)
+    g = random_array(rng, out.shape)
+    out.backward(cltensor.from_numpy(g, device=device))
+    ref = ref_conv(x, w, b, **kwargs)
+    mask = ref > 0 if relu else np.ones(ref.shape, bool)
+    gx = ref_conv(x, w, b, grad=np.where(mask, g, 0).astype(np.float64), **kwargs)[1]
+    keep.append((out, X, np.where(mask, ref, 0) if relu else ref, gx))
+    for out_, X_, ref_, gx_ in keep:  # earlier outputs unchanged by later replays
+        assert rel_error(out_, ref_) <= winograd.WINOGRAD_RTOL, (algo, case, relu)
+        assert rel_error(X_.grad, gx_) <= winograd.WINOGRAD_RTOL, (algo, case, relu)
+
+
+def test_winograd_replays_its_launches(device, rng, monkeypatch):
+    """A one-chunk Winograd run (forward, input gradient) records its launches; the next run
+    with the same key replays them on the new call's tensors, without deciding anything again
+    (_chunk not called), with and without bias and fused ReLU. Another input offset and another
+    workspace budget are other keys, and runs in several chunks are never recorded."""
+    winograd.clear_plans()
+    chunk = winograd.Winograd._chunk
+    keep = []
+    for algo, case, relu in (("winograd", WINOGRAD_CASES[0], False),
+                             ("winograd_4x4", WINOGRAD_CASES[5], True),
+                             ("winograd", WINOGRAD_CASES[1], True)):
+        _winograd_pass(device, rng, algo, case, relu, keep)
+        plans = dict(winograd._plans)
+        assert len(plans) >= 2 and all(plans.values()), plans  # forward and input gradient
+        monkeypatch.setattr(winograd.Winograd, "_chunk", None)  # replays only
+        _winograd_pass(device, rng, algo, case, relu, keep)
+        _winograd_pass(device, rng, algo, case, relu, keep)
+        monkeypatch.setattr(winograd.Winograd, "_chunk", chunk)
+        assert winograd._plans == plans
+    # no bias (the output transform reads M in the bias's place), then with fused ReLU
+    (xs, ws, kw), before = WINOGRAD_CASES[0], len(winograd._plans)
+    x, w, _, X, W, _ = _tensors(device, rng, xs, ws, bias=False)
+    for relu in (False, False, True, True, False):
+        want = ref_conv(x, w, **kw)
+        got = conv2d(X, W, algo="winograd", relu=relu, **kw)
+        assert rel_error(got, np.maximum(want, 0) if relu else want) <= \
+            winograd.WINOGRAD_RTOL, relu
+    assert len(winograd._plans) == before + 2
+    before += 1
+    # the input at another offset: a view into a larger tensor
+    big = random_array(rng, (xs[0] + 1,) + xs[1:])
+    view = cltensor.from_numpy(big, device=device)[1:]
+    for _ in range(2):
+        got = conv2d(view, W, algo="winograd", **kw)
+        assert rel_error(got, ref_conv(big[1:], w, **kw)) <= winograd.WINOGRAD_RTOL
+    assert len(winograd._plans) == before + 2
+    # the output at another offset (run() writes any view it is given); NaN around it
+    p = make_params(X, W, None, 1, kw["padding"], 1, 1)
+    want = ref_conv(x, w, **kw)
+    for _ in range(2):
+        whole = cltensor.from_numpy(np.full((p.n + 1,) + p.out_shape[1:], np.nan, np.float32),
+                                    device=device)
+        winograd.F2.forward(X, W, None, p, whole[1:])
+        assert rel_error(whole[1:], want) <= winograd.WINOGRAD_RTOL
+        assert np.isnan(whole[0].numpy()).all()
+    assert len(winograd._plans) == before + 3
+    # chunked runs (three launches an image) and benchmark mode: not recorded nor replayed
+    for flag, value in (("conv_workspace_limit", 1), ("benchmark", True)):
+        monkeypatch.setattr(backends, flag, value)
+        for _ in range(2):
+            with cltensor.profile() as prof:
+                got = conv2d(X, W, algo="winograd", **kw)
+            assert rel_error(got, ref_conv(x, w, **kw)) <= winograd.WINOGRAD_RTOL
+            assert len(prof.records()) == 3 * (xs[0] if flag == "conv_workspace_limit" else 1)
+        assert len(winograd._plans) == before + 3
+        monkeypatch.setattr(winograd.Winograd, "_chunk", None)  # the plan of this key
+        with pytest.raises(TypeError):
+            conv2d(X, W, algo="winograd", **kw)
+        monkeypatch.setattr(winograd.Winograd, "_chunk", chunk)
+        monkeypatch.undo()
+
+
+def test_replay_refuses_buffers_it_cannot_name(device, rng, monkeypatch):
+    """Replay.make returns None where a launch reads a buffer outside its roles (scratch of its
+    own) or one buffer would play two roles; Winograd then remembers that its key has no plan
+    and does not record it again."""
+    a, b, c = (cltensor.zeros(4, device=device) for _ in range(3))
+    kernel = object()
+    launches = [(kernel, (4,), None, (a.storage.buf, np.int32(1), b.storage.buf))]
+    assert cltensor.program.Replay.make(launches, {"a": a.storage.buf}) is None
+    assert cltensor.program.Replay.make(launches, {"a": a.storage.buf, "b": a.storage.buf}) \
+        is None
+    made = cltensor.program.Replay.make(launches, {"a": a.storage.buf, "b": b.storage.buf,
+                                                  "c": c.storage.buf})
+    (_, _, _, template, slots), = made.launches
+    assert template == [None, np.int32(1), None] and slots == ((0, "a"), (2, "b"))
+    winograd.clear_plans()
+    records = []
+    real_record = cltensor.program.record
+
+    def counted():
+        records.append(1)
+        return real_record()
+    monkeypatch.setattr(cltensor.program, "record", counted)
+    monkeypatch.setattr(cltensor.program.Replay, "make", classmethod(lambda cls, *a: None))
+    xs, ws, kw = WINOGRAD_CASES[0]
+    x, w, b_, X, W, B = _tensors(device, rng, xs, ws)
+    for _ in range(3):
+        assert rel_error(conv2d(X, W, B, algo="winograd", **kw), ref_conv(x, w, b_, **kw)) <= \
+            winograd.WINOGRAD_RTOL
+    assert records == [1] and list(winograd._plans.values()) == [None]
+
+
 @pytest.mark.parametrize("family", ["xgemm", "packed"])
 def test_winograd_reads_the_filter_in_place(device, rng, monkeypatch, family):
     """With the filter transform cached, a forward pass runs three kernels (input transform,

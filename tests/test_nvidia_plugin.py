@@ -479,3 +479,38 @@ def test_tf32_workspace_is_estimated_for_the_device(device, monkeypatch, emulate
         for name in ("tf32_implicit", "tf32_gemm"):
             assert dispatch.workspace_bytes(name, p, "backward_weight", device) > 0
     assert asked == [device, device]
+
+
+def test_winograd_replays_follow_allow_tf32_and_the_plugins(device, rng):
+    """Winograd's replayed launches (conv/winograd.py _plan_key) follow allow_tf32 and the set
+    of plug-ins: its product runs on the plug-in's kernel once both let it, and on the portable
+    GEMM again once either does not, each state replayed from its second call on."""
+    from cltensor.conv import winograd
+    from test_conv import ref_conv
+    x, w = random_array(rng, (2, 8, 9, 9)), random_array(rng, (16, 8, 3, 3))
+    X, W = (cltensor.from_numpy(a, device=device) for a in (x, w))
+    want = ref_conv(x, w, padding=1)
+
+    def runs_on_the_plugin():
+        with cltensor.profile() as prof:
+            out = cltensor.nn.functional.conv2d(X, W, padding=1, algo="winograd")
+        names = {r["name"] for r in prof.records()}
+        on_plugin = "nvmma_gemm" in names
+        assert rel_error(out, want) <= (2e-3 if on_plugin else winograd.WINOGRAD_RTOL), names
+        return on_plugin
+
+    winograd.clear_plans()
+    pl = _emulated(EMULATED_CONFIGS[0])
+    states = [(False, False), (True, False), (False, True), (True, True), (False, True),
+              (True, False)]  # (allow_tf32, registered)
+    try:
+        for tf32, registered in states:
+            if registered and pl.name not in {p.name for p in cltensor.plugins()}:
+                cltensor.register_plugin(pl)
+            elif not registered and pl.name in {p.name for p in cltensor.plugins()}:
+                cltensor.unregister_plugin(pl.name)
+            with allow_tf32(tf32):
+                assert [runs_on_the_plugin() for _ in range(2)] == [tf32 and registered] * 2
+    finally:
+        if pl.name in {p.name for p in cltensor.plugins()}:
+            cltensor.unregister_plugin(pl.name)

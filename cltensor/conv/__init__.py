@@ -16,7 +16,7 @@ conv_transpose2d (transposed.py) runs as the passes of the convolution it transp
 `conv_algorithms(...)` reports each algorithm's eligibility, workspace and (in benchmark mode,
 cltensor.backends.benchmark = True) its time for a problem.
 """
-from . import common, dispatch, implicit_gpu
+from . import common, dispatch, implicit_gpu, winograd
 from .dispatch import ALGORITHMS, PASSES  # noqa: F401
 from .function import Conv2dFunction, conv2d  # noqa: F401
 from .params import ConvParams, make_params  # noqa: F401
@@ -27,9 +27,10 @@ __all__ = ["conv2d", "conv_transpose2d", "conv_algorithms"]
 
 
 def clear_cache():
-    """Forget the algorithm choices, the implicit-GEMM kernels chosen per problem and the cached
-    weight transforms (Winograd's filters, implicit GEMM's panels); the benchmark-mode file
-    stays; cltensor.clear_cache() forgets the kernels."""
+    """Forget the algorithm choices, the implicit-GEMM kernels chosen per problem, Winograd's
+    replayed launches and the cached weight transforms (Winograd's filters, implicit GEMM's
+    panels); the benchmark-mode file stays; cltensor.clear_cache() forgets the kernels."""
     dispatch.clear_cache()
+    winograd.clear_plans()
     common.clear_per_weight()
     implicit_gpu.clear_cache()

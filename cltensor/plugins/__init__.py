@@ -216,8 +216,13 @@ def _instance(plugin):
 
 
 def _changed():
+    global generation
+    generation += 1
     _for_device.clear()
     _conv_for_device.clear()
+
+
+generation = 0  # counts the changes to the set of plug-ins (keys of replayed launches)
 
 
 def _builtin_and_entry_points(own=False):
