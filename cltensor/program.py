@@ -237,7 +237,8 @@ _recording = None  # while record() runs: its list of (kernel, global, local, ar
 
 @contextlib.contextmanager
 def record():
-    """Collect the launches made inside the block, in order, as Replay.make takes them."""
+    """Collect the launches made inside the block, in order, as Replay.make takes them. Only
+    launch() records: a block that also enqueues copies or fills itself cannot be replayed."""
     global _recording
     assert _recording is None, "program.record: already recording"
     _recording = []
