@@ -122,6 +122,13 @@ __kernel void lrn_bwd(const long N, const long C, const long S, const int c_last
 
 /* ---- batch norm ------------------------------------------------------------------------------ */
 
+/* s + c += v, c collecting the rounding errors of s (Neumaier's variant of Kahan's sum). */
+inline void ksum(T* s, T* c, const T v) {
+  const T t = *s + v;
+  *c += fabs(*s) >= fabs(v) ? (*s - t) + v : (v - t) + *s;
+  *s = t;
+}
+
 __kernel void bn_reduce(const long N, const long S, const long chunk, const int grad,
                         __global const T* x, const View3 vx, __global const T* g,
                         const View3 vg, __global const T* mean, __global T* part) {
@@ -134,15 +141,15 @@ __kernel void bn_reduce(const long N, const long S, const long chunk, const int 
   const long M = N * S;
   const long k0 = p * chunk, k1 = min(k0 + chunk, M);
   const T center = grad ? mean[c] : (M > 0 ? x[at(vx, 0, c, 0)] : (T)0);
-  T s1 = 0, s2 = 0;
+  T s1 = 0, s2 = 0, c1 = 0, c2 = 0;  /* compensated: a CPU work-item sums 4096 or more */
   /* element k = n * S + s, stepped by LANES without a division per element */
   const long dn = LANES / S, ds = LANES % S;
   long n = (k0 + l) / S, s = (k0 + l) % S;
   for (long k = k0 + l; k < k1; k += LANES) {
     const T d = x[at(vx, n, c, s)] - center;
     const T e = grad ? g[at(vg, n, c, s)] : d;  /* g, or d itself for the statistics */
-    s1 += e;
-    s2 += e * d;
+    ksum(&s1, &c1, e);
+    ksum(&s2, &c2, e * d);
     n += dn;
     s += ds;
     if (s >= S) {
@@ -150,6 +157,8 @@ __kernel void bn_reduce(const long N, const long S, const long chunk, const int 
       ++n;
     }
   }
+  s1 += c1;
+  s2 += c2;
 #if LANES > 1
   __local T b1[LANES], b2[LANES];
   b1[l] = s1;
@@ -169,15 +178,15 @@ __kernel void bn_reduce(const long N, const long S, const long chunk, const int 
   part[(c * P + p) * 2 + 1] = s2;
 }
 
-/* The sums of channel c's P partials: *s1 and *s2. */
+/* The sums of channel c's P partials: *s1 and *s2 (compensated: GPUs cut a channel finely). */
 inline void sum_parts(__global const T* part, const long c, const long P, T* s1, T* s2) {
-  T a = 0, b = 0;
+  T a = 0, b = 0, ca = 0, cb = 0;
   for (long p = 0; p < P; ++p) {
-    a += part[(c * P + p) * 2];
-    b += part[(c * P + p) * 2 + 1];
+    ksum(&a, &ca, part[(c * P + p) * 2]);
+    ksum(&b, &cb, part[(c * P + p) * 2 + 1]);
   }
-  *s1 = a;
-  *s2 = b;
+  *s1 = a + ca;
+  *s2 = b + cb;
 }
 
 #define W_AT(c) ((opt & OPT_WEIGHT) ? w[c] : (T)1)

@@ -19,9 +19,11 @@
  * Numerics: the row max m and s = sum exp(x - m) come from one pass that rescales s whenever m
  * grows (online softmax), so each kernel reads a row twice at most. -inf elements add nothing;
  * a row of only -inf gives NaN, as torch; a NaN becomes the max, so it spreads to its whole row.
+ * A work-item's sums are compensated (Neumaier): one work-item sums a whole row on CPUs, and
+ * plain float32 sums of 1e5 classes were 0.7% off (cross entropy, 12 against zeros).
  *
  * Kernels:
- *   softmax_fwd  y = exp(x - m) / s, or x - m - log(s) when log_ != 0
+ *   softmax_fwd  y = exp(x - m) / s, or (x - m) - log(s) when log_ != 0
  *   softmax_bwd  gx = y * (g - sum(g * y)), or with log_ gx = g - exp(y) * sum(g)
  *   xent_fwd     per row with target t (class weights w, W = sum of w, smoothing eps):
  *                lse = m + log(s);
@@ -63,14 +65,27 @@ typedef struct { long off, o, i; } View2;
 
 #define WEIGHT(c) (weighted ? w[c] : (T)1)
 
-/* ---- the online max-and-sum state ------------------------------------------------------------ */
+/* ---- compensated sums and the online max-and-sum state ---------------------------------------- */
 
-inline void ms_add(T* m, T* s, const T x) {
+/* s + c += v, c collecting the rounding errors of s (Neumaier's variant of Kahan's sum). */
+inline void ksum(T* s, T* c, const T v) {
+  const T t = *s + v;
+  *c += fabs(*s) >= fabs(v) ? (*s - t) + v : (v - t) + *s;
+  *s = t;
+}
+
+/* (m, s - c) += x: the max so far and the sum of exp(. - m), compensated by Kahan's c (no
+ * branch as in ksum: each term, at most 1, is at most s, which holds the max's 1). */
+inline void ms_add(T* m, T* s, T* c, const T x) {
   if (x > *m || isnan(x)) {
-    *s = *s * exp(*m - x) + exp(x - x);  /* exp(x - x): NaN for x = +inf, as torch */
+    const T scale = exp(*m - x);
+    *s = *s * scale + exp(x - x);  /* exp(x - x): NaN for x = +inf, as torch */
+    *c *= scale;
     *m = x;
   } else if (x != -INFINITY) {
-    *s += exp(x - *m);
+    const T v = exp(x - *m) - *c, t = *s + v;
+    *c = (t - *s) - v;
+    *s = t;
   }
 }
 
@@ -135,15 +150,17 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
   const long r = ROW();
   RETURN_PAST_LAST_ROW(r)
   const long xb = row_base(vx, r, I), yb = row_base(vy, r, I);
-  T m = -INFINITY, s = 0;
-  for (long d = LANE(); d < D; d += LANES) ms_add(&m, &s, x[xb + d * vx.d]);
+  T m = -INFINITY, s = 0, c = 0;
+  for (long d = LANE(); d < D; d += LANES) ms_add(&m, &s, &c, x[xb + d * vx.d]);
+  s -= c;
 #if LANES > 1
   __local T lm[LANES], ls[LANES];
   ms_tree(&m, &s, lm, ls);
 #endif
   if (log_) {
-    const T shift = m + log(s);
-    for (long d = LANE(); d < D; d += LANES) y[yb + d * vy.d] = x[xb + d * vx.d] - shift;
+    /* (x - m) - log(s): x - (m + log(s)) rounded log(s) to m's scale (1e-6 at m = 12) */
+    const T log_s = log(s);
+    for (long d = LANE(); d < D; d += LANES) y[yb + d * vy.d] = (x[xb + d * vx.d] - m) - log_s;
   } else {
     const T inv = (T)1 / s;
     for (long d = LANE(); d < D; d += LANES) y[yb + d * vy.d] = exp(x[xb + d * vx.d] - m) * inv;
@@ -156,9 +173,10 @@ __kernel void softmax_bwd(const long rows, const long D, const long I, const int
   const long r = ROW();
   RETURN_PAST_LAST_ROW(r)
   const long gb = row_base(vg, r, I), yb = row_base(vy, r, I), ob = row_base(vgx, r, I);
-  T acc = 0;
+  T acc = 0, c = 0;
   for (long d = LANE(); d < D; d += LANES)
-    acc += g[gb + d * vg.d] * (log_ ? (T)1 : y[yb + d * vy.d]);
+    ksum(&acc, &c, g[gb + d * vg.d] * (log_ ? (T)1 : y[yb + d * vy.d]));
+  acc += c;
 #if LANES > 1
   __local T buf[LANES];
 #endif
@@ -182,15 +200,18 @@ __kernel void xent_fwd(const long rows, const long D, const long I, __global con
   RETURN_PAST_LAST_ROW(r)
   const long xb = row_base(vx, r, I);
   const T x0 = x[xb];
-  T m = -INFINITY, s = 0, swx = 0, sw = 0;
+  T m = -INFINITY, s = 0, c = 0, swx = 0, cwx = 0, sw = 0, cw = 0;
   for (long d = LANE(); d < D; d += LANES) {
     const T v = x[xb + d * vx.d];
-    ms_add(&m, &s, v);
+    ms_add(&m, &s, &c, v);
     if (eps != 0) {
-      swx += WEIGHT(d) * (v - x0);
-      sw += WEIGHT(d);
+      ksum(&swx, &cwx, WEIGHT(d) * (v - x0));
+      ksum(&sw, &cw, WEIGHT(d));
     }
   }
+  s -= c;
+  swx += cwx;
+  sw += cw;
 #if LANES > 1
   __local T lm[LANES], ls[LANES];
   ms_tree(&m, &s, lm, ls);
@@ -200,7 +221,7 @@ __kernel void xent_fwd(const long rows, const long D, const long I, __global con
   }
   if (LANE() != 0) return;
 #endif
-  const T l = m + log(s);
+  const T log_s = log(s), l = m + log_s;
   lse[r] = l;
   const long t = target[row_at(vt, r, I)];
   if (t == ignore_index || t < 0 || t >= D) {
@@ -210,8 +231,9 @@ __kernel void xent_fwd(const long rows, const long D, const long I, __global con
     return;
   }
   const T w_t = WEIGHT(t);
-  T out = ((T)1 - eps) * w_t * (l - x[xb + t * vx.d]);
-  if (eps != 0) out += eps / (T)D * (sw * (l - x0) - swx);
+  /* lse - x as (m - x) + log(s), as softmax_fwd */
+  T out = ((T)1 - eps) * w_t * ((m - x[xb + t * vx.d]) + log_s);
+  if (eps != 0) out += eps / (T)D * (sw * ((m - x0) + log_s) - swx);
   loss[r] = out;
   wt[r] = w_t;
 }
