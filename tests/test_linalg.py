@@ -566,6 +566,27 @@ def test_eigh(device, rng):
     assert LA.eigh(cltensor.zeros(2, 0, 0, device=device)).eigenvectors.shape == (2, 0, 0)
 
 
+def test_float32_jacobi_accuracy(device, rng):
+    """float32 singular values and eigenvalues of 128 x 128 matrices within a few float32
+    roundings of float64's, and the factors reproducing the matrix: Jacobi's sweeps run in
+    float64 where the device has it (in float32 every rotation rounded: 1e-5 off here)."""
+    a = random_array(rng, (128, 128), np.float32) + 3 * np.eye(128, dtype=np.float32)
+    s = (a @ a.T / 128).astype(np.float32)
+    tol = 4e-7 if device.has_fp64 else 1e-4
+    A, S = (cltensor.from_numpy(x, device=device) for x in (a, s))
+    sv = np.linalg.svd(a.astype(np.float64), compute_uv=False)
+    assert np.abs(LA.svdvals(A).numpy() - sv).max() <= tol * sv.max()
+    ev = np.linalg.eigvalsh(s.astype(np.float64))
+    assert np.abs(LA.eigvalsh(S).numpy() - ev).max() <= tol * np.abs(ev).max()
+    U, sig, Vh = LA.svd(A, full_matrices=False)
+    assert U.dtype == sig.dtype == Vh.dtype == cltensor.float32
+    rebuilt = (U.numpy() * sig.numpy()) @ Vh.numpy()
+    assert np.abs(rebuilt - a).max() <= 20 * tol * np.abs(a).max()
+    w, V = LA.eigh(S)
+    rebuilt = (V.numpy() * w.numpy()) @ V.numpy().T
+    assert np.abs(rebuilt - s).max() <= 20 * tol * np.abs(s).max()
+
+
 def test_svd(device, rng):
     tol = _tol(device)
     shapes = [(n, n) for n in SIZES] + [(70, 5), (5, 70), (33, 2), (2, 33), (1, 4), (4, 1)]
