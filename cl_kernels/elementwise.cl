@@ -586,21 +586,24 @@ inline int is_nan_ct(CT a) { return 0; }
 inline int is_inf_ct(CT a) { return 0; }
 inline CT abs_ct(CT a) { return a < 0 ? -a : a; }
 inline CT sigmoid_ct(CT a) { return a; }
+/* -1 of a signed CT (never equal for unsigned ones, uchar holding bools: no comparisons that
+ * the compiler warns are always false) */
+#define IS_MINUS_ONE(v) ((CT)-1 < (CT)0 && (v) == (CT)-1)
 /* Integer division guarded against a zero divisor and MIN / -1, which trap on x86 (the Python
  * layer raises ZeroDivisionError before launching when a divisor is zero). */
 inline CT floor_div_ct(CT a, CT b) {
   if (b == 0) return 0;
-  if (b == -1) return -a;
+  if (IS_MINUS_ONE(b)) return -a;
   CT q = a / b;
   return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q;
 }
 inline CT remainder_ct(CT a, CT b) {
-  if (b == 0 || b == -1) return 0;
+  if (b == 0 || IS_MINUS_ONE(b)) return 0;
   CT m = a % b;
   return (m != 0 && ((b < 0) != (m < 0))) ? m + b : m;
 }
 inline CT pow_ct(CT a, CT e) {
-  if (e < 0) return a == 1 ? 1 : (a == -1 ? ((e & 1) ? -1 : 1) : 0);
+  if (e < 0) return a == 1 ? 1 : (IS_MINUS_ONE(a) ? ((e & 1) ? -1 : 1) : 0);
   CT r = 1;
   while (e) { if (e & 1) r *= a; a *= a; e >>= 1; }
   return r;
@@ -608,7 +611,7 @@ inline CT pow_ct(CT a, CT e) {
 inline int signbit_ct(CT a) { return a < 0; }
 /* C's %: the result takes the dividend's sign; b == 0 is refused before launch, b == -1 traps
  * on MIN */
-inline CT fmod_ct(CT a, CT b) { return (b == 0 || b == -1) ? 0 : a % b; }
+inline CT fmod_ct(CT a, CT b) { return (b == 0 || IS_MINUS_ONE(b)) ? 0 : a % b; }
 /* torch's shifts: a shift by a negative count or by the width or more gives 0 (left) or the
  * sign fill (right); the left shift goes through ulong so a negative a is well defined */
 #define CT_BITS ((CT)(sizeof(CT) * 8))
