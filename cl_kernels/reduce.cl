@@ -201,12 +201,6 @@ typedef struct { ACC_T v; long i; } State;
 #else
 #define BETTER(a, b) ((a) < (b))
 #endif
-#ifdef ACC_FLOAT
-#define IS_NAN(a) isnan(a)
-#else
-#define IS_NAN(a) 0
-#endif
-
 inline State st_init(void) { State a; a.v = 0; a.i = -1; return a; }
 
 /* b replaces a when it is a NaN (the first NaN wins), or the better number, or an equal one
@@ -214,11 +208,13 @@ inline State st_init(void) { State a; a.v = 0; a.i = -1; return a; }
 inline State st_merge(const State a, const State b) {
   if (b.i < 0) return a;
   if (a.i < 0) return b;
-  const int an = IS_NAN(a.v), bn = IS_NAN(b.v);
   int take_b;
+#ifdef ACC_FLOAT
+  const int an = isnan(a.v), bn = isnan(b.v);
   if (an || bn)
     take_b = bn && (!an || b.i < a.i);
   else
+#endif
     take_b = BETTER(b.v, a.v) || (b.v == a.v && b.i < a.i);
   return take_b ? b : a;
 }
