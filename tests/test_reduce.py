@@ -372,6 +372,12 @@ def test_long_scans(device, rng):
     dtype, rtol = (np.float64, 1e-11) if device.has_fp64 else (np.float32, 5e-3)
     b = rng.uniform(0.99995, 1.00005, 30011).astype(dtype)
     assert_close(ct.cumprod(ct.from_numpy(b, device=device), 0), np.cumprod(b), rtol=rtol)
+    # float32 products are compensated too (uncompensated: 5e-6 off); 0 * -1 stays -0
+    c = rng.uniform(0.999, 1.001, 30011).astype(np.float32)
+    assert_close(ct.cumprod(ct.from_numpy(c, device=device), 0),
+                 np.cumprod(c.astype(np.float64)), rtol=5e-7, atol=0)
+    zero = ct.from_numpy(np.array([0.0, -1.0, 2.0], np.float32), device=device)
+    assert np.signbit(ct.cumprod(zero, 0).numpy()).tolist() == [False, True, True]
 
 
 # ---- strided views ----------------------------------------------------------------------------

@@ -681,8 +681,8 @@ def _launch_scan(x, d, out, op_macro):
     args = [x.storage.buf, ew.view_arg(x.offset, xst), np.int64(x.strides[d]), ew.shape_arg(shape),
             np.int32(len(shape)), np.int64(lines), np.int64(n), np.int64(blocks),
             np.int64(-(-n // blocks))]
-    two = op_macro == "SCAN_LSE" or op_macro == "SCAN_SUM" and dt.is_floating(out.dtype)
-    parts = 2 if two else 1  # CARRY_PARTS in scan.cl
+    # CARRY_PARTS in scan.cl: float sums and products are compensated, log-sum-exps keep a max
+    parts = 2 if op_macro == "SCAN_LSE" or dt.is_floating(out.dtype) else 1
     carry = ClTensor.empty_on((lines * blocks * parts if blocks > 1 else 1,), out.dtype, device)
     if blocks > 1:
         _launch_lines(device, ks.totals, lines * blocks, *args, carry.storage.buf)
