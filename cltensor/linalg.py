@@ -1,5 +1,5 @@
 """torch.linalg for cltensor: solve, inv, det, slogdet, cholesky, lu_factor, lu_solve,
-solve_triangular, matrix_power, qr, eigh, eigvalsh, svd, svdvals, pinv, matrix_rank and the
+solve_triangular, matrix_power, qr, eigh, eigvalsh, svd, svdvals, pinv, matrix_rank, lstsq and the
 norms (vector_norm, matrix_norm, norm, cond) on batches of float32/float64 matrices, with
 torch's names, signatures and errors (LinAlgError, a RuntimeError, for a singular or not
 positive-definite matrix, or Jacobi sweeps that do not converge). Also torch's top-level forms
@@ -37,7 +37,7 @@ from .tensor import _norm_dim
 __all__ = ["solve", "inv", "inv_ex", "det", "slogdet", "cholesky", "cholesky_ex", "lu_factor",
            "lu_factor_ex", "lu_solve", "solve_triangular", "matrix_power", "vector_norm",
            "matrix_norm", "norm", "cond", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv",
-           "matrix_rank", "LinAlgError"]
+           "matrix_rank", "lstsq", "LinAlgError"]
 
 LuFactor = namedtuple("linalg_lu_factor", "LU pivots")
 LuFactorEx = namedtuple("linalg_lu_factor_ex", "LU pivots info")
@@ -49,6 +49,7 @@ Qr = namedtuple("linalg_qr", "Q R")
 QrLegacy = namedtuple("qr", "Q R")
 Eigh = namedtuple("linalg_eigh", "eigenvalues eigenvectors")
 Svd = namedtuple("linalg_svd", "U S Vh")
+Lstsq = namedtuple("linalg_lstsq", "solution residuals rank singular_values")
 
 
 def _summed(g, shape):
@@ -789,6 +790,50 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False):
     keep = S.abs() > _tolerance(A, S, atol, rtol)
     inverse = _where(keep, 1 / _where(keep, S, 1.0), 0.0)
     return Vh.mT.matmul(inverse.unsqueeze(-1) * U.mT)
+
+
+LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """The least-squares solution X (*, n, k) of A X = B, A (*, m, n), B (*, m, k) or, with
+    one dim fewer than A as in torch, (*, m); batches broadcast. Any shape and rank: the minimum-norm solution pinv(A, rtol=rcond) B
+    (rcond by default eps * max(m, n)), differentiable. `driver` picks which of torch's other
+    fields are filled, as torch on CPUs (default "gelsy"): residuals, the squared column norms
+    of A X - B, for "gels", "gelsd" and "gelss" when m > n and every A has full rank; rank for
+    "gelsy", "gelsd" and "gelss"; singular values for "gelsd" and "gelss"; empty otherwise.
+    NOTE: torch's "gels" and "gelsy" may return another solution of a rank-deficient A.
+
+    Example:
+        >>> A = cltensor.tensor([[1.0, 0.0], [1.0, 1.0], [1.0, 2.0]])
+        >>> X = cltensor.linalg.lstsq(A, cltensor.tensor([1.0, 2.0, 4.0])).solution
+        >>> [round(v, 4) for v in X.tolist()]
+        [0.8333, 1.5]
+    """
+    op = "linalg.lstsq"
+    if driver is not None and driver not in LSTSQ_DRIVERS:
+        raise ValueError(f"{op}: driver must be one of {', '.join(LSTSQ_DRIVERS)} or None, "
+                         f"got {driver!r}")
+    driver = driver or "gelsy"
+    la.check_matrices(A, "A", op, square=False)
+    la.check_pair(op, A, B)
+    vector = B.ndim == A.ndim - 1
+    Bm = B.unsqueeze(-1) if vector else B
+    la.check_matrices(Bm, "B", op, square=False)
+    if Bm.shape[-2] != A.shape[-2]:
+        raise ValueError(f"{op}: A {tuple(A.shape)} has {A.shape[-2]} rows but B "
+                         f"{tuple(B.shape)} has {Bm.shape[-2]}")
+    rtol = rcond if rcond is not None and rcond > 0 else None
+    X = pinv(A, rtol=rtol).matmul(Bm)
+    m, n = A.shape[-2:]
+    empty = A.new_zeros(0)
+    ranks = matrix_rank(A, rtol=rtol) if driver != "gels" or m > n else None
+    residuals = empty
+    if driver != "gelsy" and m > n and bool((ranks == n).all()):
+        residuals = (A.matmul(X) - Bm).square().sum(-2)
+    rank = ranks if driver != "gels" else empty.to(dt.int64)
+    values = svdvals(A) if driver in ("gelsd", "gelss") else empty
+    return Lstsq(X.squeeze(-1) if vector else X, residuals, rank, values)
 
 
 def pinverse(input, rcond=1e-15):

@@ -566,6 +566,52 @@ def test_eigh(device, rng):
     assert LA.eigh(cltensor.zeros(2, 0, 0, device=device)).eigenvectors.shape == (2, 0, 0)
 
 
+def test_lstsq(device, rng):
+    """Minimum-norm least squares for tall, wide, square and rank-deficient batches, against
+    numpy; torch's driver-dependent fields; a vector right-hand side; broadcast batches."""
+    tol, fp = _tol(device), _fp(device)
+    for m, n, k in ((7, 4, 2), (4, 7, 3), (6, 6, 1)):
+        a, b = random_array(rng, (2, m, n), fp), random_array(rng, (2, m, k), fp)
+        a[1, :, -1] = a[1, :, 0]  # rank-deficient: the minimum-norm solution
+        r = LA.lstsq(T(a, device), T(b, device), driver="gelsd")
+        want = [np.linalg.lstsq(a[i].astype(np.float64), b[i], rcond=None)[0] for i in (0, 1)]
+        _close(r.solution, np.stack(want), tol, f"{m}x{n}")
+        _close(r.singular_values, np.linalg.svd(a.astype(np.float64), compute_uv=False), tol)
+        assert r.rank.tolist() == np.linalg.matrix_rank(a).tolist()
+        assert r.residuals.shape == (0,)  # one A is rank-deficient
+    a, b = random_array(rng, (3, 8, 3), fp), random_array(rng, (1, 8, 2), fp)  # B broadcast
+    for driver in (None, "gels", "gelsy", "gelsd", "gelss"):
+        r = LA.lstsq(T(a, device), T(b, device), driver=driver)
+        sol = [np.linalg.lstsq(a[i].astype(np.float64), b[0], rcond=None) for i in range(3)]
+        _close(r.solution, np.stack([s[0] for s in sol]), tol, str(driver))
+        if driver in ("gels", "gelsd", "gelss"):
+            _close(r.residuals, np.stack([s[1] for s in sol]), tol, str(driver))
+        else:
+            assert r.residuals.shape == (0,)
+        assert r.rank.dtype == cltensor.int64
+        assert r.rank.tolist() == ([] if driver == "gels" else [3, 3, 3])
+        assert r.singular_values.shape == ((3, 3) if driver in ("gelsd", "gelss") else (0,))
+    v = LA.lstsq(T(a[0], device), T(b[0, :, 0], device), driver="gelsd")  # B: one vector
+    assert v.solution.shape == (3,) and v.residuals.shape == (1,)
+    _close(v.solution, np.linalg.lstsq(a[0].astype(np.float64), b[0, :, 0], rcond=None)[0],
+           tol)
+
+
+def test_lstsq_gradients_and_errors(device, rng):
+    if not device.has_fp64:
+        pytest.skip("finite differences need float64")
+    A = T(random_array(rng, (5, 3), np.float64), device, grad=True)
+    B = T(random_array(rng, (5, 2), np.float64), device, grad=True)
+    assert gradcheck(lambda a, b: LA.lstsq(a, b, driver="gels").solution, [A, B])
+    assert gradcheck(lambda a, b: LA.lstsq(a, b, driver="gels").residuals, [A, B])
+    with pytest.raises(ValueError, match="driver must be one of gels, gelsy, gelsd, gelss"):
+        LA.lstsq(A, B, driver="gelsx")
+    with pytest.raises(ValueError, match=r"A \(5, 3\) has 5 rows but B \(4, 2\) has 4"):
+        LA.lstsq(A, T(np.ones((4, 2)), device))
+    with pytest.raises(TypeError, match="same dtype"):
+        LA.lstsq(A, cltensor.from_numpy(np.ones((5, 2), np.float32), device=device))
+
+
 def test_float32_jacobi_accuracy(device, rng):
     """float32 singular values and eigenvalues of 128 x 128 matrices within a few float32
     roundings of float64's, and the factors reproducing the matrix: Jacobi's sweeps run in
