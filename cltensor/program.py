@@ -210,7 +210,7 @@ def launch(device, kernel, global_size, local_size, *args):
     it). Returns the last event.
     """
     if _recording is not None:
-        _recording.append((kernel, global_size, local_size, args))
+        _recording.append((kernel, tuple(global_size), local_size, args))
     _declare_arg_types(kernel, args)
     gsize = tuple(global_size)
     outer = len(gsize) - 1

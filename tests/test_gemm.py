@@ -14,7 +14,6 @@ here at most 1e-5 for float32 and 1e-13 for float64 with K up to 2053.
 """
 import itertools
 import json
-import os
 import re
 import subprocess
 import sys

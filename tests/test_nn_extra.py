@@ -3,7 +3,6 @@ likelihood losses and the rest, against torch in float64 (forward, gradients, do
 numpy references where cheap, and bad input."""
 import math
 import re
-import warnings
 
 import numpy as np
 import pytest

@@ -234,10 +234,7 @@ class Winograd:
         if plan:
             return plan.run(src, U, out, bias)
         n = src.shape[0]
-        ho, wo = out.shape[2:]
-        th, tw = self._tiles(ho, wo)
-        ee = self._alpha(p) ** 2
-        nb_max = common.images_per_chunk(n, self._per_image_bytes(p, ho, wo))
+        nb_max = common.images_per_chunk(n, self._per_image_bytes(p, *out.shape[2:]))
         if nb_max >= n and key is not None and key not in _plans:
             with program.record() as launches:
                 V, M = self._chunk(src, U, out, bias, p, cin, cout, pads, relu, 0, n)

@@ -5,7 +5,7 @@ import cltensor
 
 from .. import functional as F
 from .linear import add_weight_and_bias, check_size, reset_kaiming
-from .module import Module, Parameter
+from .module import Module
 
 __all__ = ["Conv2d", "ConvTranspose2d", "Conv1d", "ConvTranspose1d", "Unfold", "Fold"]
 
