@@ -33,7 +33,7 @@
  *                     k3 = -k2 mean - k1 sum g / M.
  *   bn_apply          one work-item per element: y = a[c] x + b[c], or when grad is set
  *                     gx = k1[c] g + k2[c] x + k3[c].
- * Build options:
+ * Build options (after compensated.cl, whose ksum the batch-norm sums take):
  *   T            data and accumulation type (float or double)
  *   LANES        bn_reduce lanes per work-group, a power of two (default 1: no local memory)
  * Kernel flags (arguments, to keep builds few): c_last, save_scale, grad, and `opt`, which says
@@ -122,13 +122,6 @@ __kernel void lrn_bwd(const long N, const long C, const long S, const int c_last
 
 /* ---- batch norm ------------------------------------------------------------------------------ */
 
-/* s + c += v, c collecting the rounding errors of s (Neumaier's variant of Kahan's sum). */
-inline void ksum(T* s, T* c, const T v) {
-  const T t = *s + v;
-  *c += fabs(*s) >= fabs(v) ? (*s - t) + v : (v - t) + *s;
-  *s = t;
-}
-
 __kernel void bn_reduce(const long N, const long S, const long chunk, const int grad,
                         __global const T* x, const View3 vx, __global const T* g,
                         const View3 vg, __global const T* mean, __global T* part) {
@@ -141,7 +134,7 @@ __kernel void bn_reduce(const long N, const long S, const long chunk, const int 
   const long M = N * S;
   const long k0 = p * chunk, k1 = min(k0 + chunk, M);
   const T center = grad ? mean[c] : (M > 0 ? x[at(vx, 0, c, 0)] : (T)0);
-  T s1 = 0, s2 = 0, c1 = 0, c2 = 0;  /* compensated: a CPU work-item sums 4096 or more */
+  T s1 = 0, s2 = 0, c1 = 0, c2 = 0;  /* ksum (compensated.cl): a CPU work-item sums 4096+ */
   /* element k = n * S + s, stepped by LANES without a division per element */
   const long dn = LANES / S, ds = LANES % S;
   long n = (k0 + l) / S, s = (k0 + l) % S;

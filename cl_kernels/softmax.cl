@@ -19,7 +19,8 @@
  * Numerics: the row max m and s = sum exp(x - m) come from one pass that rescales s whenever m
  * grows (online softmax), so each kernel reads a row twice at most. -inf elements add nothing;
  * a row of only -inf gives NaN, as torch; a NaN becomes the max, so it spreads to its whole row.
- * A work-item's sums are compensated (Neumaier): one work-item sums a whole row on CPUs, and
+ * A work-item's sums are compensated (compensated.cl's ksum, prepended by the launcher; the
+ * online sum by Kahan's): one work-item sums a whole row on CPUs, and
  * plain float32 sums of 1e5 classes were 0.7% off (cross entropy, 12 against zeros).
  *
  * Kernels:
@@ -35,7 +36,7 @@
  *                gx = scale_r * (exp(x - lse) * A - a_d),
  *                a_d = (1 - eps) w_t [d == t] + eps / D w_d,
  *                A = sum_d a_d = (1 - eps) w_t + eps / D W, W read from wsum[0] (D without weights)
- * Build options:
+ * Build options (after compensated.cl):
  *   T           data and accumulation type (float or double)
  *   LANES       work-items per row (see above), default 1
  * Tunables: LANES (the launcher picks it per device). Variants that do not change the memory
@@ -66,13 +67,6 @@ typedef struct { long off, o, i; } View2;
 #define WEIGHT(c) (weighted ? w[c] : (T)1)
 
 /* ---- compensated sums and the online max-and-sum state ---------------------------------------- */
-
-/* s + c += v, c collecting the rounding errors of s (Neumaier's variant of Kahan's sum). */
-inline void ksum(T* s, T* c, const T v) {
-  const T t = *s + v;
-  *c += fabs(*s) >= fabs(v) ? (*s - t) + v : (v - t) + *s;
-  *s = t;
-}
 
 /* (m, s - c) += x: the max so far and the sum of exp(. - m), compensated by Kahan's c (no
  * branch as in ksum: each term, at most 1, is at most s, which holds the max's 1). */

@@ -7,7 +7,7 @@ contiguous, or channels_last when a 4-d input is.
 
 import numpy as np
 
-from ..program import ctype_of, get_kernel, launch, round_up
+from ..program import ctype_of, get_kernel, launch, read_sources, round_up
 from ..tensor import CHANNELS_LAST, ClTensor
 from .pool import launch_grid, layout_of
 from .softmax import rows
@@ -22,7 +22,8 @@ OPT = {"weight": 1, "bias": 2, "running": 4}  # must match OPT_* in norm.cl
 
 
 def _kernel(device, name, dtype, lanes=1):
-    return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype), "LANES": lanes})
+    return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype), "LANES": lanes},
+                      read_sources("compensated.cl", KERNEL_FILE))  # ksum
 
 
 def _tuning(device):

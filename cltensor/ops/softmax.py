@@ -5,7 +5,7 @@ row views, work sizes and launches of cl_kernels/softmax.cl. No autograd here
 import numpy as np
 
 from .. import dtypes as dt
-from ..program import ctype_of, get_kernel, launch, round_up
+from ..program import ctype_of, get_kernel, launch, read_sources, round_up
 from ..tensor import ClTensor
 from . import elementwise as ew
 
@@ -21,7 +21,8 @@ TUNING = {"cpu": {"lanes": 1, "min_row": 1, "group": 64},
 
 
 def _kernel(device, name, dtype, lanes=1):
-    return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype), "LANES": lanes})
+    return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype), "LANES": lanes},
+                      read_sources("compensated.cl", KERNEL_FILE))  # ksum
 
 
 # ---- rows: a tensor seen as (O, D, I) around one dim ------------------------------------------
