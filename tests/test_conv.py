@@ -886,9 +886,7 @@ def test_winograd_filter_cache(device, rng):
 def test_gpu_rules_pick_winograd_per_pass(monkeypatch):
     """The GPU rules as measured on the H200: F(4x4) Winograd from 16 channels in every pass,
     3x3 and 5x5 kernels, large and small images alike, except the weight gradient of 5x5
-    layers on at most 14 x 14 outputs (and their forward below 24 channels, below 48 on 7 x 7
-    outputs); strided layers'
-    input gradient by s2d_winograd where it pays, else im2col, the rest (the first layers' 3
+    layers on at most 14 x 14 outputs; strided layers' input gradient by s2d_winograd where it pays, else im2col, the rest (the first layers' 3
     channels) implicit GEMM."""
     from cltensor.conv.params import ConvParams
     monkeypatch.setattr(dispatch, "_plugin_choice", lambda p, device, pass_: None)
@@ -906,8 +904,8 @@ def test_gpu_rules_pick_winograd_per_pass(monkeypatch):
     assert chosen(64, 192, 27, k=5) == chosen(16, 32, 28, k=5) == (f4,) * 3
     # output sides 12 and 5 (padding 1): GoogLeNet's 14 x 14 and 7 x 7 5x5 layers
     assert chosen(48, 128, 7, k=5) == chosen(24, 64, 14, k=5) == (f4, f4, ig)
-    assert chosen(32, 128, 7, k=5) == chosen(47, 128, 9, k=5) == (ig, f4, ig)
-    assert chosen(16, 48, 14, k=5) == (ig, f4, ig)
+    assert chosen(32, 128, 7, k=5) == chosen(16, 48, 14, k=5) == (f4, f4, ig)
+    assert chosen(16, 48, 17, k=5) == (f4,) * 3  # 15 x 15 outputs
     assert chosen(8, 48, 14, k=5) == (ig,) * 3
     assert chosen(256, 256, 14, stride=2) == (ig, "im2col", ig)
     # AlexNet's conv1 shape: its input gradient by space to depth

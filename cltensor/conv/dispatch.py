@@ -165,24 +165,18 @@ CPU_WINOGRAD_MIN_CHANNELS = {"forward": 16, "backward_data": 16, "backward_weigh
 # ran on gemm_tiled and F(4x4) lost GoogLeNet's 5x5 layers and small-image weight gradients.
 # The networks' first layers (3 channels) stay with implicit GEMM.
 GPU_WINOGRAD_MIN_CHANNELS = 16
-# ... except 5x5 layers with at most this many output positions per image, where Winograd's
-# launches (three per pass, five to seven for the weight gradient with its bias's reduction)
-# cost more host time than its products save. H200, GoogLeNet's 5x5 layers on 14 x 14 and
-# 7 x 7 outputs, each pass synchronised alone (2026-12-02, two runs of a tmp script, medians
-# of 15 and 30):
+# ... except the weight gradient of 5x5 layers with at most this many output positions per
+# image, where Winograd's launches (five to seven, with the bias's reduction) cost more host
+# time than its products save. H200, GoogLeNet's 5x5 layers on 14 x 14 and 7 x 7 outputs,
+# each pass synchronised alone (2026-12-02, two runs of a tmp script, medians of 15 and 30):
 # implicit GEMM's weight gradient (one product and its split sum, the bias a column of it) won
 # 6 of 7 (4a/5x5 0.16 vs 0.35 ms, 5b/5x5 0.14 vs 0.17-0.18; 4d/5x5 0.26 vs 0.22, before its
-# 64 x 64 parameter set, gemm.json), and its forward won 4a/5x5's (16 input channels: 0.12 vs
-# 0.15-0.20 ms) and tied at 24; on 28 x 28 outputs Winograd won every pass.
+# 64 x 64 parameter set, gemm.json). Their forwards went to implicit GEMM too until Winograd
+# replayed its launches (a98b0d1); since then F(4x4) wins them all: `benchmarks/conv.py
+# --nets googlenet --layers 4a/5x5,4b/5x5,4d/5x5,5a/5x5,5b/5x5 --algos
+# implicit_gemm,winograd_4x4 --rounds 3` (2026-12-03, ms): 4a/5x5 (16 channels) 0.108 against
+# F(4x4)'s 0.091, 5a/5x5 (32, 7 x 7) 0.143 against 0.097, 4d/5x5 0.192 against 0.125.
 GPU_SMALL_5X5_POSITIONS = 14 * 14
-GPU_SMALL_5X5_MIN_CHANNELS = {"forward": 24, "backward_data": 16, "backward_weight": None}
-# ... and on at most 7 x 7 outputs the forward takes Winograd from this many channels: H200,
-# `benchmarks/conv.py --layers ... --algos implicit_gemm,winograd_4x4` (2026-12-03, medians
-# of 3 and 5 rounds, ms): GoogLeNet 5a/5x5 (32 channels) implicit GEMM 0.17 / 0.14 against
-# F(4x4)'s 0.21 / 0.18, 5b/5x5 (48) 0.22 / 0.21 against 0.19 / 0.14; on 14 x 14 outputs
-# 4d/5x5 (32) 0.18 / 0.19 against 0.13 / 0.19, 4b/5x5 (24) 0.14 / 0.16 against 0.13 / 0.17.
-GPU_TINY_5X5_POSITIONS = 7 * 7
-GPU_TINY_5X5_MIN_FORWARD_CHANNELS = 48
 # Cog*C*Kh*Kw up to which implicit GEMM's weight gradient beats im2col's on CPUs: the GEMM
 # engine runs such skinny products (N = Cog or K small) with few tiles
 CPU_IMPLICIT_WGRAD_MAX = 2**16
@@ -211,12 +205,9 @@ def _s2d_pays(p, cpu, pass_):
 def _winograd_pays(p, cpu, pass_):
     if cpu:
         return min(p.cg, p.cog) >= CPU_WINOGRAD_MIN_CHANNELS[pass_]
-    least = GPU_WINOGRAD_MIN_CHANNELS
-    if p.kh == 5 and p.ho * p.wo <= GPU_SMALL_5X5_POSITIONS:
-        least = GPU_SMALL_5X5_MIN_CHANNELS[pass_]
-        if pass_ == "forward" and p.ho * p.wo <= GPU_TINY_5X5_POSITIONS:
-            least = GPU_TINY_5X5_MIN_FORWARD_CHANNELS
-    return least is not None and min(p.cg, p.cog) >= least
+    if pass_ == "backward_weight" and p.kh == 5 and p.ho * p.wo <= GPU_SMALL_5X5_POSITIONS:
+        return False
+    return min(p.cg, p.cog) >= GPU_WINOGRAD_MIN_CHANNELS
 
 
 def choose(p, device, pass_, algo="auto", tensors=None):
