@@ -35,7 +35,8 @@
  * Build options:
  *   T        data type (float or double)
  *   KH, KW, SH, SW, PH, PW, DH, DW   (optional, all or none) the window geometry baked in:
- *            divisions by it become multiplies and the window loops unroll to straight code.
+ *            divisions by it become multiplies and the window loops of up to UNROLL_MAX_TAPS
+ *            taps unroll to straight code.
  *            Without them the kernels read it from their Pool argument (one build serves all).
  *   FORM_ROWS or FORM_ITEMS   with the geometry: the form whose kernels the build holds
  *   OFF      the type of element offsets and of View4's fields: long (default), or int when every
@@ -63,7 +64,14 @@ typedef struct {
  * function that uses these names calls `p`. */
 #ifdef KH
 #define BAKED 1
+/* NOTE: windows of more taps keep their loops: unrolled, a 64 x 64 window took PoCL 44 s to
+ * build (24 x 24: 2.3 s, with "loop not unrolled" warnings; 8 x 8: 0.4 s) */
+#define UNROLL_MAX_TAPS 64
+#if KH * KW <= UNROLL_MAX_TAPS
 #define UNROLL _Pragma("unroll")
+#else
+#define UNROLL
+#endif
 #else
 #define BAKED 0
 #define UNROLL
