@@ -16,6 +16,12 @@ from .ops import pointwise as pw
 
 CHANNELS_LAST = "channels_last"
 CONTIGUOUS_FORMAT = "contiguous_format"
+# numpy() writes one byte per page of host arrays from this size on before the driver copies
+# into them. NOTE: PoCL's copy into a fresh (unfaulted) array ran 2.5-7x slower than faulting
+# the pages in first: 512 MB read in 0.24-0.71 s against 0.09-0.10 s with the faults taken
+# here (2 cores, interleaved); from 128 MB down the two were equal.
+PREFAULT_MIN_BYTES = 2**26
+PAGE_BYTES = 4096
 
 
 def contiguous_strides(shape):
@@ -215,6 +221,8 @@ class ClTensor:
         """A numpy copy of the data (waits for the queue)."""
         src = self if self.is_contiguous() else self.contiguous()
         host = np.empty(self.shape, self.dtype)
+        if host.nbytes >= PREFAULT_MIN_BYTES:
+            host.reshape(-1).view(np.uint8)[::PAGE_BYTES] = 0
         if host.size:
             cl.enqueue_copy(self.device.queue, host, src.storage.buf,
                             src_offset=src.offset * self.dtype.itemsize, is_blocking=True)

@@ -1,4 +1,6 @@
 """ClTensor: creation, host transfer, dtypes, views and their sharing of storage."""
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -32,6 +34,17 @@ def test_host_roundtrip_every_dtype(device, rng):
     assert ct.tensor([[2.5]], device=device).item() == 2.5
     with pytest.raises(ValueError, match="2 elements"):
         ct.tensor([1, 2], device=device).item()
+
+
+def test_host_read_into_prefaulted_pages(device, rng, monkeypatch):
+    """numpy() faults large host arrays' pages in before the copy (tensor.PREFAULT_MIN_BYTES):
+    the copy must still land whole, for views and sizes that are not whole pages."""
+    monkeypatch.setattr(sys.modules["cltensor.tensor"], "PREFAULT_MIN_BYTES", 1)
+    a = random_array(rng, (3, 1500, 7), np.float32)
+    t = ct.from_numpy(a, device=device)
+    np.testing.assert_array_equal(t.numpy(), a)
+    np.testing.assert_array_equal(t[1:, ::3].numpy(), a[1:, ::3])
+    np.testing.assert_array_equal(t[2, 5].numpy(), a[2, 5])
 
 
 def test_creation_functions(device):
