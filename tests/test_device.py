@@ -137,19 +137,25 @@ def test_memo_with_keeps_its_anchor_and_starts_afresh_past_its_limit(monkeypatch
     assert ask(0, other) == 0 and made[-1] == 0 and len(cache) == 3  # another anchor: made again
 
 
-def test_program_cache_on_disk_is_keyed_by_device_and_driver(device, tmp_path):
-    code = ("import cltensor as ct; d = ct.get_device(%r); "
-            "x = ct.ones(3, device=d) * 2; print(x.numpy().sum())" % device.index)
+@pytest.mark.parametrize("driver_caches", [True, None])
+def test_program_cache_on_disk(device, tmp_path, driver_caches):
+    """Builds are cached on disk by the driver where it caches source builds itself (pyopencl's
+    has_src_build_cache: PoCL, NVIDIA), else as pyopencl binaries in a folder keyed by device
+    and driver. Both policies forced in turn (the subprocess patches pyopencl's answer)."""
+    code = ("import pyopencl.characterize as c; c.has_src_build_cache = lambda dev: %r; "
+            "import cltensor as ct; d = ct.get_device(%r); "
+            "x = ct.ones(3, device=d) * 2; print(x.numpy().sum())" % (driver_caches, device.index))
     out = _run(code, CLTENSOR_CACHE_DIR=str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert float(out.stdout) == 6.0
-    sub = os.listdir(tmp_path / "kernels")
-    assert len(sub) == 1
-    assert sub[0] == os.path.basename(program.cache_dir(device))
-    assert re.sub(r"[^A-Za-z0-9_.-]+", "_", device.cl_device.driver_version) in sub[0]
-    assert re.sub(r"[^A-Za-z0-9_.-]+", "_", device.name)[:20] in sub[0]
-    cached = os.listdir(tmp_path / "kernels" / sub[0])
-    assert cached, "no binaries written"
+    folder = os.path.basename(program.cache_dir(device))
+    assert re.sub(r"[^A-Za-z0-9_.-]+", "_", device.cl_device.driver_version) in folder
+    assert re.sub(r"[^A-Za-z0-9_.-]+", "_", device.name)[:20] in folder
+    cached = os.listdir(tmp_path / "kernels" / folder) if (tmp_path / "kernels").exists() else []
+    if driver_caches:
+        assert cached == [], "binaries written where the driver caches builds"
+    else:
+        assert os.listdir(tmp_path / "kernels") == [folder] and cached, "no binaries written"
     again = _run(code, CLTENSOR_CACHE_DIR=str(tmp_path))  # a second process reuses them
     assert again.returncode == 0 and float(again.stdout) == 6.0
 
