@@ -131,6 +131,15 @@ typedef struct { long offset; long stride[MAX_DIMS]; } View;
 #define OP_polygamma(x, n, c, d) polygamma_ct(x, n)
 #define OP_i0(a, b, c, d) i0_ct(a)
 #define OP_i1(a, b, c, d) i1_ct(a)
+#define OP_i0e(a, b, c, d) i0e_ct(a)
+#define OP_i1e(a, b, c, d) i1e_ct(a)
+#define OP_erfcx(a, b, c, d) erfcx_ct(a)
+#define OP_ndtr(a, b, c, d) ((CT)0.5 * erfc(-(a) * SQRT1_2_CT))
+#define OP_log_ndtr(a, b, c, d) log_ndtr_ct(a)
+#define OP_ndtri(a, b, c, d) ndtri_ct(a)
+#define OP_entr(a, b, c, d) entr_ct(a)
+#define OP_xlog1py(a, b, c, d) xlog1py_ct(a, b)
+#define OP_zeta(a, b, c, d) zeta_ct(a, b)
 #define OP_sinc(a, b, c, d) ((a) == 0 ? (CT)1 : sin(PI_CT * (a)) / (PI_CT * (a)))
 #define OP_nextafter(a, b, c, d) nextafter(a, b)
 #define OP_igamma(a, x, c, d) igamma_ct(a, x)
@@ -430,11 +439,12 @@ inline CT chbevl_ct(const CT x, const CT *c, const int len) {
  * of exp(-x) I(x) (I1's divided by x) over [0, 8] and of exp(-x) sqrt(x) I(x) over (8, inf)
  * (Cephes's i0, i1: about 1e-16 relative) */
 inline CT bessel_ct(const CT z, const CT *A, const int na, const CT *B, const int nb) {
-  if (z <= 8) return exp(z) * chbevl_ct(z / 2 - 2, A, na);
-  return exp(z) * chbevl_ct(32 / z - 2, B, nb) / sqrt(z);
+  if (z <= 8) return chbevl_ct(z / 2 - 2, A, na);
+  return chbevl_ct(32 / z - 2, B, nb) / sqrt(z);
 }
 
-inline CT i0_ct(CT x) {
+/* exp(-|x|) I0(x) (torch.special.i0e): the series alone; i0 multiplies by exp(|x|) */
+inline CT i0e_ct(CT x) {
   const CT A[30] = {
       -4.41534164647933937950E-18, 3.33079451882223809783E-17, -2.43127984654795469359E-16,
       1.71539128555513303061E-15, -1.16853328779934516808E-14, 7.67618549860493561688E-14,
@@ -459,7 +469,10 @@ inline CT i0_ct(CT x) {
   return bessel_ct(fabs(x), A, 30, B, 25);
 }
 
-inline CT i1_ct(CT x) {
+inline CT i0_ct(CT x) { return exp(fabs(x)) * i0e_ct(x); }
+
+/* exp(-|x|) I1(x) (torch.special.i1e); i1 multiplies by exp(|x|) */
+inline CT i1e_ct(CT x) {
   const CT A[29] = {
       2.77791411276104639959E-18, -2.11142121435816608115E-17, 1.55363195773620046921E-16,
       -1.10559694773538630805E-15, 7.60068429473540693410E-15, -5.04218550472791168711E-14,
@@ -484,6 +497,60 @@ inline CT i1_ct(CT x) {
   const CT z = fabs(x), r = bessel_ct(z, A, 29, B, 25) * (z <= 8 ? z : 1);
   return x < 0 ? -r : r;
 }
+
+inline CT i1_ct(CT x) { return exp(fabs(x)) * i1e_ct(x); }
+
+/* erfcx(x) = exp(x^2) erfc(x): as written below ERFCX_CF_FROM, where the rounding of x^2 is
+ * amplified at most 6x; above, Laplace's continued fraction erfc(x) = exp(-x^2) / sqrt(pi) /
+ * (x + (1/2) / (x + 1 / (x + (3/2) / (x + ...)))), from ERFCX_TERMS terms up (2e-16 relative
+ * at x = 2 in double); negative x by erfcx(x) = 2 exp(x^2) - erfcx(-x) (inf below -26.6). */
+#define ERFCX_CF_FROM 2.5
+#define ERFCX_TERMS 60
+#define SQRT1_2_CT ((CT)0.7071067811865476)
+inline CT erfcx_pos_ct(CT x) {
+  if (x < (CT)ERFCX_CF_FROM) return exp(x * x) * erfc(x);
+  CT f = x;
+  for (int k = ERFCX_TERMS; k >= 1; --k) f = x + (CT)(0.5 * k) / f;
+  return (CT)0.5641895835477563 / f;
+}
+inline CT erfcx_ct(CT x) { return x >= 0 || isnan(x) ? erfcx_pos_ct(x) : 2 * exp(x * x) - erfcx_pos_ct(-x); }
+
+/* log(ndtr(x)): through erfcx below -1, where ndtr underflows (log(erfcx(-x / sqrt 2) / 2) -
+ * x^2 / 2), else log1p of minus the upper tail */
+inline CT log_ndtr_ct(CT x) {
+  if (x < -1) return log(erfcx_ct(-x * SQRT1_2_CT) / 2) - x * x / 2;
+  return log1p(-erfc(x * SQRT1_2_CT) / 2);
+}
+
+/* ndtri(p), the standard normal's quantile: Abramowitz & Stegun 26.2.23's rational guess
+ * (4.5e-4 absolute) in the lower half (the upper by symmetry, 1 - p exact there), then
+ * NDTRI_STEPS Newton steps (quadratic convergence from the guess). In the tails (p < 1/4) on
+ * log ndtr(x) = log p, whose step ndtr / phi = sqrt(pi / 2) erfcx(-x / sqrt 2) never
+ * underflows; in the middle on erf(x / sqrt 2) / 2 = p - 1/2 (exact there), which keeps the
+ * relative accuracy of x near 0 that ndtr(x) - p would lose. */
+#define NDTRI_STEPS 3
+inline CT ndtri_ct(CT p) {
+  if (!(p > 0 && p < 1)) return p == 0 ? -INFINITY : (p == 1 ? INFINITY : (CT)NAN);
+  const int upper = p > (CT)0.5;
+  const CT q = upper ? 1 - p : p, lq = log(q), t = sqrt(-2 * lq);
+  CT x = -(t - ((CT)2.515517 + t * ((CT)0.802853 + t * (CT)0.010328)) /
+                   (1 + t * ((CT)1.432788 + t * ((CT)0.189269 + t * (CT)0.001308))));
+  for (int i = 0; i < NDTRI_STEPS; ++i) {
+    if (q >= (CT)0.25)
+      x -= (erf(x * SQRT1_2_CT) / 2 - (q - (CT)0.5)) * (CT)2.5066282746310002 * exp(x * x / 2);
+    else
+      x -= (log_ndtr_ct(x) - lq) * (CT)1.2533141373155003 * erfcx_ct(-x * SQRT1_2_CT);
+  }
+  return upper ? -x : x;
+}
+
+/* -x log x: 0 at 0, -inf below (torch.special.entr) */
+inline CT entr_ct(CT x) {
+  return x > 0 ? -x * log(x) : (x == 0 ? (CT)0 : (isnan(x) ? x : (CT)-INFINITY));
+}
+
+/* x log1p(y), 0 where x is 0 unless y is NaN (torch.special.xlog1py) */
+inline CT xlog1py_ct(CT x, CT y) { return isnan(y) ? y : (x == 0 ? (CT)0 : x * log1p(y)); }
 
 /* The regularized incomplete gamma functions P(a, x) (igamma) and Q(a, x) = 1 - P (igammac),
  * by torch's choice among the power series of P (DLMF 8.11.4), that of Q (DLMF 8.7.3) and the

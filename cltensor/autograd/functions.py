@@ -360,6 +360,48 @@ def _no_gradient(name, operand):
     return grad
 
 
+# torch.special's own kernel ops (cltensor/special.py binds them)
+INV_SQRT_2PI = 0.3989422804014327  # 1 / sqrt(2 pi)
+SQRT_HALF_PI = 1.2533141373155003  # sqrt(pi / 2)
+
+
+def _special(name):
+    """cltensor.special's (differentiable) function: backward formulas built on it record
+    second-order graphs under create_graph=True."""
+    from .. import special
+    return getattr(special, name)
+
+
+def _i1e_grad(g, x, o):
+    """d/dx i1e = i0e - i1e (sign(x) + 1 / x), 1/2 at 0."""
+    return g * _where(x == 0, 0.5, _special("i0e")(x) - o * (x.sign() + 1 / x))
+
+
+SPECIAL_UNARY = {
+    "i0e": _unary("i0e", "xout", lambda g, x, o: g * (_special("i1e")(x) - x.sign() * o)),
+    "i1e": _unary("i1e", "xout", _i1e_grad),
+    "erfcx": _unary("erfcx", "xout", lambda g, x, o: g * (2 * x * o - TWO_OVER_SQRT_PI)),
+    "ndtr": _unary("ndtr", "x", lambda g, x, o: g * (INV_SQRT_2PI * (-0.5 * x * x).exp())),
+    # phi / ndtr, without underflow: 1 / (sqrt(pi / 2) erfcx(-x / sqrt 2))
+    "log_ndtr": _unary("log_ndtr", "x", lambda g, x, o: g / (
+        SQRT_HALF_PI * _special("erfcx")(x * -0.7071067811865476))),
+    "ndtri": _unary("ndtri", "out", lambda g, x, o: g * ((0.5 * o * o).exp() / INV_SQRT_2PI)),
+    "entr": _unary("entr", "x", lambda g, x, o: -g * (x.log() + 1)),
+}
+
+
+def _xlog1py_grad(g, a, b, out):
+    """log1p(y), 0 where x == 0 (unless y is NaN), as torch."""
+    return g * _special("xlog1py")((a != 0).to(g.dtype) if _is_t(a) else float(a != 0), b)
+
+
+SPECIAL_BINARY = {
+    "xlog1py": _binary("xlog1py", _xlog1py_grad, lambda g, a, b, o: g * a / (b + 1)),
+    "zeta": _binary("zeta", _no_gradient("zeta", "x"),
+                    lambda g, a, b, o: -g * a * _special("zeta")(a + 1, b)),
+}
+
+
 def _fmax_takes_a(a, b, op):
     """Where fmax (fmin) takes a: a at least (most) b, or b NaN (torch's rule)."""
     wins = a >= b if op == "fmax" else a <= b

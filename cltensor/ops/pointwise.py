@@ -20,6 +20,10 @@ BITWISE = ("bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
            "bitwise_right_shift")
 # binary ops with floating results only (torch has no integer kernels for them)
 FLOATING_BINARY = ("nextafter", "igamma", "igammac")
+# torch.special's own kernel ops (cltensor/special.py; not cltensor functions or tensor
+# methods, as in torch): float results, integer and bool inputs give float32
+SPECIAL_UNARY = ("i0e", "i1e", "erfcx", "ndtr", "log_ndtr", "ndtri", "entr")
+SPECIAL_BINARY = ("xlog1py", "zeta")
 # the extremes that ignore NaN (any dtype), and integer-only gcd and lcm
 FMAX_FMIN = ("fmax", "fmin")
 GCD_LCM = ("gcd", "lcm")
@@ -103,12 +107,13 @@ def _check_floating(name, *operands):
         raise TypeError(f"{name}: expected floating point operands, got {rt}")
 
 
-for _n in FLOAT_UNARY:
+for _n in FLOAT_UNARY + SPECIAL_UNARY:
     globals()[_n] = _unary_float(_n)
 for _n in SAME_UNARY + ROUNDING:
     globals()[_n] = _unary_same(_n)
 _BINARY_FAMILIES = [
-    (FLOAT_BINARY, _check_numbers, True, "Elementwise {}(a, b); integer inputs give float32."),
+    (FLOAT_BINARY + SPECIAL_BINARY, _check_numbers, True,
+     "Elementwise {}(a, b); integer inputs give float32."),
     (BITWISE, _check_bitwise, False, "Elementwise {} of integer or bool tensors (or numbers)."),
     (FLOATING_BINARY, _check_floating, True,
      "Elementwise {}(a, b) of floating point operands, as torch's."),

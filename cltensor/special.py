@@ -1,0 +1,43 @@
+"""torch.special for cltensor: the special functions under torch's names.
+
+Kernels of their own (cl_kernels/elementwise.cl, each checked against mpmath in
+tests/test_special.py): i0e and i1e (exp(-|x|) I0(x), I1(x)), erfcx (exp(x^2) erfc(x)), ndtr
+and log_ndtr (the standard normal's CDF and its log, accurate far into both tails), ndtri (its
+quantile), entr (-x log x), xlog1py (x log1p(y)) and zeta (Hurwitz's). The rest are
+cltensor's own functions under torch.special's names (expit is sigmoid, gammaln lgamma, psi
+digamma, ...). All differentiable where torch's are (zeta with respect to q only).
+Not here: the Bessel functions J, Y and K, Airy's, spherical_bessel_j0 and the orthogonal
+polynomials.
+
+Example:
+    >>> x = cltensor.tensor([-10.0, 0.0, 2.0], dtype=cltensor.float64)
+    >>> [round(v, 6) for v in cltensor.special.log_ndtr(x).tolist()]
+    [-53.231285, -0.693147, -0.023013]
+"""
+import sys
+
+from . import autograd
+from .autograd import functions as F
+from .ops import pointwise as _pw
+
+_cl = sys.modules[__package__]  # cltensor: imported last, its functions are bound by now
+
+__all__ = ["i0e", "i1e", "erfcx", "ndtr", "log_ndtr", "ndtri", "entr", "xlog1py", "zeta", "i1",
+           "modified_bessel_i1", "expit", "gammaln", "psi", "digamma", "multigammaln",
+           "gammainc", "gammaincc", "modified_bessel_i0", "i0", "erf", "erfc", "erfinv", "exp2",
+           "expm1", "log1p", "logit", "logsumexp", "round", "sinc", "xlogy", "polygamma",
+           "softmax", "log_softmax"]
+
+for _name, _fn_cls in {**F.SPECIAL_UNARY, **F.SPECIAL_BINARY}.items():
+    autograd.RAW[_name] = getattr(_pw, _name)  # the Functions' forwards call the raw op
+    globals()[_name] = autograd.wrap_function(_name, autograd.RAW[_name], _fn_cls)
+del _name, _fn_cls
+i1 = modified_bessel_i1 = autograd.wrap_function("i1", _pw.i1, F.I1)
+
+# torch.special's names for cltensor's functions
+expit, gammaln, psi, digamma = _cl.sigmoid, _cl.lgamma, _cl.digamma, _cl.digamma
+multigammaln, gammainc, gammaincc = _cl.mvlgamma, _cl.igamma, _cl.igammac
+modified_bessel_i0 = i0 = _cl.i0
+erf, erfc, erfinv, exp2, expm1, log1p = _cl.erf, _cl.erfc, _cl.erfinv, _cl.exp2, _cl.expm1, _cl.log1p
+logit, logsumexp, round, sinc, xlogy = _cl.logit, _cl.logsumexp, _cl.round, _cl.sinc, _cl.xlogy
+polygamma, softmax, log_softmax = _cl.polygamma, _cl.softmax, _cl.log_softmax

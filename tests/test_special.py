@@ -1,0 +1,155 @@
+"""cltensor.special (torch.special): the kernels of its own against mpmath at 40 digits, far
+into the tails, with torch's values at the special points; gradients by finite differences;
+torch's names for cltensor's functions."""
+import numpy as np
+import pytest
+
+import cltensor as ct
+from cltensor import special
+from cltensor.testing import gradcheck
+
+mp = pytest.importorskip("mpmath")
+mp.mp.dps = 40
+
+# relative error bounds against mpmath: float64 at most ~600 ulp where an argument's rounding
+# is amplified (erfcx(-25.6) through exp(x^2), ndtr(-28.7) through erfc's slope), float32 the
+# same near its own overflow (erfcx(-8.3): 3.8e-6, as torch's)
+TOL = {np.float64: 1e-12, np.float32: 2e-5}
+X = np.concatenate([np.linspace(-30, 30, 121), [1e-30, -1e-30, 0.3, 2.49, 2.51, 7.3]])
+P = np.concatenate([np.linspace(0.01, 0.99, 99), [1e-300, 1e-30, 1e-10, 1e-5, 0.25, 0.75,
+                                                  0.4999, 0.5001, 1 - 1e-10]])
+
+
+def _ndtr(x):
+    return mp.ncdf(x)
+
+
+def _ndtri(p):
+    with mp.workdps(400):  # 2p - 1 exact for p down to 1e-300
+        return mp.sqrt(2) * mp.erfinv(2 * p - 1)
+
+
+MPMATH = {
+    "i0e": lambda x: mp.exp(-abs(x)) * mp.besseli(0, x),
+    "i1e": lambda x: mp.exp(-abs(x)) * mp.besseli(1, x),
+    "erfcx": lambda x: mp.exp(x * x) * mp.erfc(x),
+    "ndtr": _ndtr,
+    "log_ndtr": lambda x: mp.log(_ndtr(x)) if x < 0 else mp.log1p(-_ndtr(-x)),
+    "entr": lambda x: -x * mp.log(x) if x > 0 else mp.mpf(0) if x == 0 else -mp.inf,
+    "ndtri": _ndtri,
+}
+
+
+def _zeta(s, q):
+    """Hurwitz's zeta with Cephes's (and torch's) domain: inf at s = 1 and at q a non-positive
+    integer, NaN for s < 1 and for q < 0 with s not an integer."""
+    if s == 1 or (q <= 0 and q == int(q)):
+        return float("inf")
+    if s < 1 or (q < 0 and s != int(s)):
+        return float("nan")
+    return float(mp.zeta(s, q))
+
+
+def _dtypes(device):
+    return (np.float64, np.float32) if device.has_fp64 else (np.float32,)
+
+
+@pytest.mark.parametrize("name", sorted(MPMATH))
+def test_special_against_mpmath(device, name):
+    for dtype in _dtypes(device):
+        xs = (P if name == "ndtri" else X).astype(dtype)
+        xs = xs[(xs != 0) & (xs < 1)] if name == "ndtri" else xs
+        ref = np.array([float(MPMATH[name](mp.mpf(float(v)))) for v in xs])
+        out = ct.full(xs.shape, float("nan"), dtype=dtype, device=device)  # poisoned
+        got = getattr(special, name)(ct.from_numpy(xs, device=device), out=out).numpy()
+        info = np.finfo(dtype)
+        fin = np.isfinite(ref) & (np.abs(ref) > info.tiny) & (np.abs(ref) < info.max)
+        err = np.abs(got[fin] - ref[fin]) / np.abs(ref[fin])
+        assert fin.sum() >= 40 and err.max() <= TOL[dtype], \
+            (name, dtype, xs[fin][np.argmax(err)], err.max())
+        # below the smallest normal the result is 0 or subnormal; past the largest, inf
+        assert np.all(np.abs(got[~fin & (np.abs(ref) <= info.tiny)]) <= 2 * info.tiny)
+        assert np.all(np.isinf(got[~fin & (np.abs(ref) >= info.max)]))
+
+
+SPECIAL_POINTS = [0.0, -0.0, float("inf"), float("-inf"), float("nan"), -1.0, 1.0, 0.5, 2.0]
+
+
+@pytest.mark.parametrize("name", ["i0e", "i1e", "erfcx", "ndtr", "log_ndtr", "ndtri", "entr"])
+def test_special_points_as_torch(device, name):
+    torch = pytest.importorskip("torch")
+    for dtype in _dtypes(device):
+        x = np.array(SPECIAL_POINTS, dtype)
+        got = getattr(special, name)(ct.from_numpy(x, device=device)).numpy()
+        want = getattr(torch.special, name)(torch.from_numpy(x)).numpy()
+        np.testing.assert_allclose(got, want, rtol=TOL[dtype], atol=0, err_msg=name)
+        assert np.array_equal(np.signbit(got[want == 0]), np.signbit(want[want == 0])), name
+
+
+def test_integer_inputs_give_float32(device):
+    x = ct.tensor([0, 1, 2], device=device)
+    for name in ("i0e", "erfcx", "ndtr", "entr"):
+        assert getattr(special, name)(x).dtype == ct.float32
+    assert special.xlog1py(x, 1).dtype == ct.float32
+
+
+def test_xlog1py_and_zeta(device):
+    for dtype in _dtypes(device):
+        a = np.array([0.0, 0.0, 2.0, -1.5, 3.0, 0.0], dtype)
+        b = np.array([1.0, np.nan, 0.5, -0.5, -1.0, -1.0], dtype)
+        got = special.xlog1py(ct.from_numpy(a, device=device), ct.from_numpy(b, device=device))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            want = np.where(np.isnan(b), np.nan, np.where(a == 0, 0, a * np.log1p(b)))
+        np.testing.assert_allclose(got.numpy(), want, rtol=TOL[dtype])
+        x = np.array([2.0, 3.0, 4.5, 2.0, 3.0, 0.5, 1.0, 2.0, 2.5], dtype)
+        q = np.array([1.0, 2.5, 0.5, -1.5, -2.5, 1.0, 1.0, -2.0, -1.5], dtype)
+        got = special.zeta(ct.from_numpy(x, device=device), ct.from_numpy(q, device=device))
+        want = [_zeta(float(s), float(v)) for s, v in zip(x, q)]
+        np.testing.assert_allclose(got.numpy(), want, rtol=TOL[dtype])
+
+
+def test_special_gradients(device, rng):
+    if not device.has_fp64:
+        pytest.skip("gradcheck runs in float64")
+
+    def leaf(values):
+        return ct.from_numpy(np.asarray(values, np.float64), device=device).requires_grad_()
+
+    signed = rng.uniform(0.2, 4, 6) * rng.choice([-1, 1], 6)
+    for name in ("i0e", "i1e", "erfcx", "ndtr", "log_ndtr", "i1"):
+        assert gradcheck(getattr(special, name), [leaf(signed)]), name
+    assert gradcheck(special.log_ndtr, [leaf([-30.0, -12.0, 8.0])])  # phi / ndtr far out
+    assert gradcheck(special.entr, [leaf(rng.uniform(0.1, 3, 6))])
+    assert gradcheck(special.ndtri, [leaf(rng.uniform(0.02, 0.98, 6))])
+    assert gradcheck(special.xlog1py, [leaf(rng.uniform(-2, 2, 6)), leaf(rng.uniform(0, 2, 6))])
+    x = ct.from_numpy(np.full(6, 3.0), device=device)
+    assert gradcheck(lambda q: special.zeta(x, q), [leaf(rng.uniform(0.5, 2, 6))])
+    with pytest.raises(NotImplementedError, match="zeta with respect to x"):
+        special.zeta(leaf([3.0]), 2.0).sum().backward()
+    # second order: create_graph records the formulas' own special functions
+    def first(values, create_graph=False):
+        t = leaf(values)
+        return t, ct.autograd.grad(special.i0e(t).sum(), [t], create_graph=create_graph)[0]
+
+    z, g = first([0.7, -1.3], create_graph=True)
+    second = ct.autograd.grad(g.sum(), [z])[0].numpy()
+    h = 1e-5
+    numeric = (first([0.7 + h, -1.3 + h])[1].numpy() - first([0.7 - h, -1.3 - h])[1].numpy()) / (2 * h)
+    np.testing.assert_allclose(second, numeric, rtol=1e-6)
+
+
+def test_torch_names_for_cltensor_functions(device):
+    assert special.expit is ct.sigmoid and special.gammaln is ct.lgamma
+    assert special.psi is special.digamma is ct.digamma and special.multigammaln is ct.mvlgamma
+    assert special.gammainc is ct.igamma and special.gammaincc is ct.igammac
+    assert special.modified_bessel_i0 is ct.i0 and special.modified_bessel_i1 is special.i1
+    x = ct.tensor([[0.5, -1.0], [2.0, 0.1]], device=device)
+    np.testing.assert_allclose(special.softmax(x, 1).numpy(), ct.softmax(x, 1).numpy())
+    np.testing.assert_allclose(special.logsumexp(x, 0).numpy(), ct.logsumexp(x, 0).numpy())
+
+
+def test_special_errors(device):
+    with pytest.raises(TypeError, match="i0e"):
+        special.i0e([1.0, 2.0])
+    with pytest.raises(TypeError, match="xlog1py"):
+        special.xlog1py(ct.tensor([1.0], device=device), "2")
