@@ -513,7 +513,9 @@ inline CT erfcx_pos_ct(CT x) {
   for (int k = ERFCX_TERMS; k >= 1; --k) f = x + (CT)(0.5 * k) / f;
   return (CT)0.5641895835477563 / f;
 }
-inline CT erfcx_ct(CT x) { return x >= 0 || isnan(x) ? erfcx_pos_ct(x) : 2 * exp(x * x) - erfcx_pos_ct(-x); }
+inline CT erfcx_ct(CT x) {
+  return x >= 0 || isnan(x) ? erfcx_pos_ct(x) : 2 * exp(x * x) - erfcx_pos_ct(-x);
+}
 
 /* ndtr(x) = erfc(-x / sqrt 2) / 2, by the upper tail above 0. NOTE: NVIDIA's float64 erfc of
  * negative arguments was ~1e-13 off (the gradient check of ndtr failed there at 3.05) */

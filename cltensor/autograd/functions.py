@@ -363,6 +363,7 @@ def _no_gradient(name, operand):
 # torch.special's own kernel ops (cltensor/special.py binds them)
 INV_SQRT_2PI = 0.3989422804014327  # 1 / sqrt(2 pi)
 SQRT_HALF_PI = 1.2533141373155003  # sqrt(pi / 2)
+SQRT1_2 = 0.7071067811865476  # 1 / sqrt(2)
 
 
 def _special(name):
@@ -384,7 +385,7 @@ SPECIAL_UNARY = {
     "ndtr": _unary("ndtr", "x", lambda g, x, o: g * (INV_SQRT_2PI * (-0.5 * x * x).exp())),
     # phi / ndtr, without underflow: 1 / (sqrt(pi / 2) erfcx(-x / sqrt 2))
     "log_ndtr": _unary("log_ndtr", "x", lambda g, x, o: g / (
-        SQRT_HALF_PI * _special("erfcx")(x * -0.7071067811865476))),
+        SQRT_HALF_PI * _special("erfcx")(x * -SQRT1_2))),
     "ndtri": _unary("ndtri", "out", lambda g, x, o: g * ((0.5 * o * o).exp() / INV_SQRT_2PI)),
     "entr": _unary("entr", "x", lambda g, x, o: -g * (x.log() + 1)),
 }
