@@ -32,30 +32,35 @@
  *   P[e][o][t]      o over all G*COG output channels (layout of M)
  *   dU[e][g][o][c]  (the inputs contiguous)
  *
- * Kernels (any local size):
- *   filter_transform  per (g, o, c), 1-d: A*A values of U.
- *   input_transform   per (t < TP, c), 2-d (dim 0 the tiles, dim 1 the channels, as below):
- *                     A*A values of V.
- *   output_transform  per (t < NB*TH*TW, o): up to m*m outputs (+ bias[o] when has_bias;
- *                     then max(., 0) when relu, NaN kept).
- *   grad_transform    per (t < TP, o): A*A values of P.
- *   weight_transform  per VEC filters (g, o, c), as the lanes of vectors of T (ceil(filters /
- *                     VEC) work-items): the r x r weight gradient dW[g*COG + o][c]
- *                     (contiguous); the others one item per work-item.
+ * Kernels (any local size), each taking VEC tiles or filters per work-item as the lanes of
+ * vectors of T (ceil(count / VEC) work-items along dim 0):
+ *   filter_transform  per VEC consecutive elements e of U[e], 1-d: A*A values of U each.
+ *   input_transform   per (VEC tiles t < TP, c), 2-d (dim 0 the tiles, dim 1 the channels, as
+ *                     below): A*A values of V each.
+ *   output_transform  per (VEC tiles t < NB*TH*TW, o): up to m*m outputs each (+ bias[o]
+ *                     when has_bias; then max(., 0) when relu, NaN kept).
+ *   grad_transform    per (VEC tiles t < TP, o): A*A values of P each.
+ *   weight_transform  per VEC filters (g, o, c), 1-d: the r x r weight gradient
+ *                     dW[g*COG + o][c] (contiguous).
+ * A lane's gathered inputs (a tile of x, a filter) are loaded one lane at a time, and its
+ * scattered outputs (a tile of y, a filter's gradient) stored one lane at a time; the
+ * transforms and the reads and writes of V, M, P, U and dU run on whole vectors.
  * NOTE: the tile kernels take the channel from dim 1, not from a flat index: on PoCL the
  * 64-bit divisions of one index per work-item cost more than the transforms (output transform
  * of 48 x 14 x 14 x 8 outputs, F(4x4, 5x5): 0.44 -> 0.31 ms; 192 x 28 x 28 x 8, F(4x4, 3x3):
  * 2.6 -> 1.7 ms; walls, minima over 4 rounds, 2026-12-02).
- * NOTE: VEC is 1 on GPUs; on CPUs the host sets the device's vector width (16 floats, 8
- * doubles on AVX-512): PoCL ran the weight transform as scalar code one work-item at a time
- * (a filter's r*r results are stored apart), F(4x4, 5x5)'s of 128 x 32 filters in 0.46-0.70
- * ms against 0.11-0.25 with VEC 16 (F(4x4, 3x3), 128 x 96: 0.23-0.33 against 0.21-0.23).
- * The same lanes did not help the kernels that gather their inputs one lane at a time: the
- * filter transform level, the input transform of 96 x 28 x 28 x 8 tiles 1.3-1.6 ms against 2.2.
- * Build options: T; WINO_M, WINO_R, WINO_A, WINO_AT, WINO_G, WINO_BT; WEIGHT_BUILD 0: the build
- * holds the first four kernels, 1: the weight transform alone, with VEC. NOTE: two builds, so
- * that a change of VEC does not rebuild the other four (the fully unrolled transforms take
- * seconds to compile on PoCL, the four about 7 s for F(4x4, 5x5)).
+ * NOTE: VEC is 1 on GPUs; on CPUs the host sets the device's vector width (winograd.py,
+ * items_per_work_item). PoCL 3.1 vectorized none of the one-tile-per-work-item kernels
+ * across work-items on AVX2 (pthread-haswell: not one ymm instruction in them). GoogLeNet at
+ * batch 8, kernel ms, one work-item per tile against VEC 8, interleaved medians of 15
+ * (2026-12-03): 4a/5x5 (F(4x4, 5x5)) input transform 0.49 -> 0.24, output transform 1.06 ->
+ * 0.35, grad transform 1.78 -> 0.65; 3b/3x3 (F(4x4, 3x3)) 5.8 -> 3.7, 6.5 -> 3.6, 6.2 ->
+ * 4.2, its filter transform 2.4 -> 0.8. On AVX-512 (PoCL's cpu-skylake-avx512, a Xeon) VEC 8
+ * / 16 against one a work-item: 0.18 -> 0.21 / 0.23 (4a/5x5 input transform, the one loss),
+ * 0.14 -> 0.09 / 0.10, 0.19 -> 0.13 / 0.13; 3b/3x3 0.58 -> 0.38 / 0.44, 0.37 -> 0.32 / 0.37,
+ * 0.91 -> 0.48 / 0.54; whole passes 4a/5x5 0.52 / 1.23 -> 0.46 / 0.90 ms forward / backward,
+ * 3b/3x3 1.99 / 4.60 -> 1.57 / 3.60.
+ * Build options: T; WINO_M, WINO_R, WINO_A, WINO_AT, WINO_G, WINO_BT; VEC.
  */
 #ifndef T
 #define T float
@@ -63,9 +68,8 @@
 #ifndef VEC
 #define VEC 1
 #endif
-#ifndef WEIGHT_BUILD
-#define WEIGHT_BUILD 0
-#endif
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
 #define MM WINO_M
 #define RR WINO_R
 #define AA WINO_A
@@ -78,43 +82,72 @@ __constant T BT[AA][AA] = WINO_BT;
 #define madd(acc, c, x) \
   ((c) == (T)0 ? (acc) : (c) == (T)1 ? (acc) + (x) : (c) == (T)-1 ? (acc) - (x) : (acc) + (c) * (x))
 
-#if !WEIGHT_BUILD
+/* VEC tiles or filters per work-item, as the lanes of vectors (1: one a work-item) */
+#if VEC == 1
+#define TV T
+#else
+#define TV CAT(T, VEC)
+#endif
+typedef TV __attribute__((aligned(sizeof(T)))) TVU; /* runs start anywhere */
+typedef union { TV v; T s[VEC]; } Lanes;
+
+/* src[at .. at + lanes - 1] as a vector, zero past lanes */
+inline TV load_run(__global const T* src, const long at, const int lanes) {
+  if (lanes == VEC) return *(__global const TVU*)(src + at);
+  Lanes x;
+  for (int l = 0; l < VEC; ++l) x.s[l] = l < lanes ? src[at + l] : (T)0;
+  return x.v;
+}
+
+/* the first `lanes` lanes of v to dst[at ..] */
+inline void store_run(__global T* dst, const long at, const Lanes v, const int lanes) {
+  if (lanes == VEC) {
+    *(__global TVU*)(dst + at) = v.v;
+    return;
+  }
+  for (int l = 0; l < lanes; ++l) dst[at + l] = v.s[l];
+}
+
 __kernel void filter_transform(const int G, const int COG, const int CG, const int flip,
                                const int o_fast, __global const T* w, const long wo,
                                const long ws0, const long ws1, const long ws2, const long ws3,
                                __global T* U) {
-  const long e = get_global_id(0); /* U's element within a transform position */
-  const long per_e = (long)G * COG * CG;
-  if (e >= per_e) return;
+  const long per_e = (long)G * COG * CG, e0 = get_global_id(0) * VEC;
+  if (e0 >= per_e) return; /* U's elements e0 .. e0 + lanes - 1 within a transform position */
+  const int lanes = (int)min((long)VEC, per_e - e0);
   const int inner = o_fast ? COG : CG, outer = o_fast ? CG : COG;
-  const int fast = e % inner, slow = (e / inner) % outer, g = e / ((long)CG * COG);
-  const int o = o_fast ? fast : slow, c = o_fast ? slow : fast;
-  T f[RR][RR];
+  Lanes f[RR][RR];
+  for (int l = 0; l < VEC; ++l) {
+    const long e = min(e0 + l, per_e - 1); /* dead lanes repeat the last filter */
+    const int fast = e % inner, slow = (e / inner) % outer, g = e / ((long)CG * COG);
+    const int o = o_fast ? fast : slow, c = o_fast ? slow : fast;
 #pragma unroll
-  for (int i = 0; i < RR; ++i)
+    for (int i = 0; i < RR; ++i)
 #pragma unroll
-    for (int j = 0; j < RR; ++j)
-      f[i][j] = flip ? w[wo + ((long)g * CG + c) * ws0 + o * ws1 + (RR - 1 - i) * ws2 +
-                         (RR - 1 - j) * ws3]
-                     : w[wo + ((long)g * COG + o) * ws0 + c * ws1 + i * ws2 + j * ws3];
-  T t[AA][RR]; /* G f */
+      for (int j = 0; j < RR; ++j)
+        f[i][j].s[l] = flip ? w[wo + ((long)g * CG + c) * ws0 + o * ws1 + (RR - 1 - i) * ws2 +
+                                (RR - 1 - j) * ws3]
+                            : w[wo + ((long)g * COG + o) * ws0 + c * ws1 + i * ws2 + j * ws3];
+  }
+  TV t[AA][RR]; /* G f */
 #pragma unroll
   for (int i = 0; i < AA; ++i)
 #pragma unroll
     for (int j = 0; j < RR; ++j) {
-      T s = (T)0;
+      TV s = (TV)0;
 #pragma unroll
-      for (int k = 0; k < RR; ++k) s = madd(s, GM[i][k], f[k][j]);
+      for (int k = 0; k < RR; ++k) s = madd(s, GM[i][k], f[k][j].v);
       t[i][j] = s;
     }
 #pragma unroll
   for (int i = 0; i < AA; ++i) /* (G f) G^T */
 #pragma unroll
     for (int j = 0; j < AA; ++j) {
-      T s = (T)0;
+      Lanes s;
+      s.v = (TV)0;
 #pragma unroll
-      for (int k = 0; k < RR; ++k) s = madd(s, GM[j][k], t[i][k]);
-      U[(AA * i + j) * per_e + e] = s;
+      for (int k = 0; k < RR; ++k) s.v = madd(s.v, GM[j][k], t[i][k]);
+      store_run(U, (AA * i + j) * per_e + e0, s, lanes);
     }
 }
 
@@ -123,39 +156,43 @@ __kernel void input_transform(const int C, const int H, const int W, const int P
                               const int TP, __global const T* x, const long xo,
                               const long xs0, const long xs1, const long xs2, const long xs3,
                               __global T* V) {
-  const int t = get_global_id(0), c = get_global_id(1);
-  if (t >= TP) return;
-  const long e = (long)c * TP + t;
-  const int tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
-  const int y0 = MM * ty - PT, x0 = MM * tx - PL;
-  T d[AA][AA];
+  const int t0 = get_global_id(0) * VEC, c = get_global_id(1);
+  if (t0 >= TP) return;
+  const int lanes = min(VEC, TP - t0);
+  Lanes d[AA][AA];
+  for (int l = 0; l < VEC; ++l) {
+    const int t = t0 + l, tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
+    const int y0 = MM * ty - PT, x0 = MM * tx - PL;
+    const bool live = l < lanes && n < NB;
+#pragma unroll
+    for (int i = 0; i < AA; ++i)
+#pragma unroll
+      for (int j = 0; j < AA; ++j) {
+        const int y = y0 + i, xx = x0 + j;
+        d[i][j].s[l] = (live && y >= 0 && y < H && xx >= 0 && xx < W)
+                           ? x[xo + n * xs0 + c * xs1 + y * xs2 + xx * xs3] : (T)0;
+      }
+  }
+  TV b[AA][AA]; /* B^T d */
 #pragma unroll
   for (int i = 0; i < AA; ++i)
 #pragma unroll
     for (int j = 0; j < AA; ++j) {
-      const int y = y0 + i, xx = x0 + j;
-      d[i][j] = (n < NB && y >= 0 && y < H && xx >= 0 && xx < W)
-                    ? x[xo + n * xs0 + c * xs1 + y * xs2 + xx * xs3] : (T)0;
-    }
-  T b[AA][AA]; /* B^T d */
+      TV s = (TV)0;
 #pragma unroll
-  for (int i = 0; i < AA; ++i)
-#pragma unroll
-    for (int j = 0; j < AA; ++j) {
-      T s = (T)0;
-#pragma unroll
-      for (int k = 0; k < AA; ++k) s = madd(s, BT[i][k], d[k][j]);
+      for (int k = 0; k < AA; ++k) s = madd(s, BT[i][k], d[k][j].v);
       b[i][j] = s;
     }
-  const long stride_e = (long)C * TP;
+  const long stride_e = (long)C * TP, e = (long)c * TP + t0;
 #pragma unroll
   for (int i = 0; i < AA; ++i) /* (B^T d) B */
 #pragma unroll
     for (int j = 0; j < AA; ++j) {
-      T s = (T)0;
+      Lanes s;
+      s.v = (TV)0;
 #pragma unroll
-      for (int k = 0; k < AA; ++k) s = madd(s, BT[j][k], b[i][k]);
-      V[(AA * i + j) * stride_e + e] = s;
+      for (int k = 0; k < AA; ++k) s.v = madd(s.v, BT[j][k], b[i][k]);
+      store_run(V, (AA * i + j) * stride_e + e, s, lanes);
     }
 }
 
@@ -165,38 +202,45 @@ __kernel void output_transform(const int CO, const int HO, const int WO, const i
                                __global const T* bias, const long bo, const long bs,
                                __global T* y, const long yo, const long ys0, const long ys1,
                                const long ys2, const long ys3) {
-  const int t = get_global_id(0), o = get_global_id(1);
-  if (t >= NB * TH * TW) return;
-  const int tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
-  const long stride_e = (long)CO * TP, at = (long)o * TP + t;
-  T m[AA][AA];
+  const int t0 = get_global_id(0) * VEC, o = get_global_id(1);
+  if (t0 >= NB * TH * TW) return;
+  const int lanes = min(VEC, NB * TH * TW - t0);
+  const long stride_e = (long)CO * TP, at = (long)o * TP + t0;
+  TV m[AA][AA];
 #pragma unroll
   for (int i = 0; i < AA; ++i)
 #pragma unroll
-    for (int j = 0; j < AA; ++j) m[i][j] = M[(AA * i + j) * stride_e + at];
-  T a[MM][AA]; /* A^T m */
+    for (int j = 0; j < AA; ++j) m[i][j] = load_run(M, (AA * i + j) * stride_e + at, lanes);
+  TV a[MM][AA]; /* A^T m */
 #pragma unroll
   for (int i = 0; i < MM; ++i)
 #pragma unroll
     for (int j = 0; j < AA; ++j) {
-      T s = (T)0;
+      TV s = (TV)0;
 #pragma unroll
       for (int k = 0; k < AA; ++k) s = madd(s, AT[i][k], m[k][j]);
       a[i][j] = s;
     }
   const T b = has_bias ? bias[bo + o * bs] : (T)0;
+  Lanes out[MM][MM]; /* (A^T m) A */
 #pragma unroll
-  for (int i = 0; i < MM; ++i) { /* (A^T m) A */
-    const int oh = MM * ty + i;
+  for (int i = 0; i < MM; ++i)
 #pragma unroll
     for (int j = 0; j < MM; ++j) {
-      T s = b;
+      TV s = (TV)b;
 #pragma unroll
       for (int k = 0; k < AA; ++k) s = madd(s, AT[j][k], a[i][k]);
-      const int ow = MM * tx + j;
-      if (relu && s < (T)0) s = (T)0;
-      if (oh < HO && ow < WO) y[yo + n * ys0 + o * ys1 + oh * ys2 + ow * ys3] = s;
+      out[i][j].v = relu ? (s < (TV)0 ? (TV)0 : s) : s; /* NaN kept */
     }
+  for (int l = 0; l < lanes; ++l) {
+    const int t = t0 + l, tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
+#pragma unroll
+    for (int i = 0; i < MM; ++i)
+#pragma unroll
+      for (int j = 0; j < MM; ++j) {
+        const int oh = MM * ty + i, ow = MM * tx + j;
+        if (oh < HO && ow < WO) y[yo + n * ys0 + o * ys1 + oh * ys2 + ow * ys3] = out[i][j].s[l];
+      }
   }
 }
 
@@ -204,59 +248,43 @@ __kernel void grad_transform(const int CO, const int HO, const int WO, const int
                              const int TW, const int NB, const int TP, __global const T* z,
                              const long zo, const long zs0, const long zs1, const long zs2,
                              const long zs3, __global T* P) {
-  const int t = get_global_id(0), o = get_global_id(1);
-  if (t >= TP) return;
-  const long e = (long)o * TP + t;
-  const int tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
-  T d[MM][MM];
+  const int t0 = get_global_id(0) * VEC, o = get_global_id(1);
+  if (t0 >= TP) return;
+  const int lanes = min(VEC, TP - t0);
+  Lanes d[MM][MM];
+  for (int l = 0; l < VEC; ++l) {
+    const int t = t0 + l, tx = t % TW, ty = (t / TW) % TH, n = t / (TW * TH);
+    const bool live = l < lanes && n < NB;
 #pragma unroll
-  for (int i = 0; i < MM; ++i)
+    for (int i = 0; i < MM; ++i)
 #pragma unroll
-    for (int j = 0; j < MM; ++j) {
-      const int oh = MM * ty + i, ow = MM * tx + j;
-      d[i][j] = (n < NB && oh < HO && ow < WO)
-                    ? z[zo + n * zs0 + o * zs1 + oh * zs2 + ow * zs3] : (T)0;
-    }
-  T a[AA][MM]; /* A Z */
+      for (int j = 0; j < MM; ++j) {
+        const int oh = MM * ty + i, ow = MM * tx + j;
+        d[i][j].s[l] = (live && oh < HO && ow < WO)
+                           ? z[zo + n * zs0 + o * zs1 + oh * zs2 + ow * zs3] : (T)0;
+      }
+  }
+  TV a[AA][MM]; /* A Z */
 #pragma unroll
   for (int i = 0; i < AA; ++i)
 #pragma unroll
     for (int j = 0; j < MM; ++j) {
-      T s = (T)0;
+      TV s = (TV)0;
 #pragma unroll
-      for (int k = 0; k < MM; ++k) s = madd(s, AT[k][i], d[k][j]);
+      for (int k = 0; k < MM; ++k) s = madd(s, AT[k][i], d[k][j].v);
       a[i][j] = s;
     }
-  const long stride_e = (long)CO * TP;
+  const long stride_e = (long)CO * TP, e = (long)o * TP + t0;
 #pragma unroll
   for (int i = 0; i < AA; ++i) /* (A Z) A^T */
 #pragma unroll
     for (int j = 0; j < AA; ++j) {
-      T s = (T)0;
+      Lanes s;
+      s.v = (TV)0;
 #pragma unroll
-      for (int k = 0; k < MM; ++k) s = madd(s, AT[k][j], a[i][k]);
-      P[(AA * i + j) * stride_e + e] = s;
+      for (int k = 0; k < MM; ++k) s.v = madd(s.v, AT[k][j], a[i][k]);
+      store_run(P, (AA * i + j) * stride_e + e, s, lanes);
     }
-}
-
-#else /* WEIGHT_BUILD: the weight transform alone */
-#define CAT_(a, b) a##b
-#define CAT(a, b) CAT_(a, b)
-#if VEC == 1
-#define TV T
-#else
-#define TV CAT(T, VEC)
-#endif
-/* a vector aligned like its elements: a run of filters starts anywhere */
-typedef TV __attribute__((aligned(sizeof(T)))) TVU;
-typedef union { TV v; T s[VEC]; } Lanes;
-
-/* src[at .. at + lanes - 1] as a vector, zero past lanes */
-inline TV load_run(__global const T* src, const long at, const int lanes) {
-  if (lanes == VEC) return *(__global const TVU*)(src + at);
-  Lanes x;
-  for (int l = 0; l < VEC; ++l) x.s[l] = l < lanes ? src[at + l] : (T)0;
-  return x.v;
 }
 
 __kernel void weight_transform(const int G, const int COG, const int CG, __global const T* dU,
@@ -290,4 +318,3 @@ __kernel void weight_transform(const int G, const int COG, const int CG, __globa
       for (int l = 0; l < lanes; ++l) dw[RR * RR * (e0 + l) + RR * i + j] = s.s[l];
     }
 }
-#endif /* WEIGHT_BUILD */

@@ -273,20 +273,23 @@ def _conv_cases():
     y2 = cltensor.conv.conv2d(dev(x), dev(w), padding=2, dilation=2, groups=2,
                               algo="implicit_gemm")
     assert_close(y2, y.numpy(), rtol=1e-4)
-    _winograd_weight_lanes()
+    _winograd_lanes()
 
 
-def _winograd_weight_lanes():
-    """Winograd's weight transform with VEC filters a work-item (CPUs' vector lanes): 15
-    filters in runs of 4, the last run partial; the weight gradient against im2col's."""
+def _winograd_lanes():
+    """Winograd's kernels with VEC tiles or filters a work-item (CPUs' vector lanes): 6 tiles
+    and 15 filters in runs of 4, the last runs partial; the output and both gradients against
+    im2col's."""
     with setting(winograd, "items_per_work_item", lambda _device, _dtype: 4):
         x, w, g = rand(1, 3, 4, 5), rand(5, 3, 3, 3), rand(1, 5, 4, 5)
-        grads = []
+        results = []
         for algo in ("winograd", "im2col"):
-            tw = dev(w).requires_grad_()
-            cltensor.conv.conv2d(dev(x), tw, padding=1, algo=algo).backward(dev(g))
-            grads.append(tw.grad)
-        assert_close(grads[0], grads[1].numpy(), rtol=1e-4)
+            tx, tw = dev(x).requires_grad_(), dev(w).requires_grad_()
+            y = cltensor.conv.conv2d(tx, tw, padding=1, algo=algo)
+            y.backward(dev(g))
+            results.append((y, tx.grad, tw.grad))
+        for ours, ref in zip(*results):
+            assert_close(ours, ref.numpy(), rtol=1e-4)
 
 
 def section_pool():

@@ -2,7 +2,6 @@
 import json
 
 import numpy as np
-import pyopencl as cl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -651,29 +650,18 @@ def test_winograd_padded_tile_rows(device, rng, monkeypatch):
 
 @pytest.mark.parametrize("vec", [1, 4])
 def test_winograd_items_per_work_item(device, rng, monkeypatch, vec):
-    """Winograd's weight transform with one filter per work-item (GPUs) and with a few per
-    work-item (CPUs take the vector width): filters that do not fill the last work-item,
-    groups, both tile and kernel sizes, fp32 and float64."""
+    """Winograd's kernels with one tile or filter per work-item (GPUs) and with several per
+    work-item (CPUs take the vector width): tiles and filters that do not fill the last
+    work-item, padded tile rows, groups, both tile and kernel sizes, fp32 and float64. (The
+    other tests run the device's own count.)"""
     monkeypatch.setattr(winograd, "items_per_work_item", lambda _device, _dtype: vec)
-    for algo in ("winograd", "winograd_4x4"):
-        for case in (WINOGRAD_CASES[2], WINOGRAD_CASES[6]):
-            _check_case(device, rng, algo, case)
+    _check_case(device, rng, "winograd", WINOGRAD_CASES[2])
+    _check_case(device, rng, "winograd_4x4", WINOGRAD_CASES[6])
     if device.has_fp64:
-        _check_case(device, rng, "winograd_4x4", WINOGRAD_CASES[5], dtype=np.float64)
-
-
-def test_winograd_weight_transform_builds_apart(device, monkeypatch):
-    """Only the weight transform's build depends on VEC: another VEC builds it alone, and the
-    other four kernels come from a build without it (one build per (m, r, dtype))."""
-    algo = winograd.Winograd(4)
-    kernels = {}
-    for vec in (1, 2):
-        monkeypatch.setattr(winograd, "items_per_work_item", lambda _device, _dtype: vec)
-        kernels[vec] = [algo._kernel(device, np.float32, 3, name) for name in
-                        ("input_transform", "weight_transform")]
-    assert kernels[1][0] is kernels[2][0]
-    assert kernels[1][1] is not kernels[2][1]
-    assert kernels[1][1].program.get_info(cl.program_info.KERNEL_NAMES) == "weight_transform"
+        _check_case(device, rng, "winograd", WINOGRAD_CASES[0], dtype=np.float64)
+    monkeypatch.setitem(winograd.TILE_ALIGN, "cpu", 16)
+    monkeypatch.setitem(winograd.TILE_ALIGN, "gpu", 16)
+    _check_case(device, rng, "winograd", WINOGRAD_CASES[1])
 
 
 def test_winograd_vector_width_follows_the_device(device):

@@ -78,22 +78,20 @@ def _from_roots(roots, size):
 
 
 @functools.cache
-def _defines(m, r, dtype, vec=None):
-    """The build options of F(m, r)'s kernels for dtype (the matrices as brace lists): the
-    build of the weight transform alone, taking vec filters per work-item, or (vec None) the
-    build of the other four."""
+def _defines(m, r, dtype, vec):
+    """The build options of F(m, r)'s kernels for dtype (the matrices as brace lists), taking
+    vec tiles or filters per work-item."""
     at, g, bt = matrices(m, r)
-    pass_options = {"WEIGHT_BUILD": 0} if vec is None else {"WEIGHT_BUILD": 1, "VEC": vec}
     return {"T": ctype_of(dtype), "WINO_M": m, "WINO_R": r, "WINO_A": m + r - 1,
             "WINO_AT": _literals(at, dtype), "WINO_G": _literals(g, dtype),
-            "WINO_BT": _literals(bt, dtype), **pass_options}
+            "WINO_BT": _literals(bt, dtype), "VEC": vec}
 
 
 @functools.cache
 def items_per_work_item(device, dtype):
-    """conv_winograd.cl's VEC, the filters its weight transform takes per work-item: on CPUs
-    the device's preferred vector width for dtype (a power of two up to 16, one filter per
-    lane: see the kernels' header), 1 on other devices."""
+    """conv_winograd.cl's VEC, the tiles or filters its kernels take per work-item: on CPUs
+    the device's preferred vector width for dtype (a power of two up to 16, one per lane:
+    see the kernels' header), 1 on other devices."""
     if not device.is_cpu:
         return 1
     d = device.cl_device
@@ -112,9 +110,11 @@ def _literals(mat, dtype):
                           for row in mat) + "}"
 
 
-# Work-group of the tile kernels along their tiles (dim 0; dim 1 is the channels): on PoCL 16
-# to 32 ran the output transform fastest (64 slower, PoCL's own choice up to 2x slower on some
-# shapes, 2026-12-02); on GPUs a divisor of TILE_ALIGN, so that padded rows fill whole groups
+# Work-group of the kernels along dim 0 (tiles or filters; dim 1 is the channels): on PoCL 16
+# to 32 tiles ran the output transform fastest (64 slower, PoCL's own choice up to 2x slower on
+# some shapes, 2026-12-02), and PoCL compiles a kernel again for each work-group size (its own
+# choice follows the global size: 43 builds of the filter transform in test_conv's Winograd
+# tests, 2026-12-03); on GPUs a divisor of TILE_ALIGN, so that padded rows fill whole groups
 TILE_LOCAL = {"cpu": 32, "gpu": 128}
 # The transformed tiles' rows are padded (with zero tiles) to a multiple of this many, so that
 # the GEMM engine's tiles read them in place (H200: unpadded rows cost VGG-A 6.8 ms of
@@ -126,10 +126,12 @@ def padded_tiles(device, count):
     return round_up(count, TILE_ALIGN["cpu" if device.is_cpu else "gpu"])
 
 
-def _launch_tiles(device, kernel, tiles, channels, *args):
-    """A tile kernel over (tiles, channels) work-items, the tiles rounded up to the group."""
+def _launch_runs(device, kernel, dtype, count, channels, *args):
+    """A kernel over (count, channels), items_per_work_item tiles or filters (of count) a
+    work-item, the work-items rounded up to the group."""
     local = min(TILE_LOCAL["cpu" if device.is_cpu else "gpu"], device.max_work_group)
-    return program.launch(device, kernel, (round_up(tiles, local), channels), (local, 1),
+    items = -(-count // items_per_work_item(device, dtype))
+    return program.launch(device, kernel, (round_up(items, local), channels), (local, 1),
                           *args)
 
 
@@ -199,11 +201,11 @@ class Winograd:
                 self._alpha(p) ** 2 * p.co * p.cg * p.dtype.itemsize)
 
     def _kernel(self, device, dtype, r, name):
-        # NOTE: one program per (m, r, dtype) holds the four kernels other than the weight
-        # transform: each build of the unrolled transforms costs seconds on PoCL
-        vec = items_per_work_item(device, dtype) if name == "weight_transform" else None
+        # NOTE: one program per (m, r, dtype) holds the five kernels: each build of the
+        # unrolled transforms costs seconds on PoCL
         return program.get_kernel(device, KERNEL_FILE, name,
-                                  _defines(self.m, r, np.dtype(dtype), vec))
+                                  _defines(self.m, r, np.dtype(dtype),
+                                           items_per_work_item(device, dtype)))
 
     # ---- forward and input gradient ----
 
@@ -219,9 +221,9 @@ class Winograd:
         batches = self._alpha(p) ** 2 * p.groups
         U = common.empty((batches, cin, cout) if o_fast else (batches, cout, cin), w)
         kernel = self._kernel(w.device, p.dtype, p.kh, "filter_transform")
-        common.launch_1d(w.device, kernel, p.groups * cout * cin, np.int32(p.groups),
-                         np.int32(cout), np.int32(cin), np.int32(flip), np.int32(o_fast),
-                         *common.view_args(w), U.storage.buf)
+        _launch_runs(w.device, kernel, p.dtype, p.groups * cout * cin, 1, np.int32(p.groups),
+                     np.int32(cout), np.int32(cin), np.int32(flip), np.int32(o_fast),
+                     *common.view_args(w), U.storage.buf)
         return _batches(U, batches, cin, cout, transpose=True) if o_fast else U
 
     def run(self, src, U, out, bias, p, cin, cout, pads, relu=False):
@@ -280,7 +282,7 @@ class Winograd:
         V = common.empty((self._alpha(p) ** 2, channels, tp), x)
         kernel = self._kernel(x.device, x.dtype, p.kh, "input_transform")
         h, w = x.shape[2:]
-        _launch_tiles(x.device, kernel, tp, channels, np.int32(channels), np.int32(h),
+        _launch_runs(x.device, kernel, x.dtype, tp, channels, np.int32(channels), np.int32(h),
                      np.int32(w), np.int32(pads[0]), np.int32(pads[1]), np.int32(th),
                      np.int32(tw), np.int32(nb), np.int32(tp), *common.view_args(x),
                      V.storage.buf)
@@ -291,7 +293,7 @@ class Winograd:
         co, ho, wo = y.shape[1:]
         bias_args = ([bias.storage.buf, np.int64(bias.offset), np.int64(bias.strides[0])]
                      if bias is not None else [M.storage.buf, np.int64(0), np.int64(0)])
-        _launch_tiles(y.device, kernel, nb * th * tw, co, np.int32(co), np.int32(ho),
+        _launch_runs(y.device, kernel, y.dtype, nb * th * tw, co, np.int32(co), np.int32(ho),
                      np.int32(wo), np.int32(th), np.int32(tw), np.int32(nb),
                      np.int32(tp), M.storage.buf, np.int32(bias is not None),
                      np.int32(relu), *bias_args, *common.view_args(y))
@@ -332,16 +334,15 @@ class Winograd:
                            dU if n0 else None, beta=1 if n0 else 0)
         gw = common.empty((p.co, p.cg, p.kh, p.kw), x)
         kernel = self._kernel(x.device, x.dtype, p.kh, "weight_transform")
-        vec = items_per_work_item(x.device, x.dtype)
-        common.launch_1d(x.device, kernel, -(-p.co * p.cg // vec), np.int32(p.groups),
-                         np.int32(p.cog), np.int32(p.cg), dU.storage.buf, gw.storage.buf)
+        _launch_runs(x.device, kernel, x.dtype, p.co * p.cg, 1, np.int32(p.groups),
+                     np.int32(p.cog), np.int32(p.cg), dU.storage.buf, gw.storage.buf)
         return gw
 
     def _grad_transform(self, z, p, th, tw, nb, tp):
         co, ho, wo = z.shape[1:]
         P = common.empty((self._alpha(p) ** 2, co, tp), z)
         kernel = self._kernel(z.device, z.dtype, p.kh, "grad_transform")
-        _launch_tiles(z.device, kernel, tp, co, np.int32(co), np.int32(ho), np.int32(wo),
+        _launch_runs(z.device, kernel, z.dtype, tp, co, np.int32(co), np.int32(ho), np.int32(wo),
                      np.int32(th), np.int32(tw), np.int32(nb), np.int32(tp),
                      *common.view_args(z), P.storage.buf)
         return P
