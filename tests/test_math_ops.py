@@ -289,7 +289,11 @@ def test_against_torch(device, rng, fp_dtypes):
         px = torch.from_numpy(u).requires_grad_()
         ct.logit(x, **kwargs).sum().backward()
         torch.logit(px, **kwargs).sum().backward()
-        assert_close(x.grad, px.grad.numpy(), rtol, atol)
+        # torch's clamped gradient at NaN depends on its CPU path: NaN from the scalar loop,
+        # 0 from the AVX2 vector one (a length-8 float64 input); ours propagates the NaN
+        expected = px.grad.numpy().copy()
+        expected[np.isnan(u)] = NAN
+        assert_close(x.grad, expected, rtol, atol)
     x, px = ct.from_numpy(u, device=device).requires_grad_(), torch.from_numpy(u).requires_grad_()
     (ct.nan_to_num(x) + ct.rad2deg(x) + ct.frac(x)).sum().backward()
     (torch.nan_to_num(px) + torch.rad2deg(px) + torch.frac(px)).sum().backward()
