@@ -161,7 +161,8 @@ inline int inner_end(const Pool p, const int begin) {
 inline int first_tap(const int s0, const int d) { return s0 < 0 ? (-s0 + d - 1) / d : 0; }
 
 /* Whether a window starting at s0 (step d, k taps) has a tap in [0, n). A max-pool output
- * whose window has none (possible with dilation) gives -inf and an argmax outside it. */
+ * whose window has none (possible with dilation) gives -inf and an argmax that is no tap of it
+ * (torch's: the first row and column past the padding, which may lie outside the input). */
 inline int has_tap(const int s0, const int d, const int k, const int n) {
   const int a0 = first_tap(s0, d);
   return a0 < k && s0 + a0 * d < n;
@@ -301,8 +302,10 @@ __kernel void max_pool2d_fwd_rows(const Pool p, const int with_idx,
 
 #ifdef FORM_ITEMS
 /* Input (h, w) gets g of every output whose argmax is (h, w), summed in (oh, ow) order. The
- * argmax test alone tells the windows that hold (h, w): an argmax is a tap of its window (or, in
- * a window with no tap inside, no input position), so candidates need only exist. */
+ * argmax test tells the windows that hold (h, w): an argmax is a tap of its window, except in a
+ * window with no tap inside (dilation), whose argmax h * W + w may have w >= W and so name an
+ * input of the next row (torch's CPU backward sends the gradient there): such windows are
+ * skipped, as in max_pool2d_bwd_planes. */
 __kernel void max_pool2d_bwd(const Pool p, const int c_last,
                              __global const T* g, const View4 vg, __global const int* idx,
                              const View4 vi, __global T* gx, const View4 vgx) {
@@ -320,7 +323,8 @@ __kernel void max_pool2d_bwd(const Pool p, const int c_last,
     const int oh = oh0 + i, ohc = clamp(oh, 0, p.OH - 1);
     UNROLL for (int j = 0; j < CANDIDATES(KW, SW, DW); ++j) {
       const int ow = ow0 + j, owc = clamp(ow, 0, p.OW - 1);
-      const int ok = oh == ohc && ow == owc;
+      const int ok = oh == ohc && ow == owc && (DH == 1 || has_tap(oh * SH - PH, DH, KH, p.H))
+                     && (DW == 1 || has_tap(ow * SW - PW, DW, KW, p.W));
       const int arg = idx[ib + ohc * vi.h + owc * vi.w];
       const T v = g[gb + ohc * vg.h + owc * vg.w];
       acc += (ok && arg == me) ? v : (T)0;

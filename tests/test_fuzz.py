@@ -111,7 +111,8 @@ def pool_error(c, dilation):
 
 def ref_max_pool(x, k, s, p, d, ceil):
     """Max pooling in float64 and its argmax (flat h * W + w). A window that holds only padding
-    (possible with dilation) gives -inf and no argmax (-1), as torch."""
+    (possible with dilation) gives -inf and no argmax (-1): its output does not depend on x, so
+    it sends x no gradient (torch's CPU backward sends it to the index it returns there)."""
     n, ch, h, w = x.shape
     oh, ow = (ref_pool_size(size, k[i], s[i], p[i], d[i], ceil) for i, size in enumerate((h, w)))
     y, idx = np.full((n, ch, oh, ow), -np.inf), np.full((n, ch, oh, ow), -1)

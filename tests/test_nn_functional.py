@@ -708,7 +708,7 @@ def test_pool_bad_input(device, rng):
 FORM_POOLS = [((3, 3), (2, 2), (0, 0), (1, 1), True),    # GoogLeNet's (AlexNet's: floor)
               ((3, 3), (2, 2), (1, 1), (1, 1), True),    # ceil_mode with padding
               ((3, 3), (1, 1), (1, 1), (1, 1), False),   # GoogLeNet's stride 1
-              ((2, 3), (3, 4), (1, 1), (3, 1), True)]    # stride > kernel, dilation
+              ((2, 3), (3, 4), (1, 1), (3, 2), True)]    # stride > kernel, dilation
 
 
 @pytest.fixture(params=["rows", "items"])
@@ -794,10 +794,11 @@ def test_pool2d_kernel_forms(device, rng, pool_form, monkeypatch, baked, k, s, p
     built in and read at run time, in every layout (a gradient of the input's layout kind),
     NaN included, on outputs poisoned first; avg pooling takes the geometry without dilation.
     The small inputs leave no output a window inside the input's columns (the rows form's inner
-    span is empty: ceil_mode's last window overhangs a 2x2 input), and with dilation a 1x1
-    input leaves a max window wholly in the padding."""
+    span is empty: ceil_mode's last window overhangs a 2x2 input), and with dilation 1x1 and
+    4x1 inputs leave max windows wholly in the padding (the 4x1 input's argmax there is torch's,
+    h * W + w with w = W: an input of the next row, which must get no gradient)."""
     monkeypatch.setattr(pool_ops, "BAKE_MIN_TAPS", 0 if baked else 2**62)
-    for shape in ((2, 3, 9, 11), (1, 2, 1, 1), (1, 2, 2, 2)):
+    for shape in ((2, 3, 9, 11), (1, 2, 1, 1), (1, 2, 2, 2), (1, 2, 4, 1)):
         if min(ref_pool_size(n, k[i], s[i], p[i], d[i], ceil)
                for i, n in enumerate(shape[2:])) < 1:
             continue
