@@ -816,6 +816,9 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         ceil_mode: round the output size up (the last window must start inside the input).
         return_indices: also return the argmax of each window as h * W + w (int64).
 
+    A window wholly in the padding (possible with dilation) gives -inf and torch's index there,
+    and sends the input no gradient (torch's CPU backward sends it to that index).
+
     Example:
         >>> F.max_pool2d(cltensor.arange(16.0).reshape(1, 1, 4, 4), 2).tolist()
         [[[[5.0, 7.0], [13.0, 15.0]]]]
