@@ -1,6 +1,7 @@
 """cltensor.nn.functional: every layer op and loss against float64 numpy references, gradients by
 finite differences, odd layouts and sizes, bad input; and against torch where it is installed."""
 import functools
+import itertools
 import math
 import warnings
 
@@ -1042,6 +1043,140 @@ def test_embedding(device, rng):
         F.embedding(T(idx, device), T(w, device), padding_idx=6)
     with pytest.raises(IndexError):
         F.embedding(T(np.array([6]), device), T(w, device))
+
+
+def ref_embedding_bag(w, idx, starts, mode, psw=None, padding_idx=None):
+    """F.embedding_bag in float64 over a flat idx with bag starts (the last bag to the end)."""
+    ends = list(starts[1:]) + [len(idx)]
+    out = np.zeros((len(starts), w.shape[1]))
+    for b, (s, e) in enumerate(zip(starts, ends)):
+        keep = [j for j in range(s, e) if idx[j] != padding_idx]
+        if not keep:
+            continue
+        rows = w[idx[keep]].astype(np.float64)
+        if psw is not None:
+            rows = rows * psw[keep, None]
+        out[b] = {"sum": rows.sum(0), "mean": rows.mean(0), "max": rows.max(0)}[mode]
+    return out
+
+
+EMBEDDING_BAGS = [  # (indices, offsets): an empty bag, a repeated index, one bag
+    (np.array([1, 2, 4, 5, 4, 3, 0, 4]), np.array([0, 2, 2, 3, 5])),  # [4]: padding only
+    (np.array([3, 3, 1]), np.array([0])),
+]
+
+
+def test_embedding_bag(device, rng):
+    """Every mode against a float64 reference: 1-d input with offsets (with and without the
+    last offset, an empty bag, a bag of padding only), 2-d input, per-sample weights,
+    padding_idx; gradients by finite differences, weights' and per-sample weights'."""
+    w = random_array(rng, (6, 3)).astype(np.float64)
+    for (idx, starts), mode, pad in itertools.product(EMBEDDING_BAGS, F.EMBEDDING_BAG_MODES,
+                                                      (None, 4)):
+        got = F.embedding_bag(T(idx, device), T(w, device), T(starts, device), mode=mode,
+                              padding_idx=pad)
+        want = ref_embedding_bag(w, idx, starts, mode, padding_idx=pad)
+        assert_close(got, want, rtol=1e-12)
+        last = T(np.append(starts, len(idx)).astype(np.int32), device)
+        assert_close(F.embedding_bag(T(idx.astype(np.int32), device), T(w, device), last,
+                                     mode=mode, include_last_offset=True, padding_idx=pad),
+                     want, rtol=1e-12)
+        f32 = F.embedding_bag(T(idx, device), T(w.astype(np.float32), device), T(starts, device),
+                              mode=mode, padding_idx=pad)
+        assert f32.dtype == cltensor.float32
+        assert_close(f32, want, rtol=1e-6, atol=1e-6)
+    idx2 = rng.integers(0, 6, (4, 3))
+    for mode in F.EMBEDDING_BAG_MODES:
+        assert_close(F.embedding_bag(T(idx2, device), T(w, device), mode=mode),
+                     ref_embedding_bag(w, idx2.ravel(), [0, 3, 6, 9], mode), rtol=1e-12)
+    idx, starts = EMBEDDING_BAGS[0]
+    psw = rng.standard_normal(len(idx))
+    assert_close(F.embedding_bag(T(idx, device), T(w, device), T(starts, device), mode="sum",
+                                 per_sample_weights=T(psw, device), padding_idx=4),
+                 ref_embedding_bag(w, idx, starts, "sum", psw, 4), rtol=1e-12)
+    wt, pt = T(w, device, True), T(psw, device, True)
+    fixed = T(idx, device), T(starts, device)
+    assert gradcheck(lambda a, b: F.embedding_bag(*fixed[:1], a, fixed[1], mode="sum",
+                                                   per_sample_weights=b, padding_idx=4),
+                     [wt, pt])
+    for mode in ("mean", "max"):
+        assert gradcheck(lambda a, m=mode: F.embedding_bag(fixed[0], a, fixed[1], mode=m,
+                                                            padding_idx=4), [wt])
+    wt.grad = None
+    F.embedding_bag(*fixed[:1], wt, fixed[1], mode="mean", padding_idx=4).sum().backward()
+    assert not wt.grad.numpy()[4].any()  # the padding row gets no gradient
+
+
+def test_embedding_bag_against_torch(device, rng):
+    torch = pytest.importorskip("torch")
+    w = random_array(rng, (7, 4)).astype(np.float64)
+    idx, starts = np.array([6, 0, 2, 2, 5, 1, 3]), np.array([0, 3, 3, 6])
+    g = rng.standard_normal((4, 4))
+    for mode in F.EMBEDDING_BAG_MODES:
+        psw = rng.standard_normal(len(idx)) if mode == "sum" else None
+        wt, ptw = T(w, device, True), torch.from_numpy(w).requires_grad_()
+        pt = T(psw, device, True) if psw is not None else None
+        ptp = torch.from_numpy(psw).requires_grad_() if psw is not None else None
+        ours = F.embedding_bag(T(idx, device), wt, T(starts, device), mode=mode,
+                               per_sample_weights=pt, padding_idx=2)
+        theirs = torch.nn.functional.embedding_bag(
+            torch.from_numpy(idx), ptw, torch.from_numpy(starts), mode=mode,
+            per_sample_weights=ptp, padding_idx=2)
+        assert_close(ours, theirs.detach().numpy(), rtol=1e-12)
+        ours.backward(T(g, device))
+        theirs.backward(torch.from_numpy(g))
+        assert_close(wt.grad, ptw.grad.numpy(), rtol=1e-12, atol=1e-14)
+        if psw is not None:
+            assert_close(pt.grad, ptp.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_embedding_bag_bad_input(device, rng):
+    w = T(random_array(rng, (6, 3)), device)
+    i1, off = T(np.array([1, 2, 3]), device), T(np.array([0, 2]), device)
+    cases = [
+        (ValueError, "mode must be one of", lambda: F.embedding_bag(i1, w, off, mode="min")),
+        (ValueError, "offsets must be None for a 2-d input",
+         lambda: F.embedding_bag(i1.reshape(1, 3), w, off)),
+        (ValueError, "a 1-d input needs offsets", lambda: F.embedding_bag(i1, w)),
+        (ValueError, "input must be 1-d .with offsets. or 2-d",
+         lambda: F.embedding_bag(i1.reshape(1, 1, 3), w)),
+        (ValueError, r"offsets\[0\] must be 0",
+         lambda: F.embedding_bag(i1, w, T(np.array([1, 2]), device))),
+        (ValueError, "offsets must be non-decreasing",
+         lambda: F.embedding_bag(i1, w, T(np.array([0, 2, 1]), device))),
+        (ValueError, "at most the input's length 3",
+         lambda: F.embedding_bag(i1, w, T(np.array([0, 4]), device))),
+        (ValueError, "the last offset must be the input's length 3",
+         lambda: F.embedding_bag(i1, w, off, include_last_offset=True)),
+        (ValueError, "offsets must be a 1-d int32/int64 tensor",
+         lambda: F.embedding_bag(i1, w, T(np.array([0.0]), device))),
+        (ValueError, "offsets hold no bag for an input of 3",
+         lambda: F.embedding_bag(i1, w, T(np.zeros(0, np.int64), device))),
+        (ValueError, "per_sample_weights needs mode='sum'",
+         lambda: F.embedding_bag(i1, w, off, per_sample_weights=T(np.ones(3, np.float32),
+                                                                   device))),
+        (ValueError, "per_sample_weights must have the input's shape",
+         lambda: F.embedding_bag(i1, w, off, mode="sum",
+                                 per_sample_weights=T(np.ones(2, np.float32), device))),
+        (TypeError, "per_sample_weights must have weight's dtype",
+         lambda: F.embedding_bag(i1, w, off, mode="sum",
+                                 per_sample_weights=T(np.ones(3), device))),
+        (TypeError, "indices must be int32 or int64",
+         lambda: F.embedding_bag(T(np.array([1.0]), device), w, off)),
+        (ValueError, "padding_idx must be within", lambda: F.embedding_bag(i1, w, off,
+                                                                           padding_idx=6)),
+        (IndexError, "index 6 is out of bounds", lambda: F.embedding_bag(
+            T(np.array([6]), device), w, T(np.array([0]), device))),
+        (IndexError, "index -1 is out of bounds", lambda: F.embedding_bag(
+            T(np.array([[-1]]), device), w)),
+        (NotImplementedError, "max_norm", lambda: F.embedding_bag(i1, w, off, max_norm=1.0)),
+    ]
+    for error, message, call in cases:
+        with pytest.raises(error, match=message):
+            call()
+    empty = F.embedding_bag(T(np.zeros(0, np.int64), device), w, T(np.zeros(0, np.int64),
+                                                                    device))
+    assert empty.shape == (0, 3)
 
 
 def test_one_hot_is_exported_as_in_torch(device, rng):

@@ -321,6 +321,29 @@ def test_embedding(device, rng):
         nn.Embedding(10, 4, max_norm=1.0)
 
 
+def test_embedding_bag(device, rng):
+    bag = nn.EmbeddingBag(10, 4, mode="sum", padding_idx=-1, device=device)
+    assert bag.padding_idx == 9 and bag.weight.requires_grad
+    w = bag.weight.numpy()
+    np.testing.assert_array_equal(w[9], np.zeros(4, np.float32))
+    idx, offsets = np.array([1, 9, 3, 3, 0]), np.array([0, 2])
+    want = np.stack([w[1], w[3] * 2 + w[0]])
+    assert_close(bag(_t(idx, device), _t(offsets, device)), want, rtol=1e-6)
+    psw = rng.standard_normal(5).astype(np.float32)
+    assert_close(bag(_t(idx, device), _t(offsets, device), _t(psw, device)),
+                 np.stack([w[1] * psw[0], w[3] * (psw[2] + psw[3]) + w[0] * psw[4]]),
+                 rtol=1e-5, atol=1e-6)
+    pre = nn.EmbeddingBag.from_pretrained(_t(w, device), mode="max", include_last_offset=True)
+    assert not pre.weight.requires_grad and pre.mode == "max"
+    assert_close(pre(_t(idx, device), _t(np.array([0, 2, 5]), device)),
+                 np.stack([w[[1, 9]].max(0), w[[3, 3, 0]].max(0)]))
+    assert repr(pre) == "EmbeddingBag(10, 4, mode='max')"
+    with pytest.raises(ValueError, match="mode must be one of"):
+        nn.EmbeddingBag(10, 4, mode="min")
+    with pytest.raises(NotImplementedError, match="max_norm"):
+        nn.EmbeddingBag(10, 4, max_norm=1.0)
+
+
 def test_activation_modules(device, rng):
     x = rng.standard_normal((3, 5)) * 2
     xt = _t(x, device, np.float32)

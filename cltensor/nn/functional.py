@@ -70,6 +70,7 @@ __all__ = [
     "elu",
     "elu_",
     "embedding",
+    "embedding_bag",
     "feature_alpha_dropout",
     "flatten",
     "fold",
@@ -1846,6 +1847,127 @@ def embedding(input, weight, padding_idx=None):
                              f"got {padding_idx!r}")
         padding_idx = int(padding_idx) % n
     return _Embedding.apply(weight, input, padding_idx)
+
+
+EMBEDDING_BAG_MODES = ("sum", "mean", "max")
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
+                  mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
+                  padding_idx=None):
+    """The sums, means or maxima of bags of weight's rows, without the (bags, length, dim)
+    intermediate of embedding().
+
+    Args:
+        input: int32/int64 indices: (B, L) for B bags of L, or 1-d with `offsets`.
+        weight: (num_embeddings, embedding_dim), floating point.
+        offsets: with a 1-d input, the start of each bag in it (starting at 0, non-decreasing);
+            with include_last_offset, one more: the input's length, where the last bag ends.
+        mode: "sum", "mean" or "max"; an empty bag gives zeros.
+        per_sample_weights: (mode "sum") a weight per index, input's shape and weight's dtype;
+            differentiable.
+        padding_idx: entries with this index belong to no bag (nor to mean's counts).
+
+    Shape:
+        output (B, embedding_dim)
+
+    In mode "max" ties between different rows share the gradient (torch gives it to one).
+
+    Example:
+        >>> w = cltensor.arange(6.0).reshape(3, 2)
+        >>> F.embedding_bag(cltensor.tensor([0, 2, 1]), w, cltensor.tensor([0, 2]),
+        ...                 mode="sum").tolist()
+        [[4.0, 6.0], [2.0, 3.0]]
+    """
+    op = "embedding_bag"
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError(f"{op}: max_norm, scale_grad_by_freq and sparse are not "
+                                  "supported")
+    if mode not in EMBEDDING_BAG_MODES:
+        raise ValueError(f"{op}: mode must be one of {EMBEDDING_BAG_MODES}, got {mode!r}")
+    _tensor(input, "input", op)
+    _float_tensor(weight, "weight", op)
+    if input.dtype not in (dt.int32, dt.int64):
+        raise TypeError(f"{op}: indices must be int32 or int64, got {input.dtype}")
+    if weight.ndim != 2:
+        raise ValueError(f"{op}: weight must be 2-d (num_embeddings, embedding_dim), got shape "
+                         f"{weight.shape}")
+    common_device([t for t in (input, weight, offsets, per_sample_weights) if t is not None], op)
+    idx = input.reshape(-1)
+    bags, bag = _bags(input, offsets, include_last_offset, op)
+    rows = embedding(idx, weight)
+    if per_sample_weights is not None:
+        rows = rows * _sample_weights(per_sample_weights, input, weight, mode, op).reshape(-1, 1)
+    if padding_idx is not None:
+        n = weight.shape[0]
+        if not isinstance(padding_idx, numbers.Integral) or not -n <= padding_idx < n:
+            raise ValueError(f"{op}: padding_idx must be within num_embeddings ({n}), got "
+                             f"{padding_idx!r}")
+        # NOTE: padding entries go to a spare bag (row `bags`) that is dropped at the end
+        bag = cltensor.where(idx == int(padding_idx) % n, bags, bag)
+    out = cltensor.zeros((bags + 1, weight.shape[1]), dtype=weight.dtype, device=weight.device)
+    if mode == "max":
+        out = out.scatter_reduce(0, bag.reshape(-1, 1).expand(rows.shape), rows, "amax",
+                                 include_self=False)
+    else:
+        out = out.index_add(0, bag, rows)
+    if mode == "mean":
+        counts = cltensor.bincount(bag, minlength=bags + 1).to(weight.dtype).clamp(min=1)
+        out = out / counts.reshape(-1, 1)
+    return out[:bags]
+
+
+def _bags(input, offsets, include_last_offset, op):
+    """(number of bags, the int64 bag of each of input's entries, flattened)."""
+    n = input.numel()
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError(f"{op}: offsets must be None for a 2-d input (each row is a bag)")
+        length = max(input.shape[1], 1)
+        return input.shape[0], cltensor.arange(n, device=input.device) // length
+    if input.ndim != 1:
+        raise ValueError(f"{op}: input must be 1-d (with offsets) or 2-d (bags, length), got "
+                         f"shape {input.shape}")
+    if offsets is None:
+        raise ValueError(f"{op}: a 1-d input needs offsets (the start of each bag)")
+    _tensor(offsets, "offsets", op)
+    if offsets.ndim != 1 or offsets.dtype not in (dt.int32, dt.int64):
+        raise ValueError(f"{op}: offsets must be a 1-d int32/int64 tensor, got shape "
+                         f"{offsets.shape} of {offsets.dtype}")
+    # NOTE: the offsets are checked on the host (one small read): a bad one would put entries
+    # in the wrong bags without any error
+    starts = offsets.numpy().astype(np.int64)
+    if include_last_offset:
+        if starts.size == 0 or starts[-1] != n:
+            raise ValueError(f"{op}: with include_last_offset the last offset must be the "
+                             f"input's length {n}, got {starts[-1:].tolist()}")
+        starts = starts[:-1]
+    if starts.size and starts[0] != 0:
+        raise ValueError(f"{op}: offsets[0] must be 0 (the first bag starts the input), got "
+                         f"{starts[0]}")
+    if (np.diff(starts) < 0).any() or (starts.size and starts[-1] > n):
+        raise ValueError(f"{op}: offsets must be non-decreasing and at most the input's length "
+                         f"{n}, got {offsets.tolist()}")
+    if starts.size == 0:
+        if n:
+            raise ValueError(f"{op}: offsets hold no bag for an input of {n} indices")
+        return 0, cltensor.zeros(0, dtype=dt.int64, device=input.device)
+    found = offsets[:starts.size].to(dt.int64)
+    bag = cltensor.searchsorted(found, cltensor.arange(n, device=input.device), right=True) - 1
+    return starts.size, bag
+
+
+def _sample_weights(psw, input, weight, mode, op):
+    _tensor(psw, "per_sample_weights", op)
+    if mode != "sum":
+        raise ValueError(f"{op}: per_sample_weights needs mode='sum', got mode={mode!r}")
+    if psw.shape != input.shape:
+        raise ValueError(f"{op}: per_sample_weights must have the input's shape {input.shape}, "
+                         f"got {psw.shape}")
+    if psw.dtype != weight.dtype:
+        raise TypeError(f"{op}: per_sample_weights must have weight's dtype {weight.dtype}, got "
+                        f"{psw.dtype}")
+    return psw
 
 
 def flatten(input, start_dim=0, end_dim=-1):

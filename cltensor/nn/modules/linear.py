@@ -1,5 +1,5 @@
-"""Identity, Linear, Bilinear, Embedding, Flatten, Dropout modules (AlphaDropout too) and the
-distances CosineSimilarity and PairwiseDistance."""
+"""Identity, Linear, Bilinear, Embedding, EmbeddingBag, Flatten, Dropout modules (AlphaDropout
+too) and the distances CosineSimilarity and PairwiseDistance."""
 import math
 
 from ... import dtypes as dt
@@ -9,8 +9,8 @@ from .. import functional as F
 from .. import init
 from .module import Module, Parameter
 
-__all__ = ["Identity", "Linear", "Embedding", "Flatten", "Unflatten", "Dropout", "Dropout1d",
-           "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "Bilinear",
+__all__ = ["Identity", "Linear", "Embedding", "EmbeddingBag", "Flatten", "Unflatten", "Dropout",
+           "Dropout1d", "Dropout2d", "Dropout3d", "AlphaDropout", "FeatureAlphaDropout", "Bilinear",
            "CosineSimilarity", "PairwiseDistance"]
 
 
@@ -121,14 +121,8 @@ class Embedding(Module):
                  norm_type=2.0, scale_grad_by_freq=False, sparse=False, _weight=None,
                  _freeze=False, device=None, dtype=None):
         super().__init__()
-        self.num_embeddings = check_size(num_embeddings, "num_embeddings", "Embedding")
-        self.embedding_dim = check_size(embedding_dim, "embedding_dim", "Embedding")
-        self.padding_idx = _padding_index(padding_idx, num_embeddings)
-        if max_norm is not None or scale_grad_by_freq or sparse:
-            raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are "
-                                      "not supported")
-        self.max_norm, self.norm_type = max_norm, norm_type
-        self.scale_grad_by_freq, self.sparse = scale_grad_by_freq, sparse
+        _table_args(self, "Embedding", num_embeddings, embedding_dim, padding_idx, max_norm,
+                    norm_type, scale_grad_by_freq, sparse)
         if _weight is None:
             self.weight = new_parameter((num_embeddings, embedding_dim), device, dtype, "Embedding")
             self.reset_parameters()
@@ -163,6 +157,83 @@ class Embedding(Module):
         if self.padding_idx is not None:
             s += f", padding_idx={self.padding_idx}"
         return s
+
+
+class EmbeddingBag(Module):
+    """Sums, means or maxima of bags of embeddings (F.embedding_bag), as torch.nn.EmbeddingBag.
+
+    Weights start as N(0, 1); the row of padding_idx starts at zero, belongs to no bag and gets
+    no gradient.
+
+    Shape:
+        input (B, L), or 1-d with offsets (B, or B + 1 with include_last_offset) ->
+        output (B, embedding_dim)
+
+    Example:
+        bag = nn.EmbeddingBag(10, 3, mode="sum")
+        bag(cltensor.tensor([1, 2, 4, 9]), cltensor.tensor([0, 3])).shape   # (2, 3)
+    """
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0,
+                 scale_grad_by_freq=False, mode="mean", sparse=False, _weight=None,
+                 include_last_offset=False, padding_idx=None, device=None, dtype=None):
+        super().__init__()
+        _table_args(self, "EmbeddingBag", num_embeddings, embedding_dim, padding_idx, max_norm,
+                    norm_type, scale_grad_by_freq, sparse)
+        if mode not in F.EMBEDDING_BAG_MODES:
+            raise ValueError(f"EmbeddingBag: mode must be one of {F.EMBEDDING_BAG_MODES}, got "
+                             f"{mode!r}")
+        self.mode, self.include_last_offset = mode, include_last_offset
+        if _weight is None:
+            self.weight = new_parameter((num_embeddings, embedding_dim), device, dtype,
+                                        "EmbeddingBag")
+            self.reset_parameters()
+        else:
+            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(f"EmbeddingBag: _weight has shape {tuple(_weight.shape)}, "
+                                 f"expected ({num_embeddings}, {embedding_dim})")
+            self.weight = Parameter(_weight)
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0,
+                        scale_grad_by_freq=False, mode="mean", sparse=False,
+                        include_last_offset=False, padding_idx=None):
+        """An EmbeddingBag whose weight is (a view of) a given 2-d tensor."""
+        if embeddings.ndim != 2:
+            raise ValueError(f"EmbeddingBag.from_pretrained: embeddings must be 2-d, got shape "
+                             f"{embeddings.shape}")
+        rows, cols = embeddings.shape
+        bag = cls(rows, cols, max_norm, norm_type, scale_grad_by_freq, mode, sparse,
+                  embeddings.detach(), include_last_offset, padding_idx)
+        bag.weight.requires_grad_(not freeze)
+        return bag
+
+    reset_parameters = Embedding.reset_parameters
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, mode=self.mode,
+                               per_sample_weights=per_sample_weights,
+                               include_last_offset=self.include_last_offset,
+                               padding_idx=self.padding_idx)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx}"
+        return s
+
+
+def _table_args(module, owner, num_embeddings, embedding_dim, padding_idx, max_norm, norm_type,
+                scale_grad_by_freq, sparse):
+    """Checks and stores the arguments Embedding and EmbeddingBag share."""
+    module.num_embeddings = check_size(num_embeddings, "num_embeddings", owner)
+    module.embedding_dim = check_size(embedding_dim, "embedding_dim", owner)
+    module.padding_idx = _padding_index(padding_idx, num_embeddings)
+    if max_norm is not None or scale_grad_by_freq or sparse:
+        raise NotImplementedError(f"{owner}: max_norm, scale_grad_by_freq and sparse are not "
+                                  "supported")
+    module.max_norm, module.norm_type = max_norm, norm_type
+    module.scale_grad_by_freq, module.sparse = scale_grad_by_freq, sparse
 
 
 def _padding_index(padding_idx, num_embeddings):
