@@ -1832,21 +1832,28 @@ def embedding(input, weight, padding_idx=None):
         >>> F.embedding(cltensor.tensor([2, 0]), w).tolist()
         [[4.0, 5.0], [0.0, 1.0]]
     """
-    _tensor(input, "input", "embedding")
-    _float_tensor(weight, "weight", "embedding")
-    if input.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"embedding: indices must be int32 or int64, got {input.dtype}")
-    if weight.ndim != 2:
-        raise ValueError(f"embedding: weight must be 2-d (num_embeddings, embedding_dim), got "
-                         f"shape {weight.shape}")
-    common_device([input, weight], "embedding")
-    n = weight.shape[0]
-    if padding_idx is not None:
-        if not isinstance(padding_idx, numbers.Integral) or not -n <= padding_idx < n:
-            raise ValueError(f"embedding: padding_idx must be within num_embeddings ({n}), "
-                             f"got {padding_idx!r}")
-        padding_idx = int(padding_idx) % n
+    padding_idx = _table_inputs(input, weight, padding_idx, "embedding", [input, weight])
     return _Embedding.apply(weight, input, padding_idx)
+
+
+def _table_inputs(input, weight, padding_idx, op, on_device):
+    """Checks embedding's and embedding_bag's indices, weight, the devices of the tensors
+    `on_device` and padding_idx; returns padding_idx as a row (or None)."""
+    _tensor(input, "input", op)
+    _float_tensor(weight, "weight", op)
+    if input.dtype not in (dt.int32, dt.int64):
+        raise TypeError(f"{op}: indices must be int32 or int64, got {input.dtype}")
+    if weight.ndim != 2:
+        raise ValueError(f"{op}: weight must be 2-d (num_embeddings, embedding_dim), got shape "
+                         f"{weight.shape}")
+    common_device(on_device, op)
+    if padding_idx is None:
+        return None
+    n = weight.shape[0]
+    if not isinstance(padding_idx, numbers.Integral) or not -n <= padding_idx < n:
+        raise ValueError(f"{op}: padding_idx must be within num_embeddings ({n}), got "
+                         f"{padding_idx!r}")
+    return int(padding_idx) % n
 
 
 EMBEDDING_BAG_MODES = ("sum", "mean", "max")
@@ -1885,26 +1892,18 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                                   "supported")
     if mode not in EMBEDDING_BAG_MODES:
         raise ValueError(f"{op}: mode must be one of {EMBEDDING_BAG_MODES}, got {mode!r}")
-    _tensor(input, "input", op)
-    _float_tensor(weight, "weight", op)
-    if input.dtype not in (dt.int32, dt.int64):
-        raise TypeError(f"{op}: indices must be int32 or int64, got {input.dtype}")
-    if weight.ndim != 2:
-        raise ValueError(f"{op}: weight must be 2-d (num_embeddings, embedding_dim), got shape "
-                         f"{weight.shape}")
-    common_device([t for t in (input, weight, offsets, per_sample_weights) if t is not None], op)
+    padding_idx = _table_inputs(input, weight, padding_idx, op, [
+        t for t in (input, weight, offsets, per_sample_weights) if t is not None])
+    if per_sample_weights is not None:
+        _sample_weights(per_sample_weights, input, weight, mode, op)
     idx = input.reshape(-1)
     bags, bag = _bags(input, offsets, include_last_offset, op)
     rows = embedding(idx, weight)
     if per_sample_weights is not None:
-        rows = rows * _sample_weights(per_sample_weights, input, weight, mode, op).reshape(-1, 1)
+        rows = rows * per_sample_weights.reshape(-1, 1)
     if padding_idx is not None:
-        n = weight.shape[0]
-        if not isinstance(padding_idx, numbers.Integral) or not -n <= padding_idx < n:
-            raise ValueError(f"{op}: padding_idx must be within num_embeddings ({n}), got "
-                             f"{padding_idx!r}")
         # NOTE: padding entries go to a spare bag (row `bags`) that is dropped at the end
-        bag = cltensor.where(idx == int(padding_idx) % n, bags, bag)
+        bag = cltensor.where(idx == padding_idx, bags, bag)
     out = cltensor.zeros((bags + 1, weight.shape[1]), dtype=weight.dtype, device=weight.device)
     if mode == "max":
         out = out.scatter_reduce(0, bag.reshape(-1, 1).expand(rows.shape), rows, "amax",
@@ -1958,6 +1957,7 @@ def _bags(input, offsets, include_last_offset, op):
 
 
 def _sample_weights(psw, input, weight, mode, op):
+    """Checks per_sample_weights against the input, weight and mode."""
     _tensor(psw, "per_sample_weights", op)
     if mode != "sum":
         raise ValueError(f"{op}: per_sample_weights needs mode='sum', got mode={mode!r}")
@@ -1967,7 +1967,6 @@ def _sample_weights(psw, input, weight, mode, op):
     if psw.dtype != weight.dtype:
         raise TypeError(f"{op}: per_sample_weights must have weight's dtype {weight.dtype}, got "
                         f"{psw.dtype}")
-    return psw
 
 
 def flatten(input, start_dim=0, end_dim=-1):

@@ -123,14 +123,7 @@ class Embedding(Module):
         super().__init__()
         _table_args(self, "Embedding", num_embeddings, embedding_dim, padding_idx, max_norm,
                     norm_type, scale_grad_by_freq, sparse)
-        if _weight is None:
-            self.weight = new_parameter((num_embeddings, embedding_dim), device, dtype, "Embedding")
-            self.reset_parameters()
-        else:
-            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise ValueError(f"Embedding: _weight has shape {tuple(_weight.shape)}, expected "
-                                 f"({num_embeddings}, {embedding_dim})")
-            self.weight = Parameter(_weight, requires_grad=not _freeze)
+        _table_weight(self, "Embedding", _weight, _freeze, device, dtype)
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None,
@@ -184,15 +177,7 @@ class EmbeddingBag(Module):
             raise ValueError(f"EmbeddingBag: mode must be one of {F.EMBEDDING_BAG_MODES}, got "
                              f"{mode!r}")
         self.mode, self.include_last_offset = mode, include_last_offset
-        if _weight is None:
-            self.weight = new_parameter((num_embeddings, embedding_dim), device, dtype,
-                                        "EmbeddingBag")
-            self.reset_parameters()
-        else:
-            if tuple(_weight.shape) != (num_embeddings, embedding_dim):
-                raise ValueError(f"EmbeddingBag: _weight has shape {tuple(_weight.shape)}, "
-                                 f"expected ({num_embeddings}, {embedding_dim})")
-            self.weight = Parameter(_weight)
+        _table_weight(self, "EmbeddingBag", _weight, False, device, dtype)
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0,
@@ -234,6 +219,18 @@ def _table_args(module, owner, num_embeddings, embedding_dim, padding_idx, max_n
                                   "supported")
     module.max_norm, module.norm_type = max_norm, norm_type
     module.scale_grad_by_freq, module.sparse = scale_grad_by_freq, sparse
+
+
+def _table_weight(module, owner, weight, freeze, device, dtype):
+    """Embedding's and EmbeddingBag's weight: a new one, reset, or the given `weight`."""
+    shape = (module.num_embeddings, module.embedding_dim)
+    if weight is None:
+        module.weight = new_parameter(shape, device, dtype, owner)
+        module.reset_parameters()
+        return
+    if tuple(weight.shape) != shape:
+        raise ValueError(f"{owner}: _weight has shape {tuple(weight.shape)}, expected {shape}")
+    module.weight = Parameter(weight, requires_grad=not freeze)
 
 
 def _padding_index(padding_idx, num_embeddings):
