@@ -1045,6 +1045,84 @@ def test_embedding(device, rng):
         F.embedding(T(np.array([6]), device), T(w, device))
 
 
+def ref_renorm(w, idx, max_norm, p):
+    """torch's embedding_renorm_ in float64: the picked rows of norm above max_norm scaled."""
+    w = w.astype(np.float64).copy()
+    for i in np.unique(idx):
+        norm = np.linalg.norm(w[i], p)
+        if norm > max_norm:
+            w[i] *= max_norm / (norm + 1e-7)
+    return w
+
+
+def test_embedding_max_norm_and_scale_grad_by_freq(device, rng):
+    """max_norm rescales the picked rows of weight in place (norms 1, 2, inf; a repeated index;
+    rows below the bound and rows not picked untouched), then looks them up; with
+    scale_grad_by_freq each row's gradient is divided by how often the input picks it."""
+    w = (random_array(rng, (7, 3)) * 3).astype(np.float64)
+    w[5] *= 0.01  # picked, but already within every bound below
+    idx = np.array([[1, 5, 1], [0, 6, 1]])
+    for p in (2.0, 1.0, float("inf")):
+        wt = T(w, device)
+        out = F.embedding(T(idx, device), wt, max_norm=1.5, norm_type=p)
+        want = ref_renorm(w, idx, 1.5, p)
+        assert_close(wt, want, rtol=1e-12)  # in place, rows 2, 3, 4 as they were
+        assert_close(out, want[idx], rtol=1e-12)
+    wt = T(w, device, True)
+    g = random_array(rng, (2, 3, 3)).astype(np.float64)
+    F.embedding(T(idx.astype(np.int32), device), wt, padding_idx=6,
+                scale_grad_by_freq=True).backward(T(g, device))
+    want = np.zeros_like(w)
+    np.add.at(want, idx.ravel(), g.reshape(-1, 3))
+    want /= np.maximum(np.bincount(idx.ravel(), minlength=7), 1)[:, None]
+    want[6] = 0
+    assert_close(wt.grad, want, rtol=1e-12)
+
+
+def test_embedding_options_against_torch(device, rng):
+    torch = pytest.importorskip("torch")
+    w = (random_array(rng, (6, 4)) * 2).astype(np.float64)
+    idx = np.array([3, 0, 3, 5, 3])
+    g = rng.standard_normal((5, 4))
+    ours, theirs = T(w, device, True), torch.from_numpy(w.copy()).requires_grad_()
+    out = F.embedding(T(idx, device), ours, max_norm=1.0, scale_grad_by_freq=True)
+    ref = torch.nn.functional.embedding(torch.from_numpy(idx), theirs, max_norm=1.0,
+                                        scale_grad_by_freq=True)
+    assert_close(ours, theirs.detach().numpy(), rtol=1e-12)
+    assert_close(out, ref.detach().numpy(), rtol=1e-12)
+    out.backward(T(g, device))
+    ref.backward(torch.from_numpy(g))
+    assert_close(ours.grad, theirs.grad.numpy(), rtol=1e-12)
+
+
+def test_embedding_bag_max_norm_and_scale_grad_by_freq(device, rng):
+    """max_norm as embedding's, over the bags' indices; scale_grad_by_freq divides each row's
+    gradient by its count in the whole input (torch 2.13 on the CPU divides the largest index's
+    by the count of the index before it: [2, 2, 4] gives row 4 half its gradient)."""
+    w = (random_array(rng, (6, 3)) * 3).astype(np.float64)
+    idx, starts = EMBEDDING_BAGS[0]
+    for mode in F.EMBEDDING_BAG_MODES:
+        wt = T(w, device)
+        got = F.embedding_bag(T(idx, device), wt, T(starts, device), max_norm=2.0,
+                              norm_type=1.0, mode=mode, padding_idx=4)
+        fixed = ref_renorm(w, idx, 2.0, 1.0)
+        assert_close(wt, fixed, rtol=1e-12)
+        assert_close(got, ref_embedding_bag(fixed, idx, starts, mode, padding_idx=4),
+                     rtol=1e-12)
+    counts = np.maximum(np.bincount(idx, minlength=6), 1)[:, None]
+    bags = np.repeat(np.arange(len(starts)), np.diff(np.append(starts, len(idx))))
+    g = rng.standard_normal((len(starts), 3))
+    for mode in ("sum", "mean"):
+        wt = T(w, device, True)
+        F.embedding_bag(T(idx, device), wt, T(starts, device), mode=mode,
+                        scale_grad_by_freq=True).backward(T(g, device))
+        per = g[bags] / (np.bincount(bags, minlength=len(starts))[bags, None]
+                         if mode == "mean" else 1)
+        want = np.zeros_like(w)
+        np.add.at(want, idx, per)
+        assert_close(wt.grad, want / counts, rtol=1e-12)
+
+
 def ref_embedding_bag(w, idx, starts, mode, psw=None, padding_idx=None):
     """F.embedding_bag in float64 over a flat idx with bag starts (the last bag to the end)."""
     ends = list(starts[1:]) + [len(idx)]
@@ -1169,7 +1247,17 @@ def test_embedding_bag_bad_input(device, rng):
             T(np.array([6]), device), w, T(np.array([0]), device))),
         (IndexError, "index -1 is out of bounds", lambda: F.embedding_bag(
             T(np.array([[-1]]), device), w)),
-        (NotImplementedError, "max_norm", lambda: F.embedding_bag(i1, w, off, max_norm=1.0)),
+        (NotImplementedError, "sparse gradients", lambda: F.embedding_bag(i1, w, off,
+                                                                          sparse=True)),
+        (ValueError, "max_norm must be a non-negative number", lambda: F.embedding_bag(
+            i1, w, off, max_norm=-1.0)),
+        (ValueError, "mode 'max' cannot scale gradients by frequency", lambda: F.embedding_bag(
+            i1, w, off, mode="max", scale_grad_by_freq=True)),
+        (NotImplementedError, "sparse gradients", lambda: F.embedding(i1, w, sparse=True)),
+        (ValueError, "max_norm must be a non-negative number", lambda: F.embedding(
+            i1, w, max_norm="1")),
+        (TypeError, "ord must be a real number", lambda: F.embedding(i1, w, max_norm=1.0,
+                                                                     norm_type="fro")),
     ]
     for error, message, call in cases:
         with pytest.raises(error, match=message):

@@ -317,8 +317,15 @@ def test_embedding(device, rng):
     assert not pre.weight.requires_grad and pre.num_embeddings == 10
     with pytest.raises(ValueError, match="padding_idx 10 must be within"):
         nn.Embedding(10, 4, padding_idx=10)
-    with pytest.raises(NotImplementedError, match="max_norm"):
-        nn.Embedding(10, 4, max_norm=1.0)
+    capped = nn.Embedding(10, 4, max_norm=0.5, norm_type=1.0, scale_grad_by_freq=True,
+                          device=device)
+    assert capped.max_norm == 0.5 and capped.scale_grad_by_freq
+    out = capped(_t(np.array([2, 2, 7]), device))
+    assert np.abs(capped.weight.numpy()[[2, 7]]).sum(1).max() <= 0.5 + 1e-6
+    out.sum().backward()
+    assert_close(capped.weight.grad.numpy()[[2, 7]], np.ones((2, 4)))  # 2 picked twice, / 2
+    with pytest.raises(NotImplementedError, match="sparse"):
+        nn.Embedding(10, 4, sparse=True)
 
 
 def test_embedding_bag(device, rng):
@@ -340,8 +347,13 @@ def test_embedding_bag(device, rng):
     assert repr(pre) == "EmbeddingBag(10, 4, mode='max')"
     with pytest.raises(ValueError, match="mode must be one of"):
         nn.EmbeddingBag(10, 4, mode="min")
-    with pytest.raises(NotImplementedError, match="max_norm"):
-        nn.EmbeddingBag(10, 4, max_norm=1.0)
+    capped = nn.EmbeddingBag(10, 4, max_norm=0.5, scale_grad_by_freq=True, mode="sum",
+                             device=device)
+    capped(_t(np.array([2, 2, 7]), device), _t(np.array([0, 1]), device)).sum().backward()
+    assert np.linalg.norm(capped.weight.numpy()[[2, 7]], axis=1).max() <= 0.5 + 1e-6
+    assert_close(capped.weight.grad.numpy()[[2, 7]], np.ones((2, 4)))
+    with pytest.raises(NotImplementedError, match="sparse"):
+        nn.EmbeddingBag(10, 4, sparse=True)
 
 
 def test_activation_modules(device, rng):

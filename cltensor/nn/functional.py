@@ -1803,37 +1803,72 @@ def _dropout(input, p, training, inplace, mask_shape, op):
 
 class _Embedding(Function):
     @staticmethod
-    def forward(ctx, weight, index, padding_idx):
-        ctx.index, ctx.padding_idx, ctx.shape = index, padding_idx, weight.shape
+    def forward(ctx, weight, index, padding_idx, by_freq):
+        ctx.index, ctx.padding_idx, ctx.by_freq = index, padding_idx, by_freq
+        ctx.shape = weight.shape
         rows = weight.index_select(0, index.reshape(-1))
         return rows.reshape(index.shape + (weight.shape[1],))
 
     @staticmethod
     def backward(ctx, g):
-        _n, width = ctx.shape
+        n, width = ctx.shape
         g2 = g.reshape(-1, width)
-        idx = ctx.index.reshape(-1, 1).to(dt.int64).expand(g2.shape)
-        gw = cltensor.zeros(ctx.shape, dtype=g.dtype, device=g.device).scatter_add(0, idx, g2)
+        flat = ctx.index.reshape(-1).to(dt.int64)
+        gw = cltensor.zeros(ctx.shape, dtype=g.dtype, device=g.device).scatter_add(
+            0, flat.reshape(-1, 1).expand(g2.shape), g2)
+        if ctx.by_freq:  # each row's gradient over the number of times the input picked it
+            gw = gw / cltensor.bincount(flat, minlength=n).to(g.dtype).clamp(min=1).reshape(-1, 1)
         if ctx.padding_idx is not None:
             gw[ctx.padding_idx] = 0.0
-        return gw, None, None
+        return gw, None, None, None
 
 
-def embedding(input, weight, padding_idx=None):
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
     """Rows of weight picked by the integer tensor input: output shape input.shape + (dim,).
 
     Args:
         input: int32/int64 indices in [0, num_embeddings).
         weight: (num_embeddings, embedding_dim).
         padding_idx: a row whose gradient stays zero (negative counts from the end).
+        max_norm: if given, the rows that input picks and whose norm_type-norm exceeds it are
+            first scaled in place, in weight itself, to that norm (as torch).
+        scale_grad_by_freq: each row's gradient divided by the number of times input picks it.
+        sparse: sparse gradients are not supported (NotImplementedError).
 
     Example:
         >>> w = cltensor.arange(6.0).reshape(3, 2)
         >>> F.embedding(cltensor.tensor([2, 0]), w).tolist()
         [[4.0, 5.0], [0.0, 1.0]]
     """
-    padding_idx = _table_inputs(input, weight, padding_idx, "embedding", [input, weight])
-    return _Embedding.apply(weight, input, padding_idx)
+    op = "embedding"
+    padding_idx = _table_inputs(input, weight, padding_idx, op, [input, weight])
+    _table_options(max_norm, sparse, op)
+    if max_norm is not None:
+        _renorm_rows(weight, input, max_norm, norm_type)
+    return _Embedding.apply(weight, input, padding_idx, bool(scale_grad_by_freq))
+
+
+def _table_options(max_norm, sparse, op):
+    """Checks embedding's and embedding_bag's max_norm and sparse."""
+    if sparse:
+        raise NotImplementedError(f"{op}: sparse gradients are not supported (sparse=True)")
+    if max_norm is not None and (isinstance(max_norm, bool) or
+                                 not isinstance(max_norm, numbers.Real) or not max_norm >= 0):
+        raise ValueError(f"{op}: max_norm must be a non-negative number or None, got "
+                         f"{max_norm!r}")
+
+
+def _renorm_rows(weight, input, max_norm, norm_type):
+    """In place, without autograd: the rows of weight that input picks and whose norm_type-norm
+    exceeds max_norm, scaled by max_norm / (norm + 1e-7) (torch's embedding_renorm_)."""
+    flat = input.reshape(-1).to(dt.int64)
+    with cltensor.no_grad():
+        rows = weight.index_select(0, flat)
+        norms = cltensor.linalg.vector_norm(rows, norm_type, dim=1, keepdim=True)
+        scale = cltensor.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        # NOTE: a row picked twice is written twice with the same values
+        weight.index_copy_(0, flat, rows * scale)
 
 
 def _table_inputs(input, weight, padding_idx, op, on_device):
@@ -1874,6 +1909,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         per_sample_weights: (mode "sum") a weight per index, input's shape and weight's dtype;
             differentiable.
         padding_idx: entries with this index belong to no bag (nor to mean's counts).
+        max_norm, norm_type, scale_grad_by_freq, sparse: as embedding()'s (scale_grad_by_freq
+            not in mode "max", as in torch).
 
     Shape:
         output (B, embedding_dim)
@@ -1887,18 +1924,21 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         [[4.0, 6.0], [2.0, 3.0]]
     """
     op = "embedding_bag"
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError(f"{op}: max_norm, scale_grad_by_freq and sparse are not "
-                                  "supported")
     if mode not in EMBEDDING_BAG_MODES:
         raise ValueError(f"{op}: mode must be one of {EMBEDDING_BAG_MODES}, got {mode!r}")
+    if scale_grad_by_freq and mode == "max":
+        raise ValueError(f"{op}: mode 'max' cannot scale gradients by frequency "
+                         "(scale_grad_by_freq), as in torch")
+    _table_options(max_norm, sparse, op)
     padding_idx = _table_inputs(input, weight, padding_idx, op, [
         t for t in (input, weight, offsets, per_sample_weights) if t is not None])
     if per_sample_weights is not None:
         _sample_weights(per_sample_weights, input, weight, mode, op)
     idx = input.reshape(-1)
     bags, bag = _bags(input, offsets, include_last_offset, op)
-    rows = embedding(idx, weight)
+    if max_norm is not None:
+        _renorm_rows(weight, idx, max_norm, norm_type)
+    rows = embedding(idx, weight, scale_grad_by_freq=scale_grad_by_freq)
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.reshape(-1, 1)
     if padding_idx is not None:

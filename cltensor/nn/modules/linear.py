@@ -143,7 +143,8 @@ class Embedding(Module):
                 self.weight[self.padding_idx].fill_(0)
 
     def forward(self, input):
-        return F.embedding(input, self.weight, self.padding_idx)
+        return F.embedding(input, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq)
 
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}"
@@ -196,7 +197,8 @@ class EmbeddingBag(Module):
     reset_parameters = Embedding.reset_parameters
 
     def forward(self, input, offsets=None, per_sample_weights=None):
-        return F.embedding_bag(input, self.weight, offsets, mode=self.mode,
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
+                               self.scale_grad_by_freq, self.mode,
                                per_sample_weights=per_sample_weights,
                                include_last_offset=self.include_last_offset,
                                padding_idx=self.padding_idx)
@@ -214,9 +216,7 @@ def _table_args(module, owner, num_embeddings, embedding_dim, padding_idx, max_n
     module.num_embeddings = check_size(num_embeddings, "num_embeddings", owner)
     module.embedding_dim = check_size(embedding_dim, "embedding_dim", owner)
     module.padding_idx = _padding_index(padding_idx, num_embeddings)
-    if max_norm is not None or scale_grad_by_freq or sparse:
-        raise NotImplementedError(f"{owner}: max_norm, scale_grad_by_freq and sparse are not "
-                                  "supported")
+    F._table_options(max_norm, sparse, owner)
     module.max_norm, module.norm_type = max_norm, norm_type
     module.scale_grad_by_freq, module.sparse = scale_grad_by_freq, sparse
 
