@@ -322,7 +322,9 @@ def test_sdpa_vs_torch(device, rng):
                         (q, k, v), kwargs, device=device)
 
 
-MHA_CONFIGS = [dict(), dict(batch_first=True, bias=False), dict(kdim=3, vdim=2)]
+MHA_CONFIGS = [dict(), dict(batch_first=True, bias=False), dict(kdim=3, vdim=2),
+               dict(add_bias_kv=True), dict(add_zero_attn=True, batch_first=True),
+               dict(add_bias_kv=True, add_zero_attn=True, kdim=3, vdim=2, bias=False)]
 
 
 def _mha_inputs(rng, m, batch):
@@ -387,8 +389,10 @@ def test_transformer_encoder_vs_torch(device, rng):
 
 def test_attention_errors(device):
     z = cltensor.zeros(2, 4, 6, device=device)
-    with pytest.raises(NotImplementedError, match="add_bias_kv"):
-        MultiheadAttention(6, 2, add_bias_kv=True)
+    extra = MultiheadAttention(6, 2, add_bias_kv=True, add_zero_attn=True, device=device)
+    assert extra.bias_k.shape == (1, 1, 6) and extra(z, z, z)[1].shape == (4, 2, 4)
+    with pytest.raises(ValueError, match=r"key_padding_mask of shape \(4, 2\)"):
+        extra(z, z, z, key_padding_mask=cltensor.zeros(4, 4, device=device))
     with pytest.raises(ValueError, match="embed_dim must be divisible by num_heads"):
         MultiheadAttention(6, 4)
     m = MultiheadAttention(6, 2, device=device)

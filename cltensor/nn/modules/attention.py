@@ -128,7 +128,10 @@ class MultiheadAttention(Module):
         num_heads: heads; embed_dim must be divisible by it.
         dropout: dropout on the attention weights (training only).
         bias: learn in_proj_bias and out_proj.bias.
-        add_bias_kv, add_zero_attn: not supported (must be False).
+        add_bias_kv: learn bias_k and bias_v (1, 1, embed_dim), appended to the projected keys
+            and values as one more key position (the masks get a column that allows it).
+        add_zero_attn: append a key and value of zeros to every head's after the projection
+            (and after bias_k's position), likewise allowed by the masks.
         kdim, vdim: features of key and value (default embed_dim); when they differ from
             embed_dim, q_proj_weight, k_proj_weight and v_proj_weight replace in_proj_weight.
         batch_first: inputs and output are (N, L, E) instead of (L, N, E).
@@ -137,8 +140,9 @@ class MultiheadAttention(Module):
         query (L, N, E), key (S, N, kdim), value (S, N, vdim) (or unbatched without N);
         key_padding_mask (N, S) (True or -inf: ignore that key); attn_mask (L, S) or
         (N * num_heads, L, S) (True: not allowed to attend; float: added)
-        -> output (L, N, E), weights (N, L, S) averaged over heads or (N, num_heads, L, S)
-        (None when need_weights is False)
+        -> output (L, N, E), weights (N, L, S') averaged over heads or (N, num_heads, L, S')
+        (None when need_weights is False); S' is S plus one for add_bias_kv and one for
+        add_zero_attn
 
     Example:
         mha = nn.MultiheadAttention(16, 4, batch_first=True)
@@ -150,8 +154,6 @@ class MultiheadAttention(Module):
                  dtype=None):
         super().__init__()
         name = "MultiheadAttention"
-        if add_bias_kv or add_zero_attn:
-            raise NotImplementedError(f"{name}: add_bias_kv and add_zero_attn are not supported")
         self.embed_dim = check_size(embed_dim, "embed_dim", name)
         self.num_heads = check_size(num_heads, "num_heads", name)
         if num_heads == 0 or embed_dim % num_heads:
@@ -162,12 +164,11 @@ class MultiheadAttention(Module):
         self._qkv_same_embed_dim = self.kdim == embed_dim and self.vdim == embed_dim
         self.head_dim = embed_dim // num_heads
         self.dropout, self.batch_first = dropout, batch_first
-        self.bias_k = self.bias_v = None
-        self.add_zero_attn = False
-        self._init_projections(bias, device, dtype)
+        self.add_zero_attn = bool(add_zero_attn)
+        self._init_projections(bias, add_bias_kv, device, dtype)
         self._reset_parameters()
 
-    def _init_projections(self, bias, device, dtype):
+    def _init_projections(self, bias, add_bias_kv, device, dtype):
         """Parameters in torch's order and names, so that a torch state_dict loads."""
         e, name = self.embed_dim, "MultiheadAttention"
         if self._qkv_same_embed_dim:
@@ -180,6 +181,11 @@ class MultiheadAttention(Module):
             self.in_proj_bias = new_parameter((3 * e,), device, dtype, name)
         else:
             self.register_parameter("in_proj_bias", None)
+        if add_bias_kv:
+            self.bias_k = new_parameter((1, 1, e), device, dtype, name)
+            self.bias_v = new_parameter((1, 1, e), device, dtype, name)
+        else:
+            self.bias_k = self.bias_v = None
         self.out_proj = Linear(e, e, bias, device=device, dtype=dtype)
 
     def _reset_parameters(self):
@@ -189,6 +195,9 @@ class MultiheadAttention(Module):
         if self.in_proj_bias is not None:
             init.zeros_(self.in_proj_bias)
             init.zeros_(self.out_proj.bias)
+        if self.bias_k is not None:
+            init.xavier_normal_(self.bias_k)
+            init.xavier_normal_(self.bias_v)
 
     def _in_weights(self):
         if self._qkv_same_embed_dim:
@@ -223,21 +232,37 @@ class MultiheadAttention(Module):
         return x.reshape(x.shape[0], x.shape[1], self.num_heads, self.head_dim).permute(1, 2, 0, 3)
 
     def _masks(self, key_padding_mask, attn_mask, n, l, s):
-        """The masks as (mask, keep_where_true) broadcastable to (N, num_heads, L, S)."""
+        """The masks as (mask, keep_where_true) broadcastable to (N, num_heads, L, S + extra),
+        for S keys given and `extra` appended (bias_k, the zero key) that every query may see."""
         name, masks = "MultiheadAttention", []
+        extra = (self.bias_k is not None) + self.add_zero_attn
         if key_padding_mask is not None:
             if tuple(key_padding_mask.shape) != (n, s):
                 raise ValueError(f"{name}: expected key_padding_mask of shape {(n, s)}, got "
                                  f"{tuple(key_padding_mask.shape)}")
-            masks.append((key_padding_mask.reshape(n, 1, 1, s), False))
+            masks.append((_allow(key_padding_mask, extra).reshape(n, 1, 1, s + extra), False))
         if attn_mask is not None:
             shapes = {2: (l, s), 3: (n * self.num_heads, l, s)}
             if tuple(attn_mask.shape) != shapes.get(attn_mask.ndim):
                 raise ValueError(f"{name}: attn_mask of shape {tuple(attn_mask.shape)} should be "
                                  f"{shapes[2]} or {shapes[3]}")
-            masks.append((attn_mask.reshape(-1, self.num_heads, l, s) if attn_mask.ndim == 3
-                          else attn_mask, False))
+            attn_mask = _allow(attn_mask, extra)
+            masks.append((attn_mask.reshape(-1, self.num_heads, l, s + extra)
+                          if attn_mask.ndim == 3 else attn_mask, False))
         return masks
+
+    def _extra_keys(self, k, v):
+        """k, v (N, num_heads, S, head_dim) with bias_k's and bias_v's position and the zero
+        key's appended (add_bias_kv, add_zero_attn)."""
+        n = k.shape[0]
+        if self.bias_k is not None:
+            k, v = (cltensor.cat([t, self._heads(b.expand(1, n, self.embed_dim))], 2)
+                    for t, b in ((k, self.bias_k), (v, self.bias_v)))
+        if self.add_zero_attn:
+            k, v = (cltensor.cat([t, cltensor.zeros(t.shape[:2] + (1, self.head_dim),
+                                                    dtype=t.dtype, device=t.device)], 2)
+                    for t in (k, v))
+        return k, v
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True,
                 attn_mask=None, average_attn_weights=True, is_causal=False):
@@ -252,6 +277,7 @@ class MultiheadAttention(Module):
             query, key, value = (t.transpose(0, 1) for t in (query, key, value))
         (l, n, e), s = query.shape, key.shape[0]
         q, k, v = (self._heads(t) for t in self._project(query, key, value))
+        k, v = self._extra_keys(k, v)
         p = self.dropout if self.training else 0.0
         out, weights = _attend(q, k, v, 1.0 / math.sqrt(self.head_dim), p,
                                self._masks(key_padding_mask, attn_mask, n, l, s), safe=False)
@@ -268,6 +294,14 @@ class MultiheadAttention(Module):
 
     def extra_repr(self):
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+
+
+def _allow(mask, extra):
+    """mask (..., S) with `extra` columns appended that mask nothing (False, or 0.0 added)."""
+    if not extra:
+        return mask
+    return cltensor.cat([mask, cltensor.zeros(tuple(mask.shape[:-1]) + (extra,),
+                                              dtype=mask.dtype, device=mask.device)], -1)
 
 
 # ---- transformer encoder -------------------------------------------------------------------------
