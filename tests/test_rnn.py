@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 import cltensor
-from cltensor.nn.modules.attention import (MultiheadAttention, TransformerEncoder,
-                                           TransformerEncoderLayer,
+from cltensor.nn.modules.attention import (MultiheadAttention, Transformer,
+                                           TransformerDecoder, TransformerDecoderLayer,
+                                           TransformerEncoder, TransformerEncoderLayer,
                                            scaled_dot_product_attention)
+from cltensor.nn.modules.normalization import LayerNorm
 from cltensor.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell
 from cltensor.testing import assert_close, gradcheck
 
@@ -385,6 +387,54 @@ def test_transformer_encoder_vs_torch(device, rng):
         kpm = np.array([[0.0] * 3 + [-np.inf], [0.0] * 4])
         _check_vs_torch(m, tm, (x,), dict(mask=causal, src_key_padding_mask=kpm),
                         device=device)
+
+
+def test_transformer_decoder_vs_torch(device, rng):
+    torch = pytest.importorskip("torch")
+    _need_fp64(device)
+    causal = np.triu(np.full((4, 4), -np.inf), 1)
+    for kw in (dict(), dict(norm_first=True, activation="gelu", batch_first=True)):
+        layer = TransformerDecoderLayer(6, 2, 8, dropout=0.0, device=device,
+                                        dtype=cltensor.float64, **kw)
+        m = TransformerDecoder(layer, 2, norm=LayerNorm(6, device=device, dtype=cltensor.float64))
+        tm = torch.nn.TransformerDecoder(torch.nn.TransformerDecoderLayer(
+            6, 2, 8, dropout=0.0, dtype=torch.float64, **kw), 2,
+            norm=torch.nn.LayerNorm(6, dtype=torch.float64))
+        tgt = rng.standard_normal((2, 4, 6) if kw else (4, 2, 6))
+        memory = rng.standard_normal((2, 5, 6) if kw else (5, 2, 6))
+        masks = dict(tgt_mask=causal, memory_mask=rng.standard_normal((4, 5)),
+                     tgt_key_padding_mask=np.array([[False] * 3 + [True], [False] * 4]),
+                     memory_key_padding_mask=np.array([[0.0] * 4 + [-np.inf], [0.0] * 5]))
+        _check_vs_torch(m, tm, (tgt, memory), masks, device=device)
+
+
+def test_transformer_vs_torch(device, rng):
+    torch = pytest.importorskip("torch")
+    _need_fp64(device)
+    for kw in (dict(), dict(batch_first=True, norm_first=True, bias=False)):
+        m = Transformer(6, 2, 2, 1, 8, dropout=0.0, device=device, dtype=cltensor.float64, **kw)
+        tm = torch.nn.Transformer(6, 2, 2, 1, 8, dropout=0.0, dtype=torch.float64, **kw)
+        src = rng.standard_normal((2, 5, 6) if kw else (5, 2, 6))
+        tgt = rng.standard_normal((2, 3, 6) if kw else (3, 2, 6))
+        mask = Transformer.generate_square_subsequent_mask(3, dtype=cltensor.float64).numpy()
+        np.testing.assert_array_equal(
+            mask, torch.nn.Transformer.generate_square_subsequent_mask(3).numpy())
+        _check_vs_torch(m, tm, (src, tgt), dict(tgt_mask=mask), device=device)
+        _check_vs_torch(m, tm, (src[0], tgt[0]), device=device)  # unbatched
+    w = [p.numpy() for p in m.parameters() if p.ndim > 1]
+    bound = math.sqrt(6 / (6 + 8))  # linear1's Xavier-uniform bound
+    assert all(np.abs(x).max() <= math.sqrt(6 / sum(x.shape)) + 1e-12 for x in w)
+    assert np.abs(m.encoder.layers[0].linear1.weight.numpy()).max() <= bound + 1e-12
+    m = Transformer(6, 2, 1, 1, 8, device=device, dtype=cltensor.float64)
+    z = cltensor.zeros(5, 2, 6, device=device, dtype=cltensor.float64)
+    with pytest.raises(ValueError, match="batch sizes of src and tgt must be equal, got 2 and 3"):
+        m(z, cltensor.zeros(5, 3, 6, device=device, dtype=cltensor.float64))
+    with pytest.raises(ValueError, match="tgt must be a 2-d or 3-d tensor of 6 features"):
+        m(z, cltensor.zeros(5, 2, 4, device=device, dtype=cltensor.float64))
+    with pytest.raises(ValueError, match="must both be batched .3-d. or both unbatched"):
+        m(z, z[0])
+    with pytest.raises(ValueError, match="sz must be"):
+        Transformer.generate_square_subsequent_mask(-1)
 
 
 def test_attention_errors(device):
