@@ -140,6 +140,19 @@ typedef struct { long offset; long stride[MAX_DIMS]; } View;
 #define OP_entr(a, b, c, d) entr_ct(a)
 #define OP_xlog1py(a, b, c, d) xlog1py_ct(a, b)
 #define OP_zeta(a, b, c, d) zeta_ct(a, b)
+#define OP_spherical_bessel_j0(a, b, c, d) spherical_j0_ct(a)
+#define OP_chebyshev_polynomial_t(x, n, c, d) cheb_t_ct(x, n)
+#define OP_chebyshev_polynomial_u(x, n, c, d) cheb_u_ct(x, n)
+#define OP_chebyshev_polynomial_v(x, n, c, d) cheb_v_ct(x, n)
+#define OP_chebyshev_polynomial_w(x, n, c, d) cheb_w_ct(x, n)
+#define OP_shifted_chebyshev_polynomial_t(x, n, c, d) cheb_t_ct((x) + (x) - (CT)1, n)
+#define OP_shifted_chebyshev_polynomial_u(x, n, c, d) cheb_u_ct((x) + (x) - (CT)1, n)
+#define OP_shifted_chebyshev_polynomial_v(x, n, c, d) cheb_v_ct((x) + (x) - (CT)1, n)
+#define OP_shifted_chebyshev_polynomial_w(x, n, c, d) cheb_w_ct((x) + (x) - (CT)1, n)
+#define OP_hermite_polynomial_h(x, n, c, d) hermite_h_ct(x, n, (CT)2)
+#define OP_hermite_polynomial_he(x, n, c, d) hermite_h_ct(x, n, (CT)1)
+#define OP_laguerre_polynomial_l(x, n, c, d) laguerre_l_ct(x, n)
+#define OP_legendre_polynomial_p(x, n, c, d) legendre_p_ct(x, n)
 #define OP_sinc(a, b, c, d) ((a) == 0 ? (CT)1 : sin(PI_CT * (a)) / (PI_CT * (a)))
 #define OP_nextafter(a, b, c, d) nextafter(a, b)
 #define OP_igamma(a, x, c, d) igamma_ct(a, x)
@@ -560,6 +573,141 @@ inline CT entr_ct(CT x) {
 
 /* x log1p(y), 0 where x is 0 unless y is NaN (torch.special.xlog1py) */
 inline CT xlog1py_ct(CT x, CT y) { return isnan(y) ? y : (x == 0 ? (CT)0 : x * log1p(y)); }
+
+/* sin(x) / x: its Taylor series below |x| = 1/2 (terms to x^12), 0 at +-inf */
+inline CT spherical_j0_ct(CT x) {
+  if (isinf(x)) return (CT)0;
+  if (fabs(x) >= (CT)0.5) return sin(x) / x;
+  const CT y = x * x;
+  return (CT)1 - y * ((CT)1 / 6 - y * ((CT)1 / 120 - y * ((CT)1 / 5040 - y * ((CT)1 / 362880 -
+         y * ((CT)1 / 39916800 - y / (CT)6227020800)))));
+}
+
+/* ---- torch.special's orthogonal polynomials of degree n ----------------------------------
+ * n is truncated to an integer; a negative one gives 0 and NaN gives NaN. The three-term
+ * recurrences run from degree 0 up, stopping early once the value is NaN (it stays NaN); the
+ * Chebyshev polynomials take their closed forms for degrees above CHEB_RECURRENCE_MAX
+ * (8 inside (-1, 1) and 64 outside), where the recurrence loses accuracy or takes n steps:
+ * with x = cos(th), T = cos(n th), U = sin((n + 1) th) / sin(th), V = cos((n + 1/2) th) /
+ * cos(th / 2), W = sin((n + 1/2) th) / sin(th / 2), and cosh, sinh of t = acosh(|x|) for
+ * |x| > 1 (V and W trade places for x < -1). At x = +-inf each gives its limit (+-inf; 1 for
+ * degree 0), where the recurrences, as torch's, would give inf - inf = NaN. */
+#define CHEB_INSIDE_MAX 8
+#define CHEB_OUTSIDE_MAX 64
+
+/* A polynomial of degree n with a positive leading coefficient at x = +-inf (NOTE: the
+ * recurrences would give inf - inf = NaN there; torch's do) */
+inline CT poly_at_inf_ct(CT x, CT n) {
+  if (trunc(n) == 0) return (CT)1;
+  return x < 0 && fmod(trunc(n), (CT)2) != 0 ? (CT)-INFINITY : (CT)INFINITY;
+}
+
+/* The recurrence p_{k+1} = 2 x p_k - p_{k-1} from p_0 = 1, p_1 = first, up to degree n. */
+inline CT cheb_recurrence_ct(CT x, long n, CT first) {
+  if (n == 0) return (CT)1;
+  CT p = (CT)1, q = first;
+  for (long k = 1; k < n && !isnan(q); ++k) {
+    const CT r = (x + x) * q - p;
+    p = q;
+    q = r;
+  }
+  return q;
+}
+
+inline CT cheb_t_ct(CT x, CT n) {
+  if (!(n >= 0)) return isnan(n) ? n : (CT)0;
+  if (isinf(x)) return poly_at_inf_ct(x, n);
+  const CT ax = fabs(x), sign = fmod(trunc(n), (CT)2) != 0 && x < 0 ? (CT)-1 : (CT)1;
+  if (ax == 1) return sign;
+  if (n > CHEB_INSIDE_MAX && ax < 1) return cos(trunc(n) * acos(x));
+  if (n > CHEB_OUTSIDE_MAX && ax > 1) return sign * cosh(trunc(n) * acosh(ax));
+  return cheb_recurrence_ct(x, (long)n, x);
+}
+
+inline CT cheb_u_ct(CT x, CT n) {
+  if (!(n >= 0)) return isnan(n) ? n : (CT)0;
+  if (isinf(x)) return poly_at_inf_ct(x, n);
+  const CT m = trunc(n) + 1, ax = fabs(x), sign = fmod(m - 1, (CT)2) != 0 && x < 0 ? -1 : 1;
+  if (ax == 1) return sign * m;
+  if (n > CHEB_INSIDE_MAX && ax < 1) {
+    const CT th = acos(x);
+    return sin(m * th) / sin(th);
+  }
+  if (n > CHEB_OUTSIDE_MAX && ax > 1) {
+    const CT t = acosh(ax);
+    return sign * sinh(m * t) / sinh(t);
+  }
+  return cheb_recurrence_ct(x, (long)n, x + x);
+}
+
+/* V (third kind) for w = 0, W (fourth kind) for w = 1: V_n(-x) = (-1)^n W_n(x) */
+inline CT cheb_vw_ct(CT x, CT n, int w) {
+  if (!(n >= 0)) return isnan(n) ? n : (CT)0;
+  if (isinf(x)) return poly_at_inf_ct(x, n);
+  const CT h = trunc(n) + (CT)0.5, odd = fmod(trunc(n), (CT)2) != 0 ? -1 : 1;
+  if (x == 1) return w ? h + h : (CT)1;
+  if (x == -1) return w ? odd : odd * (h + h);
+  if (n > CHEB_INSIDE_MAX && fabs(x) < 1) {
+    const CT th = acos(x);
+    return w ? sin(h * th) / sin(th / 2) : cos(h * th) / cos(th / 2);
+  }
+  if (n > CHEB_OUTSIDE_MAX && fabs(x) > 1) {
+    const CT t = acosh(fabs(x));
+    const int sinh_form = (x > 0) == (w != 0); /* W for x > 1, V for x < -1 */
+    const CT r = sinh_form ? sinh(h * t) / sinh(t / 2) : cosh(h * t) / cosh(t / 2);
+    return x < 0 ? odd * r : r;
+  }
+  return cheb_recurrence_ct(x, (long)n, x + x + (w ? (CT)1 : (CT)-1));
+}
+inline CT cheb_v_ct(CT x, CT n) { return cheb_vw_ct(x, n, 0); }
+inline CT cheb_w_ct(CT x, CT n) { return cheb_vw_ct(x, n, 1); }
+
+/* Hermite's H (s = 2: H_{k+1} = 2x H_k - 2k H_{k-1}) and He (s = 1: He_{k+1} = x He_k -
+ * k He_{k-1}) */
+inline CT hermite_h_ct(CT x, CT n, CT s) {
+  if (!(n >= 0)) return isnan(n) ? n : (CT)0;
+  if (isinf(x)) return poly_at_inf_ct(x, n);
+  const long m = (long)n;
+  if (m == 0) return (CT)1;
+  CT p = (CT)1, q = s * x;
+  for (long k = 1; k < m && !isnan(q); ++k) {
+    const CT r = s * (x * q - (CT)k * p);
+    p = q;
+    q = r;
+  }
+  return q;
+}
+
+/* Laguerre's L: (k + 1) L_{k+1} = (2k + 1 - x) L_k - k L_{k-1}; 1 at x = 0 */
+inline CT laguerre_l_ct(CT x, CT n) {
+  if (!(n >= 0)) return isnan(n) ? n : (CT)0;
+  if (isinf(x)) return poly_at_inf_ct(-x, n);
+  const long m = (long)n;
+  if (m == 0 || x == 0) return (CT)1;
+  CT p = (CT)1, q = (CT)1 - x;
+  for (long k = 1; k < m && !isnan(q); ++k) {
+    const CT r = (((CT)(2 * k + 1) - x) * q - (CT)k * p) / (CT)(k + 1);
+    p = q;
+    q = r;
+  }
+  return q;
+}
+
+/* Legendre's P: (k + 1) P_{k+1} = (2k + 1) x P_k - k P_{k-1}; +-1 at x = +-1 */
+inline CT legendre_p_ct(CT x, CT n) {
+  if (!(n >= 0)) return isnan(n) ? n : (CT)0;
+  if (isinf(x)) return poly_at_inf_ct(x, n);
+  const long m = (long)n;
+  if (fabs(x) == 1) return x > 0 || m % 2 == 0 ? (CT)1 : (CT)-1;
+  if (m == 0) return (CT)1;
+  CT p = (CT)1, q = x;
+  for (long k = 1; k < m && !isnan(q); ++k) {
+    const CT r = ((CT)(2 * k + 1) * x * q - (CT)k * p) / (CT)(k + 1);
+    p = q;
+    q = r;
+  }
+  return q;
+}
 
 /* The regularized incomplete gamma functions P(a, x) (igamma) and Q(a, x) = 1 - P (igammac),
  * by torch's choice among the power series of P (DLMF 8.11.4), that of Q (DLMF 8.7.3) and the

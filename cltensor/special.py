@@ -6,8 +6,10 @@ and log_ndtr (the standard normal's CDF and its log, accurate far into both tail
 quantile), entr (-x log x), xlog1py (x log1p(y)) and zeta (Hurwitz's). The rest are
 cltensor's own functions under torch.special's names (expit is sigmoid, gammaln lgamma, psi
 digamma, ...). All differentiable where torch's are (zeta with respect to q only).
-Not here: the Bessel functions J, Y and K, Airy's, spherical_bessel_j0 and the orthogonal
-polynomials.
+Without gradients, as in torch (their results do not require grad): spherical_bessel_j0
+(sin(x) / x) and the orthogonal polynomials of degree n (Chebyshev's T, U, V, W and their
+shifted forms, Hermite's H and He, Laguerre's L, Legendre's P). Not here: the Bessel functions
+J, Y and K, and Airy's.
 
 Example:
     >>> x = cltensor.tensor([-10.0, 0.0, 2.0], dtype=cltensor.float64)
@@ -26,13 +28,16 @@ __all__ = ["i0e", "i1e", "erfcx", "ndtr", "log_ndtr", "ndtri", "entr", "xlog1py"
            "modified_bessel_i1", "expit", "gammaln", "psi", "digamma", "multigammaln",
            "gammainc", "gammaincc", "modified_bessel_i0", "i0", "erf", "erfc", "erfinv", "exp2",
            "expm1", "log1p", "logit", "logsumexp", "round", "sinc", "xlogy", "polygamma",
-           "softmax", "log_softmax"]
+           "softmax", "log_softmax", *_pw.SPECIAL_PLAIN_UNARY, *_pw.POLYNOMIALS]
 
 for _name, _fn_cls in {**F.SPECIAL_UNARY, **F.SPECIAL_BINARY}.items():
     autograd.RAW[_name] = getattr(_pw, _name)  # the Functions' forwards call the raw op
     globals()[_name] = autograd.wrap_function(_name, autograd.RAW[_name], _fn_cls)
 del _name, _fn_cls
 i1 = modified_bessel_i1 = autograd.wrap_function("i1", _pw.i1, F.I1)
+for _name in _pw.SPECIAL_PLAIN_UNARY + _pw.POLYNOMIALS:
+    globals()[_name] = getattr(_pw, _name)
+del _name
 
 # torch.special's names for cltensor's functions
 expit, gammaln, psi, digamma = _cl.sigmoid, _cl.lgamma, _cl.digamma, _cl.digamma

@@ -157,3 +157,87 @@ def test_special_errors(device):
         special.i0e([1.0, 2.0])
     with pytest.raises(TypeError, match="xlog1py"):
         special.xlog1py(ct.tensor([1.0], device=device), "2")
+
+
+# ---- the functions without gradients: spherical_bessel_j0 and the orthogonal polynomials ------
+
+POLY_X = np.array([-3.0, -1.0, -0.7, -0.4, 0.0, 1e-3, 0.3, 0.9999, 1.0, 1.5, 2.0])
+POLY_N = np.array([0, 1, 2, 3, 5, 7, 9, 12, 30, 65, 100, -1, 2.7])
+def _chebyshev(n, x, kind):
+    """T, U, V, W of degree n at x from their trigonometric (|x| < 1) or hyperbolic forms."""
+    x = mp.mpf(x)
+    if abs(x) < 1:
+        th, cos, sin = mp.acos(x), mp.cos, mp.sin
+    else:
+        th, cos, sin = mp.acosh(abs(x)), mp.cosh, mp.sinh
+    h = n + mp.mpf(1) / 2
+    value = {"t": cos(n * th), "u": sin((n + 1) * th) / sin(th),
+             "v": cos(h * th) / cos(th / 2), "w": sin(h * th) / sin(th / 2)}
+    if abs(x) < 1:
+        return value[kind]
+    if x < 0:  # T(-x) = (-1)^n T(x), U likewise; V(-x) = (-1)^n W(x)
+        value["v"], value["w"] = value["w"], value["v"]
+    return value[kind] * (-1) ** n if x < 0 else value[kind]
+
+
+MP_POLY = {  # references at 40 digits: degrees that take the closed forms or long recurrences
+    **{f"chebyshev_polynomial_{k}": (lambda n, x, k=k: _chebyshev(n, x, k)) for k in "tuvw"},
+    "hermite_polynomial_h": mp.hermite,
+    "hermite_polynomial_he": lambda n, x: mp.hermite(n, x / mp.sqrt(2)) / mp.sqrt(2) ** n,
+    "laguerre_polynomial_l": lambda n, x: mp.laguerre(n, 0, x),
+    "legendre_polynomial_p": mp.legendre,
+}
+
+
+@pytest.mark.parametrize("name", [n for n in special.__all__ if "_polynomial_" in n])
+def test_orthogonal_polynomials_as_torch(device, fp_dtypes, name):
+    """Every x on both sides of and at +-1, every degree through the closed forms' range
+    (n > 8 inside (-1, 1), n > 64 outside) and a negative and a fractional one, against torch;
+    large degrees against mpmath; NaN, +-inf, integer inputs, broadcast degrees."""
+    torch = pytest.importorskip("torch")
+    fn, tfn = getattr(special, name), getattr(torch.special, name)
+    x, n = np.meshgrid(POLY_X, POLY_N)
+    for dtype in fp_dtypes:
+        got = fn(ct.from_numpy(x.astype(dtype), device=device),
+                 ct.from_numpy(n.astype(dtype), device=device)).numpy()
+        want = tfn(torch.from_numpy(x.astype(dtype)), torch.from_numpy(n.astype(dtype))).numpy()
+        assert got.dtype == dtype
+        # NOTE: where the values overflow, torch's recurrences give inf or inf - inf = NaN,
+        # the closed forms inf: compared where torch's is finite (and not near overflow)
+        fine = np.isfinite(want) & (np.abs(want) < np.finfo(dtype).max / 4)
+        assert fine.mean() > 0.8
+        np.testing.assert_allclose(got[fine], want[fine], rtol=TOL[np.dtype(dtype)] * 100,
+                                   atol=TOL[np.dtype(dtype)] * 100)
+    if name in MP_POLY:
+        for xv, nv in ((0.3, 140), (-0.83, 250), (1.7, 90), (-2.2, 75), (0.5, 23)):
+            want = float(MP_POLY[name](nv, xv))
+            got = fn(ct.tensor([xv], dtype=ct.float64, device=device), nv).item()
+            assert got == pytest.approx(want, rel=1e-11, abs=1e-11), (xv, nv)
+    nan_inf = fn(ct.tensor([np.nan, np.inf, -np.inf, -np.inf, np.inf, 0.5], device=device),
+                 ct.tensor([3.0, 3.0, 3.0, 0.0, 4.0, np.nan], device=device)).numpy()
+    sign = -1 if name == "laguerre_polynomial_l" else 1  # leading coefficient (-1)^n / n!
+    np.testing.assert_array_equal(nan_inf[:5], [np.nan, sign * np.inf, -sign * np.inf, 1.0,
+                                                np.inf])
+    assert np.isnan(nan_inf[5])
+    ints = fn(ct.tensor([0, 1, 2], device=device), ct.tensor([2], device=device))
+    assert ints.dtype == ct.float32
+    np.testing.assert_allclose(ints.numpy(), tfn(torch.tensor([0, 1, 2]), 2).numpy(), rtol=1e-6)
+
+
+def test_spherical_bessel_j0(device, fp_dtypes):
+    x = np.concatenate([np.linspace(-20, 20, 81), [1e-300, 1e-8, 0.4999, 0.5, -0.5001, 300.5]])
+    for dtype in fp_dtypes:
+        got = special.spherical_bessel_j0(ct.from_numpy(x.astype(dtype), device=device)).numpy()
+        want = [float(mp.sin(mp.mpf(float(v))) / mp.mpf(float(v))) if v else 1.0
+                for v in x.astype(dtype)]
+        np.testing.assert_allclose(got, want, rtol=TOL[np.dtype(dtype)], atol=1e-300)
+    edge = special.spherical_bessel_j0(ct.tensor([0.0, np.inf, -np.inf, np.nan],
+                                                 device=device)).numpy()
+    np.testing.assert_array_equal(edge, [1.0, 0.0, 0.0, np.nan])
+
+
+def test_functions_without_gradients_give_results_without_grad(device):
+    x = ct.tensor([0.3, 0.8], dtype=ct.float64, device=device, requires_grad=True)
+    for out in (special.spherical_bessel_j0(x), special.legendre_polynomial_p(x, 3),
+                special.hermite_polynomial_h(x, ct.tensor([2.0, 4.0], device=device))):
+        assert not out.requires_grad and out.grad_fn is None

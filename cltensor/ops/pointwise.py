@@ -24,6 +24,11 @@ FLOATING_BINARY = ("nextafter", "igamma", "igammac")
 # methods, as in torch): float results, integer and bool inputs give float32
 SPECIAL_UNARY = ("i0e", "i1e", "erfcx", "ndtr", "log_ndtr", "ndtri", "entr")
 SPECIAL_BINARY = ("xlog1py", "zeta")
+# ... and those without gradients, in torch too: results that do not require grad
+SPECIAL_PLAIN_UNARY = ("spherical_bessel_j0",)
+POLYNOMIALS = tuple(f"{kind}_polynomial_{letter}" for kind, letters in (
+    ("chebyshev", "tuvw"), ("shifted_chebyshev", "tuvw"), ("hermite", ("h", "he")),
+    ("laguerre", "l"), ("legendre", "p")) for letter in letters)
 # the extremes that ignore NaN (any dtype), and integer-only gcd and lcm
 FMAX_FMIN = ("fmax", "fmin")
 GCD_LCM = ("gcd", "lcm")
@@ -107,13 +112,16 @@ def _check_floating(name, *operands):
         raise TypeError(f"{name}: expected floating point operands, got {rt}")
 
 
-for _n in FLOAT_UNARY + SPECIAL_UNARY:
+for _n in FLOAT_UNARY + SPECIAL_UNARY + SPECIAL_PLAIN_UNARY:
     globals()[_n] = _unary_float(_n)
 for _n in SAME_UNARY + ROUNDING:
     globals()[_n] = _unary_same(_n)
 _BINARY_FAMILIES = [
     (FLOAT_BINARY + SPECIAL_BINARY, _check_numbers, True,
      "Elementwise {}(a, b); integer inputs give float32."),
+    (POLYNOMIALS, _check_numbers, True,
+     "Elementwise {}(input, n), as torch.special's: the degree n truncated to an integer (0 "
+     "where negative); integer inputs give float32."),
     (BITWISE, _check_bitwise, False, "Elementwise {} of integer or bool tensors (or numbers)."),
     (FLOATING_BINARY, _check_floating, True,
      "Elementwise {}(a, b) of floating point operands, as torch's."),
