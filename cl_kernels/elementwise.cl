@@ -585,9 +585,10 @@ inline CT spherical_j0_ct(CT x) {
 
 /* ---- torch.special's orthogonal polynomials of degree n ----------------------------------
  * n is truncated to an integer; a negative one gives 0 and NaN gives NaN. The three-term
- * recurrences run from degree 0 up, stopping early once the value is NaN (it stays NaN); the
- * Chebyshev polynomials take their closed forms for degrees above CHEB_RECURRENCE_MAX
- * (8 inside (-1, 1) and 64 outside), where the recurrence loses accuracy or takes n steps:
+ * recurrences (recurrence_ct) run from degree 0 up, stopping early once the value is NaN (it
+ * stays NaN); the Chebyshev polynomials take their closed forms for degrees above
+ * CHEB_INSIDE_MAX inside (-1, 1) and CHEB_OUTSIDE_MAX outside, where the recurrence loses
+ * accuracy or takes n steps:
  * with x = cos(th), T = cos(n th), U = sin((n + 1) th) / sin(th), V = cos((n + 1/2) th) /
  * cos(th / 2), W = sin((n + 1/2) th) / sin(th / 2), and cosh, sinh of t = acosh(|x|) for
  * |x| > 1 (V and W trade places for x < -1). At x = +-inf each gives its limit (+-inf; 1 for
@@ -602,12 +603,21 @@ inline CT poly_at_inf_ct(CT x, CT n) {
   return x < 0 && fmod(trunc(n), (CT)2) != 0 ? (CT)-INFINITY : (CT)INFINITY;
 }
 
-/* The recurrence p_{k+1} = 2 x p_k - p_{k-1} from p_0 = 1, p_1 = first, up to degree n. */
-inline CT cheb_recurrence_ct(CT x, long n, CT first) {
+#define REC_CHEBYSHEV 0 /* p_{k+1} = 2x p_k - p_{k-1} */
+#define REC_HERMITE 1   /* p_{k+1} = s (x p_k - k p_{k-1}) */
+#define REC_LAGUERRE 2  /* (k + 1) p_{k+1} = (2k + 1 - x) p_k - k p_{k-1} */
+#define REC_LEGENDRE 3  /* (k + 1) p_{k+1} = (2k + 1) x p_k - k p_{k-1} */
+
+/* The recurrence `kind` (a constant: the branches fold) from p_0 = 1, p_1 = first, up to
+ * degree n; s: Hermite's 2 (H) or 1 (He). */
+inline CT recurrence_ct(CT x, long n, CT first, int kind, CT s) {
   if (n == 0) return (CT)1;
   CT p = (CT)1, q = first;
   for (long k = 1; k < n && !isnan(q); ++k) {
-    const CT r = (x + x) * q - p;
+    const CT r = kind == REC_CHEBYSHEV ? (x + x) * q - p
+                 : kind == REC_HERMITE ? s * (x * q - (CT)k * p)
+                 : kind == REC_LAGUERRE ? (((CT)(2 * k + 1) - x) * q - (CT)k * p) / (CT)(k + 1)
+                 : ((CT)(2 * k + 1) * x * q - (CT)k * p) / (CT)(k + 1);
     p = q;
     q = r;
   }
@@ -621,7 +631,7 @@ inline CT cheb_t_ct(CT x, CT n) {
   if (ax == 1) return sign;
   if (n > CHEB_INSIDE_MAX && ax < 1) return cos(trunc(n) * acos(x));
   if (n > CHEB_OUTSIDE_MAX && ax > 1) return sign * cosh(trunc(n) * acosh(ax));
-  return cheb_recurrence_ct(x, (long)n, x);
+  return recurrence_ct(x, (long)n, x, REC_CHEBYSHEV, 0);
 }
 
 inline CT cheb_u_ct(CT x, CT n) {
@@ -637,7 +647,7 @@ inline CT cheb_u_ct(CT x, CT n) {
     const CT t = acosh(ax);
     return sign * sinh(m * t) / sinh(t);
   }
-  return cheb_recurrence_ct(x, (long)n, x + x);
+  return recurrence_ct(x, (long)n, x + x, REC_CHEBYSHEV, 0);
 }
 
 /* V (third kind) for w = 0, W (fourth kind) for w = 1: V_n(-x) = (-1)^n W_n(x) */
@@ -657,7 +667,7 @@ inline CT cheb_vw_ct(CT x, CT n, int w) {
     const CT r = sinh_form ? sinh(h * t) / sinh(t / 2) : cosh(h * t) / cosh(t / 2);
     return x < 0 ? odd * r : r;
   }
-  return cheb_recurrence_ct(x, (long)n, x + x + (w ? (CT)1 : (CT)-1));
+  return recurrence_ct(x, (long)n, x + x + (w ? (CT)1 : (CT)-1), REC_CHEBYSHEV, 0);
 }
 inline CT cheb_v_ct(CT x, CT n) { return cheb_vw_ct(x, n, 0); }
 inline CT cheb_w_ct(CT x, CT n) { return cheb_vw_ct(x, n, 1); }
@@ -667,46 +677,22 @@ inline CT cheb_w_ct(CT x, CT n) { return cheb_vw_ct(x, n, 1); }
 inline CT hermite_h_ct(CT x, CT n, CT s) {
   if (!(n >= 0)) return isnan(n) ? n : (CT)0;
   if (isinf(x)) return poly_at_inf_ct(x, n);
-  const long m = (long)n;
-  if (m == 0) return (CT)1;
-  CT p = (CT)1, q = s * x;
-  for (long k = 1; k < m && !isnan(q); ++k) {
-    const CT r = s * (x * q - (CT)k * p);
-    p = q;
-    q = r;
-  }
-  return q;
+  return recurrence_ct(x, (long)n, s * x, REC_HERMITE, s);
 }
 
 /* Laguerre's L: (k + 1) L_{k+1} = (2k + 1 - x) L_k - k L_{k-1}; 1 at x = 0 */
 inline CT laguerre_l_ct(CT x, CT n) {
   if (!(n >= 0)) return isnan(n) ? n : (CT)0;
   if (isinf(x)) return poly_at_inf_ct(-x, n);
-  const long m = (long)n;
-  if (m == 0 || x == 0) return (CT)1;
-  CT p = (CT)1, q = (CT)1 - x;
-  for (long k = 1; k < m && !isnan(q); ++k) {
-    const CT r = (((CT)(2 * k + 1) - x) * q - (CT)k * p) / (CT)(k + 1);
-    p = q;
-    q = r;
-  }
-  return q;
+  return x == 0 ? (CT)1 : recurrence_ct(x, (long)n, (CT)1 - x, REC_LAGUERRE, 0);
 }
 
 /* Legendre's P: (k + 1) P_{k+1} = (2k + 1) x P_k - k P_{k-1}; +-1 at x = +-1 */
 inline CT legendre_p_ct(CT x, CT n) {
   if (!(n >= 0)) return isnan(n) ? n : (CT)0;
   if (isinf(x)) return poly_at_inf_ct(x, n);
-  const long m = (long)n;
-  if (fabs(x) == 1) return x > 0 || m % 2 == 0 ? (CT)1 : (CT)-1;
-  if (m == 0) return (CT)1;
-  CT p = (CT)1, q = x;
-  for (long k = 1; k < m && !isnan(q); ++k) {
-    const CT r = ((CT)(2 * k + 1) * x * q - (CT)k * p) / (CT)(k + 1);
-    p = q;
-    q = r;
-  }
-  return q;
+  if (fabs(x) == 1) return x > 0 || (long)n % 2 == 0 ? (CT)1 : (CT)-1;
+  return recurrence_ct(x, (long)n, x, REC_LEGENDRE, 0);
 }
 
 /* The regularized incomplete gamma functions P(a, x) (igamma) and Q(a, x) = 1 - P (igammac),
