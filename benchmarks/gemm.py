@@ -9,8 +9,8 @@ off) on GPUs, side by side in one run, for square sizes and the benchmark networ
 offers them: the "family" column then names the plug-in's kernel) and compares with cuBLAS with
 TF32 on, and also with cuBLAS in IEEE fp32 (the "fp32 GF/s" column), all in the same run;
 where the NVIDIA plug-in serves the device it first times mma.sync's own ceiling (tensor-core
-instructions on registers alone: nvidia_mma.cl's nvmma_peak) and prints the largest square
-product's fraction of it.
+instructions on registers alone: nvidia_mma.cl's nvmma_peak) and, on Hopper, wgmma's
+(nvidia_wgmma.cl's nvwg_peak), and prints the largest square product's fraction of them.
 
 Times are medians over --reps after one warm-up call (and, on GPUs, after --warmup seconds
 of 4096^3 products, since idle clocks ramp up slowly): cltensor's from the first kernel's start
@@ -167,7 +167,7 @@ def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None):
 
 def plugin_kernel(prof):
     """The name of the plug-in kernel (not one of cl_kernels/gemm_*.cl) a call ran, if any."""
-    portable = ("xgemm", "gemm_", "pad_copy", "pack_panels")
+    portable = ("xgemm", "gemm_", "pad_copy", "pack_panels", "pack_tf32_slices")
     names = [r["name"] for r in prof.records() if not r["name"].startswith(portable)]
     return names[0] if names else None
 
@@ -190,13 +190,36 @@ def mma_ceiling(device, reps):
     """GFLOP/s of mma.sync TF32 on registers alone (nvmma_peak), the median of reps launches of
     enough warps to fill every compute unit several times over."""
     from cltensor.plugins import nvidia
-    from cltensor.program import get_kernel, launch
+    from cltensor.program import get_kernel
     chains, iters, group = 8, 4096, 256
     kernel = get_kernel(device, nvidia.KERNEL_FILE, "nvmma_peak", {"NVMMA_PEAK": None,
                                                                      "CHAINS": chains})
     items = device.cl_device.max_compute_units * group * 8
-    dst = cltensor.empty(items, device=device)
     flops = items // 32 * iters * chains * 2 * 16 * 8 * 8
+    return flops / _peak_seconds(device, kernel, items, group, iters, reps) / 1e9
+
+
+def wgmma_ceiling(device, reps):
+    """GFLOP/s of wgmma m64n256k8 TF32 with both operands in local memory (nvwg_peak: groups of
+    4, one in flight while the next is issued), two warpgroups per work-group, two work-groups
+    per compute unit; None where the device has no wgmma (compute capability 9.0 only)."""
+    from cltensor.ops import gemm as gm
+    from cltensor.plugins import nvidia
+    if not nvidia.is_sm90(device):
+        return None
+    bn, per, iters, group = 256, 4, 2048, 256
+    kernel = gm.get_kernel(device, nvidia.WGMMA_FILE, "nvwg_peak",
+                           {"NVWG_PEAK": None, "BN": bn, "WGS_M": 2, "PER": per, "WG_WAIT": 1},
+                           nvidia.to_sm90a)
+    items = device.cl_device.max_compute_units * group * 2
+    flops = items // 128 * iters * per * 2 * 64 * bn * 8
+    return flops / _peak_seconds(device, kernel, items, group, iters, reps) / 1e9
+
+
+def _peak_seconds(device, kernel, items, group, iters, reps):
+    """The median time of reps launches of a peak kernel (iters, seed, dst), after one."""
+    from cltensor.program import launch
+    dst = cltensor.empty(items, device=device)
     secs = []
     for _ in range(reps + 1):
         with cltensor.profile() as prof:
@@ -204,7 +227,7 @@ def mma_ceiling(device, reps):
                    dst.storage.buf)
             device.synchronize()
         secs.append(prof.total_ms() * 1e-3)
-    return flops / float(np.median(secs[1:])) / 1e9
+    return float(np.median(secs[1:]))
 
 
 def print_row(r):
@@ -268,10 +291,13 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     if gpu:
         warm_up(device, ref, rng, args.warmup)
-    ceiling = None
+    ceiling = wg_ceiling = None
     if args.tf32 and any(p.name == "nvidia_tf32" for p in plugins_for(device)):
         ceiling = mma_ceiling(device, args.reps)
         print(f"mma.sync TF32 ceiling (registers only): {ceiling:.1f} GFLOP/s")
+        wg_ceiling = wgmma_ceiling(device, args.reps)
+        if wg_ceiling:
+            print(f"wgmma TF32 ceiling (local memory operands): {wg_ceiling:.1f} GFLOP/s")
     rows = []
     for *case, dtype in cases:
         rows.append(run_case(device, ref, rng, tuple(case), dtype, args.reps, ref_fp32))
@@ -279,13 +305,14 @@ def main(argv=None):
     if ceiling:
         top = max((r for r in rows if r["case"].startswith("square") and r["dtype"] == "float32"),
                   key=lambda r: r["M"])
-        print(f"{top['case']}: {top['cltensor_gflops'] / ceiling:.2f} of the mma.sync ceiling")
+        print(f"{top['case']}: {top['cltensor_gflops'] / ceiling:.2f} of the mma.sync ceiling"
+              + (f", {top['cltensor_gflops'] / wg_ceiling:.2f} of wgmma's" if wg_ceiling else ""))
     summary = {"device": device.name, "driver": device.cl_device.driver_version,
                "platform": device.cl_device.platform.version, "host": platform.node(),
                "reference": ref.name if ref else None, "tf32": args.tf32,
                "bench_mode": args.bench_mode,
                "reference_fp32": ref_fp32.name if ref_fp32 else None, "batches": batches,
-               "mma_ceiling_gflops": ceiling,
+               "mma_ceiling_gflops": ceiling, "wgmma_ceiling_gflops": wg_ceiling,
                "numpy_blas": getattr(ref, "blas", None), "reps": args.reps,
                "params": {k: gm.entry_for(device, np.dtype(k))
                           for k in ("float32", "float64")}, "rows": rows}

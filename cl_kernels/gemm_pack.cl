@@ -14,7 +14,16 @@
  *                One work-item per element of dst, consecutive work-items along j (coalesced
  *                writes). Global size (round_up(ni_p * nj_p, local), batches).
  *
- * Build options: PR (pack_panels' panel width).
+ *   pack_tf32_slices  (nvidia_wgmma.cl's layout; float only, built when SLICE_K is given) the
+ *                operand rounded to TF32 in slices of `width` rows by SLICE_K (8, 16 or 32) of K,
+ *                slice t of row block p at dst[b][p][t], each laid out as the wgmma's swizzled
+ *                K-major tiles: rows of SLICE_K floats, 16-byte chunk c of row r at chunk
+ *                c ^ ((r * SLICE_K / 32) % (SLICE_K / 4)) of the row; zero past `rows` and K.
+ *                Rounding: to nearest, ties away from zero (cvt.rna.tf32's), Inf and NaN kept.
+ *                One work-item per 16-byte chunk of dst (idle past the last). Global size (at
+ *                least the chunks of a batch, 1, batches); dst batch stride d_bs.
+ *
+ * Build options: PR (pack_panels' panel width), SLICE_K (pack_tf32_slices').
  */
 #ifndef PR
 #define PR 16
@@ -47,3 +56,29 @@ __kernel void pad_copy(const int ni, const int nj, const int ni_p, const int nj_
   if (i < ni && j < nj) v = src[batch_offset(b, nbd, batch, vs) + i * s_i + j * s_j];
   dst[b * ni_p * nj_p + e] = v;
 }
+
+#ifdef SLICE_K
+__kernel void pack_tf32_slices(const int rows, const int K, const int width, BATCH_ARGS,
+                               __global const float* src, const View vs, const long s_r,
+                               const long s_k, __global float4* dst, const long d_bs) {
+  const int per_row = SLICE_K / 4, slices = (K + SLICE_K - 1) / SLICE_K;
+  const long q = get_global_id(0), per_slice = width * per_row;
+  if (q >= (rows + width - 1) / width * slices * per_slice) return;
+  const long blk = q / per_slice; /* p * slices + t */
+  const int at = q % per_slice, r = at / per_row;
+  const int c = at % per_row ^ (r * SLICE_K / 32) % per_row; /* the chunk stored at `at` */
+  const long row = blk / slices * width + r;
+  const int k = (int)(blk % slices) * SLICE_K + 4 * c;
+  const long b = batch0 + get_global_id(2);
+  __global const float* x = src + batch_offset(b, nbd, batch, vs) + row * s_r + k * s_k;
+  uint4 v = (uint4)(0);
+  if (row < rows) {
+    if (k < K) v.s0 = as_uint(x[0]);
+    if (k + 1 < K) v.s1 = as_uint(x[s_k]);
+    if (k + 2 < K) v.s2 = as_uint(x[2 * s_k]);
+    if (k + 3 < K) v.s3 = as_uint(x[3 * s_k]);
+  }
+  const int4 finite = (v & 0x7f800000u) != 0x7f800000u;
+  dst[b * d_bs / 4 + q] = as_float4(select(v, (v + 0x1000u) & 0xffffe000u, finite));
+}
+#endif

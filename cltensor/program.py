@@ -91,14 +91,21 @@ def build_options(defines):
     return tuple(_define(k, v) for k, v in sorted(defines.items()))
 
 
-def build_program(device, filename, defines=None, source=None):
-    """The built program of `filename` (or of `source`, named `filename`) with -D `defines`."""
+def build_program(device, filename, defines=None, source=None, rebuild=None):
+    """The built program of `filename` (or of `source`, named `filename`) with -D `defines`.
+
+    rebuild: None, or a function of the built program's binary (bytes) that returns another
+    binary, which is then built instead (the NVIDIA plug-in edits the PTX that NVIDIA's driver
+    returns as the binary).
+    """
     options = build_options(defines or {})
-    key = (device, filename, source, options)
+    key = (device, filename, source, options, rebuild)
     prog = _programs.get(key)
     if prog is None:
         src = source if source is not None else read_source(filename)
         prog = _build(device, filename, src, options)
+        if rebuild is not None:
+            prog = _build_binary(device, filename, rebuild(prog.binaries[0]), options)
         _programs[key] = prog
     return prog
 
@@ -120,7 +127,15 @@ def _build(device, filename, src, options):
         raise KernelBuildError(filename, options, str(e)) from None
 
 
-def get_kernel(device, filename, name, defines=None, source=None):
+def _build_binary(device, filename, binary, options):
+    try:
+        return cl.Program(device.context, [device.cl_device], [binary]).build()
+    except cl.Error as e:
+        raise KernelBuildError(filename, options + ("(rebuilt from its edited binary)",),
+                               str(e)) from None
+
+
+def get_kernel(device, filename, name, defines=None, source=None, rebuild=None):
     """Kernel `name` of the built program, memoized (pyopencl makes a new Kernel object, with a
     driver call, on every attribute access).
 
@@ -129,18 +144,18 @@ def get_kernel(device, filename, name, defines=None, source=None):
     on every call; other orders reach the same kernel through the options.
     """
     defines = defines or {}
-    fast = (device, filename, source, name, tuple(defines.items()),
+    fast = (device, filename, source, rebuild, name, tuple(defines.items()),
             tuple(map(type, defines.values())))
     try:
         kernel = _kernels.get(fast)
     except TypeError:  # an unhashable value: only the options key it
         fast = kernel = None
     if kernel is None:
-        key = (device, filename, source, build_options(defines), name)
+        key = (device, filename, source, rebuild, build_options(defines), name)
         kernel = _kernels.get(key)
         if kernel is None:
-            kernel = _kernels[key] = getattr(build_program(device, filename, defines, source),
-                                             name)
+            prog = build_program(device, filename, defines, source, rebuild)
+            kernel = _kernels[key] = getattr(prog, name)
         if fast is not None:
             _kernels[fast] = kernel
     return kernel

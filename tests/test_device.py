@@ -171,6 +171,25 @@ def test_build_failure_carries_file_options_and_log(device):
         program.build_program(device, "no_such_file.cl")
 
 
+def test_rebuild_builds_the_edited_binary(device, rng):
+    """build_program's rebuild: the program's binary, edited, built again (the NVIDIA plug-in's
+    PTX route); a binary that does not build raises KernelBuildError naming the file."""
+    src = "__kernel void twice(__global float* x) { x[get_global_id(0)] *= 2.0f; }"
+    seen = []
+    same = lambda binary: seen.append(binary) or binary  # noqa: E731
+    prog = program.build_program(device, "twice.cl", {"X": 1}, source=src, rebuild=same)
+    assert len(seen) == 1 and seen[0]
+    assert program.build_program(device, "twice.cl", {"X": 1}, source=src, rebuild=same) is prog
+    x = rng.standard_normal(37).astype(np.float32)
+    t = ct.from_numpy(x, device=device)
+    program.launch(device, program.get_kernel(device, "twice.cl", "twice", {"X": 1}, src, same),
+                   (37,), None, t.storage.buf)
+    np.testing.assert_array_equal(t.numpy(), 2 * x)
+    with pytest.raises(ct.KernelBuildError, match="twice.cl"):
+        program.build_program(device, "twice.cl", {"X": 2}, source=src,
+                              rebuild=lambda binary: b"not a binary")
+
+
 def test_profile_records_kernels_and_writes_chrome_trace(device, tmp_path):
     x = ct.ones(1000, device=device)
     with ct.profile() as prof:

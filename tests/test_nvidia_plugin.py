@@ -145,10 +145,10 @@ def poisoned(device, shape):
 
 
 def ran_kernel(fn):
-    """fn's result and whether an nvmma kernel ran."""
+    """fn's result and whether a tensor-core kernel (nvmma_*, nvwg_*) ran."""
     with cltensor.profile() as prof:
         out = fn()
-    return out, any(r["name"].startswith("nvmma") for r in prof.records())
+    return out, any(r["name"].startswith(("nvmma", "nvwg")) for r in prof.records())
 
 
 def check_product(device, rng, m, n, k, ka="n", kb="n", batch=()):
@@ -241,6 +241,78 @@ def test_parameter_sets_are_valid():
     assert nvidia.TUNED["tflops_4096"] and nvidia.TUNED["date"]
 
 
+def test_parameter_sets_of_wgmma_are_checked():
+    q = next(q for q in nvidia.CONFIGS if nvidia.is_wgmma(q))
+    assert nvidia.tile_shape(q) == (64 * q["WGS_M"], q["BN"], 128 * q["WGS_M"] + 32 * q["PRODUCER"])
+    assert nvidia.local_bytes(q) == q["STAGES"] * (q["BK"] * (64 * q["WGS_M"] + q["BN"]) * 4 + 16)
+    for bad in (dict(BN=100), dict(WGS_M=3), dict(BK=24), dict(WG_WAIT=2),
+                dict(STAGES=q["WG_WAIT"]), dict(PRODUCER=2)):
+        assert not nvidia.config_valid(dict(q, **bad)), bad
+
+
+def tf32_slices_model(x, width, bk):
+    """pack_tf32_slices' output for one batch of x (rows x K), in numpy."""
+    rows, k = x.shape
+    rp, kp = -(-rows // width) * width, -(-k // bk) * bk
+    bits = np.zeros((rp, kp), np.uint32)
+    bits[:rows, :k] = x.view(np.uint32)
+    finite = (bits & 0x7f800000) != 0x7f800000
+    bits = np.where(finite, (bits + 0x1000) & 0xffffe000, bits).astype(np.uint32)
+    per_row = bk // 4
+    chunks = bits.reshape(rp // width, width, kp // bk, per_row, 4).transpose(0, 2, 1, 3, 4)
+    out = np.empty_like(chunks)
+    r = np.arange(width)
+    for c in range(per_row):
+        out[:, :, r, c ^ (r * bk // 32) % per_row] = chunks[:, :, r, c]
+    return out.reshape(-1).view(np.float32)
+
+
+@pytest.mark.parametrize("rows,k,width,bk,layout,bshape,shared", [
+    (70, 37, 64, 8, "k", (), False), (130, 64, 128, 16, "rows", (), False),
+    (9, 100, 64, 32, "k", (3,), False), (65, 9, 64, 8, "rows", (2, 2), True)])
+def test_pack_tf32_slices(device, rng, monkeypatch, rows, k, width, bk, layout, bshape, shared):
+    """The wgmma kernel's operand copy, on every device: layout, swizzle, zero padding, batches
+    (one copy when they share the operand), any strides, and rounding to TF32 (nearest, ties
+    away from zero, Inf and NaN kept, the largest floats to Inf)."""
+    nb = int(np.prod(bshape))
+    x = rng.uniform(-4, 4, (1 if shared else nb, rows, k)).astype(np.float32)
+    special = np.array([np.inf, -np.inf, np.nan, 3.4e38, -3.4e38, 1.0, 0.0], np.float32)
+    tie = (np.array([0x3F801000, 0xBF803000, 0x3F800FFF], np.uint32)).view(np.float32)
+    flat = x.reshape(-1)
+    flat[:special.size + tie.size] = np.concatenate([special, tie])
+    host = x if layout == "k" else np.ascontiguousarray(x.transpose(0, 2, 1))
+    t = cltensor.from_numpy(host, device=device)
+    bstrides = [0] * len(bshape) if shared else gm._dense_strides(bshape, rows * k)
+    rs, ks = (k, 1) if layout == "k" else (1, rows)
+    op = gm.Operand(t, bstrides, rs, ks)
+    p = gm.Problem(device, np.dtype(np.float32), rows, rows, k, bshape, op, op, None, None)
+    monkeypatch.setattr(gm, "_scratch", lambda p, n: poisoned(device, (n,)))
+    dst, bs = nvidia._pack_slices(p, op, rows, rs, ks, width, bk)
+    got = dst.numpy().view(np.uint32)
+    want = np.concatenate([tf32_slices_model(xb, width, bk) for xb in x]).view(np.uint32)
+    assert bs == (want.size // nb if any(bstrides) else 0)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_to_sm90a_uncomments_the_marked_instructions():
+    ptx = (b"//\n.version 9.0\n.target sm_90, texmode_independent\n.address_size 64\n"
+           b"\t//SM90A wgmma.fence.sync.aligned;\n\tmov.u32 %r1, 0; // sm_90\n\0")
+    assert nvidia.to_sm90a(ptx) == (
+        b"//\n.version 9.0\n.target sm_90a, texmode_independent\n.address_size 64\n"
+        b"\twgmma.fence.sync.aligned;\n\tmov.u32 %r1, 0; // sm_90\n")
+
+
+def test_wgmma_sets_are_planned_on_hopper_alone(device):
+    """Never in emulation (no plain-OpenCL wgmma), and on compute capability 9.0 only."""
+    wgmma = tuple(q for q in nvidia.CONFIGS if nvidia.is_wgmma(q))
+    pl = _emulated(EMULATED_CONFIGS[0])
+    pl.configs += wgmma
+    assert [q for q, _ in pl.plans(problem(device, 256, 256, 256))] == [pl.configs[0]]
+    real = nvidia.NvidiaTensorCores()
+    real.configs = wgmma
+    assert bool(real.plans(problem(device, 256, 256, 256))) == nvidia.is_sm90(device)
+
+
 def test_plan_splits_k_only_when_tiles_are_few(device):
     q = nvidia.CONFIGS[0]
     assert nvidia.plan(problem(device, 4096, 4096, 4096), q, 132) == 1
@@ -281,9 +353,12 @@ def test_emulated_kernel_property(device, m, n, k, ka, kb, batch):
 # ---- NVIDIA: the tensor cores -----------------------------------------------------------------
 
 @pytest.fixture(params=range(len(nvidia.CONFIGS)), ids=lambda i: f"config{i}")
-def each_config(request, nvmma, monkeypatch):
+def each_config(request, device, nvmma, monkeypatch):
     """The real plug-in forced to one tuned parameter set."""
-    monkeypatch.setattr(nvmma, "configs", (nvidia.CONFIGS[request.param],))
+    q = nvidia.CONFIGS[request.param]
+    if nvidia.is_wgmma(q) and not nvidia.is_sm90(device):
+        pytest.skip(f"wgmma needs compute capability 9.0; {device} does not have it")
+    monkeypatch.setattr(nvmma, "configs", (q,))
     return nvmma
 
 

@@ -89,10 +89,11 @@ class Problem(NamedTuple):
 
 # ---- kernels ----------------------------------------------------------------------------------
 
-def get_kernel(device, filename, name, defines):
-    """A kernel of cl_kernels/<filename> (prepended with gemm_common.cl), built once."""
+def get_kernel(device, filename, name, defines, rebuild=None):
+    """A kernel of cl_kernels/<filename> (prepended with gemm_common.cl), built once (rebuild:
+    see program.build_program)."""
     source = program.read_sources("gemm_common.cl", filename)
-    return program.get_kernel(device, filename, name, defines, source)
+    return program.get_kernel(device, filename, name, defines, source, rebuild)
 
 
 def _kernel_fits(device, kernel, wgs):

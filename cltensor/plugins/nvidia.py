@@ -1,7 +1,8 @@
 """The NVIDIA tensor-core plug-in: float32 GEMM in TF32 on tensor cores, through inline PTX
-mma.sync from OpenCL (cl_kernels/nvidia_mma.cl), and implicit-GEMM convolution with its multiply
-on tensor cores (conv algorithm "tf32_implicit": cl_kernels/xgemm_mma.cl), used only while
-cltensor.backends.allow_tf32 is True.
+mma.sync from OpenCL (cl_kernels/nvidia_mma.cl) and, on Hopper (compute capability 9.0), wgmma
+(cl_kernels/nvidia_wgmma.cl, whose PTX is edited and rebuilt for sm_90a: to_sm90a), and
+implicit-GEMM convolution with its multiply on tensor cores (conv algorithm "tf32_implicit":
+cl_kernels/xgemm_mma.cl), used only while cltensor.backends.allow_tf32 is True.
 
 It serves the NVIDIA devices whose OpenCL compiler builds its probe (mma.sync with tf32,
 cvt.rna.tf32 and cp.async: Ampere and later). There it takes every float32 product with K > 0
@@ -10,28 +11,40 @@ which the portable engine then runs exactly as without the plug-in.
 
 Operands are read in place when one of their dims is contiguous and the other stride, the
 offset and the batch strides are multiples of 4 elements (16-byte copies); others are copied
-first into a dense K-contiguous matrix (gemm_pack.cl's pad_copy). Every product picks the
-parameter set of CONFIGS and the split of K with the least estimated time (plan()).
+first into a dense K-contiguous matrix (gemm_pack.cl's pad_copy). The wgmma kernel reads
+both operands from a copy that gemm_pack.cl's pack_tf32_slices makes from any strides, rounded
+to TF32 and laid out as its local memory holds them (a workspace of (M + N) * K floats, padded
+to its tiles), so that one bulk copy moves each slice. Every product picks the parameter set of
+CONFIGS and the split of K with the least estimated time (plan()).
 """
+import re
 import warnings
 from typing import NamedTuple
 
 import numpy as np
+import pyopencl as cl
 
 from .. import backends
 from ..ops import elementwise as ew
 from ..ops import gemm as gm
-from ..program import KernelBuildError, memo_with, round_up
+from ..program import KernelBuildError, launch, memo_with, round_up
 from . import Plugin, PluginWarning
 
 KERNEL_FILE = "nvidia_mma.cl"
 KERNEL_KEYS = ("WM", "WN", "WARPS_M", "WARPS_N", "BK", "STAGES", "ASYNC", "ROUND", "GROUP_M",
                "PREFETCH")
-# The tuned parameter sets, largest tile first (see nvidia_mma.cl's header for the keys).
-# rate: TFLOP/s of the set alone at 4096^3 (mean of the nn and nt layouts); groups_per_cu:
-# work-groups resident per compute unit (ptxas: 255 and 125 registers, 32 KiB local memory).
-# Both feed plan(). Measured on the H200 (TUNED), each against the others in one run.
+# Hopper's warpgroup kernel (sets with "WGS_M"): its PTX is edited and rebuilt for sm_90a.
+WGMMA_FILE = "nvidia_wgmma.cl"
+WGMMA_KEYS = ("BN", "WGS_M", "BK", "STAGES", "WG_WAIT", "PRODUCER", "GROUP_M")
+SM90A_MARK = b"//SM90A "  # nvidia_wgmma.cl's marker before each sm_90a instruction
+# The tuned parameter sets, largest tile first (see nvidia_mma.cl's and, for the sets with
+# WGS_M, nvidia_wgmma.cl's header for the keys; the wgmma sets serve compute capability 9.0
+# alone). rate: TFLOP/s of the set's GEMM kernel alone at 4096^3 (mean of the nn and nt
+# layouts); groups_per_cu: work-groups resident per compute unit (ptxas: 164, 255 and 125
+# registers, 41, 32 and 32 KiB local memory). Both feed plan(). Measured on the H200 (TUNED).
 CONFIGS = (
+    {"BN": 256, "WGS_M": 1, "BK": 8, "STAGES": 4, "WG_WAIT": 0, "PRODUCER": 1, "GROUP_M": 8,
+     "rate": 264.0, "groups_per_cu": 2},
     {"WM": 64, "WN": 64, "WARPS_M": 2, "WARPS_N": 2, "BK": 16, "STAGES": 2, "ASYNC": 1,
      "ROUND": 3, "GROUP_M": 8, "PREFETCH": 0, "rate": 112.0, "groups_per_cu": 2},
     {"WM": 32, "WN": 32, "WARPS_M": 2, "WARPS_N": 2, "BK": 16, "STAGES": 4, "ASYNC": 1,
@@ -54,18 +67,20 @@ CONV_CONFIGS = (
     dict(_CONV_BASE, MWG=32, NWG=128, MDIMC=8, NDIMC=16, MMA_WARPS_N=4,
          rate={"cx_conv": 0.8, "cx_wgrad": 0.7}),
 )
-# Where and when CONFIGS were measured, with the references measured in the same run.
-# NOTE: PREFETCH 1 passes the emulated tests but was not measured on hardware yet.
-TUNED = {"device": "NVIDIA H200, driver 580.159.04", "date": "2026-11-30",
-         "tflops_4096": 111.1, "cublas_tf32_tflops_4096": 381.9,
-         "cublas_fp32_tflops_4096": 50.8, "mma_sync_ceiling_tflops": 322.0,
-         "rel_error_4096_vs_float64": 2.6e-4, "cublas_tf32_rel_error_4096": 2.6e-4}
+# Where and when CONFIGS were measured, with the references measured in the same run
+# (benchmarks/gemm.py --tf32 --quick --sizes 4096; the mma.sync sets: 111.1 TFLOP/s on
+# 2026-11-30). NOTE: PREFETCH 1 passes the emulated tests but was not measured on hardware yet.
+TUNED = {"device": "NVIDIA H200, driver 580.159.04", "date": "2026-12-04",
+         "tflops_4096": 218.3, "cublas_tf32_tflops_4096": 380.4,
+         "cublas_fp32_tflops_4096": 50.3, "mma_sync_ceiling_tflops": 319.9,
+         "wgmma_ceiling_tflops": 481.6, "rel_diff_4096_vs_cublas_tf32": 7.1e-6}
 MAX_SPLITS = 16
 MIN_SLICES_PER_SPLIT = 4
 SPLIT_COST_S = 8e-6          # a split's extra launch (xgemm_reduce)
 BANDWIDTH_BYTES_S = 3.0e12   # its partial sums written and read back
 ALIGN = 4                    # elements of one 16-byte copy
 LOCAL_RESERVED = 16          # bytes of local memory NVIDIA's OpenCL adds to every kernel's
+PACK_LOCAL = 256             # pack_tf32_slices' work-group
 
 
 class MmaOperand(NamedTuple):
@@ -103,12 +118,14 @@ class NvidiaTensorCores(Plugin):
         if not backends.allow_tf32 or p.dtype != np.float32 or p.k == 0:
             return False
         found = (_in_place(p, p.a, p.m, p.a.rs, p.a.cs), _in_place(p, p.b, p.n, p.b.cs, p.b.rs))
-        layouts = [1 if x is None else x.kc for x in found]  # a copy keeps K contiguous
         for q, splits in self.plans(p):
-            kernel = self._kernel(p, q, *layouts)
-            if kernel is not None:
+            kernel = self._kernel(p, q, *[1 if x is None else x.kc for x in found])
+            if kernel is not None:  # NOTE: a copy (None) is K-contiguous
                 epi = gm._epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu)
-                _run(p, q, kernel, splits, epi, *found)
+                if is_wgmma(q):
+                    _run_wgmma(p, q, kernel, splits, epi)
+                else:
+                    _run(p, q, kernel, splits, epi, *found)
                 return True
         return False
 
@@ -128,8 +145,10 @@ class NvidiaTensorCores(Plugin):
         return memo_with(self._plans, key, self.configs, lambda: self._rank(p))
 
     def _rank(self, p):
+        hopper = not self.emulate and is_sm90(p.device)
         usable = [q for q in self.configs if (p.device, _key(q)) not in self._broken and
-                  local_bytes(q) + LOCAL_RESERVED <= p.device.local_mem]
+                  local_bytes(q) + LOCAL_RESERVED <= p.device.local_mem and
+                  (hopper or not is_wgmma(q))]
         units = p.device.cl_device.max_compute_units
         return sorted(((q, plan(p, q, units)) for q in usable),
                       key=lambda e: estimate(p, e[0], e[1], units))
@@ -148,10 +167,14 @@ class NvidiaTensorCores(Plugin):
         return kernel
 
     def _build(self, p, q, a_kc, b_kc):
-        defines = dict(_defines(q), A_KC=a_kc, B_KC=b_kc, EMULATE=int(self.emulate))
         key = (p.device, _key(q))
         try:
-            kernel = gm.get_kernel(p.device, KERNEL_FILE, "nvmma_gemm", defines)
+            if is_wgmma(q):
+                defines = _defines(q)
+                kernel = gm.get_kernel(p.device, WGMMA_FILE, "nvwg_gemm", defines, to_sm90a)
+            else:
+                defines = dict(_defines(q), A_KC=a_kc, B_KC=b_kc, EMULATE=int(self.emulate))
+                kernel = gm.get_kernel(p.device, KERNEL_FILE, "nvmma_gemm", defines)
         except KernelBuildError as e:
             self._broken.add(key)
             warnings.warn(f"cltensor plug-in {self.name!r}: {defines} does not build on "
@@ -245,8 +268,29 @@ def _base(p):
 
 # ---- parameter sets and the plan --------------------------------------------------------------
 
+def is_wgmma(q):
+    return "WGS_M" in q
+
+
+def is_sm90(device):
+    """True on compute capability 9.0 (Hopper), the only one with wgmma (sm_90a)."""
+    try:
+        cc = (device.cl_device.compute_capability_major_nv,
+              device.cl_device.compute_capability_minor_nv)
+    except (cl.Error, AttributeError):  # not NVIDIA's driver
+        return False
+    return cc == (9, 0)
+
+
+def to_sm90a(ptx):
+    """nvidia_wgmma.cl's PTX as NVIDIA's driver returns it (for .target sm_90, the sm_90a
+    instructions behind SM90A_MARK comments), made the PTX of sm_90a."""
+    text = ptx.rstrip(b"\0").replace(SM90A_MARK, b"")
+    return re.sub(rb"^(\.target\s+)sm_90\b", rb"\1sm_90a", text, count=1, flags=re.M)
+
+
 def _defines(q):
-    return {k: q[k] for k in KERNEL_KEYS}
+    return {k: q[k] for k in (WGMMA_KEYS if is_wgmma(q) else KERNEL_KEYS)}
 
 
 def _key(q):
@@ -255,17 +299,26 @@ def _key(q):
 
 def tile_shape(q):
     """(BM, BN, work-items) of a parameter set."""
+    if is_wgmma(q):
+        return 64 * q["WGS_M"], q["BN"], 128 * q["WGS_M"] + 32 * q["PRODUCER"]
     return q["WARPS_M"] * q["WM"], q["WARPS_N"] * q["WN"], 32 * q["WARPS_M"] * q["WARPS_N"]
 
 
 def local_bytes(q):
     bm, bn, _ = tile_shape(q)
+    if is_wgmma(q):  # and two mbarriers per stage
+        return q["STAGES"] * (q["BK"] * (bm + bn) * 4 + 16)
     return (q["STAGES"] if q["ASYNC"] else 2) * q["BK"] * (bm + bn) * 4
 
 
 def config_valid(q):
-    """True when a parameter set is self-consistent (see nvidia_mma.cl's header)."""
+    """True when a parameter set is self-consistent (see nvidia_mma.cl's and nvidia_wgmma.cl's
+    headers)."""
     bm, bn, nt = tile_shape(q)
+    if is_wgmma(q):
+        return (q["BN"] in (64, 128, 192, 240, 256) and q["WGS_M"] in (1, 2) and
+                q["BK"] in (8, 16, 32) and q["WG_WAIT"] in (0, 1) and
+                q["STAGES"] > q["WG_WAIT"] and q["PRODUCER"] in (0, 1) and q["GROUP_M"] >= 1)
     return (q["WM"] % 16 == 0 and q["WN"] % 8 == 0 and q["BK"] in (8, 16, 32) and
             bm % 32 == 0 and bn % 32 == 0 and bm * q["BK"] // 4 % nt == 0 and
             bn * q["BK"] // 4 % nt == 0 and (not q["ASYNC"] or 2 <= q["STAGES"] <= 5) and
@@ -290,6 +343,8 @@ def estimate(p, q, splits, units):
     secs = -(-tiles // slots) * 2.0 * bm * bn * depth * slots / (q["rate"] * 1e12)
     if splits > 1:
         secs += SPLIT_COST_S + (splits + 1) * p.m * p.n * p.nbatch * 4 / BANDWIDTH_BYTES_S
+    if is_wgmma(q):  # packing both operands: a launch each, read and written once
+        secs += 2 * SPLIT_COST_S + 8 * (p.m + p.n) * depth * splits * p.nbatch / BANDWIDTH_BYTES_S
     return secs
 
 
@@ -338,6 +393,42 @@ def _run(p, q, kernel, splits, epi, a_in_place, b_in_place):
     if splits > 1:
         reduce = gm.get_kernel(p.device, "gemm_xgemm.cl", "xgemm_reduce", {"T": "float"})
         gm._reduce_splits(p, reduce, splits, part, epi)
+
+
+def _run_wgmma(p, q, kernel, splits, epi):
+    """Launch gemm_pack.cl's pack_tf32_slices on both operands, then nvwg_gemm."""
+    bm, bn, nt = tile_shape(q)
+    packed = [_pack_slices(p, p.a, p.m, p.a.rs, p.a.cs, bm, q["BK"]),
+              _pack_slices(p, p.b, p.n, p.b.cs, p.b.rs, bn, q["BK"])]
+    part = gm._scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
+    tail = []
+    for t, bs in packed:
+        tail += [t.storage.buf, np.int64(bs)]
+    tail += [np.int32(splits), part.storage.buf] + epi
+    gm._launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), p.k, tail, splits=splits)
+    if splits > 1:
+        reduce = gm.get_kernel(p.device, "gemm_xgemm.cl", "xgemm_reduce", {"T": "float"})
+        gm._reduce_splits(p, reduce, splits, part, epi)
+
+
+def _pack_slices(p, op, rows, rs, ks, width, bk):
+    """op rounded to TF32 in pack_tf32_slices' slices of `width` rows by bk; returns (the
+    scratch tensor, its batch stride: 0 when every batch shares one copy)."""
+    shared = not any(op.bstrides)
+    nb = 1 if shared else p.nbatch
+    size = -(-rows // width) * width * -(-p.k // bk) * bk
+    dst = gm._scratch(p, nb * size)
+    kernel = gm.get_kernel(p.device, "gemm_pack.cl", "pack_tf32_slices",
+                           {"T": "float", "SLICE_K": bk})
+    bshape = () if shared else p.bshape
+    lx = min(PACK_LOCAL, p.device.max_work_group)
+    for b0 in range(0, nb, gm.MAX_GROUPS):
+        launch(p.device, kernel, (round_up(size // 4, lx), 1, min(gm.MAX_GROUPS, nb - b0)),
+               (lx, 1, 1), np.int32(rows), np.int32(p.k), np.int32(width), np.int64(b0),
+               np.int32(len(bshape)), ew.shape_arg(bshape), op.t.storage.buf,
+               ew.view_arg(op.t.offset, op.bstrides), np.int64(rs), np.int64(ks),
+               dst.storage.buf, np.int64(0 if shared else size))
+    return dst, 0 if shared else size
 
 
 assert all(config_valid(q) for q in CONFIGS), "nvidia.py: an invalid parameter set in CONFIGS"
