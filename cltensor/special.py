@@ -7,9 +7,15 @@ quantile), entr (-x log x), xlog1py (x log1p(y)) and zeta (Hurwitz's). The rest 
 cltensor's own functions under torch.special's names (expit is sigmoid, gammaln lgamma, psi
 digamma, ...). All differentiable where torch's are (zeta with respect to q only).
 Without gradients, as in torch (their results do not require grad): spherical_bessel_j0
-(sin(x) / x) and the orthogonal polynomials of degree n (Chebyshev's T, U, V, W and their
-shifted forms, Hermite's H and He, Laguerre's L, Legendre's P). Not here: the Bessel functions
-J, Y and K, and Airy's.
+(sin(x) / x); the Bessel functions bessel_j0, bessel_j1, bessel_y0, bessel_y1,
+modified_bessel_k0, modified_bessel_k1 and scaled_modified_bessel_k0, _k1 (exp(x) K(x)), and
+Airy's airy_ai, within 2e-14 of mpmath in double (relative, or near the zeros of J, Y and Ai
+relative to their envelope; Ai's phase down to x = -1e12, float's to -1e5) and float within a
+few ulp; and the orthogonal polynomials of degree n (Chebyshev's T, U, V, W and their shifted
+forms, Hermite's H and He, Laguerre's L, Legendre's P). Y and K give NaN for x < 0, -inf and
++inf at 0, as torch's; at +-inf J, Y and Ai give their limit 0 where torch's give NaN. torch's
+own J and Y are up to 2.4e-6 of their envelope off just above x = 5, its Ai near -2.3 (see
+cl_kernels/elementwise.cl).
 
 Example:
     >>> x = cltensor.tensor([-10.0, 0.0, 2.0], dtype=cltensor.float64)

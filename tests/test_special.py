@@ -1,6 +1,8 @@
 """cltensor.special (torch.special): the kernels of its own against mpmath at 40 digits, far
 into the tails, with torch's values at the special points; gradients by finite differences;
 torch's names for cltensor's functions."""
+import functools
+
 import numpy as np
 import pytest
 
@@ -236,8 +238,136 @@ def test_spherical_bessel_j0(device, fp_dtypes):
     np.testing.assert_array_equal(edge, [1.0, 0.0, 0.0, np.nan])
 
 
+# ---- the Bessel functions J, Y and K of orders 0 and 1, and Airy's Ai ------------------------
+
+@functools.lru_cache(maxsize=None)
+def _bessel_mp(name, x):
+    """mpmath's value of torch.special.<name> at x, memoized: the grids' points are the same in
+    float and double, and a scaled K is its K times exp(x) (mpmath's K takes 30 ms at x = 20)."""
+    if name.startswith("scaled_"):
+        return _bessel_mp(name[len("scaled_"):], x) * mp.exp(x)
+    x = mp.mpf(x)
+    if name == "airy_ai":
+        return mp.airyai(x)
+    return {"j": mp.besselj, "y": mp.bessely, "k": mp.besselk}[name[-2]](int(name[-1]), x)
+
+
+BESSEL_NAMES = ["bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1", "modified_bessel_k0",
+                "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+                "airy_ai"]
+# each regime and both sides of each branch point: J and Y's asymptotic forms from 5 (double)
+# and 3 (float), J0's series below 1e-5, K's 2, Ai's -2.09, 1.2 (float), 2.09 (double) and 110;
+# zeros (J0 2.4048, 5.5201; J1 3.8317; Y0 0.8936, 3.9577; Y1 2.1971; Ai -2.3381, -4.0879); tiny
+# and huge arguments (those past float's range are left out for float)
+_EDGES = [2.9999, 3.0001, 4.9999, 5.0, 5.0001, 1e-300, 1e-20, 123.456, 1e5 + 0.3, 1e8, 1e12,
+          1e15, 1e200]
+_J_X = np.concatenate([np.linspace(-30, 30, 121), _EDGES, np.negative(_EDGES[:8]),
+                       [9.9e-6, 1.01e-5, 2.404825557695773, 5.520078110286311,
+                        3.8317059702075125, -7.015586669815619]])
+_Y_X = np.concatenate([np.linspace(0.25, 30, 120), _EDGES,
+                       [0.8935769662791675, 3.957678419314858, 2.197141326031017]])
+_K_X = np.concatenate([np.linspace(0.5, 30, 60),
+                       [5e-324, 1e-300, 1e-20, 1e-5, 1.999999, 2.0, 2.000001, 100, 700, 1e4,
+                        1e300]])
+_AI_X = np.concatenate([np.linspace(-30, 30, 121),
+                        [-1e12, -1e6, -1e5 - 0.3, -1000.5, -100.25, -2.338107410459767,
+                         -4.08794944413097, -2.0900001, -2.09, -2.0899999, 1.1999, 1.2001,
+                         2.0899, 2.0901, 50, 100, 103.5, 105, 109.9, 110.1, 1e-300,
+                         -1e-300]])
+BESSEL_X = {"bessel_j": _J_X, "bessel_y": _Y_X, "modified_bessel_k": _K_X,
+            "scaled_modified_bessel_k": _K_X, "airy_a": _AI_X}  # by name less its last letter
+# errors relative to _scale: double's worst measured 1.2e-14 (Ai near 2.09, the series'
+# cancellation; the rest 3.1e-15), float's 6 ulp (K0 near 1.4; Ai's series near 1.2: 4.5)
+BESSEL_TOL = {np.dtype(np.float64): 2e-14, np.dtype(np.float32): 1.5e-6}
+
+
+def _scale(name, x, ref):
+    """|ref|, or where the function oscillates its envelope if larger: sqrt(2 / (pi |x|)) (at
+    most 1) for J and Y, |x|^(-1/4) / sqrt(pi) for Ai at x < 0. Near a zero the value's relative
+    condition is unbounded: there the error is measured against the envelope."""
+    x = np.asarray(x, np.float64)
+    with np.errstate(divide="ignore"):
+        if name.startswith("bessel"):
+            env = np.minimum(1, np.sqrt(2 / (np.pi * np.abs(x))))
+        elif name == "airy_ai":
+            env = np.where(x < 0, np.abs(x) ** -0.25 / np.sqrt(np.pi), 0)
+        else:
+            env = 0
+    return np.maximum(np.abs(ref), env)
+
+
+@pytest.mark.parametrize("name", BESSEL_NAMES)
+def test_bessel_and_airy_against_mpmath(device, fp_dtypes, name):
+    for dtype in fp_dtypes:
+        info = np.finfo(dtype)
+        xs = BESSEL_X[name[:-1]]
+        xs = xs[np.abs(xs) < info.max].astype(dtype)
+        if name == "airy_ai" and dtype == np.float32:
+            xs = xs[xs >= -1e5]  # NOTE: past that float's pair for zeta loses the phase
+        ref = np.array([float(_bessel_mp(name, float(v))) for v in xs])
+        got = getattr(special, name)(ct.from_numpy(xs, device=device)).numpy()
+        assert got.dtype == dtype
+        fin = np.isfinite(ref) & (np.abs(ref) > info.tiny) & (np.abs(ref) < info.max)
+        err = np.abs(got[fin] - ref[fin]) / _scale(name, xs[fin], ref[fin])
+        assert fin.sum() >= 60 and err.max() <= BESSEL_TOL[dtype], \
+            (name, dtype, xs[fin][np.argmax(err)], err.max())
+        # below the smallest normal the result is 0 or subnormal; past the largest, inf
+        assert np.all(np.abs(got[~fin & (np.abs(ref) <= info.tiny)]) <= 2 * info.tiny)
+        assert np.all(np.isinf(got[~fin & (np.abs(ref) >= info.max)]))
+
+
+# torch's values at x = 0, -0, +inf, -inf, NaN but at +-inf, where its J, Y and Ai give NaN:
+# here their limit 0 (-0 for J1(-inf))
+BESSEL_SPECIAL_X = [0.0, -0.0, np.inf, -np.inf, np.nan]
+BESSEL_AT_INF = {"bessel_j0": (0.0, 0.0), "bessel_j1": (0.0, -0.0), "bessel_y0": (0.0, np.nan),
+                 "bessel_y1": (0.0, np.nan), "airy_ai": (0.0, 0.0)}
+
+
+@pytest.mark.parametrize("name", BESSEL_NAMES)
+def test_bessel_and_airy_as_torch(device, fp_dtypes, name):
+    """A grid through every branch point against torch (NaN for Y and K at x < 0), within 2e-5
+    of _scale: torch's J and Y are up to 2.4e-6 of it off just above 5 and its Ai 2.5e-6 near
+    -2.3 (its denominators miss their leading 1s), its float Ai 1e-5 near -28; the special
+    points exactly."""
+    torch = pytest.importorskip("torch")
+    grid = np.concatenate([np.linspace(-30, 30, 241), [1e-6, 1.2, 2.09, 2.1, 4.99, 5.01]])
+    for dtype in fp_dtypes:
+        x = np.concatenate([grid, BESSEL_SPECIAL_X]).astype(dtype)
+        got = getattr(special, name)(ct.from_numpy(x, device=device)).numpy()
+        want = getattr(torch.special, name)(torch.from_numpy(x)).numpy()
+        fine = np.isfinite(want) & (np.abs(want) > np.finfo(dtype).tiny)
+        fine[len(grid):] = False
+        err = np.abs(got[fine] - want[fine]) / _scale(name, x[fine], want[fine])
+        assert err.max() <= 2e-5, (name, dtype, x[fine][np.argmax(err)], err.max())
+        np.testing.assert_array_equal(np.isnan(got[:len(grid)]), np.isnan(want[:len(grid)]),
+                                      err_msg=name)
+        special_x = want[len(grid):]
+        special_x[2:4] = BESSEL_AT_INF.get(name, special_x[2:4])
+        np.testing.assert_array_equal(got[len(grid):], special_x, err_msg=name)
+        assert np.array_equal(np.signbit(got[len(grid):]), np.signbit(special_x)), name
+
+
+def test_bessel_and_airy_integer_empty_and_strided_inputs(device):
+    """Integer inputs give float32 (as torch's), an empty input an empty result, a transposed
+    view the contiguous copy's values (one function each: one path for all)."""
+    torch = pytest.importorskip("torch")
+    ints = np.array([0, 1, 2, 7, -3])
+    got = special.bessel_y1(ct.from_numpy(ints, device=device))
+    assert got.dtype == ct.float32
+    want = torch.special.bessel_y1(torch.from_numpy(ints)).numpy()
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+    empty = special.modified_bessel_k0(ct.tensor([], device=device))
+    assert empty.shape == (0,) and empty.dtype == ct.float32
+    x = np.linspace(-8.0, 8.0, 24, dtype=np.float32).reshape(4, 6)
+    strided = special.airy_ai(ct.from_numpy(x, device=device).t()).numpy()
+    contiguous = special.airy_ai(ct.from_numpy(x.T.copy(), device=device)).numpy()
+    np.testing.assert_array_equal(strided, contiguous)
+
+
 def test_functions_without_gradients_give_results_without_grad(device):
     x = ct.tensor([0.3, 0.8], dtype=ct.float64, device=device, requires_grad=True)
-    for out in (special.spherical_bessel_j0(x), special.legendre_polynomial_p(x, 3),
-                special.hermite_polynomial_h(x, ct.tensor([2.0, 4.0], device=device))):
+    outs = [getattr(special, name)(x) for name in ("spherical_bessel_j0", *BESSEL_NAMES)]
+    outs += [special.legendre_polynomial_p(x, 3),
+             special.hermite_polynomial_h(x, ct.tensor([2.0, 4.0], device=device))]
+    for out in outs:
         assert not out.requires_grad and out.grad_fn is None

@@ -25,7 +25,9 @@ FLOATING_BINARY = ("nextafter", "igamma", "igammac")
 SPECIAL_UNARY = ("i0e", "i1e", "erfcx", "ndtr", "log_ndtr", "ndtri", "entr")
 SPECIAL_BINARY = ("xlog1py", "zeta")
 # ... and those without gradients, in torch too: results that do not require grad
-SPECIAL_PLAIN_UNARY = ("spherical_bessel_j0",)
+SPECIAL_PLAIN_UNARY = ("spherical_bessel_j0", "bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1",
+                       "modified_bessel_k0", "modified_bessel_k1", "scaled_modified_bessel_k0",
+                       "scaled_modified_bessel_k1", "airy_ai")
 POLYNOMIALS = tuple(f"{kind}_polynomial_{letter}" for kind, letters in (
     ("chebyshev", "tuvw"), ("shifted_chebyshev", "tuvw"), ("hermite", ("h", "he")),
     ("laguerre", "l"), ("legendre", "p")) for letter in letters)
