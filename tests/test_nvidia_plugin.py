@@ -1,9 +1,12 @@
-"""The NVIDIA tensor-core plug-in (cltensor/plugins/nvidia.py, cl_kernels/nvidia_mma.cl).
+"""The NVIDIA tensor-core plug-in (cltensor/plugins/nvidia.py, cl_kernels/nvidia_mma.cl and
+nvidia_wgmma.cl).
 
 Three parts: on every device it does not serve, allow_tf32 changes nothing (bit for bit, and no
-plug-in kernel runs); on every device, the kernel's tiling, copies, fragment layout, split K and
-epilogue are checked in emulation (plain OpenCL in place of the PTX instructions); on NVIDIA
-GPUs, the tensor-core kernel itself against float64, with every tuned parameter set.
+plug-in kernel runs); on every device, the mma.sync kernel's tiling, copies, fragment layout,
+split K and epilogue are checked in emulation (plain OpenCL in place of the PTX instructions),
+and the wgmma kernel's operand copy (pack_tf32_slices) against a numpy model; on NVIDIA GPUs,
+the tensor-core kernels themselves against float64, with every tuned parameter set (the wgmma
+set on compute capability 9.0).
 
 TF32 tolerance: the norm-relative error of a product is bounded by REL_TOL = 2e-3 (check_product
 measures it against |a| @ |b|, which no cancellation shrinks). Measured on
