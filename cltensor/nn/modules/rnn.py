@@ -4,6 +4,10 @@ and the multi-layer, optionally bidirectional RNN, LSTM and GRU.
 Each layer and direction projects the whole input sequence with one GEMM (x W_ih^T + b_ih over
 all time steps), then loops over time with the recurrent GEMM (h W_hh^T + b_hh) and the
 elementwise gates. Gradients come from autograd through these tensor ops.
+
+The loop runs on packed rows (as a PackedSequence holds them): step t on the batch_sizes[t]
+sequences still running, so a sequence of a PackedSequence input stops at its own last step
+(forward) or starts there (reverse). A padded input is the case of equal batch sizes.
 """
 import math
 import numbers
@@ -15,6 +19,7 @@ from ...creation import zeros
 from ...tensor import ClTensor
 from .. import functional as F
 from .. import init
+from ..utils.rnn import PackedSequence, batch_sizes_of, packed_like
 from .linear import check_size, new_parameter
 from .module import Module
 
@@ -130,6 +135,65 @@ def _state(hx, shapes, batched, batch_dim, like, name):
 
 def _result(state, mode):
     return state if mode == "LSTM" else state[0]
+
+
+# ---- one layer and direction over packed time steps ----------------------------------------------
+
+class _Direction:
+    """The weights of one layer and direction, and its input projection x W_ih^T + b_ih of
+    every time step at once (one GEMM)."""
+
+    def __init__(self, module, suffix, x):
+        w_ih, b_ih, self.w_hh, self.b_hh, self.w_hr = _weights(module, suffix)
+        self.step_fn = _MODES[module.mode][1]
+        self.gi = F.linear(x, w_ih, b_ih)
+
+    def step(self, start, size, state):
+        gi = self.gi.narrow(0, start, size)
+        return self.step_fn(gi, state, self.w_hh, self.b_hh, self.w_hr)
+
+
+def _rows(state, start, size):
+    if start == 0 and size == state[0].shape[0]:
+        return state
+    return tuple(s.narrow(0, start, size) for s in state)
+
+
+def _cat(tensors):
+    return tensors[0] if len(tensors) == 1 else cltensor.cat(tensors)
+
+
+def _cat_rows(states):
+    return tuple(_cat(parts) for parts in zip(*states))
+
+
+def _forward_in_time(direction, sizes, state):
+    """Steps 0..T-1 of packed rows with batch sizes `sizes` (not increasing): each step runs on
+    its sizes[t] rows; a sequence that ends keeps its last state as its final one. Returns the
+    packed outputs and the final states (sizes[0] rows)."""
+    outs, finished, start = [], [], 0
+    for size in sizes:
+        if size < state[0].shape[0]:   # sequences size.. ended at the previous step
+            finished.append(_rows(state, size, state[0].shape[0] - size))
+            state = _rows(state, 0, size)
+        state = direction.step(start, size, state)
+        outs.append(state[0])
+        start += size
+    return _cat(outs), _cat_rows([state] + finished[::-1])
+
+
+def _backward_in_time(direction, sizes, init):
+    """Steps T-1..0: each sequence starts from its initial state at its own last step."""
+    outs, start = [None] * len(sizes), sum(sizes)
+    state = _rows(init, 0, sizes[-1])
+    for t in reversed(range(len(sizes))):
+        running = state[0].shape[0]
+        if sizes[t] > running:   # sequences running.. have their last step at t
+            state = _cat_rows([state, _rows(init, running, sizes[t] - running)])
+        start -= sizes[t]
+        state = direction.step(start, sizes[t], state)
+        outs[t] = state[0]
+    return _cat(outs), state
 
 
 # ---- cells ---------------------------------------------------------------------------------------
@@ -256,6 +320,10 @@ class RNNBase(Module):
     Parameters are named as in torch (weight_ih_l{k}, weight_hh_l{k}, bias_ih_l{k},
     bias_hh_l{k}, weight_hr_l{k}, each with a _reverse twin when bidirectional), so a torch
     state_dict loads as it is.
+
+    The input may be a PackedSequence (nn.utils.rnn; batch_first does not apply to it): the
+    output is then one too, and h_n holds each sequence's state after its own last element;
+    hx and h_n are in the batch's original order (permuted by sorted_indices, as in torch).
     """
 
     def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False,
@@ -291,27 +359,49 @@ class RNNBase(Module):
         _reset_uniform(self)
 
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         name = type(self).__name__
         batched = _check_input(input, (2, 3), self.input_size, name)
         x = (input.transpose(0, 1) if self.batch_first else input) if batched else \
             input.unsqueeze(1)
-        if x.shape[0] == 0:
+        steps, batch = x.shape[:2]
+        if steps == 0:
             raise ValueError(f"{name}: Expected sequence length to be larger than 0")
-        state = _state(hx, self._state_shapes(x.shape[1]), batched, 1, x, name)
-        out, state = self._layers(x, state)
+        state = _state(hx, self._state_shapes(batch), batched, 1, x, name)
+        out, state = self._layers(x.reshape(steps * batch, -1), (batch,) * steps, state)
+        out = out.reshape(steps, batch, -1)
         if not batched:
             out, state = out.squeeze(1), tuple(s.squeeze(1) for s in state)
         elif self.batch_first:
             out = out.transpose(0, 1)
         return out, _result(state, self.mode)
 
+    def _forward_packed(self, input, hx):
+        """A PackedSequence in and out (batch_first does not apply); hx and the final states
+        in the caller's batch order, permuted as torch does by sorted_indices."""
+        name = type(self).__name__
+        _check_input(input.data, (2,), self.input_size, name)
+        sizes = batch_sizes_of(input)
+        if sum(sizes) != input.data.shape[0] or any(a < b for a, b in zip(sizes, sizes[1:])):
+            raise ValueError(f"{name}: batch_sizes {list(sizes)} must not increase and must "
+                             f"sum to the {input.data.shape[0]} rows of the packed data")
+        state = _state(hx, self._state_shapes(sizes[0]), True, 1, input.data, name)
+        if hx is not None and input.sorted_indices is not None:
+            state = tuple(s.index_select(1, input.sorted_indices) for s in state)
+        out, state = self._layers(input.data, sizes, state)
+        if input.unsorted_indices is not None:
+            state = tuple(s.index_select(1, input.unsorted_indices) for s in state)
+        return packed_like(input, out), _result(state, self.mode)
+
     def _state_shapes(self, batch):
         n = self.num_layers * self._directions
         return [(n, batch, self._out_size), (n, batch, self.hidden_size)][:_MODES[self.mode][2]]
 
-    def _layers(self, x, state):
-        """Output (T, N, D * out) of the last layer, and the final states stacked as
-        (num_layers * D, N, *)."""
+    def _layers(self, x, sizes, state):
+        """x: packed rows (sum(sizes), in), time step t's being the sizes[t] first sequences
+        (a padded batch has every size equal). The last layer's packed outputs
+        (sum(sizes), D * out), and the final states stacked as (num_layers * D, sizes[0], *)."""
         finals = []
         for layer in range(self.num_layers):
             if layer and self.dropout and self.training:
@@ -319,22 +409,12 @@ class RNNBase(Module):
             outs = []
             for d, suffix in enumerate(self._suffixes(layer)):
                 k = layer * self._directions + d
-                out, last = self._direction(x, tuple(s[k] for s in state), suffix, d == 1)
+                run = _backward_in_time if d == 1 else _forward_in_time
+                out, last = run(_Direction(self, suffix, x), sizes, tuple(s[k] for s in state))
                 outs.append(out)
                 finals.append(last)
             x = outs[0] if len(outs) == 1 else cltensor.cat(outs, -1)
         return x, tuple(cltensor.stack(s) for s in zip(*finals))
-
-    def _direction(self, x, state, suffix, reverse):
-        """One layer in one direction over x (T, N, in): its outputs (T, N, out), final state."""
-        w_ih, b_ih, w_hh, b_hh, w_hr = _weights(self, suffix)
-        step = _MODES[self.mode][1]
-        gi = F.linear(x, w_ih, b_ih).unbind(0)  # NOTE: one GEMM for every time step
-        outs = [None] * len(gi)
-        for t in (reversed(range(len(gi))) if reverse else range(len(gi))):
-            state = step(gi[t], state, w_hh, b_hh, w_hr)
-            outs[t] = state[0]
-        return cltensor.stack(outs), state
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
@@ -364,12 +444,15 @@ class RNN(RNNBase):
 
     Shape:
         input (L, N, input_size), (N, L, input_size) with batch_first, or unbatched
-        (L, input_size); h0 (D * num_layers, N, hidden_size) or (D * num_layers, hidden_size)
-        -> output (L, N, D * hidden_size) and h_n like h0 (D = 2 when bidirectional)
+        (L, input_size), or a PackedSequence; h0 (D * num_layers, N, hidden_size) or
+        (D * num_layers, hidden_size) -> output (L, N, D * hidden_size) (a PackedSequence for
+        one) and h_n like h0 (D = 2 when bidirectional)
 
     Example:
         rnn = nn.RNN(10, 20, num_layers=2)
         out, h_n = rnn(cltensor.randn(5, 3, 10))   # (5, 3, 20), (2, 3, 20)
+        packed = nn.utils.rnn.pack_padded_sequence(cltensor.randn(5, 3, 10), [5, 2, 1])
+        out, h_n = rnn(packed)   # out.data (8, 20); h_n[:, 1] after step 1 of sequence 1
     """
 
     def __init__(self, input_size, hidden_size, num_layers=1, nonlinearity="tanh", bias=True,

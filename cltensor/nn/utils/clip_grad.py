@@ -4,8 +4,8 @@ import numbers
 
 import cltensor
 
-from ..autograd import no_grad
-from ..tensor import ClTensor
+from ...autograd import no_grad
+from ...tensor import ClTensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
