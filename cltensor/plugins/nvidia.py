@@ -97,11 +97,11 @@ class NvidiaTensorCores(Plugin):
 
     Example:
         >>> cltensor.backends.allow_tf32 = True
-        >>> c = cltensor.matmul(a, b)   # float32 on an H200: mma.sync, about 1e-3 rel. error
+        >>> c = cltensor.matmul(a, b)   # float32 on an H200: wgmma, about 1e-3 rel. error
     """
     name = "nvidia_tf32"
-    description = ("TF32 tensor-core GEMM (inline PTX mma.sync) for float32 products while "
-                   "cltensor.backends.allow_tf32 is True")
+    description = ("TF32 tensor-core GEMM (inline PTX mma.sync; wgmma on Hopper) for float32 "
+                   "products while cltensor.backends.allow_tf32 is True")
     vendors = ("nvidia",)
     probe_file = KERNEL_FILE
     probe_defines = {"NVMMA_PROBE": None}
