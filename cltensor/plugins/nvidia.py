@@ -76,8 +76,8 @@ TUNED = {"device": "NVIDIA H200, driver 580.159.04", "date": "2026-12-04",
          "wgmma_ceiling_tflops": 481.6, "rel_diff_4096_vs_cublas_tf32": 7.1e-6}
 MAX_SPLITS = 16
 MIN_SLICES_PER_SPLIT = 4
-SPLIT_COST_S = 8e-6          # a split's extra launch (xgemm_reduce)
-BANDWIDTH_BYTES_S = 3.0e12   # its partial sums written and read back
+LAUNCH_COST_S = 8e-6         # one extra launch (a split's xgemm_reduce, a pack_tf32_slices)
+BANDWIDTH_BYTES_S = 3.0e12   # of those launches' copies (partial sums, packed operands)
 ALIGN = 4                    # elements of one 16-byte copy
 LOCAL_RESERVED = 16          # bytes of local memory NVIDIA's OpenCL adds to every kernel's
 PACK_LOCAL = 256             # pack_tf32_slices' work-group
@@ -335,16 +335,17 @@ def plan(p, q, units):
 def estimate(p, q, splits, units):
     """Seconds of problem p with parameter set q and K split `splits` ways: whole waves of
     work-groups (groups_per_cu per compute unit) at the set's measured rate, plus the split's
-    extra pass."""
+    extra pass and the wgmma sets' packing of both operands."""
     bm, bn, _ = tile_shape(q)
     tiles = -(-p.m // bm) * -(-p.n // bn) * p.nbatch * splits
     slots = units * q["groups_per_cu"]
     depth = -(-(-(-p.k // q["BK"])) // splits) * q["BK"]
     secs = -(-tiles // slots) * 2.0 * bm * bn * depth * slots / (q["rate"] * 1e12)
     if splits > 1:
-        secs += SPLIT_COST_S + (splits + 1) * p.m * p.n * p.nbatch * 4 / BANDWIDTH_BYTES_S
-    if is_wgmma(q):  # packing both operands: a launch each, read and written once
-        secs += 2 * SPLIT_COST_S + 8 * (p.m + p.n) * depth * splits * p.nbatch / BANDWIDTH_BYTES_S
+        secs += LAUNCH_COST_S + (splits + 1) * p.m * p.n * p.nbatch * 4 / BANDWIDTH_BYTES_S
+    if is_wgmma(q):  # a launch per operand, each read and written once
+        packed = 8 * (p.m + p.n) * depth * splits * p.nbatch
+        secs += 2 * LAUNCH_COST_S + packed / BANDWIDTH_BYTES_S
     return secs
 
 
