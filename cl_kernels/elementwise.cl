@@ -1,8 +1,8 @@
 /*
  * elementwise.cl: out = OP(x0, x1, x2, x3) element by element, over broadcast, strided N-d views.
  *
- * Layout: all operands share one logical Shape of `nd` dims (nd <= MAX_DIMS, which must match
- * cltensor/ops/elementwise.py). A tensor operand is a View: an element offset into its buffer and
+ * Layout: all operands share one logical Shape of `nd` dims (nd <= MAX_DIMS of
+ * common.cl). A tensor operand is a View: an element offset into its buffer and
  * one stride per dim, in elements; stride 0 broadcasts. A scalar operand is passed by value in the
  * compute type CT (its View is ignored).
  *
@@ -32,10 +32,7 @@
 #ifndef ITEMS
 #define ITEMS 1
 #endif
-#define MAX_DIMS 8
-
-typedef struct { long size[MAX_DIMS]; } Shape;
-typedef struct { long offset; long stride[MAX_DIMS]; } View;
+#include "common.cl"
 
 /* ---- the operation table ------------------------------------------------------------------ */
 #define OP_copy(a, b, c, d) (a)

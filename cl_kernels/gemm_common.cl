@@ -4,8 +4,8 @@
  * the build, so every kernel there sees the same argument lists, batch indexing and epilogue.
  *
  * Batches: a launch covers the flat batch indices batch0 .. batch0 + global_size(2) - 1, split
- * over the `nbd` batch dims of `batch` (row-major, at most MAX_DIMS, which must match
- * cltensor/ops/elementwise.py); each operand's View gives its offset and per-dim batch strides
+ * over the `nbd` batch dims of `batch` (row-major, at most MAX_DIMS of
+ * common.cl); each operand's View gives its offset and per-dim batch strides
  * (0 broadcasts), all in elements.
  *
  * Epilogue (every GEMM kernel, applied when C is stored):
@@ -16,7 +16,7 @@
  *
  * Build options: T, the element and compute type (float, double, int or long).
  */
-#define MAX_DIMS 8
+#include "common.cl"
 
 #ifndef T
 #define T float
@@ -42,8 +42,6 @@
 #define EPI_COL_BIAS 2
 #define EPI_RELU 4
 
-typedef struct { long size[MAX_DIMS]; } Shape;
-typedef struct { long offset; long stride[MAX_DIMS]; } View;
 
 /* The batch range and the output side: C's input and output views and the epilogue. */
 #define BATCH_ARGS const long batch0, const int nbd, const Shape batch

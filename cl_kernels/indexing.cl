@@ -3,8 +3,8 @@
  * index_select, gather, scatter, scatter_add, scatter_reduce), the index range check, and the
  * chunked passes behind nonzero and masked_scatter.
  *
- * Layout: every kernel walks one logical Shape of `nd` dims (nd <= MAX_DIMS, which must match
- * cltensor/ops/elementwise.py) in row-major order; each operand is a View: an element offset and
+ * Layout: every kernel walks one logical Shape of `nd` dims (nd <= MAX_DIMS of
+ * common.cl) in row-major order; each operand is a View: an element offset and
  * one stride per dim, in elements (0 broadcasts, any sign), as in elementwise.cl. Index tensors
  * reach the data kernels as one contiguous long buffer holding K index tensors of nb elements
  * each, already wrapped into [0, size) and checked by normalize_index.
@@ -58,10 +58,7 @@
  *   NZ_T    the type whose elements nonzero tests (bool as uchar)
  * Tunables: none; the launcher picks work sizes and the nonzero chunk length.
  */
-#define MAX_DIMS 8
-
-typedef struct { long size[MAX_DIMS]; } Shape;
-typedef struct { long offset; long stride[MAX_DIMS]; } View;
+#include "common.cl"
 
 /* Element offsets of the row-major linear index i in one or three views of one shape. (Views go
  * by pointer: PoCL ran the gather twice as fast as with structs passed and returned by value.) */

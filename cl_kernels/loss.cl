@@ -11,7 +11,7 @@
  *             gx = (c == t != ignore_index) ? -w_t scale_r : 0
  *
  * Pointwise layout: operands are broadcast, strided N-d views over one Shape (as
- * elementwise.cl; View and Shape must match cltensor/ops/elementwise.py); results are contiguous.
+ * elementwise.cl; View and Shape from common.cl); results are contiguous.
  *   pw_loss_fwd  loss[i] = w * L(x, t)
  *   pw_loss_bwd  gx[i] = s * w * dL/dx, and with F_GRAD_TARGET gt[i] = s * w * dL/dt, s the
  *                incoming gradient (a view, so a reduction's scalar broadcasts) times `mult`
@@ -28,10 +28,8 @@
  *   unread; their View is ignored.
  * Tunables: none; the launcher picks work sizes.
  */
-#define MAX_DIMS 8
+#include "common.cl"
 
-typedef struct { long size[MAX_DIMS]; } Shape;
-typedef struct { long offset; long stride[MAX_DIMS]; } View;
 typedef struct { long off, o, d, i; } View3;
 typedef struct { long off, o, i; } View2;
 
@@ -80,24 +78,14 @@ __kernel void nll_bwd(const long O, const long C, const long I, __global const l
 #define F_POS 4
 #define F_GRAD_TARGET 8
 
-/* Element offset of row-major index i over `shape` in view v. */
-inline long offset_of(long i, const int nd, const Shape shape, const View v) {
-  long o = v.offset;
-  for (int d = nd - 1; d >= 0; --d) {
-    o += (i % shape.size[d]) * v.stride[d];
-    i /= shape.size[d];
-  }
-  return o;
-}
-
 inline T softplus_neg(const T x) { return log1p(exp(-fabs(x))) + fmax(-x, (T)0); }
 
 #define OPERANDS __global const T* x, const View vx, __global const T* t, const View vt, \
                  __global const T* w, const View vw, __global const T* pw, const View vp
 #define LOAD_OPERANDS                                                             \
-  const T xv = x[offset_of(i, nd, shape, vx)], tv = t[offset_of(i, nd, shape, vt)]; \
-  const T wv = (flags & F_WEIGHT) ? w[offset_of(i, nd, shape, vw)] : (T)1;      \
-  const T pv = (flags & F_POS) ? pw[offset_of(i, nd, shape, vp)] : (T)1;
+  const T xv = x[view_offset(i, nd, shape, vx)], tv = t[view_offset(i, nd, shape, vt)]; \
+  const T wv = (flags & F_WEIGHT) ? w[view_offset(i, nd, shape, vw)] : (T)1;      \
+  const T pv = (flags & F_POS) ? pw[view_offset(i, nd, shape, vp)] : (T)1;
 
 __kernel void pw_loss_fwd(const long n, const int nd, const Shape shape, const int flags,
                           __global T* loss, OPERANDS) {
@@ -120,7 +108,7 @@ __kernel void pw_loss_bwd(const long n, const int nd, const Shape shape, const i
   const long i = get_global_id(0);
   if (i >= n) return;
   LOAD_OPERANDS
-  const T s = mult * g[offset_of(i, nd, shape, vg)] * wv;
+  const T s = mult * g[view_offset(i, nd, shape, vg)] * wv;
   T dx, dt;
   if (flags & F_BCE) {
     const T lw = (pv - (T)1) * tv + (T)1;

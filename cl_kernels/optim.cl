@@ -9,7 +9,7 @@
  * ulp or two, torch's CPU sqrt not being correctly rounded.
  *
  * Layout: the parameter and the gradient are strided N-d views over one logical Shape of `nd`
- * dims (nd <= MAX_DIMS, which must match cltensor/ops/elementwise.py): an element offset and one
+ * dims (nd <= MAX_DIMS, from common.cl): an element offset and one
  * stride per dim, in elements. State buffers (momentum, exp_avg, ...) are contiguous over the
  * same Shape, so element i of the logical row-major order is state[i].
  *
@@ -26,10 +26,7 @@
  * Tunables: none; the launcher picks work sizes.
  */
 #pragma OPENCL FP_CONTRACT OFF
-#define MAX_DIMS 8
-
-typedef struct { long size[MAX_DIMS]; } Shape;
-typedef struct { long offset; long stride[MAX_DIMS]; } View;
+#include "common.cl"
 
 /* flags of sgd_step */
 #define SGD_MOMENTUM 1   /* keep a momentum buffer */

@@ -40,9 +40,7 @@
 #define FEISTEL_ROUNDS 8
 #endif
 
-#define MAX_DIMS 8
-typedef struct { long size[MAX_DIMS]; } Shape;
-typedef struct { long offset; long stride[MAX_DIMS]; } View;
+#include "common.cl"
 
 /* ---- Philox4x32-10 ------------------------------------------------------------------------- */
 #define PHILOX_M0 0xD2511F53u
@@ -148,16 +146,6 @@ __kernel void bernoulli_scalar(STREAM_ARGS, const FT p) {
   FT u[PER];
   uniforms(w, u);
   for (int k = 0; k < cnt; ++k) o[k] = (OUT_T)(u[k] < p);
-}
-
-/* Element offset of linear index i (row-major over shape) in view v. */
-inline long view_offset(long i, const int nd, const Shape shape, const View v) {
-  long o = v.offset;
-  for (int d = nd - 1; d >= 0; --d) {
-    o += (i % shape.size[d]) * v.stride[d];
-    i /= shape.size[d];
-  }
-  return o;
 }
 
 /* out[i] = u_i < p[i], p read through a strided view over out's shape; *bad = 1 when some

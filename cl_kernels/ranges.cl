@@ -3,8 +3,8 @@
  * triangle masks of tril/triu.
  *
  * Layout: arange/linspace/logspace/eye write a contiguous `out` from element `off`; element i is
- * work-item i. tri_fill reads and writes N-d views (a Shape of `nd` dims, nd <= MAX_DIMS, which
- * must match cltensor/ops/elementwise.py, and one View per operand), so tril_/triu_ can run in
+ * work-item i. tri_fill reads and writes N-d views (a Shape of `nd` dims, nd <= MAX_DIMS of
+ * common.cl, and one View per operand), so tril_/triu_ can run in
  * place with out == x.
  *
  * linspace follows torch: step = (end - start) / (steps - 1); the first half counts up from
@@ -26,9 +26,7 @@
 #define PT float
 #endif
 
-#define MAX_DIMS 8
-typedef struct { long size[MAX_DIMS]; } Shape;
-typedef struct { long offset; long stride[MAX_DIMS]; } View;
+#include "common.cl"
 
 /* out[i] = start + i * step */
 __kernel void arange_fill(const long n, __global OUT_T* out, const long off, const AT start,
@@ -62,15 +60,6 @@ __kernel void eye_fill(const long n, __global OUT_T* out, const long cols) {
   const long i = get_global_id(0);
   if (i >= n) return;
   out[i] = (OUT_T)(i / cols == i % cols);
-}
-
-inline long view_offset(long i, const int nd, const Shape shape, const View v) {
-  long o = v.offset;
-  for (int d = nd - 1; d >= 0; --d) {
-    o += (i % shape.size[d]) * v.stride[d];
-    i /= shape.size[d];
-  }
-  return o;
 }
 
 /* Element i (row-major over matrices of rows x cols) keeps x's value inside the triangle and

@@ -3,9 +3,9 @@
  * over a set of its dims, with a per-element map before and a per-output finish after.
  *
  * Layout: the input is seen as (kept dims) x (reduced dims), each group of at most MAX_DIMS dims
- * (which must match cltensor/ops/elementwise.py). Output m (row-major over the kept dims) reduces
+ * (common.cl). Output m (row-major over the kept dims) reduces
  * the R elements r = 0..R-1 (row-major over the reduced dims) found at
- *   x[kv.offset + offset_of(m, kept shape, kv) + offset_of(r, reduced shape, rv)].
+ *   x[kv.offset + strided_offset(m, kept shape, kv) + strided_offset(r, reduced shape, rv)].
  * Results are contiguous: out[m], and out_idx[m] (the r of the chosen element) for max/min.
  *
  * Work decomposition: a work-group is L0 x L1 work-items. Dim 0 picks the output
@@ -48,22 +48,7 @@
 #ifndef USE_TREE
 #define USE_TREE 1
 #endif
-#define MAX_DIMS 8
-
-typedef struct { long size[MAX_DIMS]; } Shape;
-typedef struct { long offset; long stride[MAX_DIMS]; } View;
-
-/* Element offset of row-major index i over nd dims of `shape` with the strides of `v`. */
-inline long offset_of(long i, const int nd, const Shape shape, const View v) {
-  if (nd == 1) return i * v.stride[0];
-  long o = 0;
-  for (int d = nd - 1; d >= 0; --d) {
-    const long n = shape.size[d];
-    o += (i % n) * v.stride[d];
-    i /= n;
-  }
-  return o;
-}
+#include "common.cl"
 
 /* ---- maps, aux values and finishes ---------------------------------------------------------- */
 #define MAP_ID(x, a, p) ((ACC_T)(x))
@@ -319,7 +304,7 @@ inline State accumulate_chunk(__global const T* x, const View kv, const Shape ks
                               const long chunk_len, const long step, const ACC_T a, const ACC_T p) {
   State s0 = st_init(), s1 = st_init(), s2 = st_init(), s3 = st_init();
   if (m >= M) return s0;
-  const long base = kv.offset + offset_of(m, knd, ks, kv);
+  const long base = kv.offset + strided_offset(m, knd, ks, kv);
   const long first = get_group_id(1) * chunk_stride;
   const long end = min(first + chunk_len, R);
   long r = first + get_local_id(1);
@@ -341,7 +326,7 @@ inline State accumulate_chunk(__global const T* x, const View kv, const Shape ks
 #define TWO_DIMS(r) (base + ((int)(r) / n1) * rs0 + ((int)(r) % n1) * rs1)
     ACCUMULATE(TWO_DIMS)
   } else {
-#define GENERAL(r) (base + offset_of(r, rnd, rs, rv))
+#define GENERAL(r) (base + strided_offset(r, rnd, rs, rv))
     ACCUMULATE(GENERAL)
   }
   return st_merge(st_merge(s0, s1), st_merge(s2, s3));

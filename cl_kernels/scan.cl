@@ -3,9 +3,9 @@
  * along one dim of a strided N-d view, and the running extremes' positions of cummax and cummin
  * (at the end).
  *
- * Layout: the input is seen as lines: the other dims (at most MAX_DIMS, which must match
- * cltensor/ops/elementwise.py) x the scanned dim of n elements. Line m (row-major over the other
- * dims) starts at xv.offset + offset_of(m, xv) in x and at ov.offset + offset_of(m, ov) in out,
+ * Layout: the input is seen as lines: the other dims (at most MAX_DIMS of
+ * common.cl) x the scanned dim of n elements. Line m (row-major over the other
+ * dims) starts at xv.offset + strided_offset(m, xv) in x and at ov.offset + strided_offset(m, ov) in out,
  * and steps by xs (x) and os (out) along the scanned dim.
  *
  * Work decomposition (no local memory, no barriers): each line is cut into B blocks of `block`
@@ -25,21 +25,7 @@
  *   EXT_T      instead of ACC_T: the cummax / cummin family over that type (IS_FLOAT: NaN checks)
  * Tunables: none; the launcher picks B and the work sizes.
  */
-#define MAX_DIMS 8
-
-typedef struct { long size[MAX_DIMS]; } Shape;
-typedef struct { long offset; long stride[MAX_DIMS]; } View;
-
-inline long offset_of(long i, const int nd, const Shape shape, const View v) {
-  if (nd == 1) return i * v.stride[0];
-  long o = 0;
-  for (int d = nd - 1; d >= 0; --d) {
-    const long n = shape.size[d];
-    o += (i % n) * v.stride[d];
-    i /= n;
-  }
-  return o;
-}
+#include "common.cl"
 
 #ifdef ACC_T
 #if defined(SCAN_LSE) || (defined(ACC_FLOAT) && (defined(SCAN_SUM) || defined(SCAN_PROD)))
@@ -151,7 +137,7 @@ __kernel void scan_totals(LINE_ARGS, __global ACC_T* carry) {
   const long g = get_global_id(0);
   if (g >= lines * B) return;
   const long m = g / B, b = g % B;
-  const long base = xv.offset + offset_of(m, nd, shape, xv);
+  const long base = xv.offset + strided_offset(m, nd, shape, xv);
   const long end = min((b + 1) * block, n);
   State st = st_init();
   for (long k = b * block; k < end; ++k) st = st_add(st, (ACC_T)x[base + k * xs]);
@@ -174,8 +160,8 @@ __kernel void scan_blocks(LINE_ARGS, __global const ACC_T* carry, __global ACC_T
   const long g = get_global_id(0);
   if (g >= lines * B) return;
   const long m = g / B, b = g % B;
-  const long base = xv.offset + offset_of(m, nd, shape, xv);
-  const long obase = ov.offset + offset_of(m, nd, shape, ov);
+  const long base = xv.offset + strided_offset(m, nd, shape, xv);
+  const long obase = ov.offset + strided_offset(m, nd, shape, ov);
   const long end = min((b + 1) * block, n);
   State st = b > 0 ? st_load(carry, g) : st_init();
   for (long k = b * block; k < end; ++k) {

@@ -62,13 +62,30 @@ def cache_dir(device):
     return os.path.join(cache_root(), "kernels", device_key(device))
 
 
+# dims of the Shape and View structs of cl_kernels/common.cl; launchers check shapes against it
+MAX_DIMS = 8
+COMMON_INCLUDE = '#include "common.cl"'
+
+
 def read_source(filename):
+    """A kernel file's text, memoized, with its `#include "common.cl"` line replaced by
+    MAX_DIMS's definition and common.cl's text (then a #line, so logs keep the file's lines)."""
     if filename not in _sources:
-        path = KERNEL_DIR / filename
-        if not path.is_file():
-            raise FileNotFoundError(f"kernel file {filename} not found in {KERNEL_DIR}")
-        _sources[filename] = path.read_text()
+        text = _kernel_file(filename)
+        head, sep, tail = text.partition(COMMON_INCLUDE + "\n")
+        if sep:
+            line = head.count("\n") + 2
+            text = (f"{head}#define MAX_DIMS {MAX_DIMS}\n{_kernel_file('common.cl')}"
+                    f"#line {line}\n{tail}")
+        _sources[filename] = text
     return _sources[filename]
+
+
+def _kernel_file(filename):
+    path = KERNEL_DIR / filename
+    if not path.is_file():
+        raise FileNotFoundError(f"kernel file {filename} not found in {KERNEL_DIR}")
+    return path.read_text()
 
 
 def read_sources(*filenames):

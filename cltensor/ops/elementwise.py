@@ -7,10 +7,10 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import dtypes as dt
-from ..program import build_program, ctype_of, launch, read_source, round_up, sizes_1d
+from ..program import (MAX_DIMS, build_program, ctype_of, launch, read_source,
+                       round_up, sizes_1d)
 
 KERNEL_FILE = "elementwise.cl"
-MAX_DIMS = 8  # must match MAX_DIMS in cl_kernels/elementwise.cl
 SHAPE_T = np.dtype([("size", np.int64, MAX_DIMS)])
 VIEW_T = np.dtype([("offset", np.int64), ("stride", np.int64, MAX_DIMS)])
 _DUMMY_VIEW = np.zeros((), VIEW_T)
