@@ -528,3 +528,31 @@ def test_bad_input(device, rng):
     for exc, match, fn in bad:
         with pytest.raises(exc, match=match):
             fn()
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_binary_cross_entropy_at_zero_and_one(device, reduction):
+    """Probabilities exactly 0 and 1: finite loss (logs clamped at -100) and finite input
+    gradients (x (1 - x) floored at 1e-12), both as torch's; F and nn.BCELoss."""
+    torch = pytest.importorskip("torch")
+    dt = dtype_of(device)
+    x = np.array([0.0, 1.0, 0.0, 1.0, 0.3, 0.9, 1e-6, 0.5], dt)
+    t = np.array([0.0, 1.0, 1.0, 0.0, 0.6, 0.2, 0.0, 1.0], dt)
+    w = np.linspace(0.5, 2.0, x.size).astype(dt)
+    for use_module in (False, True):
+        cx, ct = C(x, device, True), C(t, device, True)
+        tx, tt = torch.tensor(x, requires_grad=True), torch.tensor(t, requires_grad=True)
+        if use_module:
+            y = nn.BCELoss(C(w, device), reduction=reduction)(cx, ct)
+            ty = torch.nn.BCELoss(torch.tensor(w), reduction=reduction)(tx, tt)
+        else:
+            y = F.binary_cross_entropy(cx, ct, reduction=reduction)
+            ty = torch.nn.functional.binary_cross_entropy(tx, tt, reduction=reduction)
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), **tol(x))
+        g = np.linspace(1.0, 2.0, ty.numel()).astype(dt).reshape(ty.shape)
+        y.backward(C(g, device))
+        ty.backward(torch.tensor(g))
+        assert np.isfinite(cx.grad.numpy()).all()
+        np.testing.assert_allclose(cx.grad.numpy(), tx.grad.numpy(), **tol(x))
+        # the target's gradient is -logit(x): infinite at 0 and 1 in torch too
+        np.testing.assert_allclose(ct.grad.numpy(), tt.grad.numpy(), **tol(x))

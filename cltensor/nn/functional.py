@@ -2468,10 +2468,32 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                               reduction)
     if input.numel() and ((input.detach() < 0) | (input.detach() > 1)).any().item():
         raise ValueError(f"{op}: all elements of input should be between 0 and 1")
-    log_x = cltensor.clamp(input.log(), min=-100.0)
-    log_1mx = cltensor.clamp((1 - input).log(), min=-100.0)
-    loss = -(target * log_x + (1 - target) * log_1mx)
+    loss = _BinaryCrossEntropy.apply(input, target)
     return _reduced(loss if weight is None else loss * weight, reduction)
+
+
+# torch's floor on x (1 - x) in binary_cross_entropy's input gradient: 1e-12 rounded to float32
+BCE_EPS = float(np.float32(1e-12))
+
+
+class _BinaryCrossEntropy(Function):
+    """torch's unreduced binary cross entropy: each log clamped at -100, and the input
+    gradient g (x - t) / max(x (1 - x), 1e-12), so loss and gradient stay finite at 0 and 1."""
+
+    @staticmethod
+    def forward(ctx, x, t):
+        ctx.save_for_backward(x, t)
+        log_x = cltensor.clamp(x.log(), min=-100.0)
+        log_1mx = cltensor.clamp((-x).log1p(), min=-100.0)
+        return (t - 1) * log_1mx - t * log_x
+
+    @staticmethod
+    def backward(ctx, g):
+        x, t = ctx.saved_tensors
+        gx = g * (x - t) / cltensor.clamp(x * (1 - x), min=BCE_EPS)
+        # the target's gradient is -logit(x), unclamped (infinite at 0 and 1), as torch's
+        gt = g * ((-x).log1p() - x.log()) if ctx.needs_input_grad[1] else None
+        return gx if ctx.needs_input_grad[0] else None, gt
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
