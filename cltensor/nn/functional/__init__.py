@@ -25,18 +25,18 @@ import numpy as np
 
 import cltensor
 
-from .. import dtypes as dt
-from ..autograd import Function, is_grad_enabled
-from ..autograd.engine import sum_to_shape
-from ..autograd.functions import _where
-from ..conv import conv2d, conv_transpose2d  # re-exported: torch.nn.functional's
-from ..ops import activation as act
-from ..ops import loss as lo
-from ..ops import norm, pool, resample
-from ..ops import softmax as sm
-from ..ops.elementwise import common_device
-from ..ops.indexing import one_hot  # noqa: F401  (torch.nn.functional.one_hot)
-from ..tensor import ClTensor, _norm_dim
+from ... import dtypes as dt
+from ...autograd import Function, is_grad_enabled
+from ...autograd.engine import sum_to_shape
+from ...autograd.functions import _where
+from ...conv import conv2d, conv_transpose2d  # re-exported: torch.nn.functional's
+from ...ops import activation as act
+from ...ops import loss as lo
+from ...ops import norm, pool, resample
+from ...ops import softmax as sm
+from ...ops.elementwise import common_device
+from ...ops.indexing import one_hot  # noqa: F401  (torch.nn.functional.one_hot)
+from ...tensor import ClTensor, _norm_dim
 
 __all__ = [
     "adaptive_avg_pool1d",
@@ -3009,4 +3009,4 @@ def upsample_bilinear(input, size=None, scale_factor=None):
 
 
 # NOTE: at the end: attention.py builds on this module
-from .modules.attention import scaled_dot_product_attention  # noqa: E402,F401
+from ..modules.attention import scaled_dot_product_attention  # noqa: E402,F401
