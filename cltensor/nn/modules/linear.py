@@ -7,6 +7,7 @@ from ...autograd import no_grad
 from ...creation import empty
 from .. import functional as F
 from .. import init
+from ..functional.sparse import _table_options
 from .module import Module, Parameter
 
 __all__ = ["Identity", "Linear", "Embedding", "EmbeddingBag", "Flatten", "Unflatten", "Dropout",
@@ -216,7 +217,7 @@ def _table_args(module, owner, num_embeddings, embedding_dim, padding_idx, max_n
     module.num_embeddings = check_size(num_embeddings, "num_embeddings", owner)
     module.embedding_dim = check_size(embedding_dim, "embedding_dim", owner)
     module.padding_idx = _padding_index(padding_idx, num_embeddings)
-    F._table_options(max_norm, sparse, owner)
+    _table_options(max_norm, sparse, owner)
     module.max_norm, module.norm_type = max_norm, norm_type
     module.scale_grad_by_freq, module.sparse = scale_grad_by_freq, sparse
 
