@@ -3,8 +3,8 @@ Hardswish, Hardsigmoid, Sigmoid, LogSigmoid, Tanh, Hardtanh, Softsign, Tanhshrin
 Hardshrink, Threshold, GLU, Softmax, LogSoftmax, Softmin, Softmax2d, RReLU."""
 from ...autograd import no_grad
 from .. import functional as F
-from .linear import check_size, new_parameter
 from .module import Module
+from .utils import check_size, new_parameter
 
 __all__ = ["ReLU", "ReLU6", "PReLU", "LeakyReLU", "ELU", "SELU", "CELU", "GELU", "SiLU", "Mish",
            "Softplus", "Hardswish", "Hardsigmoid", "Sigmoid", "LogSigmoid", "Tanh", "Hardtanh",

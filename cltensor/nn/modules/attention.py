@@ -16,9 +16,11 @@ from .. import init
 from ..functional.attention import _attend
 from ..functional.attention import scaled_dot_product_attention  # noqa: F401  (torch's path)
 from .container import ModuleList
-from .linear import Dropout, Linear, check_size, new_parameter
+from .dropout import Dropout
+from .linear import Linear
 from .module import Module
 from .normalization import LayerNorm
+from .utils import check_size, new_parameter
 
 __all__ = ["MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder",
            "TransformerDecoderLayer", "TransformerDecoder", "Transformer"]

@@ -4,27 +4,12 @@ cltensor.nn.functional's convolutions; Unfold and Fold (im2col and col2im)."""
 import cltensor
 
 from .. import functional as F
-from .linear import add_weight_and_bias, check_size, reset_kaiming
 from .module import Module
+from .utils import add_weight_and_bias, check_size, ntuple, reset_kaiming
 
 __all__ = ["Conv2d", "ConvTranspose2d", "Conv1d", "ConvTranspose1d", "Unfold", "Fold"]
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
-
-
-def ntuple(value, n, name, owner):
-    """(a,) * n from an int, or an n-tuple of ints, checked."""
-    v = (value,) * n if isinstance(value, int) else \
-        tuple(value) if isinstance(value, (tuple, list)) else ()
-    if len(v) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        kind = "a pair" if n == 2 else f"a {n}-tuple"
-        raise TypeError(f"{owner}: {name} must be an int or {kind} of ints, got {value!r}")
-    return v
-
-
-def pair(value, name, owner):
-    """(a, a) from an int, or a 2-tuple of ints, checked."""
-    return ntuple(value, 2, name, owner)
 
 
 class _ConvNd(Module):

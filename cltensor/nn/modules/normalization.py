@@ -5,8 +5,8 @@ from ...autograd import no_grad
 from ...creation import ones, zeros
 from .. import functional as F
 from .. import init
-from .linear import check_size, new_parameter
 from .module import Module
+from .utils import check_size, new_parameter
 
 __all__ = ["BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "LocalResponseNorm",
            "InstanceNorm1d", "InstanceNorm2d", "RMSNorm"]
