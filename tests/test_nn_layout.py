@@ -1,10 +1,15 @@
 """The layout of cltensor.nn: nn.functional's public names (those of the single module it was),
-no import cycle inside nn, functional never importing the layers, and no file over 800 lines."""
+the layers in the files torch names, no import cycle inside nn, functional never importing the
+layers, and no file over 800 lines."""
 import ast
+import importlib
 import pathlib
 import types
 
+import pytest
+
 import cltensor.nn.functional as F
+from cltensor import nn
 
 NN = pathlib.Path(__file__).resolve().parents[1] / "cltensor" / "nn"
 
@@ -102,3 +107,14 @@ def test_no_file_in_nn_is_over_800_lines():
     long = {str(p.relative_to(NN)): n for p in NN.rglob("*.py")
             if (n := len(p.read_text().splitlines())) > 800}
     assert not long, long
+
+
+def test_layers_are_where_torch_has_them():
+    """cltensor.nn.modules.<file>.<Layer> for torch.nn.modules.<file>.<Layer>, for every layer
+    both have (torch's Parameter is outside nn.modules)."""
+    torch = pytest.importorskip("torch")
+    for name in nn.__all__:
+        home = getattr(torch.nn, name).__module__
+        if home.startswith("torch.nn.modules."):
+            module = importlib.import_module("cltensor.nn.modules." + home.rsplit(".", 1)[1])
+            assert getattr(module, name) is getattr(nn, name), (name, home)
