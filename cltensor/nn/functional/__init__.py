@@ -10,6 +10,10 @@ so that they record a graph of their own; a linear op's backward (average poolin
 is recorded as _Adjoint, whose gradient is the op itself. Ops composed of tensor ops (linear,
 embedding, cat, flatten, probability-target cross_entropy) need nothing more.
 
+The ops live in one module per area (activation, attention, conv, distance, dropout, linear,
+loss, margin_loss, normalization, pooling, sparse, vision; helpers in utils); this package
+re-exports them.
+
 Example:
     import cltensor.nn.functional as F
     logits = F.linear(F.relu(F.max_pool2d(x, 2)).flatten(1), w, b)
@@ -26,7 +30,6 @@ from .dropout import *  # noqa: F401,F403
 from .dropout import SELU_NEG  # noqa: F401
 from .linear import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
-from .loss import BCE_EPS  # noqa: F401
 from .margin_loss import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .pooling import *  # noqa: F401,F403
