@@ -1,6 +1,7 @@
 """cltensor.nn additions: 1-d layers, unfold/fold, instance/RMS norm, distances, the margin and
 likelihood losses and the rest, against torch in float64 (forward, gradients, double backward),
-numpy references where cheap, and bad input."""
+numpy references where cheap, and bad input; torch's edge cases (binary cross entropy at 0 and
+1, the place of a reassigned child, parameter or buffer)."""
 import math
 import re
 
@@ -556,3 +557,35 @@ def test_binary_cross_entropy_at_zero_and_one(device, reduction):
         np.testing.assert_allclose(cx.grad.numpy(), tx.grad.numpy(), **tol(x))
         # the target's gradient is -logit(x): infinite at 0 and 1 in torch too
         np.testing.assert_allclose(ct.grad.numpy(), tt.grad.numpy(), **tol(x))
+
+
+def _reassigned(lib, ones, device):
+    """A model whose first child, first parameter and first buffer are reassigned, and whose
+    emptied parameter slot is filled again, built with torch.nn or cltensor.nn."""
+    m = lib.Sequential(lib.Linear(2, 3, **device), lib.ReLU(), lib.Linear(3, 1, **device))
+    m.scale = lib.Parameter(ones(1))
+    m.shift = lib.Parameter(ones(1))
+    m.register_buffer("first", ones(1))
+    m.register_buffer("second", ones(1))
+    m[0] = lib.Linear(2, 3, **device)
+    setattr(m, "1", lib.Tanh())                        # as model.conv1 = nn.Conv2d(...)
+    m.scale = lib.Parameter(ones(1))
+    m.first = ones(1)
+    m.register_buffer("first", ones(1))
+    m.shift = None
+    m.shift = lib.Parameter(ones(1))
+    m[0].weight = lib.Parameter(ones(3, 2))
+    return m
+
+
+def test_reassignment_keeps_the_order(device):
+    """Reassigning a child, parameter or buffer keeps its place, as torch's (scripts slice
+    list(model.children())[:-1])."""
+    torch = pytest.importorskip("torch")
+    ours = _reassigned(nn, lambda *s: cltensor.ones(s, device=device), dict(device=device))
+    theirs = _reassigned(torch.nn, lambda *s: torch.ones(s), {})
+    for listing in ("named_children", "named_parameters", "named_buffers"):
+        assert [n for n, _ in getattr(ours, listing)()] == [
+            n for n, _ in getattr(theirs, listing)()], listing
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert list(ours.children())[:-1][0] is ours[0]

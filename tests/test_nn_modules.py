@@ -89,38 +89,6 @@ def test_reassignment_moves_between_registries(device):
     assert [n for n, _ in m.named_buffers()] == ["c"]
 
 
-def _reassigned(lib, ones, device):
-    """A model whose first child, first parameter and first buffer are reassigned, and whose
-    emptied parameter slot is filled again, built with torch.nn or cltensor.nn."""
-    m = lib.Sequential(lib.Linear(2, 3, **device), lib.ReLU(), lib.Linear(3, 1, **device))
-    m.scale = lib.Parameter(ones(1))
-    m.shift = lib.Parameter(ones(1))
-    m.register_buffer("first", ones(1))
-    m.register_buffer("second", ones(1))
-    m[0] = lib.Linear(2, 3, **device)
-    setattr(m, "1", lib.Tanh())                        # as model.conv1 = nn.Conv2d(...)
-    m.scale = lib.Parameter(ones(1))
-    m.first = ones(1)
-    m.register_buffer("first", ones(1))
-    m.shift = None
-    m.shift = lib.Parameter(ones(1))
-    m[0].weight = lib.Parameter(ones(3, 2))
-    return m
-
-
-def test_reassignment_keeps_the_order(device):
-    """Reassigning a child, parameter or buffer keeps its place, as torch's (scripts slice
-    list(model.children())[:-1])."""
-    torch = pytest.importorskip("torch")
-    ours = _reassigned(nn, lambda *s: cltensor.ones(s, device=device), dict(device=device))
-    theirs = _reassigned(torch.nn, lambda *s: torch.ones(s), {})
-    for listing in ("named_children", "named_parameters", "named_buffers"):
-        assert [n for n, _ in getattr(ours, listing)()] == [
-            n for n, _ in getattr(theirs, listing)()], listing
-    assert list(ours.state_dict()) == list(theirs.state_dict())
-    assert list(ours.children())[:-1][0] is ours[0]
-
-
 def test_registration_errors(device):
     m = nn.Linear(2, 3, device=device)
     with pytest.raises(TypeError, match="cannot assign 'ClTensor' as parameter 'weight'"):

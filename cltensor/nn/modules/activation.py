@@ -362,7 +362,6 @@ class RReLU(Module):
         return f"lower={self.lower}, upper={self.upper}{_inplace_repr(self.inplace)}"
 
 
-
 class MultiheadAttention(Module):
     """Multi-head attention as torch.nn.MultiheadAttention:
     out_proj(concat_h softmax(q_h k_h^T / sqrt(head_dim) + masks) v_h).
