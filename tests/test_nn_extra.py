@@ -532,7 +532,7 @@ def test_bad_input(device, rng):
 
 
 @pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
-def test_binary_cross_entropy_at_zero_and_one(device, reduction):
+def test_binary_cross_entropy_at_zero_and_one(device, rng, reduction):
     """Probabilities exactly 0 and 1: finite loss (logs clamped at -100) and finite input
     gradients (x (1 - x) floored at 1e-12), both as torch's; F and nn.BCELoss."""
     torch = pytest.importorskip("torch")
@@ -557,6 +557,11 @@ def test_binary_cross_entropy_at_zero_and_one(device, reduction):
         np.testing.assert_allclose(cx.grad.numpy(), tx.grad.numpy(), **tol(x))
         # the target's gradient is -logit(x): infinite at 0 and 1 in torch too
         np.testing.assert_allclose(ct.grad.numpy(), tt.grad.numpy(), **tol(x))
+    # inside (0, 1): gradients of gradients (create_graph=True) as torch's
+    inside = (slice(4, 8),)
+    check(lambda p, q: F.binary_cross_entropy(p, q, reduction=reduction),
+          lambda p, q: torch.nn.functional.binary_cross_entropy(p, q, reduction=reduction),
+          [x[inside], t[inside]], device, rng, second=True)
 
 
 def _reassigned(lib, ones, device):
