@@ -422,8 +422,9 @@ KERNEL_BACKWARDS = [("conv.function", "backward"), ("ops.activation", "_backward
                     ("ops.pool", "max_pool2d_backward"), ("ops.pool", "avg_pool2d_backward"),
                     ("ops.softmax", "softmax_backward"), ("ops.resample", "upsample_backward"),
                     ("ops.norm", "batch_norm_backward"), ("ops.softmax", "xent_backward")]
-RECORDED_BACKWARDS = [("nn.functional", "_scattered"), ("nn.functional", "_batch_norm_grads"),
-                      ("nn.functional", "_target_weights"), ("conv.function", "recorded_grads"),
+RECORDED_BACKWARDS = [("nn.functional.pooling", "_scattered"),
+                      ("nn.functional.normalization", "_batch_norm_grads"),
+                      ("nn.functional.loss", "_target_weights"), ("conv.function", "recorded_grads"),
                       ("conv.transposed", "recorded_grads")]
 
 

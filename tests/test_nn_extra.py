@@ -1,6 +1,7 @@
 """cltensor.nn additions: 1-d layers, unfold/fold, instance/RMS norm, distances, the margin and
 likelihood losses and the rest, against torch in float64 (forward, gradients, double backward),
-numpy references where cheap, and bad input."""
+numpy references where cheap, and bad input; torch's edge cases (binary cross entropy at 0 and
+1, the place of a reassigned child, parameter or buffer)."""
 import math
 import re
 
@@ -528,3 +529,68 @@ def test_bad_input(device, rng):
     for exc, match, fn in bad:
         with pytest.raises(exc, match=match):
             fn()
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_binary_cross_entropy_at_zero_and_one(device, rng, reduction):
+    """Probabilities exactly 0 and 1: finite loss (logs clamped at -100) and finite input
+    gradients (x (1 - x) floored at 1e-12), both as torch's; F and nn.BCELoss."""
+    torch = pytest.importorskip("torch")
+    dt = dtype_of(device)
+    x = np.array([0.0, 1.0, 0.0, 1.0, 0.3, 0.9, 1e-6, 0.5], dt)
+    t = np.array([0.0, 1.0, 1.0, 0.0, 0.6, 0.2, 0.0, 1.0], dt)
+    w = np.linspace(0.5, 2.0, x.size).astype(dt)
+    for use_module in (False, True):
+        cx, ct = C(x, device, True), C(t, device, True)
+        tx, tt = torch.tensor(x, requires_grad=True), torch.tensor(t, requires_grad=True)
+        if use_module:
+            y = nn.BCELoss(C(w, device), reduction=reduction)(cx, ct)
+            ty = torch.nn.BCELoss(torch.tensor(w), reduction=reduction)(tx, tt)
+        else:
+            y = F.binary_cross_entropy(cx, ct, reduction=reduction)
+            ty = torch.nn.functional.binary_cross_entropy(tx, tt, reduction=reduction)
+        np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), **tol(x))
+        g = np.linspace(1.0, 2.0, ty.numel()).astype(dt).reshape(ty.shape)
+        y.backward(C(g, device))
+        ty.backward(torch.tensor(g))
+        assert np.isfinite(cx.grad.numpy()).all()
+        np.testing.assert_allclose(cx.grad.numpy(), tx.grad.numpy(), **tol(x))
+        # the target's gradient is -logit(x): infinite at 0 and 1 in torch too
+        np.testing.assert_allclose(ct.grad.numpy(), tt.grad.numpy(), **tol(x))
+    # inside (0, 1): gradients of gradients (create_graph=True) as torch's
+    inside = (slice(4, 8),)
+    check(lambda p, q: F.binary_cross_entropy(p, q, reduction=reduction),
+          lambda p, q: torch.nn.functional.binary_cross_entropy(p, q, reduction=reduction),
+          [x[inside], t[inside]], device, rng, second=True)
+
+
+def _reassigned(lib, ones, device):
+    """A model whose first child, first parameter and first buffer are reassigned, and whose
+    emptied parameter slot is filled again, built with torch.nn or cltensor.nn."""
+    m = lib.Sequential(lib.Linear(2, 3, **device), lib.ReLU(), lib.Linear(3, 1, **device))
+    m.scale = lib.Parameter(ones(1))
+    m.shift = lib.Parameter(ones(1))
+    m.register_buffer("first", ones(1))
+    m.register_buffer("second", ones(1))
+    m[0] = lib.Linear(2, 3, **device)
+    setattr(m, "1", lib.Tanh())                        # as model.conv1 = nn.Conv2d(...)
+    m.scale = lib.Parameter(ones(1))
+    m.first = ones(1)
+    m.register_buffer("first", ones(1))
+    m.shift = None
+    m.shift = lib.Parameter(ones(1))
+    m[0].weight = lib.Parameter(ones(3, 2))
+    return m
+
+
+def test_reassignment_keeps_the_order(device):
+    """Reassigning a child, parameter or buffer keeps its place, as torch's (scripts slice
+    list(model.children())[:-1])."""
+    torch = pytest.importorskip("torch")
+    ours = _reassigned(nn, lambda *s: cltensor.ones(s, device=device), dict(device=device))
+    theirs = _reassigned(torch.nn, lambda *s: torch.ones(s), {})
+    for listing in ("named_children", "named_parameters", "named_buffers"):
+        assert [n for n, _ in getattr(ours, listing)()] == [
+            n for n, _ in getattr(theirs, listing)()], listing
+    assert list(ours.state_dict()) == list(theirs.state_dict())
+    assert list(ours.children())[:-1][0] is ours[0]

@@ -1,30 +1,15 @@
 """Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d: the modules around
-cltensor.nn.functional's convolutions; Unfold and Fold (im2col and col2im)."""
+cltensor.nn.functional's convolutions."""
 
 import cltensor
 
 from .. import functional as F
-from .linear import add_weight_and_bias, check_size, reset_kaiming
 from .module import Module
+from .utils import add_weight_and_bias, check_size, ntuple, reset_kaiming
 
-__all__ = ["Conv2d", "ConvTranspose2d", "Conv1d", "ConvTranspose1d", "Unfold", "Fold"]
+__all__ = ["Conv2d", "ConvTranspose2d", "Conv1d", "ConvTranspose1d"]
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
-
-
-def ntuple(value, n, name, owner):
-    """(a,) * n from an int, or an n-tuple of ints, checked."""
-    v = (value,) * n if isinstance(value, int) else \
-        tuple(value) if isinstance(value, (tuple, list)) else ()
-    if len(v) != n or not all(isinstance(x, int) and not isinstance(x, bool) for x in v):
-        kind = "a pair" if n == 2 else f"a {n}-tuple"
-        raise TypeError(f"{owner}: {name} must be an int or {kind} of ints, got {value!r}")
-    return v
-
-
-def pair(value, name, owner):
-    """(a, a) from an int, or a 2-tuple of ints, checked."""
-    return ntuple(value, 2, name, owner)
 
 
 class _ConvNd(Module):
@@ -248,43 +233,3 @@ class ConvTranspose1d(ConvTranspose2d):
         return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups,
                                   self.dilation)
-
-
-class Unfold(Module):
-    """Sliding blocks of an (N, C, H, W) input as the columns of (N, C * kh * kw, L) (F.unfold).
-
-    Example:
-        nn.Unfold(3, padding=1)(cltensor.randn(2, 3, 5, 5)).shape   # (2, 27, 25)
-    """
-
-    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
-        super().__init__()
-        self.kernel_size, self.dilation = kernel_size, dilation
-        self.padding, self.stride = padding, stride
-
-    def forward(self, input):
-        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
-
-    def extra_repr(self):
-        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
-                f"padding={self.padding}, stride={self.stride}")
-
-
-class Fold(Unfold):
-    """Columns (N, C * kh * kw, L) summed back into an (N, C, H, W) image (F.fold), (H, W) =
-    output_size.
-
-    Example:
-        nn.Fold((4, 4), 2)(cltensor.randn(1, 12, 9)).shape   # (1, 3, 4, 4)
-    """
-
-    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
-        super().__init__(kernel_size, dilation, padding, stride)
-        self.output_size = output_size
-
-    def forward(self, input):
-        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
-                      self.stride)
-
-    def extra_repr(self):
-        return f"output_size={self.output_size}, " + super().extra_repr()

@@ -181,7 +181,7 @@ class Module:
         if isinstance(value, Parameter):
             self._check_name(name, "parameters")
             _check_leaf(name, value)
-            self._forget(name)
+            self._forget(name, keep="_parameters")
             self.register_parameter(name, value)
         elif d.get("_parameters") is not None and name in d["_parameters"]:
             if value is not None:
@@ -190,7 +190,7 @@ class Module:
             self._parameters[name] = None
         elif isinstance(value, Module):
             self._check_name(name, "child module")
-            self._forget(name)
+            self._forget(name, keep="_modules")
             self._modules[name] = value
         elif d.get("_modules") is not None and name in d["_modules"]:
             if value is not None:
@@ -205,11 +205,13 @@ class Module:
         else:
             object.__setattr__(self, name, value)
 
-    def _forget(self, name):
-        """Drop `name` from every registry and the instance dict (before it is re-registered)."""
+    def _forget(self, name, keep):
+        """Drop `name` from the instance dict and every registry but `keep`, where a reassigned
+        name keeps its place (children(), parameters() and state_dict() order, as torch's)."""
         self.__dict__.pop(name, None)
         for reg in ("_parameters", "_buffers", "_modules"):
-            self.__dict__[reg].pop(name, None)
+            if reg != keep:
+                self.__dict__[reg].pop(name, None)
         self._non_persistent_buffers.discard(name)
 
     def __getattr__(self, name):

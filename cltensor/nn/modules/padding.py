@@ -1,8 +1,8 @@
 """Padding modules (torch.nn's): ZeroPad1d/2d, ConstantPad1d/2d, ReflectionPad1d/2d,
 ReplicationPad1d/2d and CircularPad1d/2d, each F.pad with its mode."""
 from .. import functional as F
-from .conv import pair
 from .module import Module
+from .utils import pair
 
 __all__ = ["ZeroPad1d", "ZeroPad2d", "ConstantPad1d", "ConstantPad2d", "ReflectionPad1d",
            "ReflectionPad2d", "ReplicationPad1d", "ReplicationPad2d", "CircularPad1d",

@@ -1,8 +1,8 @@
-"""PixelShuffle, PixelUnshuffle and ChannelShuffle (F.pixel_shuffle, ...)."""
+"""PixelShuffle and PixelUnshuffle (F.pixel_shuffle, F.pixel_unshuffle)."""
 from .. import functional as F
 from .module import Module
 
-__all__ = ["PixelShuffle", "PixelUnshuffle", "ChannelShuffle"]
+__all__ = ["PixelShuffle", "PixelUnshuffle"]
 
 
 class PixelShuffle(Module):
@@ -35,17 +35,3 @@ class PixelUnshuffle(Module):
 
     def extra_repr(self):
         return f"downscale_factor={self.downscale_factor}"
-
-
-class ChannelShuffle(Module):
-    """The channels of (N, C, *) input regrouped across `groups` (ShuffleNet)."""
-
-    def __init__(self, groups):
-        super().__init__()
-        self.groups = groups
-
-    def forward(self, input):
-        return F.channel_shuffle(input, self.groups)
-
-    def extra_repr(self):
-        return f"groups={self.groups}"

@@ -1,8 +1,8 @@
 """Pooling modules: MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d,
 LPPool1d/2d and MaxUnpool1d/2d."""
 from .. import functional as F
-from .conv import ntuple
 from .module import Module
+from .utils import ntuple
 
 __all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "MaxPool1d",
            "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "LPPool1d", "LPPool2d",

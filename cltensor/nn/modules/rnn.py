@@ -20,8 +20,8 @@ from ...tensor import ClTensor
 from .. import functional as F
 from .. import init
 from ..utils.rnn import PackedSequence, batch_sizes_of, packed_like
-from .linear import check_size, new_parameter
 from .module import Module
+from .utils import check_size, new_parameter
 
 __all__ = ["RNNCellBase", "RNNCell", "LSTMCell", "GRUCell", "RNNBase", "RNN", "LSTM", "GRU"]
 
