@@ -188,3 +188,97 @@ def test_bad_conv_benchmark_file_is_set_aside(device, cache, kind, monkeypatch):
     data = json.loads(path.read_text())  # rewritten with the new choice, valid
     dispatch.validate_disk(data)
     assert data and path.with_name(path.name + ".corrupt").exists()
+
+
+# ---- program binaries -------------------------------------------------------------------------
+
+_BUILD = """
+import sys, warnings
+import pyopencl.characterize as c
+if sys.argv[2] == "binaries":
+    c.has_src_build_cache = lambda dev: None  # force cltensor's binary cache
+import cltensor as ct
+warnings.simplefilter("always")
+x = ct.ones(3, device=ct.get_device(sys.argv[1])) * 2
+print(x.numpy().sum())
+"""
+
+
+def _build_process(device, root, policy, **env):
+    env = subprocess_env(CLTENSOR_CACHE_DIR=str(root), **env)
+    env.pop("POCL_CACHE_DIR", None)
+    return subprocess.run([sys.executable, "-c", _BUILD, device.index, policy], env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def _ran_right(out):
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert float(out.stdout.strip().splitlines()[-1]) == 6.0
+    return out.stderr
+
+
+def _files(folder):
+    return [os.path.join(d, f) for d, _, fs in os.walk(folder) for f in fs]
+
+
+_PLANTED = b"cos\nsystem\n(S'touch %s'\ntR."  # a pickle that runs a shell command
+
+
+@pytest.mark.parametrize("fault", ["truncated", "garbage", "planted pickle"])
+def test_corrupt_program_binaries_are_rebuilt(device, tmp_path, fault):
+    root = tmp_path / "cache"
+    assert "CacheWarning" not in _ran_right(_build_process(device, root, "binaries"))
+    files = _files(root / "kernels")
+    assert files, "no binaries written"
+    marker = tmp_path / "pwned"
+    for path in files:
+        data = open(path, "rb").read()
+        bad = {"truncated": data[: len(data) // 2], "garbage": os.urandom(len(data)),
+               "planted pickle": _PLANTED % str(marker).encode()}[fault]
+        open(path, "wb").write(bad)
+    err = _ran_right(_build_process(device, root, "binaries"))
+    assert not marker.exists(), "a file of the cache was unpickled"
+    assert "CacheWarning" in err and "corrupt" in err
+    # rebuilt and stored again: a third process reads them without a warning
+    assert "CacheWarning" not in _ran_right(_build_process(device, root, "binaries"))
+
+
+@pytest.mark.parametrize("how", ["others can write", "another owner"])
+def test_unsafe_program_cache_folder_is_refused(device, tmp_path, how):
+    if how == "another owner" and os.geteuid() != 0:
+        pytest.skip("changing a folder's owner needs root")
+    root = tmp_path / "cache"
+    root.mkdir()
+    _refuse(root, how)
+    err = _ran_right(_build_process(device, root, "binaries"))
+    assert err.count("refusing cache folder") == 1, err[-3000:]
+    assert not (root / "kernels").exists()
+
+
+def test_concurrent_program_builds(device, tmp_path):
+    root = tmp_path / "cache"
+    env = subprocess_env(CLTENSOR_CACHE_DIR=str(root))
+    procs = [subprocess.Popen([sys.executable, "-c", _BUILD, device.index, "binaries"], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    for p in procs:
+        out, err = p.communicate(timeout=300)
+        assert p.returncode == 0 and float(out.strip().splitlines()[-1]) == 6.0, err[-2000:]
+        assert "CacheWarning" not in err
+    assert _files(root / "kernels") and not [f for f in _files(root) if f.endswith(".tmp")]
+
+
+def test_pocl_cache_entries_cut_short_are_removed(device, tmp_path):
+    """PoCL aborts the process (status 134) on a cut program.bc or kernel .so of its cache;
+    cltensor keeps PoCL's cache under its root and removes such entries first."""
+    if "portable computing language" not in device.cl_device.platform.name.lower():
+        pytest.skip("PoCL's own cache")
+    root = tmp_path / "cache"
+    _ran_right(_build_process(device, root, "driver"))
+    cut = [f for f in _files(root / "pocl") if f.endswith((".so", "program.bc"))]
+    assert cut, "PoCL's cache is not under cltensor's cache root"
+    for path in cut:
+        data = open(path, "rb").read()
+        open(path, "wb").write(data[: len(data) // 3])
+    err = _ran_right(_build_process(device, root, "driver"))
+    assert "PoCL cache entry" in err and "cut short" in err
