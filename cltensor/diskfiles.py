@@ -143,15 +143,20 @@ def _parse(path, validate):
 
 def read_json(path, validate):
     """The JSON database at `path` after validate(data) (which raises ValueError on bad data);
-    {} when missing. A corrupt file is set aside (set_aside) and {} returned. OSError (an
-    unreadable file) propagates."""
-    data, reason = _parse(path, validate)
-    if data is not None:
-        return data
-    with file_lock(path):  # NOTE: read again under the lock: a writer may have just replaced it
+    {} when missing. A corrupt file is set aside (set_aside) and {} returned; an unreadable
+    one gives one CacheWarning and {}."""
+    try:
         data, reason = _parse(path, validate)
-        if data is None:
-            set_aside(path, reason)
+        if data is not None:
+            return data
+        with file_lock(path):  # NOTE: again under the lock: a writer may have just replaced it
+            data, reason = _parse(path, validate)
+            if data is None:
+                set_aside(path, reason)
+    except OSError as e:
+        warn_once(("read", os.fspath(path)), f"cltensor: cannot read {os.fspath(path)} ({e}); "
+                                             f"using defaults")
+        return {}
     return data or {}
 
 

@@ -519,17 +519,22 @@ def main(argv=None):
     device = get_device(args.device)
     report = {"device": device.name, "driver": device.cl_device.driver_version,
               "vendor": vendor_of(device), "winners": {}, "measurements": {}}
+    failed = 0
     for dtype in args.dtype or ["float32"]:
         t0 = time.perf_counter()
         entry, results = tune_gemm(device, dtype, args.size, args.reps, args.quick)
         key = f"gemm_{dtype}"
         report["winners"][key], report["measurements"][key] = entry, results
         print(f"{key}: {json.dumps(entry)}  ({time.perf_counter() - t0:.0f} s)")
+        if args.json:  # NOTE: written after each winner, so a later failure loses none
+            Path(args.json).write_text(json.dumps(report, indent=1))
         if not args.no_store:
-            print(f"stored in {store(key, device, entry)}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=1))
-    return 0
+            try:
+                print(f"stored in {store(key, device, entry)}")
+            except OSError as e:
+                print(f"not stored ({e}); the winner is printed above", file=sys.stderr)
+                failed = 1
+    return failed
 
 
 if __name__ == "__main__":

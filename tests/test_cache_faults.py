@@ -282,3 +282,17 @@ def test_pocl_cache_entries_cut_short_are_removed(device, tmp_path):
         open(path, "wb").write(data[: len(data) // 3])
     err = _ran_right(_build_process(device, root, "driver"))
     assert "PoCL cache entry" in err and "cut short" in err
+
+
+def test_tuner_keeps_its_winner_when_the_cache_folder_is_refused(device, cache, tmp_path,
+                                                                 monkeypatch, capsys):
+    winner = {"family": "direct", "min_work": 99}
+    monkeypatch.setattr(tune, "tune_gemm", lambda *a: (dict(winner), []))
+    cache.mkdir()
+    cache.chmod(0o777)
+    report = tmp_path / "report.json"
+    with pytest.warns(CacheWarning, match="refusing"):
+        status = tune.main(["gemm", "--device", device.index, "--json", str(report)])
+    assert status == 1 and "not stored" in capsys.readouterr().err
+    assert json.loads(report.read_text())["winners"]["gemm_float32"] == winner
+    assert not (cache / "tuning").exists()

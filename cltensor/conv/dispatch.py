@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from .. import backends, tune
-from ..diskfiles import private_dirs, read_json, update_json
+from ..diskfiles import private_dirs, read_json, update_json, warn_once
 from ..plugins import conv_algorithm_owner, conv_algorithms_for
 from ..program import cache_root, device_key
 from . import common, gemm1x1, im2col, implicit, s2d, winograd
@@ -336,6 +336,11 @@ def _to_disk(device, p, pass_, best, times):
     _load(device)[_disk_key(p, pass_)] = entry
     if private_dirs(cache_root(), "conv") is None:
         return
-    data = update_json(cache_path(device), validate_disk,
-                       lambda data: data.__setitem__(_disk_key(p, pass_), entry))
+    try:
+        data = update_json(cache_path(device), validate_disk,
+                           lambda data: data.__setitem__(_disk_key(p, pass_), entry))
+    except OSError as e:  # a full disk: the choice stays in memory for this process
+        warn_once(("write", str(cache_path(device))),
+                  f"cltensor: cannot write {cache_path(device)} ({e}); choice kept in memory")
+        return
     _disk[device.index] = data
