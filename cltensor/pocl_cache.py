@@ -7,7 +7,8 @@ unless the user set it, or turns PoCL's cache off (POCL_KERNEL_CACHE=0) when tha
 refused. guard() (before the first build on a PoCL device) checks the entries: every one in a
 top-level folder changed since the last check, and all of them after a process that built
 kernels died without exiting (a stale live-marker: a crash, SIGKILL or power loss mid-write).
-An entry with a cut file is removed, with one CacheWarning, and PoCL builds it again.
+An entry with a cut file is removed, with one CacheWarning, and PoCL builds it again. (PoCL
+writes each file to a temporary name and renames it, so a live writer's files are whole.)
 """
 import atexit
 import contextlib

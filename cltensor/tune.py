@@ -13,6 +13,11 @@ longest key contained in the device's name) and last the user cache, which the t
 replaces ~/.cache/cltensor), keyed by device name and driver version so a driver update starts
 from the shipped entries again.
 
+Every entry is checked against GEMM_ENTRY (each tunable's type and range; unknown keys
+refused), since its values become -D build options. A user file that fails the check is set
+aside as *.corrupt with one CacheWarning; store() merges with the file under a lock and
+replaces it atomically (cltensor/diskfiles.py). docs/tuning.md explains the shipped entries.
+
 Command line: `python -m cltensor.tune gemm [--device SPEC] [--dtype float32]` times candidate
 parameter sets on the device and stores the winner in the user cache; the next process uses it.
 """
