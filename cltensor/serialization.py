@@ -50,7 +50,8 @@ def _encode(obj, arrays, where):
     if isinstance(obj, (ClTensor, np.ndarray)):
         arr = _array_of(obj)
         if arr is None:
-            raise TypeError(f"save: {where} is an array of dtype {obj.dtype}, which cannot be saved")
+            raise TypeError(f"save: {where} is an array of dtype {obj.dtype}, which cannot be "
+                            f"saved")
         arrays.append(arr)
         return {"tensor": len(arrays) - 1}
     if obj is None or isinstance(obj, (bool, str, np.bool_)):

@@ -98,7 +98,8 @@ def _bad_files(tmp_path, device):
                                        b'"root": {"tensor": 5}}',
                            "unknown tree": b'{"format": "other", "root": {}}',
                            "unhashable key": b'{"format": "cltensor-tree", "version": 1, '
-                                             b'"root": {"dict": [[{"list": []}, {"int": 1}]]}}'}.items():
+                                             b'"root": {"dict": [[{"list": []}, '
+                                             b'{"int": 1}]]}}'}.items():
         buf = io.BytesIO()
         with zipfile.ZipFile(buf, "w") as zf:
             zf.writestr(serialization.TREE, bad_tree)
