@@ -1,8 +1,18 @@
 """Building kernels from cl_kernels/*.cl: one build per (context, file, options), cached in memory
-and on disk: by the driver where it caches builds from source itself (PoCL, NVIDIA), elsewhere
-by pyopencl's binary cache in a folder keyed by device name and driver version."""
+and on disk: by the driver where it caches builds from source itself (PoCL, NVIDIA; PoCL's
+cache kept under cltensor's cache root and guarded, see pocl_cache.py), elsewhere by
+cltensor's binary cache in a folder keyed by device name and driver version.
+
+The binary cache holds one file per build, <sha256 of device key, options and source>.bin: a
+magic line, a JSON header (the key, the binary's size and sha256) and the raw binary; no
+pickle. Its folders are created 0700 and refused (diskfiles.private_dir) when another user
+owns them or others can write them; a file that fails its checks or does not build is removed
+with one CacheWarning and the program built from source again; files are written atomically.
+"""
 import contextlib
 import functools
+import hashlib
+import json
 import os
 import re
 import warnings
@@ -10,8 +20,10 @@ from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
+import pyopencl.characterize as cl_characterize
 
-from . import profiler
+from . import pocl_cache, profiler
+from .diskfiles import private_dirs, warn_once, write_atomic
 
 _HERE = Path(__file__).resolve().parent
 # An installed wheel carries the kernels as cltensor/cl_kernels; a source checkout has them beside.
@@ -45,6 +57,10 @@ def _cache_root(own, xdg, home):
     # NOTE: memoized by the variables it reads (HOME through expanduser); GEMM's tuned-entry
     # lookup asks on every call
     return own or os.path.join(xdg or os.path.expanduser("~/.cache"), "cltensor")
+
+
+# NOTE: before any platform is opened, so that PoCL reads its cache folder from here
+pocl_cache.setup(cache_root())
 
 
 def device_key(device):
@@ -130,18 +146,90 @@ def build_program(device, filename, defines=None, source=None, rebuild=None):
 def _build(device, filename, src, options):
     if device.has_fp64:
         src = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + src
+    # NOTE: where the driver caches source builds itself, asking it for binaries is costly:
+    # PoCL compiles every kernel of the program up front for them (an xgemm build took 1.2 s,
+    # its binaries 18 s more)
+    if cl_characterize.has_src_build_cache(device.cl_device):
+        if "portable computing language" in device.cl_device.platform.name.lower():
+            pocl_cache.guard()
+        return _source_build(device, filename, src, options)
+    return _cached_build(device, filename, src, options)
+
+
+def _source_build(device, filename, src, options):
     try:
         with warnings.catch_warnings():
             # NOTE: PoCL prints harmless notes on success; failures still raise with the full log
             warnings.simplefilter("ignore", cl.CompilerWarning)
-            # NOTE: pyopencl uses its binary cache (here in our keyed folder) only where the
-            # driver does not cache source builds itself. Asking PoCL for the binaries makes it
-            # compile every kernel of the program up front: an xgemm build took 1.2 s, its
-            # binaries 18 s more.
+            # NOTE: cache_dir=False: never pyopencl's binary cache, which unpickles its files
             return cl.Program(device.context, src).build(
-                options=list(options), devices=[device.cl_device], cache_dir=cache_dir(device))
+                options=list(options), devices=[device.cl_device], cache_dir=False)
     except cl.Error as e:
         raise KernelBuildError(filename, options, str(e)) from None
+
+
+BINARY_MAGIC = b"cltensor-binary 1\n"
+
+
+def _binary_key(device, src, options):
+    h = hashlib.sha256()
+    for part in (device_key(device), "\0".join(options), src):
+        h.update(part.encode())
+        h.update(b"\0\0")
+    return h.hexdigest()
+
+
+def _cached_build(device, filename, src, options):
+    """A build through the binary cache (module doc); from source when its folder is refused."""
+    folder = private_dirs(cache_root(), "kernels", device_key(device))
+    if folder is None:
+        return _source_build(device, filename, src, options)
+    key = _binary_key(device, src, options)
+    path = os.path.join(folder, key + ".bin")
+    binary = _read_binary(path, key)
+    if binary is not None:
+        try:
+            return cl.Program(device.context, [device.cl_device], [binary]).build(
+                options=list(options), devices=[device.cl_device])
+        except cl.Error as e:
+            _drop_binary(path, f"the driver refused it: {str(e).splitlines()[0][:120]}")
+    prog = _source_build(device, filename, src, options)
+    binary = prog.binaries[0]
+    header = json.dumps({"key": key, "size": len(binary), "file": filename,
+                         "sha256": hashlib.sha256(binary).hexdigest()}).encode()
+    with contextlib.suppress(OSError):  # NOTE: a full disk costs the next process a build
+        write_atomic(path, BINARY_MAGIC + header + b"\n" + binary)
+    return prog
+
+
+def _read_binary(path, key):
+    """The binary stored at path for key; None when missing, or corrupt (then removed)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        _drop_binary(path, str(e))
+        return None
+    head, _, binary = data[len(BINARY_MAGIC):].partition(b"\n")
+    try:
+        header = json.loads(head) if data.startswith(BINARY_MAGIC) else None
+    except ValueError:
+        header = None
+    if not isinstance(header, dict) or header.get("key") != key or \
+            header.get("size") != len(binary) or \
+            header.get("sha256") != hashlib.sha256(binary).hexdigest():
+        _drop_binary(path, "its header, size or checksum does not match")
+        return None
+    return binary
+
+
+def _drop_binary(path, reason):
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    warn_once(("binary", path), f"cltensor: cached program binary {path} is corrupt "
+                                f"({reason}); removed, building from source")
 
 
 def _build_binary(device, filename, binary, options):

@@ -2,7 +2,13 @@
 
 The file is a plain numpy archive: np.load(path) reads it without cltensor, and a PyTorch
 state_dict saved with np.savez(path, **{k: v.numpy() for k, v in sd.items()}) loads here.
+
+A dict of name -> tensor is stored flat, one `<name>.npy` member per entry. Anything else (an
+optimizer's state_dict, nested dicts, lists, tuples, numbers, strings, None) is stored as its
+tensors, `tensors/<i>.npy`, and a JSON member `cltensor_tree.json` that holds the structure
+with each tensor replaced by {"tensor": i}.
 """
+import json
 import numbers
 import os
 import zipfile
@@ -13,46 +19,115 @@ import numpy as np
 from . import dtypes as dt
 from .creation import from_numpy
 from .device import get_device
+from .diskfiles import atomic_file
 from .tensor import ClTensor
 
 __all__ = ["save", "load"]
 
+TREE = "cltensor_tree.json"  # the member that marks and describes the nested form
+TREE_FORMAT = {"format": "cltensor-tree", "version": 1}
 
-def _host_array(key, value):
-    if not isinstance(key, str):
-        raise TypeError(f"save: keys must be strings, got {type(key).__name__} ({key!r})")
+
+def _array_of(value):
+    """The numpy array of a tensor, array or number, or None when value is none of those."""
     if isinstance(value, ClTensor):
         return value.numpy()
     if isinstance(value, (np.ndarray, numbers.Number, np.generic)):
         arr = np.asarray(value)
         if arr.dtype.kind in "biuf":
             return arr
-    raise TypeError(f"save: entry {key!r} is a {type(value).__name__}; only tensors, numpy "
-                    f"arrays and numbers can be saved (flatten nested dicts first)")
+    return None
+
+
+def _is_flat(obj):
+    """A dict of str -> tensor (or array, or number): saved as one .npy member per entry."""
+    return isinstance(obj, dict) and all(
+        isinstance(k, str) and _array_of(v) is not None for k, v in obj.items())
+
+
+def _encode(obj, arrays, where):
+    """The JSON node of obj, its tensors and arrays appended to `arrays`."""
+    if isinstance(obj, (ClTensor, np.ndarray)):
+        arr = _array_of(obj)
+        if arr is None:
+            raise TypeError(f"save: {where} is an array of dtype {obj.dtype}, which cannot be "
+                            f"saved")
+        arrays.append(arr)
+        return {"tensor": len(arrays) - 1}
+    if obj is None or isinstance(obj, (bool, str, np.bool_)):
+        return {"value": obj if not isinstance(obj, np.bool_) else bool(obj)}
+    if isinstance(obj, numbers.Integral):
+        return {"int": int(obj)}
+    if isinstance(obj, numbers.Real):
+        return {"float": repr(float(obj))}  # NOTE: a string keeps inf and nan in plain JSON
+    if isinstance(obj, dict):
+        return {"dict": [[_encode(k, arrays, f"a key of {where}"),
+                          _encode(v, arrays, f"{where}[{k!r}]")] for k, v in obj.items()]}
+    if isinstance(obj, (list, tuple)):
+        kind = "list" if isinstance(obj, list) else "tuple"
+        return {kind: [_encode(v, arrays, f"{where}[{i}]") for i, v in enumerate(obj)]}
+    raise TypeError(f"save: {where} is a {type(obj).__name__}; only tensors, numpy arrays, "
+                    f"numbers, strings, None and dicts, lists and tuples of them can be saved")
+
+
+def _members(obj):
+    """[(member name, array or JSON bytes)] of the archive that stores obj."""
+    if _is_flat(obj):
+        return [(key + ".npy", _array_of(value)) for key, value in obj.items()]
+    arrays = []
+    tree = dict(TREE_FORMAT, root=_encode(obj, arrays, "the object"))
+    return ([(f"tensors/{i}.npy", arr) for i, arr in enumerate(arrays)] +
+            [(TREE, json.dumps(tree).encode())])
+
+
+def _write_zip(f, members):
+    # NOTE: written with zipfile, not np.savez: np.savez would append ".npz" to the path and
+    # reserves the key names "file" and "allow_pickle".
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, data in members:
+            if isinstance(data, bytes):
+                zf.writestr(name, data)
+                continue
+            with zf.open(name, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, data, allow_pickle=False)
+
+
+def _new_file_mode(path):
+    """The mode a plain open() would give the file: its present mode, else 0666 less umask."""
+    try:
+        return os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
 
 
 def save(obj, f):
-    """Write a dict of name -> tensor (or numpy array, or number) to `f` as an .npz archive.
+    """Write `obj` to `f` as an .npz archive.
 
-    `f` is a path (written exactly as given, no suffix added) or a binary file object.
+    obj: a dict of name -> tensor (or numpy array, or number), stored one array per name as
+    np.load reads it; or any nesting of dicts, lists and tuples of tensors, arrays, numbers,
+    strings and None (an optimizer's state_dict), which load() gives back as saved.
+    f: a path (written exactly as given, no suffix added) or a binary file object. A path is
+    written to a temporary file in the same folder and renamed over the old file at the end,
+    so a crash or a full disk while saving leaves the previous file whole.
 
     Example:
         cltensor.save(model.state_dict(), "model.npz")
         model.load_state_dict(cltensor.load("model.npz"))
     """
-    if not hasattr(obj, "items"):
-        raise TypeError(f"save: expected a dict of name -> tensor, got {type(obj).__name__}")
-    arrays = [(key, _host_array(key, value)) for key, value in obj.items()]
-    # NOTE: written with zipfile, not np.savez: np.savez would append ".npz" to the path and
-    # reserves the key names "file" and "allow_pickle".
-    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
-        for key, arr in arrays:
-            with zf.open(key + ".npy", "w", force_zip64=True) as member:
-                np.lib.format.write_array(member, arr, allow_pickle=False)
+    members = _members(obj)
+    if not isinstance(f, (str, os.PathLike)):
+        _write_zip(f, members)
+        return
+    with atomic_file(f, _new_file_mode(f)) as out:
+        _write_zip(out, members)
 
 
 def load(f, map_location=None, device=None):
-    """Read an .npz archive into an OrderedDict of name -> ClTensor, in the saved order.
+    """Read what save() wrote: an OrderedDict of name -> ClTensor in the saved order for a
+    dict of tensors (any .npz archive of named arrays), else the saved structure with its
+    tensors as ClTensors.
 
     Args:
         f: a path or a binary file object.
@@ -61,23 +136,81 @@ def load(f, map_location=None, device=None):
     float16 arrays (half-precision checkpoints) load as float32.
 
     Raises:
-        FileNotFoundError for a missing path, ValueError for a file that is not an .npz
-        archive, TypeError for arrays of another dtype cltensor does not support.
+        FileNotFoundError for a missing path, ValueError naming the file for one that is not
+        an .npz archive of this form (garbage, truncated, a single .npy array), TypeError for
+        arrays of another dtype cltensor does not support.
     """
     target = get_device(device if device is not None else map_location)
-    if isinstance(f, (str, os.PathLike)) and not os.path.exists(f):
-        raise FileNotFoundError(f"load: no such file: {os.fspath(f)!r}")
+    name = repr(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else \
+        repr(getattr(f, "name", f))
+    if isinstance(f, (str, os.PathLike)):
+        if not os.path.exists(f):
+            raise FileNotFoundError(f"load: no such file: {name}")
+        with open(f, "rb") as fh:
+            return _load_from(fh, name, target)
+    return _load_from(f, name, target)
+
+
+def _load_from(fh, name, device):
+    start = fh.tell()
+    if fh.read(6) == b"\x93NUMPY":
+        raise ValueError(f"load: {name} holds a single array, not an .npz archive of named ones")
+    fh.seek(start)
     try:
-        archive = np.load(f, allow_pickle=False)
-    except (ValueError, OSError) as e:
-        raise ValueError(f"load: {f!r} is not a numpy .npz archive ({e})") from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise ValueError(f"load: {f!r} holds a single array, not an .npz archive of named ones")
+        with zipfile.ZipFile(fh) as zf:
+            return _read_archive(zf, device)
+    except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, RecursionError,
+            UnicodeDecodeError) as e:
+        raise ValueError(f"load: {name} is not a numpy .npz archive that cltensor wrote or "
+                         f"reads (truncated or corrupt?): {type(e).__name__}: {e}") from None
+
+
+def _read_array(zf, member):
+    with zf.open(member) as m:
+        return np.lib.format.read_array(m, allow_pickle=False)
+
+
+def _read_archive(zf, device):
+    names = zf.namelist()
+    if TREE in names:
+        tree = json.loads(zf.read(TREE))
+        if not isinstance(tree, dict) or \
+                {k: tree.get(k) for k in TREE_FORMAT} != TREE_FORMAT or "root" not in tree:
+            raise ValueError(f"{TREE} is not a cltensor-tree version 1 structure")
+        return _decode(tree["root"], lambda i: _to_device(
+            f"tensor {i}", _read_array(zf, f"tensors/{i}.npy"), device))
     out = OrderedDict()
-    with archive:
-        for key in archive.files:
-            out[key] = _to_device(key, archive[key], target)
+    for member in names:
+        if not member.endswith(".npy"):
+            raise ValueError(f"unexpected member {member!r}")
+        key = member[:-4]
+        out[key] = _to_device(key, _read_array(zf, member), device)
     return out
+
+
+def _decode(node, tensor):
+    """The object a JSON node (from _encode) stands for; tensor(i) loads the i-th array."""
+    if not isinstance(node, dict) or len(node) != 1:
+        raise ValueError(f"malformed node {node!r:.80} in {TREE}")
+    (kind, value), = node.items()
+    if kind == "tensor" and type(value) is int:
+        return tensor(value)
+    if kind == "value" and (value is None or isinstance(value, (bool, str))):
+        return value
+    if kind == "int" and type(value) is int:
+        return value
+    if kind == "float" and isinstance(value, str):
+        return float(value)
+    if kind in ("list", "tuple") and isinstance(value, list):
+        items = [_decode(v, tensor) for v in value]
+        return items if kind == "list" else tuple(items)
+    if kind == "dict" and isinstance(value, list) and \
+            all(isinstance(p, list) and len(p) == 2 for p in value):
+        try:
+            return {_decode(k, tensor): _decode(v, tensor) for k, v in value}
+        except TypeError:  # an unhashable key
+            raise ValueError(f"malformed dict node in {TREE}: a key is a list or dict") from None
+    raise ValueError(f"malformed node {node!r:.80} in {TREE}")
 
 
 def _to_device(key, arr, device):

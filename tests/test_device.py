@@ -140,7 +140,7 @@ def test_memo_with_keeps_its_anchor_and_starts_afresh_past_its_limit(monkeypatch
 @pytest.mark.parametrize("driver_caches", [True, None])
 def test_program_cache_on_disk(device, tmp_path, driver_caches):
     """Builds are cached on disk by the driver where it caches source builds itself (pyopencl's
-    has_src_build_cache: PoCL, NVIDIA), else as pyopencl binaries in a folder keyed by device
+    has_src_build_cache: PoCL, NVIDIA), else as cltensor binaries in a folder keyed by device
     and driver. Both policies forced in turn (the subprocess patches pyopencl's answer)."""
     code = ("import pyopencl.characterize as c; c.has_src_build_cache = lambda dev: %r; "
             "import cltensor as ct; d = ct.get_device(%r); "

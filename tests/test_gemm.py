@@ -773,15 +773,16 @@ def tmp_tuning(tmp_path, monkeypatch):
 def test_lookup_falls_back_device_vendor_global(device, tmp_tuning):
     vendor = tune.vendor_of(device)
     name = device.name
+    a, b, c, d = "min_work", "min_dim", "min_m", "rowdot_max_m"  # levels: 1 global ... 4 long
     table = {"gemm_float32": {
-        "default": {"a": "global", "b": "global", "c": "global", "d": "global"},
-        "vendors": {vendor: {"default": {"b": "vendor", "c": "vendor", "d": "vendor"},
-                             "devices": {name[:3]: {"c": "short", "d": "short"},
-                                         name[:5]: {"d": "long"}, "no such device": {"a": 0}}},
-                    "other vendor": {"default": {"a": "other"}}}}}
+        "default": {a: 1, b: 1, c: 1, d: 1},
+        "vendors": {vendor: {"default": {b: 2, c: 2, d: 2},
+                             "devices": {name[:3]: {c: 3, d: 3},
+                                         name[:5]: {d: 4}, "no such device": {a: 0}}},
+                    "other vendor": {"default": {a: 9}}}}}
     (tmp_tuning / "gemm.json").write_text(json.dumps(table))
     got = tune.lookup("gemm", "gemm_float32", device)  # the longest device key wins, alone
-    assert got == {"a": "global", "b": "vendor", "c": "vendor", "d": "long"}
+    assert got == {a: 1, b: 2, c: 2, d: 4}
     assert tune.lookup("gemm", "gemm_float64", device) == {}
 
 

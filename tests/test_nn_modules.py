@@ -867,12 +867,11 @@ def test_save_load_dtypes_keys_and_file_objects(device, rng, tmp_path):
 
 
 def test_save_load_errors(device, tmp_path):
-    with pytest.raises(TypeError, match="expected a dict of name -> tensor, got list"):
-        save([cltensor.ones(1, device=device)], tmp_path / "x.npz")
-    with pytest.raises(TypeError, match="entry 'opt' is a dict"):
-        save({"opt": {"lr": 0.1}}, tmp_path / "x.npz")
-    with pytest.raises(TypeError, match="keys must be strings, got int"):
-        save({1: cltensor.ones(1, device=device)}, tmp_path / "x.npz")
+    with pytest.raises(TypeError, match=r"save: the object\['opt'\]\[0\] is a object; only"):
+        save({"opt": [object()]}, tmp_path / "x.npz")
+    with pytest.raises(TypeError, match="is a complex"):
+        save({1: 2j}, tmp_path / "x.npz")
+    assert not (tmp_path / "x.npz").exists()
     with pytest.raises(FileNotFoundError, match="no such file"):
         load(tmp_path / "missing.npz")
     garbage = tmp_path / "garbage.npz"

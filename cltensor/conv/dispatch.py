@@ -14,12 +14,11 @@ the portable ALGORITHMS plus those; auto asks their prefer() first, benchmark mo
 beside the portable ones, and a cached choice is timed again when a new candidate appears.
 """
 import inspect
-import json
-import os
 import time
 from pathlib import Path
 
 from .. import backends, tune
+from ..diskfiles import private_dirs, read_json, update_json, warn_once
 from ..plugins import conv_algorithm_owner, conv_algorithms_for
 from ..program import cache_root, device_key
 from . import common, gemm1x1, im2col, implicit, s2d, winograd
@@ -296,13 +295,26 @@ def _disk_key(p, pass_):
     return f"{p.key()}|{pass_}"
 
 
+def validate_disk(data):
+    """Raise ValueError unless `data` is a benchmark file: "<problem>|<pass>" -> {"algo": name,
+    "times_ms": {name: ms}, "vendor": name}."""
+    if not isinstance(data, dict):
+        raise ValueError(f"expected an object, got {type(data).__name__}")
+    for key, entry in data.items():
+        if not isinstance(entry, dict) or set(entry) - {"algo", "times_ms", "vendor"}:
+            raise ValueError(f"{key!r:.80}: expected an object of algo, times_ms and vendor")
+        times = entry.get("times_ms", {})
+        if not isinstance(entry.get("algo"), str) or not isinstance(times, dict) or \
+                not isinstance(entry.get("vendor", ""), str):
+            raise ValueError(f"{key!r:.80}: algo and vendor must be strings, times_ms an object")
+        if not all(type(t) in (int, float) and 0 <= t < float("inf") for t in times.values()):
+            raise ValueError(f"{key!r:.80}: times_ms must be finite numbers >= 0")
+
+
 def _load(device):
     if device.index not in _disk:
-        try:
-            with open(cache_path(device)) as f:
-                _disk[device.index] = json.load(f)
-        except (FileNotFoundError, json.JSONDecodeError):
-            _disk[device.index] = {}
+        ok = private_dirs(cache_root(), "conv") is not None
+        _disk[device.index] = read_json(cache_path(device), validate_disk) if ok else {}
     return _disk[device.index]
 
 
@@ -319,12 +331,16 @@ def _from_disk(device, p, pass_):
 
 
 def _to_disk(device, p, pass_, best, times):
-    data = _load(device)
-    data[_disk_key(p, pass_)] = {"algo": best, "times_ms": times,
-                                 "vendor": tune.vendor_of(device)}
-    path = cache_path(device)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+    """Merge one choice into the file under its lock (other processes' choices stay)."""
+    entry = {"algo": best, "times_ms": times, "vendor": tune.vendor_of(device)}
+    _load(device)[_disk_key(p, pass_)] = entry
+    if private_dirs(cache_root(), "conv") is None:
+        return
+    try:
+        data = update_json(cache_path(device), validate_disk,
+                           lambda data: data.__setitem__(_disk_key(p, pass_), entry))
+    except OSError as e:  # a full disk: the choice stays in memory for this process
+        warn_once(("write", str(cache_path(device))),
+                  f"cltensor: cannot write {cache_path(device)} ({e}); choice kept in memory")
+        return
+    _disk[device.index] = data
