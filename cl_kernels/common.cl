@@ -5,7 +5,8 @@
  * by this file's text (cltensor/program.py, read_source), so a program's source is one string and
  * the build caches see every change. The build defines MAX_DIMS first, from the Python constant
  * program.MAX_DIMS that the launchers check shapes against; a `#line` after the text keeps the
- * including file's line numbers in compiler logs.
+ * including file's line numbers in compiler logs (NVIDIA's compiler ignores it: its logs count
+ * the spliced lines too).
  *
  * Layout: a tensor operand is a View: an element offset into its buffer and one stride per dim,
  * in elements (stride 0 broadcasts); a Shape gives the sizes of the `nd` dims (nd <= MAX_DIMS)
