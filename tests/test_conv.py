@@ -478,10 +478,10 @@ def test_implicit_gemm_gpu_skips_parameter_sets_the_device_refuses(device, rng, 
             return False
         return True
 
-    monkeypatch.setattr(implicit_gpu.gemm, "_kernel_fits", fits)
+    monkeypatch.setattr(implicit_gpu.gemm, "kernel_fits", fits)
     _check_case(device, rng, "implicit_gemm", GENERAL_CASES[0])
     assert refused
-    monkeypatch.setattr(implicit_gpu.gemm, "_kernel_fits", lambda *args: False)
+    monkeypatch.setattr(implicit_gpu.gemm, "kernel_fits", lambda *args: False)
     x, w = (cltensor.from_numpy(random_array(rng, s), device=device) for s in ((1, 3, 5, 5),
                                                                                (2, 3, 3, 3)))
     with pytest.raises(RuntimeError, match="no parameter set of the GEMM engine fits"):

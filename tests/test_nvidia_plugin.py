@@ -64,12 +64,12 @@ def allow_tf32(value=True):
 @contextlib.contextmanager
 def only_plugins(*pls):
     """The GEMM engine asks these plug-ins alone (the built-in one is out of the way)."""
-    saved = gm.plugins_for
-    gm.plugins_for = lambda device: list(pls)
+    saved = list(gm.PROVIDERS)
+    gm.PROVIDERS[:] = [lambda device: list(pls)]
     try:
         yield
     finally:
-        gm.plugins_for = saved
+        gm.PROVIDERS[:] = saved
 
 
 @pytest.fixture
@@ -285,11 +285,11 @@ def test_pack_tf32_slices(device, rng, monkeypatch, rows, k, width, bk, layout, 
     flat[:special.size + tie.size] = np.concatenate([special, tie])
     host = x if layout == "k" else np.ascontiguousarray(x.transpose(0, 2, 1))
     t = cltensor.from_numpy(host, device=device)
-    bstrides = [0] * len(bshape) if shared else gm._dense_strides(bshape, rows * k)
+    bstrides = [0] * len(bshape) if shared else gm.dense_strides(bshape, rows * k)
     rs, ks = (k, 1) if layout == "k" else (1, rows)
     op = gm.Operand(t, bstrides, rs, ks)
     p = gm.Problem(device, np.dtype(np.float32), rows, rows, k, bshape, op, op, None, None)
-    monkeypatch.setattr(gm, "_scratch", lambda p, n: poisoned(device, (n,)))
+    monkeypatch.setattr(gm, "scratch", lambda p, n: poisoned(device, (n,)))
     dst, bs = nvidia._pack_slices(p, op, rows, rs, ks, width, bk)
     got = dst.numpy().view(np.uint32)
     want = np.concatenate([tf32_slices_model(xb, width, bk) for xb in x]).view(np.uint32)

@@ -138,7 +138,7 @@ def _search(device, geo, name, product, extra, engine):
         if engine is not None:
             defines.update(XGEMM_MMA=1, MMA_EMULATE=int(engine.emulate))
         kernel = _kernel(device, name, q, geo, **defines)
-        if gemm._kernel_fits(device, kernel, q["MDIMC"] * q["NDIMC"]):
+        if gemm.kernel_fits(device, kernel, q["MDIMC"] * q["NDIMC"]):
             return q, kernel
     raise RuntimeError(f"conv: no parameter set of the GEMM engine fits {device} for {name}")
 

@@ -25,7 +25,6 @@ import numpy as np
 import pyopencl as cl
 
 from .. import backends, program
-from ..plugins import plugins_for
 from ..program import ctype_of, launch, memo_with, remember, round_up
 from ..tensor import ClTensor
 from . import elementwise as ew
@@ -59,6 +58,10 @@ B_STRIDED, B_UNIT, B_ALIGNED = "strided", "unit", "aligned"
 EPI_ROW_BIAS, EPI_COL_BIAS, EPI_RELU = 1, 2, 4
 _ZERO = np.int64(0)  # an absent bias's offset and stride
 _fits = {}
+# Device-specific GEMM kernels offered from above: callables device -> [objects whose
+# gemm(p, alpha, beta, has_ci, row_bias, col_bias, relu) runs p and returns True, or declines];
+# cltensor.plugins registers its lookup here, so that this engine never imports plug-ins.
+PROVIDERS = []
 
 
 class Operand(NamedTuple):
@@ -96,7 +99,7 @@ def get_kernel(device, filename, name, defines, rebuild=None):
     return program.get_kernel(device, filename, name, defines, source, rebuild)
 
 
-def _kernel_fits(device, kernel, wgs):
+def kernel_fits(device, kernel, wgs):
     """Whether the built kernel accepts wgs work-items within the device's local memory.
     NOTE: memoized; the queries cost tens of microseconds on some drivers."""
     key = (kernel, device, wgs, device.local_mem)  # NOTE: the kernel itself, not a reusable id
@@ -155,7 +158,7 @@ def _operand_args(op):
             np.int64(op.cs)]
 
 
-def _launch_tiles(p, kernel, tile, groups_n, local, k_arg, tail, rows_in_dim0=False,
+def launch_tiles(p, kernel, tile, groups_n, local, k_arg, tail, rows_in_dim0=False,
                   splits=1, summed=False):
     """Launch over (groups_n, ceil(M / tile) groups, batches * splits), split so that dims 1
     and 2 stay within MAX_GROUPS; rows_in_dim0 puts the row groups in dim 0 (gemm_packed
@@ -168,7 +171,7 @@ def _launch_tiles(p, kernel, tile, groups_n, local, k_arg, tail, rows_in_dim0=Fa
 
 @functools.lru_cache(maxsize=4096)
 def _tile_launches(m, n, k_arg, bshape, tile, groups_n, local, rows_in_dim0, nz):
-    """[(global size, leading arguments)] of _launch_tiles' launches (memoized); nz: the
+    """[(global size, leading arguments)] of launch_tiles' launches (memoized); nz: the
     batches of the grid."""
     groups_m = -(-m // tile)
     head = (np.int32(m), np.int32(n), np.int32(k_arg))
@@ -185,7 +188,9 @@ def _tile_launches(m, n, k_arg, bshape, tile, groups_n, local, rows_in_dim0, nz)
     return tuple(launches)
 
 
-def _epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu):
+def epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu):
+    """The EPI_ARGS of gemm_common.cl: alpha, beta, C's input and output, the epilogue's flags
+    and both biases (an absent one as C's buffer with offset and stride 0)."""
     dt = p.dtype.type
     flags = ((EPI_ROW_BIAS if row_bias is not None else 0) |
              (EPI_COL_BIAS if col_bias is not None else 0) | (EPI_RELU if relu else 0))
@@ -234,7 +239,7 @@ def _run_direct(p, entry, epi):
     # every new global size that the runtime's own choice would bring.
     lx, ly = (1, 1) if p.device.is_cpu else DIRECT_GPU_LOCAL
     tail = _operand_args(p.a) + _operand_args(p.b) + epi
-    _launch_tiles(p, kernel, params["TM"] * ly, -(-p.n // (params["TN"] * lx)), (lx, ly, 1),
+    launch_tiles(p, kernel, params["TM"] * ly, -(-p.n // (params["TN"] * lx)), (lx, ly, 1),
                   p.k, tail)
 
 
@@ -257,7 +262,7 @@ def _run_rowdot(p, entry, epi):
     kernel = get_kernel(p.device, "gemm_rowdot.cl", "gemm_rowdot", defines)
     lx = ROWDOT_LOCAL
     tail = _operand_args(p.a) + _operand_args(p.b) + epi
-    _launch_tiles(p, kernel, p.m, -(-p.n // (nb * lx)), (lx, 1, 1), p.k, tail)
+    launch_tiles(p, kernel, p.m, -(-p.n // (nb * lx)), (lx, 1, 1), p.k, tail)
 
 
 ROWDOT_ACCUMULATORS = 16  # vector accumulators (M * NB) per work-item: AVX-512 has 32 registers
@@ -281,13 +286,13 @@ def _run_tiled(p, entry, epi):
         kernel = get_kernel(p.device, "gemm_direct.cl", "gemm_tiled",
                             dict(params, T=ctype_of(p.dtype)))
         lx, ly = params["TSN"] // params["WPTN"], params["TSM"] // params["WPTM"]
-        if _kernel_fits(p.device, kernel, lx * ly):
+        if kernel_fits(p.device, kernel, lx * ly):
             break
     else:
         return _run_direct(p, entry, epi)
     flags = [np.int32(abs(p.a.cs) <= abs(p.a.rs)), np.int32(abs(p.b.cs) <= abs(p.b.rs))]
     tail = _operand_args(p.a) + _operand_args(p.b) + epi + flags
-    _launch_tiles(p, kernel, params["TSM"], -(-p.n // params["TSN"]), (lx, ly, 1), p.k, tail)
+    launch_tiles(p, kernel, params["TSM"], -(-p.n // params["TSN"]), (lx, ly, 1), p.k, tail)
 
 
 # ---- family: packed (gemm_cpu.cl) -------------------------------------------------------------
@@ -295,7 +300,8 @@ def _run_tiled(p, entry, epi):
 PACK_LOCAL = 16  # pack_panels' work-group along K
 
 
-def _scratch(p, numel):
+def scratch(p, numel):
+    """A fresh tensor of numel elements of the problem's dtype, on its device."""
     return ClTensor.empty_on((numel,), p.dtype, p.device)
 
 
@@ -305,7 +311,7 @@ def _pack_panels(p, op, rows, rs, ks, width):
     shared = not any(op.bstrides)
     nb = 1 if shared else p.nbatch
     size = -(-rows // width) * p.k * width
-    dst = _scratch(p, nb * size)
+    dst = scratch(p, nb * size)
     kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels",
                         {"T": ctype_of(p.dtype), "PR": width})
     lx = min(PACK_LOCAL, p.device.max_work_group)
@@ -404,7 +410,7 @@ def _run_packed(p, entry, epi, summed=False):
     # memory once for all of M; walking N streamed all of B once per panel of A (PoCL, gemm.json)
     walk_n = packed_walks_n(p, params) and not b_in_place
     tail = a_args + b_args + [np.int32(walk_n)] + epi
-    _launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n,
+    launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n,
                   summed=summed)
 
 
@@ -561,15 +567,15 @@ def _xgemm_operand(p, op, rows, rs, ks, tile, params, kp):
     shape = (rows_p, kp) if kc else (kp, rows_p)
     strides = (rs, ks) if kc else (ks, rs)
     shared = not any(op.bstrides)
-    dst = _scratch(p, (1 if shared else p.nbatch) * shape[0] * shape[1])
-    bstrides = [0] * len(p.bshape) if shared else _dense_strides(p.bshape, shape[0] * shape[1])
+    dst = scratch(p, (1 if shared else p.nbatch) * shape[0] * shape[1])
+    bstrides = [0] * len(p.bshape) if shared else dense_strides(p.bshape, shape[0] * shape[1])
     vw = _load_width(p, params, tile, kc, [shape[1], *bstrides])
     assert vw, f"xgemm: no load width for a padded {shape} operand with {params}"
-    copy = lambda: _pad_copy(p, op, (rows, p.k) if kc else (p.k, rows), shape, strides, dst)
+    copy = lambda: pad_copy(p, op, (rows, p.k) if kc else (p.k, rows), shape, strides, dst)
     return XOperand(dst, bstrides, shape[1], int(kc), vw), copy
 
 
-def _pad_copy(p, op, sizes, padded, strides, dst):
+def pad_copy(p, op, sizes, padded, strides, dst):
     """dst = a dense zero-padded copy (batches, *padded) of op, one copy when the batches
     share it."""
     shared = not any(op.bstrides)
@@ -586,7 +592,7 @@ def _pad_copy(p, op, sizes, padded, strides, dst):
                np.int64(strides[1]), dst.storage.buf)
 
 
-def _dense_strides(shape, inner):
+def dense_strides(shape, inner):
     """Row-major strides of `shape` whose innermost element spans `inner` elements."""
     strides, acc = [], inner
     for n in reversed(shape):
@@ -600,7 +606,7 @@ def _xgemm_kernel(p, params, xa, xb, name="xgemm"):
     defines.update(T=ctype_of(p.dtype), A_KC=xa.kc, B_KC=xb.kc, VWA=xa.vw, VWB=xb.vw,
                    KTAIL=int(p.k % params["KWG"] != 0), ATAIL=xa.tail, BTAIL=xb.tail)
     kernel = get_kernel(p.device, "gemm_xgemm.cl", name, defines)
-    if name != "xgemm" or _kernel_fits(p.device, kernel, params["MDIMC"] * params["NDIMC"]):
+    if name != "xgemm" or kernel_fits(p.device, kernel, params["MDIMC"] * params["NDIMC"]):
         return kernel
     return None
 
@@ -719,7 +725,7 @@ def _ranking(p, entry, own, extra):
 
 def _launch_xgemm(p, plan, epi):
     q, splits = plan.params, plan.splits
-    part = _scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
+    part = scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
     tail = []
     for x in (plan.xa, plan.xb):
         tail += [x.t.storage.buf, ew.view_arg(x.t.offset, x.bstrides), np.int64(x.ld)]
@@ -729,10 +735,10 @@ def _launch_xgemm(p, plan, epi):
     # the product would leave the device idle.
     for copy in plan.copies:
         copy()
-    _launch_tiles(p, plan.kernel, q["MWG"], -(-p.n // q["NWG"]), (q["NDIMC"], q["MDIMC"], 1),
+    launch_tiles(p, plan.kernel, q["MWG"], -(-p.n // q["NWG"]), (q["NDIMC"], q["MDIMC"], 1),
                   p.k, tail + epi, splits=splits)
     if splits > 1:
-        _reduce_splits(p, reduce, splits, part, epi)
+        reduce_splits(p, reduce, splits, part, epi)
 
 
 # ---- benchmark mode (cltensor.backends.benchmark) ---------------------------------------------
@@ -785,9 +791,9 @@ def _time_plan(p, plan):
     """Seconds of one run of plan on p (best of BENCH_REPEAT after a warm-up), writing a
     scratch output so that the caller's tensors stay untouched."""
     out = ClTensor.empty_on((p.nbatch, p.m, p.n), p.dtype, p.device)
-    dense = Operand(out, _dense_strides(p.bshape, p.m * p.n), p.n, 1)
+    dense = Operand(out, dense_strides(p.bshape, p.m * p.n), p.n, 1)
     q = p._replace(ci=dense, co=dense)
-    epi = _epilogue_args(q, 1, 0, False, None, None, False)
+    epi = epilogue_args(q, 1, 0, False, None, None, False)
     best = float("inf")
     for rep in range(BENCH_REPEAT + 1):
         p.device.synchronize()
@@ -815,7 +821,8 @@ def clear_cache():
     _recipes.clear()
 
 
-def _reduce_splits(p, kernel, splits, part, epi):
+def reduce_splits(p, kernel, splits, part, epi):
+    """Sum the `splits` partial products in `part` into C through the epilogue (xgemm_reduce)."""
     lx = min(256, p.device.max_work_group)
     size = p.m * p.n
     for b0 in range(0, p.nbatch, MAX_GROUPS):
@@ -879,8 +886,8 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
     The low-level product under every op: a is (*batch, M, K), b (*batch, K, N), c_out and c_in
     (*batch, M, N), any strides (0 broadcasts in a, b and c_in); c_in may be c_out itself; the
     biases are 1-d (M and N). Callers validate and avoid overlaps (see gemm()). `entry`
-    replaces the database's entry (the tuner's candidates). The plug-ins that serve the device
-    (cltensor/plugins) are asked first, unless `entry` or FORCE_FAMILY is set.
+    replaces the database's entry (the tuner's candidates). The providers in PROVIDERS (the plug-ins
+    that serve the device) are asked first, unless `entry` or FORCE_FAMILY is set.
     """
     batch, (m, k), n = c_out.shape[:-2], a.shape[-2:], b.shape[-1]
     assert a.shape[:-2] == b.shape[:-2] == batch and b.shape[-2] == k, "gemm: shapes disagree"
@@ -893,9 +900,10 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
     p = Problem(c_out.device, c_out.dtype, m, n, k, bshape, *ops)
     # NOTE: the tuner's candidates (entry) and a forced family measure the portable kernels
     if entry is None and FORCE_FAMILY is None:
-        for plugin in plugins_for(p.device):
-            if plugin.gemm(p, alpha, beta, c_in is not None, row_bias, col_bias, relu):
-                return c_out
+        for lookup in PROVIDERS:
+            for plugin in lookup(p.device):
+                if plugin.gemm(p, alpha, beta, c_in is not None, row_bias, col_bias, relu):
+                    return c_out
     replayed = entry is None and not backends.benchmark
     entry = entry or entry_for(p.device, p.dtype)
     plan = _replayed_plan(p, entry) if replayed and _recipes else None
@@ -908,7 +916,7 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
                 pt = _transposed(p)
                 if _moves(pt, entry["packed"]) < moves:
                     p, row_bias, col_bias = pt, col_bias, row_bias
-    epi = _epilogue_args(p, alpha, beta, c_in is not None, row_bias, col_bias, relu)
+    epi = epilogue_args(p, alpha, beta, c_in is not None, row_bias, col_bias, relu)
     if plan is not None:
         _launch_xgemm(p, plan, epi)
     else:
@@ -951,7 +959,7 @@ def gemm_sum_into(a, b, c_out):
     pt = _transposed(p)
     if _moves(pt, entry["packed"]) < _moves(p, entry["packed"]):
         p = pt
-    _run_packed(p, entry, _epilogue_args(p, 1, 0, False, None, None, False), summed=True)
+    _run_packed(p, entry, epilogue_args(p, 1, 0, False, None, None, False), summed=True)
     return c_out
 
 

@@ -19,6 +19,7 @@ import importlib.metadata
 import warnings
 
 from .. import program
+from ..ops import gemm as _gemm
 
 ENTRY_POINT_GROUP = "cltensor.plugins"
 BUILTIN = ["cltensor.plugins.nvidia:NvidiaTensorCores"]
@@ -296,3 +297,6 @@ def conv_algorithm_owner(name):
         if name in pl.conv_algorithms():
             return pl
     return None
+
+
+_gemm.PROVIDERS.append(plugins_for)  # the GEMM engine asks the plug-ins that serve a device

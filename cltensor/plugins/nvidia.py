@@ -121,7 +121,7 @@ class NvidiaTensorCores(Plugin):
         for q, splits in self.plans(p):
             kernel = self._kernel(p, q, *[1 if x is None else x.kc for x in found])
             if kernel is not None:  # NOTE: a copy (None) is K-contiguous
-                epi = gm._epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu)
+                epi = gm.epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu)
                 if is_wgmma(q):
                     _run_wgmma(p, q, kernel, splits, epi)
                 else:
@@ -181,7 +181,7 @@ class NvidiaTensorCores(Plugin):
                           f"{p.device}; that parameter set is skipped:\n{e.log[:2000]}",
                           PluginWarning, stacklevel=4)
             return None
-        if not gm._kernel_fits(p.device, kernel, tile_shape(q)[2]):
+        if not gm.kernel_fits(p.device, kernel, tile_shape(q)[2]):
             self._broken.add(key)
             warnings.warn(f"cltensor plug-in {self.name!r}: {defines} exceeds {p.device}'s "
                           f"registers or local memory; that parameter set is skipped",
@@ -371,9 +371,9 @@ def _operand(p, op, rows, rs, ks, found):
         return found, None
     ld = round_up(p.k, ALIGN)
     shared = not any(op.bstrides)
-    dst = gm._scratch(p, (1 if shared else p.nbatch) * rows * ld)
-    bstrides = [0] * len(p.bshape) if shared else gm._dense_strides(p.bshape, rows * ld)
-    copy = lambda: gm._pad_copy(p, op, (rows, p.k), (rows, ld), (rs, ks), dst)  # noqa: E731
+    dst = gm.scratch(p, (1 if shared else p.nbatch) * rows * ld)
+    bstrides = [0] * len(p.bshape) if shared else gm.dense_strides(p.bshape, rows * ld)
+    copy = lambda: gm.pad_copy(p, op, (rows, p.k), (rows, ld), (rs, ks), dst)  # noqa: E731
     return MmaOperand(dst, bstrides, ld, 1), copy
 
 
@@ -382,7 +382,7 @@ def _run(p, q, kernel, splits, epi, a_in_place, b_in_place):
     xa, copy_a = _operand(p, p.a, p.m, p.a.rs, p.a.cs, a_in_place)
     xb, copy_b = _operand(p, p.b, p.n, p.b.cs, p.b.rs, b_in_place)
     bm, bn, nt = tile_shape(q)
-    part = gm._scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
+    part = gm.scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
     tail = []
     for x in (xa, xb):
         tail += [x.t.storage.buf, ew.view_arg(x.t.offset, x.bstrides), np.int64(x.ld)]
@@ -390,10 +390,10 @@ def _run(p, q, kernel, splits, epi, a_in_place, b_in_place):
     for copy in (copy_a, copy_b):
         if copy is not None:
             copy()
-    gm._launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), p.k, tail, splits=splits)
+    gm.launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), p.k, tail, splits=splits)
     if splits > 1:
         reduce = gm.get_kernel(p.device, "gemm_xgemm.cl", "xgemm_reduce", {"T": "float"})
-        gm._reduce_splits(p, reduce, splits, part, epi)
+        gm.reduce_splits(p, reduce, splits, part, epi)
 
 
 def _run_wgmma(p, q, kernel, splits, epi):
@@ -401,15 +401,15 @@ def _run_wgmma(p, q, kernel, splits, epi):
     bm, bn, nt = tile_shape(q)
     packed = [_pack_slices(p, p.a, p.m, p.a.rs, p.a.cs, bm, q["BK"]),
               _pack_slices(p, p.b, p.n, p.b.cs, p.b.rs, bn, q["BK"])]
-    part = gm._scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
+    part = gm.scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
     tail = []
     for t, bs in packed:
         tail += [t.storage.buf, np.int64(bs)]
     tail += [np.int32(splits), part.storage.buf] + epi
-    gm._launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), p.k, tail, splits=splits)
+    gm.launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), p.k, tail, splits=splits)
     if splits > 1:
         reduce = gm.get_kernel(p.device, "gemm_xgemm.cl", "xgemm_reduce", {"T": "float"})
-        gm._reduce_splits(p, reduce, splits, part, epi)
+        gm.reduce_splits(p, reduce, splits, part, epi)
 
 
 def _pack_slices(p, op, rows, rs, ks, width, bk):
@@ -418,7 +418,7 @@ def _pack_slices(p, op, rows, rs, ks, width, bk):
     shared = not any(op.bstrides)
     nb = 1 if shared else p.nbatch
     size = -(-rows // width) * width * -(-p.k // bk) * bk
-    dst = gm._scratch(p, nb * size)
+    dst = gm.scratch(p, nb * size)
     kernel = gm.get_kernel(p.device, "gemm_pack.cl", "pack_tf32_slices",
                            {"T": "float", "SLICE_K": bk})
     bshape = () if shared else p.bshape
