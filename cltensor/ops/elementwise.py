@@ -126,9 +126,12 @@ def overlaps_differently(out, t):
 
 
 def check_writable(out, op):
+    """Refuse an output with several elements in one location; else mark its storage written
+    (a version bump: saved tensors and weight-transform caches see the change)."""
     if any(s == 0 and n > 1 for n, s in zip(out.shape, out.strides)):
         raise RuntimeError(f"{op}: the output has several elements in one memory location "
                            f"(an expanded view); call .clone() first")
+    out.storage.version += 1
 
 
 def launch_elementwise(op_macro, operands, out, compute_dtype, user_op=None):
@@ -349,6 +352,7 @@ def copy_into(out, src):
         _prepare("copy_", [src], out)
         return copy(src, out)
     check_scalar(src, "fill_")
+    check_writable(out, "fill_")
     value = bool(src) if out.dtype == dt.bool_ else src
     return launch_elementwise("OP_copy", [value], out, out.dtype)
 

@@ -1,0 +1,102 @@
+"""Every write to a tensor's buffer bumps its storage's version: weight-transform caches make
+their transform again, and autograd refuses a backward through a saved tensor changed since."""
+import numpy as np
+import pytest
+
+import cltensor as ct
+from cltensor.conv import conv2d
+from cltensor.testing import random_array
+
+INPLACE_ERROR = "modified by an inplace operation"
+
+
+def T(a, device):
+    return ct.from_numpy(np.ascontiguousarray(a), device=device)
+
+
+@pytest.mark.parametrize("algo", ["winograd", "implicit_gemm"])
+def test_conv_weight_written_through_out(device, rng, algo):
+    x = T(random_array(rng, (1, 2, 6, 6)), device)
+    w = T(random_array(rng, (2, 2, 3, 3)), device)
+    conv2d(x, w, padding=1, algo=algo)  # caches the filter transform
+    ct.mul(w, 0.0, out=w)
+    np.testing.assert_array_equal(conv2d(x, w, padding=1, algo=algo).numpy(), 0.0)
+
+
+# each writes zeros into all of w
+WRITES = {
+    "out=": lambda w: ct.mul(w, 0.0, out=w),
+    "copy_": lambda w: w.copy_(ct.zeros(w.shape, device=w.device)),
+    "copy_scalar": lambda w: w.copy_(0.0),
+    "fill_": lambda w: w.fill_(0.0),
+    "zero_": lambda w: w.zero_(),
+    "setitem": lambda w: w.__setitem__(slice(None), 0.0),
+    "setitem_mask": lambda w: w.__setitem__(w == w, 0.0),
+    "mul_": lambda w: w.mul_(0.0),
+    "view_out=": lambda w: ct.mul(w.view(-1), 0.0, out=w.view(-1)),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+def test_every_write_bumps_the_version(device, write):
+    w = ct.ones(2, 3, device=device)
+    before = w.storage.version
+    WRITES[write](w)
+    assert w.storage.version > before
+    np.testing.assert_array_equal(w.numpy(), 0.0)
+
+
+def test_matmul_out_bumps_the_version(device, rng):
+    a = T(random_array(rng, (2, 2)), device)
+    out = ct.zeros(2, 2, device=device)
+    before = out.storage.version
+    ct.matmul(a, a, out=out)
+    assert out.storage.version > before
+
+
+def test_autograd_sees_a_write_through_out(device):
+    w = ct.ones(3, device=device, requires_grad=True)
+    y = w.exp()  # exp's backward uses its result y
+    with ct.no_grad():
+        ct.mul(y, 10.0, out=y)
+    with pytest.raises(RuntimeError, match=INPLACE_ERROR):
+        y.sum().backward()
+
+
+def test_autograd_sees_copy_into_a_saved_input(device):
+    w = ct.ones(3, device=device, requires_grad=True)
+    x = ct.full((3,), 2.0, device=device)
+    y = (w * x).sum()  # mul's backward uses x
+    x.copy_(ct.zeros(3, device=device))
+    with pytest.raises(RuntimeError, match=INPLACE_ERROR):
+        y.backward()
+
+
+def test_autograd_unchanged_saved_tensor_still_works(device):
+    w = ct.ones(3, device=device, requires_grad=True)
+    x = ct.full((3,), 2.0, device=device)
+    z = ct.zeros(3, device=device)
+    y = (w * x).sum()
+    ct.mul(z, 3.0, out=z)  # another tensor: no effect on y's graph
+    y.backward()
+    np.testing.assert_array_equal(w.grad.numpy(), 2.0)
+
+
+def test_optimizer_step_bumps_the_version(device, rng):
+    w = T(random_array(rng, (3,)), device).requires_grad_(True)
+    w.grad = ct.ones(3, device=device)
+    for opt in (ct.optim.SGD([w], lr=0.1), ct.optim.SGD([w], lr=0.1, momentum=0.9),
+                ct.optim.Adam([w], lr=0.1), ct.optim.RMSprop([w], lr=0.1)):
+        before = w.storage.version
+        opt.step()
+        assert w.storage.version > before, type(opt).__name__
+
+
+def test_load_state_dict_refreshes_conv_transform(device, rng):
+    conv = ct.nn.Conv2d(2, 2, 3, padding=1, bias=False).to(device)
+    x = T(random_array(rng, (1, 2, 6, 6)), device)
+    with ct.no_grad():
+        conv2d(x, conv.weight, padding=1, algo="winograd")
+        conv.load_state_dict({"weight": ct.zeros(2, 2, 3, 3, device=device)})
+        y = conv2d(x, conv.weight, padding=1, algo="winograd")
+    np.testing.assert_array_equal(y.numpy(), 0.0)
