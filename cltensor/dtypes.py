@@ -38,7 +38,8 @@ def as_dtype(dtype):
         d = None
     if d not in _RANK:
         names = ", ".join(str(x) for x in DTYPES)
-        raise TypeError(f"unsupported dtype {dtype!r}; cltensor supports {names}")
+        what = repr(dtype) if d is None else str(d)  # numpy's name when numpy knows the type
+        raise TypeError(f"unsupported dtype {what}; cltensor supports {names}")
     return d
 
 
@@ -67,6 +68,15 @@ def scalar_dtype(value):
     raise TypeError(f"expected a tensor or a Python number, got {type(value).__name__}")
 
 
+def foreign_operand(x, op=None):
+    """The TypeError for an array or tensor of another library met as an operand."""
+    kind = f"{type(x).__module__.split('.')[0]}.{type(x).__name__}"
+    how = "cltensor.from_numpy(a)" if isinstance(x, np.ndarray) else \
+        "cltensor.from_numpy(t.numpy())"
+    return TypeError(f"{op + ': ' if op else ''}a {kind} cannot be an operand of cltensor ops; "
+                     f"convert it explicitly, e.g. with {how}")
+
+
 def result_type(*operands):
     """torch.result_type: tensors with dims outrank 0-dim tensors, which outrank Python scalars;
     a lower-priority operand only matters when its category (bool/int/float) is higher."""
@@ -74,6 +84,8 @@ def result_type(*operands):
     for x in operands:
         if hasattr(x, "dtype") and hasattr(x, "shape"):
             g, d = (0 if len(x.shape) else 1), x.dtype
+            if d not in _RANK:  # a torch tensor or an array of another dtype
+                raise foreign_operand(x)
         else:
             g, d = 2, scalar_dtype(x)
         groups[g] = d if groups[g] is None else promote_types(groups[g], d)

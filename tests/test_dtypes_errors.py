@@ -67,3 +67,81 @@ def test_big_endian_converted_to_native(device, code, creator):
     assert got.dtype.isnative
     np.testing.assert_array_equal(got, array.astype(np.float64))
 
+
+
+# ---- errors and edge cases that used to fail obscurely ----------------------------------------
+
+@pytest.mark.parametrize("eq, shapes", [
+    ("ij,jk->ik", [(2, 0), (0, 3)]),  # a summed dim of size 0: zeros
+    ("ij,jk->ik", [(2, 3), (3, 0)]),
+    ("ij->", [(0, 3)]),
+    ("ii->i", [(0, 0)]),
+    ("bij,bjk->bik", [(0, 2, 3), (1, 3, 4)]),  # size 1 broadcast against 0
+    ("i,i->", [(0,), (0,)]),
+])
+def test_einsum_over_zero_size_dims(device, rng, eq, shapes):
+    torch = pytest.importorskip("torch")
+    arrays = [rng.standard_normal(s) for s in shapes]
+    got = ct.einsum(eq, *[ct.from_numpy(a, dtype=ct.float32, device=device) for a in arrays])
+    want = torch.einsum(eq, *[torch.from_numpy(a) for a in arrays]).numpy()
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("mode", ["LSTM", "GRU", "RNN"])
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_rnn_with_batch_zero_matches_torch(device, mode, batch_first):
+    torch = pytest.importorskip("torch")
+    shape = (0, 5, 3) if batch_first else (5, 0, 3)
+    kw = dict(num_layers=2, bidirectional=True, batch_first=batch_first)
+    out, state = getattr(ct.nn, mode)(3, 4, device=device, **kw)(ct.zeros(shape, device=device))
+    t_out, t_state = getattr(torch.nn, mode)(3, 4, **kw)(torch.zeros(shape))
+    assert out.shape == tuple(t_out.shape)
+    states, t_states = (state, t_state) if mode == "LSTM" else ((state,), (t_state,))
+    assert [s.shape for s in states] == [tuple(s.shape) for s in t_states]
+
+
+def test_torch_tensor_operand_refused(device):
+    torch = pytest.importorskip("torch")
+    x = ct.ones(2, device=device)
+    for op in (lambda: torch.ones(2) + x, lambda: x * torch.ones(2), lambda: x == torch.ones(2)):
+        with pytest.raises(TypeError, match=r"torch.Tensor .*convert it explicitly"):
+            op()
+
+
+def test_numpy_array_operand_refused(device):
+    x = ct.ones(2, device=device)
+    with pytest.raises(TypeError, match=r"numpy.ndarray .*cltensor.from_numpy"):
+        x + np.ones(2)
+
+
+@pytest.mark.parametrize("dtype, name", [(np.int16, "int16"), ("float16", "float16"),
+                                         (np.uint8, "uint8"), ("half", "float16"),
+                                         (np.complex64, "complex64")])
+def test_to_unsupported_dtype_names_it(device, dtype, name):
+    x = ct.ones(2, device=device)
+    with pytest.raises(TypeError, match=f"unsupported dtype {name}"):
+        x.to(dtype)
+    with pytest.raises(TypeError, match=f"unsupported dtype {name}"):
+        x.to(device, dtype)
+
+
+def test_to_supported_numpy_types(device):
+    x = ct.ones(2, device=device)
+    assert x.to(np.int32).dtype == ct.int32
+    assert x.to("int64").dtype == ct.int64
+
+
+@pytest.mark.parametrize("kwargs, name", [(dict(stride=2**40), "stride"),
+                                          (dict(stride=(1, 2**31)), "stride"),
+                                          (dict(divisor_override=2**40), "divisor_override")])
+def test_avg_pool_huge_arguments(device, kwargs, name):
+    x = ct.ones(1, 1, 4, 4, device=device)
+    with pytest.raises(ValueError, match=f"{name} .* too large"):
+        ct.nn.functional.avg_pool2d(x, 2, **kwargs)
+
+
+def test_avg_pool_largest_stride_works(device):
+    x = ct.ones(1, 1, 4, 4, device=device)
+    got = ct.nn.functional.avg_pool2d(x, 2, stride=2**31 - 1)
+    np.testing.assert_array_equal(got.numpy(), np.ones((1, 1, 1, 1)))

@@ -38,6 +38,8 @@ def is_tensor(x):
 def check_scalar(x, op):
     if type(x) in (int, float, bool):  # the common case, without the ABC check below
         return
+    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, np.generic):
+        raise dt.foreign_operand(x, op)
     if not isinstance(x, (numbers.Number, np.bool_)) or isinstance(x, complex):
         raise TypeError(f"{op}: expected a tensor or a real Python number, got {type(x).__name__}")
 
