@@ -48,6 +48,13 @@ def test_value_beyond_chosen_dtype_refused(device):
         ct.tensor(np.array([-2**31 - 1, 0]), dtype=ct.int32, device=device)
 
 
+def test_load_state_dict_refuses_wrapping(device):
+    bn = ct.nn.BatchNorm1d(2, device=device)
+    with pytest.raises(OverflowError, match="does not fit in int64"):
+        bn.load_state_dict({"num_batches_tracked": np.array(2**63 + 5, np.uint64)}, strict=False)
+    assert bn.num_batches_tracked.item() == 0
+
+
 def test_values_that_fit_are_kept(device):
     # today's conversions: uint64 -> int64, int16 -> int32, bool and floats as they are
     big = np.array([0, 2**63 - 1], np.uint64)
