@@ -14,13 +14,17 @@ def T(a, device):
     return ct.from_numpy(np.ascontiguousarray(a), device=device)
 
 
-@pytest.mark.parametrize("algo", ["winograd", "implicit_gemm"])
-def test_conv_weight_written_through_out(device, rng, algo):
-    x = T(random_array(rng, (1, 2, 6, 6)), device)
-    w = T(random_array(rng, (2, 2, 3, 3)), device)
-    conv2d(x, w, padding=1, algo=algo)  # caches the filter transform
+@pytest.mark.parametrize("algo, k, stride", [("winograd", 3, 1), ("winograd_4x4", 3, 1),
+                                              ("implicit_gemm", 3, 1), ("s2d_winograd", 3, 2),
+                                              ("gemm_1x1", 1, 1), ("im2col", 3, 1)])
+def test_conv_weight_written_through_out(device, rng, algo, k, stride):
+    x = T(random_array(rng, (1, 2, 8, 8)), device)
+    w = T(random_array(rng, (2, 2, k, k)), device)
+    for _ in range(3):  # caches the filter transform and records the launches
+        conv2d(x, w, stride=stride, padding=k // 2, algo=algo)
     ct.mul(w, 0.0, out=w)
-    np.testing.assert_array_equal(conv2d(x, w, padding=1, algo=algo).numpy(), 0.0)
+    got = conv2d(x, w, stride=stride, padding=k // 2, algo=algo)
+    np.testing.assert_array_equal(got.numpy(), 0.0)
 
 
 # each writes zeros into all of w
