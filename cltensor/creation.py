@@ -73,10 +73,13 @@ def _native(array, op):
 
 
 def _check_fits(array, target, op):
-    """OverflowError when an integer array holds values outside the integer dtype `target`
-    (numpy's cast would wrap them, e.g. uint64 2**63 to a negative int64)."""
-    if array.dtype.kind not in "iu" or target.kind not in "iu" or not array.size:
+    """OverflowError when an integer or float array holds values outside the integer dtype
+    `target` (numpy's cast would wrap them, e.g. uint64 2**63 to a negative int64, or give
+    garbage); ValueError for NaN and infinities."""
+    if array.dtype.kind not in "iuf" or target.kind not in "iu" or not array.size:
         return
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise ValueError(f"{op}: NaN or infinity cannot be converted to {target}")
     info = np.iinfo(target)
     lo, hi = int(array.min()), int(array.max())
     if lo < info.min or hi > info.max:

@@ -48,6 +48,15 @@ def test_value_beyond_chosen_dtype_refused(device):
         ct.tensor(np.array([-2**31 - 1, 0]), dtype=ct.int32, device=device)
 
 
+def test_float_beyond_integer_dtype_refused(device):
+    with pytest.raises(OverflowError, match="does not fit in int32"):
+        ct.tensor([1.0, 3e9], dtype=ct.int32, device=device)
+    with pytest.raises(ValueError, match="NaN or infinity cannot be converted to int64"):
+        ct.from_numpy(np.array([1.0, np.nan]), dtype=ct.int64, device=device)
+    got = ct.tensor([-2.7, 2.7, 2.0**31 - 1], dtype=ct.int32, device=device)
+    np.testing.assert_array_equal(got.numpy(), [-2, 2, 2**31 - 1])  # truncated, as torch
+
+
 def test_load_state_dict_refuses_wrapping(device):
     bn = ct.nn.BatchNorm1d(2, device=device)
     with pytest.raises(OverflowError, match="does not fit in int64"):
