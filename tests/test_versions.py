@@ -86,14 +86,27 @@ def test_autograd_unchanged_saved_tensor_still_works(device):
     np.testing.assert_array_equal(w.grad.numpy(), 2.0)
 
 
-def test_optimizer_step_bumps_the_version(device, rng):
+OPTIMIZERS = {
+    "SGD": (dict(lr=0.1), []),
+    "SGD_momentum": (dict(lr=0.1, momentum=0.9), ["momentum_buffer"]),
+    "Adam": (dict(lr=0.1, amsgrad=True), ["exp_avg", "exp_avg_sq", "max_exp_avg_sq"]),
+    "RMSprop": (dict(lr=0.1, centered=True, momentum=0.5),
+                ["square_avg", "grad_avg", "momentum_buffer"]),
+}
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_optimizer_step_bumps_the_versions(device, rng, name):
+    kwargs, buffers = OPTIMIZERS[name]
     w = T(random_array(rng, (3,)), device).requires_grad_(True)
     w.grad = ct.ones(3, device=device)
-    for opt in (ct.optim.SGD([w], lr=0.1), ct.optim.SGD([w], lr=0.1, momentum=0.9),
-                ct.optim.Adam([w], lr=0.1), ct.optim.RMSprop([w], lr=0.1)):
-        before = w.storage.version
-        opt.step()
-        assert w.storage.version > before, type(opt).__name__
+    opt = getattr(ct.optim, name.split("_")[0])([w], **kwargs)
+    opt.step()  # makes the state
+    state = opt.state[w]
+    before = [w.storage.version] + [state[b].storage.version for b in buffers]
+    opt.step()
+    after = [w.storage.version] + [state[b].storage.version for b in buffers]
+    assert all(a > b for a, b in zip(after, before)), (before, after)
 
 
 def test_load_state_dict_refreshes_conv_transform(device, rng):
