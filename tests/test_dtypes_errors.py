@@ -64,6 +64,13 @@ def test_load_state_dict_refuses_wrapping(device):
     assert bn.num_batches_tracked.item() == 0
 
 
+def test_uint64_index_beyond_int64_refused(device):
+    x = ct.arange(3, device=device)
+    with pytest.raises(OverflowError, match="9223372036854775809 does not fit in int64"):
+        x[np.array([2**63 + 1], np.uint64)]
+    np.testing.assert_array_equal(x[np.array([2, 0], np.uint64)].numpy(), [2, 0])
+
+
 def test_values_that_fit_are_kept(device):
     # today's conversions: uint64 -> int64, int16 -> int32, bool and floats as they are
     big = np.array([0, 2**63 - 1], np.uint64)
