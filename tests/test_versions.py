@@ -58,6 +58,16 @@ def test_matmul_out_bumps_the_version(device, rng):
     assert out.storage.version > before
 
 
+def test_refused_out_keeps_its_version(device):
+    out = ct.ones(3, dtype=ct.int32, device=device)
+    before = out.storage.version
+    with pytest.raises(TypeError, match="can't be cast"):
+        ct.mul(out, 1.5, out=out)
+    with pytest.raises(ValueError, match="cannot be broadcast"):
+        ct.add(out, ct.ones(4, dtype=ct.int32, device=device), out=out)
+    assert out.storage.version == before
+
+
 def test_autograd_sees_a_write_through_out(device):
     w = ct.ones(3, device=device, requires_grad=True)
     y = w.exp()  # exp's backward uses its result y

@@ -292,11 +292,11 @@ def _prepare(op, operands, out):
 
 
 def _finish(op_macro, operands, compute_dtype, out_dtype, out, op, user_op=None):
-    tensors = _prepare(op, operands, out)
+    if out is not None and dt.category(out_dtype) > dt.category(out.dtype):
+        raise TypeError(f"{op}: result type {out_dtype} can't be cast to the output's dtype {out.dtype}")
+    tensors = _prepare(op, operands, out)  # checks last: it marks out written
     if out is None:
         out = _new_out(tensors, out_dtype, op)
-    elif dt.category(out_dtype) > dt.category(out.dtype):
-        raise TypeError(f"{op}: result type {out_dtype} can't be cast to the output's dtype {out.dtype}")
     return launch_elementwise(op_macro, operands, out, compute_dtype, user_op)
 
 
