@@ -32,6 +32,9 @@ def as_dtype(dtype):
         return int64
     if dtype is builtins.bool:
         return bool_
+    if is_torch_dtype(dtype):
+        raise TypeError(f"unsupported dtype {dtype}: a torch dtype; use cltensor's own "
+                        f"(cltensor.float32, cltensor.int64, ...)")
     try:
         d = np.dtype(dtype)
     except TypeError:
@@ -41,6 +44,11 @@ def as_dtype(dtype):
         what = repr(dtype) if d is None else str(d)  # numpy's name when numpy knows the type
         raise TypeError(f"unsupported dtype {what}; cltensor supports {names}")
     return d
+
+
+def is_torch_dtype(dtype):
+    """True for torch.float32 and the like (without importing torch)."""
+    return type(dtype).__module__ == "torch" and type(dtype).__name__ == "dtype"
 
 
 def category(dtype):

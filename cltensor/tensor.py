@@ -811,7 +811,7 @@ def _is_dtype_like(a):
     unsupported ones), rather than a device."""
     if isinstance(a, np.dtype) or a in (builtins.float, builtins.int, builtins.bool):
         return True
-    if isinstance(a, type) and issubclass(a, np.generic):
+    if isinstance(a, type) and issubclass(a, np.generic) or dt.is_torch_dtype(a):
         return True
     return isinstance(a, str) and (a in dt._ALIASES or (len(a) > 1 and a in np.sctypeDict))
 

@@ -149,6 +149,13 @@ def test_to_unsupported_dtype_names_it(device, dtype, name):
         x.to(device, dtype)
 
 
+def test_to_torch_dtype_says_use_cltensors(device):
+    torch = pytest.importorskip("torch")
+    x = ct.ones(2, device=device)
+    with pytest.raises(TypeError, match="torch.float32: a torch dtype; use cltensor's own"):
+        x.to(torch.float32)
+
+
 def test_to_supported_numpy_types(device):
     x = ct.ones(2, device=device)
     assert x.to(np.int32).dtype == ct.int32
