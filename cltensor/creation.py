@@ -76,7 +76,8 @@ def _check_fits(array, target, op):
     """OverflowError when an integer or float array holds values outside the integer dtype
     `target` (numpy's cast would wrap them, e.g. uint64 2**63 to a negative int64, or give
     garbage); ValueError for NaN and infinities."""
-    if array.dtype.kind not in "iuf" or target.kind not in "iu" or not array.size:
+    if array.dtype.kind not in "iuf" or target.kind not in "iu" or not array.size or \
+            np.can_cast(array.dtype, target, "safe"):  # every value fits: no pass over the data
         return
     if array.dtype.kind == "f" and not np.isfinite(array).all():
         raise ValueError(f"{op}: NaN or infinity cannot be converted to {target}")
