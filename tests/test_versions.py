@@ -127,3 +127,40 @@ def test_load_state_dict_refreshes_conv_transform(device, rng):
         conv.load_state_dict({"weight": ct.zeros(2, 2, 3, 3, device=device)})
         y = conv2d(x, conv.weight, padding=1, algo="winograd")
     np.testing.assert_array_equal(y.numpy(), 0.0)
+
+
+# each: (forward from x and an index or mask tensor, an in-place change of that tensor)
+INDEX_USES = {
+    "gather": (lambda x, i: x.gather(0, i), lambda i: i.fill_(0)),
+    "index_select": (lambda x, i: x.index_select(0, i), lambda i: i.fill_(0)),
+    "scatter_add": (lambda x, i: x.scatter_add(0, i, x[:2] * 1), lambda i: i.fill_(0)),
+    "advanced_index": (lambda x, i: x[i], lambda i: i.fill_(0)),
+    "masked_fill": (lambda x, m: x.masked_fill(m, 0.0), lambda m: m.fill_(False)),
+    "masked_select": (lambda x, m: x.masked_select(m), lambda m: m.fill_(False)),
+}
+
+
+@pytest.mark.parametrize("use", list(INDEX_USES))
+def test_autograd_sees_a_changed_index(device, use):
+    forward, change = INDEX_USES[use]
+    x = ct.arange(1.0, 4.0, device=device).requires_grad_(True)
+    idx = ct.tensor([2, 1], device=device) if "mask" not in use else \
+        ct.tensor([True, False, True], device=device)
+    y = forward(x, idx).sum()
+    change(idx)
+    with pytest.raises(RuntimeError, match=INPLACE_ERROR):
+        y.backward()
+
+
+@pytest.mark.parametrize("use", list(INDEX_USES))
+def test_autograd_unchanged_index_still_works(device, use):
+    torch = pytest.importorskip("torch")
+    forward, _ = INDEX_USES[use]
+    x = ct.arange(1.0, 4.0, device=device).requires_grad_(True)
+    tx = torch.arange(1.0, 4.0, dtype=torch.float64).requires_grad_(True)
+    mask = "mask" in use
+    idx, tidx = (ct.tensor([True, False, True], device=device), torch.tensor([True, False, True])) \
+        if mask else (ct.tensor([2, 1], device=device), torch.tensor([2, 1]))
+    forward(x, idx).sum().backward()
+    forward(tx, tidx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy())
