@@ -79,10 +79,17 @@ def scalar_dtype(value):
 def foreign_operand(x, op=None):
     """The TypeError for an array or tensor of another library met as an operand."""
     kind = f"{type(x).__module__.split('.')[0]}.{type(x).__name__}"
+    return TypeError(f"{op + ': ' if op else ''}a {kind} cannot be an operand of cltensor "
+                     f"ops{conversion_hint(x)}")
+
+
+def conversion_hint(x):
+    """'; convert it explicitly, ...' for a numpy array or another library's tensor, else ''."""
+    if not (hasattr(x, "shape") and hasattr(x, "dtype")) or isinstance(x, np.generic):
+        return ""
     how = "cltensor.from_numpy(a)" if isinstance(x, np.ndarray) else \
         "cltensor.from_numpy(t.numpy())"
-    return TypeError(f"{op + ': ' if op else ''}a {kind} cannot be an operand of cltensor ops; "
-                     f"convert it explicitly, e.g. with {how}")
+    return f"; convert it explicitly, e.g. with {how}"
 
 
 def result_type(*operands):

@@ -130,6 +130,10 @@ def test_torch_tensor_operand_refused(device):
     for op in (lambda: torch.ones(2) + x, lambda: x * torch.ones(2), lambda: x == torch.ones(2)):
         with pytest.raises(TypeError, match=r"torch.Tensor .*convert it explicitly"):
             op()
+    for op in (lambda: torch.ones(2) @ x, lambda: ct.cat([x, torch.ones(2)]),
+               lambda: ct.outer(x, torch.ones(2))):
+        with pytest.raises(TypeError, match=r"got Tensor.*convert it explicitly"):
+            op()
 
 
 def test_numpy_array_operand_refused(device):
