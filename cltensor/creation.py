@@ -26,7 +26,7 @@ def factory(fn):
 def _host_array(data, op):
     """data as a numpy array, with a clear error for ragged or non-numeric input."""
     if isinstance(data, np.ndarray):
-        return data
+        return _native(data, op)
     try:
         arr = np.array(data)
     except ValueError as e:
@@ -50,13 +50,43 @@ def from_numpy(array, device=None, dtype=None):
     """Copy a numpy array to the device (keeping its dtype unless `dtype` is given)."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy array, got {type(array).__name__}")
+    array = _native(array, "from_numpy")
     target = dt.as_dtype(dtype) or dt.as_dtype(_default_dtype(array, False)
                                                if array.dtype not in dt.DTYPES else array.dtype)
+    _check_fits(array, target, "from_numpy")
     host = np.asarray(array, dtype=target, order="C")
     out = ClTensor.empty_on(host.shape, target, get_device(device))
     if host.size:
         cl.enqueue_copy(out.device.queue, out.storage.buf, host, is_blocking=True)
     return out
+
+
+def _native(array, op):
+    """array in native byte order; TypeError naming a dtype that is not bool, integer or float
+    (complex, datetime, timedelta, object, strings, void)."""
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"{op}: unsupported numpy dtype {array.dtype}; cltensor takes bool, "
+                        f"integer and floating-point arrays")
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
+    return array
+
+
+def _check_fits(array, target, op):
+    """OverflowError when an integer or float array holds values outside the integer dtype
+    `target` (numpy's cast would wrap them, e.g. uint64 2**63 to a negative int64, or give
+    garbage); ValueError for NaN and infinities."""
+    if array.dtype.kind not in "iuf" or target.kind not in "iu" or not array.size or \
+            np.can_cast(array.dtype, target, "safe"):  # every value fits: no pass over the data
+        return
+    if array.dtype.kind == "f" and not np.isfinite(array).all():
+        raise ValueError(f"{op}: NaN or infinity cannot be converted to {target}")
+    info = np.iinfo(target)
+    lo, hi = int(array.min()), int(array.max())
+    if lo < info.min or hi > info.max:
+        bad = hi if hi > info.max else lo
+        raise OverflowError(f"{op}: value {bad} does not fit in {target} (range {info.min} .. "
+                            f"{info.max}); convert it explicitly if wrapping is intended")
 
 
 @factory

@@ -32,14 +32,23 @@ def as_dtype(dtype):
         return int64
     if dtype is builtins.bool:
         return bool_
+    if is_torch_dtype(dtype):
+        raise TypeError(f"unsupported dtype {dtype}: a torch dtype; use cltensor's own "
+                        f"(cltensor.float32, cltensor.int64, ...)")
     try:
         d = np.dtype(dtype)
     except TypeError:
         d = None
     if d not in _RANK:
         names = ", ".join(str(x) for x in DTYPES)
-        raise TypeError(f"unsupported dtype {dtype!r}; cltensor supports {names}")
+        what = repr(dtype) if d is None else str(d)  # numpy's name when numpy knows the type
+        raise TypeError(f"unsupported dtype {what}; cltensor supports {names}")
     return d
+
+
+def is_torch_dtype(dtype):
+    """True for torch.float32 and the like (without importing torch)."""
+    return type(dtype).__module__ == "torch" and type(dtype).__name__ == "dtype"
 
 
 def category(dtype):
@@ -67,6 +76,22 @@ def scalar_dtype(value):
     raise TypeError(f"expected a tensor or a Python number, got {type(value).__name__}")
 
 
+def foreign_operand(x, op=None):
+    """The TypeError for an array or tensor of another library met as an operand."""
+    kind = f"{type(x).__module__.split('.')[0]}.{type(x).__name__}"
+    return TypeError(f"{op + ': ' if op else ''}a {kind} cannot be an operand of cltensor "
+                     f"ops{conversion_hint(x)}")
+
+
+def conversion_hint(x):
+    """'; convert it explicitly, ...' for a numpy array or another library's tensor, else ''."""
+    if not (hasattr(x, "shape") and hasattr(x, "dtype")) or isinstance(x, np.generic):
+        return ""
+    how = "cltensor.from_numpy(a)" if isinstance(x, np.ndarray) else \
+        "cltensor.from_numpy(t.numpy())"
+    return f"; convert it explicitly, e.g. with {how}"
+
+
 def result_type(*operands):
     """torch.result_type: tensors with dims outrank 0-dim tensors, which outrank Python scalars;
     a lower-priority operand only matters when its category (bool/int/float) is higher."""
@@ -74,6 +99,8 @@ def result_type(*operands):
     for x in operands:
         if hasattr(x, "dtype") and hasattr(x, "shape"):
             g, d = (0 if len(x.shape) else 1), x.dtype
+            if d not in _RANK:  # a torch tensor or an array of another dtype
+                raise foreign_operand(x)
         else:
             g, d = 2, scalar_dtype(x)
         groups[g] = d if groups[g] is None else promote_types(groups[g], d)

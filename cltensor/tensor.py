@@ -807,9 +807,13 @@ def to_args(args, device, dtype):
 
 
 def _is_dtype_like(a):
+    """A dtype, numpy scalar type or dtype name (supported or not: as_dtype names the
+    unsupported ones), rather than a device."""
     if isinstance(a, np.dtype) or a in (builtins.float, builtins.int, builtins.bool):
         return True
-    return isinstance(a, str) and a in dt._ALIASES
+    if isinstance(a, type) and issubclass(a, np.generic) or dt.is_torch_dtype(a):
+        return True
+    return isinstance(a, str) and (a in dt._ALIASES or (len(a) > 1 and a in np.sctypeDict))
 
 
 def _size_args_view(shape):

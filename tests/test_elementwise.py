@@ -276,6 +276,18 @@ def test_user_defined_elementwise(device, rng):
         ct.elementwise("out = no_such_function(x)", x=tx)
 
 
+def test_elementwise_operand_named_like_out(device):
+    x = ct.from_numpy(np.array([-1.0, 2.0], np.float32), device=device)
+    got = ct.elementwise("outer >= 0 ? outer : 0", outer=x).numpy()
+    np.testing.assert_array_equal(got, [0.0, 2.0])
+
+
+def test_elementwise_assignment_forms(device):
+    x = ct.from_numpy(np.array([-1.0, 2.0], np.float32), device=device)
+    np.testing.assert_array_equal(ct.elementwise(" out= x * 2;", x=x).numpy(), [-2.0, 4.0])
+    np.testing.assert_array_equal(ct.elementwise("out == 2 ? 1 : 0", out=x).numpy(), [0.0, 1.0])
+
+
 def test_bad_inputs(device):
     a = ct.ones(2, 3, device=device)
     with pytest.raises(ValueError, match=r"\(2, 3\) and \(4,\)"):

@@ -74,6 +74,7 @@ class Context:
         self.needs_input_grad = needs_input_grad
         self._saved = None
         self._versions = None
+        self._indices = ()
         self._released = False
         self._outputs = None  # saved index -> (weakref to the node, output index): see _unlink
 
@@ -91,15 +92,21 @@ class Context:
         if self._saved is None:
             return ()
         for t, v in zip(self._saved, self._versions):
-            if t is not None and t.storage.version != v:
-                raise RuntimeError(
-                    "one of the variables needed for gradient computation has been modified by "
-                    f"an inplace operation: a tensor of shape {t.shape} is at version "
-                    f"{t.storage.version}; expected version {v} instead")
+            if t is not None:
+                _check_version(t, v)
         if self._outputs is None:
             return self._saved
         return tuple(_relinked(t, *self._outputs[i]) if i in self._outputs else t
                      for i, t in enumerate(self._saved))
+
+    def save_indices(self, *tensors):
+        """Index and mask tensors (non-tensors skipped) that backward reads from ctx attributes:
+        checked for in-place changes before backward runs, as saved tensors are."""
+        self._indices = tuple((t, t.storage.version) for t in tensors if hasattr(t, "storage"))
+
+    def check_indices(self):
+        for t, v in self._indices:
+            _check_version(t, v)
 
     def _unlink(self, node, outs):
         """Keep saved outputs without their grad_fn (the node that holds this ctx), so that a
@@ -127,6 +134,14 @@ class Context:
         self._saved = tuple(t.clone() if t is not None and t.storage is storage else t
                             for t in self._saved)
         self._versions = tuple(None if t is None else t.storage.version for t in self._saved)
+
+
+def _check_version(t, version):
+    if t.storage.version != version:
+        raise RuntimeError(
+            "one of the variables needed for gradient computation has been modified by an "
+            f"inplace operation: a tensor of shape {t.shape} is at version "
+            f"{t.storage.version}; expected version {version} instead")
 
 
 def _relinked(t, node_ref, index):
@@ -166,6 +181,7 @@ class Node:
     def apply(self, grads):
         if self.ctx._released:
             self.ctx.saved_tensors  # raises the 'backward twice' error
+        self.ctx.check_indices()
         out = self.fn_cls.backward(self.ctx, *grads)
         return out if isinstance(out, tuple) else (out,)
 

@@ -1153,6 +1153,12 @@ class Repeat(Function):
 
 # ---- indexing ---------------------------------------------------------------------------------
 
+def _key_tensors(key):
+    """The tensors among an indexing key's entries (a key or a tuple of them)."""
+    entries = key if isinstance(key, tuple) else (key,)
+    return [k for k in entries if _is_t(k)]
+
+
 class IndexPut(Function):
     """x with x[key] = value (or += with accumulate), out of place: in-place setitem and
     index_put_ record this."""
@@ -1160,6 +1166,7 @@ class IndexPut(Function):
     @staticmethod
     def forward(ctx, x, key, value, accumulate=False):
         ctx.key, ctx.value, ctx.accumulate = key, value, accumulate
+        ctx.save_indices(*_key_tensors(key))
         out = _op("clone")(x)
         if accumulate:
             _op("setitem_raw")(out, key, value, accumulate=True)
@@ -1186,6 +1193,7 @@ class Index(Function):
     @staticmethod
     def forward(ctx, x, key):
         ctx.shape, ctx.dtype, ctx.device, ctx.key = x.shape, x.dtype, x.device, key
+        ctx.save_indices(*_key_tensors(key))
         return _op("getitem_raw")(x, key)
 
     @staticmethod
@@ -1199,6 +1207,7 @@ class IndexSelect(Function):
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.shape, ctx.dim, ctx.index = x.shape, dim % max(x.ndim, 1), index
+        ctx.save_indices(index)
         return _op("index_select")(x, dim, index)
 
     @staticmethod
@@ -1213,6 +1222,7 @@ class Gather(Function):
     @staticmethod
     def forward(ctx, x, dim, index):
         ctx.shape, ctx.dim, ctx.index = x.shape, dim, index
+        ctx.save_indices(index)
         return _op("gather")(x, dim, index)
 
     @staticmethod
@@ -1229,6 +1239,7 @@ class Scatter(Function):
             raise RuntimeError("scatter: the gradient of scatter with reduce= is not "
                                "implemented (as in torch); use scatter_reduce")
         ctx.dim, ctx.index, ctx.src = dim, index, src
+        ctx.save_indices(index)
         return _op("scatter")(x, dim, index, src, value)
 
     @staticmethod
@@ -1242,6 +1253,7 @@ class ScatterAdd(Function):
     @staticmethod
     def forward(ctx, x, dim, index, src):
         ctx.dim, ctx.index = dim, index
+        ctx.save_indices(index)
         return _op("scatter_add")(x, dim, index, src)
 
     @staticmethod
@@ -1254,6 +1266,7 @@ class MaskedFill(Function):
     @staticmethod
     def forward(ctx, x, mask, value):
         ctx.mask, ctx.value, ctx.shape = mask, value, x.shape
+        ctx.save_indices(mask)
         return _op("masked_fill")(x, mask, value)
 
     @staticmethod
@@ -1269,6 +1282,7 @@ class MaskedSelect(Function):
     @staticmethod
     def forward(ctx, x, mask):
         ctx.mask, ctx.shape, ctx.dtype, ctx.device = mask, x.shape, x.dtype, x.device
+        ctx.save_indices(mask)
         return _op("masked_select")(x, mask)
 
     @staticmethod
@@ -1289,6 +1303,7 @@ class ScatterReduce(Function):
     def forward(ctx, x, dim, index, src, reduce, *, include_self=True):
         out = _op("scatter_reduce")(x, dim, index, src, reduce, include_self=include_self)
         ctx.args = (dim, index, reduce, include_self)
+        ctx.save_indices(index)
         ctx.save_for_backward(x, src, out)
         return out
 
@@ -1371,6 +1386,7 @@ class MaskedScatter(Function):
     @staticmethod
     def forward(ctx, x, mask, source):
         ctx.mask, ctx.shape, ctx.src_shape = mask, x.shape, source.shape
+        ctx.save_indices(mask)
         return _op("masked_scatter")(x, mask, source)
 
     @staticmethod
@@ -1454,6 +1470,7 @@ class IndexAdd(Function):
     @staticmethod
     def forward(ctx, x, dim, index, source, alpha=1):
         ctx.dim, ctx.index, ctx.alpha, ctx.src_shape = dim, index, alpha, source.shape
+        ctx.save_indices(index)
         return _op("index_add")(x, dim, index, source, alpha=alpha)
 
     @staticmethod
@@ -1470,6 +1487,7 @@ class IndexCopy(Function):
     @staticmethod
     def forward(ctx, x, dim, index, source):
         ctx.dim, ctx.index, ctx.src_shape = dim, index, source.shape
+        ctx.save_indices(index)
         return _op("index_copy")(x, dim, index, source)
 
     @staticmethod
@@ -1488,6 +1506,7 @@ class IndexFill(Function):
     @staticmethod
     def forward(ctx, x, dim, index, value):
         ctx.dim, ctx.index, ctx.value = dim, index, value
+        ctx.save_indices(index)
         return _op("index_fill")(x, dim, index, value)
 
     @staticmethod

@@ -49,7 +49,8 @@ def _contract(a, la, b, lb, keep):
             if size.get(c, 1) != 1 and n not in (1, size[c]):
                 raise ValueError(f"einsum: operands do not broadcast: label {c!r} has sizes "
                                  f"{size[c]} and {n}")
-            size[c] = max(size.get(c, 1), n)
+            if size.get(c, 1) == 1:  # a size 1 broadcasts to any size, 0 included
+                size[c] = n
     a = _arranged(a, la, batch + only_a + summed, size, batch + summed)
     b = _arranged(b, lb, batch + summed + only_b, size, batch + summed)
     nb, m, k, n = (math.prod(size[c] for c in cs) for cs in (batch, only_a, summed, only_b))

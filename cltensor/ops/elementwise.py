@@ -38,6 +38,8 @@ def is_tensor(x):
 def check_scalar(x, op):
     if type(x) in (int, float, bool):  # the common case, without the ABC check below
         return
+    if hasattr(x, "shape") and hasattr(x, "dtype") and not isinstance(x, np.generic):
+        raise dt.foreign_operand(x, op)
     if not isinstance(x, (numbers.Number, np.bool_)) or isinstance(x, complex):
         raise TypeError(f"{op}: expected a tensor or a real Python number, got {type(x).__name__}")
 
@@ -126,9 +128,12 @@ def overlaps_differently(out, t):
 
 
 def check_writable(out, op):
+    """Refuse an output with several elements in one location; else mark its storage written
+    (a version bump: saved tensors and weight-transform caches see the change)."""
     if any(s == 0 and n > 1 for n, s in zip(out.shape, out.strides)):
         raise RuntimeError(f"{op}: the output has several elements in one memory location "
                            f"(an expanded view); call .clone() first")
+    out.storage.version += 1
 
 
 def launch_elementwise(op_macro, operands, out, compute_dtype, user_op=None):
@@ -287,11 +292,11 @@ def _prepare(op, operands, out):
 
 
 def _finish(op_macro, operands, compute_dtype, out_dtype, out, op, user_op=None):
-    tensors = _prepare(op, operands, out)
+    if out is not None and dt.category(out_dtype) > dt.category(out.dtype):
+        raise TypeError(f"{op}: result type {out_dtype} can't be cast to the output's dtype {out.dtype}")
+    tensors = _prepare(op, operands, out)  # checks last: it marks out written
     if out is None:
         out = _new_out(tensors, out_dtype, op)
-    elif dt.category(out_dtype) > dt.category(out.dtype):
-        raise TypeError(f"{op}: result type {out_dtype} can't be cast to the output's dtype {out.dtype}")
     return launch_elementwise(op_macro, operands, out, compute_dtype, user_op)
 
 
@@ -349,6 +354,7 @@ def copy_into(out, src):
         _prepare("copy_", [src], out)
         return copy(src, out)
     check_scalar(src, "fill_")
+    check_writable(out, "fill_")
     value = bool(src) if out.dtype == dt.bool_ else src
     return launch_elementwise("OP_copy", [value], out, out.dtype)
 

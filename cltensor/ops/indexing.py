@@ -231,7 +231,7 @@ def _host_index(k, device, op):
     if arr.dtype.kind == "b":
         return from_numpy(arr, device=device)
     if arr.dtype.kind in "iu":
-        return from_numpy(arr.astype(np.int64), device=device)
+        return from_numpy(arr, device=device, dtype=np.int64)  # refuses uint64 past int64
     raise TypeError(f"{op}: index lists must hold ints or bools, got {k!r}")
 
 

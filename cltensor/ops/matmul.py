@@ -21,7 +21,8 @@ def _check_tensors(op, *tensors):
     """Same device, same dtype (not bool), every operand a tensor; returns (device, dtype)."""
     for t in tensors:
         if not ew.is_tensor(t):
-            raise TypeError(f"{op}: expected tensors, got {type(t).__name__}")
+            raise TypeError(f"{op}: expected tensors, got {type(t).__name__}"
+                            f"{dt.conversion_hint(t)}")
     device = ew.common_device(list(tensors), op)
     dtypes = [t.dtype for t in tensors]
     if any(d != dtypes[0] for d in dtypes):
@@ -304,7 +305,8 @@ def outer(a, b, out=None):
     """
     for t in (a, b):
         if not ew.is_tensor(t):
-            raise TypeError(f"outer: expected tensors, got {type(t).__name__}")
+            raise TypeError(f"outer: expected tensors, got {type(t).__name__}"
+                            f"{dt.conversion_hint(t)}")
     _check_dims("outer", (a, b), (1, 1))
     return ew.binary("mul", a.unsqueeze(1), b.unsqueeze(0), out=out)
 

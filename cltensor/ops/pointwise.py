@@ -1,5 +1,7 @@
 """Pointwise math with torch's names, dtype rules and in-place forms (kernels: elementwise.cl),
 torch's special functions (erfinv, lgamma, digamma, polygamma, i0, igamma, ...) included."""
+import re
+
 import numpy as np
 
 from .. import dtypes as dt
@@ -384,6 +386,11 @@ def bitwise_not(x, out=None):
 clip, negative, subtract, multiply, divide, true_divide = clamp, neg, sub, mul, div, div
 
 
+# "out = <expr>": out as a whole word, then one "=" (not "=="), so operands such as `outer` and
+# expressions such as "out == 0" are left alone
+_OUT_ASSIGNMENT = re.compile(r"\s*out\s*=(?!=)(.*)\Z", re.S)
+
+
 def elementwise(expr, dtype=None, **operands):
     """A user-defined elementwise op from a C expression, compiled once per expression and dtypes.
 
@@ -393,8 +400,8 @@ def elementwise(expr, dtype=None, **operands):
     Example:
         y = cltensor.elementwise("out = a * exp(-b * x)", x=x, a=2.0, b=0.5)
     """
-    body = expr.split("=", 1)[1] if expr.lstrip().startswith("out") and "=" in expr else expr
-    body = body.strip().rstrip(";")
+    assignment = _OUT_ASSIGNMENT.match(expr)
+    body = (assignment.group(1) if assignment else expr).strip().rstrip(";")
     if not operands or len(operands) > 4:
         raise ValueError(f"elementwise: expected 1 to 4 named operands, got {len(operands)}")
     names = list(operands)

@@ -107,6 +107,10 @@ def window(op, x, kernel_size, stride, padding, dilation, ceil_mode):
         raise ValueError(f"{op}: dilation must be greater than zero, got {d}")
     if min(p) < 0:
         raise ValueError(f"{op}: padding must be non-negative, got {p}")
+    for name, v in (("kernel_size", k), ("stride", s), ("padding", p), ("dilation", d)):
+        if max(v) > _INT_MAX:
+            raise ValueError(f"{op}: {name} {v} is too large: pooling takes values up to "
+                             f"2**31 - 1")
     if p[0] > k[0] // 2 or p[1] > k[1] // 2:
         raise ValueError(f"{op}: pad should be at most half of kernel size, but got "
                          f"padding={p} and kernel_size={k}")
@@ -159,6 +163,9 @@ def _view4(t, off):
 
 
 def _pool(x_shape, out_hw, fields=None, divisor=0, include_pad=1):
+    if abs(divisor) > _INT_MAX:
+        raise ValueError(f"avg_pool: divisor_override {divisor} is too large: pooling takes "
+                         f"values up to 2**31 - 1")
     return _pool_struct(tuple(x_shape) + tuple(out_hw), tuple((fields or {}).items()), divisor,
                         include_pad)
 

@@ -38,7 +38,8 @@ def _tensor_list(tensors, op):
         raise ValueError(f"{op}: expected a non-empty list of tensors")
     for i, t in enumerate(tensors):
         if not isinstance(t, ClTensor):
-            raise TypeError(f"{op}: expected tensors, got {type(t).__name__} at position {i}")
+            raise TypeError(f"{op}: expected tensors, got {type(t).__name__} at position {i}"
+                            f"{dt.conversion_hint(t)}")
     ew.common_device(list(tensors), op)
     return list(tensors)
 

@@ -30,6 +30,8 @@ def _geometry(param, grad):
 
 
 def _launch(name, param, grad, buffers, scalars, flags):
+    """One step of kernel `name` over param and its state tensors `buffers` (placeholders where
+    a step keeps none), bumping the versions of everything it writes."""
     device = param.device
     n, nd, shp, vp, vg = _geometry(param, grad)
     if n == 0:
@@ -39,13 +41,14 @@ def _launch(name, param, grad, buffers, scalars, flags):
     local = None if device.is_cpu else (min(LOCAL_SIZE, device.max_work_group),)
     gsize = int(n) if local is None else round_up(int(n), local[0])
     launch(device, kernel, (gsize,), local, n, nd, shp, param.storage.buf, vp, grad.storage.buf,
-           vg, *buffers, *[ft(s) for s in scalars], np.int32(flags))
-    param.storage.version += 1  # saved tensors of an earlier forward now see the change
+           vg, *[b.storage.buf for b in buffers], *[ft(s) for s in scalars], np.int32(flags))
+    for storage in {id(t.storage): t.storage for t in (param, *buffers)}.values():
+        storage.version += 1  # saved tensors of an earlier forward now see the change
 
 
 def sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, flags):
     """param -= lr * (SGD direction), updating the momentum buffer `buf` (None without momentum)."""
-    b = param.storage.buf if buf is None else buf.storage.buf  # unused without SGD_MOMENTUM
+    b = param if buf is None else buf  # unused without SGD_MOMENTUM
     _launch("sgd_step", param, grad, [b],
             [lr, momentum, 1 - dampening, weight_decay], flags)
 
@@ -55,14 +58,13 @@ def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, scalars, flags):
     buffers (1 - beta1, beta2, 1 - beta2, eps, weight_decay, decay factor, -step size,
     sqrt(bias correction 2))."""
     vmax = exp_avg_sq if max_exp_avg_sq is None else max_exp_avg_sq
-    _launch("adam_step", param, grad,
-            [exp_avg.storage.buf, exp_avg_sq.storage.buf, vmax.storage.buf], scalars, flags)
+    _launch("adam_step", param, grad, [exp_avg, exp_avg_sq, vmax], scalars, flags)
 
 
 def rmsprop_step(param, grad, square_avg, grad_avg, buf, scalars, flags):
     """One RMSprop update of param and its state (grad_avg, buf: None when not kept);
     `scalars` in optim.cl's order (alpha, 1 - alpha, eps, weight_decay, momentum, lr)."""
-    unused = square_avg.storage.buf
+    unused = square_avg
     _launch("rmsprop_step", param, grad,
-            [square_avg.storage.buf, unused if grad_avg is None else grad_avg.storage.buf,
-             unused if buf is None else buf.storage.buf], scalars, flags)
+            [square_avg, unused if grad_avg is None else grad_avg, unused if buf is None else buf],
+            scalars, flags)

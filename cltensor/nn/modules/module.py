@@ -483,5 +483,5 @@ def _source_for(key, value, target):
         return None, (f"size mismatch for {key}: copying a param with shape {tuple(value.shape)} "
                       f"from checkpoint, the shape in current model is {target.shape}.")
     if isinstance(value, np.ndarray):
-        value = from_numpy(value.astype(target.dtype, copy=False), device=target.device)
+        value = from_numpy(value, device=target.device, dtype=target.dtype)  # never wraps
     return value, None

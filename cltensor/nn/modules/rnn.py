@@ -369,8 +369,8 @@ class RNNBase(Module):
         if steps == 0:
             raise ValueError(f"{name}: Expected sequence length to be larger than 0")
         state = _state(hx, self._state_shapes(batch), batched, 1, x, name)
-        out, state = self._layers(x.reshape(steps * batch, -1), (batch,) * steps, state)
-        out = out.reshape(steps, batch, -1)
+        out, state = self._layers(x.reshape(steps * batch, x.shape[2]), (batch,) * steps, state)
+        out = out.reshape(steps, batch, out.shape[-1])  # explicit sizes: batch may be 0
         if not batched:
             out, state = out.squeeze(1), tuple(s.squeeze(1) for s in state)
         elif self.batch_first:
