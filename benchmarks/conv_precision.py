@@ -11,9 +11,13 @@ forward pass (the output), backward_data (the input gradient) and backward_weigh
 gradient). Per pass and layer the table gives PyTorch's error, each eligible algorithm's, and
 the algorithm auto picks under conv_precision "accurate" and "fast" with its ratio to PyTorch.
 
+--speed times each named convnet-benchmarks network's training step (forward and backward at
+its CPU batch) under both modes, alternating --rounds times in one process: medians.
+
 Usage:
-    python benchmarks/conv_precision.py [--nets alexnet,resnet18] [--batch 1] [--device SPEC]
-                                        [--json out.json]
+    python benchmarks/conv_precision.py [--nets alexnet,resnet18] [--batch 1] [--crop 16]
+                                        [--device SPEC] [--json out.json] [--markdown out.md]
+    python benchmarks/conv_precision.py --speed alexnet,vgg_a [--rounds 3] [--iters 3]
 """
 import argparse
 import json
@@ -34,6 +38,8 @@ from cltensor.conv import dispatch, function  # noqa: E402
 from cltensor.conv.common import empty, layout_of  # noqa: E402
 from cltensor.conv.params import make_params  # noqa: E402
 from conv import NETS as CONVNETS  # noqa: E402  (benchmarks/conv.py)
+from convnet_benchmarks import bench  # noqa: E402
+from convnet_benchmarks.models import INPUTS  # noqa: E402
 
 CROP_OUT = 16
 MODES = ("accurate", "fast")
@@ -59,10 +65,12 @@ def resnet18():
 NETS = {**CONVNETS, "resnet18": resnet18}
 
 
-def cropped(spec):
-    """The layer with its input cut so that the output is at most CROP_OUT a side."""
+def cropped(spec, crop_out=CROP_OUT):
+    """The layer with its input cut so that the output is at most crop_out a side (0: whole)."""
     name, cin, cout, k, s, pad, size = spec
-    return name, cin, cout, k, s, pad, min(size, (CROP_OUT - 1) * s + k - 2 * pad)
+    if not crop_out:
+        return spec
+    return name, cin, cout, k, s, pad, min(size, (crop_out - 1) * s + k - 2 * pad)
 
 
 def layer_data(spec, batch, rng):
@@ -109,9 +117,9 @@ def auto_choice(p, device, pass_, mode):
         backends.conv_precision = saved
 
 
-def measure_layer(net, spec, batch, device, rng):
+def measure_layer(net, spec, batch, device, rng, crop_out=CROP_OUT):
     """One row per pass: torch's error, each eligible algorithm's, auto's picks."""
-    name, cin, cout, k, s, pad, size = spec = cropped(spec)
+    name, cin, cout, k, s, pad, size = spec = cropped(spec, crop_out)
     x, w, g = layer_data(spec, batch, rng)
     ref = torch_passes(x, w, g, s, pad, torch.float64)
     ours = torch_passes(x, w, g, s, pad, torch.float32)
@@ -149,6 +157,59 @@ def summary(rows):
     return out
 
 
+def by_algorithm(rows):
+    """Markdown: per network, algorithm (auto's two modes included) and pass, the median and
+    the largest ratio of its error to PyTorch's over the layers it runs."""
+    ratios = {}
+    for row in rows:
+        picks = {f"auto ({m})": row["auto"][m] for m in MODES}
+        for algo, name in {**{n: n for n in row["algos"]}, **picks}.items():
+            key = (row["net"], algo)
+            ratios.setdefault(key, {}).setdefault(row["pass"], []).append(
+                row["algos"][name] / row["torch"])
+    lines = ["| network | algorithm | " + " | ".join(dispatch.PASSES) + " |",
+             "| --- | --- |" + " --- |" * len(dispatch.PASSES)]
+    order = [*dispatch.ALGORITHMS, *(f"auto ({m})" for m in MODES)]
+    for (net, algo), per in sorted(ratios.items(), key=lambda kv: (list(NETS).index(kv[0][0]),
+                                                                    order.index(kv[0][1]))):
+        cells = [f"{np.median(per[ps]):.1f} / {max(per[ps]):.1f}" if ps in per else "-"
+                 for ps in dispatch.PASSES]
+        lines.append(f"| {net} | {algo} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def speed(nets, device, rounds, iterations, rng):
+    """{net: {mode: median ms of forward, backward and total}}: each network's training step at
+    its CPU batch (convnet_benchmarks' protocol), the two modes alternating `rounds` times in
+    one process on the same model and data, so that both see the same machine load."""
+    out = {}
+    for net in nets:
+        batch = INPUTS[net][3]
+        model = bench.build_cltensor(net, device, cltensor.float32)
+        x = cltensor.from_numpy(rng.standard_normal(bench.input_shape(net, batch)).astype(
+            np.float32), device=device)
+        g = cltensor.ones(batch, 1000, device=device)
+        samples = {m: {"forward": [], "backward": [], "total": []} for m in MODES}
+
+        def backward(y):
+            model.zero_grad(set_to_none=True)
+            y.backward(g)
+        for _ in range(rounds):
+            for m in MODES:
+                backends.conv_precision = m
+                res = bench.time_steps(lambda: model(x), backward,
+                                       device.synchronize, iterations, f"{net} {m}")
+                for k in samples[m]:
+                    samples[m][k].append(res[k]["median"])
+        backends.conv_precision = "accurate"
+        out[net] = {m: {k: float(np.median(v)) for k, v in per.items()}
+                    for m, per in samples.items()}
+        fast, acc = out[net]["fast"]["total"], out[net]["accurate"]["total"]
+        print(f"speed {net} batch {batch}: fast {fast:.1f} ms, accurate {acc:.1f} ms "
+              f"({acc / fast:.2f}x)", flush=True)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--nets", default=",".join(NETS))
@@ -156,11 +217,25 @@ def main(argv=None):
     ap.add_argument("--layers", default="", help="comma-separated layer names (default: all)")
     ap.add_argument("--device", default=None)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--speed", default="", help="comma-separated convnet-benchmarks networks "
+                    "whose training step to time in both modes (instead of the error table)")
+    ap.add_argument("--rounds", type=int, default=3, help="--speed: rounds of both modes")
+    ap.add_argument("--iters", type=int, default=3, help="--speed: timed steps per round")
+    ap.add_argument("--crop", type=int, default=CROP_OUT,
+                    help="largest output side measured (0: the whole layer)")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--markdown", default=None,
+                    help="also write the per-network table of error ratios (median / max)")
     args = ap.parse_args(argv)
     device = cltensor.get_device(args.device)
     torch.set_num_threads(1)
     rng = np.random.default_rng(args.seed)
+    if args.speed:
+        result = speed(args.speed.split(","), device, args.rounds, args.iters, rng)
+        if args.json:
+            Path(args.json).write_text(json.dumps({"device": device.name, "speed": result},
+                                                  indent=1))
+        return
     wanted = set(filter(None, args.layers.split(",")))
     rows = []
     print(f"device: {device.name}; batch {args.batch}; torch {torch.__version__}")
@@ -168,15 +243,17 @@ def main(argv=None):
         for spec in NETS[net]():
             if wanted and spec[0] not in wanted:
                 continue
-            for row in measure_layer(net, spec, args.batch, device, rng):
+            for row in measure_layer(net, spec, args.batch, device, rng, args.crop):
                 print(_fmt_row(row), flush=True)
                 rows.append(row)
     worst = summary(rows)
     for key, ratio in worst.items():
         print(f"worst auto / torch error: {key} {ratio:.2f}x")
+    if args.markdown:
+        Path(args.markdown).write_text(by_algorithm(rows) + "\n")
     if args.json:
         Path(args.json).write_text(json.dumps({"device": device.name, "batch": args.batch,
-                                               "crop_out": CROP_OUT, "rows": rows,
+                                               "crop_out": args.crop, "rows": rows,
                                                "worst_ratio": worst}, indent=1))
 
 
