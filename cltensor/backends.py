@@ -18,7 +18,7 @@
                          PyTorch CPU's where an algorithm can (an error model per algorithm,
                          cltensor/conv/precision.py): Winograd F(4x4) gives way to F(2x2), a GEMM
                          path or the most accurate one; "fast" takes the fastest measured
-                         algorithm, F(4x4) included (about 5-15x PyTorch's error).
+                         algorithm, F(4x4) included (up to 17x PyTorch's error).
                          GPUs keep their speed rules in both modes (docs/conv_precision.md)
 """
 benchmark = False
