@@ -1,7 +1,9 @@
 """backends.conv_precision: under "accurate" algo="auto" keeps every pass's float32 error
 within twice PyTorch CPU float32's (both against float64) on CPUs; "fast" still takes Winograd
 F(4x4); a bad value is refused. Shapes: small versions of the networks' layer kinds."""
+import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -117,3 +119,25 @@ def test_benchmark_mode_times_only_admitted(device, rng, tmp_path, monkeypatch):
     assert dispatch.choose(p, device, "forward") == "winograd"  # im2col is not admitted
     monkeypatch.setattr(backends, "conv_precision", "fast")
     assert dispatch.choose(p, device, "forward") == "winograd_4x4"
+
+
+def test_precision_script(device, tmp_path):
+    """benchmarks/conv_precision.py on one small layer: its rows, the JSON and the table."""
+    spec = importlib.util.spec_from_file_location(
+        "bench_conv_precision", Path(__file__).resolve().parent.parent / "benchmarks" /
+        "conv_precision.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out, md = tmp_path / "p.json", tmp_path / "p.md"
+    mod.main(["--nets", "googlenet", "--layers", "4a/5x5", "--crop", "8", "--device",
+              device.index, "--json", str(out), "--markdown", str(md)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["pass"] for r in rows] == list(PASSES)
+    # 14 x 14 inputs cropped to 8 x 8, for 8 x 8 outputs
+    assert all(r["shape"] == [1, 16, 8, 8, 48, 5, 1, 2] for r in rows)
+    for r in rows:
+        assert set(r["auto"]) == {"accurate", "fast"} and 0 < r["torch"] < 1e-5
+        assert {"im2col", "winograd_4x4"} <= set(r["algos"])
+        if device.is_cpu:
+            assert r["algos"][r["auto"]["accurate"]] <= 2 * r["torch"]
+    assert "| googlenet | auto (accurate) |" in md.read_text()
