@@ -12,6 +12,10 @@ forget the others.
 Plug-ins (cltensor/plugins) add algorithms on the devices they serve: `algorithms(device)` is
 the portable ALGORITHMS plus those; auto asks their prefer() first, benchmark mode times them
 beside the portable ones, and a cached choice is timed again when a new candidate appears.
+
+`cltensor.backends.conv_precision` ("accurate" by default) limits auto on CPUs to algorithms
+whose modelled float32 error is within twice PyTorch's (precision.py); benchmark mode then
+times only those. "fast" leaves the rules and benchmark mode speed-first.
 """
 import inspect
 import json
@@ -302,13 +306,16 @@ def candidates(p, pass_, device):
 
 
 def _admitted_from_disk(device, p, pass_):
-    """The file's choice, or under "accurate" the fastest admitted one of the times it holds."""
+    """The file's choice if it is a candidate, else the fastest candidate by the file's times
+    when it timed them all (an "accurate" entry times no others), else None."""
     name = _from_disk(device, p, pass_)
     allowed = candidates(p, pass_, device)
-    if name is None or name in allowed:
+    if name in allowed:
         return name
     times = timings(device, p, pass_)
-    return min(allowed, key=lambda n: times.get(n, float("inf")))
+    if not allowed or any(n not in times for n in allowed):
+        return None
+    return min(allowed, key=times.get)
 
 
 def _benchmark(device, p, pass_, tensors):
