@@ -901,10 +901,11 @@ def test_gpu_rules_pick_winograd_per_pass(monkeypatch):
 
 
 def test_cpu_rules_pick_winograd_per_pass(monkeypatch):
-    """The CPU rules as measured on PoCL: F(4x4) Winograd from 16 channels in every pass, 3x3
-    and 5x5 alike; 1x1 layers by gemm_1x1."""
+    """The CPU rules as measured on PoCL, speed first (conv_precision "fast"): F(4x4) Winograd
+    from 16 channels in every pass, 3x3 and 5x5 alike; 1x1 layers by gemm_1x1."""
     from cltensor.conv.params import ConvParams
     monkeypatch.setattr(dispatch, "_plugin_choice", lambda p, device, pass_: None)
+    monkeypatch.setattr(backends, "conv_precision", "fast")
     cpu = type("FakeCpu", (), {"is_cpu": True})()
     def chosen(c, co, size, k=3):
         pad = k // 2
@@ -945,6 +946,7 @@ def test_conv_algorithms_query(device):
 def test_benchmark_mode(device, rng, tmp_path, monkeypatch):
     monkeypatch.setenv("CLTENSOR_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(backends, "benchmark", True)
+    monkeypatch.setattr(backends, "conv_precision", "fast")  # every eligible algorithm timed
     dispatch.clear_cache()
     x, w, b, X, W, B = _tensors(device, rng, (2, 4, 6, 6), (5, 4, 3, 3))
     out = conv2d(X, W, B, padding=1)

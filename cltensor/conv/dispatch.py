@@ -12,6 +12,10 @@ forget the others.
 Plug-ins (cltensor/plugins) add algorithms on the devices they serve: `algorithms(device)` is
 the portable ALGORITHMS plus those; auto asks their prefer() first, benchmark mode times them
 beside the portable ones, and a cached choice is timed again when a new candidate appears.
+
+`cltensor.backends.conv_precision` ("accurate" by default) limits auto on CPUs to algorithms
+whose modelled float32 error is within twice PyTorch's (precision.py); benchmark mode then
+times only those. "fast" leaves the rules and benchmark mode speed-first.
 """
 import inspect
 import time
@@ -21,15 +25,15 @@ from .. import backends, tune
 from ..diskfiles import private_dirs, read_json, update_json, warn_once
 from ..plugins import conv_algorithm_owner, conv_algorithms_for
 from ..program import cache_root, device_key
-from . import common, gemm1x1, im2col, implicit, s2d, winograd
+from . import common, gemm1x1, im2col, implicit, precision, s2d, winograd
 
 ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit, "winograd": winograd.F2,
               "winograd_4x4": winograd.F4, "gemm_1x1": gemm1x1, "s2d_winograd": s2d}
 PASSES = ("forward", "backward_data", "backward_weight")
-_chosen = {}      # (device index, params, pass) -> algorithm name
+_chosen = {}      # (device index, params, pass, precision) -> algorithm name
 _times = {}       # (device index, params, pass) -> {algorithm: ms}
 _disk = {}        # device index -> the cache file's dict
-_ruled = {}       # (device, params, pass) -> portable_rule's choice
+_ruled = {}       # (device, params, pass, precision) -> portable_rule's choice
 
 
 def eligible(name, p, pass_="forward", device=None):
@@ -116,12 +120,28 @@ def rule(p, device, pass_):
 
 def portable_rule(p, device, pass_):
     """The rules' choice among the portable algorithms alone (memoized: it runs for every pass
-    of every convolution)."""
-    key = (device, p, pass_)
+    of every convolution), under backends.conv_precision."""
+    mode = precision.mode()
+    key = (device, p, pass_, mode)
     name = _ruled.get(key)
     if name is None:
-        name = _ruled[key] = _portable_rule(p, device, pass_)
+        name = _ruled[key] = _precise_rule(p, device, pass_, mode)
     return name
+
+
+# "accurate" on CPUs: the fastest algorithm within precision.BOUND times PyTorch's error, in
+# this order after the speed rules' own choice (measured speed, benchmarks/conv.py), else the
+# most accurate. GPUs keep the speed rules: the error models were measured with the CPU GEMM.
+ACCURATE_ORDER = ("gemm_1x1", "winograd_4x4", "s2d_winograd", "winograd")
+
+
+def _precise_rule(p, device, pass_, mode):
+    fast = _portable_rule(p, device, pass_)
+    if mode == "fast" or not device.is_cpu or precision.within_bound(fast, p, pass_):
+        return fast
+    order = [fast, *ACCURATE_ORDER, _cpu_gemm_rule(p, pass_), "implicit_gemm", "im2col"]
+    names = [n for n in dict.fromkeys(order) if eligible(n, p, pass_)[0]]
+    return precision.accurate_choice(names, p, pass_)
 
 
 def _portable_rule(p, device, pass_):
@@ -134,10 +154,7 @@ def _portable_rule(p, device, pass_):
     if s2d_pass and eligible("s2d_winograd", p, pass_)[0] and _s2d_pays(p, cpu, pass_):
         return "s2d_winograd"
     if cpu:
-        if pass_ == "backward_weight" and p.cog * p.k <= CPU_IMPLICIT_WGRAD_MAX:
-            return "implicit_gemm"  # small weights, long reductions (first layers)
-        big_stride1 = (p.sh, p.sw) == (1, 1) and p.kh * p.kw >= 25
-        return "implicit_gemm" if big_stride1 else "im2col"
+        return _cpu_gemm_rule(p, pass_)
     if pass_ == "backward_data" and (p.sh, p.sw) != (1, 1):
         return "im2col"  # implicit GEMM gathers the stride-upsampled gradient: mostly zeros
     # NOTE: on GPUs implicit GEMM (the GEMM engine with gathering loads, over the positions of
@@ -195,6 +212,14 @@ CPU_IMPLICIT_WGRAD_MAX = 2**16
 S2D_MAX_AREA = 1.25
 
 
+def _cpu_gemm_rule(p, pass_):
+    """The CPU rules' GEMM path where no Winograd pays."""
+    if pass_ == "backward_weight" and p.cog * p.k <= CPU_IMPLICIT_WGRAD_MAX:
+        return "implicit_gemm"  # small weights, long reductions (first layers)
+    big_stride1 = (p.sh, p.sw) == (1, 1) and p.kh * p.kw >= 25
+    return "implicit_gemm" if big_stride1 else "im2col"
+
+
 def _s2d_pays(p, cpu, pass_):
     k = s2d.kernel_side(p) * p.sh
     least = CPU_WINOGRAD_MIN_CHANNELS[pass_] if cpu else GPU_WINOGRAD_MIN_CHANNELS
@@ -213,6 +238,7 @@ def choose(p, device, pass_, algo="auto", tensors=None):
     """The algorithm that runs `pass_` of problem p. An explicit algo must be eligible for the
     forward pass (ValueError otherwise); a backward pass it lacks falls back to auto's choice.
     In benchmark mode `tensors` (the pass's operands, see time_pass) are timed."""
+    mode = precision.mode()  # checked on every call, as the flag may change at any moment
     if algo != "auto":
         ok, why = eligible(algo, p, pass_, device)
         if ok:
@@ -221,10 +247,10 @@ def choose(p, device, pass_, algo="auto", tensors=None):
             raise ValueError(f"conv2d: algo={algo!r} cannot run this convolution: {why}")
     if not backends.benchmark:
         return rule(p, device, pass_)
-    key = (device, p, pass_)
+    key = (device, p, pass_, mode)
     if key in _chosen and _usable(_chosen[key], p, pass_, device):
         return _chosen[key]
-    name = _from_disk(device, p, pass_)
+    name = _admitted_from_disk(device, p, pass_)
     if name is None and tensors is not None:
         name = _benchmark(device, p, pass_, tensors)
     if name is None:
@@ -269,8 +295,30 @@ def _runner(name, pass_, p, tensors):
     return lambda: mod.backward(x, w, g, p, need_x, not need_x)
 
 
+def candidates(p, pass_, device):
+    """The algorithms benchmark mode times: the eligible ones, on CPUs under "accurate" those
+    within the error bound (precision.admitted)."""
+    names = eligible_names(p, pass_, device)
+    if device.is_cpu and precision.mode() == "accurate":
+        return precision.admitted(names, p, pass_)
+    return names
+
+
+def _admitted_from_disk(device, p, pass_):
+    """The file's choice if it is a candidate, else the fastest candidate by the file's times
+    when it timed them all (an "accurate" entry times no others), else None."""
+    name = _from_disk(device, p, pass_)
+    allowed = candidates(p, pass_, device)
+    if name in allowed:
+        return name
+    times = timings(device, p, pass_)
+    if not allowed or any(n not in times for n in allowed):
+        return None
+    return min(allowed, key=times.get)
+
+
 def _benchmark(device, p, pass_, tensors):
-    times = {n: time_pass(n, pass_, p, tensors) for n in eligible_names(p, pass_, device)}
+    times = {n: time_pass(n, pass_, p, tensors) for n in candidates(p, pass_, device)}
     _times[(device, p, pass_)] = times
     best = min(times, key=times.get)
     _to_disk(device, p, pass_, best, times)
