@@ -1,6 +1,7 @@
 """cltensor.utils.data against torch.utils.data: datasets, samplers, collation, the DataLoader
 in the main process and with worker processes."""
 import collections
+import os
 import time
 
 import numpy as np
@@ -10,8 +11,17 @@ import cltensor
 import cltensor.nn.functional as F
 from cltensor.utils import data as cd
 
-torch = pytest.importorskip("torch")
-td = torch.utils.data
+
+
+@pytest.fixture(scope="module")
+def torch():
+    # NOTE: imported here, not at module top: workers import this module for its datasets
+    return pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def td(torch):
+    return torch.utils.data
 
 Pair = collections.namedtuple("Pair", "a b")
 
@@ -61,7 +71,7 @@ class Squares(cd.Dataset):
                 "t": (i, [i * 1.5, True]), "p": Pair(np.int32(i), np.arange(2) * i)}
 
 
-class TorchSquares(td.Dataset):
+class TorchSquares:
     def __init__(self, n=10):
         self.inner = Squares(n)
 
@@ -72,14 +82,14 @@ class TorchSquares(td.Dataset):
         return self.inner[i]
 
 
-def test_default_collate_matches_torch():
+def test_default_collate_matches_torch(td):
     batch = [Squares()[i] for i in (3, 1, 4)]
     _assert_same(cd.default_collate(batch), td.default_collate(batch))
     for sample in ([1, 2], [0.5, 1.5], [True, False], ["a", "b"], [np.float64(2.0), np.float64(1)]):
         _assert_same(cd.default_collate(sample), td.default_collate(sample))
 
 
-def test_default_convert_matches_torch():
+def test_default_convert_matches_torch(td):
     sample = {"x": np.ones((2, 2), np.float32), "n": 3, "t": (np.int64(4), "s"),
               "p": Pair(np.zeros(1), 1.0)}
     _assert_same(cd.default_convert(sample), td.default_convert(sample))
@@ -124,7 +134,7 @@ def test_tensor_dataset_and_combinations(device):
 
 @pytest.mark.parametrize("n, lengths", [(10, [3, 7]), (11, [0.3, 0.3, 0.4]), (5, [0.5, 0.5]),
                                         (7, [1 / 3] * 3)])
-def test_random_split_sizes_match_torch(n, lengths):
+def test_random_split_sizes_match_torch(n, lengths, torch, td):
     ours = cd.random_split(range(n), lengths, generator=cltensor.Generator().manual_seed(1))
     theirs = td.random_split(range(n), lengths, generator=torch.Generator().manual_seed(1))
     assert [len(s) for s in ours] == [len(s) for s in theirs]
@@ -149,7 +159,7 @@ def test_random_split_reproducible_and_errors():
 
 @pytest.mark.parametrize("n, size, drop", [(10, 3, False), (10, 3, True), (9, 3, True),
                                            (2, 5, False)])
-def test_batch_sampler_matches_torch(n, size, drop):
+def test_batch_sampler_matches_torch(n, size, drop, td):
     ours = cd.BatchSampler(range(n), size, drop)
     theirs = td.BatchSampler(range(n), size, drop)
     assert list(ours) == list(theirs) and len(ours) == len(theirs)
@@ -158,7 +168,7 @@ def test_batch_sampler_matches_torch(n, size, drop):
 @pytest.mark.parametrize("bad", [dict(batch_size=0, drop_last=False),
                                  dict(batch_size=True, drop_last=False),
                                  dict(batch_size=2, drop_last=1)])
-def test_batch_sampler_rejects_bad_options(bad):
+def test_batch_sampler_rejects_bad_options(bad, td):
     with pytest.raises(ValueError):
         td.BatchSampler(range(4), **bad)
     with pytest.raises(ValueError, match="should be a"):
@@ -167,7 +177,7 @@ def test_batch_sampler_rejects_bad_options(bad):
 
 @pytest.mark.parametrize("n, replicas, drop", [(10, 3, False), (10, 3, True), (2, 5, False),
                                                (12, 4, False), (7, 2, True)])
-def test_distributed_sampler_matches_torch(n, replicas, drop):
+def test_distributed_sampler_matches_torch(n, replicas, drop, td):
     for rank in range(replicas):
         ours = cd.DistributedSampler(range(n), replicas, rank, shuffle=False, drop_last=drop)
         theirs = td.DistributedSampler(range(n), replicas, rank, shuffle=False, drop_last=drop)
@@ -239,7 +249,7 @@ def test_weighted_and_subset_samplers():
 
 @pytest.mark.parametrize("kwargs", [dict(batch_size=4), dict(batch_size=4, drop_last=True),
                                     dict(batch_size=None), dict(batch_size=10)])
-def test_loader_batches_match_torch(kwargs):
+def test_loader_batches_match_torch(kwargs, td):
     ours = cd.DataLoader(Squares(), **kwargs)
     theirs = td.DataLoader(TorchSquares(), **kwargs)
     assert len(ours) == len(theirs)
@@ -291,20 +301,19 @@ class Stream(cd.IterableDataset):
         return iter(range(self.start + info.id, self.stop, info.num_workers))
 
 
-class TorchStream(td.IterableDataset):
-    def __init__(self, start, stop):
-        self.start, self.stop = start, stop
-
-    def __iter__(self):
-        return iter(range(self.start, self.stop))
-
-    def __len__(self):
-        return self.stop - self.start
-
-
 @pytest.mark.parametrize("kwargs", [dict(batch_size=3), dict(batch_size=3, drop_last=True),
                                     dict(batch_size=None)])
-def test_iterable_dataset_matches_torch(kwargs):
+def test_iterable_dataset_matches_torch(kwargs, td):
+    class TorchStream(td.IterableDataset):
+        def __init__(self, start, stop):
+            self.start, self.stop = start, stop
+
+        def __iter__(self):
+            return iter(range(self.start, self.stop))
+
+        def __len__(self):
+            return self.stop - self.start
+
     ours, theirs = cd.DataLoader(Stream(0, 8), **kwargs), td.DataLoader(TorchStream(0, 8), **kwargs)
     assert len(ours) == len(theirs)
     got, want = list(ours), list(theirs)
@@ -320,7 +329,7 @@ BAD_OPTIONS = [dict(batch_sampler=[[0]], batch_size=2), dict(batch_sampler=[[0]]
 
 
 @pytest.mark.parametrize("kwargs", BAD_OPTIONS)
-def test_loader_rejects_conflicting_options(kwargs):
+def test_loader_rejects_conflicting_options(kwargs, td):
     with pytest.raises(ValueError):
         td.DataLoader(range(4), **kwargs)
     with pytest.raises(ValueError):
@@ -346,7 +355,7 @@ def test_batch_sampler_and_sampler_options():
     assert next(iter(cd.DataLoader(range(10), collate_fn=lambda b: b, pin_memory=True))) == [0]
 
 
-def test_training_from_loader_matches_torch(device):
+def test_training_from_loader_matches_torch(device, torch, td):
     """Three SGD steps of a linear model fed by a DataLoader, against torch with the same data."""
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((12, 3)), rng.standard_normal((12, 1))
@@ -392,9 +401,11 @@ def _record_init(worker_id):
     np.random.seed(100 + worker_id)     # runs after the per-worker seeding
 
 
-def test_workers_deliver_in_order_with_worker_info():
+@pytest.mark.parametrize("method", [None, "spawn"])
+def test_workers_deliver_in_order_with_worker_info(method):
     loader = cd.DataLoader(WhoLoads(), batch_size=2, num_workers=2, worker_init_fn=_record_init,
-                           generator=cltensor.Generator().manual_seed(0))
+                           generator=cltensor.Generator().manual_seed(0),
+                           multiprocessing_context=method)
     batches = list(loader)
     idx, wid, seed, draw = (np.concatenate([b[k].numpy() for b in batches]) for k in range(4))
     assert idx.tolist() == list(range(9)) and len(loader) == 5
@@ -446,6 +457,40 @@ def test_worker_error_is_raised_with_traceback():
     with pytest.raises(StopIteration):
         next(it)
     assert not any(w.is_alive() for w in workers)     # exhausted: the workers are gone
+
+
+class Exits(cd.Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        if i == 1:
+            os._exit(3)
+        return i
+
+
+class DeviceState(cd.Dataset):
+    """Whether this process has queried OpenCL (a forked worker would inherit its parent's)."""
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        return cltensor.device._devices is None
+
+
+def test_workers_start_clean_and_stop_when_deleted(device):
+    assert cltensor.device._devices is not None      # OpenCL is initialised in this process
+    it = iter(cd.DataLoader(DeviceState(), num_workers=2))
+    assert next(it).numpy().tolist() == [True]
+    workers = it.workers
+    del it          # mid-epoch: the workers stop
+    assert not any(w.is_alive() for w in workers)
+
+
+def test_dead_worker_raises():
+    with pytest.raises(RuntimeError, match="exited unexpectedly.*exit code 3"):
+        list(cd.DataLoader(Exits(), num_workers=1))
 
 
 def test_worker_timeout_and_shutdown():

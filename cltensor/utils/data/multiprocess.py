@@ -27,7 +27,7 @@ def _spec(loader):
 
 
 class MultiProcessIter:
-    """Batches loaded by `loader.num_workers` spawned processes."""
+    """Batches loaded by `loader.num_workers` worker processes."""
     shut = True  # until the workers start: nothing to shut down
 
     def __init__(self, loader):

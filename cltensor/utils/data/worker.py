@@ -66,7 +66,7 @@ def host_dumps(obj, what):
             f"data on the host (numpy arrays) and let the DataLoader copy each batch") from None
     except (pickle.PicklingError, TypeError, AttributeError) as e:
         raise TypeError(f"DataLoader: {what} must be picklable to reach worker processes "
-                        f"(started by spawn: define classes and functions at module top "
+                        f"(they are not forked: define classes and functions at module top "
                         f"level, no lambdas): {e}") from e
     return buf.getvalue()
 
