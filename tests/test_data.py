@@ -269,6 +269,24 @@ def test_loader_over_device_tensor_dataset(device):
     np.testing.assert_array_equal(np.concatenate([b[1].numpy() for b in batches]), np.arange(7))
 
 
+class Doubled(cd.TensorDataset):
+    def __getitem__(self, i):
+        return tuple(2 * t[i] for t in self.tensors)
+
+
+def test_tensor_dataset_batches_gathered_as_collated(device):
+    """The loader gathers a TensorDataset's batch at once: the same as collating its rows."""
+    x = np.arange(21.0).reshape(7, 3)
+    for ds in (cd.TensorDataset(cltensor.tensor(x, device=device), np.arange(7)),
+               cd.TensorDataset(x.astype(np.float32), np.arange(7, dtype=np.int32))):
+        got = list(cd.DataLoader(ds, batch_size=3, sampler=[6, 0, 2, 5, 1]))
+        want = [cd.default_collate([ds[i] for i in b]) for b in ([6, 0, 2], [5, 1])]
+        for a, b in zip(got, want):
+            _assert_same(a, b)
+    ds = Doubled(np.arange(4.0))
+    assert list(cd.DataLoader(ds, batch_size=4))[0][0].numpy().tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
 def test_loader_shuffle_reproducible_with_manual_seed():
     loader = cd.DataLoader(range(12), batch_size=5, shuffle=True)
     def epoch():
@@ -477,6 +495,24 @@ class DeviceState(cd.Dataset):
 
     def __getitem__(self, i):
         return cltensor.device._devices is None
+
+
+class MakesTensors(cd.Dataset):
+    """Creates a ClTensor per sample: in a worker that is the worker's own OpenCL context."""
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        return cltensor.tensor([float(i), 2.0 * i]), i
+
+
+def test_workers_return_tensors_made_in_the_dataset(device):
+    got = list(cd.DataLoader(MakesTensors(), batch_size=2, num_workers=2))
+    want = list(cd.DataLoader(MakesTensors(), batch_size=2))
+    assert len(got) == len(want) == 2
+    for a, b in zip(got, want):
+        _assert_same(a, b)
 
 
 def test_workers_start_clean_and_stop_when_deleted(device):

@@ -6,6 +6,10 @@ import math
 import numbers
 import warnings
 
+import numpy as np
+
+from ... import from_numpy, int64, tensor
+from ...tensor import ClTensor
 from .sampler import host_permutation
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "ConcatDataset", "ChainDataset",
@@ -53,6 +57,22 @@ class TensorDataset(Dataset):
 
     def __len__(self):
         return len(self.tensors[0])
+
+    def gather_batch(self, indices, host=False):
+        """default_collate([self[i] for i in indices]) as one gather per tensor (host: numpy
+        arrays), or None where the rows are not all ClTensors or numeric numpy arrays."""
+        if not all(isinstance(i, numbers.Integral) and 0 <= i < len(self) for i in indices):
+            return None
+        out = []
+        for t in self.tensors:
+            if isinstance(t, ClTensor) and not host:
+                out.append(t[tensor(indices, dtype=int64, device=t.device)])
+            elif isinstance(t, np.ndarray) and t.dtype.kind in "biuf":
+                rows = np.ascontiguousarray(t[np.asarray(indices, dtype=np.int64)])
+                out.append(rows if host else from_numpy(rows))
+            else:
+                return None
+        return out
 
 
 class StackDataset(Dataset):

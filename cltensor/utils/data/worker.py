@@ -16,6 +16,7 @@ import numpy as np
 from ... import random as ct_random
 from ...tensor import ClTensor
 from . import collate as _collate
+from .dataset import TensorDataset
 
 __all__ = ["WorkerInfo", "get_worker_info"]
 
@@ -105,10 +106,13 @@ class Fetcher:
     """Turns a task (a list of indices, an index, or None for a stream) into a batch: the
     samples fetched, then passed through collate_fn. Used in the main process and in workers."""
 
-    def __init__(self, dataset, iterable, auto_collation, batch_size, drop_last, collate_fn):
+    def __init__(self, dataset, iterable, auto_collation, batch_size, drop_last, collate_fn,
+                 gather=None):
         self.dataset, self.auto_collation, self.collate_fn = dataset, auto_collation, collate_fn
         self.batch_size, self.drop_last = batch_size, drop_last
         self.stream = iter(dataset) if iterable else None
+        # gather(indices): the collated batch in one step, or None (then sample by sample)
+        self.gather = gather if auto_collation and not iterable else None
 
     def _samples(self, index):
         if self.stream is None:
@@ -122,18 +126,29 @@ class Fetcher:
         return batch
 
     def fetch(self, index):
-        return self.collate_fn(self._samples(index))
+        batch = None if self.gather is None else self.gather(index)
+        return self.collate_fn(self._samples(index)) if batch is None else batch
 
 
 def _host_fetcher(spec):
     """A worker's Fetcher: default_collate and default_convert in their host forms."""
-    collate = spec["collate"]
+    collate, gather = spec["collate"], None
     if collate == "default_collate":
         collate = functools.partial(_collate.collate, host=True)
+        gather = gather_fn(spec["dataset"], host=True)
     elif collate == "default_convert":
         collate = functools.partial(_collate.convert, host=True)
     return Fetcher(spec["dataset"], spec["iterable"], spec["auto_collation"],
-                   spec["batch_size"], spec["drop_last"], collate)
+                   spec["batch_size"], spec["drop_last"], collate, gather)
+
+
+def gather_fn(dataset, host):
+    """TensorDataset's one-step batch (what default_collate would give), else None: also for
+    a subclass with its own __getitem__, which must see every sample."""
+    if isinstance(dataset, TensorDataset) and \
+            type(dataset).__getitem__ is TensorDataset.__getitem__:
+        return functools.partial(dataset.gather_batch, host=host)
+    return None
 
 
 def _answer(fetcher, task, worker_id, init_error):
