@@ -538,9 +538,15 @@ def test_worker_timeout_and_shutdown():
     assert not any(w.is_alive() for w in it.workers)
 
 
+def _collate_on_device(batch):
+    return cltensor.tensor(batch)
+
+
 def test_workers_refuse_device_data_and_unpicklable(device):
     ds = cd.TensorDataset(cltensor.zeros(4, 2, device=device))
     with pytest.raises(TypeError, match="num_workers=0"):
         iter(cd.DataLoader(ds, num_workers=2))
     with pytest.raises(TypeError, match="picklable"):
         iter(cd.DataLoader(range(4), num_workers=2, collate_fn=lambda b: b))
+    with pytest.raises(TypeError, match="(?s)worker process 0.*device tensors"):
+        next(iter(cd.DataLoader(range(4), num_workers=1, collate_fn=_collate_on_device)))
