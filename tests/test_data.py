@@ -279,12 +279,30 @@ def test_tensor_dataset_batches_gathered_as_collated(device):
     x = np.arange(21.0).reshape(7, 3)
     for ds in (cd.TensorDataset(cltensor.tensor(x, device=device), np.arange(7)),
                cd.TensorDataset(x.astype(np.float32), np.arange(7, dtype=np.int32))):
-        got = list(cd.DataLoader(ds, batch_size=3, sampler=[6, 0, 2, 5, 1]))
-        want = [cd.default_collate([ds[i] for i in b]) for b in ([6, 0, 2], [5, 1])]
-        for a, b in zip(got, want):
-            _assert_same(a, b)
+        sub = cd.Subset(cd.Subset(ds, [6, 5, 4, 3, 2, 1, 0]), [0, 2, 4, 6, -1])
+        for d in (ds, sub):
+            got = list(cd.DataLoader(d, batch_size=3, sampler=[4, 0, 2, 3, 1]))
+            want = [cd.default_collate([d[i] for i in b]) for b in ([4, 0, 2], [3, 1])]
+            for a, b in zip(got, want):
+                _assert_same(a, b)
     ds = Doubled(np.arange(4.0))
     assert list(cd.DataLoader(ds, batch_size=4))[0][0].numpy().tolist() == [0.0, 2.0, 4.0, 6.0]
+
+
+class Batched(Squares):
+    """Fetches a batch of samples at once (torch's __getitems__ protocol)."""
+
+    def __getitems__(self, indices):
+        return [{"i": i, "many": True} for i in indices]
+
+
+def test_loader_uses_getitems_as_torch(td):
+    for batch_size in (3, None):
+        ours = list(cd.DataLoader(Batched(5), batch_size=batch_size))
+        theirs = list(td.DataLoader(Batched(5), batch_size=batch_size))
+        assert len(ours) == len(theirs)
+        for a, b in zip(ours, theirs):
+            _assert_same(a, b)
 
 
 def test_loader_shuffle_reproducible_with_manual_seed():

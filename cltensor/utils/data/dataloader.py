@@ -4,10 +4,11 @@ import math
 import multiprocessing
 
 from . import collate as _collate
-from .dataset import IterableDataset
+from .collate import default_collate, default_convert  # noqa: F401  (torch's names here)
+from .dataset import IterableDataset, batch_gatherer
 from .multiprocess import MultiProcessIter as _MultiProcessIter
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, draw_seed
-from .worker import Fetcher, gather_fn
+from .worker import Fetcher
 
 __all__ = ["DataLoader"]
 
@@ -182,7 +183,7 @@ class _SingleProcessIter:
         self.loader = loader
         self.base_seed = draw_seed(loader.generator)  # as torch: each epoch advances the RNG
         self.indices = iter(loader._index_sampler)
-        gather = (gather_fn(loader.dataset, host=False)
+        gather = (batch_gatherer(loader.dataset, host=False)
                   if loader.collate_fn is _collate.default_collate else None)
         self.fetcher = Fetcher(loader.dataset, loader._iterable, loader._auto_collation,
                                loader.batch_size, loader.drop_last, loader.collate_fn, gather)

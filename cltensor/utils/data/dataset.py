@@ -1,6 +1,7 @@
 """Datasets with torch.utils.data's names: map-style (`__getitem__`/`__len__`) and iterable ones,
 their combinations, and random_split."""
 import bisect
+import functools
 import itertools
 import math
 import numbers
@@ -158,6 +159,25 @@ class Subset(Dataset):
 
     def __len__(self):
         return len(self.indices)
+
+    def gather_batch(self, indices, host=False):
+        """The inner dataset's gather_batch over the mapped indices (None where it gives None)."""
+        if not all(isinstance(i, numbers.Integral) and -len(self) <= i < len(self)
+                   for i in indices):
+            return None
+        return self.dataset.gather_batch([self.indices[i] for i in indices], host)
+
+
+def batch_gatherer(dataset, host):
+    """gather_batch of a TensorDataset, or of Subsets of one: a whole batch as default_collate
+    would give it, in one step. None for other datasets, and for subclasses with their own
+    __getitem__ (which must see every sample)."""
+    inner = dataset
+    while isinstance(inner, Subset) and type(inner).__getitem__ is Subset.__getitem__:
+        inner = inner.dataset
+    if isinstance(inner, TensorDataset) and type(inner).__getitem__ is TensorDataset.__getitem__:
+        return functools.partial(dataset.gather_batch, host=host)
+    return None
 
 
 def _fraction_lengths(n, fractions):

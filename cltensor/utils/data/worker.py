@@ -4,7 +4,7 @@ crosses a process boundary is pickled here with a guard that rejects ClTensors, 
 or a batch holding device data fails with a clear error instead of a hang."""
 import functools
 import io
-import os
+import multiprocessing
 import pickle
 import queue
 import random
@@ -16,7 +16,7 @@ import numpy as np
 from ... import random as ct_random
 from ...tensor import ClTensor
 from . import collate as _collate
-from .dataset import TensorDataset
+from .dataset import batch_gatherer
 
 __all__ = ["WorkerInfo", "get_worker_info"]
 
@@ -117,7 +117,10 @@ class Fetcher:
     def _samples(self, index):
         if self.stream is None:
             ds = self.dataset
-            return [ds[i] for i in index] if self.auto_collation else ds[index]
+            if not self.auto_collation:
+                return ds[index]
+            many = getattr(ds, "__getitems__", None)   # torch's protocol for batched fetching
+            return many(index) if many else [ds[i] for i in index]
         if not self.auto_collation:
             return next(self.stream)
         batch = [x for _, x in zip(range(self.batch_size), self.stream)]
@@ -135,20 +138,11 @@ def _host_fetcher(spec):
     collate, gather = spec["collate"], None
     if collate == "default_collate":
         collate = functools.partial(_collate.collate, host=True)
-        gather = gather_fn(spec["dataset"], host=True)
+        gather = batch_gatherer(spec["dataset"], host=True)
     elif collate == "default_convert":
         collate = functools.partial(_collate.convert, host=True)
     return Fetcher(spec["dataset"], spec["iterable"], spec["auto_collation"],
                    spec["batch_size"], spec["drop_last"], collate, gather)
-
-
-def gather_fn(dataset, host):
-    """TensorDataset's one-step batch (what default_collate would give), else None: also for
-    a subclass with its own __getitem__, which must see every sample."""
-    if isinstance(dataset, TensorDataset) and \
-            type(dataset).__getitem__ is TensorDataset.__getitem__:
-        return functools.partial(dataset.gather_batch, host=host)
-    return None
 
 
 def _answer(fetcher, task, worker_id, init_error):
@@ -167,7 +161,8 @@ def worker_loop(spec_bytes, index_queue, result_queue, done_event, worker_id, nu
                 seed):
     """A worker's main: answer (task id, indices) from index_queue until None or done_event."""
     global _worker_info
-    parent = os.getppid()
+    parent = multiprocessing.parent_process()
+    result_queue.cancel_join_thread()   # exit at once even if the main process stopped reading
     spec = pickle.loads(spec_bytes)
     _seed_worker(seed, worker_id)
     _worker_info = WorkerInfo(worker_id, num_workers, seed, spec["dataset"])
@@ -178,7 +173,7 @@ def worker_loop(spec_bytes, index_queue, result_queue, done_event, worker_id, nu
         fetcher = _host_fetcher(spec)
     except Exception as e:  # noqa: BLE001
         init_error = ExceptionWrapper(e, worker_id)
-    while not done_event.is_set() and os.getppid() == parent:
+    while not done_event.is_set() and parent.is_alive():
         try:
             task = index_queue.get(timeout=POLL_S)
         except queue.Empty:
