@@ -82,6 +82,16 @@ class TorchSquares:
         return self.inner[i]
 
 
+def test_torch_import_paths():
+    """Where torch scripts reach these names, with `import cltensor as torch`."""
+    from cltensor.utils.data.dataloader import default_collate
+    from cltensor.utils.data.distributed import DistributedSampler
+    from cltensor.utils.data.sampler import SubsetRandomSampler
+    assert cltensor.utils.data.DataLoader is cd.DataLoader
+    assert default_collate is cd.default_collate and DistributedSampler is cd.DistributedSampler
+    assert SubsetRandomSampler is cd.SubsetRandomSampler
+
+
 def test_default_collate_matches_torch(td):
     batch = [Squares()[i] for i in (3, 1, 4)]
     _assert_same(cd.default_collate(batch), td.default_collate(batch))
