@@ -161,7 +161,7 @@ class DataLoader:
             return _SingleProcessIter(self)
         if not self.persistent_workers:
             return _MultiProcessIter(self)
-        if self._iterator is None:
+        if self._iterator is None or self._iterator.shut:   # first epoch, or after a failure
             self._iterator = _MultiProcessIter(self)
         else:
             self._iterator.reset()

@@ -9,7 +9,7 @@ from . import collate as _collate
 from . import worker as _worker
 from .sampler import draw_seed
 
-SHUTDOWN_JOIN_S = 2.0  # how long a stopping worker may take before it is terminated
+SHUTDOWN_JOIN_S = 1.0  # how long a stopping worker may take before it is terminated
 
 
 def _spec(loader):
