@@ -557,6 +557,15 @@ def test_dead_worker_raises():
         list(cd.DataLoader(Exits(), num_workers=1))
 
 
+def _failing_init(worker_id):
+    raise ValueError(f"cannot set up worker {worker_id}")
+
+
+def test_worker_init_fn_error_is_raised():
+    with pytest.raises(ValueError, match="(?s)worker process 0.*cannot set up worker 0"):
+        next(iter(cd.DataLoader(range(4), num_workers=1, worker_init_fn=_failing_init)))
+
+
 def test_worker_timeout_and_shutdown():
     loader = cd.DataLoader(Slow(), num_workers=1, timeout=0.5, persistent_workers=True)
     for _ in range(2):      # the persistent workers, stopped by the time-out, start again
