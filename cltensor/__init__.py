@@ -102,3 +102,4 @@ ClTensor.hardshrink = lambda self, lambd=0.5: nn.functional.hardshrink(self, lam
 ClTensor.prelu = lambda self, weight: nn.functional.prelu(self, weight)
 
 __version__ = "0.1.0"
+from . import utils  # noqa: E402,F401  (torch.utils.data)
