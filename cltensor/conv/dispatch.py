@@ -21,7 +21,7 @@ import inspect
 import time
 from pathlib import Path
 
-from .. import backends, tune
+from .. import backends, caches, tune
 from ..diskfiles import private_dirs, read_json, update_json, warn_once
 from ..plugins import conv_algorithm_owner, conv_algorithms_for
 from ..program import cache_root, device_key
@@ -30,10 +30,14 @@ from . import common, gemm1x1, im2col, implicit, precision, s2d, winograd
 ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit, "winograd": winograd.F2,
               "winograd_4x4": winograd.F4, "gemm_1x1": gemm1x1, "s2d_winograd": s2d}
 PASSES = ("forward", "backward_data", "backward_weight")
-_chosen = {}      # (device index, params, pass, precision) -> algorithm name
-_times = {}       # (device index, params, pass) -> {algorithm: ms}
-_disk = {}        # device index -> the cache file's dict
-_ruled = {}       # (device, params, pass, precision) -> portable_rule's choice
+# (device index, params, pass, precision) -> algorithm name
+_chosen = caches.register("conv.dispatch.chosen", {})
+# (device index, params, pass) -> {algorithm: ms}
+_times = caches.register("conv.dispatch.times", {})
+# device index -> the cache file's dict
+_disk = caches.register("conv.dispatch.disk", {})
+# (device, params, pass, precision) -> portable_rule's choice
+_ruled = caches.register("conv.dispatch.ruled", {})
 
 
 def eligible(name, p, pass_="forward", device=None):
@@ -306,11 +310,15 @@ def candidates(p, pass_, device):
 
 def _admitted_from_disk(device, p, pass_):
     """The file's choice if it is a candidate, else the fastest candidate by the file's times
-    when it timed them all (an "accurate" entry times no others), else None."""
+    when it timed them all (an "accurate" entry times no others), else None (time them again:
+    also when the file's choice no longer runs here, its plug-in gone, so the file is mended)."""
     name = _from_disk(device, p, pass_)
     allowed = candidates(p, pass_, device)
     if name in allowed:
         return name
+    stored = _load(device).get(_disk_key(p, pass_), {}).get("algo")
+    if stored is not None and not _usable(stored, p, pass_, device):
+        return None
     times = timings(device, p, pass_)
     if not allowed or any(n not in times for n in allowed):
         return None
