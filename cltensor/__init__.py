@@ -20,7 +20,8 @@ from .ops.reduce import *  # noqa: F401,F403
 from .ops.shape import *  # noqa: F401,F403
 from .ops.sort import *  # noqa: F401,F403
 from .profiler import profile  # noqa: F401
-from .program import KernelBuildError, clear_cache  # noqa: F401
+from .caches import clear_cache  # noqa: F401
+from .program import KernelBuildError  # noqa: F401
 from . import random
 from .random import *  # noqa: F401,F403
 from .tensor import CHANNELS_LAST as channels_last  # noqa: F401

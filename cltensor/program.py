@@ -10,7 +10,6 @@ owns them or others can write them; a file that fails its checks or does not bui
 with one CacheWarning and the program built from source again; files are written atomically.
 """
 import contextlib
-import functools
 import hashlib
 import json
 import os
@@ -22,18 +21,20 @@ import numpy as np
 import pyopencl as cl
 import pyopencl.characterize as cl_characterize
 
-from . import pocl_cache, profiler
+from . import caches, pocl_cache, profiler
 from .diskfiles import private_dirs, warn_once, write_atomic
 
 _HERE = Path(__file__).resolve().parent
 # An installed wheel carries the kernels as cltensor/cl_kernels; a source checkout has them beside.
 KERNEL_DIR = _HERE / "cl_kernels" if (_HERE / "cl_kernels").is_dir() else _HERE.parent / "cl_kernels"
 
-_programs = {}
-_kernels = {}
-_sources = {}
-_joined = {}  # file names -> their sources joined (read_sources)
-_device_keys = {}  # Device -> device_key(): its driver strings are fixed for the process
+_programs = caches.register("program.programs", {})
+_kernels = caches.register("program.kernels", {})
+_sources = caches.register("program.sources", {})
+# file names -> their sources joined (read_sources)
+_joined = caches.register("program.joined", {})
+# Device -> device_key(): its driver strings are fixed for the process
+_device_keys = caches.register("program.device_keys", {})
 
 
 class KernelBuildError(RuntimeError):
@@ -52,7 +53,7 @@ def cache_root():
     return _cache_root(env.get("CLTENSOR_CACHE_DIR"), env.get("XDG_CACHE_HOME"), env.get("HOME"))
 
 
-@functools.lru_cache(maxsize=16)
+@caches.lru_cache(maxsize=16)
 def _cache_root(own, xdg, home):
     # NOTE: memoized by the variables it reads (HOME through expanduser); GEMM's tuned-entry
     # lookup asks on every call
@@ -289,18 +290,8 @@ def remember(cache, key, value):
     return value
 
 
-def clear_cache():
-    """Forget every in-memory program (the on-disk binaries stay; remove cache_dir() to drop them)."""
-    _programs.clear()
-    _kernels.clear()
-    _typed.clear()
-    _sources.clear()
-    _joined.clear()
-    _device_keys.clear()
-
-
 # id(kernel) -> kernel, for kernels whose argument types are declared (see _declare_arg_types)
-_typed = {}
+_typed = caches.register("program.typed", {})
 
 
 def _declare_arg_types(kernel, args):

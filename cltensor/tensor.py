@@ -1,6 +1,5 @@
 """ClTensor: an N-d view (shape, strides, offset, dtype) over a device Storage."""
 import builtins
-import functools
 import math
 import numbers
 from collections import OrderedDict
@@ -8,6 +7,7 @@ from collections import OrderedDict
 import numpy as np
 import pyopencl as cl
 
+from . import caches
 from . import dtypes as dt
 from .device import Storage, get_device
 from .hooks import RemovableHandle
@@ -30,7 +30,7 @@ def contiguous_strides(shape):
 
 # NOTE: memoized, as are the layout helpers below, which ops call with the same layouts again
 # and again; they return Python ints whatever int type the key holds (2 == np.int64(2))
-@functools.lru_cache(maxsize=4096)
+@caches.lru_cache(maxsize=4096)
 def _contiguous_strides(shape):
     strides, acc = [], 1
     for n in reversed(shape):
@@ -783,12 +783,12 @@ def _same_strides(shape, strides, expected):
     return all(n <= 1 or s == e for n, s, e in zip(shape, strides, expected))
 
 
-@functools.lru_cache(maxsize=4096)
+@caches.lru_cache(maxsize=4096)
 def _is_contiguous(shape, strides):
     return _same_strides(shape, strides, _contiguous_strides(shape))
 
 
-@functools.lru_cache(maxsize=4096)
+@caches.lru_cache(maxsize=4096)
 def _is_channels_last(shape, strides):
     return _same_strides(shape, strides, channels_last_strides(shape))
 
@@ -843,7 +843,7 @@ def _view_strides(old_shape, old_strides, new_shape):
     return _view_strides_of(tuple(old_shape), tuple(old_strides), tuple(new_shape))
 
 
-@functools.lru_cache(maxsize=4096)
+@caches.lru_cache(maxsize=4096)
 def _view_strides_of(old_shape, old_strides, new_shape):
     if math.prod(old_shape) == 0 or not old_shape:
         return contiguous_strides(new_shape)

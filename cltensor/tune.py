@@ -31,13 +31,15 @@ from pathlib import Path
 
 import numpy as np
 
+from . import caches
 from .diskfiles import private_dirs, read_json, update_json
 from .program import cache_root, device_key
 
 DB_DIR = Path(__file__).resolve().parent / "tuning"
-_db_files = {}
-_merged = {}
-_current = {}  # (family, kernel, device index) -> current()'s entry
+_db_files = caches.register("tune.db_files", {})
+_merged = caches.register("tune.merged", {})
+# (family, kernel, device index) -> current()'s entry
+_current = caches.register("tune.current", {})
 
 
 # ---- the database -----------------------------------------------------------------------------

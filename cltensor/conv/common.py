@@ -1,17 +1,16 @@
 """Helpers shared by the convolution algorithms: kernel getters, strided views, layouts."""
-import functools
 import itertools
 import weakref
 
 import numpy as np
 
-from .. import backends
-from .. import program
+from .. import backends, caches, program
 from ..program import ctype_of, launch, round_up
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 
 LOCAL_1D = 256  # work-group size of the 1-d copy kernels off the CPU
-_per_weight = weakref.WeakKeyDictionary()  # weight Storage -> {view key: (version, value)}
+# weight Storage -> {view key: (version, value)}
+_per_weight = caches.register("conv.common.per_weight", weakref.WeakKeyDictionary())
 
 
 def get_kernel(device, filename, name, defines, headers=()):
@@ -62,7 +61,7 @@ def view_args(t):
     return [t.storage.buf, *_int64s(t.offset, t.strides)]
 
 
-@functools.lru_cache(maxsize=4096)
+@caches.lru_cache(maxsize=4096)
 def _int64s(offset, strides):
     # NOTE: memoized: converting the five ints cost more than the rest of a launch's arguments
     return (np.int64(offset), *[np.int64(s) for s in strides])

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import backends
+from .. import backends, caches
 from ..ops import gemm
 from ..program import ctype_of, launch, memo_with, round_up
 from . import common
@@ -47,7 +47,8 @@ def _engine_ok(q, kernel):
 
 # kernel name -> a parameter set that replaces the GEMM database's choice (experiments, tests)
 FORCE_PARAMS = {}
-_ranked = {}  # (device, dtype, kernel, m, n, k, nbatch, plain) -> parameter sets, best first
+# (device, dtype, kernel, m, n, k, nbatch, plain) -> parameter sets, best first
+_ranked = caches.register("conv.implicit_gpu.ranked", {})
 
 
 def _candidates(device, dtype, kernel, m, n, k, nbatch, engine=None, plain=False):
@@ -110,7 +111,8 @@ def _rank_wgrad(measured, others, m, n):
     return sorted(measured + others, key=cost)
 
 
-_built = {}  # (device, geometry, kernel, product, engine, variant) -> (engine's sets, (parameters, kernel))
+# (device, geometry, kernel, product, engine, variant) -> (engine's sets, (parameters, kernel))
+_built = caches.register("conv.implicit_gpu.built", {})
 
 
 def _build(device, geo, name, product, extra, engine=None, variant=None):

@@ -5,6 +5,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .. import caches
 from .. import dtypes as dt
 from ..ops import elementwise as ew
 from ..program import remember
@@ -147,7 +148,8 @@ def make_params(input, weight, bias, stride, padding, dilation, groups):
     return p
 
 
-_params = {}  # make_params' memo: shapes, dtype and the plain arguments -> ConvParams
+# make_params' memo: shapes, dtype and the plain arguments -> ConvParams
+_params = caches.register("conv.params.params", {})
 
 
 def _plain(value):

@@ -25,13 +25,12 @@ against a float64 reference (direct fp32: 1.0e-7): F(2x2, 3x3) 2.7e-7, F(4x4, 3x
 F(2x2, 5x5) 1.5e-6, F(4x4, 5x5) 3.5e-6. The tests bound every variant and pass by
 WINOGRAD_RTOL (1e-5).
 """
-import functools
 from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
 
-from .. import backends, plugins, program
+from .. import backends, caches, plugins, program
 from ..ops import gemm
 from ..program import ctype_of, round_up
 from . import common
@@ -77,7 +76,7 @@ def _from_roots(roots, size):
     return poly
 
 
-@functools.cache
+@caches.lru_cache(maxsize=None)
 def _defines(m, r, dtype, vec):
     """The build options of F(m, r)'s kernels for dtype (the matrices as brace lists), taking
     vec tiles or filters per work-item."""
@@ -87,7 +86,7 @@ def _defines(m, r, dtype, vec):
             "WINO_BT": _literals(bt, dtype), "VEC": vec}
 
 
-@functools.cache
+@caches.lru_cache(maxsize=None)
 def items_per_work_item(device, dtype):
     """conv_winograd.cl's VEC, the tiles or filters its kernels take per work-item: on CPUs
     the device's preferred vector width for dtype (a power of two up to 16, one per lane:
@@ -364,7 +363,7 @@ class _Plan(NamedTuple):
 
 # Winograd.run's plans: _plan_key -> _Plan, or None where the launches use buffers that a
 # replay could not know (a plug-in's split-K scratch, copies of operands)
-_plans = {}
+_plans = caches.register("conv.winograd.plans", {})
 
 
 def clear_plans():

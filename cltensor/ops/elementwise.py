@@ -1,14 +1,13 @@
 """Elementwise operations: broadcasting, dtype rules and launches of cl_kernels/elementwise.cl."""
-import functools
 import math
 import numbers
 from typing import NamedTuple
 
 import numpy as np
 
+from .. import caches
 from .. import dtypes as dt
-from ..program import (MAX_DIMS, build_program, ctype_of, launch, read_source,
-                       round_up, sizes_1d)
+from ..program import MAX_DIMS, build_program, ctype_of, launch, read_source, round_up, sizes_1d
 
 KERNEL_FILE = "elementwise.cl"
 SHAPE_T = np.dtype([("size", np.int64, MAX_DIMS)])
@@ -27,7 +26,7 @@ CONTIG_ITEMS_BY_KIND = {"cpu": 1, "gpu": 4}
 # (389 s) for 380 op and dtype combinations, 445 contiguous, 156 2-d, 90 3-d (2026-12-03); the
 # padded dim costs ew_rows one more offset step per row of up to ROW_CHUNK elements.
 ROWS_MIN_ND = 3
-_kernels = {}
+_kernels = caches.register("ops.elementwise.kernels", {})
 ClTensor = None  # cltensor.tensor.ClTensor, set there: that module imports this one first
 
 
@@ -104,7 +103,7 @@ def view_arg(offset, strides):
 
 
 # NOTE: memoized (a struct costs a few microseconds to fill); read-only, as they are shared
-@functools.lru_cache(maxsize=4096)
+@caches.lru_cache(maxsize=4096)
 def _shape_struct(sizes):
     s = np.zeros((), SHAPE_T)
     s["size"][:len(sizes)] = sizes
@@ -112,7 +111,7 @@ def _shape_struct(sizes):
     return s
 
 
-@functools.lru_cache(maxsize=4096)
+@caches.lru_cache(maxsize=4096)
 def _view_struct(offset, strides):
     v = np.zeros((), VIEW_T)
     v["offset"] = offset
@@ -177,7 +176,7 @@ class _Plan(NamedTuple):
     items: int
 
 
-@functools.lru_cache(maxsize=4096)
+@caches.lru_cache(maxsize=4096)
 def _plan(device, name, row_chunk, items, out_shape, out_strides, views):
     """The launch plan of out (shape, strides) from tensor operands `views` ((shape, strides)
     each) with strided kernel `name` (and ew_rows' ROW_CHUNK, ew_contig's `items`); memoized, as

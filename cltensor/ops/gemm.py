@@ -14,7 +14,6 @@ prepended with gemm_common.cl):
     xgemm   gemm_xgemm.cl:xgemm, operands read in place when aligned and whole tiles, else
             copied by gemm_pack.cl:pad_copy: GPUs
 """
-import functools
 import importlib
 import math
 import sys
@@ -24,7 +23,7 @@ from typing import NamedTuple
 import numpy as np
 import pyopencl as cl
 
-from .. import backends, program
+from .. import backends, caches, program
 from ..program import ctype_of, launch, memo_with, remember, round_up
 from ..tensor import ClTensor
 from . import elementwise as ew
@@ -57,7 +56,7 @@ DIRECT_GPU_LOCAL = (16, 8)  # gemm_direct's work-group off the CPU
 B_STRIDED, B_UNIT, B_ALIGNED = "strided", "unit", "aligned"
 EPI_ROW_BIAS, EPI_COL_BIAS, EPI_RELU = 1, 2, 4
 _ZERO = np.int64(0)  # an absent bias's offset and stride
-_fits = {}
+_fits = caches.register("ops.gemm.fits", {})
 # Device-specific GEMM kernels offered from above: callables device -> [objects whose
 # gemm(p, alpha, beta, has_ci, row_bias, col_bias, relu) runs p and returns True, or declines];
 # cltensor.plugins registers its lookup here, so that this engine never imports plug-ins.
@@ -169,7 +168,7 @@ def launch_tiles(p, kernel, tile, groups_n, local, k_arg, tail, rows_in_dim0=Fal
         launch(p.device, kernel, gsize, local, *head, *tail)
 
 
-@functools.lru_cache(maxsize=4096)
+@caches.lru_cache(maxsize=4096)
 def _tile_launches(m, n, k_arg, bshape, tile, groups_n, local, rows_in_dim0, nz):
     """[(global size, leading arguments)] of launch_tiles' launches (memoized); nz: the
     batches of the grid."""
@@ -449,7 +448,8 @@ def _xgemm_candidates(device, entry, itemsize):
     return memo_with(_candidates, key, entry.get("xgemm"), candidates)
 
 
-_candidates = {}  # (device, its limits, itemsize, strict, id of the entry's sets) -> (own, extra)
+# (device, its limits, itemsize, strict, id of the entry's sets) -> (own, extra)
+_candidates = caches.register("ops.gemm.candidates", {})
 
 
 MAX_SPLITS = 16
@@ -622,7 +622,8 @@ class XPlan(NamedTuple):
     splits: int
 
 
-_prepared = {}  # _plan_key -> (params, kernel, each in-place XOperand's fields after its tensor)
+# _plan_key -> (params, kernel, each in-place XOperand's fields after its tensor)
+_prepared = caches.register("ops.gemm.prepared", {})
 
 
 def _layout_key(p):
@@ -693,7 +694,7 @@ def _run_xgemm(p, entry, epi):
 # the estimate's in-place xgemm plan of a product, which gemm_into replays for the same
 # layout and entry without choosing the family and the set again (tens of microseconds of
 # host time a product; benchmark mode's timed choices are not kept here)
-_recipes = {}
+_recipes = caches.register("ops.gemm.recipes", {})
 
 
 def _replayed_plan(p, entry):
@@ -706,7 +707,8 @@ def _replayed_plan(p, entry):
     return XPlan(params, kernel, XOperand(p.a.t, *xa), XOperand(p.b.t, *xb), (), splits)
 
 
-_ranked = {}  # (device, problem, the entry's settings, its sets) -> (sets, ranking)
+# (device, problem, the entry's settings, its sets) -> (sets, ranking)
+_ranked = caches.register("ops.gemm.ranked", {})
 # the entry's settings that xgemm_plan reads besides its sets
 PLAN_SETTINGS = ("compute_units", "threads_per_cu", "split_k", "split_cost_us", "bandwidth_gbs")
 
@@ -750,7 +752,8 @@ def _launch_xgemm(p, plan, epi):
 BENCH_SLACK = 2.0
 BENCH_MIN_SECONDS = 20e-6  # products estimated faster than this run the estimate's choice
 BENCH_REPEAT = 3
-_timed = {}  # (device, shape key) -> (params, splits, {(set index, splits): seconds})
+# (device, shape key) -> (params, splits, {(set index, splits): seconds})
+_timed = caches.register("ops.gemm.timed", {})
 
 
 def _bench_key(p):
@@ -864,7 +867,7 @@ def _fold_batch(batch, m, strides):
     return (), m * math.prod(batch), folded
 
 
-@functools.lru_cache(maxsize=4096)
+@caches.lru_cache(maxsize=4096)
 def _batch_layout(batch, m, strides, foldable):
     """(M, collapsed batch shape, (batch strides, row stride, column stride) per operand) of
     operands with these strides (a, b, c_in, c_out); memoized, as every product asks.

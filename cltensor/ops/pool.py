@@ -4,12 +4,12 @@ sizes and launches of cl_kernels/pool.cl. No autograd here (cltensor/nn/function
 Inputs are 4-d NCHW views with any strides; outputs are contiguous, or channels_last when the
 input is, so a channels_last network stays channels_last.
 """
-import functools
 import math
 import numbers
 
 import numpy as np
 
+from .. import caches
 from .. import dtypes as dt
 from ..program import ctype_of, get_kernel, launch, round_up, sizes_1d
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
@@ -171,7 +171,7 @@ def _pool(x_shape, out_hw, fields=None, divisor=0, include_pad=1):
 
 
 # NOTE: the structs are memoized (filling one costs microseconds) and read-only, being shared
-@functools.lru_cache(maxsize=1024)
+@caches.lru_cache(maxsize=1024)
 def _view4_struct(offset, shape, strides, off):
     """A View4 with `off` fields. A size-1 dim's stride that no int holds is given as 0: any
     value is allowed there, and only index 0 multiplies it. (Others stay: the planes kernels
@@ -184,7 +184,7 @@ def _view4_struct(offset, shape, strides, off):
     return v
 
 
-@functools.lru_cache(maxsize=256)
+@caches.lru_cache(maxsize=256)
 def _pool_struct(sizes, fields, divisor, include_pad):
     p = np.zeros((), POOL_T)
     for name, n in zip(("N", "C", "H", "W", "OH", "OW"), sizes):

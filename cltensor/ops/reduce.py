@@ -4,7 +4,6 @@ Kernels: cl_kernels/reduce.cl (every reduction) and cl_kernels/scan.cl (cumsum, 
 logcumsumexp).
 """
 import builtins
-import functools
 import math
 import numbers
 from collections import namedtuple
@@ -13,6 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pyopencl as cl
 
+from .. import caches
 from .. import dtypes as dt
 from ..program import build_program, ctype_of, launch, memo_with, round_up
 from ..tensor import ClTensor, _norm_dim
@@ -72,8 +72,8 @@ return_types = SimpleNamespace(max=namedtuple("max", "values indices"),
                                frexp=namedtuple("frexp", "mantissa exponent"),
                                histogram=namedtuple("histogram", "hist bin_edges"))
 
-_kernels = {}
-_dummies = {}
+_kernels = caches.register("ops.reduce.kernels", {})
+_dummies = caches.register("ops.reduce.dummies", {})
 
 
 # ---- kernels ----------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ def _plan(x, dims, ordered):
     return Plan(x, *_layout(x.shape, x.strides, tuple(dims), ordered))
 
 
-@functools.lru_cache(maxsize=1024)
+@caches.lru_cache(maxsize=1024)
 def _layout(shape, strides, dims, ordered):
     """_plan's fields after x, memoized per layout."""
     kept = [i for i in range(len(shape)) if i not in dims]
@@ -248,7 +248,8 @@ Geometry = namedtuple("Geometry", "chunks gsize lsize row_args scratch merge_gsi
                                   "merge_scratch")
 
 
-_geometries = {}  # (device, layout, kernel limit, id of the tuning) -> (tuning, Geometry)
+# (device, layout, kernel limit, id of the tuning) -> (tuning, Geometry)
+_geometries = caches.register("ops.reduce.geometries", {})
 
 
 def _geometry(device, kshape, kstrides, rshape, rstrides, M, R, limit):
@@ -269,7 +270,7 @@ def _geometry(device, kshape, kstrides, rshape, rstrides, M, R, limit):
                     _local(STATE_BYTES * m0 * m1))
 
 
-@functools.lru_cache(maxsize=64)
+@caches.lru_cache(maxsize=64)
 def _local(nbytes):
     """A local-memory argument of nbytes (only its size matters: one object per size)."""
     return cl.LocalMemory(nbytes)

@@ -18,7 +18,7 @@ import importlib
 import importlib.metadata
 import warnings
 
-from .. import program
+from .. import caches, program
 from ..ops import gemm as _gemm
 
 ENTRY_POINT_GROUP = "cltensor.plugins"
@@ -27,9 +27,11 @@ PROBE_LOG_LINES = 3  # lines of a failed probe's build log that its warning quot
 
 _loaded = None     # the built-ins and entry points, in order, once loaded
 _registered = []   # register_plugin()'s, in order
-_for_device = {}   # device -> the plug-ins that serve it
-_conv_for_device = {}  # device -> {algorithm name: algorithm} of those plug-ins
-_why_not = {}      # (plugin, device) -> "" when the plug-in serves the device, else why not
+_for_device = caches.register("plugins.for_device", {})   # device -> the plug-ins that serve it
+# device -> {algorithm name: algorithm} of those plug-ins
+_conv_for_device = caches.register("plugins.conv_for_device", {})
+# (plugin, device) -> "" when the plug-in serves the device, else why not
+_why_not = caches.register("plugins.why_not", {})
 
 
 class PluginWarning(RuntimeWarning):

@@ -1,12 +1,12 @@
 """conv1d and conv_transpose1d (the 2-d convolutions over a unit height), unfold and
 fold (im2col and col2im); conv2d and conv_transpose2d are cltensor.conv's.
 """
-import functools
 
 import numpy as np
 
 import cltensor
 
+from ... import caches
 from ...conv import conv2d, conv_transpose2d  # re-exported: torch.nn.functional's
 from ...ops import pool
 from .utils import _drop_height, _float_tensor, _row, _unit_height
@@ -60,7 +60,7 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
         _row(dilation, "dilation", op, 1)))
 
 
-@functools.lru_cache(maxsize=64)
+@caches.lru_cache(maxsize=64)
 def _block_index(size, k, d, p, s):
     """For an image of spatial `size` padded by p: the position (h * Wp + w in the padded plane)
     of each block element, as a (kh * kw * Lh * Lw,) array ordered (ki, kj, lh, lw), and
