@@ -23,7 +23,6 @@ from pathlib import Path
 
 from .. import backends, caches, tune
 from ..diskfiles import private_dirs, read_json, update_json, warn_once
-from ..plugins import conv_algorithm_owner, conv_algorithms_for
 from ..program import cache_root, device_key
 from . import common, gemm1x1, im2col, implicit, precision, s2d, winograd
 
@@ -68,9 +67,31 @@ def workspace_bytes(name, p, pass_="forward", device=None):
 
 # ---- plug-in algorithms -----------------------------------------------------------------------
 
+# Algorithms offered from above (cltensor.plugins registers itself here, so that this module
+# never imports plug-ins): objects with algorithms_for(device) -> {name: algorithm}, memoized,
+# and owner_of(name) -> the plug-in that offers algorithm `name` on some device, or None.
+PROVIDERS = []
+
+
+def _offered(device):
+    found = {}
+    for provider in PROVIDERS:
+        more = provider.algorithms_for(device)
+        found = {**found, **more} if found else more
+    return found
+
+
+def algorithm_owner(name):
+    """The plug-in that offers conv algorithm `name` (on any device), or None."""
+    for provider in PROVIDERS:
+        owner = provider.owner_of(name)
+        if owner is not None:
+            return owner
+    return None
+
 def algorithms(device=None):
     """{name: algorithm} on a device: the portable ones, then the plug-ins' that serve it."""
-    extra = conv_algorithms_for(device) if device is not None else {}
+    extra = _offered(device) if device is not None else {}
     return {**ALGORITHMS, **extra} if extra else ALGORITHMS
 
 
@@ -89,7 +110,7 @@ def check_algo(algo, device):
 
 
 def _unknown_algo(name, device):
-    owner = conv_algorithm_owner(name)
+    owner = algorithm_owner(name)
     if owner is not None and device is not None:
         why = owner.why_not(device) or "the algorithm's serves() declined it"
         return (f"conv2d: algo {name!r} of plug-in {owner.name!r} does not serve {device}: "
@@ -105,7 +126,7 @@ def _usable(name, p, pass_, device):
 
 def _plugin_choice(p, device, pass_):
     """The first plug-in algorithm that can run this pass of p and prefers it, or None."""
-    for name, algo in conv_algorithms_for(device).items():
+    for name, algo in _offered(device).items():
         if eligible(name, p, pass_, device)[0] and algo.prefer(p, device, pass_):
             return name
     return None

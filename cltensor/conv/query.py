@@ -4,7 +4,6 @@ import numpy as np
 from .. import backends
 from .. import dtypes as dt
 from ..device import get_device
-from ..plugins import conv_algorithm_owner
 from ..tensor import ClTensor
 from . import dispatch
 from .params import make_params
@@ -67,7 +66,7 @@ def conv_algorithms(input, weight, bias=None, stride=1, padding=0, dilation=1, g
 
 
 def _plugin_of(name):
-    owner = None if name in dispatch.ALGORITHMS else conv_algorithm_owner(name)
+    owner = None if name in dispatch.ALGORITHMS else dispatch.algorithm_owner(name)
     return owner.name if owner is not None else None
 
 

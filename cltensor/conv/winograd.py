@@ -30,7 +30,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .. import backends, caches, plugins, program
+from .. import backends, caches, program
 from ..ops import gemm
 from ..program import ctype_of, round_up
 from . import common
@@ -275,7 +275,7 @@ class Winograd:
                 U.strides, U.offset, out.shape, out.strides, out.offset,
                 None if bias is None else (bias.offset, bias.strides), dev,
                 backends.allow_tf32, backends.conv_workspace_limit, gemm.FORCE_FAMILY,
-                plugins.generation, id(gemm.entry_for(dev, p.dtype)))
+                gemm.generation, id(gemm.entry_for(dev, p.dtype)))
 
     def _input_transform(self, x, p, channels, pads, th, tw, nb, tp):
         V = common.empty((self._alpha(p) ** 2, channels, tp), x)

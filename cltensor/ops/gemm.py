@@ -61,6 +61,7 @@ _fits = caches.register("ops.gemm.fits", {})
 # gemm(p, alpha, beta, has_ci, row_bias, col_bias, relu) runs p and returns True, or declines];
 # cltensor.plugins registers its lookup here, so that this engine never imports plug-ins.
 PROVIDERS = []
+generation = 0  # counts the changes to what PROVIDERS offer (keys of replayed launches)
 
 
 class Operand(NamedTuple):

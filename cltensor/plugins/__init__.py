@@ -17,8 +17,10 @@ import this module's names with `from cltensor.plugins import Plugin, register_p
 import importlib
 import importlib.metadata
 import warnings
+from types import SimpleNamespace
 
 from .. import caches, program
+from ..conv import dispatch as _dispatch
 from ..ops import gemm as _gemm
 
 ENTRY_POINT_GROUP = "cltensor.plugins"
@@ -221,6 +223,7 @@ def _instance(plugin):
 def _changed():
     global generation
     generation += 1
+    _gemm.generation += 1
     _for_device.clear()
     _conv_for_device.clear()
 
@@ -281,11 +284,10 @@ def conv_algorithms_for(device):
 
 
 def _collect_conv(device):
-    from ..conv.dispatch import ALGORITHMS
     found = {}
     for pl in plugins_for(device):
         for name, algo in pl.conv_algorithms().items():
-            if name in ALGORITHMS or name in found or name == "auto":
+            if name in _dispatch.ALGORITHMS or name in found or name == "auto":
                 _warn(f"cltensor plug-in {pl.name!r}: conv algorithm name {name!r} is taken; "
                       f"skipped")
             elif algo.serves(device):
@@ -301,4 +303,7 @@ def conv_algorithm_owner(name):
     return None
 
 
-_gemm.PROVIDERS.append(plugins_for)  # the GEMM engine asks the plug-ins that serve a device
+# the GEMM engine and conv2d's dispatcher ask the plug-ins that serve a device
+_gemm.PROVIDERS.append(plugins_for)
+_dispatch.PROVIDERS.append(SimpleNamespace(algorithms_for=conv_algorithms_for,
+                                           owner_of=conv_algorithm_owner))

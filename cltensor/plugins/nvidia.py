@@ -25,6 +25,8 @@ import numpy as np
 import pyopencl as cl
 
 from .. import backends
+from ..conv import dispatch, gemm1x1, im2col, implicit
+from ..conv.implicit_gpu import MmaEngine
 from ..ops import elementwise as ew
 from ..ops import gemm as gm
 from ..program import KernelBuildError, launch, memo_with, round_up
@@ -134,7 +136,6 @@ class NvidiaTensorCores(Plugin):
 
     def conv_engine(self):
         """The tensor-core multiply of the implicit-GEMM convolution kernels."""
-        from ..conv.implicit_gpu import MmaEngine
         return MmaEngine(self.conv_configs, self.emulate)
 
     def plans(self, p):
@@ -241,28 +242,23 @@ class Tf32Implicit(Tf32Convolution):
         # on all but 3 passes (1.1-2x: GoogLeNet 4a/1x1 forward 0.21 -> 0.11 ms, AlexNet conv1
         # weight gradient 1.14 -> 0.58) and lost by at most 10% (4a/5x5r's input gradient);
         # Winograd's choices won everywhere, and strided input gradients ran 30-60x slower
-        from ..conv import dispatch
         return dispatch.portable_rule(p, device, pass_) == "implicit_gemm"
 
     def workspace_bytes(self, p, backward=False, device=None):
-        from ..conv import implicit
         return implicit.workspace_bytes(p, backward, device)
 
     def forward(self, x, w, bias, p, out, relu=False):
-        from ..conv import implicit
         return implicit.forward(x, w, bias, p, out, self.plugin.conv_engine(), relu)
 
     def backward(self, x, w, gout, p, need_x, need_w):
         return self.backward_with_bias(x, w, gout, p, need_x, need_w, with_bias=False)[:2]
 
     def backward_with_bias(self, x, w, gout, p, need_x, need_w, with_bias=True):
-        from ..conv import implicit
         return implicit.backward_with_bias(x, w, gout, p, need_x, need_w,
                                            self.plugin.conv_engine(), with_bias)
 
 
 def _base(p):
-    from ..conv import gemm1x1, im2col
     return gemm1x1 if gemm1x1.eligible(p)[0] else im2col
 
 
