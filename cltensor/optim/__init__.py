@@ -8,9 +8,13 @@ Example:
     sched = cltensor.optim.lr_scheduler.StepLR(opt, step_size=10)
 """
 from . import lr_scheduler  # noqa: F401
+from .adagrad import Adadelta, Adagrad
 from .adam import Adam, AdamW
+from .adam_variants import Adamax, NAdam, RAdam, SparseAdam
+from .asgd import ASGD, Rprop
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adadelta", "Adagrad", "Adamax",
+           "NAdam", "RAdam", "ASGD", "Rprop", "SparseAdam", "lr_scheduler"]
