@@ -1,6 +1,8 @@
 """Adadelta, Adagrad, Adamax, NAdam, RAdam, ASGD, Rprop and LBFGS against torch.optim step by
 step; state_dict round trips; torch's errors for bad hyperparameters; schedulers' lr sequences
 against torch.optim.lr_scheduler."""
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -153,3 +155,178 @@ def test_refused_and_ignored_flags(device, rng):
             opt.step()
     for a, b in zip(plain, same):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+# ---- schedulers ----------------------------------------------------------------------------------
+
+def _sgd_pair(optimizer="SGD"):
+    """A torch and a cltensor optimizer of two groups (lr 0.1 and 0.02), no parameter needed
+    on the device since schedulers only touch the groups."""
+    kwargs = {"momentum": 0.9} if optimizer == "SGD" else {}
+    pairs = []
+    for lib, make in ((torch, lambda: torch.zeros(2, requires_grad=True)),
+                      (cltensor, lambda: cltensor.zeros(2, requires_grad=True))):
+        groups = [{"params": [make()], "lr": 0.1}, {"params": [make()], "lr": 0.02}]
+        pairs.append(getattr(lib.optim, optimizer)(groups, lr=0.1, **kwargs))
+    return pairs
+
+
+SCHEDULERS = {
+    "StepLR": lambda L, o: L.StepLR(o, step_size=3, gamma=0.5),
+    "MultiStepLR": lambda L, o: L.MultiStepLR(o, milestones=[2, 5, 5, 9], gamma=0.3),
+    "ExponentialLR": lambda L, o: L.ExponentialLR(o, gamma=0.8),
+    "LambdaLR": lambda L, o: L.LambdaLR(o, lambda e: 1 / (1 + e)),
+    "LinearLR": lambda L, o: L.LinearLR(o, start_factor=0.25, total_iters=4),
+    "CosineAnnealingLR": lambda L, o: L.CosineAnnealingLR(o, T_max=4, eta_min=0.001),
+    "OneCycleLR": lambda L, o: L.OneCycleLR(o, max_lr=[0.5, 0.1], total_steps=14),
+    "OneCycleLR3": lambda L, o: L.OneCycleLR(o, max_lr=0.5, total_steps=14, three_phase=True,
+                                             anneal_strategy="linear"),
+    "ConstantLR": lambda L, o: L.ConstantLR(o, factor=0.4, total_iters=3),
+    "MultiplicativeLR": lambda L, o: L.MultiplicativeLR(o, [lambda e: 0.9, lambda e: 1.1]),
+    "PolynomialLR": lambda L, o: L.PolynomialLR(o, total_iters=6, power=2.0),
+    "CosineAnnealingWarmRestarts": lambda L, o: L.CosineAnnealingWarmRestarts(
+        o, T_0=3, T_mult=2, eta_min=0.01),
+    "CyclicLR": lambda L, o: L.CyclicLR(o, base_lr=0.01, max_lr=[0.1, 0.2], step_size_up=3),
+    "CyclicLR2": lambda L, o: L.CyclicLR(o, base_lr=0.01, max_lr=0.1, step_size_up=2,
+                                         step_size_down=3, mode="triangular2"),
+    "CyclicLR-exp": lambda L, o: L.CyclicLR(o, base_lr=[0.01, 0.02], max_lr=0.1, step_size_up=2,
+                                            mode="exp_range", gamma=0.9, base_momentum=0.7,
+                                            max_momentum=0.95),
+    "CyclicLR-nomomentum": lambda L, o: L.CyclicLR(o, 0.01, 0.1, 2, cycle_momentum=False),
+    "SequentialLR": lambda L, o: L.SequentialLR(
+        o, [L.LinearLR(o, start_factor=0.1, total_iters=3), L.ExponentialLR(o, gamma=0.7),
+            L.StepLR(o, step_size=2)], milestones=[3, 7]),
+    "ChainedScheduler": lambda L, o: L.ChainedScheduler(
+        [L.ConstantLR(o, factor=0.5, total_iters=4), L.ExponentialLR(o, gamma=0.9)]),
+}
+SCHED_STEPS = 14
+
+
+def _history(sched, opt, steps, epochs=None):
+    """get_last_lr, the groups' lr and momentum, and last_epoch after each step."""
+    out = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(steps):
+            opt.step()
+            sched.step() if epochs is None else sched.step(epochs[i])
+            out.append((list(sched.get_last_lr()), [g["lr"] for g in opt.param_groups],
+                        [g.get("momentum") for g in opt.param_groups],
+                        getattr(sched, "last_epoch", None)))
+    return out
+
+
+def _assert_histories(mine, theirs):
+    assert len(mine) == len(theirs)
+    for (a_last, a_lr, a_mom, a_ep), (b_last, b_lr, b_mom, b_ep) in zip(mine, theirs):
+        np.testing.assert_allclose(a_last, b_last, rtol=1e-13, atol=1e-16)
+        np.testing.assert_allclose(a_lr, b_lr, rtol=1e-13, atol=1e-16)
+        np.testing.assert_allclose(a_mom, b_mom, rtol=1e-13, atol=1e-16)
+        assert a_ep == b_ep
+
+
+@pytest.mark.parametrize("name", list(SCHEDULERS))
+def test_scheduler_matches_torch(name):
+    t_opt, c_opt = _sgd_pair()
+    make = SCHEDULERS[name]
+    t_sched, c_sched = make(torch.optim.lr_scheduler, t_opt), make(optim.lr_scheduler, c_opt)
+    np.testing.assert_allclose(c_sched.get_last_lr(), t_sched.get_last_lr(), rtol=1e-13)
+    _assert_histories(_history(c_sched, c_opt, SCHED_STEPS),
+                      _history(t_sched, t_opt, SCHED_STEPS))
+
+
+@pytest.mark.parametrize("name", [n for n in SCHEDULERS if not n.startswith("OneCycle")])
+def test_scheduler_state_dict_round_trip(name):
+    """Saved after 5 steps and loaded into a fresh scheduler of an optimizer with the same
+    groups, the lr sequence continues as torch's uninterrupted one."""
+    t_opt, c_opt = _sgd_pair()
+    make = SCHEDULERS[name]
+    t_sched, c_sched = make(torch.optim.lr_scheduler, t_opt), make(optim.lr_scheduler, c_opt)
+    _history(t_sched, t_opt, 5)
+    _history(c_sched, c_opt, 5)
+    saved, groups = c_sched.state_dict(), c_opt.state_dict()["param_groups"]
+    assert set(saved) == set(t_sched.state_dict())
+    _, c_opt2 = _sgd_pair()
+    c_opt2.load_state_dict({"state": {}, "param_groups": groups})
+    c_sched2 = make(optim.lr_scheduler, c_opt2)
+    c_sched2.load_state_dict(saved)
+    for group, old in zip(c_opt2.param_groups, groups):
+        group.update({k: v for k, v in old.items() if k != "params"})
+    _assert_histories(_history(c_sched2, c_opt2, 6), _history(t_sched, t_opt, 6))
+
+
+CLOSED_FORM = ["StepLR", "MultiStepLR", "ExponentialLR", "LinearLR", "CosineAnnealingLR",
+               "ConstantLR", "PolynomialLR", "CosineAnnealingWarmRestarts", "LambdaLR"]
+
+
+@pytest.mark.parametrize("name", CLOSED_FORM)
+def test_scheduler_step_with_epoch_matches_torch(name):
+    epochs = [2, 3, 7, 4, 0, 11, 6.5 if name == "CosineAnnealingWarmRestarts" else 6]
+    t_opt, c_opt = _sgd_pair()
+    make = SCHEDULERS[name]
+    t_sched, c_sched = make(torch.optim.lr_scheduler, t_opt), make(optim.lr_scheduler, c_opt)
+    _assert_histories(_history(c_sched, c_opt, len(epochs), epochs),
+                      _history(t_sched, t_opt, len(epochs), epochs))
+
+
+def test_cyclic_lr_cycles_adam_beta1():
+    t_opt, c_opt = _sgd_pair("Adam")
+    make = SCHEDULERS["CyclicLR"]
+    t_sched, c_sched = make(torch.optim.lr_scheduler, t_opt), make(optim.lr_scheduler, c_opt)
+    for _ in range(7):
+        _history(t_sched, t_opt, 1)
+        _history(c_sched, c_opt, 1)
+        assert [g["betas"] for g in c_opt.param_groups] == \
+            [g["betas"] for g in t_opt.param_groups]
+
+
+def test_reduce_lr_on_plateau_matches_torch():
+    t_opt, c_opt = _sgd_pair()
+    kw = dict(mode="max", factor=0.5, patience=1, cooldown=1, threshold=0.1,
+              threshold_mode="abs", min_lr=[0.01, 0.0])
+    t_sched = torch.optim.lr_scheduler.ReduceLROnPlateau(t_opt, **kw)
+    c_sched = optim.lr_scheduler.ReduceLROnPlateau(c_opt, **kw)
+    for metric in [1.0, 1.05, 1.0, 0.9, 1.3, 1.3, 1.3, 1.2, 1.0, 1.0, 1.0]:
+        t_sched.step(metric)
+        c_sched.step(metric)
+        assert c_sched.get_last_lr() == t_sched.get_last_lr()
+        assert c_sched.last_epoch == t_sched.last_epoch
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        t_sched.step(0.5, epoch=20)
+        c_sched.step(0.5, epoch=20)
+    assert c_sched.last_epoch == t_sched.last_epoch == 20
+
+
+SCHED_BAD = [
+    lambda L, o: L.ConstantLR(o, factor=1.5),
+    lambda L, o: L.MultiplicativeLR(o, [lambda e: 1.0]),
+    lambda L, o: L.CosineAnnealingWarmRestarts(o, T_0=0),
+    lambda L, o: L.CosineAnnealingWarmRestarts(o, T_0=2, T_mult=0),
+    lambda L, o: L.CosineAnnealingWarmRestarts(o, T_0=2, eta_min="0"),
+    lambda L, o: L.CyclicLR(o, 0.01, 0.1, mode="sawtooth"),
+    lambda L, o: L.SequentialLR(o, [L.ConstantLR(o)], milestones=[3]),
+    lambda L, o: L.SequentialLR(o, [], milestones=[]),
+    lambda L, o: L.SequentialLR(o, [L.ReduceLROnPlateau(o)], milestones=[]),
+    lambda L, o: L.ChainedScheduler([]),
+    lambda L, o: L.ReduceLROnPlateau(o, factor=2),
+    lambda L, o: L.ReduceLROnPlateau(o, mode="up"),
+    lambda L, o: L.ReduceLROnPlateau(o, threshold_mode="x"),
+    lambda L, o: L.ReduceLROnPlateau(o, min_lr=[0.1, 0.2, 0.3]),
+]
+
+
+@pytest.mark.parametrize("index", range(len(SCHED_BAD)))
+def test_scheduler_bad_arguments_raise_torchs_error(index):
+    t_opt, c_opt = _sgd_pair()
+    with pytest.raises(ValueError) as theirs:
+        SCHED_BAD[index](torch.optim.lr_scheduler, t_opt)
+    with pytest.raises(ValueError) as mine:
+        SCHED_BAD[index](optim.lr_scheduler, c_opt)
+    assert str(mine.value).startswith(str(theirs.value))
+
+
+def test_cyclic_lr_needs_momentum():
+    opt = optim.Adagrad([cltensor.zeros(2, requires_grad=True)])
+    with pytest.raises(ValueError, match="momentum or beta1"):
+        optim.lr_scheduler.CyclicLR(opt, 0.01, 0.1)
