@@ -157,6 +157,123 @@ def test_refused_and_ignored_flags(device, rng):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+# ---- LBFGS ---------------------------------------------------------------------------------------
+
+LBFGS_CASES = [{"max_iter": 5}, {"max_iter": 6, "history_size": 2, "line_search_fn": "strong_wolfe"},
+               {"line_search_fn": "strong_wolfe", "lr": 0.5}, {"tolerance_grad": 0.05, "max_iter": 30, "line_search_fn": "strong_wolfe"},
+               {"tolerance_change": 1e-3, "lr": 0.2, "max_iter": 40, "history_size": 4},
+               {"max_iter": 8, "max_eval": 6, "line_search_fn": "strong_wolfe"}]
+
+
+class _Fit:
+    """A small least-squares fit of tanh(X W^T + b) to Y, on torch or on cltensor."""
+
+    def __init__(self, lib, dtype, device=None, params=None):
+        rng = np.random.default_rng(7)
+        x, y = rng.standard_normal((8, 4)), 0.5 * rng.standard_normal((8, 3))
+        w, b = params or (0.3 * rng.standard_normal((3, 4)), 0.1 * rng.standard_normal(3))
+        if lib is torch:
+            make = lambda a: torch.tensor(np.asarray(a, dtype))  # noqa: E731
+        else:
+            make = lambda a: cltensor.from_numpy(np.asarray(a, dtype), device=device)  # noqa
+        self.lib, self.x, self.y = lib, make(x), make(y)
+        self.params = [make(w).requires_grad_(), make(b).requires_grad_()]
+
+    def closure(self, opt):
+        def evaluate():
+            opt.zero_grad()
+            w, b = self.params
+            loss = ((self.lib.tanh(self.x @ w.t() + b) - self.y) ** 2).sum()
+            loss.backward()
+            return loss
+        return evaluate
+
+    def values(self):
+        return [p.detach().numpy().copy() for p in self.params]
+
+
+def _lbfgs_steps(fit, opt, steps):
+    out = []
+    for _ in range(steps):
+        loss = float(opt.step(fit.closure(opt)).detach())
+        state = opt.state[fit.params[0]]
+        out.append((loss, fit.values(), state["func_evals"], state["n_iter"]))
+    return out
+
+
+def _assert_lbfgs_same(mine, theirs, tol):
+    for (l1, v1, e1, n1), (l2, v2, e2, n2) in zip(mine, theirs):
+        assert (e1, n1) == (e2, n2)
+        np.testing.assert_allclose(l1, l2, **tol)
+        for a, b in zip(v1, v2):
+            np.testing.assert_allclose(a, b, **tol)
+
+
+@pytest.mark.parametrize("kwargs", LBFGS_CASES)
+def test_lbfgs_matches_torch(device, fp_dtypes, kwargs):
+    """Three steps in float64 (the same closure evaluations and iterations as torch); the first
+    in float32, before rounding makes the stopping tests differ near convergence."""
+    for dtype in fp_dtypes:
+        steps, tol = (3, TOL[np.dtype(np.float64)]) if dtype == cltensor.float64 else \
+            (1, dict(rtol=1e-4, atol=1e-5))
+        theirs, mine = _Fit(torch, dtype), _Fit(cltensor, dtype, device)
+        _assert_lbfgs_same(
+            _lbfgs_steps(mine, optim.LBFGS(mine.params, **kwargs), steps),
+            _lbfgs_steps(theirs, torch.optim.LBFGS(theirs.params, **kwargs), steps), tol)
+
+
+def test_lbfgs_line_search_extrapolation_matches_torch(device):
+    """A first step far too short: the line search grows it (float64 only: in float32 the
+    cubic fit through nearly equal losses depends on how the loss's sum was rounded)."""
+    if not device.has_fp64:
+        pytest.skip("the device has no float64")
+    kwargs = {"max_iter": 4, "lr": 0.01, "line_search_fn": "strong_wolfe"}
+    theirs, mine = _Fit(torch, np.float64), _Fit(cltensor, np.float64, device)
+    _assert_lbfgs_same(_lbfgs_steps(mine, optim.LBFGS(mine.params, **kwargs), 2),
+                       _lbfgs_steps(theirs, torch.optim.LBFGS(theirs.params, **kwargs), 2),
+                       TOL[np.dtype(np.float64)])
+
+
+def test_lbfgs_state_dict_round_trip(device):
+    if not device.has_fp64:
+        pytest.skip("the device has no float64")
+    kwargs = {"max_iter": 4, "history_size": 3, "line_search_fn": "strong_wolfe"}
+    theirs = _Fit(torch, np.float64)
+    t_opt = torch.optim.LBFGS(theirs.params, **kwargs)
+    expect = _lbfgs_steps(theirs, t_opt, 3)
+    first = _Fit(cltensor, np.float64, device)
+    opt = optim.LBFGS(first.params, **kwargs)
+    _lbfgs_steps(first, opt, 1)
+    saved = opt.state_dict()
+    assert set(saved["state"][0]) == set(t_opt.state_dict()["state"][0])
+    resumed = _Fit(cltensor, np.float64, device, params=first.values())
+    opt2 = optim.LBFGS(resumed.params, lr=3.0)
+    opt2.load_state_dict(saved)
+    del opt
+    _assert_lbfgs_same(_lbfgs_steps(resumed, opt2, 2), expect[1:], TOL[np.dtype(np.float64)])
+
+
+def test_lbfgs_bad_arguments(device):
+    p = [cltensor.zeros(2, device=device, requires_grad=True)]
+    with pytest.raises(ValueError, match="Invalid learning rate: -1"):
+        optim.LBFGS(p, lr=-1)
+    with pytest.raises(ValueError, match="line_search_fn must be None or 'strong_wolfe'"):
+        optim.LBFGS(p, line_search_fn="armijo")
+    with pytest.raises(ValueError, match="doesn't support per-parameter options"):
+        optim.LBFGS([{"params": p}, {"params": [cltensor.zeros(1, requires_grad=True)]}])
+    opt = optim.LBFGS(p)
+    with pytest.raises(ValueError, match="doesn't support per-parameter options"):
+        opt.add_param_group({"params": [cltensor.zeros(1, requires_grad=True)]})
+    with pytest.raises(RuntimeError, match="needs a closure"):
+        opt.step(None)
+
+    def wrong_grad():
+        p[0].grad = cltensor.ones(3, device=device)
+        return p[0].sum()
+    with pytest.raises(RuntimeError, match="gradient of shape"):
+        opt.step(wrong_grad)
+
+
 # ---- schedulers ----------------------------------------------------------------------------------
 
 def _sgd_pair(optimizer="SGD"):

@@ -12,9 +12,10 @@ from .adagrad import Adadelta, Adagrad
 from .adam import Adam, AdamW
 from .adam_variants import Adamax, NAdam, RAdam, SparseAdam
 from .asgd import ASGD, Rprop
+from .lbfgs import LBFGS
 from .optimizer import Optimizer
 from .rmsprop import RMSprop
 from .sgd import SGD
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adadelta", "Adagrad", "Adamax",
-           "NAdam", "RAdam", "ASGD", "Rprop", "SparseAdam", "lr_scheduler"]
+           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "SparseAdam", "lr_scheduler"]
