@@ -386,6 +386,33 @@ def test_scheduler_step_with_epoch_matches_torch(name):
                       _history(t_sched, t_opt, len(epochs), epochs))
 
 
+RESUMED = {
+    "ExponentialLR": lambda L, o, e: L.ExponentialLR(o, gamma=0.8, last_epoch=e),
+    "StepLR": lambda L, o, e: L.StepLR(o, step_size=3, last_epoch=e),
+    "CosineAnnealingLR": lambda L, o, e: L.CosineAnnealingLR(o, T_max=4, last_epoch=e),
+    "LinearLR": lambda L, o, e: L.LinearLR(o, start_factor=0.25, total_iters=6, last_epoch=e),
+    "ConstantLR": lambda L, o, e: L.ConstantLR(o, factor=0.4, total_iters=6, last_epoch=e),
+    "PolynomialLR": lambda L, o, e: L.PolynomialLR(o, total_iters=8, last_epoch=e),
+    "MultiplicativeLR": lambda L, o, e: L.MultiplicativeLR(o, lambda k: 0.9, last_epoch=e),
+    "CosineAnnealingWarmRestarts": lambda L, o, e: L.CosineAnnealingWarmRestarts(
+        o, T_0=3, last_epoch=e),
+    "CyclicLR": lambda L, o, e: L.CyclicLR(o, 0.01, 0.1, step_size_up=3, last_epoch=e),
+}
+
+
+@pytest.mark.parametrize("name", list(RESUMED))
+def test_scheduler_resumed_with_last_epoch_matches_torch(name):
+    """Made with last_epoch=4 (resuming, the groups holding initial_lr), as torch's."""
+    t_opt, c_opt = _sgd_pair()
+    scheds = []
+    for lib, opt in ((torch, t_opt), (cltensor, c_opt)):
+        for group in opt.param_groups:
+            group["initial_lr"] = group["lr"]
+        scheds.append(RESUMED[name](lib.optim.lr_scheduler, opt, 4))
+    assert scheds[1].get_last_lr() == pytest.approx(scheds[0].get_last_lr(), rel=1e-13)
+    _assert_histories(_history(scheds[1], c_opt, 6), _history(scheds[0], t_opt, 6))
+
+
 def test_cyclic_lr_cycles_adam_beta1():
     t_opt, c_opt = _sgd_pair("Adam")
     make = SCHEDULERS["CyclicLR"]

@@ -235,7 +235,7 @@ class ExponentialLR(LRScheduler):
     def get_lr(self):
         self._warn_outside_step()
         groups = self.optimizer.param_groups
-        if self.last_epoch == 0:
+        if self._is_initial:
             return [group["lr"] for group in groups]
         return [group["lr"] * self.gamma for group in groups]
 
@@ -314,7 +314,7 @@ class LinearLR(LRScheduler):
         groups, t = self.optimizer.param_groups, self.last_epoch
         if t == 0:
             return [group["lr"] * self.start_factor for group in groups]
-        if t > self.total_iters:
+        if self._is_initial or t > self.total_iters:
             return [group["lr"] for group in groups]
         span = self.end_factor - self.start_factor
         ratio = 1 + span / (self.total_iters * self.start_factor + (t - 1) * span)
