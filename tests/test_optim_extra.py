@@ -112,6 +112,21 @@ def test_state_dict_round_trip(device, rng, name, kwargs):
     _assert_same(t_params, copies)
 
 
+@pytest.mark.parametrize("name,kwargs", ROUND_TRIP,
+                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(ROUND_TRIP)])
+def test_loads_torch_state_dict(device, rng, name, kwargs):
+    """torch's state_dict (0-d tensors for step, eta, mu, mu_product) loads, and the run
+    continues as torch's."""
+    t_opt, t_params, c_opt, c_params = _pair(name, kwargs, rng, device, np.dtype(np.float32))
+    for _ in range(4):
+        _step_both(t_opt, t_params, c_opt, c_params, rng, device)
+    fresh = getattr(optim, name)(c_params, lr=123.0)
+    fresh.load_state_dict(t_opt.state_dict())
+    for _ in range(4):
+        _step_both(t_opt, t_params, fresh, c_params, rng, device)
+    _assert_same(t_params, c_params)
+
+
 BAD = [
     ("Adagrad", {"lr": -1.0}), ("Adagrad", {"lr_decay": -0.1}),
     ("Adagrad", {"weight_decay": -1}), ("Adagrad", {"initial_accumulator_value": -1}),

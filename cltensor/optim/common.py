@@ -57,6 +57,13 @@ class ExtraOptimizer(Optimizer):
     def _check_group(self, group):
         self._check(group)
 
+    def load_state_dict(self, state_dict):
+        """As Optimizer's; 0-d state (torch's tensors for step, eta, mu, mu_product) becomes
+        a float, so a torch.optim state_dict loads too."""
+        state = {key: {name: _number_if_scalar(v) for name, v in values.items()}
+                 for key, values in state_dict["state"].items()}
+        super().load_state_dict({**state_dict, "state": state})
+
     @staticmethod
     def _flags(group, decay=True):
         """X_MAXIMIZE and X_DECAY (weight_decay != 0) from the group."""
@@ -66,3 +73,10 @@ class ExtraOptimizer(Optimizer):
     @staticmethod
     def _launch(name, param, grad, buffers, scalars, flags):
         fused._launch(name, param, grad, [b.storage.buf for b in buffers], scalars, flags)
+
+
+def _number_if_scalar(value):
+    """A 0-d array or tensor as a float; anything else as it is."""
+    if getattr(value, "ndim", None) == 0 or getattr(value, "shape", None) == ():
+        return float(value.item() if hasattr(value, "item") else value)
+    return value
