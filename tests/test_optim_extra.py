@@ -91,6 +91,45 @@ def test_trajectory_matches_torch(device, rng, fp_dtypes, name, kwargs):
         assert sorted(c_state["param_groups"][0]) == sorted(t_state["param_groups"][0])
 
 
+KERNELS = {"Adagrad": "adagrad_step", "Adadelta": "adadelta_step", "Adamax": "adamax_step",
+           "NAdam": "nadam_step", "RAdam": "radam_step", "ASGD": "asgd_step",
+           "Rprop": "rprop_step"}
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_one_fused_launch_per_parameter(device, rng, name):
+    """After the first step (which creates the state), a step is one kernel per parameter."""
+    ps = [cltensor.from_numpy(rng.standard_normal(s).astype(np.float32),
+                              device=device).requires_grad_() for s in ((4, 3), (5,))]
+    opt = getattr(optim, name)(ps, weight_decay=0.1) if name != "Rprop" else optim.Rprop(ps)
+    for step in range(2):
+        for p in ps:
+            p.grad = cltensor.from_numpy(rng.standard_normal(p.shape).astype(np.float32),
+                                         device=device)
+        cltensor.synchronize()
+        with cltensor.profile() as prof:
+            opt.step()
+        if step:
+            assert [r["name"] for r in prof.records()] == [KERNELS[name]] * len(ps)
+
+
+GROUP_OVERRIDES = {"Rprop": {"etas": (0.4, 1.3), "maximize": True},
+                   "Adadelta": {"rho": 0.5, "weight_decay": 0.05, "maximize": True}}
+
+
+@pytest.mark.parametrize("name", list(KERNELS))
+def test_param_groups_match_torch(device, rng, name):
+    """Two groups, the second overriding lr and other hyperparameters."""
+    override = GROUP_OVERRIDES.get(name, {"lr": 0.03, "weight_decay": 0.05, "maximize": True})
+    values, mine = _params(rng, device, np.float64 if device.has_fp64 else np.float32)
+    theirs = [torch.tensor(v, requires_grad=True) for v in values]
+    opts = [getattr(lib, name)([{"params": ps[:2]}, {"params": ps[2:], **override}], lr=0.02)
+            for lib, ps in ((torch.optim, theirs), (optim, mine))]
+    for _ in range(6):
+        _step_both(opts[0], theirs, opts[1], mine, rng, device)
+    _assert_same(theirs, mine)
+
+
 ROUND_TRIP = [(name, kwargs) for name, kwargs in CASES if kwargs] + [("Adagrad", {})]
 
 
