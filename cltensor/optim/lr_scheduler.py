@@ -265,11 +265,12 @@ class LambdaLR(LRScheduler):
         return [base * f(self.last_epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
 
     def state_dict(self):
-        """As LRScheduler's, the functions left out (as torch: give them again when loading;
-        a callable object's attributes are kept)."""
-        return _lambdas_state_dict(self)
+        """As LRScheduler's, without the functions (give them again when loading)."""
+        return {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
 
     def load_state_dict(self, state_dict):
+        """Also takes torch's layout, whose 'lr_lambdas' holds None per function (and a
+        callable object's attributes): the functions given to the constructor stay."""
         _load_lambdas_state_dict(self, state_dict)
 
 
