@@ -288,6 +288,30 @@ def test_lbfgs_line_search_extrapolation_matches_torch(device):
                        TOL[np.dtype(np.float64)])
 
 
+@pytest.mark.parametrize("x0", [(0.0, 0.0), (-1.2, 1.0)])
+def test_lbfgs_rosenbrock_matches_torch(device, x0):
+    """Rosenbrock's valley in float64: line searches that zoom inside their bracket."""
+    if not device.has_fp64:
+        pytest.skip("the device has no float64")
+    kwargs = {"line_search_fn": "strong_wolfe", "lr": 2, "history_size": 3, "max_iter": 10}
+    runs = []
+    for lib, x in ((torch, torch.tensor(x0, dtype=torch.float64)),
+                   (cltensor, cltensor.from_numpy(np.array(x0), device=device))):
+        x.requires_grad_()
+        opt = lib.optim.LBFGS([x], **kwargs)
+
+        def closure():
+            opt.zero_grad()
+            loss = (1 - x[0]) ** 2 + 100 * (x[1] - x[0] * x[0]) ** 2
+            loss.backward()
+            return loss
+        runs.append([])
+        for _ in range(3):
+            opt.step(closure)
+            runs[-1].append(x.detach().numpy().copy())
+    np.testing.assert_allclose(runs[1], runs[0], **TOL[np.dtype(np.float64)])
+
+
 def test_lbfgs_state_dict_round_trip(device):
     if not device.has_fp64:
         pytest.skip("the device has no float64")
