@@ -1,6 +1,7 @@
 """Adadelta, Adagrad, Adamax, NAdam, RAdam, ASGD, Rprop and LBFGS against torch.optim step by
 step; state_dict round trips; torch's errors for bad hyperparameters; schedulers' lr sequences
 against torch.optim.lr_scheduler."""
+import inspect
 import warnings
 
 import numpy as np
@@ -186,6 +187,29 @@ def test_bad_hyperparameters_raise_torchs_error(name, kwargs):
     with pytest.raises(ValueError) as mine:
         getattr(optim, name)([cltensor.zeros(2, requires_grad=True)], **kwargs)
     assert str(mine.value) == str(theirs.value)
+
+
+ALL_OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam",
+                  "RAdam", "ASGD", "Rprop", "LBFGS", "SparseAdam"]
+
+
+@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
+def test_signature_is_torchs(name):
+    """The same argument names, kinds (positional or keyword-only) and defaults as torch's."""
+    def arguments(cls):
+        return [(p.name, p.kind, p.default)
+                for p in inspect.signature(cls.__init__).parameters.values()]
+    assert arguments(getattr(optim, name)) == arguments(getattr(torch.optim, name))
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop"])
+def test_existing_optimizers_take_torchs_flags(device, name):
+    p = [cltensor.zeros(2, device=device, requires_grad=True)]
+    with pytest.raises(NotImplementedError, match="differentiable"):
+        getattr(optim, name)(p, differentiable=True)
+    mine = getattr(optim, name)(p, foreach=True, capturable=True)
+    theirs = getattr(torch.optim, name)([torch.zeros(2, requires_grad=True)])
+    assert sorted(mine.param_groups[0]) == sorted(theirs.param_groups[0])
 
 
 def test_refused_and_ignored_flags(device, rng):
