@@ -196,10 +196,12 @@ ALL_OPTIMIZERS = ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Ada
 @pytest.mark.parametrize("name", ALL_OPTIMIZERS)
 def test_signature_is_torchs(name):
     """The same argument names, kinds (positional or keyword-only) and defaults as torch's."""
-    def arguments(cls):
-        return [(p.name, p.kind, p.default)
-                for p in inspect.signature(cls.__init__).parameters.values()]
-    assert arguments(getattr(optim, name)) == arguments(getattr(torch.optim, name))
+    assert _arguments(getattr(optim, name)) == _arguments(getattr(torch.optim, name))
+
+
+def _arguments(cls):
+    return [(p.name, p.kind, p.default)
+            for p in inspect.signature(cls.__init__).parameters.values()]
 
 
 @pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop"])
@@ -593,6 +595,12 @@ def test_scheduler_bad_arguments_raise_torchs_error(index):
     with pytest.raises(ValueError) as mine:
         SCHED_BAD[index](optim.lr_scheduler, c_opt)
     assert str(mine.value).startswith(str(theirs.value))
+
+
+@pytest.mark.parametrize("name", torch.optim.lr_scheduler.__all__)
+def test_scheduler_signature_is_torchs(name):
+    assert _arguments(getattr(optim.lr_scheduler, name)) == \
+        _arguments(getattr(torch.optim.lr_scheduler, name))
 
 
 def test_cyclic_lr_needs_momentum():
