@@ -603,6 +603,20 @@ def test_scheduler_signature_is_torchs(name):
         _arguments(getattr(torch.optim.lr_scheduler, name))
 
 
+def test_custom_scheduler_subclass_matches_torch():
+    """A scheduler written as older scripts write them: a subclass of _LRScheduler that
+    defines get_lr from last_epoch and base_lrs."""
+    histories = []
+    for lib, opt in zip((torch, cltensor), _sgd_pair()):
+        class Halving(lib.optim.lr_scheduler._LRScheduler):
+            def get_lr(self):
+                return [base * 0.5 ** (self.last_epoch // 2) for base in self.base_lrs]
+        sched = Halving(opt)
+        histories.append(_history(sched, opt, 6))
+        assert isinstance(sched, lib.optim.lr_scheduler.LRScheduler)
+    _assert_histories(histories[1], histories[0])
+
+
 def test_cyclic_lr_needs_momentum():
     opt = optim.Adagrad([cltensor.zeros(2, requires_grad=True)])
     with pytest.raises(ValueError, match="momentum or beta1"):

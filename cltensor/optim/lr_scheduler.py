@@ -116,6 +116,10 @@ class LRScheduler:
         self.__dict__.update(state_dict)
 
 
+class _LRScheduler(LRScheduler):
+    """The old name of LRScheduler, which older scripts subclass (as torch keeps it)."""
+
+
 def _track_optimizer_steps(optimizer):
     """Wrap optimizer.step so the scheduler can warn when it steps first (as torch does)."""
     if hasattr(optimizer.step, "_wrapped_by_lr_sched"):
