@@ -5,8 +5,8 @@ import numpy as np
 from . import fused
 from .optimizer import Optimizer
 
-__all__ = ["ExtraOptimizer", "check_impl_flags", "scalar_state", "X_MAXIMIZE", "X_DECAY",
-           "X_DECOUPLED", "X_RECTIFY", "X_AX_COPY"]
+__all__ = ["ExtraOptimizer", "check_impl_flags", "check_nonneg", "check_betas", "scalar_state",
+           "X_MAXIMIZE", "X_DECAY", "X_DECOUPLED", "X_RECTIFY", "X_AX_COPY"]
 
 # flags of the kernels after rmsprop_step in optim.cl
 X_MAXIMIZE, X_DECAY, X_DECOUPLED, X_RECTIFY, X_AX_COPY = 1, 2, 4, 8, 8
