@@ -17,6 +17,10 @@
  *   sgd_step   SGD with weight decay, momentum (dampening, nesterov) and maximize.
  *   adam_step  Adam / AdamW (decoupled weight decay), amsgrad and maximize.
  *   rmsprop_step  RMSprop with weight decay, momentum, centering and maximize.
+ *   adagrad_step, adadelta_step, adamax_step, nadam_step, radam_step, asgd_step, rprop_step:
+ *              torch.optim's optimizers of those names; their flags are the X_* below. Their
+ *              state buffers start as the host fills them (zeros, or Adagrad's initial value
+ *              and Rprop's lr), so no first-step flag is needed.
  * Scalar hyperparameters are kernel arguments (a scheduler changes lr without a rebuild), given
  * in T after the host computed the derived values (1 - dampening, step size, ...) in double,
  * as torch does.
@@ -47,6 +51,13 @@
 #define RMS_MOMENTUM 2   /* keep a momentum buffer */
 #define RMS_MAXIMIZE 4
 #define RMS_DECAY 8      /* weight_decay != 0 */
+
+/* flags of the kernels after rmsprop_step (each takes those that apply to it) */
+#define X_MAXIMIZE 1
+#define X_DECAY 2        /* L2 weight decay added to the gradient */
+#define X_DECOUPLED 4    /* decoupled weight decay: param *= decay_factor first */
+#define X_RECTIFY 8      /* RAdam: rho_t > 5, use the rectified adaptive step */
+#define X_AX_COPY 8      /* ASGD: mu == 1, the average is the parameter itself */
 
 /* The offsets of linear element i in the parameter's and the gradient's views. */
 inline void locate(long i, const int nd, const Shape* shape, const View* vp, const View* vg,
@@ -155,4 +166,169 @@ __kernel void rmsprop_step(const long n, const int nd, const Shape shape,
   } else {
     param[op] = p + -lr * (g / avg);
   }
+}
+
+/* The gradient as the update uses it: negated for maximize, plus weight_decay * p for X_DECAY */
+inline T grad_of(const T gv, const T p, const T weight_decay, const int flags) {
+  const T g = (flags & X_MAXIMIZE) ? -gv : gv;
+  return (flags & X_DECAY) ? add_alpha(g, p, weight_decay) : g;
+}
+
+/* torch.maximum: NaN wins */
+inline T max_nan(const T a, const T b) { return (isnan(a) || a > b) ? a : b; }
+
+/* sum += g^2; p -= clr * g / (sqrt(sum) + eps) */
+__kernel void adagrad_step(const long n, const int nd, const Shape shape,
+                           __global T* param, const View vp,
+                           __global const T* grad, const View vg, __global T* sum,
+                           const T neg_clr, const T eps, const T weight_decay, const int flags) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  long op, og;
+  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  const T p = param[op];
+  const T g = grad_of(grad[og], p, weight_decay, flags);
+  const T s = fma(g, g, sum[i]);
+  sum[i] = s;
+  param[op] = p + neg_clr * (g / (sqrt(s) + eps));
+}
+
+/* v = rho v + (1 - rho) g^2; d = sqrt(u + eps) / sqrt(v + eps) * g;
+ * u = rho u + (1 - rho) d^2; p -= lr * d */
+__kernel void adadelta_step(const long n, const int nd, const Shape shape,
+                            __global T* param, const View vp,
+                            __global const T* grad, const View vg,
+                            __global T* square_avg, __global T* acc_delta,
+                            const T rho, const T one_minus_rho, const T eps, const T weight_decay,
+                            const T lr, const int flags) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  long op, og;
+  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  const T p = param[op];
+  const T g = grad_of(grad[og], p, weight_decay, flags);
+  const T v = fma(one_minus_rho * g, g, square_avg[i] * rho);
+  square_avg[i] = v;
+  const T d = sqrt(acc_delta[i] + eps) / sqrt(v + eps) * g;
+  acc_delta[i] = fma(one_minus_rho * d, d, acc_delta[i] * rho);
+  param[op] = add_alpha(p, d, -lr);
+}
+
+/* m = lerp(m, g, 1 - beta1); u = max(beta2 u, |g| + eps); p -= clr * m / u */
+__kernel void adamax_step(const long n, const int nd, const Shape shape,
+                          __global T* param, const View vp,
+                          __global const T* grad, const View vg,
+                          __global T* exp_avg, __global T* exp_inf,
+                          const T one_minus_beta1, const T beta2, const T eps,
+                          const T weight_decay, const T neg_clr, const int flags) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  long op, og;
+  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  const T p = param[op];
+  const T g = grad_of(grad[og], p, weight_decay, flags);
+  const T m = lerp_t(exp_avg[i], g, one_minus_beta1);
+  const T u = max_nan(exp_inf[i] * beta2, fabs(g) + eps);
+  exp_avg[i] = m;
+  exp_inf[i] = u;
+  param[op] = p + neg_clr * (m / u);
+}
+
+/* NAdam's and RAdam's common start: p decayed (X_DECOUPLED), the gradient g and Adam's moments
+ * m, v of element i, the moments stored */
+inline void adam_moments(const long i, const T gv, T* p, T* g, T* m, T* v,
+                         __global T* exp_avg, __global T* exp_avg_sq, const T one_minus_beta1,
+                         const T beta2, const T one_minus_beta2, const T weight_decay,
+                         const T decay_factor, const int flags) {
+  if (flags & X_DECOUPLED) *p = *p * decay_factor;
+  *g = grad_of(gv, *p, weight_decay, flags);
+  *m = lerp_t(exp_avg[i], *g, one_minus_beta1);
+  *v = fma(one_minus_beta2 * *g, *g, exp_avg_sq[i] * beta2);
+  exp_avg[i] = *m;
+  exp_avg_sq[i] = *v;
+}
+
+/* Adam's moments, then p += coef_grad * g / denom + coef_avg * m / denom with
+ * denom = sqrt(v / bias_correction2) + eps (the host folds mu, mu_next and lr into the coefs) */
+__kernel void nadam_step(const long n, const int nd, const Shape shape,
+                         __global T* param, const View vp,
+                         __global const T* grad, const View vg,
+                         __global T* exp_avg, __global T* exp_avg_sq,
+                         const T one_minus_beta1, const T beta2, const T one_minus_beta2,
+                         const T eps, const T weight_decay, const T decay_factor,
+                         const T bias_correction2, const T coef_grad, const T coef_avg,
+                         const int flags) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  long op, og;
+  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  T p = param[op], g, m, v;
+  adam_moments(i, grad[og], &p, &g, &m, &v, exp_avg, exp_avg_sq, one_minus_beta1, beta2,
+               one_minus_beta2, weight_decay, decay_factor, flags);
+  const T denom = sqrt(v / bias_correction2) + eps;
+  p = p + coef_grad * (g / denom);
+  param[op] = p + coef_avg * (m / denom);
+}
+
+/* Adam's moments, then p -= m / bias_correction1 * lr, times the adaptive term
+ * bias_correction2_sqrt / (sqrt(v) + eps) and `rect` when X_RECTIFY */
+__kernel void radam_step(const long n, const int nd, const Shape shape,
+                         __global T* param, const View vp,
+                         __global const T* grad, const View vg,
+                         __global T* exp_avg, __global T* exp_avg_sq,
+                         const T one_minus_beta1, const T beta2, const T one_minus_beta2,
+                         const T eps, const T weight_decay, const T decay_factor,
+                         const T bias_correction1, const T lr, const T bias_correction2_sqrt,
+                         const T rect, const int flags) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  long op, og;
+  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  T p = param[op], g, m, v;
+  adam_moments(i, grad[og], &p, &g, &m, &v, exp_avg, exp_avg_sq, one_minus_beta1, beta2,
+               one_minus_beta2, weight_decay, decay_factor, flags);
+  T u = m / bias_correction1 * lr;
+  if (flags & X_RECTIFY) u = u * (bias_correction2_sqrt / (sqrt(v) + eps)) * rect;
+  param[op] = p - u;
+}
+
+/* p = p * (1 - lambd * eta) - eta * g; ax += (p - ax) * mu (ax = p when mu == 1) */
+__kernel void asgd_step(const long n, const int nd, const Shape shape,
+                        __global T* param, const View vp,
+                        __global const T* grad, const View vg, __global T* ax,
+                        const T decay, const T neg_eta, const T mu, const T weight_decay,
+                        const int flags) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  long op, og;
+  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  T p = param[op];
+  const T g = grad_of(grad[og], p, weight_decay, flags);
+  p = add_alpha(p * decay, g, neg_eta);
+  param[op] = p;
+  ax[i] = (flags & X_AX_COPY) ? p : ax[i] + (p - ax[i]) * mu;
+}
+
+/* The step size grows by etaplus where the gradient kept its sign, shrinks by etaminus where it
+ * flipped (and that step is skipped: the stored gradient becomes 0), clamped to
+ * [step_min, step_max]; p -= sign(g) * step */
+__kernel void rprop_step(const long n, const int nd, const Shape shape,
+                         __global T* param, const View vp,
+                         __global const T* grad, const View vg,
+                         __global T* prev, __global T* step_size,
+                         const T etaminus, const T etaplus, const T step_min, const T step_max,
+                         const int flags) {
+  const long i = get_global_id(0);
+  if (i >= n) return;
+  long op, og;
+  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  T g = (flags & X_MAXIMIZE) ? -grad[og] : grad[og];
+  const T s = sign(g * prev[i]);
+  const T factor = s > 0 ? etaplus : (s < 0 ? etaminus : (s == 0 ? (T)1 : s));
+  const T st = step_size[i] * factor;
+  const T clamped = st < step_min ? step_min : (st > step_max ? step_max : st);
+  step_size[i] = clamped;
+  if (factor == etaminus) g = (T)0;
+  prev[i] = g;
+  param[op] = fma(-sign(g), clamped, param[op]);
 }

@@ -1,5 +1,6 @@
 """Adam and AdamW (torch.optim.Adam, torch.optim.AdamW)."""
 from . import fused
+from .common import check_impl_flags
 from .optimizer import Optimizer, state_buffer
 
 __all__ = ["Adam", "AdamW"]
@@ -22,15 +23,21 @@ class Adam(Optimizer):
         amsgrad: use the maximum of past second moments.
         maximize: ascend the objective instead.
         decoupled_weight_decay: decay the weights directly (AdamW) rather than through g.
+        foreach, fused, capturable: accepted; cltensor always runs one fused kernel per
+            parameter, with no host sync.
+        differentiable: only False.
 
     Example:
         opt = cltensor.optim.Adam(model.parameters(), lr=1e-3)
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 amsgrad=False, *, maximize=False, decoupled_weight_decay=False):
+                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
+                 differentiable=False, fused=None, decoupled_weight_decay=False):
+        check_impl_flags(type(self).__name__, foreach, fused, differentiable, capturable)
         defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
-                    "amsgrad": amsgrad, "maximize": maximize,
+                    "amsgrad": amsgrad, "maximize": maximize, "foreach": foreach,
+                    "capturable": capturable, "differentiable": differentiable, "fused": fused,
                     "decoupled_weight_decay": decoupled_weight_decay}
         _check(defaults)
         super().__init__(params, defaults)
@@ -67,9 +74,11 @@ class AdamW(Adam):
     """
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, *, maximize=False):
+                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
+                 differentiable=False, fused=None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
-                         decoupled_weight_decay=True)
+                         foreach=foreach, capturable=capturable, differentiable=differentiable,
+                         fused=fused, decoupled_weight_decay=True)
 
     def load_state_dict(self, state_dict):
         super().load_state_dict(state_dict)

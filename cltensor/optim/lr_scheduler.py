@@ -1,5 +1,6 @@
 """Learning-rate schedulers (torch.optim.lr_scheduler): LRScheduler, StepLR, MultiStepLR,
-ExponentialLR, LambdaLR, LinearLR, CosineAnnealingLR, OneCycleLR and ReduceLROnPlateau.
+ExponentialLR, LambdaLR, LinearLR, CosineAnnealingLR, OneCycleLR and ReduceLROnPlateau here; the
+rest (ConstantLR, CyclicLR, SequentialLR, ...) in lr_scheduler_extra.py, exported here too.
 
 The values follow torch's recursive formulas (each step from the group's current lr), and
 `step(epoch)` uses the closed forms, so both give torch's numbers.
@@ -9,13 +10,16 @@ import contextlib
 import functools
 import math
 import numbers
+import types
 import warnings
 import weakref
 
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "ExponentialLR", "LambdaLR", "LinearLR",
-           "CosineAnnealingLR", "OneCycleLR", "ReduceLROnPlateau"]
+           "CosineAnnealingLR", "OneCycleLR", "ReduceLROnPlateau", "ConstantLR",
+           "MultiplicativeLR", "PolynomialLR", "CosineAnnealingWarmRestarts", "CyclicLR",
+           "SequentialLR", "ChainedScheduler"]
 
 
 class LRScheduler:
@@ -44,10 +48,16 @@ class LRScheduler:
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         _track_optimizer_steps(optimizer)
+        self._initial_step()
+
+    def _initial_step(self):
+        """Step 0, made on construction (and by SequentialLR when a scheduler takes over)."""
         self._step_count = 0
         self._is_initial = True
-        self.step()
-        self._is_initial = False
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
 
     def get_lr(self):
         """The next learning rate of each group (subclasses; called by step)."""
@@ -64,13 +74,18 @@ class LRScheduler:
                           "call them in the opposite order, or the first value of the "
                           "schedule is skipped", UserWarning, stacklevel=2)
         self._step_count += 1
+        if epoch is not None:
+            warnings.warn("the epoch parameter in `scheduler.step()` is deprecated",
+                          UserWarning, stacklevel=2)
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None):
+        """Set the groups' lr for the next epoch, or for `epoch` by the closed form."""
         with self._in_step():
             if epoch is None:
                 self.last_epoch += 1
                 values = self.get_lr()
             else:
-                warnings.warn("the epoch parameter in `scheduler.step()` is deprecated",
-                              UserWarning, stacklevel=2)
                 self.last_epoch = epoch
                 values = self._get_closed_form_lr()
         for group, lr in zip(self.optimizer.param_groups, values):
@@ -99,6 +114,10 @@ class LRScheduler:
 
     def load_state_dict(self, state_dict):
         self.__dict__.update(state_dict)
+
+
+class _LRScheduler(LRScheduler):
+    """The old name of LRScheduler, which older scripts subclass (as torch keeps it)."""
 
 
 def _track_optimizer_steps(optimizer):
@@ -220,7 +239,7 @@ class ExponentialLR(LRScheduler):
     def get_lr(self):
         self._warn_outside_step()
         groups = self.optimizer.param_groups
-        if self.last_epoch == 0:
+        if self._is_initial:
             return [group["lr"] for group in groups]
         return [group["lr"] * self.gamma for group in groups]
 
@@ -250,8 +269,31 @@ class LambdaLR(LRScheduler):
         return [base * f(self.last_epoch) for base, f in zip(self.base_lrs, self.lr_lambdas)]
 
     def state_dict(self):
-        """As LRScheduler's, without the functions (as torch: give them again when loading)."""
+        """As LRScheduler's, without the functions (give them again when loading)."""
         return {k: v for k, v in super().state_dict().items() if k != "lr_lambdas"}
+
+    def load_state_dict(self, state_dict):
+        """Also takes torch's layout, whose 'lr_lambdas' holds None per function (and a
+        callable object's attributes): the functions given to the constructor stay."""
+        _load_lambdas_state_dict(self, state_dict)
+
+
+def _lambdas_state_dict(sched):
+    """state_dict of LambdaLR / MultiplicativeLR: 'lr_lambdas' holds None for a function and
+    the attributes of a callable object."""
+    state = {k: v for k, v in sched.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+    state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+                           for fn in sched.lr_lambdas]
+    return state
+
+
+def _load_lambdas_state_dict(sched, state_dict):
+    state = dict(state_dict)
+    saved = state.pop("lr_lambdas", None) or []
+    sched.__dict__.update(state)
+    for fn, attrs in zip(sched.lr_lambdas, saved):
+        if attrs is not None:
+            fn.__dict__.update(attrs)
 
 
 class LinearLR(LRScheduler):
@@ -277,7 +319,7 @@ class LinearLR(LRScheduler):
         groups, t = self.optimizer.param_groups, self.last_epoch
         if t == 0:
             return [group["lr"] * self.start_factor for group in groups]
-        if t > self.total_iters:
+        if self._is_initial or t > self.total_iters:
             return [group["lr"] for group in groups]
         span = self.end_factor - self.start_factor
         ratio = 1 + span / (self.total_iters * self.start_factor + (t - 1) * span)
@@ -388,7 +430,7 @@ def _per_group(value, groups, name, owner):
     return [value] * len(groups)
 
 
-class ReduceLROnPlateau:
+class ReduceLROnPlateau(LRScheduler):
     """Multiply each group's lr by factor once the metric given to step(metric) has not
     improved for `patience` epochs (then wait `cooldown` epochs), never below min_lr.
 
@@ -406,20 +448,24 @@ class ReduceLROnPlateau:
 
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
                  threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8):
-        name = "ReduceLROnPlateau"
+        if factor >= 1.0:
+            raise ValueError(f"Factor should be < 1.0. (ReduceLROnPlateau got factor={factor})")
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
-        if factor >= 1.0:
-            raise ValueError(f"{name}: factor should be < 1.0, got {factor}")
-        if mode not in ("min", "max") or threshold_mode not in ("rel", "abs"):
-            raise ValueError(f"{name}: mode must be 'min' or 'max' and threshold_mode 'rel' or "
-                             f"'abs', got {mode!r} and {threshold_mode!r}")
+        if mode not in ("min", "max"):
+            raise ValueError(f"mode {mode} is unknown!")
+        if threshold_mode not in ("rel", "abs"):
+            raise ValueError(f"threshold mode {threshold_mode} is unknown!")
+        if isinstance(min_lr, (list, tuple)) and len(min_lr) != len(optimizer.param_groups):
+            raise ValueError(f"expected {len(optimizer.param_groups)} min_lrs, got "
+                             f"{len(min_lr)}")
+        self.default_min_lr = None if isinstance(min_lr, (list, tuple)) else min_lr
         self.optimizer = optimizer
-        self.min_lrs = _per_group(min_lr, optimizer.param_groups, "min_lr", name)
+        self.min_lrs = _per_group(min_lr, optimizer.param_groups, "min_lr", "ReduceLROnPlateau")
         self.mode, self.factor, self.patience = mode, factor, patience
         self.threshold, self.threshold_mode = threshold, threshold_mode
         self.cooldown, self.eps = cooldown, eps
-        self.best = math.inf if mode == "min" else -math.inf
+        self.mode_worse = self.best = math.inf if mode == "min" else -math.inf
         self.num_bad_epochs = self.cooldown_counter = 0
         self.last_epoch = 0
         self._last_lr = [group["lr"] for group in optimizer.param_groups]
@@ -433,10 +479,14 @@ class ReduceLROnPlateau:
             best + self.threshold
         return a > bound
 
-    def step(self, metrics):
-        """Record this epoch's metric (a number, or a 1-element tensor)."""
+    def step(self, metrics, epoch=None):
+        """Record this epoch's metric (a number, or a 1-element tensor); `epoch` (deprecated)
+        sets last_epoch."""
         current = float(metrics.item() if hasattr(metrics, "item") else metrics)
-        self.last_epoch += 1
+        if epoch is not None:
+            warnings.warn("the epoch parameter in `scheduler.step()` is deprecated",
+                          UserWarning, stacklevel=2)
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         if self._better(current, self.best):
             self.best, self.num_bad_epochs = current, 0
         else:
@@ -445,6 +495,7 @@ class ReduceLROnPlateau:
             self.cooldown_counter -= 1
             self.num_bad_epochs = 0
         if self.num_bad_epochs > self.patience:
+            self._match_groups()
             for group, floor in zip(self.optimizer.param_groups, self.min_lrs):
                 new = max(group["lr"] * self.factor, floor)
                 if group["lr"] - new > self.eps:
@@ -452,11 +503,19 @@ class ReduceLROnPlateau:
             self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
-    def get_last_lr(self):
-        return self._last_lr
+    def _match_groups(self):
+        """min_lrs for groups added since construction: the default, when one number was
+        given."""
+        n = len(self.optimizer.param_groups)
+        if len(self.min_lrs) != n:
+            if self.default_min_lr is None:
+                raise RuntimeError(f"ReduceLROnPlateau: the optimizer has {n} parameter groups, "
+                                   f"{len(self.min_lrs)} when the scheduler was made; set "
+                                   f"min_lrs to one value per group")
+            self.min_lrs = [self.default_min_lr] * n
 
-    def state_dict(self):
-        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
-    def load_state_dict(self, state_dict):
-        self.__dict__.update(state_dict)
+# NOTE: at the end, since lr_scheduler_extra builds on the classes above
+from .lr_scheduler_extra import (ChainedScheduler, ConstantLR,  # noqa: E402
+                                 CosineAnnealingWarmRestarts, CyclicLR, MultiplicativeLR,
+                                 PolynomialLR, SequentialLR)

@@ -1,5 +1,6 @@
 """RMSprop (torch.optim.RMSprop)."""
 from . import fused
+from .common import check_impl_flags
 from .optimizer import Optimizer, state_buffer
 
 __all__ = ["RMSprop"]
@@ -22,15 +23,21 @@ class RMSprop(Optimizer):
         momentum: momentum factor (>= 0).
         centered: normalize by the gradient's estimated variance.
         maximize: ascend the objective instead.
+        foreach, capturable: accepted; they change nothing in cltensor.
+        differentiable: only False.
 
     Example:
         opt = cltensor.optim.RMSprop(model.parameters(), lr=1e-3, momentum=0.9)
     """
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
-                 centered=False, *, maximize=False):
+                 centered=False, capturable=False, foreach=None, maximize=False,
+                 differentiable=False):
+        check_impl_flags("RMSprop", foreach, None, differentiable, capturable)
         defaults = {"lr": lr, "alpha": alpha, "eps": eps, "weight_decay": weight_decay,
-                    "momentum": momentum, "centered": centered, "maximize": maximize}
+                    "momentum": momentum, "centered": centered, "maximize": maximize,
+                    "capturable": capturable, "foreach": foreach,
+                    "differentiable": differentiable}
         _check(defaults)
         super().__init__(params, defaults)
 

@@ -1,5 +1,6 @@
 """SGD with momentum, dampening, Nesterov momentum, weight decay and maximize (torch.optim.SGD)."""
 from . import fused
+from .common import check_impl_flags
 from .optimizer import Optimizer, state_buffer
 
 __all__ = ["SGD"]
@@ -20,13 +21,18 @@ class SGD(Optimizer):
         weight_decay: L2 penalty (>= 0).
         nesterov: Nesterov momentum (needs momentum > 0 and dampening 0).
         maximize: ascend the objective instead.
+        foreach, fused: accepted; cltensor always runs one fused kernel per parameter.
+        differentiable: only False.
 
     Example:
         opt = cltensor.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     """
 
     def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
-                 *, maximize=False):
+                 *, maximize=False, foreach=None, differentiable=False, fused=None):
+        # NOTE: the flags are checked but not kept in the groups (test_optim.py's repr test
+        # pins SGD's group keys)
+        check_impl_flags("SGD", foreach, fused, differentiable)
         defaults = {"lr": lr, "momentum": momentum, "dampening": dampening,
                     "weight_decay": weight_decay, "nesterov": nesterov, "maximize": maximize}
         _check(defaults)
