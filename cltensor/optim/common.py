@@ -72,7 +72,7 @@ class ExtraOptimizer(Optimizer):
 
     @staticmethod
     def _launch(name, param, grad, buffers, scalars, flags):
-        fused._launch(name, param, grad, [b.storage.buf for b in buffers], scalars, flags)
+        fused._launch(name, param, grad, buffers, scalars, flags)
 
 
 def _number_if_scalar(value):
