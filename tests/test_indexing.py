@@ -475,7 +475,7 @@ def test_scatter_add_kernels_agree_on_strided_inputs(device, rng, monkeypatch, s
     ref = _scatter_ref(a, 1, idx, src, add=True)
     results = []
     for max_size in (0, 64):  # 0 forces the per-lane kernel, 64 the per-output one
-        monkeypatch.setattr(indexing, "PER_OUTPUT_MAX_SIZE", max_size)
+        monkeypatch.setattr(indexing.gather_scatter, "PER_OUTPUT_MAX_SIZE", max_size)
         for x in layouts(a, device, np.nan):
             for i in layouts(idx, device, BIG):
                 for s in layouts(src, device, np.nan):
@@ -491,7 +491,7 @@ def test_scatter_add_long_index_is_segmented_and_deterministic(device, rng, size
     a = random_array(rng, (2, size), np.float32)
     idx = rng.integers(0, size, size=(2, 5000))
     src = random_array(rng, (2, 5000), np.float32)
-    assert indexing._segments([2, 5000], 1, size) > 1
+    assert indexing.gather_scatter._segments([2, 5000], 1, size) > 1
     ref = _scatter_ref(a.astype(np.float64), 1, idx, src.astype(np.float64), add=True)
     outs = [x.scatter_add(1, i, ct.from_numpy(src, device=device)).numpy()
             for x in layouts(a, device, np.nan) for i in layouts(idx, device, BIG)]

@@ -6,8 +6,8 @@ They are composed of tensor methods, so they are differentiable through the ops 
 torch's are: take through indexing, take_along_dim through gather, aminmax through amin and
 amax, cummax and cummin through a gather at their indices, quantile through sort, gather and
 lerp (bincount, histc and histogram count, as torch's, without gradients).
-cltensor/__init__.py binds them once autograd has wrapped those methods. Kernels of their own: the running extremes' positions
-(cl_kernels/scan.cl, cumext_*).
+cltensor/__init__.py binds them once autograd has wrapped those methods. Kernels of their own: the
+running extremes' positions (cl_kernels/scan.cl, cumext_*).
 """
 import math
 import numbers
@@ -20,7 +20,7 @@ from ..program import ctype_of, get_kernel
 from ..tensor import ClTensor, _norm_dim
 from . import elementwise as ew
 from .composed import _check_tensor, lerp
-from .indexing import _minmax
+from .indexing.common import _minmax
 from .pointwise import where
 from .reduce import _launch_lines, _scan_blocks, return_types
 from .sort import _restored, _rows_last

@@ -16,7 +16,7 @@ from ..creation import full
 from ..program import ctype_of, get_kernel, launch, sizes_1d
 from ..tensor import ClTensor, _norm_dim
 from . import elementwise as ew
-from .indexing import _minmax
+from .indexing.common import _minmax
 from .reduce import return_types
 
 __all__ = ["sort", "argsort", "topk", "searchsorted", "bucketize"]
