@@ -241,12 +241,12 @@ def _training_step(layers, device, algo, iters, rng):
 
     def step():
         outs.clear()
-        for layer, p, (x, w, b, _) in zip(layers, params, tensors):
+        for p, (x, w, b, _) in zip(params, tensors):
             out = empty(p.out_shape, x, layout_of(x))
             name = dispatch.choose(p, device, "forward", algo, (x, w, b))
             dispatch.algorithm(name, x.device).forward(x, w, b, p, out)
             outs.append(out)
-        for layer, p, (x, w, b, g) in reversed(list(zip(layers, params, tensors))):
+        for layer, p, (x, w, _, g) in reversed(list(zip(layers, params, tensors))):
             conv_backward(x, w, g, p, algo, not layer.first, True, True)
             outs.pop()
     ms = timed(step, device.synchronize, iters)

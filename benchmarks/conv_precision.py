@@ -191,13 +191,13 @@ def speed(nets, device, rounds, iterations, rng):
         g = cltensor.ones(batch, 1000, device=device)
         samples = {m: {"forward": [], "backward": [], "total": []} for m in MODES}
 
-        def backward(y):
+        def backward(y, model=model, g=g):
             model.zero_grad(set_to_none=True)
             y.backward(g)
         for _ in range(rounds):
             for m in MODES:
                 backends.conv_precision = m
-                res = bench.time_steps(lambda: model(x), backward,
+                res = bench.time_steps(lambda model=model, x=x: model(x), backward,
                                        device.synchronize, iterations, f"{net} {m}")
                 for k in samples[m]:
                     samples[m][k].append(res[k]["median"])

@@ -98,7 +98,7 @@ from .serialization import load, save  # noqa: E402,F401
 ClTensor.softmax = lambda self, dim, dtype=None: nn.functional.softmax(self, dim, dtype=dtype)
 ClTensor.log_softmax = lambda self, dim, dtype=None: nn.functional.log_softmax(self, dim, dtype=dtype)
 softmax, log_softmax = ClTensor.softmax, ClTensor.log_softmax  # torch.softmax(input, dim, dtype)
-from . import special  # noqa: E402  (torch.special: binds the functions above)
+from . import special  # noqa: E402,F401  (torch.special: binds the functions above)
 ClTensor.hardshrink = lambda self, lambd=0.5: nn.functional.hardshrink(self, lambd)
 ClTensor.prelu = lambda self, weight: nn.functional.prelu(self, weight)
 

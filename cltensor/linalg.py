@@ -797,7 +797,8 @@ LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 def lstsq(A, B, rcond=None, *, driver=None):
     """The least-squares solution X (*, n, k) of A X = B, A (*, m, n), B (*, m, k) or, with
-    one dim fewer than A as in torch, (*, m); batches broadcast. Any shape and rank: the minimum-norm solution pinv(A, rtol=rcond) B
+    one dim fewer than A as in torch, (*, m); batches broadcast. Any shape and rank: the
+    minimum-norm solution pinv(A, rtol=rcond) B
     (rcond by default eps * max(m, n)), differentiable. `driver` picks which of torch's other
     fields are filled, as torch on CPUs (default "gelsy"): residuals, the squared column norms
     of A X - B, for "gels", "gelsd" and "gelss" when m > n and every A has full rank; rank for

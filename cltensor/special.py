@@ -30,7 +30,8 @@ from .ops import pointwise as _pw
 
 _cl = sys.modules[__package__]  # cltensor: imported last, its functions are bound by now
 
-__all__ = ["i0e", "i1e", "erfcx", "ndtr", "log_ndtr", "ndtri", "entr", "xlog1py", "zeta", "i1",
+# NOTE: names bound below from cltensor and the Functions, so static checks cannot see them
+__all__ = ["i0e",  # noqa: F822 "i1e", "erfcx", "ndtr", "log_ndtr", "ndtri", "entr", "xlog1py", "zeta", "i1",
            "modified_bessel_i1", "expit", "gammaln", "psi", "digamma", "multigammaln",
            "gammainc", "gammaincc", "modified_bessel_i0", "i0", "erf", "erfc", "erfinv", "exp2",
            "expm1", "log1p", "logit", "logsumexp", "round", "sinc", "xlogy", "polygamma",

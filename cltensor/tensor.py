@@ -527,7 +527,8 @@ class ClTensor:
         if tuple(shape) == self.shape:
             return self._view(self.shape, self.strides)
         if len(shape) < self.ndim:
-            raise ValueError(f"expand: the shape {tuple(shape)} has fewer dims than the tensor's {self.shape}")
+            raise ValueError(f"expand: the shape {tuple(shape)} has fewer dims than the "
+                             f"tensor's {self.shape}")
         lead = len(shape) - self.ndim
         new_shape, new_strides = [], []
         for i, n in enumerate(shape):
@@ -579,7 +580,8 @@ class ClTensor:
         d = _norm_dim(dim, self.ndim, "narrow")
         start = start + self.shape[d] if start < 0 else start
         if not (0 <= start and length >= 0 and start + length <= self.shape[d]):
-            raise IndexError(f"narrow: start {start} and length {length} exceed dim {d} of size {self.shape[d]}")
+            raise IndexError(f"narrow: start {start} and length {length} exceed dim {d} of "
+                             f"size {self.shape[d]}")
         shape = list(self.shape)
         shape[d] = length
         return self._view(shape, self.strides, self.offset + start * self.strides[d])

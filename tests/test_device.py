@@ -142,9 +142,9 @@ def test_program_cache_on_disk(device, tmp_path, driver_caches):
     """Builds are cached on disk by the driver where it caches source builds itself (pyopencl's
     has_src_build_cache: PoCL, NVIDIA), else as cltensor binaries in a folder keyed by device
     and driver. Both policies forced in turn (the subprocess patches pyopencl's answer)."""
-    code = ("import pyopencl.characterize as c; c.has_src_build_cache = lambda dev: %r; "
-            "import cltensor as ct; d = ct.get_device(%r); "
-            "x = ct.ones(3, device=d) * 2; print(x.numpy().sum())" % (driver_caches, device.index))
+    code = (f"import pyopencl.characterize as c; c.has_src_build_cache = lambda dev: {driver_caches!r}; "
+            f"import cltensor as ct; d = ct.get_device({device.index!r}); "
+            "x = ct.ones(3, device=d) * 2; print(x.numpy().sum())")
     out = _run(code, CLTENSOR_CACHE_DIR=str(tmp_path))
     assert out.returncode == 0, out.stderr
     assert float(out.stdout) == 6.0

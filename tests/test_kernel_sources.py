@@ -73,7 +73,8 @@ def test_kernels_walk_views_through_common_definitions(device, kernel_dir, rng):
     n = x.numel()
     got = [ct.from_numpy(np.full(n, -7, np.int64), device=device) for _ in range(2)]  # poisoned
     kernel = program.get_kernel(device, "walk.cl", "walk")
-    program.launch(device, kernel, (n,), None, np.int32(x.ndim), shape_arg(x.shape), view_arg(x.offset, x.stride()),
+    program.launch(device, kernel, (n,), None, np.int32(x.ndim), shape_arg(x.shape),
+                   view_arg(x.offset, x.stride()),
                    got[0].storage.buf, got[1].storage.buf)
     idx = np.indices(x.shape).reshape(x.ndim, -1)
     want = x.offset + sum(i * s for i, s in zip(idx, x.stride()))

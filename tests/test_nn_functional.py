@@ -810,7 +810,7 @@ def test_pool2d_kernel_forms(device, rng, pool_form, monkeypatch, baked, k, s, p
             out = tuple(ref_pool_size(n, k[i], s[i], p[i], dilation[i], ceil)
                         for i, n in enumerate(shape[2:]))
             gn = random_array(rng, shape[:2] + out)
-            for (layout, x), (_, g) in zip(strided_views(a, device), strided_views(gn, device)):
+            for (_, x), (_, g) in zip(strided_views(a, device), strided_views(gn, device)):
                 if dilation == d:
                     _check_max_pool_kernels(device, x, a, g, gn, k, s, p, d, ceil)
                 if dilation == (1, 1):

@@ -240,7 +240,8 @@ def test_refused_and_ignored_flags(device, rng):
 # ---- LBFGS ---------------------------------------------------------------------------------------
 
 LBFGS_CASES = [{"max_iter": 5}, {"max_iter": 6, "history_size": 2, "line_search_fn": "strong_wolfe"},
-               {"line_search_fn": "strong_wolfe", "lr": 0.5}, {"tolerance_grad": 0.05, "max_iter": 30, "line_search_fn": "strong_wolfe"},
+               {"line_search_fn": "strong_wolfe", "lr": 0.5},
+               {"tolerance_grad": 0.05, "max_iter": 30, "line_search_fn": "strong_wolfe"},
                {"tolerance_change": 1e-3, "lr": 0.2, "max_iter": 40, "history_size": 4},
                {"max_iter": 8, "max_eval": 6, "line_search_fn": "strong_wolfe"}]
 

@@ -240,7 +240,7 @@ def test_spherical_bessel_j0(device, fp_dtypes):
 
 # ---- the Bessel functions J, Y and K of orders 0 and 1, and Airy's Ai ------------------------
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bessel_mp(name, x):
     """mpmath's value of torch.special.<name> at x, memoized: the grids' points are the same in
     float and double, and a scaled K is its K times exp(x) (mpmath's K takes 30 ms at x = 20)."""

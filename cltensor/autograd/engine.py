@@ -180,7 +180,7 @@ class Node:
 
     def apply(self, grads):
         if self.ctx._released:
-            self.ctx.saved_tensors  # raises the 'backward twice' error
+            _ = self.ctx.saved_tensors  # raises the 'backward twice' error
         self.ctx.check_indices()
         out = self.fn_cls.backward(self.ctx, *grads)
         return out if isinstance(out, tuple) else (out,)

@@ -83,7 +83,8 @@ def lrn_backward(g, x, y, scale, size, alpha, beta):
     _, _, vy = rows(y, 1)
     ft = y.dtype.type
     _launch_elements(_kernel(y.device, "lrn_bwd", y.dtype), gx, N, C, S, np.int32(size),
-                     ft(alpha), ft(beta), g.storage.buf, vg, x.storage.buf, vx, y.storage.buf, scale.storage.buf, vy,
+                     ft(alpha), ft(beta), g.storage.buf, vg, x.storage.buf, vx, y.storage.buf,
+                     scale.storage.buf, vy,
             gx.storage.buf)
     return gx
 

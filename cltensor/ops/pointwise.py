@@ -429,7 +429,8 @@ TENSOR_METHODS = {f.__name__: f for f in _METHOD_FNS}
 # NOTE: the comparisons' in-place forms store 0 or 1 in the tensor's own dtype, as torch's
 TENSOR_METHODS.update({f.__name__ + "_": _inplace(f) for f in _METHOD_FNS
                        if f.__name__ not in FMAX_FMIN})
-TENSOR_METHODS.update(rsub=rsub, _rdiv=_rdiv, _rpow=_rpow, isnan=isnan, isinf=isinf, isfinite=isfinite, clip=clamp,
+TENSOR_METHODS.update(rsub=rsub, _rdiv=_rdiv, _rpow=_rpow, isnan=isnan, isinf=isinf,
+                      isfinite=isfinite, clip=clamp,
                       clip_=TENSOR_METHODS["clamp_"], true_divide=div, isposinf=isposinf,
                       isneginf=isneginf, isreal=isreal, signbit=signbit, arctan2=arctan2,
                       positive=positive, frexp=frexp,

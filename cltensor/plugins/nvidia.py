@@ -335,7 +335,8 @@ def estimate(p, q, splits, units):
     bm, bn, _ = tile_shape(q)
     tiles = -(-p.m // bm) * -(-p.n // bn) * p.nbatch * splits
     slots = units * q["groups_per_cu"]
-    depth = -(-(-(-p.k // q["BK"])) // splits) * q["BK"]
+    slices = -(-p.k // q["BK"])
+    depth = -(-slices // splits) * q["BK"]
     secs = -(-tiles // slots) * 2.0 * bm * bn * depth * slots / (q["rate"] * 1e12)
     if splits > 1:
         secs += LAUNCH_COST_S + (splits + 1) * p.m * p.n * p.nbatch * 4 / BANDWIDTH_BYTES_S

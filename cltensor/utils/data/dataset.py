@@ -183,12 +183,12 @@ def batch_gatherer(dataset, host):
 def _fraction_lengths(n, fractions):
     """torch's rule: floor(n * f) each, then the remainder handed out one by one from the first."""
     lengths = [int(math.floor(n * f)) for f in fractions]
-    for i in range((n - sum(lengths))):
+    for i in range(n - sum(lengths)):
         lengths[i % len(lengths)] += 1
     for i, length in enumerate(lengths):
         if length == 0:
             warnings.warn(f"Length of split at index {i} is 0. This might result in an empty "
-                          f"dataset.")
+                          f"dataset.", stacklevel=3)
     return lengths
 
 
