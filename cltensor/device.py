@@ -1,12 +1,11 @@
 """OpenCL devices: discovery, the default device, one context/queue/memory pool per device."""
 import os
 import re
+import threading
 from dataclasses import dataclass
 
 import pyopencl as cl
 import pyopencl.tools as cl_tools
-
-from . import profiler
 
 NO_DEVICE_HELP = (
     "cltensor: no OpenCL device found. Install an OpenCL driver, for example PoCL for the CPU:\n"
@@ -39,12 +38,11 @@ class DeviceInfo:
 
 
 class Device:
-    """One OpenCL device with its lazily made context, in-order queues and memory pool.
+    """One OpenCL device with its lazily made context, in-order queue and memory pool.
 
-    Commands go to a plain queue, or to a profiling one while cltensor.profile() is active (its
-    events carry times): NVIDIA's driver enqueues about 6 us faster without profiling (H200
-    host, 13 against 19 us a launch). profiler.py finishes the one in use before a switch, so
-    commands still run in the order they were issued.
+    Every thread's commands go to the one queue, so they run in the order they were issued;
+    it has profiling enabled, so cltensor.profile() can time one thread's launches without
+    moving any thread to another queue (docs/threads.md).
     """
 
     def __init__(self, index, cl_device):
@@ -58,38 +56,40 @@ class Device:
         self.max_alloc = cl_device.max_mem_alloc_size
         self.max_work_group = cl_device.max_work_group_size
         self.local_mem = cl_device.local_mem_size
-        self._context = self._pool = None
-        self._queues = [None, None]  # [plain, profiling]
-        self.allocated = 0
-        self.peak = 0
+        self._context = self._queue = self._pool = None
+        self.launch_lock = threading.Lock()  # program.launch: a kernel's arguments and enqueue
+        self._alloc_lock = threading.Lock()  # the pool and the byte counts
+        self._freed = []  # bytes released since the last count (Storage.__del__ appends)
+        self._allocated = 0
+        self._peak = 0
 
     @property
     def context(self):
         if self._context is None:
-            self._context = cl.Context([self.cl_device])
+            with _start_lock:
+                if self._context is None:
+                    self._context = cl.Context([self.cl_device])
         return self._context
 
     @property
     def queue(self):
-        """The queue new commands go to: the profiling one while a profiler is active."""
-        profiling = bool(profiler._active)
-        q = self._queues[profiling]
+        """The device's one in-order queue (profiling enabled)."""
+        q = self._queue
         if q is None:
-            props = cl.command_queue_properties.PROFILING_ENABLE if profiling else 0
-            q = self._queues[profiling] = cl.CommandQueue(self.context, self.cl_device,
-                                                          properties=props)
+            with _start_lock:
+                if self._queue is None:
+                    self._queue = cl.CommandQueue(
+                        self.context, self.cl_device,
+                        properties=cl.command_queue_properties.PROFILING_ENABLE)
+                q = self._queue
         return q
-
-    def finish_queues(self):
-        """Wait for every command issued so far, on both queues."""
-        for q in self._queues:
-            if q is not None:
-                q.finish()
 
     @property
     def pool(self):
         if self._pool is None:
-            self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
+            with _start_lock:
+                if self._pool is None:
+                    self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         return self._pool
 
     def allocate(self, nbytes):
@@ -98,16 +98,46 @@ class Device:
             raise OutOfMemoryError(
                 f"cannot allocate {nbytes} bytes on {self}: the device's largest allocation "
                 f"is {self.max_alloc} bytes")
-        try:
-            buf = self.pool.allocate(max(nbytes, 1))
-        except cl.Error as e:
-            raise OutOfMemoryError(f"cannot allocate {nbytes} bytes on {self}: {e}") from None
-        self.allocated += nbytes
-        self.peak = max(self.peak, self.allocated)
+        pool = self.pool
+        with self._alloc_lock:
+            try:
+                buf = pool.allocate(max(nbytes, 1))
+            except cl.Error as e:
+                raise OutOfMemoryError(f"cannot allocate {nbytes} bytes on {self}: {e}") from None
+            self._allocated += nbytes - self._drain_freed()
+            self._peak = max(self._peak, self._allocated)
         return buf
 
     def _release(self, nbytes):
-        self.allocated -= nbytes
+        # NOTE: called from __del__, which may run inside allocate() of the same thread, so it
+        # takes no lock: list.append is atomic, and the next count drains the list
+        self._freed.append(nbytes)
+
+    def _drain_freed(self):
+        """Bytes released since the last call (the caller holds _alloc_lock)."""
+        total, freed = 0, self._freed
+        while freed:
+            total += freed.pop()
+        return total
+
+    def counts(self):
+        """(bytes held by live tensors, peak since the last reset)."""
+        with self._alloc_lock:
+            self._allocated -= self._drain_freed()
+            return self._allocated, self._peak
+
+    def reset_peak(self):
+        with self._alloc_lock:
+            self._allocated -= self._drain_freed()
+            self._peak = self._allocated
+
+    @property
+    def allocated(self):
+        return self.counts()[0]
+
+    @property
+    def peak(self):
+        return self.counts()[1]
 
     def synchronize(self):
         self.queue.finish()
@@ -145,24 +175,34 @@ class Storage:
 
 _devices = None
 _default = None
+# NOTE: reentrant, as the default device is resolved through all_devices(); held only while a
+# device, the default, or a device's context, queue or pool is first made
+_start_lock = threading.RLock()
 
 
 def all_devices():
     """Every OpenCL device of every platform, as Device objects (made once)."""
     global _devices
     if _devices is None:
-        try:
-            platforms = cl.get_platforms()
-        except cl.Error:
-            platforms = []
-        _devices = []
-        for p, plat in enumerate(platforms):
-            try:
-                devs = plat.get_devices()
-            except cl.Error:
-                continue
-            _devices.extend(Device(f"{p}:{d}", dev) for d, dev in enumerate(devs))
+        with _start_lock:
+            if _devices is None:
+                _devices = _discover()
     return _devices
+
+
+def _discover():
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:
+        platforms = []
+    found = []
+    for p, plat in enumerate(platforms):
+        try:
+            devs = plat.get_devices()
+        except cl.Error:
+            continue
+        found.extend(Device(f"{p}:{d}", dev) for d, dev in enumerate(devs))
+    return found
 
 
 def devices():
@@ -217,22 +257,28 @@ def get_device(spec=None):
 def default_device():
     global _default
     if _default is None:
-        _default = _pick_default()
+        with _start_lock:
+            if _default is None:
+                _default = _pick_default()
     return _default
 
 
 def set_default_device(spec):
-    """Make `spec` (see get_device) the device that creation functions use by default."""
+    """Make `spec` (see get_device) the device that creation functions use by default (for
+    every thread, as torch.set_default_device is not per thread either)."""
     global _default
-    _default = get_device(spec)
-    return _default
+    dev = get_device(spec)
+    with _start_lock:
+        _default = dev
+    return dev
 
 
 def memory_stats(device=None):
     """Bytes held by live tensors on the device now, the peak since the last reset, and the pool's size."""
     d = get_device(device)
     pool = d._pool
-    return {"allocated": d.allocated, "peak": d.peak,
+    allocated, peak = d.counts()
+    return {"allocated": allocated, "peak": peak,
             "pool_held": pool.managed_bytes if pool is not None else 0}
 
 
@@ -246,8 +292,7 @@ def empty_cache(device=None):
 
 
 def reset_peak_memory_stats(device=None):
-    d = get_device(device)
-    d.peak = d.allocated
+    get_device(device).reset_peak()
 
 
 def synchronize(device=None):
