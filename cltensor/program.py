@@ -155,11 +155,24 @@ def get_kernel(device, filename, name, defines=None, source=None, rebuild=None):
         key = (device, filename, source, rebuild, build_options(defines), name)
         kernel = _kernels.get(key)
         if kernel is None:
-            prog = build_program(device, filename, defines, source, rebuild)
-            kernel = _kernels[key] = getattr(prog, name)
+            kernel = _make_kernel(key, device, filename, name, defines, source, rebuild)
         if fast is not None:
             _kernels[fast] = kernel
     return kernel
+
+
+_make_lock = threading.Lock()  # one thread at a time builds programs and makes Kernel objects
+
+
+def _make_kernel(key, device, filename, name, defines, source, rebuild):
+    """get_kernel's miss: looked up again under the lock, so threads that miss at once build
+    the program and make the kernel once."""
+    with _make_lock:
+        kernel = _kernels.get(key)
+        if kernel is None:
+            prog = build_program(device, filename, defines, source, rebuild)
+            kernel = _kernels[key] = getattr(prog, name)
+        return kernel
 
 
 def memo_with(cache, key, anchor, make):
