@@ -83,7 +83,7 @@ def _threaded(runs, data, steps, device, samples):
 
     def at_sample(step):
         if between.wait() == 0:
-            samples.append((step, _allocated(device)))
+            samples.append((step, _allocated(device), cltensor.memory_stats(device)["pool_held"]))
         between.wait()
 
     def body(i):
@@ -129,8 +129,10 @@ def soak(device=None, steps=2000):
         "threaded_losses": threaded, "sequential_losses": sequential,
         "params_equal": all(np.array_equal(a, b) for p, r in zip(params, seq_runs)
                             for a, b in zip(p, _params(r))),
-        "early_allocated_max": max(a for s, a in samples if SAMPLE_EVERY <= s < half),
-        "late_allocated_max": max(a for s, a in samples if s >= half),
+        "early_allocated_max": max(a for s, a, _ in samples if SAMPLE_EVERY <= s < half),
+        "late_allocated_max": max(a for s, a, _ in samples if s >= half),
+        "early_pool_max": max(p for s, _, p in samples if SAMPLE_EVERY <= s < half),
+        "late_pool_max": max(p for s, _, p in samples if s >= half),
         "held_after_threaded": held,
         "held_after_sequential": _allocated(device) - before,
         "peak": stats["peak"], "pool_held": stats["pool_held"],
