@@ -43,6 +43,9 @@ class Device:
     Every thread's commands go to the one queue, so they run in the order they were issued;
     it has profiling enabled, so cltensor.profile() can time one thread's launches without
     moving any thread to another queue (docs/threads.md).
+
+    NOTE: profiling costs PoCL no host time we could measure, but NVIDIA's driver enqueued
+    about 6 us slower with it (H200 host, 19 against 13 us a launch).
     """
 
     def __init__(self, index, cl_device):
