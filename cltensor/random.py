@@ -77,6 +77,13 @@ class Generator:
         with self._lock:
             self._seed, self._offset = int(state[0]), int(state[1])
 
+    def __getstate__(self):
+        """Copies and pickles carry the state, each copy with a lock of its own."""
+        return {"_seed": self._seed, "_offset": self._offset}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _lock=threading.Lock())
+
     def take(self, count):
         """(seed, first counter) of `count` fresh counters, advancing the offset past them."""
         with self._lock:

@@ -2,6 +2,8 @@
 its own results, bit for bit as when run one after another; recording, profiling and the
 random state are per thread or atomic; the device starts once."""
 import contextlib
+import copy
+import pickle
 import sys
 import threading
 import time
@@ -92,6 +94,16 @@ def test_rand_in_threads_matches_sequential(device, slow_enqueue):
         got = run_threads([lambda k=k: draws(k) for k in range(THREADS)])
     for e, g in zip(expected, got):
         np.testing.assert_array_equal(np.stack(g), np.stack(e))
+
+
+def test_generator_copies_with_a_lock_of_its_own(device):
+    """A generator's lock does not stop deepcopy or pickle; the copy continues the stream."""
+    g = ct.Generator().manual_seed(5)
+    ct.rand(3, generator=g, device=device)
+    for copied in (copy.deepcopy(g), pickle.loads(pickle.dumps(g))):
+        assert copied._lock is not g._lock
+        np.testing.assert_array_equal(ct.rand(9, generator=copied, device=device).numpy(),
+                                      ct.rand(9, generator=copy.copy(g), device=device).numpy())
 
 
 def test_device_starts_once_in_racing_threads(device, monkeypatch):
