@@ -180,7 +180,7 @@ def _mixed_work(device, k, r):
     return y.numpy(), c.numpy(), s.numpy(), [e[0] for e in prof.events]
 
 
-def test_mixed_work_in_threads_is_bit_identical_to_sequential(device):
+def test_mixed_work_in_threads_is_bit_identical_to_sequential(device, slow_enqueue):
     rounds = 100
     expected = [[_mixed_work(device, k, r) for r in range(rounds)] for k in range(THREADS)]
     with fast_switching():
