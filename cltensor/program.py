@@ -161,7 +161,7 @@ def get_kernel(device, filename, name, defines=None, source=None, rebuild=None):
     return kernel
 
 
-_make_lock = threading.Lock()  # one thread at a time builds programs and makes Kernel objects
+_make_lock = threading.RLock()  # one thread at a time builds programs and makes Kernels
 
 
 def _make_kernel(key, device, filename, name, defines, source, rebuild):
