@@ -61,8 +61,8 @@ class Device:
         self.local_mem = cl_device.local_mem_size
         self._context = self._queue = self._pool = None
         self.launch_lock = threading.Lock()  # program.launch: a kernel's arguments and enqueue
-        self._alloc_lock = threading.Lock()  # the pool and the byte counts
-        self._freed = []  # bytes released since the last count (Storage.__del__ appends)
+        self._count_lock = threading.Lock()  # _count: folding the deltas into the counts
+        self._deltas = []  # byte counts allocated (+) and released (-), in order, not yet counted
         self._allocated = 0
         self._peak = 0
 
@@ -101,46 +101,52 @@ class Device:
             raise OutOfMemoryError(
                 f"cannot allocate {nbytes} bytes on {self}: the device's largest allocation "
                 f"is {self.max_alloc} bytes")
-        pool = self.pool
-        with self._alloc_lock:
-            try:
-                buf = pool.allocate(max(nbytes, 1))
-            except cl.Error as e:
-                raise OutOfMemoryError(f"cannot allocate {nbytes} bytes on {self}: {e}") from None
-            self._allocated += nbytes - self._drain_freed()
-            self._peak = max(self._peak, self._allocated)
+        try:
+            # NOTE: no lock: pyopencl's pool allocates in C++ without releasing the GIL
+            buf = (self._pool or self.pool).allocate(max(nbytes, 1))
+        except cl.Error as e:
+            raise OutOfMemoryError(f"cannot allocate {nbytes} bytes on {self}: {e}") from None
+        deltas = self._deltas
+        deltas.append(nbytes)
+        if len(deltas) >= COUNT_EVERY:
+            self._count()
         return buf
 
     def _release(self, nbytes):
-        # NOTE: called from __del__, which may run inside allocate() of the same thread, so it
-        # takes no lock: list.append is atomic, and the next count drains the list
-        self._freed.append(nbytes)
+        # NOTE: called from __del__, in any thread and at any time (inside allocate too), so it
+        # only appends: list.append is atomic, and no update is lost
+        self._deltas.append(-nbytes)
 
-    def _drain_freed(self):
-        """Bytes released since the last call (the caller holds _alloc_lock)."""
-        total, freed = 0, self._freed
-        while freed:
-            total += freed.pop()
-        return total
-
-    def counts(self):
+    def _count(self):
         """(bytes held by live tensors, peak since the last reset)."""
-        with self._alloc_lock:
-            self._allocated -= self._drain_freed()
-            return self._allocated, self._peak
+        with self._count_lock:
+            return self._fold(), self._peak
+
+    def _fold(self):
+        """Fold the pending deltas into the counts in the order they happened; the caller
+        holds _count_lock. Returns the bytes held."""
+        deltas = self._deltas
+        n = len(deltas)
+        pending = deltas[:n]
+        del deltas[:n]  # appends made meanwhile stay, after the first n
+        allocated, peak = self._allocated, self._peak
+        for d in pending:
+            allocated += d
+            peak = allocated if allocated > peak else peak
+        self._allocated, self._peak = allocated, peak
+        return allocated
 
     def reset_peak(self):
-        with self._alloc_lock:
-            self._allocated -= self._drain_freed()
-            self._peak = self._allocated
+        with self._count_lock:
+            self._peak = self._fold()
 
     @property
     def allocated(self):
-        return self.counts()[0]
+        return self._count()[0]
 
     @property
     def peak(self):
-        return self.counts()[1]
+        return self._count()[1]
 
     def synchronize(self):
         self.queue.finish()
@@ -176,6 +182,7 @@ class Storage:
             self.device._release(self.nbytes)
 
 
+COUNT_EVERY = 1024  # pending allocation deltas that make allocate() fold them into the counts
 _devices = None
 _default = None
 # NOTE: reentrant, as the default device is resolved through all_devices(); held only while a
@@ -280,7 +287,7 @@ def memory_stats(device=None):
     """Bytes held by live tensors on the device now, the peak since the last reset, and the pool's size."""
     d = get_device(device)
     pool = d._pool
-    allocated, peak = d.counts()
+    allocated, peak = d._count()
     return {"allocated": allocated, "peak": peak,
             "pool_held": pool.managed_bytes if pool is not None else 0}
 
