@@ -106,6 +106,26 @@ def test_generator_copies_with_a_lock_of_its_own(device):
                                       ct.rand(9, generator=copy.copy(g), device=device).numpy())
 
 
+def test_memory_counts_in_threads(device):
+    """Tensors made and dropped in four threads (past the 1,024 allocations that fold the
+    counts): memory_stats ends where it began, its peak counts each thread's held tensors."""
+    before = ct.memory_stats(device)["allocated"]
+    ct.reset_peak_memory_stats(device)
+
+    def churn():
+        held = [ct.empty(16, device=device) for _ in range(300)]
+        for _ in range(600):
+            held.append(ct.empty(16, device=device))
+            del held[0]
+        return len(held)
+
+    with fast_switching():
+        run_threads([churn] * THREADS)
+    stats = ct.memory_stats(device)
+    assert stats["allocated"] == before
+    assert stats["peak"] >= before + 300 * 16 * 4
+
+
 def test_device_starts_once_in_racing_threads(device, monkeypatch):
     """Threads whose first call is randn find the one default device (before: two Device
     objects for one OpenCL device, and 'expected all tensors on the same device')."""
