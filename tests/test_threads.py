@@ -11,11 +11,14 @@ import time
 import numpy as np
 import pyopencl
 import pytest
+import torch
 
 import cltensor as ct
 import cltensor.nn.functional as F
 from cltensor import device as devmod
 from cltensor import program
+from cltensor.conv import conv2d, winograd
+from cltensor.testing import rel_error
 from test_benchmark_scripts import script  # benchmarks/thread_soak.py runs the soak
 
 THREADS = 4
@@ -156,6 +159,23 @@ def test_record_in_two_threads_keeps_each_threads_launches(device):
     assert names1 == ["ew_contig"]
     assert names0 and "ew_contig" not in names0
     np.testing.assert_array_equal(y1.numpy(), np.full(16, 3.0, np.float32))
+
+
+def test_first_winograd_conv_in_two_threads(device, rng, slow_enqueue):
+    """Two threads' first Winograd convolution of one shape both record their launches for
+    replay (before: 'program.record: already recording'); each gets its own result."""
+    xs = [rng.standard_normal((2, 3, 8, 8)) for _ in range(2)]
+    ws = [rng.standard_normal((4, 3, 3, 3)) for _ in range(2)]
+
+    def work(k):
+        x, w = (ct.from_numpy(a.astype(np.float32), device=device) for a in (xs[k], ws[k]))
+        return conv2d(x, w, None, algo="winograd", padding=1).numpy()
+
+    with fast_switching():
+        outs = run_threads([lambda: work(0), lambda: work(1)])
+    for x, w, out in zip(xs, ws, outs):
+        ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1)
+        assert rel_error(out, ref.numpy()) <= winograd.WINOGRAD_RTOL
 
 
 def test_profile_in_one_thread_leaves_another_threads_chain(device):
