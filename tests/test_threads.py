@@ -12,6 +12,7 @@ import numpy as np
 import pyopencl
 import pytest
 import torch
+from test_benchmark_scripts import script  # benchmarks/thread_soak.py runs the soak
 
 import cltensor as ct
 import cltensor.nn.functional as F
@@ -19,7 +20,6 @@ from cltensor import device as devmod
 from cltensor import program
 from cltensor.conv import conv2d, winograd
 from cltensor.testing import rel_error
-from test_benchmark_scripts import script  # benchmarks/thread_soak.py runs the soak
 
 THREADS = 4
 WAIT_S = 20  # the most a thread waits at a barrier for the others (a failed one never comes)
@@ -46,7 +46,7 @@ def run_threads(fns):
         try:
             barrier.wait()
             results[i] = fns[i]()
-        except BaseException as e:  # noqa: B036 -- re-raised in the calling thread
+        except BaseException as e:  # noqa: BLE001 -- re-raised in the calling thread
             errors.append(e)
 
     threads = [threading.Thread(target=body, args=(i,)) for i in range(len(fns))]
@@ -132,11 +132,16 @@ def test_device_starts_once_in_racing_threads(device, monkeypatch):
     """Threads whose first call is randn find the one default device (before: two Device
     objects for one OpenCL device, and 'expected all tensors on the same device')."""
     monkeypatch.setenv("CLTENSOR_DEVICE", device.index)
+
+    def first_calls():
+        x = ct.randn(8)
+        return x, x + x
+
     for _ in range(3):
         monkeypatch.setattr(devmod, "_devices", None)
         monkeypatch.setattr(devmod, "_default", None)
         with fast_switching():
-            outs = run_threads([lambda: (lambda x: (x, x + x))(ct.randn(8))] * THREADS)
+            outs = run_threads([first_calls] * THREADS)
         started = ct.get_device()
         assert all(x.device is started and y.device is started for x, y in outs)
         assert sum(d.index == device.index for d in devmod.all_devices()) == 1
