@@ -1,12 +1,11 @@
 """OpenCL devices: discovery, the default device, one context/queue/memory pool per device."""
 import os
 import re
+import threading
 from dataclasses import dataclass
 
 import pyopencl as cl
 import pyopencl.tools as cl_tools
-
-from . import profiler
 
 NO_DEVICE_HELP = (
     "cltensor: no OpenCL device found. Install an OpenCL driver, for example PoCL for the CPU:\n"
@@ -39,12 +38,14 @@ class DeviceInfo:
 
 
 class Device:
-    """One OpenCL device with its lazily made context, in-order queues and memory pool.
+    """One OpenCL device with its lazily made context, in-order queue and memory pool.
 
-    Commands go to a plain queue, or to a profiling one while cltensor.profile() is active (its
-    events carry times): NVIDIA's driver enqueues about 6 us faster without profiling (H200
-    host, 13 against 19 us a launch). profiler.py finishes the one in use before a switch, so
-    commands still run in the order they were issued.
+    Every thread's commands go to the one queue, so they run in the order they were issued;
+    it has profiling enabled, so cltensor.profile() can time one thread's launches without
+    moving any thread to another queue (docs/threads.md).
+
+    NOTE: profiling costs PoCL no host time we could measure, but NVIDIA's driver enqueued
+    about 6 us slower with it (H200 host, 19 against 13 us a launch).
     """
 
     def __init__(self, index, cl_device):
@@ -58,38 +59,40 @@ class Device:
         self.max_alloc = cl_device.max_mem_alloc_size
         self.max_work_group = cl_device.max_work_group_size
         self.local_mem = cl_device.local_mem_size
-        self._context = self._pool = None
-        self._queues = [None, None]  # [plain, profiling]
-        self.allocated = 0
-        self.peak = 0
+        self._context = self._queue = self._pool = None
+        self.launch_lock = threading.Lock()  # program.launch: a kernel's arguments and enqueue
+        self._count_lock = threading.Lock()  # _count: folding the deltas into the counts
+        self._deltas = []  # byte counts allocated (+) and released (-), in order, not yet counted
+        self._allocated = 0
+        self._peak = 0
 
     @property
     def context(self):
         if self._context is None:
-            self._context = cl.Context([self.cl_device])
+            with _start_lock:
+                if self._context is None:
+                    self._context = cl.Context([self.cl_device])
         return self._context
 
     @property
     def queue(self):
-        """The queue new commands go to: the profiling one while a profiler is active."""
-        profiling = bool(profiler._active)
-        q = self._queues[profiling]
+        """The device's one in-order queue (profiling enabled)."""
+        q = self._queue
         if q is None:
-            props = cl.command_queue_properties.PROFILING_ENABLE if profiling else 0
-            q = self._queues[profiling] = cl.CommandQueue(self.context, self.cl_device,
-                                                          properties=props)
+            with _start_lock:
+                if self._queue is None:
+                    self._queue = cl.CommandQueue(
+                        self.context, self.cl_device,
+                        properties=cl.command_queue_properties.PROFILING_ENABLE)
+                q = self._queue
         return q
-
-    def finish_queues(self):
-        """Wait for every command issued so far, on both queues."""
-        for q in self._queues:
-            if q is not None:
-                q.finish()
 
     @property
     def pool(self):
         if self._pool is None:
-            self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
+            with _start_lock:
+                if self._pool is None:
+                    self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         return self._pool
 
     def allocate(self, nbytes):
@@ -99,15 +102,51 @@ class Device:
                 f"cannot allocate {nbytes} bytes on {self}: the device's largest allocation "
                 f"is {self.max_alloc} bytes")
         try:
-            buf = self.pool.allocate(max(nbytes, 1))
+            # NOTE: no lock: pyopencl's pool allocates in C++ without releasing the GIL
+            buf = (self._pool or self.pool).allocate(max(nbytes, 1))
         except cl.Error as e:
             raise OutOfMemoryError(f"cannot allocate {nbytes} bytes on {self}: {e}") from None
-        self.allocated += nbytes
-        self.peak = max(self.peak, self.allocated)
+        deltas = self._deltas
+        deltas.append(nbytes)
+        if len(deltas) >= COUNT_EVERY:
+            self._count()
         return buf
 
     def _release(self, nbytes):
-        self.allocated -= nbytes
+        # NOTE: called from __del__, in any thread and at any time (inside allocate too), so it
+        # only appends: list.append is atomic, and no update is lost
+        self._deltas.append(-nbytes)
+
+    def _count(self):
+        """(bytes held by live tensors, peak since the last reset)."""
+        with self._count_lock:
+            return self._fold(), self._peak
+
+    def _fold(self):
+        """Fold the pending deltas into the counts in the order they happened; the caller
+        holds _count_lock. Returns the bytes held."""
+        deltas = self._deltas
+        n = len(deltas)
+        pending = deltas[:n]
+        del deltas[:n]  # appends made meanwhile stay, after the first n
+        allocated, peak = self._allocated, self._peak
+        for d in pending:
+            allocated += d
+            peak = allocated if allocated > peak else peak
+        self._allocated, self._peak = allocated, peak
+        return allocated
+
+    def reset_peak(self):
+        with self._count_lock:
+            self._peak = self._fold()
+
+    @property
+    def allocated(self):
+        return self._count()[0]
+
+    @property
+    def peak(self):
+        return self._count()[1]
 
     def synchronize(self):
         self.queue.finish()
@@ -143,26 +182,37 @@ class Storage:
             self.device._release(self.nbytes)
 
 
+COUNT_EVERY = 1024  # pending allocation deltas that make allocate() fold them into the counts
 _devices = None
 _default = None
+# NOTE: reentrant, as the default device is resolved through all_devices(); held only while a
+# device, the default, or a device's context, queue or pool is first made
+_start_lock = threading.RLock()
 
 
 def all_devices():
     """Every OpenCL device of every platform, as Device objects (made once)."""
     global _devices
     if _devices is None:
-        try:
-            platforms = cl.get_platforms()
-        except cl.Error:
-            platforms = []
-        _devices = []
-        for p, plat in enumerate(platforms):
-            try:
-                devs = plat.get_devices()
-            except cl.Error:
-                continue
-            _devices.extend(Device(f"{p}:{d}", dev) for d, dev in enumerate(devs))
+        with _start_lock:
+            if _devices is None:
+                _devices = _discover()
     return _devices
+
+
+def _discover():
+    try:
+        platforms = cl.get_platforms()
+    except cl.Error:
+        platforms = []
+    found = []
+    for p, plat in enumerate(platforms):
+        try:
+            devs = plat.get_devices()
+        except cl.Error:
+            continue
+        found.extend(Device(f"{p}:{d}", dev) for d, dev in enumerate(devs))
+    return found
 
 
 def devices():
@@ -217,22 +267,28 @@ def get_device(spec=None):
 def default_device():
     global _default
     if _default is None:
-        _default = _pick_default()
+        with _start_lock:
+            if _default is None:
+                _default = _pick_default()
     return _default
 
 
 def set_default_device(spec):
-    """Make `spec` (see get_device) the device that creation functions use by default."""
+    """Make `spec` (see get_device) the device that creation functions use by default (for
+    every thread, as torch.set_default_device is not per thread either)."""
     global _default
-    _default = get_device(spec)
-    return _default
+    dev = get_device(spec)
+    with _start_lock:
+        _default = dev
+    return dev
 
 
 def memory_stats(device=None):
     """Bytes held by live tensors on the device now, the peak since the last reset, and the pool's size."""
     d = get_device(device)
     pool = d._pool
-    return {"allocated": d.allocated, "peak": d.peak,
+    allocated, peak = d._count()
+    return {"allocated": allocated, "peak": peak,
             "pool_held": pool.managed_bytes if pool is not None else 0}
 
 
@@ -246,8 +302,7 @@ def empty_cache(device=None):
 
 
 def reset_peak_memory_stats(device=None):
-    d = get_device(device)
-    d.peak = d.allocated
+    get_device(device).reset_peak()
 
 
 def synchronize(device=None):

@@ -1,12 +1,19 @@
-"""cltensor.profile(): record every kernel launch with its OpenCL profiling-event time."""
+"""cltensor.profile(): record the kernel launches of the calling thread with their OpenCL
+profiling-event times. Every command goes to the device's one queue, which has profiling enabled
+(device.py): a profiler only reads the events of its own thread's launches, so threads that do
+not profile are left as they were (docs/threads.md)."""
 import json
+import threading
 from collections import defaultdict
 
-_active = []
+
+class _ThreadState(threading.local):
+    active = ()  # the profilers active in this thread, outermost first
 
 
 class Profile:
-    """Records kernel launches while active; times come from the queue's profiling events.
+    """Records this thread's kernel launches while active; times come from the queue's
+    profiling events.
 
     Example:
         with cltensor.profile() as prof:
@@ -19,15 +26,11 @@ class Profile:
         self.events = []  # (kernel name, global size, local size, pyopencl event)
 
     def __enter__(self):
-        if not _active:
-            _finish_all()  # commands move to the profiling queues: the plain ones first finish
-        _active.append(self)
+        _state.active = _state.active + (self,)
         return self
 
     def __exit__(self, *exc):
-        _active.remove(self)
-        if not _active:
-            _finish_all()  # and back
+        _state.active = tuple(p for p in _state.active if p is not self)
         for ev in self.events:
             ev[3].wait()
         return False
@@ -79,16 +82,12 @@ def profile():
     return Profile()
 
 
-def _finish_all():
-    """Finish the queues of every device (see Device.queue: each has a plain and a profiling
-    one, and a switch between them must not let commands overtake each other)."""
-    from .device import all_devices
-    for d in all_devices():
-        d.finish_queues()
+_state = _ThreadState()
 
 
 def record(kernel, global_size, local_size, event):
-    if _active:
+    """Add a launch of the calling thread to its active profilers."""
+    if _state.active:
         entry = (kernel.function_name, tuple(global_size), local_size and tuple(local_size), event)
-        for p in _active:
+        for p in _state.active:
             p.events.append(entry)

@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 import warnings
 from pathlib import Path
 
@@ -260,11 +261,24 @@ def get_kernel(device, filename, name, defines=None, source=None, rebuild=None):
         key = (device, filename, source, rebuild, build_options(defines), name)
         kernel = _kernels.get(key)
         if kernel is None:
-            prog = build_program(device, filename, defines, source, rebuild)
-            kernel = _kernels[key] = getattr(prog, name)
+            kernel = _make_kernel(key, device, filename, name, defines, source, rebuild)
         if fast is not None:
             _kernels[fast] = kernel
     return kernel
+
+
+_make_lock = threading.RLock()  # one thread at a time builds programs and makes Kernels
+
+
+def _make_kernel(key, device, filename, name, defines, source, rebuild):
+    """get_kernel's miss: looked up again under the lock, so threads that miss at once build
+    the program and make the kernel once."""
+    with _make_lock:
+        kernel = _kernels.get(key)
+        if kernel is None:
+            prog = build_program(device, filename, defines, source, rebuild)
+            kernel = _kernels[key] = getattr(prog, name)
+        return kernel
 
 
 def memo_with(cache, key, anchor, make):
@@ -313,21 +327,26 @@ MAX_GROUPS = 65535
 
 
 def launch(device, kernel, global_size, local_size, *args):
-    """Enqueue `kernel` on the device's queue, recording it when a profiler is active (and in
-    the list of record(), inside one).
+    """Enqueue `kernel` on the device's queue, recording it when this thread's profiler is
+    active (and in the list of record(), inside one).
 
     A launch whose outermost dim (of two or three) needs more than MAX_GROUPS work-groups is cut
     into several, told apart by their global offset (kernels read get_global_id, which includes
     it). Returns the last event.
+
+    NOTE: a Kernel object holds its arguments until the next launch sets others, so setting
+    them and enqueueing happen under the device's launch lock: another thread launching the
+    same kernel object in between would run it with its own arguments (docs/threads.md).
     """
-    if _recording is not None:
-        _recording.append((kernel, tuple(global_size), local_size, args))
-    _declare_arg_types(kernel, args)
+    if _state.recording is not None:
+        _state.recording.append((kernel, tuple(global_size), local_size, args))
     gsize = tuple(global_size)
     outer = len(gsize) - 1
     if outer == 0 or gsize[outer] // (local_size[outer] if local_size else 1) <= MAX_GROUPS:
-        event = kernel(device.queue, gsize, local_size, *args)
-        if profiler._active:
+        with device.launch_lock:
+            _declare_arg_types(kernel, args)
+            event = kernel(device.queue, gsize, local_size, *args)
+        if profiler._state.active:
             profiler.record(kernel, gsize, local_size, event)
         return event
     groups = [g // (local_size[k] if local_size else 1) for k, g in enumerate(gsize)]
@@ -337,26 +356,32 @@ def launch(device, kernel, global_size, local_size, *args):
     step = MAX_GROUPS * local_size[outer]
     for start in range(0, gsize[outer], step):
         size = gsize[:outer] + (min(step, gsize[outer] - start),)
-        event = kernel(device.queue, size, local_size, *args,
-                       global_offset=(0,) * outer + (start,))
+        with device.launch_lock:
+            _declare_arg_types(kernel, args)
+            event = kernel(device.queue, size, local_size, *args,
+                           global_offset=(0,) * outer + (start,))
         profiler.record(kernel, size, local_size, event)
     return event
 
 
-_recording = None  # while record() runs: its list of (kernel, global, local, arguments)
+class _ThreadState(threading.local):
+    recording = None  # while record() runs in this thread: its list of launches
+
+
+_state = _ThreadState()
 
 
 @contextlib.contextmanager
 def record():
-    """Collect the launches made inside the block, in order, as Replay.make takes them. Only
-    launch() records: a block that also enqueues copies or fills itself cannot be replayed."""
-    global _recording
-    assert _recording is None, "program.record: already recording"
-    _recording = []
+    """Collect the launches this thread makes inside the block, in order, as Replay.make takes
+    them (other threads' launches are not theirs to replay). Only launch() records: a block
+    that also enqueues copies or fills itself cannot be replayed."""
+    assert _state.recording is None, "program.record: already recording in this thread"
+    _state.recording = []
     try:
-        yield _recording
+        yield _state.recording
     finally:
-        _recording = None
+        _state.recording = None
 
 
 class Replay:

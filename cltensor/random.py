@@ -9,6 +9,7 @@ seed gives the same tensors on every device and for every work-group size.
 import math
 import numbers
 import os
+import threading
 
 import numpy as np
 
@@ -43,11 +44,15 @@ class Generator:
     def __init__(self, device=None):
         if device is not None:
             get_device(device)
+        # NOTE: threads share a generator: each call's counters are taken, and the state is
+        # read and set, under this lock, so no two calls get the same counters
+        self._lock = threading.Lock()
         self.manual_seed(DEFAULT_SEED)
 
     def manual_seed(self, seed):
-        self._seed = _seed_value(seed)
-        self._offset = 0
+        seed = _seed_value(seed)
+        with self._lock:
+            self._seed, self._offset = seed, 0
         return self
 
     def initial_seed(self):
@@ -55,25 +60,36 @@ class Generator:
 
     def seed(self):
         """Reseed from the operating system's entropy; returns the new seed."""
-        self.manual_seed(int.from_bytes(os.urandom(8), "little"))
-        return self._seed
+        seed = int.from_bytes(os.urandom(8), "little")
+        self.manual_seed(seed)
+        return seed
 
     def get_state(self):
         """The state as a numpy uint64 array [seed, offset] (a copy)."""
-        return np.array([self._seed, self._offset], dtype=np.uint64)
+        with self._lock:
+            return np.array([self._seed, self._offset], dtype=np.uint64)
 
     def set_state(self, state):
         state = np.asarray(state)
         if state.shape != (2,) or state.dtype != np.uint64:
             raise ValueError(f"set_state: expected a uint64 array [seed, offset] as get_state "
                              f"gives, got dtype {state.dtype} and shape {state.shape}")
-        self._seed, self._offset = int(state[0]), int(state[1])
+        with self._lock:
+            self._seed, self._offset = int(state[0]), int(state[1])
+
+    def __getstate__(self):
+        """Copies and pickles carry the state, each copy with a lock of its own."""
+        return {"_seed": self._seed, "_offset": self._offset}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state, _lock=threading.Lock())
 
     def take(self, count):
         """(seed, first counter) of `count` fresh counters, advancing the offset past them."""
-        first = self._offset
-        self._offset = (first + count) % _U64
-        return self._seed, first
+        with self._lock:
+            first = self._offset
+            self._offset = (first + count) % _U64
+            return self._seed, first
 
 
 def _seed_value(seed):

@@ -208,22 +208,22 @@ def test_profile_records_kernels_and_writes_chrome_trace(device, tmp_path):
     np.testing.assert_allclose(z.numpy(), np.exp(2.0) + 1, rtol=1e-6)
 
 
-def test_profiling_queue_only_while_profiling(device, rng):
-    """Commands go to a plain queue, to a profiling one inside profile() (nested too), and keep
-    their order across the switches: each step reads what the one before wrote."""
+def test_one_profiling_queue_inside_and_outside_profile(device, rng):
+    """Commands go to the device's one queue, profiling enabled, inside profile() (nested too)
+    and outside: no switch, so each step reads what the one before wrote."""
     profiling = cl.command_queue_properties.PROFILING_ENABLE
     a = rng.standard_normal(200_000).astype(np.float32)
     x = ct.from_numpy(a, device=device)
-    y = x * 3  # queued on the plain queue, maybe still running at the switch
-    assert not device.queue.properties & profiling
+    queue = device.queue
+    y = x * 3
+    assert queue.properties & profiling
     with ct.profile() as outer:
-        assert device.queue.properties & profiling
+        assert device.queue is queue
         z = y + 1
         with ct.profile() as inner:
             w = z * 2
-        assert device.queue.properties & profiling
-    v = w - 1  # back on the plain queue
-    assert not device.queue.properties & profiling
+    v = w - 1
+    assert device.queue is queue
     np.testing.assert_allclose(v.numpy(), (a * 3 + 1) * 2 - 1, rtol=1e-6)
     assert [r["name"] for r in outer.records()] == ["ew_contig", "ew_contig"]
     (rec,) = inner.records()
