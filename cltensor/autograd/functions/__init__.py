@@ -7,9 +7,9 @@ import math
 
 import numpy as np
 
-from .. import dtypes as dt
-from ..tensor import ClTensor
-from .engine import RAW, Function, sum_to_shape
+from ... import dtypes as dt
+from ...tensor import ClTensor
+from ..engine import RAW, Function, sum_to_shape
 
 
 def _is_t(x):
@@ -141,7 +141,7 @@ class Pow(Function):
             ga = _reduce_to(g * e * a ** (e - 1), sa) if not (not _is_t(e) and e == 0) else \
                 _reduce_to(g * 0, sa)
         if ctx.needs_input_grad[1]:
-            from ..ops.pointwise import where
+            from ...ops.pointwise import where
             base = a if a is not None else sa
             logb = base.log() if _is_t(base) else _log_scalar(base)
             d = g * out * logb
@@ -191,7 +191,7 @@ def _unary(name, save, grad):
 def _where(c, a, b):
     # NOTE: cltensor.where, the differentiable one once autograd is installed: backward
     # formulas built on it record second-order graphs under create_graph=True
-    from .. import where
+    from ... import where
     return where(c, a, b)
 
 
@@ -206,7 +206,7 @@ class I1(Function):
 
     @staticmethod
     def forward(ctx, x):
-        from ..ops.pointwise import i1
+        from ...ops.pointwise import i1
         out = i1(x)
         ctx.save_for_backward(x, out)
         return out
@@ -369,7 +369,7 @@ SQRT1_2 = 0.7071067811865476  # 1 / sqrt(2)
 def _special(name):
     """cltensor.special's (differentiable) function: backward formulas built on it record
     second-order graphs under create_graph=True."""
-    from .. import special
+    from ... import special
     return getattr(special, name)
 
 
@@ -597,7 +597,7 @@ class SliceScatter(Function):
 
     @staticmethod
     def forward(ctx, g, shape, method, *args):
-        from ..creation import zeros
+        from ...creation import zeros
         ctx.method, ctx.args = method, args
         grad = zeros(shape, dtype=g.dtype, device=g.device)
         target = _op(method)(grad, *args)
@@ -625,13 +625,13 @@ class ViewScatter(Function):
 
     @staticmethod
     def forward(ctx, x, src, op, view, *args):
-        from ..ops.indexing import view_scatter
+        from ...ops.indexing import view_scatter
         ctx.op, ctx.view, ctx.args, ctx.src_dtype = op, view, args, src.dtype
         return view_scatter(x, src, op, view, *args)
 
     @staticmethod
     def backward(ctx, g):
-        from ..creation import zeros
+        from ...creation import zeros
         gx = gs = None
         if ctx.needs_input_grad[0]:
             hole = zeros(_op(ctx.view)(g, *ctx.args).shape, dtype=g.dtype, device=g.device)
@@ -662,7 +662,7 @@ class AsStrided(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from ..creation import from_numpy, zeros
+        from ...creation import from_numpy, zeros
         inside, outside = (_storage_positions(*v) for v in ctx.geometry)
         lo = min(inside.min(initial=0), outside.min(initial=0))
         span = max(inside.max(initial=0), outside.max(initial=0)) + 1 - lo
@@ -688,7 +688,7 @@ class Frexp(Function):
 
 def _put(x, index, source, accumulate=False):
     """put as IndexPut on x flattened (its checks first)."""
-    from ..ops.indexing import check_put
+    from ...ops.indexing import check_put
     check_put(x, index, source, "put")
     flat = IndexPut.apply(x.reshape(-1), (index.reshape(-1),), source.reshape(-1), accumulate)
     return flat.reshape(x.shape)
@@ -705,7 +705,7 @@ class Matmul(Function):
     @staticmethod
     def backward(ctx, g):
         a, b = ctx.saved_tensors
-        from ..ops.elementwise import broadcast_shapes
+        from ...ops.elementwise import broadcast_shapes
         a2 = a.unsqueeze(0) if a.ndim == 1 else a
         b2 = b.unsqueeze(-1) if b.ndim == 1 else b
         out2 = broadcast_shapes(a2.shape[:-2], b2.shape[:-2]) + (a2.shape[-2], b2.shape[-1])
@@ -830,7 +830,7 @@ class Prod(Function):
 
 
 def _exclusive_cumprod(x, d):
-    from ..creation import ones
+    from ...creation import ones
     n = x.shape[d]
     shape = list(x.shape)
     shape[d] = 1
@@ -852,7 +852,7 @@ class MaxDim(Function):
 
     @staticmethod
     def backward(ctx, g, _indices_grad=None):
-        from ..creation import zeros
+        from ...creation import zeros
         (indices,) = ctx.saved_tensors
         if not ctx.keepdim:
             g, indices = g.unsqueeze(ctx.dim), indices.unsqueeze(ctx.dim)
@@ -891,7 +891,7 @@ class Amin(Amax):
 
 def _extreme_composite(name, ns):
     """max/min: of everything, over a dim (values, indices), or against another tensor."""
-    from ..ops.reduce import return_types
+    from ...ops.reduce import return_types
     all_cls, dim_cls = (Amax, MaxDim) if name == "max" else (Amin, MinDim)
 
     def op(x, dim=None, keepdim=False):
@@ -1065,7 +1065,7 @@ class PadScatter(Function):
 
     @staticmethod
     def forward(ctx, g, shape, pad, mode):
-        from ..ops.shape import pad_backward
+        from ...ops.shape import pad_backward
         ctx.pad, ctx.mode = pad, mode
         return pad_backward(g, shape, pad, mode)
 
@@ -1198,7 +1198,7 @@ class Index(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from ..creation import zeros
+        from ...creation import zeros
         out = zeros(ctx.shape, dtype=ctx.dtype, device=ctx.device)
         return IndexPut.apply(out, ctx.key, g, True), None
 
@@ -1212,7 +1212,7 @@ class IndexSelect(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from ..creation import zeros
+        from ...creation import zeros
         out = zeros(ctx.shape, dtype=g.dtype, device=g.device)
         key = (slice(None),) * ctx.dim + (ctx.index,)
         return IndexPut.apply(out, key, g, True), None, None
@@ -1227,7 +1227,7 @@ class Gather(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from ..creation import zeros
+        from ...creation import zeros
         out = zeros(ctx.shape, dtype=g.dtype, device=g.device)
         return out.scatter_add(ctx.dim, ctx.index, g), None, None
 
@@ -1287,8 +1287,8 @@ class MaskedSelect(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from ..creation import zeros
-        from ..ops.elementwise import broadcast_shapes
+        from ...creation import zeros
+        from ...ops.elementwise import broadcast_shapes
         shape = broadcast_shapes(ctx.shape, ctx.mask.shape)
         out = zeros(shape, dtype=ctx.dtype, device=ctx.device)
         out[ctx.mask.expand(shape)] = g
@@ -1342,7 +1342,7 @@ def _scatter_sum_grads(g, x, dim, index, src, out, include_self):
 
 
 def _scatter_mean_grads(g, x, dim, index, src, out, include_self):
-    from ..creation import full
+    from ...creation import full
     n = full(g.shape, float(include_self), dtype=g.dtype, device=g.device)
     n = n.scatter_add(dim, index, full(index.shape, 1.0, dtype=g.dtype, device=g.device))
     share = g / n.masked_fill(n == 0, 1.0)
@@ -1352,7 +1352,7 @@ def _scatter_mean_grads(g, x, dim, index, src, out, include_self):
 def _scatter_prod_grads(g, x, dim, index, src, out, include_self):
     # the product of the others: with a zero of x (or the only zero among a slot's src values)
     # replaced by 1 and the product taken again, else the result divided by the value
-    from ..creation import zeros
+    from ...creation import zeros
     kw = {"include_self": include_self}
     masked_x = x.masked_fill(x == 0, 1.0)
     gx = g * masked_x.scatter_reduce(dim, index, src, "prod", **kw) / masked_x
@@ -1391,7 +1391,7 @@ class MaskedScatter(Function):
 
     @staticmethod
     def backward(ctx, g):
-        from ..creation import zeros
+        from ...creation import zeros
         gx = gs = None
         if ctx.needs_input_grad[0]:
             gx = sum_to_shape(g.masked_fill(ctx.mask, 0.0), ctx.shape)
@@ -1427,7 +1427,7 @@ def composites(ns, cls):
 
 
 def _view_scatters(ns):
-    from ..ops.indexing import slice_key
+    from ...ops.indexing import slice_key
 
     def select(x, src, dim, index):
         return ViewScatter.apply(x, src, "select_scatter", "select", dim, index)
@@ -1448,7 +1448,7 @@ def _picked(raw, name, dim_at):
     """sort / topk made differentiable: the indices from raw on the detached input, the values
     gathered from the input along the op's dim (argument dim_at after x, default -1), so that
     Gather's backward sends each value's gradient to where it came from."""
-    from ..ops.reduce import return_types
+    from ...ops.reduce import return_types
 
     def op(x, *args, **kwargs):
         indices = raw(x.detach(), *args, **kwargs).indices
