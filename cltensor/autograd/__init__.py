@@ -2,18 +2,20 @@
 
 The ops below (cltensor/ops) know nothing of gradients. `install()` wraps each differentiable
 op, as a cltensor function and a ClTensor method: when grad mode is on and an input requires
-grad the call goes through the op's Function (functions.py), otherwise straight to the op.
+grad the call goes through the op's Function (functions/, one module per ops module),
+otherwise straight to the op.
 In-place ops bump their storage's version (saved tensors check it) and, on a tensor in a graph,
 record the out-of-place op and take over its history.
 """
 import functools
 import inspect
 
-from ..tensor import ClTensor
+from ..ops import indexing
+from ..tensor import _is_basic_key
 from . import functions as F
-from .engine import (RAW, Function, Node, backward, enable_grad, grad,  # noqa: F401
-                     is_grad_enabled, no_grad, once_differentiable, set_grad_enabled,
-                     zero_grads)
+from .engine import (RAW, Function, Node, _check_out, backward, enable_grad,  # noqa: F401
+                     grad, is_grad_enabled, needs_grad, no_grad, once_differentiable,
+                     set_grad_enabled, wrap_function, zero_grads)
 
 FUNCTIONS = {
     "add": F.Add, "sub": F.Sub, "rsub": F.Rsub, "mul": F.Mul, "div": F.Div, "_rdiv": F.Rdiv,
@@ -38,45 +40,6 @@ VIEWS = {"view": F.Reshape, "reshape": F.Reshape, "squeeze": F.Reshape, "unsquee
          "_basic_index": F.Slice}
 ALIASES = {"subtract": "sub", "multiply": "mul", "divide": "div", "true_divide": "div",
            "negative": "neg", "clip": "clamp"}
-
-
-def _requires_grad(a):
-    if isinstance(a, ClTensor):
-        return a.requires_grad
-    if isinstance(a, (list, tuple)):
-        return any(_requires_grad(x) for x in a)
-    return False
-
-
-def needs_grad(args, kwargs=None):
-    """True when grad mode is on and some tensor argument requires grad."""
-    if not is_grad_enabled():
-        return False
-    for a in args:
-        if a.requires_grad if isinstance(a, ClTensor) else _requires_grad(a):
-            return True
-    return any(_requires_grad(a) for a in kwargs.values()) if kwargs else False
-
-
-def _check_out(name, kwargs):
-    if kwargs.get("out") is not None:
-        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
-                           f"differentiation, but one of the arguments requires grad")
-
-
-def wrap_function(name, raw, fn_cls):
-    """raw(*args) unless a gradient is needed, then fn_cls.apply with the arguments bound."""
-    sig = inspect.signature(raw)
-
-    @functools.wraps(raw)
-    def op(*args, **kwargs):
-        if not needs_grad(args, kwargs):
-            return raw(*args, **kwargs)
-        _check_out(name, kwargs)
-        bound = sig.bind(*args, **kwargs)
-        bound.arguments.pop("out", None)
-        return fn_cls.apply(*bound.args, **bound.kwargs)
-    return op
 
 
 def wrap_view(name, raw, fn_cls):
@@ -153,7 +116,6 @@ def _setitem_out_of_place(self, key, value):
 
 def install(cltensor_ns, tensor_cls):
     """Wrap the differentiable ops in the cltensor namespace and as ClTensor methods."""
-    from ..ops import indexing
     RAW.update(cat_raw=cltensor_ns["cat"], getitem_raw=indexing.getitem,
                setitem_raw=indexing.setitem)
     for name, fn_cls in FUNCTIONS.items():
@@ -178,8 +140,6 @@ def install(cltensor_ns, tensor_cls):
 def _wrap_getitem(raw):
     """Advanced indexing (tensors, lists, masks) records Index; basic keys go through the
     wrapped view method _basic_index."""
-    from ..tensor import _is_basic_key
-
     @functools.wraps(raw)
     def getitem(self, key):
         key_t = key if isinstance(key, tuple) else (key,)

@@ -1,4 +1,5 @@
-"""The autograd engine: grad mode, Function/ctx, graph nodes and the reverse pass.
+"""The autograd engine: grad mode, Function/ctx, graph nodes, the reverse pass, and
+wrap_function, which sends an op through its Function when a gradient is needed.
 
 A Function's `apply` runs `forward` without recording, then, when grad mode is on and an input
 requires grad, gives the outputs a `grad_fn` Node holding the ctx and edges to the inputs' nodes
@@ -7,10 +8,12 @@ runs each node's `backward` once, after all its consumers, summing the gradients
 """
 import contextlib
 import functools
+import inspect
 import sys
 import threading
 import weakref
 
+from ..creation import ones_like
 from ..tensor import ClTensor
 
 _state = threading.local()
@@ -392,7 +395,6 @@ def _add_grad(pending, edge, g):
 
 def backward(tensor, gradient=None, retain_graph=None, create_graph=False, inputs=None):
     """Compute d tensor / d leaves and accumulate it into each leaf's .grad."""
-    from ..creation import ones_like
     if gradient is None:
         if tensor.numel() != 1:
             raise RuntimeError(f"grad can be implicitly created only for scalar outputs; "
@@ -409,7 +411,6 @@ def backward(tensor, gradient=None, retain_graph=None, create_graph=False, input
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
          allow_unused=False):
     """The gradients of outputs w.r.t. inputs, returned rather than accumulated (torch.autograd.grad)."""
-    from ..creation import ones_like
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
     if grad_outputs is None:
@@ -430,6 +431,45 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         if r is None and not allow_unused:
             raise RuntimeError(f"input {i} was not used in the graph; pass allow_unused=True")
     return tuple(res)
+
+
+def _requires_grad(a):
+    if isinstance(a, ClTensor):
+        return a.requires_grad
+    if isinstance(a, (list, tuple)):
+        return any(_requires_grad(x) for x in a)
+    return False
+
+
+def needs_grad(args, kwargs=None):
+    """True when grad mode is on and some tensor argument requires grad."""
+    if not is_grad_enabled():
+        return False
+    for a in args:
+        if a.requires_grad if isinstance(a, ClTensor) else _requires_grad(a):
+            return True
+    return any(_requires_grad(a) for a in kwargs.values()) if kwargs else False
+
+
+def _check_out(name, kwargs):
+    if kwargs.get("out") is not None:
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic "
+                           f"differentiation, but one of the arguments requires grad")
+
+
+def wrap_function(name, raw, fn_cls):
+    """raw(*args) unless a gradient is needed, then fn_cls.apply with the arguments bound."""
+    sig = inspect.signature(raw)
+
+    @functools.wraps(raw)
+    def op(*args, **kwargs):
+        if not needs_grad(args, kwargs):
+            return raw(*args, **kwargs)
+        _check_out(name, kwargs)
+        bound = sig.bind(*args, **kwargs)
+        bound.arguments.pop("out", None)
+        return fn_cls.apply(*bound.args, **bound.kwargs)
+    return op
 
 
 def sum_to_shape(g, shape):
