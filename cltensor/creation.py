@@ -57,7 +57,7 @@ def from_numpy(array, device=None, dtype=None):
     host = np.asarray(array, dtype=target, order="C")
     out = ClTensor.empty_on(host.shape, target, get_device(device))
     if host.size:
-        cl.enqueue_copy(out.device.queue, out.storage.buf, host, is_blocking=True)
+        out.device.enqueue(cl.enqueue_copy, out.storage.buf, host, is_blocking=False).wait()
     return out
 
 

@@ -40,9 +40,10 @@ class DeviceInfo:
 class Device:
     """One OpenCL device with its lazily made context, in-order queue and memory pool.
 
-    Every thread's commands go to the one queue, so they run in the order they were issued;
-    it has profiling enabled, so cltensor.profile() can time one thread's launches without
-    moving any thread to another queue (docs/threads.md).
+    Every thread's commands go to the one queue, so they run in the order they were issued.
+    The queue starts without profiling and moves, once, to one with profiling enabled when a
+    thread first launches inside cltensor.profile() (profiling_queue); every thread's commands
+    then go there (docs/threads.md).
 
     NOTE: profiling costs PoCL no host time we could measure, but NVIDIA's driver enqueued
     about 6 us slower with it (H200 host, 19 against 13 us a launch).
@@ -60,6 +61,7 @@ class Device:
         self.max_work_group = cl_device.max_work_group_size
         self.local_mem = cl_device.local_mem_size
         self._context = self._queue = self._pool = None
+        self.profiling = False  # whether the queue has profiling enabled
         self.launch_lock = threading.Lock()  # program.launch: a kernel's arguments and enqueue
         self._count_lock = threading.Lock()  # _count: folding the deltas into the counts
         self._deltas = []  # byte counts allocated (+) and released (-), in order, not yet counted
@@ -76,16 +78,31 @@ class Device:
 
     @property
     def queue(self):
-        """The device's one in-order queue (profiling enabled)."""
+        """The device's one in-order queue."""
         q = self._queue
         if q is None:
             with _start_lock:
                 if self._queue is None:
-                    self._queue = cl.CommandQueue(
-                        self.context, self.cl_device,
-                        properties=cl.command_queue_properties.PROFILING_ENABLE)
+                    self._queue = cl.CommandQueue(self.context, self.cl_device)
                 q = self._queue
         return q
+
+    def profiling_queue(self):
+        """The queue, moved to one with profiling enabled if it has none yet; call it with
+        launch_lock held. The old queue is drained first, so commands keep their order."""
+        if not self.profiling:
+            old = self.queue
+            old.finish()
+            self._queue = cl.CommandQueue(self.context, self.cl_device,
+                                          properties=cl.command_queue_properties.PROFILING_ENABLE)
+            self.profiling = True
+        return self._queue
+
+    def enqueue(self, command, *args, **kwargs):
+        """command(queue, *args, **kwargs) under launch_lock, so that it goes to the current
+        queue (copies and fills; pass is_blocking=False and wait on the event outside)."""
+        with self.launch_lock:
+            return command(self.queue, *args, **kwargs)
 
     @property
     def pool(self):

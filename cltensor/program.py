@@ -343,10 +343,12 @@ def launch(device, kernel, global_size, local_size, *args):
     gsize = tuple(global_size)
     outer = len(gsize) - 1
     if outer == 0 or gsize[outer] // (local_size[outer] if local_size else 1) <= MAX_GROUPS:
+        profiling = bool(profiler._state.active)
         with device.launch_lock:
             _declare_arg_types(kernel, args)
-            event = kernel(device.queue, gsize, local_size, *args)
-        if profiler._state.active:
+            queue = device.profiling_queue() if profiling else device.queue
+            event = kernel(queue, gsize, local_size, *args)
+        if profiling:
             profiler.record(kernel, gsize, local_size, event)
         return event
     groups = [g // (local_size[k] if local_size else 1) for k, g in enumerate(gsize)]
@@ -358,8 +360,8 @@ def launch(device, kernel, global_size, local_size, *args):
         size = gsize[:outer] + (min(step, gsize[outer] - start),)
         with device.launch_lock:
             _declare_arg_types(kernel, args)
-            event = kernel(device.queue, size, local_size, *args,
-                           global_offset=(0,) * outer + (start,))
+            queue = device.profiling_queue() if profiler._state.active else device.queue
+            event = kernel(queue, size, local_size, *args, global_offset=(0,) * outer + (start,))
         profiler.record(kernel, size, local_size, event)
     return event
 

@@ -224,8 +224,8 @@ class ClTensor:
         if host.nbytes >= PREFAULT_MIN_BYTES:
             host.reshape(-1).view(np.uint8)[::PAGE_BYTES] = 0
         if host.size:
-            cl.enqueue_copy(self.device.queue, host, src.storage.buf,
-                            src_offset=src.offset * self.dtype.itemsize, is_blocking=True)
+            self.device.enqueue(cl.enqueue_copy, host, src.storage.buf, is_blocking=False,
+                                src_offset=src.offset * self.dtype.itemsize).wait()
         return host
 
     def tolist(self):

@@ -61,7 +61,7 @@ def _normalized(indices, shape, sizes, wrap, dims, op):
     if nb == 0:
         return out
     err = ClTensor.empty_on((1,), dt.int32, device)
-    cl.enqueue_fill_buffer(device.queue, err.storage.buf, np.int32(0), 0, 4)
+    device.enqueue(cl.enqueue_fill_buffer, err.storage.buf, np.int32(0), 0, 4)
     for k, (t, size) in enumerate(zip(indices, sizes)):
         sh, (_, st) = _collapsed(shape, [contiguous_strides(shape),
                                          ew.broadcast_strides(t, shape)], op)
@@ -70,7 +70,7 @@ def _normalized(indices, shape, sizes, wrap, dims, op):
                 t.storage.buf, view_arg(t.offset, st), out.storage.buf, np.int64(k * nb),
                 np.int64(size), np.int32(wrap), err.storage.buf)
     flag = np.zeros(1, np.int32)
-    cl.enqueue_copy(device.queue, flag, err.storage.buf, is_blocking=True)
+    device.enqueue(cl.enqueue_copy, flag, err.storage.buf, is_blocking=False).wait()
     if flag[0]:
         raise _range_error(indices, sizes, wrap, dims, op)
     return out
