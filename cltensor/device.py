@@ -41,9 +41,10 @@ class Device:
     """One OpenCL device with its lazily made context, in-order queue and memory pool.
 
     Every thread's commands go to the one queue, so they run in the order they were issued.
-    The queue starts without profiling and moves, once, to one with profiling enabled when a
-    thread first launches inside cltensor.profile() (profiling_queue); every thread's commands
-    then go there (docs/threads.md).
+    The queue has no profiling but while a thread profiles: the first launch inside
+    cltensor.profile() moves the device to a queue with profiling (profiling_queue), the end of
+    the last profile moves it back (stop_profiling); every thread's commands follow, in order
+    (docs/threads.md).
 
     NOTE: profiling costs PoCL no host time we could measure, but NVIDIA's driver enqueued
     about 6 us slower with it (H200 host, 19 against 13 us a launch).
@@ -91,12 +92,14 @@ class Device:
         """The queue, moved to one with profiling enabled if it has none yet; call it with
         launch_lock held. The old queue is drained first, so commands keep their order."""
         if not self.profiling:
-            old = self.queue
-            old.finish()
-            self._queue = cl.CommandQueue(self.context, self.cl_device,
-                                          properties=cl.command_queue_properties.PROFILING_ENABLE)
-            self.profiling = True
+            self._move_queue(cl.command_queue_properties.PROFILING_ENABLE)
+            _profiled.add(self)
         return self._queue
+
+    def _move_queue(self, properties):
+        self.queue.finish()
+        self._queue = cl.CommandQueue(self.context, self.cl_device, properties=properties)
+        self.profiling = bool(properties)
 
     def enqueue(self, command, *args, **kwargs):
         """command(queue, *args, **kwargs) under launch_lock, so that it goes to the current
@@ -205,6 +208,19 @@ _default = None
 # NOTE: reentrant, as the default device is resolved through all_devices(); held only while a
 # device, the default, or a device's context, queue or pool is first made
 _start_lock = threading.RLock()
+
+
+_profiled = set()  # devices moved to a profiling queue (Device.profiling_queue)
+
+
+def stop_profiling():
+    """Move the devices that profiled back to plain queues (profiler: when no thread profiles);
+    a launch inside a later profile() moves them again."""
+    for d in list(_profiled):
+        with d.launch_lock:
+            if d.profiling:
+                d._move_queue(0)
+        _profiled.discard(d)
 
 
 def all_devices():

@@ -6,6 +6,12 @@ import json
 import threading
 from collections import defaultdict
 
+from . import device as device_mod
+
+
+_profiling = 0  # profilers active in all threads
+_count_lock = threading.Lock()
+
 
 class _ThreadState(threading.local):
     active = ()  # the profilers active in this thread, outermost first
@@ -26,13 +32,22 @@ class Profile:
         self.events = []  # (kernel name, global size, local size, pyopencl event)
 
     def __enter__(self):
+        global _profiling
+        with _count_lock:
+            _profiling += 1
         _state.active = _state.active + (self,)
         return self
 
     def __exit__(self, *exc):
+        global _profiling
         _state.active = tuple(p for p in _state.active if p is not self)
         for ev in self.events:
             ev[3].wait()
+        with _count_lock:
+            _profiling -= 1
+            last = _profiling == 0
+        if last:  # no thread profiles: the devices go back to plain queues
+            device_mod.stop_profiling()
         return False
 
     def records(self):
