@@ -230,18 +230,21 @@ def test_cltensor_checkpoint_loads_in_torch(device, tmp_path):
     views = {"base": base, "t": base.t(), "slice": base[1:3, 2:5], "row": base[3]}
     tensors = _dtype_tensors(device)
     path = tmp_path / "from_cltensor.pt"
-    ct.save({**views, **tensors, "np_u8": np.array([0, 255], np.uint8)}, path)
+    arrays = {"np_u8": np.array([0, 255], np.uint8), "np_i8": np.array([-128, 127], np.int8),
+              "np_i16": np.array([-32768, 7], np.int16), "np_f16": np.array([1.5, -6e4], np.float16)}
+    ct.save({**views, **tensors, **arrays}, path)
     got = torch.load(path, weights_only=True)
     for key, t in {**views, **tensors}.items():
         assert got[key].shape == t.shape and got[key].stride() == t.strides, key
         assert got[key].storage_offset() == t.offset, key
         mine = np.ascontiguousarray(got[key].numpy())
         np.testing.assert_array_equal(mine.view(np.uint8), t.numpy().view(np.uint8))
-    assert got["np_u8"].dtype == torch.uint8 and got["np_u8"].tolist() == [0, 255]
+    for key, arr in arrays.items():
+        assert str(got[key].dtype) == f"torch.{arr.dtype}" and got[key].tolist() == arr.tolist()
     ptr = got["base"].untyped_storage().data_ptr()
     assert all(got[k].untyped_storage().data_ptr() == ptr for k in views)
     offsets = _data_offsets(path)
-    assert len(offsets) == 1 + len(tensors) + 1  # the four views share one storage entry
+    assert len(offsets) == 1 + len(tensors) + len(arrays)  # the views share one storage entry
     assert all(off % 64 == 0 for off in offsets.values()), offsets
 
 
@@ -358,6 +361,20 @@ def test_bad_torch_archives_raise_value_error_naming_the_file(device, tmp_path):
         assert "PyTorch checkpoint" in str(info.value) or "npz" in str(info.value), kind
 
 
+class _Unseekable(io.RawIOBase):
+    """A write-only stream that cannot seek (a pipe, a socket)."""
+
+    def __init__(self):
+        self.data = b""
+
+    def writable(self):
+        return True
+
+    def write(self, b):
+        self.data += bytes(b)
+        return len(b)
+
+
 def test_save_format_choice_and_torch_arguments(device, tmp_path):
     ct.save({"w": ct.ones(2, device=device)}, tmp_path / "w.npz")
     with np.load(tmp_path / "w.npz") as raw:
@@ -367,6 +384,9 @@ def test_save_format_choice_and_torch_arguments(device, tmp_path):
     assert zipfile.ZipFile(buf).namelist()[0] == "archive/data.pkl"
     buf.seek(0)
     assert ct.load(buf, map_location=device, weights_only=True)["w"].tolist() == [1.0, 1.0]
+    pipe = _Unseekable()
+    ct.save([ct.ones(2, device=device)], pipe)
+    assert ct.load(io.BytesIO(pipe.data), map_location=device)[0].tolist() == [1.0, 1.0]
     with pytest.raises(ValueError, match="legacy"):
         ct.save({}, buf, _use_new_zipfile_serialization=False)
     cycle = [1]

@@ -132,7 +132,7 @@ class _Loader:
         if len(data) != numel * dtype.itemsize:
             raise ValueError(f"storage {key!r} holds {len(data)} bytes, not {numel} x "
                              f"{dtype.itemsize}")
-        arr = np.frombuffer(data, dtype.newbyteorder(self.order)).astype(dtype)
+        arr = np.frombuffer(data, dtype.newbyteorder(self.order)).astype(dtype, copy=False)
         if type_name == "BFloat16Storage":  # the high half of a float32: widened exactly
             return (arr.astype(np.uint32) << 16).view(np.float32)
         if dtype == np.float16:
