@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import zipfile
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 
 import numpy as np
 import pytest
@@ -340,6 +340,33 @@ def test_malicious_pickles_are_refused_without_running(device, tmp_path):
     path.write_bytes(_archive(_tensor_pickle(after=build), [("0", bytes(12))]))
     with pytest.raises(ValueError, match="BUILD"):
         ct.load(path, map_location=device)
+
+
+def test_plain_data_torch_allows_loads_and_nothing_else(device, tmp_path):
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "plain.pt"
+    plain = {"size": torch.Size([2, 3]), "bytes": b"\x00\xff", "set": {1, 2},
+             "counter": Counter("aab"), "complex": 1 + 2j}
+    torch.save(plain, path)
+    got = ct.load(path, map_location=device)
+    assert got == {"size": (2, 3), "bytes": b"\x00\xff", "set": {1, 2},
+                   "counter": Counter("aab"), "complex": 1 + 2j}
+    for other in (torch.float32, torch.device("cpu")):
+        torch.save({"x": other}, path)
+        with pytest.raises(ValueError, match="plain.pt' needs the global 'torch"):
+            ct.load(path, map_location=device)
+
+
+def test_build_cannot_change_storages_or_allowed_functions(device, tmp_path):
+    path = tmp_path / "build.pt"
+    pid = _tensor_pickle()[2:].split(b"Q")[0] + b"Q"  # the storage's persistent id
+    state = b"}X\x05\x00\x00\x00shapeK\x05sb"
+    cases = {"storage": b"\x80\x02" + pid + state + b".",
+             "function": b"\x80\x02ctorch\nSize\n" + state + b"."}
+    for pickled in cases.values():
+        path.write_bytes(_archive(pickled, [("0", bytes(12))]))
+        with pytest.raises(ValueError, match="build.pt"):
+            ct.load(path, map_location=device)
 
 
 def test_bad_torch_archives_raise_value_error_naming_the_file(device, tmp_path):

@@ -2,9 +2,9 @@
 
 data.pkl is unpickled with an allowlist in the spirit of torch.load(weights_only=True): the
 tensor rebuild functions, the storage classes, collections.OrderedDict and Counter, torch.Size,
-the torch dtypes cltensor has, set, complex and _codecs.encode for bytes. Any other global (a
-class of a pickled model, os.system, ...) is refused before it is looked up, so nothing in the
-file runs. Tensors of one storage become views of one device buffer.
+set, complex and _codecs.encode for bytes. Any other global (a class of a pickled model, a torch
+dtype, os.system, ...) is refused before it is looked up, so nothing in the file runs. Tensors
+of one storage become views of one device buffer.
 """
 import codecs
 import pickle
@@ -49,24 +49,34 @@ def _size(*args):
     return tuple(*args)
 
 
-_DTYPE_NAMES = {"float32": dt.float32, "float64": dt.float64, "int32": dt.int32,
-                "int64": dt.int64, "bool": dt.bool_, "float": dt.float32, "double": dt.float64,
-                "int": dt.int32, "long": dt.int64}
+class _Call:
+    """An allowed function, wrapped so that a BUILD opcode cannot set attributes on it."""
+
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args):
+        return self.fn(*args)
 
 
 class _Unpickler(pickle.Unpickler):
     def __init__(self, fh, loader):
         super().__init__(fh)
         self.loader = loader
+        # NOTE: classes stay as they are (a BUILD on a class fails); functions are wrapped
         self.allowed = {
             "collections.OrderedDict": OrderedDict, "collections.Counter": Counter,
-            "torch.Size": _size, "_codecs.encode": _bytes, "builtins.set": set,
-            "builtins.complex": complex,
-            "torch._utils._rebuild_tensor_v2": loader.rebuild_v2,
-            "torch._utils._rebuild_tensor": loader.rebuild,
-            "torch._utils._rebuild_parameter": loader.rebuild_parameter,
-            "torch._utils._rebuild_parameter_with_state": loader.rebuild_parameter_with_state,
-            **{f"torch.{k}": v for k, v in _DTYPE_NAMES.items()}}
+            "builtins.set": set, "builtins.complex": complex,
+            "__builtin__.set": set, "__builtin__.complex": complex,  # protocol 2's names
+            **{name: _Call(fn) for name, fn in {
+                "torch.Size": _size, "_codecs.encode": _bytes,
+                "torch._utils._rebuild_tensor_v2": loader.rebuild_v2,
+                "torch._utils._rebuild_tensor": loader.rebuild,
+                "torch._utils._rebuild_parameter": loader.rebuild_parameter,
+                "torch._utils._rebuild_parameter_with_state":
+                    loader.rebuild_parameter_with_state}.items()}}
 
     def find_class(self, module, name):
         full = f"{module}.{name}"
@@ -112,7 +122,7 @@ class _Loader:
                                  f"{self.storages[key][0]}")
             return self.storages[key][1]
         arr = self._host_array(type_name, key, numel)
-        base = from_numpy(arr, device=self.place(arr, location))
+        base = self._remember(from_numpy(arr, device=self.place(arr, location)))
         self.storages[key] = (type_name, base)
         return base
 
