@@ -5,6 +5,7 @@ import errno
 import io
 import math
 import os
+import re
 import signal
 import struct
 import subprocess
@@ -379,13 +380,16 @@ def test_bad_torch_archives_raise_value_error_naming_the_file(device, tmp_path):
              "past the end": _archive(_tensor_pickle(offset=1), [("0", bytes(12))]),
              "bad stride": _archive(_tensor_pickle(stride=(-1,)), [("0", bytes(12))]),
              "garbage pickle": _archive(b"\x80\x02garbage"),
-             "bad pid": _archive(b"\x80\x02K\x01Q.")}
+             "bad pid": _archive(b"\x80\x02K\x01Q."),
+             "legacy": b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19."}
     for kind, raw in files.items():
         path = tmp_path / f"{kind.replace(' ', '_')}.pt"
         path.write_bytes(raw)
         with pytest.raises(ValueError, match=f"load: .*{path.name}") as info:
             ct.load(path, map_location=device)
-        assert "PyTorch checkpoint" in str(info.value) or "npz" in str(info.value), kind
+        assert re.search("PyTorch checkpoint|npz|legacy format", str(info.value)), kind
+    with pytest.raises(ValueError, match="legacy format"):
+        ct.load(io.BytesIO(files["legacy"]), map_location=device)
 
 
 class _Unseekable(io.RawIOBase):

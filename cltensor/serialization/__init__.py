@@ -143,8 +143,20 @@ def _placer(map_location):
                     f"callable, got {type(map_location).__name__}")
 
 
+def _refuse_bare_forms(fh, name):
+    """A lone .npy array or torch's legacy form (a bare pickle) gets its own message."""
+    start = fh.tell()
+    head = fh.read(6)
+    fh.seek(start)
+    if head == b"\x93NUMPY":
+        raise ValueError(f"load: {name} holds a single array, not an .npz archive of named ones")
+    if head[:1] == b"\x80" and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        raise ValueError(f"load: {name} is a bare pickle (torch's legacy format, before torch "
+                         f"1.6), which cltensor does not read; re-save it with a newer torch")
+
+
 def _load_from(fh, name, place):
-    npz.check_single_array(fh, name)
+    _refuse_bare_forms(fh, name)
     try:
         zf = zipfile.ZipFile(fh)
     except (zipfile.BadZipFile, EOFError, OSError, ValueError) as e:

@@ -92,14 +92,6 @@ def write(obj, f):
     _write_zip(f, _members(obj))
 
 
-def check_single_array(fh, name):
-    """Refuse a lone .npy array (np.save's output) with a clear message."""
-    start = fh.tell()
-    if fh.read(6) == b"\x93NUMPY":
-        raise ValueError(f"load: {name} holds a single array, not an .npz archive of named ones")
-    fh.seek(start)
-
-
 def read(zf, name, device):
     """The object an .npz archive (open as zf) holds, its tensors on `device`."""
     try:
