@@ -300,6 +300,12 @@ def test_map_location_forms(device, tmp_path):
         assert got.tolist() == [1.0, 1.0], where
     assert got.device == ct.get_device(None) and seen == ["cpu"]
     assert ct.load(path, map_location={"cpu": device})["w"].device == device
+    odd = tmp_path / "odd_location.pt"  # saved on a location no OpenCL device is named
+    odd.write_bytes(_archive(_tensor_pickle().replace(b"\x03\x00\x00\x00cpu",
+                                                      b"\x03\x00\x00\x00xyz"),
+                             [("0", bytes(12))]))
+    unmapped = ct.load(odd, map_location={"cuda:1": device})
+    assert unmapped.device == ct.get_device(None) and unmapped.tolist() == [0.0] * 3
     with pytest.raises(TypeError, match="map_location must be"):
         ct.load(path, map_location=3)
     with pytest.raises(ZeroDivisionError):  # an error in the caller's function stays its own

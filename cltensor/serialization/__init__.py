@@ -73,8 +73,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
         f: a path or a binary file object (BytesIO).
         map_location: where the tensors go, as torch names it: None (the default device), a
             cltensor Device or device spec; a torch name ("cpu", "cuda:0") maps to the
-            default device; a dict {saved location: location}; a callable (array, location)
-            that returns a location, or None or its array for the default device.
+            default device; a dict {saved location: location} (other saved locations go to
+            the default device); a callable (array, location) that returns a location, or
+            None or its array for the default device.
         weights_only: torch's argument. cltensor never runs code from a file: both True and
             False load tensors, numbers, strings and containers only, and refuse a pickled
             model (save its state_dict instead).
@@ -130,7 +131,8 @@ def _placer(map_location):
     if isinstance(map_location, dict):
         for spec in map_location.values():
             _resolve(spec)
-        return lambda arr, location: _resolve(map_location.get(location, location))
+        # NOTE: a saved location never names an OpenCL device: unmapped ones get the default
+        return lambda arr, location: _resolve(map_location.get(location))
     if callable(map_location):
         def place(arr, location):
             try:
