@@ -191,7 +191,8 @@ def test_torch_format_round_trip_keeps_numbers_and_containers(device, tmp_path):
     w = ct.arange(12, dtype=ct.float32, device=device).reshape(3, 4)
     obj = {"state": OrderedDict([("w", w), ("n", ct.tensor(5, device=device))]),
            "numbers": [0, 255, 256, -1, 2 ** 40, -2 ** 70, 1.5, float("inf"), True, None],
-           "text": ("ascii", "ünï\u20ac", ""), 3: {(1, "k"): []}, "array": np.arange(3.0)}
+           "text": ("ascii", "ünï\u20ac", ""), 3: {(1, "k"): []}, "array": np.arange(3.0),
+           "empty": ct.zeros((0, 3), device=device)}
     path = tmp_path / "ckpt.pt"
     ct.save(obj, path)
     back = ct.load(path, map_location=device)
@@ -273,6 +274,10 @@ def test_torch_checkpoint_loads_in_cltensor(device, tmp_path):
     assert list(got["model"]) == ["weight", "bias"] and type(got["model"]) is OrderedDict
     np.testing.assert_array_equal(got["params"][0].numpy(), model.weight.detach().numpy())
     assert got["params"][0].requires_grad and not got["model"]["weight"].requires_grad
+    mine = nn.Linear(3, 2).to(device)
+    mine.load_state_dict(got["model"])  # torch's weights drive a cltensor module
+    np.testing.assert_allclose(mine(ct.ones(1, 3, device=device)).numpy(),
+                               model(torch.ones(1, 3)).detach().numpy(), rtol=1e-6, atol=1e-6)
     exp_avg = got["optim"]["state"][0]["exp_avg"].numpy()
     np.testing.assert_array_equal(exp_avg, opt.state_dict()["state"][0]["exp_avg"].numpy())
     assert got["optim"]["param_groups"][0]["betas"] == (0.9, 0.999)
