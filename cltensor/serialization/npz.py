@@ -1,4 +1,4 @@
-"""Saving and loading state dicts as .npz files (numpy arrays keyed by name).
+"""The .npz checkpoint form (numpy arrays keyed by name), written for paths ending in .npz.
 
 The file is a plain numpy archive: np.load(path) reads it without cltensor, and a PyTorch
 state_dict saved with np.savez(path, **{k: v.numpy() for k, v in sd.items()}) loads here.
@@ -10,19 +10,14 @@ with each tensor replaced by {"tensor": i}.
 """
 import json
 import numbers
-import os
 import zipfile
 from collections import OrderedDict
 
 import numpy as np
 
-from . import dtypes as dt
-from .creation import from_numpy
-from .device import get_device
-from .diskfiles import atomic_file
-from .tensor import ClTensor
-
-__all__ = ["save", "load"]
+from .. import dtypes as dt
+from ..creation import from_numpy
+from ..tensor import ClTensor
 
 TREE = "cltensor_tree.json"  # the member that marks and describes the nested form
 TREE_FORMAT = {"format": "cltensor-tree", "version": 1}
@@ -92,77 +87,23 @@ def _write_zip(f, members):
                 np.lib.format.write_array(member, data, allow_pickle=False)
 
 
-def _new_file_mode(path):
-    """The mode a plain open() would give the file: its present mode, else 0666 less umask."""
+def write(obj, f):
+    """Write obj to the binary file object f as an .npz archive."""
+    _write_zip(f, _members(obj))
+
+
+def read(zf, name, device):
+    """The object an .npz archive (open as zf) holds, its tensors on `device`."""
     try:
-        return os.stat(path).st_mode & 0o7777
-    except FileNotFoundError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
-
-
-def save(obj, f):
-    """Write `obj` to `f` as an .npz archive.
-
-    obj: a dict of name -> tensor (or numpy array, or number), stored one array per name as
-    np.load reads it; or any nesting of dicts, lists and tuples of tensors, arrays, numbers,
-    strings and None (an optimizer's state_dict), which load() gives back as saved.
-    f: a path (written exactly as given, no suffix added) or a binary file object. A path is
-    written to a temporary file in the same folder and renamed over the old file at the end,
-    so a crash or a full disk while saving leaves the previous file whole.
-
-    Example:
-        cltensor.save(model.state_dict(), "model.npz")
-        model.load_state_dict(cltensor.load("model.npz"))
-    """
-    members = _members(obj)
-    if not isinstance(f, (str, os.PathLike)):
-        _write_zip(f, members)
-        return
-    with atomic_file(f, _new_file_mode(f)) as out:
-        _write_zip(out, members)
-
-
-def load(f, map_location=None, device=None):
-    """Read what save() wrote: an OrderedDict of name -> ClTensor in the saved order for a
-    dict of tensors (any .npz archive of named arrays), else the saved structure with its
-    tensors as ClTensors.
-
-    Args:
-        f: a path or a binary file object.
-        map_location, device: the device for the tensors (default: the default device).
-
-    float16 arrays (half-precision checkpoints) load as float32.
-
-    Raises:
-        FileNotFoundError for a missing path, ValueError naming the file for one that is not
-        an .npz archive of this form (garbage, truncated, a single .npy array), TypeError for
-        arrays of another dtype cltensor does not support.
-    """
-    target = get_device(device if device is not None else map_location)
-    name = repr(os.fspath(f)) if isinstance(f, (str, os.PathLike)) else \
-        repr(getattr(f, "name", f))
-    if isinstance(f, (str, os.PathLike)):
-        if not os.path.exists(f):
-            raise FileNotFoundError(f"load: no such file: {name}")
-        with open(f, "rb") as fh:
-            return _load_from(fh, name, target)
-    return _load_from(f, name, target)
-
-
-def _load_from(fh, name, device):
-    start = fh.tell()
-    if fh.read(6) == b"\x93NUMPY":
-        raise ValueError(f"load: {name} holds a single array, not an .npz archive of named ones")
-    fh.seek(start)
-    try:
-        with zipfile.ZipFile(fh) as zf:
-            return _read_archive(zf, device)
+        return _read_archive(zf, device)
     except (zipfile.BadZipFile, EOFError, OSError, ValueError, KeyError, RecursionError,
             UnicodeDecodeError) as e:
-        raise ValueError(f"load: {name} is not a numpy .npz archive that cltensor wrote or "
-                         f"reads (truncated or corrupt?): {type(e).__name__}: {e}") from None
+        raise not_an_archive(name, e) from None
+
+
+def not_an_archive(name, e):
+    return ValueError(f"load: {name} is not a numpy .npz archive or PyTorch checkpoint that "
+                      f"cltensor reads (truncated or corrupt?): {type(e).__name__}: {e}")
 
 
 def _read_array(zf, member):
