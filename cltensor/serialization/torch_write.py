@@ -72,7 +72,7 @@ class _Storages:
         return key
 
     def host_arrays(self):
-        for key, (dtype, numel, source) in enumerate(self.items):
+        for key, (dtype, _, source) in enumerate(self.items):
             arr = source.numpy() if isinstance(source, ClTensor) else source
             yield str(key), np.ascontiguousarray(arr, dtype=dtype.newbyteorder("<")).reshape(-1)
 
