@@ -46,20 +46,10 @@
  * scattered outputs (a tile of y, a filter's gradient) stored one lane at a time; the
  * transforms and the reads and writes of V, M, P, U and dU run on whole vectors.
  * NOTE: the tile kernels take the channel from dim 1, not from a flat index: on PoCL the
- * 64-bit divisions of one index per work-item cost more than the transforms (output transform
- * of 48 x 14 x 14 x 8 outputs, F(4x4, 5x5): 0.44 -> 0.31 ms; 192 x 28 x 28 x 8, F(4x4, 3x3):
- * 2.6 -> 1.7 ms; walls, minima over 4 rounds, 2026-12-02).
+ * 64-bit divisions of one index per work-item cost more than the transforms.
  * NOTE: VEC is 1 on GPUs; on CPUs the host sets the device's vector width (winograd.py,
- * items_per_work_item). PoCL 3.1 vectorized none of the one-tile-per-work-item kernels
- * across work-items on AVX2 (pthread-haswell: not one ymm instruction in them). GoogLeNet at
- * batch 8, kernel ms, one work-item per tile against VEC 8, interleaved medians of 15
- * (2026-12-03): 4a/5x5 (F(4x4, 5x5)) input transform 0.49 -> 0.24, output transform 1.06 ->
- * 0.35, grad transform 1.78 -> 0.65; 3b/3x3 (F(4x4, 3x3)) 5.8 -> 3.7, 6.5 -> 3.6, 6.2 ->
- * 4.2, its filter transform 2.4 -> 0.8. On AVX-512 (PoCL's cpu-skylake-avx512, a Xeon) VEC 8
- * / 16 against one a work-item: 0.18 -> 0.21 / 0.23 (4a/5x5 input transform, the one loss),
- * 0.14 -> 0.09 / 0.10, 0.19 -> 0.13 / 0.13; 3b/3x3 0.58 -> 0.38 / 0.44, 0.37 -> 0.32 / 0.37,
- * 0.91 -> 0.48 / 0.54; whole passes 4a/5x5 0.52 / 1.23 -> 0.46 / 0.90 ms forward / backward,
- * 3b/3x3 1.99 / 4.60 -> 1.57 / 3.60.
+ * items_per_work_item): PoCL 3.1 vectorized none of the one-tile-per-work-item kernels across
+ * work-items on AVX2, and VEC lanes made them 1.5-3x faster (docs/performance.md).
  * Build options: T; WINO_M, WINO_R, WINO_A, WINO_AT, WINO_G, WINO_BT; VEC.
  */
 #ifndef T

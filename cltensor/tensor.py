@@ -17,9 +17,7 @@ from .ops import pointwise as pw
 CHANNELS_LAST = "channels_last"
 CONTIGUOUS_FORMAT = "contiguous_format"
 # numpy() writes one byte per page of host arrays from this size on before the driver copies
-# into them. NOTE: PoCL's copy into a fresh (unfaulted) array ran 2.5-7x slower than faulting
-# the pages in first: 512 MB read in 0.24-0.71 s against 0.09-0.10 s with the faults taken
-# here (2 cores, interleaved); from 128 MB down the two were equal.
+# into them: PoCL's copy into a fresh (unfaulted) array ran 2.5-7x slower (docs/performance.md)
 PREFAULT_MIN_BYTES = 2**26
 PAGE_BYTES = 4096
 

@@ -19,13 +19,7 @@ from . import common
 # input-gradient products of images with at most this many output positions run as one
 # product over (C, N*H*W) copies when the layer has at least MERGED_MIN_CHANNELS input and
 # output channels per group: narrow per-image products fill few of gemm_packed's 32-column
-# panels, and the copies cost a 1/C share of the product. PoCL, 2 AVX-512 cores, GoogLeNet's
-# 1x1 layers at batch 8, ms with the copies, interleaved medians of 5 (2026-12-03): forward
-# 4a/1x1 (192 x 480 x 196) 3.04 -> 2.15 (PyTorch 1.97), 4d/1x1 3.15 -> 1.67, 5a/pool (128 x 832
-# x 49) 1.18 -> 0.99, 5b/1x1 2.55 -> 1.90; input gradients on 7 x 7 images 5b/1x1 2.11 -> 1.88,
-# 5b/pool 1.26 -> 0.94, but on 14 x 14 they lost (4a/pool 1.29 -> 1.77, 4d/pool 1.39 -> 1.88);
-# on 28 x 28 images (3a/1x1 forward 1.78 -> 1.93, input gradient 1.29 -> 1.57) and with 16-32
-# channels (4a/5x5r input gradient 0.58 -> 0.85) the copies cost more.
+# panels, and the copies cost a 1/C share of the product (measured: docs/performance.md).
 MERGED_MAX_POSITIONS = {"forward": 14 * 14, "backward_data": 7 * 7}
 MERGED_MIN_CHANNELS = 48
 
@@ -147,10 +141,8 @@ def _grad_weight(xs, gout, p, gw):
     """gw (G, Cog, Cg) = the weight gradient, from xs (_subsample's) and gout."""
     merge = all(_positions_stride(t) is not None for t in (xs, gout))
     if not merge and sums_batches(xs.device, xs.dtype):
-        # NOTE: PoCL, 2 AVX-512 cores, GoogLeNet's 1x1 layers at batch 8, backward (input and
-        # weight gradients) in ms, copies vs summed, medians of 7 interleaved rounds
-        # (2026-12-02): 3a/1x1 4.28 -> 3.88, 3a/pool 3.01 -> 2.35, 3b/5x5r 3.11 -> 2.37,
-        # 4a/5x5r 1.15 -> 0.96, 5a/5x5r 0.89 -> 0.78; 4e/3x3r 4.36 -> 4.68 (kernels 3.84 -> 4.09)
+        # NOTE: summed over the batch in the kernel rather than over merged copies: faster on
+        # GoogLeNet's 1x1 weight gradients on PoCL (docs/performance.md)
         go = _groups_view(common.with_merged_spatial(gout), p, p.cog)
         gemm_sum_into(go, common.transposed(_groups_view(xs, p, p.cg)), gw)
     else:

@@ -34,8 +34,8 @@ MAX_GROUPS = 65535  # work-groups a launch may have along dims 1 and 2 (NVIDIA's
 # work-item in private memory (conv_cpu's STRIP); longer strips gather tap by tap
 MAX_STRIP = 2048
 # the CPU weight gradient copies blocks of this many positions' taps and output gradient
-# channels to local memory (at most WGRAD_LOCAL_BYTES); PoCL, 2 cores, 2026-12-02: 128 beat 64
-# on GoogLeNet's, AlexNet's, Overfeat's and VGG-A's first layers
+# channels to local memory (at most WGRAD_LOCAL_BYTES); 128 beat 64 on PoCL on the networks'
+# first layers
 WGRAD_BQ = 128
 WGRAD_LOCAL_BYTES = 256 * 2**10
 

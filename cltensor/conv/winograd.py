@@ -109,15 +109,13 @@ def _literals(mat, dtype):
                           for row in mat) + "}"
 
 
-# Work-group of the kernels along dim 0 (tiles or filters; dim 1 is the channels): on PoCL 16
-# to 32 tiles ran the output transform fastest (64 slower, PoCL's own choice up to 2x slower on
-# some shapes, 2026-12-02), and PoCL compiles a kernel again for each work-group size (its own
-# choice follows the global size: 43 builds of the filter transform in test_conv's Winograd
-# tests, 2026-12-03); on GPUs a divisor of TILE_ALIGN, so that padded rows fill whole groups
+# Work-group of the kernels along dim 0 (tiles or filters; dim 1 is the channels), fixed: on
+# PoCL 16-32 tiles ran fastest and PoCL compiles a kernel again for every work-group size it
+# picks itself (docs/performance.md); on GPUs a divisor of TILE_ALIGN, so padded rows fill groups
 TILE_LOCAL = {"cpu": 32, "gpu": 128}
 # The transformed tiles' rows are padded (with zero tiles) to a multiple of this many, so that
-# the GEMM engine's tiles read them in place (H200: unpadded rows cost VGG-A 6.8 ms of
-# zero-padded operand copies per step); CPUs' GEMM family packs its operands anyway
+# the GEMM engine's tiles read them in place rather than through padded copies (H200,
+# docs/performance.md); CPUs' GEMM family packs its operands anyway
 TILE_ALIGN = {"cpu": 1, "gpu": 128}
 
 

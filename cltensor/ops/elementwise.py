@@ -22,9 +22,9 @@ CONTIG_ITEMS = None
 CONTIG_ITEMS_BY_KIND = {"cpu": 1, "gpu": 4}
 # ew_rows's builds take at least this ND (fewer dims padded with leading ones), and ew_contig's
 # with ew_rows share it, so that one program serves an op's contiguous, 2-d and 3-d launches.
-# NOTE: PoCL builds an elementwise program in about 0.5 s: a cold test run made 702 of them
-# (389 s) for 380 op and dtype combinations, 445 contiguous, 156 2-d, 90 3-d (2026-12-03); the
-# padded dim costs ew_rows one more offset step per row of up to ROW_CHUNK elements.
+# NOTE: PoCL builds an elementwise program in about 0.5 s, and separate builds per rank were
+# most of a cold test run's builds (docs/performance.md); the padded dim costs ew_rows one more
+# offset step per row of up to ROW_CHUNK elements.
 ROWS_MIN_ND = 3
 _kernels = caches.register("ops.elementwise.kernels", {})
 ClTensor = None  # cltensor.tensor.ClTensor, set there: that module imports this one first
