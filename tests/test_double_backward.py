@@ -424,8 +424,7 @@ KERNEL_BACKWARDS = [("conv.function", "backward"), ("ops.activation", "_backward
                     ("ops.norm", "batch_norm_backward"), ("ops.softmax", "xent_backward")]
 RECORDED_BACKWARDS = [("nn.functional.pooling", "_scattered"),
                       ("nn.functional.normalization", "_batch_norm_grads"),
-                      ("nn.functional.loss", "_target_weights"), ("conv.function", "recorded_grads"),
-                      ("conv.transposed", "recorded_grads")]
+                      ("nn.functional.loss", "_target_weights"), ("conv.function", "recorded_grads")]
 
 
 def test_first_order_backward_runs_the_kernels(cl, rng, monkeypatch):

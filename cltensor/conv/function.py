@@ -1,4 +1,5 @@
-"""conv2d and its autograd Function: the algorithm of each pass is picked by dispatch.choose.
+"""conv2d's and conv_transpose2d's autograd Functions (each the other's input gradient): the
+algorithm of each pass is picked by dispatch.choose.
 
 Under create_graph=True the gradients come from Functions instead (recorded_grads): the input's
 is a transposed convolution, the weight's a ConvWeightGrad, so that they can be differentiated
@@ -7,7 +8,8 @@ again.
 from .. import autograd
 from ..autograd.functions import _where
 from ..ops import activation as act
-from ..tensor import ClTensor
+from ..ops import elementwise as ew
+from ..tensor import CHANNELS_LAST, ClTensor
 from . import common, dispatch
 from .params import make_params
 
@@ -55,7 +57,6 @@ class ConvWeightGrad(autograd.Function):
 
     @staticmethod
     def backward(ctx, gw):
-        from .transposed import ConvTranspose2dFunction  # NOTE: transposed.py imports this one
         x, gout = ctx.saved_tensors
         need_x, need_gout = ctx.needs_input_grad[:2]
         gx = ConvTranspose2dFunction.apply(gout, gw, None, ctx.p, ctx.algo) if need_x else None
@@ -70,7 +71,6 @@ def recorded_grads(x, w, gout, p, algo, needs, transposed=False):
     transposed: gout to x). The input's gradient takes gout back through w (conv2d: a
     transposed convolution; transposed: a convolution), the weight's is ConvWeightGrad(a, b),
     the bias's gout summed."""
-    from .transposed import ConvTranspose2dFunction  # NOTE: transposed.py imports this one
     need_x, need_w, need_b = needs
     a, b = (gout, x) if transposed else (x, gout)
     data = Conv2dFunction if transposed else ConvTranspose2dFunction
@@ -163,3 +163,50 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     dispatch.check_algo(algo, input.device)
     out = Conv2dFunction.apply(input, weight, bias, p, algo, bool(relu))
     return out.squeeze(0) if unbatched else out
+
+
+class ConvTranspose2dFunction(autograd.Function):
+    """forward(ctx, input, weight, bias, p, algo): p is the transposed convolution's ConvParams
+    (its input the output of this function)."""
+
+    @staticmethod
+    def forward(ctx, x, w, bias, p, algo):
+        shape = (p.n, p.c, p.h, p.w)
+        if p.n:
+            y = backward(_shaped_like(x, shape), w, x, p, algo, True, False)[0]
+        else:
+            y = common.empty(shape, x)
+        if bias is not None:
+            ew.binary("add", y, bias.reshape(1, -1, 1, 1), out=y)
+        ctx.save_for_backward(x, w)
+        ctx.p, ctx.algo = p, algo
+        return y
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, w = ctx.saved_tensors
+        p, algo = ctx.p, ctx.algo
+        if autograd.is_grad_enabled():
+            needs = ctx.needs_input_grad[:3]
+            return (*recorded_grads(x, w, gy, p, algo, needs, transposed=True), None, None)
+        need_x, need_w, need_b = ctx.needs_input_grad[:3]
+        gx = gw = None
+        if need_x:
+            gx = common.empty(x.shape, x, common.layout_of(x))
+            if p.n:
+                name = dispatch.choose(p, x.device, "forward", algo, (gy, w, None))
+                forward(dispatch.algorithm(name, x.device), gy, w, None, p, gx)
+        if need_w:
+            gw = backward(gy, w, x, p, algo, False, True)[1]
+        gb = common.bias_grad(gy) if need_b else None
+        return gx, gw, gb, None, None
+
+
+def _shaped_like(x, shape):
+    """A tensor of `shape` that stands for the transposed convolution's output where the input
+    gradient pass reads its input for dtype, device and memory format only (conv/*.py): a
+    stride-0 view of x's first element (no memory), or, for a channels_last x, an empty
+    channels_last tensor (the pass's output takes its format)."""
+    if common.layout_of(x) == CHANNELS_LAST:
+        return common.empty(shape, x, CHANNELS_LAST)
+    return x._view(shape, (0, 0, 0, 0))

@@ -4,62 +4,15 @@ transposes. With x (N, Cin, H, W) and weight (Cin, Cout / groups, Kh, Kw), the o
 + 1, is the input gradient of conv2d(y, weight) (same stride, padding, dilation, groups) at
 output gradient x; so its input gradient is that convolution's forward of gy, and its weight
 gradient that convolution's weight gradient with y's place taken by gy and the output
-gradient's by x. Each pass goes to the algorithm conv2d's dispatch picks for it. Under
-create_graph=True the gradients come from Functions (function.recorded_grads).
+gradient's by x. Each pass goes to the algorithm conv2d's dispatch picks for it. Its
+Function, ConvTranspose2dFunction, lives beside conv2d's in function.py (each is the other's
+input gradient); under create_graph=True the gradients come from Functions (recorded_grads).
 """
-from .. import autograd
 from ..ops import elementwise as ew
-from ..tensor import CHANNELS_LAST, ClTensor
-from . import common, dispatch
-from .function import backward, forward, recorded_grads
+from ..tensor import ClTensor
+from . import dispatch
+from .function import ConvTranspose2dFunction
 from .params import _pair, make_params
-
-
-class ConvTranspose2dFunction(autograd.Function):
-    """forward(ctx, input, weight, bias, p, algo): p is the transposed convolution's ConvParams
-    (its input the output of this function)."""
-
-    @staticmethod
-    def forward(ctx, x, w, bias, p, algo):
-        shape = (p.n, p.c, p.h, p.w)
-        if p.n:
-            y = backward(_shaped_like(x, shape), w, x, p, algo, True, False)[0]
-        else:
-            y = common.empty(shape, x)
-        if bias is not None:
-            ew.binary("add", y, bias.reshape(1, -1, 1, 1), out=y)
-        ctx.save_for_backward(x, w)
-        ctx.p, ctx.algo = p, algo
-        return y
-
-    @staticmethod
-    def backward(ctx, gy):
-        x, w = ctx.saved_tensors
-        p, algo = ctx.p, ctx.algo
-        if autograd.is_grad_enabled():
-            needs = ctx.needs_input_grad[:3]
-            return (*recorded_grads(x, w, gy, p, algo, needs, transposed=True), None, None)
-        need_x, need_w, need_b = ctx.needs_input_grad[:3]
-        gx = gw = None
-        if need_x:
-            gx = common.empty(x.shape, x, common.layout_of(x))
-            if p.n:
-                name = dispatch.choose(p, x.device, "forward", algo, (gy, w, None))
-                forward(dispatch.algorithm(name, x.device), gy, w, None, p, gx)
-        if need_w:
-            gw = backward(gy, w, x, p, algo, False, True)[1]
-        gb = common.bias_grad(gy) if need_b else None
-        return gx, gw, gb, None, None
-
-
-def _shaped_like(x, shape):
-    """A tensor of `shape` that stands for the transposed convolution's output where the input
-    gradient pass reads its input for dtype, device and memory format only (conv/*.py): a
-    stride-0 view of x's first element (no memory), or, for a channels_last x, an empty
-    channels_last tensor (the pass's output takes its format)."""
-    if common.layout_of(x) == CHANNELS_LAST:
-        return common.empty(shape, x, CHANNELS_LAST)
-    return x._view(shape, (0, 0, 0, 0))
 
 
 def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,

@@ -5,8 +5,8 @@ import bisect
 import math
 import types
 
-from .lr_scheduler import (LRScheduler, ReduceLROnPlateau, _lambdas_state_dict,
-                           _load_lambdas_state_dict, _per_group)
+from .schedulers import (LRScheduler, ReduceLROnPlateau, _lambdas_state_dict,
+                         _load_lambdas_state_dict, _per_group)
 from .optimizer import Optimizer
 
 __all__ = ["ConstantLR", "MultiplicativeLR", "PolynomialLR", "CosineAnnealingWarmRestarts",
