@@ -56,7 +56,7 @@
 #define SUM_BATCHES 0
 #endif
 #ifndef KB
-#define KB 128
+#define KB 64
 #endif
 #define NV (NR / VW)
 #define VT CAT(T, VW)
