@@ -151,7 +151,7 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
     const int whole = nb0 + NR <= N ? NV : (N - n0) / VW, lanes = (N - n0) % VW;
     for (int kb = 0; kb < K; kb += KSTEP) {
       if (whole == NV) {
-        for (int k = kb, ke = min(K, kb + KSTEP); k < ke; ++k) {
+        for (int n = min(KSTEP, K - kb); n != 0; --n) {
           VT bv[NV];
 #pragma unroll
           for (int j = 0; j < NV; ++j) bv[j] = *(__global const VTU*)(bk + j * VW);
@@ -160,7 +160,7 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
           bk += ldb;
         }
       } else { /* N < NR: whole vectors as above, then lanes up to N, zeros */
-        for (int k = kb, ke = min(K, kb + KSTEP); k < ke; ++k) {
+        for (int n = min(KSTEP, K - kb); n != 0; --n) {
           VT bv[NV];
 #pragma unroll
           for (int j = 0; j < NV; ++j) {
@@ -185,7 +185,7 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 #else
     __global const VT* bp = (__global const VT*)(Bp + ab * bp_bs + (long)pn * K * NR);
     for (int kb = 0; kb < K; kb += KSTEP) {
-      for (int k = kb, ke = min(K, kb + KSTEP); k < ke; ++k) {
+      for (int n = min(KSTEP, K - kb); n != 0; --n) {
         VT bv[NV];
 #pragma unroll
         for (int j = 0; j < NV; ++j) bv[j] = bp[j];
