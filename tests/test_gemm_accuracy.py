@@ -8,10 +8,13 @@ a norm-relative error near 28 u on such data (PoCL, float32 and float64 alike); 
 of KB (64 to 256) added into second sums leave about 3 u. LONG_SUM_TOL, 8 u, sits between.
 Every element must also meet the classical bound of tests/test_gemm.py.
 """
+import json
+
 import numpy as np
 import pytest
 
 import cltensor
+from cltensor import tune
 from cltensor.ops import gemm as gm
 from test_gemm import check_bound, exact, poisoned, put, stored
 
@@ -130,3 +133,17 @@ def test_float64_long_sums(device, rng, packed, fp_dtypes):
     out = poisoned(device, (3, 20), np.float64)
     cltensor.gemm(put(device, a), put(device, b), out)
     check_long(out, a, b, np.float64, tol=8 * 2.0**-53)
+
+
+def test_kb_in_the_database_schema():
+    """The packed entry's KB is an integer from 0 (one running sum) to 65536; the shipped
+    database sets it for PoCL."""
+    spec = tune.GEMM_ENTRY
+    packed = {"MR": 8, "NR": 32, "VW": 16}
+    for kb in (0, 64, 65536):
+        tune.check_value({"packed": dict(packed, KB=kb)}, spec, "entry")
+    for kb in (-1, 65537, 1.5, "64"):
+        with pytest.raises(ValueError, match="entry.packed.KB"):
+            tune.check_value({"packed": dict(packed, KB=kb)}, spec, "entry")
+    data = json.loads((tune.DB_DIR / "gemm.json").read_text())
+    assert data["gemm_float32"]["vendors"]["pocl"]["default"]["packed"]["KB"] == 64
