@@ -32,6 +32,10 @@
  *   MR, NR     the register tile; VW, the vector width, divides NR
  *   A_INPLACE, B_INPLACE  1: A / B read in place (set by the host: ops/gemm.py
  *              packed_reads_a_in_place, packed_reads_b_in_place)
+ *   KB         blocked sums: the tile's registers sum KB steps of K, then are added into a
+ *              second tile of sums (tot, untouched in the inner loop: 1/KB more adds) and
+ *              restart from zero, so a sum's error grows like sqrt(KB) + sqrt(K / KB) instead
+ *              of sqrt(K) (docs/conv_precision.md); 0: one running sum over the whole of K
  */
 #ifndef MR
 #define MR 14
@@ -51,6 +55,9 @@
 #ifndef SUM_BATCHES
 #define SUM_BATCHES 0
 #endif
+#ifndef KB
+#define KB 64
+#endif
 #define NV (NR / VW)
 #define VT CAT(T, VW)
 /* NOTE: a vector type aligned like its elements: loads and stores through it need no more
@@ -66,6 +73,20 @@ typedef union { VT v; T s[VW]; } Lanes;
     const T av = (a)[i];                                                         \
     _Pragma("unroll") for (int j = 0; j < NV; ++j) acc[i][j] += av * (bv)[j];    \
   }
+
+/* After each block of KB steps of K: its sums added into tot, acc restarted from zero. */
+#if KB
+#define KSTEP KB
+#define END_BLOCK                                                                      \
+  _Pragma("unroll") for (int i = 0; i < MR; ++i)                                       \
+  _Pragma("unroll") for (int j = 0; j < NV; ++j) {                                     \
+    tot[i][j] += acc[i][j];                                                            \
+    acc[i][j] = (VT)0;                                                                 \
+  }
+#else
+#define KSTEP K
+#define END_BLOCK
+#endif
 
 /* The whole tile at (m0, n0) into row-contiguous C (co_cs 1) without Ci: the epilogue on
  * vectors, one vector store per row and vector of columns. */
@@ -92,6 +113,13 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
   for (int i = 0; i < MR; ++i)
 #pragma unroll
     for (int j = 0; j < NV; ++j) acc[i][j] = (VT)0;
+#if KB
+  VT tot[MR][NV];
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int j = 0; j < NV; ++j) tot[i][j] = (VT)0;
+#endif
   /* SUM_BATCHES: the products of flat batches s * inner + b for every s of the first batch
    * dim (b indexes the other dims; C's stride along the first is 0); else batch b alone */
   long inner = 1;
@@ -120,49 +148,61 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 #if B_INPLACE
     /* B's rows read where they are: element (k, n) at Bp[batch offset + k*ldb + n] */
     __global const T* bk = Bp + batch_offset(ab, nbd, batch, vb) + nb0;
-    if (nb0 + NR <= N) {
-      for (int k = 0; k < K; ++k) {
-        VT bv[NV];
+    const int whole = nb0 + NR <= N ? NV : (N - n0) / VW, lanes = (N - n0) % VW;
+    for (int kb = 0; kb < K; kb += KSTEP) {
+      if (whole == NV) {
+        for (int n = min(KSTEP, K - kb); n != 0; --n) {
+          VT bv[NV];
 #pragma unroll
-        for (int j = 0; j < NV; ++j) bv[j] = *(__global const VTU*)(bk + j * VW);
-        NEXT_A(a)
-        MULTIPLY_ROW(A_COL, bv)
-        bk += ldb;
-      }
-    } else { /* N < NR: whole vectors as above, then lanes up to N, zeros */
-      const int whole = (N - n0) / VW, lanes = (N - n0) % VW;
-      for (int k = 0; k < K; ++k) {
-        VT bv[NV];
-#pragma unroll
-        for (int j = 0; j < NV; ++j) {
-          if (j < whole) {
-            bv[j] = *(__global const VTU*)(bk + j * VW);
-          } else if (j == whole) {
-            Lanes l;
-#pragma unroll
-            for (int f = 0; f < VW; ++f) l.s[f] = f < lanes ? bk[j * VW + f] : (T)0;
-            bv[j] = l.v;
-          } else {
-            bv[j] = (VT)0;
-          }
+          for (int j = 0; j < NV; ++j) bv[j] = *(__global const VTU*)(bk + j * VW);
+          NEXT_A(a)
+          MULTIPLY_ROW(A_COL, bv)
+          bk += ldb;
         }
-        NEXT_A(a)
-        MULTIPLY_ROW(A_COL, bv)
-        bk += ldb;
+      } else { /* N < NR: whole vectors as above, then lanes up to N, zeros */
+        for (int n = min(KSTEP, K - kb); n != 0; --n) {
+          VT bv[NV];
+#pragma unroll
+          for (int j = 0; j < NV; ++j) {
+            if (j < whole) {
+              bv[j] = *(__global const VTU*)(bk + j * VW);
+            } else if (j == whole) {
+              Lanes l;
+#pragma unroll
+              for (int f = 0; f < VW; ++f) l.s[f] = f < lanes ? bk[j * VW + f] : (T)0;
+              bv[j] = l.v;
+            } else {
+              bv[j] = (VT)0;
+            }
+          }
+          NEXT_A(a)
+          MULTIPLY_ROW(A_COL, bv)
+          bk += ldb;
+        }
       }
+      END_BLOCK
     }
 #else
     __global const VT* bp = (__global const VT*)(Bp + ab * bp_bs + (long)pn * K * NR);
-    for (int k = 0; k < K; ++k) {
-      VT bv[NV];
+    for (int kb = 0; kb < K; kb += KSTEP) {
+      for (int n = min(KSTEP, K - kb); n != 0; --n) {
+        VT bv[NV];
 #pragma unroll
-      for (int j = 0; j < NV; ++j) bv[j] = bp[j];
-      NEXT_A(a)
-      MULTIPLY_ROW(A_COL, bv)
-      bp += NV;
+        for (int j = 0; j < NV; ++j) bv[j] = bp[j];
+        NEXT_A(a)
+        MULTIPLY_ROW(A_COL, bv)
+        bp += NV;
+      }
+      END_BLOCK
     }
 #endif
   }
+#if KB
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int j = 0; j < NV; ++j) acc[i][j] = tot[i][j];
+#endif
   const long oci = beta != (T)0 ? batch_offset(b, nbd, batch, vci) : 0;
   const long oco = batch_offset(b, nbd, batch, vco);
   const int rows = min(MR, M - m0), cols = min(NR, N - nb0);

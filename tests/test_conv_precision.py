@@ -11,16 +11,18 @@ import torch
 
 import cltensor
 from cltensor import backends
-from cltensor.conv import conv2d, dispatch
+from cltensor.conv import conv2d, dispatch, precision
 from cltensor.conv import function as conv_function
 from cltensor.conv.params import make_params
 
 # (input shape, weight shape, stride, padding): 3x3 and 5x5 stride-1 layers with the channels
-# where the speed rules take F(4x4), and AlexNet's first layer (s2d_winograd's F(4x4))
+# where the speed rules take F(4x4), AlexNet's first layer (s2d_winograd's F(4x4)), and a 3x3
+# layer of 512 channels (sums of 4608 terms: the CPU GEMM's blocked sums keep them near torch's)
 LAYERS = [((1, 32, 12, 12), (32, 32, 3, 3), 1, 1),
           ((1, 64, 10, 10), (48, 64, 3, 3), 1, 1),
           ((1, 16, 12, 12), (32, 16, 5, 5), 1, 2),
-          ((1, 3, 39, 39), (16, 3, 11, 11), 4, 2)]
+          ((1, 3, 39, 39), (16, 3, 11, 11), 4, 2),
+          ((1, 512, 6, 6), (64, 512, 3, 3), 1, 1)]
 PASSES = ("forward", "backward_data", "backward_weight")
 
 
@@ -115,11 +117,14 @@ def test_benchmark_mode_times_only_admitted(device, rng, tmp_path, monkeypatch):
     dispatch.clear_cache()  # a new process takes the accurate entry without timing again
     monkeypatch.setattr(dispatch, "time_pass", lambda *a: pytest.fail("timed again"))
     assert dispatch.choose(p, device, "forward", "auto", (X, W, None)) == data[key]["algo"]
-    times = {"winograd_4x4": 1.0, "winograd": 3.0, "im2col": 2.0, "implicit_gemm": 4.0}
+    times = {"winograd_4x4": 1.0, "implicit_gemm": 1.5, "im2col": 2.0, "winograd": 3.0}
     data[key] = {"algo": "winograd_4x4", "times_ms": times, "vendor": data[key]["vendor"]}
     path.write_text(json.dumps(data))
     dispatch.clear_cache()
-    assert dispatch.choose(p, device, "forward") == "winograd"  # im2col is not admitted
+    # implicit_gemm keeps one running sum (not admitted); im2col is where the GEMM's sums are
+    # blocked (precision.gemm_block)
+    want = "im2col" if precision.gemm_block(device) else "winograd"
+    assert dispatch.choose(p, device, "forward") == want
     monkeypatch.setattr(backends, "conv_precision", "fast")
     assert dispatch.choose(p, device, "forward") == "winograd_4x4"
 
@@ -144,3 +149,20 @@ def test_precision_script(device, tmp_path):
         if device.is_cpu:
             assert r["algos"][r["auto"]["accurate"]] <= 2 * r["torch"]
     assert "| googlenet | auto (accurate) |" in md.read_text()
+
+
+def test_model_follows_the_gemm_block(device, monkeypatch):
+    """The GEMM paths' modelled error follows the database's block of K: one running sum
+    (KB 0, or a family other than packed) models a 4608-term sum at its full length."""
+    p = _params(device, *LAYERS[-1])
+    entry = dict(precision.gemm.entry_for(device, np.float32))
+    monkeypatch.setattr(precision.gemm, "entry_for", lambda *args: entry)
+    entry.update(family="packed", packed=dict(entry.get("packed", {}), KB=64))
+    assert precision.gemm_block(device) == 64
+    assert precision.blocked_length(4608, 64) == 64 + 72
+    assert precision.within_bound("im2col", p, "forward", 64)
+    entry.update(packed=dict(entry["packed"], KB=0))
+    assert precision.gemm_block(device) is None
+    assert not precision.within_bound("im2col", p, "forward", None)
+    entry.update(family="xgemm")
+    assert precision.gemm_block(device) is None

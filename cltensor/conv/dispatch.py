@@ -162,11 +162,14 @@ ACCURATE_ORDER = ("gemm_1x1", "winograd_4x4", "s2d_winograd", "winograd")
 
 def _precise_rule(p, device, pass_, mode):
     fast = _portable_rule(p, device, pass_)
-    if mode == "fast" or not device.is_cpu or precision.within_bound(fast, p, pass_):
+    if mode == "fast" or not device.is_cpu:
+        return fast
+    block = precision.gemm_block(device)
+    if precision.within_bound(fast, p, pass_, block):
         return fast
     order = [fast, *ACCURATE_ORDER, _cpu_gemm_rule(p, pass_), "implicit_gemm", "im2col"]
     names = [n for n in dict.fromkeys(order) if eligible(n, p, pass_)[0]]
-    return precision.accurate_choice(names, p, pass_)
+    return precision.accurate_choice(names, p, pass_, block)
 
 
 def _portable_rule(p, device, pass_):
@@ -325,7 +328,7 @@ def candidates(p, pass_, device):
     within the error bound (precision.admitted)."""
     names = eligible_names(p, pass_, device)
     if device.is_cpu and precision.mode() == "accurate":
-        return precision.admitted(names, p, pass_)
+        return precision.admitted(names, p, pass_, precision.gemm_block(device))
     return names
 
 

@@ -401,6 +401,8 @@ def _run_packed(p, entry, epi, summed=False):
     b_in_place = packed_reads_b_in_place(p, params)
     tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype),
             "A_INPLACE": int(a_in_place), "B_INPLACE": int(b_in_place)}
+    if "KB" in params:  # else gemm_cpu.cl's default block of K
+        tile["KB"] = params["KB"]
     if summed:
         tile["SUM_BATCHES"] = 1
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", tile)
