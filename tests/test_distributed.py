@@ -1,0 +1,74 @@
+"""cltensor.distributed. The collectives run as 2-rank jobs
+under mpirun (tests/distributed/*.py), on each device; they skip only when mpirun or mpi4py is
+absent (scripts/setup.sh installs both)."""
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import ROOT, subprocess_env
+
+import cltensor as ct
+import cltensor.distributed as dist
+
+HAVE_MPI = shutil.which("mpirun") is not None and importlib.util.find_spec("mpi4py") is not None
+needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs Open MPI's mpirun and mpi4py "
+                               "(scripts/setup.sh installs them)")
+
+
+def mpirun(device, script, *args, timeout=240):
+    env = subprocess_env(CLTENSOR_DEVICE=device.index, OMPI_ALLOW_RUN_AS_ROOT="1",
+                         OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", OMPI_MCA_rmaps_base_oversubscribe="1")
+    cmd = ["mpirun", "-n", "2", "--oversubscribe", "-x", "PYTHONPATH", "-x", "CLTENSOR_DEVICE",
+           sys.executable, os.path.join(ROOT, "tests", "distributed", script), *map(str, args)]
+    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _ok(proc, text):
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out[-4000:]
+    assert out.count(text) == 2, out[-4000:]   # both ranks
+
+
+@needs_mpi
+def test_every_collective_matches_numpy(device):
+    _ok(mpirun(device, "collectives.py"), "collectives ok")
+
+
+@needs_mpi
+def test_a_rank_that_raises_fails_the_job_with_its_error(device):
+    proc = mpirun(device, "failure.py", "raise", timeout=60)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and "all_reduce returned" not in out
+    assert "rank 1 failed" in out and "ValueError: rank one cannot go on" in out, out[-4000:]
+
+
+@needs_mpi
+def test_a_missing_rank_times_out_with_a_clear_message(device):
+    proc = mpirun(device, "failure.py", "timeout", timeout=60)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "all_reduce timed out after 2 s on rank 0" in out, out[-4000:]
+
+
+def test_bad_backend_and_init_method():
+    with pytest.raises(ValueError, match="backend 'nccl' is not supported"):
+        dist.init_process_group("nccl")
+    with pytest.raises(ValueError, match="init_method 'tcp://x:1'"):
+        dist.init_process_group("mpi", init_method="tcp://x:1")
+
+
+def test_collectives_before_init_say_so(device):
+    t = ct.zeros(3, device=device)
+    for call in (lambda: dist.all_reduce(t), lambda: dist.get_rank(), lambda: dist.barrier()):
+        with pytest.raises(dist.DistributedError, match="init_process_group"):
+            call()
+
+
+def test_missing_mpi4py_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    with pytest.raises(ImportError, match=r"cltensor\[distributed\]"):
+        dist.init_process_group("mpi")
+    assert not dist.is_available()
