@@ -1,4 +1,4 @@
-"""cltensor.distributed. The collectives run as 2-rank jobs
+"""cltensor.distributed and DistributedDataParallel. The collectives and DDP run as 2-rank jobs
 under mpirun (tests/distributed/*.py), on each device; they skip only when mpirun or mpi4py is
 absent (scripts/setup.sh installs both)."""
 import importlib.util
@@ -7,11 +7,14 @@ import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from conftest import ROOT, subprocess_env
 
 import cltensor as ct
 import cltensor.distributed as dist
+from cltensor.nn.parallel.distributed import make_buckets
+from cltensor.utils.data import DistributedSampler
 
 HAVE_MPI = shutil.which("mpirun") is not None and importlib.util.find_spec("mpi4py") is not None
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs Open MPI's mpirun and mpi4py "
@@ -35,6 +38,17 @@ def _ok(proc, text):
 @needs_mpi
 def test_every_collective_matches_numpy(device):
     _ok(mpirun(device, "collectives.py"), "collectives ok")
+
+
+@needs_mpi
+@pytest.mark.parametrize("micro", [1, 2], ids=["sync", "no_sync-accumulation"])
+def test_ddp_equals_one_process_on_whole_batches(device, micro):
+    _ok(mpirun(device, "ddp_train.py", 3, micro), "ddp matches")
+
+
+@needs_mpi
+def test_ddp_find_unused_parameters(device):
+    _ok(mpirun(device, "ddp_unused.py"), "unused parameters ok")
 
 
 @needs_mpi
@@ -65,6 +79,8 @@ def test_collectives_before_init_say_so(device):
     for call in (lambda: dist.all_reduce(t), lambda: dist.get_rank(), lambda: dist.barrier()):
         with pytest.raises(dist.DistributedError, match="init_process_group"):
             call()
+    with pytest.raises(ValueError, match="num_replicas and rank explicitly"):
+        DistributedSampler(range(4))
 
 
 def test_missing_mpi4py_names_the_extra(monkeypatch):
@@ -72,3 +88,12 @@ def test_missing_mpi4py_names_the_extra(monkeypatch):
     with pytest.raises(ImportError, match=r"cltensor\[distributed\]"):
         dist.init_process_group("mpi")
     assert not dist.is_available()
+
+
+def test_buckets_follow_reverse_order_dtype_and_cap(device):
+    ps = [ct.zeros(n, dtype=d, device=device) for n, d in
+          [(4, "float32"), (300, "float32"), (2, "float64"), (100, "float32"), (100, "float32")]]
+    # 1 KiB cap: 400 bytes fit twice; the float64 one breaks the run; 1200 bytes stands alone
+    assert make_buckets(ps, 1024) == [[4, 3], [2], [1], [0]]
+    assert make_buckets(ps, 25 * 2**20) == [[4, 3], [2], [1, 0]]
+    assert np.dtype(ps[2].dtype) == np.float64

@@ -4,6 +4,7 @@ import numpy as np
 import cltensor as ct
 import cltensor.distributed as dist
 from cltensor.distributed import ReduceOp
+from cltensor.utils.data import DistributedSampler
 
 DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_]
 SIZES = [0, 1, 7, 130]
@@ -93,6 +94,10 @@ def main():
     test_reductions(rank, world)
     test_moves(rank, world)
     test_point_to_point(rank, world)
+    sampler = DistributedSampler(range(5), shuffle=False)  # world and rank from the group
+    assert (sampler.num_replicas, sampler.rank) == (world, rank), "sampler defaults"
+    padded = [i % 5 for i in range(sampler.total_size)]
+    assert list(sampler) == padded[rank::world], f"sampler gave {list(sampler)}"
     dist.barrier()
     dist.destroy_process_group()
     print(f"rank {rank}: collectives ok", flush=True)
