@@ -2,6 +2,7 @@
 under mpirun (tests/distributed/*.py), on each device; they skip only when mpirun or mpi4py is
 absent (scripts/setup.sh installs both)."""
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -49,6 +50,20 @@ def test_ddp_equals_one_process_on_whole_batches(device, micro):
 @needs_mpi
 def test_ddp_find_unused_parameters(device):
     _ok(mpirun(device, "ddp_unused.py"), "unused parameters ok")
+
+
+@needs_mpi
+def test_benchmark_reports_ranks_aggregate_and_efficiency(device, tmp_path):
+    out = tmp_path / "dist.json"
+    proc = mpirun(device, "bench_small.py", out)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    row = json.loads(out.read_text())["distributed"][0]
+    assert row["world_size"] == 2 and len(row["rank_img_s"]) == 2
+    assert all(v > 0 for v in row["rank_img_s"]) and row["single_ms"] > 0
+    assert row["aggregate_img_s"] == pytest.approx(sum(row["rank_img_s"]))
+    alone = row["batch_per_rank"] / row["single_ms"] * 1e3
+    assert row["efficiency"] == pytest.approx(row["aggregate_img_s"] / (2 * alone))
+    assert "| small | 2 | 2 |" in proc.stdout
 
 
 @needs_mpi
