@@ -4,6 +4,7 @@ scaling efficiency against one process alone on the same device (timed first, th
 waiting)."""
 import datetime
 import json
+import time
 
 import numpy as np
 
@@ -57,6 +58,32 @@ def run_model(name, args, device):
             "efficiency": aggregate / (world * batch / single * 1e3)}
 
 
+def staging_rates(device, nbytes=64 * 2**20, rounds=3):
+    """GB/s of the collectives' host staging (device to host, host to device: two tensors, so
+    the copying path even on a CPU device) and of an all_reduce of nbytes / 2, staging included;
+    best of `rounds`."""
+    import cltensor as ct
+    import cltensor.distributed as dist
+    from cltensor.distributed.staging import Staged
+    parts = [ct.zeros(nbytes // 8, device=device) for _ in range(2)]
+    down, up, reduce = [], [], []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        staged = Staged(parts)
+        t1 = time.perf_counter()
+        staged.finish()
+        t2 = time.perf_counter()
+        dist.barrier()
+        t3 = time.perf_counter()
+        dist.all_reduce(parts[0])
+        reduce.append(time.perf_counter() - t3)
+        down.append(t1 - t0)
+        up.append(t2 - t1)
+    gb = nbytes / 1e9
+    return {"bytes": nbytes, "device_to_host_gbs": gb / min(down),
+            "host_to_device_gbs": gb / min(up), "all_reduce_gbs": gb / 2 / min(reduce)}
+
+
 def table(rows):
     lines = ["| model | ranks | batch/rank | alone img/s | per-rank img/s | aggregate img/s | "
              "efficiency |", "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -75,12 +102,16 @@ def main(args):
     device = ct.get_device(args.device)
     names = sorted(MODELS) if args.model == "all" else [args.model]
     rows = [run_model(n, args, device) for n in names]
+    rates = staging_rates(device)
     if dist.get_rank() == 0:
         print(f"convnet benchmarks, data parallel over {dist.get_world_size()} ranks on "
               f"{device} ({device.platform_name}), {args.dtype}, {args.iterations} iterations")
         print(table(rows))
+        print("host staging, GB/s: device to host {device_to_host_gbs:.1f}, host to device "
+              "{host_to_device_gbs:.1f}; all_reduce of 32 MiB {all_reduce_gbs:.1f}"
+              .format(**rates))
         meta = {"date": datetime.date.today().isoformat(), "device": device.name,
-                "platform": device.platform_name, "distributed": rows}
+                "platform": device.platform_name, "distributed": rows, "staging": rates}
         with open(args.json, "w") as f:
             json.dump(meta, f, indent=1, default=float)
     dist.destroy_process_group()
