@@ -1,6 +1,7 @@
 """Collectives with torch.distributed's names over MPI: each call stages its tensors in one host
 array, starts one non-blocking MPI operation, and returns a Work whose wait() (bounded by the
 group's timeout) finishes the reduction and writes the result back to the device."""
+import collections
 import enum
 import time
 
@@ -34,26 +35,55 @@ def _mpi_op(op, dtype, name):
     return getattr(MPI, table[op])
 
 
-class Work:
-    """The handle of a collective started with async_op=True; wait() finishes it."""
+# Works made but not started, in the order they were issued: every rank must start its
+# collectives in the same order, so a work starts only after those issued before it.
+_pending = collections.deque()
 
-    def __init__(self, name, request, finish=()):
-        self.name, self._request, self._finish, self._done = name, request, list(finish), False
+
+class Work:
+    """The handle of a collective started with async_op=True; wait() finishes it.
+
+    The MPI operation starts once the tensors' copies to the host are done: at wait(), or
+    earlier at is_completed() or when a later collective is issued and the copies are ready."""
+
+    def __init__(self, name, start, staged=(), finish=()):
+        self.name, self._start, self._staged = name, start, list(staged)
+        self._finish, self._request, self._done = list(finish), None, False
         self.result = None
+        _pending.append(self)
+
+    def _ready(self):
+        return all(s.ready() for s in self._staged)
+
+    def _begin(self):
+        for s in self._staged:
+            s.wait()
+        self._request = self._start()
 
     def is_completed(self):
-        return self._done or self._request.Test()
+        if self._done:
+            return True
+        start_ready()
+        return self._request is not None and bool(self._request.Test())
 
     def wait(self, timeout=None):
         if self._done:
             return True
         g = pg.group()
         limit = g.timeout_s if timeout is None else _seconds(timeout)
+        while self._request is None:  # this work and every one issued before it
+            _pending.popleft()._begin()
         _wait_request(self._request, limit, self.name, g.rank)
         for step in self._finish:
             step()
         self._done = True
         return True
+
+
+def start_ready():
+    """Start, in issue order, the works whose host copies are done (without waiting)."""
+    while _pending and _pending[0]._ready():
+        _pending.popleft()._begin()
 
 
 def _seconds(timeout):
@@ -72,9 +102,10 @@ def _wait_request(request, limit, name, rank):
         pause = min(pause * 2, 1e-3)
 
 
-def _run(name, request, finish, async_op):
-    work = Work(name, request, finish)
+def _run(name, start, staged, finish, async_op):
+    work = Work(name, start, staged, finish)
     if async_op:
+        start_ready()
         return work
     work.wait()
     return None
@@ -95,8 +126,8 @@ def all_reduce_many(tensors, op=ReduceOp.SUM, async_op=False, name="all_reduce")
     g = pg.group()
     mop = _mpi_op(op, tensors[0].dtype if tensors else None, name)
     s = Staged(tensors)
-    req = g.comm.Iallreduce(MPI.IN_PLACE, s.host, mop)
-    return _run(name, req, _divide_if_avg(s, op, g.size) + [s.finish], async_op)
+    return _run(name, lambda: g.comm.Iallreduce(MPI.IN_PLACE, s.host, mop), [s],
+                _divide_if_avg(s, op, g.size) + [s.finish], async_op)
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
@@ -109,7 +140,7 @@ def broadcast_many(tensors, src, async_op=False, name="broadcast"):
     g = pg.group()
     _check_rank(src, g.size, name, "src")
     s = Staged(tensors, write_back=g.rank != src)
-    return _run(name, g.comm.Ibcast(s.host, root=src), [s.finish], async_op)
+    return _run(name, lambda: g.comm.Ibcast(s.host, root=src), [s], [s.finish], async_op)
 
 
 def broadcast(tensor, src, group=None, async_op=False):
@@ -127,9 +158,9 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
     root = g.rank == dst
     s = Staged([tensor], write_back=root)
     send = MPI.IN_PLACE if root else s.host
-    req = g.comm.Ireduce(send, s.host if root else None, mop, root=dst)
-    return _run("reduce", req, (_divide_if_avg(s, op, g.size) if root else []) + [s.finish],
-                async_op)
+    start = lambda: g.comm.Ireduce(send, s.host if root else None, mop, root=dst)
+    return _run("reduce", start, [s], (_divide_if_avg(s, op, g.size) if root else []) +
+                [s.finish], async_op)
 
 
 def all_gather(tensor_list, tensor, group=None, async_op=False):
@@ -145,8 +176,8 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
                          f"elements, this rank's tensor {tensor.numel()}")
     counts = [t.numel() for t in tensor_list]
     src, out = Staged([tensor], write_back=False), Staged(list(tensor_list), copy_in=False)
-    req = g.comm.Iallgatherv(src.host, [out.host, counts])
-    return _run("all_gather", req, [src.finish, out.finish], async_op)
+    start = lambda: g.comm.Iallgatherv(src.host, [out.host, counts])
+    return _run("all_gather", start, [src], [src.finish, out.finish], async_op)
 
 
 def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
@@ -158,8 +189,8 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
                          f"needs {g.size} x {input_tensor.numel()}")
     src = Staged([input_tensor], write_back=False)
     out = Staged([output_tensor], copy_in=False)
-    req = g.comm.Iallgather(src.host, out.host)
-    return _run("all_gather_into_tensor", req, [src.finish, out.finish], async_op)
+    return _run("all_gather_into_tensor", lambda: g.comm.Iallgather(src.host, out.host), [src],
+                [src.finish, out.finish], async_op)
 
 
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
@@ -172,22 +203,22 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     mop = _mpi_op(op, input.dtype, "reduce_scatter_tensor")
     src = Staged([input], write_back=False)
     out = Staged([output], copy_in=False)
-    req = g.comm.Ireduce_scatter_block(src.host, out.host, mop)
-    return _run("reduce_scatter_tensor", req,
+    start = lambda: g.comm.Ireduce_scatter_block(src.host, out.host, mop)
+    return _run("reduce_scatter_tensor", start, [src],
                 [src.finish] + _divide_if_avg(out, op, g.size) + [out.finish], async_op)
 
 
 def barrier(group=None, async_op=False):
     """Wait until every rank reaches the barrier."""
     g = pg.group(group)
-    return _run("barrier", g.comm.Ibarrier(), [], async_op)
+    return _run("barrier", g.comm.Ibarrier, [], [], async_op)
 
 
 def isend(tensor, dst, group=None, tag=0):
     g = pg.group(group)
     _check_rank(dst, g.size, "isend", "dst")
     s = Staged([tensor], write_back=False)
-    return Work("send", g.comm.Isend(s.host, dest=dst, tag=tag), [s.finish])
+    return _run("send", lambda: g.comm.Isend(s.host, dest=dst, tag=tag), [s], [s.finish], True)
 
 
 def irecv(tensor, src=None, group=None, tag=0):
@@ -200,8 +231,8 @@ def irecv(tensor, src=None, group=None, tag=0):
     s = Staged([tensor], copy_in=False)
     status = MPI.Status()
     source = MPI.ANY_SOURCE if src is None else src
-    req = g.comm.Irecv(s.host, source=source, tag=tag)
-    work = Work("recv", _StatusRequest(req, status), [s.finish])
+    start = lambda: _StatusRequest(g.comm.Irecv(s.host, source=source, tag=tag), status)
+    work = _run("recv", start, [s], [s.finish], True)
     work._finish.append(lambda: setattr(work, "result", status.Get_source()))
     return work
 

@@ -33,7 +33,8 @@ def _acquire(device, dtype, n):
 
 class Staged:
     """The host array `host` (flat, numel elements) standing for `tensors`; finish() writes it
-    back to them (when write_back) and gives the buffer back."""
+    back to them (when write_back) and gives the buffer back. The copies (or the map) to the
+    host are enqueued without waiting: ready() says whether they are done, wait() waits."""
 
     def __init__(self, tensors, numel=None, write_back=True, copy_in=True):
         check_tensors(tensors)
@@ -42,6 +43,7 @@ class Staged:
         total = sum(t.numel() for t in tensors)
         numel = total if numel is None else numel
         self._mapped = self._key = None
+        self._events = []
         if self._can_map(numel, total):
             self._map(tensors[0])
         else:
@@ -66,8 +68,17 @@ class Staged:
             self.host = whole[:t.numel()]
             self._copy(to_host=True)
             return
-        ev.wait()
+        self._events = [ev]
         self._mapped, self.host = host, host
+
+    def ready(self):
+        done = cl.command_execution_status.COMPLETE
+        return all(e.command_execution_status == done for e in self._events)
+
+    def wait(self):
+        if self._events:
+            cl.wait_for_events(self._events)
+        self._events = []
 
     def _copy(self, to_host):
         events, pos = [], 0
@@ -80,9 +91,13 @@ class Staged:
                 off = {"src_offset" if to_host else "dst_offset": t.offset * itemsize}
                 events.append(self.device.enqueue(cl.enqueue_copy, *args, is_blocking=False, **off))
             pos += n
-        cl.wait_for_events(events) if events else None
+        if to_host:
+            self._events = events
+        elif events:
+            cl.wait_for_events(events)
 
     def finish(self):
+        self.wait()
         if self._mapped is not None:
             self.device.enqueue(lambda q: self._mapped.base.release(queue=q)).wait()
             self._mapped = None

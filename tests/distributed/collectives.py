@@ -76,6 +76,17 @@ def test_moves(rank, world):
             check(out.numpy(), want, f"all_gather_into_tensor {dtype.__name__} n={n}")
 
 
+def test_async_waited_out_of_order(rank, world):
+    """Handles waited in reverse still pair each rank's collectives in issue order."""
+    sizes = [3, 1000, 17]
+    tensors = [ct.from_numpy(data(rank, np.float64, n)) for n in sizes]
+    works = [dist.all_reduce(t, op=ReduceOp.SUM, async_op=True) for t in tensors]
+    for w in reversed(works):
+        assert w.wait() and w.is_completed()
+    for t, n in zip(tensors, sizes):
+        check(t.numpy(), reference(ReduceOp.SUM, np.float64, n, world), f"async all_reduce n={n}")
+
+
 def test_point_to_point(rank, world):
     peer = (rank + 1) % world
     t = ct.from_numpy(data(rank, np.float32, 9))
@@ -93,6 +104,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
     test_reductions(rank, world)
     test_moves(rank, world)
+    test_async_waited_out_of_order(rank, world)
     test_point_to_point(rank, world)
     sampler = DistributedSampler(range(5), shuffle=False)  # world and rank from the group
     assert (sampler.num_replicas, sampler.rank) == (world, rank), "sampler defaults"
