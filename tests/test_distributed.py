@@ -14,6 +14,7 @@ from conftest import ROOT, subprocess_env
 
 import cltensor as ct
 import cltensor.distributed as dist
+from cltensor.distributed import group as pg
 from cltensor.nn.parallel.distributed import make_buckets
 from cltensor.utils.data import DistributedSampler
 
@@ -96,6 +97,24 @@ def test_collectives_before_init_say_so(device):
             call()
     with pytest.raises(ValueError, match="num_replicas and rank explicitly"):
         DistributedSampler(range(4))
+
+
+@pytest.mark.parametrize("local_rank,want", [(0, "gpu0"), (1, "gpu1"), (2, "gpu0")])
+def test_local_rank_picks_the_hosts_gpu(monkeypatch, local_rank, want):
+    class Fake:
+        def __init__(self, name, is_gpu):
+            self.name, self.is_gpu = name, is_gpu
+
+    picked = []
+    monkeypatch.delenv("CLTENSOR_DEVICE", raising=False)
+    monkeypatch.setattr(pg, "all_devices", lambda: [Fake("cpu", False), Fake("gpu0", True),
+                                                    Fake("gpu1", True)])
+    monkeypatch.setattr(pg, "set_default_device", lambda d: picked.append(d.name))
+    pg._pick_device(local_rank)
+    assert picked == [want]
+    monkeypatch.setenv("CLTENSOR_DEVICE", "cpu")   # the user's choice wins
+    pg._pick_device(local_rank)
+    assert picked == [want]
 
 
 def test_missing_mpi4py_names_the_extra(monkeypatch):

@@ -1,4 +1,6 @@
 """Run under mpirun: every collective against numpy, for every op, dtype and uneven sizes."""
+import os
+
 import numpy as np
 
 import cltensor as ct
@@ -99,9 +101,44 @@ def test_point_to_point(rank, world):
     check(got.numpy(), data(sender, np.float32, 9), "send/recv")
 
 
+def init_with_env_checks():
+    """torchrun's variables are accepted when they agree with MPI, refused when not."""
+    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+    os.environ.update(RANK=str(rank), WORLD_SIZE=os.environ["OMPI_COMM_WORLD_SIZE"])
+    for bad in ({"world_size": 99}, {"rank": rank + 1}):
+        try:
+            dist.init_process_group("mpi", **bad)
+        except ValueError as e:
+            assert "disagrees with the MPI launcher" in str(e), str(e)
+        else:
+            raise AssertionError(f"init_process_group accepted {bad}")
+    dist.init_process_group("mpi", init_method="env://")
+
+
+def test_bad_input(rank, world):
+    t = ct.from_numpy(np.zeros((3, 4), np.float32))
+    i = ct.from_numpy(np.zeros(4, np.int32))
+    cases = [(lambda: dist.all_reduce(t.t()), ValueError, "contiguous"),
+             (lambda: dist.all_reduce(t, op="sum"), ValueError, "ReduceOp"),
+             (lambda: dist.all_reduce(i, op=ReduceOp.AVG), ValueError, "floating-point"),
+             (lambda: dist.all_reduce(np.zeros(3)), TypeError, "cltensor tensor"),
+             (lambda: dist.broadcast(t, src=world), ValueError, "src must be a rank"),
+             (lambda: dist.reduce_scatter_tensor(t, t), ValueError, f"needs {world} x 12"),
+             (lambda: dist.all_gather_into_tensor(t, t), ValueError, f"needs {world} x 12"),
+             (lambda: dist.all_gather([t], t), ValueError, f"1 tensors for {world} ranks")]
+    for call, kind, text in cases:
+        try:
+            call()
+        except kind as e:
+            assert text in str(e), f"{text!r} not in {e}"
+        else:
+            raise AssertionError(f"no {kind.__name__} for {text}")
+
+
 def main():
-    dist.init_process_group("mpi")
+    init_with_env_checks()
     rank, world = dist.get_rank(), dist.get_world_size()
+    test_bad_input(rank, world)
     test_reductions(rank, world)
     test_moves(rank, world)
     test_async_waited_out_of_order(rank, world)
