@@ -83,6 +83,15 @@ def test_a_missing_rank_times_out_with_a_clear_message(device):
     assert "all_reduce timed out after 2 s on rank 0" in out, out[-4000:]
 
 
+@needs_mpi
+def test_is_available_does_not_start_mpi():
+    code = ("import sys, cltensor.distributed as d; assert d.is_available(); "
+            "assert 'mpi4py.MPI' not in sys.modules, 'MPI was loaded'")
+    proc = subprocess.run([sys.executable, "-c", code], env=subprocess_env(), capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
 def test_bad_backend_and_init_method():
     with pytest.raises(ValueError, match="backend 'nccl' is not supported"):
         dist.init_process_group("nccl")

@@ -3,6 +3,7 @@ array, starts one non-blocking MPI operation, and returns a Work whose wait() (b
 group's timeout) finishes the reduction and writes the result back to the device."""
 import collections
 import enum
+import threading
 import time
 
 import numpy as np
@@ -38,6 +39,7 @@ def _mpi_op(op, dtype, name):
 # Works made but not started, in the order they were issued: every rank must start its
 # collectives in the same order, so a work starts only after those issued before it.
 _pending = collections.deque()
+_pending_lock = threading.Lock()
 
 
 class Work:
@@ -50,7 +52,8 @@ class Work:
         self.name, self._start, self._staged = name, start, list(staged)
         self._finish, self._request, self._done = list(finish), None, False
         self.result = None
-        _pending.append(self)
+        with _pending_lock:
+            _pending.append(self)
 
     def _ready(self):
         return all(s.ready() for s in self._staged)
@@ -71,8 +74,9 @@ class Work:
             return True
         g = pg.group()
         limit = g.timeout_s if timeout is None else _seconds(timeout)
-        while self._request is None:  # this work and every one issued before it
-            _pending.popleft()._begin()
+        with _pending_lock:
+            while self._request is None:  # this work and every one issued before it
+                _pending.popleft()._begin()
         _wait_request(self._request, limit, self.name, g.rank)
         for step in self._finish:
             step()
@@ -82,8 +86,9 @@ class Work:
 
 def start_ready():
     """Start, in issue order, the works whose host copies are done (without waiting)."""
-    while _pending and _pending[0]._ready():
-        _pending.popleft()._begin()
+    with _pending_lock:
+        while _pending and _pending[0]._ready():
+            _pending.popleft()._begin()
 
 
 def _seconds(timeout):

@@ -1,5 +1,6 @@
 """The process group: MPI's world communicator, its rank and size, the collectives' timeout,
 and each rank's choice of device by local rank."""
+import importlib.util
 import os
 import sys
 import traceback
@@ -148,11 +149,8 @@ def group(g=None):
 
 
 def is_available():
-    try:
-        _load_mpi()
-    except ImportError:
-        return False
-    return True
+    """Whether mpi4py is installed (checked without starting MPI)."""
+    return importlib.util.find_spec("mpi4py") is not None
 
 
 def is_initialized():
