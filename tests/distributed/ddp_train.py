@@ -35,6 +35,9 @@ def shard(x, y, r):
 def train_ddp(data, rank, world):
     model = DistributedDataParallel(make_model(seed=rank), bucket_cap_mb=0.001)
     opt = ct.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    # buckets in flight when the first layer's gradient arrives (the last of backward)
+    in_flight = []
+    model.module[0].weight.register_hook(lambda g: in_flight.append(len(model._works)))
     for step in data:
         opt.zero_grad()
         for m, (x, y) in enumerate(step):
@@ -43,6 +46,10 @@ def train_ddp(data, rank, world):
                 xr, yr = shard(x, y, rank)
                 F.cross_entropy(model(xr), yr).backward()
         opt.step()
+    synced = in_flight[len(data[0]) - 1::len(data[0])]
+    assert synced and min(synced) >= 1, f"no bucket started during backward: {in_flight}"
+    assert not any(n for i, n in enumerate(in_flight) if i % len(data[0]) != len(data[0]) - 1), \
+        f"communication inside no_sync: {in_flight}"
     return model.module
 
 
