@@ -15,6 +15,7 @@ from conftest import ROOT, subprocess_env
 import cltensor as ct
 import cltensor.distributed as dist
 from cltensor.distributed import group as pg
+from cltensor.distributed.staging import Staged
 from cltensor.nn.parallel.distributed import make_buckets
 from cltensor.utils.data import DistributedSampler
 
@@ -131,6 +132,25 @@ def test_missing_mpi4py_names_the_extra(monkeypatch):
     with pytest.raises(ImportError, match=r"cltensor\[distributed\]"):
         dist.init_process_group("mpi")
     assert not dist.is_available()
+
+
+@pytest.mark.parametrize("sizes", [[7], [5, 0, 300]], ids=["one", "bucket"])
+def test_staging_round_trip(device, sizes):
+    """Tensors packed into one host array and back; one tensor on a CPU device is mapped in
+    place (no copy), a bucket is copied into a pooled buffer."""
+    base = [np.arange(n, dtype=np.float32) + 10 * i for i, n in enumerate(sizes)]
+    ts = [ct.from_numpy(b, device=device) for b in base]
+    s = Staged(ts)
+    s.wait()
+    np.testing.assert_array_equal(s.host, np.concatenate(base))
+    assert (s._mapped is not None) == (device.is_cpu and len(sizes) == 1)
+    s.host *= -1
+    s.finish()
+    for t, b in zip(ts, base):
+        np.testing.assert_array_equal(t.numpy(), -b)
+    again = Staged(ts, copy_in=False)   # the pooled buffer comes back for the same size
+    assert len(sizes) == 1 or again._whole is s._whole
+    again.finish()
 
 
 def test_buckets_follow_reverse_order_dtype_and_cap(device):

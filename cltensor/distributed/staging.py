@@ -47,8 +47,8 @@ class Staged:
         if self._can_map(numel, total):
             self._map(tensors[0])
         else:
-            self._key, (self._buf, whole) = _acquire(self.device, self.dtype, numel)
-            self.host = whole[:numel]
+            self._key, (self._buf, self._whole) = _acquire(self.device, self.dtype, numel)
+            self.host = self._whole[:numel]
             if copy_in:
                 self._copy(to_host=True)
 
@@ -64,8 +64,8 @@ class Staged:
                                            t.offset * itemsize, (t.numel(),), self.dtype,
                                            is_blocking=False)
         except (cl.Error, TypeError, ValueError):
-            self._key, (self._buf, whole) = _acquire(self.device, self.dtype, t.numel())
-            self.host = whole[:t.numel()]
+            self._key, (self._buf, self._whole) = _acquire(self.device, self.dtype, t.numel())
+            self.host = self._whole[:t.numel()]
             self._copy(to_host=True)
             return
         self._events = [ev]
@@ -105,8 +105,7 @@ class Staged:
         if self.write_back:
             self._copy(to_host=False)
         with _lock:
-            _free[self._key].append((self._buf, self.host.base if self.host.base is not None
-                                     else self.host))
+            _free[self._key].append((self._buf, self._whole))
 
 
 def check_tensors(tensors):
