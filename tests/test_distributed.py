@@ -153,6 +153,14 @@ def test_staging_round_trip(device, sizes):
     again.finish()
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="needs mpi4py")
+def test_missing_mpi_library_names_open_mpi(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mpi4py.MPI", None)   # as when libmpi cannot load
+    with pytest.raises(ImportError, match="install Open MPI: apt-get install openmpi-bin"):
+        dist.init_process_group("mpi")
+    assert not dist.is_initialized()
+
+
 def test_buckets_follow_reverse_order_dtype_and_cap(device):
     ps = [ct.zeros(n, dtype=d, device=device) for n, d in
           [(4, "float32"), (300, "float32"), (2, "float64"), (100, "float32"), (100, "float32")]]
