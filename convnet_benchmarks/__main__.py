@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 
-from . import bench
+from . import bench, distributed
 from .models import INPUTS, MODELS
 
 # framework beside cltensor -> the pip requirement that installs the version we measure with
@@ -49,6 +49,9 @@ def parse_args(argv):
     p.add_argument("--tolerance", type=float, default=1e-3,
                    help="largest norm-relative output difference accepted against torch "
                    "and tinygrad")
+    p.add_argument("--distributed", action="store_true",
+                   help="under mpirun: data-parallel training (DistributedDataParallel), "
+                   "per-rank and aggregate images/s and the scaling efficiency")
     return p.parse_args(argv)
 
 
@@ -199,6 +202,8 @@ def plot(rows, path):
 def main(argv=None):
     import cltensor as ct
     args = parse_args(argv)
+    if args.distributed:
+        return distributed.main(args)
     device = ct.get_device(args.device)
     compare = [c.strip() for c in args.compare.split(",") if c.strip()]
     tiny_device = check_compare(compare, device)

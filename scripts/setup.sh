@@ -37,6 +37,14 @@ if ! dpkg -s oclgrind >/dev/null 2>&1; then
     || echo "setup: Oclgrind not installed (apt unavailable); pytest -m oclgrind will skip"
 fi
 
+# Open MPI (optional): cltensor.distributed's transport; mpi4py comes with the distributed extra.
+extras="test,tinygrad"
+if ! command -v mpirun >/dev/null || ! dpkg -s libopenmpi-dev >/dev/null 2>&1; then
+  apt_install openmpi-bin libopenmpi-dev && echo "setup: installed Open MPI (cltensor.distributed)" \
+    || echo "setup: Open MPI not installed (apt unavailable); the mpirun tests will skip"
+fi
+if command -v mpirun >/dev/null; then extras="$extras,distributed"; fi
+
 if [ ! -x .venv/bin/python ]; then
   if ! python3 -m venv .venv 2>/dev/null; then
     rm -rf .venv
@@ -45,5 +53,5 @@ if [ ! -x .venv/bin/python ]; then
   fi
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q ".[test,tinygrad]" $pocl_from_pip $with_torch
+.venv/bin/python -m pip install -q ".[$extras]" $pocl_from_pip $with_torch
 .venv/bin/python -m cltensor

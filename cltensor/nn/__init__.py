@@ -9,3 +9,4 @@ Example:
 from . import functional, init, utils  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .modules import __all__  # noqa: F401
+from . import parallel  # noqa: F401

@@ -4,6 +4,7 @@ import numbers
 
 import numpy as np
 
+from ... import distributed as dist
 from .sampler import Sampler
 
 __all__ = ["DistributedSampler"]
@@ -15,7 +16,8 @@ class DistributedSampler(Sampler):
     it divides evenly. With shuffle=True every replica permutes with seed + epoch, so the shares
     partition one permutation; call set_epoch(epoch) before each epoch for a new order.
 
-    cltensor has no process group: num_replicas and rank must be given explicitly.
+    num_replicas and rank default to the process group's world size and rank
+    (cltensor.distributed.init_process_group); without a process group give them explicitly.
 
     Example:
         sampler = DistributedSampler(ds, num_replicas=world, rank=rank, shuffle=True, seed=0)
@@ -24,8 +26,12 @@ class DistributedSampler(Sampler):
     def __init__(self, dataset, num_replicas=None, rank=None, shuffle=True, seed=0,
                  drop_last=False):
         if num_replicas is None or rank is None:
-            raise ValueError("DistributedSampler: cltensor has no process group; give "
-                             "num_replicas and rank explicitly")
+            if not dist.is_initialized():
+                raise ValueError("DistributedSampler: no process group is initialized; call "
+                                 "cltensor.distributed.init_process_group() or give "
+                                 "num_replicas and rank explicitly")
+            num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
+            rank = dist.get_rank() if rank is None else rank
         if isinstance(num_replicas, bool) or not isinstance(num_replicas, numbers.Integral) \
                 or num_replicas < 1:
             raise ValueError(f"DistributedSampler: num_replicas must be a positive int, got "
