@@ -1,0 +1,161 @@
+"""PyTorch's "opencl" device (cltensor.torch): registration, the device module, copies, views,
+the CPU fallback and the registered aten kernels, each checked against CPU torch."""
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import cltensor
+from cltensor.device import all_devices
+
+from conftest import subprocess_env
+
+torch = pytest.importorskip("torch", reason="cltensor.torch needs torch (pip install 'cltensor[torch]')")
+import cltensor.torch as ct  # noqa: E402  (only once torch is known present)
+from cltensor.torch import fallback as ct_fallback  # noqa: E402
+
+
+@pytest.fixture
+def ocl(device):
+    """"opencl" with `device` as opencl:0 for the test."""
+    prev = cltensor.default_device()
+    cltensor.set_default_device(device)
+    yield "opencl"
+    cltensor.set_default_device(prev)
+
+
+def _same(got, want, rtol=1e-5, atol=1e-6):
+    assert got.device.type == "opencl"
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=rtol, atol=atol)
+
+
+# ---- (1) registration and the device module ---------------------------------------------------
+def test_device_module(ocl, device):
+    assert torch.opencl.is_available()
+    assert torch.opencl.device_count() == len(all_devices())
+    assert torch.opencl.current_device() == 0
+    assert torch.opencl.get_device_name() == device.name
+    before = torch.opencl.memory_allocated()
+    x = torch.zeros(1000, device=ocl)
+    torch.opencl.synchronize()
+    assert torch.opencl.memory_allocated() >= before + 4000
+    assert torch.opencl.max_memory_allocated() >= torch.opencl.memory_allocated()
+    del x
+
+
+def test_device_guard_and_bad_index(ocl):
+    with torch.opencl.device(0):
+        assert torch.opencl.current_device() == 0
+    with torch.opencl.device("opencl:0"):
+        assert torch.zeros(2, device=ocl).device == torch.device("opencl:0")
+    n = torch.opencl.device_count()
+    with pytest.raises(RuntimeError, match="invalid device index"):
+        torch.opencl.set_device(n)
+    with pytest.raises(RuntimeError, match="invalid device index"):
+        torch.zeros(2, device=f"opencl:{n}")
+    assert torch.opencl.current_device() == 0
+
+
+# ---- (2) factories, copies, printing, views ------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.int32, torch.bool])
+def test_round_trip(ocl, dtype):
+    src = (torch.arange(12) % 3 - 1).to(dtype).reshape(3, 4)
+    x = src.to(ocl)
+    assert x.device.type == "opencl" and x.dtype == dtype and x.stride() == (4, 1)
+    assert torch.equal(x.cpu(), src)
+    assert torch.equal(src.t().to(ocl).cpu(), src.t())  # strided source
+    assert torch.equal(x.to(torch.float64).cpu(), src.to(torch.float64))  # cast on the device
+
+
+def test_factories_and_unsupported_dtype(ocl):
+    assert torch.equal(torch.zeros(2, 3, device=ocl).cpu(), torch.zeros(2, 3))
+    assert torch.equal(torch.full((2,), 7, device=ocl).cpu(), torch.full((2,), 7))
+    e = torch.empty_strided((2, 3), (1, 2), device=ocl)
+    assert e.stride() == (1, 2)
+    with pytest.raises(TypeError, match="float16 is not supported"):
+        torch.zeros(2, dtype=torch.float16, device=ocl)
+
+
+def test_copy_between_devices(ocl):
+    dst = torch.zeros(2, 3, device=ocl, dtype=torch.float64)
+    dst.copy_(torch.tensor([1.5, 2.5, 3.5]))  # broadcast and cast from the CPU
+    _same(dst, torch.tensor([1.5, 2.5, 3.5], dtype=torch.float64).expand(2, 3).clone())
+    out = torch.empty(2, 3)
+    out.copy_(dst)
+    assert torch.equal(out, dst.cpu().float())
+    with pytest.raises(RuntimeError):
+        dst.copy_(torch.ones(4))
+
+
+def test_repr(ocl):
+    text = repr(torch.tensor([1.0, 2.0], device=ocl))
+    assert "device='opencl:0'" in text and "1." in text and "2." in text
+
+
+VIEWS = [
+    ("t", lambda a: a.t()), ("slice", lambda a: a[1:, ::2]), ("select", lambda a: a[:, 2]),
+    ("permute", lambda a: a.reshape(2, 3, 2).permute(2, 0, 1)), ("view", lambda a: a.view(2, 6)),
+    ("expand", lambda a: a[:1].expand(4, 4)), ("transpose", lambda a: a.transpose(0, 1)[1]),
+    ("unsqueeze", lambda a: a.unsqueeze(1)), ("diagonal", lambda a: a.diagonal()),
+]
+
+
+@pytest.mark.parametrize("name,fn", VIEWS, ids=[v[0] for v in VIEWS])
+def test_views_share_storage(ocl, name, fn):
+    base = torch.arange(12.0).reshape(3, 4)
+    x = base.to(ocl)
+    v, want = fn(x), fn(base)
+    assert v.shape == want.shape and v.stride() == want.stride()
+    assert v.storage_offset() == want.storage_offset() and v._base is x
+    assert torch.equal(v.cpu(), want)
+    if name != "expand":  # writes through the view reach the base, as in torch
+        v.fill_(-1.0)
+        want.fill_(-1.0)
+        assert torch.equal(x.cpu(), base)
+
+
+def test_view_errors_are_torchs(ocl):
+    x = torch.zeros(3, 4, device=ocl).t()
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        x.view(12)
+    assert torch.equal(x.reshape(12).cpu(), torch.zeros(12))  # reshape copies instead
+
+
+# ---- (3) the CPU fallback -----------------------------------------------------------------------
+def test_fallback_warns_once_and_lists(ocl):
+    ct_fallback._FELL_BACK.discard("aten::flip")
+    a = torch.arange(6.0).reshape(2, 3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = torch.flip(a.to(ocl), [1])
+        torch.flip(a.to(ocl), [0])
+    flips = [w for w in caught if issubclass(w.category, ct.CPUFallbackWarning)
+             and "aten::flip" in str(w.message)]
+    assert len(flips) == 1
+    assert "aten::flip" in ct.fallback_ops()
+    _same(got, torch.flip(a, [1]))
+
+
+def test_fallback_in_place_writes_back(ocl):
+    a = torch.tensor([[1.0, -2.0], [3.0, -4.0]])
+    x = a.to(ocl)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ct.CPUFallbackWarning)
+        x.cumsum_(0)
+    _same(x, a.cumsum(0))
+
+
+def test_fallback_error_mode(ocl, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    with pytest.raises(NotImplementedError, match="aten::roll has no opencl kernel"):
+        torch.roll(torch.ones(3, device=ocl), 1)
+
+
+def test_coverage_cli():
+    res = subprocess.run([sys.executable, "-m", "cltensor.torch", "--coverage"], capture_output=True,
+                         text=True, env=subprocess_env(), timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "aten::copy_" in res.stdout.split("\n") and "run on the opencl device" in res.stdout
