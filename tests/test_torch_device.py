@@ -159,3 +159,136 @@ def test_coverage_cli():
                          text=True, env=subprocess_env(), timeout=120)
     assert res.returncode == 0, res.stderr
     assert "aten::copy_" in res.stdout.split("\n") and "run on the opencl device" in res.stdout
+
+
+# ---- (4) pointwise, reductions, matrix products: a conformance table against CPU torch -----------
+def _inputs(layout, dtype, shapes, positive=False):
+    """CPU tensors of `shapes` in `layout`: contiguous, transposed (strided) or broadcast."""
+    gen = torch.Generator().manual_seed(len(shapes) * 7 + len(layout))
+    out = []
+    for i, shape in enumerate(shapes):
+        if layout == "broadcast" and i == 1:
+            shape = shape[-1:]  # a row broadcast against the first operand
+        if layout == "transposed":
+            t = torch.randn(shape[::-1], generator=gen, dtype=dtype).t()
+        else:
+            t = torch.randn(shape, generator=gen, dtype=dtype)
+        out.append(t.abs() + 0.5 if positive else t)
+    return out
+
+
+BINARY = {"add": lambda a, b: torch.add(a, b, alpha=2), "sub": torch.sub, "mul": torch.mul,
+          "div": torch.div, "pow": torch.pow, "maximum": torch.maximum, "atan2": torch.atan2,
+          "eq": torch.eq, "lt": torch.lt, "remainder": torch.remainder}
+UNARY = {"exp": torch.exp, "log": torch.log, "sqrt": torch.sqrt, "tanh": torch.tanh,
+         "sigmoid": torch.sigmoid, "relu": torch.relu, "neg": torch.neg, "abs": torch.abs,
+         "floor": torch.floor, "reciprocal": torch.reciprocal}
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "broadcast"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", list(BINARY) + list(UNARY))
+def test_pointwise_conformance(ocl, name, dtype, layout, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")  # each op must run on the device
+    fn = BINARY.get(name) or UNARY[name]
+    args = _inputs(layout, dtype, [(3, 4)] * (2 if name in BINARY else 1),
+                   positive=name in ("log", "sqrt", "pow"))
+    _same(fn(*[a.to(ocl) for a in args]), fn(*args))
+
+
+@pytest.mark.parametrize("name", ["add", "mul", "div", "pow", "exp", "sqrt", "neg"])
+def test_pointwise_in_place_and_out(ocl, name, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    args = _inputs("broadcast", torch.float64, [(3, 4), (3, 4)][:2 if name in BINARY else 1],
+                   positive=True)
+    dev = [a.to(ocl) for a in args]
+    out = torch.empty(0, dtype=torch.float64, device=ocl)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # torch warns that out= was resized
+        getattr(torch, name)(*dev, out=out)
+    _same(out, getattr(torch, name)(*args))
+    base = dev[0].clone()
+    getattr(base[1:], name + "_")(*dev[1:])  # in place through a view
+    want = args[0].clone()
+    getattr(want[1:], name + "_")(*args[1:])
+    _same(base, want)
+
+
+def test_promotion_scalars_and_errors(ocl, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    i = torch.arange(6).reshape(2, 3)
+    f = torch.tensor([0.5, 1.5, 2.5], dtype=torch.float64)
+    di, df = i.to(ocl), f.to(ocl)
+    for got, want in [(di / 2, i / 2), (di + 1.5, i + 1.5), (di * df, i * f), (di > 2, i > 2),
+                      (di + torch.tensor(2.0), i + torch.tensor(2.0)), (di // 4, i // 4),
+                      (df.float() + di, f.float() + i), (di == di.t().t(), i == i)]:
+        _same(got, want)
+    with pytest.raises(RuntimeError):
+        di.add_(1.5)  # in place: the float result cannot be written to int64
+    with pytest.raises(RuntimeError, match="same device"):
+        df + f
+    with pytest.raises(RuntimeError):
+        df + torch.ones(2, device=ocl, dtype=torch.float64)  # shapes do not broadcast
+
+
+REDUCTIONS = [("sum", lambda a: a.sum()), ("sum_dim", lambda a: a.sum(1, keepdim=True)),
+              ("sum_int", lambda a: (a > 0).sum(0)), ("mean", lambda a: a.mean((0, 1))),
+              ("amax", lambda a: a.amax(0)), ("argmax", lambda a: a.argmax(1)),
+              ("max", lambda a: a.max()), ("min", lambda a: a.min())]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name,fn", REDUCTIONS, ids=[r[0] for r in REDUCTIONS])
+def test_reduction_conformance(ocl, name, fn, dtype, layout, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    (a,) = _inputs(layout, dtype, [(5, 6)])
+    _same(fn(a.to(ocl)), fn(a))
+
+
+PRODUCTS = [("mm", lambda a, b, c: a @ b), ("addmm", lambda a, b, c: torch.addmm(c, a, b, beta=0.5,
+                                                                                  alpha=2)),
+            ("bmm", lambda a, b, c: torch.bmm(a.expand(2, 4, 5), b.expand(2, 5, 3))),
+            ("baddbmm", lambda a, b, c: torch.baddbmm(c, a.unsqueeze(0), b.unsqueeze(0)))]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name,fn", PRODUCTS, ids=[p[0] for p in PRODUCTS])
+def test_product_conformance(ocl, name, fn, dtype, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    a, b = _inputs("transposed", dtype, [(4, 5), (5, 3)])
+    (c,) = _inputs("contiguous", dtype, [(3,)])
+    _same(fn(a.to(ocl), b.to(ocl), c.to(ocl)), fn(a, b, c), rtol=1e-4, atol=1e-5)
+    out = torch.empty(4, 3, dtype=dtype, device=ocl)
+    if name == "mm":
+        torch.mm(a.to(ocl), b.to(ocl), out=out)
+        _same(out, a @ b, rtol=1e-4, atol=1e-5)
+    with pytest.raises(RuntimeError):
+        torch.mm(a.to(ocl), a.to(ocl))  # inner sizes differ
+
+
+def test_autograd_through_device_ops(ocl):
+    x = torch.randn(4, 5, dtype=torch.float64)
+    w = torch.randn(5, 3, dtype=torch.float64)
+    grads = []
+    for dev in ("cpu", ocl):
+        xd, wd = x.to(dev, copy=True).requires_grad_(), w.to(dev, copy=True).requires_grad_()
+        loss = ((xd @ wd).relu() * 2 - xd.sum(1, keepdim=True)).exp().mean()
+        loss.backward()
+        grads.append((loss.detach().cpu(), xd.grad.cpu(), wd.grad.cpu()))
+    for got, want in zip(grads[1], grads[0]):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_reduction_out_and_dtype(ocl, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    a = torch.randn(3, 4, dtype=torch.float64)
+    out = torch.empty(3, device=ocl, dtype=torch.float64)
+    torch.sum(a.to(ocl), 1, out=out)
+    _same(out, a.sum(1))
+    torch.mean(a.to(ocl), 0, keepdim=True, out=out)
+    _same(out, a.mean(0, keepdim=True))
+    i = torch.arange(6).reshape(2, 3)
+    _same(i.to(ocl).sum(0, dtype=torch.float32), i.sum(0, dtype=torch.float32))
+    with pytest.raises(RuntimeError):
+        i.to(ocl).mean()  # torch: mean needs a floating dtype

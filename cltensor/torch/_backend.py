@@ -81,6 +81,8 @@ def cl_device_for(device, op):
 
 
 # ---- wrapper tensors ---------------------------------------------------------------------------
+# NOTE: the device buffer hangs on torch's storage object, which torch keeps alive as long as its
+# storage is: every tensor sharing it (views, autograd's saved shallow copies) finds it there.
 def wrap(cl):
     """A torch tensor on "opencl" whose sizes, strides and storage offset are cl's."""
     if not isinstance(cl, ClTensor):
@@ -89,20 +91,21 @@ def wrap(cl):
 
 
 def restride(t, cl):
-    """Make wrapper t carry cl, with cl's sizes, strides and offset (in place)."""
+    """Make wrapper t (and every tensor sharing its storage) use cl's buffer; t takes cl's sizes,
+    strides and offset."""
     if tuple(t.shape) != cl.shape or tuple(t.stride()) != cl.strides or t.storage_offset() != cl.offset:
         _SET_.redispatch(_META, t, t.untyped_storage(), cl.offset, list(cl.shape), list(cl.strides))
-    t._cl = cl
+    t.untyped_storage()._cl_storage = cl.storage
     return t
 
 
 def unwrap(t):
-    """The ClTensor an "opencl" torch tensor carries."""
-    cl = getattr(t, "_cl", None)
-    if cl is None:
+    """The ClTensor view that an "opencl" torch tensor describes."""
+    storage = getattr(t.untyped_storage(), "_cl_storage", None)
+    if storage is None:
         raise RuntimeError(f"opencl: a tensor on {t.device} carries no device data (was it made "
                            f"outside cltensor.torch?)")
-    return cl
+    return ClTensor(storage, tuple(t.shape), tuple(t.stride()), t.storage_offset(), TO_NUMPY[t.dtype])
 
 
 def is_opencl(t):
@@ -110,9 +113,6 @@ def is_opencl(t):
 
 
 def meta_view(op, t, *args):
-    """Run view op `op` on the wrapper's metadata (torch's own Meta kernel: its checks and its
-    strides) and give the result the ClTensor view it describes."""
-    out = op.redispatch(_META, t, *args)
-    if getattr(out, "_cl", None) is None:
-        out._cl = unwrap(t)._view(tuple(out.shape), tuple(out.stride()), out.storage_offset())
-    return out
+    """Run view op `op` on the wrapper's metadata with torch's own Meta kernel (its checks and its
+    strides); the result shares t's storage, hence its device buffer."""
+    return op.redispatch(_META, t, *args)
