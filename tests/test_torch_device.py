@@ -286,9 +286,110 @@ def test_reduction_out_and_dtype(ocl, monkeypatch):
     out = torch.empty(3, device=ocl, dtype=torch.float64)
     torch.sum(a.to(ocl), 1, out=out)
     _same(out, a.sum(1))
+    out = torch.empty(0, device=ocl, dtype=torch.float64)  # empty: resized without a warning
     torch.mean(a.to(ocl), 0, keepdim=True, out=out)
     _same(out, a.mean(0, keepdim=True))
     i = torch.arange(6).reshape(2, 3)
     _same(i.to(ocl).sum(0, dtype=torch.float32), i.sum(0, dtype=torch.float32))
     with pytest.raises(RuntimeError):
         i.to(ocl).mean()  # torch: mean needs a floating dtype
+
+
+# ---- (5) layers: forward and gradients through torch.autograd, then a CNN trained 3 steps --------
+def _grads(fn, tensors, dev, n_grads):
+    """fn's output and the gradients of (output * fixed weights).sum() for the first n_grads
+    tensors, on dev."""
+    leaves = [t.to(dev, copy=True).requires_grad_(i < n_grads) for i, t in enumerate(tensors)]
+    out = fn(*leaves)
+    weights = torch.linspace(-1, 1, out.numel(), dtype=out.dtype).reshape(out.shape)
+    (out * weights.to(dev)).sum().backward()
+    return [out.detach().cpu()] + [t.grad.cpu() for t in leaves if t.requires_grad]
+
+
+def _conv(x, w, b):
+    return torch.nn.functional.conv2d(x, w, b, stride=(2, 1), padding=1, groups=2)
+
+
+def _pool(x):
+    return torch.nn.functional.max_pool2d(x.relu(), 3, stride=2, padding=1)  # overlapping windows
+
+
+def _loss(reduction):
+    return lambda x, t, w: torch.nn.functional.nll_loss(x.log_softmax(1), t, weight=w,
+                                                        ignore_index=1, reduction=reduction)
+
+
+LAYERS = {"conv2d": (_conv, [(2, 4, 7, 6), (6, 2, 3, 3), (6,)]),
+          "max_pool2d": (_pool, [(2, 3, 7, 8)]),
+          "softmax": (lambda x: x.softmax(1) * x, [(3, 5)]),
+          "nll_mean": (_loss("mean"), [(6, 4), "target", (4,)]),
+          "nll_sum": (_loss("sum"), [(6, 4), "target", (4,)]),
+          "nll_none": (_loss("none"), [(6, 4), "target", (4,)])}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", list(LAYERS))
+def test_layer_conformance(ocl, name, dtype, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    fn, specs = LAYERS[name]
+    gen = torch.Generator().manual_seed(3)
+    tensors = [torch.tensor([0, 1, 3, 2, 1, 0]) if s == "target" else
+               torch.randn(s, generator=gen, dtype=dtype).abs() + 0.1 if len(s) == 1 else
+               torch.randn(s, generator=gen, dtype=dtype) for s in specs]
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-12)
+    n_grads = 3 if name == "conv2d" else 1  # not the targets or the class weights
+    for got, want in zip(_grads(fn, tensors, ocl, n_grads), _grads(fn, tensors, "cpu", n_grads)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), **tol)
+
+
+def test_layer_errors(ocl):
+    x = torch.randn(3, 4, device=ocl).log_softmax(1)
+    with pytest.raises(IndexError, match="out of bounds"):
+        torch.nn.functional.nll_loss(x, torch.tensor([0, 4, 1], device=ocl))
+    with pytest.raises(RuntimeError):  # channels differ from the weight's
+        torch.nn.functional.conv2d(torch.randn(1, 3, 5, 5, device=ocl), torch.randn(2, 4, 3, 3, device=ocl))
+
+
+def test_unsupported_conv_form_falls_back(ocl):
+    ct_fallback._FELL_BACK.discard("aten::convolution")
+    x, w = torch.randn(1, 2, 4, 4), torch.randn(2, 3, 3, 3)
+    with pytest.warns(ct.CPUFallbackWarning, match="aten::convolution"):
+        got = torch.nn.functional.conv_transpose2d(x.to(ocl), w.to(ocl))
+    _same(got, torch.nn.functional.conv_transpose2d(x, w), rtol=1e-4, atol=1e-5)
+
+
+def _train_cnn(dev, steps=3):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, padding=1), torch.nn.ReLU(),
+                                torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(64, 3))
+    model.to(dev)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    x = torch.randn(5, 2, 8, 8, generator=torch.Generator().manual_seed(1))
+    y = torch.tensor([0, 2, 1, 2, 0])
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.CrossEntropyLoss()(model(x.to(dev)), y.to(dev))
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.detach().cpu() for p in model.parameters()]
+
+
+def test_cnn_trains_like_cpu(ocl, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")  # every op of the step on the device
+    (got_losses, got), (want_losses, want) = _train_cnn(ocl), _train_cnn("cpu")
+    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-5)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_random_fills_on_device(ocl, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    torch.opencl.manual_seed(5)
+    a = torch.empty(4000, device=ocl).normal_(2.0, 0.5).cpu()
+    torch.opencl.manual_seed(5)
+    assert torch.equal(torch.empty(4000, device=ocl).normal_(2.0, 0.5).cpu(), a)  # seeded
+    assert abs(a.mean().item() - 2.0) < 0.05 and abs(a.std().item() - 0.5) < 0.05
+    u = torch.empty(4000, device=ocl, dtype=torch.float64).uniform_(-1, 3).cpu()
+    assert u.min() >= -1 and u.max() < 3 and abs(u.mean().item() - 1.0) < 0.1

@@ -123,3 +123,4 @@ def zero_(self):
 @aten("_local_scalar_dense")
 def _local_scalar_dense(self):
     return unwrap(self).item()
+

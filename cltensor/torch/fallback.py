@@ -37,7 +37,8 @@ def _mutated(op):
             if a.alias_info is not None and a.alias_info.is_write]
 
 
-def _cpu_fallback(op, *args, **kwargs):
+def cpu_fallback(op, *args, **kwargs):
+    """Run op on the CPU with opencl operands copied there, and bring the results back."""
     name = op.name()  # "aten::ne.Scalar"
     _note(name)
     cpu = lambda x: to_cpu(x).clone() if is_opencl(x) else x  # clone: out= may resize
@@ -66,4 +67,4 @@ def _back(x, written):
 
 
 _LIB = torch.library.Library("_", "IMPL")
-_LIB.fallback(_cpu_fallback, dispatch_key="PrivateUse1")
+_LIB.fallback(cpu_fallback, dispatch_key="PrivateUse1")

@@ -6,7 +6,7 @@ from ._backend import aten, meta_view
 
 # view ops with a backend kernel in torch; the composite ones (select, transpose, permute, expand,
 # slice, squeeze, unsqueeze, t, diagonal, ...) reach as_strided and come here through it
-VIEW_OPS = ("as_strided", "view", "_reshape_alias", "unfold", "alias", "_unsafe_view", "detach")
+VIEW_OPS = ("as_strided", "view", "_reshape_alias", "unfold", "_unsafe_view")
 
 
 def _register(name):
