@@ -393,3 +393,15 @@ def test_random_fills_on_device(ocl, monkeypatch):
     assert abs(a.mean().item() - 2.0) < 0.05 and abs(a.std().item() - 0.5) < 0.05
     u = torch.empty(4000, device=ocl, dtype=torch.float64).uniform_(-1, 3).cpu()
     assert u.min() >= -1 and u.max() < 3 and abs(u.mean().item() - 1.0) < 0.1
+
+
+def test_batch_norm_placeholders_and_fallback(ocl):
+    """batch_norm passes an empty uint8 placeholder between ops; the rest falls back for now."""
+    x = torch.randn(4, 3, 5, 5, dtype=torch.float64)
+    bn_cpu, bn_dev = torch.nn.BatchNorm2d(3).double(), torch.nn.BatchNorm2d(3).double().to(ocl)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ct.CPUFallbackWarning)
+        got = bn_dev(x.to(ocl))
+    _same(got.detach(), bn_cpu(x).detach())
+    _same(bn_dev.running_mean, bn_cpu.running_mean)  # the fallback writes the running stats back
+    assert torch.empty(0, dtype=torch.uint8, device=ocl).cpu().dtype == torch.uint8

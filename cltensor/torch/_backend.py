@@ -99,6 +99,14 @@ def restride(t, cl):
     return t
 
 
+def empty_wrapper(shape, dtype):
+    """A zero-element opencl tensor of any dtype: torch passes such placeholders between ops
+    (batch_norm's uint8 reserve); having no elements, it needs no device buffer."""
+    if 0 not in tuple(shape):
+        raise TypeError(f"opencl: dtype {dtype} is not supported on the opencl device")
+    return torch._C._acc.create_empty_tensor(list(shape), dtype)
+
+
 def unwrap(t):
     """The ClTensor view that an "opencl" torch tensor describes."""
     storage = getattr(t.untyped_storage(), "_cl_storage", None)

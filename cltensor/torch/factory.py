@@ -6,7 +6,8 @@ import torch
 
 from .. import creation
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
-from ._backend import aten, cl_device_for, is_opencl, np_dtype, restride, unwrap, wrap
+from ._backend import (TO_NUMPY, aten, cl_device_for, empty_wrapper, is_opencl, np_dtype, restride,
+                       unwrap, wrap)
 
 
 def _span(size, stride):
@@ -19,6 +20,8 @@ def _span(size, stride):
 @aten("empty_strided")
 def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
     dev = cl_device_for(device, "empty_strided")
+    if dtype not in TO_NUMPY and dtype is not None:
+        return empty_wrapper(size, dtype)
     flat = ClTensor.empty_on((_span(size, stride),), np_dtype(dtype, "empty_strided"), dev)
     return wrap(flat._view(tuple(size), tuple(stride), 0))
 
@@ -26,6 +29,8 @@ def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory
 @aten("empty.memory_format")
 def empty(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
     dev = cl_device_for(device, "empty")
+    if dtype not in TO_NUMPY and dtype is not None:
+        return empty_wrapper(size, dtype)
     fmt = CHANNELS_LAST if memory_format == torch.channels_last else CONTIGUOUS_FORMAT
     return wrap(ClTensor.empty_on(tuple(size), np_dtype(dtype, "empty"), dev, memory_format=fmt))
 
@@ -46,16 +51,20 @@ def _torch_dtype(np_dt):
 
 def to_cpu(t):
     """A CPU torch tensor with the values of an "opencl" tensor."""
+    if t.numel() == 0:
+        return torch.empty(t.shape, dtype=t.dtype)
     return torch.from_numpy(np.ascontiguousarray(unwrap(t).numpy()))
 
 
 @aten("copy_")
 def copy_(self, src, non_blocking=False):
+    torch.empty(self.shape, device="meta").copy_(
+        torch.empty(src.shape, device="meta"))  # torch's broadcast check and message
+    if self.numel() == 0:
+        return self
     if self.device.type == "cpu":  # opencl -> cpu
         self.copy_(to_cpu(src))
         return self
-    torch.empty(0, device="meta").new_empty(self.shape).copy_(
-        torch.empty(src.shape, device="meta"))  # torch's broadcast check and message
     dst = unwrap(self)
     if is_opencl(src):
         dst.copy_(unwrap(src))

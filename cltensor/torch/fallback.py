@@ -5,7 +5,7 @@ import warnings
 import torch
 from torch.utils._pytree import tree_map
 
-from ._backend import cl_device_for, is_opencl, unwrap, wrap
+from ._backend import TO_NUMPY, cl_device_for, empty_wrapper, is_opencl, unwrap, wrap
 from .factory import to_cl, to_cpu
 
 
@@ -31,10 +31,15 @@ def _note(name):
                       CPUFallbackWarning, stacklevel=3)
 
 
+# NOTE: ops that write arguments their schema does not mark as written
+_UNMARKED_WRITES = {"aten::native_batch_norm": {"running_mean", "running_var"}}
+
+
 def _mutated(op):
-    """Indices of the arguments the op writes (in-place self, out=)."""
+    """Indices of the arguments the op writes (in-place self, out=, running statistics)."""
+    unmarked = _UNMARKED_WRITES.get(op.name(), ())
     return [i for i, a in enumerate(op._schema.arguments)
-            if a.alias_info is not None and a.alias_info.is_write]
+            if (a.alias_info is not None and a.alias_info.is_write) or a.name in unmarked]
 
 
 def cpu_fallback(op, *args, **kwargs):
@@ -61,6 +66,8 @@ def _back(x, written):
     """An op's CPU output as the opencl tensor it was written into, or a new opencl tensor."""
     if id(x) in written:
         return written[id(x)]
+    if isinstance(x, torch.Tensor) and x.numel() == 0 and x.dtype not in TO_NUMPY:
+        return empty_wrapper(x.shape, x.dtype)
     if isinstance(x, torch.Tensor):
         return wrap(to_cl(x, None, cl_device_for(None, "fallback")))
     return x
