@@ -1,5 +1,6 @@
 """PyTorch's "opencl" device (cltensor.torch): registration, the device module, copies, views,
 the CPU fallback and the registered aten kernels, each checked against CPU torch."""
+import copy
 import subprocess
 import sys
 import warnings
@@ -405,3 +406,31 @@ def test_batch_norm_placeholders_and_fallback(ocl):
     _same(got.detach(), bn_cpu(x).detach())
     _same(bn_dev.running_mean, bn_cpu.running_mean)  # the fallback writes the running stats back
     assert torch.empty(0, dtype=torch.uint8, device=ocl).cpu().dtype == torch.uint8
+
+
+def test_deepcopy_on_device(ocl):
+    x = torch.arange(6.0).reshape(2, 3).to(ocl)
+    y = copy.deepcopy(x)  # crashed: torch's storage path allocates opencl storage
+    y.add_(1)
+    _same(x, torch.arange(6.0).reshape(2, 3))
+    _same(y, torch.arange(6.0).reshape(2, 3) + 1)
+    lin = torch.nn.Linear(3, 2).to(ocl)
+    twin = copy.deepcopy(lin)
+    assert twin.weight.device.type == "opencl" and torch.equal(twin.weight.cpu(), lin.weight.cpu())
+
+
+def test_checkpoint_to_cpu_torch_and_back(ocl, tmp_path):
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(3, 2).to(ocl)
+    path = tmp_path / "ckpt.pt"
+    torch.save(lin.state_dict(), path)
+    code = (f"import torch; sd = torch.load({str(path)!r}, map_location='cpu'); "
+            f"print(sd['weight'].device, sd['weight'].sum().item())")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr  # plain CPU torch, without cltensor
+    device, total = res.stdout.split()
+    assert device == "cpu" and abs(float(total) - lin.weight.sum().item()) < 1e-6
+    back = torch.nn.Linear(3, 2).to(ocl)
+    back.load_state_dict(torch.load(path, map_location="cpu"))
+    _same(back.weight.detach(), lin.weight.detach().cpu())
+    assert torch.load(path)["bias"].device.type == "opencl"

@@ -25,11 +25,23 @@ class _Guard(torch._C._acc.DeviceGuard):
         return torch._C._autograd.DeviceType.PrivateUse1
 
 
+_has_storage = torch._C._has_storage
+
+
+def _has_device_storage(t):
+    """opencl tensors keep their data in cltensor buffers, not in torch storage: torch then
+    deep-copies them with clone() and pickles them through a CPU copy, as it does for other
+    backends without storage (its storage path would allocate opencl storage, which has no
+    allocator)."""
+    return t.device.type != _backend.NAME and _has_storage(t)
+
+
 def _register():
     if torch._C._get_privateuse1_backend_name() == _backend.NAME:
         return
     _setup_privateuseone_for_python_backend(_backend.NAME, backend_module=device_module,
                                             hook=_Hooks(), device_guard=_Guard())
+    torch._C._has_storage = _has_device_storage
 
 
 _register()
