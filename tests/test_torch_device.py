@@ -434,3 +434,11 @@ def test_checkpoint_to_cpu_torch_and_back(ocl, tmp_path):
     back.load_state_dict(torch.load(path, map_location="cpu"))
     _same(back.weight.detach(), lin.weight.detach().cpu())
     assert torch.load(path)["bias"].device.type == "opencl"
+
+
+def test_fallback_output_of_unsupported_dtype_raises(ocl):
+    x = torch.ones(3, device=ocl)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ct.CPUFallbackWarning)
+        with pytest.raises(TypeError, match="complex64 is not supported"):
+            torch.polar(x, x)  # runs on the CPU; its complex result cannot come back

@@ -109,11 +109,12 @@ def empty_wrapper(shape, dtype):
 
 def unwrap(t):
     """The ClTensor view that an "opencl" torch tensor describes."""
+    dtype = np_dtype(t.dtype, "opencl")  # a zero-element placeholder may have any dtype
     storage = getattr(t.untyped_storage(), "_cl_storage", None)
     if storage is None:
         raise RuntimeError(f"opencl: a tensor on {t.device} carries no device data (was it made "
                            f"outside cltensor.torch?)")
-    return ClTensor(storage, tuple(t.shape), tuple(t.stride()), t.storage_offset(), TO_NUMPY[t.dtype])
+    return ClTensor(storage, tuple(t.shape), tuple(t.stride()), t.storage_offset(), dtype)
 
 
 def is_opencl(t):

@@ -6,7 +6,7 @@ import torch
 
 from .. import creation
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
-from ._backend import (TO_NUMPY, aten, cl_device_for, empty_wrapper, is_opencl, np_dtype, restride,
+from ._backend import (TO_NUMPY, TO_TORCH, aten, cl_device_for, empty_wrapper, is_opencl, np_dtype, restride,
                        unwrap, wrap)
 
 
@@ -36,17 +36,12 @@ def empty(size, dtype=None, layout=None, device=None, pin_memory=None, memory_fo
 
 
 def to_cl(src, dtype, device):
-    """A ClTensor copy of a CPU torch tensor, cast to `dtype` (a numpy dtype) on the CPU first."""
-    host = src.detach().to(torch.device("cpu")).resolve_conj().resolve_neg()
-    if host.dtype not in (torch.bfloat16, torch.float16) or dtype is not None:
-        host = host.to(_torch_dtype(dtype)) if dtype is not None else host
-    return creation.from_numpy(np.ascontiguousarray(host.numpy()), device=device)
-
-
-def _torch_dtype(np_dt):
-    return {np.dtype(np.float32): torch.float32, np.dtype(np.float64): torch.float64,
-            np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64,
-            np.dtype(np.bool_): torch.bool}[np_dt]
+    """A ClTensor copy of a CPU torch tensor, cast to `dtype` (a numpy dtype; None: src's own,
+    which must be one cltensor has) on the CPU first."""
+    host = src.detach().resolve_conj().resolve_neg()
+    target = np_dtype(src.dtype, "copy to opencl") if dtype is None else dtype
+    host = host.to(TO_TORCH[target])
+    return creation.from_numpy(np.ascontiguousarray(host.numpy()), device=device, dtype=target)
 
 
 def to_cpu(t):
@@ -132,4 +127,5 @@ def zero_(self):
 @aten("_local_scalar_dense")
 def _local_scalar_dense(self):
     return unwrap(self).item()
+
 
