@@ -442,3 +442,40 @@ def test_fallback_output_of_unsupported_dtype_raises(ocl):
         warnings.simplefilter("ignore", ct.CPUFallbackWarning)
         with pytest.raises(TypeError, match="complex64 is not supported"):
             torch.polar(x, x)  # runs on the CPU; its complex result cannot come back
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_cat_stack_index_select(ocl, dtype, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    a, b = _inputs("transposed", dtype, [(3, 4), (3, 4)])
+    i = torch.arange(4).reshape(1, 4)
+    da, db, di = a.to(ocl), b.to(ocl), i.to(ocl)
+    _same(torch.cat([da, db, di], 0), torch.cat([a, b, i], 0))  # promoted, strided inputs
+    _same(torch.cat([da, torch.empty(0, device=ocl, dtype=dtype), db], 1),
+          torch.cat([a, torch.empty(0, dtype=dtype), b], 1))  # 1-D empty tensors are skipped
+    _same(torch.stack([da, db], 2), torch.stack([a, b], 2))
+    out = torch.empty(0, device=ocl, dtype=dtype)
+    torch.cat([da, db], -1, out=out)
+    _same(out, torch.cat([a, b], -1))
+    idx = torch.tensor([2, 0, 2])
+    _same(da.index_select(1, idx.to(ocl)), a.index_select(1, idx))
+    emb = torch.nn.Embedding(5, 3).to(dtype)
+    want = emb(idx).detach()
+    _same(emb.to(ocl)(idx.to(ocl)).detach(), want)  # Module.to moves emb itself
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.cat([da, b])
+    with pytest.raises(RuntimeError):
+        torch.cat([da, torch.ones(2, 2, device=ocl, dtype=dtype)])  # sizes differ off dim 0
+
+
+def test_dropout(ocl, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    x = torch.ones(4000, dtype=torch.float64, device=ocl, requires_grad=True)
+    y = torch.nn.functional.dropout(x, 0.25)
+    kept = (y != 0).cpu()
+    assert abs(kept.double().mean().item() - 0.75) < 0.03
+    assert torch.allclose(y.cpu()[kept], torch.tensor(1 / 0.75, dtype=torch.float64))
+    y.sum().backward()
+    assert torch.equal(x.grad.cpu(), kept.double() / 0.75)
+    x2 = torch.randn(5, device=ocl)
+    assert torch.equal(torch.nn.functional.dropout(x2, 0.5, training=False).cpu(), x2.cpu())

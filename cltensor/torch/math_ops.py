@@ -4,7 +4,7 @@ torch's Meta kernels run first on the operands' metadata: they raise torch's err
 in-place casts, dtypes) and give the result's dtype and shape; cltensor computes the values.
 """
 import torch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
 import cltensor
 
@@ -38,7 +38,7 @@ def meta_result(op, args, kwargs):
 
 def check_devices(args, kwargs, op):
     """torch's rule: operands on one device, except CPU tensors of 0 dimensions."""
-    devs = {x.device for x in tree_map(lambda a: a, list(args) + list(kwargs.values()))
+    devs = {x.device for x in tree_flatten((args, kwargs))[0]
             if isinstance(x, torch.Tensor) and not (x.device.type == "cpu" and x.dim() == 0)}
     if len(devs) > 1:
         names = " and ".join(sorted(str(d) for d in devs))
@@ -245,3 +245,28 @@ def masked_select(self, mask):
     if mask.dtype != torch.bool:
         raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
     return wrap(cltensor.masked_select(unwrap(self), operand(mask, np_dtype(torch.bool, "mask"))))
+
+
+# ---- joining and selecting --------------------------------------------------------------------
+@aten("cat")
+def cat(tensors, dim=0):
+    out = meta_result(torch.ops.aten.cat.default, (tensors, dim), {})
+    dtype = np_dtype(out.dtype, "cat")
+    # torch skips 1-D empty tensors whatever the other shapes (its legacy rule)
+    parts = [operand(t, dtype) for t in tensors if not (t.dim() == 1 and t.numel() == 0)]
+    if out.numel() == 0 or not parts:
+        return finish(ClTensor.empty_on(tuple(out.shape), dtype, cl_device_for(None, "cat")), out)
+    return finish(cltensor.cat(parts, dim), out)
+
+
+@aten("cat.out")
+def cat_out(tensors, dim=0, *, out):
+    meta_result(torch.ops.aten.cat.out, (tensors, dim), {"out": out})
+    return write_into(out, cat(tensors, dim))
+
+
+@aten("index_select")
+def index_select(self, dim, index):
+    out = meta_result(torch.ops.aten.index_select.default, (self, dim, index), {})
+    idx = unwrap(index) if is_opencl(index) else operand(index, np_dtype(index.dtype, "index"))
+    return finish(cltensor.index_select(unwrap(self), dim, idx), out)

@@ -118,6 +118,23 @@ def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pad
     return wrap(flat.reshape(x.shape))
 
 
+@aten("native_dropout")
+def native_dropout(input, p, train):
+    """(output, mask): each element kept with probability 1 - p and scaled by 1 / (1 - p)."""
+    x = unwrap(input)
+    if not train or p == 0:
+        return wrap(x.clone()), wrap(cltensor.ones(*x.shape, dtype=cltensor.bool_, device=x.device))
+    keep = cltensor.rand(*x.shape, dtype=x.dtype, device=x.device) >= p
+    scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
+    return wrap(x * keep.to(x.dtype) * scale), wrap(keep)
+
+
+@aten("native_dropout_backward")
+def native_dropout_backward(grad_output, mask, scale):
+    g = unwrap(grad_output)
+    return wrap(g * unwrap(mask).to(g.dtype) * scale)
+
+
 # ---- softmax and losses -----------------------------------------------------------------------
 def _softmax_forward(name, fn):
     op = getattr(_aten, name).default
