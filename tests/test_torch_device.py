@@ -396,17 +396,30 @@ def test_random_fills_on_device(ocl, monkeypatch):
     assert u.min() >= -1 and u.max() < 3 and abs(u.mean().item() - 1.0) < 0.1
 
 
-def test_batch_norm_placeholders_and_fallback(ocl):
-    """batch_norm passes an empty uint8 placeholder between ops; the rest falls back for now."""
-    x = torch.randn(4, 3, 5, 5, dtype=torch.float64)
-    bn_cpu, bn_dev = torch.nn.BatchNorm2d(3).double(), torch.nn.BatchNorm2d(3).double().to(ocl)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ct.CPUFallbackWarning)
-        got = bn_dev(x.to(ocl))
-    _same(got.detach(), bn_cpu(x).detach())
-    _same(bn_dev.running_mean, bn_cpu.running_mean)  # the fallback writes the running stats back
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_batch_norm(ocl, dtype, training, monkeypatch):
+    """batch_norm also passes an empty uint8 placeholder between its ops."""
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    gen = torch.Generator().manual_seed(4)
+    x = torch.randn(4, 3, 5, 5, generator=gen, dtype=dtype) * 2 + 1
+    mods = []
+    for dev in ("cpu", ocl):
+        bn = torch.nn.BatchNorm2d(3).to(dtype)
+        with torch.no_grad():
+            bn.weight.copy_(torch.tensor([0.5, 1.5, -1.0]))
+            bn.bias.copy_(torch.tensor([0.1, 0.0, -0.2]))
+            bn.running_var.fill_(2.0)
+        bn.train(training)
+        mods.append(bn.to(dev))
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-12)
+    for got, want in zip(_grads(mods[1], [x], ocl, 1), _grads(mods[0], [x], "cpu", 1)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), **tol)
+    for name in ("running_mean", "running_var", "weight", "bias"):
+        got, want = getattr(mods[1], name), getattr(mods[0], name)
+        np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().numpy(), **tol)
+    np.testing.assert_allclose(mods[1].weight.grad.cpu().numpy(), mods[0].weight.grad.numpy(), **tol)
     assert torch.empty(0, dtype=torch.uint8, device=ocl).cpu().dtype == torch.uint8
-
 
 def test_deepcopy_on_device(ocl):
     x = torch.arange(6.0).reshape(2, 3).to(ocl)
