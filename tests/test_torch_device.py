@@ -492,3 +492,40 @@ def test_dropout(ocl, monkeypatch):
     assert torch.equal(x.grad.cpu(), kept.double() / 0.75)
     x2 = torch.randn(5, device=ocl)
     assert torch.equal(torch.nn.functional.dropout(x2, 0.5, training=False).cpu(), x2.cpu())
+
+
+TERNARY = {"addcmul": lambda a, b, c: torch.addcmul(a, b, c, value=0.5),
+           "addcdiv": lambda a, b, c: torch.addcdiv(a, b, c.abs() + 1, value=-2),
+           "lerp": lambda a, b, c: torch.lerp(a, b, 0.3), "lerp_tensor": torch.lerp}
+TERNARY_INPLACE = {"addcmul": lambda a, b, c: a.addcmul_(b, c, value=3),
+                   "addcdiv": lambda a, b, c: a.addcdiv_(b, c.abs() + 1),
+                   "lerp": lambda a, b, c: a.lerp_(b, 0.3), "lerp_tensor": lambda a, b, c: a.lerp_(b, c)}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name", list(TERNARY))
+def test_ternary_conformance(ocl, name, dtype, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    args = _inputs("broadcast", dtype, [(3, 4)] * 3)
+    _same(TERNARY[name](*[a.to(ocl) for a in args]), TERNARY[name](*args))
+    base, want = args[0].to(ocl), args[0].clone()
+    TERNARY_INPLACE[name](base, *[a.to(ocl) for a in args[1:]])
+    _same(base, TERNARY_INPLACE[name](want, *args[1:]))
+
+
+@pytest.mark.parametrize("opt_name", ["Adam", "AdamW"])
+def test_optimizers_step_like_cpu(ocl, opt_name, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    results = []
+    for dev in ("cpu", ocl):
+        torch.manual_seed(0)
+        lin = torch.nn.Linear(4, 3).double().to(dev)
+        opt = getattr(torch.optim, opt_name)(lin.parameters(), lr=0.05, weight_decay=0.01)
+        x = torch.randn(6, 4, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+        for _ in range(3):
+            opt.zero_grad()
+            lin(x.to(dev)).pow(2).mean().backward()
+            opt.step()
+        results.append([p.detach().cpu() for p in lin.parameters()])
+    for got, want in zip(*results[::-1]):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)

@@ -19,6 +19,7 @@ UNARY = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
           "ge", "remainder", "fmod", "atan2", "floor_divide", "logical_and", "logical_or",
           "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "clamp")
+TERNARY = ("addcmul", "addcdiv", "lerp")  # the optimizers' steps
 # argument types a generic kernel passes through to cltensor's function of the same name
 _PLAIN = {"Tensor", "number", "number?", "Tensor?", "str?"}
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isnan"}
@@ -157,7 +158,7 @@ def _register_out(name, full, op, fn):
     aten(full)(kernel)
 
 
-for _name in UNARY + BINARY:
+for _name in UNARY + BINARY + TERNARY:
     register_pointwise(_name, getattr(cltensor, _name))
 
 
