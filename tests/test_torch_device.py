@@ -529,3 +529,12 @@ def test_optimizers_step_like_cpu(ocl, opt_name, monkeypatch):
         results.append([p.detach().cpu() for p in lin.parameters()])
     for got, want in zip(*results[::-1]):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_fallback_refuses_view_ops(ocl):
+    x = torch.zeros(4, device=ocl)
+    with pytest.raises(NotImplementedError, match="aten::alias is a view op"):
+        ct_fallback.cpu_fallback(torch.ops.aten.alias.default, x)
+    y = x.view(torch.int32)  # torch's own dtype view shares the buffer
+    y.fill_(1)
+    assert torch.equal(x.cpu(), torch.ones(4, dtype=torch.int32).view(torch.float32))

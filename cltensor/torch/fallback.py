@@ -45,6 +45,9 @@ def _mutated(op):
 def cpu_fallback(op, *args, **kwargs):
     """Run op on the CPU with opencl operands copied there, and bring the results back."""
     name = op.name()  # "aten::ne.Scalar"
+    if any(r.alias_info is not None and not r.alias_info.is_write for r in op._schema.returns):
+        raise NotImplementedError(f"{name} is a view op without an opencl kernel; a CPU copy would "
+                                  f"not share the tensor's storage")
     _note(name)
     cpu = lambda x: to_cpu(x).clone() if is_opencl(x) else x  # clone: out= may resize
     cpu_args, cpu_kwargs = tree_map(cpu, args), tree_map(cpu, kwargs)
