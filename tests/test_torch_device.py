@@ -30,7 +30,9 @@ def ocl(device):
 def _same(got, want, rtol=1e-5, atol=1e-6):
     assert got.device.type == "opencl"
     assert got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=rtol, atol=atol)
+    host = got.cpu()
+    assert host.shape == want.shape and host.dtype == want.dtype
+    np.testing.assert_allclose(host.numpy(), want.numpy(), rtol=rtol, atol=atol)
 
 
 # ---- (1) registration and the device module ---------------------------------------------------
@@ -78,6 +80,13 @@ def test_factories_and_unsupported_dtype(ocl):
     assert e.stride() == (1, 2)
     with pytest.raises(TypeError, match="float16 is not supported"):
         torch.zeros(2, dtype=torch.float16, device=ocl)
+
+
+def test_zero_dim_round_trip(ocl):
+    x = torch.tensor(3.5, dtype=torch.float64).to(ocl)
+    assert x.shape == () and x.cpu().shape == () and x.item() == 3.5
+    s = torch.arange(4.0).to(ocl).sum()
+    assert s.shape == () and s.cpu().shape == () and s.cpu().item() == 6.0
 
 
 def test_copy_between_devices(ocl):

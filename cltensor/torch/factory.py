@@ -41,14 +41,15 @@ def to_cl(src, dtype, device):
     host = src.detach().resolve_conj().resolve_neg()
     target = np_dtype(src.dtype, "copy to opencl") if dtype is None else dtype
     host = host.to(TO_TORCH[target])
-    return creation.from_numpy(np.ascontiguousarray(host.numpy()), device=device, dtype=target)
+    # NOTE: np.ascontiguousarray makes 0-d arrays 1-d; np.array(order="C") keeps the shape
+    return creation.from_numpy(np.array(host.numpy(), order="C"), device=device, dtype=target)
 
 
 def to_cpu(t):
     """A CPU torch tensor with the values of an "opencl" tensor."""
     if t.numel() == 0:
         return torch.empty(t.shape, dtype=t.dtype)
-    return torch.from_numpy(np.ascontiguousarray(unwrap(t).numpy()))
+    return torch.from_numpy(np.array(unwrap(t).numpy(), order="C"))
 
 
 @aten("copy_")
