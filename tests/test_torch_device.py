@@ -547,3 +547,16 @@ def test_fallback_refuses_view_ops(ocl):
     y = x.view(torch.int32)  # torch's own dtype view shares the buffer
     y.fill_(1)
     assert torch.equal(x.cpu(), torch.ones(4, dtype=torch.int32).view(torch.float32))
+
+
+@pytest.mark.parametrize("padding_idx", [None, 2])
+def test_embedding_backward(ocl, padding_idx, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    idx = torch.tensor([[0, 2, 4], [2, 2, 1]])
+    emb = torch.nn.Embedding(5, 3, padding_idx=padding_idx).double()
+    want_out = _grads(emb, [idx], "cpu", 0)[0]
+    want_grad = emb.weight.grad.clone()
+    emb.weight.grad = None
+    got_out = _grads(emb.to(ocl), [idx], ocl, 0)[0]  # Module.to moves emb and its weight
+    np.testing.assert_allclose(got_out.numpy(), want_out.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(emb.weight.grad.cpu().numpy(), want_grad.numpy(), rtol=1e-12)

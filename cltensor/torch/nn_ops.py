@@ -135,6 +135,20 @@ def native_dropout_backward(grad_output, mask, scale):
     return wrap(g * unwrap(mask).to(g.dtype) * scale)
 
 
+@aten("embedding_dense_backward")
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """Each looked-up row's gradient summed into its weight row; padding_idx's row gets none."""
+    args = (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+    if scale_grad_by_freq:
+        return cpu_fallback(_aten.embedding_dense_backward.default, *args)
+    g, idx = unwrap(grad_output), unwrap(indices).reshape(-1)
+    rows = g.reshape(idx.shape[0], g.shape[-1])
+    if padding_idx >= 0:
+        rows = rows * (idx != padding_idx).to(g.dtype).unsqueeze(1)
+    grad = cltensor.zeros(num_weights, g.shape[-1], dtype=g.dtype, device=g.device)
+    return wrap(cltensor.index_add(grad, 0, idx, rows))
+
+
 # ---- softmax and losses -----------------------------------------------------------------------
 def _softmax_forward(name, fn):
     op = getattr(_aten, name).default
