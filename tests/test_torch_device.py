@@ -560,3 +560,25 @@ def test_embedding_backward(ocl, padding_idx, monkeypatch):
     got_out = _grads(emb.to(ocl), [idx], ocl, 0)[0]  # Module.to moves emb and its weight
     np.testing.assert_allclose(got_out.numpy(), want_out.numpy(), rtol=1e-12)
     np.testing.assert_allclose(emb.weight.grad.cpu().numpy(), want_grad.numpy(), rtol=1e-12)
+
+
+INDEXING = [("rows", lambda x, i, j: x[i]), ("cols", lambda x, i, j: x[:, j]),
+            ("pairs", lambda x, i, j: x[i[:2], j]), ("grid", lambda x, i, j: x[i.unsqueeze(1), j]),
+            ("negative", lambda x, i, j: x[-i - 1]), ("middle", lambda x, i, j: x.t()[:, i])]
+
+
+@pytest.mark.parametrize("name,fn", INDEXING, ids=[c[0] for c in INDEXING])
+def test_index_tensor(ocl, name, fn, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    x = torch.arange(20.0, dtype=torch.float64).reshape(4, 5)
+    i, j = torch.tensor([2, 0, 3]), torch.tensor([4, 1])
+    _same(fn(x.to(ocl), i.to(ocl), j.to(ocl)), fn(x, i, j))
+    with pytest.raises((IndexError, RuntimeError)):
+        x.to(ocl)[torch.tensor([4]).to(ocl)]  # out of range
+
+
+def test_index_with_mask_falls_back(ocl):
+    x = torch.arange(6.0).reshape(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ct.CPUFallbackWarning)
+        _same(x.to(ocl)[(x > 2).to(ocl)], x[x > 2])

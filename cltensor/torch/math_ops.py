@@ -11,6 +11,7 @@ import cltensor
 from ..tensor import ClTensor
 from ._backend import aten, cl_device_for, is_opencl, np_dtype, unwrap, wrap
 from .factory import to_cl
+from .fallback import cpu_fallback
 
 UNARY = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid",
          "relu", "ceil", "floor", "round", "trunc", "reciprocal", "expm1", "log1p", "log2", "log10",
@@ -271,3 +272,15 @@ def index_select(self, dim, index):
     out = meta_result(torch.ops.aten.index_select.default, (self, dim, index), {})
     idx = unwrap(index) if is_opencl(index) else operand(index, np_dtype(index.dtype, "index"))
     return finish(cltensor.index_select(unwrap(self), dim, idx), out)
+
+
+@aten("index.Tensor")
+def index(self, indices):
+    """Advanced indexing by integer tensors (None keeps a dimension); boolean masks, whose
+    result shape depends on the data, run through the CPU fallback."""
+    if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        return cpu_fallback(torch.ops.aten.index.Tensor, self, indices)
+    out = meta_result(torch.ops.aten.index.Tensor, (self, indices), {})
+    key = tuple(slice(None) if i is None else operand(i, np_dtype(torch.int64, "index"))
+                for i in indices)
+    return finish(unwrap(self)[key], out)
