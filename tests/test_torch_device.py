@@ -582,3 +582,20 @@ def test_index_with_mask_falls_back(ocl):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ct.CPUFallbackWarning)
         _same(x.to(ocl)[(x > 2).to(ocl)], x[x > 2])
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+def test_index_put_and_index_backward(ocl, accumulate, monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    x = torch.zeros(4, 3, dtype=torch.float64)
+    i = torch.tensor([2, 0, 2]) if accumulate else torch.tensor([2, 0, 3])
+    v = torch.arange(9.0, dtype=torch.float64).reshape(3, 3)
+    got = x.to(ocl).index_put_((i.to(ocl),), v.to(ocl), accumulate=accumulate)
+    _same(got, x.clone().index_put_((i,), v, accumulate=accumulate))
+    w = torch.randn(5, 3, dtype=torch.float64)
+    grads = []
+    for dev in ("cpu", ocl):
+        wd = w.to(dev, copy=True).requires_grad_()
+        (wd[i.to(dev)] * v.to(dev)).sum().backward()  # index's backward accumulates rows
+        grads.append(wd.grad.cpu())
+    np.testing.assert_allclose(grads[1].numpy(), grads[0].numpy(), rtol=1e-12)

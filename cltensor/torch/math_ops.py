@@ -284,3 +284,18 @@ def index(self, indices):
     key = tuple(slice(None) if i is None else operand(i, np_dtype(torch.int64, "index"))
                 for i in indices)
     return finish(unwrap(self)[key], out)
+
+
+@aten("_index_put_impl_")
+def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
+    """self[indices] = values (summed over repeats with accumulate) for integer indices on the
+    leading dimensions; masks and skipped dimensions (None) run through the CPU fallback."""
+    if any(i is None or i.dtype in (torch.bool, torch.uint8) for i in indices):
+        return cpu_fallback(torch.ops.aten._index_put_impl_.default, self, indices, values,
+                            accumulate, unsafe)
+    meta_result(torch.ops.aten._index_put_impl_.default,
+                (self, indices, values, accumulate, unsafe), {})
+    x = unwrap(self)
+    key = tuple(operand(i, np_dtype(torch.int64, "index_put_")) for i in indices)
+    x.index_put_(key, operand(values, x.dtype), accumulate=accumulate)
+    return self
