@@ -1,0 +1,58 @@
+"""PyTorch's "opencl" device: `import cltensor.torch` registers it, after which
+`torch.randn(3, device="opencl")`, `.to("opencl")` and torch.nn models run on cltensor's kernels.
+
+Needs torch (`pip install "cltensor[torch]"`). See docs/torch_device.md.
+"""
+import torch
+from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+
+from . import _backend, device_module
+
+
+class _Hooks(torch._C._acc.PrivateUse1Hooks):
+    def is_available(self):
+        return device_module.is_available()
+
+    def has_primary_context(self, dev_id):
+        return True
+
+    def is_built(self):
+        return True
+
+
+class _Guard(torch._C._acc.DeviceGuard):
+    def type_(self):
+        return torch._C._autograd.DeviceType.PrivateUse1
+
+
+_has_storage = torch._C._has_storage
+
+
+def _has_device_storage(t):
+    """opencl tensors keep their data in cltensor buffers, not in torch storage: torch then
+    deep-copies them with clone() and pickles them through a CPU copy, as it does for other
+    backends without storage (its storage path would allocate opencl storage, which has no
+    allocator)."""
+    return t.device.type != _backend.NAME and _has_storage(t)
+
+
+def _register():
+    if torch._C._get_privateuse1_backend_name() == _backend.NAME:
+        return
+    _setup_privateuseone_for_python_backend(_backend.NAME, backend_module=device_module,
+                                            hook=_Hooks(), device_guard=_Guard())
+    torch._C._has_storage = _has_device_storage
+
+
+_register()
+
+from . import factory, views  # noqa: E402,F401  (register their kernels)
+from .fallback import CPUFallbackWarning, fallback_ops  # noqa: E402,F401
+from . import math_ops, nn_ops, norm_ops  # noqa: E402,F401
+
+__all__ = ["CPUFallbackWarning", "fallback_ops", "registered_ops"]
+
+
+def registered_ops():
+    """The aten overloads that run on the opencl device, sorted."""
+    return sorted(_backend.KERNELS)

@@ -1,0 +1,132 @@
+"""Factory ops, copies between "opencl" and the CPU, fills and scalar reads."""
+import math
+
+import numpy as np
+import torch
+
+from .. import creation
+from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
+from ._backend import (TO_NUMPY, TO_TORCH, aten, cl_device_for, empty_wrapper, is_opencl, np_dtype, restride,
+                       unwrap, wrap)
+
+
+def _span(size, stride):
+    """Elements a strided layout reaches: 0 when empty, else 1 + the farthest offset."""
+    if any(n == 0 for n in size):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(size, stride))
+
+
+@aten("empty_strided")
+def empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+    dev = cl_device_for(device, "empty_strided")
+    if dtype not in TO_NUMPY and dtype is not None:
+        return empty_wrapper(size, dtype)
+    flat = ClTensor.empty_on((_span(size, stride),), np_dtype(dtype, "empty_strided"), dev)
+    return wrap(flat._view(tuple(size), tuple(stride), 0))
+
+
+@aten("empty.memory_format")
+def empty(size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+    dev = cl_device_for(device, "empty")
+    if dtype not in TO_NUMPY and dtype is not None:
+        return empty_wrapper(size, dtype)
+    fmt = CHANNELS_LAST if memory_format == torch.channels_last else CONTIGUOUS_FORMAT
+    return wrap(ClTensor.empty_on(tuple(size), np_dtype(dtype, "empty"), dev, memory_format=fmt))
+
+
+def to_cl(src, dtype, device):
+    """A ClTensor copy of a CPU torch tensor, cast to `dtype` (a numpy dtype; None: src's own,
+    which must be one cltensor has) on the CPU first."""
+    host = src.detach().resolve_conj().resolve_neg()
+    target = np_dtype(src.dtype, "copy to opencl") if dtype is None else dtype
+    host = host.to(TO_TORCH[target])
+    # NOTE: np.ascontiguousarray makes 0-d arrays 1-d; np.array(order="C") keeps the shape
+    return creation.from_numpy(np.array(host.numpy(), order="C"), device=device, dtype=target)
+
+
+def to_cpu(t):
+    """A CPU torch tensor with the values of an "opencl" tensor."""
+    if t.numel() == 0:
+        return torch.empty(t.shape, dtype=t.dtype)
+    return torch.from_numpy(np.array(unwrap(t).numpy(), order="C"))
+
+
+@aten("copy_")
+def copy_(self, src, non_blocking=False):
+    torch.empty(self.shape, device="meta").copy_(
+        torch.empty(src.shape, device="meta"))  # torch's broadcast check and message
+    if self.numel() == 0:
+        return self
+    if self.device.type == "cpu":  # opencl -> cpu
+        self.copy_(to_cpu(src))
+        return self
+    dst = unwrap(self)
+    if is_opencl(src):
+        dst.copy_(unwrap(src))
+    else:
+        dst.copy_(to_cl(src, dst.dtype, dst.device))
+    return self
+
+
+@aten("_copy_from")
+def _copy_from(self, dst, non_blocking=False):
+    return copy_(dst, self, non_blocking)
+
+
+@aten("_copy_from_and_resize")
+def _copy_from_and_resize(self, dst):
+    if tuple(dst.shape) != tuple(self.shape):
+        dst.resize_(self.shape)
+    return copy_(dst, self)
+
+
+@aten("_to_copy")
+def _to_copy(self, dtype=None, layout=None, device=None, pin_memory=None, non_blocking=False,
+             memory_format=None):
+    dtype = self.dtype if dtype is None else dtype
+    target = self.device if device is None else torch.device(device)
+    if target.type == "cpu":
+        return to_cpu(self).to(dtype)
+    out_dev = cl_device_for(target, "_to_copy")
+    if not is_opencl(self):  # cpu -> opencl
+        return wrap(to_cl(self, np_dtype(dtype, "_to_copy"), out_dev))
+    cl = unwrap(self)
+    res = cl.to(out_dev).to(np_dtype(dtype, "_to_copy"))
+    if res is cl:
+        res = cl.clone()
+    return wrap(res)
+
+
+@aten("resize_")
+def resize_(self, size, memory_format=None):
+    """Resize in place: a new buffer when the shape changes, keeping the leading elements."""
+    size = tuple(size)
+    old = unwrap(self)
+    if size == tuple(old.shape):
+        return self
+    new = ClTensor.empty_on(size, old.dtype, old.device)
+    keep = min(math.prod(size), old.numel())
+    if keep:
+        new.reshape(-1)[:keep].copy_(old.reshape(-1)[:keep])
+    restride(self, new)
+    return self
+
+
+@aten("fill_.Scalar")
+def fill_(self, value):
+    unwrap(self).fill_(value)
+    return self
+
+
+@aten("zero_")
+def zero_(self):
+    unwrap(self).fill_(0)
+    return self
+
+
+@aten("_local_scalar_dense")
+def _local_scalar_dense(self):
+    return unwrap(self).item()
+
+

@@ -1,0 +1,301 @@
+"""Pointwise, reduction and matrix-product aten ops on cltensor's kernels.
+
+torch's Meta kernels run first on the operands' metadata: they raise torch's errors (shapes,
+in-place casts, dtypes) and give the result's dtype and shape; cltensor computes the values.
+"""
+import torch
+from torch.utils._pytree import tree_flatten, tree_map
+
+import cltensor
+
+from ..tensor import ClTensor
+from ._backend import aten, cl_device_for, is_opencl, np_dtype, unwrap, wrap
+from .factory import to_cl
+from .fallback import cpu_fallback
+
+UNARY = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid",
+         "relu", "ceil", "floor", "round", "trunc", "reciprocal", "expm1", "log1p", "log2", "log10",
+         "erf", "sign", "logical_not", "bitwise_not", "isnan", "asin", "acos", "atan", "sinh",
+         "cosh", "exp2", "frac", "erfinv")
+BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
+          "ge", "remainder", "fmod", "atan2", "floor_divide", "logical_and", "logical_or",
+          "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "clamp")
+TERNARY = ("addcmul", "addcdiv", "lerp")  # the optimizers' steps
+# argument types a generic kernel passes through to cltensor's function of the same name
+_PLAIN = {"Tensor", "number", "number?", "Tensor?", "str?"}
+_COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isnan"}
+
+
+def to_meta(x):
+    if isinstance(x, torch.Tensor):
+        return torch.empty_strided(x.shape, x.stride(), dtype=x.dtype, device="meta")
+    return x
+
+
+def meta_result(op, args, kwargs):
+    """op on Meta copies of the tensors: torch's checks, and the result's dtype and shape."""
+    check_devices(args, kwargs, op)
+    return op(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
+
+
+def check_devices(args, kwargs, op):
+    """torch's rule: operands on one device, except CPU tensors of 0 dimensions."""
+    devs = {x.device for x in tree_flatten((args, kwargs))[0]
+            if isinstance(x, torch.Tensor) and not (x.device.type == "cpu" and x.dim() == 0)}
+    if len(devs) > 1:
+        names = " and ".join(sorted(str(d) for d in devs))
+        raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two "
+                           f"devices, {names}! ({op.name()})")
+
+
+def operand(x, dtype):
+    """A ClTensor (or Python number) cast to the computing dtype (a numpy dtype)."""
+    if isinstance(x, torch.Tensor):
+        cl = unwrap(x) if is_opencl(x) else to_cl(x, None, cl_device_for(None, "operand"))
+        return cl.to(dtype)
+    if isinstance(x, (bool, int, float)):
+        return {"f": float, "i": int, "b": bool}[dtype.kind](x)
+    return x
+
+
+def _compute_dtype(name, out, args):
+    """Comparisons compute in the operands' promoted dtype, everything else in the result's."""
+    if name in _COMPARISONS or (out.dtype == torch.bool and name not in ("where",)):
+        tensors_and_scalars = [a for a in args if isinstance(a, (torch.Tensor, bool, int, float))]
+        if len(tensors_and_scalars) > 1:
+            return np_dtype(torch.result_type(*tree_map(to_meta, tensors_and_scalars)), name)
+        if tensors_and_scalars and isinstance(tensors_and_scalars[0], torch.Tensor):
+            return np_dtype(tensors_and_scalars[0].dtype, name)
+    return np_dtype(out.dtype, name)
+
+
+def _functional(name, op, fn):
+    """The kernel of a functional overload: meta check, compute, cast to torch's dtype."""
+    def kernel(*args, **kwargs):
+        out = meta_result(op, args, kwargs)
+        dtype = _compute_dtype(name, out, args)
+        ops = [operand(a, dtype) for a in args]
+        if name == "where":  # the condition stays bool
+            ops[0] = operand(args[0], np_dtype(torch.bool, name))
+        return finish(fn(*ops, **{k: operand(v, dtype) for k, v in kwargs.items()}), out)
+    return kernel
+
+
+def finish(res, out):
+    """res (a ClTensor or number) as an opencl tensor with the Meta result's dtype and shape."""
+    want = np_dtype(out.dtype, "result")
+    if not isinstance(res, ClTensor):
+        res = cltensor.tensor(res, dtype=want, device=cl_device_for(None, "result"))
+    if res.dtype != want:
+        res = res.to(want)
+    if tuple(res.shape) != tuple(out.shape):  # a 0-d result, or a number broadcast to the shape
+        res = (res.reshape(tuple(out.shape)) if res.numel() == out.numel()
+               else res.expand(*out.shape).contiguous())
+    return wrap(res)
+
+
+def write_into(dst, res):
+    """Copy result res into opencl tensor dst (resized when its shape differs, as out= is)."""
+    if dst.shape != res.shape:
+        dst.resize_(res.shape)
+    unwrap(dst).copy_(unwrap(res))
+    return dst
+
+
+def _schema_kind(op):
+    """"out", "inplace", "functional" or None (an overload with arguments passed elsewhere)."""
+    schema = op._schema
+    args = [a for a in schema.arguments if not (a.kwarg_only and a.name == "out")]
+    types = [str(a.type) for a in args]
+    if "Tensor" not in types or any(t not in _PLAIN for t in types):
+        return None
+    if any(a.kwarg_only and a.name == "out" for a in schema.arguments):
+        return "out"
+    return "inplace" if schema.name.endswith("_") else "functional"
+
+
+def register_pointwise(name, fn):
+    """Register every plain overload of aten `name`, `name_` and their out= forms."""
+    packet = getattr(torch.ops.aten, name)
+    for overload in packet.overloads():
+        op = getattr(packet, overload)
+        kind = _schema_kind(op)
+        full = name if overload == "default" else f"{name}.{overload}"
+        if kind == "functional":
+            functional = _functional(name, op, fn)
+            aten(full)(functional)
+            _register_inplace(name, overload, op, functional)
+        elif kind == "out":
+            _register_out(name, full, op, fn)
+
+
+def _register_inplace(name, overload, op, functional):
+    packet = getattr(torch.ops.aten, name + "_", None)
+    if packet is None or overload not in packet.overloads():
+        return
+    inplace = getattr(packet, overload)
+
+    def kernel(self, *args, **kwargs):
+        meta_result(inplace, (self, *args), kwargs)  # torch's in-place cast and shape checks
+        return write_into(self, functional(self, *args, **kwargs))
+    aten(name + "_" if overload == "default" else f"{name}_.{overload}")(kernel)
+
+
+def _signature(op):
+    return [str(a.type) for a in op._schema.arguments if not (a.kwarg_only and a.name == "out")]
+
+
+def _register_out(name, full, op, fn):
+    packet = getattr(torch.ops.aten, name)
+    twins = [o for o in packet.overloads() if _schema_kind(getattr(packet, o)) == "functional"
+             and _signature(getattr(packet, o)) == _signature(op)]
+    if not twins:
+        return
+    functional = _functional(name, getattr(packet, twins[0]), fn)
+
+    def kernel(*args, out, **kwargs):
+        meta_result(op, args, dict(kwargs, out=out))  # torch's out= checks (dtype casts, device)
+        return write_into(out, functional(*args, **kwargs))
+    aten(full)(kernel)
+
+
+for _name in UNARY + BINARY + TERNARY:
+    register_pointwise(_name, getattr(cltensor, _name))
+
+
+# ---- reductions -------------------------------------------------------------------------------
+def _dims(dim, ndim):
+    return tuple(range(ndim)) if dim is None or len(dim) == 0 else tuple(dim)
+
+
+def _dim_reduction(name, dim_overload, out_overload, fn):
+    """sum/mean over dims (name.dim_overload), over everything (name), and the out= form."""
+    packet = getattr(torch.ops.aten, name)
+
+    def over_dims(self, dim, keepdim=False, dtype=None):
+        out = meta_result(getattr(packet, dim_overload), (self, dim, keepdim), {"dtype": dtype})
+        x = unwrap(self).to(np_dtype(out.dtype, name))  # torch accumulates in the result dtype
+        return finish(fn(x, dim=_dims(dim, self.dim()), keepdim=keepdim), out)
+
+    def out_form(self, dim, keepdim=False, dtype=None, *, out):
+        meta_result(getattr(packet, out_overload), (self, dim, keepdim), {"dtype": dtype, "out": out})
+        return write_into(out, over_dims(self, dim, keepdim, dtype))
+    aten(f"{name}.{dim_overload}")(over_dims)
+    aten(name)(lambda self, dtype=None: over_dims(self, None, False, dtype))
+    aten(f"{name}.{out_overload}")(out_form)
+
+
+_dim_reduction("sum", "dim_IntList", "IntList_out", cltensor.sum)
+_dim_reduction("mean", "dim", "out", cltensor.mean)
+
+
+@aten("amax")
+def amax(self, dim=(), keepdim=False):
+    out = meta_result(torch.ops.aten.amax.default, (self, dim, keepdim), {})
+    return finish(cltensor.amax(unwrap(self), _dims(dim, self.dim()), keepdim), out)
+
+
+def _extreme(name, fn):
+    op = getattr(torch.ops.aten, name).default
+
+    def kernel(self):  # max() / min() over every element
+        return finish(fn(unwrap(self), _dims(None, self.dim())), meta_result(op, (self,), {}))
+    aten(name)(kernel)
+
+
+_extreme("max", cltensor.amax)
+_extreme("min", cltensor.amin)
+
+
+@aten("argmax")
+def argmax(self, dim=None, keepdim=False):
+    out = meta_result(torch.ops.aten.argmax.default, (self, dim, keepdim), {})
+    return finish(cltensor.argmax(unwrap(self), dim, keepdim), out)
+
+
+# ---- matrix products --------------------------------------------------------------------------
+def _products(name, fn, forms):
+    packet = getattr(torch.ops.aten, name)
+
+    def functional(*args, **kwargs):
+        out = meta_result(packet.default, args, kwargs)
+        dtype = np_dtype(out.dtype, name)
+        return finish(fn(*[operand(a, dtype) for a in args], **kwargs), out)
+
+    def out_form(*args, out, **kwargs):
+        meta_result(packet.out, args, dict(kwargs, out=out))
+        return write_into(out, functional(*args, **kwargs))
+
+    def in_place(self, *args, **kwargs):
+        meta_result(getattr(torch.ops.aten, name + "_").default, (self, *args), kwargs)
+        return write_into(self, functional(self, *args, **kwargs))
+    aten(name)(functional)
+    aten(f"{name}.out")(out_form)
+    if "inplace" in forms:
+        aten(f"{name}_")(in_place)
+
+
+for _name, _forms in (("mm", ("out",)), ("bmm", ("out",)), ("addmm", ("out", "inplace")),
+                      ("baddbmm", ("out", "inplace"))):
+    _products(_name, getattr(cltensor, _name), _forms)
+
+
+
+@aten("masked_select")
+def masked_select(self, mask):
+    check_devices((self, mask), {}, torch.ops.aten.masked_select.default)
+    if mask.dtype != torch.bool:
+        raise RuntimeError(f"masked_select: expected BoolTensor for mask, got {mask.dtype}")
+    return wrap(cltensor.masked_select(unwrap(self), operand(mask, np_dtype(torch.bool, "mask"))))
+
+
+# ---- joining and selecting --------------------------------------------------------------------
+@aten("cat")
+def cat(tensors, dim=0):
+    out = meta_result(torch.ops.aten.cat.default, (tensors, dim), {})
+    dtype = np_dtype(out.dtype, "cat")
+    # torch skips 1-D empty tensors whatever the other shapes (its legacy rule)
+    parts = [operand(t, dtype) for t in tensors if not (t.dim() == 1 and t.numel() == 0)]
+    if out.numel() == 0 or not parts:
+        return finish(ClTensor.empty_on(tuple(out.shape), dtype, cl_device_for(None, "cat")), out)
+    return finish(cltensor.cat(parts, dim), out)
+
+
+@aten("cat.out")
+def cat_out(tensors, dim=0, *, out):
+    meta_result(torch.ops.aten.cat.out, (tensors, dim), {"out": out})
+    return write_into(out, cat(tensors, dim))
+
+
+@aten("index_select")
+def index_select(self, dim, index):
+    out = meta_result(torch.ops.aten.index_select.default, (self, dim, index), {})
+    idx = unwrap(index) if is_opencl(index) else operand(index, np_dtype(index.dtype, "index"))
+    return finish(cltensor.index_select(unwrap(self), dim, idx), out)
+
+
+@aten("index.Tensor")
+def index(self, indices):
+    """Advanced indexing by integer tensors (None keeps a dimension); boolean masks, whose
+    result shape depends on the data, run through the CPU fallback."""
+    if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        return cpu_fallback(torch.ops.aten.index.Tensor, self, indices)
+    out = meta_result(torch.ops.aten.index.Tensor, (self, indices), {})
+    key = tuple(slice(None) if i is None else operand(i, np_dtype(torch.int64, "index"))
+                for i in indices)
+    return finish(unwrap(self)[key], out)
+
+
+@aten("_index_put_impl_")
+def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
+    """self[indices] = values (summed over repeats with accumulate) for integer indices on the
+    leading dimensions; masks and skipped dimensions (None) run through the CPU fallback."""
+    if any(i is None or i.dtype in (torch.bool, torch.uint8) for i in indices):
+        return cpu_fallback(torch.ops.aten._index_put_impl_.default, self, indices, values,
+                            accumulate, unsafe)
+    meta_result(torch.ops.aten._index_put_impl_.default,
+                (self, indices, values, accumulate, unsafe), {})
+    x = unwrap(self)
+    key = tuple(operand(i, np_dtype(torch.int64, "index_put_")) for i in indices)
+    x.index_put_(key, operand(values, x.dtype), accumulate=accumulate)
+    return self

@@ -1,0 +1,219 @@
+"""Layer ops for torch.nn on the opencl device: convolution, pooling, log-softmax, nll_loss and
+their backwards. Forms outside these kernels (transposed or 1-D/3-D convolution, ...) run through
+the CPU fallback with its warning."""
+import math
+
+import torch
+
+import cltensor
+import cltensor.nn.functional as F
+
+from ._backend import aten, np_dtype, unwrap, wrap
+from .fallback import cpu_fallback
+from .math_ops import finish, meta_result, operand, write_into
+
+_aten = torch.ops.aten
+_REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
+
+
+def _opt(t):
+    return None if t is None else unwrap(t)
+
+
+def _ints(v):
+    """torch's int[] arguments (a list, or one int in a default) as cltensor takes them."""
+    return tuple(v) if isinstance(v, (list, tuple)) else v
+
+
+def vjp(fn, inputs, needs, grad):
+    """Gradients of fn(*inputs) against `grad` by cltensor's autograd, for the inputs `needs` marks."""
+    leaves = [x.detach().requires_grad_(bool(n)) for x, n in zip(inputs, needs)]
+    with cltensor.enable_grad():
+        out = fn(*leaves)
+    out.backward(grad)
+    return [x.grad if n else None for x, n in zip(leaves, needs)]
+
+
+def _random_fill(name, method):
+    """normal_/uniform_ from cltensor's generator (seeded by torch.opencl.manual_seed); an
+    explicit torch.Generator is a CPU generator, so those calls run on the CPU."""
+    op = getattr(torch.ops.aten, name).default
+
+    def kernel(self, a=0.0, b=1.0, *, generator=None):  # mean, std or from, to
+        if generator is not None:
+            return cpu_fallback(op, self, a, b, generator=generator)
+        getattr(unwrap(self), method)(a, b)
+        return self
+    aten(name)(kernel)
+
+
+_random_fill("normal_", "normal_")
+_random_fill("uniform_", "uniform_")
+
+
+# ---- convolution ------------------------------------------------------------------------------
+def _conv2d_form(input, transposed, output_padding):
+    return input.dim() == 4 and not transposed and not any(output_padding)
+
+
+@aten("convolution")
+def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    args = (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    if not _conv2d_form(input, transposed, output_padding):
+        return cpu_fallback(_aten.convolution.default, *args)
+    out = meta_result(_aten.convolution.default, args, {})
+    res = F.conv2d(unwrap(input), unwrap(weight), _opt(bias), tuple(stride), tuple(padding),
+                   tuple(dilation), groups)
+    return finish(res, out)
+
+
+@aten("convolution_backward")
+def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
+                         transposed, output_padding, groups, output_mask):
+    if not _conv2d_form(input, transposed, output_padding):
+        return cpu_fallback(_aten.convolution_backward.default, grad_output, input, weight, bias_sizes,
+                            stride, padding, dilation, transposed, output_padding, groups, output_mask)
+    g = unwrap(grad_output)
+    conv = lambda x, w: F.conv2d(x, w, None, tuple(stride), tuple(padding), tuple(dilation), groups)
+    gx = gw = None
+    if output_mask[0] or output_mask[1]:
+        gx, gw = vjp(conv, (unwrap(input), unwrap(weight)), output_mask[:2], g)
+    gb = g.sum(dim=(0, 2, 3)) if output_mask[2] else None
+    return tuple(None if r is None else wrap(r.contiguous()) for r in (gx, gw, gb))
+
+
+# ---- activations and pooling ------------------------------------------------------------------
+@aten("threshold_backward")
+def threshold_backward(grad_output, self, threshold):
+    out = meta_result(_aten.threshold_backward.default, (grad_output, self, threshold), {})
+    dtype = np_dtype(out.dtype, "threshold_backward")
+    x = operand(self, dtype)
+    return finish(cltensor.where(x > threshold, operand(grad_output, dtype), 0.0), out)
+
+
+@aten("threshold_backward.grad_input")
+def threshold_backward_out(grad_output, self, threshold, *, grad_input):
+    return write_into(grad_input, threshold_backward(grad_output, self, threshold))
+
+
+@aten("max_pool2d_with_indices")
+def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    args = (self, kernel_size, stride, padding, dilation, ceil_mode)
+    out, idx = meta_result(_aten.max_pool2d_with_indices.default, args, {})
+    res, ind = F.max_pool2d(unwrap(self), _ints(kernel_size), _ints(stride) or None,
+                            _ints(padding), _ints(dilation), ceil_mode, return_indices=True)
+    return finish(res, out), finish(ind, idx)
+
+
+@aten("max_pool2d_with_indices_backward")
+def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
+                                     ceil_mode, indices):
+    """Each output's gradient goes to the input element its index names (summed where windows
+    share their maximum), as torch's kernel does."""
+    x = unwrap(self)
+    planes = math.prod(x.shape[:-2])
+    flat = cltensor.zeros(planes, x.shape[-2] * x.shape[-1], dtype=x.dtype, device=x.device)
+    flat = flat.scatter_add(1, unwrap(indices).reshape(planes, -1),
+                            unwrap(grad_output).reshape(planes, -1))
+    return wrap(flat.reshape(x.shape))
+
+
+@aten("native_dropout")
+def native_dropout(input, p, train):
+    """(output, mask): each element kept with probability 1 - p and scaled by 1 / (1 - p)."""
+    x = unwrap(input)
+    if not train or p == 0:
+        return wrap(x.clone()), wrap(cltensor.ones(*x.shape, dtype=cltensor.bool_, device=x.device))
+    keep = cltensor.rand(*x.shape, dtype=x.dtype, device=x.device) >= p
+    scale = 0.0 if p == 1 else 1.0 / (1.0 - p)
+    return wrap(x * keep.to(x.dtype) * scale), wrap(keep)
+
+
+@aten("native_dropout_backward")
+def native_dropout_backward(grad_output, mask, scale):
+    g = unwrap(grad_output)
+    return wrap(g * unwrap(mask).to(g.dtype) * scale)
+
+
+@aten("embedding_dense_backward")
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """Each looked-up row's gradient summed into its weight row; padding_idx's row gets none."""
+    args = (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
+    if scale_grad_by_freq:
+        return cpu_fallback(_aten.embedding_dense_backward.default, *args)
+    g, idx = unwrap(grad_output), unwrap(indices).reshape(-1)
+    rows = g.reshape(idx.shape[0], g.shape[-1])
+    if padding_idx >= 0:
+        rows = rows * (idx != padding_idx).to(g.dtype).unsqueeze(1)
+    grad = cltensor.zeros(num_weights, g.shape[-1], dtype=g.dtype, device=g.device)
+    return wrap(cltensor.index_add(grad, 0, idx, rows))
+
+
+# ---- softmax and losses -----------------------------------------------------------------------
+def _softmax_forward(name, fn):
+    op = getattr(_aten, name).default
+
+    def kernel(self, dim, half_to_float):
+        return finish(fn(unwrap(self), dim), meta_result(op, (self, dim, half_to_float), {}))
+    aten(name)(kernel)
+
+
+_softmax_forward("_log_softmax", F.log_softmax)
+_softmax_forward("_softmax", F.softmax)
+
+
+@aten("_log_softmax_backward_data")
+def log_softmax_backward(grad_output, output, dim, input_dtype):
+    g, y = unwrap(grad_output), unwrap(output)
+    return wrap(g - cltensor.exp(y) * g.sum(dim=dim, keepdim=True))
+
+
+@aten("_softmax_backward_data")
+def softmax_backward(grad_output, output, dim, input_dtype):
+    g, y = unwrap(grad_output), unwrap(output)
+    return wrap(y * (g - (g * y).sum(dim=dim, keepdim=True)))
+
+
+def _nll_parts(self, target, weight, ignore_index):
+    """(x as N x C, targets clamped to a class, per-row weight: 0 where ignored)."""
+    x, t = unwrap(self), unwrap(target)
+    if x.ndim == 1:
+        x, t = x.unsqueeze(0), t.unsqueeze(0)
+    valid = t != ignore_index
+    tc = cltensor.where(valid, t, 0)
+    classes = x.shape[1]
+    if bool((tc < 0).any()) or bool((tc >= classes).any()):
+        bad = int(cltensor.where((tc < 0) | (tc >= classes), tc, 0).abs().amax())
+        raise IndexError(f"nll_loss: Target {bad} is out of bounds (classes: {classes})")
+    w = valid.to(x.dtype)
+    if weight is not None:
+        w = w * cltensor.index_select(unwrap(weight), 0, tc)
+    return x, tc, w
+
+
+@aten("nll_loss_forward")
+def nll_loss_forward(self, target, weight, reduction, ignore_index):
+    args = (self, target, weight, reduction, ignore_index)
+    if self.dim() > 2:
+        return cpu_fallback(_aten.nll_loss_forward.default, *args)
+    out, total_meta = meta_result(_aten.nll_loss_forward.default, args, {})
+    x, tc, w = _nll_parts(self, target, weight, ignore_index)
+    losses = -x.gather(1, tc.unsqueeze(1)).squeeze(1) * w
+    total = w.sum()
+    kind = _REDUCTIONS[reduction]
+    res = losses.sum() / total if kind == "mean" else losses.sum() if kind == "sum" else losses
+    return finish(res, out), finish(total, total_meta)
+
+
+@aten("nll_loss_backward")
+def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    if self.dim() > 2:
+        return cpu_fallback(_aten.nll_loss_backward.default, grad_output, self, target, weight,
+                            reduction, ignore_index, total_weight)
+    x, tc, w = _nll_parts(self, target, weight, ignore_index)
+    scale = -unwrap(grad_output)
+    if _REDUCTIONS[reduction] == "mean":
+        scale = scale / unwrap(total_weight)
+    rows = (w * scale).unsqueeze(1)
+    grad = cltensor.one_hot(tc, x.shape[1]).to(x.dtype) * rows
+    return wrap(grad.reshape(tuple(self.shape)).contiguous())
