@@ -4,9 +4,14 @@
 Needs torch (`pip install "cltensor[torch]"`). See docs/torch_device.md.
 """
 import torch
-from torch.utils.backend_registration import _setup_privateuseone_for_python_backend
+from torch.utils import backend_registration
 
-from . import _backend, device_module
+if not hasattr(backend_registration, "_setup_privateuseone_for_python_backend") or \
+        not hasattr(torch._C, "_acc"):
+    raise ImportError(f"cltensor.torch needs torch 2.13 or later (a Python-registered device); "
+                      f"found torch {torch.__version__}: pip install 'cltensor[torch]'")
+
+from . import _backend, device_module  # noqa: E402
 
 
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
@@ -39,8 +44,8 @@ def _has_device_storage(t):
 def _register():
     if torch._C._get_privateuse1_backend_name() == _backend.NAME:
         return
-    _setup_privateuseone_for_python_backend(_backend.NAME, backend_module=device_module,
-                                            hook=_Hooks(), device_guard=_Guard())
+    backend_registration._setup_privateuseone_for_python_backend(
+        _backend.NAME, backend_module=device_module, hook=_Hooks(), device_guard=_Guard())
     torch._C._has_storage = _has_device_storage
 
 
