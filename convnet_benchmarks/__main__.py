@@ -20,7 +20,8 @@ from .models import INPUTS, MODELS
 # framework beside cltensor -> the pip requirement that installs the version we measure with
 COMPARE = {"torch": "torch", "tinygrad": "tinygrad==0.14.0"}
 # result columns, in table and plot order
-FRAMEWORKS = ("cltensor", "cltensor_bench", "cltensor_tf32", "torch", "torch_tf32", "tinygrad")
+FRAMEWORKS = ("cltensor", "cltensor_fast", "cltensor_bench", "cltensor_tf32", "torch", "torch_tf32",
+              "tinygrad")
 
 
 def parse_args(argv):
@@ -46,6 +47,9 @@ def parse_args(argv):
                    help="also run cltensor with cltensor.backends.benchmark = True (each conv "
                    "pass and GEMM shape timed once, the fastest kept; torch runs with "
                    "cudnn.benchmark), row cltensor_bench")
+    p.add_argument("--fast-conv", action="store_true",
+                   help="also run cltensor with cltensor.backends.conv_precision = 'fast' (auto "
+                   "may pick algorithms above twice PyTorch's float32 error), row cltensor_fast")
     p.add_argument("--tolerance", type=float, default=1e-3,
                    help="largest norm-relative output difference accepted against torch "
                    "and tinygrad")
@@ -96,6 +100,9 @@ def run_model(name, args, device, compare, tiny_device=None):
     row = {"model": name, "batch": batch, "device": device.name, "dtype": args.dtype}
     row["cltensor"] = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np,
                                          model)
+    if args.fast_conv:
+        row["cltensor_fast"] = _flag_row("conv_precision", name, model, device, args, x_np, g_np,
+                                         "fast")
     if args.bench_mode:
         row["cltensor_bench"] = _flag_row("benchmark", name, model, device, args, x_np, g_np)
     if args.allow_tf32:
@@ -120,20 +127,21 @@ def run_model(name, args, device, compare, tiny_device=None):
     return row
 
 
-def _flag_row(flag, name, model, device, args, x_np, g_np):
-    """cltensor with cltensor.backends.<flag> on (allow_tf32, benchmark): its times, and how
-    far its output is from the default run's."""
+def _flag_row(flag, name, model, device, args, x_np, g_np, value=True):
+    """cltensor with cltensor.backends.<flag> set to value (allow_tf32, benchmark,
+    conv_precision): its times, and how far its output is from the default run's."""
     import cltensor as ct
     x = ct.from_numpy(x_np, device=device, dtype=args.dtype)
     exact = model(x).numpy()
-    setattr(ct.backends, flag, True)
+    before = getattr(ct.backends, flag)
+    setattr(ct.backends, flag, value)
     try:
         res = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np, model)
         # TF32 changes the arithmetic, other algorithms the rounding: reported, not checked
         res["output_rel_error"] = _agreement(name, "cltensor (default)", model(x).numpy(),
                                              exact, float("inf"))
     finally:
-        setattr(ct.backends, flag, False)
+        setattr(ct.backends, flag, before)
     return res
 
 

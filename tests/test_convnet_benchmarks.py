@@ -189,6 +189,27 @@ def test_bench_mode_row(device, small_model, tmp_path, monkeypatch):
     dispatch.clear_cache()
 
 
+def test_fast_conv_row(device, small_model, tmp_path, monkeypatch):
+    """--fast-conv: a second cltensor row with cltensor.backends.conv_precision = "fast", the
+    flag back to what it was afterwards."""
+    seen = []
+    real = bench.run_cltensor
+
+    def spy(*args, **kwargs):
+        seen.append(ct.backends.conv_precision)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(bench, "run_cltensor", spy)
+    out, md = tmp_path / "res.json", tmp_path / "res.md"
+    argv = ["--model", "small", "--batch-size", "2", "--iterations", "1", "--device",
+            device.index, "--fast-conv", "--no-layers", "--json", str(out), "--markdown", str(md)]
+    assert main(argv) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["cltensor_fast"]["total"]["median"] > 0
+    assert row["cltensor_fast"]["output_rel_error"] < 1e-4
+    assert "| small | 2 | cltensor_fast |" in md.read_text()
+    assert seen == ["accurate", "fast"] and ct.backends.conv_precision == "accurate"
+
+
 def test_compare_tinygrad_end_to_end(device, small_model, tmp_path):
     """--compare torch,tinygrad: the same network in all three, tinygrad's output checked against
     cltensor's and its times in the JSON and the markdown table (or, on a device tinygrad's
