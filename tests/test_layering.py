@@ -9,22 +9,26 @@ PACKAGE = Path(cltensor.__file__).parent
 ALLOWED = {"__init__.py", "__main__.py"}
 
 
-def _imported_modules(path):
-    """The absolute module names a file imports (relative imports resolved), anywhere in it."""
+def _imports(path):
+    """(module, names) for every import in a file, anywhere in it, relative imports made
+    absolute; names is () for a plain `import module`."""
     parts = ["cltensor", *path.relative_to(PACKAGE).with_suffix("").parts]
-    if parts[-1] == "__init__":
-        parts.pop()
-    else:
-        parts.pop()  # a module's package
-    found = set()
+    parts.pop()  # __init__ stands for its package; a module's imports are relative to its package
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
-            found.update(a.name for a in node.names)
+            yield from ((a.name, ()) for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = parts[:len(parts) - node.level + 1] if node.level else []
-            module = ".".join(base + ([node.module] if node.module else []))
-            found.add(module)
-            found.update(f"{module}.{a.name}" for a in node.names)
+            yield ".".join(base + ([node.module] if node.module else [])), \
+                tuple(a.name for a in node.names)
+
+
+def _imported_modules(path):
+    """The absolute module names a file imports, each `from X import name` as X and X.name."""
+    found = set()
+    for module, names in _imports(path):
+        found.add(module)
+        found.update(f"{module}.{name}" for name in names)
     return found
 
 
@@ -123,21 +127,13 @@ def _import_graph():
         names[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     graph = {}
     for name, path in names.items():
-        pkg = ["cltensor", *name.split(".")] if name else ["cltensor"]
-        if path.name != "__init__.py":
-            pkg = pkg[:-1]
         found = set()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                found.update(a.name for a in node.names)
-            elif isinstance(node, ast.ImportFrom):
-                base = pkg[:len(pkg) - node.level + 1] if node.level else []
-                mod = ".".join(base + ([node.module] if node.module else []))
-                subs = [f"{mod}.{a.name}" for a in node.names
-                        if f"{mod}.{a.name}".removeprefix("cltensor").lstrip(".") in names]
-                found.update(subs)
-                if len(subs) < len(node.names):
-                    found.add(mod)
+        for mod, imported in _imports(path):
+            subs = [f"{mod}.{a}" for a in imported
+                    if f"{mod}.{a}".removeprefix("cltensor").lstrip(".") in names]
+            found.update(subs)
+            if len(subs) < len(imported) or not imported:
+                found.add(mod)
         graph[name] = set()
         for mod in found:
             if mod != "cltensor" and not mod.startswith("cltensor."):
