@@ -81,16 +81,22 @@ inline T lerp_t(const T a, const T b, const T w) {
   return fabs(w) < (T)0.5 ? fma(w, b - a, a) : fma(w - (T)1, b - a, b);
 }
 
-__kernel void sgd_step(const long n, const int nd, const Shape shape,
-                       __global T* param, const View vp,
-                       __global const T* grad, const View vg,
+/* Every step kernel's leading arguments (n elements of param and grad over an nd-dim Shape)
+ * and its first lines: work-item i past n returns; op and og are i's offsets in param and grad. */
+#define STEP_ARGS                                                                   \
+  const long n, const int nd, const Shape shape, __global T* param, const View vp, \
+      __global const T* grad, const View vg
+#define STEP_LOCATE                    \
+  const long i = get_global_id(0);     \
+  if (i >= n) return;                  \
+  long op, og;                         \
+  locate(i, nd, &shape, &vp, &vg, &op, &og);
+
+__kernel void sgd_step(STEP_ARGS,
                        __global T* buf,
                        const T lr, const T momentum, const T one_minus_dampening,
                        const T weight_decay, const int flags) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  long op, og;
-  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  STEP_LOCATE
   const T p = param[op];
   T d = (flags & SGD_MAXIMIZE) ? -grad[og] : grad[og];
   if (flags & SGD_DECAY) d = add_alpha(d, p, weight_decay);
@@ -102,17 +108,12 @@ __kernel void sgd_step(const long n, const int nd, const Shape shape,
   param[op] = add_alpha(p, d, -lr);
 }
 
-__kernel void adam_step(const long n, const int nd, const Shape shape,
-                        __global T* param, const View vp,
-                        __global const T* grad, const View vg,
+__kernel void adam_step(STEP_ARGS,
                         __global T* exp_avg, __global T* exp_avg_sq, __global T* max_exp_avg_sq,
                         const T one_minus_beta1, const T beta2, const T one_minus_beta2,
                         const T eps, const T weight_decay, const T decay_factor,
                         const T neg_step_size, const T bias_correction2_sqrt, const int flags) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  long op, og;
-  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  STEP_LOCATE
   T p = param[op];
   T g = (flags & ADAM_MAXIMIZE) ? -grad[og] : grad[og];
   if (flags & ADAM_DECOUPLED) p = p * decay_factor;
@@ -134,17 +135,12 @@ __kernel void adam_step(const long n, const int nd, const Shape shape,
 
 /* square_avg, grad_avg (RMS_CENTERED) and buf (RMS_MOMENTUM) start as zeros (the host fills
  * them on the first step) */
-__kernel void rmsprop_step(const long n, const int nd, const Shape shape,
-                           __global T* param, const View vp,
-                           __global const T* grad, const View vg,
+__kernel void rmsprop_step(STEP_ARGS,
                            __global T* square_avg, __global T* grad_avg, __global T* buf,
                            const T alpha, const T one_minus_alpha, const T eps,
                            const T weight_decay, const T momentum, const T lr,
                            const int flags) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  long op, og;
-  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  STEP_LOCATE
   const T p = param[op];
   T g = (flags & RMS_MAXIMIZE) ? -grad[og] : grad[og];
   if (flags & RMS_DECAY) g = add_alpha(g, p, weight_decay);
@@ -178,14 +174,10 @@ inline T grad_of(const T gv, const T p, const T weight_decay, const int flags) {
 inline T max_nan(const T a, const T b) { return (isnan(a) || a > b) ? a : b; }
 
 /* sum += g^2; p -= clr * g / (sqrt(sum) + eps) */
-__kernel void adagrad_step(const long n, const int nd, const Shape shape,
-                           __global T* param, const View vp,
-                           __global const T* grad, const View vg, __global T* sum,
+__kernel void adagrad_step(STEP_ARGS,
+                           __global T* sum,
                            const T neg_clr, const T eps, const T weight_decay, const int flags) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  long op, og;
-  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  STEP_LOCATE
   const T p = param[op];
   const T g = grad_of(grad[og], p, weight_decay, flags);
   const T s = fma(g, g, sum[i]);
@@ -195,16 +187,11 @@ __kernel void adagrad_step(const long n, const int nd, const Shape shape,
 
 /* v = rho v + (1 - rho) g^2; d = sqrt(u + eps) / sqrt(v + eps) * g;
  * u = rho u + (1 - rho) d^2; p -= lr * d */
-__kernel void adadelta_step(const long n, const int nd, const Shape shape,
-                            __global T* param, const View vp,
-                            __global const T* grad, const View vg,
+__kernel void adadelta_step(STEP_ARGS,
                             __global T* square_avg, __global T* acc_delta,
                             const T rho, const T one_minus_rho, const T eps, const T weight_decay,
                             const T lr, const int flags) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  long op, og;
-  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  STEP_LOCATE
   const T p = param[op];
   const T g = grad_of(grad[og], p, weight_decay, flags);
   const T v = fma(one_minus_rho * g, g, square_avg[i] * rho);
@@ -215,16 +202,11 @@ __kernel void adadelta_step(const long n, const int nd, const Shape shape,
 }
 
 /* m = lerp(m, g, 1 - beta1); u = max(beta2 u, |g| + eps); p -= clr * m / u */
-__kernel void adamax_step(const long n, const int nd, const Shape shape,
-                          __global T* param, const View vp,
-                          __global const T* grad, const View vg,
+__kernel void adamax_step(STEP_ARGS,
                           __global T* exp_avg, __global T* exp_inf,
                           const T one_minus_beta1, const T beta2, const T eps,
                           const T weight_decay, const T neg_clr, const int flags) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  long op, og;
-  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  STEP_LOCATE
   const T p = param[op];
   const T g = grad_of(grad[og], p, weight_decay, flags);
   const T m = lerp_t(exp_avg[i], g, one_minus_beta1);
@@ -250,18 +232,13 @@ inline void adam_moments(const long i, const T gv, T* p, T* g, T* m, T* v,
 
 /* Adam's moments, then p += coef_grad * g / denom + coef_avg * m / denom with
  * denom = sqrt(v / bias_correction2) + eps (the host folds mu, mu_next and lr into the coefs) */
-__kernel void nadam_step(const long n, const int nd, const Shape shape,
-                         __global T* param, const View vp,
-                         __global const T* grad, const View vg,
+__kernel void nadam_step(STEP_ARGS,
                          __global T* exp_avg, __global T* exp_avg_sq,
                          const T one_minus_beta1, const T beta2, const T one_minus_beta2,
                          const T eps, const T weight_decay, const T decay_factor,
                          const T bias_correction2, const T coef_grad, const T coef_avg,
                          const int flags) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  long op, og;
-  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  STEP_LOCATE
   T p = param[op], g, m, v;
   adam_moments(i, grad[og], &p, &g, &m, &v, exp_avg, exp_avg_sq, one_minus_beta1, beta2,
                one_minus_beta2, weight_decay, decay_factor, flags);
@@ -272,18 +249,13 @@ __kernel void nadam_step(const long n, const int nd, const Shape shape,
 
 /* Adam's moments, then p -= m / bias_correction1 * lr, times the adaptive term
  * bias_correction2_sqrt / (sqrt(v) + eps) and `rect` when X_RECTIFY */
-__kernel void radam_step(const long n, const int nd, const Shape shape,
-                         __global T* param, const View vp,
-                         __global const T* grad, const View vg,
+__kernel void radam_step(STEP_ARGS,
                          __global T* exp_avg, __global T* exp_avg_sq,
                          const T one_minus_beta1, const T beta2, const T one_minus_beta2,
                          const T eps, const T weight_decay, const T decay_factor,
                          const T bias_correction1, const T lr, const T bias_correction2_sqrt,
                          const T rect, const int flags) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  long op, og;
-  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  STEP_LOCATE
   T p = param[op], g, m, v;
   adam_moments(i, grad[og], &p, &g, &m, &v, exp_avg, exp_avg_sq, one_minus_beta1, beta2,
                one_minus_beta2, weight_decay, decay_factor, flags);
@@ -293,15 +265,11 @@ __kernel void radam_step(const long n, const int nd, const Shape shape,
 }
 
 /* p = p * (1 - lambd * eta) - eta * g; ax += (p - ax) * mu (ax = p when mu == 1) */
-__kernel void asgd_step(const long n, const int nd, const Shape shape,
-                        __global T* param, const View vp,
-                        __global const T* grad, const View vg, __global T* ax,
+__kernel void asgd_step(STEP_ARGS,
+                        __global T* ax,
                         const T decay, const T neg_eta, const T mu, const T weight_decay,
                         const int flags) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  long op, og;
-  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  STEP_LOCATE
   T p = param[op];
   const T g = grad_of(grad[og], p, weight_decay, flags);
   p = add_alpha(p * decay, g, neg_eta);
@@ -312,16 +280,11 @@ __kernel void asgd_step(const long n, const int nd, const Shape shape,
 /* The step size grows by etaplus where the gradient kept its sign, shrinks by etaminus where it
  * flipped (and that step is skipped: the stored gradient becomes 0), clamped to
  * [step_min, step_max]; p -= sign(g) * step */
-__kernel void rprop_step(const long n, const int nd, const Shape shape,
-                         __global T* param, const View vp,
-                         __global const T* grad, const View vg,
+__kernel void rprop_step(STEP_ARGS,
                          __global T* prev, __global T* step_size,
                          const T etaminus, const T etaplus, const T step_min, const T step_max,
                          const int flags) {
-  const long i = get_global_id(0);
-  if (i >= n) return;
-  long op, og;
-  locate(i, nd, &shape, &vp, &vg, &op, &og);
+  STEP_LOCATE
   T g = (flags & X_MAXIMIZE) ? -grad[og] : grad[og];
   const T s = sign(g * prev[i]);
   const T factor = s > 0 ? etaplus : (s < 0 ? etaminus : (s == 0 ? (T)1 : s));
