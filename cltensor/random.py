@@ -534,17 +534,12 @@ def bernoulli_(self, p=0.5, *, generator=None):
         return _fill_inplace(self, "bernoulli_", lambda out: _bernoulli_scalar(out, p, generator))
     _need_float(p, "bernoulli_")
     ew.common_device([self, p], "bernoulli_")
-    if not _broadcasts_to(p.shape, self.shape):
+    if not ew.broadcasts_to(p.shape, self.shape):
         raise ValueError(f"bernoulli_: p of shape {p.shape} does not broadcast to {self.shape}")
     ew.check_writable(self, "bernoulli_")
     # NOTE: always through a temporary: self stays untouched when some p is out of range.
     tmp = ClTensor.empty_on(self.shape, self.dtype, self.device)
     return self.copy_(_bernoulli_tensor(tmp, p, generator))
-
-
-def _broadcasts_to(shape, target):
-    return len(shape) <= len(target) and all(
-        n in (1, m) for n, m in zip(reversed(shape), reversed(target)))
 
 
 def random_(self, *args, generator=None):

@@ -57,6 +57,14 @@ def broadcast_shapes(*shapes):
     return tuple(out)
 
 
+def broadcasts_to(shape, target):
+    """Whether `shape` broadcasts to `target` itself (target unchanged by the broadcast)."""
+    try:
+        return broadcast_shapes(shape, target) == tuple(target)
+    except ValueError:
+        return False
+
+
 def common_device(tensors, op):
     dev = tensors[0].device
     for t in tensors[1:]:

@@ -79,11 +79,7 @@ def _check_out(op, out, shape, dtype, device):
 
 def _check_addend(op, c, shape):
     """The added tensor of addmm/baddbmm must broadcast to the product's shape."""
-    try:
-        ok = ew.broadcast_shapes(c.shape, shape) == tuple(shape)
-    except ValueError:
-        ok = False
-    if not ok:
+    if not ew.broadcasts_to(c.shape, shape):
         raise ValueError(f"{op}: input of shape {tuple(c.shape)} cannot be broadcast to the "
                          f"product's shape {tuple(shape)}")
 

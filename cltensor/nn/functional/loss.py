@@ -15,9 +15,9 @@ from ...autograd import Function, is_grad_enabled
 from ...autograd.engine import sum_to_shape
 from ...autograd.functions import _where
 from ...ops import loss as lo, softmax as sm
-from ...ops.elementwise import common_device
+from ...ops.elementwise import broadcasts_to, common_device
 from .activation import _Logsigmoid, _Softmax, log_softmax
-from .utils import (_broadcasts_to, _dense, _float_tensor, _loss_operand, _no_grad_for, _number,
+from .utils import (_dense, _float_tensor, _loss_operand, _no_grad_for, _number,
                     _per_channel, _reduced, _reduction, _same_shapes, _tensor)
 
 __all__ = ["binary_cross_entropy", "binary_cross_entropy_with_logits", "cross_entropy",
@@ -336,7 +336,7 @@ def _bce_operands(input, target, weights, op, size_average, reduce, reduction):
                          f"({input.shape})")
     for name, t in weights.items():
         _loss_operand(t, name, input, op)
-        if t is not None and not _broadcasts_to(t.shape, input.shape):
+        if t is not None and not broadcasts_to(t.shape, input.shape):
             raise ValueError(f"{op}: {name} of shape {t.shape} does not broadcast to the "
                              f"input's shape {input.shape}")
     return reduction

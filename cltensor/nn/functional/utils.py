@@ -140,12 +140,6 @@ def cat(tensors, dim=0):
     return cltensor.cat(tensors, dim)
 
 
-def _broadcasts_to(shape, target):
-    try:
-        return cltensor.broadcast_shapes(shape, target) == tuple(target)
-    except ValueError:
-        return False
-
 
 def _loss_operand(t, name, x, op):
     if t is None:

@@ -213,11 +213,7 @@ def _value_for(x, value, shape, op):
         return full((), value, dtype=x.dtype, device=x.device)
     while value.ndim > len(shape) and value.shape[0] == 1:
         value = value[0]
-    try:
-        fits = ew.broadcast_shapes(value.shape, shape) == tuple(shape)
-    except ValueError:
-        fits = False
-    if not fits:
+    if not ew.broadcasts_to(value.shape, shape):
         raise ValueError(f"{op}: shape mismatch: value tensor of shape {value.shape} cannot be "
                          f"broadcast to indexing result of shape {tuple(shape)}")
     if value.dtype != x.dtype or value.storage is x.storage:

@@ -56,11 +56,7 @@ def masked_fill_(x, mask, value):
 
 
 def _check_mask_fits(mask, x, op):
-    try:
-        fits = ew.broadcast_shapes(x.shape, mask.shape) == x.shape
-    except ValueError:
-        fits = False
-    if not fits:
+    if not ew.broadcasts_to(mask.shape, x.shape):
         raise ValueError(f"{op}: the mask's shape {mask.shape} does not broadcast to the "
                          f"tensor's shape {x.shape}")
 
