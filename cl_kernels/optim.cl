@@ -25,12 +25,17 @@
  * in T after the host computed the derived values (1 - dampening, step size, ...) in double,
  * as torch does.
  *
+ *   sgd_multi, adam_multi  sgd_step / adam_step over MT (8) contiguous parameters in one
+ *              launch.
+ *
  * Build options:
  *   T          float or double: the parameter, gradient and state type
  * Tunables: none; the launcher picks work sizes.
  */
 #pragma OPENCL FP_CONTRACT OFF
 #include "common.cl"
+
+#define MT 8 /* parameters per multi-tensor launch: EACH_SLOT lists as many */
 
 /* flags of sgd_step */
 #define SGD_MOMENTUM 1   /* keep a momentum buffer */
@@ -92,11 +97,10 @@ inline T lerp_t(const T a, const T b, const T w) {
   long op, og;                         \
   locate(i, nd, &shape, &vp, &vg, &op, &og);
 
-__kernel void sgd_step(STEP_ARGS,
-                       __global T* buf,
-                       const T lr, const T momentum, const T one_minus_dampening,
-                       const T weight_decay, const int flags) {
-  STEP_LOCATE
+/* One SGD update of param[op] from grad[og]; buf[i] is its momentum (contiguous state). */
+inline void sgd_update(__global T* param, const long op, __global const T* grad, const long og,
+                       __global T* buf, const long i, const T lr, const T momentum,
+                       const T one_minus_dampening, const T weight_decay, const int flags) {
   const T p = param[op];
   T d = (flags & SGD_MAXIMIZE) ? -grad[og] : grad[og];
   if (flags & SGD_DECAY) d = add_alpha(d, p, weight_decay);
@@ -108,12 +112,22 @@ __kernel void sgd_step(STEP_ARGS,
   param[op] = add_alpha(p, d, -lr);
 }
 
-__kernel void adam_step(STEP_ARGS,
-                        __global T* exp_avg, __global T* exp_avg_sq, __global T* max_exp_avg_sq,
-                        const T one_minus_beta1, const T beta2, const T one_minus_beta2,
-                        const T eps, const T weight_decay, const T decay_factor,
-                        const T neg_step_size, const T bias_correction2_sqrt, const int flags) {
+#define SGD_SCALARS                                                                   \
+  const T lr, const T momentum, const T one_minus_dampening, const T weight_decay, \
+      const int flags
+
+__kernel void sgd_step(STEP_ARGS, __global T* buf, SGD_SCALARS) {
   STEP_LOCATE
+  sgd_update(param, op, grad, og, buf, i, lr, momentum, one_minus_dampening, weight_decay, flags);
+}
+
+/* One Adam update of param[op] from grad[og]; the moments at [i] (contiguous state). */
+inline void adam_update(__global T* param, const long op, __global const T* grad, const long og,
+                        __global T* exp_avg, __global T* exp_avg_sq, __global T* max_exp_avg_sq,
+                        const long i, const T one_minus_beta1, const T beta2,
+                        const T one_minus_beta2, const T eps, const T weight_decay,
+                        const T decay_factor, const T neg_step_size,
+                        const T bias_correction2_sqrt, const int flags) {
   T p = param[op];
   T g = (flags & ADAM_MAXIMIZE) ? -grad[og] : grad[og];
   if (flags & ADAM_DECOUPLED) p = p * decay_factor;
@@ -131,6 +145,63 @@ __kernel void adam_step(STEP_ARGS,
   }
   const T denom = sqrt(vhat) / bias_correction2_sqrt + eps;
   param[op] = p + neg_step_size * m / denom;
+}
+
+#define ADAM_SCALARS                                                                       \
+  const T one_minus_beta1, const T beta2, const T one_minus_beta2, const T eps,         \
+      const T weight_decay, const T decay_factor, const T neg_step_size,                \
+      const T bias_correction2_sqrt, const int flags
+#define ADAM_SCALAR_NAMES                                                             \
+  one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay_factor, neg_step_size, \
+      bias_correction2_sqrt, flags
+
+__kernel void adam_step(STEP_ARGS, __global T* exp_avg, __global T* exp_avg_sq,
+                        __global T* max_exp_avg_sq, ADAM_SCALARS) {
+  STEP_LOCATE
+  adam_update(param, op, grad, og, exp_avg, exp_avg_sq, max_exp_avg_sq, i, ADAM_SCALAR_NAMES);
+}
+
+/* Multi-tensor steps: MT contiguous parameters (with their gradients and state) in one launch,
+ * the same hyperparameters for all. Work-item i updates element i of the parameters laid end
+ * to end: parameter j holds [ends.end[j - 1], ends.end[j]). Slots past the last parameter
+ * repeat it with an empty range. */
+typedef struct { long end[MT]; } Ends;
+#define EACH_SLOT(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define MULTI_LOCATE                                       \
+  const long i = get_global_id(0);                         \
+  if (i >= ends.end[MT - 1]) return;                       \
+  long begin = 0, k = 0;
+#define SGD_SLOT_ARGS(j) __global T *p##j, __global const T *g##j, __global T *b##j,
+#define SGD_SLOT_PICK(j)                                       \
+  if (i >= begin && i < ends.end[j]) {                       \
+    param = p##j; grad = g##j; buf = b##j; k = i - begin;    \
+  }                                                          \
+  begin = ends.end[j];
+
+__kernel void sgd_multi(const Ends ends, EACH_SLOT(SGD_SLOT_ARGS) SGD_SCALARS) {
+  MULTI_LOCATE
+  __global T* param = p0;
+  __global const T* grad = g0;
+  __global T* buf = b0;
+  EACH_SLOT(SGD_SLOT_PICK)
+  sgd_update(param, k, grad, k, buf, k, lr, momentum, one_minus_dampening, weight_decay, flags);
+}
+
+#define ADAM_SLOT_ARGS(j) \
+  __global T *p##j, __global const T *g##j, __global T *m##j, __global T *v##j, __global T *x##j,
+#define ADAM_SLOT_PICK(j)                                                       \
+  if (i >= begin && i < ends.end[j]) {                                        \
+    param = p##j; grad = g##j; m = m##j; v = v##j; vmax = x##j; k = i - begin; \
+  }                                                                           \
+  begin = ends.end[j];
+
+__kernel void adam_multi(const Ends ends, EACH_SLOT(ADAM_SLOT_ARGS) ADAM_SCALARS) {
+  MULTI_LOCATE
+  __global T* param = p0;
+  __global const T* grad = g0;
+  __global T *m = m0, *v = v0, *vmax = x0;
+  EACH_SLOT(ADAM_SLOT_PICK)
+  adam_update(param, k, grad, k, m, v, vmax, k, ADAM_SCALAR_NAMES);
 }
 
 /* square_avg, grad_avg (RMS_CENTERED) and buf (RMS_MOMENTUM) start as zeros (the host fills

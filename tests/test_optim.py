@@ -230,20 +230,37 @@ def test_strided_parameters_and_gradients(device, rng):
         np.testing.assert_array_equal(base.numpy(), expect)
 
 
-def test_one_fused_launch_per_parameter(device, rng):
-    shapes = ((4, 3), (3,), (2, 2, 5))
-    ps = [_leaf(rng.standard_normal(s).astype(np.float32), device) for s in shapes]
-    for opt_cls, kw, name in ((SGD, {"lr": 0.1, "momentum": 0.9}, "sgd_step"),
-                              (Adam, {"amsgrad": True}, "adam_step"), (AdamW, {}, "adam_step")):
-        opt = opt_cls(ps, **kw)
-        for _ in range(2):  # the first step (state created) and a later one
-            for p in ps:
-                p.grad = cltensor.from_numpy(rng.standard_normal(p.shape).astype(np.float32),
-                                             device=device)
-            cltensor.synchronize()
-            with cltensor.profile() as prof:
-                opt.step()
-            assert [r["name"] for r in prof.records()] == [name] * len(ps)
+def test_multi_tensor_launches(device, rng, fp_dtypes):
+    """SGD and Adam update contiguous parameters 8 per launch (sgd_multi, adam_multi), each
+    parameter as the single-tensor reference does; a strided one and an empty one apart."""
+    shapes = [(4, 3), (3,), (2, 2, 5), (1,), (0,), (9,), (2, 7), (5, 1), (6,), (3, 3), (8,), (2,)]
+    n_multi = -(-(len(shapes) - 1) // 8)  # the empty parameter needs no launch
+    for dtype in fp_dtypes:
+        for opt_cls, kw, ref, name in (
+                (SGD, {"lr": 0.1, "momentum": 0.9, "nesterov": True}, np_sgd, "sgd"),
+                (Adam, {"lr": 0.05, "amsgrad": True}, np_adam, "adam"),
+                (AdamW, {"lr": 0.05}, lambda p, g, **k: np_adam(p, g, decoupled=True,
+                                                                weight_decay=1e-2, **k), "adam")):
+            data = [_data(rng, s, steps=2) for s in shapes]
+            data = [(p.astype(dtype), [g.astype(dtype) for g in gs]) for p, gs in data]
+            ps = [_leaf(p, device, dtype) for p, _ in data]
+            base = cltensor.from_numpy(rng.standard_normal((5, 4)).astype(dtype), device=device)
+            strided = base.t()[:, 1:].requires_grad_()  # (4, 4) view, offset 1
+            s0, s_grads = strided.numpy(), [rng.standard_normal((4, 4)).astype(dtype)
+                                            for _ in range(2)]
+            opt = opt_cls(ps + [strided], **kw)
+            for step in range(2):
+                for p, (_, gs) in zip(ps, data):
+                    p.grad = cltensor.from_numpy(gs[step], device=device)
+                strided.grad = cltensor.from_numpy(s_grads[step], device=device)
+                cltensor.synchronize()
+                with cltensor.profile() as prof:
+                    opt.step()
+                names = sorted(r["name"] for r in prof.records())
+                assert names == sorted([f"{name}_multi"] * n_multi + [f"{name}_step"])
+            for p, (p0, gs) in zip(ps, data):
+                _check_steps([p.numpy()], ref(p0, gs, **kw)[-1:], dtype)
+            _check_steps([strided.numpy()], ref(s0, s_grads, **kw)[-1:], dtype)
 
 
 def test_param_groups_and_missing_grads(device, rng):

@@ -7,7 +7,7 @@ __all__ = ["Adam", "AdamW"]
 
 
 class Adam(Optimizer):
-    """Adam, each parameter updated by one fused kernel, with torch's formulas.
+    """Adam by fused kernels (eight contiguous parameters a launch), with torch's formulas.
 
     With g the gradient (negated when maximize) and t the step count: g += weight_decay * p
     (or, decoupled, p *= 1 - lr * weight_decay); m = lerp(m, g, 1 - beta1);
@@ -23,8 +23,8 @@ class Adam(Optimizer):
         amsgrad: use the maximum of past second moments.
         maximize: ascend the objective instead.
         decoupled_weight_decay: decay the weights directly (AdamW) rather than through g.
-        foreach, fused, capturable: accepted; cltensor always runs one fused kernel per
-            parameter, with no host sync.
+        foreach, fused, capturable: accepted; cltensor always runs fused kernels (eight
+            contiguous parameters a launch), with no host sync.
         differentiable: only False.
 
     Example:

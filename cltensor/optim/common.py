@@ -14,9 +14,9 @@ X_MAXIMIZE, X_DECAY, X_DECOUPLED, X_RECTIFY, X_AX_COPY = 1, 2, 4, 8, 8
 
 def check_impl_flags(owner, foreach=None, fused_=None, differentiable=False, capturable=False):
     """torch's implementation switches. foreach, fused and capturable pick how torch runs the
-    same arithmetic (cltensor always runs one fused kernel per parameter, with no host sync),
-    so they are accepted and change nothing; differentiable=True (autograd through the
-    update) is refused."""
+    same arithmetic (cltensor always runs fused kernels, several parameters per launch where
+    it can, with no host sync), so they are accepted and change nothing;
+    differentiable=True (autograd through the update) is refused."""
     if differentiable:
         raise NotImplementedError(f"{owner}: differentiable=True (autograd through the optimizer "
                                   f"step) is not supported by cltensor")

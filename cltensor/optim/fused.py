@@ -1,4 +1,8 @@
-"""Launchers of the fused optimizer steps in cl_kernels/optim.cl: one launch per parameter."""
+"""Launchers of the fused optimizer steps in cl_kernels/optim.cl: one launch per parameter, or,
+inside batched(), one launch per SLOTS contiguous parameters that share their hyperparameters."""
+import contextlib
+import threading
+
 import numpy as np
 
 from ..ops import elementwise as ew
@@ -12,8 +16,9 @@ SGD_MOMENTUM, SGD_FIRST, SGD_NESTEROV, SGD_MAXIMIZE, SGD_DECAY = 1, 2, 4, 8, 16
 ADAM_AMSGRAD, ADAM_MAXIMIZE, ADAM_DECAY, ADAM_DECOUPLED, ADAM_FIRST = 1, 2, 4, 8, 16
 RMS_CENTERED, RMS_MOMENTUM, RMS_MAXIMIZE, RMS_DECAY = 1, 2, 4, 8
 
+
 def get_optim_kernel(device, name, dtype):
-    """The memoized kernel `name` (sgd_step, adam_step, rmsprop_step) of optim.cl for a float
+    """The memoized kernel `name` (sgd_step, adam_step, sgd_multi, ...) of optim.cl for a float
     dtype."""
     return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype)})
 
@@ -29,9 +34,82 @@ def _geometry(param, grad):
             ew.view_arg(param.offset, ps), ew.view_arg(grad.offset, gs))
 
 
+# kernels with a multi-tensor form (optim.cl's *_multi) and the parameters one launch takes
+MULTI = {"sgd_step": "sgd_multi", "adam_step": "adam_multi"}
+SLOTS = 8  # MT in optim.cl
+ENDS_T = np.dtype([("end", np.int64, (SLOTS,))])
+
+
+class _Batch(threading.local):
+    pending = None  # inside batched(): {(kernel, device, dtype, scalars, flags): [steps]}
+
+
+_batch = _Batch()
+
+
+@contextlib.contextmanager
+def batched():
+    """Hold the steps launched inside the block that have a multi-tensor kernel and launch
+    them at its end, SLOTS parameters per launch (an optimizer's step over many small
+    parameters costs a launch per 8 rather than per parameter). Other steps launch at once;
+    each parameter is updated exactly once either way, so the order does not matter."""
+    if _batch.pending is not None:  # nested: the outer block launches
+        yield
+        return
+    _batch.pending = pending = {}
+    try:
+        yield
+    finally:
+        _batch.pending = None
+        for (name, _, _, scalars, flags), steps in pending.items():
+            for start in range(0, len(steps), SLOTS):
+                _launch_multi(MULTI[name], steps[start:start + SLOTS], scalars, flags)
+
+
+def _holds(name, param, grad, buffers, scalars, flags):
+    """Add the step to the pending batch when it can run in a multi-tensor launch."""
+    if _batch.pending is None or name not in MULTI or param.numel() == 0:
+        return False
+    if not all(t.is_contiguous() and t.offset == 0 for t in (param, grad, *buffers)):
+        return False
+    key = (name, param.device, param.dtype, tuple(float(s) for s in scalars), flags)
+    _batch.pending.setdefault(key, []).append((param, grad, buffers))
+    return True
+
+
+def _launch_multi(name, steps, scalars, flags):
+    """One launch of multi-tensor kernel `name` over up to SLOTS (param, grad, buffers) steps;
+    empty slots repeat the last step's buffers over an empty range."""
+    param = steps[0][0]
+    device = param.device
+    ends = np.zeros((), ENDS_T)
+    sizes = np.cumsum([p.numel() for p, _, _ in steps])
+    ends["end"][:len(steps)] = sizes
+    ends["end"][len(steps):] = sizes[-1]
+    args = []
+    for p, g, bufs in steps + [steps[-1]] * (SLOTS - len(steps)):
+        args += [p.storage.buf, g.storage.buf, *[b.storage.buf for b in bufs]]
+    kernel = get_optim_kernel(device, name, param.dtype)
+    ft = param.dtype.type
+    total = int(sizes[-1])
+    local = None if device.is_cpu else (min(LOCAL_SIZE, device.max_work_group),)
+    gsize = total if local is None else round_up(total, local[0])
+    launch(device, kernel, (gsize,), local, ends, *args, *[ft(s) for s in scalars],
+           np.int32(flags))
+    _bump([t for p, _, bufs in steps for t in (p, *bufs)])
+
+
+def _bump(tensors):
+    for storage in {id(t.storage): t.storage for t in tensors}.values():
+        storage.version += 1  # saved tensors of an earlier forward now see the change
+
+
 def _launch(name, param, grad, buffers, scalars, flags):
     """One step of kernel `name` over param and its state tensors `buffers` (placeholders where
-    a step keeps none), bumping the versions of everything it writes."""
+    a step keeps none), bumping the versions of everything it writes; held for a multi-tensor
+    launch inside batched()."""
+    if _holds(name, param, grad, buffers, scalars, flags):
+        return
     device = param.device
     n, nd, shp, vp, vg = _geometry(param, grad)
     if n == 0:
@@ -42,8 +120,7 @@ def _launch(name, param, grad, buffers, scalars, flags):
     gsize = int(n) if local is None else round_up(int(n), local[0])
     launch(device, kernel, (gsize,), local, n, nd, shp, param.storage.buf, vp, grad.storage.buf,
            vg, *[b.storage.buf for b in buffers], *[ft(s) for s in scalars], np.int32(flags))
-    for storage in {id(t.storage): t.storage for t in (param, *buffers)}.values():
-        storage.version += 1  # saved tensors of an earlier forward now see the change
+    _bump([param, *buffers])
 
 
 def sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, flags):

@@ -10,6 +10,7 @@ from .. import dtypes as dt
 from ..autograd import enable_grad, no_grad, zero_grads
 from ..creation import from_numpy
 from ..tensor import ClTensor
+from . import fused
 
 __all__ = ["Optimizer"]
 
@@ -114,7 +115,7 @@ class Optimizer:
         for p, _ in work:
             _check_grad(p)
             _check_state(p, self.state.get(p, {}))
-        with no_grad():
+        with no_grad(), fused.batched():
             for p, group in work:
                 self._update(p, p.grad, group, self.state[p])
         return loss

@@ -7,7 +7,7 @@ __all__ = ["SGD"]
 
 
 class SGD(Optimizer):
-    """Stochastic gradient descent, each parameter updated by one fused kernel.
+    """Stochastic gradient descent, by fused kernels (eight contiguous parameters a launch).
 
     With g the gradient (negated when maximize): g += weight_decay * p; with momentum,
     b = g on the first step and b = momentum * b + (1 - dampening) * g after, and
@@ -21,7 +21,8 @@ class SGD(Optimizer):
         weight_decay: L2 penalty (>= 0).
         nesterov: Nesterov momentum (needs momentum > 0 and dampening 0).
         maximize: ascend the objective instead.
-        foreach, fused: accepted; cltensor always runs one fused kernel per parameter.
+        foreach, fused: accepted; cltensor always runs fused kernels, eight contiguous
+            parameters per launch.
         differentiable: only False.
 
     Example:
