@@ -83,14 +83,15 @@ def layer_data(spec, batch, rng):
     return x, w, g
 
 
-def torch_passes(x, w, g, stride, pad, dtype):
-    """{pass: numpy result} of torch's convolution in `dtype` on the CPU."""
-    xt = torch.tensor(x, dtype=dtype, requires_grad=True)
-    wt = torch.tensor(w, dtype=dtype, requires_grad=True)
+def torch_passes(x, w, g, stride, pad, dtype, device="cpu"):
+    """{pass: numpy result} of torch's convolution in `dtype` on `device` ("cuda": cuDNN with
+    TF32 off, its default algorithm choice)."""
+    xt = torch.tensor(x, dtype=dtype, device=device, requires_grad=True)
+    wt = torch.tensor(w, dtype=dtype, device=device, requires_grad=True)
     y = torch.nn.functional.conv2d(xt, wt, stride=stride, padding=pad)
-    y.backward(torch.tensor(g, dtype=dtype))
-    return {"forward": y.detach().numpy(), "backward_data": xt.grad.numpy(),
-            "backward_weight": wt.grad.numpy()}
+    y.backward(torch.tensor(g, dtype=dtype, device=device))
+    return {"forward": y.detach().cpu().numpy(), "backward_data": xt.grad.cpu().numpy(),
+            "backward_weight": wt.grad.cpu().numpy()}
 
 
 def rel_error(a, ref):
@@ -117,12 +118,14 @@ def auto_choice(p, device, pass_, mode):
         backends.conv_precision = saved
 
 
-def measure_layer(net, spec, batch, device, rng, crop_out=CROP_OUT):
-    """One row per pass: torch's error, each eligible algorithm's, auto's picks."""
+def measure_layer(net, spec, batch, device, rng, crop_out=CROP_OUT, cudnn=False):
+    """One row per pass: torch's error (CPU; and cuDNN's, with cudnn), each eligible
+    algorithm's, auto's picks."""
     name, cin, cout, k, s, pad, size = spec = cropped(spec, crop_out)
     x, w, g = layer_data(spec, batch, rng)
     ref = torch_passes(x, w, g, s, pad, torch.float64)
     ours = torch_passes(x, w, g, s, pad, torch.float32)
+    gpu = torch_passes(x, w, g, s, pad, torch.float32, "cuda") if cudnn else None
     X, W, G = (cltensor.from_numpy(a.astype(np.float32), device=device) for a in (x, w, g))
     p = make_params(X, W, None, s, pad, 1, 1)
     rows = []
@@ -132,17 +135,27 @@ def measure_layer(net, spec, batch, device, rng, crop_out=CROP_OUT):
         row = {"net": net, "layer": name, "shape": [batch, cin, size, size, cout, k, s, pad],
                "reduction": cin * k * k, "pass": pass_,
                "torch": rel_error(ours[pass_], ref[pass_]), "algos": errs}
+        if gpu is not None:
+            row["cudnn"] = rel_error(gpu[pass_], ref[pass_])
         row["auto"] = {m: auto_choice(p, device, pass_, m) for m in MODES}
         rows.append(row)
     return rows
 
 
+def anchor(row):
+    """The error auto is judged against: cuDNN's where measured (the PyTorch a GPU user runs),
+    else PyTorch CPU's."""
+    return row.get("cudnn", row["torch"])
+
+
 def _fmt_row(row):
-    t = row["torch"]
+    t = anchor(row)
     picks = " ".join(f"{m}={row['auto'][m]}({row['algos'][row['auto'][m]] / t:.1f}x)"
                      for m in MODES)
     algos = " ".join(f"{n}={e:.1e}" for n, e in row["algos"].items())
-    return (f"{row['net']:<9} {row['layer']:<22} {row['pass']:<15} torch={t:.1e} {picks}  "
+    gpu = f" cudnn={row['cudnn']:.1e}" if "cudnn" in row else ""
+    return (f"{row['net']:<9} {row['layer']:<22} {row['pass']:<15} torch={row['torch']:.1e}{gpu} "
+            f"{picks}  "
             f"{algos}")
 
 
@@ -151,7 +164,7 @@ def summary(rows):
     out = {}
     for row in rows:
         for m in MODES:
-            ratio = row["algos"][row["auto"][m]] / row["torch"]
+            ratio = row["algos"][row["auto"][m]] / anchor(row)
             key = f"{row['net']}/{m}"
             out[key] = max(out.get(key, 0.0), ratio)
     return out
@@ -166,7 +179,7 @@ def by_algorithm(rows):
         for algo, name in {**{n: n for n in row["algos"]}, **picks}.items():
             key = (row["net"], algo)
             ratios.setdefault(key, {}).setdefault(row["pass"], []).append(
-                row["algos"][name] / row["torch"])
+                row["algos"][name] / anchor(row))
     lines = ["| network | algorithm | " + " | ".join(dispatch.PASSES) + " |",
              "| --- | --- |" + " --- |" * len(dispatch.PASSES)]
     order = [*dispatch.ALGORITHMS, *(f"auto ({m})" for m in MODES)]
@@ -223,12 +236,17 @@ def main(argv=None):
     ap.add_argument("--iters", type=int, default=3, help="--speed: timed steps per round")
     ap.add_argument("--crop", type=int, default=CROP_OUT,
                     help="largest output side measured (0: the whole layer)")
+    ap.add_argument("--cudnn", action="store_true",
+                    help="also measure torch float32 on CUDA (cuDNN, TF32 off) and judge against it")
     ap.add_argument("--json", default=None)
     ap.add_argument("--markdown", default=None,
                     help="also write the per-network table of error ratios (median / max)")
     args = ap.parse_args(argv)
     device = cltensor.get_device(args.device)
     torch.set_num_threads(1)
+    if args.cudnn:
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
     rng = np.random.default_rng(args.seed)
     if args.speed:
         result = speed(args.speed.split(","), device, args.rounds, args.iters, rng)
@@ -243,7 +261,7 @@ def main(argv=None):
         for spec in NETS[net]():
             if wanted and spec[0] not in wanted:
                 continue
-            for row in measure_layer(net, spec, args.batch, device, rng, args.crop):
+            for row in measure_layer(net, spec, args.batch, device, rng, args.crop, args.cudnn):
                 print(_fmt_row(row), flush=True)
                 rows.append(row)
     worst = summary(rows)
