@@ -13,13 +13,12 @@
                          plug-in (cltensor/plugins/nvidia.py) uses tensor cores only when this is
                          True. Off by default, as torch.backends.cuda.matmul.allow_tf32: IEEE
                          fp32 everywhere
-    conv_precision       "accurate" (default) or "fast": what conv2d's algo="auto" may pick on
-                         CPUs. "accurate" keeps every pass's float32 error within twice
-                         PyTorch CPU's where an algorithm can (an error model per algorithm,
+    conv_precision       "accurate" (default) or "fast": what conv2d's algo="auto" may pick.
+                         "accurate" keeps every pass's float32 error within twice PyTorch's
+                         where an algorithm can (an error model per algorithm,
                          cltensor/conv/precision.py): Winograd F(4x4) gives way to F(2x2), a GEMM
                          path or the most accurate one; "fast" takes the fastest measured
-                         algorithm, F(4x4) included (up to 17x PyTorch's error).
-                         GPUs keep their speed rules in both modes (docs/conv_precision.md)
+                         algorithm, F(4x4) included (up to 24x PyTorch's error)
 """
 benchmark = False
 conv_workspace_limit = 256 * 2**20

@@ -1,5 +1,5 @@
 """backends.conv_precision: under "accurate" algo="auto" keeps every pass's float32 error
-within twice PyTorch CPU float32's (both against float64) on CPUs; "fast" still takes Winograd
+within twice PyTorch CPU float32's (both against float64) on every device; "fast" takes Winograd
 F(4x4); a bad value is refused. Shapes: small versions of the networks' layer kinds."""
 import importlib.util
 import json
@@ -57,8 +57,6 @@ def _auto_passes(device, x, w, g, stride, pad):
 
 @pytest.mark.parametrize("layer", LAYERS, ids=lambda layer: "x".join(map(str, layer[1])))
 def test_accurate_auto_within_twice_torch_error(device, rng, monkeypatch, layer):
-    if not device.is_cpu:
-        pytest.skip("GPUs keep the speed rules: the error models were measured on CPUs")
     monkeypatch.setattr(backends, "conv_precision", "accurate")
     xs, ws, stride, pad = layer
     x, w, g = _data(rng, xs, ws, stride, pad)
@@ -84,8 +82,7 @@ def test_fast_still_takes_winograd_4x4(device, monkeypatch):
         monkeypatch.setattr(backends, "conv_precision", "fast")
         assert dispatch.choose(p, device, ps) == "winograd_4x4"
         monkeypatch.setattr(backends, "conv_precision", "accurate")
-        if device.is_cpu:
-            assert dispatch.choose(p, device, ps) != "winograd_4x4"
+        assert dispatch.choose(p, device, ps) != "winograd_4x4"
 
 
 def test_bad_precision_refused(device, monkeypatch):
@@ -97,10 +94,8 @@ def test_bad_precision_refused(device, monkeypatch):
 
 
 def test_benchmark_mode_times_only_admitted(device, rng, tmp_path, monkeypatch):
-    """Benchmark mode under "accurate" (CPUs): F(4x4) is not timed, and a file entry that chose
+    """Benchmark mode under "accurate": F(4x4) is not timed, and a file entry that chose
     it (written in "fast" mode) gives way to the fastest admitted algorithm of its times."""
-    if not device.is_cpu:
-        pytest.skip("GPUs keep the speed rules: the error models were measured on CPUs")
     monkeypatch.setenv("CLTENSOR_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(backends, "benchmark", True)
     monkeypatch.setattr(backends, "conv_precision", "accurate")
@@ -146,8 +141,7 @@ def test_precision_script(device, tmp_path):
     for r in rows:
         assert set(r["auto"]) == {"accurate", "fast"} and 0 < r["torch"] < 1e-5
         assert {"im2col", "winograd_4x4"} <= set(r["algos"])
-        if device.is_cpu:
-            assert r["algos"][r["auto"]["accurate"]] <= 2 * r["torch"]
+        assert r["algos"][r["auto"]["accurate"]] <= 2 * r["torch"]
     assert "| googlenet | auto (accurate) |" in md.read_text()
 
 
@@ -166,3 +160,23 @@ def test_model_follows_the_gemm_block(device, monkeypatch):
     assert not precision.within_bound("im2col", p, "forward", None)
     entry.update(family="xgemm")
     assert precision.gemm_block(device) is None
+
+
+def test_gpu_rules_under_accurate(device, monkeypatch):
+    """GPUs (a stand-in with is_cpu False; their GEMMs keep one running sum): "fast" keeps the
+    speed rules' F(4x4), "accurate" takes the first of F(2x2), implicit GEMM, gemm_1x1, im2col
+    within the bound, else the one of least modelled error."""
+    gpu = type("GpuLike", (), {"is_cpu": False})()
+    monkeypatch.setattr(precision, "gemm_block", lambda dev: None)
+    p = _params(device, *LAYERS[0])
+    for ps in PASSES:
+        assert dispatch._precise_rule(p, gpu, ps, "fast") == "winograd_4x4"
+        pick = dispatch._precise_rule(p, gpu, ps, "accurate")
+        assert pick == "winograd", (ps, pick)  # F(2x2) is within twice torch's on 32 channels
+        assert precision.within_bound(pick, p, ps, None)
+    deep = _params(device, *LAYERS[-1])  # 512 channels: nothing within the bound
+    names = ["winograd_4x4", "winograd", "implicit_gemm", "im2col"]
+    for ps in PASSES:
+        pick = dispatch._precise_rule(deep, gpu, ps, "accurate")
+        least = min(names, key=lambda n: precision.error(n, deep, ps, None))
+        assert precision.error(pick, deep, ps, None) == precision.error(least, deep, ps, None)

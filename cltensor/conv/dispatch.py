@@ -13,8 +13,8 @@ Plug-ins (cltensor/plugins) add algorithms on the devices they serve: `algorithm
 the portable ALGORITHMS plus those; auto asks their prefer() first, benchmark mode times them
 beside the portable ones, and a cached choice is timed again when a new candidate appears.
 
-`cltensor.backends.conv_precision` ("accurate" by default) limits auto on CPUs to algorithms
-whose modelled float32 error is within twice PyTorch's (precision.py); benchmark mode then
+`cltensor.backends.conv_precision` ("accurate" by default) limits auto to algorithms whose
+modelled float32 error is within twice PyTorch's (precision.py); benchmark mode then
 times only those. "fast" leaves the rules and benchmark mode speed-first.
 """
 import inspect
@@ -154,20 +154,25 @@ def portable_rule(p, device, pass_):
     return name
 
 
-# "accurate" on CPUs: the fastest algorithm within precision.BOUND times PyTorch's error, in
-# this order after the speed rules' own choice (measured speed, benchmarks/conv.py), else the
-# most accurate. GPUs keep the speed rules: the error models were measured with the CPU GEMM.
+# "accurate": the fastest algorithm within precision.BOUND times PyTorch's error, in this order
+# after the speed rules' own choice (measured speed per device kind, benchmarks/conv.py), else
+# the most accurate. The error models hold on GPUs too, their GEMMs keeping one running sum
+# (docs/conv_precision.md).
 ACCURATE_ORDER = ("gemm_1x1", "winograd_4x4", "s2d_winograd", "winograd")
+GPU_ACCURATE_ORDER = ("winograd", "implicit_gemm", "gemm_1x1", "im2col")
 
 
 def _precise_rule(p, device, pass_, mode):
     fast = _portable_rule(p, device, pass_)
-    if mode == "fast" or not device.is_cpu:
+    if mode == "fast":
         return fast
     block = precision.gemm_block(device)
     if precision.within_bound(fast, p, pass_, block):
         return fast
-    order = [fast, *ACCURATE_ORDER, _cpu_gemm_rule(p, pass_), "implicit_gemm", "im2col"]
+    if device.is_cpu:
+        order = [fast, *ACCURATE_ORDER, _cpu_gemm_rule(p, pass_), "implicit_gemm", "im2col"]
+    else:
+        order = [fast, *GPU_ACCURATE_ORDER]
     names = [n for n in dict.fromkeys(order) if eligible(n, p, pass_)[0]]
     return precision.accurate_choice(names, p, pass_, block)
 
@@ -324,10 +329,10 @@ def _runner(name, pass_, p, tensors):
 
 
 def candidates(p, pass_, device):
-    """The algorithms benchmark mode times: the eligible ones, on CPUs under "accurate" those
-    within the error bound (precision.admitted)."""
+    """The algorithms benchmark mode times: the eligible ones, under "accurate" those within
+    the error bound (precision.admitted)."""
     names = eligible_names(p, pass_, device)
-    if device.is_cpu and precision.mode() == "accurate":
+    if precision.mode() == "accurate":
         return precision.admitted(names, p, pass_, precision.gemm_block(device))
     return names
 
