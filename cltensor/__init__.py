@@ -44,6 +44,7 @@ autograd.install(globals(), ClTensor)
 from .ops import arrange as _arrange  # noqa: E402
 from .ops import composed as _composed  # noqa: E402
 from .ops import contract as _contract  # noqa: E402
+from .ops import inplace as _inplace  # noqa: E402
 from .ops import searching as _searching  # noqa: E402
 from .ops.arrange import *  # noqa: E402,F401,F403
 from .ops.composed import *  # noqa: E402,F401,F403
@@ -55,10 +56,10 @@ from .linalg import (cholesky, cholesky_inverse, cholesky_solve, det, inverse,  
                      logdet, pinverse, slogdet, triangular_solve)
 from .linalg import qr_legacy as qr  # noqa: E402,F401  (torch.qr)
 
-for _module in (_composed, _searching, _arrange, _contract, linalg):
+for _module in (_composed, _inplace, _searching, _arrange, _contract, linalg):
     for _name, _fn in _module.TENSOR_METHODS.items():
         setattr(ClTensor, _name, _fn)
-for _name, _twin in _composed.IN_PLACE.items():  # in-place forms composed of the ops above
+for _name, _twin in _inplace.IN_PLACE.items():  # in-place forms composed of the ops above
     setattr(ClTensor, _name, autograd.wrap_inplace(_name, getattr(ClTensor, _name), _twin))
 del _module, _name, _fn, _twin
 
