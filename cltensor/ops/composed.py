@@ -12,9 +12,12 @@ functions and ClTensor methods once autograd has wrapped the methods they call.
 import math
 import numbers
 
+from .. import creation
 from .. import dtypes as dt
+from ..autograd.namespace import arange, cat, rand, where
 from ..tensor import ClTensor, _norm_dim, _size_args
 from .reduce import return_types
+from .sort import searchsorted
 
 __all__ = ["lerp", "addcmul", "addcdiv", "unbind", "var_mean", "std_mean", "kthvalue", "median",
            "unique", "unique_consecutive", "movedim", "moveaxis", "swapaxes", "msort", "nansum",
@@ -43,7 +46,6 @@ def lerp(input, end, weight):
         raise TypeError(f"lerp: expected a floating point input, got {input.dtype}")
     diff = end - input
     if isinstance(weight, ClTensor):
-        from .. import where
         return where(weight.abs() < 0.5, input + weight * diff, end - diff * (1 - weight))
     if not isinstance(weight, numbers.Real) or isinstance(weight, bool):
         raise TypeError(f"lerp: weight must be a number or a tensor, got {type(weight).__name__}")
@@ -166,7 +168,6 @@ def median(input, dim=None, keepdim=False):
     if dt.is_floating(input.dtype):
         # NOTE: a row with k NaNs picks position n - k, its first NaN (NaN sorts last, stably);
         # computed for every row rather than after asking whether any NaN exists (a sync)
-        from .. import where
         nans = input.isnan().sum(d) if input.ndim else input.isnan().long()
         position = where(nans > 0, n - nans, position)
     return return_types.median(*_picked_from_sorted(input, d, keepdim, position, "median"))
@@ -322,7 +323,6 @@ def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=F
 
 def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
     """A copy of data as a tensor of self's dtype and device unless given."""
-    from .. import creation
     t = creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device)
     return t.requires_grad_() if requires_grad else t
 
@@ -463,7 +463,6 @@ def mvlgamma(input, p):
     if not isinstance(p, numbers.Integral) or isinstance(p, bool) or p < 1:
         raise ValueError(f"mvlgamma: p has to be an int greater than or equal to 1, got {p!r}")
     x = input if dt.is_floating(input.dtype) else input.float()
-    from .. import arange
     halves = arange(p, dtype=x.dtype, device=x.device) * 0.5
     return (x.unsqueeze(-1) - halves).lgamma().sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
 
@@ -493,7 +492,6 @@ def angle(input):
     integer inputs give float32."""
     _check_tensor(input, "input", "angle")
     x = input if dt.is_floating(input.dtype) else input.float()
-    from .. import where
     return where(x.isnan(), x, where(x < 0, math.pi, 0.0))
 
 
@@ -582,7 +580,6 @@ def nanmedian(input, dim=None, keepdim=False):
     if input.ndim and input.shape[d] == 0:
         raise ValueError(f"nanmedian: dim {dim} of input of shape {input.shape} is empty")
     numbers_ = (~input.isnan()).sum(d) if input.ndim else (~input.isnan()).long()
-    from .. import where
     position = where(numbers_ > 0, (numbers_ - 1) // 2, 0)
     return return_types.nanmedian(*_picked_from_sorted(input, d, keepdim, position, "nanmedian"))
 
@@ -602,7 +599,6 @@ def mode(input, dim=-1, keepdim=False):
     if n == 0:
         raise ValueError(f"mode: dim {dim} of input of shape {input.shape} is empty")
     s = x.sort(d, stable=True)
-    from .. import arange, cat, where
     pos = arange(n, device=x.device).reshape([n if k == d else 1 for k in range(x.ndim)])
     v = s.values.detach()
     first = ClTensor.empty_on(v.narrow(d, 0, 1).shape, dt.bool_, v.device).fill_(True)
@@ -683,8 +679,6 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     rows, n = p.shape
     if replacement:  # inverse CDF: the first category whose cumulative weight exceeds u
         cdf = p.cumsum(1)
-        from .. import rand
-        from .sort import searchsorted
         u = rand(rows, num_samples, dtype=p.dtype, device=p.device, generator=generator)
         picked = searchsorted(cdf, u * cdf[:, -1:], right=True).clamp(max=n - 1)
     else:  # the order in which exponential clocks of rates p ring: sequential sampling
