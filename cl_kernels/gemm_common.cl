@@ -1,6 +1,6 @@
 /*
  * gemm_common.cl: definitions shared by the GEMM kernel files (gemm_direct.cl, gemm_cpu.cl,
- * gemm_xgemm.cl, gemm_pack.cl). cltensor/ops/gemm.py prepends this file to each of them before
+ * gemm_xgemm.cl, gemm_pack.cl). cltensor/ops/gemm/kit.py prepends this file to each of them before
  * the build, so every kernel there sees the same argument lists, batch indexing and epilogue.
  *
  * Batches: a launch covers the flat batch indices batch0 .. batch0 + global_size(2) - 1, split

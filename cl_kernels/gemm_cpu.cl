@@ -23,14 +23,14 @@
  * Global size (ceil(M/MR), ceil(N/NR), batches), or dims 0 and 1 swapped when walk_n is 1:
  * consecutive work-items then walk along N (sharing A's panel), else down M (sharing B's).
  *
- * SUM_BATCHES 1 (set by the host: ops/gemm.py gemm_sum_into): Co = the sum over the first batch
+ * SUM_BATCHES 1 (set by the host: ops/gemm/engine.py gemm_sum_into): Co = the sum over the first batch
  * dim of the products, C seen with batch stride 0 along it; the grid covers the other batch
  * dims, and each work-item adds its tile's products over the first dim's batches in
  * registers (a 1x1 convolution's weight gradient, summed over images read in place).
  *
  * Tunables (the parameter database, cltensor/tuning/gemm.json, sets them):
  *   MR, NR     the register tile; VW, the vector width, divides NR
- *   A_INPLACE, B_INPLACE  1: A / B read in place (set by the host: ops/gemm.py
+ *   A_INPLACE, B_INPLACE  1: A / B read in place (set by the host: ops/gemm/packed.py
  *              packed_reads_a_in_place, packed_reads_b_in_place)
  *   KB         blocked sums: the tile's registers sum KB steps of K, then are added into a
  *              second tile of sums (tot, untouched in the inner loop: 1/KB more adds) and

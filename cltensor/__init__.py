@@ -8,42 +8,27 @@ from .dtypes import bool_, double, float32, float64, int32, int64, long  # noqa:
 from .dtypes import float, int  # noqa: F401,A004
 from .dtypes import bool_ as bool  # noqa: F401,A004
 from .dtypes import promote_types, result_type  # noqa: F401
-from .ops import indexing, pointwise, ranges, reduce, shape
-from .ops import matmul as _matmul_ops
-from .ops import sort as _sort_ops
-from .ops.elementwise import broadcast_shapes, is_tensor  # noqa: F401
-from .ops.indexing import *  # noqa: F401,F403
-from .ops.matmul import *  # noqa: F401,F403
-from .ops.pointwise import *  # noqa: F401,F403
-from .ops.ranges import *  # noqa: F401,F403
-from .ops.reduce import *  # noqa: F401,F403
-from .ops.shape import *  # noqa: F401,F403
-from .ops.sort import *  # noqa: F401,F403
+from .ops import indexing, pointwise, ranges, reduce, shape  # noqa: F401
 from .profiler import profile  # noqa: F401
 from .caches import clear_cache  # noqa: F401
 from .program import KernelBuildError  # noqa: F401
-from . import random
-from .random import *  # noqa: F401,F403
+from . import random  # noqa: F401
 from .tensor import CHANNELS_LAST as channels_last  # noqa: F401
 from .tensor import CONTIGUOUS_FORMAT as contiguous_format  # noqa: F401
 from .tensor import ClTensor
 
 Tensor = ClTensor
 
-for _module in (pointwise, reduce, shape, indexing, _matmul_ops, ranges, random, _sort_ops):
-    for _name, _fn in _module.TENSOR_METHODS.items():
-        setattr(ClTensor, _name, _fn)
-del _module, _name, _fn
-
+# the kernel ops' functions and methods, the differentiable ones wrapped by autograd
+from .autograd.namespace import *  # noqa: E402,F401,F403
 from . import autograd  # noqa: E402
 from .autograd import Function, enable_grad, no_grad, set_grad_enabled  # noqa: E402,F401
-
-autograd.install(globals(), ClTensor)
 
 # ops composed of the (now differentiable) tensor methods: bound as they are
 from .ops import arrange as _arrange  # noqa: E402
 from .ops import composed as _composed  # noqa: E402
 from .ops import contract as _contract  # noqa: E402
+from .ops import inplace as _inplace  # noqa: E402
 from .ops import searching as _searching  # noqa: E402
 from .ops.arrange import *  # noqa: E402,F401,F403
 from .ops.composed import *  # noqa: E402,F401,F403
@@ -55,10 +40,10 @@ from .linalg import (cholesky, cholesky_inverse, cholesky_solve, det, inverse,  
                      logdet, pinverse, slogdet, triangular_solve)
 from .linalg import qr_legacy as qr  # noqa: E402,F401  (torch.qr)
 
-for _module in (_composed, _searching, _arrange, _contract, linalg):
+for _module in (_composed, _inplace, _searching, _arrange, _contract, linalg):
     for _name, _fn in _module.TENSOR_METHODS.items():
         setattr(ClTensor, _name, _fn)
-for _name, _twin in _composed.IN_PLACE.items():  # in-place forms composed of the ops above
+for _name, _twin in _inplace.IN_PLACE.items():  # in-place forms composed of the ops above
     setattr(ClTensor, _name, autograd.wrap_inplace(_name, getattr(ClTensor, _name), _twin))
 del _module, _name, _fn, _twin
 

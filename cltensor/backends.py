@@ -5,7 +5,7 @@
                          memory and in a per-user file keyed by device and driver
                          (cltensor/conv/dispatch.py); GPU GEMMs (the xgemm family) likewise
                          time their near-best parameter sets and K splits once per shape and
-                         keep the fastest in memory (cltensor/ops/gemm.py)
+                         keep the fastest in memory (cltensor/ops/gemm/)
     conv_workspace_limit bytes of scratch memory an algorithm may use at once (im2col's column
                          buffer, Winograd's transformed tiles); larger problems run in chunks
     allow_tf32           let float32 products and convolutions multiply in TF32 (10-bit

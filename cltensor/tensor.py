@@ -7,12 +7,16 @@ from collections import OrderedDict
 import numpy as np
 import pyopencl as cl
 
-from . import caches
 from . import dtypes as dt
 from .device import Storage, get_device
 from .hooks import RemovableHandle
+from .operators import TensorOperators
 from .ops import elementwise as ew
-from .ops import pointwise as pw
+# the shape helpers that ops import from here (contiguous_strides, _norm_dim, _size_args) live
+# in shapes.py
+from .shapes import (_contiguous_strides, _infer_shape, _is_basic_key,  # noqa: F401
+                     _is_channels_last, _is_contiguous, _norm_dim, _size_args, _size_args_view,
+                     _view_strides, channels_last_strides, contiguous_strides)
 
 CHANNELS_LAST = "channels_last"
 CONTIGUOUS_FORMAT = "contiguous_format"
@@ -22,59 +26,12 @@ PREFAULT_MIN_BYTES = 2**26
 PAGE_BYTES = 4096
 
 
-def contiguous_strides(shape):
-    return _contiguous_strides(tuple(shape))
-
-
-# NOTE: memoized, as are the layout helpers below, which ops call with the same layouts again
-# and again; they return Python ints whatever int type the key holds (2 == np.int64(2))
-@caches.lru_cache(maxsize=4096)
-def _contiguous_strides(shape):
-    strides, acc = [], 1
-    for n in reversed(shape):
-        strides.append(acc)
-        acc *= max(int(n), 1)
-    return tuple(reversed(strides))
-
-
-def channels_last_strides(shape):
-    n, c, h, w = shape
-    c1, h1, w1 = max(c, 1), max(h, 1), max(w, 1)
-    return (h1 * w1 * c1, 1, w1 * c1, c1)
-
-
 def _check_callable(hook, op):
     if not callable(hook):
         raise TypeError(f"{op}: expected a callable hook, got {type(hook).__name__}")
 
 
-def _norm_dim(dim, ndim, op="dim"):
-    if type(dim) is int and -ndim <= dim < ndim:  # the common case, checked as below
-        return dim % ndim
-    if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
-        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
-    lo, hi = (-ndim, ndim - 1) if ndim else (-1, 0)
-    if not lo <= dim <= hi:
-        raise IndexError(f"{op}: dimension out of range (expected to be in range of [{lo}, {hi}], "
-                         f"but got {dim})")
-    return int(dim) % max(ndim, 1)
-
-
-def _size_args(size, op):
-    """Accept f(2, 3), f((2, 3)) and f([2, 3]); check every size is a non-negative int."""
-    if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        size = tuple(size[0])
-    out = []
-    for n in size:
-        if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
-            raise TypeError(f"{op}: sizes must be ints, got {n!r}")
-        if n < 0:
-            raise ValueError(f"{op}: negative dimension {n} in size {tuple(size)}")
-        out.append(int(n))
-    return tuple(out)
-
-
-class ClTensor:
+class ClTensor(TensorOperators):
     """A tensor on an OpenCL device.
 
     Storage is a pooled device buffer shared by every view of it; `offset` and `strides` are in
@@ -641,156 +598,10 @@ class ClTensor:
         from .ops import indexing
         indexing.setitem(self, key_t, value)
 
-    # ---- elementwise operators ----------------------------------------------------------------
-    # NOTE: operators go through the methods, which autograd wraps
-    def __add__(self, o):
-        return self.add(o)
-
-    def __radd__(self, o):
-        return self.add(o)
-
-    def __sub__(self, o):
-        return self.sub(o)
-
-    def __rsub__(self, o):
-        return self.rsub(o)
-
-    def __mul__(self, o):
-        return self.mul(o)
-
-    def __rmul__(self, o):
-        return self.mul(o)
-
-    def __truediv__(self, o):
-        return self.div(o)
-
-    def __rtruediv__(self, o):
-        return self._rdiv(o)
-
-    def __floordiv__(self, o):
-        return pw.floor_divide(self, o)
-
-    def __rfloordiv__(self, o):
-        return pw.reflected("floor_divide", self, o)
-
-    def __mod__(self, o):
-        return pw.remainder(self, o)
-
-    def __rmod__(self, o):
-        return pw.reflected("remainder", self, o)
-
-    def __pow__(self, o):
-        return self.pow(o)
-
-    def __rpow__(self, o):
-        return self._rpow(o)
-
-    def __neg__(self):
-        return self.neg()
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return self.abs()
-
-    def __matmul__(self, o):
-        return self.matmul(o)
-
-    def __rmatmul__(self, o):
-        from .ops.matmul import matmul
-        return matmul(o, self)
-
-    def __eq__(self, o):
-        return ew.predicate("eq", [self, o])
-
-    def __ne__(self, o):
-        return ew.predicate("ne", [self, o])
-
-    def __lt__(self, o):
-        return ew.predicate("lt", [self, o])
-
-    def __le__(self, o):
-        return ew.predicate("le", [self, o])
-
-    def __gt__(self, o):
-        return ew.predicate("gt", [self, o])
-
-    def __ge__(self, o):
-        return ew.predicate("ge", [self, o])
-
-    # bitwise on integer and bool tensors (bool: the logical ops), TypeError on floats
-    def __and__(self, o):
-        return self.bitwise_and(o)
-
-    def __or__(self, o):
-        return self.bitwise_or(o)
-
-    def __xor__(self, o):
-        return self.bitwise_xor(o)
-
-    def __invert__(self):
-        return self.bitwise_not()
-
-    __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
-
-    def __lshift__(self, o):
-        return self.bitwise_left_shift(o)
-
-    def __rlshift__(self, o):
-        return pw.bitwise_left_shift(o, self)
-
-    def __rshift__(self, o):
-        return self.bitwise_right_shift(o)
-
-    def __rrshift__(self, o):
-        return pw.bitwise_right_shift(o, self)
-
-    def __iand__(self, o):
-        return self.bitwise_and_(o)
-
-    def __ior__(self, o):
-        return self.bitwise_or_(o)
-
-    def __ixor__(self, o):
-        return self.bitwise_xor_(o)
-
-    def __ilshift__(self, o):
-        return self.bitwise_left_shift_(o)
-
-    def __irshift__(self, o):
-        return self.bitwise_right_shift_(o)
-
-    def __iadd__(self, o):
-        return self.add_(o)
-
-    def __isub__(self, o):
-        return self.sub_(o)
-
-    def __imul__(self, o):
-        return self.mul_(o)
-
-    def __itruediv__(self, o):
-        return self.div_(o)
-
 
 # NOTE: set once the class exists; elementwise.py, imported by this module, needs it
 ew.ClTensor = ClTensor
 _SUPPORTED = frozenset(dt.DTYPES)
-
-
-def _same_strides(shape, strides, expected):
-    return all(n <= 1 or s == e for n, s, e in zip(shape, strides, expected))
-
-
-@caches.lru_cache(maxsize=4096)
-def _is_contiguous(shape, strides):
-    return _same_strides(shape, strides, _contiguous_strides(shape))
-
-
-@caches.lru_cache(maxsize=4096)
-def _is_channels_last(shape, strides):
-    return _same_strides(shape, strides, channels_last_strides(shape))
 
 
 def to_args(args, device, dtype):
@@ -814,78 +625,6 @@ def _is_dtype_like(a):
     if isinstance(a, type) and issubclass(a, np.generic) or dt.is_torch_dtype(a):
         return True
     return isinstance(a, str) and (a in dt._ALIASES or (len(a) > 1 and a in np.sctypeDict))
-
-
-def _size_args_view(shape):
-    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
-        shape = tuple(shape[0])
-    for n in shape:
-        if not isinstance(n, (int, np.integer)) or isinstance(n, bool) or n < -1:
-            raise ValueError(f"invalid shape {tuple(shape)}")
-    return tuple(int(n) for n in shape)
-
-
-def _infer_shape(shape, numel):
-    if shape.count(-1) > 1:
-        raise ValueError(f"only one dimension can be inferred, got shape {shape}")
-    if -1 in shape:
-        known = math.prod(n for n in shape if n != -1)
-        if known == 0 or numel % known:
-            raise ValueError(f"shape {shape} is invalid for input of size {numel}")
-        shape = tuple(numel // known if n == -1 else n for n in shape)
-    if math.prod(shape) != numel:
-        raise ValueError(f"shape {shape} is invalid for input of size {numel}")
-    return shape
-
-
-def _view_strides(old_shape, old_strides, new_shape):
-    """Strides that let new_shape view the same elements without a copy, or None (torch's rule)."""
-    return _view_strides_of(tuple(old_shape), tuple(old_strides), tuple(new_shape))
-
-
-@caches.lru_cache(maxsize=4096)
-def _view_strides_of(old_shape, old_strides, new_shape):
-    if math.prod(old_shape) == 0 or not old_shape:
-        return contiguous_strides(new_shape)
-    old = [(n, s) for n, s in zip(old_shape, old_strides) if n != 1]
-    new_strides = [0] * len(new_shape)
-    oi, ni = 0, 0
-    while ni < len(new_shape):
-        if new_shape[ni] == 1:
-            new_strides[ni] = 1
-            ni += 1
-            continue
-        # take a run of old dims that is contiguous within itself, and split it among new dims
-        chunk = old[oi][0]
-        j = oi
-        while j + 1 < len(old) and old[j][1] == old[j + 1][1] * old[j + 1][0]:
-            j += 1
-            chunk *= old[j][0]
-        run_stride = old[j][1]
-        acc = 1
-        dims = []
-        while acc < chunk and ni < len(new_shape):
-            dims.append(ni)
-            acc *= new_shape[ni]
-            ni += 1
-        if acc != chunk:
-            return None
-        st = run_stride
-        for d in reversed(dims):
-            new_strides[d] = st
-            st *= new_shape[d]
-        oi = j + 1
-    # size-1 dims get the stride a contiguous layout would give them
-    for i, n in enumerate(new_shape):
-        if n == 1:
-            new_strides[i] = new_strides[i + 1] * new_shape[i + 1] if i + 1 < len(new_shape) else 1
-    return tuple(int(s) for s in new_strides)
-
-
-def _is_basic_key(key):
-    return all(k is None or k is Ellipsis or isinstance(k, slice) or
-               (isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)))
-               for k in key)
 
 
 def _basic_index(t, key):
@@ -923,9 +662,3 @@ def _basic_index(t, key):
             offset += (k % n) * s
         d += 1
     return ClTensor(t.storage, shape, strides, offset, t.dtype)
-
-
-def _reflected(fn, self, o):
-    ew.check_scalar(o, fn.__name__)
-    from .creation import full
-    return fn(full((), o, dtype=dt.scalar_dtype(o), device=self.device), self)

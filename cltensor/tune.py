@@ -438,7 +438,7 @@ class GemmTuner:
         scored = sorted(scored + self.best(wrap(varied[::3] if quick else varied), shape,
                                            "xgemm"), key=lambda s: -s[0])
         # the best set of each tile shape, with its rate: the engine weighs padding, device
-        # occupancy and split K against these rates per product (ops/gemm.py: xgemm_plan)
+        # occupancy and split K against these rates per product (ops/gemm/planning.py: xgemm_plan)
         tiles = {}
         for g, e in scored:
             q = e["xgemm"][0]

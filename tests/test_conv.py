@@ -359,7 +359,7 @@ def _h200_ranking(monkeypatch, kernel):
     entry = _h200_entry()
     monkeypatch.setattr(implicit_gpu.gemm, "entry_for", lambda device, dtype: entry)
     monkeypatch.setattr(implicit_gpu, "_fits", lambda device, q, itemsize: True)
-    monkeypatch.setattr(implicit_gpu.gemm, "_xgemm_candidates",
+    monkeypatch.setattr(implicit_gpu.gemm, "xgemm_candidates",
                         lambda device, entry, itemsize: (list(entry["xgemm"]), []))
     h200 = type("FakeH200", (), {"cl_device": type("D", (), {"max_compute_units": 132})()})()
     return lambda m, n, k: implicit_gpu._rank(h200, np.dtype(np.float32), kernel, m, n, k, 1)

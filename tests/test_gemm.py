@@ -1,4 +1,4 @@
-"""The GEMM engine (cltensor/ops/gemm.py): every kernel family against float64 numpy with every
+"""The GEMM engine (cltensor/ops/gemm/): every kernel family against float64 numpy with every
 transposition, batches, the fused epilogue, awkward sizes and poisoned outputs; forced device
 limits; the parameter database and the tuner.
 
@@ -280,7 +280,7 @@ def test_xgemm_plans_are_reused_for_the_same_layout_only(device, rng, monkeypatc
     B = put(device, b)
     counts = _kernel_counts(lambda: run_check(cltensor.gemm(put(device, a), B), a, b,
                                               np.float32))
-    assert counts == {"xgemm": 1} and len(gm._prepared) == 1, counts
+    assert counts == {"xgemm": 1} and len(gm.xgemm._prepared) == 1, counts
     shifted = put(device, np.concatenate([[0.5], a.ravel()]).astype(np.float32))[1:]
     A = shifted.view(64, 32)  # offset 1: no 16-byte loads
     assert A.offset == 1
@@ -289,7 +289,7 @@ def test_xgemm_plans_are_reused_for_the_same_layout_only(device, rng, monkeypatc
     a, b = random_array(rng, (64, 32)), random_array(rng, (32, 96))
     counts = _kernel_counts(lambda: run_check(cltensor.gemm(put(device, a), put(device, b)),
                                               a, b, np.float32))
-    assert counts == {"xgemm": 1} and len(gm._prepared) == 1, counts
+    assert counts == {"xgemm": 1} and len(gm.xgemm._prepared) == 1, counts
 
 
 def test_xgemm_runs_are_replayed_for_the_same_layout_and_entry(device, rng, monkeypatch):
@@ -303,8 +303,8 @@ def test_xgemm_runs_are_replayed_for_the_same_layout_and_entry(device, rng, monk
     monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
     gm.clear_cache()
     chosen = []
-    family = gm._family
-    monkeypatch.setattr(gm, "_family", lambda p, e: chosen.append(p.m) or family(p, e))
+    family = gm.engine._family
+    monkeypatch.setattr(gm.engine, "_family", lambda p, e: chosen.append(p.m) or family(p, e))
 
     def product(m=64, **epilogue):
         a, b = random_array(rng, (m, 40)), random_array(rng, (40, 96))
@@ -321,12 +321,12 @@ def test_xgemm_runs_are_replayed_for_the_same_layout_and_entry(device, rng, monk
         run_check(out, a, b, np.float32, **ref)
 
     product()
-    assert chosen == [64] and len(gm._recipes) == 1
+    assert chosen == [64] and len(gm.engine._recipes) == 1
     product(c=True, relu=True)
     product(row_bias=True, col_bias=True)
     assert chosen == [64], "the same layout chose again"
     product(m=72)
-    assert chosen == [64, 72] and len(gm._recipes) == 2
+    assert chosen == [64, 72] and len(gm.engine._recipes) == 2
     other = dict(entry)
     monkeypatch.setattr(gm, "entry_for", lambda *args: other)
     product(c=True)
@@ -345,7 +345,7 @@ def test_xgemm_runs_are_replayed_for_the_same_layout_and_entry(device, rng, monk
     product()
     assert len(chosen) == 6, "benchmark mode replayed"
     gm.clear_cache()
-    assert not gm._recipes
+    assert not gm.engine._recipes
 
 def test_xgemm_tile_bands(device, rng, monkeypatch):
     """GROUP_M bands (gemm_common.cl's tile_of) cover every tile once, also when the tile rows
@@ -464,7 +464,7 @@ def test_packed_reads_operands_in_place_and_stores_vectors(device, rng, monkeypa
     tiles of row-contiguous outputs (misaligned ones too) and per element for edge tiles, a
     column-strided output and beta != 0."""
     monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
-    monkeypatch.setattr(gm, "_moves", lambda p, params: 0)  # the problems as given, untransposed
+    monkeypatch.setattr(gm.packed, "moves", lambda p, params: 0)  # the problems as given, untransposed
     for dtype, a_in_place in itertools.product(fp_dtypes, (0, 1)):
         base = gm.entry_for(device, np.dtype(dtype))
         params = dict(base["packed"], B_IN_PLACE_MIN_N=1, A_IN_PLACE=a_in_place)
@@ -508,15 +508,15 @@ def test_packed_runs_the_transposed_product_when_it_packs_less(device, rng, monk
                                                                fp_dtypes):
     """Both operands K-contiguous (a weight gradient's gout @ x^T): gemm_packed can read only
     A in place, so gemm_into runs C^T = B^T @ A^T when A^T, the operand then packed, is much
-    the smaller (ops/gemm.py _moves); biases, Ci and Co follow the transposition
+    the smaller (ops/gemm/packed.py moves); biases, Ci and Co follow the transposition
     (row-contiguous, column-strided and offset outputs; batched and shared operands)."""
     monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
     packed_rows = []
-    real_pack = gm._pack_panels
+    real_pack = gm.packed._pack_panels
     def pack(p, op, rows, *args):
         packed_rows.append(rows)
         return real_pack(p, op, rows, *args)
-    monkeypatch.setattr(gm, "_pack_panels", pack)
+    monkeypatch.setattr(gm.packed, "_pack_panels", pack)
     for dtype in fp_dtypes:
         base = gm.entry_for(device, np.dtype(dtype))
         params = dict(base["packed"], B_IN_PLACE_MIN_N=1, A_IN_PLACE=1)
@@ -640,15 +640,15 @@ def test_forced_small_device_limits(device, rng, monkeypatch):
     fitting sets are memoized)."""
     entry = dict(gm.entry_for(device, np.dtype(np.float32)), xgemm=TOO_BIG,
                  tiled={"TSM": 128, "TSN": 128, "TSK": 32, "WPTM": 4, "WPTN": 4})
-    gm._xgemm_candidates(device, entry, 4)
+    gm.xgemm_candidates(device, entry, 4)
     monkeypatch.setattr(device, "max_work_group", 256)
     monkeypatch.setattr(device, "local_mem", 32 * 1024)
     monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
-    own, extra = gm._xgemm_candidates(device, entry, 4)
+    own, extra = gm.xgemm_candidates(device, entry, 4)
     assert own == TOO_BIG[2:]
     assert all(gm.xgemm_local_bytes(q, 4) <= 32 * 1024 and q["MDIMC"] * q["NDIMC"] <= 256
                for q in own + extra)
-    assert all(q["TSM"] <= 64 for q in gm._tiled_candidates(device, entry, 4))
+    assert all(q["TSM"] <= 64 for q in gm.tiled_candidates(device, entry, 4))
     for fam in ("xgemm", "tiled"):
         monkeypatch.setattr(gm, "FORCE_FAMILY", fam)
         a, b = random_array(rng, (70, 50)), random_array(rng, (50, 40))
@@ -726,8 +726,8 @@ def test_benchmark_mode_times_sets_and_splits(device, rng, monkeypatch):
     per shape into a scratch output (an in-place c = a @ b + c stays right), runs the fastest
     and remembers it."""
     monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
-    monkeypatch.setattr(gm, "BENCH_MIN_SECONDS", 0.0)
-    monkeypatch.setattr(gm, "BENCH_SLACK", 1e9)  # every candidate
+    monkeypatch.setattr(gm.bench, "BENCH_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(gm.bench, "BENCH_SLACK", 1e9)  # every candidate
     monkeypatch.setattr(cltensor.backends, "benchmark", True)
     sets = [gm.XGEMM_FALLBACKS[1], dict(gm.XGEMM_FALLBACKS[1], MWG=64, MDIMC=16)]
     entry = dict(gm.entry_for(device, np.dtype(np.float32)), xgemm=sets, strict=True,
@@ -741,7 +741,7 @@ def test_benchmark_mode_times_sets_and_splits(device, rng, monkeypatch):
     (params, splits, times), = gm.benchmark_times(device).values()
     assert len(times) == 2 * 301 // (8 * gm.SPLIT_MIN_SLICES)  # both sets, splits 1..9
     assert times[(sets.index(params), splits)] == min(times.values())
-    monkeypatch.setattr(gm, "_time_plan", lambda *args: pytest.fail("timed twice"))
+    monkeypatch.setattr(gm.bench, "_time_plan", lambda *args: pytest.fail("timed twice"))
     out = poisoned(device, (40, 50), np.float32)
     cltensor.gemm(put(device, a), stored(device, b, True), out)
     run_check(out, a, b, np.float32)

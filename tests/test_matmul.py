@@ -1,5 +1,5 @@
 """matmul, mm, bmm, mv, dot, addmm, baddbmm, outer against numpy in float64, on every device
-and with every GEMM family forced in turn (direct, tiled, packed, xgemm: cltensor/ops/gemm.py).
+and with every GEMM family forced in turn (direct, tiled, packed, xgemm: cltensor/ops/gemm/).
 The GEMM engine's own tests (epilogue, error bounds, database, tuner) are in test_gemm.py."""
 import zlib
 
@@ -323,7 +323,7 @@ class _FakeDevice:
 def test_tiled_parameters_respect_device_limits(max_wg, local_mem):
     dev = _FakeDevice(max_wg, local_mem)
     entry = {"tiled": {"TSM": 128, "TSN": 128, "TSK": 16, "WPTM": 4, "WPTN": 4}}
-    fitting = gm._tiled_candidates(dev, entry, 8)
+    fitting = gm.tiled_candidates(dev, entry, 8)
     for p in fitting:
         assert (p["TSN"] // p["WPTN"]) * (p["TSM"] // p["WPTM"]) <= max_wg
         assert p["TSK"] * (p["TSM"] + p["TSN"] + 2) * 8 <= local_mem

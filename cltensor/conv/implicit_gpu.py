@@ -86,7 +86,7 @@ def _rank(device, dtype, kernel, m, n, k, nbatch, plain=False):
         # priced as when they were measured: one work-group of any size fills a compute unit
         entry = dict(entry, xgemm=entry.get("cx_sets", entry.get("xgemm", [])),
                      threads_per_cu=1)
-    own, extra = gemm._xgemm_candidates(device, entry, dtype.itemsize)
+    own, extra = gemm.xgemm_candidates(device, entry, dtype.itemsize)
     others = [q for q in own + extra if _engine_ok(q, kernel)]
     if kernel == "cx_wgrad":
         return _rank_wgrad(measured, others, m, n)
@@ -153,7 +153,7 @@ def is_plain(geo):
 
 
 def _fits(device, q, itemsize):
-    return gemm._group_fits(device, q["NDIMC"], q["MDIMC"], gemm.xgemm_local_bytes(q, itemsize))
+    return gemm.group_fits(device, q["NDIMC"], q["MDIMC"], gemm.xgemm_local_bytes(q, itemsize))
 
 
 def _a_width(q):

@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 
 from .. import dtypes as dt
+from ..autograd.namespace import arange, cat, pad, stack, where, zeros
 from ..tensor import ClTensor, _norm_dim
 from . import elementwise as ew
 from .composed import _check_tensor, movedim
@@ -107,7 +108,6 @@ def cartesian_prod(*tensors):
             raise RuntimeError(f"cartesian_prod: expect a 1D vector, but got shape {t.shape}")
     if len(tensors) == 1:
         return tensors[0]
-    from .. import stack
     return stack([g.reshape(-1) for g in meshgrid(*tensors, indexing="ij")], 1)
 
 
@@ -164,7 +164,6 @@ def hstack(tensors):
         >>> cltensor.hstack([cltensor.ones(2, 1), cltensor.zeros(2, 2)]).shape
         (2, 3)
     """
-    from .. import cat
     parts = _stack_inputs(tensors, _grow_1d, "hstack")
     return cat(parts, 0 if parts[0].ndim == 1 else 1)
 
@@ -176,7 +175,6 @@ def vstack(tensors):
         >>> cltensor.vstack([cltensor.ones(3), cltensor.zeros(3)]).shape
         (2, 3)
     """
-    from .. import cat
     return cat(_stack_inputs(tensors, _grow_2d, "vstack"), 0)
 
 
@@ -185,13 +183,11 @@ row_stack = vstack
 
 def dstack(tensors):
     """Join tensors depth-wise (along dim 2), each made at least 3-d (atleast_3d) first."""
-    from .. import cat
     return cat(_stack_inputs(tensors, _grow_3d, "dstack"), 2)
 
 
 def column_stack(tensors):
     """Join tensors as columns (along dim 1): 0-d and 1-d ones become (n, 1) columns."""
-    from .. import cat
     return cat(_stack_inputs(tensors, lambda t: t.reshape(t.numel(), 1) if t.ndim < 2 else t,
                              "column_stack"), 1)
 
@@ -209,7 +205,6 @@ def block_diag(*tensors):
         if t.ndim > 2:
             raise RuntimeError(f"block_diag: input tensors must have 2 or fewer dimensions. "
                                f"Input {i} has {t.ndim} dimensions")
-    from .. import cat, pad, zeros
     if not tensors:
         return zeros(1, 0)
     dtype = functools.reduce(dt.promote_types, (t.dtype for t in tensors))
@@ -434,7 +429,6 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
     d2 = _norm_dim(dim2, input.ndim + 1, "diag_embed")
     if d1 == d2:
         raise RuntimeError(f"diag_embed: diagonal dimensions cannot be identical {dim1}, {dim2}")
-    from .. import arange, pad, where
     at = arange(input.shape[-1] + abs(offset), device=input.device)
     on_diagonal = at.unsqueeze(0) - at.unsqueeze(1) == offset  # column - row
     by_row = pad(input, (0, offset) if offset >= 0 else (-offset, 0))  # row i's value at i
@@ -475,7 +469,6 @@ def diff(input, n=1, dim=-1, prepend=None, append=None):
         return input.clone()  # NOTE: as torch, without prepend and append
     x = input
     if edges:
-        from .. import cat
         x = cat([t for t in (prepend, input, append) if t is not None], d)
     for _ in range(min(n, x.shape[d])):
         later, earlier = x.narrow(d, 1, x.shape[d] - 1), x.narrow(d, 0, x.shape[d] - 1)

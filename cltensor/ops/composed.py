@@ -2,9 +2,8 @@
 unbind, var_mean, std_mean, kthvalue, median, nanmedian, mode, unique and unique_consecutive,
 cov, corrcoef, multinomial, index_reduce, polygamma, mvlgamma, ldexp, float_power, and torch's
 shorthands (new_zeros and its kin, type_as, movedim, nansum, nanmean, isclose, allclose, equal,
-count_nonzero, sum_to_size, hsplit, ...), with torch's names and semantics; and the in-place
-forms of these and of contract.py's ops (addcmul_, cumsum_, addmv_, fill_diagonal_, ...) and of
-the views (t_, transpose_, squeeze_, ...).
+count_nonzero, sum_to_size, hsplit, ...), with torch's names and semantics. Their in-place forms
+are in inplace.py.
 
 They call tensor methods, so they are differentiable through the ops they use (those that have
 gradients: unique's outputs have none, as in torch). cltensor/__init__.py binds them as
@@ -13,9 +12,12 @@ functions and ClTensor methods once autograd has wrapped the methods they call.
 import math
 import numbers
 
+from .. import creation
 from .. import dtypes as dt
+from ..autograd.namespace import arange, cat, rand, where
 from ..tensor import ClTensor, _norm_dim, _size_args
 from .reduce import return_types
+from .sort import searchsorted
 
 __all__ = ["lerp", "addcmul", "addcdiv", "unbind", "var_mean", "std_mean", "kthvalue", "median",
            "unique", "unique_consecutive", "movedim", "moveaxis", "swapaxes", "msort", "nansum",
@@ -44,7 +46,6 @@ def lerp(input, end, weight):
         raise TypeError(f"lerp: expected a floating point input, got {input.dtype}")
     diff = end - input
     if isinstance(weight, ClTensor):
-        from .. import where
         return where(weight.abs() < 0.5, input + weight * diff, end - diff * (1 - weight))
     if not isinstance(weight, numbers.Real) or isinstance(weight, bool):
         raise TypeError(f"lerp: weight must be a number or a tensor, got {type(weight).__name__}")
@@ -167,7 +168,6 @@ def median(input, dim=None, keepdim=False):
     if dt.is_floating(input.dtype):
         # NOTE: a row with k NaNs picks position n - k, its first NaN (NaN sorts last, stably);
         # computed for every row rather than after asking whether any NaN exists (a sync)
-        from .. import where
         nans = input.isnan().sum(d) if input.ndim else input.isnan().long()
         position = where(nans > 0, n - nans, position)
     return return_types.median(*_picked_from_sorted(input, d, keepdim, position, "median"))
@@ -323,7 +323,6 @@ def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=F
 
 def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
     """A copy of data as a tensor of self's dtype and device unless given."""
-    from .. import creation
     t = creation.tensor(data, dtype=dtype or self.dtype, device=device or self.device)
     return t.requires_grad_() if requires_grad else t
 
@@ -464,7 +463,6 @@ def mvlgamma(input, p):
     if not isinstance(p, numbers.Integral) or isinstance(p, bool) or p < 1:
         raise ValueError(f"mvlgamma: p has to be an int greater than or equal to 1, got {p!r}")
     x = input if dt.is_floating(input.dtype) else input.float()
-    from .. import arange
     halves = arange(p, dtype=x.dtype, device=x.device) * 0.5
     return (x.unsqueeze(-1) - halves).lgamma().sum(-1) + p * (p - 1) / 4 * math.log(math.pi)
 
@@ -489,19 +487,11 @@ def float_power(input, exponent):
     return base ** power
 
 
-def _float_power_of_double(self, exponent):
-    if self.dtype != dt.float64:
-        raise TypeError(f"float_power_: the base has dtype {self.dtype} but the result is "
-                        f"float64")
-    return float_power(self, exponent)
-
-
 def angle(input):
     """The argument of each element as a complex number: pi where negative, else 0 (NaN stays);
     integer inputs give float32."""
     _check_tensor(input, "input", "angle")
     x = input if dt.is_floating(input.dtype) else input.float()
-    from .. import where
     return where(x.isnan(), x, where(x < 0, math.pi, 0.0))
 
 
@@ -590,7 +580,6 @@ def nanmedian(input, dim=None, keepdim=False):
     if input.ndim and input.shape[d] == 0:
         raise ValueError(f"nanmedian: dim {dim} of input of shape {input.shape} is empty")
     numbers_ = (~input.isnan()).sum(d) if input.ndim else (~input.isnan()).long()
-    from .. import where
     position = where(numbers_ > 0, (numbers_ - 1) // 2, 0)
     return return_types.nanmedian(*_picked_from_sorted(input, d, keepdim, position, "nanmedian"))
 
@@ -610,7 +599,6 @@ def mode(input, dim=-1, keepdim=False):
     if n == 0:
         raise ValueError(f"mode: dim {dim} of input of shape {input.shape} is empty")
     s = x.sort(d, stable=True)
-    from .. import arange, cat, where
     pos = arange(n, device=x.device).reshape([n if k == d else 1 for k in range(x.ndim)])
     v = s.values.detach()
     first = ClTensor.empty_on(v.narrow(d, 0, 1).shape, dt.bool_, v.device).fill_(True)
@@ -691,8 +679,6 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     rows, n = p.shape
     if replacement:  # inverse CDF: the first category whose cumulative weight exceeds u
         cdf = p.cumsum(1)
-        from .. import rand
-        from .sort import searchsorted
         u = rand(rows, num_samples, dtype=p.dtype, device=p.device, generator=generator)
         picked = searchsorted(cdf, u * cdf[:, -1:], right=True).clamp(max=n - 1)
     else:  # the order in which exponential clocks of rates p ring: sequential sampling
@@ -753,99 +739,7 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     return out.reshape(input.shape)
 
 
-# ---- in-place forms ---------------------------------------------------------------------------
-
-IN_PLACE = {}  # in-place method name -> its checked out-of-place op (autograd's twin)
-
-
-def _in_place(op, name=None):
-    """op's in-place method: self overwritten with op(self, ...), whose result must have self's
-    shape and a dtype that casts to self's (torch's rule). cltensor/__init__.py records it for
-    autograd with IN_PLACE[name] as its out-of-place twin."""
-    name = name or op.__name__ + "_"
-
-    def twin(self, *args, **kwargs):
-        result = op(self, *args, **kwargs)
-        if result.shape != self.shape:
-            raise ValueError(f"{name}: the result's shape {result.shape} does not match the "
-                             f"tensor's shape {self.shape}")
-        if dt.category(result.dtype) > dt.category(self.dtype):
-            raise TypeError(f"{name}: result type {result.dtype} can't be cast to the tensor's "
-                            f"dtype {self.dtype}")
-        return result
-
-    def method(self, *args, **kwargs):
-        return self.copy_(twin(self, *args, **kwargs))
-    method.__name__ = twin.__name__ = name
-    IN_PLACE[name] = twin
-    return method
-
-
-def _scan(name):
-    """cumsum or cumprod keeping self's dtype (cumsum_'s dtype must be self's, as torch)."""
-    def scan(self, dim, dtype=None):
-        if dtype is not None and dt.as_dtype(dtype) != self.dtype:
-            raise TypeError(f"{name}_: dtype {dtype} must be the tensor's dtype {self.dtype}")
-        return getattr(self, name)(dim)
-    scan.__name__ = name
-    return scan
-
-
-def _diagonal_mask(x, wrap, op):
-    """True on the main diagonal of x (all dims alike; a tall matrix's diagonal restarting
-    every columns + 1 rows with wrap), as torch.Tensor.fill_diagonal_."""
-    if x.ndim < 2:
-        raise ValueError(f"{op}: expects a tensor of at least 2 dims, got {x.ndim}-d")
-    if x.ndim > 2 and len(set(x.shape)) != 1:
-        raise ValueError(f"{op}: all dimensions of input must be of equal length, got {x.shape}")
-    mask = ClTensor.empty_on(x.shape, dt.bool_, x.device).fill_(False)
-    n, step = min(x.shape), sum(mask.strides)
-    mask.as_strided((n,), (step,), 0).fill_(True)
-    h, w = x.shape[:2]
-    if wrap and x.ndim == 2 and h > w + 1:
-        mask.as_strided(((x.numel() + w) // step - n,), (step,), step * w).fill_(True)
-    return mask
-
-
-def _filled_diagonal(self, fill_value, wrap=False):
-    return self.masked_fill(_diagonal_mask(self, wrap, "fill_diagonal_"), fill_value)
-
-
-def _view_in_place(view):
-    """The in-place form of a view method: self takes the view's shape, strides, offset and
-    history (t_, squeeze_, ...); a leaf that requires grad refuses, as torch."""
-    def method(self, *args, **kwargs):
-        from ..autograd import is_grad_enabled
-        if self.requires_grad and self.grad_fn is None and is_grad_enabled():
-            raise RuntimeError(f"a leaf Variable that requires grad is being used in an in-place "
-                               f"operation ({view}_)")
-        v = getattr(self, view)(*args, **kwargs)
-        self.shape, self.strides, self.offset = v.shape, v.strides, v.offset
-        if v.grad_fn is not None:
-            self.grad_fn, self._output_nr = v.grad_fn, v._output_nr
-        return self
-    method.__name__ = view + "_"
-    return method
-
-
-def _contracted(name):
-    """contract.<name>, looked up when called (contract.py imports this module)."""
-    def op(input, *args, **kwargs):
-        from . import contract
-        return getattr(contract, name)(input, *args, **kwargs)
-    op.__name__ = name
-    return op
-
-
 TENSOR_METHODS.update({f.__name__: f for f in (
     mvlgamma, ldexp, float_power, angle, diagflat, sum_to_size, new_empty_strided, narrow_copy,
     hsplit, vsplit, dsplit, nanmedian, mode, cov, corrcoef, multinomial, index_reduce)})
 TENSOR_METHODS.update(polygamma=_polygamma_method, polygamma_=_polygamma_in_place)
-TENSOR_METHODS.update({f.__name__: f for f in (
-    _in_place(clamp_min), _in_place(clamp_max), _in_place(_scan("cumsum")),
-    _in_place(_scan("cumprod")), _in_place(addcdiv), _in_place(addcmul), _in_place(lerp),
-    *(_in_place(_contracted(n)) for n in ("addmv", "addr", "addbmm", "renorm")),
-    _in_place(index_reduce), _in_place(mvlgamma), _in_place(ldexp),
-    _in_place(_float_power_of_double, "float_power_"),
-    _in_place(_filled_diagonal, "fill_diagonal_"),
-    *(_view_in_place(v) for v in ("transpose", "t", "squeeze", "unsqueeze", "as_strided")))})

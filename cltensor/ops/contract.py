@@ -12,9 +12,11 @@ import string
 import warnings
 
 from .. import dtypes as dt
+from ..autograd.namespace import eye, stack, where
 from ..tensor import _norm_dim
 from .arrange import _tensors
 from .composed import _check_tensor
+from .elementwise import broadcast_shapes
 
 __all__ = ["einsum", "tensordot", "inner", "vdot", "kron", "cross", "addmv", "addr", "addbmm",
            "matrix_power", "chain_matmul", "dist", "cdist", "renorm"]
@@ -259,7 +261,6 @@ def cross(input, other, dim=None):
     """The cross product of 3-vectors along dim (by default the first dim of size 3, as
     torch.cross; torch.linalg.cross's default is -1), the operands broadcast together."""
     _check_tensors("cross", input=input, other=other)
-    from .elementwise import broadcast_shapes
     shape = broadcast_shapes(input.shape, other.shape)
     if dim is None:
         dim = next((d for d, n in enumerate(shape) if n == 3), None)
@@ -273,7 +274,6 @@ def cross(input, other, dim=None):
     a, b = input.expand(*shape), other.expand(*shape)
     a0, a1, a2 = (a.select(dim, i) for i in range(3))
     b0, b1, b2 = (b.select(dim, i) for i in range(3))
-    from .. import stack
     return stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], dim)
 
 
@@ -334,7 +334,6 @@ def matrix_power(input, n):
     if input.ndim < 2 or input.shape[-1] != input.shape[-2]:
         raise ValueError(f"matrix_power: expected a batch of square matrices, got shape "
                          f"{tuple(input.shape)}")
-    from .. import eye
     if n == 0:
         one = eye(input.shape[-1], dtype=input.dtype, device=input.device)
         return one.expand(*input.shape).clone()
@@ -419,7 +418,6 @@ def renorm(input, p, dim, maxnorm):
     others = tuple(d for d in range(input.ndim) if d != dim)
     norms = input.abs().pow(p).sum(dim=others, keepdim=True).pow(1.0 / p) if others else \
         input.abs()
-    from .. import where
     factor = where(norms > maxnorm, maxnorm / (norms + 1e-7), norms.new_ones(()))
     return input * factor
 

@@ -1,6 +1,6 @@
 """Matrix products with torch's names and rules: matmul, mm, bmm, mv, dot, addmm, baddbmm, outer.
 
-Every product runs the GEMM engine (cltensor/ops/gemm.py): Co[b] = alpha * A[b] @ B[b] +
+Every product runs the GEMM engine (cltensor/ops/gemm/): Co[b] = alpha * A[b] @ B[b] +
 beta * Ci[b] over strided views, so transposed, sliced and broadcast operands are never copied,
 with the kernel family and its parameters chosen per device from the tuning database.
 """

@@ -22,8 +22,9 @@ from . import elementwise as ew
 from .composed import _check_tensor, lerp
 from .indexing.common import _minmax
 from .pointwise import where
+from .ranges import linspace
 from .reduce import _launch_lines, _scan_blocks, return_types
-from .sort import _restored, _rows_last
+from .sort import _restored, _rows_last, searchsorted
 
 __all__ = ["take", "take_along_dim", "argwhere", "aminmax", "cummax", "cummin", "bincount",
            "histc", "histogram", "quantile", "nanquantile"]
@@ -300,7 +301,6 @@ def histogram(input, bins, *, range=None, weight=None, density=False):
     edges = _histogram_edges(input, bins, range, op)
     x, n = input.detach().reshape(-1), edges.numel() - 1
     inside = (x >= edges[0]) & (x <= edges[-1])
-    from .sort import searchsorted
     pos = where(inside, (searchsorted(edges, x, right=True) - 1).clamp(max=n - 1), n)
     counts = zeros(n + 1, dtype=x.dtype, device=x.device)
     hist = counts.scatter_add_(0, pos, _histogram_weights(x, weight, op))[:n]
@@ -327,7 +327,6 @@ def _histogram_edges(x, bins, range, op):
         raise ValueError(f"{op}: the range [{lo}, {hi}] must be finite with min <= max")
     if lo == hi:
         lo, hi = lo - 0.5, hi + 0.5
-    from .ranges import linspace
     return linspace(lo, hi, bins + 1, dtype=x.dtype, device=x.device)
 
 

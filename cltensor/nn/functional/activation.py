@@ -4,11 +4,10 @@ and the in-place variants.
 """
 import warnings
 
-import cltensor
-
 from ... import dtypes as dt
 from ...autograd import Function, is_grad_enabled
 from ...autograd.functions import _where
+from ...autograd.namespace import empty_like, where, zeros_like
 from ...ops import activation as act, softmax as sm
 from ...ops.elementwise import common_device
 from ...tensor import _norm_dim
@@ -502,7 +501,7 @@ def prelu(input, weight):
         raise TypeError(f"{op}: weight has dtype {weight.dtype} but the input has {input.dtype}")
     common_device([input, weight], op)
     w = weight.reshape((-1,) + (1,) * (input.ndim - 2)) if input.ndim >= 2 else weight
-    return cltensor.where(input > 0, input, w * input)
+    return where(input > 0, input, w * input)
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
@@ -520,7 +519,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
         raise ValueError(f"{op}: lower bound {lo_} must not exceed upper bound {hi}")
     if not training:
         return leaky_relu(input, (lo_ + hi) / 2, inplace)
-    slope = cltensor.empty_like(input).uniform_(lo_, hi)
+    slope = empty_like(input).uniform_(lo_, hi)
     out = _where(input >= 0, input, input * slope)
     return input.copy_(out) if inplace else out
 
@@ -535,12 +534,12 @@ def gumbel_softmax(logits, tau=1, hard=False, eps=1e-10, dim=-1):
     """
     op = "gumbel_softmax"
     _float_tensor(logits, "logits", op)
-    gumbels = -cltensor.empty_like(logits).exponential_().log()
+    gumbels = -empty_like(logits).exponential_().log()
     y = softmax((logits + gumbels) / _number(tau, "tau", op), dim)
     if not hard:
         return y
     index = y.detach().argmax(dim, keepdim=True)
-    one_hot_ = cltensor.zeros_like(y).scatter(dim, index, 1.0)
+    one_hot_ = zeros_like(y).scatter(dim, index, 1.0)
     return one_hot_ - y.detach() + y
 
 

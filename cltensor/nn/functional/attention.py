@@ -3,9 +3,8 @@ masks, the softmax that gives zeros for fully masked rows, and the weighted sum 
 """
 import math
 
-import cltensor
-
 from ... import dtypes as dt
+from ...autograd.namespace import arange
 from ...tensor import ClTensor
 from .activation import softmax
 from .dropout import dropout
@@ -47,8 +46,8 @@ def _attend(q, k, v, scale, dropout_p, masks, safe=True):
 
 def _causal_mask(q, k):
     """The (L, S) bool mask of torch's is_causal: query i sees keys 0..i."""
-    rows = cltensor.arange(q.shape[-2], device=q.device).unsqueeze(1)
-    return rows >= cltensor.arange(k.shape[-2], device=q.device)
+    rows = arange(q.shape[-2], device=q.device).unsqueeze(1)
+    return rows >= arange(k.shape[-2], device=q.device)
 
 
 def _check_sdpa(query, key, value, attn_mask, is_causal):

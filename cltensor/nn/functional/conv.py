@@ -4,9 +4,8 @@ fold (im2col and col2im); conv2d and conv_transpose2d are cltensor.conv's.
 
 import numpy as np
 
-import cltensor
-
 from ... import caches
+from ...autograd.namespace import from_numpy, pad as _pad, zeros
 from ...conv import conv2d, conv_transpose2d  # re-exported: torch.nn.functional's
 from ...ops import pool
 from .utils import _drop_height, _float_tensor, _row, _unit_height
@@ -90,7 +89,7 @@ def _block_args(op, size, kernel_size, dilation, padding, stride):
 
 
 def _index_tensor(index, n, c, device):
-    return cltensor.from_numpy(index, device=device).expand(n, c, index.shape[0])
+    return from_numpy(index, device=device).expand(n, c, index.shape[0])
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
@@ -110,7 +109,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     index, blocks, k, p = _block_args(op, x.shape[2:], kernel_size, dilation, padding, stride)
     n, c = x.shape[:2]
     if any(p):
-        x = cltensor.pad(x, (p[1], p[1], p[0], p[0]))
+        x = _pad(x, (p[1], p[1], p[0], p[0]))
     cols = x.reshape(n, c, -1).gather(2, _index_tensor(index, n, c, x.device))
     out = cols.reshape(n, c * k[0] * k[1], blocks[0] * blocks[1])
     return out if input.ndim == 4 else out.squeeze(0)
@@ -139,7 +138,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
                          f"{blocks[0]}x{blocks[1]} sliding blocks, got {input.shape}")
     c = ck // (k[0] * k[1])
     hp, wp = size[0] + 2 * p[0], size[1] + 2 * p[1]
-    plane = cltensor.zeros((n, c, hp * wp), dtype=x.dtype, device=x.device)
+    plane = zeros((n, c, hp * wp), dtype=x.dtype, device=x.device)
     out = plane.scatter_add(2, _index_tensor(index, n, c, x.device), x.reshape(n, c, -1))
     out = out.reshape(n, c, hp, wp).narrow(2, p[0], size[0]).narrow(3, p[1], size[1])
     return out if input.ndim == 3 else out.squeeze(0)

@@ -1,8 +1,7 @@
 """Distances between rows: cosine_similarity, pairwise_distance, pdist."""
 import numpy as np
 
-import cltensor
-
+from ...autograd.namespace import broadcast_shapes, clamp, from_numpy
 from ...tensor import _norm_dim
 from .normalization import _norm_order, _vector_norm
 from .utils import _float_tensor, _loss_operand, _number
@@ -15,7 +14,7 @@ def _operand_pair(x1, x2, op):
     _float_tensor(x1, "x1", op)
     _loss_operand(x2, "x2", x1, op)
     try:
-        shape = cltensor.broadcast_shapes(x1.shape, x2.shape)
+        shape = broadcast_shapes(x1.shape, x2.shape)
     except ValueError:
         raise ValueError(f"{op}: x1 of shape {x1.shape} and x2 of shape {x2.shape} do not "
                          f"broadcast") from None
@@ -32,7 +31,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     x1, x2 = _operand_pair(x1, x2, op)
     d = _norm_dim(dim, max(x1.ndim, 1), op)
     eps = _number(eps, "eps", op)
-    n1, n2 = (cltensor.clamp(_vector_norm(x, 2, d, keepdim=True), min=eps) for x in (x1, x2))
+    n1, n2 = (clamp(_vector_norm(x, 2, d, keepdim=True), min=eps) for x in (x1, x2))
     return ((x1 / n1) * (x2 / n2)).sum(d)
 
 
@@ -62,6 +61,6 @@ def pdist(input, p=2):
     if _float_tensor(input, "input", op).ndim != 2:
         raise ValueError(f"{op}: expected a 2-d (N, M) input, got shape {input.shape}")
     i, j = np.triu_indices(input.shape[0], 1)
-    rows = [cltensor.from_numpy(a.astype(np.int64), device=input.device) for a in (i, j)]
+    rows = [from_numpy(a.astype(np.int64), device=input.device) for a in (i, j)]
     diff = input.index_select(0, rows[0]) - input.index_select(0, rows[1])
     return _vector_norm(diff, _norm_order(p, op), 1)

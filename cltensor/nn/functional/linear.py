@@ -1,6 +1,6 @@
 """linear and bilinear: the affine maps of nn.Linear and nn.Bilinear."""
-import cltensor
 
+from ...autograd.namespace import addmm
 from .utils import _float_tensor, _loss_operand, _per_channel, _tensor
 
 __all__ = ["bilinear", "linear"]
@@ -32,7 +32,7 @@ def linear(input, weight, bias=None):
     if bias is not None and _tensor(bias, "bias", "linear").shape != (weight.shape[0],):
         raise ValueError(f"linear: bias must have shape ({weight.shape[0]},), got {bias.shape}")
     x2 = input if input.ndim == 2 else input.reshape(-1, weight.shape[1])
-    y = x2 @ weight.T if bias is None else cltensor.addmm(bias, x2, weight.T)
+    y = x2 @ weight.T if bias is None else addmm(bias, x2, weight.T)
     return y if input.ndim == 2 else y.reshape(input.shape[:-1] + (weight.shape[0],))
 
 

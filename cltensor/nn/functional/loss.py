@@ -8,12 +8,11 @@ import warnings
 
 import numpy as np
 
-import cltensor
-
 from ... import dtypes as dt
 from ...autograd import Function, is_grad_enabled
 from ...autograd.engine import sum_to_shape
 from ...autograd.functions import _where
+from ...autograd.namespace import clamp, full as _full, where, zeros
 from ...ops import loss as lo, softmax as sm
 from ...ops.elementwise import broadcasts_to, common_device
 from .activation import _Logsigmoid, _Softmax, log_softmax
@@ -91,11 +90,11 @@ def _target_weights(shape, dtype, cdim, target, weight, ignore_index, eps):
     C = shape[cdim]
     ignored = (target == ignore_index).unsqueeze(cdim)
     index = target.unsqueeze(cdim).masked_fill(ignored, 0)
-    q = cltensor.zeros(shape, dtype=dtype, device=target.device)
+    q = zeros(shape, dtype=dtype, device=target.device)
     q = q.scatter(cdim, index, value=1.0 - eps) + eps / C
     if weight is not None:
         q = q * weight.reshape((C,) + (1,) * (len(shape) - cdim - 1))
-    return cltensor.where(ignored, 0.0, q)
+    return where(ignored, 0.0, q)
 
 
 def _class_scale(g, denom, reduction, cdim):
@@ -322,7 +321,7 @@ def _smooth_l1(d, beta, op):
     a = d.abs()
     if beta == 0:
         return a
-    return cltensor.where(a < beta, d * d * (0.5 / beta), a - 0.5 * beta)
+    return where(a < beta, d * d * (0.5 / beta), a - 0.5 * beta)
 
 
 def _bce_operands(input, target, weights, op, size_average, reduce, reduction):
@@ -372,14 +371,14 @@ class _BinaryCrossEntropy(Function):
     @staticmethod
     def forward(ctx, x, t):
         ctx.save_for_backward(x, t)
-        log_x = cltensor.clamp(x.log(), min=-100.0)
-        log_1mx = cltensor.clamp((-x).log1p(), min=-100.0)
+        log_x = clamp(x.log(), min=-100.0)
+        log_1mx = clamp((-x).log1p(), min=-100.0)
         return (t - 1) * log_1mx - t * log_x
 
     @staticmethod
     def backward(ctx, g):
         x, t = ctx.saved_tensors
-        gx = g * (x - t) / cltensor.clamp(x * (1 - x), min=BCE_EPS)
+        gx = g * (x - t) / clamp(x * (1 - x), min=BCE_EPS)
         # the target's gradient is -logit(x), unclamped (infinite at 0 and 1), as torch's
         gt = g * ((-x).log1p() - x.log()) if ctx.needs_input_grad[1] else None
         return gx if ctx.needs_input_grad[0] else None, gt
@@ -408,7 +407,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
         loss = target.exp() * (target - input)
     else:
         tiny = float(np.finfo(input.dtype).tiny)  # NOTE: 0 * log(tiny) = 0 where target is 0
-        loss = target * (cltensor.clamp(target, min=tiny).log() - input)
+        loss = target * (clamp(target, min=tiny).log() - input)
     out = _reduced(loss, reduction)
     return out / input.shape[0] if batchmean and input.ndim else out
 
@@ -453,7 +452,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     else:
         loss = input - target * (input + _number(eps, "eps", op)).log()
     if full:
-        t = cltensor.clamp(target, min=1.0)  # NOTE: the term is 0 where target <= 1
+        t = clamp(target, min=1.0)  # NOTE: the term is 0 where target <= 1
         stirling = t * t.log() - t + 0.5 * (2 * math.pi * t).log()
         loss = loss + _where(target > 1, stirling, 0.0)
     return _reduced(loss, reduction)
@@ -475,7 +474,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     var = _gaussian_var(input, var, op)
     if var.numel() and (var.detach() < 0).any().item():
         raise ValueError(f"{op}: var has negative entry/entries")
-    var = var + (cltensor.clamp(var.detach(), min=_number(eps, "eps", op)) - var.detach())
+    var = var + (clamp(var.detach(), min=_number(eps, "eps", op)) - var.detach())
     loss = 0.5 * (var.log() + (input - target) ** 2 / var)
     return _reduced(loss + 0.5 * math.log(2 * math.pi) if full else loss, reduction)
 
@@ -483,7 +482,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 def _gaussian_var(input, var, op):
     """var as a tensor that broadcasts to input's shape, checked."""
     if isinstance(var, numbers.Real) and not isinstance(var, bool):
-        return cltensor.full((), float(var), dtype=input.dtype, device=input.device)
+        return _full((), float(var), dtype=input.dtype, device=input.device)
     _loss_operand(var, "var", input, op)
     if var.shape == input.shape or (var.shape[:-1] == input.shape[:-1] and var.shape[-1:] == (1,)):
         return var

@@ -3,10 +3,9 @@ multi-label margins, cosine embedding and triplet losses.
 """
 import numpy as np
 
-import cltensor
-
 from ... import dtypes as dt
 from ...autograd.functions import _where
+from ...autograd.namespace import from_numpy, minimum
 from ...ops.elementwise import common_device
 from .activation import logsigmoid, relu
 from .distance import pairwise_distance
@@ -170,9 +169,9 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     common_device([input, target], op)
     x = input.reshape(-1, input.shape[-1])
     slots, pairs = _multilabel_pairs(target.reshape(x.shape).numpy(), op)
-    xj = x.gather(1, cltensor.from_numpy(slots, device=x.device))
+    xj = x.gather(1, from_numpy(slots, device=x.device))
     hinge = relu(1 - xj.unsqueeze(2) + x.unsqueeze(1))
-    mask = cltensor.from_numpy(pairs.astype(np.dtype(input.dtype)), device=x.device)
+    mask = from_numpy(pairs.astype(np.dtype(input.dtype)), device=x.device)
     loss = (hinge * mask).sum((1, 2)) / input.shape[-1]
     return _reduced(loss.reshape(input.shape[:-1]), reduction)
 
@@ -218,7 +217,7 @@ def _triplet(op, anchor, positive, negative, distance, margin, swap, reduction):
                          f"the same number of dimensions, got {shapes}")
     d_an = distance(anchor, negative)
     if swap:
-        d_an = cltensor.minimum(d_an, distance(positive, negative))
+        d_an = minimum(d_an, distance(positive, negative))
     loss = relu(distance(anchor, positive) - d_an + _number(margin, "margin", op))
     return _reduced(loss, reduction)
 

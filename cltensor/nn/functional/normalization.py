@@ -6,9 +6,8 @@ import numbers
 
 import numpy as np
 
-import cltensor
-
-from ...autograd import Function, is_grad_enabled
+from ...autograd import Function, is_grad_enabled, no_grad
+from ...autograd.namespace import clamp, pad
 from ...ops import norm
 from ...tensor import _norm_dim
 from .utils import _dense, _float_tensor, _loss_operand, _no_grad_for, _number, _per_channel
@@ -51,7 +50,7 @@ def _channel_window(t, size, transposed):
     before, after = size // 2, (size - 1) // 2
     if transposed:
         before, after = after, before
-    padded = cltensor.pad(t, (0, 0) * (t.ndim - 2) + (before, after))
+    padded = pad(t, (0, 0) * (t.ndim - 2) + (before, after))
     out = padded.narrow(1, 0, t.shape[1])
     for j in range(1, size):
         out = out + padded.narrow(1, j, t.shape[1])
@@ -256,7 +255,7 @@ def _update_running_stats(x, running_mean, running_var, momentum, op):
         raise ValueError(f"{op}: give both running_mean and running_var, or neither")
     for t, name in ((running_mean, "running_mean"), (running_var, "running_var")):
         _per_channel(t, name, x, C, op)
-    with cltensor.no_grad():
+    with no_grad():
         flat = x.detach().reshape(x.shape[0], C, -1)
         for run, stat in ((running_mean, flat.mean(2)), (running_var, flat.var(2))):
             run.copy_(run * (1.0 - momentum) + stat.mean(0) * momentum)
@@ -327,5 +326,5 @@ def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
     _float_tensor(input, "input", op)
     d = _norm_dim(dim, max(input.ndim, 1), op)
     norm_ = _vector_norm(input, _norm_order(p, op), d, keepdim=True)
-    y = input / cltensor.clamp(norm_, min=_number(eps, "eps", op))
+    y = input / clamp(norm_, min=_number(eps, "eps", op))
     return y if out is None else out.copy_(y)

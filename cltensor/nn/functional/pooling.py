@@ -4,10 +4,9 @@ the kernels of cltensor/ops/pool.py; a 1-d op is its 2-d form over a unit height
 import math
 import numbers
 
-import cltensor
-
 from ... import dtypes as dt
 from ...autograd import Function, is_grad_enabled
+from ...autograd.namespace import zeros
 from ...ops import pool
 from .activation import relu
 from .utils import (_drop_height, _float_tensor, _linear_backward, _number, _row, _single, _tensor,
@@ -59,7 +58,7 @@ def _scattered(g, idx, x_shape):
     """Max pooling's input gradient as tensor ops: g added into zeros of x_shape at the argmaxes
     idx (h * W + w in each plane); its own gradient gathers at idx."""
     n, c, h, w = x_shape
-    gx = cltensor.zeros((n, c, h * w), dtype=g.dtype, device=g.device)
+    gx = zeros((n, c, h * w), dtype=g.dtype, device=g.device)
     gx = gx.scatter_add(2, idx.to(dt.int64).reshape(n, c, -1), g.reshape(n, c, -1))
     return gx.reshape(x_shape)
 
@@ -330,7 +329,7 @@ def _max_unpool(op, input, indices, kernel_size, stride, padding, output_size, d
     x, idx = (input, indices) if input.ndim == dims + 2 else \
         (input.unsqueeze(0), indices.unsqueeze(0))
     n, c = x.shape[:2]
-    flat = cltensor.zeros((n, c, math.prod(size)), dtype=x.dtype, device=x.device)
+    flat = zeros((n, c, math.prod(size)), dtype=x.dtype, device=x.device)
     out = flat.scatter(2, idx.reshape(n, c, -1), x.reshape(n, c, -1))
     return out.reshape(input.shape[:-dims] + size)
 

@@ -3,12 +3,13 @@ import numbers
 
 import numpy as np
 
-import cltensor
-
 from ... import dtypes as dt
-from ...autograd import Function
+from ... import linalg
+from ...autograd import Function, no_grad
+from ...autograd.namespace import arange, searchsorted, where, zeros
 from ...ops.elementwise import common_device
 from ...ops.indexing import one_hot  # noqa: F401  (torch.nn.functional.one_hot)
+from ...ops.searching import bincount
 from .utils import _float_tensor, _tensor
 
 __all__ = ["embedding", "embedding_bag", "one_hot"]
@@ -27,10 +28,10 @@ class _Embedding(Function):
         n, width = ctx.shape
         g2 = g.reshape(-1, width)
         flat = ctx.index.reshape(-1).to(dt.int64)
-        gw = cltensor.zeros(ctx.shape, dtype=g.dtype, device=g.device).scatter_add(
+        gw = zeros(ctx.shape, dtype=g.dtype, device=g.device).scatter_add(
             0, flat.reshape(-1, 1).expand(g2.shape), g2)
         if ctx.by_freq:  # each row's gradient over the number of times the input picked it
-            gw = gw / cltensor.bincount(flat, minlength=n).to(g.dtype).clamp(min=1).reshape(-1, 1)
+            gw = gw / bincount(flat, minlength=n).to(g.dtype).clamp(min=1).reshape(-1, 1)
         if ctx.padding_idx is not None:
             gw[ctx.padding_idx] = 0.0
         return gw, None, None, None
@@ -76,10 +77,10 @@ def _renorm_rows(weight, input, max_norm, norm_type):
     """In place, without autograd: the rows of weight that input picks and whose norm_type-norm
     exceeds max_norm, scaled by max_norm / (norm + 1e-7) (torch's embedding_renorm_)."""
     flat = input.reshape(-1).to(dt.int64)
-    with cltensor.no_grad():
+    with no_grad():
         rows = weight.index_select(0, flat)
-        norms = cltensor.linalg.vector_norm(rows, norm_type, dim=1, keepdim=True)
-        scale = cltensor.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        norms = linalg.vector_norm(rows, norm_type, dim=1, keepdim=True)
+        scale = where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
         # NOTE: a row picked twice is written twice with the same values
         weight.index_copy_(0, flat, rows * scale)
 
@@ -156,15 +157,15 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         rows = rows * per_sample_weights.reshape(-1, 1)
     if padding_idx is not None:
         # NOTE: padding entries go to a spare bag (row `bags`) that is dropped at the end
-        bag = cltensor.where(idx == padding_idx, bags, bag)
-    out = cltensor.zeros((bags + 1, weight.shape[1]), dtype=weight.dtype, device=weight.device)
+        bag = where(idx == padding_idx, bags, bag)
+    out = zeros((bags + 1, weight.shape[1]), dtype=weight.dtype, device=weight.device)
     if mode == "max":
         out = out.scatter_reduce(0, bag.reshape(-1, 1).expand(rows.shape), rows, "amax",
                                  include_self=False)
     else:
         out = out.index_add(0, bag, rows)
     if mode == "mean":
-        counts = cltensor.bincount(bag, minlength=bags + 1).to(weight.dtype).clamp(min=1)
+        counts = bincount(bag, minlength=bags + 1).to(weight.dtype).clamp(min=1)
         out = out / counts.reshape(-1, 1)
     return out[:bags]
 
@@ -176,7 +177,7 @@ def _bags(input, offsets, include_last_offset, op):
         if offsets is not None:
             raise ValueError(f"{op}: offsets must be None for a 2-d input (each row is a bag)")
         length = max(input.shape[1], 1)
-        return input.shape[0], cltensor.arange(n, device=input.device) // length
+        return input.shape[0], arange(n, device=input.device) // length
     if input.ndim != 1:
         raise ValueError(f"{op}: input must be 1-d (with offsets) or 2-d (bags, length), got "
                          f"shape {input.shape}")
@@ -203,9 +204,9 @@ def _bags(input, offsets, include_last_offset, op):
     if starts.size == 0:
         if n:
             raise ValueError(f"{op}: offsets hold no bag for an input of {n} indices")
-        return 0, cltensor.zeros(0, dtype=dt.int64, device=input.device)
+        return 0, zeros(0, dtype=dt.int64, device=input.device)
     found = offsets[:starts.size].to(dt.int64)
-    bag = cltensor.searchsorted(found, cltensor.arange(n, device=input.device), right=True) - 1
+    bag = searchsorted(found, arange(n, device=input.device), right=True) - 1
     return starts.size, bag
 
 

@@ -3,10 +3,9 @@ _Adjoint for a linear op's recorded backward; and flatten and cat.
 """
 import numbers
 
-import cltensor
-
 from ... import dtypes as dt
 from ...autograd import Function, is_grad_enabled
+from ...autograd.namespace import cat as _cat
 from ...ops import activation as act, pool
 from ...ops.elementwise import common_device
 from ...tensor import ClTensor
@@ -137,7 +136,7 @@ def flatten(input, start_dim=0, end_dim=-1):
 
 def cat(tensors, dim=0):
     """cltensor.cat: tensors joined along dim (differentiable; inception blocks' concat)."""
-    return cltensor.cat(tensors, dim)
+    return _cat(tensors, dim)
 
 
 

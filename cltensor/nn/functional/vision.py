@@ -5,9 +5,8 @@ import math
 import numbers
 import warnings
 
-import cltensor
-
 from ...autograd import Function
+from ...autograd.namespace import pad as _pad
 from ...ops import pool, resample
 from .pooling import adaptive_avg_pool2d
 from .utils import _float_tensor, _linear_backward, _tensor
@@ -175,7 +174,7 @@ def channel_shuffle(input, groups):
 def pad(input, pad, mode="constant", value=None):
     """cltensor.pad (torch.nn.functional.pad): pad is (left, right, top, bottom, ...) from the
     last dim backwards; mode "constant", "reflect", "replicate" or "circular"."""
-    return cltensor.pad(input, pad, mode, 0 if value is None else value)
+    return _pad(input, pad, mode, 0 if value is None else value)
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):

@@ -4,9 +4,8 @@ Hardshrink, Threshold, GLU, Softmax, LogSoftmax, Softmin, Softmax2d, RReLU; and
 MultiheadAttention, where torch has it (its math is nn.functional.attention's)."""
 import math
 
-import cltensor
-
 from ...autograd import no_grad
+from ...autograd.namespace import cat, zeros
 from ...tensor import ClTensor
 from .. import functional as F
 from .. import init
@@ -499,10 +498,10 @@ class MultiheadAttention(Module):
         key's appended (add_bias_kv, add_zero_attn)."""
         n = k.shape[0]
         if self.bias_k is not None:
-            k, v = (cltensor.cat([t, self._heads(b.expand(1, n, self.embed_dim))], 2)
+            k, v = (cat([t, self._heads(b.expand(1, n, self.embed_dim))], 2)
                     for t, b in ((k, self.bias_k), (v, self.bias_v)))
         if self.add_zero_attn:
-            k, v = (cltensor.cat([t, cltensor.zeros(t.shape[:2] + (1, self.head_dim),
+            k, v = (cat([t, zeros(t.shape[:2] + (1, self.head_dim),
                                                     dtype=t.dtype, device=t.device)], 2)
                     for t in (k, v))
         return k, v
@@ -543,5 +542,5 @@ def _allow(mask, extra):
     """mask (..., S) with `extra` columns appended that mask nothing (False, or 0.0 added)."""
     if not extra:
         return mask
-    return cltensor.cat([mask, cltensor.zeros(tuple(mask.shape[:-1]) + (extra,),
+    return cat([mask, zeros(tuple(mask.shape[:-1]) + (extra,),
                                               dtype=mask.dtype, device=mask.device)], -1)

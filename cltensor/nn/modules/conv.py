@@ -1,8 +1,7 @@
 """Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d: the modules around
 cltensor.nn.functional's convolutions."""
 
-import cltensor
-
+from ...autograd.namespace import pad as _pad
 from .. import functional as F
 from .module import Module
 from .utils import add_weight_and_bias, check_size, ntuple, reset_kaiming
@@ -113,7 +112,7 @@ class Conv2d(_ConvNd):
         """forward(input), then max(., 0) in the same pass with relu (nn.Sequential calls it
         for a Conv2d followed by a ReLU: see F.conv2d's relu)."""
         if self.padding_mode != "zeros":
-            padded = cltensor.pad(input, self._reversed_padding_repeated_twice,
+            padded = _pad(input, self._reversed_padding_repeated_twice,
                                   mode=self.padding_mode)
             return F.conv2d(padded, self.weight, self.bias, self.stride, (0, 0), self.dilation,
                             self.groups, relu=relu)
@@ -212,7 +211,7 @@ class Conv1d(Conv2d):
     def conv_relu(self, input, relu=True):
         x, pad = input, self.padding
         if self.padding_mode != "zeros":
-            x, pad = cltensor.pad(input, self._reversed_padding_repeated_twice,
+            x, pad = _pad(input, self._reversed_padding_repeated_twice,
                                   mode=self.padding_mode), 0
         y = F.conv1d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
         return F.relu(y) if relu else y

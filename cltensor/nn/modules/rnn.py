@@ -13,8 +13,7 @@ import math
 import numbers
 import warnings
 
-import cltensor
-
+from ...autograd.namespace import cat, stack
 from ...creation import zeros
 from ...tensor import ClTensor
 from .. import functional as F
@@ -160,7 +159,7 @@ def _rows(state, start, size):
 
 
 def _cat(tensors):
-    return tensors[0] if len(tensors) == 1 else cltensor.cat(tensors)
+    return tensors[0] if len(tensors) == 1 else cat(tensors)
 
 
 def _cat_rows(states):
@@ -413,8 +412,8 @@ class RNNBase(Module):
                 out, last = run(_Direction(self, suffix, x), sizes, tuple(s[k] for s in state))
                 outs.append(out)
                 finals.append(last)
-            x = outs[0] if len(outs) == 1 else cltensor.cat(outs, -1)
-        return x, tuple(cltensor.stack(s) for s in zip(*finals))
+            x = outs[0] if len(outs) == 1 else cat(outs, -1)
+        return x, tuple(stack(s) for s in zip(*finals))
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"

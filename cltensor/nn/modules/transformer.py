@@ -6,9 +6,8 @@ linear, layer_norm), so autograd needs nothing more.
 """
 import copy
 
-import cltensor
-
 from ... import dtypes as dt
+from ...autograd.namespace import full as _full, triu
 from ...tensor import ClTensor
 from .. import functional as F
 from .. import init
@@ -265,6 +264,6 @@ class Transformer(Module):
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
         """The (sz, sz) causal mask: 0 on and below the diagonal, -inf above it."""
         sz = check_size(sz, "sz", "Transformer.generate_square_subsequent_mask")
-        full = cltensor.full((sz, sz), float("-inf"), device=device,
+        full = _full((sz, sz), float("-inf"), device=device,
                              dtype=dt.float32 if dtype is None else dtype)
-        return cltensor.triu(full, diagonal=1)
+        return triu(full, diagonal=1)

@@ -2,9 +2,8 @@
 import math
 import numbers
 
-import cltensor
-
 from ...autograd import no_grad
+from ...autograd.namespace import norm, stack, tensor
 from ...tensor import ClTensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
@@ -50,12 +49,12 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     max_norm = _real(max_norm, "max_norm", "clip_grad_norm_")
     norm_type = _real(norm_type, "norm_type", "clip_grad_norm_")
     if not grads:
-        return cltensor.tensor(0.0)
+        return tensor(0.0)
     first = grads[0]
     with no_grad():
-        norms = [cltensor.norm(g, norm_type).to(device=first.device, dtype=first.dtype)
+        norms = [norm(g, norm_type).to(device=first.device, dtype=first.dtype)
                  for g in grads]
-        total = cltensor.norm(cltensor.stack(norms), norm_type)
+        total = norm(stack(norms), norm_type)
         if error_if_nonfinite and not math.isfinite(total.item()):
             raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the "
                                f"gradients is non-finite ({total.item()}), so it cannot be "

@@ -17,8 +17,8 @@ from collections import namedtuple
 
 import numpy as np
 
-import cltensor
-
+from ...autograd.namespace import arange, cat, empty_like, from_numpy, full
+from ...dtypes import float32, float64, int32, int64
 from ...tensor import ClTensor
 
 __all__ = ["PackedSequence", "invert_permutation", "pack_padded_sequence",
@@ -68,16 +68,16 @@ class PackedSequence(namedtuple("PackedSequence",
         return self if data is self.data else packed_like(self, data)
 
     def double(self):
-        return self.to(dtype=cltensor.float64)
+        return self.to(dtype=float64)
 
     def float(self):
-        return self.to(dtype=cltensor.float32)
+        return self.to(dtype=float32)
 
     def long(self):
-        return self.to(dtype=cltensor.int64)
+        return self.to(dtype=int64)
 
     def int(self):
-        return self.to(dtype=cltensor.int32)
+        return self.to(dtype=int32)
 
     @property
     def device(self):
@@ -119,14 +119,14 @@ def invert_permutation(permutation):
     if permutation is None:
         return None
     n = permutation.shape[0]
-    positions = cltensor.arange(n, dtype=cltensor.int64, device=permutation.device)
-    return cltensor.empty_like(permutation).scatter_(0, permutation, positions)
+    positions = arange(n, dtype=int64, device=permutation.device)
+    return empty_like(permutation).scatter_(0, permutation, positions)
 
 
 # ---- host-side bookkeeping -----------------------------------------------------------------------
 
 def _index_tensor(values, device):
-    return cltensor.from_numpy(np.asarray(values, dtype=np.int64), device=device)
+    return from_numpy(np.asarray(values, dtype=np.int64), device=device)
 
 
 def _host_lengths(lengths, op):
@@ -171,7 +171,7 @@ def _padded(rows, positions, lead, padding_value):
     """A (*lead, *rows.shape[1:]) tensor of padding_value with rows copied in at the flat
     positions of its leading dims (differentiable in rows)."""
     trailing = tuple(rows.shape[1:])
-    out = cltensor.full((int(np.prod(lead)),) + trailing, padding_value, dtype=rows.dtype,
+    out = full((int(np.prod(lead)),) + trailing, padding_value, dtype=rows.dtype,
                         device=rows.device)
     out = out.index_copy(0, _index_tensor(positions, rows.device), rows)
     return out.reshape(tuple(lead) + trailing)
@@ -319,7 +319,7 @@ def pad_sequence(sequences, batch_first=False, padding_value=0.0, padding_side="
         step += np.repeat(steps - lengths, lengths)
     positions = _positions(np.repeat(np.arange(batch), lengths), step, batch, steps,
                            batch_first)
-    rows = cltensor.cat(seqs).to(dtype=seqs[0].dtype)
+    rows = cat(seqs).to(dtype=seqs[0].dtype)
     return _padded(rows, positions, (batch, steps) if batch_first else (steps, batch),
                    padding_value)
 

@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from ... import from_numpy, stack
+from ...autograd.namespace import from_numpy, stack
 from ...tensor import ClTensor
 
 __all__ = ["default_collate", "default_convert"]

@@ -9,7 +9,8 @@ import warnings
 
 import numpy as np
 
-from ... import from_numpy, int64, tensor
+from ...autograd.namespace import from_numpy, tensor
+from ...dtypes import int64
 from ...tensor import ClTensor
 from .sampler import host_permutation
 

@@ -1,0 +1,122 @@
+"""The packed family of CPUs: gemm_cpu.cl:gemm_packed over panels that gemm_pack.cl packs,
+each operand read in place where its layout allows."""
+import numpy as np
+
+from ...program import ctype_of, launch, round_up
+from .. import elementwise as ew
+from . import kit
+from .kit import get_kernel, launch_tiles, scratch
+
+
+PACK_LOCAL = 16  # pack_panels' work-group along K
+
+
+def _pack_panels(p, op, rows, rs, ks, width):
+    """op as panels of `width` rows (gemm_pack.cl), one copy when every batch shares it;
+    returns (scratch tensor, its batch stride)."""
+    shared = not any(op.bstrides)
+    nb = 1 if shared else p.nbatch
+    size = -(-rows // width) * p.k * width
+    dst = scratch(p, nb * size)
+    kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels",
+                        {"T": ctype_of(p.dtype), "PR": width})
+    lx = min(PACK_LOCAL, p.device.max_work_group)
+    bshape = () if shared else p.bshape
+    for b0 in range(0, nb, kit.MAX_GROUPS):
+        gsize = (round_up(p.k, lx), -(-rows // width), min(kit.MAX_GROUPS, nb - b0))
+        launch(p.device, kernel, gsize, (lx, 1, 1), np.int32(rows), np.int32(p.k),
+               np.int64(b0), np.int32(len(bshape)), ew.shape_arg(bshape), op.t.storage.buf,
+               ew.view_arg(op.t.offset, op.bstrides), np.int64(rs), np.int64(ks),
+               dst.storage.buf, np.int64(0 if shared else size))
+    return dst, 0 if shared else size
+
+
+def packed_walks_n(p, params):
+    """Whether gemm_packed's consecutive work-items walk along N (ORDER 1: they share A's panel
+    and write C's rows in order) rather than down M (ORDER 0: they share B's panel, each
+    streaming its own A panel of MR x K). Products with K of at least WALK_M_FROM_K walk down
+    M whatever ORDER says (gemm.json: the PoCL measurements)."""
+    return params.get("ORDER", 0) == 1 and p.k < params.get("WALK_M_FROM_K", 2**62)
+
+
+# Deep B whose rows lie a multiple of this many bytes apart is packed: its panel's rows share
+# cache sets (PoCL, 2 AVX-512 cores: 2048^3 107 ms in place vs 91 packed, 1024x2048x2048 51
+# vs 42; rows 4 KiB apart or K <= 1024 level, gemm.json)
+ALIASED_ROW_BYTES, ALIASED_MIN_K = 8192, 1536
+
+
+def packed_reads_b_in_place(p, params):
+    """Whether gemm_packed reads B where it is (rows contiguous along N) instead of from packed
+    panels: from N = B_IN_PLACE_MIN_N columns on (gemm.json: on PoCL the pack, a full memory
+    pass, cost as much as the product on the convolutions' shallow batched products; narrower
+    B spends too much of its panels in the partial last one), unless its rows alias."""
+    aliased = p.k >= ALIASED_MIN_K and p.b.rs * p.dtype.itemsize % ALIASED_ROW_BYTES == 0
+    return p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased
+
+
+def packed_reads_a_in_place(p, params):
+    """Whether gemm_packed reads A where it is (rows contiguous along K, A_IN_PLACE set)."""
+    return bool(params.get("A_IN_PLACE")) and (p.a.cs == 1 or p.k == 1)
+
+
+def _packed_operand(p, op, in_place, ld, rows, rs, ks, width):
+    """[buffer, batch stride, View, leading dim] of an operand as gemm_packed reads it: where
+    it is (its View and leading dim), or packed into panels of `width` rows."""
+    if in_place:
+        return [op.t.storage.buf, np.int64(0), ew.view_arg(op.t.offset, op.bstrides),
+                np.int64(ld)]
+    t, bs = _pack_panels(p, op, rows, rs, ks, width)
+    return [t.storage.buf, np.int64(bs), ew.view_arg(0, [0] * len(p.bshape)), np.int64(0)]
+
+
+def moves(p, params):
+    """Elements gemm_packed moves one at a time for a problem: those it packs into panels (what
+    it cannot read in place) and those it stores per element (C not row-contiguous).
+    NOTE: gemm_into runs the transposed problem when that moves fewer: with both operands
+    K-contiguous (1x1 weight gradients, x @ W^T) the smaller one is packed. PoCL, 2 AVX-512
+    cores, kernel ms with packs, interleaved medians: 64x512x1568 (GoogLeNet 4b/pool's weight
+    gradient) 1.58 -> 1.10, 32x256x6272 2.15 -> 1.08, x @ W^T at batch 64 (64x4096x9216)
+    84.9 -> 31.9; counting packs alone, 1x1 input gradients (832x49x48 x8, A shared) were
+    transposed for a column-strided C and lost (0.31 -> 0.44 ms)."""
+    count = 0 if p.co.cs == 1 else p.m * p.n * p.nbatch
+    for op, rows, in_place in ((p.a, p.m, packed_reads_a_in_place(p, params)),
+                               (p.b, p.n, packed_reads_b_in_place(p, params))):
+        if not in_place:
+            count += rows * p.k * (p.nbatch if any(op.bstrides) else 1)
+    return count
+
+
+def packed_nr(p, params):
+    """gemm_packed's NR for a problem: the entry's, or half of it when N fits in half (and VW
+    divides it). NOTE: a narrow product fills half the lanes of a full-width tile. PoCL, 2
+    AVX-512 cores, 2026-12-01, ms with packs, medians of 7 interleaved rounds, NR 32 vs 16:
+    GoogLeNet's 1x1 weight gradients with 16 outputs (run transposed) 192x16x6272 0.61 vs 0.39
+    (numpy 0.56 on the same operands) and 480x16x1568 0.41 vs 0.28, 1000x8x512 0.31 vs 0.24,
+    192x16x256 level; at N = 24 (two panels) 16 lost (0.73 vs 0.93)."""
+    nr = params["NR"]
+    if p.n <= nr // 2 and (nr // 2) % params["VW"] == 0:
+        return nr // 2
+    return nr
+
+
+def run_packed(p, entry, epi, summed=False):
+    """gemm_packed on p; summed: C is the sum over the first batch dim (gemm_sum_into)."""
+    params = entry["packed"]
+    mr, nr = params["MR"], packed_nr(p, params)
+    a_in_place = packed_reads_a_in_place(p, params)
+    b_in_place = packed_reads_b_in_place(p, params)
+    tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype),
+            "A_INPLACE": int(a_in_place), "B_INPLACE": int(b_in_place)}
+    if "KB" in params:  # else gemm_cpu.cl's default block of K
+        tile["KB"] = params["KB"]
+    if summed:
+        tile["SUM_BATCHES"] = 1
+    kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", tile)
+    a_args = _packed_operand(p, p.a, a_in_place, p.a.rs, p.m, p.a.rs, p.a.cs, mr)
+    b_args = _packed_operand(p, p.b, b_in_place, p.b.rs, p.n, p.b.cs, p.b.rs, nr)
+    # NOTE: B read in place walks down M, so that its panel (K rows far apart) is read from
+    # memory once for all of M; walking N streamed all of B once per panel of A (PoCL, gemm.json)
+    walk_n = packed_walks_n(p, params) and not b_in_place
+    tail = a_args + b_args + [np.int32(walk_n)] + epi
+    launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n,
+                  summed=summed)
