@@ -12,9 +12,16 @@
  * up the lanes at the end; the last K % VW elements one by one. Global size at least
  * (ceil(N/NB), 1, batches), any local size; row0 must be 0.
  *
+ * gemm_rowdot_wg (GPUs): the same product with each work-group of LX work-items on NB
+ * columns: work-item t reads vectors t, t + LX, ... of each row (neighbours read neighbouring
+ * vectors, so loads coalesce), and the work-group adds its LX partial sums in local memory.
+ * One work-item per column would leave a GPU nearly idle at N in the thousands and walk each
+ * row of W alone. Global size at least (ceil(N/NB) * LX, 1, batches), local (LX, 1, 1).
+ *
  * Build options: T; MR (= M, the rows, baked so the register tile unrolls); ALIGNED (lda,
  * ldb and every offset are multiples of VW: direct vector loads, faster than vloadN on PoCL).
- * Tunables: NB (columns per work-item), VW (vector width).
+ * Tunables: NB (columns per work-item or work-group), VW (vector width), LX (gemm_rowdot_wg's
+ * work-group size, a power of two).
  */
 #ifndef MR
 #define MR 1
@@ -24,6 +31,9 @@
 #endif
 #ifndef VW
 #define VW 16
+#endif
+#ifndef LX
+#define LX 128
 #endif
 #define VT CAT(T, VW)
 #define VLOAD CAT(vload, VW)
@@ -86,4 +96,61 @@ __kernel void gemm_rowdot(const int M, const int N, const int K, const int row0,
       for (int e = 0; e < VW; ++e) s += u.s[e];
       if (n0 + j < N) EPILOGUE(i, n0 + j, s)
     }
+}
+
+__kernel __attribute__((reqd_work_group_size(LX, 1, 1)))
+void gemm_rowdot_wg(const int M, const int N, const int K, const int row0, BATCH_ARGS,
+                    __global const T* A, const View va, const long lda, const long a_cs,
+                    __global const T* B, const View vb, const long b_rs, const long ldb,
+                    EPI_ARGS) {
+  __local T part[MR * NB][LX];
+  const int t = get_local_id(0);
+  const int n0 = (int)(get_global_id(0) / LX) * NB;  /* global ids include launch offsets */
+  const long b = batch0 + get_global_id(2);
+  __global const T* pa = A + batch_offset(b, nbd, batch, va);
+  const long ob = batch_offset(b, nbd, batch, vb);
+  __global const T* pb[NB];
+#pragma unroll
+  for (int j = 0; j < NB; ++j) pb[j] = B + ob + (long)min(n0 + j, N - 1) * ldb;
+  VT acc[MR][NB];
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int j = 0; j < NB; ++j) acc[i][j] = (VT)0;
+  const int kv = K / VW * VW;
+  for (int k = t * VW; k < kv; k += LX * VW) {
+    VT bv[NB];
+#pragma unroll
+    for (int j = 0; j < NB; ++j) bv[j] = LOADV(pb[j] + k);
+#pragma unroll
+    for (int i = 0; i < MR; ++i) {
+      const VT av = LOADV(pa + (long)i * lda + k);
+#pragma unroll
+      for (int j = 0; j < NB; ++j) acc[i][j] += av * bv[j];
+    }
+  }
+  const int kt = kv + t;  /* the last K % VW (< LX) elements, one per work-item */
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int j = 0; j < NB; ++j) {
+      LanesV u;
+      u.v = acc[i][j];
+      T s = kt < K ? pa[(long)i * lda + kt] * pb[j][kt] : (T)0;
+#pragma unroll
+      for (int e = 0; e < VW; ++e) s += u.s[e];
+      part[i * NB + j][t] = s;
+    }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int width = LX / 2; width > 0; width >>= 1) {
+    if (t < width)
+      for (int q = 0; q < MR * NB; ++q) part[q][t] += part[q][t + width];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const long oci = batch_offset(b, nbd, batch, vci);
+  const long oco = batch_offset(b, nbd, batch, vco);
+  for (int q = t; q < MR * NB; q += LX) {
+    const int i = q / NB, j = q % NB;
+    if (n0 + j < N) EPILOGUE(i, n0 + j, part[q][0])
+  }
 }

@@ -79,7 +79,7 @@ def _dict(fields, required=()):
 _DIRECT = _dict({"TM": _int(1, 64), "TN": _int(1, 256), "VW": _VW}, ("TM", "TN", "VW"))
 _TILED = _dict({k: _int(1, 256) for k in ("TSM", "TSN", "TSK", "WPTM", "WPTN")},
                ("TSM", "TSN", "TSK", "WPTM", "WPTN"))
-_ROWDOT = _dict({"VW": _VW, "NB": _int(1, 64)})
+_ROWDOT = _dict({"VW": _VW, "NB": _int(1, 64), "LX": _int(1, 1024)})
 _PACKED = _dict({"MR": _int(1, 64), "NR": _int(1, 256), "VW": _VW, "ORDER": _BIT,
                  "WALK_M_FROM_K": _int(0, _BIG), "B_IN_PLACE_MIN_N": _int(0, _BIG),
                  "A_IN_PLACE": _BIT, "KB": _int(0, 65536)}, ("MR", "NR", "VW"))
@@ -95,7 +95,7 @@ _XGEMM_SET = _dict({"MWG": _int(1, 1024), "NWG": _int(1, 1024), "KWG": _int(1, 2
 GEMM_ENTRY = _dict({
     "family": ("in", ("direct", "tiled", "packed", "xgemm")), "small": ("in", ("direct", "tiled")),
     "min_work": _int(0, _BIG), "min_dim": _int(0, _BIG), "min_m": _int(0, _BIG),
-    "rowdot_max_m": _int(0, 1024), "split_cost_us": ("num", 0.0), "bandwidth_gbs": _RATE,
+    "rowdot_max_m": _int(0, 1024), "rowdot_wg": _BIT, "split_cost_us": ("num", 0.0), "bandwidth_gbs": _RATE,
     "threads_per_cu": _int(1, 65536), "compute_units": _int(1, 65536), "split_k": ("bool",),
     "direct": _DIRECT, "tiled": _TILED, "rowdot": _ROWDOT, "packed": _PACKED,
     "xgemm": ("list", _XGEMM_SET), "cx_sets": ("list", _XGEMM_SET),

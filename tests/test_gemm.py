@@ -967,16 +967,18 @@ def test_small_problem_thresholds(device):
 
 
 @pytest.mark.parametrize("m", [1, 3, 8])
-def test_rowdot_linear_layers(device, rng, fp_dtypes, m):
-    """gemm_rowdot (x @ W^T with few rows, both K-contiguous) on every device: K with and
-    without a vector tail, N prime, offset (unaligned) views, batches, the whole epilogue;
-    poisoned outputs."""
+@pytest.mark.parametrize("kernel", ["gemm_rowdot", "gemm_rowdot_wg"])
+def test_rowdot_linear_layers(device, rng, fp_dtypes, m, kernel):
+    """gemm_rowdot and gemm_rowdot_wg (x @ W^T with few rows, both K-contiguous) on every
+    device: K with and without a vector tail, N prime, offset (unaligned) views, batches, the
+    whole epilogue; poisoned outputs."""
     for dtype in fp_dtypes:
-        _check_rowdot(device, rng, dtype, m)
+        _check_rowdot(device, rng, dtype, m, kernel)
 
 
-def _check_rowdot(device, rng, dtype, m):
-    entry = dict(gm.entry_for(device, dtype), rowdot_max_m=8)
+def _check_rowdot(device, rng, dtype, m, kernel):
+    entry = dict(gm.entry_for(device, dtype), rowdot_max_m=8,
+                 rowdot_wg=int(kernel == "gemm_rowdot_wg"))
     cases = [(37, 64, {}), (131, 53, {"alpha": -0.5, "relu": True}),
              (16, 1000, {"beta": 2.0}), (29, 7, {"row_bias": True, "col_bias": True})]
     for n, k, epi in cases:
@@ -997,7 +999,7 @@ def _check_rowdot(device, rng, dtype, m):
         out = poisoned(device, (m, n), dtype)
         with cltensor.profile() as prof:
             gm.gemm_into(a, b, out, entry=entry, **kw)
-        assert {r["name"] for r in prof.records()} == {"gemm_rowdot"}
+        assert {r["name"] for r in prof.records()} == {kernel}
         run_check(out, x[:, 1:], w[:, 1:].T, dtype, **ref_kw)
     # aligned and batched: a (3, m, 64) batch against one shared weight
     x, w = random_array(rng, (3, m, 64), dtype), random_array(rng, (40, 64), dtype)

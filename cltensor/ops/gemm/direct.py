@@ -55,21 +55,31 @@ def rowdot_applies(p, entry):
 
 
 def run_rowdot(p, entry, epi):
+    """gemm_rowdot (a work-item per NB columns: CPUs) or gemm_rowdot_wg (a work-group per NB
+    columns: GPUs, or where the entry's rowdot_wg says so)."""
+    wg = bool(entry.get("rowdot_wg", not p.device.is_cpu))
     params = entry.get("rowdot", {})
-    vw = params.get("VW", 16)
+    vw = params.get("VW", 4 if wg else 16)
     nb = max(1, min(params.get("NB", 4), ROWDOT_ACCUMULATORS // p.m))
     defines = {"T": ctype_of(p.dtype), "MR": p.m, "NB": nb, "VW": vw}
     if all(v % vw == 0 for v in (p.a.rs, p.b.cs, p.a.t.offset, p.b.t.offset,
                                  *p.a.bstrides, *p.b.bstrides)):
         defines["ALIGNED"] = None
+    tail = operand_args(p.a) + operand_args(p.b) + epi
+    if wg:
+        lx = min(params.get("LX", ROWDOT_WG_LOCAL), p.device.max_work_group)
+        lx = 1 << (lx.bit_length() - 1)  # the kernel's tree sum halves LX
+        kernel = get_kernel(p.device, "gemm_rowdot.cl", "gemm_rowdot_wg", dict(defines, LX=lx))
+        launch_tiles(p, kernel, p.m, -(-p.n // nb), (lx, 1, 1), p.k, tail)
+        return
     kernel = get_kernel(p.device, "gemm_rowdot.cl", "gemm_rowdot", defines)
     lx = ROWDOT_LOCAL
-    tail = operand_args(p.a) + operand_args(p.b) + epi
     launch_tiles(p, kernel, p.m, -(-p.n // (nb * lx)), (lx, 1, 1), p.k, tail)
 
 
 ROWDOT_ACCUMULATORS = 16  # vector accumulators (M * NB) per work-item: AVX-512 has 32 registers
 ROWDOT_LOCAL = 16  # NOTE: fixed, so that PoCL compiles the kernel once
+ROWDOT_WG_LOCAL = 128  # gemm_rowdot_wg's work-group: 32 float4 loads of a row per step
 
 
 def run_tiled(p, entry, epi):
