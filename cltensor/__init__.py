@@ -27,10 +27,12 @@ from .random import *  # noqa: F401,F403
 from .tensor import CHANNELS_LAST as channels_last  # noqa: F401
 from .tensor import CONTIGUOUS_FORMAT as contiguous_format  # noqa: F401
 from .tensor import ClTensor
+from . import interop as _interop
 
 Tensor = ClTensor
 
-for _module in (pointwise, reduce, shape, indexing, _matmul_ops, ranges, random, _sort_ops):
+for _module in (pointwise, reduce, shape, indexing, _matmul_ops, ranges, random, _sort_ops,
+                _interop):
     for _name, _fn in _module.TENSOR_METHODS.items():
         setattr(ClTensor, _name, _fn)
 del _module, _name, _fn
@@ -91,6 +93,7 @@ ClTensor.swapaxes_ = ClTensor.swapdims_ = ClTensor.transpose_
 del _name, _alias, _target, _a, _t
 
 from . import backends, conv, nn, optim  # noqa: E402,F401  (layers sit on top of the ops)
+from . import accelerator, cuda  # noqa: E402,F401  (torch.cuda, torch.accelerator over "cuda")
 from .conv import conv_algorithms  # noqa: E402,F401
 from .plugins import plugins, register_plugin, unregister_plugin  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
