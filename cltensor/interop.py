@@ -56,8 +56,8 @@ def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None
     to_host = dl_device is not None and tuple(dl_device) == (KDL_CPU, 0)
     if not (self.device.is_cpu or to_host):
         raise BufferError(f"__dlpack__: the tensor is on {self.device}, whose memory the host "
-                          f"cannot address; export x.cpu() or x.numpy(), or ask for "
-                          f"dl_device=(kDLCPU, 0)")
+                          f"cannot address; export x.numpy() (or x.cpu() where a CPU device "
+                          f"exists), or ask for dl_device=(kDLCPU, 0)")
     if copy is False:
         raise BufferError("__dlpack__: copy=False cannot be honoured: a tensor's data is in an "
                           "OpenCL buffer, and DLPack gets a host copy of it")

@@ -266,6 +266,10 @@ def test_dlpack_out_of_a_gpu_needs_the_host_asked_for(machine):
     with pytest.raises(BufferError, match="cannot address"):
         np.from_dlpack(x)
     np.testing.assert_array_equal(np.from_dlpack(x, device="cpu"), [1.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(x), [1.0, 2.0])  # __array__ works anywhere
+    torch = pytest.importorskip("torch")
+    with pytest.raises(BufferError, match=r"x\.numpy\(\)"):
+        torch.tensor(x)
 
 
 def test_from_dlpack_reads_host_memory(device, rng):
@@ -291,3 +295,26 @@ def test_from_dlpack_reads_host_memory(device, rng):
             raise BufferError("the data is on a CUDA device")
     with pytest.raises(BufferError, match="reads host memory only"):
         ct.from_dlpack(OnAGpu())
+
+
+def test_a_scripts_device_idioms_run_with_only_the_import_swapped(device, machine, tmp_path):
+    """pytorch/examples' device set-up and checkpointing, as written for torch, on a machine
+    with the test device as its GPU and on one with it as its CPU."""
+    import cltensor as torch  # the script's only change
+    for kinds in (("gpu",), ("cpu",)):
+        machine(*kinds)
+        use_cuda = torch.cuda.is_available()
+        use_accel = torch.accelerator.is_available()
+        device = torch.accelerator.current_accelerator() if use_accel else torch.device("cpu")
+        assert use_cuda == use_accel == (kinds == ("gpu",))
+        torch.manual_seed(1)
+        if use_cuda:
+            torch.cuda.manual_seed(1)
+        model = torch.nn.Linear(2, 1).to(device)
+        data = torch.tensor([[1.0, 2.0]]).pin_memory().to(device, non_blocking=True)
+        loss = model(data).sum()
+        torch.save(model.state_dict(), tmp_path / "m.pt")
+        state = torch.load(tmp_path / "m.pt", map_location=device)
+        assert all(v.device == device for v in state.values()) and data.device == device
+        want = data.numpy() @ model.weight.numpy().T + model.bias.numpy()
+        assert abs(loss.cpu().item() - float(want.sum())) < 1e-6
