@@ -280,13 +280,12 @@ def _pick_default():
     devs = all_devices()
     if not devs:
         raise DeviceError(NO_DEVICE_HELP)
-    spec = os.environ.get("CLTENSOR_DEVICE")
-    if spec:
-        return get_device(spec)
     gpus = [d for d in devs if d.is_gpu]
-    if gpus:
-        return gpus[0]
-    return _best_cpu([d for d in devs if d.is_cpu] or devs)
+    rule = gpus[0] if gpus else _best_cpu([d for d in devs if d.is_cpu] or devs)
+    spec = (os.environ.get("CLTENSOR_DEVICE") or "").strip()
+    if spec and _is_torch_name(spec):  # "cpu", "cuda:1": named from the rule's choice
+        return _resolve_torch(*_parse_torch_name(spec), default=rule)
+    return get_device(spec) if spec else rule
 
 
 def _best_cpu(cpus):
@@ -474,31 +473,33 @@ def gpu_devices():
     return [d for d in all_devices() if d.is_gpu]
 
 
-def preferred_cpu():
+def preferred_cpu(default=None):
     """The device "cpu" names: the default device if it is a CPU, else the CPU device the
     default rule would pick, else (no CPU OpenCL device) the default device."""
-    default = default_device()
+    default = default or default_device()
     cpus = cpu_devices()
     return default if default.is_cpu or not cpus else _best_cpu(cpus)
 
 
-def default_gpu():
+def default_gpu(default=None):
     """The device "cuda" names: the default device if it is a GPU, else the first GPU, else None."""
-    default = default_device()
+    default = default or default_device()
     gpus = gpu_devices()
     return default if default.is_gpu else gpus[0] if gpus else None
 
 
-def _resolve_torch(type, index):  # noqa: A002
+def _resolve_torch(type, index, default=None):  # noqa: A002
+    """The Device a torch name stands for; `default` stands in for the default device (while
+    it is being picked)."""
     if type not in TORCH_TYPES:
         raise DeviceError(f"device type {type!r} has no OpenCL device here: cltensor runs on "
                           f"{', '.join(repr(t) for t in TORCH_TYPES)} devices")
     if index is None:
         if type == "cpu":
-            return preferred_cpu()
+            return preferred_cpu(default)
         if type == "opencl":
-            return default_device()
-        gpu = default_gpu()
+            return default or default_device()
+        gpu = default_gpu(default)
         if gpu is None:
             raise DeviceError(no_gpu_message("cuda"))
         return gpu

@@ -176,6 +176,17 @@ def test_cuda_memory_seed_and_device_context(machine):
     assert np.array_equal(ct.random.default_generator.get_state(), a)
 
 
+def test_cltensor_device_takes_torch_names(machine, monkeypatch):
+    for spec, want in [("cpu", 0), ("cuda", 1), ("cuda:1", 2), ("opencl:0", 0), (" 8:2", 2)]:
+        devs = machine("cpu", "gpu", "gpu")
+        monkeypatch.setattr(devmod, "_default", None)
+        monkeypatch.setenv("CLTENSOR_DEVICE", spec)
+        assert ct.default_device() is devs[want], spec
+    devs = machine("cpu", "gpu")
+    ct.set_default_device("cpu")
+    assert ct.default_device() is devs[0] and ct.get_device("cuda") is devs[1]
+
+
 def test_cpu_without_a_cpu_device_is_the_default_device(machine, tmp_path):
     (gpu,) = machine("gpu")
     x = ct.tensor([[1.5, 2.5]])
