@@ -396,23 +396,7 @@ class TorchDevice:
     __slots__ = ("type", "index")
 
     def __init__(self, type, index=None):  # noqa: A002 - torch's name
-        if isinstance(type, TorchDevice) or is_torch_device(type):
-            type, index = type.type, type.index
-        elif isinstance(type, Device):
-            type, index = _torch_name(type)
-        elif isinstance(type, int) and not isinstance(type, bool) and index is None:
-            type, index = "cuda", type
-        elif not isinstance(type, str):
-            raise TypeError(f"device(): expected a string, a device or an index, got {type!r}")
-        elif index is None:
-            type, index = _parse_torch_name(type.strip())
-        elif ":" in type:
-            raise ValueError(f"device(): type {type!r} has an index already; pass it alone")
-        else:
-            _parse_torch_name(type)
-        if index is not None and (not isinstance(index, int) or isinstance(index, bool)
-                                  or index < 0):
-            raise ValueError(f"device(): the index must be an int >= 0, got {index!r}")
+        type, index = _type_and_index(type, index)
         object.__setattr__(self, "type", type)
         object.__setattr__(self, "index", index)
 
@@ -441,6 +425,25 @@ class TorchDevice:
 
     def __reduce__(self):
         return TorchDevice, (self.type, self.index)
+
+
+def _type_and_index(spec, index):
+    """(type, index) from TorchDevice's arguments, checked."""
+    if isinstance(spec, TorchDevice) or is_torch_device(spec):
+        return spec.type, spec.index
+    if isinstance(spec, Device):
+        return _torch_name(spec)
+    if isinstance(spec, int) and not isinstance(spec, bool) and index is None:
+        spec, index = "cuda", spec  # torch: an index alone names an accelerator
+    if not isinstance(spec, str):
+        raise TypeError(f"device(): expected a string, a device or an index, got {spec!r}")
+    if index is None:
+        return _parse_torch_name(spec.strip())
+    if ":" in spec:
+        raise ValueError(f"device(): type {spec!r} has an index already; pass it alone")
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        raise ValueError(f"device(): the index must be an int >= 0, got {index!r}")
+    return _parse_torch_name(spec.strip())[0], index
 
 
 def _parse_torch_name(name):
