@@ -469,13 +469,15 @@ def test_map_location_takes_torch_style_devices(device, tmp_path):
     for where, want in [("cpu", cpu), (ct.device("cpu"), cpu), (torch.device("cpu"), cpu),
                         (own, device), (str(own), device), ({"cpu": own}, device),
                         ({"cpu": "cpu"}, cpu), (lambda s, loc: own, device),
-                        (lambda s, loc: "cpu", cpu)]:
+                        (lambda s, loc: "cpu", cpu), (lambda s, loc: s.cpu(), cpu),
+                        (lambda s, loc: s.to(own), device)]:
         got = ct.load(path, map_location=where)["w"]
         assert got.device is want and got.device == ct.device(want), where
         assert got.tolist() == [0.0, 1.0, 2.0]
     if not ct.cuda.is_available():
-        for where in ("cuda", ct.device("cuda:0"), {"cpu": "cuda"}):
+        for where in ("cuda", ct.device("cuda:0"), {"cpu": "cuda"}, lambda s, loc: s.cuda()):
             with pytest.raises(ct.DeviceError, match="no OpenCL GPU"):
                 ct.load(path, map_location=where)
     else:
-        assert ct.load(path, map_location="cuda")["w"].device.type == "cuda"
+        for where in ("cuda", lambda s, loc: s.cuda(), lambda s, loc: s.cuda(0)):
+            assert ct.load(path, map_location=where)["w"].device.type == "cuda"

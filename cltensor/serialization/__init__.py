@@ -9,6 +9,8 @@ import os
 import pickle
 import zipfile
 
+import numpy as np
+
 from ..device import Device, TorchDevice, get_device, is_torch_device
 from ..diskfiles import atomic_file
 from . import npz, torch_read, torch_write
@@ -118,6 +120,20 @@ class _Placement(Exception):
         self.error = error
 
 
+class _Storage(np.ndarray):
+    """The array a map_location callable gets; torch's storage.cuda(i), .cpu() and .to(d)
+    on it give the device they name, so torch's idioms for the callable work."""
+
+    def cuda(self, device=None, non_blocking=False):
+        return TorchDevice("cuda", device) if isinstance(device, int) else device or "cuda"
+
+    def cpu(self):
+        return "cpu"
+
+    def to(self, device, *args, **kwargs):
+        return device
+
+
 def _placer(map_location):
     """place(array, saved location) -> the Device for that storage."""
     if map_location is None or isinstance(map_location, (str, Device, TorchDevice)) or \
@@ -131,9 +147,10 @@ def _placer(map_location):
         return lambda arr, location: _resolve(map_location.get(location))
     if callable(map_location):
         def place(arr, location):
+            storage = None if arr is None else arr.view(_Storage)
             try:
-                got = map_location(arr, location)
-                return _resolve(None if got is arr else got)
+                got = map_location(storage, location)
+                return _resolve(None if got is storage else got)
             except Exception as e:  # noqa: BLE001 - the user's function: any error is theirs
                 raise _Placement(e) from None
         return place
