@@ -78,7 +78,11 @@ def test_creation_to_and_cpu_take_device_names(device, rng):
     for spec in (name, str(name)):
         for x in (ct.tensor(a, device=spec), ct.from_numpy(a, device=spec),
                   ct.zeros(3, device=spec), ct.ones_like(ct.zeros(2), device=spec),
-                  ct.arange(3, device=spec), ct.empty(2, device=spec)):
+                  ct.arange(3, device=spec), ct.empty(2, device=spec), ct.rand(2, device=spec),
+                  ct.eye(2, device=spec), ct.zeros(1).new_zeros(2, device=spec),
+                  ct.zeros(1).new_full((2,), 1.0, device=spec),
+                  ct.zeros(1).new_tensor([1.0], device=spec),
+                  ct.nn.Linear(2, 2, device=spec).weight):
             assert x.device is device, (spec, x)
     x = ct.tensor(a, device=device)
     cpu = ct.get_device("cpu")
