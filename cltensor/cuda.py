@@ -7,6 +7,7 @@ device when it is a GPU, else GPU 0. cltensor has one random generator for every
 manual_seed(s) reseeds it when a GPU is present and, as torch, does nothing otherwise.
 """
 import contextlib
+from dataclasses import dataclass
 
 from . import random
 from .device import OutOfMemoryError  # noqa: F401  (torch.cuda.OutOfMemoryError)
@@ -17,8 +18,9 @@ from .device import reset_peak_memory_stats as _reset_peak
 
 __all__ = ["is_available", "device_count", "current_device", "set_device", "get_device_name",
            "synchronize", "manual_seed", "manual_seed_all", "memory_allocated",
-           "max_memory_allocated", "reset_peak_memory_stats", "empty_cache", "device",
-           "is_initialized", "OutOfMemoryError"]
+           "max_memory_allocated", "memory_reserved", "reset_peak_memory_stats", "empty_cache",
+           "device", "is_initialized", "get_device_properties", "is_bf16_supported",
+           "OutOfMemoryError"]
 
 
 def is_available():
@@ -64,6 +66,24 @@ def get_device_name(dev=None):
     return _gpu(dev).name
 
 
+@dataclass(frozen=True)
+class DeviceProperties:
+    """What torch.cuda.get_device_properties gives that OpenCL knows."""
+    name: str
+    total_memory: int
+    multi_processor_count: int
+
+
+def get_device_properties(dev=None):
+    gpu = _gpu(dev)
+    return DeviceProperties(gpu.name, gpu.cl_device.global_mem_size, gpu.cl_device.max_compute_units)
+
+
+def is_bf16_supported(including_emulation=True):
+    """False: cltensor has no bfloat16 tensors."""
+    return False
+
+
 def synchronize(dev=None):
     """Wait for every command queued on the GPU."""
     _gpu(dev).synchronize()
@@ -88,6 +108,12 @@ def max_memory_allocated(dev=None):
     return _gpu(dev).peak
 
 
+def memory_reserved(dev=None):
+    """Bytes the GPU's memory pool holds: live tensors' and freed buffers kept for reuse."""
+    pool = _gpu(dev)._pool
+    return pool.managed_bytes if pool is not None else 0
+
+
 def reset_peak_memory_stats(dev=None):
     _reset_peak(_gpu(dev))
 
@@ -101,7 +127,8 @@ def empty_cache():
 @contextlib.contextmanager
 def device(dev):
     """with cltensor.cuda.device(1): ... makes GPU 1 the default device inside the block (None
-    or a negative index: no change, as torch)."""
+    or a negative index: no change, as torch). The default device is global, so the block
+    changes it for every thread, unlike torch's per-thread current device."""
     if dev is None or (isinstance(dev, int) and dev < 0):
         yield
         return

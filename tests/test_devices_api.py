@@ -134,7 +134,10 @@ def test_gpu_is_cuda_and_the_cpu_device_is_cpu(machine):
     assert (ct.cuda.device_count(), ct.accelerator.device_count(), ct.cuda.current_device()) == (1, 1, 0)
     assert ct.accelerator.current_accelerator() == ct.device("cuda")
     assert ct.cuda.get_device_name() == gpu.name and ct.cuda.get_device_name(0) == gpu.name
-    assert ct.cuda.is_initialized()
+    assert ct.cuda.is_initialized() and not ct.cuda.is_bf16_supported()
+    props = ct.cuda.get_device_properties(0)
+    assert props.name == gpu.name and props.total_memory == gpu.cl_device.global_mem_size > 0
+    assert props.multi_processor_count == gpu.cl_device.max_compute_units
 
 
 def test_backends_cuda_and_mps_probes(machine, monkeypatch):
@@ -157,6 +160,7 @@ def test_cuda_memory_seed_and_device_context(machine):
     before = ct.cuda.memory_allocated()
     x = ct.tensor(np.zeros(1000, np.float32), device="cuda")
     assert ct.cuda.memory_allocated() - before == 4000 and ct.cuda.max_memory_allocated() >= 4000
+    assert ct.cuda.memory_reserved() >= ct.cuda.memory_allocated() >= 4000
     del x
     assert ct.cuda.memory_allocated() == before and ct.cuda.max_memory_allocated() >= before + 4000
     ct.cuda.reset_peak_memory_stats()
