@@ -4,6 +4,7 @@ cltensor.accelerator, .cpu()/.cuda(), pickling, DLPack.
 Machines with and without a GPU are both tested on every device: `machine` swaps the list of
 devices for one where the test device appears as a CPU, as a GPU, or both."""
 import copy
+import itertools
 import pickle
 
 import numpy as np
@@ -13,9 +14,13 @@ import cltensor as ct
 from cltensor import device as devmod
 
 
-def _as(device, kind, index):
-    """A new Device over the test device's OpenCL device that reports itself a CPU or a GPU."""
-    d = devmod.Device(index, device.cl_device)
+_FAKE_INDICES = itertools.count()
+
+
+def _as(device, kind):
+    """A new Device over the test device's OpenCL device that reports itself a CPU or a GPU;
+    its index is new, as caches keyed by index must not mix its context with another's."""
+    d = devmod.Device(f"8:{next(_FAKE_INDICES)}", device.cl_device)
     d.is_cpu, d.is_gpu = kind == "cpu", kind == "gpu"
     return d
 
@@ -25,7 +30,7 @@ def machine(device, monkeypatch):
     """machine(*kinds, default=i) makes the devices present those kinds ("cpu", "gpu"), all
     over the test device, with the i-th the default; returns them."""
     def make(*kinds, default=0):
-        devs = [_as(device, kind, f"8:{i}") for i, kind in enumerate(kinds)]
+        devs = [_as(device, kind) for kind in kinds]
         monkeypatch.setattr(devmod, "_devices", devs)
         monkeypatch.setattr(devmod, "_default", devs[default])
         return devs
@@ -185,10 +190,10 @@ def test_cuda_memory_seed_and_device_context(machine):
 
 
 def test_cltensor_device_takes_torch_names(machine, monkeypatch):
-    for spec, want in [("cpu", 0), ("cuda", 1), ("cuda:1", 2), ("opencl:0", 0), (" 8:2", 2)]:
+    for spec, want in [("cpu", 0), ("cuda", 1), ("cuda:1", 2), ("opencl:0", 0), (None, 2)]:
         devs = machine("cpu", "gpu", "gpu")
         monkeypatch.setattr(devmod, "_default", None)
-        monkeypatch.setenv("CLTENSOR_DEVICE", spec)
+        monkeypatch.setenv("CLTENSOR_DEVICE", spec or f" {devs[2].index}")
         assert ct.default_device() is devs[want], spec
     devs = machine("cpu", "gpu")
     ct.set_default_device("cpu")
