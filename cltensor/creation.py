@@ -9,8 +9,8 @@ from . import dtypes as dt
 from .device import get_device
 from .tensor import ClTensor, _size_args
 
-__all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "empty", "zeros", "ones", "full", "empty_like",
-           "zeros_like", "ones_like", "full_like"]
+__all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "empty", "zeros", "ones", "full",
+           "empty_like", "zeros_like", "ones_like", "full_like"]
 
 
 def factory(fn):
