@@ -76,6 +76,7 @@ ClTensor.swapaxes_ = ClTensor.swapdims_ = ClTensor.transpose_
 del _name, _alias, _target, _a, _t
 
 from . import backends, conv, nn, optim  # noqa: E402,F401  (layers sit on top of the ops)
+from . import accelerator, cuda  # noqa: E402,F401  (torch.cuda, torch.accelerator over "cuda")
 from .conv import conv_algorithms  # noqa: E402,F401
 from .plugins import plugins, register_plugin, unregister_plugin  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401

@@ -20,7 +20,48 @@
                          path or the most accurate one; "fast" takes the fastest measured
                          algorithm, F(4x4) included (up to 24x PyTorch's error)
 """
+from .device import all_devices
+
 benchmark = False
 conv_workspace_limit = 256 * 2**20
 allow_tf32 = False
 conv_precision = "accurate"
+
+
+class _Matmul:
+    """torch.backends.cuda.matmul: allow_tf32 is this module's allow_tf32."""
+
+    @property
+    def allow_tf32(self):
+        return globals()["allow_tf32"]
+
+    @allow_tf32.setter
+    def allow_tf32(self, value):
+        globals()["allow_tf32"] = bool(value)
+
+
+class _Cuda:
+    """torch.backends.cuda, so that common probes work: is_built() says whether an OpenCL
+    GPU is present ("cuda" names one)."""
+
+    matmul = _Matmul()
+
+    @staticmethod
+    def is_built():
+        return any(d.is_gpu for d in all_devices())
+
+
+class _Mps:
+    """torch.backends.mps: cltensor has no Metal backend."""
+
+    @staticmethod
+    def is_available():
+        return False
+
+    @staticmethod
+    def is_built():
+        return False
+
+
+cuda = _Cuda()
+mps = _Mps()

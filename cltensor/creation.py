@@ -9,8 +9,8 @@ from . import dtypes as dt
 from .device import get_device
 from .tensor import ClTensor, _size_args
 
-__all__ = ["tensor", "as_tensor", "from_numpy", "empty", "zeros", "ones", "full", "empty_like",
-           "zeros_like", "ones_like", "full_like"]
+__all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "empty", "zeros", "ones", "full",
+           "empty_like", "zeros_like", "ones_like", "full_like"]
 
 
 def factory(fn):
@@ -59,6 +59,27 @@ def from_numpy(array, device=None, dtype=None):
     if host.size:
         out.device.enqueue(cl.enqueue_copy, out.storage.buf, host, is_blocking=False).wait()
     return out
+
+
+def from_dlpack(ext_tensor, *, device=None, copy=None):
+    """A tensor from any object with __dlpack__ in host memory (a numpy array, a torch CPU
+    tensor, ...), copied to `device` (default: the device "cpu" names). A ClTensor is returned
+    as it is (moved if `device` differs, copied if copy=True)."""
+    if isinstance(ext_tensor, ClTensor):
+        return ext_tensor.to(device or ext_tensor.device, copy=bool(copy))
+    if copy is False:
+        raise ValueError("from_dlpack: copy=False cannot be honoured: the data is copied into "
+                         "an OpenCL buffer")
+    if not hasattr(ext_tensor, "__dlpack__"):
+        raise TypeError(f"from_dlpack: expected an object with __dlpack__ (a numpy array, a "
+                        f"torch tensor, ...), got {type(ext_tensor).__name__}")
+    try:
+        array = np.from_dlpack(ext_tensor)
+    except (BufferError, RuntimeError, TypeError, ValueError) as e:
+        raise BufferError(f"from_dlpack: cannot read {type(ext_tensor).__name__} through "
+                          f"DLPack on the host (cltensor reads host memory only, e.g. a CPU "
+                          f"tensor): {e}") from None
+    return from_numpy(array, device=get_device(device or "cpu"))
 
 
 def _native(array, op):

@@ -1,7 +1,9 @@
 """OpenCL devices: discovery, the default device, one context/queue/memory pool per device."""
 import os
 import re
+import sys
 import threading
+import types
 from dataclasses import dataclass
 
 import pyopencl as cl
@@ -178,6 +180,22 @@ class Device:
                           d.global_mem_size, d.local_mem_size, d.max_mem_alloc_size,
                           d.max_work_group_size, self.has_fp64, d.version, d.driver_version)
 
+    @property
+    def type(self):
+        """torch's device type: "cpu" for a CPU device, "cuda" for a GPU, else "opencl"."""
+        return "cpu" if self.is_cpu else "cuda" if self.is_gpu else "opencl"
+
+    def __eq__(self, other):
+        if isinstance(other, TorchDevice):
+            return other == self
+        return self is other
+
+    __hash__ = object.__hash__  # devices are unique: identity, as before __eq__ was defined
+
+    def __reduce__(self):
+        # NOTE: unpickled on the default device of the same type (a context cannot be pickled)
+        return device_of_type, (self.type,)
+
     def __repr__(self):
         return f"Device('{self.index}', '{self.name}')"
 
@@ -262,28 +280,40 @@ def _pick_default():
     devs = all_devices()
     if not devs:
         raise DeviceError(NO_DEVICE_HELP)
-    spec = os.environ.get("CLTENSOR_DEVICE")
-    if spec:
-        return get_device(spec)
     gpus = [d for d in devs if d.is_gpu]
-    if gpus:
-        return gpus[0]
-    cpus = [d for d in devs if d.is_cpu] or devs
+    rule = gpus[0] if gpus else _best_cpu([d for d in devs if d.is_cpu] or devs)
+    spec = (os.environ.get("CLTENSOR_DEVICE") or "").strip()
+    if spec and _is_torch_name(spec):  # "cpu", "cuda:1": named from the rule's choice
+        return _resolve_torch(*_parse_torch_name(spec), default=rule)
+    return get_device(spec) if spec else rule
+
+
+def _best_cpu(cpus):
+    """Of CPU devices, the newest PoCL, then the most compute units."""
     return max(cpus, key=lambda d: (_pocl_version(d), d.cl_device.max_compute_units))
 
 
 def get_device(spec=None):
-    """Resolve a device spec: None (the default), a Device, 'p:d' indices, or a name substring."""
+    """Resolve a device spec: None (the default), a Device, a torch-style name or device
+    ("cpu", "cuda:0", "opencl:1", cltensor.device(...); see TorchDevice), 'p:d' indices, or a
+    name substring."""
     if spec is None:
         return default_device()
     if isinstance(spec, Device):
         return spec
+    if isinstance(spec, TorchDevice) or is_torch_device(spec):
+        return _resolve_torch(spec.type, spec.index)
+    if isinstance(spec, int) and not isinstance(spec, bool):
+        return _resolve_torch("cuda", spec)  # torch: an int names an accelerator
     if not isinstance(spec, str):
-        raise TypeError(f"device must be a Device, a 'platform:device' index or a name, got {spec!r}")
+        raise TypeError(f"device must be a Device, a device name such as 'cpu' or 'cuda:0', a "
+                        f"'platform:device' index or a name, got {spec!r}")
     devs = all_devices()
     if not devs:
         raise DeviceError(NO_DEVICE_HELP)
     s = spec.strip()
+    if _is_torch_name(s):
+        return _resolve_torch(*_parse_torch_name(s))
     if s.startswith("cl:"):
         s = s[3:]
     for d in devs:
@@ -340,3 +370,187 @@ def reset_peak_memory_stats(device=None):
 
 def synchronize(device=None):
     get_device(device).synchronize()
+
+
+# ---- torch's device names ---------------------------------------------------------------------
+TORCH_TYPES = ("cpu", "cuda", "opencl")
+# names torch knows that no OpenCL device stands for here: a clear error rather than a guess
+_OTHER_TORCH_TYPES = ("mps", "xpu", "hip", "meta", "mtia", "hpu", "xla", "ipu", "vulkan",
+                      "privateuseone", "lazy", "ve", "fpga", "maia", "mkldnn", "opengl", "ideep")
+_TORCH_NAME = re.compile(r"([a-z]+)(:-?\d*)?")
+
+
+class TorchDevice:
+    """torch.device's counterpart: cltensor.device("cpu"), ("cuda:0"), ("opencl:1"),
+    ("cuda", 1) or (a Device). It names a device; get_device() resolves it to a Device:
+
+        "cpu"        the CPU OpenCL device (the default device's rule among CPU devices), or the
+                     default device on a machine without one; "cpu:i" the i-th CPU device
+        "cuda"       the default device if it is a GPU, else the first GPU; "cuda:i" the i-th
+                     GPU; no GPU: DeviceError
+        "opencl"     the default device; "opencl:i" the i-th of all_devices()
+
+    Attributes type and index (None where unnumbered), str() "cuda:0", == and hash as torch.
+    """
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type, index=None):  # noqa: A002 - torch's name
+        type, index = _type_and_index(type, index)
+        object.__setattr__(self, "type", type)
+        object.__setattr__(self, "index", index)
+
+    def __setattr__(self, name, value):
+        raise AttributeError("device objects are immutable")
+
+    def __eq__(self, other):
+        if isinstance(other, TorchDevice):
+            return (self.type, self.index) == (other.type, other.index)
+        if isinstance(other, Device):
+            try:
+                return get_device(self) is other
+            except DeviceError:
+                return False
+        return NotImplemented
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __repr__(self):
+        index = "" if self.index is None else f", index={self.index}"
+        return f"device(type='{self.type}'{index})"
+
+    def __reduce__(self):
+        return TorchDevice, (self.type, self.index)
+
+
+def _type_and_index(spec, index):
+    """(type, index) from TorchDevice's arguments, checked."""
+    if isinstance(spec, TorchDevice) or is_torch_device(spec):
+        return spec.type, spec.index
+    if isinstance(spec, Device):
+        return _torch_name(spec)
+    if isinstance(spec, int) and not isinstance(spec, bool) and index is None:
+        spec, index = "cuda", spec  # torch: an index alone names an accelerator
+    if not isinstance(spec, str):
+        raise TypeError(f"device(): expected a string, a device or an index, got {spec!r}")
+    if index is None:
+        return _parse_torch_name(spec.strip())
+    if ":" in spec:
+        raise ValueError(f"device(): type {spec!r} has an index already; pass it alone")
+    if not isinstance(index, int) or isinstance(index, bool) or index < 0:
+        raise ValueError(f"device(): the index must be an int >= 0, got {index!r}")
+    return _parse_torch_name(spec.strip())[0], index
+
+
+def _parse_torch_name(name):
+    """(type, index) of "cuda", "cuda:1", ...; ValueError for anything else."""
+    m = _TORCH_NAME.fullmatch(name)
+    if not m or m.group(1) not in TORCH_TYPES + _OTHER_TORCH_TYPES:
+        raise ValueError(f"device(): expected one of {', '.join(TORCH_TYPES)} (optionally with "
+                         f":index), got {name!r}")
+    index = m.group(2)
+    if index is not None and not index[1:].isdigit():
+        raise ValueError(f"device(): invalid device string {name!r}: the index must be an int >= 0")
+    return m.group(1), None if index is None else int(index[1:])
+
+
+def _is_torch_name(s):
+    m = _TORCH_NAME.fullmatch(s)
+    return bool(m) and m.group(1) in TORCH_TYPES + _OTHER_TORCH_TYPES
+
+
+def is_torch_device(spec):
+    """A torch.device (torch itself need not be imported here to recognise one)."""
+    return type(spec).__name__ == "device" and hasattr(spec, "type") and hasattr(spec, "index")
+
+
+def cpu_devices():
+    return [d for d in all_devices() if d.is_cpu]
+
+
+def gpu_devices():
+    return [d for d in all_devices() if d.is_gpu]
+
+
+def preferred_cpu(default=None):
+    """The device "cpu" names: the default device if it is a CPU, else the CPU device the
+    default rule would pick, else (no CPU OpenCL device) the default device."""
+    default = default or default_device()
+    cpus = cpu_devices()
+    return default if default.is_cpu or not cpus else _best_cpu(cpus)
+
+
+def default_gpu(default=None):
+    """The device "cuda" names: the default device if it is a GPU, else the first GPU, else None."""
+    default = default or default_device()
+    gpus = gpu_devices()
+    return default if default.is_gpu else gpus[0] if gpus else None
+
+
+def _resolve_torch(type, index, default=None):  # noqa: A002
+    """The Device a torch name stands for; `default` stands in for the default device (while
+    it is being picked)."""
+    if type not in TORCH_TYPES:
+        raise DeviceError(f"device type {type!r} has no OpenCL device here: cltensor runs on "
+                          f"{', '.join(repr(t) for t in TORCH_TYPES)} devices")
+    if index is None:
+        if type == "cpu":
+            return preferred_cpu(default)
+        if type == "opencl":
+            return default or default_device()
+        gpu = default_gpu(default)
+        if gpu is None:
+            raise DeviceError(no_gpu_message("cuda"))
+        return gpu
+    pool = {"cpu": cpu_devices, "cuda": gpu_devices, "opencl": all_devices}[type]()
+    if index >= len(pool):
+        if type == "cuda" and not pool:
+            raise DeviceError(no_gpu_message(f"cuda:{index}"))
+        raise DeviceError(f"device {type}:{index}: there are {len(pool)} {type} devices "
+                          f"(indices 0..{len(pool) - 1})")
+    return pool[index]
+
+
+def no_gpu_message(name):
+    return (f"device {name!r}: no OpenCL GPU was found, and cltensor's 'cuda' names an OpenCL "
+            f"GPU (torch: 'Torch not compiled with CUDA enabled'); use 'cpu', or check "
+            f"`python -m cltensor` for the devices present")
+
+
+def _torch_name(dev):
+    """(type, index) that names dev: "cpu" for the preferred CPU device, "cpu:i" for another
+    CPU, "cuda:i" for the i-th GPU, "opencl:i" for any other device."""
+    kind = dev.type
+    if kind == "cpu" and dev is preferred_cpu():
+        return "cpu", None
+    pool = {"cpu": cpu_devices, "cuda": gpu_devices, "opencl": all_devices}[kind]()
+    if dev in pool:
+        return kind, next(i for i, d in enumerate(pool) if d is dev)
+    return kind, None
+
+
+def device_of_type(kind):
+    """The default device of a torch type, for unpickling; the default device where the
+    machine has none of that type."""
+    try:
+        return _resolve_torch(kind, None)
+    except DeviceError:
+        return default_device()
+
+
+class _DeviceModule(types.ModuleType):
+    """cltensor.device is this module and, as torch.device, callable: cltensor.device("cuda:0")
+    makes a TorchDevice, and isinstance(x, cltensor.device) tests for one."""
+
+    def __call__(self, type, index=None):  # noqa: A002
+        return TorchDevice(type, index)
+
+    def __instancecheck__(self, obj):
+        return isinstance(obj, TorchDevice)
+
+
+sys.modules[__name__].__class__ = _DeviceModule

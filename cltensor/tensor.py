@@ -8,7 +8,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import dtypes as dt
-from .device import Storage, get_device
+from .device import Storage, TorchDevice, get_device
 from .hooks import RemovableHandle
 from .operators import TensorOperators
 from .ops import elementwise as ew
@@ -101,8 +101,18 @@ class ClTensor(TensorOperators):
     def is_floating_point(self):
         return dt.is_floating(self.dtype)
 
-    # cltensor's dtypes are real, and its tensors live on OpenCL devices, not torch's CPU or CUDA
-    is_cpu = is_cuda = is_meta = is_sparse = is_quantized = is_nested = False
+    # cltensor's dtypes are real and its tensors dense
+    is_meta = is_sparse = is_quantized = is_nested = is_xpu = is_mps = False
+
+    @property
+    def is_cpu(self):
+        """On a CPU OpenCL device (host memory): torch's "cpu"."""
+        return self.storage.device.is_cpu
+
+    @property
+    def is_cuda(self):
+        """On an OpenCL GPU: torch's "cuda"."""
+        return self.storage.device.is_gpu
 
     def is_complex(self):
         return False
@@ -153,10 +163,10 @@ class ClTensor(TensorOperators):
         return self.numel() * self.dtype.itemsize
 
     def get_device(self):
-        """The device's position among cltensor.device.all_devices() (torch's device ordinal);
-        -1 for a device made outside that list."""
-        from .device import all_devices
-        return next((i for i, d in enumerate(all_devices()) if d is self.device), -1)
+        """torch's device ordinal: -1 on a CPU device, else the index of cltensor.device(x.device)
+        ("cuda:1" gives 1)."""
+        index = TorchDevice(self.device).index
+        return -1 if self.device.is_cpu or index is None else index
 
     def is_contiguous(self, memory_format=CONTIGUOUS_FORMAT):
         if memory_format == CHANNELS_LAST:
@@ -208,8 +218,11 @@ class ClTensor(TensorOperators):
         return int(self.item())
 
     def __array__(self, dtype=None, copy=None):
+        if copy is False:
+            raise ValueError("np.asarray(tensor, copy=False): a tensor's data is on an OpenCL "
+                             "device, so numpy always gets a copy")
         a = self.numpy()
-        return a if dtype is None else a.astype(dtype)
+        return a if dtype is None else a.astype(dtype, copy=False)
 
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
@@ -222,8 +235,11 @@ class ClTensor(TensorOperators):
         return (self[i] for i in range(self.shape[0]))
 
     # ---- conversion ---------------------------------------------------------------------------
-    def to(self, *args, dtype=None, device=None, copy=False):
-        """to(dtype), to(device), to(device, dtype), to(other_tensor)."""
+    def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False,
+           memory_format=None):
+        """to(dtype), to(device), to(device, dtype), to(other_tensor); a device as get_device
+        takes it ("cpu", "cuda:0", cltensor.device(...), a Device). non_blocking is accepted:
+        copies between devices go through the host and are done on return."""
         device, dtype = to_args(args, device, dtype)
         out = self
         if device is not None and get_device(device) is not self.device:
@@ -232,7 +248,26 @@ class ClTensor(TensorOperators):
             out = out._cast(dt.as_dtype(dtype))
         if copy and out is self:
             out = self.clone()
+        if memory_format not in (None, "preserve_format") and not out.is_contiguous(memory_format):
+            out = out.contiguous(memory_format)
         return out
+
+    def cpu(self, memory_format=None):
+        """The tensor on the device "cpu" names (cltensor.device.TorchDevice): self if there."""
+        return self.to("cpu", memory_format=memory_format)
+
+    def cuda(self, device=None, non_blocking=False, memory_format=None):
+        """The tensor on a GPU: the current one, or `device` (an index, "cuda:1", a device)."""
+        target = TorchDevice("cuda", device) if isinstance(device, int) else device or "cuda"
+        return self.to(target, memory_format=memory_format)
+
+    def pin_memory(self, device=None):
+        """self: OpenCL moves data between host and device without page-locked copies."""
+        return self
+
+    def is_pinned(self, device=None):
+        """True on a CPU device, whose buffers are host memory."""
+        return self.storage.device.is_cpu
 
     def _move(self, device):
         """A copy on another device (through the host: contexts differ)."""

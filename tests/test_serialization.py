@@ -300,7 +300,8 @@ def test_map_location_forms(device, tmp_path):
         seen.append(location)
         return storage
 
-    for where in ["cpu", "cuda:0", device, device.index, {"cpu": device}, keep, None]:
+    gpu = ["cuda:0"] if ct.cuda.is_available() else []
+    for where in ["cpu", *gpu, device, device.index, {"cpu": device}, keep, None]:
         got = ct.load(path, map_location=where)["w"]
         assert got.tolist() == [1.0, 1.0], where
     assert got.device == ct.get_device(None) and seen == ["cpu"]
@@ -455,3 +456,28 @@ def test_failed_torch_format_save_leaves_the_old_checkpoint(device, tmp_path, mo
     monkeypatch.undo()
     assert ct.load(path, map_location=device)["w"].tolist() == [1.0] * 5
     assert os.listdir(tmp_path) == ["model.pt"]
+
+
+def test_map_location_takes_torch_style_devices(device, tmp_path):
+    """map_location as torch scripts write it: names, device objects (cltensor's and torch's),
+    dicts and callables giving them; each tensor lands on the device that name resolves to."""
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "w.pt"
+    ct.save({"w": ct.arange(3.0, device=device)}, path)
+    cpu = ct.get_device("cpu")
+    own = ct.device(device)  # e.g. device(type='cpu') or device(type='opencl', index=1)
+    for where, want in [("cpu", cpu), (ct.device("cpu"), cpu), (torch.device("cpu"), cpu),
+                        (own, device), (str(own), device), ({"cpu": own}, device),
+                        ({"cpu": "cpu"}, cpu), (lambda s, loc: own, device),
+                        (lambda s, loc: "cpu", cpu), (lambda s, loc: s.cpu(), cpu),
+                        (lambda s, loc: s.to(own), device)]:
+        got = ct.load(path, map_location=where)["w"]
+        assert got.device is want and got.device == ct.device(want), where
+        assert got.tolist() == [0.0, 1.0, 2.0]
+    if not ct.cuda.is_available():
+        for where in ("cuda", ct.device("cuda:0"), {"cpu": "cuda"}, lambda s, loc: s.cuda()):
+            with pytest.raises(ct.DeviceError, match="no OpenCL GPU"):
+                ct.load(path, map_location=where)
+    else:
+        for where in ("cuda", lambda s, loc: s.cuda(), lambda s, loc: s.cuda(0)):
+            assert ct.load(path, map_location=where)["w"].device.type == "cuda"

@@ -6,7 +6,7 @@ The layers above autograd (composed ops, linalg, nn, utils.data) import the func
 call from here (`from ..autograd.namespace import cat, where`), never from the package root;
 cltensor/__init__.py re-exports all of it.
 """
-from .. import creation, random
+from .. import creation, interop, random
 from ..ops import elementwise as ew
 from ..ops import indexing, matmul, pointwise, ranges, reduce, shape, sort
 from ..tensor import ClTensor
@@ -14,7 +14,7 @@ from . import install
 
 # in the order cltensor has always bound them (a later module's name wins)
 _FUNCTION_MODULES = (creation, indexing, matmul, pointwise, ranges, reduce, shape, sort, random)
-_METHOD_MODULES = (pointwise, reduce, shape, indexing, matmul, ranges, random, sort)
+_METHOD_MODULES = (pointwise, reduce, shape, indexing, matmul, ranges, random, sort, interop)
 
 
 def _attach_methods():

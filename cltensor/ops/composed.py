@@ -15,6 +15,7 @@ import numbers
 from .. import creation
 from .. import dtypes as dt
 from ..autograd.namespace import arange, cat, rand, where
+from ..device import get_device
 from ..tensor import ClTensor, _norm_dim, _size_args
 from .reduce import return_types
 from .sort import searchsorted
@@ -302,7 +303,8 @@ def _grouped(values, change, order, inverse_shape, return_inverse, return_counts
 def _new_like_self(self, shape, fill, dtype, device, requires_grad):
     """A new tensor of shape (filled with fill unless None), of self's dtype and device unless
     given."""
-    t = ClTensor.empty_on(shape, dtype or self.dtype, device or self.device)
+    t = ClTensor.empty_on(shape, dtype or self.dtype,
+                          self.device if device is None else get_device(device))
     if fill is not None:
         t.fill_(fill)
     return t.requires_grad_() if requires_grad else t

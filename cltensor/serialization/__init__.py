@@ -7,18 +7,16 @@ only tensors and plain data (torch_read.py).
 """
 import os
 import pickle
-import re
 import zipfile
 
-from ..device import Device, get_device
+import numpy as np
+
+from ..device import Device, TorchDevice, get_device, is_torch_device
 from ..diskfiles import atomic_file
 from . import npz, torch_read, torch_write
 from .npz import TREE, TREE_FORMAT  # noqa: F401
 
 __all__ = ["load", "save"]
-
-_TORCH_DEVICE = re.compile(r"(cpu|cuda|mps|xpu|hip|meta|privateuseone)(:\d+)?")
-
 
 def _new_file_mode(path):
     """The mode a plain open() would give the file: its present mode, else 0666 less umask."""
@@ -72,10 +70,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
     Args:
         f: a path or a binary file object (BytesIO).
         map_location: where the tensors go, as torch names it: None (the default device), a
-            cltensor Device or device spec; a torch name ("cpu", "cuda:0") maps to the
-            default device; a dict {saved location: location} (other saved locations go to
-            the default device); a callable (array, location) that returns a location, or
-            None or its array for the default device.
+            device as get_device takes it ("cpu", "cuda:0", cltensor.device("cuda"), a
+            Device, "0:0"); a dict {saved location: device} (other saved locations go to the
+            default device); a callable (array, location) that returns a device, or None or
+            its array for the default device. "cuda" with no OpenCL GPU raises DeviceError.
         weights_only: torch's argument. cltensor never runs code from a file: both True and
             False load tensors, numbers, strings and containers only, and refuse a pickled
             model (save its state_dict instead).
@@ -105,14 +103,13 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=None, mmap=No
 
 
 def _resolve(spec):
-    if spec is None or isinstance(spec, Device):
-        return get_device(spec)
-    if isinstance(spec, str) and _TORCH_DEVICE.fullmatch(spec.strip()):
-        return get_device(None)
-    if isinstance(spec, str):
-        return get_device(spec)
-    raise TypeError(f"load: map_location gave {spec!r}; expected a Device, a device spec or a "
-                    f"torch device name")
+    if not isinstance(spec, (int, float, bool)):  # NOTE: torch's int names a GPU; not here
+        try:
+            return get_device(spec)
+        except TypeError:
+            pass
+    raise TypeError(f"load: map_location gave {spec!r}; expected a Device, a device such as "
+                    f"cltensor.device('cpu'), or a device name ('cuda:0', 'cpu', '0:0')")
 
 
 class _Placement(Exception):
@@ -123,9 +120,24 @@ class _Placement(Exception):
         self.error = error
 
 
+class _Storage(np.ndarray):
+    """The array a map_location callable gets; torch's storage.cuda(i), .cpu() and .to(d)
+    on it give the device they name, so torch's idioms for the callable work."""
+
+    def cuda(self, device=None, non_blocking=False):
+        return TorchDevice("cuda", device) if isinstance(device, int) else device or "cuda"
+
+    def cpu(self):
+        return "cpu"
+
+    def to(self, device, *args, **kwargs):
+        return device
+
+
 def _placer(map_location):
     """place(array, saved location) -> the Device for that storage."""
-    if map_location is None or isinstance(map_location, (str, Device)):
+    if map_location is None or isinstance(map_location, (str, Device, TorchDevice)) or \
+            is_torch_device(map_location):
         target = _resolve(map_location)
         return lambda arr, location: target
     if isinstance(map_location, dict):
@@ -135,14 +147,16 @@ def _placer(map_location):
         return lambda arr, location: _resolve(map_location.get(location))
     if callable(map_location):
         def place(arr, location):
+            storage = None if arr is None else arr.view(_Storage)
             try:
-                got = map_location(arr, location)
-                return _resolve(None if got is arr else got)
+                got = map_location(storage, location)
+                return _resolve(None if got is storage else got)
             except Exception as e:  # noqa: BLE001 - the user's function: any error is theirs
                 raise _Placement(e) from None
         return place
-    raise TypeError(f"load: map_location must be None, a Device, a string, a dict or a "
+    raise TypeError(f"load: map_location must be None, a device, a string, a dict or a "
                     f"callable, got {type(map_location).__name__}")
+
 
 
 def _refuse_bare_forms(fh, name):

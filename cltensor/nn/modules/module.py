@@ -397,13 +397,14 @@ class Module:
         return _IncompatibleKeys(missing, unexpected)
 
     # ---- moves --------------------------------------------------------------------------------
-    def to(self, *args, device=None, dtype=None):
+    def to(self, *args, device=None, dtype=None, non_blocking=False, memory_format=None):
         """Move parameters and buffers to a device and/or cast floating ones to a dtype, in place.
 
-        Parameters stay the same objects (an optimizer built before keeps working).
+        Parameters stay the same objects (an optimizer built before keeps working). A device
+        is anything get_device takes ("cuda", "cpu", cltensor.device(...), "0:0", a Device).
 
         Example:
-            model.to("0:0"); model.to(cltensor.float64)
+            model.to("cuda"); model.to(cltensor.float64)
         """
         device, dtype = to_args(args, device, dtype)
         if dtype is not None:
@@ -412,7 +413,8 @@ class Module:
                 raise TypeError(f"Module.to only accepts floating point dtypes, got {dtype}")
 
         def convert(t):
-            return t.to(device=device, dtype=dtype if t.is_floating_point() else None)
+            return t.to(device=device, dtype=dtype if t.is_floating_point() else None,
+                        memory_format=memory_format if t.ndim == 4 else None)
         return self._apply(convert)
 
     def _apply(self, fn):
@@ -429,6 +431,13 @@ class Module:
                 if b is not None:
                     self._buffers[name] = fn(b)
         return self
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        """Move to a GPU: the current one, or `device` (an index, "cuda:1", a device)."""
+        return self._apply(lambda t: t.cuda(device))
 
     def float(self):
         return self.to(dtype=dt.float32)
