@@ -104,3 +104,4 @@ ClTensor.prelu = lambda self, weight: nn.functional.prelu(self, weight)
 
 __version__ = "0.1.0"
 from . import utils  # noqa: E402,F401  (torch.utils.data)
+from . import distributions  # noqa: E402,F401

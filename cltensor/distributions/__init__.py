@@ -1,0 +1,9 @@
+"""cltensor.distributions, as torch.distributions: Normal, Uniform, Bernoulli, Categorical
+(sample, rsample where torch has it, log_prob, entropy, mean, variance), on any device."""
+from .bernoulli import Bernoulli
+from .categorical import Categorical
+from .distribution import Distribution
+from .normal import Normal
+from .uniform import Uniform
+
+__all__ = ["Bernoulli", "Categorical", "Distribution", "Normal", "Uniform"]

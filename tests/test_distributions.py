@@ -1,0 +1,108 @@
+"""cltensor.distributions against torch.distributions: log_prob, entropy, mean, variance and
+cdf on the same parameters; sample shapes and frequencies; rsample's gradient; bad parameters."""
+import numpy as np
+import pytest
+import torch
+import torch.distributions as TD
+
+import cltensor as ct
+from cltensor import distributions as D
+
+
+def _both(arr, device):
+    arr = np.asarray(arr, dtype=np.float32)
+    return ct.from_numpy(arr, device=device), torch.from_numpy(arr)
+
+
+def _close(ours, theirs, tol=1e-6):
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=tol, atol=tol)
+
+
+def test_normal_as_torch(device):
+    (loc, tloc), (scale, tscale) = _both([0.0, 1.0, -2.0], device), _both([1.0, 0.5, 2.0], device)
+    value, tvalue = _both([[0.3, 1.2, -1.0], [2.0, 0.0, 0.0]], device)
+    ours, theirs = D.Normal(loc, scale), TD.Normal(tloc, tscale)
+    for name in ("mean", "variance", "stddev"):
+        _close(getattr(ours, name), getattr(theirs, name))
+    _close(ours.log_prob(value), theirs.log_prob(tvalue))
+    _close(ours.cdf(value), theirs.cdf(tvalue))
+    _close(ours.entropy(), theirs.entropy())
+    _close(D.Normal(0.0, 2.0).log_prob(1.0), TD.Normal(0.0, 2.0).log_prob(torch.tensor(1.0)))
+
+
+def test_normal_samples_and_rsample_gradient(device):
+    loc = ct.from_numpy(np.array([1.0, -3.0], np.float32), device=device).requires_grad_()
+    d = D.Normal(loc, 2.0)
+    assert d.batch_shape == (2,) and d.sample((4, 5)).shape == (4, 5, 2)
+    assert not d.sample().requires_grad
+    x = d.rsample((20000,))
+    np.testing.assert_allclose(x.numpy().mean(0), [1.0, -3.0], atol=0.08)
+    np.testing.assert_allclose(x.numpy().std(0), [2.0, 2.0], rtol=0.03)
+    x.sum().backward()
+    np.testing.assert_allclose(loc.grad.numpy(), [20000.0, 20000.0])
+
+
+def test_uniform_as_torch(device):
+    (low, tlow), (high, thigh) = _both([0.0, 1.0], device), _both([3.0, 1.5], device)
+    ours, theirs = D.Uniform(low, high), TD.Uniform(tlow, thigh)
+    value, tvalue = _both([2.0, 1.25], device)
+    _close(ours.log_prob(value), theirs.log_prob(tvalue))
+    for name in ("mean", "variance", "stddev"):
+        _close(getattr(ours, name), getattr(theirs, name))
+    _close(ours.entropy(), theirs.entropy())
+    _close(ours.cdf(value), theirs.cdf(tvalue))
+    x = ours.sample((5000,)).numpy()
+    assert ((x >= [0.0, 1.0]) & (x < [3.0, 1.5])).all()
+    with pytest.raises(ValueError, match="support"):  # torch: "Expected value argument ..."
+        ours.log_prob(_both([4.0, 1.25], device)[0])
+
+
+@pytest.mark.parametrize("given", ["probs", "logits"])
+def test_bernoulli_as_torch(device, given):
+    values = [0.0, 0.3, 1.0] if given == "probs" else [0.3, -2.0, 5.0]
+    param, tparam = _both(values, device)
+    ours, theirs = D.Bernoulli(**{given: param}), TD.Bernoulli(**{given: tparam})
+    value, tvalue = _both([1.0, 0.0, 1.0], device)
+    _close(ours.log_prob(value), theirs.log_prob(tvalue), 1e-5)
+    _close(ours.entropy(), theirs.entropy(), 1e-5)
+    _close(ours.mean, theirs.mean)
+    _close(ours.variance, theirs.variance)
+    x = ours.sample((4000,)).numpy()
+    assert x.shape == (4000, 3) and set(np.unique(x)) <= {0.0, 1.0}
+    np.testing.assert_allclose(x.mean(0), theirs.probs.numpy(), atol=0.04)
+
+
+@pytest.mark.parametrize("given", ["probs", "logits"])
+def test_categorical_as_torch(device, given):
+    values = [[0.2, 0.3, 0.5], [1.0, 1.0, 8.0]] if given == "probs" else [[0.1, -1.0, 2.0],
+                                                                           [0.0, 0.0, 0.0]]
+    param, tparam = _both(values, device)
+    ours, theirs = D.Categorical(**{given: param}), TD.Categorical(**{given: tparam})
+    _close(ours.probs, theirs.probs)
+    _close(ours.entropy(), theirs.entropy(), 1e-5)
+    index = np.array([[0, 2], [1, 1], [2, 0]])
+    _close(ours.log_prob(ct.from_numpy(index, device=device)),
+           theirs.log_prob(torch.from_numpy(index)), 1e-5)
+    _close(ours.log_prob(ct.from_numpy(np.array([2]), device=device)),
+           theirs.log_prob(torch.tensor([2])), 1e-5)
+    x = ours.sample((6000,)).numpy()
+    assert x.shape == (6000, 2)
+    freq = np.stack([(x == k).mean(0) for k in range(3)], -1)
+    np.testing.assert_allclose(freq, theirs.probs.numpy(), atol=0.03)
+    assert ours.sample().shape == (2,)
+
+
+def test_bad_parameters_and_values(device):
+    with pytest.raises(ValueError, match="scale > 0"):
+        D.Normal(0.0, _both([1.0, -1.0], device)[0])
+    with pytest.raises(ValueError, match="low < high"):
+        D.Uniform(1.0, 1.0)
+    with pytest.raises(ValueError, match="probs in"):
+        D.Bernoulli(probs=_both([1.5], device)[0])
+    with pytest.raises(ValueError, match="exactly one"):
+        D.Categorical()
+    with pytest.raises(ValueError, match="values in"):
+        D.Categorical(probs=_both([0.5, 0.5], device)[0]).log_prob(2)
+    with pytest.raises(TypeError, match="tensor or a number"):
+        D.Normal("0", 1.0)
+    assert D.Normal(0.0, -1.0, validate_args=False).scale.item() == -1.0
