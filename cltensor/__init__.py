@@ -36,7 +36,9 @@ for _module in (pointwise, reduce, shape, indexing, _matmul_ops, ranges, random,
 del _module, _name, _fn
 
 from . import autograd  # noqa: E402
-from .autograd import Function, enable_grad, no_grad, set_grad_enabled  # noqa: E402,F401
+from .autograd import (Function, enable_grad, is_grad_enabled, no_grad,  # noqa: E402,F401
+                       set_grad_enabled)
+from .autograd.inference import inference_mode, is_inference_mode_enabled  # noqa: E402,F401
 
 autograd.install(globals(), ClTensor)
 
@@ -102,6 +104,20 @@ from . import special  # noqa: E402,F401  (torch.special: binds the functions ab
 ClTensor.hardshrink = lambda self, lambd=0.5: nn.functional.hardshrink(self, lambd)
 ClTensor.prelu = lambda self, weight: nn.functional.prelu(self, weight)
 
+
+def _format(self, spec):
+    """format(t, spec), as torch: a 0-d tensor formats as its number (f"{loss:.4f}"); any other
+    takes only the empty spec, as object does."""
+    if self.dim() == 0:
+        return format(self.item(), spec)
+    if spec:
+        raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__: only "
+                        f"0-d tensors take one (this one has shape {tuple(self.shape)})")
+    return str(self)
+
+
+ClTensor.__format__ = _format
+
 __version__ = "0.1.0"
 from . import utils  # noqa: E402,F401  (torch.utils.data)
-from . import distributions  # noqa: E402,F401
+from . import distributions, onnx  # noqa: E402,F401

@@ -20,8 +20,55 @@
                          path or the most accurate one; "fast" takes the fastest measured
                          algorithm, F(4x4) included (up to 17x PyTorch's error).
                          GPUs keep their speed rules in both modes (docs/conv_precision.md)
+    cudnn                torch.backends.cudnn for torch scripts: its benchmark and allow_tf32 are
+                         the two above; deterministic and enabled are kept but change nothing
+                         (every kernel here is deterministic: no atomics)
+    mps                  torch.backends.mps: is_available() is False (OpenCL devices are "cuda")
 """
+import sys
+import types
+
 benchmark = False
 conv_workspace_limit = 256 * 2**20
 allow_tf32 = False
 conv_precision = "accurate"
+
+
+_this = sys.modules[__name__]
+
+
+class _Cudnn(types.ModuleType):
+    """torch.backends.cudnn's flags, importable as cltensor.backends.cudnn."""
+
+    deterministic = False
+    enabled = True
+    benchmark = property(lambda self: _this.benchmark,
+                         lambda self, value: setattr(_this, "benchmark", bool(value)))
+    allow_tf32 = property(lambda self: _this.allow_tf32,
+                          lambda self, value: setattr(_this, "allow_tf32", bool(value)))
+
+    @staticmethod
+    def is_available():
+        """True: cltensor's convolutions stand in for cuDNN's on every device."""
+        return True
+
+    @staticmethod
+    def version():
+        """None: no cuDNN library is loaded."""
+        return None
+
+
+class _Mps(types.ModuleType):
+    """torch.backends.mps: never available (Apple GPUs are reached as OpenCL devices)."""
+
+    @staticmethod
+    def is_available():
+        return False
+
+    @staticmethod
+    def is_built():
+        return False
+
+
+cudnn = sys.modules[__name__ + ".cudnn"] = _Cudnn(__name__ + ".cudnn")
+mps = sys.modules[__name__ + ".mps"] = _Mps(__name__ + ".mps")

@@ -13,9 +13,11 @@ import zipfile
 from ..device import Device, get_device
 from ..diskfiles import atomic_file
 from . import npz, torch_read, torch_write
+from .allowlist import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
 from .npz import TREE, TREE_FORMAT  # noqa: F401
 
-__all__ = ["load", "save"]
+__all__ = ["add_safe_globals", "clear_safe_globals", "get_safe_globals", "load", "safe_globals",
+           "save"]
 
 _TORCH_DEVICE = re.compile(r"(cpu|cuda|mps|xpu|hip|meta|privateuseone)(:\d+)?")
 
@@ -181,7 +183,8 @@ def _read_torch(zf, prefix, name, place):
         raise ValueError(f"load: {name} needs the {e}, which cltensor does not load: only "
                          f"tensors, numbers, strings and containers are read (torch's "
                          f"weights_only rules), never code. A pickled model cannot be loaded; "
-                         f"save its state_dict() instead") from None
+                         f"save its state_dict() instead. A class you trust can be allowed "
+                         f"with cltensor.serialization.add_safe_globals([cls])") from None
     except torch_read.UnsupportedDtype as e:
         raise TypeError(f"load: {name} holds {e}") from None
     except _Placement as e:

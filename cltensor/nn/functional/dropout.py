@@ -2,6 +2,7 @@
 SELU networks.
 """
 import math
+import warnings
 
 from ... import dtypes as dt
 from ...autograd import Function, is_grad_enabled
@@ -45,10 +46,22 @@ def _feature_dropout(input, p, training, inplace, spatial, op):
     """Dropout of whole feature maps: one draw per (N, C) (or C, unbatched) over `spatial`
     trailing dims."""
     _float_tensor(input, "input", op)
-    if input.ndim not in (spatial + 1, spatial + 2):
+    if input.ndim in (spatial + 1, spatial + 2):
+        return _dropout(input, p, training, inplace, input.shape[:-spatial] + (1,) * spatial, op)
+    if spatial == 1:
         raise ValueError(f"{op}: expected a {spatial + 1}-d (C, ...) or {spatial + 2}-d "
                          f"(N, C, ...) input, got shape {input.shape}")
-    return _dropout(input, p, training, inplace, input.shape[:-spatial] + (1,) * spatial, op)
+    if input.ndim < 2:
+        raise ValueError(f"{op}: feature dropout needs at least 2 dims (N, C), got shape "
+                         f"{input.shape}")
+    # NOTE: as torch, other ranks warn and drop per (N, C), elementwise for a 2-d input
+    warnings.warn(f"{op}: Received a {input.ndim}-D input to {op}, which is deprecated and will "
+                  f"result in an error in a future release. To retain the behavior and silence "
+                  f"this warning, please use dropout instead. Note that {op} exists to provide "
+                  f"channel-wise dropout on inputs with {spatial} spatial dimensions, a channel "
+                  f"dimension, and an optional batch dimension (i.e. {spatial + 1}D or "
+                  f"{spatial + 2}D inputs).", UserWarning, stacklevel=3)
+    return _dropout(input, p, training, inplace, input.shape[:2] + (1,) * (input.ndim - 2), op)
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):
