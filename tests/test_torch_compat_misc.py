@@ -213,3 +213,18 @@ def test_parameters_to_vector_and_back_as_torch(device):
         nn.utils.vector_to_parameters(ct.zeros(7, device=device), ours.parameters())
     with pytest.raises(TypeError, match="tensor"):
         nn.utils.vector_to_parameters(np.zeros(8), ours.parameters())
+
+
+# ---- nn.DataParallel --------------------------------------------------------------------------
+def test_data_parallel_wraps_as_torch(device, rng):
+    inner = nn.Linear(3, 2).to(device)
+    net = nn.DataParallel(inner)
+    theirs = torch.nn.DataParallel(torch.nn.Linear(3, 2))
+    assert list(net.state_dict()) == list(theirs.state_dict()) == ["module.weight", "module.bias"]
+    theirs.load_state_dict({k: torch.from_numpy(v.numpy()) for k, v in net.state_dict().items()})
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    np.testing.assert_allclose(net(_t(x, device)).numpy(),
+                               theirs(torch.from_numpy(x)).detach().numpy(), rtol=1e-6, atol=1e-6)
+    assert net.module is inner and list(net.parameters()) == list(inner.parameters())
+    with pytest.raises(TypeError, match="Module"):
+        nn.DataParallel(lambda x: x)
