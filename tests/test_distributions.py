@@ -106,3 +106,51 @@ def test_bad_parameters_and_values(device):
     with pytest.raises(TypeError, match="tensor or a number"):
         D.Normal("0", 1.0)
     assert D.Normal(0.0, -1.0, validate_args=False).scale.item() == -1.0
+
+
+@pytest.mark.parametrize("given", ["covariance_matrix", "precision_matrix", "scale_tril"])
+def test_multivariate_normal_as_torch(device, rng, given):
+    a = rng.standard_normal((2, 3, 3))
+    cov = a @ a.transpose(0, 2, 1) + np.eye(3)
+    matrix = np.linalg.cholesky(cov) if given == "scale_tril" else cov
+    (loc, tloc), (m, tm) = _both(rng.standard_normal((2, 3)), device), _both(matrix, device)
+    ours = D.MultivariateNormal(loc, **{given: m})
+    theirs = TD.MultivariateNormal(tloc, **{given: tm})
+    assert ours.batch_shape == (2,) and ours.event_shape == (3,)
+    value, tvalue = _both(rng.standard_normal((4, 2, 3)), device)
+    _close(ours.log_prob(value), theirs.log_prob(tvalue), 2e-5)
+    _close(ours.entropy(), theirs.entropy(), 2e-5)
+    for name in ("scale_tril", "covariance_matrix", "variance", "mean"):
+        _close(getattr(ours, name), getattr(theirs, name), 2e-5)
+
+
+def test_multivariate_normal_samples(device):
+    cov = np.array([[2.0, 0.6], [0.6, 1.0]], np.float32)
+    loc = ct.from_numpy(np.array([1.0, -1.0], np.float32), device=device).requires_grad_()
+    d = D.MultivariateNormal(loc, ct.from_numpy(cov, device=device))
+    x = d.rsample((20000,))
+    np.testing.assert_allclose(x.detach().numpy().mean(0), [1.0, -1.0], atol=0.05)
+    np.testing.assert_allclose(np.cov(x.detach().numpy().T), cov, atol=0.08)
+    x.sum().backward()
+    np.testing.assert_allclose(loc.grad.numpy(), [20000.0, 20000.0])
+    with pytest.raises(ValueError, match="exactly one"):
+        D.MultivariateNormal(loc)
+    with pytest.raises(ValueError, match="square"):
+        D.MultivariateNormal(loc, ct.ones(2, 3, device=device))
+    with pytest.raises(ValueError, match="symmetric"):
+        D.MultivariateNormal(loc, ct.from_numpy(np.array([[1.0, 0.5], [0.0, 1.0]], np.float32),
+                                                device=device))
+
+
+@pytest.mark.parametrize("given", ["covariance_matrix", "precision_matrix"])
+def test_multivariate_normal_gradients_as_torch(device, rng, given):
+    dtype, tol = (ct.float64, 1e-10) if device.has_fp64 else (ct.float32, 1e-4)
+    a = rng.standard_normal((3, 3))
+    cov, loc, value = a @ a.T + np.eye(3), rng.standard_normal(3), rng.standard_normal((5, 3))
+    m, mu = (ct.tensor(x, dtype=dtype, device=device, requires_grad=True) for x in (cov, loc))
+    tm, tmu = (torch.tensor(x, requires_grad=True) for x in (cov, loc))
+    D.MultivariateNormal(mu, **{given: m}).log_prob(
+        ct.tensor(value, dtype=dtype, device=device)).sum().backward()
+    TD.MultivariateNormal(tmu, **{given: tm}).log_prob(torch.tensor(value)).sum().backward()
+    np.testing.assert_allclose(m.grad.numpy(), tm.grad.numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(mu.grad.numpy(), tmu.grad.numpy(), rtol=tol, atol=tol)

@@ -1,9 +1,11 @@
-"""cltensor.distributions, as torch.distributions: Normal, Uniform, Bernoulli, Categorical
-(sample, rsample where torch has it, log_prob, entropy, mean, variance), on any device."""
+"""cltensor.distributions, as torch.distributions: Normal, Uniform, Bernoulli, Categorical,
+MultivariateNormal (sample, rsample where torch has it, log_prob, entropy, mean, variance), on
+any device."""
 from .bernoulli import Bernoulli
 from .categorical import Categorical
 from .distribution import Distribution
+from .multivariate_normal import MultivariateNormal
 from .normal import Normal
 from .uniform import Uniform
 
-__all__ = ["Bernoulli", "Categorical", "Distribution", "Normal", "Uniform"]
+__all__ = ["Bernoulli", "Categorical", "Distribution", "MultivariateNormal", "Normal", "Uniform"]
