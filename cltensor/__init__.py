@@ -93,6 +93,10 @@ ClTensor.swapaxes_ = ClTensor.swapdims_ = ClTensor.transpose_
 del _name, _alias, _target, _a, _t
 
 from . import backends, conv, nn, optim  # noqa: E402,F401  (layers sit on top of the ops)
+from .backends import (are_deterministic_algorithms_enabled,  # noqa: E402,F401
+                       get_float32_matmul_precision, get_num_interop_threads, get_num_threads,
+                       is_deterministic_algorithms_warn_only_enabled, set_float32_matmul_precision,
+                       set_num_interop_threads, set_num_threads, use_deterministic_algorithms)
 from .conv import conv_algorithms  # noqa: E402,F401
 from .plugins import plugins, register_plugin, unregister_plugin  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
@@ -120,4 +124,5 @@ ClTensor.__format__ = _format
 
 __version__ = "0.1.0"
 from . import utils  # noqa: E402,F401  (torch.utils.data)
-from . import distributions, onnx  # noqa: E402,F401
+from . import compiler, distributions, onnx  # noqa: E402,F401
+from .compiler import compile  # noqa: E402,F401,A004

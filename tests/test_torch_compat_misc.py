@@ -228,3 +228,58 @@ def test_data_parallel_wraps_as_torch(device, rng):
     assert net.module is inner and list(net.parameters()) == list(inner.parameters())
     with pytest.raises(TypeError, match="Module"):
         nn.DataParallel(lambda x: x)
+
+
+# ---- compile, matmul precision, determinism, thread counts ------------------------------------
+def test_compile_hands_the_model_back(device, rng):
+    model = nn.Linear(3, 2).to(device)
+    assert ct.compile(model) is model
+    assert ct.compile(model, mode="max-autotune", fullgraph=True) is model
+
+    @ct.compile(dynamic=True)
+    def f(x):
+        return x * 2
+
+    x = _t(rng.standard_normal(4), device)
+    np.testing.assert_array_equal(f(x).numpy(), x.numpy() * 2)
+    assert ct.compiler.is_compiling() is False and ct.compiler.disable(f) is f
+    with pytest.raises(ValueError, match="unknown mode"):
+        ct.compile(model, mode="fastest")
+    with pytest.raises(TypeError, match="Module or a function"):
+        ct.compile(3)
+
+
+def test_matmul_precision_is_allow_tf32():
+    saved = ct.backends.allow_tf32
+    try:
+        for precision, tf32 in (("high", True), ("highest", False), ("medium", True)):
+            ct.set_float32_matmul_precision(precision)
+            assert ct.backends.allow_tf32 is tf32 and ct.backends.cuda.matmul.allow_tf32 is tf32
+        assert ct.get_float32_matmul_precision() == "high"
+        ct.backends.cuda.matmul.allow_tf32 = False
+        assert ct.get_float32_matmul_precision() == "highest" and not ct.backends.allow_tf32
+        with pytest.raises(ValueError, match="highest"):
+            ct.set_float32_matmul_precision("low")
+    finally:
+        ct.backends.allow_tf32 = saved
+
+
+def test_deterministic_algorithms_and_thread_counts():
+    assert not ct.are_deterministic_algorithms_enabled()
+    try:
+        ct.use_deterministic_algorithms(True, warn_only=True)
+        assert ct.are_deterministic_algorithms_enabled()
+        assert ct.is_deterministic_algorithms_warn_only_enabled()
+    finally:
+        ct.use_deterministic_algorithms(False)
+    with pytest.raises(TypeError, match="bools"):
+        ct.use_deterministic_algorithms(1)
+    saved = ct.get_num_threads()
+    try:
+        ct.set_num_threads(1)
+        assert ct.get_num_threads() == 1
+    finally:
+        ct.set_num_threads(saved)
+    with pytest.raises(ValueError, match="positive int"):
+        ct.set_num_threads(0)
+    assert ct.get_num_interop_threads() >= 1
