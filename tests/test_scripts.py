@@ -1,8 +1,9 @@
 """Third-party training scripts, reduced (tests/scripts/): each written as a torch user writes
 it with only `import cltensor as torch`, run in-process on every device (the default device set
 to it) on local random data for a few steps. The loss must stay finite and go down; where a
-script's model and training loop can be shared, the same script run with torch itself (the
-import swapped back) from the same weights gives the same losses."""
+script's model and training loop can be shared (regression, time_sequence_prediction,
+quickstart), the same script run with torch itself (the import swapped back) from the same
+weights gives the same losses."""
 import importlib.util
 import math
 import pathlib
@@ -55,13 +56,35 @@ def test_script_trains(on_device, tmp_path, name):
     _goes_down(losses)
 
 
-@pytest.mark.parametrize("name,steps", [("regression", 6), ("time_sequence_prediction", 2)])
-def test_script_tracks_torch(on_device, name, steps):
+def _quickstart(script, model, device):
+    """Two epochs of the quickstart's own train and test loops (no shuffling, no dropout: the
+    same steps under either library); the test losses."""
+    data = script.DataLoader(script.fake_fashion(64, 0), batch_size=32)
+    held_out = script.DataLoader(script.fake_fashion(32, 1), batch_size=32)
+    loss_fn = script.nn.CrossEntropyLoss()
+    optimizer = script.torch.optim.SGD(model.parameters(), lr=0.1)
+    losses = []
+    for _ in range(2):
+        script.train(data, model, loss_fn, optimizer, device)
+        losses.append(script.test(held_out, model, loss_fn, device))
+    return losses
+
+
+RUNS = {"regression": lambda script, model, device: script.train(model, device, 6),
+        "time_sequence_prediction": lambda script, model, device: script.train(model, device, 2),
+        "quickstart": _quickstart}
+MODELS = {"regression": "build_model", "time_sequence_prediction": "build_model",
+          "quickstart": "NeuralNetwork"}
+
+
+@pytest.mark.parametrize("name", sorted(RUNS))
+def test_script_tracks_torch(on_device, name):
     ours_script, torch_script = _load(name), _load(name, with_torch=True)
-    ours, theirs = ours_script.build_model().to(on_device), torch_script.build_model()
+    ours = getattr(ours_script, MODELS[name])().to(on_device)
+    theirs = getattr(torch_script, MODELS[name])()
     theirs.load_state_dict({k: torch.from_numpy(v.numpy()) for k, v in
                             ours.state_dict().items()})
-    got = ours_script.train(ours, on_device, steps)
-    want = torch_script.train(theirs, "cpu", steps)
+    got = RUNS[name](ours_script, ours, on_device)
+    want = RUNS[name](torch_script, theirs, "cpu")
     _goes_down(got)
     np.testing.assert_allclose(got, want, rtol=2e-4)
