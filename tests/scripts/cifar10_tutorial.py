@@ -38,7 +38,7 @@ def fake_cifar(n, seed):
     labels = rng.integers(0, 10, n)
     images = rng.uniform(-1, 1, (n, 3, 32, 32)).astype(np.float32)
     images[np.arange(n), :, labels * 3, :] = 1.0
-    return cltensor.utils.data.TensorDataset(torch.from_numpy(images), torch.from_numpy(labels))
+    return torch.utils.data.TensorDataset(torch.from_numpy(images), torch.from_numpy(labels))
 
 
 def main(argv=()):
@@ -49,9 +49,9 @@ def main(argv=()):
     torch.manual_seed(0)
     device = torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
     print(device)
-    trainloader = cltensor.utils.data.DataLoader(fake_cifar(16, 0), batch_size=4, shuffle=True,
-                                                 num_workers=0)
-    testloader = cltensor.utils.data.DataLoader(fake_cifar(8, 1), batch_size=4, shuffle=False)
+    trainloader = torch.utils.data.DataLoader(fake_cifar(16, 0), batch_size=4, shuffle=True,
+                                              num_workers=0)
+    testloader = torch.utils.data.DataLoader(fake_cifar(8, 1), batch_size=4, shuffle=False)
     net = Net()
     net.to(device)
     criterion = nn.CrossEntropyLoss()

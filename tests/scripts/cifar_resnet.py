@@ -74,7 +74,7 @@ def random_cifar(n, seed):
     labels = rng.integers(0, 10, n)
     images = rng.standard_normal((n, 3, 16, 16)).astype(np.float32)
     images[np.arange(n), labels % 3] += (labels[:, None, None] - 4.5) / 3
-    return cltensor.utils.data.TensorDataset(torch.from_numpy(images), torch.from_numpy(labels))
+    return torch.utils.data.TensorDataset(torch.from_numpy(images), torch.from_numpy(labels))
 
 
 def main(argv=()):
@@ -88,10 +88,10 @@ def main(argv=()):
     device = "cuda" if torch.cuda.is_available() else "cpu"
     best_acc, start_epoch = 0, 0
 
-    trainloader = cltensor.utils.data.DataLoader(random_cifar(32, 0), batch_size=16,
-                                                 shuffle=True, num_workers=0)
-    testloader = cltensor.utils.data.DataLoader(random_cifar(16, 1), batch_size=16,
-                                                shuffle=False)
+    trainloader = torch.utils.data.DataLoader(random_cifar(32, 0), batch_size=16,
+                                              shuffle=True, num_workers=0)
+    testloader = torch.utils.data.DataLoader(random_cifar(16, 1), batch_size=16,
+                                             shuffle=False)
     net = ResNet18().to(device)
     if device == "cuda":
         net = torch.nn.DataParallel(net)
