@@ -2,6 +2,7 @@
 flatten_parameters, nn.modules.<file> paths, serialization.safe_globals, dropout2d on other
 ranks, inference_mode, parameters_to_vector; each against torch CPU where torch has a value."""
 import dataclasses
+import importlib
 import io
 import warnings
 
@@ -90,6 +91,26 @@ def test_nn_modules_file_paths():
     assert _ntuple(5)(0) == (0,) * 5
     assert Parameter is nn.Parameter and issubclass(_Loss, Module)
     assert isinstance(nn.Dropout2d(), _DropoutNd)
+
+
+@pytest.mark.parametrize("path,base", [("pooling", "_MaxPoolNd"), ("pooling", "_AvgPoolNd"),
+                                       ("pooling", "_AdaptiveAvgPoolNd"),
+                                       ("pooling", "_AdaptiveMaxPoolNd"),
+                                       ("batchnorm", "_NormBase"), ("batchnorm", "_BatchNorm"),
+                                       ("conv", "_ConvNd"), ("conv", "_ConvTransposeNd")])
+def test_private_bases_classify_layers_as_torchs(path, base):
+    """isinstance(layer, nn.modules.<path>.<base>) as torch answers it, for every layer here
+    that torch also has."""
+    ours = getattr(importlib.import_module(f"cltensor.nn.modules.{path}"), base)
+    theirs = getattr(importlib.import_module(f"torch.nn.modules.{path}"), base)
+    layers = {"MaxPool1d": (2,), "MaxPool2d": (2,), "AvgPool1d": (2,), "AvgPool2d": (2,),
+              "AdaptiveAvgPool1d": (2,), "AdaptiveAvgPool2d": (2,), "AdaptiveMaxPool1d": (2,),
+              "AdaptiveMaxPool2d": (2,), "BatchNorm1d": (3,), "BatchNorm2d": (3,),
+              "Conv1d": (1, 1, 1), "Conv2d": (1, 1, 1), "ConvTranspose1d": (1, 1, 1),
+              "ConvTranspose2d": (1, 1, 1), "Linear": (1, 1)}
+    for name, args in layers.items():
+        assert isinstance(getattr(nn, name)(*args), ours) == \
+            isinstance(getattr(torch.nn, name)(*args), theirs), name
 
 
 # ---- serialization.safe_globals ---------------------------------------------------------------
