@@ -23,7 +23,8 @@
     cudnn                torch.backends.cudnn for torch scripts: its benchmark and allow_tf32 are
                          the two above; deterministic and enabled are kept but change nothing
                          (every kernel here is deterministic: no atomics)
-    mps                  torch.backends.mps: is_available() is False (OpenCL devices are "cuda")
+    mps                  torch.backends.mps: is_available() is False (Apple GPUs are OpenCL
+                         devices here)
     cuda.matmul          torch.backends.cuda.matmul: its allow_tf32 is allow_tf32 above
 
 torch's root-level switches over the same flags: set_float32_matmul_precision ("highest" turns
@@ -43,15 +44,18 @@ conv_precision = "accurate"
 _this = sys.modules[__name__]
 
 
+def _flag(name):
+    """A property that reads and sets this module's flag `name` (as a bool)."""
+    return property(lambda self: getattr(_this, name),
+                    lambda self, value: setattr(_this, name, bool(value)))
+
+
 class _Cudnn(types.ModuleType):
     """torch.backends.cudnn's flags, importable as cltensor.backends.cudnn."""
 
     deterministic = False
     enabled = True
-    benchmark = property(lambda self: _this.benchmark,
-                         lambda self, value: setattr(_this, "benchmark", bool(value)))
-    allow_tf32 = property(lambda self: _this.allow_tf32,
-                          lambda self, value: setattr(_this, "allow_tf32", bool(value)))
+    benchmark, allow_tf32 = _flag("benchmark"), _flag("allow_tf32")
 
     @staticmethod
     def is_available():
@@ -79,8 +83,7 @@ class _Mps(types.ModuleType):
 class _Matmul:
     """torch.backends.cuda.matmul: allow_tf32 is this module's allow_tf32."""
 
-    allow_tf32 = property(lambda self: _this.allow_tf32,
-                          lambda self, value: setattr(_this, "allow_tf32", bool(value)))
+    allow_tf32 = _flag("allow_tf32")
 
 
 class _Cuda(types.ModuleType):
