@@ -55,12 +55,10 @@ def _feature_dropout(input, p, training, inplace, spatial, op):
         raise ValueError(f"{op}: feature dropout needs at least 2 dims (N, C), got shape "
                          f"{input.shape}")
     # NOTE: as torch, other ranks warn and drop per (N, C), elementwise for a 2-d input
-    warnings.warn(f"{op}: Received a {input.ndim}-D input to {op}, which is deprecated and will "
-                  f"result in an error in a future release. To retain the behavior and silence "
-                  f"this warning, please use dropout instead. Note that {op} exists to provide "
-                  f"channel-wise dropout on inputs with {spatial} spatial dimensions, a channel "
-                  f"dimension, and an optional batch dimension (i.e. {spatial + 1}D or "
-                  f"{spatial + 2}D inputs).", UserWarning, stacklevel=3)
+    warnings.warn(f"{op} got a {input.ndim}-d input; it is meant for {spatial + 1}-d (C, ...) or "
+                  f"{spatial + 2}-d (N, C, ...) inputs. As torch does (a deprecated behaviour "
+                  f"there), each (N, C) entry is kept or zeroed whole; use dropout for "
+                  f"elementwise dropout", UserWarning, stacklevel=3)
     return _dropout(input, p, training, inplace, input.shape[:2] + (1,) * (input.ndim - 2), op)
 
 
