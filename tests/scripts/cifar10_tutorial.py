@@ -27,7 +27,7 @@ class Net(nn.Module):
     def forward(self, x):
         x = self.pool(F.relu(self.conv1(x)))
         x = self.pool(F.relu(self.conv2(x)))
-        x = torch.flatten(x, 1)  # flatten all dimensions except batch
+        x = torch.flatten(x, 1)  # (N, 16, 5, 5) -> (N, 400)
         x = F.relu(self.fc1(x))
         x = F.relu(self.fc2(x))
         return self.fc3(x)
@@ -67,11 +67,11 @@ def main(argv=()):
             loss.backward()
             optimizer.step()
             running_loss += loss.item()
-            if i % 2 == 1:  # print every 2 mini-batches
-                print(f"[{epoch + 1}, {i + 1:5d}] loss: {running_loss / (i + 1):.3f}")
+            if i % 2 == 1:
+                print(f"epoch {epoch + 1} batch {i + 1:3d}: mean loss {running_loss / (i + 1):.3f}")
         losses.append(running_loss / len(trainloader))
-        print(f"[{epoch + 1}] loss: {losses[-1]:.3f}")
-    print("Finished Training")
+        print(f"epoch {epoch + 1}: mean loss {losses[-1]:.3f}")
+    print("trained")
 
     PATH = os.path.join(args.save_dir, "cifar_net.pth")
     torch.save(net.state_dict(), PATH)
@@ -91,7 +91,7 @@ def main(argv=()):
     for classname, correct_count in correct_pred.items():
         if total_pred[classname]:
             accuracy = 100 * float(correct_count) / total_pred[classname]
-            print(f"Accuracy for class: {classname:5s} is {accuracy:.1f} %")
+            print(f"{classname:5s}: {accuracy:5.1f}% right")
     return losses
 
 

@@ -120,10 +120,11 @@ def main(argv=()):
             _, predicted = outputs.max(1)
             total += targets.size(0)
             correct += predicted.eq(targets).sum().item()
-            print(f"{batch_idx}/{len(trainloader)} Loss: {train_loss / (batch_idx + 1):.3f}")
+            print(f"batch {batch_idx + 1}/{len(trainloader)}, "
+                  f"mean loss {train_loss / (batch_idx + 1):.3f}")
         losses.append(train_loss / (batch_idx + 1))
-        print(f"Epoch {epoch}: Loss: {losses[-1]:.3f} | Acc: {100. * correct / total:.3f}% "
-              f"({correct}/{total})")
+        print(f"epoch {epoch}: loss {losses[-1]:.3f}, train accuracy {100. * correct / total:.1f}% "
+              f"of {total}")
         net.eval()
         correct = total = 0
         with torch.no_grad():

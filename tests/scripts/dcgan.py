@@ -91,7 +91,7 @@ def main(argv=()):
     losses = []
     for epoch in range(opt.niter):
         for i, data in enumerate(dataloader, 0):
-            # (1) Update D: maximize log(D(x)) + log(1 - D(G(z)))
+            # the discriminator: real images towards 1, generated ones towards 0
             netD.zero_grad()
             real_cpu = data[0].to(device)
             batch_size = real_cpu.size(0)
@@ -109,7 +109,7 @@ def main(argv=()):
             D_G_z1 = output.mean().item()
             errD = errD_real + errD_fake
             optimizerD.step()
-            # (2) Update G: maximize log(D(G(z)))
+            # the generator: its images should pass for real
             netG.zero_grad()
             label.fill_(real_label)
             output = netD(fake)
@@ -118,9 +118,9 @@ def main(argv=()):
             D_G_z2 = output.mean().item()
             optimizerG.step()
             losses.append(errD_real.item())  # D learning the real images
-            print(f"[{epoch}/{opt.niter}][{i}/{len(dataloader)}] Loss_D: {errD.item():.4f} "
-                  f"Loss_G: {errG.item():.4f} D(x): {D_x:.4f} D(G(z)): {D_G_z1:.4f} / "
-                  f"{D_G_z2:.4f}")
+            print(f"epoch {epoch} batch {i}: discriminator loss {errD.item():.4f}, generator "
+                  f"loss {errG.item():.4f}; D says {D_x:.3f} on real images, {D_G_z1:.3f} then "
+                  f"{D_G_z2:.3f} on generated ones")
         fake = netG(fixed_noise)
         assert fake.shape == (8, nc, 16, 16)
         torch.save(netG.state_dict(), os.path.join(opt.save_dir, f"netG_epoch_{epoch}.pth"))

@@ -53,8 +53,8 @@ def train(args, model, device, train_loader, optimizer, epoch):
         optimizer.step()
         losses.append(loss.item())
         if batch_idx % args.log_interval == 0:
-            print(f"Train Epoch: {epoch} [{batch_idx * len(data)}/{len(train_loader.dataset)}]"
-                  f"\tLoss: {loss:.6f}")
+            print(f"epoch {epoch}, {batch_idx * len(data):3d}/{len(train_loader.dataset)} seen, "
+                  f"loss {loss:.6f}")
     return losses
 
 
@@ -69,8 +69,8 @@ def test(model, device, test_loader):
             pred = output.argmax(dim=1, keepdim=True)
             correct += pred.eq(target.view_as(pred)).sum().item()
     test_loss /= len(test_loader.dataset)
-    print(f"Test set: Average loss: {test_loss:.4f}, Accuracy: {correct}/"
-          f"{len(test_loader.dataset)} ({100. * correct / len(test_loader.dataset):.0f}%)")
+    print(f"held out: mean loss {test_loss:.4f}, {correct} of {len(test_loader.dataset)} right "
+          f"({100. * correct / len(test_loader.dataset):.0f}%)")
     return test_loss
 
 

@@ -62,8 +62,8 @@ def main(argv=()):
             loss.backward()
             optimizer.step()
             losses.append(loss.item())
-            print(f"Train Epoch: {epoch} [{batch_idx * len(data)}/{len(loader.dataset)}]"
-                  f"\tLoss: {loss.item():.6f}")
+            print(f"epoch {epoch}, {batch_idx * len(data):3d}/{len(loader.dataset)} seen, "
+                  f"loss {loss.item():.6f}")
         scheduler.step()
     model.rnn.flatten_parameters()
     torch.save(model.state_dict(), os.path.join(args.save_dir, "mnist_rnn.pt"))

@@ -44,7 +44,7 @@ def train(dataloader, model, loss_fn, optimizer, device):
         optimizer.step()
         optimizer.zero_grad()
         loss, current = loss.item(), (batch + 1) * len(X)
-        print(f"loss: {loss:>7f}  [{current:>5d}/{size:>5d}]")
+        print(f"loss {loss:>7f} after {current:>5d} of {size:>5d}")
 
 
 def test(dataloader, model, loss_fn, device):
@@ -60,7 +60,7 @@ def test(dataloader, model, loss_fn, device):
             correct += (pred.argmax(1) == y).type(torch.float).sum().item()
     test_loss /= num_batches
     correct /= size
-    print(f"Test Error: \n Accuracy: {(100 * correct):>0.1f}%, Avg loss: {test_loss:>8f} \n")
+    print(f"held out: {(100 * correct):>0.1f}% right, mean loss {test_loss:>8f}")
     return test_loss
 
 
@@ -75,23 +75,23 @@ def main(argv=()):
     train_dataloader = DataLoader(training_data, batch_size=batch_size)
     test_dataloader = DataLoader(test_data, batch_size=batch_size)
     for X, y in test_dataloader:
-        print(f"Shape of X [N, C, H, W]: {X.shape}")
-        print(f"Shape of y: {y.shape} {y.dtype}")
+        print(f"images {X.shape}")
+        print(f"labels {y.shape} of {y.dtype}")
         break
 
     device = torch.accelerator.current_accelerator().type \
         if torch.accelerator.is_available() else "cpu"
-    print(f"Using {device} device")
+    print(f"device: {device}")
     model = NeuralNetwork().to(device)
     print(model)
     loss_fn = nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-1)
     losses = []
     for t in range(args.epochs):
-        print(f"Epoch {t + 1}\n-------------------------------")
+        print(f"epoch {t + 1}")
         train(train_dataloader, model, loss_fn, optimizer, device)
         losses.append(test(test_dataloader, model, loss_fn, device))
-    print("Done!")
+    print("trained")
 
     path = os.path.join(args.save_dir, "model.pth")
     torch.save(model.state_dict(), path)
@@ -103,7 +103,7 @@ def main(argv=()):
         x = x.to(device)
         pred = model(x)
         predicted, actual = classes[pred[0].argmax(0)], classes[y]
-        print(f'Predicted: "{predicted}", Actual: "{actual}"')
+        print(f"guess {predicted!r}, truth {actual!r}")
     return losses
 
 

@@ -11,7 +11,7 @@ POLY_DEGREE = 4
 
 
 def make_features(x):
-    """Builds features i.e. a matrix with columns [x, x^2, x^3, x^4]."""
+    """The powers x, x^2, ... x^POLY_DEGREE of a vector of samples, as columns."""
     x = x.unsqueeze(1)
     return torch.cat([x ** i for i in range(1, POLY_DEGREE + 1)], 1)
 
@@ -45,9 +45,9 @@ def train(fc, device, steps):
         for param in fc.parameters():
             param.data.add_(-0.1 * param.grad)
         losses.append(loss)
-    print(f"Loss: {loss:.6f} after {batch_idx + 1} batches")
-    print("==> Learned function:\t" + poly_desc(fc.weight.view(-1), fc.bias))
-    print("==> Actual function:\t" + poly_desc(w_target.view(-1), b_target))
+    print(f"loss {loss:.6f} after {batch_idx + 1} steps")
+    print("fitted: " + poly_desc(fc.weight.view(-1), fc.bias))
+    print("target: " + poly_desc(w_target.view(-1), b_target))
     return losses
 
 

@@ -79,8 +79,8 @@ def train(model, device, train_loader, optimizer, epoch):
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-        print(f"Train Epoch: {epoch} [{batch_idx * len(images_1)}/{len(train_loader.dataset)}]"
-              f"\tLoss: {loss.item():.6f}")
+        print(f"epoch {epoch}, {batch_idx * len(images_1):3d}/{len(train_loader.dataset)} pairs, "
+              f"loss {loss.item():.6f}")
     return losses
 
 
@@ -96,8 +96,8 @@ def test(model, device, test_loader):
             test_loss += criterion(outputs, targets).sum().item()
             pred = torch.where(outputs > 0.5, 1, 0)
             correct += pred.eq(targets.view_as(pred)).sum().item()
-    print(f"Test set: Average loss: {test_loss / len(test_loader.dataset):.4f}, "
-          f"Accuracy: {correct}/{len(test_loader.dataset)}")
+    print(f"held out: mean loss {test_loss / len(test_loader.dataset):.4f}, "
+          f"{correct} of {len(test_loader.dataset)} pairs right")
 
 
 def main(argv=()):

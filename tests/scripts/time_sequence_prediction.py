@@ -29,7 +29,7 @@ class Sequence(nn.Module):
             h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
             output = self.linear(h_t2)
             outputs += [output]
-        for _ in range(future):  # predict the future too
+        for _ in range(future):  # then feed the predictions back in
             h_t, c_t = self.lstm1(output, (h_t, c_t))
             h_t2, c_t2 = self.lstm2(h_t, (h_t2, c_t2))
             output = self.linear(h_t2)
@@ -58,21 +58,21 @@ def train(seq, device, steps):
     optimizer = optim.LBFGS(seq.parameters(), lr=0.8, max_iter=4)
     losses = []
     for i in range(steps):
-        print("STEP: ", i)
+        print(f"step {i}")
 
         def closure():
             optimizer.zero_grad()
             out = seq(input)
             loss = criterion(out, target)
-            print("loss:", loss.item())
+            print(f"  closure loss {loss.item():.6f}")
             loss.backward()
             return loss
         losses.append(optimizer.step(closure).item())
-        with torch.no_grad():  # begin to predict, no need to track gradient here
+        with torch.no_grad():  # forecasting: no gradients
             future = 4
             pred = seq(test_input, future=future)
             loss = criterion(pred[:, :-future], test_target)
-            print(f"test loss: {loss.item():.6f}")
+            print(f"forecast loss {loss.item():.6f}")
             y = pred.detach().numpy()
             assert y.shape == (2, test_input.size(1) + future)
     return losses

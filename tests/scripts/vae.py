@@ -73,7 +73,7 @@ def main(argv=()):
             train_loss += loss.item()
             optimizer.step()
         losses.append(train_loss / len(train_loader.dataset))
-        print(f"====> Epoch: {epoch} Average loss: {losses[-1]:.4f}")
+        print(f"epoch {epoch}: mean loss per image {losses[-1]:.4f}")
         with torch.no_grad():
             sample = model.decode(torch.randn(8, 4).to(device)).cpu()
             assert sample.shape == (8, 64)

@@ -37,7 +37,7 @@ class Corpus:
 
 
 class RNNModel(nn.Module):
-    """Container module with an encoder, a recurrent module, and a decoder."""
+    """Embedding, a stacked RNN and a linear layer back to the vocabulary (tied weights)."""
 
     def __init__(self, rnn_type, ntoken, ninp, nhid, nlayers, dropout=0.2, tie_weights=False):
         super().__init__()
@@ -79,7 +79,7 @@ def batchify(data, bsz, device):
 
 
 def repackage_hidden(h):
-    """Wraps hidden states in new Tensors, to detach them from their history."""
+    """The hidden state cut from the graph of the batches before (truncated BPTT)."""
     if isinstance(h, torch.Tensor):
         return h.detach()
     return tuple(repackage_hidden(v) for v in h)
@@ -140,12 +140,12 @@ def main(argv=()):
             for p in model.parameters():
                 p.data.add_(p.grad, alpha=-lr)
             if batch % 2 == 0:
-                print(f"| epoch {epoch:3d} | {batch:5d} batches | lr {lr:02.2f} | "
-                      f"loss {loss.item():5.2f} | ppl {math.exp(loss.item()):8.2f}")
+                print(f"epoch {epoch}, batch {batch}: lr {lr:.2f}, loss {loss.item():5.2f}, "
+                      f"perplexity {math.exp(loss.item()):8.2f}")
         val_loss = evaluate(model, val_data, args.bptt, criterion, ntokens)
         losses.append(val_loss)
-        print(f"| end of epoch {epoch:3d} | time: {time.time() - epoch_start_time:5.2f}s | "
-              f"valid loss {val_loss:5.2f} | valid ppl {math.exp(val_loss):8.2f}")
+        print(f"epoch {epoch} took {time.time() - epoch_start_time:5.2f}s: validation loss "
+              f"{val_loss:5.2f}, perplexity {math.exp(val_loss):8.2f}")
         if not best_val_loss or val_loss < best_val_loss:
             torch.save({"model": model.state_dict(), "epoch": epoch, "lr": lr}, path)
             best_val_loss = val_loss
