@@ -154,3 +154,39 @@ def test_multivariate_normal_gradients_as_torch(device, rng, given):
     TD.MultivariateNormal(tmu, **{given: tm}).log_prob(torch.tensor(value)).sum().backward()
     np.testing.assert_allclose(m.grad.numpy(), tm.grad.numpy(), rtol=tol, atol=tol)
     np.testing.assert_allclose(mu.grad.numpy(), tmu.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_kl_divergence_as_torch(device):
+    pairs = [
+        (D.Normal, TD.Normal, ([0.0, 1.0, 2.0], [1.0, 0.5, 2.0]), ([0.5, 0.0, -1.0], [2.0, 1.0, 0.3])),
+        (D.Uniform, TD.Uniform, ([0.0, 0.0], [1.0, 2.0]), ([-1.0, 0.5], [2.0, 3.0])),
+        (D.Bernoulli, TD.Bernoulli, ([0.0, 0.3, 1.0, 0.5, 0.2],), ([0.4, 0.0, 1.0, 1.0, 0.9],)),
+        (D.Categorical, TD.Categorical, ([[0.0, 0.3, 0.7], [0.2, 0.2, 0.6]],),
+         ([[0.4, 0.0, 0.6], [0.1, 0.1, 0.8]],)),
+    ]
+    for ours, theirs, p_args, q_args in pairs:
+        p, tp = zip(*(_both(a, device) for a in p_args))
+        q, tq = zip(*(_both(a, device) for a in q_args))
+        _close(D.kl_divergence(ours(*p), ours(*q)),
+               TD.kl_divergence(theirs(*tp), theirs(*tq)), 1e-5)
+
+
+def test_kl_divergence_gradient_and_registry(device):
+    loc = ct.from_numpy(np.array([0.3, -1.0], np.float32), device=device).requires_grad_()
+    tloc = torch.tensor([0.3, -1.0], requires_grad=True)
+    D.kl_divergence(D.Normal(loc, 2.0), D.Normal(0.0, 1.0)).sum().backward()
+    TD.kl_divergence(TD.Normal(tloc, 2.0), TD.Normal(0.0, 1.0)).sum().backward()
+    _close(loc.grad, tloc.grad)
+    with pytest.raises(NotImplementedError, match="register_kl"):
+        D.kl_divergence(D.Normal(0.0, 1.0), D.Uniform(0.0, 1.0))
+
+    class Shifted(D.Normal):  # a subclass finds its base's formula
+        pass
+
+    assert D.kl_divergence(Shifted(0.0, 1.0), D.Normal(0.0, 1.0)).item() == 0.0
+
+    @D.register_kl(Shifted, D.Uniform)
+    def _constant(p, q):
+        return p.loc * 0 + 7.0
+
+    assert D.kl_divergence(Shifted(0.0, 1.0), D.Uniform(0.0, 1.0)).item() == 7.0
