@@ -190,3 +190,23 @@ def test_kl_divergence_gradient_and_registry(device):
         return p.loc * 0 + 7.0
 
     assert D.kl_divergence(Shifted(0.0, 1.0), D.Uniform(0.0, 1.0)).item() == 7.0
+
+
+def test_independent_as_torch(device, rng):
+    (mu, tmu), (sigma, tsigma) = (_both(rng.standard_normal((4, 3)), device),
+                                  _both(rng.uniform(0.5, 2.0, (4, 3)), device))
+    ours, theirs = D.Independent(D.Normal(mu, sigma), 1), TD.Independent(TD.Normal(tmu, tsigma), 1)
+    assert ours.batch_shape == (4,) and ours.event_shape == (3,) and ours.has_rsample
+    value, tvalue = _both(rng.standard_normal((2, 4, 3)), device)
+    _close(ours.log_prob(value), theirs.log_prob(tvalue), 1e-5)
+    _close(ours.entropy(), theirs.entropy(), 1e-5)
+    _close(ours.mean, theirs.mean)
+    assert ours.rsample((5,)).shape == (5, 4, 3)
+    other = D.Independent(D.Normal(mu * 0, sigma * 0 + 1), 1)
+    _close(D.kl_divergence(ours, other),
+           TD.kl_divergence(theirs, TD.Independent(TD.Normal(tmu * 0, tsigma * 0 + 1), 1)), 1e-5)
+    assert D.Independent(D.Normal(mu, sigma), 2).log_prob(value).shape == (2,)
+    with pytest.raises(ValueError, match=r"\[0, 2\]"):
+        D.Independent(D.Normal(mu, sigma), 3)
+    with pytest.raises(TypeError, match="Distribution"):
+        D.Independent(mu, 1)

@@ -5,6 +5,7 @@ import math
 from ..autograd.functions import _where
 from .bernoulli import Bernoulli
 from .categorical import Categorical
+from .independent import Independent
 from .normal import Normal
 from .uniform import Uniform
 
@@ -68,3 +69,11 @@ def _kl_categorical_categorical(p, q):
     t = p.probs * (p.logits - q.logits)
     t = _where(p.probs == 0, 0.0, _where(q.probs == 0, math.inf, t))
     return t.sum(-1)
+
+
+@register_kl(Independent, Independent)
+def _kl_independent_independent(p, q):
+    if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
+        raise NotImplementedError("kl_divergence: Independent distributions that reinterpret "
+                                  "different numbers of batch dims")
+    return p._summed(kl_divergence(p.base_dist, q.base_dist))
