@@ -22,7 +22,9 @@ Tensor = ClTensor
 # the kernel ops' functions and methods, the differentiable ones wrapped by autograd
 from .autograd.namespace import *  # noqa: E402,F401,F403
 from . import autograd  # noqa: E402
-from .autograd import Function, enable_grad, no_grad, set_grad_enabled  # noqa: E402,F401
+from .autograd import (Function, enable_grad, is_grad_enabled, no_grad,  # noqa: E402,F401
+                       set_grad_enabled)
+from .autograd.inference import inference_mode, is_inference_mode_enabled  # noqa: E402,F401
 
 # ops composed of the (now differentiable) tensor methods: bound as they are
 from .ops import arrange as _arrange  # noqa: E402
@@ -77,6 +79,10 @@ del _name, _alias, _target, _a, _t
 
 from . import backends, conv, nn, optim  # noqa: E402,F401  (layers sit on top of the ops)
 from . import accelerator, cuda  # noqa: E402,F401  (torch.cuda, torch.accelerator over "cuda")
+from .backends import (are_deterministic_algorithms_enabled,  # noqa: E402,F401
+                       get_float32_matmul_precision, get_num_interop_threads, get_num_threads,
+                       is_deterministic_algorithms_warn_only_enabled, set_float32_matmul_precision,
+                       set_num_interop_threads, set_num_threads, use_deterministic_algorithms)
 from .conv import conv_algorithms  # noqa: E402,F401
 from .plugins import plugins, register_plugin, unregister_plugin  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
@@ -88,5 +94,21 @@ from . import special  # noqa: E402,F401  (torch.special: binds the functions ab
 ClTensor.hardshrink = lambda self, lambd=0.5: nn.functional.hardshrink(self, lambd)
 ClTensor.prelu = lambda self, weight: nn.functional.prelu(self, weight)
 
+
+def _format(self, spec):
+    """format(t, spec), as torch: a 0-d tensor formats as its number (f"{loss:.4f}"); any other
+    takes only the empty spec, as object does."""
+    if self.dim() == 0:
+        return format(self.item(), spec)
+    if spec:
+        raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__: only "
+                        f"0-d tensors take one (this one has shape {tuple(self.shape)})")
+    return str(self)
+
+
+ClTensor.__format__ = _format
+
 __version__ = "0.1.0"
 from . import utils  # noqa: E402,F401  (torch.utils.data)
+from . import compiler, distributions, onnx  # noqa: E402,F401
+from .compiler import compile  # noqa: E402,F401,A004

@@ -10,3 +10,4 @@ from . import functional, init, utils  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .modules import __all__  # noqa: F401
 from . import parallel  # noqa: F401
+from .parallel import DataParallel  # noqa: F401  (torch.nn.DataParallel)

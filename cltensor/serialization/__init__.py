@@ -14,9 +14,11 @@ import numpy as np
 from ..device import Device, TorchDevice, get_device, is_torch_device
 from ..diskfiles import atomic_file
 from . import npz, torch_read, torch_write
+from .allowlist import add_safe_globals, clear_safe_globals, get_safe_globals, safe_globals
 from .npz import TREE, TREE_FORMAT  # noqa: F401
 
-__all__ = ["load", "save"]
+__all__ = ["add_safe_globals", "clear_safe_globals", "get_safe_globals", "load", "safe_globals",
+           "save"]
 
 def _new_file_mode(path):
     """The mode a plain open() would give the file: its present mode, else 0666 less umask."""
@@ -195,7 +197,8 @@ def _read_torch(zf, prefix, name, place):
         raise ValueError(f"load: {name} needs the {e}, which cltensor does not load: only "
                          f"tensors, numbers, strings and containers are read (torch's "
                          f"weights_only rules), never code. A pickled model cannot be loaded; "
-                         f"save its state_dict() instead") from None
+                         f"save its state_dict() instead. A class you trust can be allowed "
+                         f"with cltensor.serialization.add_safe_globals([cls])") from None
     except torch_read.UnsupportedDtype as e:
         raise TypeError(f"load: {name} holds {e}") from None
     except _Placement as e:

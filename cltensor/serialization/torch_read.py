@@ -15,6 +15,7 @@ import numpy as np
 from .. import dtypes as dt
 from ..creation import from_numpy
 from ..tensor import ClTensor
+from .allowlist import allowed as _user_allowed
 from .torch_write import STORAGE_OF
 
 _DTYPE_OF = {name: dtype for dtype, name in STORAGE_OF.items()}
@@ -76,7 +77,8 @@ class _Unpickler(pickle.Unpickler):
                 "torch._utils._rebuild_tensor": loader.rebuild,
                 "torch._utils._rebuild_parameter": loader.rebuild_parameter,
                 "torch._utils._rebuild_parameter_with_state":
-                    loader.rebuild_parameter_with_state}.items()}}
+                    loader.rebuild_parameter_with_state}.items()},
+            **_user_allowed()}  # add_safe_globals: the user's own trusted classes
 
     def find_class(self, module, name):
         full = f"{module}.{name}"

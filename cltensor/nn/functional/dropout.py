@@ -2,6 +2,7 @@
 SELU networks.
 """
 import math
+import warnings
 
 from ... import dtypes as dt
 from ...autograd import Function, is_grad_enabled
@@ -45,10 +46,20 @@ def _feature_dropout(input, p, training, inplace, spatial, op):
     """Dropout of whole feature maps: one draw per (N, C) (or C, unbatched) over `spatial`
     trailing dims."""
     _float_tensor(input, "input", op)
-    if input.ndim not in (spatial + 1, spatial + 2):
+    if input.ndim in (spatial + 1, spatial + 2):
+        return _dropout(input, p, training, inplace, input.shape[:-spatial] + (1,) * spatial, op)
+    if spatial == 1:
         raise ValueError(f"{op}: expected a {spatial + 1}-d (C, ...) or {spatial + 2}-d "
                          f"(N, C, ...) input, got shape {input.shape}")
-    return _dropout(input, p, training, inplace, input.shape[:-spatial] + (1,) * spatial, op)
+    if input.ndim < 2:
+        raise ValueError(f"{op}: feature dropout needs at least 2 dims (N, C), got shape "
+                         f"{input.shape}")
+    # NOTE: as torch, other ranks warn and drop per (N, C), elementwise for a 2-d input
+    warnings.warn(f"{op} got a {input.ndim}-d input; it is meant for {spatial + 1}-d (C, ...) or "
+                  f"{spatial + 2}-d (N, C, ...) inputs. As torch does (a deprecated behaviour "
+                  f"there), each (N, C) entry is kept or zeroed whole; use dropout for "
+                  f"elementwise dropout", UserWarning, stacklevel=3)
+    return _dropout(input, p, training, inplace, input.shape[:2] + (1,) * (input.ndim - 2), op)
 
 
 def dropout1d(input, p=0.5, training=True, inplace=False):

@@ -109,3 +109,6 @@ class BatchNorm2d(_BatchNorm):
     """
 
     _ndims = (4,)
+
+
+_NormBase = _BatchNorm  # torch's base of the batch and instance norms (_InstanceNorm is one here)

@@ -232,3 +232,6 @@ class ConvTranspose1d(ConvTranspose2d):
         return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups,
                                   self.dilation)
+
+
+_ConvTransposeNd = ConvTranspose2d  # torch's base of the transposed convolutions (1-d is a 2-d)

@@ -63,3 +63,6 @@ class FeatureAlphaDropout(Dropout):
 
     def forward(self, input):
         return F.feature_alpha_dropout(input, self.p, self.training, self.inplace)
+
+
+_DropoutNd = Dropout  # torch.nn.modules.dropout's name for the dropout layers' base

@@ -197,3 +197,8 @@ class MaxUnpool1d(MaxUnpool2d):
     def forward(self, input, indices, output_size=None):
         return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding,
                               output_size)
+
+
+# torch.nn.modules.pooling's bases, for isinstance checks: the 1-d layers subclass the 2-d ones
+_MaxPoolNd, _AvgPoolNd = MaxPool2d, AvgPool2d
+_AdaptiveAvgPoolNd, _AdaptiveMaxPoolNd = AdaptiveAvgPool2d, AdaptiveMaxPool2d

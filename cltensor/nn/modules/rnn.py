@@ -357,6 +357,10 @@ class RNNBase(Module):
     def reset_parameters(self):
         _reset_uniform(self)
 
+    def flatten_parameters(self):
+        """Nothing to do, as torch's on the CPU: the layers read their weights where they are
+        (torch packs them into one cuDNN buffer)."""
+
     def forward(self, input, hx=None):
         if isinstance(input, PackedSequence):
             return self._forward_packed(input, hx)

@@ -1,5 +1,6 @@
 """Helpers shared by the layers: argument checks, parameter creation and torch's default
 initialization, int-or-tuple arguments."""
+import collections.abc
 import math
 
 from ... import dtypes as dt
@@ -64,3 +65,19 @@ def ntuple(value, n, name, owner):
 def pair(value, name, owner):
     """(a, a) from an int, or a 2-tuple of ints, checked."""
     return ntuple(value, 2, name, owner)
+
+
+def _ntuple(n, name="parse"):
+    """torch.nn.modules.utils._ntuple: a function turning x into (x,) * n, an iterable into a
+    tuple of it, unchecked (scripts import _pair and the others from here)."""
+    def parse(x):
+        if isinstance(x, collections.abc.Iterable) and not isinstance(x, str):
+            return tuple(x)
+        return (x,) * n
+    parse.__name__ = name
+    return parse
+
+
+_single, _pair, _triple, _quadruple = (_ntuple(n, f"_{w}") for n, w in
+                                       ((1, "single"), (2, "pair"), (3, "triple"),
+                                        (4, "quadruple")))

@@ -4,17 +4,13 @@ import numbers
 
 from ...autograd import no_grad
 from ...autograd.namespace import norm, stack, tensor
-from ...tensor import ClTensor
+from .convert_parameters import tensor_list
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
 
 
 def _grads(parameters, op):
-    params = [parameters] if isinstance(parameters, ClTensor) else list(parameters)
-    for p in params:
-        if not isinstance(p, ClTensor):
-            raise TypeError(f"{op}: expected tensors (parameters), got {type(p).__name__}")
-    return [p.grad for p in params if p.grad is not None]
+    return [p.grad for p in tensor_list(parameters, op) if p.grad is not None]
 
 
 def _real(value, name, op):
