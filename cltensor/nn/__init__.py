@@ -10,3 +10,4 @@ from . import functional, init, utils  # noqa: F401
 from .modules import *  # noqa: F401,F403
 from .modules import __all__  # noqa: F401
 from . import parallel  # noqa: F401
+from . import methods  # noqa: F401  (x.softmax(dim), ...: nn installs its tensor methods)
