@@ -21,61 +21,24 @@ Tensor = ClTensor
 
 # the kernel ops' functions and methods, the differentiable ones wrapped by autograd
 from .autograd.namespace import *  # noqa: E402,F401,F403
-from . import autograd  # noqa: E402
+from . import autograd  # noqa: E402,F401
 from .autograd import (Function, enable_grad, is_grad_enabled, no_grad,  # noqa: E402,F401
                        set_grad_enabled)
 from .autograd.inference import inference_mode, is_inference_mode_enabled  # noqa: E402,F401
 
-# ops composed of the (now differentiable) tensor methods: bound as they are
-from .ops import arrange as _arrange  # noqa: E402
-from .ops import composed as _composed  # noqa: E402
-from .ops import contract as _contract  # noqa: E402
-from .ops import inplace as _inplace  # noqa: E402
-from .ops import searching as _searching  # noqa: E402
+# ops composed of the (now differentiable) tensor methods
 from .ops.arrange import *  # noqa: E402,F401,F403
 from .ops.composed import *  # noqa: E402,F401,F403
 from .ops.contract import *  # noqa: E402,F401,F403
 from .ops.searching import *  # noqa: E402,F401,F403
 
-from . import linalg  # noqa: E402  (torch.linalg: its Functions compose the ops above)
+from . import linalg  # noqa: E402,F401  (torch.linalg: its Functions compose the ops above)
 from .linalg import (cholesky, cholesky_inverse, cholesky_solve, det, inverse,  # noqa: E402,F401
                      logdet, pinverse, slogdet, triangular_solve)
 from .linalg import qr_legacy as qr  # noqa: E402,F401  (torch.qr)
 
-for _module in (_composed, _inplace, _searching, _arrange, _contract, linalg):
-    for _name, _fn in _module.TENSOR_METHODS.items():
-        setattr(ClTensor, _name, _fn)
-for _name, _twin in _inplace.IN_PLACE.items():  # in-place forms composed of the ops above
-    setattr(ClTensor, _name, autograd.wrap_inplace(_name, getattr(ClTensor, _name), _twin))
-del _module, _name, _fn, _twin
-
-# torch's functions that are tensor methods here (torch.relu_(x) is x.relu_(), ...)
-for _name in ("abs_", "acos_", "acosh_", "addmv_", "as_strided_", "asin_", "asinh_", "atan_",
-              "atanh_", "ceil_", "clamp_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_",
-              "deg2rad_", "erf_", "erfc_", "exp2_", "exp_", "expm1_", "fill_", "floor_", "frac_",
-              "gcd_", "i0_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_",
-              "nan_to_num_", "neg_", "rad2deg_", "reciprocal_", "relu_", "round_", "rsqrt_",
-              "sigmoid_", "sin_", "sinc_", "sinh_", "sqrt_", "square_", "tan_", "tanh_", "trunc_",
-              "xlogy_", "zero_", "adjoint", "clone", "conj", "conj_physical", "detach", "detach_",
-              "is_complex", "is_conj", "is_floating_point", "is_neg", "is_nonzero",
-              "is_same_size", "is_signed", "numel", "resolve_conj", "resolve_neg"):
-    globals()[_name] = getattr(ClTensor, _name)
-# torch's other names for the same ops (torch.absolute is torch.abs, ...): as tensor methods with
-# their in-place forms, and as cltensor functions where the target is one
-_ALIASES = {"absolute": "abs", "arccos": "acos", "arcsin": "asin", "arctan": "atan",
-           "arccosh": "acosh", "arcsinh": "asinh", "arctanh": "atanh", "fix": "trunc",
-           "negative": "neg", "subtract": "sub", "multiply": "mul", "divide": "div",
-           "true_divide": "div", "greater": "gt", "greater_equal": "ge", "less": "lt",
-           "less_equal": "le", "not_equal": "ne", "swapdims": "swapaxes", "unsafe_chunk": "chunk",
-           "unsafe_split": "split", "unsafe_split_with_sizes": "split_with_sizes"}
-for _alias, _target in _ALIASES.items():
-    for _a, _t in ((_alias, _target), (_alias + "_", _target + "_")):
-        if hasattr(ClTensor, _t):
-            setattr(ClTensor, _a, getattr(ClTensor, _t))
-        if _t in globals():
-            globals()[_a] = globals()[_t]
-ClTensor.swapaxes_ = ClTensor.swapdims_ = ClTensor.transpose_
-del _name, _alias, _target, _a, _t
+# the composed ops' methods, torch's aliases, and the functions that are methods here
+from .methods import *  # noqa: E402,F401,F403
 
 from . import backends, conv, nn, optim  # noqa: E402,F401  (layers sit on top of the ops)
 from . import accelerator, cuda  # noqa: E402,F401  (torch.cuda, torch.accelerator over "cuda")
@@ -87,26 +50,8 @@ from .conv import conv_algorithms  # noqa: E402,F401
 from .plugins import plugins, register_plugin, unregister_plugin  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 
-ClTensor.softmax = lambda self, dim, dtype=None: nn.functional.softmax(self, dim, dtype=dtype)
-ClTensor.log_softmax = lambda self, dim, dtype=None: nn.functional.log_softmax(self, dim, dtype=dtype)
-softmax, log_softmax = ClTensor.softmax, ClTensor.log_softmax  # torch.softmax(input, dim, dtype)
-from . import special  # noqa: E402,F401  (torch.special: binds the functions above)
-ClTensor.hardshrink = lambda self, lambd=0.5: nn.functional.hardshrink(self, lambd)
-ClTensor.prelu = lambda self, weight: nn.functional.prelu(self, weight)
-
-
-def _format(self, spec):
-    """format(t, spec), as torch: a 0-d tensor formats as its number (f"{loss:.4f}"); any other
-    takes only the empty spec, as object does."""
-    if self.dim() == 0:
-        return format(self.item(), spec)
-    if spec:
-        raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__: only "
-                        f"0-d tensors take one (this one has shape {tuple(self.shape)})")
-    return str(self)
-
-
-ClTensor.__format__ = _format
+from .nn.methods import log_softmax, softmax  # noqa: E402,F401  (torch.softmax(input, dim, dtype))
+from . import special  # noqa: E402,F401  (torch.special)
 
 __version__ = "0.1.0"
 from . import utils  # noqa: E402,F401  (torch.utils.data)

@@ -7,6 +7,16 @@ from .ops import pointwise as pw
 
 class TensorOperators:
     # NOTE: operators go through the methods, which autograd wraps
+    def __format__(self, spec):
+        """format(t, spec), as torch: a 0-d tensor formats as its number (f"{loss:.4f}"); any
+        other takes only the empty spec, as object does."""
+        if self.dim() == 0:
+            return format(self.item(), spec)
+        if spec:
+            raise TypeError(f"unsupported format string {spec!r} passed to Tensor.__format__: "
+                            f"only 0-d tensors take one (this one has shape {tuple(self.shape)})")
+        return str(self)
+
     def __add__(self, o):
         return self.add(o)
 

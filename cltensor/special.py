@@ -22,15 +22,15 @@ Example:
     >>> [round(v, 6) for v in cltensor.special.log_ndtr(x).tolist()]
     [-53.231285, -0.693147, -0.023013]
 """
-import sys
-
 from . import autograd
 from .autograd import functions as F
+from .autograd.namespace import (digamma, erf, erfc, erfinv, exp2, expm1, i0, igamma, igammac,
+                                 lgamma, log1p, logit, logsumexp, round, sigmoid, sinc, xlogy)
+from .nn.methods import log_softmax, softmax
 from .ops import pointwise as _pw
+from .ops.composed import mvlgamma, polygamma
 
-_cl = sys.modules[__package__]  # cltensor: imported last, its functions are bound by now
-
-# NOTE: names bound below from cltensor and the Functions, so static checks cannot see them
+# NOTE: names bound below from the Functions, so static checks cannot see them
 __all__ = ["i0e",  # noqa: F822 "i1e", "erfcx", "ndtr", "log_ndtr", "ndtri", "entr", "xlog1py", "zeta", "i1",
            "modified_bessel_i1", "expit", "gammaln", "psi", "digamma", "multigammaln",
            "gammainc", "gammaincc", "modified_bessel_i0", "i0", "erf", "erfc", "erfinv", "exp2",
@@ -47,9 +47,6 @@ for _name in _pw.SPECIAL_PLAIN_UNARY + _pw.POLYNOMIALS:
 del _name
 
 # torch.special's names for cltensor's functions
-expit, gammaln, psi, digamma = _cl.sigmoid, _cl.lgamma, _cl.digamma, _cl.digamma
-multigammaln, gammainc, gammaincc = _cl.mvlgamma, _cl.igamma, _cl.igammac
-modified_bessel_i0 = i0 = _cl.i0
-erf, erfc, erfinv, exp2, expm1, log1p = _cl.erf, _cl.erfc, _cl.erfinv, _cl.exp2, _cl.expm1, _cl.log1p
-logit, logsumexp, round, sinc, xlogy = _cl.logit, _cl.logsumexp, _cl.round, _cl.sinc, _cl.xlogy
-polygamma, softmax, log_softmax = _cl.polygamma, _cl.softmax, _cl.log_softmax
+expit, gammaln, psi = sigmoid, lgamma, digamma
+multigammaln, gammainc, gammaincc = mvlgamma, igamma, igammac
+modified_bessel_i0 = i0

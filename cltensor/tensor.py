@@ -36,6 +36,10 @@ class ClTensor(TensorOperators):
 
     Storage is a pooled device buffer shared by every view of it; `offset` and `strides` are in
     elements. Create tensors with cltensor.tensor, zeros, ones, rand, ... rather than directly.
+
+    Its surface: the methods written here, Python's operators (operators.py), and the ops'
+    methods installed from the layers above, listed in order in cltensor/methods.py (x.sum:
+    ops/reduce.py's TENSOR_METHODS, wrapped by autograd in autograd/namespace.py).
     """
 
     __array_priority__ = 1000  # numpy scalars defer to our reflected operators

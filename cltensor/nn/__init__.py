@@ -11,3 +11,4 @@ from .modules import *  # noqa: F401,F403
 from .modules import __all__  # noqa: F401
 from . import parallel  # noqa: F401
 from .parallel import DataParallel  # noqa: F401  (torch.nn.DataParallel)
+from . import methods  # noqa: F401  (x.softmax(dim), ...: nn installs its tensor methods)

@@ -6,8 +6,8 @@ count_nonzero, sum_to_size, hsplit, ...), with torch's names and semantics. Thei
 are in inplace.py.
 
 They call tensor methods, so they are differentiable through the ops they use (those that have
-gradients: unique's outputs have none, as in torch). cltensor/__init__.py binds them as
-functions and ClTensor methods once autograd has wrapped the methods they call.
+gradients: unique's outputs have none, as in torch). cltensor/__init__.py exports them as
+functions and cltensor/methods.py binds them as ClTensor methods.
 """
 import math
 import numbers

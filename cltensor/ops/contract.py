@@ -3,8 +3,8 @@ semantics: einsum, tensordot, inner, vdot, kron, cross, addmv, addr, addbmm, mat
 chain_matmul, dist, cdist and renorm.
 
 They call tensor methods, so they are differentiable through the ops they use. cltensor's
-__init__.py binds them as functions and ClTensor methods once autograd has wrapped those
-methods. Every contraction runs as one batched matmul over permuted, reshaped operands.
+__init__.py exports them as functions and cltensor/methods.py binds them as ClTensor methods.
+Every contraction runs as one batched matmul over permuted, reshaped operands.
 """
 import math
 import numbers
