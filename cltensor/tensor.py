@@ -12,6 +12,7 @@ from . import dtypes as dt
 from .device import Storage, get_device
 from .hooks import RemovableHandle
 from .ops import elementwise as ew
+from .dtypes import DType
 from .size import Size
 from .ops import pointwise as pw
 
@@ -91,10 +92,10 @@ class ClTensor:
 
     def __init__(self, storage, shape, strides, offset, dtype):
         self.storage = storage
-        self.shape = Size(shape)
+        self.shape = shape if shape.__class__ is Size else Size(shape)
         self.strides = tuple(strides)
         self.offset = offset
-        self.dtype = dtype if dtype.__class__ is dt.DType else dt.as_dtype(dtype)
+        self.dtype = dtype if dtype.__class__ is DType else dt.as_dtype(dtype)
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
