@@ -93,6 +93,18 @@ def test_shape_is_a_size(device):
     assert ct.zeros(x.shape, device=device).shape == (2, 3)
 
 
+def test_size_round_trips_through_checkpoints(device, tmp_path):
+    path = tmp_path / "sizes.pt"
+    ct.save({"s": ct.zeros(2, 3, device=device).shape, "e": ct.Size([]), "t": (1, 2)}, path)
+    got, theirs = ct.load(path, map_location=device), torch.load(path)
+    assert type(got["s"]) is ct.Size and got["s"] == (2, 3) and type(got["e"]) is ct.Size
+    assert type(got["t"]) is tuple
+    assert theirs == {"s": torch.Size([2, 3]), "e": torch.Size([]), "t": (1, 2)}
+    assert type(theirs["s"]) is torch.Size
+    torch.save({"s": torch.Size([4, 5])}, path)
+    assert type(ct.load(path, map_location=device)["s"]) is ct.Size
+
+
 # ---- default dtype, threads, legacy tensor types ----------------------------------------------
 
 def test_default_dtype_drives_float_creation(device):

@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..creation import from_numpy
+from ..size import Size
 from ..tensor import ClTensor
 from .torch_write import STORAGE_OF
 
@@ -45,7 +46,7 @@ def _bytes(text, encoding="latin1"):
 
 
 def _size(*args):
-    return tuple(*args)
+    return Size(*args)
 
 
 class _Call:
