@@ -178,8 +178,7 @@ class _TensorType(type):
         return isinstance(obj, ClTensor) and obj.dtype is cls.dtype
 
     def __call__(cls, *args, device=None):
-        if not args or all(isinstance(a, (int, np.integer)) and not isinstance(a, bool)
-                           for a in args) or (len(args) == 1 and isinstance(args[0], Size)):
+        if _are_sizes(args):
             return empty(*(args or (0,)), dtype=cls.dtype, device=device)
         if len(args) == 1:
             return tensor(args[0], dtype=cls.dtype, device=device)
@@ -188,6 +187,13 @@ class _TensorType(type):
 
     def __repr__(cls):
         return f"<class 'cltensor.{cls.__name__}'>"
+
+
+def _are_sizes(args):
+    """FloatTensor(), FloatTensor(2, 3) and FloatTensor(x.shape) take sizes; a sequence, data."""
+    if len(args) == 1 and isinstance(args[0], Size):
+        return True
+    return all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args)
 
 
 for _d in dt.DTYPES:

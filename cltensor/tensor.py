@@ -102,7 +102,7 @@ class ClTensor:
     def empty_on(cls, shape, dtype, device, memory_format=CONTIGUOUS_FORMAT):
         if dtype.__class__ is not dt.DType:
             dtype = dt.as_dtype(dtype)
-        if dtype == dt.float64 and not device.has_fp64:
+        if dtype is dt.float64 and not device.has_fp64:
             raise TypeError(f"float64 is not supported on {device}: it lacks cl_khr_fp64")
         shape = tuple(shape)
         storage = Storage(device, math.prod(shape) * dtype.itemsize)

@@ -387,7 +387,7 @@ def copy_into(out, src):
     check_scalar(src, "fill_")
     check_fill_value(src, out.dtype, "fill_")
     check_writable(out, "fill_")
-    value = bool(src) if out.dtype == dt.bool_ else src
+    value = bool(src) if out.dtype is dt.bool_ else src
     return launch_elementwise("OP_copy", [value], out, out.dtype)
 
 

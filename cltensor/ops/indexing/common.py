@@ -186,7 +186,7 @@ def _advanced_plan(v, adv, wrap, op):
     try:
         b = ew.broadcast_shapes(*[t.shape for t in tensors])
     except ValueError:
-        shapes = ", ".join(str(t.shape) for t in tensors)
+        shapes = ", ".join(f"{t.shape}" for t in tensors)
         raise IndexError(f"{op}: shape mismatch: indexing tensors could not be broadcast "
                          f"together with shapes {shapes}") from None
     idx = _normalized(tensors, b, [v.shape[p] for p in positions], wrap,
