@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import cltensor as ct
+from cltensor.ops import elementwise
 
 NAMES = ["bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64"]
 SMALL = ["uint8", "int8", "int16"]
@@ -279,3 +280,18 @@ def test_small_int_creation_and_conversion(device, name):
         ct.tensor([np.iinfo(name).max + 1], dtype=d, device=device)
     with pytest.raises(OverflowError, match=f"cannot be converted to {name}"):
         ct.zeros(2, dtype=d, device=device).fill_(70000)
+
+
+@pytest.mark.parametrize("kernel, items", [("ew_strided", 4), ("ew_rows", 1)])
+def test_small_int_elementwise_layouts(device, rng, monkeypatch, kernel, items):
+    """Both strided kernels and the multi-item contiguous one (the GPU forms) read and write
+    8- and 16-bit elements through transposed, sliced and broadcast views."""
+    monkeypatch.setattr(elementwise, "STRIDED_KERNEL", kernel)
+    monkeypatch.setattr(elementwise, "CONTIG_ITEMS", items)
+    for name in SMALL:
+        (ca, ta), (cb, tb) = (_both(_data(rng, name, (5, 7)), device) for _ in range(2))
+        cases = [(ca.t() * cb.t(), ta.t() * tb.t()), (ca[:, 1::2] - cb[:1, 1::2], ta[:, 1::2] - tb[:1, 1::2]),
+                 (ca + cb, ta + tb), (ct.where(ca > cb, ca.t().t(), 3), torch.where(ta > tb, ta, 3))]
+        for got, want in cases:
+            assert _name(got.dtype) == name
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
