@@ -3,7 +3,9 @@
 One table, DTYPES, lists every supported dtype with its numpy storage dtype and its OpenCL C
 type; the kernels' type mapping (program.ctype_of) and the promotion lattice are derived from
 it. A new dtype (float16 as "half", bfloat16 stored as ushort) is one more row plus its
-promotion special cases in _promote.
+promotion special cases in _promote; for the 16-bit floats the kernels also need a float
+compute type and, on devices without cl_khr_fp16 (PoCL's CPU device), vload_half/vstore_half
+loads and stores.
 """
 import builtins
 
