@@ -4,10 +4,14 @@ from .creation import *  # noqa: F401,F403
 from .device import (Device, DeviceError, OutOfMemoryError, default_device, devices,  # noqa: F401
                      empty_cache, get_device, memory_stats, reset_peak_memory_stats,
                      set_default_device, synchronize)
-from .dtypes import bool_, double, float32, float64, int32, int64, long  # noqa: F401
+from .dtypes import (bool_, double, float32, float64, int8, int16, int32, int64,  # noqa: F401
+                     long, short, uint8)
 from .dtypes import float, int  # noqa: F401,A004
+from .dtypes import DType as dtype  # noqa: F401
 from .dtypes import bool_ as bool  # noqa: F401,A004
-from .dtypes import promote_types, result_type  # noqa: F401
+from .dtypes import (finfo, get_default_dtype, iinfo, promote_types, result_type,  # noqa: F401
+                     set_default_dtype)
+from .size import Size  # noqa: F401
 from .ops import indexing, pointwise, ranges, reduce, shape  # noqa: F401
 from .profiler import profile  # noqa: F401
 from .caches import clear_cache  # noqa: F401

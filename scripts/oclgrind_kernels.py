@@ -471,6 +471,29 @@ def section_shape():
     assert_close(cltensor.pad(dev(a), (1, 2)), np.pad(a, ((0, 0), (1, 2))))
 
 
+def section_small_ints():
+    """uint8, int8 and int16 (1- and 2-byte elements) through the elementwise, reduce, scan,
+    indexing, sort and cat kernels; values small enough that nothing wraps."""
+    from cltensor.ops import sort as sort_ops
+    for dtype in (np.uint8, np.int8, np.int16):
+        a = RNG.integers(0, 60, size=(7, 11)).astype(dtype)
+        b = RNG.integers(1, 2, size=(7, 11)).astype(dtype)
+        assert dev(a).dtype == a.dtype, f"{a.dtype} stored as {dev(a).dtype}"
+        for na, ta in strided_views(a):
+            assert_close(ta + ta * 1, na + na)
+        assert_close(cltensor.where(dev(a) > 30, dev(a), dev(b)), np.where(a > 30, a, b))
+        assert_close(cltensor.sum(dev(a), 1), a.astype(np.int64).sum(1))
+        assert_close(cltensor.amax(dev(a).T, 1), a.T.max(1))
+        assert_close(cltensor.cumsum(dev(a), 1), np.cumsum(a.astype(np.int64), 1))
+        idx = np.array([6, 0, 3, 3], dtype=np.int64)
+        assert_close(cltensor.index_select(dev(a), 0, dev(idx)), a[idx])
+        assert_close(dev(a)[dev(a > 30)], a[a > 30])
+        assert_close(cltensor.cat([dev(a), dev(b)], 1), np.concatenate([a, b], 1))
+        for budget in (sort_ops.LOCAL_BYTES, 0):
+            with setting(sort_ops, "LOCAL_BYTES", budget):
+                assert_close(cltensor.argsort(dev(a), stable=True), np.argsort(a, kind="stable"))
+
+
 SECTIONS = {name[len("section_"):]: fn for name, fn in globals().items()
             if name.startswith("section_")}
 
