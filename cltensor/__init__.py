@@ -20,6 +20,7 @@ from .ops.reduce import *  # noqa: F401,F403
 from .ops.shape import *  # noqa: F401,F403
 from .ops.sort import *  # noqa: F401,F403
 from .profiler import profile  # noqa: F401
+from .graphs import CUDAGraph, Graph, GraphCaptureError, graph, is_current_stream_capturing  # noqa: F401
 from .caches import clear_cache  # noqa: F401
 from .program import KernelBuildError  # noqa: F401
 from . import random

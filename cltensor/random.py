@@ -15,7 +15,8 @@ import numpy as np
 
 from . import dtypes as dt
 from .creation import factory
-from .device import get_device
+from .device import capturing, get_device
+from .graphs import GraphCaptureError
 from .ops import elementwise as ew
 from .program import ctype_of, get_kernel, launch, sizes_1d
 from .tensor import ClTensor, _size_args
@@ -28,6 +29,9 @@ KERNEL_FILE = "random.cl"
 DEFAULT_SEED = 67280421310721  # torch's default seed
 LOCAL_SIZE = None  # work-group size; None: sizes_1d's default (tests set others)
 _U32, _U64 = 2**32, 2**64
+RANDOM_IN_CAPTURE = ("random ops cannot be captured in a graph: their seed and offset are host "
+                     "values that every replay would repeat; draw the numbers outside the capture "
+                     "(e.g. into a static tensor) or leave dropout out (model.eval())")
 
 
 class Generator:
@@ -86,6 +90,8 @@ class Generator:
 
     def take(self, count):
         """(seed, first counter) of `count` fresh counters, advancing the offset past them."""
+        if capturing.graph is not None:
+            raise GraphCaptureError(RANDOM_IN_CAPTURE)
         with self._lock:
             first = self._offset
             self._offset = (first + count) % _U64

@@ -7,8 +7,10 @@ from collections import defaultdict
 import numpy as np
 
 from .. import dtypes as dt
+from .. import graphs
 from ..autograd import enable_grad, no_grad, zero_grads
 from ..creation import from_numpy
+from ..graphs import GraphCaptureError
 from ..tensor import ClTensor
 
 __all__ = ["Optimizer"]
@@ -114,6 +116,8 @@ class Optimizer:
         for p, _ in work:
             _check_grad(p)
             _check_state(p, self.state.get(p, {}))
+        if graphs.current_graph() is not None:
+            self._check_capture(work)
         with no_grad():
             for p, group in work:
                 self._update(p, p.grad, group, self.state[p])
@@ -121,6 +125,22 @@ class Optimizer:
 
     def _update(self, param, grad, group, state):
         raise NotImplementedError(f"{type(self).__name__} must define _update")
+
+    def _check_capture(self, work):
+        """GraphCaptureError unless a step over `work` [(param, group)] can be captured in a
+        graph: those that can (SGD, Adam) override this."""
+        raise GraphCaptureError(
+            f"{type(self).__name__}.step() cannot be captured in a graph: it keeps state on the "
+            f"host (a step count) that replays would not advance; SGD, Adam and AdamW can")
+
+    def _refuse_first_step(self, work, has_state):
+        """GraphCaptureError when a parameter of `work` has no state yet (has_state(state) is
+        false): its first step would be captured, and every replay would repeat it."""
+        if any(not has_state(self.state.get(p, {}), group) for p, group in work):
+            raise GraphCaptureError(
+                f"{type(self).__name__}.step(): a parameter's first step cannot be captured in a "
+                f"graph (every replay would take it again); run a few eager steps before the "
+                f"capture so that the optimizer's state exists")
 
     # ---- state --------------------------------------------------------------------------------
     def state_dict(self):

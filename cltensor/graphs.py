@@ -1,0 +1,233 @@
+"""Graph capture and replay, with torch.cuda.graphs' names: `Graph` (alias `CUDAGraph`) and the
+`graph(g)` context manager.
+
+Inside `with cltensor.graph(g):` this thread's kernel launches, and the fills and copies that go
+through Device.enqueue, are recorded and not run; `g.replay()` enqueues them all again, in order,
+with the same buffers. Each recorded launch gets a Kernel object of its own whose arguments are
+set once at capture, so a replay is one loop of enqueue calls into pyopencl, with no Python of
+the ops, autograd or optimizers that made them (docs/graphs.md).
+
+Memory: every tensor created during the capture is allocated from the graph's private pool and
+kept by the graph, so its buffer goes to no other work while the graph lives; buffers of the
+tensors the launches use that were made before (the static inputs, parameters, optimizer
+state) are kept alive too. Deleting the graph (or g.reset()) gives the memory back.
+
+What cannot be captured raises GraphCaptureError: reading a tensor to the host (.item(),
+.numpy(), .tolist(), printing), ops whose output shape depends on the data (nonzero,
+masked_select, unique: they read a count to the host), tensors made from host data, and random
+ops (refused: their seed and offset are host values a replay would repeat).
+"""
+import contextlib
+import threading
+
+import numpy as np
+import pyopencl as cl
+import pyopencl.tools as cl_tools
+from pyopencl import _cl
+
+from .device import capturing
+from .program import launch_pieces
+
+__all__ = ["Graph", "CUDAGraph", "graph", "GraphCaptureError", "is_current_stream_capturing",
+           "current_graph", "on_replay"]
+
+_enqueue_kernel = _cl.enqueue_nd_range_kernel  # NOTE: positional, the fastest call measured
+
+
+class GraphCaptureError(RuntimeError):
+    """An op that a graph cannot capture, or a graph used out of order."""
+
+
+HOST_READ = ("cannot read device data to the host while capturing a graph (.item(), .numpy(), "
+             ".tolist(), printing, and ops whose output shape depends on the data, such as "
+             "nonzero, masked_select and unique): the recorded launches are not run until "
+             "replay; do it outside the `with cltensor.graph(g):` block")
+HOST_WRITE = ("cannot create a tensor from host data while capturing a graph (tensor, "
+              "from_numpy, as_tensor, ...): a replay would not copy it again; create it before "
+              "the capture and copy_() new data into it between replays")
+
+
+class Graph:
+    """A captured list of launches and the memory they use; replay() enqueues them again.
+
+    Example:
+        g = cltensor.Graph()
+        with cltensor.graph(g):
+            static_out = model(static_in)
+        static_in.copy_(new_batch)
+        g.replay()
+    """
+
+    def __init__(self):
+        self._lock = threading.Lock()  # one replay at a time: the updates set kernel arguments
+        self._reset_state()
+
+    def _reset_state(self):
+        self._device = None
+        self._segments = []  # [(launches, command)]: [(kernel, global, local, offset)], fn(queue)
+        self._launches = []  # the segment being filled
+        self._keep = []  # storages made in the capture, buffers and arguments the launches use
+        self._updates = []  # functions run before each replay (on_replay)
+        self._pools = {}
+        self._state = "new"
+
+    # ---- capture -------------------------------------------------------------------------------
+    def capture_begin(self, pool=None, capture_error_mode=None):
+        """Start capturing this thread's launches (graph() calls it); pool, capture_error_mode:
+        accepted for torch compatibility; every graph has its own pool."""
+        if self._state != "new":
+            raise GraphCaptureError("this graph was captured already; call reset() first")
+        if capturing.graph is not None:
+            raise GraphCaptureError("this thread is capturing a graph already; graphs do not nest")
+        self._state = "capturing"
+        capturing.graph = self
+
+    def capture_end(self):
+        if capturing.graph is not self:
+            raise GraphCaptureError("capture_end: this graph is not capturing in this thread")
+        capturing.graph = None
+        self._end_segment(None)
+        self._launches = None
+        self._state = "captured"
+
+    def _abort(self):
+        capturing.graph = None
+        self.reset()
+
+    def _check_device(self, device):
+        if self._device is None:
+            self._device = device
+        elif device is not self._device:
+            raise GraphCaptureError(f"a graph captures the work of one device: it holds "
+                                    f"{self._device}'s, and an op ran on {device}")
+
+    def _launch(self, device, kernel, gsize, lsize, args):
+        """program.launch inside a capture: a Kernel object of the launch's own, its arguments
+        set now."""
+        self._check_device(device)
+        own = cl.Kernel(kernel.program, kernel.function_name)
+        for i, a in enumerate(args):
+            own.set_arg(i, a)
+        self._keep.append(args)
+        for size, offset in launch_pieces(gsize, lsize):
+            self._launches.append((own, size, lsize, offset))
+
+    def _enqueue(self, device, command, args, kwargs):
+        """Device.enqueue inside a capture: fills and copies between buffers are recorded; a
+        command that reads or writes host memory is refused."""
+        self._check_device(device)
+        if command is cl.enqueue_copy and args and isinstance(args[0], np.ndarray):
+            raise GraphCaptureError(HOST_READ)
+        if command is cl.enqueue_copy and len(args) > 1 and isinstance(args[1], np.ndarray):
+            raise GraphCaptureError(HOST_WRITE)
+        if command not in (cl.enqueue_copy, cl.enqueue_fill_buffer):
+            raise GraphCaptureError(f"graph capture: {getattr(command, '__name__', command)} "
+                                    f"cannot be captured (only launches, fills and copies "
+                                    f"between device buffers)")
+        self._keep.append((args, kwargs))
+        self._end_segment(lambda queue: command(queue, *args, **kwargs))
+
+    def _end_segment(self, command):
+        self._segments.append((self._launches, command))
+        self._launches = []
+
+    def _allocate(self, device, nbytes, storage):
+        """A buffer for a Storage made inside the capture: from the graph's pool, the storage
+        kept while the graph lives."""
+        self._check_device(device)
+        pool = self._pools.get(device)
+        if pool is None:
+            pool = self._pools[device] = cl_tools.MemoryPool(
+                cl_tools.ImmediateAllocator(device.queue))
+        buf = device.allocate(nbytes, pool)
+        self._keep.append(storage)
+        return buf
+
+    # ---- replay --------------------------------------------------------------------------------
+    def replay(self):
+        """Enqueue the captured launches (without waiting for them)."""
+        if self._state != "captured":
+            raise GraphCaptureError(f"replay: the graph is {self._state}; capture it first")
+        if capturing.graph is not None:
+            raise GraphCaptureError("replay inside a capture: graphs do not nest")
+        device = self._device
+        if device is None:
+            return
+        with self._lock:
+            for update in self._updates:
+                update()
+            with device.launch_lock:
+                queue = device.queue
+                for launches, command in self._segments:
+                    for kernel, gsize, lsize, offset in launches:
+                        _enqueue_kernel(queue, kernel, gsize, lsize, offset, None, False, False)
+                    if command is not None:
+                        command(queue)
+
+    def launches(self):
+        """The number of kernel launches one replay enqueues."""
+        return sum(len(s) for s, _ in self._segments)
+
+    def reset(self):
+        """Forget the capture and give its memory back (the graph can capture again)."""
+        with self._lock:
+            pools = list(self._pools.values())
+            self._reset_state()
+        for pool in pools:
+            pool.free_held()
+
+    def pool(self):
+        """torch's pool handle: this graph (graphs share no pools)."""
+        return self
+
+    def debug_dump(self, path):
+        raise NotImplementedError("Graph.debug_dump: cltensor graphs have no dump format")
+
+    def __repr__(self):
+        return f"Graph({self._state}, {self.launches()} launches)"
+
+
+CUDAGraph = Graph
+
+
+@contextlib.contextmanager
+def graph(cuda_graph, pool=None, stream=None, capture_error_mode=None):
+    """Capture this thread's launches inside the block into `cuda_graph` (torch.cuda.graph's
+    signature; pool and stream are accepted and unused). An error inside the block ends the
+    capture and resets the graph."""
+    cuda_graph.capture_begin(pool, capture_error_mode)
+    try:
+        yield cuda_graph
+    except BaseException:
+        cuda_graph._abort()
+        raise
+    cuda_graph.capture_end()
+
+
+def is_current_stream_capturing():
+    """Whether this thread is capturing a graph."""
+    return capturing.graph is not None
+
+
+def current_graph():
+    """The graph this thread captures into, or None."""
+    return capturing.graph
+
+
+def on_replay(update):
+    """Inside a capture: call update() before each replay of the graph (an optimizer that keeps
+    a step count on the host advances it and sets its launch's arguments again); outside one,
+    nothing."""
+    g = capturing.graph
+    if g is not None:
+        g._updates.append(update)
+
+
+def last_kernel():
+    """Inside a capture: the Kernel object of the last launch captured (its arguments can be
+    set again by an on_replay update)."""
+    g = capturing.graph
+    if g is None or not (g._launches or any(s for s, _ in g._segments)):
+        raise GraphCaptureError("last_kernel: no launch captured in this thread")
+    last = g._launches[-1] if g._launches else next(s for s, _ in reversed(g._segments) if s)[-1]
+    return last[0]

@@ -1,0 +1,241 @@
+"""Graph capture and replay (cltensor.graphs): replays bit-identical to eager steps, refusals,
+the graph's memory, and capture confined to its thread."""
+import threading
+
+import numpy as np
+import pyopencl as cl
+import pytest
+
+import cltensor as ct
+from cltensor import nn
+
+STEPS = 4  # replays (and eager steps) compared after the warm-up
+
+
+def _net(device):
+    ct.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(4, 4, 3), nn.ReLU(), nn.Flatten(),
+                         nn.Linear(16, 5)).to(device=device)
+
+
+def _train(device, rng, make_opt, capture):
+    """Losses and final parameters of 2 eager warm-up steps and STEPS more: eager, or replays
+    of one captured step with new data copied into the static input each time."""
+    model = _net(device)
+    opt = make_opt(model.parameters())
+    batches = [rng.standard_normal((2, 3, 8, 8)).astype(np.float32) for _ in range(2 + STEPS)]
+    x = ct.empty((2, 3, 8, 8), device=device)
+    target = ct.tensor([1, 3], device=device)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        loss = nn.functional.cross_entropy(model(x), target)
+        loss.backward()
+        opt.step()
+        return loss
+
+    losses = []
+    for i, batch in enumerate(batches):
+        x.copy_(ct.from_numpy(batch, device=device))
+        if capture and i == 2:
+            g = ct.Graph()
+            with ct.graph(g):
+                static_loss = step()
+        if capture and i >= 2:
+            g.replay()
+            losses.append(static_loss.item())
+        else:
+            loss = step()
+            losses.append(loss.item())
+    return losses, [p.numpy() for p in model.parameters()], opt
+
+
+OPTIMIZERS = {
+    "sgd": lambda ps: ct.optim.SGD(ps, lr=0.1, momentum=0.9, weight_decay=1e-3),
+    "adam": lambda ps: ct.optim.Adam(ps, lr=1e-2),
+    "adamw_amsgrad": lambda ps: ct.optim.AdamW(ps, lr=1e-2, amsgrad=True),
+}
+
+
+@pytest.mark.parametrize("opt", list(OPTIMIZERS))
+def test_replay_is_bit_identical_to_eager_steps(device, opt):
+    seed = 1234
+    eager = _train(device, np.random.default_rng(seed), OPTIMIZERS[opt], capture=False)
+    replayed = _train(device, np.random.default_rng(seed), OPTIMIZERS[opt], capture=True)
+    assert replayed[0] == eager[0]
+    assert len(set(eager[0])) == len(eager[0])  # the data changed every step
+    for a, b in zip(replayed[1], eager[1]):
+        np.testing.assert_array_equal(a, b)
+    steps = [s.get("step") for s in replayed[2].state.values()]
+    assert steps == [s.get("step") for s in eager[2].state.values()]
+
+
+def test_adam_replays_follow_the_learning_rate(device, rng):
+    """Adam's captured step reads lr again at every replay, as a scheduler changes it."""
+    runs = []
+    for capture in (False, True):
+        w = ct.from_numpy(np.arange(4, dtype=np.float32), device=device).requires_grad_()
+        opt = ct.optim.Adam([w], lr=0.1)
+        w.grad = ct.ones(4, device=device)
+        opt.step()
+        g = ct.Graph()
+        if capture:
+            with ct.graph(g):
+                opt.step()
+        for lr in (0.5, 0.01):
+            opt.param_groups[0]["lr"] = lr
+            g.replay() if capture else opt.step()
+        runs.append(w.detach().numpy())
+    np.testing.assert_array_equal(runs[1], runs[0])
+
+
+def test_nothing_runs_during_capture(device):
+    x = ct.zeros(8, device=device)
+    g = ct.Graph()
+    with ct.graph(g):
+        x.add_(1)
+        device.enqueue(cl.enqueue_fill_buffer, x.storage.buf, np.float32(5), 0, 16)
+        x.mul_(2)
+    np.testing.assert_array_equal(x.numpy(), np.zeros(8))
+    g.replay()
+    np.testing.assert_array_equal(x.numpy(), [10] * 4 + [2] * 4)
+    g.replay()
+    np.testing.assert_array_equal(x.numpy(), [10] * 4 + [6] * 4)
+    assert g.launches() == 2
+
+
+REFUSED = {
+    "item": (lambda x: x.sum().item(), "host"),
+    "numpy": (lambda x: x.numpy(), "host"),
+    "tolist": (lambda x: (x * 2).tolist(), "host"),
+    "print": (lambda x: repr(x + 1), "host"),
+    "bool": (lambda x: bool(x[0] > 0), "host"),
+    "nonzero": (lambda x: ct.nonzero(x), "depends on the data"),
+    "masked_select": (lambda x: ct.masked_select(x, x > 0), "depends on the data"),
+    "unique": (lambda x: ct.unique(x), "host"),
+    "tensor": (lambda x: x + ct.tensor([1.0, 2, 3, 4], device=x.device), "host data"),
+    "from_numpy": (lambda x: ct.from_numpy(np.ones(4, np.float32), device=x.device), "host data"),
+    "rand": (lambda x: ct.rand(4, device=x.device), "random"),
+    "dropout": (lambda x: nn.functional.dropout(x, 0.5, training=True), "random"),
+}
+
+
+@pytest.mark.parametrize("op", list(REFUSED))
+def test_refused_ops_raise_and_end_the_capture(device, op):
+    fn, words = REFUSED[op]
+    x = ct.from_numpy(np.array([1, -2, 3, 0], np.float32), device=device)
+    g = ct.Graph()
+    with pytest.raises(ct.GraphCaptureError, match=words), ct.graph(g):
+        fn(x)
+    assert not ct.is_current_stream_capturing()
+    np.testing.assert_array_equal((x + 1).numpy(), [2, -1, 4, 1])  # eager again
+    with pytest.raises(ct.GraphCaptureError, match="capture it first"):
+        g.replay()
+
+
+def test_optimizer_refusals(device):
+    w = ct.ones(3, device=device).requires_grad_()
+    w.grad = ct.ones(3, device=device)
+    for opt in (ct.optim.SGD([w], lr=0.1, momentum=0.9), ct.optim.Adam([w])):
+        with pytest.raises(ct.GraphCaptureError, match="first step"), ct.graph(ct.Graph()):
+            opt.step()
+        assert not opt.state[w]  # no state made by the refused capture
+    opt = ct.optim.RMSprop([w])
+    opt.step()
+    with pytest.raises(ct.GraphCaptureError, match="RMSprop.step"), ct.graph(ct.Graph()):
+        opt.step()
+
+
+def test_graph_misuse(device):
+    g = ct.Graph()
+    with ct.graph(g):
+        with pytest.raises(ct.GraphCaptureError, match="do not nest"):
+            ct.Graph().capture_begin()
+    with pytest.raises(ct.GraphCaptureError, match="captured already"), ct.graph(g):
+        pass
+    assert ct.CUDAGraph is ct.Graph
+
+
+def _allocated(device):
+    return ct.memory_stats(device)["allocated"]
+
+
+def test_graph_memory_is_kept_then_freed(device):
+    model = _net(device)
+    x = ct.ones((1, 3, 8, 8), device=device)
+    model(x).sum().backward()  # warm-up: gradients exist
+    before = _allocated(device)
+    g = ct.Graph()
+    with ct.graph(g):
+        out = model(x).sum()
+        out.backward()
+    del out
+    held = _allocated(device) - before
+    assert held > 4 * 3 * 8 * 8  # the intermediates stay the graph's
+    filler = [ct.empty(1024, device=device) for _ in range(64)]  # other work: not its buffers
+    kept = {id(s.buf) for s in g._keep if isinstance(s, ct.device.Storage)}
+    assert kept and not kept & {id(t.storage.buf) for t in filler}
+    del filler
+    g.replay()
+    device.synchronize()
+    del g
+    assert _allocated(device) == before
+
+
+def test_reset_frees_and_allows_a_new_capture(device):
+    x = ct.ones(16, device=device)
+    before = _allocated(device)
+    g = ct.Graph()
+    with ct.graph(g):
+        y = x * 3
+    del y
+    assert _allocated(device) > before
+    g.reset()
+    assert _allocated(device) == before
+    with ct.graph(g):
+        y = x + 1
+    g.replay()
+    np.testing.assert_array_equal(y.numpy(), np.full(16, 2))
+
+
+def test_capture_leaves_other_threads_alone(device):
+    """Another thread's launches during a capture run at once and are not captured."""
+    a = ct.ones(64, device=device)
+    b = ct.full((64,), 2.0, device=device)
+    started, other_done = threading.Event(), threading.Event()
+    seen = {}
+
+    def other():
+        started.wait()
+        seen["sum"] = (b * 5 + 1).numpy()  # reads the host: refused only in the capturing thread
+        other_done.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    g = ct.Graph()
+    with ct.graph(g):
+        started.set()
+        assert other_done.wait(20)
+        out = a + 1
+    t.join()
+    np.testing.assert_array_equal(seen["sum"], np.full(64, 11))
+    assert g.launches() == 1
+    g.replay()
+    np.testing.assert_array_equal(out.numpy(), np.full(64, 2))
+
+
+def test_split_launches_replay(device, rng, monkeypatch):
+    """A launch cut in several by the work-group limit replays as the same pieces."""
+    from cltensor import program
+    from cltensor.ops import elementwise
+    monkeypatch.setattr(program, "MAX_GROUPS", 2)
+    monkeypatch.setattr(elementwise, "STRIDED_KERNEL", "ew_strided")
+    a = rng.standard_normal((3, 700)).astype(np.float32)
+    t = ct.from_numpy(a, device=device)
+    g = ct.Graph()
+    with ct.graph(g):
+        got = t.T * 2
+    assert g.launches() > 1
+    g.replay()
+    np.testing.assert_array_equal(got.numpy(), a.T * 2)
