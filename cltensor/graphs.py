@@ -26,10 +26,10 @@ import pyopencl.tools as cl_tools
 from pyopencl import _cl
 
 from .device import capturing
-from .program import launch_pieces
+from .program import arg_dtypes, launch_pieces
 
 __all__ = ["Graph", "CUDAGraph", "graph", "GraphCaptureError", "is_current_stream_capturing",
-           "current_graph", "on_replay"]
+           "current_graph", "on_replay", "last_launch"]
 
 _enqueue_kernel = _cl.enqueue_nd_range_kernel  # NOTE: positional, the fastest call measured
 
@@ -68,6 +68,7 @@ class Graph:
         self._launches = []  # the segment being filled
         self._keep = []  # storages made in the capture, buffers and arguments the launches use
         self._updates = []  # functions run before each replay (on_replay)
+        self._last = None  # (Kernel, arguments) of the last launch captured
         self._pools = {}
         self._state = "new"
 
@@ -106,11 +107,12 @@ class Graph:
         set now."""
         self._check_device(device)
         own = cl.Kernel(kernel.program, kernel.function_name)
-        for i, a in enumerate(args):
-            own.set_arg(i, a)
+        own.set_scalar_arg_dtypes(arg_dtypes(args))  # NOTE: set_args packs them in C then
+        own.set_args(*args)
         self._keep.append(args)
         for size, offset in launch_pieces(gsize, lsize):
             self._launches.append((own, size, lsize, offset))
+        self._last = (own, args)
 
     def _enqueue(self, device, command, args, kwargs):
         """Device.enqueue inside a capture: fills and copies between buffers are recorded; a
@@ -223,11 +225,10 @@ def on_replay(update):
         g._updates.append(update)
 
 
-def last_kernel():
-    """Inside a capture: the Kernel object of the last launch captured (its arguments can be
-    set again by an on_replay update)."""
+def last_launch():
+    """Inside a capture: (Kernel object, arguments) of the last launch captured in this thread;
+    an on_replay update may set the Kernel's arguments again (all of them, with set_args)."""
     g = capturing.graph
-    if g is None or not (g._launches or any(s for s, _ in g._segments)):
-        raise GraphCaptureError("last_kernel: no launch captured in this thread")
-    last = g._launches[-1] if g._launches else next(s for s, _ in reversed(g._segments) if s)[-1]
-    return last[0]
+    if g is None or g._last is None:
+        raise GraphCaptureError("last_launch: no launch captured in this thread")
+    return g._last

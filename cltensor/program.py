@@ -317,10 +317,15 @@ def _declare_arg_types(kernel, args):
     NVIDIA's driver); declared, the arguments are packed in about 1 us in all.
     """
     if _typed.get(id(kernel)) is not kernel:
-        kernel.set_scalar_arg_dtypes([
-            a.dtype if isinstance(a, np.generic) or
-            (isinstance(a, np.ndarray) and a.dtype.kind == "V") else None for a in args])
+        kernel.set_scalar_arg_dtypes(arg_dtypes(args))
         _typed[id(kernel)] = kernel
+
+
+def arg_dtypes(args):
+    """The dtypes of a launch's scalar and struct arguments, None for the others (buffers,
+    local memory), as Kernel.set_scalar_arg_dtypes takes them."""
+    return [a.dtype if isinstance(a, np.generic) or
+            (isinstance(a, np.ndarray) and a.dtype.kind == "V") else None for a in args]
 
 
 # NVIDIA's OpenCL, like CUDA, allows at most this many work-groups along dims 1 and 2

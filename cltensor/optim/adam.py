@@ -66,7 +66,7 @@ class Adam(Optimizer):
         if graphs.current_graph() is not None and param.numel():
             # NOTE: a capture runs nothing: the count stays, and each replay advances it
             state["step"] = step - 1
-            graphs.on_replay(_advance(graphs.last_kernel(), group, state, param.dtype.type))
+            graphs.on_replay(_advance(*graphs.last_launch(), group, state, param.dtype.type))
 
 
 def _scalars(group, step):
@@ -76,13 +76,14 @@ def _scalars(group, step):
             -lr / (1 - beta1 ** step), (1 - beta2 ** step) ** 0.5)
 
 
-def _advance(kernel, group, state, ftype):
+def _advance(kernel, args, group, state, ftype):
     """A captured step's update before each replay: the step count advanced and the launch's
     scalars set again from it and the group (so a scheduler's lr applies too)."""
+    at, end = fused.ADAM_SCALARS_AT, fused.ADAM_SCALARS_AT + 8
+
     def update():
         state["step"] = step = state["step"] + 1
-        for i, s in enumerate(_scalars(group, step), fused.ADAM_SCALARS_AT):
-            kernel.set_arg(i, ftype(s))
+        kernel.set_args(*args[:at], *map(ftype, _scalars(group, step)), *args[end:])
     return update
 
 
