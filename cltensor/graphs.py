@@ -25,6 +25,7 @@ import pyopencl as cl
 import pyopencl.tools as cl_tools
 from pyopencl import _cl
 
+from . import profiler
 from .device import capturing
 from .program import arg_dtypes, launch_pieces
 
@@ -158,6 +159,8 @@ class Graph:
         with self._lock:
             for update in self._updates:
                 update()
+            if profiler._state.active:
+                return self._replay_profiled(device)
             with device.launch_lock:
                 queue = device.queue
                 for launches, command in self._segments:
@@ -165,6 +168,20 @@ class Graph:
                         _enqueue_kernel(queue, kernel, gsize, lsize, offset, None, False, False)
                     if command is not None:
                         command(queue)
+
+    def _replay_profiled(self, device):
+        """replay() inside cltensor.profile(): every launch recorded with its event."""
+        done = []
+        with device.launch_lock:
+            queue = device.profiling_queue()
+            for launches, command in self._segments:
+                for kernel, gsize, lsize, offset in launches:
+                    done.append((kernel, gsize, lsize, _enqueue_kernel(
+                        queue, kernel, gsize, lsize, offset, None, False, False)))
+                if command is not None:
+                    command(queue)
+        for entry in done:
+            profiler.record(*entry)
 
     def launches(self):
         """The number of kernel launches one replay enqueues."""

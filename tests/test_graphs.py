@@ -239,3 +239,15 @@ def test_split_launches_replay(device, rng, monkeypatch):
     assert g.launches() > 1
     g.replay()
     np.testing.assert_array_equal(got.numpy(), a.T * 2)
+
+
+def test_replay_inside_profile_records_its_launches(device):
+    x = ct.ones(32, device=device)
+    g = ct.Graph()
+    with ct.graph(g):
+        y = (x * 3).relu()
+    with ct.profile() as prof:
+        g.replay()
+    assert len(prof.events) == g.launches() == 2
+    assert all(r["end_ns"] >= r["start_ns"] for r in prof.records())
+    np.testing.assert_array_equal(y.numpy(), np.full(32, 3))
