@@ -83,6 +83,28 @@ def run_cltensor(name, device, dtype, iterations, x_np, g_np, model=None):
     return res
 
 
+def run_cltensor_graphs(name, device, dtype, iterations, x_np, g_np, model):
+    """The protocol with the forward and the backward each captured once in a graph
+    (cltensor.graphs, after an eager warm-up step) and replayed; `output` is the replayed
+    forward's, `launches` the kernels one step enqueues."""
+    import cltensor as ct
+    x = ct.from_numpy(x_np, device=device, dtype=dtype)
+    g = ct.from_numpy(g_np, device=device, dtype=dtype)
+    model(x).backward(g)  # warm-up: kernels built, auto choices made
+    model.zero_grad(set_to_none=True)
+    forward, backward = ct.Graph(), ct.Graph()
+    with ct.graph(forward):
+        out = model(x)
+    with ct.graph(backward):
+        out.backward(g)
+    res = time_steps(forward.replay, lambda _: backward.replay(), device.synchronize,
+                     iterations, f"cltensor {name} graphs")
+    forward.replay()
+    res["output"] = out.numpy()
+    res["launches"] = forward.launches() + backward.launches()
+    return res
+
+
 # ---- PyTorch ------------------------------------------------------------------------------------
 
 def torch_device(ct_device):
