@@ -200,18 +200,19 @@ class Storage:
     """A device buffer of nbytes; the pool gets it back (and memory_stats forgets it) when it dies."""
 
     buf = None  # stays None when the allocation fails
+    counted = True  # False: a graph holds the buffer and counts it (cltensor.graphs)
 
     def __init__(self, device, nbytes):
         self.device = device
         self.nbytes = nbytes
-        graph = capturing.graph  # inside a capture, the graph's pool keeps the buffer
+        graph = capturing.graph  # inside a capture, from the graph's pool, kept by the graph
         self.buf = device.allocate(nbytes) if graph is None else \
             graph._allocate(device, nbytes, self)
         self.version = 0  # bumped by every in-place write; autograd checks saved tensors with it
 
     def __del__(self):
         # NOTE: __del__ rather than weakref.finalize, which costs microseconds per tensor
-        if self.buf is not None:
+        if self.buf is not None and self.counted:
             self.device._release(self.nbytes)
 
 

@@ -7,10 +7,11 @@ with the same buffers. Each recorded launch gets a Kernel object of its own whos
 set once at capture, so a replay is one loop of enqueue calls into pyopencl, with no Python of
 the ops, autograd or optimizers that made them (docs/graphs.md).
 
-Memory: every tensor created during the capture is allocated from the graph's private pool and
-kept by the graph, so its buffer goes to no other work while the graph lives; buffers of the
-tensors the launches use that were made before (the static inputs, parameters, optimizer
-state) are kept alive too. Deleting the graph (or g.reset()) gives the memory back.
+Memory: every tensor created during the capture takes its buffer from the graph's private pool,
+and the graph keeps that buffer (counted in memory_stats) after the tensor dies, so it goes to
+no other work while the graph lives; buffers of the tensors the launches use that were made
+before (the static inputs, parameters, optimizer state) are kept alive too. Deleting the graph
+(or g.reset()) gives the memory back, but for tensors still alive.
 
 What cannot be captured raises GraphCaptureError: reading a tensor to the host (.item(),
 .numpy(), .tolist(), printing), ops whose output shape depends on the data (nonzero,
@@ -19,6 +20,7 @@ ops (refused: their seed and offset are host values a replay would repeat).
 """
 import contextlib
 import threading
+import weakref
 
 import numpy as np
 import pyopencl as cl
@@ -67,7 +69,8 @@ class Graph:
         self._device = None
         self._segments = []  # [(launches, command)]: [(kernel, global, local, offset)], fn(queue)
         self._launches = []  # the segment being filled
-        self._keep = []  # storages made in the capture, buffers and arguments the launches use
+        self._keep = []  # the arguments of the launches, fills and copies (their buffers)
+        self._buffers = []  # (buffer, bytes, weak reference to its Storage) made in the capture
         self._updates = []  # functions run before each replay (on_replay)
         self._last = None  # (Kernel, arguments) of the last launch captured
         self._pools = {}
@@ -135,15 +138,19 @@ class Graph:
         self._launches = []
 
     def _allocate(self, device, nbytes, storage):
-        """A buffer for a Storage made inside the capture: from the graph's pool, the storage
-        kept while the graph lives."""
+        """A buffer for a Storage made inside the capture, from the graph's pool: the graph
+        keeps it, and its bytes counted in memory_stats, until the graph is reset or deleted.
+
+        NOTE: the graph holds the buffer, not the Storage: autograd tells a gradient it may
+        take over by its storage's references."""
         self._check_device(device)
         pool = self._pools.get(device)
         if pool is None:
             pool = self._pools[device] = cl_tools.MemoryPool(
                 cl_tools.ImmediateAllocator(device.queue))
         buf = device.allocate(nbytes, pool)
-        self._keep.append(storage)
+        storage.counted = False
+        self._buffers.append((buf, nbytes, weakref.ref(storage)))
         return buf
 
     # ---- replay --------------------------------------------------------------------------------
@@ -190,10 +197,21 @@ class Graph:
     def reset(self):
         """Forget the capture and give its memory back (the graph can capture again)."""
         with self._lock:
-            pools = list(self._pools.values())
+            pools, held, device = list(self._pools.values()), self._buffers, self._device
             self._reset_state()
+        for buf, nbytes, ref in held:
+            storage = ref()
+            if storage is not None and storage.buf is buf:
+                storage.counted = True  # a tensor still holds it: counted until it dies
+            else:
+                device._release(nbytes)
+        del held[:]  # the buffers go back to the pools, which give them to the driver
         for pool in pools:
             pool.free_held()
+
+    def __del__(self):
+        if getattr(self, "_buffers", None):
+            self.reset()
 
     def pool(self):
         """torch's pool handle: this graph (graphs share no pools)."""

@@ -174,7 +174,7 @@ def test_graph_memory_is_kept_then_freed(device):
     held = _allocated(device) - before
     assert held > 4 * 3 * 8 * 8  # the intermediates stay the graph's
     filler = [ct.empty(1024, device=device) for _ in range(64)]  # other work: not its buffers
-    kept = {id(s.buf) for s in g._keep if isinstance(s, ct.device.Storage)}
+    kept = {id(buf) for buf, _, _ in g._buffers}
     assert kept and not kept & {id(t.storage.buf) for t in filler}
     del filler
     g.replay()
@@ -251,3 +251,36 @@ def test_replay_inside_profile_records_its_launches(device):
     assert len(prof.events) == g.launches() == 2
     assert all(r["end_ns"] >= r["start_ns"] for r in prof.records())
     np.testing.assert_array_equal(y.numpy(), np.full(32, 3))
+
+
+def test_tensor_outliving_its_graph_stays_valid_and_counted(device):
+    x = ct.full((256,), 2.0, device=device)
+    before = _allocated(device)
+    g = ct.Graph()
+    with ct.graph(g):
+        y = x * 3
+    g.replay()
+    del g
+    assert _allocated(device) == before + 256 * 4  # y's buffer, now counted with y
+    np.testing.assert_array_equal(y.numpy(), np.full(256, 6))
+    del y
+    assert _allocated(device) == before
+
+
+def test_capture_enqueues_what_eager_does(device):
+    """A captured step has the eager step's launches: the graph's hold on its buffers does not
+    change autograd's choices (taking over a gradient's storage rather than copying it)."""
+    model = _net(device)
+    x = ct.ones((1, 3, 8, 8), device=device)
+
+    def step():
+        model.zero_grad(set_to_none=True)
+        model(x).sum().backward()
+
+    step()
+    with ct.profile() as prof:
+        step()
+    g = ct.Graph()
+    with ct.graph(g):
+        step()
+    assert g.launches() == len(prof.events)
