@@ -208,7 +208,21 @@ class Storage:
         graph = capturing.graph  # inside a capture, from the graph's pool, kept by the graph
         self.buf = device.allocate(nbytes) if graph is None else \
             graph._allocate(device, nbytes, self)
-        self.version = 0  # bumped by every in-place write; autograd checks saved tensors with it
+        self._version = 0
+
+    @property
+    def version(self):
+        """Bumped by every in-place write: autograd checks saved tensors with it, conv keeps
+        weight transforms by it. Inside a graph capture the graph notes each bump, and every
+        replay makes it again."""
+        return self._version
+
+    @version.setter
+    def version(self, value):
+        graph = capturing.graph
+        if graph is not None:
+            graph._written(self, value - self._version)
+        self._version = value
 
     def __del__(self):
         # NOTE: __del__ rather than weakref.finalize, which costs microseconds per tensor

@@ -73,6 +73,7 @@ class Graph:
         self._buffers = []  # (buffer, bytes, weak reference to its Storage) made in the capture
         self._updates = []  # functions run before each replay (on_replay)
         self._last = None  # (Kernel, arguments) of the last launch captured
+        self._writes = {}  # id(Storage) -> [weak reference, version bumps in the capture]
         self._pools = {}
         self._state = "new"
 
@@ -153,6 +154,21 @@ class Graph:
         self._buffers.append((buf, nbytes, weakref.ref(storage)))
         return buf
 
+    def _written(self, storage, bumps):
+        """Storage.version inside the capture: `bumps` more in-place writes of storage."""
+        entry = self._writes.get(id(storage))
+        if entry is None or entry[0]() is not storage:
+            entry = self._writes[id(storage)] = [weakref.ref(storage), 0]
+        entry[1] += bumps
+
+    def _bump_versions(self):
+        """The in-place writes of a replay, told to the storages' versions as eager ops do
+        (weight-transform caches and autograd's saved-tensor checks see them)."""
+        for ref, bumps in self._writes.values():
+            storage = ref()
+            if storage is not None:
+                storage._version += bumps
+
     # ---- replay --------------------------------------------------------------------------------
     def replay(self):
         """Enqueue the captured launches (without waiting for them)."""
@@ -164,6 +180,7 @@ class Graph:
         if device is None:
             return
         with self._lock:
+            self._bump_versions()
             for update in self._updates:
                 update()
             if profiler._state.active:

@@ -1,5 +1,8 @@
 """Graph capture and replay (cltensor.graphs): replays bit-identical to eager steps, refusals,
 the graph's memory, and capture confined to its thread."""
+import gc
+import importlib.util
+import os
 import threading
 
 import numpy as np
@@ -161,7 +164,16 @@ def _allocated(device):
     return ct.memory_stats(device)["allocated"]
 
 
-def test_graph_memory_is_kept_then_freed(device):
+@pytest.fixture
+def no_gc():
+    """No collection of other tests' garbage while a test counts the device's bytes."""
+    gc.collect()
+    gc.disable()
+    yield
+    gc.enable()
+
+
+def test_graph_memory_is_kept_then_freed(device, no_gc):
     model = _net(device)
     x = ct.ones((1, 3, 8, 8), device=device)
     model(x).sum().backward()  # warm-up: gradients exist
@@ -183,7 +195,7 @@ def test_graph_memory_is_kept_then_freed(device):
     assert _allocated(device) == before
 
 
-def test_reset_frees_and_allows_a_new_capture(device):
+def test_reset_frees_and_allows_a_new_capture(device, no_gc):
     x = ct.ones(16, device=device)
     before = _allocated(device)
     g = ct.Graph()
@@ -253,7 +265,7 @@ def test_replay_inside_profile_records_its_launches(device):
     np.testing.assert_array_equal(y.numpy(), np.full(32, 3))
 
 
-def test_tensor_outliving_its_graph_stays_valid_and_counted(device):
+def test_tensor_outliving_its_graph_stays_valid_and_counted(device, no_gc):
     x = ct.full((256,), 2.0, device=device)
     before = _allocated(device)
     g = ct.Graph()
@@ -284,3 +296,52 @@ def test_capture_enqueues_what_eager_does(device):
     with ct.graph(g):
         step()
     assert g.launches() == len(prof.events)
+
+
+def test_digits_example_trains_the_same_with_graphs(device):
+    """examples/digits.py --graphs (Adam, a cosine schedule, replays between eager steps of
+    the last partial batch and eval passes) gives the eager run's losses exactly."""
+    pytest.importorskip("sklearn", reason="the digits data ships with scikit-learn")
+    spec = importlib.util.spec_from_file_location(
+        "digits", os.path.join(os.path.dirname(__file__), "..", "examples", "digits.py"))
+    digits = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(digits)
+    runs = [digits.train(epochs=2, batch_size=128, device=device, log=lambda _: None,
+                         graphs=graphs)[1] for graphs in (False, True)]
+    for eager, replayed in zip(*runs):
+        for key in ("train_loss", "test_loss", "test_accuracy"):
+            assert replayed[key] == eager[key]
+
+
+def test_replays_bump_the_versions_of_what_they_write(device):
+    w = ct.zeros(8, device=device)
+    v = w.storage.version
+    w.add_(1)
+    eager = w.storage.version - v
+    g = ct.Graph()
+    with ct.graph(g):
+        w.add_(1)
+    v = w.storage.version
+    g.replay()
+    g.replay()
+    assert eager > 0 and w.storage.version == v + 2 * eager
+
+
+@pytest.mark.parametrize("algo", ["winograd", "implicit_gemm"])
+def test_weight_transforms_follow_weights_changed_outside_the_graph(device, rng, algo):
+    """Cached weight transforms are made inside the graph on every replay, so a replay sees
+    weights written by eager ops after the capture, and eager convs see replays' writes."""
+    from cltensor.conv.function import conv2d
+    x = ct.from_numpy(rng.standard_normal((1, 4, 6, 6)).astype(np.float32), device=device)
+    w = ct.from_numpy(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), device=device)
+    conv2d(x, w, padding=1, algo=algo)  # warm-up: the transform cached
+    g = ct.Graph()
+    with ct.graph(g):
+        y = conv2d(x, w, padding=1, algo=algo)
+        w.mul_(2)
+    w.mul_(3)  # eager, after the capture
+    g.replay()
+    np.testing.assert_array_equal(y.numpy(), conv2d(x, w / 2, padding=1, algo=algo).numpy())
+    g.replay()  # w doubled by the replay: an eager conv must see it
+    np.testing.assert_array_equal(conv2d(x, w, padding=1, algo=algo).numpy(),
+                                  conv2d(x, w.clone(), padding=1, algo=algo).numpy())
