@@ -266,4 +266,5 @@ def test_graphs_row(device, small_model, tmp_path):
     assert row["cltensor_graphs"]["total"]["median"] > 0
     assert row["cltensor_graphs"]["output_rel_error"] == 0
     assert row["cltensor_graphs"]["launches"] > 5
+    assert row["cltensor_graphs"]["peak_memory_mb"] > 0
     assert "| small | 2 | cltensor_graphs |" in md
