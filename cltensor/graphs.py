@@ -15,8 +15,9 @@ before (the static inputs, parameters, optimizer state) are kept alive too. Dele
 
 What cannot be captured raises GraphCaptureError: reading a tensor to the host (.item(),
 .numpy(), .tolist(), printing), ops whose output shape depends on the data (nonzero,
-masked_select, unique: they read a count to the host), tensors made from host data, and random
-ops (refused: their seed and offset are host values a replay would repeat).
+masked_select, unique: they read a count to the host), tensors made from host data, and draws
+of random numbers on the host. Random ops on the device advance per replay: each replay takes
+fresh counters of their generator and sets them into their launches (random.py).
 """
 import contextlib
 import threading

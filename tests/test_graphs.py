@@ -119,8 +119,7 @@ REFUSED = {
     "unique": (lambda x: ct.unique(x), "host"),
     "tensor": (lambda x: x + ct.tensor([1.0, 2, 3, 4], device=x.device), "host data"),
     "from_numpy": (lambda x: ct.from_numpy(np.ones(4, np.float32), device=x.device), "host data"),
-    "rand": (lambda x: ct.rand(4, device=x.device), "random"),
-    "dropout": (lambda x: nn.functional.dropout(x, 0.5, training=True), "random"),
+    "sampler": (lambda x: list(ct.utils.data.RandomSampler(range(4))), "draw on the host"),
 }
 
 
@@ -345,3 +344,34 @@ def test_weight_transforms_follow_weights_changed_outside_the_graph(device, rng,
     g.replay()  # w doubled by the replay: an eager conv must see it
     np.testing.assert_array_equal(conv2d(x, w, padding=1, algo=algo).numpy(),
                                   conv2d(x, w.clone(), padding=1, algo=algo).numpy())
+
+
+def test_random_ops_draw_afresh_at_each_replay(device):
+    """Random ops in a graph take fresh counters of their generator at every replay: the
+    numbers eager calls in the replays' place would draw, and the generator's state after."""
+    x = ct.ones(1000, device=device)
+    gen = ct.Generator()
+
+    def f():
+        return (nn.functional.dropout(x, 0.5, training=True) + ct.rand(1000, device=device) +
+                ct.randn(3, generator=gen, device=device).sum() +
+                ct.randperm(5, device=device)[:1].to(ct.float32))
+
+    runs = []
+    for capture in (False, True):
+        ct.manual_seed(7)
+        gen.manual_seed(8)
+        if capture:
+            g = ct.Graph()
+            with ct.graph(g):
+                y = f()
+            outs = [g.replay() or y.numpy() for _ in range(3)]
+        else:
+            outs = [f().numpy() for _ in range(3)]
+        runs.append((outs, ct.random.get_rng_state(), gen.get_state()))
+    (eager, *states), (replayed, *replayed_states) = runs
+    for a, b in zip(eager, replayed):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(eager[0], eager[1])
+    for a, b in zip(states, replayed_states):
+        np.testing.assert_array_equal(a, b)
