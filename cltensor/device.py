@@ -226,8 +226,11 @@ class Storage:
 
     def __del__(self):
         # NOTE: __del__ rather than weakref.finalize, which costs microseconds per tensor
-        if self.buf is not None and self.counted:
-            self.device._release(self.nbytes)
+        if self.buf is not None:
+            if self.counted:
+                self.device._release(self.nbytes)
+            elif capturing.graph is not None:
+                capturing.graph._died(self)
 
 
 COUNT_EVERY = 1024  # pending allocation deltas that make allocate() fold them into the counts

@@ -71,7 +71,8 @@ class Graph:
         self._segments = []  # [(launches, command)]: [(kernel, global, local, offset)], fn(queue)
         self._launches = []  # the segment being filled
         self._keep = []  # the arguments of the launches, fills and copies (their buffers)
-        self._buffers = []  # (buffer, bytes, weak reference to its Storage) made in the capture
+        self._buffers = {}  # id(buffer) -> [buffer, bytes, weak reference to its last Storage]
+        self._free = {}  # pool bin -> buffers whose storages died during the capture
         self._updates = []  # functions run before each replay (on_replay)
         self._last = None  # (Kernel, arguments) of the last launch captured
         self._writes = {}  # id(Storage) -> [weak reference, version bumps in the capture]
@@ -140,8 +141,9 @@ class Graph:
         self._launches = []
 
     def _allocate(self, device, nbytes, storage):
-        """A buffer for a Storage made inside the capture, from the graph's pool: the graph
-        keeps it, and its bytes counted in memory_stats, until the graph is reset or deleted.
+        """A buffer for a Storage made inside the capture: one of this capture's of the same
+        pool bin whose storage died, else a new one from the graph's pool. The graph keeps it,
+        its bytes counted in memory_stats, until the graph is reset or deleted.
 
         NOTE: the graph holds the buffer, not the Storage: autograd tells a gradient it may
         take over by its storage's references."""
@@ -150,10 +152,24 @@ class Graph:
         if pool is None:
             pool = self._pools[device] = cl_tools.MemoryPool(
                 cl_tools.ImmediateAllocator(device.queue))
-        buf = device.allocate(nbytes, pool)
+        free = self._free.get(pool.bin_number(max(nbytes, 1)))
+        if free:  # NOTE: a pool bin's buffers all have its size, at least nbytes
+            buf = free.pop()
+            self._buffers[id(buf)][2] = weakref.ref(storage)
+        else:
+            buf = device.allocate(nbytes, pool)
+            self._buffers[id(buf)] = [buf, nbytes, weakref.ref(storage)]
         storage.counted = False
-        self._buffers.append((buf, nbytes, weakref.ref(storage)))
         return buf
+
+    def _died(self, storage):
+        """Storage.__del__, in the capturing thread, of a storage a graph holds the buffer of:
+        a buffer this capture made serves its later allocations of that size. (No launch
+        captured after this point can use the dead storage; replays keep the order.)"""
+        entry = self._buffers.get(id(storage.buf))
+        if entry is not None and entry[0] is storage.buf:
+            size = self._pools[storage.device].bin_number(max(entry[1], 1))
+            self._free.setdefault(size, []).append(storage.buf)
 
     def _written(self, storage, bumps):
         """Storage.version inside the capture: `bumps` more in-place writes of storage."""
@@ -217,13 +233,13 @@ class Graph:
         with self._lock:
             pools, held, device = list(self._pools.values()), self._buffers, self._device
             self._reset_state()
-        for buf, nbytes, ref in held:
+        for buf, nbytes, ref in held.values():
             storage = ref()
             if storage is not None and storage.buf is buf:
                 storage.counted = True  # a tensor still holds it: counted until it dies
             else:
                 device._release(nbytes)
-        del held[:]  # the buffers go back to the pools, which give them to the driver
+        held.clear()  # the buffers go back to the pools, which give them to the driver
         for pool in pools:
             pool.free_held()
 

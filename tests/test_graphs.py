@@ -185,7 +185,7 @@ def test_graph_memory_is_kept_then_freed(device, no_gc):
     held = _allocated(device) - before
     assert held > 4 * 3 * 8 * 8  # the intermediates stay the graph's
     filler = [ct.empty(1024, device=device) for _ in range(64)]  # other work: not its buffers
-    kept = {id(buf) for buf, _, _ in g._buffers}
+    kept = {id(buf) for buf, _, _ in g._buffers.values()}
     assert kept and not kept & {id(t.storage.buf) for t in filler}
     del filler
     g.replay()
@@ -375,3 +375,28 @@ def test_random_ops_draw_afresh_at_each_replay(device):
     assert not np.array_equal(eager[0], eager[1])
     for a, b in zip(states, replayed_states):
         np.testing.assert_array_equal(a, b)
+
+
+def test_capture_reuses_the_buffers_of_its_dead_tensors(device, no_gc):
+    """A buffer whose tensor died during the capture serves a later one of the capture (the
+    replay keeps the order), not another graph's nor eager work."""
+    x = ct.full((4096,), 1.5, device=device)
+    before = _allocated(device)
+    g = ct.Graph()
+    with ct.graph(g):
+        y = x
+        for _ in range(10):
+            y = y * 2
+    assert _allocated(device) - before <= 3 * 4096 * 4
+    g.replay()
+    g.replay()
+    np.testing.assert_array_equal(y.numpy(), np.full(4096, 1.5 * 2**10))
+    other = ct.Graph()
+    with ct.graph(other):
+        z = y + 1
+        del y  # g's buffer stays g's
+        w = z * 3
+    assert not {id(b) for b, _, _ in other._buffers.values()} & set(g._buffers)
+    g.replay()
+    other.replay()
+    np.testing.assert_array_equal(w.numpy(), np.full(4096, (1.5 * 2**10 + 1) * 3))
