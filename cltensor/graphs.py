@@ -77,16 +77,27 @@ class Graph:
         self._last = None  # (Kernel, arguments) of the last launch captured
         self._writes = {}  # id(Storage) -> [weak reference, version bumps in the capture]
         self._pools = {}
+        self._shared = None  # the graph whose pool this one shares (capture_begin's pool)
         self._state = "new"
 
     # ---- capture -------------------------------------------------------------------------------
     def capture_begin(self, pool=None, capture_error_mode=None):
-        """Start capturing this thread's launches (graph() calls it); pool, capture_error_mode:
-        accepted for torch compatibility; every graph has its own pool."""
+        """Start capturing this thread's launches (graph() calls it).
+
+        pool: None, or another graph's pool() (torch's pool sharing): buffers of that graph
+        whose tensors die during this capture serve this one's allocations too, which holds
+        only if the graphs are always replayed in the order they were captured (a forward
+        graph, then a backward graph that frees its saved activations). capture_error_mode:
+        accepted for torch compatibility."""
         if self._state != "new":
             raise GraphCaptureError("this graph was captured already; call reset() first")
         if capturing.graph is not None:
             raise GraphCaptureError("this thread is capturing a graph already; graphs do not nest")
+        if pool is not None and (not isinstance(pool, Graph) or pool is self or
+                                 pool._state != "captured"):
+            raise GraphCaptureError("pool: expected another, captured graph's pool() (torch's "
+                                    f"pool sharing), got {pool!r}")
+        self._shared = pool  # NOTE: kept alive by this graph, which may use its buffers
         self._state = "capturing"
         capturing.graph = self
 
@@ -148,14 +159,11 @@ class Graph:
         NOTE: the graph holds the buffer, not the Storage: autograd tells a gradient it may
         take over by its storage's references."""
         self._check_device(device)
-        pool = self._pools.get(device)
-        if pool is None:
-            pool = self._pools[device] = cl_tools.MemoryPool(
-                cl_tools.ImmediateAllocator(device.queue))
+        pool = self._pool(device)
         free = self._free.get(pool.bin_number(max(nbytes, 1)))
         if free:  # NOTE: a pool bin's buffers all have its size, at least nbytes
             buf = free.pop()
-            self._buffers[id(buf)][2] = weakref.ref(storage)
+            self._owner(buf)._buffers[id(buf)][2] = weakref.ref(storage)
         else:
             buf = device.allocate(nbytes, pool)
             self._buffers[id(buf)] = [buf, nbytes, weakref.ref(storage)]
@@ -166,10 +174,26 @@ class Graph:
         """Storage.__del__, in the capturing thread, of a storage a graph holds the buffer of:
         a buffer this capture made serves its later allocations of that size. (No launch
         captured after this point can use the dead storage; replays keep the order.)"""
-        entry = self._buffers.get(id(storage.buf))
-        if entry is not None and entry[0] is storage.buf:
-            size = self._pools[storage.device].bin_number(max(entry[1], 1))
+        owner = self._owner(storage.buf)
+        if owner is not None:
+            nbytes = owner._buffers[id(storage.buf)][1]
+            size = self._pool(storage.device).bin_number(max(nbytes, 1))
             self._free.setdefault(size, []).append(storage.buf)
+
+    def _pool(self, device):
+        pool = self._pools.get(device)
+        if pool is None:
+            pool = self._pools[device] = cl_tools.MemoryPool(
+                cl_tools.ImmediateAllocator(device.queue))
+        return pool
+
+    def _owner(self, buf):
+        """This graph, or the graph whose pool it shares, when that one holds buf; else None."""
+        for g in (self, self._shared):
+            entry = g._buffers.get(id(buf)) if g is not None else None
+            if entry is not None and entry[0] is buf:
+                return g
+        return None
 
     def _written(self, storage, bumps):
         """Storage.version inside the capture: `bumps` more in-place writes of storage."""
@@ -248,7 +272,7 @@ class Graph:
             self.reset()
 
     def pool(self):
-        """torch's pool handle: this graph (graphs share no pools)."""
+        """torch's pool handle, for another capture's pool argument: this graph."""
         return self
 
     def debug_dump(self, path):
@@ -264,8 +288,8 @@ CUDAGraph = Graph
 @contextlib.contextmanager
 def graph(cuda_graph, pool=None, stream=None, capture_error_mode=None):
     """Capture this thread's launches inside the block into `cuda_graph` (torch.cuda.graph's
-    signature; pool and stream are accepted and unused). An error inside the block ends the
-    capture and resets the graph."""
+    signature; pool: another graph's pool() to share, see Graph.capture_begin; stream:
+    accepted and unused). An error inside the block ends the capture and resets the graph."""
     cuda_graph.capture_begin(pool, capture_error_mode)
     try:
         yield cuda_graph

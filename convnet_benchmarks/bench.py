@@ -97,7 +97,7 @@ def run_cltensor_graphs(name, device, dtype, iterations, x_np, g_np, model):
     forward, backward = ct.Graph(), ct.Graph()
     with ct.graph(forward):
         out = model(x)
-    with ct.graph(backward):
+    with ct.graph(backward, pool=forward.pool()):  # reuses the activations it frees
         out.backward(g)
     res = time_steps(forward.replay, lambda _: backward.replay(), device.synchronize,
                      iterations, f"cltensor {name} graphs")
