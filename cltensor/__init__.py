@@ -14,6 +14,7 @@ from .dtypes import (finfo, get_default_dtype, iinfo, promote_types, result_type
 from .size import Size  # noqa: F401
 from .ops import indexing, pointwise, ranges, reduce, shape  # noqa: F401
 from .profiler import profile  # noqa: F401
+from .graphs import CUDAGraph, Graph, GraphCaptureError, graph, is_current_stream_capturing  # noqa: F401
 from .caches import clear_cache  # noqa: F401
 from .program import KernelBuildError  # noqa: F401
 from . import random  # noqa: F401

@@ -39,6 +39,13 @@ class DeviceInfo:
     driver: str
 
 
+class _Capturing(threading.local):
+    graph = None  # the cltensor.graphs.Graph this thread captures into
+
+
+capturing = _Capturing()
+
+
 class Device:
     """One OpenCL device with its lazily made context, in-order queue and memory pool.
 
@@ -105,7 +112,10 @@ class Device:
 
     def enqueue(self, command, *args, **kwargs):
         """command(queue, *args, **kwargs) under launch_lock, so that it goes to the current
-        queue (copies and fills; pass is_blocking=False and wait on the event outside)."""
+        queue (copies and fills; pass is_blocking=False and wait on the event outside); inside
+        a graph capture, captured or refused (cltensor.graphs) and not run."""
+        if capturing.graph is not None:
+            return capturing.graph._enqueue(self, command, args, kwargs)
         with self.launch_lock:
             return command(self.queue, *args, **kwargs)
 
@@ -117,15 +127,16 @@ class Device:
                     self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         return self._pool
 
-    def allocate(self, nbytes):
-        """A pooled buffer of at least nbytes (at least one byte); counted in memory_stats."""
+    def allocate(self, nbytes, pool=None):
+        """A pooled buffer of at least nbytes (at least one byte), from `pool` or the device's;
+        counted in memory_stats."""
         if nbytes > self.max_alloc:
             raise OutOfMemoryError(
                 f"cannot allocate {nbytes} bytes on {self}: the device's largest allocation "
                 f"is {self.max_alloc} bytes")
         try:
             # NOTE: no lock: pyopencl's pool allocates in C++ without releasing the GIL
-            buf = (self._pool or self.pool).allocate(max(nbytes, 1))
+            buf = (pool or self._pool or self.pool).allocate(max(nbytes, 1))
         except cl.Error as e:
             raise OutOfMemoryError(f"cannot allocate {nbytes} bytes on {self}: {e}") from None
         deltas = self._deltas
@@ -207,17 +218,37 @@ class Storage:
     """A device buffer of nbytes; the pool gets it back (and memory_stats forgets it) when it dies."""
 
     buf = None  # stays None when the allocation fails
+    counted = True  # False: a graph holds the buffer and counts it (cltensor.graphs)
 
     def __init__(self, device, nbytes):
         self.device = device
         self.nbytes = nbytes
-        self.buf = device.allocate(nbytes)
-        self.version = 0  # bumped by every in-place write; autograd checks saved tensors with it
+        graph = capturing.graph  # inside a capture, from the graph's pool, kept by the graph
+        self.buf = device.allocate(nbytes) if graph is None else \
+            graph._allocate(device, nbytes, self)
+        self._version = 0
+
+    @property
+    def version(self):
+        """Bumped by every in-place write: autograd checks saved tensors with it, conv keeps
+        weight transforms by it. Inside a graph capture the graph notes each bump, and every
+        replay makes it again."""
+        return self._version
+
+    @version.setter
+    def version(self, value):
+        graph = capturing.graph
+        if graph is not None:
+            graph._written(self, value - self._version)
+        self._version = value
 
     def __del__(self):
         # NOTE: __del__ rather than weakref.finalize, which costs microseconds per tensor
         if self.buf is not None:
-            self.device._release(self.nbytes)
+            if self.counted:
+                self.device._release(self.nbytes)
+            elif capturing.graph is not None:
+                capturing.graph._died(self)
 
 
 COUNT_EVERY = 1024  # pending allocation deltas that make allocate() fold them into the counts

@@ -24,6 +24,7 @@ import pyopencl.characterize as cl_characterize
 
 from . import caches, pocl_cache, profiler
 from . import dtypes as dt
+from .device import capturing
 from .diskfiles import private_dirs, warn_once, write_atomic
 
 _HERE = Path(__file__).resolve().parent
@@ -317,10 +318,15 @@ def _declare_arg_types(kernel, args):
     NVIDIA's driver); declared, the arguments are packed in about 1 us in all.
     """
     if _typed.get(id(kernel)) is not kernel:
-        kernel.set_scalar_arg_dtypes([
-            a.dtype if isinstance(a, np.generic) or
-            (isinstance(a, np.ndarray) and a.dtype.kind == "V") else None for a in args])
+        kernel.set_scalar_arg_dtypes(arg_dtypes(args))
         _typed[id(kernel)] = kernel
+
+
+def arg_dtypes(args):
+    """The dtypes of a launch's scalar and struct arguments, None for the others (buffers,
+    local memory), as Kernel.set_scalar_arg_dtypes takes them."""
+    return [a.dtype if isinstance(a, np.generic) or
+            (isinstance(a, np.ndarray) and a.dtype.kind == "V") else None for a in args]
 
 
 # NVIDIA's OpenCL, like CUDA, allows at most this many work-groups along dims 1 and 2
@@ -329,11 +335,12 @@ MAX_GROUPS = 65535
 
 def launch(device, kernel, global_size, local_size, *args):
     """Enqueue `kernel` on the device's queue, recording it when this thread's profiler is
-    active (and in the list of record(), inside one).
+    active (and in the list of record(), inside one); inside a graph capture (cltensor.graphs)
+    the launch is captured and not run.
 
     A launch whose outermost dim (of two or three) needs more than MAX_GROUPS work-groups is cut
     into several, told apart by their global offset (kernels read get_global_id, which includes
-    it). Returns the last event.
+    it). Returns the last event (None when captured).
 
     NOTE: a Kernel object holds its arguments until the next launch sets others, so setting
     them and enqueueing happen under the device's launch lock: another thread launching the
@@ -341,6 +348,8 @@ def launch(device, kernel, global_size, local_size, *args):
     """
     if _state.recording is not None:
         _state.recording.append((kernel, tuple(global_size), local_size, args))
+    if capturing.graph is not None:
+        return capturing.graph._launch(device, kernel, global_size, local_size, args)
     gsize = tuple(global_size)
     outer = len(gsize) - 1
     if outer == 0 or gsize[outer] // (local_size[outer] if local_size else 1) <= MAX_GROUPS:
@@ -352,19 +361,28 @@ def launch(device, kernel, global_size, local_size, *args):
         if profiling:
             profiler.record(kernel, gsize, local_size, event)
         return event
-    groups = [g // (local_size[k] if local_size else 1) for k, g in enumerate(gsize)]
-    if local_size is None or any(groups[k] > MAX_GROUPS for k in range(1, outer)):
-        raise ValueError(f"a launch of {gsize} work-items needs more than {MAX_GROUPS} "
-                         f"work-groups along an inner dim")
-    step = MAX_GROUPS * local_size[outer]
-    for start in range(0, gsize[outer], step):
-        size = gsize[:outer] + (min(step, gsize[outer] - start),)
+    for size, offset in launch_pieces(gsize, local_size):
         with device.launch_lock:
             _declare_arg_types(kernel, args)
             queue = device.profiling_queue() if profiler._state.active else device.queue
-            event = kernel(queue, size, local_size, *args, global_offset=(0,) * outer + (start,))
+            event = kernel(queue, size, local_size, *args, global_offset=offset)
         profiler.record(kernel, size, local_size, event)
     return event
+
+
+def launch_pieces(gsize, lsize):
+    """(global size, global offset) of each launch that a launch of gsize is cut into: one
+    (offset None) unless its outermost dim needs more than MAX_GROUPS work-groups."""
+    gsize = tuple(gsize)
+    outer = len(gsize) - 1
+    if outer == 0 or gsize[outer] // (lsize[outer] if lsize else 1) <= MAX_GROUPS:
+        return [(gsize, None)]
+    if lsize is None or any(g // lsize[k] > MAX_GROUPS for k, g in enumerate(gsize[1:outer], 1)):
+        raise ValueError(f"a launch of {gsize} work-items needs more than {MAX_GROUPS} "
+                         f"work-groups along an inner dim")
+    step = MAX_GROUPS * lsize[outer]
+    return [(gsize[:outer] + (min(step, gsize[outer] - start),), (0,) * outer + (start,))
+            for start in range(0, gsize[outer], step)]
 
 
 class _ThreadState(threading.local):

@@ -14,8 +14,10 @@ import threading
 import numpy as np
 
 from . import dtypes as dt
+from . import graphs
 from .creation import factory
-from .device import get_device
+from .device import capturing, get_device
+from .graphs import GraphCaptureError
 from .ops import elementwise as ew
 from .program import ctype_of, get_kernel, launch, sizes_1d
 from .tensor import ClTensor, _size_args
@@ -28,6 +30,9 @@ KERNEL_FILE = "random.cl"
 DEFAULT_SEED = 67280421310721  # torch's default seed
 LOCAL_SIZE = None  # work-group size; None: sizes_1d's default (tests set others)
 _U32, _U64 = 2**32, 2**64
+RANDOM_IN_CAPTURE = ("a draw on the host (Generator.take: a sampler's order, say) cannot be "
+                     "captured in a graph: every replay would repeat it; draw outside the capture "
+                     "(cltensor's random ops on the device draw afresh at each replay)")
 
 
 class Generator:
@@ -84,8 +89,15 @@ class Generator:
     def __setstate__(self, state):
         self.__dict__.update(state, _lock=threading.Lock())
 
+    def peek(self):
+        """(seed, next unused counter), advancing nothing."""
+        with self._lock:
+            return self._seed, self._offset
+
     def take(self, count):
         """(seed, first counter) of `count` fresh counters, advancing the offset past them."""
+        if capturing.graph is not None:
+            raise GraphCaptureError(RANDOM_IN_CAPTURE)
         with self._lock:
             first = self._offset
             self._offset = (first + count) % _U64
@@ -169,9 +181,30 @@ def _launch(name, out, items, key_ctr, defines, *extra):
 def _stream(name, out, per, generator, defines, *extra):
     """Fill contiguous `out` with kernel `name`, one block of `per` outputs per counter."""
     blocks = -(-out.numel() // per)
-    key_ctr = (generator or default_generator).take(blocks)
-    if blocks:
-        _launch(name, out, blocks, key_ctr, defines, *extra)
+    return _launch_drawn(name, out, blocks, generator, blocks, defines, *extra)
+
+
+def _launch_drawn(name, out, items, generator, count, defines, *extra):
+    """_launch (when items) with `count` fresh counters of generator (None: the global one).
+
+    Inside a graph capture nothing is drawn: every replay takes the fresh counters and sets
+    them into its launch, so replays draw the numbers that eager calls in their place would.
+    """
+    gen = generator or default_generator
+    if capturing.graph is None:
+        key_ctr = gen.take(count)
+        return _launch(name, out, items, key_ctr, defines, *extra) if items else out
+    if not items:
+        graphs.on_replay(lambda: gen.take(count))
+        return out
+    _launch(name, out, items, gen.peek(), defines, *extra)
+    kernel, args = graphs.last_launch()
+
+    def redraw():
+        seed, ctr = gen.take(count)
+        kernel.set_args(args[0], np.uint32(seed % _U32), np.uint32(seed // _U32),
+                        np.uint64(ctr), *args[4:])
+    graphs.on_replay(redraw)
     return out
 
 
@@ -427,11 +460,8 @@ def randperm(n, dtype=None, device=None, generator=None):
     if dtype == dt.bool_ or n - 1 > _int_bounds(dtype)[1]:
         raise ValueError(f"randperm: n={n} is too large for (or unsupported by) dtype {dtype}")
     out = ClTensor.empty_on((n,), dtype, get_device(device))
-    key_ctr = (generator or default_generator).take(1)
-    if n:
-        half = max(1, ((n - 1).bit_length() + 1) // 2)
-        _launch("randperm_fill", out, n, key_ctr, _defines(dtype), np.int32(half))
-    return out
+    half = max(1, ((n - 1).bit_length() + 1) // 2)
+    return _launch_drawn("randperm_fill", out, n, generator, 1, _defines(dtype), np.int32(half))
 
 
 @factory

@@ -20,8 +20,8 @@ from .models import INPUTS, MODELS
 # framework beside cltensor -> the pip requirement that installs the version we measure with
 COMPARE = {"torch": "torch", "tinygrad": "tinygrad==0.14.0"}
 # result columns, in table and plot order
-FRAMEWORKS = ("cltensor", "cltensor_fast", "cltensor_bench", "cltensor_tf32", "torch", "torch_tf32",
-              "tinygrad")
+FRAMEWORKS = ("cltensor", "cltensor_graphs", "cltensor_fast", "cltensor_bench", "cltensor_tf32",
+              "torch", "torch_tf32", "tinygrad")
 
 
 def parse_args(argv):
@@ -50,6 +50,9 @@ def parse_args(argv):
     p.add_argument("--fast-conv", action="store_true",
                    help="also run cltensor with cltensor.backends.conv_precision = 'fast' (auto "
                    "may pick algorithms above twice PyTorch's float32 error), row cltensor_fast")
+    p.add_argument("--graphs", action="store_true",
+                   help="also run cltensor with the forward and the backward each captured "
+                   "once in a graph and replayed (cltensor.graphs), row cltensor_graphs")
     p.add_argument("--tolerance", type=float, default=1e-3,
                    help="largest norm-relative output difference accepted against torch "
                    "and tinygrad")
@@ -100,6 +103,8 @@ def run_model(name, args, device, compare, tiny_device=None):
     row = {"model": name, "batch": batch, "device": device.name, "dtype": args.dtype}
     row["cltensor"] = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np,
                                          model)
+    if args.graphs:
+        row["cltensor_graphs"] = _graphs_row(name, model, device, args, x_np, g_np)
     if args.fast_conv:
         row["cltensor_fast"] = _flag_row("conv_precision", name, model, device, args, x_np, g_np,
                                          "fast")
@@ -142,6 +147,15 @@ def _flag_row(flag, name, model, device, args, x_np, g_np, value=True):
                                              exact, float("inf"))
     finally:
         setattr(ct.backends, flag, before)
+    return res
+
+
+def _graphs_row(name, model, device, args, x_np, g_np):
+    """cltensor's step replayed from captured graphs; its output must be the eager one's."""
+    import cltensor as ct
+    exact = model(ct.from_numpy(x_np, device=device, dtype=args.dtype)).numpy()
+    res = bench.run_cltensor_graphs(name, device, args.dtype, args.iterations, x_np, g_np, model)
+    res["output_rel_error"] = _agreement(name, "cltensor (eager)", res.pop("output"), exact, 0.0)
     return res
 
 

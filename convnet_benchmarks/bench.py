@@ -83,6 +83,32 @@ def run_cltensor(name, device, dtype, iterations, x_np, g_np, model=None):
     return res
 
 
+def run_cltensor_graphs(name, device, dtype, iterations, x_np, g_np, model):
+    """The protocol with the forward and the backward each captured once in a graph
+    (cltensor.graphs, after an eager warm-up step) and replayed; `output` is the replayed
+    forward's, `launches` the kernels one step enqueues, `peak_memory_mb` the peak from the
+    capture on."""
+    import cltensor as ct
+    x = ct.from_numpy(x_np, device=device, dtype=dtype)
+    g = ct.from_numpy(g_np, device=device, dtype=dtype)
+    model(x).backward(g)  # warm-up: kernels built, auto choices made
+    model.zero_grad(set_to_none=True)
+    ct.reset_peak_memory_stats(device)
+    forward, backward = ct.Graph(), ct.Graph()
+    with ct.graph(forward):
+        out = model(x)
+    with ct.graph(backward, pool=forward.pool()):  # reuses the activations it frees
+        out.backward(g)
+    res = time_steps(forward.replay, lambda _: backward.replay(), device.synchronize,
+                     iterations, f"cltensor {name} graphs")
+    forward.replay()
+    res["output"] = out.numpy()
+    res["launches"] = forward.launches() + backward.launches()
+    # NOTE: the graphs keep every buffer of their captures: no reuse within a step
+    res["peak_memory_mb"] = ct.memory_stats(device)["peak"] / 2**20
+    return res
+
+
 # ---- PyTorch ------------------------------------------------------------------------------------
 
 def torch_device(ct_device):

@@ -7,6 +7,7 @@ zero_grad / backward / step, and eval() for testing. It reaches about 98-99% tes
     python examples/digits.py                   # the CNN, 12 epochs, default device
     python examples/digits.py --epochs 4 --device 0:0 --save digits.npz
     python examples/digits.py --model mlp       # a two-layer perceptron instead
+    python examples/digits.py --graphs          # full batches replayed from a captured step
 """
 import argparse
 import time
@@ -63,9 +64,45 @@ def evaluate(model, x, y, device, batch_size=512):
     return loss_sum / len(y), correct / len(y)
 
 
-def train(epochs=12, batch_size=64, lr=1e-2, kind="cnn", device=None, seed=0, log=print):
+class CapturedStep:
+    """A training step on static input tensors: a few eager steps, then the step captured once
+    in a graph and replayed for every later batch (cltensor.graphs); same numbers as eager."""
+
+    WARMUP = 2  # eager steps before the capture: kernels built, Adam's state made
+
+    def __init__(self, model, loss_fn, optimizer, batch_size, device):
+        self.x = cltensor.empty((batch_size, 1, 8, 8), device=device)
+        self.y = cltensor.empty((batch_size,), dtype=cltensor.int64, device=device)
+        self.step = lambda: eager_step(model, loss_fn, optimizer, self.x, self.y)
+        self.graph, self.loss, self.eager = None, None, 0
+
+    def __call__(self, xb, yb):
+        self.x.copy_(cltensor.from_numpy(xb, device=self.x.device))
+        self.y.copy_(cltensor.from_numpy(yb, device=self.y.device))
+        if self.eager < self.WARMUP:
+            self.eager += 1
+            return self.step()
+        if self.graph is None:
+            self.graph = cltensor.Graph()
+            with cltensor.graph(self.graph):
+                self.loss = self.step()
+        self.graph.replay()
+        return self.loss
+
+
+def eager_step(model, loss_fn, optimizer, inputs, targets):
+    optimizer.zero_grad()
+    loss = loss_fn(model(inputs), targets)
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def train(epochs=12, batch_size=64, lr=1e-2, kind="cnn", device=None, seed=0, log=print,
+          graphs=False):
     """Train on the digits; returns (model, history), history a list of per-epoch dicts with
-    train_loss, test_loss, test_accuracy and seconds."""
+    train_loss, test_loss, test_accuracy and seconds. graphs: full batches through a
+    CapturedStep."""
     device = cltensor.get_device(device)
     cltensor.manual_seed(seed)
     x_train, y_train, x_test, y_test = load_data(seed=seed)
@@ -73,18 +110,18 @@ def train(epochs=12, batch_size=64, lr=1e-2, kind="cnn", device=None, seed=0, lo
     loss_fn = nn.CrossEntropyLoss()
     optimizer = cltensor.optim.Adam(model.parameters(), lr=lr)
     scheduler = cltensor.optim.lr_scheduler.CosineAnnealingLR(optimizer, T_max=epochs)
+    captured = CapturedStep(model, loss_fn, optimizer, batch_size, device) if graphs else None
     rng = np.random.default_rng(seed)
     history = []
     for epoch in range(1, epochs + 1):
         model.train()
         start, loss_sum = time.perf_counter(), 0.0
         for xb, yb in batches(x_train, y_train, batch_size, rng):
-            inputs = cltensor.from_numpy(xb, device=device)
-            targets = cltensor.from_numpy(yb, device=device)
-            optimizer.zero_grad()
-            loss = loss_fn(model(inputs), targets)
-            loss.backward()
-            optimizer.step()
+            if captured is not None and len(yb) == batch_size:
+                loss = captured(xb, yb)
+            else:
+                loss = eager_step(model, loss_fn, optimizer, cltensor.from_numpy(xb, device=device),
+                                  cltensor.from_numpy(yb, device=device))
             loss_sum += loss.item() * len(yb)
         scheduler.step()
         test_loss, accuracy = evaluate(model, x_test, y_test, device)
@@ -106,10 +143,13 @@ def main(argv=None):
     parser.add_argument("--device", default=None, help="'platform:device' index or name part")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--save", default=None, help="write the trained state_dict to this .npz")
+    parser.add_argument("--graphs", action="store_true",
+                        help="replay full batches from a captured training step")
     args = parser.parse_args(argv)
     device = cltensor.get_device(args.device)
     print(f"training a {args.model} on {device}")
-    model, history = train(args.epochs, args.batch_size, args.lr, args.model, device, args.seed)
+    model, history = train(args.epochs, args.batch_size, args.lr, args.model, device, args.seed,
+                           graphs=args.graphs)
     print(f"final test accuracy: {100 * history[-1]['test_accuracy']:.2f}%")
     if args.save:
         from cltensor.serialization import save

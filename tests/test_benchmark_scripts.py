@@ -1,6 +1,7 @@
 """benchmarks/conv.py end to end on a small case: per-layer times with the TF32 mode's flag
 carried into the run and the JSON, plug-in algorithms named by --algos, and a misspelt
-algorithm refused before any timing; benchmarks/host_overhead.py's TF32 flag likewise."""
+algorithm refused before any timing; benchmarks/host_overhead.py's TF32 flag likewise, and its
+graph replays and per-op figures."""
 import importlib.util
 import json
 import os
@@ -90,3 +91,21 @@ def test_host_overhead_tf32_mode(device, tmp_path, monkeypatch):
     assert result["allow_tf32"] is True and len(seen) == 3 and all(seen)
     alexnet = result["results"]["alexnet"]
     assert alexnet["launches"] > 10 and alexnet["median_ms"] > 0
+
+
+def test_host_overhead_graphs_and_ops(device, tmp_path):
+    """--graphs times the captured step's replay beside the eager step; --ops gives us per
+    launch of each op kind, eager and replayed."""
+    out = tmp_path / "host.json"
+    script("host_overhead").main(["--model", "alexnet", "--batch", "1", "--steps", "1",
+                                  "--warmup", "1", "--device", device.index, "--graphs",
+                                  "--ops", "relu,adam_step", "--reps", "2", "--json", str(out)])
+    result = json.loads(out.read_text())
+    assert set(result["results"]) == {"alexnet eager", "alexnet replay"}
+    assert result["results"]["alexnet replay"]["median_ms"] > 0
+    assert set(result["ops"]) == {"relu", "adam_step"}
+    for r in result["ops"].values():
+        assert r["launches_per_call"] == 1 and r["eager_us"] > 0 and r["replay_us"] > 0
+    with pytest.raises(SystemExit, match="unknown op kind"):
+        script("host_overhead").main(["--model", "", "--ops", "relu,nope", "--device",
+                                      device.index])

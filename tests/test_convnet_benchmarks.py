@@ -171,19 +171,25 @@ def test_tiny_load_state_dict_errors():
         net.load_state_dict({**state, "0.weight": np.zeros((8, 3, 3), "float32")})
 
 
+def small_row(device, tmp_path, flag):
+    """The small model's row (batch 2, one iteration) with one more row's flag, and the
+    markdown table."""
+    out, md = tmp_path / "res.json", tmp_path / "res.md"
+    argv = ["--model", "small", "--batch-size", "2", "--iterations", "1", "--device",
+            device.index, flag, "--no-layers", "--json", str(out), "--markdown", str(md)]
+    assert main(argv) == 0
+    return json.loads(out.read_text())["rows"][0], md.read_text()
+
+
 def test_bench_mode_row(device, small_model, tmp_path, monkeypatch):
     """--bench-mode: a second cltensor row run with cltensor.backends.benchmark on (its conv
     choices timed and written to the per-user file), the flag off again afterwards."""
     monkeypatch.setenv("CLTENSOR_CACHE_DIR", str(tmp_path))
     dispatch.clear_cache()
-    out, md = tmp_path / "res.json", tmp_path / "res.md"
-    argv = ["--model", "small", "--batch-size", "2", "--iterations", "1", "--device",
-            device.index, "--bench-mode", "--no-layers", "--json", str(out), "--markdown", str(md)]
-    assert main(argv) == 0
-    row = json.loads(out.read_text())["rows"][0]
+    row, md = small_row(device, tmp_path, "--bench-mode")
     assert row["cltensor_bench"]["total"]["median"] > 0
     assert row["cltensor_bench"]["output_rel_error"] < 1e-4
-    assert "| small | 2 | cltensor_bench |" in md.read_text()
+    assert "| small | 2 | cltensor_bench |" in md
     assert json.loads(dispatch.cache_path(device).read_text())  # conv passes were timed
     assert ct.backends.benchmark is False
     dispatch.clear_cache()
@@ -199,14 +205,10 @@ def test_fast_conv_row(device, small_model, tmp_path, monkeypatch):
         seen.append(ct.backends.conv_precision)
         return real(*args, **kwargs)
     monkeypatch.setattr(bench, "run_cltensor", spy)
-    out, md = tmp_path / "res.json", tmp_path / "res.md"
-    argv = ["--model", "small", "--batch-size", "2", "--iterations", "1", "--device",
-            device.index, "--fast-conv", "--no-layers", "--json", str(out), "--markdown", str(md)]
-    assert main(argv) == 0
-    row = json.loads(out.read_text())["rows"][0]
+    row, md = small_row(device, tmp_path, "--fast-conv")
     assert row["cltensor_fast"]["total"]["median"] > 0
     assert row["cltensor_fast"]["output_rel_error"] < 1e-4
-    assert "| small | 2 | cltensor_fast |" in md.read_text()
+    assert "| small | 2 | cltensor_fast |" in md
     assert seen == ["accurate", "fast"] and ct.backends.conv_precision == "accurate"
 
 
@@ -255,3 +257,14 @@ def test_tinygrad_device_refuses_devices_it_cannot_see():
     with pytest.raises(LookupError, match="only sees the first platform's devices .*not Some GPU "
                                           r"\(Other\); point OCL_ICD_VENDORS"):
         bench.tinygrad_device(stranger)
+
+
+def test_graphs_row(device, small_model, tmp_path):
+    """--graphs: a cltensor row replayed from the captured forward and backward, its output
+    the eager one's bit for bit."""
+    row, md = small_row(device, tmp_path, "--graphs")
+    assert row["cltensor_graphs"]["total"]["median"] > 0
+    assert row["cltensor_graphs"]["output_rel_error"] == 0
+    assert row["cltensor_graphs"]["launches"] > 5
+    assert row["cltensor_graphs"]["peak_memory_mb"] > 0
+    assert "| small | 2 | cltensor_graphs |" in md

@@ -5,6 +5,7 @@ import weakref
 import numpy as np
 
 from .. import backends, caches, program
+from ..device import capturing
 from ..program import ctype_of, launch, round_up
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 
@@ -27,6 +28,8 @@ def per_weight(w, key, make):
     """make(), remembered for the weight view w and `key` while w's storage version is
     unchanged: an optimizer's in-place update (or any in-place write) makes it again. For
     weight transforms (Winograd's filters, implicit GEMM's packed panels)."""
+    if capturing.graph is not None:  # NOTE: a graph makes it on every replay, and keeps none
+        return make()
     per_storage = _per_weight.setdefault(w.storage, {})
     full = (w.offset, w.shape, w.strides, w.dtype, *key)
     hit = per_storage.get(full)

@@ -1,4 +1,5 @@
 """Adam and AdamW (torch.optim.Adam, torch.optim.AdamW)."""
+from .. import graphs
 from . import fused
 from .common import check_impl_flags
 from .optimizer import Optimizer, state_buffer
@@ -45,8 +46,11 @@ class Adam(Optimizer):
     def _check_group(self, group):
         _check(group)
 
+    def _check_capture(self, work):
+        self._refuse_first_step(work, lambda state, group: "exp_avg" in state and (
+            not group["amsgrad"] or "max_exp_avg_sq" in state))
+
     def _update(self, param, grad, group, state):
-        lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
         amsgrad = group["amsgrad"]
         first = "exp_avg" not in state
         exp_avg = state_buffer(state, "exp_avg", param)
@@ -54,15 +58,33 @@ class Adam(Optimizer):
         exp_avg_sq = state_buffer(state, "exp_avg_sq", param, not first)
         vmax = state_buffer(state, "max_exp_avg_sq", param, not first) if amsgrad else None
         state["step"] = step = float(state.get("step", 0.0)) + 1
-        decoupled = group["decoupled_weight_decay"]
         flags = (fused.ADAM_AMSGRAD if amsgrad else 0) | (fused.ADAM_FIRST if first else 0) | \
             (fused.ADAM_MAXIMIZE if group["maximize"] else 0)
-        if wd != 0:
-            flags |= fused.ADAM_DECOUPLED if decoupled else fused.ADAM_DECAY
-        step_size = lr / (1 - beta1 ** step)
-        scalars = (1 - beta1, beta2, 1 - beta2, group["eps"], wd, 1 - lr * wd, -step_size,
-                   (1 - beta2 ** step) ** 0.5)
-        fused.adam_step(param, grad, exp_avg, exp_avg_sq, vmax, scalars, flags)
+        if group["weight_decay"] != 0:
+            flags |= fused.ADAM_DECOUPLED if group["decoupled_weight_decay"] else fused.ADAM_DECAY
+        fused.adam_step(param, grad, exp_avg, exp_avg_sq, vmax, _scalars(group, step), flags)
+        if graphs.current_graph() is not None and param.numel():
+            # NOTE: a capture runs nothing: the count stays, and each replay advances it
+            state["step"] = step - 1
+            graphs.on_replay(_advance(*graphs.last_launch(), group, state, param.dtype.type))
+
+
+def _scalars(group, step):
+    """optim.cl's Adam scalars for step `step` (fused.adam_step)."""
+    lr, (beta1, beta2), wd = group["lr"], group["betas"], group["weight_decay"]
+    return (1 - beta1, beta2, 1 - beta2, group["eps"], wd, 1 - lr * wd,
+            -lr / (1 - beta1 ** step), (1 - beta2 ** step) ** 0.5)
+
+
+def _advance(kernel, args, group, state, ftype):
+    """A captured step's update before each replay: the step count advanced and the launch's
+    scalars set again from it and the group (so a scheduler's lr applies too)."""
+    at, end = fused.ADAM_SCALARS_AT, fused.ADAM_SCALARS_AT + 8
+
+    def update():
+        state["step"] = step = state["step"] + 1
+        kernel.set_args(*args[:at], *map(ftype, _scalars(group, step)), *args[end:])
+    return update
 
 
 class AdamW(Adam):

@@ -15,6 +15,7 @@ LOCAL_SIZE = 256  # work-group size on GPUs; CPUs let the driver choose
 SGD_MOMENTUM, SGD_FIRST, SGD_NESTEROV, SGD_MAXIMIZE, SGD_DECAY = 1, 2, 4, 8, 16
 ADAM_AMSGRAD, ADAM_MAXIMIZE, ADAM_DECAY, ADAM_DECOUPLED, ADAM_FIRST = 1, 2, 4, 8, 16
 RMS_CENTERED, RMS_MOMENTUM, RMS_MAXIMIZE, RMS_DECAY = 1, 2, 4, 8
+ADAM_SCALARS_AT = 10  # adam_step's first scalar argument, after the geometry and buffers
 
 
 def get_optim_kernel(device, name, dtype):

@@ -1,4 +1,5 @@
 """Optimizer: parameter groups, per-parameter state, zero_grad and state_dict, as torch.optim."""
+import contextlib
 import copy
 import numbers
 import warnings
@@ -7,8 +8,10 @@ from collections import defaultdict
 import numpy as np
 
 from .. import dtypes as dt
+from .. import graphs
 from ..autograd import enable_grad, no_grad, zero_grads
 from ..creation import from_numpy
+from ..graphs import GraphCaptureError
 from ..tensor import ClTensor
 from . import fused
 
@@ -115,13 +118,35 @@ class Optimizer:
         for p, _ in work:
             _check_grad(p)
             _check_state(p, self.state.get(p, {}))
-        with no_grad(), fused.batched():
+        capturing = graphs.current_graph() is not None
+        if capturing:
+            self._check_capture(work)
+        # NOTE: a captured step launches per parameter: its replay updates (Adam's step count)
+        # find their launch as the last one captured
+        batch = contextlib.nullcontext() if capturing else fused.batched()
+        with no_grad(), batch:
             for p, group in work:
                 self._update(p, p.grad, group, self.state[p])
         return loss
 
     def _update(self, param, grad, group, state):
         raise NotImplementedError(f"{type(self).__name__} must define _update")
+
+    def _check_capture(self, work):
+        """GraphCaptureError unless a step over `work` [(param, group)] can be captured in a
+        graph: those that can (SGD, Adam) override this."""
+        raise GraphCaptureError(
+            f"{type(self).__name__}.step() cannot be captured in a graph: it keeps state on the "
+            f"host (a step count) that replays would not advance; SGD, Adam and AdamW can")
+
+    def _refuse_first_step(self, work, has_state):
+        """GraphCaptureError when a parameter of `work` has no state yet (has_state(state) is
+        false): its first step would be captured, and every replay would repeat it."""
+        if any(not has_state(self.state.get(p, {}), group) for p, group in work):
+            raise GraphCaptureError(
+                f"{type(self).__name__}.step(): a parameter's first step cannot be captured in a "
+                f"graph (every replay would take it again); run a few eager steps before the "
+                f"capture so that the optimizer's state exists")
 
     # ---- state --------------------------------------------------------------------------------
     def state_dict(self):

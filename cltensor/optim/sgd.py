@@ -42,6 +42,10 @@ class SGD(Optimizer):
     def _check_group(self, group):
         _check(group)
 
+    def _check_capture(self, work):
+        self._refuse_first_step(work, lambda state, group: group["momentum"] == 0 or
+                                state.get("momentum_buffer") is not None)
+
     def _update(self, param, grad, group, state):
         momentum = group["momentum"]
         flags = (fused.SGD_MAXIMIZE if group["maximize"] else 0) | \
