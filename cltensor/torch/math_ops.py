@@ -16,14 +16,14 @@ from .fallback import cpu_fallback
 UNARY = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid",
          "relu", "ceil", "floor", "round", "trunc", "reciprocal", "expm1", "log1p", "log2", "log10",
          "erf", "sign", "logical_not", "bitwise_not", "isnan", "asin", "acos", "atan", "sinh",
-         "cosh", "exp2", "frac", "erfinv")
+         "cosh", "exp2", "frac", "erfinv", "isinf", "isneginf", "isposinf", "isfinite")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
           "ge", "remainder", "fmod", "atan2", "floor_divide", "logical_and", "logical_or",
           "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "clamp")
 TERNARY = ("addcmul", "addcdiv", "lerp")  # the optimizers' steps
 # argument types a generic kernel passes through to cltensor's function of the same name
 _PLAIN = {"Tensor", "number", "number?", "Tensor?", "str?"}
-_COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isnan"}
+_COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isneginf", "isposinf", "isfinite"}
 
 
 def to_meta(x):
@@ -100,6 +100,18 @@ def write_into(dst, res):
         dst.resize_(res.shape)
     unwrap(dst).copy_(unwrap(res))
     return dst
+
+
+def with_out(name, functional, out_arg="out"):
+    """Register the out= overload `name` (its out argument named out_arg) of a functional kernel:
+    torch's out= checks on Meta, then the result written into the out tensor."""
+    op = getattr(getattr(torch.ops.aten, name.split(".")[0]), name.split(".")[1])
+
+    def kernel(*args, **kwargs):
+        out = kwargs.pop(out_arg)
+        meta_result(op, args, dict(kwargs, **{out_arg: out}))
+        return write_into(out, functional(*args, **kwargs))
+    aten(name)(kernel)
 
 
 def _schema_kind(op):

@@ -8,9 +8,10 @@ import torch
 import cltensor
 import cltensor.nn.functional as F
 
+from ..ops import activation
 from ._backend import aten, np_dtype, unwrap, wrap
 from .fallback import cpu_fallback
-from .math_ops import finish, meta_result, operand, write_into
+from .math_ops import finish, meta_result, operand, with_out, write_into
 
 _aten = torch.ops.aten
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -217,3 +218,64 @@ def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index
     rows = (w * scale).unsqueeze(1)
     grad = cltensor.one_hot(tc, x.shape[1]).to(x.dtype) * rows
     return wrap(grad.reshape(tuple(self.shape)).contiguous())
+
+
+# ---- average pooling and gelu -----------------------------------------------------------------
+@aten("avg_pool2d")
+def avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    args = (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    out = meta_result(_aten.avg_pool2d.default, args, {})
+    return finish(_avg_pool(unwrap(self), *args[1:]), out)
+
+
+def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    return F.avg_pool2d(x, _ints(kernel_size), _ints(stride) or None, _ints(padding), ceil_mode,
+                        count_include_pad, divisor_override)
+
+
+@aten("avg_pool2d_backward")
+def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+                        count_include_pad, divisor_override):
+    out = meta_result(_aten.avg_pool2d_backward.default,
+                      (grad_output, self, kernel_size, stride, padding, ceil_mode,
+                       count_include_pad, divisor_override), {})
+    pool = lambda x: _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                               divisor_override)
+    return finish(vjp(pool, (unwrap(self),), (True,), unwrap(grad_output))[0], out)
+
+
+@aten("_adaptive_avg_pool2d")
+def adaptive_avg_pool2d(self, output_size):
+    out = meta_result(_aten._adaptive_avg_pool2d.default, (self, output_size), {})
+    return finish(F.adaptive_avg_pool2d(unwrap(self), _ints(output_size)), out)
+
+
+@aten("_adaptive_avg_pool2d_backward")
+def adaptive_avg_pool2d_backward(grad_output, self):
+    out = meta_result(_aten._adaptive_avg_pool2d_backward.default, (grad_output, self), {})
+    pool = lambda x: F.adaptive_avg_pool2d(x, tuple(grad_output.shape[-2:]))
+    return finish(vjp(pool, (unwrap(self),), (True,), unwrap(grad_output))[0], out)
+
+
+@aten("gelu")
+def gelu(self, *, approximate="none"):
+    out = meta_result(_aten.gelu.default, (self,), {"approximate": approximate})
+    return finish(F.gelu(unwrap(self), approximate), out)
+
+
+@aten("gelu_backward")
+def gelu_backward(grad_output, self, *, approximate="none"):
+    out = meta_result(_aten.gelu_backward.default, (grad_output, self), {"approximate": approximate})
+    dtype = np_dtype(out.dtype, "gelu_backward")
+    tanh_form = 1.0 if approximate == "tanh" else 0.0
+    return finish(activation.gelu_backward(operand(grad_output, dtype), operand(self, dtype),
+                                           tanh_form), out)
+
+
+with_out("avg_pool2d.out", avg_pool2d)
+with_out("avg_pool2d_backward.grad_input", avg_pool2d_backward, "grad_input")
+with_out("_adaptive_avg_pool2d.out", adaptive_avg_pool2d)
+with_out("_adaptive_avg_pool2d_backward.out", adaptive_avg_pool2d_backward)
+with_out("gelu.out", gelu)
+with_out("gelu_backward.grad_input", gelu_backward, "grad_input")
