@@ -22,7 +22,7 @@ BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "
           "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "clamp")
 TERNARY = ("addcmul", "addcdiv", "lerp")  # the optimizers' steps
 # argument types a generic kernel passes through to cltensor's function of the same name
-_PLAIN = {"Tensor", "number", "number?", "Tensor?", "str?"}
+_PLAIN = {"Tensor", "number", "Optional[number]", "Optional[Tensor]", "Optional[str]"}
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isneginf", "isposinf", "isfinite"}
 
 
@@ -143,8 +143,13 @@ def register_pointwise(name, fn):
 
 def _register_inplace(name, overload, op, functional):
     packet = getattr(torch.ops.aten, name + "_", None)
-    if packet is None or overload not in packet.overloads():
+    # floor_divide's in-place twin of the functional default is floor_divide_.Tensor
+    twins = [o for o in (overload, "Tensor" if overload == "default" else None)
+             if packet is not None and o in packet.overloads()
+             and _signature(getattr(packet, o)) == _signature(op)]
+    if not twins:
         return
+    overload = twins[0]
     inplace = getattr(packet, overload)
 
     def kernel(self, *args, **kwargs):
@@ -173,6 +178,7 @@ def _register_out(name, full, op, fn):
 
 for _name in UNARY + BINARY + TERNARY:
     register_pointwise(_name, getattr(cltensor, _name))
+register_pointwise("sgn", cltensor.sign)  # sign, for real dtypes (abs's backward uses it)
 
 
 # ---- reductions -------------------------------------------------------------------------------
@@ -300,14 +306,33 @@ def index(self, indices):
 
 @aten("_index_put_impl_")
 def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
-    """self[indices] = values (summed over repeats with accumulate) for integer indices on the
-    leading dimensions; masks and skipped dimensions (None) run through the CPU fallback."""
-    if any(i is None or i.dtype in (torch.bool, torch.uint8) for i in indices):
+    """self[indices] = values (summed over repeats with accumulate) for integer indices, skipped
+    dimensions (None) only before them; masks and other skips run through the CPU fallback."""
+    if not _leading_skips_only(indices):
         return cpu_fallback(torch.ops.aten._index_put_impl_.default, self, indices, values,
                             accumulate, unsafe)
     meta_result(torch.ops.aten._index_put_impl_.default,
                 (self, indices, values, accumulate, unsafe), {})
     x = unwrap(self)
-    key = tuple(operand(i, np_dtype(torch.int64, "index_put_")) for i in indices)
-    x.index_put_(key, operand(values, x.dtype), accumulate=accumulate)
+    key = [operand(i, np_dtype(torch.int64, "index_put_")) for i in indices if i is not None]
+    x.index_put_(_with_ranges(x, len(indices) - len(key), key), operand(values, x.dtype),
+                 accumulate=accumulate)
     return self
+
+
+def _leading_skips_only(indices):
+    kinds = ["skip" if i is None else "mask" if i.dtype in (torch.bool, torch.uint8) else "int"
+             for i in indices]
+    return "int" in kinds and "mask" not in kinds and \
+        kinds == ["skip"] * kinds.count("skip") + ["int"] * kinds.count("int")
+
+
+def _with_ranges(x, skips, key):
+    """Integer indices equivalent to `skips` leading full slices followed by the tensors of key:
+    an arange for each skipped dimension, broadcast ahead of the tensors' common shape."""
+    common = torch.broadcast_shapes(*[tuple(k.shape) for k in key])
+    lead = [cltensor.arange(x.shape[d], dtype=cltensor.int64, device=x.device).reshape(
+        *[x.shape[d] if j == d else 1 for j in range(skips)], *[1] * len(common))
+        for d in range(skips)]
+    tail = [k.expand(*common).reshape(*[1] * skips, *common) for k in key]
+    return tuple(lead + tail)

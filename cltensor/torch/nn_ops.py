@@ -279,3 +279,19 @@ with_out("_adaptive_avg_pool2d.out", adaptive_avg_pool2d)
 with_out("_adaptive_avg_pool2d_backward.out", adaptive_avg_pool2d_backward)
 with_out("gelu.out", gelu)
 with_out("gelu_backward.grad_input", gelu_backward, "grad_input")
+
+
+def _activation_backward(name, fn):
+    """name(grad_output, output) -> grad_input and its grad_input= form."""
+    op = getattr(_aten, name).default
+
+    def kernel(grad_output, output):
+        out = meta_result(op, (grad_output, output), {})
+        dtype = np_dtype(out.dtype, name)
+        return finish(fn(operand(grad_output, dtype), operand(output, dtype)), out)
+    aten(name)(kernel)
+    with_out(f"{name}.grad_input", kernel, "grad_input")
+
+
+_activation_backward("tanh_backward", activation.tanh_backward)
+_activation_backward("sigmoid_backward", activation.sigmoid_backward)
