@@ -237,6 +237,7 @@ def _products(name, fn, forms):
 
     def functional(*args, **kwargs):
         out = meta_result(packet.default, args, kwargs)
+        _same_dtype(name, args)
         dtype = np_dtype(out.dtype, name)
         return finish(fn(*[operand(a, dtype) for a in args], **kwargs), out)
 
@@ -251,6 +252,14 @@ def _products(name, fn, forms):
     aten(f"{name}.out")(out_form)
     if "inplace" in forms:
         aten(f"{name}_")(in_place)
+
+
+def _same_dtype(name, args):
+    """torch's rule for matrix products (its Meta kernels do not check it): one dtype."""
+    dtypes = [a.dtype for a in args if isinstance(a, torch.Tensor)]
+    if any(d != dtypes[0] for d in dtypes):
+        raise RuntimeError(f"{name}: expected the operands to have the same dtype, but got: "
+                           f"{' != '.join(str(d).removeprefix('torch.') for d in dtypes)}")
 
 
 for _name, _forms in (("mm", ("out",)), ("bmm", ("out",)), ("addmm", ("out", "inplace")),
