@@ -8,6 +8,8 @@ import torch
 import cltensor
 import cltensor.nn.functional as F
 
+from ..conv import function as conv_function
+from ..conv.params import make_params
 from ..ops import activation
 from ._backend import aten, np_dtype, unwrap, wrap
 from .fallback import cpu_fallback
@@ -74,13 +76,11 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
     if not _conv2d_form(input, transposed, output_padding):
         return cpu_fallback(_aten.convolution_backward.default, grad_output, input, weight, bias_sizes,
                             stride, padding, dilation, transposed, output_padding, groups, output_mask)
-    g = unwrap(grad_output)
-    conv = lambda x, w: F.conv2d(x, w, None, tuple(stride), tuple(padding), tuple(dilation), groups)
-    gx = gw = None
-    if output_mask[0] or output_mask[1]:
-        gx, gw = vjp(conv, (unwrap(input), unwrap(weight)), output_mask[:2], g)
-    gb = g.sum(dim=(0, 2, 3)) if output_mask[2] else None
-    return tuple(None if r is None else wrap(r.contiguous()) for r in (gx, gw, gb))
+    x, w = unwrap(input), unwrap(weight)
+    # cltensor's own backward passes (each by its dispatched algorithm), no forward recomputed
+    p = make_params(x, w, None, tuple(stride), tuple(padding), tuple(dilation), groups)
+    grads = conv_function.backward(x, w, unwrap(grad_output), p, "auto", *map(bool, output_mask))
+    return tuple(None if r is None else wrap(r.contiguous()) for r in grads)
 
 
 # ---- activations and pooling ------------------------------------------------------------------
