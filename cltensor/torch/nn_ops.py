@@ -1,7 +1,6 @@
 """Layer ops for torch.nn on the opencl device: convolution, pooling, log-softmax, nll_loss and
 their backwards. Forms outside these kernels (transposed or 1-D/3-D convolution, ...) run through
 the CPU fallback with its warning."""
-import math
 
 import torch
 
@@ -10,7 +9,7 @@ import cltensor.nn.functional as F
 
 from ..conv import function as conv_function
 from ..conv.params import make_params
-from ..ops import activation
+from ..ops import activation, pool
 from ._backend import aten, np_dtype, unwrap, wrap
 from .fallback import cpu_fallback
 from .math_ops import finish, meta_result, operand, with_out, write_into
@@ -110,13 +109,14 @@ def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
 def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
                                      ceil_mode, indices):
     """Each output's gradient goes to the input element its index names (summed where windows
-    share their maximum), as torch's kernel does."""
-    x = unwrap(self)
-    planes = math.prod(x.shape[:-2])
-    flat = cltensor.zeros(planes, x.shape[-2] * x.shape[-1], dtype=x.dtype, device=x.device)
-    flat = flat.scatter_add(1, unwrap(indices).reshape(planes, -1),
-                            unwrap(grad_output).reshape(planes, -1))
-    return wrap(flat.reshape(x.shape))
+    share their maximum), by cltensor's pooling backward kernel."""
+    x, g, idx = unwrap(self), unwrap(grad_output), unwrap(indices)
+    if x.ndim == 3:  # unbatched
+        x, g, idx = x.unsqueeze(0), g.unsqueeze(0), idx.unsqueeze(0)
+    fields, _ = pool.window("max_pool2d", x, _ints(kernel_size), _ints(stride), _ints(padding),
+                            _ints(dilation), ceil_mode)
+    gx = pool.max_pool2d_backward(g, idx.to(cltensor.int32), x.shape, pool.layout_of(x), fields)
+    return wrap(gx.reshape(tuple(self.shape)))
 
 
 @aten("native_dropout")
