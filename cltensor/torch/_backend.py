@@ -1,5 +1,7 @@
 """The "opencl" PrivateUse1 device: wrapper tensors that carry a ClTensor, dtype maps, device
 indices and the table of aten kernels registered for it."""
+import contextlib
+
 import numpy as np
 import torch
 
@@ -33,9 +35,25 @@ def aten(*names):
     return register
 
 
+_CALLED = []  # sets of the overloads that ran, one per active traced()
+
+
+@contextlib.contextmanager
+def traced():
+    """Within the block, the set it yields collects the overloads whose kernels ran."""
+    seen = set()
+    _CALLED.append(seen)
+    try:
+        yield seen
+    finally:
+        _CALLED.remove(seen)
+
+
 def _guarded(fn, name):
     def kernel(*args, **kwargs):
         global _current
+        if _CALLED:
+            _CALLED[-1].add(name)
         index = _first_index(args)
         previous = _current
         try:
