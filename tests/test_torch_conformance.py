@@ -292,6 +292,18 @@ ELSEWHERE = {"empty.memory_format", "empty_strided", "copy_", "_copy_from", "_co
              "native_dropout_backward"}
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_threshold_backward_passes_nan_on(dtype, monkeypatch):
+    """torch zeroes the gradient where self <= threshold: NaN (and 0 > threshold) pass it on."""
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    y = torch.tensor([[0.0, 1.0, -0.0, 2.0], [float("nan"), 0.5, -3.0, 3.0]], dtype=dtype)
+    g = torch.randn(2, 4, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    for threshold in (0, -1.0):
+        want = torch.ops.aten.threshold_backward(g, y, threshold)
+        got = torch.ops.aten.threshold_backward(g.to(OCL), y.to(OCL), threshold)
+        assert torch.equal(got.cpu(), want), (threshold, got.cpu(), want)
+
+
 def test_table_reaches_registered_ops(monkeypatch):
     """Each registered overload's base operator runs on the device in some row of the table (or
     is tested in the files ELSEWHERE names): a new kernel without a row fails here."""

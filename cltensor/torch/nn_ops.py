@@ -87,8 +87,9 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
 def threshold_backward(grad_output, self, threshold):
     out = meta_result(_aten.threshold_backward.default, (grad_output, self, threshold), {})
     dtype = np_dtype(out.dtype, "threshold_backward")
-    x = operand(self, dtype)
-    return finish(cltensor.where(x > threshold, operand(grad_output, dtype), 0.0), out)
+    x, g = operand(self, dtype), operand(grad_output, dtype)
+    # torch's rule: zero where self <= threshold, so a NaN passes its gradient on
+    return finish(cltensor.where(x <= threshold, 0.0, g), out)
 
 
 @aten("threshold_backward.grad_input")
