@@ -10,13 +10,14 @@ def register():
 
 
 def run(name, state_dict, x_np, g_np, device, dtype, iterations):
-    """torch on "opencl" with `device` as opencl:0: the Result with the output and the share of
-    the step spent outside cltensor's kernels' host code (the dispatcher's cost)."""
+    """torch on "opencl" with `device` as opencl:0: the Result, with the output and the
+    operators that fell back to the CPU during the run."""
     import torch
 
     import cltensor
     import cltensor.torch  # noqa: F401  (registers the device)
 
+    fell_back = set(cltensor.torch.fallback_ops())
     previous = cltensor.default_device()
     cltensor.set_default_device(device)
     try:
@@ -33,7 +34,7 @@ def run(name, state_dict, x_np, g_np, device, dtype, iterations):
         res = bench.time_steps(lambda: model(x), backward, torch.opencl.synchronize, iterations,
                                f"torch-opencl {name}")
         res["peak_memory_mb"] = torch.opencl.max_memory_allocated() / 2**20
-        res["fallback_ops"] = cltensor.torch.fallback_ops()
+        res["fallback_ops"] = sorted(set(cltensor.torch.fallback_ops()) - fell_back)
         with torch.no_grad():
             res["output"] = model(x).cpu().numpy()
         return res
