@@ -155,13 +155,14 @@ def _cycle(loader):
 def test_model_trains_like_cpu(name, opt_name, monkeypatch):
     """float32: the losses agree step by step to float32 rounding; so do the parameters after
     SGD. Adam moves a parameter whose gradient is zero in exact arithmetic (an attention key's
-    bias, a dead ReLU's weights) by a full step lr in the direction of its rounding noise, so
-    after Adam the parameters agree to 2 lr per step (test_model_float64_adamw checks them
-    tightly)."""
+    bias, a dead ReLU's weights, a convolution's bias-like directions under batch norm) by a
+    full step lr in the direction of its rounding noise, so after Adam the parameters agree to
+    2 lr per step and the next loss to 1e-3 (test_model_float64_adamw checks them tightly)."""
     monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")  # every op of the step on the device
     (got_losses, got), (want_losses, want) = train(name, opt_name, OCL), train(name, opt_name, "cpu")
-    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-4, atol=1e-5)
-    atol = 2 * 1e-3 * len(got_losses) if "adam" in opt_name else 1e-4
+    adam = "adam" in opt_name
+    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-3 if adam else 1e-4, atol=1e-5)
+    atol = 2 * 1e-3 * len(got_losses) if adam else 1e-4
     for g, w in zip(got, want):
         np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-3, atol=atol)
 
