@@ -14,14 +14,14 @@ import sys
 
 import numpy as np
 
-from . import bench, distributed
+from . import bench, distributed, torch_opencl
 from .models import INPUTS, MODELS
 
 # framework beside cltensor -> the pip requirement that installs the version we measure with
 COMPARE = {"torch": "torch", "tinygrad": "tinygrad==0.14.0"}
 # result columns, in table and plot order
 FRAMEWORKS = ("cltensor", "cltensor_graphs", "cltensor_fast", "cltensor_bench", "cltensor_tf32",
-              "torch", "torch_tf32", "tinygrad")
+              "torch_opencl", "torch", "torch_tf32", "tinygrad")
 
 
 def parse_args(argv):
@@ -35,6 +35,9 @@ def parse_args(argv):
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--compare", default="", help="comma-separated frameworks to run beside "
                    "cltensor: torch, tinygrad (tinygrad on OpenCL, the first platform only)")
+    p.add_argument("--framework", default="", choices=["", "torch-opencl"],
+                   help="torch-opencl: also run the networks written in torch.nn on cltensor's "
+                   "PyTorch device (cltensor.torch), row torch_opencl; implies --compare torch")
     p.add_argument("--json", default="convnet_results.json", help="results file (JSON)")
     p.add_argument("--markdown", default=None, help="also write a markdown table here")
     p.add_argument("--plot", default=None, help="also write a bar plot (PNG, needs matplotlib)")
@@ -117,6 +120,13 @@ def run_model(name, args, device, compare, tiny_device=None):
         state = {k: v.numpy() for k, v in model.state_dict().items()}
     if "torch" in compare:
         row.update(_torch_rows(name, state, ours, x_np, g_np, device, args))
+    if args.framework == "torch-opencl":
+        res = torch_opencl.run(name, state, x_np, g_np, device, args.dtype, args.iterations)
+        res["output_rel_error"] = _agreement(name, "torch-opencl", ours, res.pop("output"),
+                                             args.tolerance)
+        row["torch_opencl"] = res
+        print(f"{name}: torch-opencl / cltensor native, step time "
+              f"{res['total']['median'] / row['cltensor']['total']['median']:.3f}x")
     if "tinygrad" in compare:
         res = bench.run_tinygrad(name, state, x_np, g_np, tiny_device, args.iterations)
         res["output_rel_error"] = _agreement(name, "tinygrad", ours, res.pop("output"),
@@ -228,6 +238,9 @@ def main(argv=None):
         return distributed.main(args)
     device = ct.get_device(args.device)
     compare = [c.strip() for c in args.compare.split(",") if c.strip()]
+    if args.framework == "torch-opencl":
+        torch_opencl.register()  # before torch's first backward sizes its per-device queues
+        compare += [] if "torch" in compare else ["torch"]
     tiny_device = check_compare(compare, device)
     names = sorted(MODELS) if args.model == "all" else [args.model]
     print(f"convnet benchmarks on {device} ({device.platform_name}), {args.dtype}, "

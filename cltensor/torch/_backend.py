@@ -1,14 +1,18 @@
 """The "opencl" PrivateUse1 device: wrapper tensors that carry a ClTensor, dtype maps, device
 indices and the table of aten kernels registered for it."""
+import contextlib
+
 import numpy as np
 import torch
 
 from .. import device as cl_device
 from ..tensor import ClTensor
+from . import dlpack_device
 
 NAME = "opencl"
 _META = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
 _SET_ = torch.ops.aten.set_.source_Storage_storage_offset
+_AS_STRIDED_ = torch.ops.aten.as_strided_.default
 
 TO_NUMPY = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64),
             torch.int32: np.dtype(np.int32), torch.int64: np.dtype(np.int64),
@@ -21,13 +25,73 @@ _LIB = torch.library.Library("aten", "IMPL")
 
 
 def aten(*names):
-    """Register the decorated function as the "opencl" kernel of each aten overload named."""
+    """Register the decorated function as the "opencl" kernel of each aten overload named; it
+    runs with its first opencl operand's device as the current one (torch's device guard)."""
     def register(fn):
         for name in names:
-            _LIB.impl(name, fn, "PrivateUse1")
+            _LIB.impl(name, _guarded(fn, name), "PrivateUse1")
             KERNELS[name] = fn
         return fn
     return register
+
+
+_CALLED = []  # sets of the overloads that ran, one per active traced()
+
+
+@contextlib.contextmanager
+def traced():
+    """Within the block, the set it yields collects the overloads whose kernels ran."""
+    seen = set()
+    _CALLED.append(seen)
+    try:
+        yield seen
+    finally:
+        _CALLED.remove(seen)
+
+
+def _guarded(fn, name):
+    def kernel(*args, **kwargs):
+        global _current
+        if _CALLED:
+            _CALLED[-1].add(name)
+        index = _first_index(args)
+        previous = _current
+        try:
+            if index is not None:
+                _current = index
+            return fn(*args, **kwargs)
+        except Exception as e:
+            named = _naming(e, name)
+            if named is e:
+                raise
+            raise named from e
+        finally:
+            _current = previous
+    return kernel
+
+
+def _naming(error, name):
+    """error, its message naming aten::name unless it already does (torch's own checks,
+    raised by the Meta kernels, name what they check)."""
+    if f"aten::{name.split('.')[0]}" in str(error):
+        return error
+    try:
+        return type(error)(f"aten::{name} on the opencl device: {error}")
+    except Exception:  # an exception type whose constructor wants other arguments
+        error.add_note(f"raised in the opencl kernel of aten::{name}")
+        return error
+
+
+def _first_index(args):
+    """The device index of the first opencl tensor among args (or in a leading list)."""
+    for a in args:
+        if isinstance(a, (list, tuple)) and a:
+            a = a[0]
+        if isinstance(a, torch.Tensor):
+            device = a.device
+            if device.type == NAME:
+                return device.index
+    return None
 
 
 def np_dtype(dtype, op):
@@ -43,11 +107,24 @@ def np_dtype(dtype, op):
 
 
 # ---- device indices --------------------------------------------------------------------------
+_ORDER = []  # [default device, the order it gives]
+
+
 def ordered_devices():
     """cltensor's devices in torch's index order: the default device (CLTENSOR_DEVICE or the one
     cltensor picks) is opencl:0, the others follow in cltensor's order."""
     first = cl_device.default_device()
-    return [first] + [d for d in cl_device.all_devices() if d is not first]
+    if not _ORDER or _ORDER[0] is not first:
+        _ORDER[:] = [first, [first] + [d for d in cl_device.all_devices() if d is not first]]
+    return _ORDER[1]
+
+
+def index_of(device):
+    """torch's index of a cltensor Device."""
+    for i, d in enumerate(ordered_devices()):
+        if d is device:
+            return i
+    raise RuntimeError(f"opencl: {device.name} is not among the devices torch sees")
 
 
 _current = 0
@@ -70,14 +147,9 @@ def check_index(index):
 
 
 def cl_device_for(device, op):
-    """The cltensor Device for a torch device (None: the current one). torch's Python backend
-    labels every tensor opencl:0, so only index 0 can hold tensors."""
+    """The cltensor Device for a torch device (None, or no index: the current one)."""
     index = _current if device is None or device.index is None else device.index
-    check_index(index)
-    if index != 0:
-        raise NotImplementedError(f"{op}: tensors can live on opencl:0 only; torch's Python "
-                                  f"backend API labels every tensor with index 0")
-    return ordered_devices()[index]
+    return ordered_devices()[check_index(index)]
 
 
 # ---- wrapper tensors ---------------------------------------------------------------------------
@@ -87,14 +159,29 @@ def wrap(cl):
     """A torch tensor on "opencl" whose sizes, strides and storage offset are cl's."""
     if not isinstance(cl, ClTensor):
         raise TypeError(f"opencl: expected a ClTensor, got {type(cl).__name__}")
-    return restride(torch._C._acc.create_empty_tensor(list(cl.shape), TO_TORCH[cl.dtype]), cl)
+    index = index_of(cl.device)
+    if index == 0:
+        return restride(torch._C._acc.create_empty_tensor(list(cl.shape), TO_TORCH[cl.dtype]), cl)
+    return restride(_indexed_placeholder(TO_TORCH[cl.dtype], index), cl)
+
+
+def _indexed_placeholder(dtype, index):
+    """A tensor on opencl:<index>. torch's Python backend makes every tensor on index 0 and
+    refuses to give it storage of another index; DLPack's extension-device tensors carry any
+    index. Its data pointer is never read (kernels find the buffer on the storage object), and
+    its span is large so that restride never has to grow the storage."""
+    return dlpack_device.placeholder(dtype, index)
 
 
 def restride(t, cl):
     """Make wrapper t (and every tensor sharing its storage) use cl's buffer; t takes cl's sizes,
     strides and offset."""
     if tuple(t.shape) != cl.shape or tuple(t.stride()) != cl.strides or t.storage_offset() != cl.offset:
-        _SET_.redispatch(_META, t, t.untyped_storage(), cl.offset, list(cl.shape), list(cl.strides))
+        if t.untyped_storage().resizable():
+            _SET_.redispatch(_META, t, t.untyped_storage(), cl.offset, list(cl.shape),
+                             list(cl.strides))
+        else:  # an indexed placeholder's storage: large enough for any geometry, and fixed
+            _AS_STRIDED_.redispatch(_META, t, list(cl.shape), list(cl.strides), cl.offset)
     t.untyped_storage()._cl_storage = cl.storage
     return t
 

@@ -16,14 +16,14 @@ from .fallback import cpu_fallback
 UNARY = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid",
          "relu", "ceil", "floor", "round", "trunc", "reciprocal", "expm1", "log1p", "log2", "log10",
          "erf", "sign", "logical_not", "bitwise_not", "isnan", "asin", "acos", "atan", "sinh",
-         "cosh", "exp2", "frac", "erfinv")
+         "cosh", "exp2", "frac", "erfinv", "isinf", "isneginf", "isposinf", "isfinite")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
           "ge", "remainder", "fmod", "atan2", "floor_divide", "logical_and", "logical_or",
           "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "clamp")
 TERNARY = ("addcmul", "addcdiv", "lerp")  # the optimizers' steps
 # argument types a generic kernel passes through to cltensor's function of the same name
-_PLAIN = {"Tensor", "number", "number?", "Tensor?", "str?"}
-_COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isnan"}
+_PLAIN = {"Tensor", "number", "Optional[number]", "Optional[Tensor]", "Optional[str]"}
+_COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isneginf", "isposinf", "isfinite"}
 
 
 def to_meta(x):
@@ -32,10 +32,37 @@ def to_meta(x):
     return x
 
 
+_META_RESULTS = {}  # (op, operands' metadata) -> Meta result; torch's checks passed for it
+_META_CACHE_SIZE = 4096
+
+
 def meta_result(op, args, kwargs):
-    """op on Meta copies of the tensors: torch's checks, and the result's dtype and shape."""
+    """op on Meta copies of the tensors: torch's checks, and the result's dtype and shape.
+    Results are remembered by the operands' metadata (Meta kernels read nothing else, and many
+    are Python decompositions costing a millisecond); a failing check raises every time."""
     check_devices(args, kwargs, op)
-    return op(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
+    try:
+        key = (op, _signature_of(args), _signature_of(tuple(kwargs.items())))
+        hash(key)
+    except TypeError:  # an argument without a stable hashable form
+        key = None
+    if key is not None and key in _META_RESULTS:
+        return _META_RESULTS[key]
+    out = op(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
+    if key is not None:
+        if len(_META_RESULTS) >= _META_CACHE_SIZE:
+            _META_RESULTS.clear()
+        _META_RESULTS[key] = out
+    return out
+
+
+def _signature_of(value):
+    """Hashable metadata of an argument tree: tensors by shape, strides, dtype and device."""
+    if isinstance(value, torch.Tensor):
+        return ("T", tuple(value.shape), value.stride(), value.dtype, value.device)
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__,) + tuple(_signature_of(v) for v in value)
+    return (type(value).__name__, value)
 
 
 def check_devices(args, kwargs, op):
@@ -102,6 +129,18 @@ def write_into(dst, res):
     return dst
 
 
+def with_out(name, functional, out_arg="out"):
+    """Register the out= overload `name` (its out argument named out_arg) of a functional kernel:
+    torch's out= checks on Meta, then the result written into the out tensor."""
+    op = getattr(getattr(torch.ops.aten, name.split(".")[0]), name.split(".")[1])
+
+    def kernel(*args, **kwargs):
+        out = kwargs.pop(out_arg)
+        meta_result(op, args, dict(kwargs, **{out_arg: out}))
+        return write_into(out, functional(*args, **kwargs))
+    aten(name)(kernel)
+
+
 def _schema_kind(op):
     """"out", "inplace", "functional" or None (an overload with arguments passed elsewhere)."""
     schema = op._schema
@@ -131,8 +170,13 @@ def register_pointwise(name, fn):
 
 def _register_inplace(name, overload, op, functional):
     packet = getattr(torch.ops.aten, name + "_", None)
-    if packet is None or overload not in packet.overloads():
+    # floor_divide's in-place twin of the functional default is floor_divide_.Tensor
+    twins = [o for o in (overload, "Tensor" if overload == "default" else None)
+             if packet is not None and o in packet.overloads()
+             and _signature(getattr(packet, o)) == _signature(op)]
+    if not twins:
         return
+    overload = twins[0]
     inplace = getattr(packet, overload)
 
     def kernel(self, *args, **kwargs):
@@ -161,6 +205,7 @@ def _register_out(name, full, op, fn):
 
 for _name in UNARY + BINARY + TERNARY:
     register_pointwise(_name, getattr(cltensor, _name))
+register_pointwise("sgn", cltensor.sign)  # sign, for real dtypes (abs's backward uses it)
 
 
 # ---- reductions -------------------------------------------------------------------------------
@@ -219,6 +264,7 @@ def _products(name, fn, forms):
 
     def functional(*args, **kwargs):
         out = meta_result(packet.default, args, kwargs)
+        _same_dtype(name, args)
         dtype = np_dtype(out.dtype, name)
         return finish(fn(*[operand(a, dtype) for a in args], **kwargs), out)
 
@@ -233,6 +279,14 @@ def _products(name, fn, forms):
     aten(f"{name}.out")(out_form)
     if "inplace" in forms:
         aten(f"{name}_")(in_place)
+
+
+def _same_dtype(name, args):
+    """torch's rule for matrix products (its Meta kernels do not check it): one dtype."""
+    dtypes = [a.dtype for a in args if isinstance(a, torch.Tensor)]
+    if any(d != dtypes[0] for d in dtypes):
+        raise RuntimeError(f"{name}: expected the operands to have the same dtype, but got: "
+                           f"{' != '.join(str(d).removeprefix('torch.') for d in dtypes)}")
 
 
 for _name, _forms in (("mm", ("out",)), ("bmm", ("out",)), ("addmm", ("out", "inplace")),
@@ -288,14 +342,33 @@ def index(self, indices):
 
 @aten("_index_put_impl_")
 def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
-    """self[indices] = values (summed over repeats with accumulate) for integer indices on the
-    leading dimensions; masks and skipped dimensions (None) run through the CPU fallback."""
-    if any(i is None or i.dtype in (torch.bool, torch.uint8) for i in indices):
+    """self[indices] = values (summed over repeats with accumulate) for integer indices, skipped
+    dimensions (None) only before them; masks and other skips run through the CPU fallback."""
+    if not _leading_skips_only(indices):
         return cpu_fallback(torch.ops.aten._index_put_impl_.default, self, indices, values,
                             accumulate, unsafe)
     meta_result(torch.ops.aten._index_put_impl_.default,
                 (self, indices, values, accumulate, unsafe), {})
     x = unwrap(self)
-    key = tuple(operand(i, np_dtype(torch.int64, "index_put_")) for i in indices)
-    x.index_put_(key, operand(values, x.dtype), accumulate=accumulate)
+    key = [operand(i, np_dtype(torch.int64, "index_put_")) for i in indices if i is not None]
+    x.index_put_(_with_ranges(x, len(indices) - len(key), key), operand(values, x.dtype),
+                 accumulate=accumulate)
     return self
+
+
+def _leading_skips_only(indices):
+    kinds = ["skip" if i is None else "mask" if i.dtype in (torch.bool, torch.uint8) else "int"
+             for i in indices]
+    return "int" in kinds and "mask" not in kinds and \
+        kinds == ["skip"] * kinds.count("skip") + ["int"] * kinds.count("int")
+
+
+def _with_ranges(x, skips, key):
+    """Integer indices equivalent to `skips` leading full slices followed by the tensors of key:
+    an arange for each skipped dimension, broadcast ahead of the tensors' common shape."""
+    common = torch.broadcast_shapes(*[tuple(k.shape) for k in key])
+    lead = [cltensor.arange(x.shape[d], dtype=cltensor.int64, device=x.device).reshape(
+        *[x.shape[d] if j == d else 1 for j in range(skips)], *[1] * len(common))
+        for d in range(skips)]
+    tail = [k.expand(*common).reshape(*[1] * skips, *common) for k in key]
+    return tuple(lead + tail)

@@ -1,16 +1,18 @@
 """Layer ops for torch.nn on the opencl device: convolution, pooling, log-softmax, nll_loss and
 their backwards. Forms outside these kernels (transposed or 1-D/3-D convolution, ...) run through
 the CPU fallback with its warning."""
-import math
 
 import torch
 
 import cltensor
 import cltensor.nn.functional as F
 
+from ..conv import function as conv_function
+from ..conv.params import make_params
+from ..ops import activation, pool
 from ._backend import aten, np_dtype, unwrap, wrap
 from .fallback import cpu_fallback
-from .math_ops import finish, meta_result, operand, write_into
+from .math_ops import finish, meta_result, operand, with_out, write_into
 
 _aten = torch.ops.aten
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -73,13 +75,11 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
     if not _conv2d_form(input, transposed, output_padding):
         return cpu_fallback(_aten.convolution_backward.default, grad_output, input, weight, bias_sizes,
                             stride, padding, dilation, transposed, output_padding, groups, output_mask)
-    g = unwrap(grad_output)
-    conv = lambda x, w: F.conv2d(x, w, None, tuple(stride), tuple(padding), tuple(dilation), groups)
-    gx = gw = None
-    if output_mask[0] or output_mask[1]:
-        gx, gw = vjp(conv, (unwrap(input), unwrap(weight)), output_mask[:2], g)
-    gb = g.sum(dim=(0, 2, 3)) if output_mask[2] else None
-    return tuple(None if r is None else wrap(r.contiguous()) for r in (gx, gw, gb))
+    x, w = unwrap(input), unwrap(weight)
+    # cltensor's own backward passes (each by its dispatched algorithm), no forward recomputed
+    p = make_params(x, w, None, tuple(stride), tuple(padding), tuple(dilation), groups)
+    grads = conv_function.backward(x, w, unwrap(grad_output), p, "auto", *map(bool, output_mask))
+    return tuple(None if r is None else wrap(r.contiguous()) for r in grads)
 
 
 # ---- activations and pooling ------------------------------------------------------------------
@@ -87,8 +87,9 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
 def threshold_backward(grad_output, self, threshold):
     out = meta_result(_aten.threshold_backward.default, (grad_output, self, threshold), {})
     dtype = np_dtype(out.dtype, "threshold_backward")
-    x = operand(self, dtype)
-    return finish(cltensor.where(x > threshold, operand(grad_output, dtype), 0.0), out)
+    x, g = operand(self, dtype), operand(grad_output, dtype)
+    # torch's rule: zero where self <= threshold, so a NaN passes its gradient on
+    return finish(cltensor.where(x <= threshold, 0.0, g), out)
 
 
 @aten("threshold_backward.grad_input")
@@ -109,13 +110,14 @@ def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
 def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
                                      ceil_mode, indices):
     """Each output's gradient goes to the input element its index names (summed where windows
-    share their maximum), as torch's kernel does."""
-    x = unwrap(self)
-    planes = math.prod(x.shape[:-2])
-    flat = cltensor.zeros(planes, x.shape[-2] * x.shape[-1], dtype=x.dtype, device=x.device)
-    flat = flat.scatter_add(1, unwrap(indices).reshape(planes, -1),
-                            unwrap(grad_output).reshape(planes, -1))
-    return wrap(flat.reshape(x.shape))
+    share their maximum), by cltensor's pooling backward kernel."""
+    x, g, idx = unwrap(self), unwrap(grad_output), unwrap(indices)
+    if x.ndim == 3:  # unbatched
+        x, g, idx = x.unsqueeze(0), g.unsqueeze(0), idx.unsqueeze(0)
+    fields, _ = pool.window("max_pool2d", x, _ints(kernel_size), _ints(stride), _ints(padding),
+                            _ints(dilation), ceil_mode)
+    gx = pool.max_pool2d_backward(g, idx.to(cltensor.int32), x.shape, pool.layout_of(x), fields)
+    return wrap(gx.reshape(tuple(self.shape)))
 
 
 @aten("native_dropout")
@@ -217,3 +219,80 @@ def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index
     rows = (w * scale).unsqueeze(1)
     grad = cltensor.one_hot(tc, x.shape[1]).to(x.dtype) * rows
     return wrap(grad.reshape(tuple(self.shape)).contiguous())
+
+
+# ---- average pooling and gelu -----------------------------------------------------------------
+@aten("avg_pool2d")
+def avg_pool2d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    args = (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    out = meta_result(_aten.avg_pool2d.default, args, {})
+    return finish(_avg_pool(unwrap(self), *args[1:]), out)
+
+
+def _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    return F.avg_pool2d(x, _ints(kernel_size), _ints(stride) or None, _ints(padding), ceil_mode,
+                        count_include_pad, divisor_override)
+
+
+@aten("avg_pool2d_backward")
+def avg_pool2d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+                        count_include_pad, divisor_override):
+    out = meta_result(_aten.avg_pool2d_backward.default,
+                      (grad_output, self, kernel_size, stride, padding, ceil_mode,
+                       count_include_pad, divisor_override), {})
+    pool = lambda x: _avg_pool(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                               divisor_override)
+    return finish(vjp(pool, (unwrap(self),), (True,), unwrap(grad_output))[0], out)
+
+
+@aten("_adaptive_avg_pool2d")
+def adaptive_avg_pool2d(self, output_size):
+    out = meta_result(_aten._adaptive_avg_pool2d.default, (self, output_size), {})
+    return finish(F.adaptive_avg_pool2d(unwrap(self), _ints(output_size)), out)
+
+
+@aten("_adaptive_avg_pool2d_backward")
+def adaptive_avg_pool2d_backward(grad_output, self):
+    out = meta_result(_aten._adaptive_avg_pool2d_backward.default, (grad_output, self), {})
+    pool = lambda x: F.adaptive_avg_pool2d(x, tuple(grad_output.shape[-2:]))
+    return finish(vjp(pool, (unwrap(self),), (True,), unwrap(grad_output))[0], out)
+
+
+@aten("gelu")
+def gelu(self, *, approximate="none"):
+    out = meta_result(_aten.gelu.default, (self,), {"approximate": approximate})
+    return finish(F.gelu(unwrap(self), approximate), out)
+
+
+@aten("gelu_backward")
+def gelu_backward(grad_output, self, *, approximate="none"):
+    out = meta_result(_aten.gelu_backward.default, (grad_output, self), {"approximate": approximate})
+    dtype = np_dtype(out.dtype, "gelu_backward")
+    tanh_form = 1.0 if approximate == "tanh" else 0.0
+    return finish(activation.gelu_backward(operand(grad_output, dtype), operand(self, dtype),
+                                           tanh_form), out)
+
+
+with_out("avg_pool2d.out", avg_pool2d)
+with_out("avg_pool2d_backward.grad_input", avg_pool2d_backward, "grad_input")
+with_out("_adaptive_avg_pool2d.out", adaptive_avg_pool2d)
+with_out("_adaptive_avg_pool2d_backward.out", adaptive_avg_pool2d_backward)
+with_out("gelu.out", gelu)
+with_out("gelu_backward.grad_input", gelu_backward, "grad_input")
+
+
+def _activation_backward(name, fn):
+    """name(grad_output, output) -> grad_input and its grad_input= form."""
+    op = getattr(_aten, name).default
+
+    def kernel(grad_output, output):
+        out = meta_result(op, (grad_output, output), {})
+        dtype = np_dtype(out.dtype, name)
+        return finish(fn(operand(grad_output, dtype), operand(output, dtype)), out)
+    aten(name)(kernel)
+    with_out(f"{name}.grad_input", kernel, "grad_input")
+
+
+_activation_backward("tanh_backward", activation.tanh_backward)
+_activation_backward("sigmoid_backward", activation.sigmoid_backward)

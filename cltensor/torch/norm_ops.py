@@ -1,11 +1,13 @@
-"""Batch normalisation on the opencl device: native_batch_norm and its backward, in cltensor's
-pointwise and reduction kernels (torch.nn.LayerNorm already decomposes into registered ops)."""
+"""Batch and layer normalisation on the opencl device: native_batch_norm, native_layer_norm and
+their backwards, in cltensor's pointwise and reduction kernels."""
+import math
+
 import torch
 
 import cltensor
 
 from ._backend import aten, np_dtype, unwrap, wrap
-from .math_ops import meta_result
+from .math_ops import finish, meta_result
 
 
 def _shape(x):
@@ -77,3 +79,52 @@ def native_batch_norm_backward(grad_out, input, weight, running_mean, running_va
     dtype = np_dtype(input.dtype, "native_batch_norm_backward")
     results = (gx, gw.to(dtype), gb.to(dtype))
     return tuple(wrap(r.contiguous()) if need else None for r, need in zip(results, output_mask))
+
+
+# ---- layer normalisation ----------------------------------------------------------------------
+def _rows(input, normalized_shape):
+    """input as (rows, features) over its last len(normalized_shape) dims, and the shape torch
+    gives the saved mean and rstd (the leading dims, then ones)."""
+    k = len(normalized_shape)
+    lead = tuple(input.shape[:input.dim() - k])
+    x = unwrap(input).reshape(math.prod(lead), math.prod(normalized_shape))
+    return x, lead + (1,) * k
+
+
+@aten("native_layer_norm")
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """(output, mean, 1/std) over the trailing normalized_shape dims, the variance biased."""
+    args = (input, normalized_shape, weight, bias, eps)
+    out, mean_meta, rstd_meta = meta_result(torch.ops.aten.native_layer_norm.default, args, {})
+    x, saved_shape = _rows(input, normalized_shape)
+    mean = x.mean(dim=1, keepdim=True)
+    centred = x - mean
+    rstd = cltensor.rsqrt((centred * centred).mean(dim=1, keepdim=True) + eps)
+    y = centred * rstd
+    if weight is not None:
+        y = y * unwrap(weight).reshape(1, -1)
+    if bias is not None:
+        y = y + unwrap(bias).reshape(1, -1)
+    return (finish(y, out), finish(mean.reshape(*saved_shape), mean_meta),
+            finish(rstd.reshape(*saved_shape), rstd_meta))
+
+
+@aten("native_layer_norm_backward")
+def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                               output_mask):
+    x, _ = _rows(input, normalized_shape)
+    g = unwrap(grad_out).reshape(*x.shape)
+    m, r = unwrap(mean).reshape(-1, 1), unwrap(rstd).reshape(-1, 1)
+    xhat = (x - m) * r
+    gxhat = g * unwrap(weight).reshape(1, -1) if weight is not None else g
+    results = [None, None, None]
+    if output_mask[0]:
+        gx = r * (gxhat - gxhat.mean(dim=1, keepdim=True)
+                  - xhat * (gxhat * xhat).mean(dim=1, keepdim=True))
+        results[0] = wrap(gx.reshape(tuple(input.shape)).contiguous())
+    shape = tuple(normalized_shape)
+    if output_mask[1] and weight is not None:
+        results[1] = wrap((g * xhat).sum(dim=0).reshape(*shape).contiguous())
+    if output_mask[2] and bias is not None:
+        results[2] = wrap(g.sum(dim=0).reshape(*shape).contiguous())
+    return tuple(results)

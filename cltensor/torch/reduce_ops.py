@@ -1,0 +1,86 @@
+"""Reductions beyond sum and mean: all/any, var/std (with var_mean/std_mean) and prod on
+cltensor's reduction kernels; torch's Meta kernels check the arguments and give the result."""
+import torch
+
+import cltensor
+
+from ._backend import aten, np_dtype, unwrap
+from .math_ops import finish, meta_result, with_out
+
+_aten = torch.ops.aten
+
+
+def _dims(dim, ndim):
+    """torch's dim argument (None, an int, or a list; empty: every dim) as a tuple."""
+    if dim is None:
+        return tuple(range(ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return dims or tuple(range(ndim))
+
+
+def _logical(name, fn):
+    """all/any over every element, one dim, or a list of dims, and their out= forms."""
+    packet = getattr(_aten, name)
+
+    def over(overload, self, dim=None, keepdim=False):
+        out = meta_result(getattr(packet, overload), (self,) if overload == "default"
+                          else (self, dim, keepdim), {})
+        return finish(fn(unwrap(self), _dims(dim, self.dim()), keepdim), out)
+    aten(name)(lambda self: over("default", self))
+    aten(f"{name}.dim")(lambda self, dim, keepdim=False: over("dim", self, dim, keepdim))
+    aten(f"{name}.dims")(lambda self, dim=None, keepdim=False: over("dims", self, dim, keepdim))
+    with_out(f"{name}.out", lambda self, dim, keepdim=False: over("dim", self, dim, keepdim))
+    with_out(f"{name}.dims_out",
+             lambda self, dim=None, keepdim=False: over("dims", self, dim, keepdim))
+    with_out(f"{name}.all_out", lambda self: over("default", self))
+
+
+_logical("all", cltensor.all)
+_logical("any", cltensor.any)
+
+
+def _moment(name, fn):
+    """var/std with a correction (torch's other overloads decompose into it), out= form."""
+    op = getattr(_aten, name).correction
+
+    def kernel(self, dim=None, *, correction=None, keepdim=False):
+        out = meta_result(op, (self, dim), {"correction": correction, "keepdim": keepdim})
+        corr = 1 if correction is None else correction
+        x = unwrap(self).to(np_dtype(out.dtype, name))
+        return finish(fn(x, _dims(dim, self.dim()), keepdim=keepdim, correction=corr), out)
+    aten(f"{name}.correction")(kernel)
+    with_out(f"{name}.correction_out", kernel)
+    return kernel
+
+
+_var = _moment("var", cltensor.var)
+_std = _moment("std", cltensor.std)
+
+
+def _with_mean(name, spread):
+    """var_mean / std_mean: (spread, mean) over the same dims."""
+    def kernel(self, dim=None, *, correction=None, keepdim=False):
+        res = spread(self, dim, correction=correction, keepdim=keepdim)
+        return res, _aten.mean.dim(self, _dims(dim, self.dim()), keepdim)
+    aten(f"{name}.correction")(kernel)
+
+
+_with_mean("var_mean", _var)
+_with_mean("std_mean", _std)
+
+
+@aten("prod")
+def prod(self, *, dtype=None):
+    out = meta_result(_aten.prod.default, (self,), {"dtype": dtype})
+    return finish(cltensor.prod(unwrap(self).to(np_dtype(out.dtype, "prod"))), out)
+
+
+@aten("prod.dim_int")
+def prod_dim(self, dim, keepdim=False, *, dtype=None):
+    out = meta_result(_aten.prod.dim_int, (self, dim, keepdim), {"dtype": dtype})
+    x = unwrap(self).to(np_dtype(out.dtype, "prod"))
+    return finish(cltensor.prod(x, dim, keepdim=keepdim), out)
+
+
+with_out("prod.out", prod)
+with_out("prod.int_out", prod_dim)

@@ -1,0 +1,317 @@
+"""Conformance of the "opencl" device's aten kernels with CPU torch: a table of operators, each
+run on random inputs in float32 and float64, in contiguous, transposed, strided, offset and
+expanded (stride 0) layouts, in its functional, in-place and out= forms, with gradients through
+torch.autograd; every result must match CPU torch. One test builds each operator's kernels once
+and runs all its layouts, so the table stays quick on PoCL."""
+import contextlib
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+# torch (skipping when it is missing or too old) and the fixture making `device` opencl:0
+from test_torch_device import ct, ocl, torch  # noqa: F401
+from torch.nn import functional as F  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("ocl")
+OCL = "opencl"
+LAYOUTS = ("contiguous", "transposed", "strided", "offset", "expanded")
+TOL = {torch.float32: dict(rtol=2e-4, atol=2e-5), torch.float64: dict(rtol=1e-9, atol=1e-11)}
+
+
+@dataclass
+class Op:
+    """One table row. fn(*inputs) is the call; `inputs` are (shape, kind) pairs, kind f (normal),
+    p (positive), u (inside (-0.9, 0.9)), i (int64 in [0, 4)), b (bool). `method`: the torch
+    function whose in-place (method_) and out= forms are checked too, with keyword args kw."""
+    name: str
+    inputs: list
+    fn: object = None
+    method: str = None
+    kw: dict = field(default_factory=dict)
+    inplace: bool = False
+    out: bool = False
+    grad: bool = True
+    tol: float = 1.0  # multiplies TOL for ops whose float32 result carries more rounding
+
+    def call(self, *xs):
+        return self.fn(*xs) if self.fn else getattr(torch, self.method)(*xs, **self.kw)
+
+
+def _pointwise(names, kinds, **opts):
+    opts = {"inplace": True, "out": True, **opts}
+    return [Op(n, [((3, 4), k) for k in kinds], method=n, **opts) for n in names]
+
+
+M, V = (3, 4), (4,)
+TABLE = (
+    _pointwise(["abs", "neg", "exp", "tanh", "sigmoid", "sin", "cos", "atan", "sinh",
+                "cosh", "erf", "expm1", "exp2"], "f")
+    + _pointwise(["floor", "ceil", "round", "trunc", "frac", "sign", "sgn"], "f", grad=False)
+    + _pointwise(["log", "sqrt", "rsqrt", "log1p", "log2", "log10", "reciprocal"], "p")
+    + _pointwise(["asin", "acos", "erfinv", "tan"], "u")
+    + _pointwise(["relu"], "f", out=False)
+    + _pointwise(["isnan", "isinf", "isfinite"], "f", inplace=False, out=False, grad=False)
+    + _pointwise(["isneginf", "isposinf"], "f", inplace=False, grad=False)
+    + _pointwise(["logical_not"], "b", grad=False) + _pointwise(["bitwise_not"], "i", grad=False)
+    + _pointwise(["sub", "mul", "div", "atan2"], "ff")
+    + _pointwise(["maximum", "minimum"], "ff", inplace=False)
+    + [Op("add", [(M, "f"), (V, "f")], method="add", kw={"alpha": 2}, inplace=True, out=True),
+       Op("div_floor", [(M, "f"), (M, "p")], method="div", kw={"rounding_mode": "floor"},
+          inplace=True, out=True, grad=False),
+       Op("pow", [(M, "p"), (M, "f")], method="pow", inplace=True, out=True),
+       Op("pow_scalar", [(M, "f")], lambda a: a ** 3 + 2.5 ** a),
+       Op("scalar_ops", [(M, "i")], lambda a: (a * 2.5 - 1, a // 3, a % 3, a / 2), grad=False)]
+    + _pointwise(["remainder", "fmod"], "fp", grad=False)
+    + _pointwise(["eq", "ne", "lt", "le", "gt", "ge"], "ff", grad=False)
+    + _pointwise(["floor_divide"], "fp", grad=False)
+    + _pointwise(["logical_and", "logical_or", "logical_xor"], "bb", grad=False)
+    + _pointwise(["bitwise_and", "bitwise_or", "bitwise_xor"], "ii", grad=False)
+    + [Op("addcmul", [(M, "f"), (M, "f"), (V, "f")], method="addcmul", kw={"value": 0.5},
+          inplace=True, out=True),
+       Op("addcdiv", [(M, "f"), (M, "f"), (M, "p")], method="addcdiv", kw={"value": -2},
+          inplace=True, out=True),
+       Op("lerp", [(M, "f"), (M, "f"), (M, "u")], method="lerp", inplace=True, out=True),
+       Op("where", [(M, "b"), (M, "f"), (V, "f")], method="where", out=True),
+       Op("clamp", [(M, "f"), (M, "u"), (V, "p")], method="clamp", inplace=True, out=True)]
+    # reductions
+    + [Op("sum", [((3, 4, 5), "f")], method="sum", kw={"dim": (0, 2)}, out=True),
+       Op("sum_all_int", [(M, "i")], lambda a: (a.sum(), a.sum(1, dtype=torch.float64)),
+          grad=False),
+       Op("mean", [((3, 4, 5), "f")], method="mean", kw={"dim": 1, "keepdim": True}, out=True),
+       Op("var", [((3, 4, 5), "f")], method="var", kw={"dim": (0, 2), "correction": 0},
+          out=True),
+       Op("std", [((3, 4, 5), "f")], method="std", kw={"dim": 1}, out=True),
+       Op("var_mean", [((3, 4, 5), "f")], lambda a: torch.var_mean(a, 2, keepdim=True)),
+       Op("std_mean", [((3, 4, 5), "f")], lambda a: torch.std_mean(a)),
+       Op("amax", [((3, 4, 5), "f")], method="amax", kw={"dim": (1, 2)}, out=False),
+       Op("max_min", [(M, "f")], lambda a: (a.max(), a.min())),
+       Op("argmax", [((3, 4, 5), "f")], method="argmax", kw={"dim": 1}, grad=False),
+       Op("prod", [(M, "u")], method="prod", kw={"dim": 1}, out=True),
+       Op("prod_all", [(M, "u")], lambda a: a.prod()),
+       Op("all_any", [(M, "f")], lambda a: (a.gt(0).all(), a.gt(0).any(0), (a > -2).all(1),
+                                            a.any(), a.all((0, 1))), grad=False),
+       Op("all_out", [(M, "b")], method="all", kw={"dim": 1}, out=True, grad=False),
+       Op("any_out", [(M, "b")], method="any", kw={"dim": 0}, out=True, grad=False),
+       Op("softmax", [(M, "f")], lambda a: (a.softmax(1), a.log_softmax(0)))]
+    # matrix products
+    + [Op("mm", [((4, 5), "f"), ((5, 3), "f")], method="mm", out=True),
+       Op("addmm_bias", [((3,), "f"), ((3, 5), "f"), ((5, 3), "f")], torch.addmm),
+       Op("addmm", [((3, 3), "f"), ((3, 5), "f"), ((5, 3), "f")], method="addmm",
+          kw={"beta": 0.5, "alpha": 2}, inplace=True, out=True),
+       Op("bmm", [((2, 4, 5), "f"), ((2, 5, 3), "f")], method="bmm", out=True),
+       Op("baddbmm", [((2, 4, 3), "f"), ((2, 4, 5), "f"), ((2, 5, 3), "f")], method="baddbmm",
+          kw={"alpha": 0.5}, inplace=True, out=True),
+       Op("matmul", [((2, 3, 4, 5), "f"), ((3, 5, 2), "f")], method="matmul")]
+    # layers
+    + [Op("conv2d", [((2, 4, 7, 6), "f"), ((6, 2, 3, 3), "f"), ((6,), "f")],
+          lambda x, w, b: F.conv2d(x, w, b, stride=(2, 1), padding=1, groups=2), tol=5),
+       Op("conv2d_dilated", [((2, 3, 8, 8), "f"), ((4, 3, 3, 3), "f")],
+          lambda x, w: F.conv2d(x, w, dilation=2), tol=5),
+       Op("max_pool2d", [((2, 3, 7, 6), "f")],
+          lambda x: F.max_pool2d(x, 3, 2, padding=1, ceil_mode=True)),
+       Op("avg_pool2d", [((2, 3, 7, 6), "f")],
+          lambda x: (F.avg_pool2d(x, 3, 2, padding=1, ceil_mode=True, count_include_pad=False),
+                     F.avg_pool2d(x, 2, divisor_override=3))),
+       Op("adaptive_avg_pool2d", [((2, 3, 7, 6), "f")],
+          lambda x: (F.adaptive_avg_pool2d(x, (3, 4)), F.adaptive_avg_pool2d(x, 1))),
+       Op("gelu", [(M, "f")], lambda x: (F.gelu(x), F.gelu(x, approximate="tanh"))),
+       Op("layer_norm", [((2, 3, 4, 5), "f"), ((4, 5), "f"), ((4, 5), "f")],
+          lambda x, w, b: (F.layer_norm(x, (4, 5), w, b, 1e-3), F.layer_norm(x, (5,)))),
+       Op("batch_norm", [((3, 4, 5, 2), "f"), ((4,), "f"), ((4,), "f")],
+          lambda x, w, b: F.batch_norm(x, torch.zeros(4, device=x.device, dtype=x.dtype),
+                                       torch.ones(4, device=x.device, dtype=x.dtype), w, b,
+                                       training=True)),
+       Op("cross_entropy", [((5, 4), "f"), ((5,), "i"), ((4,), "p")],
+          lambda x, t, w: (F.cross_entropy(x, t, w.detach()), F.nll_loss(x, t, reduction="sum"),
+                           F.cross_entropy(x, t, ignore_index=1, reduction="none"))),
+       Op("embedding", [((4, 3), "i"), ((5, 6), "f")],
+          lambda i, w: F.embedding(i, w, padding_idx=2)),
+       Op("dropout_eval", [(M, "f")], lambda x: (F.dropout(x, 0.5, training=False),
+                                                 F.dropout(x, 0.0, training=True)))]
+    # joining and selecting
+    + [Op("cat", [(M, "f"), ((2, 4), "f"), ((3, 4), "f")],
+          lambda a, b, c: (torch.cat([a, b]), torch.stack([a, c], 1))),
+       Op("cat_out", [(M, "f"), ((2, 4), "f")], lambda a, b: _out(torch.cat, [a, b]), grad=False),
+       Op("index_add", [((5, 4), "f"), ((6,), "i"), ((6, 4), "f")],
+          lambda a, i, s: a.index_add(0, i, s, alpha=2)),
+       Op("index_add_out", [((5, 4), "f"), ((6,), "i"), ((6, 4), "f")],
+          lambda a, i, s: _out(torch.index_add, a, 0, i, s), grad=False),
+       Op("masked_fill", [(M, "f"), (V, "b")],
+          lambda a, m: (a.masked_fill(m, 2.5), a.masked_fill(m, torch.tensor(-1.0)))),
+       Op("masked_fill_out", [(M, "f"), (M, "b")],
+          lambda a, m: (_out(torch.ops.aten.masked_fill.Scalar_out, a, m, 2.5),
+                        _out(torch.ops.aten.masked_fill.Tensor_out, a, m, torch.tensor(3.0))),
+          grad=False),
+       Op("index_select", [((5, 4), "f"), ((6,), "i")],
+          lambda a, i: (a.index_select(0, i), a.index_select(1, i))),
+       Op("index", [((5, 4, 3), "f"), ((2, 3), "i"), ((3,), "i")],
+          lambda a, i, j: (a[i], a[:, j], a[i, j[:1]])),
+       Op("index_put", [((5, 4), "f"), ((3,), "i"), ((3, 4), "f")],
+          lambda a, i, v: (a.index_put((i,), v, accumulate=True), a.index_put((i[:1],), v[0]))),
+       Op("masked_select", [(M, "f"), (M, "b")], lambda a, m: a.masked_select(m), grad=False)]
+)
+BY_NAME = {op.name: op for op in TABLE}
+assert len(BY_NAME) == len(TABLE), "two table rows share a name"
+
+
+def _out(fn, *args, dtype=None, **kw):
+    """fn's out= form into a fresh empty tensor (of dtype; None: the first operand's) on the
+    operands' device."""
+    first = args[0][0] if isinstance(args[0], list) else args[0]
+    o = torch.empty(0, dtype=dtype or first.dtype, device=first.device)
+    return fn(*args, **kw, out=o)
+
+
+def _values(shape, kind, dtype, gen):
+    if kind == "i":
+        return torch.randint(0, 4, shape, generator=gen)
+    if kind == "b":
+        return torch.rand(shape, generator=gen) > 0.5
+    x = torch.randn(shape, generator=gen, dtype=torch.float64)
+    x = {"p": x.abs() + 0.5, "u": torch.tanh(x) * 0.9}.get(kind, x)
+    return x.to(dtype)
+
+
+def _base(shape, layout):
+    """(shape of the buffer to fill, view taking the operand of `shape` out of it)."""
+    if layout == "transposed" and len(shape) >= 2:
+        return shape[:-2] + shape[-2:][::-1], lambda t: t.transpose(-1, -2)
+    if layout == "strided" and shape:
+        return shape[:-1] + (2 * shape[-1],), lambda t: t[..., ::2]
+    if layout == "offset" and shape:
+        return (shape[0] + 1,) + shape[1:], lambda t: t[1:]
+    if layout == "expanded" and shape and shape[0] > 1:
+        return (1,) + shape[1:], lambda t: t.expand(*shape)
+    return shape, lambda t: t
+
+
+def _operands(op, dtype, layout, seed):
+    """Matching CPU and opencl operands: leaf buffers (float ones requiring grad when the op is
+    differentiated) and the views the op gets."""
+    gen = torch.Generator().manual_seed(seed)
+    sides = {"cpu": ([], []), OCL: ([], [])}
+    for shape, kind in op.inputs:
+        full, view = _base(tuple(shape), layout)
+        values = _values(full, kind, dtype, gen)
+        for dev, (leaves, views) in sides.items():
+            leaf = values.to(dev, copy=True)
+            if op.grad and kind in "fpu":
+                leaf.requires_grad_()
+            leaves.append(leaf)
+            views.append(view(leaf))
+    return sides
+
+
+def _flat(res):
+    return list(res) if isinstance(res, (tuple, list)) else [res]
+
+
+def _check(got, want, dtype, scale=1.0):
+    for g, w in zip(_flat(got), _flat(want), strict=True):
+        assert g.device.type == OCL, g.device
+        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
+        tol = {k: v * scale for k, v in TOL.get(dtype, TOL[torch.float64]).items()}
+        np.testing.assert_allclose(g.detach().cpu().numpy(), w.detach().numpy(), **tol)
+
+
+def _grads(res, leaves, seed):
+    """d(sum of each float output times fixed random weights)/d(each leaf needing grad)."""
+    outs = [r for r in _flat(res) if r.is_floating_point() and r.requires_grad]
+    gen = torch.Generator().manual_seed(seed)
+    weights = [torch.randn(r.shape, generator=gen, dtype=r.dtype).to(r.device) for r in outs]
+    needs = [x for x in leaves if x.requires_grad]
+    if not outs or not needs:
+        return []
+    return torch.autograd.grad(outs, needs, weights, allow_unused=True)
+
+
+def run_op(op, dtype, layout, seed=0, watch=contextlib.nullcontext):
+    """All forms of one table row in one dtype and layout, checked against CPU torch; the
+    opencl side runs inside context `watch`."""
+    sides = _operands(op, dtype, layout, seed)
+    want = _forms(op, *sides["cpu"], layout, seed)
+    with watch():
+        got = _forms(op, *sides[OCL], layout, seed)
+    for form, g in got.items():
+        _check(g, want[form], dtype, op.tol * (10 if form == "grad" else 1))
+
+
+def _forms(op, leaves, views, layout, seed):
+    """{form: results} of the call, its gradients, out= and in-place forms on one device."""
+    res = op.call(*views)
+    forms = {"call": res}
+    if op.grad and any(x.requires_grad for x in leaves):
+        forms["grad"] = [g for g in _grads(res, leaves, seed) if g is not None]
+    with torch.no_grad():
+        if op.out:
+            first = _flat(res)[0]
+            forms["out"] = _out(getattr(torch, op.method), *views, dtype=first.dtype, **op.kw)
+        if op.inplace and layout != "expanded":  # torch refuses in-place writes to expanded views
+            self = views[0].detach().clone()
+            same_lead = lambda v: v.dim() == self.dim() and v.shape[0] == self.shape[0]
+            # in place through a view with a storage offset
+            getattr(self[1:], op.method + "_")(*[v.detach()[1:] if same_lead(v) else v.detach()
+                                                 for v in views[1:]], **op.kw)
+            forms["inplace"] = self
+    return forms
+
+
+def _dtypes_of(op):
+    floats = any(kind in "fpu" for _, kind in op.inputs)
+    return [torch.float32, torch.float64] if floats else [torch.int64]
+
+
+CASES = [pytest.param(op.name, dt, id=f"{op.name}-{str(dt)[6:]}") for op in TABLE
+         for dt in _dtypes_of(op)]
+
+
+@pytest.mark.parametrize("name, dtype", CASES)
+def test_conformance(name, dtype, device, monkeypatch):
+    if dtype == torch.float64 and not device.has_fp64:
+        pytest.skip(f"{device.name} has no float64")
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")  # every op must run on the device
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ct.CPUFallbackWarning)
+        for seed, layout in enumerate(LAYOUTS):
+            try:
+                run_op(BY_NAME[name], dtype, layout, seed)
+            except AssertionError as e:
+                raise AssertionError(f"{name}, {dtype}, {layout} layout: {e}") from e
+
+
+# overloads the other test files drive: factories, copies and views (test_torch_device.py),
+# random fills and dropout (its mask random), torch.optim's fused steps (test_torch_models.py)
+ELSEWHERE = {"empty.memory_format", "empty_strided", "copy_", "_copy_from", "_copy_from_and_resize",
+             "_to_copy", "resize_", "fill_.Scalar", "zero_", "_local_scalar_dense", "normal_",
+             "uniform_", "as_strided", "view", "_reshape_alias", "unfold", "_unsafe_view",
+             "_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adam_.tensor_lr",
+             "_fused_adamw_.tensor_lr", "_fused_sgd_.tensor_lr", "native_dropout",
+             "set_.source_Storage_storage_offset",  # torch.load (test_torch_checkpoint.py)
+             "native_dropout_backward"}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_threshold_backward_passes_nan_on(dtype, monkeypatch):
+    """torch zeroes the gradient where self <= threshold: NaN (and 0 > threshold) pass it on."""
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    y = torch.tensor([[0.0, 1.0, -0.0, 2.0], [float("nan"), 0.5, -3.0, 3.0]], dtype=dtype)
+    g = torch.randn(2, 4, dtype=dtype, generator=torch.Generator().manual_seed(0))
+    for threshold in (0, -1.0):
+        want = torch.ops.aten.threshold_backward(g, y, threshold)
+        got = torch.ops.aten.threshold_backward(g.to(OCL), y.to(OCL), threshold)
+        assert torch.equal(got.cpu(), want), (threshold, got.cpu(), want)
+
+
+def test_table_reaches_registered_ops(monkeypatch):
+    """Each registered overload's base operator runs on the device in some row of the table (or
+    is tested in the files ELSEWHERE names): a new kernel without a row fails here."""
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    with ct._backend.traced() as seen:
+        for op in TABLE:
+            run_op(op, _dtypes_of(op)[0], "strided")
+    base = lambda name: name.split(".")[0]
+    reached = {base(n) for n in seen}
+    missing = sorted(n for n in ct.registered_ops() if n not in ELSEWHERE and base(n) not in reached)
+    assert not missing, f"registered, but no table row reaches: {missing}"
