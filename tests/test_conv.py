@@ -874,8 +874,9 @@ def test_winograd_filter_cache(device, rng):
 def test_gpu_rules_pick_winograd_per_pass(monkeypatch):
     """The GPU rules as measured on the H200, speed first (conv_precision "fast"): F(4x4)
     Winograd from 16 channels in every pass, 3x3 and 5x5 kernels, large and small images
-    alike, except the weight gradient of 5x5 layers on at most 14 x 14 outputs; strided layers' input gradient by s2d_winograd where it
-    pays, else im2col, the rest (the first layers' 3 channels) implicit GEMM."""
+    alike, except the weight gradient of 5x5 layers on at most 14 x 14 outputs; strided
+    layers' input gradient by s2d_winograd where it pays, else im2col, the rest (the first
+    layers' 3 channels) implicit GEMM."""
     from cltensor.conv.params import ConvParams
     monkeypatch.setattr(dispatch, "_plugin_choice", lambda p, device, pass_: None)
     monkeypatch.setattr(backends, "conv_precision", "fast")
