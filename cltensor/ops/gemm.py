@@ -334,9 +334,9 @@ def packed_walks_n(p, params):
 
 
 # Deep B whose rows lie a multiple of this many bytes apart is packed: its panel's rows share
-# cache sets (PoCL, 2 AVX-512 cores: 2048^3 107 ms in place vs 91 packed, 1024x2048x2048 51
-# vs 42; rows 4 KiB apart or K <= 1024 level, gemm.json)
-ALIASED_ROW_BYTES, ALIASED_MIN_K = 8192, 1536
+# cache sets (PoCL, 2 AVX-512 cores, CPU ms in place vs packed: 2048^3 107 vs 91, 1024^3 21.9
+# vs 16.6, 1024x1024x2048 58.7 vs 21.8; K = 512 level; docs/performance.md)
+ALIASED_ROW_BYTES, ALIASED_MIN_K = 4096, 1024
 
 
 def packed_reads_b_in_place(p, params):
