@@ -143,3 +143,15 @@ def test_first_use_failure_warns_and_keeps_the_untuned_entry(device, tiny_tuner,
     tune.clear()  # the merged entries forgotten, not the attempt
     gm.entry_for(device, np.dtype(np.float32))
     assert tiny_tuner == ["gemm_float32"]  # tried once per process
+
+
+# ---- shipped entries ----------------------------------------------------------------------------
+
+def test_intels_cpu_runtime_has_a_measured_cpu_entry():
+    """Intel's OpenCL CPU runtime (vendor 'intel', the CPU's own name) gets the CPU kernels."""
+    db = json.loads(SHIPPED_DB.read_text())
+    tune.validate_database(db)
+    for kernel in ("gemm_float32", "gemm_float64"):
+        entry = db[kernel]["vendors"]["intel"]["devices"]["AMD EPYC"]
+        assert entry["family"] == "packed" and entry["small"] == "direct", kernel
+        assert entry["packed"]["KB"] == 64, kernel  # the blocked sums' accuracy
