@@ -98,6 +98,7 @@ _TILED = _dict({k: _int(1, 256) for k in ("TSM", "TSN", "TSK", "WPTM", "WPTN")},
 _ROWDOT = _dict({"VW": _VW, "NB": _int(1, 64)})
 _PACKED = _dict({"MR": _int(1, 64), "NR": _int(1, 256), "VW": _VW, "ORDER": _BIT,
                  "WALK_M_FROM_K": _int(0, _BIG), "B_IN_PLACE_MIN_N": _int(0, _BIG),
+                 "B_IN_PLACE_MAX_K": _int(0, _BIG),
                  "A_IN_PLACE": _BIT, "KB": _int(0, 65536)}, ("MR", "NR", "VW"))
 _XGEMM_CORE = ("MWG", "NWG", "KWG", "MDIMC", "NDIMC", "VWM", "VWN", "STRM", "STRN", "PADA",
                "PADB", "NBUF")

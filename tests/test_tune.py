@@ -155,3 +155,22 @@ def test_intels_cpu_runtime_has_a_measured_cpu_entry():
         entry = db[kernel]["vendors"]["intel"]["devices"]["AMD EPYC"]
         assert entry["family"] == "packed" and entry["small"] == "direct", kernel
         assert entry["packed"]["KB"] == 64, kernel  # the blocked sums' accuracy
+
+
+def test_avx512_cpu_entries_pack_deep_b_and_walk_down_m(device):
+    """Deep products (K from 1024) read B from packed panels and walk down M: a panel of B
+    read in place streams K rows far apart, and walking along N streams all of B once per
+    panel of A. Shallow ones read B in place (docs/tuning.md)."""
+    import cltensor
+    db = json.loads(SHIPPED_DB.read_text())["gemm_float32"]["vendors"]
+    x = cltensor.zeros((8,), device=device)
+    for params in (db["pocl"]["devices"]["pthread-skylake-avx512-AMD EPYC"]["packed"],
+                   db["intel"]["devices"]["AMD EPYC"]["packed"]):
+        def problem(k, n=1000):
+            b = gm.Operand(x, [], n, 1)  # rows n elements apart: not aliasing
+            return gm.Problem(device, np.dtype(np.float32), 512, n, k, (), None, b, None, None)
+        assert not gm.packed_reads_b_in_place(problem(1024), params)
+        assert not gm.packed_walks_n(problem(1024), params)
+        assert gm.packed_walks_n(problem(256), params)
+        if "B_IN_PLACE_MIN_N" in params:  # PoCL: in place below K = 1024
+            assert gm.packed_reads_b_in_place(problem(576), params)

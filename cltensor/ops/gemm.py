@@ -343,9 +343,12 @@ def packed_reads_b_in_place(p, params):
     """Whether gemm_packed reads B where it is (rows contiguous along N) instead of from packed
     panels: from N = B_IN_PLACE_MIN_N columns on (gemm.json: on PoCL the pack, a full memory
     pass, cost as much as the product on the convolutions' shallow batched products; narrower
-    B spends too much of its panels in the partial last one), unless its rows alias."""
+    B spends too much of its panels in the partial last one) and below K = B_IN_PLACE_MAX_K
+    (deeper, a panel's rows far apart stream worse than a packed panel), unless its rows
+    alias."""
     aliased = p.k >= ALIASED_MIN_K and p.b.rs * p.dtype.itemsize % ALIASED_ROW_BYTES == 0
-    return p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased
+    return (p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased and
+            p.k < params.get("B_IN_PLACE_MAX_K", 2**62))
 
 
 def packed_reads_a_in_place(p, params):
