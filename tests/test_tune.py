@@ -174,3 +174,13 @@ def test_avx512_cpu_entries_pack_deep_b_and_walk_down_m(device):
         assert gm.packed_walks_n(problem(256), params)
         if "B_IN_PLACE_MIN_N" in params:  # PoCL: in place below K = 1024
             assert gm.packed_reads_b_in_place(problem(576), params)
+
+
+def test_global_default_cpu_tile_fits_avx2_registers():
+    """The packed tile a CPU without an entry of its own gets fits AVX2's 16 vector registers
+    (accumulators, a row of B's panel and a broadcast of A), with the rules measured on CPUs."""
+    params = json.loads(SHIPPED_DB.read_text())["gemm_float32"]["default"]["packed"]
+    lanes = params["VW"] // 8 if params["VW"] > 8 else 1  # 256-bit registers per vector
+    vectors = params["NR"] // params["VW"]
+    assert (params["MR"] * vectors + vectors + 1) * lanes <= 16, params
+    assert params["A_IN_PLACE"] == 1 and params["WALK_M_FROM_K"] == 512 and params["KB"] == 64
