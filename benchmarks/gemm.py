@@ -18,7 +18,8 @@ and then one reference product, interleaved so that both see the same share of a
 cltensor's from the first kernel's start to the last kernel's end of one call (OpenCL profiling
 events: packing kernels included; "cl/ref") and by the wall clock to the end of its kernels
 (host time included; "wall"), PyTorch's from CUDA events around one call, numpy's by the wall
-clock. For numpy to use both
+clock. "cpu" compares the process CPU time each side took per product (reference / cltensor):
+on a CPU device shared with other work it moves far less than the wall clock does. For numpy to use both
 cores here, run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (see the JSON's "numpy_blas").
 """
 import argparse
@@ -153,17 +154,19 @@ def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None):
         gm.gemm_into(ta, tb, tc)
     family = plugin_kernel(prof) or family
     ra, rb = ref.operands(a, b) if ref is not None else (None, None)
-    secs, wall, rsecs = interleaved(device, lambda: gm.gemm_into(ta, tb, tc),
-                                    ref and (lambda: ref.once(ra, rb)), reps)
+    t = interleaved(device, lambda: gm.gemm_into(ta, tb, tc), ref and (lambda: ref.once(ra, rb)),
+                    reps)
+    secs, rsecs = t["kernel"], t["ref"]
     flops = 2.0 * m * n * k
     row = {"case": name, "M": m, "N": n, "K": k, "layout": layout, "dtype": np.dtype(dtype).name,
            "family": family, "cltensor_s": secs, "cltensor_gflops": flops / secs / 1e9,
-           "cltensor_wall_s": wall}
+           "cltensor_wall_s": t["wall"], "cltensor_cpu_s": t["cpu"]}
     got = tc.numpy()
     if ref is not None:
         want = ref.product(ra, rb)
         row.update(ref_s=rsecs, ref_gflops=flops / rsecs / 1e9, ratio=rsecs / secs,
-                   wall_ratio=rsecs / wall,
+                   wall_ratio=rsecs / t["wall"], ref_cpu_s=t["ref_cpu"],
+                   cpu_ratio=t["ref_cpu"] / t["cpu"],
                    rel_diff_vs_ref=float(np.linalg.norm(got - want) / np.linalg.norm(want)))
     if ref_fp32 is not None and dtype == np.float32:
         fsecs = ref_fp32.seconds(*ref_fp32.operands(a, b), reps)
@@ -173,22 +176,22 @@ def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None):
 
 def interleaved(device, product, ref_once, reps):
     """Medians over reps rounds, after a warm-up round, each round timing one cltensor product
-    (its kernels, by OpenCL profiling events, and its wall time to the end of its kernels)
-    and then one reference product (ref_once: its seconds; None: no reference), so that both
-    see the same share of a busy machine: (kernel s, wall s, reference s or None)."""
-    kernels, walls, refs = [], [], []
+    (its kernels, by OpenCL profiling events, its wall time to the end of its kernels and the
+    process CPU time it took) and then one reference product (ref_once: its seconds; None: no
+    reference; and its process CPU time), so that both see the same share of a busy machine:
+    {"kernel", "wall", "cpu", "ref", "ref_cpu"} seconds (the ref ones None without one)."""
+    runs = {key: [] for key in ("kernel", "wall", "cpu", "ref", "ref_cpu")}
     for r in range(reps + 1):
         device.synchronize()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         k = tune.time_call(device, product, reps=1, warmup=0)
-        w = time.perf_counter() - t0
+        w, c1 = time.perf_counter() - t0, time.process_time()
         f = ref_once() if ref_once else None
         if r:
-            kernels.append(k)
-            walls.append(w)
-            refs.append(f)
-    return (float(np.median(kernels)), float(np.median(walls)),
-            float(np.median(refs)) if ref_once else None)
+            for key, v in zip(runs, (k, w, c1 - c0, f, time.process_time() - c1)):
+                runs[key].append(v)
+    return {key: float(np.median(v)) if ref_once or not key.startswith("ref") else None
+            for key, v in runs.items()}
 
 
 def plugin_kernel(prof):
@@ -258,7 +261,8 @@ def _peak_seconds(device, kernel, items, group, iters, reps):
 
 def print_row(r):
     ref = (f"{r['ref_gflops']:10.1f} {r['ratio']:6.2f} {r['wall_ratio']:6.2f} "
-           f"{r['rel_diff_vs_ref']:8.1e}" if "ratio" in r else f"{'-':>10s} {'-':>6s} {'-':>6s}")
+           f"{r['cpu_ratio']:6.2f} {r['rel_diff_vs_ref']:8.1e}" if "ratio" in r
+           else f"{'-':>10s} {'-':>6s} {'-':>6s} {'-':>6s}")
     fp32 = f" {r['ref_fp32_gflops']:10.1f}" if "ref_fp32_gflops" in r else ""
     print(f"{r['case']:20s} {r['dtype']:8s} {r['M']:6d} {r['N']:7d} {r['K']:6d} {r['layout']:2s} "
           f"{r['family']:7s} {r['cltensor_gflops']:10.1f} {ref}{fp32}", flush=True)
@@ -312,7 +316,7 @@ def main(argv=None):
     print(f"device: {device.name} ({device.cl_device.driver_version}); reference: "
           f"{ref.name if ref else 'none'}")
     print(f"{'case':20s} {'dtype':8s} {'M':>6s} {'N':>7s} {'K':>6s} {'ly':2s} {'family':7s} "
-          f"{'cl GF/s':>10s} {'ref GF/s':>10s} {'cl/ref':>6s} {'wall':>6s} {'rel diff':>8s}"
+          f"{'cl GF/s':>10s} {'ref GF/s':>10s} {'cl/ref':>6s} {'wall':>6s} {'cpu':>6s} {'rel diff':>8s}"
           f"{' fp32 GF/s' if ref_fp32 else ''}")
     rng = np.random.default_rng(0)
     if gpu:
