@@ -177,18 +177,33 @@ def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None):
 def interleaved(device, product, ref_once, reps):
     """Medians over reps rounds, after a warm-up round, each round timing one cltensor product
     (its kernels, by OpenCL profiling events, its wall time to the end of its kernels and the
-    process CPU time it took) and then one reference product (ref_once: its seconds; None: no
+    process CPU time it took) and one reference product (ref_once: its seconds; None: no
     reference; and its process CPU time), so that both see the same share of a busy machine:
-    {"kernel", "wall", "cpu", "ref", "ref_cpu"} seconds (the ref ones None without one)."""
+    {"kernel", "wall", "cpu", "ref", "ref_cpu"} seconds (the ref ones None without one).
+    NOTE: the two go first in turn: OpenBLAS's threads spin on for a while after a product
+    and slowed whatever ran next (by up to 1.4x in CPU time on 2 cores)."""
     runs = {key: [] for key in ("kernel", "wall", "cpu", "ref", "ref_cpu")}
-    for r in range(reps + 1):
+
+    def ours():
         device.synchronize()
         c0, t0 = time.process_time(), time.perf_counter()
         k = tune.time_call(device, product, reps=1, warmup=0)
-        w, c1 = time.perf_counter() - t0, time.process_time()
+        return k, time.perf_counter() - t0, time.process_time() - c0
+
+    def theirs():
+        c0 = time.process_time()
         f = ref_once() if ref_once else None
+        return f, time.process_time() - c0
+
+    for r in range(reps + 1):
+        if r % 2:
+            mine = ours()
+            ref = theirs()
+        else:
+            ref = theirs()
+            mine = ours()
         if r:
-            for key, v in zip(runs, (k, w, c1 - c0, f, time.process_time() - c1)):
+            for key, v in zip(runs, mine + ref):
                 runs[key].append(v)
     return {key: float(np.median(v)) if ref_once or not key.startswith("ref") else None
             for key, v in runs.items()}
