@@ -172,8 +172,7 @@ def test_avx512_cpu_entries_pack_deep_b_and_walk_down_m(device):
         assert not gm.packed_reads_b_in_place(problem(1024), params)
         assert not gm.packed_walks_n(problem(1024), params)
         assert gm.packed_walks_n(problem(256), params)
-        if "B_IN_PLACE_MIN_N" in params:  # PoCL: in place below K = 1024
-            assert gm.packed_reads_b_in_place(problem(576), params)
+        assert gm.packed_reads_b_in_place(problem(576), params)
 
 
 def test_global_default_cpu_tile_fits_avx2_registers():
