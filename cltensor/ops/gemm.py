@@ -334,8 +334,8 @@ def packed_walks_n(p, params):
 
 
 # Deep B whose rows lie a multiple of this many bytes apart is packed: its panel's rows share
-# cache sets (PoCL, 2 AVX-512 cores, CPU ms in place vs packed: 2048^3 107 vs 91, 1024^3 21.9
-# vs 16.6, 1024x1024x2048 58.7 vs 21.8; K = 512 level; docs/performance.md)
+# cache sets (PoCL, 2 AVX-512 cores, ms in place vs packed: 2048^3 107 vs 91; CPU ms 1024^3
+# 16.7 vs 10.7, 2048x1024x1024 28.3 vs 22.2; K = 512 level; docs/performance.md)
 ALIASED_ROW_BYTES, ALIASED_MIN_K = 4096, 1024
 
 
