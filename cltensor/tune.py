@@ -350,15 +350,23 @@ def _tune_on_first_use(family, kernel, device):
 
 # ---- timing -----------------------------------------------------------------------------------
 
-def time_call(device, fn, reps=5, warmup=1):
+def time_call(device, fn, reps=5, warmup=1, cpu=False):
     """Median seconds of `fn()` over reps, each from its first kernel's start to its last
-    kernel's end (OpenCL profiling events); warm-up calls excluded."""
+    kernel's end (OpenCL profiling events), or with cpu the process CPU time of the call to
+    the end of its kernels (a CPU device's threads are the process's); warm-up calls
+    excluded."""
     from .profiler import profile
     for _ in range(warmup):
         fn()
     device.synchronize()
     times = []
     for _ in range(reps):
+        if cpu:
+            c0 = time.process_time()
+            fn()
+            device.synchronize()
+            times.append(time.process_time() - c0)
+            continue
         with profile() as prof:
             fn()
         recs = prof.records()
@@ -527,8 +535,10 @@ class GemmTuner:
                 self.log(f"  wrong result, skipped: {entry}")
                 return None
             _, _, ta, tb, tc = self._tensors(m, n, k, layout)
+            # NOTE: CPU time on CPU devices: on a shared machine other work stretches the
+            # kernels' wall time 2-5x from one call to the next, their CPU time 10-20%
             secs = time_call(self.device, lambda: self.gm.gemm_into(ta, tb, tc, entry=entry),
-                             self.reps)
+                             self.reps, cpu=self.device.is_cpu)
         except Exception as e:  # a build failure or a refused launch: not a candidate here
             self.log(f"  failed ({type(e).__name__}: {str(e).splitlines()[0][:100]}): {entry}")
             return None
@@ -564,8 +574,8 @@ class GemmTuner:
                 self.log(f"  {label} {shape}: {g:9.1f} GFLOP/s  {_short(e)}")
         scored.sort(key=lambda s: -s[0])
         top = [[g] for g, _ in scored[:confirm]]
-        for _ in range(2 if len(top) > 1 else 0):
-            for runs, (_, e) in zip(top, scored):
+        for i in range(2 if len(top) > 1 else 0):  # each pass in the other order
+            for runs, (_, e) in list(zip(top, scored))[::-1 if i % 2 == 0 else 1]:
                 runs.append(self.measure(e, shape, label + "-confirm") or 0.0)
         head = sorted(((float(np.median(r)), e) for r, (_, e) in zip(top, scored)),
                       key=lambda s: -s[0])

@@ -183,3 +183,17 @@ def test_global_default_cpu_tile_fits_avx2_registers():
     vectors = params["NR"] // params["VW"]
     assert (params["MR"] * vectors + vectors + 1) * lanes <= 16, params
     assert params["A_IN_PLACE"] == 1 and params["WALK_M_FROM_K"] == 512 and params["KB"] == 64
+
+
+def test_tuner_times_cpu_devices_by_process_cpu_time(device, monkeypatch):
+    """On a CPU device the tuner ranks by the CPU time a product takes (other work on the
+    machine stretches its wall time far more), elsewhere by the kernels' profiled time."""
+    seen = []
+    real = tune.time_call
+    monkeypatch.setattr(tune, "time_call", lambda *a, **kw: seen.append(kw) or real(*a, **kw))
+    tuner = tune.GemmTuner(device, np.float32, 32, 1, log=lambda *a: None)
+    entry = dict(gm.entry_for(device, np.dtype(np.float32)), min_work=0, min_dim=0)
+    assert tuner.measure(entry, (32, 32, 32)) > 0
+    assert seen == [{"cpu": device.is_cpu}]
+    _, _, ta, tb, tc = tuner._tensors(32, 32, 32)
+    assert 0 < real(device, lambda: gm.gemm_into(ta, tb, tc), reps=1, cpu=True) < 10
