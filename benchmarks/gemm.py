@@ -12,10 +12,14 @@ where the NVIDIA plug-in serves the device it first times mma.sync's own ceiling
 instructions on registers alone: nvidia_mma.cl's nvmma_peak) and, on Hopper, wgmma's
 (nvidia_wgmma.cl's nvwg_peak), and prints the largest square product's fraction of them.
 
-Times are medians over --reps after one warm-up call (and, on GPUs, after --warmup seconds
-of 4096^3 products, since idle clocks ramp up slowly): cltensor's from the first kernel's start
-to the last kernel's end of one call (OpenCL profiling events: packing kernels included),
-PyTorch's from CUDA events around one call, numpy's by the wall clock. For numpy to use both
+Times are medians over --reps rounds after a warm-up round (and, on GPUs, after --warmup
+seconds of 4096^3 products, since idle clocks ramp up slowly), each round one cltensor product
+and then one reference product, interleaved so that both see the same share of a busy machine:
+cltensor's from the first kernel's start to the last kernel's end of one call (OpenCL profiling
+events: packing kernels included; "cl/ref") and by the wall clock to the end of its kernels
+(host time included; "wall"), PyTorch's from CUDA events around one call, numpy's by the wall
+clock. "cpu" compares the process CPU time each side took per product (reference / cltensor):
+on a CPU device shared with other work it moves far less than the wall clock does. For numpy to use both
 cores here, run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (see the JSON's "numpy_blas").
 """
 import argparse
@@ -88,20 +92,20 @@ class Torch:
         self._set_tf32()
         return (a @ b).cpu().numpy()
 
-    def seconds(self, a, b, reps):
+    def once(self, a, b):
+        """Seconds of one product, from CUDA events."""
         t = self.torch
         self._set_tf32()
-        fn = lambda: a @ b  # noqa: E731
-        fn()
-        times = []
-        for _ in range(reps):
-            start, end = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end) * 1e-3)
-        return float(np.median(times))
+        start, end = t.cuda.Event(enable_timing=True), t.cuda.Event(enable_timing=True)
+        start.record()
+        a @ b
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) * 1e-3
+
+    def seconds(self, a, b, reps):
+        self.once(a, b)
+        return float(np.median([self.once(a, b) for _ in range(reps)]))
 
 
 class Numpy:
@@ -119,14 +123,15 @@ class Numpy:
     def product(self, a, b):
         return a @ b
 
-    def seconds(self, a, b, reps):
+    def once(self, a, b):
+        """Seconds of one product, by the wall clock."""
+        t0 = time.perf_counter()
         a @ b
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            a @ b
-            times.append(time.perf_counter() - t0)
-        return float(np.median(times))
+        return time.perf_counter() - t0
+
+    def seconds(self, a, b, reps):
+        self.once(a, b)
+        return float(np.median([self.once(a, b) for _ in range(reps)]))
 
 
 def host_operands(rng, m, n, k, layout, dtype):
@@ -148,21 +153,60 @@ def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None):
     with cltensor.profile() as prof:
         gm.gemm_into(ta, tb, tc)
     family = plugin_kernel(prof) or family
-    secs = tune.time_call(device, lambda: gm.gemm_into(ta, tb, tc), reps)
+    ra, rb = ref.operands(a, b) if ref is not None else (None, None)
+    t = interleaved(device, lambda: gm.gemm_into(ta, tb, tc), ref and (lambda: ref.once(ra, rb)),
+                    reps)
+    secs, rsecs = t["kernel"], t["ref"]
     flops = 2.0 * m * n * k
     row = {"case": name, "M": m, "N": n, "K": k, "layout": layout, "dtype": np.dtype(dtype).name,
-           "family": family, "cltensor_s": secs, "cltensor_gflops": flops / secs / 1e9}
+           "family": family, "cltensor_s": secs, "cltensor_gflops": flops / secs / 1e9,
+           "cltensor_wall_s": t["wall"], "cltensor_cpu_s": t["cpu"]}
     got = tc.numpy()
     if ref is not None:
-        ra, rb = ref.operands(a, b)
-        rsecs = ref.seconds(ra, rb, reps)
         want = ref.product(ra, rb)
         row.update(ref_s=rsecs, ref_gflops=flops / rsecs / 1e9, ratio=rsecs / secs,
+                   wall_ratio=rsecs / t["wall"], ref_cpu_s=t["ref_cpu"],
+                   cpu_ratio=t["ref_cpu"] / t["cpu"],
                    rel_diff_vs_ref=float(np.linalg.norm(got - want) / np.linalg.norm(want)))
     if ref_fp32 is not None and dtype == np.float32:
         fsecs = ref_fp32.seconds(*ref_fp32.operands(a, b), reps)
         row.update(ref_fp32_s=fsecs, ref_fp32_gflops=flops / fsecs / 1e9)
     return row
+
+
+def interleaved(device, product, ref_once, reps):
+    """Medians over reps rounds, after a warm-up round, each round timing one cltensor product
+    (its kernels, by OpenCL profiling events, its wall time to the end of its kernels and the
+    process CPU time it took) and one reference product (ref_once: its seconds; None: no
+    reference; and its process CPU time), so that both see the same share of a busy machine:
+    {"kernel", "wall", "cpu", "ref", "ref_cpu"} seconds (the ref ones None without one).
+    NOTE: the two go first in turn: OpenBLAS's threads spin on for a while after a product
+    and slowed whatever ran next (by up to 1.4x in CPU time on 2 cores)."""
+    runs = {key: [] for key in ("kernel", "wall", "cpu", "ref", "ref_cpu")}
+
+    def ours():
+        device.synchronize()
+        c0, t0 = time.process_time(), time.perf_counter()
+        k = tune.time_call(device, product, reps=1, warmup=0)
+        return k, time.perf_counter() - t0, time.process_time() - c0
+
+    def theirs():
+        c0 = time.process_time()
+        f = ref_once() if ref_once else None
+        return f, time.process_time() - c0
+
+    for r in range(reps + 1):
+        if r % 2:
+            mine = ours()
+            ref = theirs()
+        else:
+            ref = theirs()
+            mine = ours()
+        if r:
+            for key, v in zip(runs, mine + ref):
+                runs[key].append(v)
+    return {key: float(np.median(v)) if ref_once or not key.startswith("ref") else None
+            for key, v in runs.items()}
 
 
 def plugin_kernel(prof):
@@ -231,8 +275,9 @@ def _peak_seconds(device, kernel, items, group, iters, reps):
 
 
 def print_row(r):
-    ref = (f"{r['ref_gflops']:10.1f} {r['ratio']:6.2f} {r['rel_diff_vs_ref']:8.1e}" if "ratio" in r
-           else f"{'-':>10s} {'-':>6s}")
+    ref = (f"{r['ref_gflops']:10.1f} {r['ratio']:6.2f} {r['wall_ratio']:6.2f} "
+           f"{r['cpu_ratio']:6.2f} {r['rel_diff_vs_ref']:8.1e}" if "ratio" in r
+           else f"{'-':>10s} {'-':>6s} {'-':>6s} {'-':>6s}")
     fp32 = f" {r['ref_fp32_gflops']:10.1f}" if "ref_fp32_gflops" in r else ""
     print(f"{r['case']:20s} {r['dtype']:8s} {r['M']:6d} {r['N']:7d} {r['K']:6d} {r['layout']:2s} "
           f"{r['family']:7s} {r['cltensor_gflops']:10.1f} {ref}{fp32}", flush=True)
@@ -272,7 +317,7 @@ def main(argv=None):
             print(f"no PyTorch/CUDA reference: {e}")
     else:
         ref = Numpy()
-    sizes = args.sizes or ([256, 512, 1024, 2048, 4096] if gpu else [256, 512, 1024, 2048])
+    sizes = args.sizes or ([256, 512, 1024, 2048, 4096] if gpu else [512, 1024, 2048, 4096])
     fp64 = args.fp64_sizes if args.fp64_sizes is not None else ([1024, 4096] if gpu else [512, 1024])
     batches = ({"alexnet": 128, "overfeat": 128, "vgg": 64, "googlenet": 128} if gpu else
                {"alexnet": 8, "overfeat": 8, "vgg": 2, "googlenet": 8})
@@ -286,7 +331,7 @@ def main(argv=None):
     print(f"device: {device.name} ({device.cl_device.driver_version}); reference: "
           f"{ref.name if ref else 'none'}")
     print(f"{'case':20s} {'dtype':8s} {'M':>6s} {'N':>7s} {'K':>6s} {'ly':2s} {'family':7s} "
-          f"{'cl GF/s':>10s} {'ref GF/s':>10s} {'cl/ref':>6s} {'rel diff':>8s}"
+          f"{'cl GF/s':>10s} {'ref GF/s':>10s} {'cl/ref':>6s} {'wall':>6s} {'cpu':>6s} {'rel diff':>8s}"
           f"{' fp32 GF/s' if ref_fp32 else ''}")
     rng = np.random.default_rng(0)
     if gpu:

@@ -58,6 +58,21 @@
 #ifndef KB
 #define KB 64
 #endif
+/* NOTE: LLVM tunes AVX-512 CPUs to prefer 256-bit vectors and splits each VT of 16 floats in
+ * two there: twice the registers (a 8 x 32 tile's 32 accumulators spill to the stack) and
+ * half-width FMAs. min_vector_width(512) keeps 512-bit vectors where the target has them and
+ * changes nothing where it has not (PoCL, 2 AVX-512 cores: docs/performance.md). */
+#ifndef WIDE_VECTORS
+#define WIDE_VECTORS 1
+#endif
+#if WIDE_VECTORS && defined(__has_attribute)
+#if __has_attribute(min_vector_width)
+#define WIDE_VECTORS_ATTR __attribute__((min_vector_width(512)))
+#endif
+#endif
+#ifndef WIDE_VECTORS_ATTR
+#define WIDE_VECTORS_ATTR
+#endif
 #define NV (NR / VW)
 #define VT CAT(T, VW)
 /* NOTE: a vector type aligned like its elements: loads and stores through it need no more
@@ -95,7 +110,7 @@ typedef union { VT v; T s[VW]; } Lanes;
   _Pragma("unroll") for (int j = 0; j < NV; ++j)                                       \
       EPILOGUE_VECTOR(VT, Lanes, VW, VTU, m0 + i, n0 + j * VW, acc[i][j])
 
-__kernel __attribute__((reqd_work_group_size(1, 1, 1)))
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) WIDE_VECTORS_ATTR
 void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_ARGS,
                  __global const T* Ap, const long ap_bs, const View va, const long lda,
                  __global const T* Bp, const long bp_bs, const View vb, const long ldb,

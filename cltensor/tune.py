@@ -20,13 +20,22 @@ replaces it atomically (cltensor/diskfiles.py). docs/tuning.md explains the ship
 
 Command line: `python -m cltensor.tune gemm [--device SPEC] [--dtype float32]` times candidate
 parameter sets on the device and stores the winner in the user cache; the next process uses it.
+`python -m cltensor.tune all` tunes every kernel family with tunables (TUNERS) in every dtype,
+with a progress bar and an estimate of the time left.
+
+Tuning on first use: with CLTENSOR_AUTOTUNE=1 (off by default: it stalls the first product for
+seconds to a minute), the first lookup for a device with no entry of its own (shipped or cached)
+runs the quick tuning once and stores it; a TuningWarning reports it.
 """
 import argparse
 import json
 import math
+import os
 import re
 import sys
+import threading
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -34,6 +43,13 @@ import numpy as np
 from . import caches
 from .diskfiles import private_dirs, read_json, update_json
 from .program import cache_root, device_key
+
+if __name__ == "__main__":
+    # NOTE: `python -m cltensor.tune` runs the package's own copy of this module (imported with
+    # the package), whose caches the GEMM engine shares; this copy stops here, before
+    # registering its caches a second time
+    from cltensor.tune import main as _main
+    sys.exit(_main())
 
 DB_DIR = Path(__file__).resolve().parent / "tuning"
 _db_files = caches.register("tune.db_files", {})
@@ -82,6 +98,7 @@ _TILED = _dict({k: _int(1, 256) for k in ("TSM", "TSN", "TSK", "WPTM", "WPTN")},
 _ROWDOT = _dict({"VW": _VW, "NB": _int(1, 64), "LX": _int(1, 1024)})
 _PACKED = _dict({"MR": _int(1, 64), "NR": _int(1, 256), "VW": _VW, "ORDER": _BIT,
                  "WALK_M_FROM_K": _int(0, _BIG), "B_IN_PLACE_MIN_N": _int(0, _BIG),
+                 "B_IN_PLACE_MAX_K": _int(0, _BIG),
                  "A_IN_PLACE": _BIT, "KB": _int(0, 65536)}, ("MR", "NR", "VW"))
 _XGEMM_CORE = ("MWG", "NWG", "KWG", "MDIMC", "NDIMC", "VWM", "VWN", "STRM", "STRN", "PADA",
                "PADB", "NBUF")
@@ -231,14 +248,26 @@ def lookup(family, kernel, device):
     # costs more to build than the rest of a cached lookup
     key = (family, kernel, device.index, cache_root())
     if key not in _merged:
-        table = database(family).get(kernel, {})
-        vendor = table.get("vendors", {}).get(vendor_of(device), {})
-        merged = dict(table.get("default", {}))
-        merged.update(vendor.get("default", {}))
-        merged.update(_device_entry(vendor.get("devices", {}), device.name))
-        merged.update(_user_entries(device).get(kernel, {}))
+        merged = {}
+        for level in _levels(family, kernel, device):
+            merged.update(level)
         _merged[key] = merged
     return dict(_merged[key])
+
+
+def _levels(family, kernel, device):
+    """The entries a lookup merges, in order: the global default, the vendor's default, the
+    device's shipped entry and the user's ({} where absent)."""
+    table = database(family).get(kernel, {})
+    vendor = table.get("vendors", {}).get(vendor_of(device), {})
+    return (table.get("default", {}), vendor.get("default", {}),
+            _device_entry(vendor.get("devices", {}), device.name),
+            _user_entries(device).get(kernel, {}))
+
+
+def is_tuned(family, kernel, device):
+    """Whether the device has its own entry for `kernel`: shipped or in the user cache."""
+    return any(_levels(family, kernel, device)[2:])
 
 
 def store(kernel, device, params):
@@ -264,6 +293,7 @@ def current(family, kernel, device):
     key = (family, kernel, device.index)
     entry = _current.get(key)
     if entry is None:
+        _tune_on_first_use(family, kernel, device)
         entry = _current[key] = lookup(family, kernel, device)
     return entry
 
@@ -275,17 +305,68 @@ def clear():
     _db_files.clear()
 
 
+# ---- tuning on first use ----------------------------------------------------------------------
+
+AUTOTUNE_ENV = "CLTENSOR_AUTOTUNE"
+FIRST_USE_SIZE = None  # the cube first-use tuning times (None: the tuner's default)
+_first_use = caches.register("tune.first_use", set())  # (kernel, device index) tried
+_first_use_lock = threading.RLock()
+
+
+class TuningWarning(UserWarning):
+    """Tuning on first use (CLTENSOR_AUTOTUNE=1) ran, or failed, for a device."""
+
+
+def autotune_enabled():
+    """Whether CLTENSOR_AUTOTUNE asks for tuning on first use: off unless 1, true, yes or on."""
+    return os.environ.get(AUTOTUNE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _tune_on_first_use(family, kernel, device):
+    """With CLTENSOR_AUTOTUNE=1: tune `kernel` quickly for a device with no entry of its own
+    (shipped or cached), once per process, and store the winner in the user cache; one
+    TuningWarning reports it (or why it failed: the untuned entry is used then)."""
+    if family not in TUNERS or not autotune_enabled():
+        return
+    key = (kernel, device.index)
+    with _first_use_lock:  # other threads wait for the winner; this one's own lookups pass
+        if key in _first_use or is_tuned(family, kernel, device):
+            return
+        _first_use.add(key)
+        t0 = time.perf_counter()
+        try:
+            entry, _ = TUNERS[family](device, kernel, size=FIRST_USE_SIZE, quick=True,
+                                      log=lambda *a: None)
+            path = store(kernel, device, entry)
+        except Exception as e:  # noqa: BLE001 (a failed tuning must not fail the product)
+            warnings.warn(f"{AUTOTUNE_ENV}: tuning {kernel} on {device.name} failed "
+                          f"({type(e).__name__}: {e}); untuned parameters are used",
+                          TuningWarning, stacklevel=4)
+            return
+        warnings.warn(f"{AUTOTUNE_ENV}: tuned {kernel} on {device.name} on first use in "
+                      f"{time.perf_counter() - t0:.1f} s ({entry.get('family')}); stored in "
+                      f"{path}", TuningWarning, stacklevel=4)
+
+
 # ---- timing -----------------------------------------------------------------------------------
 
-def time_call(device, fn, reps=5, warmup=1):
+def time_call(device, fn, reps=5, warmup=1, cpu=False):
     """Median seconds of `fn()` over reps, each from its first kernel's start to its last
-    kernel's end (OpenCL profiling events); warm-up calls excluded."""
+    kernel's end (OpenCL profiling events), or with cpu the process CPU time of the call to
+    the end of its kernels (a CPU device's threads are the process's); warm-up calls
+    excluded."""
     from .profiler import profile
     for _ in range(warmup):
         fn()
     device.synchronize()
     times = []
     for _ in range(reps):
+        if cpu:
+            c0 = time.process_time()
+            fn()
+            device.synchronize()
+            times.append(time.process_time() - c0)
+            continue
         with profile() as prof:
             fn()
         recs = prof.records()
@@ -293,16 +374,76 @@ def time_call(device, fn, reps=5, warmup=1):
     return float(np.median(times))
 
 
+class Progress:
+    """A progress bar with an estimate of the time left: steps done of a planned total (an
+    estimate: a stage that ends early skips its remaining steps), the time left from the mean
+    step so far. On a terminal one line redrawn in place (stderr), with the notes (stdout)
+    printed above it; elsewhere a line per tenth of the total."""
+
+    WIDTH = 30
+
+    def __init__(self, total, stream=None, clock=time.perf_counter):
+        self.total, self.done, self.clock = max(1, total), 0, clock
+        self.stream = stream or sys.stderr
+        self.start, self._tenth, self._label = clock(), -1, ""
+        self.tty = bool(getattr(self.stream, "isatty", lambda: False)())
+
+    def step(self, label="", n=1):
+        self.done += n
+        self.total = max(self.total, self.done)
+        self._label = label
+        self._show()
+
+    def seconds_left(self):
+        """The time left at the mean step so far, or None before the first step."""
+        if not self.done:
+            return None
+        return (self.clock() - self.start) / self.done * (self.total - self.done)
+
+    def line(self):
+        frac = self.done / self.total
+        left = self.seconds_left()
+        eta = "?" if left is None else f"{int(left) // 60}m{int(left) % 60:02d}s"
+        return (f"[{'#' * round(frac * self.WIDTH):<{self.WIDTH}}] {self.done}/{self.total} "
+                f"{frac:4.0%} ~{eta} left {self._label}")
+
+    def note(self, message):
+        """A line of the tuner's log on stdout, above the bar."""
+        if self.tty:
+            self.stream.write("\r\033[K")
+            self.stream.flush()
+        print(message, flush=True)
+        if self.tty:
+            self._show()
+
+    def _show(self):
+        tenth = 10 * self.done // self.total
+        if self.tty:
+            self.stream.write(f"\r\033[K{self.line()[:120]}")
+        elif tenth != self._tenth:
+            self._tenth = tenth
+            self.stream.write(self.line() + "\n")
+        self.stream.flush()
+
+    def close(self):
+        self.done = self.total
+        self._show()
+        if self.tty:
+            self.stream.write("\n")
+
+
 # ---- the GEMM tuner ---------------------------------------------------------------------------
 
-def _packed_candidates(dtype):
+def _packed_candidates(dtype, quick=False):
     """Register tiles for the CPU kernel: MR x NR elements in vectors of VW, at most ~30
-    vector accumulators (AVX-512 has 32 registers)."""
+    vector accumulators (AVX-512 has 32 registers); quick: 16 of them, two or three vectors
+    wide."""
     vws = (16, 8) if dtype.itemsize == 4 else (8, 4)
+    mrs = (6, 8, 14) if quick else (4, 6, 8, 10, 12, 14, 16, 24, 28)
     out = []
     for vw in vws:
-        for nv in (1, 2, 3, 4):
-            for mr in (4, 6, 8, 10, 12, 14, 16, 24, 28):
+        for nv in (2, 3) if quick else (1, 2, 3, 4):
+            for mr in mrs:
                 if 16 <= mr * nv <= 30 and (nv > 1 or mr >= 16):
                     out += [{"MR": mr, "NR": nv * vw, "VW": vw, "ORDER": o} for o in (0, 1)]
     return out
@@ -350,10 +491,13 @@ MAX_TILE_SHAPES = 5
 class GemmTuner:
     """Times GEMM parameter sets on one device and dtype, always checking results first."""
 
-    def __init__(self, device, dtype, size, reps, log=print):
+    THRESHOLD_SIZES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
+
+    def __init__(self, device, dtype, size, reps, log=print, progress=None, quick=False):
         from .ops import gemm as gm
         self.gm, self.device, self.dtype = gm, device, np.dtype(dtype)
         self.size, self.reps, self.log = size, reps, log
+        self.progress, self.quick = progress, quick
         self.rng = np.random.default_rng(0)
         self.results = []
         self._operands = {}
@@ -383,6 +527,7 @@ class GemmTuner:
         """GFLOP/s of one entry on an (M, N, K) problem with A and B stored as `layout` says,
         or None if it fails, does not fit or computes a wrong result."""
         m, n, k = shape
+        self._step(label)
         try:
             if self.gm.family_of(self.device, self.dtype, entry, shape) != entry["family"]:
                 return None  # does not fit this device: the engine would run something else
@@ -390,14 +535,33 @@ class GemmTuner:
                 self.log(f"  wrong result, skipped: {entry}")
                 return None
             _, _, ta, tb, tc = self._tensors(m, n, k, layout)
+            # NOTE: CPU time on CPU devices: on a shared machine other work stretches the
+            # kernels' wall time 2-5x from one call to the next, their CPU time 10-20%
             secs = time_call(self.device, lambda: self.gm.gemm_into(ta, tb, tc, entry=entry),
-                             self.reps)
+                             self.reps, cpu=self.device.is_cpu)
         except Exception as e:  # a build failure or a refused launch: not a candidate here
             self.log(f"  failed ({type(e).__name__}: {str(e).splitlines()[0][:100]}): {entry}")
             return None
         gflops = 2 * m * n * k / secs / 1e9
         self.results.append({"label": label, "shape": shape, "entry": entry, "gflops": gflops})
         return gflops
+
+    def _step(self, label, n=1):
+        if self.progress is not None and n > 0:
+            self.progress.step(f"{self.dtype.name} {label}", n)
+
+    def planned_steps(self):
+        """About how many timings tune_gemm makes (Progress's total)."""
+        if self.device.is_cpu:
+            tune = len(self.packed_candidates()) + 6
+        else:
+            structures = len(_xgemm_structures(self.dtype)[::4 if self.quick else 1])
+            tune = structures + 12 + (4 if self.quick else 24) + 3 * 4 * MAX_TILE_SHAPES
+        return tune + 2 * len(self.THRESHOLD_SIZES)
+
+    def packed_candidates(self):
+        return _packed_candidates(self.dtype, quick=True) if self.quick else \
+            _packed_candidates(self.dtype)
 
     def best(self, entries, shape, label, confirm=3):
         """(GFLOP/s, entry) of the entries that ran, best first; the `confirm` best are timed
@@ -410,8 +574,8 @@ class GemmTuner:
                 self.log(f"  {label} {shape}: {g:9.1f} GFLOP/s  {_short(e)}")
         scored.sort(key=lambda s: -s[0])
         top = [[g] for g, _ in scored[:confirm]]
-        for _ in range(2 if len(top) > 1 else 0):
-            for runs, (_, e) in zip(top, scored):
+        for i in range(2 if len(top) > 1 else 0):  # each pass in the other order
+            for runs, (_, e) in list(zip(top, scored))[::-1 if i % 2 == 0 else 1]:
                 runs.append(self.measure(e, shape, label + "-confirm") or 0.0)
         head = sorted(((float(np.median(r)), e) for r, (_, e) in zip(top, scored)),
                       key=lambda s: -s[0])
@@ -420,7 +584,7 @@ class GemmTuner:
     def tune_packed(self):
         shape = (self.size,) * 3
         cands = [{"family": "packed", "packed": p, "min_work": 0, "min_dim": 0}
-                 for p in _packed_candidates(self.dtype)]
+                 for p in self.packed_candidates()]
         scored = self.best(cands, shape, "packed")
         return {"family": "packed", "packed": scored[0][1]["packed"]} if scored else None
 
@@ -467,12 +631,13 @@ class GemmTuner:
     def tune_threshold(self, entry):
         """The smallest cube (as M*N*K) from which the fast family beats the direct kernel."""
         direct = {k: v for k, v in entry.items() if k not in ("min_work", "min_dim", "min_m")}
-        for s in (16, 32, 48, 64, 96, 128, 192, 256, 384, 512):
+        for i, s in enumerate(self.THRESHOLD_SIZES):
             fast = self.measure(dict(direct, min_work=0, min_dim=0), (s, s, s), "fast")
             small = self.measure(dict(direct, family=self.gm.small_family(direct)), (s, s, s),
                                  "small")
             self.log(f"  threshold {s}^3: fast {fast or 0:.1f}, direct {small or 0:.1f} GFLOP/s")
             if fast and small and fast > small:
+                self._step("threshold", 2 * (len(self.THRESHOLD_SIZES) - i - 1))
                 return {"min_work": s ** 3, "min_dim": max(1, s // 4)}
         return {"min_work": 512 ** 3, "min_dim": 128}
 
@@ -489,12 +654,13 @@ def _short(entry):
     return " ".join(f"{k}={v}" for k, v in (p or {}).items())
 
 
-def tune_gemm(device, dtype, size=None, reps=5, quick=False, log=print):
+def tune_gemm(device, dtype, size=None, reps=5, quick=False, log=print, progress=None):
     """Tune GEMM on a device and dtype; returns (winning entry, all measurements)."""
     from .ops import gemm as gm
     dtype = np.dtype(dtype)
+    _first_use.add((_gemm_kernel(dtype), device.index))  # tuned here, not again on first use
     size = size or (1024 if device.is_cpu else 4096)
-    tuner = GemmTuner(device, dtype, size, reps, log)
+    tuner = GemmTuner(device, dtype, size, reps, log, progress, quick)
     base = gm.entry_for(device, dtype)
     log(f"tuning gemm {dtype} on {device} at {size}^3; current family {base['family']}")
     winner = tuner.tune_packed() if device.is_cpu else tuner.tune_xgemm(quick)
@@ -503,48 +669,81 @@ def tune_gemm(device, dtype, size=None, reps=5, quick=False, log=print):
     if "packed" in winner:  # the tile is tuned; the rules measured on products stay
         rules = {k: v for k, v in base.get("packed", {}).items() if k not in winner["packed"]}
         winner["packed"] = dict(rules, **winner["packed"])
+        winner["small"] = "direct"  # the CPU kernel of small and odd sizes
     entry = dict(base, **winner)
     entry.update(tuner.tune_threshold(entry))
     return entry, tuner.results
 
 
-def main(argv=None):
+def _gemm_kernel(dtype):
+    return f"gemm_{np.dtype(dtype).name}"
+
+
+def _tune_gemm_kernel(device, kernel, size=None, reps=5, quick=False, log=print, progress=None):
+    return tune_gemm(device, kernel.removeprefix("gemm_"), size, reps, quick, log, progress)
+
+
+def _gemm_steps(device, kernel, size, reps, quick):
+    tuner = GemmTuner(device, kernel.removeprefix("gemm_"), size, reps, quick=quick)
+    return tuner.planned_steps()
+
+
+# family -> (tune(device, kernel, size=, reps=, quick=, log=, progress=) -> (entry, results),
+#            planned steps(device, kernel, size, reps, quick))
+TUNERS = {"gemm": _tune_gemm_kernel}
+PLANS = {"gemm": _gemm_steps}
+
+
+def tunable_kernels(device, family=None):
+    """(family, kernel) pairs `tune all` (or one family) tunes on a device: every kernel of
+    every family with a tuner, float64 ones where the device has fp64."""
+    return [(f, k) for f in TUNERS if family in (None, f) for k in FAMILIES[f]
+            if device.has_fp64 or "float64" not in k]
+
+
+def _parse(argv):
     parser = argparse.ArgumentParser(prog="python -m cltensor.tune",
                                      description="Tune kernel parameters on this machine's "
                                                  "OpenCL device and cache the winners.")
-    parser.add_argument("kernel", choices=["gemm"])
+    parser.add_argument("kernel", choices=["gemm", "all"],
+                        help="one kernel family, or all: every family with tunables and dtype")
     parser.add_argument("--device", help="platform:device index or name substring")
     parser.add_argument("--dtype", action="append", choices=["float32", "float64"],
-                        help="dtype(s) to tune (default float32)")
+                        help="dtype(s) to tune (default float32; all: every dtype)")
     parser.add_argument("--size", type=int, help="cube size to time (1024 on CPUs, 4096 else)")
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="fewer candidates")
     parser.add_argument("--no-store", action="store_true", help="do not write the user cache")
     parser.add_argument("--json", help="write every measurement and the winners here")
-    args = parser.parse_args(argv)
+    return parser.parse_args(argv)
+
+
+def main(argv=None):
+    args = _parse(argv)
     from .device import get_device
     device = get_device(args.device)
+    if args.kernel == "all" and not args.dtype:
+        jobs = tunable_kernels(device)
+    else:
+        jobs = [("gemm", f"gemm_{d}") for d in args.dtype or ["float32"]]
     report = {"device": device.name, "driver": device.cl_device.driver_version,
               "vendor": vendor_of(device), "winners": {}, "measurements": {}}
+    progress = Progress(sum(PLANS[f](device, k, args.size, args.reps, args.quick)
+                            for f, k in jobs))
     failed = 0
-    for dtype in args.dtype or ["float32"]:
+    for family, key in jobs:
         t0 = time.perf_counter()
-        entry, results = tune_gemm(device, dtype, args.size, args.reps, args.quick)
-        key = f"gemm_{dtype}"
+        entry, results = TUNERS[family](device, key, size=args.size, reps=args.reps,
+                                        quick=args.quick, log=progress.note, progress=progress)
         report["winners"][key], report["measurements"][key] = entry, results
-        print(f"{key}: {json.dumps(entry)}  ({time.perf_counter() - t0:.0f} s)")
+        progress.note(f"{key}: {json.dumps(entry)}  ({time.perf_counter() - t0:.0f} s)")
         if args.json:  # NOTE: written after each winner, so a later failure loses none
             Path(args.json).write_text(json.dumps(report, indent=1))
         if not args.no_store:
             try:
-                print(f"stored in {store(key, device, entry)}")
+                progress.note(f"stored in {store(key, device, entry)}")
             except OSError as e:
                 print(f"not stored ({e}); the winner is printed above", file=sys.stderr)
                 failed = 1
+    progress.close()
     return failed
-
-
-if __name__ == "__main__":
-    # NOTE: run the package's own copy of this module, whose caches the GEMM engine shares
-    from cltensor.tune import main as _main
-    sys.exit(_main())

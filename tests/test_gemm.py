@@ -604,7 +604,8 @@ def test_packed_b_in_place_rule(device):
     deep = lambda k, ld: gm.packed_reads_b_in_place(  # noqa: E731
         gm.Problem(device, np.dtype(np.float32), 8, 2048, k, (), None,
                    gm.Operand(x, [], ld, 1), None, None), params)
-    assert not deep(2048, 2048) and deep(1024, 2048) and deep(2048, 2050)  # aliasing rows
+    assert not deep(2048, 2048) and not deep(1024, 2048) and not deep(1024, 1024)  # aliasing
+    assert deep(512, 1024) and deep(2048, 2050) and deep(1024, 1000)  # shallow or not aliasing
     assert not gm.packed_reads_b_in_place(
         gm.Problem(device, np.dtype(np.float32), 8, 200, 4, (), None,
                    gm.Operand(x[0], [], 200, 1), None, None), {"MR": 6})  # off by default

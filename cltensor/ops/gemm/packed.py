@@ -40,18 +40,21 @@ def packed_walks_n(p, params):
 
 
 # Deep B whose rows lie a multiple of this many bytes apart is packed: its panel's rows share
-# cache sets (PoCL, 2 AVX-512 cores: 2048^3 107 ms in place vs 91 packed, 1024x2048x2048 51
-# vs 42; rows 4 KiB apart or K <= 1024 level, gemm.json)
-ALIASED_ROW_BYTES, ALIASED_MIN_K = 8192, 1536
+# cache sets (PoCL, 2 AVX-512 cores, ms in place vs packed: 2048^3 107 vs 91; CPU ms 1024^3
+# 16.7 vs 10.7, 2048x1024x1024 28.3 vs 22.2; K = 512 level; docs/performance.md)
+ALIASED_ROW_BYTES, ALIASED_MIN_K = 4096, 1024
 
 
 def packed_reads_b_in_place(p, params):
     """Whether gemm_packed reads B where it is (rows contiguous along N) instead of from packed
     panels: from N = B_IN_PLACE_MIN_N columns on (gemm.json: on PoCL the pack, a full memory
     pass, cost as much as the product on the convolutions' shallow batched products; narrower
-    B spends too much of its panels in the partial last one), unless its rows alias."""
+    B spends too much of its panels in the partial last one) and below K = B_IN_PLACE_MAX_K
+    (deeper, a panel's rows far apart stream worse than a packed panel), unless its rows
+    alias."""
     aliased = p.k >= ALIASED_MIN_K and p.b.rs * p.dtype.itemsize % ALIASED_ROW_BYTES == 0
-    return p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased
+    return (p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased and
+            p.k < params.get("B_IN_PLACE_MAX_K", 2**62))
 
 
 def packed_reads_a_in_place(p, params):
