@@ -38,7 +38,7 @@ from .linalg import (cholesky, cholesky_inverse, cholesky_solve, det, inverse,  
 from .linalg import qr_legacy as qr  # noqa: E402,F401  (torch.qr)
 
 # the composed ops' methods, torch's aliases, and the functions that are methods here
-from .methods import *  # noqa: E402,F401,F403
+from .composed_methods import *  # noqa: E402,F401,F403
 
 from . import backends, conv, nn, optim  # noqa: E402,F401  (layers sit on top of the ops)
 from . import accelerator, cuda  # noqa: E402,F401  (torch.cuda, torch.accelerator over "cuda")

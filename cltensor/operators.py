@@ -1,12 +1,10 @@
-"""Python's operators on tensors (+, -, *, /, //, %, **, @, comparisons, bitwise, in-place),
-a base class of ClTensor. They go through the tensor's methods, which autograd wraps, or
-through the pointwise ops."""
-from .ops import elementwise as ew
-from .ops import pointwise as pw
+"""Python's operators on tensors that go through the tensor's methods (which autograd wraps):
++, -, *, /, **, @, unary, bitwise and in-place; a base class of ClTensor. Those that call a
+kernel op directly (//, %, comparisons, reflected @ and shifts) are in the ops' tables:
+ops/pointwise.py OPERATORS and ops/matmul.py, listed in cltensor/methods.py."""
 
 
 class TensorOperators:
-    # NOTE: operators go through the methods, which autograd wraps
     def __format__(self, spec):
         """format(t, spec), as torch: a 0-d tensor formats as its number (f"{loss:.4f}"); any
         other takes only the empty spec, as object does."""
@@ -41,18 +39,6 @@ class TensorOperators:
     def __rtruediv__(self, o):
         return self._rdiv(o)
 
-    def __floordiv__(self, o):
-        return pw.floor_divide(self, o)
-
-    def __rfloordiv__(self, o):
-        return pw.reflected("floor_divide", self, o)
-
-    def __mod__(self, o):
-        return pw.remainder(self, o)
-
-    def __rmod__(self, o):
-        return pw.reflected("remainder", self, o)
-
     def __pow__(self, o):
         return self.pow(o)
 
@@ -70,28 +56,6 @@ class TensorOperators:
 
     def __matmul__(self, o):
         return self.matmul(o)
-
-    def __rmatmul__(self, o):
-        from .ops.matmul import matmul
-        return matmul(o, self)
-
-    def __eq__(self, o):
-        return ew.predicate("eq", [self, o])
-
-    def __ne__(self, o):
-        return ew.predicate("ne", [self, o])
-
-    def __lt__(self, o):
-        return ew.predicate("lt", [self, o])
-
-    def __le__(self, o):
-        return ew.predicate("le", [self, o])
-
-    def __gt__(self, o):
-        return ew.predicate("gt", [self, o])
-
-    def __ge__(self, o):
-        return ew.predicate("ge", [self, o])
 
     # bitwise on integer and bool tensors (bool: the logical ops), TypeError on floats
     def __and__(self, o):
@@ -111,14 +75,8 @@ class TensorOperators:
     def __lshift__(self, o):
         return self.bitwise_left_shift(o)
 
-    def __rlshift__(self, o):
-        return pw.bitwise_left_shift(o, self)
-
     def __rshift__(self, o):
         return self.bitwise_right_shift(o)
-
-    def __rrshift__(self, o):
-        return pw.bitwise_right_shift(o, self)
 
     def __iand__(self, o):
         return self.bitwise_and_(o)

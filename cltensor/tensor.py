@@ -11,7 +11,6 @@ from . import dtypes as dt
 from .device import Storage, TorchDevice, get_device
 from .hooks import RemovableHandle
 from .operators import TensorOperators
-from .ops import elementwise as ew
 # the shape helpers that ops import from here (contiguous_strides, _norm_dim, _size_args) live
 # in shapes.py
 from .shapes import (_contiguous_strides, _infer_shape, _is_basic_key,  # noqa: F401
@@ -37,9 +36,10 @@ class ClTensor(TensorOperators):
     Storage is a pooled device buffer shared by every view of it; `offset` and `strides` are in
     elements. Create tensors with cltensor.tensor, zeros, ones, rand, ... rather than directly.
 
-    Its surface: the methods written here, Python's operators (operators.py), and the ops'
-    methods installed from the layers above, listed in order in cltensor/methods.py (x.sum:
-    ops/reduce.py's TENSOR_METHODS, wrapped by autograd in autograd/namespace.py).
+    Its surface: the methods written here (none of which calls an op), Python's operators
+    (operators.py), and every other method, declared name -> module in cltensor/methods.py
+    and installed from the layer that owns it (x.sum: ops/reduce.py's TENSOR_METHODS,
+    installed and wrapped by autograd in autograd/namespace.py).
     """
 
     __array_priority__ = 1000  # numpy scalars defer to our reflected operators
@@ -273,15 +273,6 @@ class ClTensor(TensorOperators):
         """True on a CPU device, whose buffers are host memory."""
         return self.storage.device.is_cpu
 
-    def _move(self, device):
-        """A copy on another device (through the host: contexts differ)."""
-        from .creation import from_numpy
-        return from_numpy(self.numpy(), device=device)
-
-    def _cast(self, dtype):
-        out = ClTensor.empty_on(self.shape, dtype, self.device)
-        return ew.copy(self, out)
-
     def float(self):
         return self.to(dt.float32)
 
@@ -299,12 +290,6 @@ class ClTensor(TensorOperators):
 
     def type(self, dtype=None):
         return str(self.dtype) if dtype is None else self.to(dtype)
-
-    def clone(self, memory_format=None):
-        fmt = memory_format or (CHANNELS_LAST if self.ndim == 4 and self.is_contiguous(CHANNELS_LAST)
-                                and not self.is_contiguous() else CONTIGUOUS_FORMAT)
-        out = ClTensor.empty_on(self.shape, self.dtype, self.device, fmt)
-        return ew.copy(self, out)
 
     def contiguous(self, memory_format=CONTIGUOUS_FORMAT):
         if memory_format not in (CONTIGUOUS_FORMAT, CHANNELS_LAST):
@@ -352,11 +337,6 @@ class ClTensor(TensorOperators):
                             f"got {self.dtype}")
         self.requires_grad = bool(requires_grad)
         return self
-
-    def backward(self, gradient=None, retain_graph=None, create_graph=False):
-        """Accumulate d self / d leaf into every leaf's .grad (see cltensor.autograd.backward)."""
-        from .autograd import backward
-        backward(self, gradient, retain_graph, create_graph)
 
     @property
     def retains_grad(self):
@@ -409,18 +389,6 @@ class ClTensor(TensorOperators):
     def detach_(self):
         self.grad_fn = None
         self.requires_grad = False
-        return self
-
-    def copy_(self, src):
-        """Copy src (a tensor, broadcast to this shape, or a scalar) into this tensor in place."""
-        if isinstance(src, ClTensor) and src.device is not self.device:
-            src = src.to(self.device)
-        ew.copy_into(self, src)
-        return self
-
-    def fill_(self, value):
-        ew.check_writable(self, "fill_")
-        ew.copy_into(self, value)
         return self
 
     def zero_(self):
@@ -611,35 +579,10 @@ class ClTensor(TensorOperators):
                           tuple(self.strides[d] for d in rest) + (s1 + s2,), self.offset + start)
 
     # ---- indexing -----------------------------------------------------------------------------
-    def __getitem__(self, key):
-        key = key if isinstance(key, tuple) else (key,)
-        if _is_basic_key(key):
-            return self._basic_index(key)
-        from .ops import indexing
-        return indexing.getitem(self, key)
-
     def _basic_index(self, key):
         """Ints, slices, None and Ellipsis: a view."""
         return _basic_index(self, key)
 
-    def __setitem__(self, key, value):
-        key_t = key if isinstance(key, tuple) else (key,)
-        if _is_basic_key(key_t):
-            target = _basic_index(self, key_t)
-            if isinstance(value, ClTensor) and value.device is not self.device:
-                value = value.to(self.device)
-            if not isinstance(value, ClTensor) and not isinstance(value, (numbers.Number, np.bool_)):
-                from .creation import tensor
-                value = tensor(value, dtype=self.dtype, device=self.device)
-            ew.check_writable(target, "setitem")
-            ew.copy_into(target, value)
-            return
-        from .ops import indexing
-        indexing.setitem(self, key_t, value)
-
-
-# NOTE: set once the class exists; elementwise.py, imported by this module, needs it
-ew.ClTensor = ClTensor
 _SUPPORTED = frozenset(dt.DTYPES)
 
 
