@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 
 # installed by autograd/namespace.py, then the differentiable ones (autograd.FUNCTIONS, VIEWS)
 # wrapped by autograd.install()
-KERNEL_OPS = {
+KERNEL_OPS: dict[str, tuple[str, ...]] = {
     "ops.elementwise": ("clone", "_cast", "copy_", "fill_"),
     "ops.pointwise": ("add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "neg",
         "clamp", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and",
@@ -65,7 +65,7 @@ KERNEL_OPS = {
 }
 # installed by cltensor/composed_methods.py as they are (they call the wrapped methods); the
 # in-place ones (ops/inplace.py) recorded for autograd with their out-of-place twins
-COMPOSED_OPS = {
+COMPOSED_OPS: dict[str, tuple[str, ...]] = {
     "ops.composed": ("lerp", "addcmul", "addcdiv", "unbind", "kthvalue", "median", "unique",
         "unique_consecutive", "new_full", "new_tensor", "type_as", "movedim", "swapaxes", "ravel",
         "clamp_min", "clamp_max", "msort", "nansum", "nanmean", "isclose", "allclose", "equal",
@@ -87,12 +87,12 @@ COMPOSED_OPS = {
         "cholesky_inverse", "triangular_solve", "qr", "pinverse"),
 }
 # installed by nn/methods.py (the tensor sits below nn)
-NN = {
+NN: dict[str, tuple[str, ...]] = {
     "nn.methods": ("softmax", "log_softmax", "hardshrink", "prelu"),
 }
 
 
-METHOD_FUNCTIONS = (
+METHOD_FUNCTIONS: tuple[str, ...] = (
     "abs_", "acos_", "acosh_", "addmv_", "as_strided_", "asin_", "asinh_", "atan_", "atanh_",
     "ceil_", "clamp_", "clamp_max_", "clamp_min_", "clip_", "cos_", "cosh_", "deg2rad_", "erf_",
     "erfc_", "exp2_", "exp_", "expm1_", "fill_", "floor_", "frac_", "gcd_", "i0_", "lcm_",
@@ -102,14 +102,16 @@ METHOD_FUNCTIONS = (
     "conj_physical", "detach", "detach_", "is_complex", "is_conj", "is_floating_point",
     "is_neg", "is_nonzero", "is_same_size", "is_signed", "numel", "resolve_conj", "resolve_neg")
 # alias -> target: a tensor method with its in-place form, and a function where the target is one
-ALIASES = {"absolute": "abs", "arccos": "acos", "arcsin": "asin", "arctan": "atan",
-           "arccosh": "acosh", "arcsinh": "asinh", "arctanh": "atanh", "fix": "trunc",
-           "negative": "neg", "subtract": "sub", "multiply": "mul", "divide": "div",
-           "true_divide": "div", "greater": "gt", "greater_equal": "ge", "less": "lt",
-           "less_equal": "le", "not_equal": "ne", "swapdims": "swapaxes", "unsafe_chunk": "chunk",
-           "unsafe_split": "split", "unsafe_split_with_sizes": "split_with_sizes"}
+ALIASES: dict[str, str] = {
+    "absolute": "abs", "arccos": "acos", "arcsin": "asin", "arctan": "atan",
+    "arccosh": "acosh", "arcsinh": "asinh", "arctanh": "atanh", "fix": "trunc",
+    "negative": "neg", "subtract": "sub", "multiply": "mul", "divide": "div",
+    "true_divide": "div", "greater": "gt", "greater_equal": "ge", "less": "lt",
+    "less_equal": "le", "not_equal": "ne", "swapdims": "swapaxes", "unsafe_chunk": "chunk",
+    "unsafe_split": "split", "unsafe_split_with_sizes": "split_with_sizes",
+}
 # torch's names of an in-place transpose
-IN_PLACE_ALIASES = {"swapaxes_": "transpose_", "swapdims_": "transpose_"}
+IN_PLACE_ALIASES: dict[str, str] = {"swapaxes_": "transpose_", "swapdims_": "transpose_"}
 
 
 def attach(cls: type, declared: Mapping[str, tuple[str, ...]],
