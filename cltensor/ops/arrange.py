@@ -8,7 +8,7 @@ select, squeeze, unsqueeze, flatten, unflatten, broadcast_to, permute, reshape, 
 They call tensor methods and the cltensor functions autograd has wrapped, so they are
 differentiable through those (diagonal is the view method ClTensor.diagonal, whose gradient
 autograd's Slice gives, as it does narrow's).
-cltensor/__init__.py exports them as functions, cltensor/methods.py binds them as methods.
+cltensor/__init__.py exports them as functions, cltensor/composed_methods.py binds them as methods.
 """
 import functools
 import warnings

@@ -7,7 +7,7 @@ are in inplace.py.
 
 They call tensor methods, so they are differentiable through the ops they use (those that have
 gradients: unique's outputs have none, as in torch). cltensor/__init__.py exports them as
-functions and cltensor/methods.py binds them as ClTensor methods.
+functions and cltensor/composed_methods.py binds them as ClTensor methods.
 """
 import math
 import numbers
