@@ -9,7 +9,7 @@ from .methods import ALIASES, COMPOSED_OPS, IN_PLACE_ALIASES, METHOD_FUNCTIONS, 
 from .ops import arrange, composed, contract, inplace, searching
 from .tensor import ClTensor
 
-_TABLES = {m.__name__.removeprefix("cltensor."): m.TENSOR_METHODS
+_TABLES = {m.__name__.partition(".")[2]: m.TENSOR_METHODS
            for m in (composed, inplace, searching, arrange, contract, linalg)}
 # root functions from the composed ops' modules (cltensor/__init__.py's re-exports)
 _COMPOSED_FUNCTIONS = (arrange, composed, contract, searching)

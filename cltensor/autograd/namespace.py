@@ -17,7 +17,7 @@ from . import TENSOR_METHODS, install
 # in the order cltensor has always bound them (a later module's name wins)
 _FUNCTION_MODULES = (creation, indexing, matmul, pointwise, ranges, reduce, shape, sort, random)
 # the kernel ops' method tables, by the module names cltensor/methods.py declares them under
-_TABLES = {m.__name__.removeprefix("cltensor."): m.TENSOR_METHODS
+_TABLES = {m.__name__.partition(".")[2]: m.TENSOR_METHODS
            for m in (ew, pointwise, reduce, shape, indexing, matmul, ranges, random, sort, interop)}
 _TABLES["autograd"] = TENSOR_METHODS
 
