@@ -1,8 +1,9 @@
 """ClTensor's whole surface beyond the class itself: every method name -> the module whose
 TENSOR_METHODS table holds its function (x.sum is ops/reduce.py's TENSOR_METHODS["sum"],
 reduce.sum), in the order they are installed; a later table's name would win, and no name
-is in two tables. The rest of ClTensor is written on the class: tensor.py (storage, shape,
-views, conversions, autograd state) and operators.py (Python's operators through the methods).
+is in two tables. The function has the method's name unless NAMED_OTHERWISE gives it. The
+rest of ClTensor is written on the class: tensor.py (storage, shape, views, conversions,
+autograd state) and operators.py (Python's operators through the methods).
 
 The tables are installed from the layers that own their functions, each with `attach`: the
 kernel ops' by autograd/namespace.py (then autograd.install() wraps the differentiable ones,
@@ -109,6 +110,21 @@ ALIASES: dict[str, str] = {
     "true_divide": "div", "greater": "gt", "greater_equal": "ge", "less": "lt",
     "less_equal": "le", "not_equal": "ne", "swapdims": "swapaxes", "unsafe_chunk": "chunk",
     "unsafe_split": "split", "unsafe_split_with_sizes": "split_with_sizes",
+}
+# The methods whose function is named otherwise (every other method's function has the
+# method's name in its module): method -> the function, or for a lambda the call it makes.
+NAMED_OTHERWISE: dict[str, str] = {
+    "clip": "clamp", "clip_": "clamp_", "true_divide": "div", "arctan2": "atan2",
+    "arctan2_": "atan2_", "where": "where(condition, self, other)",
+    "__floordiv__": "floor_divide", "__mod__": "remainder",
+    "__rfloordiv__": "reflected('floor_divide', self, other)",
+    "__rmod__": "reflected('remainder', self, other)",
+    "__rlshift__": "bitwise_left_shift(other, self)",
+    "__rrshift__": "bitwise_right_shift(other, self)",
+    "__getitem__": "tensor_getitem", "__setitem__": "tensor_setitem", "ger": "outer",
+    "__rmatmul__": "matmul(other, self)", "backward": "_tensor_backward", "moveaxis": "movedim",
+    "nelement": "numel", "polygamma": "_polygamma_method", "polygamma_": "_polygamma_in_place",
+    "inverse": "inv", "qr": "qr_legacy",
 }
 # torch's names of an in-place transpose
 IN_PLACE_ALIASES: dict[str, str] = {"swapaxes_": "transpose_", "swapdims_": "transpose_"}

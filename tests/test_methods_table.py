@@ -76,6 +76,28 @@ def test_each_table_lists_exactly_its_modules_methods():
             assert set(names) == set(MODULES[module].TENSOR_METHODS), module
 
 
+def _misnamed():
+    """Declared methods whose function is named neither as the method nor as NAMED_OTHERWISE
+    says (a lambda must be listed there, with the call it makes)."""
+    found = []
+    for table in TABLES:
+        for module, names in table.items():
+            for name in names:
+                fn_name = MODULES[module].TENSOR_METHODS[name].__name__
+                if fn_name == "<lambda>":
+                    if name not in methods.NAMED_OTHERWISE:
+                        found.append(name)
+                elif fn_name != methods.NAMED_OTHERWISE.get(name, name):
+                    found.append(name)
+    return found
+
+
+def test_each_method_names_its_function(monkeypatch):
+    assert _misnamed() == []
+    monkeypatch.setitem(reduce.TENSOR_METHODS, "sum", reduce.mean)
+    assert _misnamed() == ["sum"]  # a check that could not fail is none
+
+
 def test_no_name_is_in_two_tables():
     listed = [n for table in TABLES for names in table.values() for n in names]
     assert len(listed) == len(set(listed))
