@@ -591,10 +591,11 @@ class ClTensor(TensorOperators):
         return self._view(tuple(self.shape[d] for d in rest) + (length,),
                           tuple(self.strides[d] for d in rest) + (s1 + s2,), self.offset + start)
 
-    # ---- indexing -----------------------------------------------------------------------------
+    # ---- indexing (x[key] and x[key] = v: ops/indexing/keys.py, from basic keys this view) ----
     def _basic_index(self, key):
         """Ints, slices, None and Ellipsis: a view."""
         return _basic_index(self, key)
+
 
 _SUPPORTED = frozenset(dt.DTYPES)
 
