@@ -43,7 +43,7 @@ from .linalg import (cholesky, cholesky_inverse, cholesky_solve, det, inverse,  
 from .linalg import qr_legacy as qr  # noqa: E402,F401  (torch.qr)
 
 # the composed ops' methods, torch's aliases, and the functions that are methods here
-from .methods import *  # noqa: E402,F401,F403
+from .composed_methods import *  # noqa: E402,F401,F403
 
 from . import backends, conv, nn, optim  # noqa: E402,F401  (layers sit on top of the ops)
 from . import accelerator, cuda  # noqa: E402,F401  (torch.cuda, torch.accelerator over "cuda")
@@ -62,3 +62,4 @@ __version__ = "0.1.0"
 from . import utils  # noqa: E402,F401  (torch.utils.data)
 from . import compiler, distributions, onnx  # noqa: E402,F401
 from .compiler import compile  # noqa: E402,F401,A004
+from . import tune  # noqa: E402,F401  (the tuner: installs tuning on first use)

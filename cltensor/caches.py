@@ -9,7 +9,7 @@ declares its caches where it defines them:
     def _shape_struct(sizes): ...
 
 The on-disk caches (built binaries, the tuning database, benchmark-mode choices) are not
-touched: they are checked before use instead (cltensor/program.py, tune.py, conv/dispatch.py).
+touched: they are checked before use instead (cltensor/program.py, tunedb.py, conv/dispatch.py).
 """
 import functools
 

@@ -24,6 +24,12 @@ def _method(fn):
 
 
 @_method
+def _move(self, device):
+    """A copy on another device (through the host: contexts differ); Tensor.to's transfer."""
+    return from_numpy(self.numpy(), device=device)
+
+
+@_method
 def __reduce_ex__(self, protocol):
     if self.requires_grad and not self.is_leaf:
         raise RuntimeError("cannot pickle a non-leaf tensor that requires grad (it carries "

@@ -1,13 +1,16 @@
-"""Python's operators on tensors (+, -, *, /, //, %, **, @, comparisons, bitwise, in-place),
-a base class of ClTensor. They go through the tensor's methods, which autograd wraps, or
-through the pointwise ops."""
-from .ops import elementwise as ew
-from .ops import pointwise as pw
+"""Python's operators on tensors that go through the tensor's methods (which autograd wraps):
++, -, *, /, **, @, unary, bitwise and in-place; a base class of ClTensor. Those that call a
+kernel op directly (//, %, comparisons, reflected @ and shifts) are in the ops' tables:
+ops/pointwise.py OPERATORS and ops/matmul.py, listed in cltensor/methods.py."""
+from __future__ import annotations
+
+from typing import Self
+
+Scalar = int | float | bool  # a Python number on the other side of an operator
 
 
 class TensorOperators:
-    # NOTE: operators go through the methods, which autograd wraps
-    def __format__(self, spec):
+    def __format__(self, spec: str) -> str:
         """format(t, spec), as torch: a 0-d tensor formats as its number (f"{loss:.4f}"); any
         other takes only the empty spec, as object does."""
         if self.dim() == 0:
@@ -17,132 +20,92 @@ class TensorOperators:
                             f"only 0-d tensors take one (this one has shape {tuple(self.shape)})")
         return str(self)
 
-    def __add__(self, o):
+    def __add__(self, o: Self | Scalar) -> Self:
         return self.add(o)
 
-    def __radd__(self, o):
+    def __radd__(self, o: Self | Scalar) -> Self:
         return self.add(o)
 
-    def __sub__(self, o):
+    def __sub__(self, o: Self | Scalar) -> Self:
         return self.sub(o)
 
-    def __rsub__(self, o):
+    def __rsub__(self, o: Self | Scalar) -> Self:
         return self.rsub(o)
 
-    def __mul__(self, o):
+    def __mul__(self, o: Self | Scalar) -> Self:
         return self.mul(o)
 
-    def __rmul__(self, o):
+    def __rmul__(self, o: Self | Scalar) -> Self:
         return self.mul(o)
 
-    def __truediv__(self, o):
+    def __truediv__(self, o: Self | Scalar) -> Self:
         return self.div(o)
 
-    def __rtruediv__(self, o):
+    def __rtruediv__(self, o: Self | Scalar) -> Self:
         return self._rdiv(o)
 
-    def __floordiv__(self, o):
-        return pw.floor_divide(self, o)
-
-    def __rfloordiv__(self, o):
-        return pw.reflected("floor_divide", self, o)
-
-    def __mod__(self, o):
-        return pw.remainder(self, o)
-
-    def __rmod__(self, o):
-        return pw.reflected("remainder", self, o)
-
-    def __pow__(self, o):
+    def __pow__(self, o: Self | Scalar) -> Self:
         return self.pow(o)
 
-    def __rpow__(self, o):
+    def __rpow__(self, o: Self | Scalar) -> Self:
         return self._rpow(o)
 
-    def __neg__(self):
+    def __neg__(self) -> Self:
         return self.neg()
 
-    def __pos__(self):
+    def __pos__(self) -> Self:
         return self
 
-    def __abs__(self):
+    def __abs__(self) -> Self:
         return self.abs()
 
-    def __matmul__(self, o):
+    def __matmul__(self, o: Self | Scalar) -> Self:
         return self.matmul(o)
 
-    def __rmatmul__(self, o):
-        from .ops.matmul import matmul
-        return matmul(o, self)
-
-    def __eq__(self, o):
-        return ew.predicate("eq", [self, o])
-
-    def __ne__(self, o):
-        return ew.predicate("ne", [self, o])
-
-    def __lt__(self, o):
-        return ew.predicate("lt", [self, o])
-
-    def __le__(self, o):
-        return ew.predicate("le", [self, o])
-
-    def __gt__(self, o):
-        return ew.predicate("gt", [self, o])
-
-    def __ge__(self, o):
-        return ew.predicate("ge", [self, o])
-
     # bitwise on integer and bool tensors (bool: the logical ops), TypeError on floats
-    def __and__(self, o):
+    def __and__(self, o: Self | Scalar) -> Self:
         return self.bitwise_and(o)
 
-    def __or__(self, o):
+    def __or__(self, o: Self | Scalar) -> Self:
         return self.bitwise_or(o)
 
-    def __xor__(self, o):
+    def __xor__(self, o: Self | Scalar) -> Self:
         return self.bitwise_xor(o)
 
-    def __invert__(self):
+    def __invert__(self) -> Self:
         return self.bitwise_not()
 
     __rand__, __ror__, __rxor__ = __and__, __or__, __xor__
 
-    def __lshift__(self, o):
+    def __lshift__(self, o: Self | Scalar) -> Self:
         return self.bitwise_left_shift(o)
 
-    def __rlshift__(self, o):
-        return pw.bitwise_left_shift(o, self)
-
-    def __rshift__(self, o):
+    def __rshift__(self, o: Self | Scalar) -> Self:
         return self.bitwise_right_shift(o)
 
-    def __rrshift__(self, o):
-        return pw.bitwise_right_shift(o, self)
-
-    def __iand__(self, o):
+    def __iand__(self, o: Self | Scalar) -> Self:
         return self.bitwise_and_(o)
 
-    def __ior__(self, o):
+    def __ior__(self, o: Self | Scalar) -> Self:
         return self.bitwise_or_(o)
 
-    def __ixor__(self, o):
+    def __ixor__(self, o: Self | Scalar) -> Self:
         return self.bitwise_xor_(o)
 
-    def __ilshift__(self, o):
+    def __ilshift__(self, o: Self | Scalar) -> Self:
         return self.bitwise_left_shift_(o)
 
-    def __irshift__(self, o):
+    def __irshift__(self, o: Self | Scalar) -> Self:
         return self.bitwise_right_shift_(o)
 
-    def __iadd__(self, o):
+    def __iadd__(self, o: Self | Scalar) -> Self:
         return self.add_(o)
 
-    def __isub__(self, o):
+    def __isub__(self, o: Self | Scalar) -> Self:
         return self.sub_(o)
 
-    def __imul__(self, o):
+    def __imul__(self, o: Self | Scalar) -> Self:
         return self.mul_(o)
 
-    def __itruediv__(self, o):
+    def __itruediv__(self, o: Self | Scalar) -> Self:
         return self.div_(o)

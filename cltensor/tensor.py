@@ -1,17 +1,20 @@
 """ClTensor: an N-d view (shape, strides, offset, dtype) over a device Storage."""
+from __future__ import annotations
+
 import builtins
 import math
 import numbers
 from collections import OrderedDict
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
 
 from . import dtypes as dt
-from .device import Storage, TorchDevice, get_device
+from .device import Device, Storage, TorchDevice, get_device
 from .hooks import RemovableHandle
-from .operators import TensorOperators
-from .ops import elementwise as ew
+from .operators import Scalar, TensorOperators
 from .dtypes import DType
 from .size import Size
 # the shape helpers that ops import from here (contiguous_strides, _norm_dim, _size_args) live
@@ -19,6 +22,11 @@ from .size import Size
 from .shapes import (_contiguous_strides, _infer_shape, _is_basic_key,  # noqa: F401
                      _is_channels_last, _is_contiguous, _norm_dim, _size_args, _size_args_view,
                      _view_strides, channels_last_strides, contiguous_strides)
+
+# what the hints name: a dtype as dt.as_dtype takes it (np.dtype, "float32", torch's dtypes,
+# float, ...), a device as get_device takes it ("cpu", "cuda:1", an index, a Device)
+DTypeLike = Any
+DeviceLike = Any
 
 CHANNELS_LAST = "channels_last"
 CONTIGUOUS_FORMAT = "contiguous_format"
@@ -39,9 +47,10 @@ class ClTensor(TensorOperators):
     Storage is a pooled device buffer shared by every view of it; `offset` and `strides` are in
     elements. Create tensors with cltensor.tensor, zeros, ones, rand, ... rather than directly.
 
-    Its surface: the methods written here, Python's operators (operators.py), and the ops'
-    methods installed from the layers above, listed in order in cltensor/methods.py (x.sum:
-    ops/reduce.py's TENSOR_METHODS, wrapped by autograd in autograd/namespace.py).
+    Its surface: the methods written here (none of which calls an op), Python's operators
+    (operators.py), and every other method, declared name -> module in cltensor/methods.py
+    and installed from the layer that owns it (x.sum: ops/reduce.py's TENSOR_METHODS,
+    installed and wrapped by autograd in autograd/namespace.py).
     """
 
     __array_priority__ = 1000  # numpy scalars defer to our reflected operators
@@ -60,7 +69,8 @@ class ClTensor(TensorOperators):
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def empty_on(cls, shape, dtype, device, memory_format=CONTIGUOUS_FORMAT):
+    def empty_on(cls, shape: Sequence[int], dtype: DTypeLike, device: Device,
+                 memory_format: str = CONTIGUOUS_FORMAT) -> ClTensor:
         if dtype.__class__ is not dt.DType:
             dtype = dt.as_dtype(dtype)
         if dtype is dt.float64 and not device.has_fp64:
@@ -79,116 +89,116 @@ class ClTensor(TensorOperators):
 
     # ---- properties ---------------------------------------------------------------------------
     @property
-    def device(self):
+    def device(self) -> Device:
         return self.storage.device
 
     @property
-    def ndim(self):
+    def ndim(self) -> int:
         return len(self.shape)
 
-    def dim(self):
+    def dim(self) -> int:
         return len(self.shape)
 
-    def numel(self):
+    def numel(self) -> int:
         return math.prod(self.shape)
 
-    def size(self, dim=None):
+    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
         return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size")]
 
-    def stride(self, dim=None):
+    def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
         return self.strides if dim is None else self.strides[_norm_dim(dim, self.ndim, "stride")]
 
-    def storage_offset(self):
+    def storage_offset(self) -> int:
         return self.offset
 
-    def element_size(self):
+    def element_size(self) -> int:
         return self.dtype.itemsize
 
-    def is_floating_point(self):
+    def is_floating_point(self) -> bool:
         return dt.is_floating(self.dtype)
 
     # cltensor's dtypes are real and its tensors dense
     is_meta = is_sparse = is_quantized = is_nested = is_xpu = is_mps = False
 
     @property
-    def is_cpu(self):
+    def is_cpu(self) -> bool:
         """On a CPU OpenCL device (host memory): torch's "cpu"."""
         return self.storage.device.is_cpu
 
     @property
-    def is_cuda(self):
+    def is_cuda(self) -> bool:
         """On an OpenCL GPU: torch's "cuda"."""
         return self.storage.device.is_gpu
 
-    def is_complex(self):
+    def is_complex(self) -> bool:
         return False
 
-    def is_conj(self):
+    def is_conj(self) -> bool:
         return False
 
-    def is_neg(self):
+    def is_neg(self) -> bool:
         return False
 
-    def conj(self):
+    def conj(self) -> ClTensor:
         """self: the conjugate of a real tensor (also conj_physical, resolve_conj, resolve_neg)."""
         return self
 
     conj_physical = conj_physical_ = resolve_conj = resolve_neg = conj
 
     @property
-    def real(self):
+    def real(self) -> ClTensor:
         return self
 
     @property
-    def imag(self):
+    def imag(self) -> ClTensor:
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes")
 
-    def is_signed(self):
+    def is_signed(self) -> bool:
         """False for bool and uint8, True for the other dtypes."""
         return self.dtype.is_signed
 
-    def is_same_size(self, other):
+    def is_same_size(self, other: ClTensor) -> bool:
         return self.shape == tuple(other.shape)
 
-    def is_nonzero(self):
+    def is_nonzero(self) -> bool:
         """The truth value of a one-element tensor; more or fewer elements raise, as torch."""
         if self.numel() != 1:
             what = "no values" if self.numel() == 0 else "more than one value"
             raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
         return builtins.bool(self.item())
 
-    def ndimension(self):
+    def ndimension(self) -> int:
         return len(self.shape)
 
     @property
-    def itemsize(self):
+    def itemsize(self) -> int:
         return self.dtype.itemsize
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         return self.numel() * self.dtype.itemsize
 
-    def get_device(self):
+    def get_device(self) -> int:
         """torch's device ordinal: -1 on a CPU device, else the index of cltensor.device(x.device)
         ("cuda:1" gives 1)."""
         index = TorchDevice(self.device).index
         return -1 if self.device.is_cpu or index is None else index
 
-    def is_contiguous(self, memory_format=CONTIGUOUS_FORMAT):
+    def is_contiguous(self, memory_format: str = CONTIGUOUS_FORMAT) -> bool:
         if memory_format == CHANNELS_LAST:
             return len(self.shape) == 4 and _is_channels_last(self.shape, self.strides)
         return _is_contiguous(self.shape, self.strides)
 
-    def __len__(self):
+    def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return id(self)
 
     # ---- host transfer ------------------------------------------------------------------------
-    def numpy(self):
+    def numpy(self) -> np.ndarray:
         """A numpy copy of the data (waits for the queue)."""
         src = self if self.is_contiguous() else self.contiguous()
         host = np.empty(self.shape, self.dtype)
@@ -199,51 +209,52 @@ class ClTensor(TensorOperators):
                                 src_offset=src.offset * self.dtype.itemsize).wait()
         return host
 
-    def tolist(self):
+    def tolist(self) -> list | Scalar:
         return self.numpy().tolist()
 
-    def item(self):
+    def item(self) -> Scalar:
         if self.numel() != 1:
             raise ValueError(f"item(): the tensor has {self.numel()} elements, not 1")
         return self.numpy().reshape(()).item()
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         if self.numel() != 1:
             raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous")
         return builtins.bool(self.item())
 
-    def __float__(self):
+    def __float__(self) -> float:
         return float(self.item())
 
-    def __int__(self):
+    def __int__(self) -> int:
         return int(self.item())
 
-    def __index__(self):
+    def __index__(self) -> int:
         if self.dtype.kind not in "iu":
             raise TypeError("only integer tensors of a single element can be used as an index")
         return int(self.item())
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
         if copy is False:
             raise ValueError("np.asarray(tensor, copy=False): a tensor's data is on an OpenCL "
                              "device, so numpy always gets a copy")
         a = self.numpy()
         return a if dtype is None else a.astype(dtype, copy=False)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
         plain = (dt.get_default_dtype(), dt.int64, dt.bool_)  # torch leaves these dtypes out
         extra = "" if self.dtype in plain else f", dtype={self.dtype!r}"
         return f"tensor({body}{extra}, device='cl:{self.device.index}')"
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[ClTensor]:
         if not self.shape:
             raise TypeError("iteration over a 0-d tensor")
         return (self[i] for i in range(self.shape[0]))
 
     # ---- conversion ---------------------------------------------------------------------------
-    def to(self, *args, dtype=None, device=None, copy=False, non_blocking=False,
-           memory_format=None):
+    def to(self, *args: DTypeLike | DeviceLike | ClTensor, dtype: DTypeLike | None = None,
+           device: DeviceLike | None = None, copy: bool = False, non_blocking: bool = False,
+           memory_format: str | None = None) -> ClTensor:
         """to(dtype), to(device), to(device, dtype), to(other_tensor); a device as get_device
         takes it ("cpu", "cuda:0", cltensor.device(...), a Device). non_blocking is accepted:
         copies between devices go through the host and are done on return."""
@@ -259,70 +270,56 @@ class ClTensor(TensorOperators):
             out = out.contiguous(memory_format)
         return out
 
-    def cpu(self, memory_format=None):
+    def cpu(self, memory_format: str | None = None) -> ClTensor:
         """The tensor on the device "cpu" names (cltensor.device.TorchDevice): self if there."""
         return self.to("cpu", memory_format=memory_format)
 
-    def cuda(self, device=None, non_blocking=False, memory_format=None):
+    def cuda(self, device: DeviceLike | None = None, non_blocking: bool = False,
+             memory_format: str | None = None) -> ClTensor:
         """The tensor on a GPU: the current one, or `device` (an index, "cuda:1", a device)."""
         target = TorchDevice("cuda", device) if isinstance(device, int) else device or "cuda"
         return self.to(target, memory_format=memory_format)
 
-    def pin_memory(self, device=None):
+    def pin_memory(self, device: DeviceLike | None = None) -> ClTensor:
         """self: OpenCL moves data between host and device without page-locked copies."""
         return self
 
-    def is_pinned(self, device=None):
+    def is_pinned(self, device: DeviceLike | None = None) -> bool:
         """True on a CPU device, whose buffers are host memory."""
         return self.storage.device.is_cpu
 
-    def _move(self, device):
-        """A copy on another device (through the host: contexts differ)."""
-        from .creation import from_numpy
-        return from_numpy(self.numpy(), device=device)
-
-    def _cast(self, dtype):
-        out = ClTensor.empty_on(self.shape, dtype, self.device)
-        return ew.copy(self, out)
-
-    def float(self):
+    def float(self) -> ClTensor:
         return self.to(dt.float32)
 
-    def double(self):
+    def double(self) -> ClTensor:
         return self.to(dt.float64)
 
-    def int(self):
+    def int(self) -> ClTensor:
         return self.to(dt.int32)
 
-    def long(self):
+    def long(self) -> ClTensor:
         return self.to(dt.int64)
 
-    def bool(self):
+    def bool(self) -> ClTensor:
         return self.to(dt.bool_)
 
-    def byte(self):
+    def byte(self) -> ClTensor:
         return self.to(dt.uint8)
 
-    def char(self):
+    def char(self) -> ClTensor:
         return self.to(dt.int8)
 
-    def short(self):
+    def short(self) -> ClTensor:
         return self.to(dt.int16)
 
-    def type(self, dtype=None):
+    def type(self, dtype: DTypeLike | None = None) -> str | ClTensor:
         """The tensor type's name ("cltensor.FloatTensor"), or a copy converted to `dtype` (a
         dtype, a tensor type such as cltensor.LongTensor, or its name)."""
         if dtype is None:
             return f"cltensor.{self.dtype.tensor_type}"
         return self.to(dt.tensor_type_dtype(dtype))
 
-    def clone(self, memory_format=None):
-        fmt = memory_format or (CHANNELS_LAST if self.ndim == 4 and self.is_contiguous(CHANNELS_LAST)
-                                and not self.is_contiguous() else CONTIGUOUS_FORMAT)
-        out = ClTensor.empty_on(self.shape, self.dtype, self.device, fmt)
-        return ew.copy(self, out)
-
-    def contiguous(self, memory_format=CONTIGUOUS_FORMAT):
+    def contiguous(self, memory_format: str = CONTIGUOUS_FORMAT) -> ClTensor:
         if memory_format not in (CONTIGUOUS_FORMAT, CHANNELS_LAST):
             raise ValueError(f"contiguous: unknown memory_format {memory_format!r}")
         if memory_format == CHANNELS_LAST and self.ndim != 4:
@@ -331,17 +328,17 @@ class ClTensor(TensorOperators):
             return self
         return self.clone(memory_format=memory_format)
 
-    def detach(self):
+    def detach(self) -> ClTensor:
         """A view of the same data that records no gradient."""
         return self._view(self.shape, self.strides)
 
     @property
-    def data(self):
+    def data(self) -> ClTensor:
         """The tensor's data without its autograd history (a view sharing storage)."""
         return self.detach()
 
     @data.setter
-    def data(self, other):
+    def data(self, other: ClTensor) -> None:
         if not isinstance(other, ClTensor):
             raise TypeError(f"data must be a ClTensor, got {type(other).__name__}")
         self.storage, self.shape, self.strides = other.storage, other.shape, other.strides
@@ -356,10 +353,10 @@ class ClTensor(TensorOperators):
 
     # ---- autograd -----------------------------------------------------------------------------
     @property
-    def is_leaf(self):
+    def is_leaf(self) -> bool:
         return self.grad_fn is None
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> ClTensor:
         if self.grad_fn is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables; "
                                "use .detach() to get a leaf")
@@ -369,21 +366,16 @@ class ClTensor(TensorOperators):
         self.requires_grad = bool(requires_grad)
         return self
 
-    def backward(self, gradient=None, retain_graph=None, create_graph=False):
-        """Accumulate d self / d leaf into every leaf's .grad (see cltensor.autograd.backward)."""
-        from .autograd import backward
-        backward(self, gradient, retain_graph, create_graph)
-
     @property
-    def retains_grad(self):
+    def retains_grad(self) -> bool:
         """Whether retain_grad() was called on this non-leaf tensor."""
         return self.grad_fn is not None and self.grad_fn.retained.get(self._output_nr) is self
 
     @property
-    def output_nr(self):
+    def output_nr(self) -> int:
         return self._output_nr
 
-    def retain_grad(self):
+    def retain_grad(self) -> None:
         """Keep this non-leaf tensor's gradient in .grad after backward."""
         if self.grad_fn is None:
             if not self.requires_grad:
@@ -391,7 +383,7 @@ class ClTensor(TensorOperators):
             return
         self.grad_fn.retained[self._output_nr] = self
 
-    def register_hook(self, hook):
+    def register_hook(self, hook: Callable[[ClTensor], ClTensor | None]) -> RemovableHandle:
         """hook(grad) runs when backward computes the gradient w.r.t. this tensor (before a
         leaf's .grad takes it); a result other than None replaces the gradient. Returns a
         RemovableHandle.
@@ -410,7 +402,8 @@ class ClTensor(TensorOperators):
             registry = self.grad_fn.tensor_hooks.setdefault(self._output_nr, OrderedDict())
         return RemovableHandle(registry, hook)
 
-    def register_post_accumulate_grad_hook(self, hook):
+    def register_post_accumulate_grad_hook(self, hook: Callable[[ClTensor], None]
+                                           ) -> RemovableHandle:
         """hook(tensor) runs after backward has accumulated this leaf's .grad. Returns a
         RemovableHandle."""
         if self.grad_fn is not None:
@@ -422,28 +415,16 @@ class ClTensor(TensorOperators):
         return RemovableHandle(self.__dict__.setdefault("_post_accumulate_hooks", OrderedDict()),
                                hook)
 
-    def detach_(self):
+    def detach_(self) -> ClTensor:
         self.grad_fn = None
         self.requires_grad = False
         return self
 
-    def copy_(self, src):
-        """Copy src (a tensor, broadcast to this shape, or a scalar) into this tensor in place."""
-        if isinstance(src, ClTensor) and src.device is not self.device:
-            src = src.to(self.device)
-        ew.copy_into(self, src)
-        return self
-
-    def fill_(self, value):
-        ew.check_writable(self, "fill_")
-        ew.copy_into(self, value)
-        return self
-
-    def zero_(self):
+    def zero_(self) -> ClTensor:
         return self.fill_(0)
 
     # ---- views --------------------------------------------------------------------------------
-    def view(self, *shape):
+    def view(self, *shape: int | Sequence[int]) -> ClTensor:
         shape = _infer_shape(_size_args_view(shape), self.numel())
         strides = _view_strides(self.shape, self.strides, shape)
         if strides is None:
@@ -451,20 +432,20 @@ class ClTensor(TensorOperators):
                                f"{self.shape} and strides {self.strides}; use .reshape()")
         return self._view(shape, strides)
 
-    def reshape(self, *shape):
+    def reshape(self, *shape: int | Sequence[int]) -> ClTensor:
         shape = _infer_shape(_size_args_view(shape), self.numel())
         strides = _view_strides(self.shape, self.strides, shape)
         if strides is None:
             return self.contiguous().view(shape)
         return self._view(shape, strides)
 
-    def view_as(self, other):
+    def view_as(self, other: ClTensor) -> ClTensor:
         return self.view(other.shape)
 
-    def reshape_as(self, other):
+    def reshape_as(self, other: ClTensor) -> ClTensor:
         return self.reshape(other.shape)
 
-    def flatten(self, start_dim=0, end_dim=-1):
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> ClTensor:
         if self.ndim == 0:
             return self.reshape(1)
         s = _norm_dim(start_dim, self.ndim, "flatten")
@@ -473,7 +454,7 @@ class ClTensor(TensorOperators):
             raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
         return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
-    def unflatten(self, dim, sizes):
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> ClTensor:
         """Dim `dim` split into `sizes` (one of them may be -1), as torch.unflatten."""
         d = _norm_dim(dim, self.ndim, "unflatten")
         sizes = tuple(sizes)
@@ -485,7 +466,7 @@ class ClTensor(TensorOperators):
                              f"({self.shape[d]}) in the input tensor of shape {self.shape}")
         return self.reshape(self.shape[:d] + tuple(inner) + self.shape[d + 1:])
 
-    def permute(self, *dims):
+    def permute(self, *dims: int | Sequence[int]) -> ClTensor:
         dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         if len(dims) != self.ndim:
             raise ValueError(f"permute: got {len(dims)} dims for a {self.ndim}-d tensor")
@@ -494,45 +475,45 @@ class ClTensor(TensorOperators):
             raise ValueError(f"permute: repeated dim in {tuple(dims)}")
         return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims])
 
-    def transpose(self, dim0, dim1):
+    def transpose(self, dim0: int, dim1: int) -> ClTensor:
         order = list(range(self.ndim))
         a, b = _norm_dim(dim0, self.ndim, "transpose"), _norm_dim(dim1, self.ndim, "transpose")
         order[a], order[b] = order[b], order[a]
         return self.permute(order) if self.ndim else self
 
-    def t(self):
+    def t(self) -> ClTensor:
         if self.ndim > 2:
             raise ValueError(f"t() expects a tensor with <= 2 dims, got {self.ndim}")
         return self.transpose(0, 1) if self.ndim == 2 else self
 
     @property
-    def T(self):
+    def T(self) -> ClTensor:
         return self.permute(list(reversed(range(self.ndim))))
 
     @property
-    def mT(self):
+    def mT(self) -> ClTensor:
         return self.transpose(-2, -1)
 
     @property
-    def mH(self):
+    def mH(self) -> ClTensor:
         """The conjugate transpose of each matrix in the last two dims: mT for real tensors."""
         return self.adjoint()
 
-    def adjoint(self):
+    def adjoint(self) -> ClTensor:
         if self.ndim < 2:
             raise ValueError(f"adjoint: expects matrices or batches of matrices, got a "
                              f"{self.ndim}-d tensor")
         return self.transpose(-2, -1)
 
     @property
-    def H(self):
+    def H(self) -> ClTensor:
         """The conjugate transpose of a matrix (2-d tensor): its transpose for real tensors."""
         if self.ndim not in (0, 2):
             raise ValueError(f"H: only supported on matrices (2-d tensors), got a {self.ndim}-d "
                              f"tensor; use mH for batches of matrices")
         return self.t()
 
-    def expand(self, *shape):
+    def expand(self, *shape: int | Sequence[int]) -> ClTensor:
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         if tuple(shape) == self.shape:
             return self._view(self.shape, self.strides)
@@ -556,13 +537,13 @@ class ClTensor(TensorOperators):
             new_strides.append(st if have == n else 0)
         return self._view(new_shape, new_strides)
 
-    def expand_as(self, other):
+    def expand_as(self, other: ClTensor) -> ClTensor:
         return self.expand(other.shape)
 
-    def broadcast_to(self, shape):
+    def broadcast_to(self, shape: Sequence[int]) -> ClTensor:
         return self.expand(shape)
 
-    def squeeze(self, dim=None):
+    def squeeze(self, dim: int | Sequence[int] | None = None) -> ClTensor:
         if dim is None:
             keep = [i for i, n in enumerate(self.shape) if n != 1]
         else:
@@ -571,13 +552,13 @@ class ClTensor(TensorOperators):
             keep = [i for i, n in enumerate(self.shape) if not (i in drop and n == 1)]
         return self._view([self.shape[i] for i in keep], [self.strides[i] for i in keep])
 
-    def unsqueeze(self, dim):
+    def unsqueeze(self, dim: int) -> ClTensor:
         d = _norm_dim(dim, self.ndim + 1, "unsqueeze")
         st = self.strides[d] * self.shape[d] if d < self.ndim else 1
         return self._view(self.shape[:d] + (1,) + self.shape[d:],
                           self.strides[:d] + (st,) + self.strides[d:])
 
-    def unfold(self, dimension, size, step):
+    def unfold(self, dimension: int, size: int, step: int) -> ClTensor:
         d = _norm_dim(dimension, self.ndim, "unfold")
         if size > self.shape[d] or step <= 0:
             raise ValueError(f"unfold: size {size} and step {step} do not fit dim of size {self.shape[d]}")
@@ -586,7 +567,7 @@ class ClTensor(TensorOperators):
                           self.strides[:d] + (self.strides[d] * step,) + self.strides[d + 1:]
                           + (self.strides[d],))
 
-    def narrow(self, dim, start, length):
+    def narrow(self, dim: int, start: int, length: int) -> ClTensor:
         d = _norm_dim(dim, self.ndim, "narrow")
         start = start + self.shape[d] if start < 0 else start
         if not (0 <= start and length >= 0 and start + length <= self.shape[d]):
@@ -596,7 +577,7 @@ class ClTensor(TensorOperators):
         shape[d] = length
         return self._view(shape, self.strides, self.offset + start * self.strides[d])
 
-    def select(self, dim, index):
+    def select(self, dim: int, index: int) -> ClTensor:
         d = _norm_dim(dim, self.ndim, "select")
         n = self.shape[d]
         if not -n <= index < n:
@@ -605,7 +586,7 @@ class ClTensor(TensorOperators):
         return self._view(self.shape[:d] + self.shape[d + 1:], self.strides[:d] + self.strides[d + 1:],
                           self.offset + index * self.strides[d])
 
-    def diagonal(self, offset=0, dim1=0, dim2=1):
+    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> ClTensor:
         """The diagonal of the matrices in dims dim1 and dim2 (offset > 0 above the main one,
         < 0 below), as a view sharing this tensor's storage: its dim comes last.
 
@@ -626,36 +607,12 @@ class ClTensor(TensorOperators):
         return self._view(tuple(self.shape[d] for d in rest) + (length,),
                           tuple(self.strides[d] for d in rest) + (s1 + s2,), self.offset + start)
 
-    # ---- indexing -----------------------------------------------------------------------------
-    def __getitem__(self, key):
-        key = key if isinstance(key, tuple) else (key,)
-        if _is_basic_key(key):
-            return self._basic_index(key)
-        from .ops import indexing
-        return indexing.getitem(self, key)
-
+    # ---- indexing (x[key] and x[key] = v: ops/indexing/keys.py, from basic keys this view) ----
     def _basic_index(self, key):
         """Ints, slices, None and Ellipsis: a view."""
         return _basic_index(self, key)
 
-    def __setitem__(self, key, value):
-        key_t = key if isinstance(key, tuple) else (key,)
-        if _is_basic_key(key_t):
-            target = _basic_index(self, key_t)
-            if isinstance(value, ClTensor) and value.device is not self.device:
-                value = value.to(self.device)
-            if not isinstance(value, ClTensor) and not isinstance(value, (numbers.Number, np.bool_)):
-                from .creation import tensor
-                value = tensor(value, dtype=self.dtype, device=self.device)
-            ew.check_writable(target, "setitem")
-            ew.copy_into(target, value)
-            return
-        from .ops import indexing
-        indexing.setitem(self, key_t, value)
 
-
-# NOTE: set once the class exists; elementwise.py, imported by this module, needs it
-ew.ClTensor = ClTensor
 
 
 def to_args(args, device, dtype):

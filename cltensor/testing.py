@@ -1,7 +1,9 @@
 """Helpers for testing cltensor against numpy references."""
 import numpy as np
 
+from . import autograd
 from . import dtypes as dt
+from .creation import from_numpy
 
 # Default tolerances for comparing against a float64 reference.
 TOLERANCES = {dt.float32: (1e-5, 1e-6), dt.float64: (1e-12, 1e-14)}
@@ -58,8 +60,6 @@ def gradcheck(fn, inputs, eps=1e-6, atol=1e-6, rtol=1e-4, seed=0):
     Raises AssertionError naming the input and the worst element (a NaN on either side
     counts as a mismatch); returns True otherwise.
     """
-    from . import autograd
-    from .creation import from_numpy
     rng = np.random.default_rng(seed)
     out = fn(*inputs)
     outs = out if isinstance(out, (tuple, list)) else (out,)

@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import cltensor
-from cltensor import tune
+from cltensor import tune, tunedb
 from cltensor.device import Device
 from cltensor.ops import gemm as gm
 from cltensor.testing import random_array, rel_error
@@ -764,7 +764,7 @@ def tmp_tuning(tmp_path, monkeypatch):
     """A private database folder and user cache for one test."""
     db = tmp_path / "db"
     db.mkdir()
-    monkeypatch.setattr(tune, "DB_DIR", db)
+    monkeypatch.setattr(tunedb, "DB_DIR", db)
     monkeypatch.setenv("CLTENSOR_CACHE_DIR", str(tmp_path / "cache"))
     tune.clear()
     yield db

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from cltensor import tune
+from cltensor import tune, tunedb
 from cltensor.ops import gemm as gm
 from conftest import subprocess_env
 
@@ -27,6 +27,7 @@ def tiny_tuner(tmp_path, monkeypatch):
         for vendor in table["vendors"].values():
             vendor.pop("devices", None)
     (db / "gemm.json").write_text(json.dumps(shipped))
+    monkeypatch.setattr(tunedb, "DB_DIR", db)  # the module that reads it
     monkeypatch.setattr(tune, "DB_DIR", db)
     monkeypatch.setenv("CLTENSOR_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.delenv(tune.AUTOTUNE_ENV, raising=False)

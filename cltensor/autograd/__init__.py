@@ -17,6 +17,15 @@ from .engine import (RAW, Function, Node, _check_out, backward, enable_grad,  # 
                      grad, is_grad_enabled, needs_grad, no_grad, once_differentiable,
                      set_grad_enabled, wrap_function, zero_grads)
 
+
+
+def _tensor_backward(self, gradient=None, retain_graph=None, create_graph=False):
+    """Accumulate d self / d leaf into every leaf's .grad (see cltensor.autograd.backward)."""
+    backward(self, gradient, retain_graph, create_graph)
+
+
+# ClTensor's methods of autograd itself (installed by namespace.py, listed in methods.py)
+TENSOR_METHODS = {"backward": _tensor_backward}
 FUNCTIONS = {
     "add": F.Add, "sub": F.Sub, "rsub": F.Rsub, "mul": F.Mul, "div": F.Div, "_rdiv": F.Rdiv,
     "pow": F.Pow, "_rpow": F.Rpow, "clamp": F.Clamp, "maximum": F.Maximum, "minimum": F.Minimum,

@@ -6,6 +6,8 @@ import numpy as np
 
 from .. import backends, caches, program
 from ..device import capturing
+from ..ops import elementwise as ew
+from ..ops.reduce import sum as sum_
 from ..program import ctype_of, launch, round_up
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 
@@ -115,7 +117,6 @@ def with_merged_spatial(t):
 def to_cnhw(t):
     """A (C, N, H, W) contiguous copy of an (N, C, H, W) tensor: a (C, N*H*W) matrix."""
     out = ClTensor.empty_on((t.shape[1], t.shape[0]) + tuple(t.shape[2:]), t.dtype, t.device)
-    from ..ops import elementwise as ew
     (n, c, *hw), (s0, s1, *shw) = t.shape, t.strides
     ew.copy(strided(t, (c, n, *hw), (s1, s0, *shw)), out)
     return out
@@ -129,5 +130,4 @@ def images_per_chunk(n, bytes_per_image):
 
 def bias_grad(gout):
     """The bias gradient: gout summed over batch and space."""
-    from ..ops.reduce import sum as sum_
     return sum_(gout, dim=(0, 2, 3))

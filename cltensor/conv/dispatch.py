@@ -21,7 +21,7 @@ import inspect
 import time
 from pathlib import Path
 
-from .. import backends, caches, tune
+from .. import backends, caches, tunedb
 from ..diskfiles import private_dirs, read_json, update_json, warn_once
 from ..program import cache_root, device_key
 from . import common, gemm1x1, im2col, implicit, precision, s2d, winograd
@@ -417,7 +417,7 @@ def _from_disk(device, p, pass_):
 
 def _to_disk(device, p, pass_, best, times):
     """Merge one choice into the file under its lock (other processes' choices stay)."""
-    entry = {"algo": best, "times_ms": times, "vendor": tune.vendor_of(device)}
+    entry = {"algo": best, "times_ms": times, "vendor": tunedb.vendor_of(device)}
     _load(device)[_disk_key(p, pass_)] = entry
     if private_dirs(cache_root(), "conv") is None:
         return

@@ -3,6 +3,7 @@ import numpy as np
 
 from .. import backends
 from .. import dtypes as dt
+from ..creation import from_numpy
 from ..device import get_device
 from ..tensor import ClTensor
 from . import dispatch
@@ -16,7 +17,6 @@ def _as_tensor(x, dtype, device):
         return x
     if not backends.benchmark:
         return ClTensor.empty_on(tuple(x), dtype, device)
-    from ..creation import from_numpy
     data = np.random.default_rng(0).uniform(-1, 1, tuple(x)).astype(dtype)
     return from_numpy(data, device=device)
 

@@ -1,6 +1,7 @@
 """ClTensor's methods that are nn ops: x.softmax(dim), x.log_softmax(dim), x.hardshrink(),
 x.prelu(weight). nn installs them itself, since the tensor sits below nn; torch.softmax and
 torch.log_softmax (softmax(input, dim, dtype=None)) are the same functions."""
+from ..methods import NN, attach
 from ..tensor import ClTensor
 from .functional import hardshrink, prelu
 from .functional import log_softmax as _log_softmax
@@ -17,6 +18,4 @@ def log_softmax(input, dim, dtype=None):
 
 TENSOR_METHODS = {"softmax": softmax, "log_softmax": log_softmax, "hardshrink": hardshrink,
                   "prelu": prelu}
-for _name, _fn in TENSOR_METHODS.items():
-    setattr(ClTensor, _name, _fn)
-del _name, _fn
+attach(ClTensor, NN, {"nn.methods": TENSOR_METHODS})

@@ -8,7 +8,7 @@ select, squeeze, unsqueeze, flatten, unflatten, broadcast_to, permute, reshape, 
 They call tensor methods and the cltensor functions autograd has wrapped, so they are
 differentiable through those (diagonal is the view method ClTensor.diagonal, whose gradient
 autograd's Slice gives, as it does narrow's).
-cltensor/__init__.py exports them as functions, cltensor/methods.py binds them as methods.
+cltensor/__init__.py exports them as functions, cltensor/composed_methods.py binds them as methods.
 """
 import functools
 import warnings
@@ -17,6 +17,7 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..autograd.namespace import arange, cat, pad, stack, where, zeros
+from ..creation import from_numpy
 from ..tensor import ClTensor, _norm_dim
 from . import elementwise as ew
 from .composed import _check_tensor, movedim
@@ -337,7 +338,6 @@ def _positions(counts, output_size, device, op):
     if output_size is not None and output_size != total:
         raise RuntimeError(f"{op}: output_size {output_size} does not match the required size "
                            f"{total} (the sum of repeats)")
-    from ..creation import from_numpy
     return from_numpy(np.repeat(np.arange(len(counts), dtype=np.int64), counts), device=device)
 
 

@@ -7,7 +7,7 @@ are in inplace.py.
 
 They call tensor methods, so they are differentiable through the ops they use (those that have
 gradients: unique's outputs have none, as in torch). cltensor/__init__.py exports them as
-functions and cltensor/methods.py binds them as ClTensor methods.
+functions and cltensor/composed_methods.py binds them as ClTensor methods.
 """
 import math
 import numbers
@@ -17,6 +17,7 @@ from .. import dtypes as dt
 from ..autograd.namespace import arange, cat, rand, where
 from ..device import get_device
 from ..tensor import ClTensor, _norm_dim, _size_args
+from .elementwise import expect_tensor as _check_tensor
 from .reduce import return_types
 from .sort import searchsorted
 
@@ -26,11 +27,6 @@ __all__ = ["lerp", "addcmul", "addcdiv", "unbind", "var_mean", "std_mean", "kthv
            "clamp_max", "polygamma", "mvlgamma", "ldexp", "float_power", "angle", "diagflat",
            "narrow_copy", "hsplit", "vsplit", "dsplit", "nanmedian", "mode", "cov", "corrcoef",
            "multinomial", "index_reduce"]
-
-
-def _check_tensor(x, name, op):
-    if not isinstance(x, ClTensor):
-        raise TypeError(f"{op}: {name} must be a tensor, got {type(x).__name__}")
 
 
 def lerp(input, end, weight):

@@ -3,7 +3,7 @@ semantics: einsum, tensordot, inner, vdot, kron, cross, addmv, addr, addbmm, mat
 chain_matmul, dist, cdist and renorm.
 
 They call tensor methods, so they are differentiable through the ops they use. cltensor's
-__init__.py exports them as functions and cltensor/methods.py binds them as ClTensor methods.
+__init__.py exports them as functions and cltensor/composed_methods.py binds them as ClTensor methods.
 Every contraction runs as one batched matmul over permuted, reshaped operands.
 """
 import math

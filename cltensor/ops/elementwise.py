@@ -8,6 +8,7 @@ import numpy as np
 from .. import caches
 from .. import dtypes as dt
 from ..program import MAX_DIMS, ctype_of, get_kernel, launch, read_source, round_up, sizes_1d
+from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 
 KERNEL_FILE = "elementwise.cl"
 SHAPE_T = np.dtype([("size", np.int64, MAX_DIMS)])
@@ -27,11 +28,16 @@ CONTIG_ITEMS_BY_KIND = {"cpu": 1, "gpu": 4}
 # offset step per row of up to ROW_CHUNK elements.
 ROWS_MIN_ND = 3
 _kernels = caches.register("ops.elementwise.kernels", {})
-ClTensor = None  # cltensor.tensor.ClTensor, set there: that module imports this one first
 
 
 def is_tensor(x):
     return isinstance(x, ClTensor)
+
+
+def expect_tensor(x, name, op):
+    """TypeError naming the op and the argument unless x is a tensor."""
+    if not isinstance(x, ClTensor):
+        raise TypeError(f"{op}: {name} must be a tensor, got {type(x).__name__}")
 
 
 def check_scalar(x, op):
@@ -341,19 +347,6 @@ def binary(name, a, b, out=None, float_result=False):
     return _finish(f"OP_{name}", [a, b], rt, rt, out, name)
 
 
-def int_divisor_check(b, rt, name):
-    """Integer division by zero raises (as torch does on the CPU) rather than give garbage."""
-    if dt.is_floating(rt):
-        return
-    if is_tensor(b):
-        from .reduce import any as any_
-        zero = b == 0
-        if any_(zero).item():
-            raise ZeroDivisionError(f"{name}: integer division by zero")
-    elif b == 0:
-        raise ZeroDivisionError(f"{name}: integer division by zero")
-
-
 def unary(name, x, out=None, float_only=False):
     """OP_<name>(x); float_only ops turn integer and bool inputs into default-dtype results."""
     if not is_tensor(x):
@@ -398,3 +391,35 @@ def user_elementwise(expr, operands, names, out_dtype, compute_dtype):
     user_op = (f"inline CT user_fn({params}) {{ return {expr}; }}\n"
                "#define OP_user(a, b, c, d) user_fn(a, b, c, d)\n")
     return _finish("OP_user", operands, compute_dtype, out_dtype, None, "elementwise", user_op)
+
+
+# ---- ClTensor's copies (installed by autograd/namespace.py, listed in cltensor/methods.py) -----
+
+def clone(self, memory_format=None):
+    """A copy in new storage, channels_last where self is (and not also contiguous)."""
+    fmt = memory_format or (CHANNELS_LAST if self.ndim == 4 and self.is_contiguous(CHANNELS_LAST)
+                            and not self.is_contiguous() else CONTIGUOUS_FORMAT)
+    out = ClTensor.empty_on(self.shape, self.dtype, self.device, fmt)
+    return copy(self, out)
+
+
+def _cast(self, dtype):
+    out = ClTensor.empty_on(self.shape, dtype, self.device)
+    return copy(self, out)
+
+
+def copy_(self, src):
+    """Copy src (a tensor, broadcast to this shape, or a scalar) into this tensor in place."""
+    if isinstance(src, ClTensor) and src.device is not self.device:
+        src = src.to(self.device)
+    copy_into(self, src)
+    return self
+
+
+def fill_(self, value):
+    check_writable(self, "fill_")
+    copy_into(self, value)
+    return self
+
+
+TENSOR_METHODS = {"clone": clone, "_cast": _cast, "copy_": copy_, "fill_": fill_}

@@ -1,5 +1,5 @@
 """The in-place forms composed of out-of-place ops (addcmul_, clamp_min_, cumsum_, addmv_,
-fill_diagonal_, ...) and of the views (t_, transpose_, squeeze_, ...). cltensor/methods.py binds
+fill_diagonal_, ...) and of the views (t_, transpose_, squeeze_, ...). cltensor/composed_methods.py binds
 them as ClTensor methods, each recorded for autograd with IN_PLACE[name], its out-of-place twin."""
 from .. import dtypes as dt
 from ..autograd import is_grad_enabled
@@ -13,7 +13,7 @@ IN_PLACE = {}  # in-place method name -> its checked out-of-place op (autograd's
 
 def _in_place(op, name=None):
     """op's in-place method: self overwritten with op(self, ...), whose result must have self's
-    shape and a dtype that casts to self's (torch's rule). cltensor/methods.py records it for
+    shape and a dtype that casts to self's (torch's rule). cltensor/composed_methods.py records it for
     autograd with IN_PLACE[name] as its out-of-place twin."""
     name = name or op.__name__ + "_"
 

@@ -19,7 +19,7 @@ from ..creation import zeros
 from ..program import ctype_of, get_kernel, launch
 from ..tensor import ClTensor
 from . import elementwise as ew
-from .composed import _check_tensor
+from .elementwise import expect_tensor as _check_tensor
 from .ranges import eye
 
 KERNEL_FILE = "linalg.cl"

@@ -4,34 +4,17 @@ Every product runs the GEMM engine (cltensor/ops/gemm/): Co[b] = alpha * A[b] @ 
 beta * Ci[b] over strided views, so transposed, sliced and broadcast operands are never copied,
 with the kernel family and its parameters chosen per device from the tuning database.
 """
-import numbers
-
-import numpy as np
-
 from .. import dtypes as dt
+from ..tensor import ClTensor
 from . import elementwise as ew
-from .gemm import MAX_DIM_SIZE, gemm, gemm_into
+from .gemm import gemm, gemm_into
+from .gemm.checks import (broadcast_batch, check_addend, check_inner, check_out,
+                          check_scalar, check_tensors)
 
 __all__ = ["matmul", "mm", "bmm", "mv", "dot", "addmm", "baddbmm", "outer", "ger", "gemm"]
 
 
 # ---- checks -----------------------------------------------------------------------------------
-
-def _check_tensors(op, *tensors):
-    """Same device, same dtype (not bool), every operand a tensor; returns (device, dtype)."""
-    for t in tensors:
-        if not ew.is_tensor(t):
-            raise TypeError(f"{op}: expected tensors, got {type(t).__name__}"
-                            f"{dt.conversion_hint(t)}")
-    device = ew.common_device(list(tensors), op)
-    dtypes = [t.dtype for t in tensors]
-    if any(d != dtypes[0] for d in dtypes):
-        names = " != ".join(f"{d}" for d in dict.fromkeys(dtypes))
-        raise TypeError(f"{op}: expected all operands to have the same dtype, but got: {names}")
-    if dtypes[0] == dt.bool_:
-        raise TypeError(f"{op}: not implemented for bool tensors")
-    return device, dtypes[0]
-
 
 def _listing(items):
     items = [str(x) for x in items]
@@ -43,53 +26,6 @@ def _check_dims(op, tensors, ndims):
         want = _listing(f"{nd}-d" for nd in ndims)
         got = _listing(f"{t.ndim}-d" for t in tensors)
         raise ValueError(f"{op}: expected {want} tensors, got {got}")
-
-
-def _check_inner(op, a, b, ka, kb):
-    if ka != kb:
-        raise ValueError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
-                         f"multiplied ({ka} != {kb})")
-    big = [n for n in tuple(a.shape) + tuple(b.shape) if n > MAX_DIM_SIZE]
-    if big:
-        raise ValueError(f"{op}: dims of size {big[0]} exceed the kernel's limit of {MAX_DIM_SIZE}")
-
-
-def _check_scalar(op, name, value, dtype):
-    if isinstance(value, (bool, np.bool_)):
-        return
-    if not isinstance(value, numbers.Real):
-        raise TypeError(f"{op}: {name} must be a real number, got {type(value).__name__}")
-    if not dt.is_floating(dtype) and not isinstance(value, numbers.Integral):
-        raise TypeError(f"{op}: for integer tensors {name} must be an integer, got {value!r}")
-
-
-def _check_out(op, out, shape, dtype, device):
-    if not ew.is_tensor(out):
-        raise TypeError(f"{op}: out must be a tensor, got {type(out).__name__}")
-    if out.device is not device:
-        raise RuntimeError(f"{op}: expected all tensors on the same device, got {device} and "
-                           f"{out.device}")
-    if tuple(out.shape) != tuple(shape):
-        raise ValueError(f"{op}: the result's shape {tuple(shape)} does not match out's shape "
-                         f"{tuple(out.shape)}")
-    if out.dtype != dtype:
-        raise TypeError(f"{op}: expected out to have dtype {dtype}, got {out.dtype}")
-    ew.check_writable(out, op)
-
-
-def _check_addend(op, c, shape):
-    """The added tensor of addmm/baddbmm must broadcast to the product's shape."""
-    if not ew.broadcasts_to(c.shape, shape):
-        raise ValueError(f"{op}: input of shape {tuple(c.shape)} cannot be broadcast to the "
-                         f"product's shape {tuple(shape)}")
-
-
-def _broadcast_batch(op, a, b):
-    try:
-        return ew.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise ValueError(f"{op}: the batch dims of shapes {tuple(a.shape)} and {tuple(b.shape)} "
-                         f"cannot be broadcast together") from None
 
 
 # ---- running a product into a result ----------------------------------------------------------
@@ -110,9 +46,8 @@ def _run(op, a, b, shape, out, view=_same, c_in=None, alpha=1, beta=0):
     a, b and c_in have the kernel's (*batch, M, K), (*batch, K, N), (*batch, M, N) shapes;
     `view` maps a result of `shape` to the (*batch, M, N) view the kernel writes.
     """
-    from ..tensor import ClTensor
     if out is not None:
-        _check_out(op, out, shape, a.dtype, a.device)
+        check_out(op, out, shape, a.dtype, a.device)
     if beta == 0:
         c_in = None
     target = out
@@ -146,14 +81,14 @@ def matmul(a, b, out=None):
         >>> cltensor.matmul(x, w).shape
         (8, 4, 5, 2)
     """
-    _check_tensors("matmul", a, b)
+    check_tensors("matmul", a, b)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError(f"matmul: both arguments need to be at least 1-d, but they are "
                          f"{a.ndim}-d and {b.ndim}-d")
     a2 = a.unsqueeze(0) if a.ndim == 1 else a
     b2 = b.unsqueeze(1) if b.ndim == 1 else b
-    _check_inner("matmul", a, b, a2.shape[-1], b2.shape[-2])
-    batch = _broadcast_batch("matmul", a2, b2)
+    check_inner("matmul", a, b, a2.shape[-1], b2.shape[-2])
+    batch = broadcast_batch("matmul", a2, b2)
     m, n = a2.shape[-2], b2.shape[-1]
     shape = batch + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
 
@@ -171,9 +106,9 @@ def mm(a, b, out=None):
         >>> cltensor.mm(cltensor.ones(2, 3), cltensor.ones(3, 4)).shape
         (2, 4)
     """
-    _check_tensors("mm", a, b)
+    check_tensors("mm", a, b)
     _check_dims("mm", (a, b), (2, 2))
-    _check_inner("mm", a, b, a.shape[1], b.shape[0])
+    check_inner("mm", a, b, a.shape[1], b.shape[0])
     return _run("mm", a, b, (a.shape[0], b.shape[1]), out)
 
 
@@ -184,10 +119,10 @@ def bmm(a, b, out=None):
         >>> cltensor.bmm(cltensor.ones(5, 2, 3), cltensor.ones(5, 3, 4)).shape
         (5, 2, 4)
     """
-    _check_tensors("bmm", a, b)
+    check_tensors("bmm", a, b)
     _check_dims("bmm", (a, b), (3, 3))
     _check_batches("bmm", a, b)
-    _check_inner("bmm", a, b, a.shape[2], b.shape[1])
+    check_inner("bmm", a, b, a.shape[2], b.shape[1])
     return _run("bmm", a, b, (a.shape[0], a.shape[1], b.shape[2]), out)
 
 
@@ -204,9 +139,9 @@ def mv(a, v, out=None):
         >>> cltensor.mv(cltensor.ones(2, 3), cltensor.ones(3)).shape
         (2,)
     """
-    _check_tensors("mv", a, v)
+    check_tensors("mv", a, v)
     _check_dims("mv", (a, v), (2, 1))
-    _check_inner("mv", a, v, a.shape[1], v.shape[0])
+    check_inner("mv", a, v, a.shape[1], v.shape[0])
     return _run("mv", a, v.unsqueeze(1), (a.shape[0],), out, lambda t: t.unsqueeze(1))
 
 
@@ -217,9 +152,9 @@ def dot(a, b, out=None):
         >>> cltensor.dot(cltensor.tensor([1.0, 2.0]), cltensor.tensor([3.0, 4.0])).item()
         11.0
     """
-    _check_tensors("dot", a, b)
+    check_tensors("dot", a, b)
     _check_dims("dot", (a, b), (1, 1))
-    _check_inner("dot", a, b, a.shape[0], b.shape[0])
+    check_inner("dot", a, b, a.shape[0], b.shape[0])
     return _run("dot", a.unsqueeze(0), b.unsqueeze(1), (), out,
                 lambda t: t.unsqueeze(0).unsqueeze(1))
 
@@ -238,23 +173,23 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
         >>> cltensor.addmm(bias, x, w, alpha=0.5).tolist()[0]
         [1.5, 1.5, 1.5, 1.5]
     """
-    _, dtype = _check_tensors("addmm", input, mat1, mat2)
+    _, dtype = check_tensors("addmm", input, mat1, mat2)
     _check_dims("addmm", (mat1, mat2), (2, 2))
-    _check_inner("addmm", mat1, mat2, mat1.shape[1], mat2.shape[0])
-    _check_scalar("addmm", "alpha", alpha, dtype)
-    _check_scalar("addmm", "beta", beta, dtype)
+    check_inner("addmm", mat1, mat2, mat1.shape[1], mat2.shape[0])
+    check_scalar("addmm", "alpha", alpha, dtype)
+    check_scalar("addmm", "beta", beta, dtype)
     shape = (mat1.shape[0], mat2.shape[1])
-    _check_addend("addmm", input, shape)
+    check_addend("addmm", input, shape)
     return _run("addmm", mat1, mat2, shape, out, c_in=input.expand(shape), alpha=alpha, beta=beta)
 
 
 def addmm_(self, mat1, mat2, *, beta=1, alpha=1):
     """In place: self = beta * self + alpha * (mat1 @ mat2)."""
-    _, dtype = _check_tensors("addmm_", self, mat1, mat2)
+    _, dtype = check_tensors("addmm_", self, mat1, mat2)
     _check_dims("addmm_", (self, mat1, mat2), (2, 2, 2))
-    _check_inner("addmm_", mat1, mat2, mat1.shape[1], mat2.shape[0])
-    _check_scalar("addmm_", "alpha", alpha, dtype)
-    _check_scalar("addmm_", "beta", beta, dtype)
+    check_inner("addmm_", mat1, mat2, mat1.shape[1], mat2.shape[0])
+    check_scalar("addmm_", "alpha", alpha, dtype)
+    check_scalar("addmm_", "beta", beta, dtype)
     return _run("addmm_", mat1, mat2, (mat1.shape[0], mat2.shape[1]), self, c_in=self,
                 alpha=alpha, beta=beta)
 
@@ -267,16 +202,16 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
         >>> cltensor.baddbmm(c, b1, b2, beta=2).shape
         (2, 3, 4)
     """
-    _, dtype = _check_tensors("baddbmm", input, batch1, batch2)
+    _, dtype = check_tensors("baddbmm", input, batch1, batch2)
     shape = _check_bmm_args("baddbmm", batch1, batch2, alpha, beta, dtype)
-    _check_addend("baddbmm", input, shape)
+    check_addend("baddbmm", input, shape)
     return _run("baddbmm", batch1, batch2, shape, out, c_in=input.expand(shape), alpha=alpha,
                 beta=beta)
 
 
 def baddbmm_(self, batch1, batch2, *, beta=1, alpha=1):
     """In place: self = beta * self + alpha * bmm(batch1, batch2)."""
-    _, dtype = _check_tensors("baddbmm_", self, batch1, batch2)
+    _, dtype = check_tensors("baddbmm_", self, batch1, batch2)
     shape = _check_bmm_args("baddbmm_", batch1, batch2, alpha, beta, dtype)
     if tuple(self.shape) != shape:
         raise ValueError(f"baddbmm_: self has shape {tuple(self.shape)}, the product {shape}")
@@ -286,9 +221,9 @@ def baddbmm_(self, batch1, batch2, *, beta=1, alpha=1):
 def _check_bmm_args(op, batch1, batch2, alpha, beta, dtype):
     _check_dims(op, (batch1, batch2), (3, 3))
     _check_batches(op, batch1, batch2)
-    _check_inner(op, batch1, batch2, batch1.shape[2], batch2.shape[1])
-    _check_scalar(op, "alpha", alpha, dtype)
-    _check_scalar(op, "beta", beta, dtype)
+    check_inner(op, batch1, batch2, batch1.shape[2], batch2.shape[1])
+    check_scalar(op, "alpha", alpha, dtype)
+    check_scalar(op, "beta", beta, dtype)
     return (batch1.shape[0], batch1.shape[1], batch2.shape[2])
 
 
@@ -311,4 +246,4 @@ ger = outer
 
 TENSOR_METHODS = {"matmul": matmul, "mm": mm, "bmm": bmm, "mv": mv, "dot": dot, "addmm": addmm,
                   "addmm_": addmm_, "baddbmm": baddbmm, "baddbmm_": baddbmm_, "outer": outer,
-                  "ger": outer}
+                  "ger": outer, "__rmatmul__": lambda self, o: matmul(o, self)}

@@ -5,7 +5,10 @@ import re
 import numpy as np
 
 from .. import dtypes as dt
+from ..creation import full
 from . import elementwise as ew
+from .reduce import any as any_
+from .reduce import return_types
 
 # unary ops that need a floating-point input: integer and bool inputs give float32 results
 FLOAT_UNARY = ("exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
@@ -45,6 +48,18 @@ __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "r
            "heaviside", "frac", "sgn", "signbit", "nan_to_num", "logit", "isposinf",
            "isneginf", "isreal", "bitwise_not", *FLOATING_BINARY, *FMAX_FMIN, *GCD_LCM,
            "positive", "frexp"]
+
+
+def int_divisor_check(b, rt, name):
+    """Integer division by zero raises (as torch does on the CPU) rather than give garbage."""
+    if dt.is_floating(rt):
+        return
+    if ew.is_tensor(b):
+        zero = b == 0
+        if any_(zero).item():
+            raise ZeroDivisionError(f"{name}: integer division by zero")
+    elif b == 0:
+        raise ZeroDivisionError(f"{name}: integer division by zero")
 
 
 def _unary_float(name):
@@ -171,20 +186,20 @@ def div(a, b, rounding_mode=None, out=None):
 
 
 def floor_divide(a, b, out=None):
-    ew.int_divisor_check(b, dt.result_type(a, b), "floor_divide")
+    int_divisor_check(b, dt.result_type(a, b), "floor_divide")
     return ew.binary("floor_divide", a, b, out=out)
 
 
 def remainder(a, b, out=None):
     """Python's modulo: the result has the divisor's sign."""
-    ew.int_divisor_check(b, dt.result_type(a, b), "remainder")
+    int_divisor_check(b, dt.result_type(a, b), "remainder")
     return ew.binary("remainder", a, b, out=out)
 
 
 def fmod(a, b, out=None):
     """C's fmod: the result has the dividend's sign (remainder's has the divisor's)."""
     _check_numbers("fmod", a, b)
-    ew.int_divisor_check(b, dt.result_type(a, b), "fmod")
+    int_divisor_check(b, dt.result_type(a, b), "fmod")
     return ew.binary("fmod", a, b, out=out)
 
 
@@ -222,7 +237,7 @@ def reflected(name, t, scalar):
     """scalar <op> t for //, % and ** with a Python number on the left."""
     ew.check_scalar(scalar, name)
     if name in ("floor_divide", "remainder"):
-        ew.int_divisor_check(t, dt.result_type(t, scalar), name)
+        int_divisor_check(t, dt.result_type(t, scalar), name)
     return ew.binary("r" + name, t, scalar)
 
 
@@ -278,7 +293,6 @@ def logical_not(x, out=None):
 def _float_test(name, for_ints):
     def op(x):
         if not dt.is_floating(x.dtype):
-            from ..creation import full
             return full(x.shape, for_ints, dtype=dt.bool_, device=x.device)
         return ew.predicate(name, [x])
     op.__name__ = name
@@ -294,7 +308,6 @@ isneginf = _float_test("isneginf", False)
 
 def isreal(x):
     """True everywhere: cltensor's tensors are real."""
-    from ..creation import full
     return full(x.shape, True, dtype=dt.bool_, device=x.device)
 
 
@@ -362,7 +375,6 @@ def frexp(x):
     _expect_tensor(x, "frexp")
     if not dt.is_floating(x.dtype):
         raise TypeError(f"frexp: expected a floating point tensor, got {x.dtype}")
-    from .reduce import return_types
     exponent = ew.launch_elementwise("OP_frexp_exponent", [x], ew.ClTensor.empty_on(
         x.shape, dt.int32, x.device), x.dtype)
     return return_types.frexp(ew.unary("frexp_mantissa", x), exponent)
@@ -436,3 +448,22 @@ TENSOR_METHODS.update(rsub=rsub, _rdiv=_rdiv, _rpow=_rpow, isnan=isnan, isinf=is
                       positive=positive, frexp=frexp,
                       arctan2_=TENSOR_METHODS["atan2_"],
                       where=lambda self, condition, other: where(condition, self, other))
+
+
+def _comparison(name):
+    def op(self, o):
+        return ew.predicate(name, [self, o])
+    op.__name__ = f"__{name}__"
+    return op
+
+
+# Python's operators on ClTensor that call these ops directly, not through the (autograd
+# wrapped) methods: they have no gradient. The rest are in cltensor/operators.py.
+OPERATORS = {
+    "__floordiv__": floor_divide, "__mod__": remainder,
+    "__rfloordiv__": lambda self, o: reflected("floor_divide", self, o),
+    "__rmod__": lambda self, o: reflected("remainder", self, o),
+    "__rlshift__": lambda self, o: globals()["bitwise_left_shift"](o, self),
+    "__rrshift__": lambda self, o: globals()["bitwise_right_shift"](o, self),
+    **{f"__{n}__": _comparison(n) for n in ("eq", "ne", "lt", "le", "gt", "ge")}}
+TENSOR_METHODS.update(OPERATORS)

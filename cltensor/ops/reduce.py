@@ -17,7 +17,6 @@ from .. import dtypes as dt
 from ..program import ctype_of, get_kernel, launch, memo_with, round_up
 from ..tensor import ClTensor, _norm_dim
 from . import elementwise as ew
-from . import pointwise as pw
 
 __all__ = ["sum", "mean", "prod", "max", "min", "amax", "amin", "argmax", "argmin", "var", "std",
            "norm", "all", "any", "logsumexp", "cumsum", "cumprod", "logcumsumexp", "return_types"]
@@ -419,7 +418,7 @@ def max(x, dim=None, keepdim=False):
         values, indices = cltensor.max(x, dim=1)
     """
     if isinstance(dim, ClTensor):
-        return pw.maximum(x, dim)
+        return ew.binary("maximum", x, dim)
     return _extreme(x, dim, keepdim, MAX, "max")
 
 
@@ -430,7 +429,7 @@ def min(x, dim=None, keepdim=False):
         values, indices = cltensor.min(x, dim=1)
     """
     if isinstance(dim, ClTensor):
-        return pw.minimum(x, dim)
+        return ew.binary("minimum", x, dim)
     return _extreme(x, dim, keepdim, MIN, "min")
 
 
@@ -566,7 +565,7 @@ def norm(x, p=2, dim=None, keepdim=False):
     if isinstance(p, bool) or not isinstance(p, numbers.Real):
         raise ValueError(f"norm(): p must be a real number, 'fro', inf or -inf, got {p!r}")
     if p in (math.inf, -math.inf):
-        return (amax if p > 0 else amin)(pw.abs(x), () if dim is None else dim, keepdim)
+        return (amax if p > 0 else amin)(ew.unary("abs", x), () if dim is None else dim, keepdim)
     spec = {0: NORM0, 1: NORM1, 2: NORM2}.get(p, NORMP)
     dims = _dims(x, dim, "norm")
     values, _ = _run(x, dims, spec, x.dtype, x.dtype, p=p)

@@ -6,8 +6,8 @@ They are composed of tensor methods, so they are differentiable through the ops 
 torch's are: take through indexing, take_along_dim through gather, aminmax through amin and
 amax, cummax and cummin through a gather at their indices, quantile through sort, gather and
 lerp (bincount, histc and histogram count, as torch's, without gradients).
-cltensor/__init__.py and cltensor/methods.py bind them as functions and methods. Kernels of their own: the
-running extremes' positions (cl_kernels/scan.cl, cumext_*).
+cltensor/__init__.py and cltensor/composed_methods.py bind them as functions and methods.
+Kernels of their own: the running extremes' positions (cl_kernels/scan.cl, cumext_*).
 """
 import math
 import numbers

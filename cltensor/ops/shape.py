@@ -15,6 +15,7 @@ from ..creation import from_numpy, full
 from ..program import ctype_of, get_kernel, launch, round_up
 from ..tensor import ClTensor, _norm_dim
 from . import elementwise as ew
+from .indexing import index_select, setitem
 
 __all__ = ["cat", "concat", "concatenate", "stack", "split", "chunk", "pad", "flip", "repeat",
            "roll", "split_with_sizes", "as_strided"]
@@ -279,7 +280,6 @@ def _pad_constant(x, pairs, value):
 
 def _pad_by_index(x, d, left, right, mode):
     """Pad one dim in reflect, replicate or circular mode by gathering computed positions."""
-    from .indexing import index_select
     pos = _pad_positions(x.shape[d], d, left, right, mode)
     return index_select(x, d, from_numpy(pos, device=x.device))
 
@@ -288,7 +288,6 @@ def pad_backward(g, shape, pad, mode):
     """The gradient w.r.t. x (of `shape`) of pad(x, pad, mode) in reflect, replicate or
     circular mode, from the result's gradient g: dim by dim in reverse, each entry of g added
     to the position it was read from (several entries add up in one position)."""
-    from .indexing import setitem
     steps, size = [], list(shape)
     for d, left, right in _pad_pairs(g, pad, mode, 0):
         steps.append((d, left, right, tuple(size)))

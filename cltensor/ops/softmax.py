@@ -9,6 +9,7 @@ from ..device import capturing
 from ..program import ctype_of, get_kernel, launch, read_sources, round_up
 from ..tensor import ClTensor
 from . import elementwise as ew
+from .pool import launch_grid
 
 KERNEL_FILE = "softmax.cl"
 VIEW3_T = np.dtype([(f, np.int64) for f in ("off", "o", "d", "i")])
@@ -97,7 +98,6 @@ def _launch_rows(device, kernel, nrows, lanes, *args):
 
 def launch_3d(device, kernel, dims, *args):
     """One work-item per element of a (dims[2], dims[1], dims[0]) block, innermost first."""
-    from .pool import launch_grid
     launch_grid(device, kernel, dims, TUNING["cpu" if device.is_cpu else "gpu"]["group"], *args)
 
 

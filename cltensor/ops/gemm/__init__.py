@@ -4,7 +4,7 @@
 
 over strided, batched views (a transposed operand is a view, never a copy), with the kernel
 family and its parameters chosen per device and problem from the tuning database
-(cltensor/tune.py, cltensor/tuning/gemm.json). The families (cl_kernels/gemm_*.cl, each
+(cltensor/tunedb.py, cltensor/tuning/gemm.json). The families (cl_kernels/gemm_*.cl, each
 prepended with gemm_common.cl):
 
     direct  gemm_direct.cl:gemm_direct  bounds-checked register tiles straight from any strides,

@@ -1,30 +1,30 @@
 """gemm(): the checked GEMM entry point for layers, with its epilogue."""
 from ...tensor import ClTensor
 from .. import elementwise as ew
+from . import checks as mm
 from .engine import gemm_into
 
 
 def _check_gemm(a, b, out, c, row_bias, col_bias, alpha, beta):
     """Checks of gemm()'s arguments; returns the result's shape."""
-    from .. import matmul as mm
     named = [t for t in (a, b, c, row_bias, col_bias) if t is not None]
-    _, dtype = mm._check_tensors("gemm", *named)
+    _, dtype = mm.check_tensors("gemm", *named)
     if len(a.shape) < 2 or len(b.shape) < 2:
         raise ValueError(f"gemm: expected a and b to be at least 2-d, got {a.ndim}-d and "
                          f"{b.ndim}-d")
-    mm._check_inner("gemm", a, b, a.shape[-1], b.shape[-2])
-    mm._check_scalar("gemm", "alpha", alpha, dtype)
-    mm._check_scalar("gemm", "beta", beta, dtype)
+    mm.check_inner("gemm", a, b, a.shape[-1], b.shape[-2])
+    mm.check_scalar("gemm", "alpha", alpha, dtype)
+    mm.check_scalar("gemm", "beta", beta, dtype)
     batch_a, batch_b = a.shape[:-2], b.shape[:-2]
-    batch = batch_a if batch_a == batch_b else mm._broadcast_batch("gemm", a, b)
+    batch = batch_a if batch_a == batch_b else mm.broadcast_batch("gemm", a, b)
     shape = batch + (a.shape[-2], b.shape[-1])
     for name, bias, size in (("row_bias", row_bias, shape[-2]), ("col_bias", col_bias, shape[-1])):
         if bias is not None and tuple(bias.shape) != (size,):
             raise ValueError(f"gemm: {name} must have shape ({size},), got {tuple(bias.shape)}")
     if c is not None:
-        mm._check_addend("gemm", c, shape)
+        mm.check_addend("gemm", c, shape)
     if out is not None:
-        mm._check_out("gemm", out, shape, dtype, a.device)
+        mm.check_out("gemm", out, shape, dtype, a.device)
     return shape
 
 

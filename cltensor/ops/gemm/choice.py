@@ -1,10 +1,8 @@
 """Which family runs a product: the tuning database's entry for the device and dtype, the
 forced family, and the small-problem and bounds-checked fallbacks."""
-import importlib
-import sys
-
 import numpy as np
 
+from ... import tunedb
 from .kit import group_fits
 
 
@@ -23,11 +21,8 @@ TILED_FALLBACKS = (
 def entry_for(device, dtype):
     """The database entry for GEMM on a device: float64 and int64 share gemm_float64's
     parameters, 4-byte types gemm_float32's (register tiles are sized in bytes)."""
-    # NOTE: tune is imported on first use, not at import time, so that `python -m
-    # cltensor.tune` runs cleanly; sys.modules is the cheap way to reach it after that
-    tune = sys.modules.get("cltensor.tune") or importlib.import_module("cltensor.tune")
     kernel = "gemm_float32" if np.dtype(dtype).itemsize <= 4 else "gemm_float64"
-    return tune.current("gemm", kernel, device)
+    return tunedb.current("gemm", kernel, device)
 
 
 def small_family(entry):

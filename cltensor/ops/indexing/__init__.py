@@ -12,7 +12,7 @@ nothing has been written.
 from .common import _minmax  # noqa: F401  (sort and searching use it)
 from .keys import (check_put, diagonal_scatter, getitem, index_put, index_put_,  # noqa: F401
                    masked_select, put, put_, select_scatter, setitem, slice_key,
-                   slice_scatter, view_scatter)
+                   slice_scatter, tensor_getitem, tensor_setitem, view_scatter)
 from .masks import masked_fill, masked_fill_, masked_scatter, masked_scatter_, nonzero, one_hot
 from .gather_scatter import (gather, index_select, scatter, scatter_, scatter_add,
                              scatter_add_, scatter_reduce, scatter_reduce_)
@@ -29,6 +29,7 @@ TENSOR_METHODS = {
     "index_fill": index_fill, "index_fill_": index_fill_, "put": put, "put_": put_,
     "select_scatter": select_scatter, "slice_scatter": slice_scatter,
     "diagonal_scatter": diagonal_scatter,
+    "__getitem__": tensor_getitem, "__setitem__": tensor_setitem,
 }
 
 __all__ = ["index_select", "gather", "scatter", "scatter_add", "scatter_reduce", "masked_fill",

@@ -6,7 +6,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...creation import from_numpy, full, tensor
-from ...tensor import ClTensor, _norm_dim
+from ...tensor import ClTensor, _basic_index, _is_basic_key, _norm_dim
 from .. import elementwise as ew
 from .common import INDEX_DTYPES, _add_per_lane, _advanced_plan, _run_indexed
 from .masks import _check_mask, masked_fill_, nonzero
@@ -335,3 +335,28 @@ def masked_select(x, mask):
     _check_mask(mask, x, "masked_select")
     shape = ew.broadcast_shapes(x.shape, mask.shape)
     return getitem(x.expand(shape), (mask.expand(shape),))
+
+
+# ---- ClTensor's [] (installed by autograd/namespace.py, listed in cltensor/methods.py) --------
+
+def tensor_getitem(self, key):
+    """self[key]: a view for ints, slices, None and Ellipsis, else advanced indexing."""
+    key = key if isinstance(key, tuple) else (key,)
+    if _is_basic_key(key):
+        return self._basic_index(key)  # the method: autograd records it as a view
+    return getitem(self, key)
+
+
+def tensor_setitem(self, key, value):
+    """self[key] = value: a copy into the view of a basic key, else setitem's advanced path."""
+    key_t = key if isinstance(key, tuple) else (key,)
+    if _is_basic_key(key_t):
+        target = _basic_index(self, key_t)
+        if isinstance(value, ClTensor) and value.device is not self.device:
+            value = value.to(self.device)
+        if not isinstance(value, ClTensor) and not isinstance(value, (numbers.Number, np.bool_)):
+            value = tensor(value, dtype=self.dtype, device=self.device)
+        ew.check_writable(target, "setitem")
+        ew.copy_into(target, value)
+        return
+    setitem(self, key_t, value)
