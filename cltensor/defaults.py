@@ -32,7 +32,8 @@ def cpu_gemm(desc, itemsize):
     # NOTE: the float lanes scaled to the element size (a float64 vector holds half as many);
     # two vectors of accumulators per row, MR rows: 16 vector registers with 8 lanes (AVX2), 32
     # with 16 (AVX-512), so the tile stays in registers
-    vw = _lanes(desc.vector_width * 4 // itemsize)
+    # NOTE: two lanes at least: gemm_cpu.cl's vectors have no one-lane type (Oclgrind reports 1)
+    vw = _lanes(max(2, desc.vector_width * 4 // itemsize))
     mr = 8 if vw >= 16 else 6
     return {"family": "packed", "small": "direct", "min_work": CPU_MIN_WORK, "min_dim": 4,
             "direct": {"TM": 8, "TN": 2 * vw, "VW": vw},

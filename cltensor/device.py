@@ -64,13 +64,20 @@ class Description:
         return self.kind == "gpu"
 
 
-# cl_device_info codes of the lockstep width: Intel's subgroup sizes, NVIDIA's warp, AMD's
-# wavefront (cl_intel_required_subgroup_size, cl_nv_device_attribute_query, cl_amd_device_attribute_query)
-_SIMD_QUERIES = (0x4108, 0x4003, 0x4043)
+# The lockstep width's cl_device_info code, by the extension that defines it: Intel's subgroup
+# sizes, NVIDIA's warp, AMD's wavefront
+_SIMD_QUERIES = (("cl_intel_required_subgroup_size", 0x4108),
+                 ("cl_nv_device_attribute_query", 0x4003),
+                 ("cl_amd_device_attribute_query", 0x4043))
 
 
 def _simd_width(cl_device, lanes):
-    for code in _SIMD_QUERIES:
+    """The device's lockstep width; only the queries its extensions define are asked (a
+    checking runtime such as Oclgrind reports any other as an error)."""
+    extensions = cl_device.extensions.split()
+    for extension, code in _SIMD_QUERIES:
+        if extension not in extensions:
+            continue
         try:
             value = cl_device.get_info(code)
         except (cl.Error, ValueError, TypeError):
