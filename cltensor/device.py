@@ -46,6 +46,57 @@ class _Capturing(threading.local):
 capturing = _Capturing()
 
 
+@dataclass(frozen=True)
+class Description:
+    """What a device reports that kernel defaults depend on (cltensor/defaults.py). It has
+    Device's names for the limits (is_cpu, max_work_group, local_mem), so that the ops'
+    choices accept it; tests describe devices that are not present with it."""
+    name: str
+    platform: str
+    vendor: str  # the driver's vendor string
+    driver: str
+    kind: str  # "cpu", "gpu" or "other"
+    compute_units: int
+    local_mem: int
+    max_work_group: int
+    max_work_item_sizes: tuple
+    vector_width: int  # float lanes the device prefers (the larger of preferred and native)
+    simd_width: int  # work-items run in lockstep: a subgroup, warp or wavefront; CPUs: lanes
+    fp64: bool
+
+    @property
+    def is_cpu(self):
+        return self.kind == "cpu"
+
+    @property
+    def is_gpu(self):
+        return self.kind == "gpu"
+
+
+# The lockstep width's cl_device_info code, by the extension that defines it: Intel's subgroup
+# sizes, NVIDIA's warp, AMD's wavefront
+_SIMD_QUERIES = (("cl_intel_required_subgroup_size", 0x4108),
+                 ("cl_nv_device_attribute_query", 0x4003),
+                 ("cl_amd_device_attribute_query", 0x4043))
+
+
+def _simd_width(cl_device, lanes):
+    """The device's lockstep width; only the queries its extensions define are asked (a
+    checking runtime such as Oclgrind reports any other as an error)."""
+    extensions = cl_device.extensions.split()
+    for extension, code in _SIMD_QUERIES:
+        if extension not in extensions:
+            continue
+        try:
+            value = cl_device.get_info(code)
+        except (cl.Error, ValueError, TypeError):
+            continue
+        width = max(value) if isinstance(value, (list, tuple)) else value
+        if isinstance(width, int) and width > 0:
+            return width
+    return lanes if cl_device.type & cl.device_type.CPU else 1
+
+
 class Device:
     """One OpenCL device with its lazily made context, in-order queue and memory pool.
 
@@ -70,7 +121,7 @@ class Device:
         self.max_alloc = cl_device.max_mem_alloc_size
         self.max_work_group = cl_device.max_work_group_size
         self.local_mem = cl_device.local_mem_size
-        self._context = self._queue = self._pool = None
+        self._context = self._queue = self._pool = self._description = None
         self.profiling = False  # whether the queue has profiling enabled
         self.launch_lock = threading.Lock()  # program.launch: a kernel's arguments and enqueue
         self._count_lock = threading.Lock()  # _count: folding the deltas into the counts
@@ -206,6 +257,18 @@ class Device:
     def __reduce__(self):
         # NOTE: unpickled on the default device of the same type (a context cannot be pickled)
         return device_of_type, (self.type,)
+
+    def description(self):
+        """The device's Description (queried once)."""
+        if self._description is None:
+            d = self.cl_device
+            lanes = max(d.preferred_vector_width_float, d.native_vector_width_float, 1)
+            kind = "gpu" if self.is_gpu else "cpu" if self.is_cpu else "other"
+            self._description = Description(
+                self.name, self.platform_name, d.vendor.strip(), d.driver_version.strip(), kind,
+                d.max_compute_units, self.local_mem, self.max_work_group,
+                tuple(d.max_work_item_sizes), lanes, _simd_width(d, lanes), self.has_fp64)
+        return self._description
 
     def __repr__(self):
         return f"Device('{self.index}', '{self.name}')"

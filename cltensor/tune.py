@@ -26,8 +26,9 @@ from .device import get_device
 from .ops import gemm as gm
 from .profiler import profile
 from .tunedb import (DB_DIR, FAMILIES, GEMM_ENTRY, KERNELS, check_value, clear,  # noqa: F401
-                     current, database, is_tuned, lookup, store, user_cache_path,
-                     validate_database, validate_user, vendor_of)
+                     current, database, database_entry, derived_defaults, is_tuned, lookup,
+                     normalize_name, store, user_cache_path, validate_database, validate_user,
+                     vendor_key, vendor_of)
 
 if __name__ == "__main__":
     # NOTE: `python -m cltensor.tune` runs the package's own copy of this module (imported with

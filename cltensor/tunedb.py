@@ -8,8 +8,10 @@ keyed kernel -> vendor -> device, each level with a `default`:
                       "vendors": {"pocl": {"default": {...},
                                            "devices": {"pthread-skylake-avx512": {...}}}}}}
 
-A lookup merges, key by key, the global default, the vendor's default, the device's entry (the
-longest key contained in the device's name) and last the user cache, which the tuner writes:
+A lookup merges, key by key, the global default, the defaults the device's description implies
+(cltensor/defaults.py: any CPU the CPU kernels, any GPU the GPU ones), the vendor's default
+(when its family suits the device's kind), the device's entry (the best key for the device's
+normalized name, platform and driver: _key_rank) and last the user cache, which the tuner writes:
 ~/.cache/cltensor/tuning/<device>-<driver>.json ($CLTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/cltensor,
 replaces ~/.cache/cltensor), keyed by device name and driver version so a driver update starts
 from the shipped entries again.
@@ -25,7 +27,7 @@ import math
 import re
 from pathlib import Path
 
-from . import caches
+from . import caches, defaults
 from .diskfiles import private_dirs, read_json, update_json
 from .program import cache_root, device_key
 
@@ -44,15 +46,31 @@ _current = caches.register("tune.current", {})
 def vendor_of(device):
     """The database's vendor key of a device: 'pocl' for PoCL (its compiler decides speed),
     else the driver vendor's short name ('nvidia', 'amd', 'intel', 'apple', ...)."""
-    d = device.cl_device
-    if "portable computing language" in d.platform.name.lower():
+    return vendor_key(device.cl_device.vendor, device.platform_name)
+
+
+def vendor_key(vendor, platform=""):
+    """The short vendor key of a driver's vendor and platform strings: 'Intel(R) Corporation'
+    and 'Intel' are both 'intel'."""
+    if "portable computing language" in platform.lower():
         return "pocl"
-    vendor = d.vendor.lower()
+    vendor = vendor.lower()
     for key, names in (("nvidia", ("nvidia",)), ("amd", ("advanced micro", "amd")),
                        ("intel", ("intel",)), ("apple", ("apple",)), ("arm", ("arm",))):
         if any(n in vendor for n in names):
             return key
     return re.sub(r"[^a-z0-9]+", "_", vendor).strip("_") or "unknown"
+
+
+def normalize_name(text):
+    """A platform or device name as lowercase words, without (R), (TM) and punctuation, so
+    that "Intel(R) OpenCL" and "intel opencl" match."""
+    text = re.sub(r"\((r|tm|c)\)", " ", text.lower())
+    return " ".join(re.findall(r"[a-z0-9]+", text))
+
+
+def _version(text):
+    return tuple(int(n) for n in re.findall(r"\d+", text))
 
 
 # ---- the schema ---------------------------------------------------------------------------------
@@ -212,10 +230,48 @@ def database(family):
     return _db_files[family]
 
 
-def _device_entry(devices, name):
-    """The entry whose key is the longest substring of the device's name, or {}."""
-    hits = [k for k in devices if k in name]
-    return devices[max(hits, key=len)] if hits else {}
+_DRIVER_TAG = re.compile(r"\s*\[driver ([^\]]*)\]\s*$")
+
+
+def _key_rank(key, desc):
+    """How well a database device key fits a Description, or None when it does not. A key is
+    "[platform / ]device[ [driver D]]": the device part (and the platform part) contained in
+    the device's (platform's) name, both normalized; a driver tag matches drivers of the same
+    major version. Longer names rank first, then a driver tag, the nearest version at or
+    below the device's before the nearest above."""
+    m = _DRIVER_TAG.search(key)
+    names = (key[:m.start()] if m else key).split(" / ", 1)
+    dev_part, plat_part = normalize_name(names[-1]), normalize_name(names[0] if names[1:] else "")
+    if dev_part not in normalize_name(desc.name) or plat_part not in normalize_name(desc.platform):
+        return None
+    if not m:
+        return (len(dev_part) + len(plat_part), False, (False, ()))
+    tagged, have = _version(m.group(1)), _version(desc.driver)
+    if not tagged or not have or tagged[0] != have[0]:
+        return None
+    below = tagged <= have
+    return (len(dev_part) + len(plat_part), True,
+            (below, tagged if below else tuple(-n for n in tagged)))
+
+
+def _device_entry(devices, desc):
+    """The entry of the best-ranked key (_key_rank) among the vendor's devices, or {}."""
+    ranked = [(r, k) for k in devices if (r := _key_rank(k, desc)) is not None]
+    return devices[max(ranked)[1]] if ranked else {}
+
+
+def _fits_kind(entry, desc):
+    """False for a vendor default whose family is the other device kind's (a PoCL GPU does
+    not take PoCL's CPU default)."""
+    family = entry.get("family")
+    return family not in ("packed", "xgemm") or (family == "packed") == desc.is_cpu
+
+
+def derived_defaults(kernel, desc):
+    """The entry a Description alone implies for a kernel of the database (cltensor/defaults.py)."""
+    if kernel in ("gemm_float32", "gemm_float64"):
+        return defaults.gemm_defaults(desc, 4 if kernel == "gemm_float32" else 8)
+    return {}
 
 
 def lookup(family, kernel, device):
@@ -237,18 +293,35 @@ def lookup(family, kernel, device):
 
 
 def _levels(family, kernel, device):
-    """The entries a lookup merges, in order: the global default, the vendor's default, the
-    device's shipped entry and the user's ({} where absent)."""
-    table = database(family).get(kernel, {})
-    vendor = table.get("vendors", {}).get(vendor_of(device), {})
-    return (table.get("default", {}), vendor.get("default", {}),
-            _device_entry(vendor.get("devices", {}), device.name),
+    """The entries a lookup merges, in order: the shipped ones (_shipped_levels) and the
+    user's ({} where absent)."""
+    return (*_shipped_levels(family, kernel, device.description()),
             _user_entries(device).get(kernel, {}))
+
+
+def _shipped_levels(family, kernel, desc):
+    """The global default, the defaults the Description implies, the vendor's default (where
+    it suits the device's kind) and the device's shipped entry ({} where absent)."""
+    table = database(family).get(kernel, {})
+    vendor = table.get("vendors", {}).get(vendor_key(desc.vendor, desc.platform), {})
+    vendor_default = vendor.get("default", {})
+    return (table.get("default", {}), derived_defaults(kernel, desc),
+            vendor_default if _fits_kind(vendor_default, desc) else {},
+            _device_entry(vendor.get("devices", {}), desc))
+
+
+def database_entry(family, kernel, desc):
+    """The shipped database's merged entry for a device Description (lookup() less the user
+    cache)."""
+    merged = {}
+    for level in _shipped_levels(family, kernel, desc):
+        merged.update(level)
+    return merged
 
 
 def is_tuned(family, kernel, device):
     """Whether the device has its own entry for `kernel`: shipped or in the user cache."""
-    return any(_levels(family, kernel, device)[2:])
+    return any(_levels(family, kernel, device)[3:])
 
 
 def store(kernel, device, params):

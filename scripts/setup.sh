@@ -3,6 +3,10 @@
 # in .venv and the package with its test extras. Idempotent; the README's two commands call it.
 #   PoCL: Debian's pocl-opencl-icd where apt works (measured 4-10x faster than the PyPI build),
 #   else PyPI's pocl-binary-distribution inside the venv.
+#   Intel's OpenCL CPU runtime (intel-opencl-rt from PyPI, into the venv): the second CPU
+#   implementation CI tests on; skipped with a message where pip cannot get it.
+#   .venv/icd/<implementation>/ holds one ICD file each, so that OCL_ICD_VENDORS=.venv/icd/pocl
+#   (or .venv/icd/intel, with LD_LIBRARY_PATH=.venv/lib) selects one implementation (.ci/run).
 #   --torch also installs PyTorch 2.13 (CPU) so that the tests and benchmarks compare against it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,4 +58,34 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q ".[$extras]" $pocl_from_pip $with_torch
+
+# Intel's OpenCL CPU runtime: its libraries land in .venv/lib, which its ICD file names
+if [ ! -e .venv/lib/libintelocl.so ]; then
+  .venv/bin/python -m pip install -q intel-opencl-rt intel-cmplr-lib-rt >/dev/null 2>&1 || true
+fi
+
+write_icd() {  # write_icd NAME LIBRARY: .venv/icd/NAME/NAME.icd naming LIBRARY
+  rm -rf ".venv/icd/$1"
+  mkdir -p ".venv/icd/$1"
+  echo "$2" >".venv/icd/$1/$1.icd"
+}
+pocl_lib=""
+if [ -f /etc/OpenCL/vendors/pocl.icd ]; then
+  pocl_lib="$(head -n 1 /etc/OpenCL/vendors/pocl.icd)"
+else
+  pocl_lib="$(find "$PWD/.venv" -name 'libpocl.so*' -type f 2>/dev/null | sort | head -n 1)"
+fi
+if [ -n "$pocl_lib" ]; then
+  write_icd pocl "$pocl_lib"
+else
+  echo "setup: PoCL's library not found; .venv/icd/pocl not written"
+fi
+if [ -e .venv/lib/libintelocl.so ]; then
+  write_icd intel "$PWD/.venv/lib/libintelocl.so"
+  echo "setup: Intel's OpenCL CPU runtime in .venv/icd/intel (with LD_LIBRARY_PATH=.venv/lib)"
+else
+  rm -rf .venv/icd/intel
+  echo "setup: Intel's OpenCL CPU runtime not installed (pip could not get intel-opencl-rt);" \
+    "the tests run on PoCL alone"
+fi
 .venv/bin/python -m cltensor

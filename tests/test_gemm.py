@@ -774,28 +774,32 @@ def tmp_tuning(tmp_path, monkeypatch):
 def test_lookup_falls_back_device_vendor_global(device, tmp_tuning):
     vendor = tune.vendor_of(device)
     name = device.name
-    a, b, c, d = "min_work", "min_dim", "min_m", "rowdot_max_m"  # levels: 1 global ... 4 long
+    # levels: 1 global ... 4 long; keys that the device's derived defaults leave to the database
+    a, b, c, d = "threads_per_cu", "compute_units", "min_m", "rowdot_max_m"
     table = {"gemm_float32": {
         "default": {a: 1, b: 1, c: 1, d: 1},
         "vendors": {vendor: {"default": {b: 2, c: 2, d: 2},
                              "devices": {name[:3]: {c: 3, d: 3},
-                                         name[:5]: {d: 4}, "no such device": {a: 0}}},
+                                         name[:5]: {d: 4}, "no such device": {a: 9}}},
                     "other vendor": {"default": {a: 9}}}}}
     (tmp_tuning / "gemm.json").write_text(json.dumps(table))
     got = tune.lookup("gemm", "gemm_float32", device)  # the longest device key wins, alone
-    assert got == {a: 1, b: 2, c: 2, d: 4}
-    assert tune.lookup("gemm", "gemm_float64", device) == {}
+    derived = tune.derived_defaults("gemm_float32", device.description())
+    assert got == dict(derived, **{a: 1, b: 2, c: 2, d: 4})
+    assert tune.lookup("gemm", "gemm_float64", device) == tune.derived_defaults(
+        "gemm_float64", device.description())
 
 
 def test_user_cache_overrides_and_is_keyed_by_device_and_driver(device, tmp_tuning, tmp_path):
-    (tmp_tuning / "gemm.json").write_text(json.dumps(
-        {"gemm_float32": {"default": {"family": "direct", "min_work": 5}}}))
+    vendor = {tune.vendor_of(device): {"default": {"family": "direct", "min_work": 5}}}
+    (tmp_tuning / "gemm.json").write_text(json.dumps({"gemm_float32": {"vendors": vendor}}))
     assert gm.entry_for(device, np.dtype(np.float32))["min_work"] == 5
     path = tune.store("gemm_float32", device, {"min_work": 7})
     assert path == tune.user_cache_path(device)
     assert str(path).startswith(str(tmp_path / "cache" / "tuning"))
     assert re.sub(r"[^A-Za-z0-9_.-]+", "_", device.cl_device.driver_version) in path.name
-    assert tune.lookup("gemm", "gemm_float32", device) == {"family": "direct", "min_work": 7}
+    got = tune.lookup("gemm", "gemm_float32", device)
+    assert (got["family"], got["min_work"]) == ("direct", 7)
     assert gm.entry_for(device, np.dtype(np.float32))["min_work"] == 7  # store() forgets
 
 
