@@ -1,0 +1,108 @@
+"""Builds the API reference from the docstrings with pdoc into build/apidocs (git-ignored).
+
+    python scripts/build_docs.py [--out DIR]
+
+Warnings are errors: the build fails if pdoc warns (a module that cannot be imported, an
+annotation it cannot read, ...) or if a Google-style `Args:` section has an entry that is not
+`name: text` or names a parameter that the function does not take. cltensor.torch is left out: it imports torch and registers a device in
+it on import; docs/torch_device.md documents it.
+"""
+import argparse
+import pathlib
+import re
+import sys
+import warnings
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # document this tree's cltensor, not an installed copy
+
+import pdoc  # noqa: E402
+import pdoc.doc  # noqa: E402
+import pdoc.extract  # noqa: E402
+import pdoc.render  # noqa: E402
+
+MODULES = ["cltensor", "!cltensor.torch"]
+SECTION = re.compile(r"^(\s*)(Args|Arguments|Parameters):\s*$")
+NAME = r"\*{0,2}[A-Za-z_]\w*"
+ENTRY = re.compile(rf"^({NAME}(?:,\s*{NAME})*)(\s*\(.*?\))?:")  # `a:`, `a (int):`, `a, b:`
+
+
+def args_entries(docstring):
+    """(names, line) for each entry of the docstring's Args sections; names is None where the
+    line at an entry's indent is not `name: text`, `name (type): text` or `a, b: text`."""
+    entries, base, indent = [], None, None
+    for line in docstring.splitlines():
+        head = SECTION.match(line)
+        if head:
+            base, indent = len(head.group(1)), None
+            continue
+        if base is None or not line.strip():
+            continue
+        depth = len(line) - len(line.lstrip())
+        if depth <= base:
+            base = None  # the section ended
+            continue
+        indent = depth if indent is None else indent
+        if depth == indent:
+            entry = ENTRY.match(line.strip())
+            names = [n.strip().lstrip("*") for n in entry.group(1).split(",")] if entry else None
+            entries.append((names, line.strip()))
+    return entries
+
+
+def _functions(namespace):
+    """Every public function and method pdoc documents in a module or class, recursively."""
+    for member in namespace.own_members:
+        if isinstance(member, pdoc.doc.Function):
+            yield member
+        elif isinstance(member, pdoc.doc.Class):
+            yield from _functions(member)
+
+
+def bad_args(module):
+    """A line for each Args entry that is malformed or names a parameter the function lacks."""
+    problems = []
+    for fn in _functions(module):
+        try:
+            params = set(fn.signature.parameters)
+        except (TypeError, ValueError):
+            continue
+        takes_kwargs = any(p.kind == p.VAR_KEYWORD for p in fn.signature.parameters.values())
+        for names, line in args_entries(fn.docstring):
+            if names is None:
+                problems.append(f"{fn.fullname}: malformed Args entry {line!r}")
+                continue
+            for name in names:
+                if name not in params and not takes_kwargs:
+                    problems.append(f"{fn.fullname}: Args names {name!r}, which it does not take")
+    return problems
+
+
+def build(out):
+    pdoc.render.configure(docformat="google", show_source=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pdoc.pdoc(*MODULES, output_directory=out)
+        modules = [pdoc.doc.Module.from_name(name) for name in pdoc.extract.walk_specs(MODULES)]
+    problems = [f"{w.category.__name__}: {w.message}" for w in caught]
+    for module in modules:
+        problems += bad_args(module)
+    return problems
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=pathlib.Path, default=ROOT / "build" / "apidocs")
+    args = parser.parse_args(argv)
+    problems = build(args.out)
+    for p in problems:
+        print(p, file=sys.stderr)
+    if problems:
+        print(f"build_docs: {len(problems)} warning(s), treated as errors", file=sys.stderr)
+        return 1
+    print(f"build_docs: API reference in {args.out}/index.html")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

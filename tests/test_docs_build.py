@@ -1,0 +1,77 @@
+"""scripts/build_docs.py's docstring check: the API reference build (CI runs the whole of it after
+ruff, about 30-50 s on two cores, too slow for the suite) fails on an Args section that is
+malformed or names a parameter the function does not take."""
+import importlib.util
+import itertools
+import pathlib
+import sys
+
+import pdoc.doc
+import pytest
+
+SCRIPT = pathlib.Path(__file__).resolve().parent.parent / "scripts" / "build_docs.py"
+spec = importlib.util.spec_from_file_location("build_docs", SCRIPT)
+build_docs = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(build_docs)
+SAMPLES = itertools.count()
+
+
+@pytest.fixture
+def problems(tmp_path, monkeypatch):
+    """A function that writes source as a new module and returns bad_args's lines for it, each
+    without the module's name (pdoc caches modules by name, so each gets its own)."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    names = []
+
+    def check(source):
+        names.append(f"docs_sample_{next(SAMPLES)}")
+        (tmp_path / f"{names[-1]}.py").write_text(source)
+        found = build_docs.bad_args(pdoc.doc.Module.from_name(names[-1]))
+        return [line.split(".", 1)[1] for line in found]
+    yield check
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+GOOD = '''
+def f(x, stride=1, dilation=1, *, out=None):
+    """Sum.
+
+    Args:
+        x (ClTensor): the input; a long description that goes on
+            over a second line: with a colon in it.
+        stride, dilation: ints.
+        out: where to write.
+
+    Returns:
+        a tensor.
+    """
+
+class C:
+    def m(self, a):
+        """Method.
+
+        Args:
+            a: a number.
+        """
+'''
+
+
+def test_well_formed_args_pass(problems):
+    assert problems(GOOD) == []
+
+
+def test_args_naming_a_missing_parameter_fail(problems):
+    bad = GOOD.replace("a: a number", "b: a number").replace("stride, dilation:", "stride, padding:")
+    assert problems(bad) == ["f: Args names 'padding', which it does not take",
+                             "C.m: Args names 'b', which it does not take"]
+
+
+def test_malformed_args_entry_fails(problems):
+    bad = GOOD.replace("out: where to write.", "out where to write.")
+    assert problems(bad) == ["f: malformed Args entry 'out where to write.'"]
+
+
+def test_entries_of_a_section_end_at_its_indent():
+    doc = "Args:\n    a: one.\n        more: of a.\n    b: two.\nReturns:\n    x: not an arg.\n"
+    assert build_docs.args_entries(doc) == [(["a"], "a: one."), (["b"], "b: two.")]
