@@ -2,10 +2,11 @@
 
     python scripts/build_docs.py [--out DIR]
 
-Warnings are errors: the build fails if pdoc warns (a module that cannot be imported, an
-annotation it cannot read, ...) or if a Google-style `Args:` section has an entry that is not
-`name: text` or names a parameter that the function does not take. cltensor.torch is left out: it imports torch and registers a device in
-it on import; docs/torch_device.md documents it.
+Every public module gets a page (cltensor.torch is left out: it imports torch and registers a
+device in it on import; docs/torch_device.md documents it). Warnings are errors: the build
+fails if pdoc warns (a module that cannot be imported, an annotation it cannot read, ...) or if
+a Google-style `Args:` section has an entry that is not `name: text` or that names a parameter
+the function does not take.
 """
 import argparse
 import pathlib
@@ -18,13 +19,27 @@ sys.path.insert(0, str(ROOT))  # document this tree's cltensor, not an installed
 
 import pdoc  # noqa: E402
 import pdoc.doc  # noqa: E402
-import pdoc.extract  # noqa: E402
 import pdoc.render  # noqa: E402
 
-MODULES = ["cltensor", "!cltensor.torch"]
+SKIP = ("cltensor.torch",)  # leave out, with its submodules
 SECTION = re.compile(r"^(\s*)(Args|Arguments|Parameters):\s*$")
 NAME = r"\*{0,2}[A-Za-z_]\w*"
 ENTRY = re.compile(rf"^({NAME}(?:,\s*{NAME})*)(\s*\(.*?\))?:")  # `a:`, `a (int):`, `a, b:`
+
+
+def public_modules():
+    """Every public module of the package by name, found on disk: pdoc itself only follows the
+    submodules that a package's __all__ lists (so it would leave out nn.functional)."""
+    names = []
+    for path in sorted((ROOT / "cltensor").rglob("*.py")):
+        parts = list(path.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        name = ".".join(parts)
+        if any(p.startswith("_") for p in parts) or name.startswith(SKIP):
+            continue
+        names.append(name)
+    return names
 
 
 def args_entries(docstring):
@@ -78,14 +93,26 @@ def bad_args(module):
     return problems
 
 
+def write(modules, out):
+    """Each module's page, the index and the search data, as pdoc.pdoc writes them (which would
+    walk each package again and find every submodule twice)."""
+    for module in modules.values():
+        page = out / f"{module.fullname.replace('.', '/')}.html"
+        page.parent.mkdir(parents=True, exist_ok=True)
+        page.write_text(pdoc.render.html_module(module, modules))
+    (out / "index.html").write_text(pdoc.render.html_index(modules))
+    (out / "search.js").write_text(pdoc.render.search_index(modules))
+
+
 def build(out):
+    """Writes the reference into out; returns the warnings and docstring problems."""
     pdoc.render.configure(docformat="google", show_source=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        pdoc.pdoc(*MODULES, output_directory=out)
-        modules = [pdoc.doc.Module.from_name(name) for name in pdoc.extract.walk_specs(MODULES)]
+        modules = {name: pdoc.doc.Module.from_name(name) for name in public_modules()}
+        write(modules, out)
     problems = [f"{w.category.__name__}: {w.message}" for w in caught]
-    for module in modules:
+    for module in modules.values():
         problems += bad_args(module)
     return problems
 
