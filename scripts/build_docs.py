@@ -6,9 +6,10 @@ Every public module gets a page (cltensor.torch is left out: it imports torch an
 device in it on import; docs/torch_device.md documents it). Warnings are errors: the build
 fails if pdoc warns (a module that cannot be imported, an annotation it cannot read, ...) or if
 a Google-style `Args:` section has an entry that is not `name: text` or that names a parameter
-the function does not take.
+the function does not take, or if a docstring names a cltensor.* object that does not exist.
 """
 import argparse
+import importlib
 import pathlib
 import re
 import sys
@@ -25,6 +26,7 @@ SKIP = ("cltensor.torch",)  # leave out, with its submodules
 SECTION = re.compile(r"^(\s*)(Args|Arguments|Parameters):\s*$")
 NAME = r"\*{0,2}[A-Za-z_]\w*"
 ENTRY = re.compile(rf"^({NAME}(?:,\s*{NAME})*)(\s*\(.*?\))?:")  # `a:`, `a (int):`, `a, b:`
+REFERENCE = re.compile(r"(?<![\w.])cltensor(?:\.[A-Za-z_]\w*)+")  # cltensor.nn.functional.relu
 
 
 def public_modules():
@@ -93,6 +95,43 @@ def bad_args(module):
     return problems
 
 
+def resolves(name):
+    """Whether a dotted name such as cltensor.conv.conv2d names a module or an attribute."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def _docstrings(namespace):
+    """(name, docstring) of a module or class and of everything pdoc documents in it."""
+    yield namespace.fullname, namespace.docstring
+    for member in namespace.own_members:
+        if isinstance(member, pdoc.doc.Class):
+            yield from _docstrings(member)
+        else:
+            yield member.fullname, member.docstring
+
+
+def bad_references(module):
+    """A line for each cltensor.* name in a docstring that names nothing (a renamed or moved
+    function); the torch device's names are not checked, as it is not imported."""
+    problems = []
+    for where, text in _docstrings(module):
+        for name in sorted(set(REFERENCE.findall(text or ""))):
+            if not name.startswith(SKIP) and not resolves(name):
+                problems.append(f"{where}: docstring names {name}, which does not exist")
+    return problems
+
+
 def write(modules, out):
     """Each module's page, the index and the search data, as pdoc.pdoc writes them (which would
     walk each package again and find every submodule twice)."""
@@ -113,7 +152,7 @@ def build(out):
         write(modules, out)
     problems = [f"{w.category.__name__}: {w.message}" for w in caught]
     for module in modules.values():
-        problems += bad_args(module)
+        problems += bad_args(module) + bad_references(module)
     return problems
 
 

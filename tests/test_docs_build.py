@@ -19,15 +19,17 @@ SAMPLES = itertools.count()
 
 @pytest.fixture
 def problems(tmp_path, monkeypatch):
-    """A function that writes source as a new module and returns bad_args's lines for it, each
-    without the module's name (pdoc caches modules by name, so each gets its own)."""
+    """A function that writes source as a new module and returns what bad_args and
+    bad_references report for it, each line without the module's name (pdoc caches modules by
+    name, so each gets its own)."""
     monkeypatch.syspath_prepend(str(tmp_path))
     names = []
 
     def check(source):
         names.append(f"docs_sample_{next(SAMPLES)}")
         (tmp_path / f"{names[-1]}.py").write_text(source)
-        found = build_docs.bad_args(pdoc.doc.Module.from_name(names[-1]))
+        module = pdoc.doc.Module.from_name(names[-1])
+        found = build_docs.bad_args(module) + build_docs.bad_references(module)
         return [line.split(".", 1)[1] for line in found]
     yield check
     for name in names:
@@ -36,7 +38,7 @@ def problems(tmp_path, monkeypatch):
 
 GOOD = '''
 def f(x, stride=1, dilation=1, *, out=None):
-    """Sum.
+    """Sum, as cltensor.sum does; see cltensor.conv.conv2d and `cltensor.nn.functional`.
 
     Args:
         x (ClTensor): the input; a long description that goes on
@@ -84,3 +86,8 @@ def test_every_public_module_is_documented_but_the_torch_device():
             "cltensor.conv.dispatch", "cltensor.optim.sgd"} <= set(names)
     assert not [n for n in names if n.startswith("cltensor.torch") or "._" in n]
     assert len(names) == len(set(names))
+
+
+def test_docstring_naming_a_missing_object_fails(problems):
+    bad = GOOD.replace("cltensor.conv.conv2d", "cltensor.conv.conv3d")
+    assert problems(bad) == ["f: docstring names cltensor.conv.conv3d, which does not exist"]
