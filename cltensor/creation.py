@@ -1,24 +1,34 @@
 """Creating tensors: from Python data and numpy, and filled with a value."""
+from __future__ import annotations
+
 import functools
 import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pyopencl as cl
 
 from . import dtypes as dt
-from .device import get_device
+from .device import DeviceLike, get_device
 from .size import Size
 from .tensor import ClTensor, _size_args
+
+# a dtype as the creation functions take it: cltensor.float32 (a numpy dtype), a numpy type, the
+# Python types float, int and bool, or a name such as "float64"; None picks the default
+DTypeLike = dt.DType | np.dtype | type | str | None
+# a shape: ints, or one sequence of ints
+SizeLike = int | Sequence[int]
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "empty", "zeros", "ones", "full",
            "empty_like", "zeros_like", "ones_like", "full_like"] + [d.tensor_type for d in dt.DTYPES]
 
 
-def factory(fn):
+def factory(fn: Callable[..., ClTensor]) -> Callable[..., ClTensor]:
     """fn with torch's keyword requires_grad=False: True makes the new tensor a leaf that
     requires grad (a floating dtype only, else TypeError)."""
     @functools.wraps(fn)
-    def make(*args, requires_grad=False, **kwargs):
+    def make(*args: Any, requires_grad: bool = False, **kwargs: Any) -> ClTensor:
         out = fn(*args, **kwargs)
         return out.requires_grad_() if requires_grad else out
     return make
@@ -48,7 +58,7 @@ def _default_dtype(arr, from_python):
     return arr.dtype
 
 
-def from_numpy(array, device=None, dtype=None):
+def from_numpy(array: np.ndarray, device: DeviceLike = None, dtype: DTypeLike = None) -> ClTensor:
     """Copy a numpy array to the device (keeping its dtype unless `dtype` is given)."""
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy array, got {type(array).__name__}")
@@ -62,7 +72,7 @@ def from_numpy(array, device=None, dtype=None):
     return out
 
 
-def from_dlpack(ext_tensor, *, device=None, copy=None):
+def from_dlpack(ext_tensor: Any, *, device: DeviceLike = None, copy: bool | None = None) -> ClTensor:
     """A tensor from any object with __dlpack__ in host memory (a numpy array, a torch CPU
     tensor, ...), copied to `device` (default: the device "cpu" names). A ClTensor is returned
     as it is (moved if `device` differs, copied if copy=True)."""
@@ -112,7 +122,7 @@ def _check_fits(array, target, op):
 
 
 @factory
-def tensor(data, dtype=None, device=None):
+def tensor(data: Any, dtype: DTypeLike = None, device: DeviceLike = None) -> ClTensor:
     """A new tensor holding a copy of `data` (nested lists, numbers, numpy arrays or a tensor).
 
     As in torch, the creation functions (this one, zeros, ones, full, empty, the *_like ones,
@@ -133,20 +143,22 @@ def tensor(data, dtype=None, device=None):
     return out
 
 
-def as_tensor(data, dtype=None, device=None):
+def as_tensor(data: Any, dtype: DTypeLike = None, device: DeviceLike = None) -> ClTensor:
     if isinstance(data, ClTensor):
         return data.to(device=device or data.device, dtype=dtype)
     return tensor(data, dtype=dtype, device=device)
 
 
 @factory
-def empty(*size, dtype=None, device=None, memory_format="contiguous_format"):
+def empty(*size: SizeLike, dtype: DTypeLike = None, device: DeviceLike = None,
+          memory_format: str = "contiguous_format") -> ClTensor:
     return ClTensor.empty_on(_size_args(size, "empty"), dt.as_dtype(dtype) or dt.get_default_dtype(),
                             get_device(device), memory_format)
 
 
 @factory
-def full(size, fill_value, dtype=None, device=None):
+def full(size: SizeLike, fill_value: float | int | bool, dtype: DTypeLike = None,
+         device: DeviceLike = None) -> ClTensor:
     if not isinstance(fill_value, (numbers.Number, np.bool_)):
         raise TypeError(f"full: fill_value must be a number, got {type(fill_value).__name__}")
     size = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
@@ -154,12 +166,12 @@ def full(size, fill_value, dtype=None, device=None):
 
 
 @factory
-def zeros(*size, dtype=None, device=None):
+def zeros(*size: SizeLike, dtype: DTypeLike = None, device: DeviceLike = None) -> ClTensor:
     return full(_size_args(size, "zeros"), 0, dtype=dtype or dt.get_default_dtype(), device=device)
 
 
 @factory
-def ones(*size, dtype=None, device=None):
+def ones(*size: SizeLike, dtype: DTypeLike = None, device: DeviceLike = None) -> ClTensor:
     return full(_size_args(size, "ones"), 1, dtype=dtype or dt.get_default_dtype(), device=device)
 
 
@@ -168,25 +180,26 @@ def _like(x, dtype, device):
 
 
 @factory
-def empty_like(x, dtype=None, device=None):
+def empty_like(x: ClTensor, dtype: DTypeLike = None, device: DeviceLike = None) -> ClTensor:
     shape, dtype, device = _like(x, dtype, device)
     return empty(shape, dtype=dtype, device=device)
 
 
 @factory
-def zeros_like(x, dtype=None, device=None):
+def zeros_like(x: ClTensor, dtype: DTypeLike = None, device: DeviceLike = None) -> ClTensor:
     shape, dtype, device = _like(x, dtype, device)
     return full(shape, 0, dtype=dtype, device=device)
 
 
 @factory
-def ones_like(x, dtype=None, device=None):
+def ones_like(x: ClTensor, dtype: DTypeLike = None, device: DeviceLike = None) -> ClTensor:
     shape, dtype, device = _like(x, dtype, device)
     return full(shape, 1, dtype=dtype, device=device)
 
 
 @factory
-def full_like(x, fill_value, dtype=None, device=None):
+def full_like(x: ClTensor, fill_value: float | int | bool, dtype: DTypeLike = None,
+              device: DeviceLike = None) -> ClTensor:
     shape, dtype, device = _like(x, dtype, device)
     return full(shape, fill_value, dtype=dtype, device=device)
 
@@ -198,7 +211,7 @@ class _TensorType(type):
     def __instancecheck__(cls, obj):
         return isinstance(obj, ClTensor) and obj.dtype is cls.dtype
 
-    def __call__(cls, *args, device=None):
+    def __call__(cls, *args: Any, device: DeviceLike = None) -> ClTensor:
         if _are_sizes(args):
             return empty(*(args or (0,)), dtype=cls.dtype, device=device)
         if len(args) == 1:

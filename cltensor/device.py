@@ -1,10 +1,14 @@
 """OpenCL devices: discovery, the default device, one context/queue/memory pool per device."""
+from __future__ import annotations
+
 import os
 import re
 import sys
 import threading
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import pyopencl as cl
 import pyopencl.tools as cl_tools
@@ -110,7 +114,7 @@ class Device:
     about 6 us slower with it (H200 host, 19 against 13 us a launch).
     """
 
-    def __init__(self, index, cl_device):
+    def __init__(self, index: str, cl_device: cl.Device) -> None:
         self.index = index
         self.cl_device = cl_device
         self.name = cl_device.name.strip()
@@ -130,7 +134,7 @@ class Device:
         self._peak = 0
 
     @property
-    def context(self):
+    def context(self) -> cl.Context:
         if self._context is None:
             with _start_lock:
                 if self._context is None:
@@ -138,7 +142,7 @@ class Device:
         return self._context
 
     @property
-    def queue(self):
+    def queue(self) -> cl.CommandQueue:
         """The device's one in-order queue."""
         q = self._queue
         if q is None:
@@ -148,7 +152,7 @@ class Device:
                 q = self._queue
         return q
 
-    def profiling_queue(self):
+    def profiling_queue(self) -> cl.CommandQueue:
         """The queue, moved to one with profiling enabled if it has none yet; call it with
         launch_lock held. The old queue is drained first, so commands keep their order."""
         if not self.profiling:
@@ -161,7 +165,7 @@ class Device:
         self._queue = cl.CommandQueue(self.context, self.cl_device, properties=properties)
         self.profiling = bool(properties)
 
-    def enqueue(self, command, *args, **kwargs):
+    def enqueue(self, command: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """command(queue, *args, **kwargs) under launch_lock, so that it goes to the current
         queue (copies and fills; pass is_blocking=False and wait on the event outside); inside
         a graph capture, captured or refused (cltensor.graphs) and not run."""
@@ -171,14 +175,14 @@ class Device:
             return command(self.queue, *args, **kwargs)
 
     @property
-    def pool(self):
+    def pool(self) -> cl_tools.MemoryPool:
         if self._pool is None:
             with _start_lock:
                 if self._pool is None:
                     self._pool = cl_tools.MemoryPool(cl_tools.ImmediateAllocator(self.queue))
         return self._pool
 
-    def allocate(self, nbytes, pool=None):
+    def allocate(self, nbytes: int, pool: Any = None) -> cl_tools.PooledBuffer:
         """A pooled buffer of at least nbytes (at least one byte), from `pool` or the device's;
         counted in memory_stats."""
         if nbytes > self.max_alloc:
@@ -220,22 +224,22 @@ class Device:
         self._allocated, self._peak = allocated, peak
         return allocated
 
-    def reset_peak(self):
+    def reset_peak(self) -> None:
         with self._count_lock:
             self._peak = self._fold()
 
     @property
-    def allocated(self):
+    def allocated(self) -> int:
         return self._count()[0]
 
     @property
-    def peak(self):
+    def peak(self) -> int:
         return self._count()[1]
 
-    def synchronize(self):
+    def synchronize(self) -> None:
         self.queue.finish()
 
-    def info(self):
+    def info(self) -> DeviceInfo:
         d = self.cl_device
         kind = "GPU" if self.is_gpu else "CPU" if self.is_cpu else "other"
         return DeviceInfo(self.index, self.platform_name, self.name, kind, d.max_compute_units,
@@ -243,11 +247,11 @@ class Device:
                           d.max_work_group_size, self.has_fp64, d.version, d.driver_version)
 
     @property
-    def type(self):
+    def type(self) -> str:
         """torch's device type: "cpu" for a CPU device, "cuda" for a GPU, else "opencl"."""
         return "cpu" if self.is_cpu else "cuda" if self.is_gpu else "opencl"
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if isinstance(other, TorchDevice):
             return other == self
         return self is other
@@ -258,7 +262,7 @@ class Device:
         # NOTE: unpickled on the default device of the same type (a context cannot be pickled)
         return device_of_type, (self.type,)
 
-    def description(self):
+    def description(self) -> Description:
         """The device's Description (queried once)."""
         if self._description is None:
             d = self.cl_device
@@ -270,10 +274,10 @@ class Device:
                 tuple(d.max_work_item_sizes), lanes, _simd_width(d, lanes), self.has_fp64)
         return self._description
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Device('{self.index}', '{self.name}')"
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"cl:{self.index} ({self.name})"
 
 
@@ -325,7 +329,7 @@ _start_lock = threading.RLock()
 _profiled = set()  # devices moved to a profiling queue (Device.profiling_queue)
 
 
-def stop_profiling():
+def stop_profiling() -> None:
     """Move the devices that profiled back to plain queues (profiler: when no thread profiles);
     a launch inside a later profile() moves them again."""
     for d in list(_profiled):
@@ -335,7 +339,7 @@ def stop_profiling():
         _profiled.discard(d)
 
 
-def all_devices():
+def all_devices() -> list[Device]:
     """Every OpenCL device of every platform, as Device objects (made once)."""
     global _devices
     if _devices is None:
@@ -360,7 +364,7 @@ def _discover():
     return found
 
 
-def devices():
+def devices() -> list[DeviceInfo]:
     """A DeviceInfo for every OpenCL device present."""
     return [d.info() for d in all_devices()]
 
@@ -387,7 +391,7 @@ def _best_cpu(cpus):
     return max(cpus, key=lambda d: (_pocl_version(d), d.cl_device.max_compute_units))
 
 
-def get_device(spec=None):
+def get_device(spec: DeviceLike = None) -> Device:
     """Resolve a device spec: None (the default), a Device, a torch-style name or device
     ("cpu", "cuda:0", "opencl:1", cltensor.device(...); see TorchDevice), 'p:d' indices, or a
     name substring."""
@@ -421,7 +425,7 @@ def get_device(spec=None):
     raise DeviceError(f"no OpenCL device matches {spec!r}; devices: {known}")
 
 
-def default_device():
+def default_device() -> Device:
     global _default
     if _default is None:
         with _start_lock:
@@ -430,7 +434,7 @@ def default_device():
     return _default
 
 
-def set_default_device(spec):
+def set_default_device(spec: DeviceLike) -> Device:
     """Make `spec` (see get_device) the device that creation functions use by default (for
     every thread, as torch.set_default_device is not per thread either)."""
     global _default
@@ -440,7 +444,7 @@ def set_default_device(spec):
     return dev
 
 
-def memory_stats(device=None):
+def memory_stats(device: DeviceLike = None) -> dict[str, int]:
     """Bytes held by live tensors on the device now, the peak since the last reset, and the pool's size."""
     d = get_device(device)
     pool = d._pool
@@ -449,7 +453,7 @@ def memory_stats(device=None):
             "pool_held": pool.managed_bytes if pool is not None else 0}
 
 
-def empty_cache(device=None):
+def empty_cache(device: DeviceLike = None) -> None:
     """Give the memory pool's unused buffers back to the driver, as torch.cuda.empty_cache
     does; live tensors keep theirs. The pool otherwise keeps every freed buffer for reuse (on
     a CPU device that is host memory)."""
@@ -458,11 +462,11 @@ def empty_cache(device=None):
         pool.free_held()
 
 
-def reset_peak_memory_stats(device=None):
+def reset_peak_memory_stats(device: DeviceLike = None) -> None:
     get_device(device).reset_peak()
 
 
-def synchronize(device=None):
+def synchronize(device: DeviceLike = None) -> None:
     get_device(device).synchronize()
 
 
@@ -489,7 +493,8 @@ class TorchDevice:
 
     __slots__ = ("type", "index")
 
-    def __init__(self, type, index=None):  # noqa: A002 - torch's name
+    def __init__(self, type: str | int | Device | TorchDevice,  # noqa: A002 - torch's name
+                 index: int | None = None) -> None:
         type, index = _type_and_index(type, index)
         object.__setattr__(self, "type", type)
         object.__setattr__(self, "index", index)
@@ -519,6 +524,11 @@ class TorchDevice:
 
     def __reduce__(self):
         return TorchDevice, (self.type, self.index)
+
+
+# what get_device and the device= arguments take: a Device, a torch-style device or name ("cpu",
+# "cuda:0"), an accelerator index, a 'platform:device' index or a name substring; None: the default
+DeviceLike = Device | TorchDevice | str | int | None
 
 
 def _type_and_index(spec, index):
@@ -557,20 +567,20 @@ def _is_torch_name(s):
     return bool(m) and m.group(1) in TORCH_TYPES + _OTHER_TORCH_TYPES
 
 
-def is_torch_device(spec):
+def is_torch_device(spec: object) -> bool:
     """A torch.device (torch itself need not be imported here to recognise one)."""
     return type(spec).__name__ == "device" and hasattr(spec, "type") and hasattr(spec, "index")
 
 
-def cpu_devices():
+def cpu_devices() -> list[Device]:
     return [d for d in all_devices() if d.is_cpu]
 
 
-def gpu_devices():
+def gpu_devices() -> list[Device]:
     return [d for d in all_devices() if d.is_gpu]
 
 
-def preferred_cpu(default=None):
+def preferred_cpu(default: Device | None = None) -> Device:
     """The device "cpu" names: the default device if it is a CPU, else the CPU device the
     default rule would pick, else (no CPU OpenCL device) the default device."""
     default = default or default_device()
@@ -578,7 +588,7 @@ def preferred_cpu(default=None):
     return default if default.is_cpu or not cpus else _best_cpu(cpus)
 
 
-def default_gpu(default=None):
+def default_gpu(default: Device | None = None) -> Device | None:
     """The device "cuda" names: the default device if it is a GPU, else the first GPU, else None."""
     default = default or default_device()
     gpus = gpu_devices()
@@ -609,7 +619,7 @@ def _resolve_torch(type, index, default=None):  # noqa: A002
     return pool[index]
 
 
-def no_gpu_message(name):
+def no_gpu_message(name: str) -> str:
     return (f"device {name!r}: no OpenCL GPU was found, and cltensor's 'cuda' names an OpenCL "
             f"GPU (torch: 'Torch not compiled with CUDA enabled'); use 'cpu', or check "
             f"`python -m cltensor` for the devices present")
@@ -627,7 +637,7 @@ def _torch_name(dev):
     return kind, None
 
 
-def device_of_type(kind):
+def device_of_type(kind: str) -> Device:
     """The default device of a torch type, for unpickling; the default device where the
     machine has none of that type."""
     try:
@@ -640,7 +650,8 @@ class _DeviceModule(types.ModuleType):
     """cltensor.device is this module and, as torch.device, callable: cltensor.device("cuda:0")
     makes a TorchDevice, and isinstance(x, cltensor.device) tests for one."""
 
-    def __call__(self, type, index=None):  # noqa: A002
+    def __call__(self, type: str | int | Device | TorchDevice,  # noqa: A002
+                 index: int | None = None) -> TorchDevice:
         return TorchDevice(type, index)
 
     def __instancecheck__(self, obj):

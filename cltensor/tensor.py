@@ -69,7 +69,7 @@ class ClTensor(TensorOperators):
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
-    def empty_on(cls, shape: Sequence[int], dtype: DTypeLike, device: Device,
+    def empty_on(cls, shape: Sequence[builtins.int], dtype: DTypeLike, device: Device,
                  memory_format: str = CONTIGUOUS_FORMAT) -> ClTensor:
         if dtype.__class__ is not dt.DType:
             dtype = dt.as_dtype(dtype)
@@ -93,50 +93,50 @@ class ClTensor(TensorOperators):
         return self.storage.device
 
     @property
-    def ndim(self) -> int:
+    def ndim(self) -> builtins.int:
         return len(self.shape)
 
-    def dim(self) -> int:
+    def dim(self) -> builtins.int:
         return len(self.shape)
 
-    def numel(self) -> int:
+    def numel(self) -> builtins.int:
         return math.prod(self.shape)
 
-    def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+    def size(self, dim: builtins.int | None = None) -> tuple[builtins.int, ...] | builtins.int:
         return self.shape if dim is None else self.shape[_norm_dim(dim, self.ndim, "size")]
 
-    def stride(self, dim: int | None = None) -> tuple[int, ...] | int:
+    def stride(self, dim: builtins.int | None = None) -> tuple[builtins.int, ...] | builtins.int:
         return self.strides if dim is None else self.strides[_norm_dim(dim, self.ndim, "stride")]
 
-    def storage_offset(self) -> int:
+    def storage_offset(self) -> builtins.int:
         return self.offset
 
-    def element_size(self) -> int:
+    def element_size(self) -> builtins.int:
         return self.dtype.itemsize
 
-    def is_floating_point(self) -> bool:
+    def is_floating_point(self) -> builtins.bool:
         return dt.is_floating(self.dtype)
 
     # cltensor's dtypes are real and its tensors dense
     is_meta = is_sparse = is_quantized = is_nested = is_xpu = is_mps = False
 
     @property
-    def is_cpu(self) -> bool:
+    def is_cpu(self) -> builtins.bool:
         """On a CPU OpenCL device (host memory): torch's "cpu"."""
         return self.storage.device.is_cpu
 
     @property
-    def is_cuda(self) -> bool:
+    def is_cuda(self) -> builtins.bool:
         """On an OpenCL GPU: torch's "cuda"."""
         return self.storage.device.is_gpu
 
-    def is_complex(self) -> bool:
+    def is_complex(self) -> builtins.bool:
         return False
 
-    def is_conj(self) -> bool:
+    def is_conj(self) -> builtins.bool:
         return False
 
-    def is_neg(self) -> bool:
+    def is_neg(self) -> builtins.bool:
         return False
 
     def conj(self) -> ClTensor:
@@ -153,48 +153,48 @@ class ClTensor(TensorOperators):
     def imag(self) -> ClTensor:
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes")
 
-    def is_signed(self) -> bool:
+    def is_signed(self) -> builtins.bool:
         """False for bool and uint8, True for the other dtypes."""
         return self.dtype.is_signed
 
-    def is_same_size(self, other: ClTensor) -> bool:
+    def is_same_size(self, other: ClTensor) -> builtins.bool:
         return self.shape == tuple(other.shape)
 
-    def is_nonzero(self) -> bool:
+    def is_nonzero(self) -> builtins.bool:
         """The truth value of a one-element tensor; more or fewer elements raise, as torch."""
         if self.numel() != 1:
             what = "no values" if self.numel() == 0 else "more than one value"
             raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
         return builtins.bool(self.item())
 
-    def ndimension(self) -> int:
+    def ndimension(self) -> builtins.int:
         return len(self.shape)
 
     @property
-    def itemsize(self) -> int:
+    def itemsize(self) -> builtins.int:
         return self.dtype.itemsize
 
     @property
-    def nbytes(self) -> int:
+    def nbytes(self) -> builtins.int:
         return self.numel() * self.dtype.itemsize
 
-    def get_device(self) -> int:
+    def get_device(self) -> builtins.int:
         """torch's device ordinal: -1 on a CPU device, else the index of cltensor.device(x.device)
         ("cuda:1" gives 1)."""
         index = TorchDevice(self.device).index
         return -1 if self.device.is_cpu or index is None else index
 
-    def is_contiguous(self, memory_format: str = CONTIGUOUS_FORMAT) -> bool:
+    def is_contiguous(self, memory_format: str = CONTIGUOUS_FORMAT) -> builtins.bool:
         if memory_format == CHANNELS_LAST:
             return len(self.shape) == 4 and _is_channels_last(self.shape, self.strides)
         return _is_contiguous(self.shape, self.strides)
 
-    def __len__(self) -> int:
+    def __len__(self) -> builtins.int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> builtins.int:
         return id(self)
 
     # ---- host transfer ------------------------------------------------------------------------
@@ -217,23 +217,23 @@ class ClTensor(TensorOperators):
             raise ValueError(f"item(): the tensor has {self.numel()} elements, not 1")
         return self.numpy().reshape(()).item()
 
-    def __bool__(self) -> bool:
+    def __bool__(self) -> builtins.bool:
         if self.numel() != 1:
             raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous")
         return builtins.bool(self.item())
 
-    def __float__(self) -> float:
+    def __float__(self) -> builtins.float:
         return float(self.item())
 
-    def __int__(self) -> int:
+    def __int__(self) -> builtins.int:
         return int(self.item())
 
-    def __index__(self) -> int:
+    def __index__(self) -> builtins.int:
         if self.dtype.kind not in "iu":
             raise TypeError("only integer tensors of a single element can be used as an index")
         return int(self.item())
 
-    def __array__(self, dtype: DTypeLike | None = None, copy: bool | None = None) -> np.ndarray:
+    def __array__(self, dtype: DTypeLike | None = None, copy: builtins.bool | None = None) -> np.ndarray:
         if copy is False:
             raise ValueError("np.asarray(tensor, copy=False): a tensor's data is on an OpenCL "
                              "device, so numpy always gets a copy")
@@ -253,7 +253,7 @@ class ClTensor(TensorOperators):
 
     # ---- conversion ---------------------------------------------------------------------------
     def to(self, *args: DTypeLike | DeviceLike | ClTensor, dtype: DTypeLike | None = None,
-           device: DeviceLike | None = None, copy: bool = False, non_blocking: bool = False,
+           device: DeviceLike | None = None, copy: builtins.bool = False, non_blocking: builtins.bool = False,
            memory_format: str | None = None) -> ClTensor:
         """to(dtype), to(device), to(device, dtype), to(other_tensor); a device as get_device
         takes it ("cpu", "cuda:0", cltensor.device(...), a Device). non_blocking is accepted:
@@ -274,7 +274,7 @@ class ClTensor(TensorOperators):
         """The tensor on the device "cpu" names (cltensor.device.TorchDevice): self if there."""
         return self.to("cpu", memory_format=memory_format)
 
-    def cuda(self, device: DeviceLike | None = None, non_blocking: bool = False,
+    def cuda(self, device: DeviceLike | None = None, non_blocking: builtins.bool = False,
              memory_format: str | None = None) -> ClTensor:
         """The tensor on a GPU: the current one, or `device` (an index, "cuda:1", a device)."""
         target = TorchDevice("cuda", device) if isinstance(device, int) else device or "cuda"
@@ -284,7 +284,7 @@ class ClTensor(TensorOperators):
         """self: OpenCL moves data between host and device without page-locked copies."""
         return self
 
-    def is_pinned(self, device: DeviceLike | None = None) -> bool:
+    def is_pinned(self, device: DeviceLike | None = None) -> builtins.bool:
         """True on a CPU device, whose buffers are host memory."""
         return self.storage.device.is_cpu
 
@@ -353,10 +353,10 @@ class ClTensor(TensorOperators):
 
     # ---- autograd -----------------------------------------------------------------------------
     @property
-    def is_leaf(self) -> bool:
+    def is_leaf(self) -> builtins.bool:
         return self.grad_fn is None
 
-    def requires_grad_(self, requires_grad: bool = True) -> ClTensor:
+    def requires_grad_(self, requires_grad: builtins.bool = True) -> ClTensor:
         if self.grad_fn is not None:
             raise RuntimeError("you can only change requires_grad flags of leaf variables; "
                                "use .detach() to get a leaf")
@@ -367,12 +367,12 @@ class ClTensor(TensorOperators):
         return self
 
     @property
-    def retains_grad(self) -> bool:
+    def retains_grad(self) -> builtins.bool:
         """Whether retain_grad() was called on this non-leaf tensor."""
         return self.grad_fn is not None and self.grad_fn.retained.get(self._output_nr) is self
 
     @property
-    def output_nr(self) -> int:
+    def output_nr(self) -> builtins.int:
         return self._output_nr
 
     def retain_grad(self) -> None:
@@ -424,7 +424,7 @@ class ClTensor(TensorOperators):
         return self.fill_(0)
 
     # ---- views --------------------------------------------------------------------------------
-    def view(self, *shape: int | Sequence[int]) -> ClTensor:
+    def view(self, *shape: builtins.int | Sequence[builtins.int]) -> ClTensor:
         shape = _infer_shape(_size_args_view(shape), self.numel())
         strides = _view_strides(self.shape, self.strides, shape)
         if strides is None:
@@ -432,7 +432,7 @@ class ClTensor(TensorOperators):
                                f"{self.shape} and strides {self.strides}; use .reshape()")
         return self._view(shape, strides)
 
-    def reshape(self, *shape: int | Sequence[int]) -> ClTensor:
+    def reshape(self, *shape: builtins.int | Sequence[builtins.int]) -> ClTensor:
         shape = _infer_shape(_size_args_view(shape), self.numel())
         strides = _view_strides(self.shape, self.strides, shape)
         if strides is None:
@@ -445,7 +445,7 @@ class ClTensor(TensorOperators):
     def reshape_as(self, other: ClTensor) -> ClTensor:
         return self.reshape(other.shape)
 
-    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> ClTensor:
+    def flatten(self, start_dim: builtins.int = 0, end_dim: builtins.int = -1) -> ClTensor:
         if self.ndim == 0:
             return self.reshape(1)
         s = _norm_dim(start_dim, self.ndim, "flatten")
@@ -454,7 +454,7 @@ class ClTensor(TensorOperators):
             raise ValueError(f"flatten: start_dim {start_dim} comes after end_dim {end_dim}")
         return self.reshape(self.shape[:s] + (math.prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
 
-    def unflatten(self, dim: int, sizes: Sequence[int]) -> ClTensor:
+    def unflatten(self, dim: builtins.int, sizes: Sequence[builtins.int]) -> ClTensor:
         """Dim `dim` split into `sizes` (one of them may be -1), as torch.unflatten."""
         d = _norm_dim(dim, self.ndim, "unflatten")
         sizes = tuple(sizes)
@@ -466,7 +466,7 @@ class ClTensor(TensorOperators):
                              f"({self.shape[d]}) in the input tensor of shape {self.shape}")
         return self.reshape(self.shape[:d] + tuple(inner) + self.shape[d + 1:])
 
-    def permute(self, *dims: int | Sequence[int]) -> ClTensor:
+    def permute(self, *dims: builtins.int | Sequence[builtins.int]) -> ClTensor:
         dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         if len(dims) != self.ndim:
             raise ValueError(f"permute: got {len(dims)} dims for a {self.ndim}-d tensor")
@@ -475,7 +475,7 @@ class ClTensor(TensorOperators):
             raise ValueError(f"permute: repeated dim in {tuple(dims)}")
         return self._view([self.shape[d] for d in dims], [self.strides[d] for d in dims])
 
-    def transpose(self, dim0: int, dim1: int) -> ClTensor:
+    def transpose(self, dim0: builtins.int, dim1: builtins.int) -> ClTensor:
         order = list(range(self.ndim))
         a, b = _norm_dim(dim0, self.ndim, "transpose"), _norm_dim(dim1, self.ndim, "transpose")
         order[a], order[b] = order[b], order[a]
@@ -513,7 +513,7 @@ class ClTensor(TensorOperators):
                              f"tensor; use mH for batches of matrices")
         return self.t()
 
-    def expand(self, *shape: int | Sequence[int]) -> ClTensor:
+    def expand(self, *shape: builtins.int | Sequence[builtins.int]) -> ClTensor:
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         if tuple(shape) == self.shape:
             return self._view(self.shape, self.strides)
@@ -540,10 +540,10 @@ class ClTensor(TensorOperators):
     def expand_as(self, other: ClTensor) -> ClTensor:
         return self.expand(other.shape)
 
-    def broadcast_to(self, shape: Sequence[int]) -> ClTensor:
+    def broadcast_to(self, shape: Sequence[builtins.int]) -> ClTensor:
         return self.expand(shape)
 
-    def squeeze(self, dim: int | Sequence[int] | None = None) -> ClTensor:
+    def squeeze(self, dim: builtins.int | Sequence[builtins.int] | None = None) -> ClTensor:
         if dim is None:
             keep = [i for i, n in enumerate(self.shape) if n != 1]
         else:
@@ -552,13 +552,13 @@ class ClTensor(TensorOperators):
             keep = [i for i, n in enumerate(self.shape) if not (i in drop and n == 1)]
         return self._view([self.shape[i] for i in keep], [self.strides[i] for i in keep])
 
-    def unsqueeze(self, dim: int) -> ClTensor:
+    def unsqueeze(self, dim: builtins.int) -> ClTensor:
         d = _norm_dim(dim, self.ndim + 1, "unsqueeze")
         st = self.strides[d] * self.shape[d] if d < self.ndim else 1
         return self._view(self.shape[:d] + (1,) + self.shape[d:],
                           self.strides[:d] + (st,) + self.strides[d:])
 
-    def unfold(self, dimension: int, size: int, step: int) -> ClTensor:
+    def unfold(self, dimension: builtins.int, size: builtins.int, step: builtins.int) -> ClTensor:
         d = _norm_dim(dimension, self.ndim, "unfold")
         if size > self.shape[d] or step <= 0:
             raise ValueError(f"unfold: size {size} and step {step} do not fit dim of size {self.shape[d]}")
@@ -567,7 +567,7 @@ class ClTensor(TensorOperators):
                           self.strides[:d] + (self.strides[d] * step,) + self.strides[d + 1:]
                           + (self.strides[d],))
 
-    def narrow(self, dim: int, start: int, length: int) -> ClTensor:
+    def narrow(self, dim: builtins.int, start: builtins.int, length: builtins.int) -> ClTensor:
         d = _norm_dim(dim, self.ndim, "narrow")
         start = start + self.shape[d] if start < 0 else start
         if not (0 <= start and length >= 0 and start + length <= self.shape[d]):
@@ -577,7 +577,7 @@ class ClTensor(TensorOperators):
         shape[d] = length
         return self._view(shape, self.strides, self.offset + start * self.strides[d])
 
-    def select(self, dim: int, index: int) -> ClTensor:
+    def select(self, dim: builtins.int, index: builtins.int) -> ClTensor:
         d = _norm_dim(dim, self.ndim, "select")
         n = self.shape[d]
         if not -n <= index < n:
@@ -586,7 +586,7 @@ class ClTensor(TensorOperators):
         return self._view(self.shape[:d] + self.shape[d + 1:], self.strides[:d] + self.strides[d + 1:],
                           self.offset + index * self.strides[d])
 
-    def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> ClTensor:
+    def diagonal(self, offset: builtins.int = 0, dim1: builtins.int = 0, dim2: builtins.int = 1) -> ClTensor:
         """The diagonal of the matrices in dims dim1 and dim2 (offset > 0 above the main one,
         < 0 below), as a view sharing this tensor's storage: its dim comes last.
 

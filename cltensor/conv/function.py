@@ -5,13 +5,15 @@ Under create_graph=True the gradients come from Functions instead (recorded_grad
 is a transposed convolution, the weight's a ConvWeightGrad, so that they can be differentiated
 again.
 """
+from __future__ import annotations
+
 from .. import autograd
 from ..autograd.functions import _where
 from ..ops import activation as act
 from ..ops import elementwise as ew
 from ..tensor import CHANNELS_LAST, ClTensor
 from . import common, dispatch
-from .params import make_params
+from .params import Padding, Pair, make_params
 
 ALGOS = ("auto",) + tuple(dispatch.ALGORITHMS)  # plus plug-ins' on the devices they serve
 
@@ -122,8 +124,9 @@ def backward(x, w, gout, p, algo, need_x, need_w, need_b=False):
     return gx, gw, gb
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo="auto",
-           relu=False):
+def conv2d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = None, stride: Pair = 1,
+           padding: Padding = 0, dilation: Pair = 1, groups: int = 1, algo: str = "auto",
+           relu: bool = False) -> ClTensor:
     """2-d convolution (cross-correlation, as in torch) over an (N, C, H, W) input.
 
     Args:

@@ -10,6 +10,11 @@ from .. import dtypes as dt
 from ..ops import elementwise as ew
 from ..program import remember
 
+# stride, dilation (and a symmetric padding): one int for both dims, or (h, w)
+Pair = int | tuple[int, int]
+# conv2d's padding: a Pair, (left, right, top, bottom), or "valid" / "same"
+Padding = int | tuple[int, int] | tuple[int, int, int, int] | str
+
 
 class ConvParams(NamedTuple):
     """One 2-d convolution problem: (N, C, H, W) input, (Co, C / groups, Kh, Kw) weight."""

@@ -1,13 +1,18 @@
 """conv_algorithms(): what each algorithm would do with a convolution problem."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 
 from .. import backends
 from .. import dtypes as dt
-from ..creation import from_numpy
-from ..device import get_device
+from ..creation import DTypeLike, from_numpy
+from ..device import DeviceLike, get_device
 from ..tensor import ClTensor
 from . import dispatch
-from .params import make_params
+from .params import Padding, Pair, make_params
 
 
 def _as_tensor(x, dtype, device):
@@ -21,8 +26,10 @@ def _as_tensor(x, dtype, device):
     return from_numpy(data, device=device)
 
 
-def conv_algorithms(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *,
-                    dtype=None, device=None):
+def conv_algorithms(input: ClTensor | Sequence[int], weight: ClTensor | Sequence[int],
+                    bias: ClTensor | Sequence[int] | None = None, stride: Pair = 1,
+                    padding: Padding = 0, dilation: Pair = 1, groups: int = 1, *,
+                    dtype: DTypeLike = None, device: DeviceLike = None) -> list[dict[str, Any]]:
     """For one convolution problem, one dict per algorithm and pass.
 
     Args:

@@ -8,15 +8,18 @@ gradient's by x. Each pass goes to the algorithm conv2d's dispatch picks for it.
 Function, ConvTranspose2dFunction, lives beside conv2d's in function.py (each is the other's
 input gradient); under create_graph=True the gradients come from Functions (recorded_grads).
 """
+from __future__ import annotations
+
 from ..ops import elementwise as ew
 from ..tensor import ClTensor
 from . import dispatch
 from .function import ConvTranspose2dFunction
-from .params import _pair, make_params
+from .params import Pair, _pair, make_params
 
 
-def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
-                     dilation=1, algo="auto"):
+def conv_transpose2d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = None,
+                     stride: Pair = 1, padding: Pair = 0, output_padding: Pair = 0, groups: int = 1,
+                     dilation: Pair = 1, algo: str = "auto") -> ClTensor:
     """2-d transposed convolution (torch.nn.functional.conv_transpose2d), sometimes called
     deconvolution: the input gradient of the matching conv2d.
 

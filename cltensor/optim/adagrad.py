@@ -1,6 +1,8 @@
 """Adagrad and Adadelta (torch.optim.Adagrad, torch.optim.Adadelta)."""
+from __future__ import annotations
+
 from .common import ExtraOptimizer, check_impl_flags, check_nonneg
-from .optimizer import state_buffer
+from .optimizer import ParamsT, state_buffer
 
 __all__ = ["Adagrad", "Adadelta"]
 
@@ -23,8 +25,9 @@ class Adagrad(ExtraOptimizer):
         opt = cltensor.optim.Adagrad(model.parameters(), lr=0.01, lr_decay=1e-4)
     """
 
-    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
-                 eps=1e-10, foreach=None, *, maximize=False, differentiable=False, fused=None):
+    def __init__(self, params: ParamsT, lr: float = 1e-2, lr_decay: float = 0, weight_decay: float = 0,
+                 initial_accumulator_value: float = 0, eps: float = 1e-10, foreach: bool | None = None,
+                 *, maximize: bool = False, differentiable: bool = False, fused: bool | None = None) -> None:
         check_impl_flags("Adagrad", foreach, fused, differentiable)
         defaults = {"lr": lr, "lr_decay": lr_decay, "eps": eps, "weight_decay": weight_decay,
                     "initial_accumulator_value": initial_accumulator_value, "foreach": foreach,
@@ -70,8 +73,9 @@ class Adadelta(ExtraOptimizer):
         opt = cltensor.optim.Adadelta(model.parameters())
     """
 
-    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
-                 capturable=False, maximize=False, differentiable=False):
+    def __init__(self, params: ParamsT, lr: float = 1.0, rho: float = 0.9, eps: float = 1e-6,
+                 weight_decay: float = 0, foreach: bool | None = None, *, capturable: bool = False,
+                 maximize: bool = False, differentiable: bool = False) -> None:
         check_impl_flags("Adadelta", foreach, None, differentiable, capturable)
         defaults = {"lr": lr, "rho": rho, "eps": eps, "weight_decay": weight_decay,
                     "maximize": maximize, "capturable": capturable, "foreach": foreach,

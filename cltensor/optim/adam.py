@@ -1,8 +1,12 @@
 """Adam and AdamW (torch.optim.Adam, torch.optim.AdamW)."""
+from __future__ import annotations
+
+from typing import Any
+
 from .. import graphs
 from . import fused
 from .common import check_impl_flags
-from .optimizer import Optimizer, state_buffer
+from .optimizer import Optimizer, ParamsT, state_buffer
 
 __all__ = ["Adam", "AdamW"]
 
@@ -32,9 +36,11 @@ class Adam(Optimizer):
         opt = cltensor.optim.Adam(model.parameters(), lr=1e-3)
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 amsgrad=False, *, foreach=None, maximize=False, capturable=False,
-                 differentiable=False, fused=None, decoupled_weight_decay=False):
+    def __init__(self, params: ParamsT, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, amsgrad: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None,
+                 decoupled_weight_decay: bool = False) -> None:
         check_impl_flags(type(self).__name__, foreach, fused, differentiable, capturable)
         defaults = {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay,
                     "amsgrad": amsgrad, "maximize": maximize, "foreach": foreach,
@@ -95,14 +101,15 @@ class AdamW(Adam):
         opt = cltensor.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.05)
     """
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2,
-                 amsgrad=False, *, maximize=False, foreach=None, capturable=False,
-                 differentiable=False, fused=None):
+    def __init__(self, params: ParamsT, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 1e-2, amsgrad: bool = False, *,
+                 maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None) -> None:
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
                          foreach=foreach, capturable=capturable, differentiable=differentiable,
                          fused=fused, decoupled_weight_decay=True)
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
         for group in self.param_groups:  # AdamW's weight decay is always decoupled
             group["decoupled_weight_decay"] = True

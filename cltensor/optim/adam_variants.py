@@ -1,9 +1,11 @@
 """Adamax, NAdam and RAdam (torch.optim's), and SparseAdam, which cltensor refuses."""
+from __future__ import annotations
+
 import math
 
 from .common import (X_DECAY, X_DECOUPLED, X_RECTIFY, ExtraOptimizer, check_betas,
                      check_impl_flags, check_nonneg, scalar_state)
-from .optimizer import state_buffer
+from .optimizer import ParamsT, state_buffer
 
 __all__ = ["Adamax", "NAdam", "RAdam", "SparseAdam"]
 
@@ -41,8 +43,9 @@ class Adamax(ExtraOptimizer):
 
     _check = staticmethod(_check_adam_like)
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 foreach=None, *, maximize=False, differentiable=False, capturable=False):
+    def __init__(self, params: ParamsT, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, foreach: bool | None = None, *,
+                 maximize: bool = False, differentiable: bool = False, capturable: bool = False) -> None:
         check_impl_flags("Adamax", foreach, None, differentiable, capturable)
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
                     "foreach": foreach, "maximize": maximize, "differentiable": differentiable,
@@ -80,9 +83,10 @@ class NAdam(ExtraOptimizer):
         _check_adam_like(group)
         check_nonneg(group, [("momentum_decay", "momentum_decay value")])
 
-    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
-                 maximize=False, capturable=False, differentiable=False):
+    def __init__(self, params: ParamsT, lr: float = 2e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, momentum_decay: float = 4e-3,
+                 decoupled_weight_decay: bool = False, *, foreach: bool | None = None,
+                 maximize: bool = False, capturable: bool = False, differentiable: bool = False) -> None:
         check_impl_flags("NAdam", foreach, None, differentiable, capturable)
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
                     "momentum_decay": momentum_decay,
@@ -120,9 +124,10 @@ class RAdam(ExtraOptimizer):
 
     _check = staticmethod(_check_adam_like)
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
-                 decoupled_weight_decay=False, *, foreach=None, maximize=False,
-                 capturable=False, differentiable=False):
+    def __init__(self, params: ParamsT, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, weight_decay: float = 0, decoupled_weight_decay: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False) -> None:
         check_impl_flags("RAdam", foreach, None, differentiable, capturable)
         defaults = {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay,
                     "maximize": maximize, "foreach": foreach, "capturable": capturable,
@@ -152,6 +157,7 @@ class SparseAdam:
     """torch.optim.SparseAdam needs sparse gradients, which cltensor does not have: making one
     raises NotImplementedError (use Adam or AdamW, which take dense gradients)."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, maximize=False):
+    def __init__(self, params: ParamsT, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999),
+                 eps: float = 1e-8, maximize: bool = False) -> None:
         raise NotImplementedError("SparseAdam: cltensor has no sparse gradients (nn.Embedding's "
                                   "sparse=True is not supported); use Adam or AdamW")

@@ -1,6 +1,8 @@
 """ASGD and Rprop (torch.optim.ASGD, torch.optim.Rprop)."""
+from __future__ import annotations
+
 from .common import X_AX_COPY, ExtraOptimizer, check_impl_flags, check_nonneg, scalar_state
-from .optimizer import state_buffer
+from .optimizer import ParamsT, state_buffer
 
 __all__ = ["ASGD", "Rprop"]
 
@@ -17,8 +19,9 @@ class ASGD(ExtraOptimizer):
         opt = cltensor.optim.ASGD(model.parameters(), lr=0.01, t0=100)
     """
 
-    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
-                 foreach=None, maximize=False, differentiable=False, capturable=False):
+    def __init__(self, params: ParamsT, lr: float = 1e-2, lambd: float = 1e-4, alpha: float = 0.75,
+                 t0: float = 1e6, weight_decay: float = 0, foreach: bool | None = None,
+                 maximize: bool = False, differentiable: bool = False, capturable: bool = False) -> None:
         check_impl_flags("ASGD", foreach, None, differentiable, capturable)
         defaults = {"lr": lr, "lambd": lambd, "alpha": alpha, "t0": t0,
                     "weight_decay": weight_decay, "foreach": foreach, "maximize": maximize,
@@ -54,8 +57,9 @@ class Rprop(ExtraOptimizer):
         opt = cltensor.optim.Rprop(model.parameters(), lr=0.01, etas=(0.5, 1.2))
     """
 
-    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
-                 capturable=False, foreach=None, maximize=False, differentiable=False):
+    def __init__(self, params: ParamsT, lr: float = 1e-2, etas: tuple[float, float] = (0.5, 1.2),
+                 step_sizes: tuple[float, float] = (1e-6, 50), *, capturable: bool = False,
+                 foreach: bool | None = None, maximize: bool = False, differentiable: bool = False) -> None:
         check_impl_flags("Rprop", foreach, None, differentiable, capturable)
         defaults = {"lr": lr, "etas": etas, "step_sizes": step_sizes, "foreach": foreach,
                     "maximize": maximize, "differentiable": differentiable,

@@ -1,5 +1,9 @@
 """Helpers shared by the optimizers added beside SGD/Adam/RMSprop: the implementation flags
 torch's constructors take, float32 scalar state, and the fused-kernel launch."""
+from __future__ import annotations
+
+from typing import Any
+
 import numpy as np
 
 from . import fused
@@ -57,7 +61,7 @@ class ExtraOptimizer(Optimizer):
     def _check_group(self, group):
         self._check(group)
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """As Optimizer's; 0-d state (torch's tensors for step, eta, mu, mu_product) becomes
         a float, so a torch.optim state_dict loads too."""
         state = {key: {name: _number_if_scalar(v) for name, v in values.items()}

@@ -2,14 +2,18 @@
 with an optional strong-Wolfe line search. Vector work stays on the device; the scalar
 decisions (curvature test, stopping rules, line-search steps) read dot products on the host,
 where torch syncs too."""
+from __future__ import annotations
+
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from .. import creation
 from ..ops.shape import cat
 from ..autograd import enable_grad, no_grad
-from .optimizer import Optimizer, _check_grad
+from .optimizer import Optimizer, ParamsT, _check_grad
 
 __all__ = ["LBFGS"]
 
@@ -133,8 +137,9 @@ class LBFGS(Optimizer):
         opt.step(closure)
     """
 
-    def __init__(self, params, lr=1, max_iter=20, max_eval=None, tolerance_grad=1e-7,
-                 tolerance_change=1e-9, history_size=100, line_search_fn=None):
+    def __init__(self, params: ParamsT, lr: float = 1, max_iter: int = 20, max_eval: int | None = None,
+                 tolerance_grad: float = 1e-7, tolerance_change: float = 1e-9, history_size: int = 100,
+                 line_search_fn: str | None = None) -> None:
         if not 0.0 <= lr:
             raise ValueError(f"Invalid learning rate: {lr}")
         if line_search_fn not in (None, "strong_wolfe"):
@@ -155,7 +160,7 @@ class LBFGS(Optimizer):
             raise ValueError("LBFGS doesn't support per-parameter options (parameter groups)")
         super().add_param_group(param_group)
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """As Optimizer's; the state (flat vectors and their history, kept for the first
         parameter) is copied onto the parameters' device."""
         super().load_state_dict({"state": {}, "param_groups": state_dict["param_groups"]})
@@ -199,7 +204,7 @@ class LBFGS(Optimizer):
             p.copy_(saved)
         return loss, grad
 
-    def step(self, closure):
+    def step(self, closure: Callable[[], Any]) -> Any:
         """Run up to max_iter iterations; closure() re-evaluates the model, calls backward and
         returns the loss. Returns the loss of the first evaluation."""
         if closure is None:

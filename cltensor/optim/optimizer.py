@@ -1,9 +1,13 @@
 """Optimizer: parameter groups, per-parameter state, zero_grad and state_dict, as torch.optim."""
+from __future__ import annotations
+
 import contextlib
 import copy
 import numbers
 import warnings
 from collections import defaultdict
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -16,6 +20,9 @@ from ..tensor import ClTensor
 from . import fused
 
 __all__ = ["Optimizer"]
+
+# what an optimizer takes as params: tensors, (name, tensor) pairs, or parameter-group dicts
+ParamsT = Iterable[ClTensor] | Iterable[tuple[str, ClTensor]] | Iterable[dict[str, Any]]
 
 
 class Optimizer:
@@ -31,7 +38,7 @@ class Optimizer:
         defaults: hyperparameter defaults.
     """
 
-    def __init__(self, params, defaults):
+    def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
         self.state = defaultdict(dict)
         self.param_groups = []
@@ -56,7 +63,7 @@ class Optimizer:
         return s + ")"
 
     # ---- groups -------------------------------------------------------------------------------
-    def add_param_group(self, param_group):
+    def add_param_group(self, param_group: dict[str, Any]) -> None:
         """Add a group of parameters with its own hyperparameters (the rest from defaults).
 
         Example:
@@ -96,11 +103,11 @@ class Optimizer:
         """Raise ValueError for an invalid hyperparameter of a group (subclasses)."""
 
     # ---- gradients and steps ------------------------------------------------------------------
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset the .grad of every parameter: to None, or to zeros with set_to_none=False."""
         zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
-    def step(self, closure=None):
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; returns closure()'s loss when given.
 
         All gradients are checked first, so a bad one changes no parameter.
@@ -149,7 +156,7 @@ class Optimizer:
                 f"capture so that the optimizer's state exists")
 
     # ---- state --------------------------------------------------------------------------------
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         """{'state': {index: per-parameter state}, 'param_groups': [group, params as indices]}.
 
         Parameters are numbered in group order, as torch does; state tensors are references.
@@ -165,7 +172,7 @@ class Optimizer:
         state = {index[id(p)]: dict(s) for p, s in self.state.items() if id(p) in index}
         return {"state": state, "param_groups": groups}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore what state_dict() gave (state tensors may be ClTensors or numpy arrays).
 
         Everything is checked before anything changes; state moves to each parameter's device

@@ -1,7 +1,9 @@
 """RMSprop (torch.optim.RMSprop)."""
+from __future__ import annotations
+
 from . import fused
 from .common import check_impl_flags
-from .optimizer import Optimizer, state_buffer
+from .optimizer import Optimizer, ParamsT, state_buffer
 
 __all__ = ["RMSprop"]
 
@@ -30,9 +32,10 @@ class RMSprop(Optimizer):
         opt = cltensor.optim.RMSprop(model.parameters(), lr=1e-3, momentum=0.9)
     """
 
-    def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
-                 centered=False, capturable=False, foreach=None, maximize=False,
-                 differentiable=False):
+    def __init__(self, params: ParamsT, lr: float = 1e-2, alpha: float = 0.99, eps: float = 1e-8,
+                 weight_decay: float = 0, momentum: float = 0, centered: bool = False,
+                 capturable: bool = False, foreach: bool | None = None, maximize: bool = False,
+                 differentiable: bool = False) -> None:
         check_impl_flags("RMSprop", foreach, None, differentiable, capturable)
         defaults = {"lr": lr, "alpha": alpha, "eps": eps, "weight_decay": weight_decay,
                     "momentum": momentum, "centered": centered, "maximize": maximize,

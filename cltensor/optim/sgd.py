@@ -1,7 +1,9 @@
 """SGD with momentum, dampening, Nesterov momentum, weight decay and maximize (torch.optim.SGD)."""
+from __future__ import annotations
+
 from . import fused
 from .common import check_impl_flags
-from .optimizer import Optimizer, state_buffer
+from .optimizer import Optimizer, ParamsT, state_buffer
 
 __all__ = ["SGD"]
 
@@ -29,8 +31,10 @@ class SGD(Optimizer):
         opt = cltensor.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     """
 
-    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False,
-                 *, maximize=False, foreach=None, differentiable=False, fused=None):
+    def __init__(self, params: ParamsT, lr: float = 1e-3, momentum: float = 0, dampening: float = 0,
+                 weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, differentiable: bool = False,
+                 fused: bool | None = None) -> None:
         # NOTE: the flags are checked but not kept in the groups (test_optim.py's repr test
         # pins SGD's group keys)
         check_impl_flags("SGD", foreach, fused, differentiable)

@@ -111,8 +111,8 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """2-d max pooling over an (N, C, H, W) or (C, H, W) input.
 
     Args:
-        kernel_size, stride (default kernel_size), padding, dilation: ints or pairs; padding
-            (implicit -inf) at most half the kernel.
+        kernel_size, stride, padding, dilation: ints or pairs; stride defaults to
+            kernel_size; padding (implicit -inf) at most half the kernel.
         ceil_mode: round the output size up (the last window must start inside the input).
         return_indices: also return the argmax of each window as h * W + w (int64).
 
@@ -138,8 +138,8 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     """2-d average pooling over an (N, C, H, W) or (C, H, W) input.
 
     Args:
-        kernel_size, stride (default kernel_size), padding: ints or pairs; padding (zeros) at
-            most half the kernel.
+        kernel_size, stride, padding: ints or pairs; stride defaults to kernel_size; padding
+            (zeros) at most half the kernel.
         ceil_mode: round the output size up.
         count_include_pad: divide by the window's size including padding.
         divisor_override: divide by this instead.

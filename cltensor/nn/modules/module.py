@@ -1,17 +1,24 @@
 """Module and Parameter: torch.nn's registration, traversal, state_dict and device/dtype moves."""
+from __future__ import annotations
+
 from collections import OrderedDict, namedtuple
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar
 
 import numpy as np
 
 from ... import dtypes as dt
 from ...autograd import no_grad, zero_grads
-from ...creation import from_numpy
-from ...device import default_device
+from ...creation import DTypeLike, from_numpy
+from ...device import DeviceLike, default_device
 from ...hooks import RemovableHandle
 from ...tensor import ClTensor, to_args
 from . import hooks
 
 __all__ = ["Module", "Parameter"]
+
+M = TypeVar("M", bound="Module")  # methods that return self return the caller's own class
+Hook = Callable[..., Any]
 
 
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", "missing_keys unexpected_keys")):
@@ -31,7 +38,7 @@ class Parameter(ClTensor):
         w = cltensor.nn.Parameter(cltensor.randn(3, 4))   # w.requires_grad is True
     """
 
-    def __init__(self, data=None, requires_grad=True):
+    def __init__(self, data: ClTensor | None = None, requires_grad: bool = True) -> None:
         if data is None:
             data = ClTensor.empty_on((0,), dt.float32, default_device())
         if not isinstance(data, ClTensor):
@@ -69,45 +76,46 @@ class Module:
                 return self.fc(x).relu()
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_parameters", OrderedDict())
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", OrderedDict())
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
                                   f'"forward" function')
 
     _hooked = False  # True once a hook was registered (the hook dicts: hooks.py)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self._hooked:
             return hooks.call(self, args, kwargs)
         return self.forward(*args, **kwargs)
 
     # ---- hooks (called as in torch; see hooks.py) ----------------------------------------------
-    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+    def register_forward_pre_hook(self, hook: Hook, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
         """hook(module, args) (with_kwargs: hook(module, args, kwargs)) runs before forward; a
         result other than None replaces args (with_kwargs: (args, kwargs)). Returns a
         RemovableHandle."""
         return self._add_hook("_forward_pre_hooks", hook, prepend, (hook, bool(with_kwargs)))
 
-    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
-                              always_call=False):
+    def register_forward_hook(self, hook: Hook, *, prepend: bool = False, with_kwargs: bool = False,
+                              always_call: bool = False) -> RemovableHandle:
         """hook(module, args, output) (with_kwargs: hook(module, args, kwargs, output)) runs
         after forward; a result other than None replaces the output. always_call: run it also
         when forward raises (output None). Returns a RemovableHandle."""
         entry = (hook, bool(with_kwargs), bool(always_call))
         return self._add_hook("_forward_hooks", hook, prepend, entry)
 
-    def register_full_backward_pre_hook(self, hook, prepend=False):
+    def register_full_backward_pre_hook(self, hook: Hook, prepend: bool = False) -> RemovableHandle:
         """hook(module, grad_output) runs when the gradients of the module's outputs are
         known; a result other than None replaces grad_output. Returns a RemovableHandle."""
         return self._add_hook("_backward_pre_hooks", hook, prepend, hook)
 
-    def register_full_backward_hook(self, hook, prepend=False):
+    def register_full_backward_hook(self, hook: Hook, prepend: bool = False) -> RemovableHandle:
         """hook(module, grad_input, grad_output) runs when the gradients of the module's
         positional inputs are known (None for those that need none); a result other than None
         replaces grad_input. Returns a RemovableHandle."""
@@ -139,7 +147,7 @@ class Module:
         if name == "" or "." in name:
             raise KeyError(f"{kind} name can't be empty or contain \".\", got {name!r}")
 
-    def register_parameter(self, name, param):
+    def register_parameter(self, name: str, param: Parameter | None) -> None:
         """Add a parameter (a Parameter, or None for an absent one such as bias=False)."""
         self._check_name(name, "parameter")
         if hasattr(self, name) and name not in self._parameters:
@@ -151,7 +159,7 @@ class Module:
             _check_leaf(name, param)
         self._parameters[name] = param
 
-    def register_buffer(self, name, tensor, persistent=True):
+    def register_buffer(self, name: str, tensor: ClTensor | None, persistent: bool = True) -> None:
         """Add a tensor that is state but not a parameter (saved in state_dict when persistent)."""
         self._check_name(name, "buffer")
         if hasattr(self, name) and name not in self._buffers:
@@ -165,7 +173,7 @@ class Module:
         else:
             self._non_persistent_buffers.add(name)
 
-    def add_module(self, name, module):
+    def add_module(self, name: str, module: Module | None) -> None:
         """Add a child module (None leaves a named empty slot)."""
         self._check_name(name, "module")
         if hasattr(self, name) and name not in self._modules:
@@ -235,7 +243,8 @@ class Module:
                       | set(self._modules))
 
     # ---- traversal ----------------------------------------------------------------------------
-    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+    def named_modules(self, memo: set[Module] | None = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, Module]]:
         """(name, module) for this module and every descendant, each once; this one first."""
         memo = set() if memo is None else memo
         if remove_duplicate:
@@ -247,17 +256,17 @@ class Module:
             if child is not None:
                 yield from child.named_modules(memo, _join(prefix, name), remove_duplicate)
 
-    def modules(self):
+    def modules(self) -> Iterator[Module]:
         return (m for _, m in self.named_modules())
 
-    def named_children(self):
+    def named_children(self) -> Iterator[tuple[str, Module]]:
         seen = set()
         for name, child in self._modules.items():
             if child is not None and child not in seen:
                 seen.add(child)
                 yield name, child
 
-    def children(self):
+    def children(self) -> Iterator[Module]:
         return (m for _, m in self.named_children())
 
     def _named_members(self, registry, prefix, recurse, remove_duplicate=True):
@@ -271,11 +280,12 @@ class Module:
                 seen.add(value)
                 yield _join(mod_prefix, name), value
 
-    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> Iterator[tuple[str, Parameter]]:
         """(name, Parameter) pairs, named as in state_dict ("features.0.weight")."""
         return self._named_members("_parameters", prefix, recurse, remove_duplicate)
 
-    def parameters(self, recurse=True):
+    def parameters(self, recurse: bool = True) -> Iterator[Parameter]:
         """Every Parameter of this module (and, with recurse, of its descendants), each once.
 
         Example:
@@ -283,13 +293,14 @@ class Module:
         """
         return (p for _, p in self.named_parameters(recurse=recurse))
 
-    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> Iterator[tuple[str, ClTensor]]:
         return self._named_members("_buffers", prefix, recurse, remove_duplicate)
 
-    def buffers(self, recurse=True):
+    def buffers(self, recurse: bool = True) -> Iterator[ClTensor]:
         return (b for _, b in self.named_buffers(recurse=recurse))
 
-    def get_submodule(self, target):
+    def get_submodule(self, target: str) -> Module:
         """The descendant named by a dotted path ("features.0"); "" is this module."""
         mod = self
         for part in target.split(".") if target else []:
@@ -300,7 +311,7 @@ class Module:
             mod = child
         return mod
 
-    def apply(self, fn):
+    def apply(self: M, fn: Callable[[Module], None]) -> M:
         """Call fn on every descendant (children first) and then on this module; returns self."""
         for child in self.children():
             child.apply(fn)
@@ -308,7 +319,7 @@ class Module:
         return self
 
     # ---- modes and gradients ------------------------------------------------------------------
-    def train(self, mode=True):
+    def train(self: M, mode: bool = True) -> M:
         """Set training mode (dropout on, batch statistics) here and below; returns self."""
         if not isinstance(mode, bool):
             raise ValueError(f"train: training mode is expected to be a bool, got {mode!r}")
@@ -317,20 +328,21 @@ class Module:
             child.train(mode)
         return self
 
-    def eval(self):
+    def eval(self: M) -> M:
         return self.train(False)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self: M, requires_grad: bool = True) -> M:
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Reset every parameter's .grad: to None, or to zeros with set_to_none=False."""
         zero_grads(self.parameters(), set_to_none)
 
     # ---- state --------------------------------------------------------------------------------
-    def state_dict(self, *, destination=None, prefix="", keep_vars=False):
+    def state_dict(self, *, destination: dict[str, ClTensor] | None = None, prefix: str = "",
+                   keep_vars: bool = False) -> dict[str, ClTensor]:
         """An OrderedDict of every parameter and persistent buffer by dotted name.
 
         The tensors share storage with the module's (detached unless keep_vars).
@@ -352,7 +364,7 @@ class Module:
                 child.state_dict(destination=out, prefix=f"{prefix}{name}.", keep_vars=keep_vars)
         return out
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> _IncompatibleKeys:
         """Copy parameters and buffers from a dict of ClTensors or numpy arrays.
 
         Every entry is checked before anything is copied, so a failed load leaves the module
@@ -397,7 +409,8 @@ class Module:
         return _IncompatibleKeys(missing, unexpected)
 
     # ---- moves --------------------------------------------------------------------------------
-    def to(self, *args, device=None, dtype=None, non_blocking=False, memory_format=None):
+    def to(self: M, *args: Any, device: DeviceLike = None, dtype: DTypeLike = None,
+           non_blocking: bool = False, memory_format: str | None = None) -> M:
         """Move parameters and buffers to a device and/or cast floating ones to a dtype, in place.
 
         Parameters stay the same objects (an optimizer built before keeps working). A device
@@ -432,21 +445,21 @@ class Module:
                     self._buffers[name] = fn(b)
         return self
 
-    def cpu(self):
+    def cpu(self: M) -> M:
         return self.to("cpu")
 
-    def cuda(self, device=None):
+    def cuda(self: M, device: DeviceLike = None) -> M:
         """Move to a GPU: the current one, or `device` (an index, "cuda:1", a device)."""
         return self._apply(lambda t: t.cuda(device))
 
-    def float(self):
+    def float(self: M) -> M:
         return self.to(dtype=dt.float32)
 
-    def double(self):
+    def double(self: M) -> M:
         return self.to(dtype=dt.float64)
 
     # ---- repr ---------------------------------------------------------------------------------
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         """The constructor arguments shown in repr (override in layers)."""
         return ""
 
