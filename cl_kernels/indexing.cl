@@ -50,8 +50,8 @@
  *
  * Build options:
  *   IDX_T   int or long: the index tensor's type (normalize_index, chunk_minmax)
- *   T       uchar, uint or ulong by element size: gathers and scatters copy bits, so float32 and
- *           int32 (and float64 and int64) share one build
+ *   T       uchar, ushort, uint or ulong by element size: gathers and scatters copy bits, so
+ *           float32 and int32 (and float64 and int64) share one build
  *   ACC_T   the data's OpenCL type for scatter_add and scatter_reduce; ACC_BOOL when it is bool
  *           (stored as uchar 0/1: sum and max are logical or, prod and min logical and, as torch);
  *           ACC_FLOAT when it is float or double

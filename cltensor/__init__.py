@@ -4,10 +4,16 @@ from .creation import *  # noqa: F401,F403
 from .device import (Device, DeviceError, OutOfMemoryError, default_device, devices,  # noqa: F401
                      empty_cache, get_device, memory_stats, reset_peak_memory_stats,
                      set_default_device, synchronize)
-from .dtypes import bool_, double, float32, float64, int32, int64, long  # noqa: F401
+from .dtypes import (bool_, double, float32, float64, int8, int16, int32, int64,  # noqa: F401
+                     long, short, uint8)
 from .dtypes import float, int  # noqa: F401,A004
+from .dtypes import DType as dtype  # noqa: F401
 from .dtypes import bool_ as bool  # noqa: F401,A004
-from .dtypes import promote_types, result_type  # noqa: F401
+from .dtypes import (finfo, get_default_dtype, iinfo, promote_types, result_type,  # noqa: F401
+                     set_default_dtype)
+from .size import Size  # noqa: F401
+from .threads import (get_num_interop_threads, get_num_threads,  # noqa: F401
+                      set_num_interop_threads, set_num_threads)
 from .ops import indexing, pointwise, ranges, reduce, shape  # noqa: F401
 from .profiler import profile  # noqa: F401
 from .caches import clear_cache  # noqa: F401
@@ -81,8 +87,11 @@ from .conv import conv_algorithms  # noqa: E402,F401
 from .plugins import plugins, register_plugin, unregister_plugin  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 
-ClTensor.softmax = lambda self, dim, dtype=None: nn.functional.softmax(self, dim, dtype=dtype)
-ClTensor.log_softmax = lambda self, dim, dtype=None: nn.functional.log_softmax(self, dim, dtype=dtype)
+# (their keyword dtype shadows cltensor.dtype only inside the lambdas)
+ClTensor.softmax = lambda self, dim, dtype=None: nn.functional.softmax(  # noqa: F811
+    self, dim, dtype=dtype)
+ClTensor.log_softmax = lambda self, dim, dtype=None: nn.functional.log_softmax(  # noqa: F811
+    self, dim, dtype=dtype)
 softmax, log_softmax = ClTensor.softmax, ClTensor.log_softmax  # torch.softmax(input, dim, dtype)
 from . import special  # noqa: E402,F401  (torch.special: binds the functions above)
 ClTensor.hardshrink = lambda self, lambd=0.5: nn.functional.hardshrink(self, lambd)

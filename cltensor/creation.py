@@ -7,10 +7,11 @@ import pyopencl as cl
 
 from . import dtypes as dt
 from .device import get_device
+from .size import Size
 from .tensor import ClTensor, _size_args
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "empty", "zeros", "ones", "full",
-           "empty_like", "zeros_like", "ones_like", "full_like"]
+           "empty_like", "zeros_like", "ones_like", "full_like"] + [d.tensor_type for d in dt.DTYPES]
 
 
 def factory(fn):
@@ -38,12 +39,13 @@ def _host_array(data, op):
 
 
 def _default_dtype(arr, from_python):
-    """torch.tensor's inference: Python floats give float32, ints int64; numpy keeps its dtype."""
-    if arr.dtype.kind == "f":
-        return dt.float32 if from_python else arr.dtype
-    if arr.dtype.kind in "iu":
-        return dt.int64 if from_python or arr.dtype.itemsize > 4 or arr.dtype.kind == "u" else dt.int32
-    return dt.bool_
+    """torch.tensor's inference: Python floats give the default dtype, ints int64; numpy keeps
+    its dtype where cltensor has it, wider unsigned integers become int64."""
+    if from_python and arr.dtype.kind in "fiu":
+        return dt.get_default_dtype() if arr.dtype.kind == "f" else dt.int64
+    if arr.dtype.kind in "iu" and arr.dtype not in dt.DTYPES:
+        return dt.int64
+    return arr.dtype
 
 
 def from_numpy(array, device=None, dtype=None):
@@ -51,8 +53,7 @@ def from_numpy(array, device=None, dtype=None):
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy array, got {type(array).__name__}")
     array = _native(array, "from_numpy")
-    target = dt.as_dtype(dtype) or dt.as_dtype(_default_dtype(array, False)
-                                               if array.dtype not in dt.DTYPES else array.dtype)
+    target = dt.as_dtype(dtype) or dt.as_dtype(_default_dtype(array, False))
     _check_fits(array, target, "from_numpy")
     host = np.asarray(array, dtype=target, order="C")
     out = ClTensor.empty_on(host.shape, target, get_device(device))
@@ -140,7 +141,7 @@ def as_tensor(data, dtype=None, device=None):
 
 @factory
 def empty(*size, dtype=None, device=None, memory_format="contiguous_format"):
-    return ClTensor.empty_on(_size_args(size, "empty"), dt.as_dtype(dtype) or dt.float32,
+    return ClTensor.empty_on(_size_args(size, "empty"), dt.as_dtype(dtype) or dt.get_default_dtype(),
                             get_device(device), memory_format)
 
 
@@ -154,12 +155,12 @@ def full(size, fill_value, dtype=None, device=None):
 
 @factory
 def zeros(*size, dtype=None, device=None):
-    return full(_size_args(size, "zeros"), 0, dtype=dtype or dt.float32, device=device)
+    return full(_size_args(size, "zeros"), 0, dtype=dtype or dt.get_default_dtype(), device=device)
 
 
 @factory
 def ones(*size, dtype=None, device=None):
-    return full(_size_args(size, "ones"), 1, dtype=dtype or dt.float32, device=device)
+    return full(_size_args(size, "ones"), 1, dtype=dtype or dt.get_default_dtype(), device=device)
 
 
 def _like(x, dtype, device):
@@ -188,3 +189,28 @@ def ones_like(x, dtype=None, device=None):
 def full_like(x, fill_value, dtype=None, device=None):
     shape, dtype, device = _like(x, dtype, device)
     return full(shape, fill_value, dtype=dtype, device=device)
+
+
+class _TensorType(type):
+    """torch's legacy tensor types: FloatTensor(data) or FloatTensor(*sizes) makes a tensor of
+    that dtype, and isinstance(x, FloatTensor) checks a tensor's dtype."""
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, ClTensor) and obj.dtype is cls.dtype
+
+    def __call__(cls, *args, device=None):
+        if not args or all(isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+                           for a in args) or (len(args) == 1 and isinstance(args[0], Size)):
+            return empty(*(args or (0,)), dtype=cls.dtype, device=device)
+        if len(args) == 1:
+            return tensor(args[0], dtype=cls.dtype, device=device)
+        raise TypeError(f"{cls.__name__}: expected sizes (ints) or one sequence of data, got "
+                        f"{', '.join(type(a).__name__ for a in args)}")
+
+    def __repr__(cls):
+        return f"<class 'cltensor.{cls.__name__}'>"
+
+
+for _d in dt.DTYPES:
+    globals()[_d.tensor_type] = _TensorType(_d.tensor_type, (), {"dtype": _d, "__module__": "cltensor"})
+del _d

@@ -23,6 +23,7 @@ import pyopencl as cl
 import pyopencl.characterize as cl_characterize
 
 from . import caches, pocl_cache, profiler
+from . import dtypes as dt
 from .diskfiles import private_dirs, warn_once, write_atomic
 
 _HERE = Path(__file__).resolve().parent
@@ -443,8 +444,5 @@ def round_up(n, m):
 
 
 def ctype_of(dtype):
-    return CL_TYPES[np.dtype(dtype)]
-
-
-CL_TYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double",
-            np.dtype(np.int32): "int", np.dtype(np.int64): "long", np.dtype(np.bool_): "uchar"}
+    """The OpenCL C type of a dtype (cltensor's, numpy's or a name), from the dtypes table."""
+    return dt.as_dtype(dtype).ctype

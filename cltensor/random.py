@@ -271,7 +271,7 @@ def _fill_inplace(x, op, sample):
 # ---- argument checks --------------------------------------------------------------------------
 
 def _float_dtype(dtype, op):
-    d = dt.as_dtype(dtype) or dt.float32
+    d = dt.as_dtype(dtype) or dt.get_default_dtype()
     if not dt.is_floating(d):
         raise TypeError(f"{op}: expected a floating point dtype, got {d}")
     return d

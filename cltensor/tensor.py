@@ -12,6 +12,8 @@ from .device import Storage, TorchDevice, get_device
 from .hooks import RemovableHandle
 from .operators import TensorOperators
 from .ops import elementwise as ew
+from .dtypes import DType
+from .size import Size
 # the shape helpers that ops import from here (contiguous_strides, _norm_dim, _size_args) live
 # in shapes.py
 from .shapes import (_contiguous_strides, _infer_shape, _is_basic_key,  # noqa: F401
@@ -47,15 +49,15 @@ class ClTensor(TensorOperators):
 
     def __init__(self, storage, shape, strides, offset, dtype):
         self.storage = storage
-        self.shape = tuple(shape)
+        self.shape = shape if shape.__class__ is Size else Size(shape)
         self.strides = tuple(strides)
         self.offset = offset
-        self.dtype = dtype
+        self.dtype = dtype if dtype.__class__ is DType else dt.as_dtype(dtype)
 
     # ---- construction -------------------------------------------------------------------------
     @classmethod
     def empty_on(cls, shape, dtype, device, memory_format=CONTIGUOUS_FORMAT):
-        if not (isinstance(dtype, np.dtype) and dtype in _SUPPORTED):
+        if dtype.__class__ is not dt.DType:
             dtype = dt.as_dtype(dtype)
         if dtype == dt.float64 and not device.has_fp64:
             raise TypeError(f"float64 is not supported on {device}: it lacks cl_khr_fp64")
@@ -138,8 +140,8 @@ class ClTensor(TensorOperators):
         raise RuntimeError("imag is not implemented for tensors with non-complex dtypes")
 
     def is_signed(self):
-        """True unless the dtype is bool (every other cltensor dtype is signed)."""
-        return self.dtype != dt.bool_
+        """False for bool and uint8, True for the other dtypes."""
+        return self.dtype.is_signed
 
     def is_same_size(self, other):
         return self.shape == tuple(other.shape)
@@ -226,7 +228,8 @@ class ClTensor(TensorOperators):
 
     def __repr__(self):
         body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
-        extra = "" if self.dtype in (dt.float32, dt.int64, dt.bool_) else f", dtype={self.dtype}"
+        plain = (dt.get_default_dtype(), dt.int64, dt.bool_)  # torch leaves these dtypes out
+        extra = "" if self.dtype in plain else f", dtype={self.dtype!r}"
         return f"tensor({body}{extra}, device='cl:{self.device.index}')"
 
     def __iter__(self):
@@ -293,8 +296,21 @@ class ClTensor(TensorOperators):
     def bool(self):
         return self.to(dt.bool_)
 
+    def byte(self):
+        return self.to(dt.uint8)
+
+    def char(self):
+        return self.to(dt.int8)
+
+    def short(self):
+        return self.to(dt.int16)
+
     def type(self, dtype=None):
-        return str(self.dtype) if dtype is None else self.to(dtype)
+        """The tensor type's name ("cltensor.FloatTensor"), or a copy converted to `dtype` (a
+        dtype, a tensor type such as cltensor.LongTensor, or its name)."""
+        if dtype is None:
+            return f"cltensor.{self.dtype.tensor_type}"
+        return self.to(dt.tensor_type_dtype(dtype))
 
     def clone(self, memory_format=None):
         fmt = memory_format or (CHANNELS_LAST if self.ndim == 4 and self.is_contiguous(CHANNELS_LAST)
@@ -636,7 +652,6 @@ class ClTensor(TensorOperators):
 
 # NOTE: set once the class exists; elementwise.py, imported by this module, needs it
 ew.ClTensor = ClTensor
-_SUPPORTED = frozenset(dt.DTYPES)
 
 
 def to_args(args, device, dtype):
@@ -655,7 +670,7 @@ def to_args(args, device, dtype):
 def _is_dtype_like(a):
     """A dtype, numpy scalar type or dtype name (supported or not: as_dtype names the
     unsupported ones), rather than a device."""
-    if isinstance(a, np.dtype) or a in (builtins.float, builtins.int, builtins.bool):
+    if isinstance(a, (np.dtype, dt.DType)) or a in (builtins.float, builtins.int, builtins.bool):
         return True
     if isinstance(a, type) and issubclass(a, np.generic) or dt.is_torch_dtype(a):
         return True

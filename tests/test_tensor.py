@@ -246,7 +246,7 @@ def test_repr_and_conversions(device):
     t = ct.tensor([[1.0, 2.0]], device=device)
     r = repr(t)
     assert r.startswith("tensor([[1., 2.]]") and "cl:" in r
-    assert "dtype=int32" in repr(ct.tensor([1], dtype=ct.int32, device=device))
+    assert "dtype=cltensor.int32" in repr(ct.tensor([1], dtype=ct.int32, device=device))
     assert float(ct.tensor(2.5, device=device)) == 2.5
     assert int(ct.tensor([3], device=device)) == 3
     assert bool(ct.tensor([True], device=device))

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import caches
 from .. import dtypes as dt
-from ..program import MAX_DIMS, build_program, ctype_of, launch, read_source, round_up, sizes_1d
+from ..program import MAX_DIMS, ctype_of, get_kernel, launch, read_source, round_up, sizes_1d
 
 KERNEL_FILE = "elementwise.cl"
 SHAPE_T = np.dtype([("size", np.int64, MAX_DIMS)])
@@ -161,14 +161,38 @@ def launch_elementwise(op_macro, operands, out, compute_dtype, user_op=None):
                          "ew_contig" if plan.layout == "contig" else name, plan.items)
     args = [*plan.head, out.storage.buf, view_arg(out.offset, plan.strides[0])]
     views = iter(plan.strides[1:])
-    ct = compute_dtype.type if compute_dtype != dt.bool_ else np.uint8
+    ct = compute_dtype.type if compute_dtype is not dt.bool_ else np.uint8
     for x in operands:
         if isinstance(x, ClTensor):
             args += [x.storage.buf, view_arg(x.offset, next(views))]
         else:
-            args += [ct(x), _DUMMY_VIEW]
+            args += [scalar_arg(ct, x), _DUMMY_VIEW]
     launch(device, kernel, plan.gsize, plan.local, *args, *plan.tail)
     return out
+
+
+def scalar_arg(ct, x):
+    """x as numpy scalar type ct; an integer that does not fit wraps around (two's complement),
+    as in torch (a uint8 tensor + 300 adds 44)."""
+    try:
+        return ct(x)
+    except OverflowError:
+        if not -2**63 <= int(x) < 2**64:
+            raise OverflowError(f"the number {x} does not fit in 64 bits") from None
+        bits = 8 * np.dtype(ct).itemsize
+        return np.array(int(x) % (1 << bits), np.uint64).astype(ct)[()]
+
+
+def check_fill_value(value, dtype, op):
+    """OverflowError for a fill value out of an integer dtype's range (torch's rule: unsigned
+    dtypes also take negatives down to -max, which wrap)."""
+    if dtype.category != 1 or not isinstance(value, numbers.Real):
+        return
+    info = np.iinfo(dtype.dtype)
+    lo = -info.max if info.min == 0 else info.min
+    if not lo <= value <= info.max:
+        raise OverflowError(f"{op}: value {value} cannot be converted to {dtype} without "
+                            f"overflow (range {info.min} .. {info.max})")
 
 
 class _Plan(NamedTuple):
@@ -251,8 +275,7 @@ def _get_kernel(device, op_macro, sig, out_dtype, compute_dtype, user_op, layout
             else:
                 defines[f"T{i}"] = ctype_of(d)
         source = None if user_op is None else user_op + read_source(KERNEL_FILE)
-        prog = build_program(device, KERNEL_FILE, defines, source)
-        k = _kernels[key] = getattr(prog, name)
+        k = _kernels[key] = get_kernel(device, KERNEL_FILE, name, defines, source)
     return k
 
 
@@ -299,7 +322,7 @@ def _prepare(op, operands, out):
 
 
 def _finish(op_macro, operands, compute_dtype, out_dtype, out, op, user_op=None):
-    if out is not None and dt.category(out_dtype) > dt.category(out.dtype):
+    if out is not None and out_dtype.category > out.dtype.category:
         raise TypeError(f"{op}: result type {out_dtype} can't be cast to the output's dtype {out.dtype}")
     tensors = _prepare(op, operands, out)  # checks last: it marks out written
     if out is None:
@@ -308,11 +331,12 @@ def _finish(op_macro, operands, compute_dtype, out_dtype, out, op, user_op=None)
 
 
 def binary(name, a, b, out=None, float_result=False):
-    """a <name> b with torch's promotion; float_result promotes integer results to float32."""
+    """a <name> b with torch's promotion; float_result promotes integer results to the default
+    dtype (float32 unless set_default_dtype changed it)."""
     rt = dt.result_type(a, b)
     if float_result and not dt.is_floating(rt):
-        rt = dt.float32
-    if name in ("sub", "rsub", "neg") and rt == dt.bool_:
+        rt = dt.get_default_dtype()
+    if rt is dt.bool_ and name in ("sub", "rsub", "neg"):
         raise TypeError(f"{name}: subtraction of bool tensors is not supported; use logical_xor")
     return _finish(f"OP_{name}", [a, b], rt, rt, out, name)
 
@@ -331,12 +355,12 @@ def int_divisor_check(b, rt, name):
 
 
 def unary(name, x, out=None, float_only=False):
-    """OP_<name>(x); float_only ops turn integer and bool inputs into float32 results."""
+    """OP_<name>(x); float_only ops turn integer and bool inputs into default-dtype results."""
     if not is_tensor(x):
         raise TypeError(f"{name}: expected a tensor, got {type(x).__name__}")
     rt = x.dtype
     if float_only and not dt.is_floating(rt):
-        rt = dt.float32
+        rt = dt.get_default_dtype()
     return _finish(f"OP_{name}", [x], rt, rt, out, name)
 
 
@@ -361,6 +385,7 @@ def copy_into(out, src):
         _prepare("copy_", [src], out)
         return copy(src, out)
     check_scalar(src, "fill_")
+    check_fill_value(src, out.dtype, "fill_")
     check_writable(out, "fill_")
     value = bool(src) if out.dtype == dt.bool_ else src
     return launch_elementwise("OP_copy", [value], out, out.dtype)

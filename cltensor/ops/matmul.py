@@ -26,7 +26,7 @@ def _check_tensors(op, *tensors):
     device = ew.common_device(list(tensors), op)
     dtypes = [t.dtype for t in tensors]
     if any(d != dtypes[0] for d in dtypes):
-        names = " != ".join(str(d) for d in dict.fromkeys(dtypes))
+        names = " != ".join(f"{d}" for d in dict.fromkeys(dtypes))
         raise TypeError(f"{op}: expected all operands to have the same dtype, but got: {names}")
     if dtypes[0] == dt.bool_:
         raise TypeError(f"{op}: not implemented for bool tensors")

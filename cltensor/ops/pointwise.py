@@ -99,7 +99,7 @@ def _check_kinds(name, allowed, *operands):
     _check_numbers(name, *operands)
     for x in operands:
         d = x.dtype if ew.is_tensor(x) else dt.scalar_dtype(x)
-        if d.kind not in allowed:
+        if d.kind.replace("u", "i") not in allowed:  # uint8 is an integer dtype too
             kinds = "integer" if allowed == "i" else "integer or bool"
             raise TypeError(f"{name}: expected {kinds} operands, got {d}")
 
@@ -320,7 +320,7 @@ def frac(x, out=None):
 def logit(x, eps=None, out=None):
     """log(x / (1 - x)), x clamped to [eps, 1 - eps] first when eps is given."""
     _expect_tensor(x, "logit")
-    rt = x.dtype if dt.is_floating(x.dtype) else dt.float32
+    rt = x.dtype if dt.is_floating(x.dtype) else dt.get_default_dtype()
     return ew.ternary("logit", [x, -1.0 if eps is None else eps], rt, out=out)
 
 
@@ -408,7 +408,7 @@ def elementwise(expr, dtype=None, **operands):
     values = [operands[n] for n in names]
     rt = dt.result_type(*values)
     if not dt.is_floating(rt):
-        rt = dt.float32
+        rt = dt.get_default_dtype()
     out_dtype = dt.as_dtype(dtype) or rt
     return ew.user_elementwise(body, values, names, out_dtype, rt)
 

@@ -98,7 +98,7 @@ def arange(start=0, end=None, step=1, *, dtype=None, device=None):
     for name, v in (("start", start), ("end", end), ("step", step)):
         _real(v, name, "arange")
     floats = any(not isinstance(v, numbers.Integral) for v in (start, end, step))
-    dtype = _numeric_dtype(dtype, dt.float32 if floats else dt.int64, "arange")
+    dtype = _numeric_dtype(dtype, dt.get_default_dtype() if floats else dt.int64, "arange")
     n = _arange_length(start, end, step)
     out = _empty(n, dtype, get_device(device))
     if dtype.kind in "iu":
@@ -127,7 +127,7 @@ def _linspace_args(start, end, steps, dtype, device, op):
     _real(start, "start", op)
     _real(end, "end", op)
     steps = _count(steps, "steps", op)
-    dtype = _numeric_dtype(dtype, dt.float32, op)
+    dtype = _numeric_dtype(dtype, dt.get_default_dtype(), op)
     out = _empty(steps, dtype, get_device(device))
     if dtype.kind in "iu":
         _check_fits([int(start), int(end)], dtype, op)
@@ -179,7 +179,7 @@ def eye(n, m=None, *, dtype=None, device=None):
     """
     n = _count(n, "n", "eye")
     m = n if m is None else _count(m, "m", "eye")
-    dtype = dt.as_dtype(dtype) or dt.float32
+    dtype = dt.as_dtype(dtype) or dt.get_default_dtype()
     out = ClTensor.empty_on((n, m), dtype, get_device(device))
     if n * m:
         _run("eye_fill", out, n * m, {"OUT_T": ctype_of(dtype)}, np.int64(n * m),

@@ -14,7 +14,7 @@ import pyopencl as cl
 
 from .. import caches
 from .. import dtypes as dt
-from ..program import build_program, ctype_of, launch, memo_with, round_up
+from ..program import ctype_of, get_kernel, launch, memo_with, round_up
 from ..tensor import ClTensor, _norm_dim
 from . import elementwise as ew
 from . import pointwise as pw
@@ -93,12 +93,12 @@ def get_reduce_kernels(device, spec, in_dtype, acc_dtype, out_dtype, tree):
         if (device.is_cpu and spec[:3] == SUM[:3] and in_dtype == acc_dtype and
                 dt.is_floating(acc_dtype)):
             defines["VEC_SUM"] = VEC_SUM_BYTES // np.dtype(acc_dtype).itemsize
-        prog = build_program(device, KERNEL_FILE, defines)
-        full = prog.reduce_full
+        # NOTE: through get_kernel: bool and uint8 (both uchar) can share one program
+        full, part, merge = (get_kernel(device, KERNEL_FILE, name, defines)
+                             for name in ("reduce_full", "reduce_part", "reduce_merge"))
         limit = full.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE,
                                          device.cl_device)
-        ks = _kernels[key] = SimpleNamespace(full=full, part=prog.reduce_part,
-                                             merge=prog.reduce_merge, limit=limit)
+        ks = _kernels[key] = SimpleNamespace(full=full, part=part, merge=merge, limit=limit)
     return ks
 
 
@@ -109,9 +109,9 @@ def get_scan_kernels(device, op, in_dtype, acc_dtype):
         defines = {"T": ctype_of(in_dtype), "ACC_T": ctype_of(acc_dtype), op: None}
         if dt.is_floating(acc_dtype):
             defines["ACC_FLOAT"] = None
-        prog = build_program(device, SCAN_FILE, defines)
-        ks = _kernels[key] = SimpleNamespace(totals=prog.scan_totals, carry=prog.scan_carry,
-                                             blocks=prog.scan_blocks)
+        totals, carry, blocks = (get_kernel(device, SCAN_FILE, name, defines)
+                                 for name in ("scan_totals", "scan_carry", "scan_blocks"))
+        ks = _kernels[key] = SimpleNamespace(totals=totals, carry=carry, blocks=blocks)
     return ks
 
 
@@ -617,6 +617,8 @@ def _logical(x, dim, keepdim, spec, op):
     _check_tensor(x, op)
     dims = _dims(x, dim, op)
     values, _ = _run(x, dims, spec, dt.int64, dt.bool_)
+    if x.dtype == dt.uint8:  # torch's: uint8 in, uint8 (0 or 1) out
+        values = values.to(dt.uint8)
     return _keep(values, x, dims, keepdim)
 
 

@@ -22,7 +22,7 @@ from .reduce import return_types
 __all__ = ["sort", "argsort", "topk", "searchsorted", "bucketize"]
 
 KERNEL_FILE = "sort.cl"
-SORT_DTYPES = (dt.float32, dt.float64, dt.int32, dt.int64, dt.bool_)
+SORT_DTYPES = dt.DTYPES
 LOCAL_GROUP = 256  # work-items of sort_rows_local (at most; half the row's positions)
 LOCAL_BYTES = 32768  # local memory sort_rows_local may take (values and indices of a row)
 

@@ -14,11 +14,11 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..creation import from_numpy
+from ..size import Size
 from ..tensor import ClTensor
 from .torch_write import STORAGE_OF
 
 _DTYPE_OF = {name: dtype for dtype, name in STORAGE_OF.items()}
-_WIDENED = {np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16)}  # load as int32
 _UNSUPPORTED = ("ComplexFloatStorage", "ComplexDoubleStorage", "QInt8Storage", "QUInt8Storage",
                 "QInt32Storage", "QUInt4x2Storage", "QUInt2x4Storage")
 
@@ -46,7 +46,7 @@ def _bytes(text, encoding="latin1"):
 
 
 def _size(*args):
-    return tuple(*args)
+    return Size(*args)
 
 
 class _Call:
@@ -147,7 +147,7 @@ class _Loader:
             return (arr.astype(np.uint32) << 16).view(np.float32)
         if dtype == np.float16:
             return arr.astype(np.float32)
-        return arr.astype(np.int32) if dtype in _WIDENED else arr
+        return arr
 
     def _remember(self, t):
         self.tensors[id(t)] = (t, dict(vars(t)))

@@ -19,6 +19,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..size import Size
 from ..tensor import ClTensor
 
 ARCHIVE = "archive"
@@ -33,6 +34,7 @@ STORAGE_OF = {np.dtype(np.float32): "FloatStorage", np.dtype(np.float64): "Doubl
 _PROTO, _STOP, _MARK, _REDUCE, _BINPERSID = b"\x80\x02", b".", b"(", b"R", b"Q"
 _ORDERED_DICT = b"ccollections\nOrderedDict\n)R"  # OrderedDict() by name
 _REBUILD = b"ctorch._utils\n_rebuild_tensor_v2\n"
+_SIZE = b"ctorch\nSize\n"
 
 
 def _str(s):
@@ -112,6 +114,8 @@ class _Pickler:
             raise TypeError(f"save: {where} contains itself")
         self._open.add(id(obj))
         try:
+            if isinstance(obj, Size):  # torch.Size((2, 3))
+                return _SIZE + _tuple([_tuple([_int(int(n)) for n in obj])]) + _REDUCE
             if isinstance(obj, tuple):
                 return _tuple([self._save(v, f"{where}[{i}]") for i, v in enumerate(obj)])
             if isinstance(obj, list):

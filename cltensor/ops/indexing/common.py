@@ -13,7 +13,7 @@ from ..elementwise import MAX_DIMS, shape_arg, view_arg
 
 KERNEL_FILE = "indexing.cl"
 INDEX_DTYPES = (dt.int32, dt.int64)
-_BITS_T = {1: "uchar", 4: "uint", 8: "ulong"}  # gathers and scatters move bits, not values
+_BITS_T = {1: "uchar", 2: "ushort", 4: "uint", 8: "ulong"}  # gathers and scatters move bits, not values
 # the reductions of the scatter_add kernels (their run-time argument `red`: see indexing.cl)
 SUM, PROD, MAX, MIN = range(4)
 SCATTER_REDUCTIONS = {"sum": SUM, "prod": PROD, "mean": SUM, "amax": MAX, "amin": MIN}
