@@ -45,4 +45,60 @@ inline long strided_offset(long i, const int nd, const Shape shape, const View v
   return o;
 }
 
+
+/* ---- storage types: LD reads element i of a T buffer into REG(T), its compute type, and ST
+ * writes a value back. float16 ("half") and bfloat16 ("bf16": a ushort holding a float32's
+ * upper half) compute in float; the other types are their own compute types. The half
+ * builtins are core OpenCL (no cl_khr_fp16). T must be one token: the host's type names. */
+typedef ushort bf16;
+#define CL_CAT_(a, b) a##b
+#define CL_CAT(a, b) CL_CAT_(a, b)
+#define LD(T, p, i) CL_CAT(LD_, T)(p, i)
+#define ST(T, p, i, v) CL_CAT(ST_, T)(p, i, v)
+#define REG(T) CL_CAT(REG_, T)
+
+#define LD_half(p, i) vload_half((i), (p))
+#define ST_half(p, i, v) vstore_half_rte((float)(v), (i), (p))
+#define REG_half float
+#define LD_bf16(p, i) as_float((uint)(p)[i] << 16)
+#define ST_bf16(p, i, v) ((p)[i] = float_to_bf16((float)(v)))
+#define REG_bf16 float
+/* round to nearest even; a NaN stays a (quiet) NaN rather than rounding into infinity */
+inline ushort float_to_bf16(const float f) {
+  const uint u = as_uint(f);
+  if (isnan(f)) return (ushort)((u >> 16) | 0x40);
+  return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+/* the types that compute as themselves */
+#define LD_uchar(p, i) ((p)[i])
+#define LD_char(p, i) ((p)[i])
+#define LD_short(p, i) ((p)[i])
+#define LD_ushort(p, i) ((p)[i])
+#define LD_int(p, i) ((p)[i])
+#define LD_uint(p, i) ((p)[i])
+#define LD_long(p, i) ((p)[i])
+#define LD_ulong(p, i) ((p)[i])
+#define LD_float(p, i) ((p)[i])
+#define LD_double(p, i) ((p)[i])
+#define ST_uchar(p, i, v) ((p)[i] = (v))
+#define ST_char(p, i, v) ((p)[i] = (v))
+#define ST_short(p, i, v) ((p)[i] = (v))
+#define ST_ushort(p, i, v) ((p)[i] = (v))
+#define ST_int(p, i, v) ((p)[i] = (v))
+#define ST_uint(p, i, v) ((p)[i] = (v))
+#define ST_long(p, i, v) ((p)[i] = (v))
+#define ST_ulong(p, i, v) ((p)[i] = (v))
+#define ST_float(p, i, v) ((p)[i] = (v))
+#define ST_double(p, i, v) ((p)[i] = (v))
+#define REG_uchar uchar
+#define REG_char char
+#define REG_short short
+#define REG_ushort ushort
+#define REG_int int
+#define REG_uint uint
+#define REG_long long
+#define REG_ulong ulong
+#define REG_float float
+#define REG_double double
+
 #endif

@@ -4,8 +4,8 @@ from .creation import *  # noqa: F401,F403
 from .device import (Device, DeviceError, OutOfMemoryError, default_device, devices,  # noqa: F401
                      empty_cache, get_device, memory_stats, reset_peak_memory_stats,
                      set_default_device, synchronize)
-from .dtypes import (bool_, double, float32, float64, int8, int16, int32, int64,  # noqa: F401
-                     long, short, uint8)
+from .dtypes import (bfloat16, bool_, double, float16, float32, float64, half,  # noqa: F401
+                     int8, int16, int32, int64, long, short, uint8)
 from .dtypes import float, int  # noqa: F401,A004
 from .dtypes import DType as dtype  # noqa: F401
 from .dtypes import bool_ as bool  # noqa: F401,A004

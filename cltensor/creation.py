@@ -10,8 +10,9 @@ from .device import get_device
 from .size import Size
 from .tensor import ClTensor, _size_args
 
-__all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "empty", "zeros", "ones", "full",
-           "empty_like", "zeros_like", "ones_like", "full_like"] + [d.tensor_type for d in dt.DTYPES]
+__all__ = ["tensor", "as_tensor", "from_numpy", "from_bfloat16_bits", "from_dlpack", "empty",
+           "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like"] + \
+    [d.tensor_type for d in dt.DTYPES]
 
 
 def factory(fn):
@@ -55,8 +56,22 @@ def from_numpy(array, device=None, dtype=None):
     array = _native(array, "from_numpy")
     target = dt.as_dtype(dtype) or dt.as_dtype(_default_dtype(array, False))
     _check_fits(array, target, "from_numpy")
-    host = np.asarray(array, dtype=target, order="C")
+    host = np.asarray(dt.to_storage(array, target), order="C")
     out = ClTensor.empty_on(host.shape, target, get_device(device))
+    if host.size:
+        out.device.enqueue(cl.enqueue_copy, out.storage.buf, host, is_blocking=False).wait()
+    return out
+
+
+def from_bfloat16_bits(array, device=None):
+    """A bfloat16 tensor from a numpy uint16 array of bfloat16 bit patterns (the upper 16 bits of
+    float32 values). Without the ml_dtypes package numpy has no bfloat16: t.numpy() returns a
+    float32 copy, and cltensor.dtypes.bf16_bits(t.numpy()) its bit patterns."""
+    if not isinstance(array, np.ndarray) or array.dtype != np.uint16:
+        raise TypeError(f"from_bfloat16_bits: expected a numpy uint16 array, got "
+                        f"{getattr(array, 'dtype', type(array).__name__)}")
+    host = np.asarray(array, order="C")
+    out = ClTensor.empty_on(host.shape, dt.bfloat16, get_device(device))
     if host.size:
         out.device.enqueue(cl.enqueue_copy, out.storage.buf, host, is_blocking=False).wait()
     return out

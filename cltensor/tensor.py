@@ -193,7 +193,7 @@ class ClTensor(TensorOperators):
         if host.size:
             self.device.enqueue(cl.enqueue_copy, host, src.storage.buf, is_blocking=False,
                                 src_offset=src.offset * self.dtype.itemsize).wait()
-        return host
+        return dt.from_storage(host, self.dtype)
 
     def tolist(self):
         return self.numpy().tolist()
@@ -286,6 +286,12 @@ class ClTensor(TensorOperators):
 
     def double(self):
         return self.to(dt.float64)
+
+    def half(self):
+        return self.to(dt.float16)
+
+    def bfloat16(self):
+        return self.to(dt.bfloat16)
 
     def int(self):
         return self.to(dt.int32)

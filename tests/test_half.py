@@ -1,0 +1,205 @@
+"""float16 and bfloat16 tensors: dtype objects and promotion, creation, casts, numpy interop,
+printing, save/load in torch's format, and the kernel families that store them in 16 bits
+(elementwise, ranges, random), each against torch on the CPU in the same dtype."""
+import numpy as np
+import pytest
+import torch
+
+import cltensor as ct
+from cltensor import dtypes as dt
+
+HALF = ["float16", "bfloat16"]
+POISON = float("nan")
+
+
+def _pair(name):
+    return getattr(ct, name), getattr(torch, name)
+
+
+def _torch(t):
+    """A ClTensor as a torch CPU tensor of the same dtype (values exact: through float32)."""
+    return torch.from_numpy(np.asarray(t.float().numpy())).to(getattr(torch, t.dtype.name))
+
+
+def _random(shape, name, device, rng, scale=3.0):
+    """The same random values as a cltensor and a torch tensor of dtype `name`."""
+    x = (rng.standard_normal(shape) * scale).astype(np.float32)
+    tt = torch.from_numpy(x).to(getattr(torch, name))
+    return ct.from_numpy(tt.float().numpy(), device=device).to(getattr(ct, name)), tt
+
+
+def _same(mine, want, ulps=0):
+    """mine equals torch's `want` (same dtype), to `ulps` units in the last place."""
+    assert str(mine.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    got, exp = mine.float().numpy(), want.float().numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
+    np.testing.assert_array_equal(np.isinf(got), np.isinf(exp))
+    ok = np.isfinite(exp)
+    tol = ulps * torch.finfo(want.dtype).eps * np.abs(exp[ok])
+    assert (np.abs(got[ok] - exp[ok]) <= tol).all(), (got, exp)
+
+
+# ---- dtype objects and promotion ---------------------------------------------------------------
+
+@pytest.mark.parametrize("name", HALF)
+def test_dtype_attributes_match_torch(name):
+    d, t = _pair(name)
+    assert (d.is_floating_point, d.is_signed, d.itemsize) == \
+        (t.is_floating_point, t.is_signed, t.itemsize)
+    assert repr(d) == str(t).replace("torch.", "cltensor.")
+    assert ct.half is ct.float16
+    fi, ti = ct.finfo(d), torch.finfo(t)
+    assert (fi.bits, fi.eps, fi.max, fi.min, fi.tiny, fi.resolution) == \
+        (ti.bits, ti.eps, ti.max, ti.min, ti.tiny, ti.resolution)
+    assert d != np.uint16 and dt.as_dtype(name) is d
+
+
+def test_promotion_matches_torch():
+    names = ["bool", "uint8", "int8", "int16", "int32", "int64", "float32", "float64", *HALF]
+    for a in names:
+        for b in names:
+            got = ct.promote_types(getattr(ct, a), getattr(ct, b))
+            assert got.name == str(torch.promote_types(*_pair(a)[1:], *_pair(b)[1:]))[6:], (a, b)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_result_types_with_scalars_and_tensors(device, name):
+    d, t = _pair(name)
+    x, tx = ct.ones(2, dtype=d, device=device), torch.ones(2, dtype=t)
+    scalar64 = ct.ones((), dtype=ct.float64, device=device)
+    for other, tother in ((1.5, 1.5), (2, 2), (ct.ones(2, device=device), torch.ones(2)),
+                          (scalar64, torch.ones((), dtype=torch.float64))):
+        assert (x + other).dtype.name == str((tx + tother).dtype)[6:]
+    assert x.is_floating_point() and (x > 0).dtype is ct.bool
+
+
+# ---- creation, casts, numpy ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", HALF)
+def test_casts_round_as_torch(device, name):
+    d, t = _pair(name)
+    vals = np.array([0.1, 1 / 3, -2.7182817, 65504, 65520, 1e5, 3e38, 1e-8, 6e-5, 1 + 2 ** -9,
+                     1 + 3 * 2 ** -9, float("inf"), float("-inf"), float("nan"), -0.0], np.float32)
+    x = ct.from_numpy(vals, device=device)
+    _same(x.to(d), torch.from_numpy(vals).to(t))
+    _same(x.double().to(d).float(), torch.from_numpy(vals).double().to(t).float())
+    ints = ct.tensor([-3, 0, 7, 1000, 70000], device=device)
+    _same(ints.to(d), torch.tensor([-3, 0, 7, 1000, 70000]).to(t))
+    back = x.to(d).to(ct.int32).numpy()[:3]
+    assert back.tolist() == torch.from_numpy(vals[:3]).to(t).int().tolist()
+    assert (x.half() if name == "float16" else x.bfloat16()).dtype is d
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_factories_store_16_bits(device, name):
+    d, t = _pair(name)
+    for mine, want in ((ct.zeros(3, dtype=d, device=device), torch.zeros(3, dtype=t)),
+                       (ct.ones(2, 2, dtype=d, device=device), torch.ones(2, 2, dtype=t)),
+                       (ct.full((3,), 0.1, dtype=d, device=device), torch.full((3,), 0.1, dtype=t)),
+                       (ct.eye(3, dtype=d, device=device), torch.eye(3, dtype=t))):
+        _same(mine, want)
+        assert mine.storage.nbytes == 2 * mine.numel()
+    # ranges: computed in float32 and rounded once (torch rounds each step in the dtype)
+    for mine, want in ((ct.arange(0, 3, 0.3, dtype=d, device=device),
+                        torch.arange(0, 3, 0.3, dtype=torch.float64)),
+                       (ct.linspace(-1, 1, 7, dtype=d, device=device),
+                        torch.linspace(-1, 1, 7, dtype=torch.float64))):
+        assert mine.dtype is d
+        np.testing.assert_allclose(mine.float().numpy(), want.numpy(), rtol=0,
+                                   atol=float(ct.finfo(d).eps) * 2)
+    assert ct.empty(5, dtype=d, device=device).element_size() == 2
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_random_factories_stay_in_range(device, name):
+    d, _ = _pair(name)
+    u = ct.rand(20000, dtype=d, device=device).float().numpy()
+    assert u.min() >= 0 and u.max() < 1 and abs(u.mean() - 0.5) < 0.02
+    n = ct.randn(20000, dtype=d, device=device).float().numpy()
+    assert abs(n.std() - 1) < 0.05 and n.dtype == np.float32
+    assert ct.randint(0, 5, (10,), dtype=d, device=device).dtype is d
+
+
+def test_numpy_interop(device):
+    h = np.array([1.5, -2.25, 65504], np.float16)
+    x = ct.from_numpy(h, device=device)
+    assert x.dtype is ct.float16 and x.numpy().dtype == np.float16
+    np.testing.assert_array_equal(x.numpy(), h)
+    b = ct.tensor([1.0, -2.5, 3.1], dtype=ct.bfloat16, device=device)
+    assert b.numpy().dtype == np.float32  # numpy has no bfloat16 here
+    np.testing.assert_array_equal(b.numpy(), torch.tensor([1.0, -2.5, 3.1]).bfloat16().float())
+    bits = torch.tensor([1.0, -2.5, 3.1]).bfloat16().view(torch.int16).numpy().view(np.uint16)
+    np.testing.assert_array_equal(dt.bf16_bits(b.numpy()), bits)
+    c = ct.from_bfloat16_bits(bits, device=device)
+    assert c.dtype is ct.bfloat16 and c.tolist() == b.tolist()
+    with pytest.raises(TypeError, match="uint16"):
+        ct.from_bfloat16_bits(bits.astype(np.int32), device=device)
+    assert ct.from_numpy(bits, device=device).dtype is ct.int64  # bits are never bfloat16 unasked
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_printing_names_the_dtype(device, name):
+    d, t = _pair(name)
+    x = ct.tensor([1.5, -2.0], dtype=d, device=device)
+    assert repr(x).startswith("tensor([ 1.5, -2. ], dtype=cltensor." + name)
+
+
+def test_save_load_in_torch_format(device, tmp_path):
+    vals = [0.1, -1e4, float("inf"), 3.0]
+    obj = {n: ct.tensor(vals, dtype=getattr(ct, n), device=device) for n in HALF}
+    ct.save(obj, tmp_path / "h.pt")
+    got = torch.load(tmp_path / "h.pt")
+    for n in HALF:
+        assert got[n].dtype == getattr(torch, n)
+        assert got[n].tolist() == torch.tensor(vals).to(getattr(torch, n)).tolist()
+    back = ct.load(tmp_path / "h.pt", map_location=device)
+    for n in HALF:
+        assert back[n].dtype is getattr(ct, n) and back[n].tolist() == obj[n].tolist()
+
+
+# ---- elementwise kernels ---------------------------------------------------------------------------
+
+UNARY = ["neg", "abs", "exp", "log", "sqrt", "tanh", "sigmoid", "sin", "floor", "relu", "erf",
+         "reciprocal"]
+BINARY = ["add", "sub", "mul", "div", "maximum", "pow"]
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_unary_ops_match_torch(device, rng, name):
+    x, tx = _random((5, 7), name, device, rng)
+    for op in UNARY:
+        arg, targ = (x.abs(), tx.abs()) if op in ("log", "sqrt") else (x, tx)
+        out = ct.full((5, 7), POISON, dtype=x.dtype, device=device)
+        got = getattr(ct, op)(arg, out=out) if op != "relu" else out.copy_(arg.relu())
+        _same(got, getattr(torch, op)(targ), ulps=1)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_binary_ops_and_comparisons_match_torch(device, rng, name):
+    a, ta = _random((4, 6), name, device, rng)
+    b, tb = _random((6,), name, device, rng)
+    for op in BINARY:
+        lhs, tlhs = (a.abs(), ta.abs()) if op == "pow" else (a, ta)
+        out = ct.full((4, 6), POISON, dtype=a.dtype, device=device)
+        _same(getattr(ct, op)(lhs, b, out=out), getattr(torch, op)(tlhs, tb), ulps=1)
+    _same(a * 0.5 + 2, ta * 0.5 + 2, ulps=1)
+    assert ((a > b).numpy() == (ta > tb).numpy()).all()
+    assert ((a == a.t().t()).numpy()).all()
+    _same(ct.where(a > 0, a, b), torch.where(ta > 0, ta, tb))
+    mixed = a + ct.ones(6, device=device)
+    assert mixed.dtype is ct.float32
+    np.testing.assert_array_equal(mixed.numpy(), (ta.float() + 1).numpy())
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_strided_copies_and_fills(device, rng, name):
+    x, tx = _random((6, 8), name, device, rng)
+    _same(x.t().contiguous(), tx.t().contiguous())
+    _same(x[1::2, ::3].clone(), tx[1::2, ::3].clone())
+    y = x.clone()
+    y[:, 2] = 7.3
+    ty = tx.clone()
+    ty[:, 2] = 7.3
+    _same(y, ty)
+    y.fill_(-0.1)
+    _same(y, torch.full((6, 8), -0.1, dtype=ty.dtype))
