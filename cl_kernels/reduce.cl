@@ -23,7 +23,8 @@
  *   reduce_merge  combines the G partials of each row (lanes along dim 1, no chunks)
  *
  * Build options:
- *   T          input storage type (uchar for bool)
+ *   T          input storage type (uchar for bool; half and bf16 read through common.cl's LD,
+ *              ACC_T then float)
  *   ACC_T      accumulator type; ACC_FLOAT defined when it is float or double
  *   OUT_T      output storage type; OUT_BOOL defined when the output is bool (uchar 0/1)
  *   RED_SUM    sum (Neumaier-compensated when ACC_FLOAT, so long float sums stay accurate)
@@ -52,7 +53,7 @@
 
 /* ---- maps, aux values and finishes ---------------------------------------------------------- */
 #define MAP_ID(x, a, p) ((ACC_T)(x))
-#define MAP_NZ(x, a, p) ((ACC_T)((x) != (T)0))
+#define MAP_NZ(x, a, p) ((ACC_T)((x) != 0))
 #define MAP_ABS(x, a, p) fabs((ACC_T)(x))
 #define MAP_SQ(x, a, p) ((ACC_T)(x) * (ACC_T)(x))
 #define MAP_POWABS(x, a, p) pow(fabs((ACC_T)(x)), p)
@@ -72,7 +73,7 @@
 #ifdef OUT_BOOL
 #define STORE(v) ((uchar)((v) != 0))
 #else
-#define STORE(v) ((OUT_T)(v))
+#define STORE(v) ((REG(OUT_T))(v))
 #endif
 
 /* ---- the accumulator State of each kind -------------------------------------------------------
@@ -237,12 +238,12 @@ inline void st_save(__global ACC_T* pv, __global long* pi, const long k, const S
  * additions), with ADDR(r) the element offset of r. */
 #define ACCUMULATE(ADDR)                                                                      \
   for (; r + 3 * step < end; r += 4 * step) {                                                \
-    s0 = st_add(s0, MAP(x[ADDR(r)], a, p), r);                                               \
-    s1 = st_add(s1, MAP(x[ADDR(r + step)], a, p), r + step);                                 \
-    s2 = st_add(s2, MAP(x[ADDR(r + 2 * step)], a, p), r + 2 * step);                         \
-    s3 = st_add(s3, MAP(x[ADDR(r + 3 * step)], a, p), r + 3 * step);                         \
+    s0 = st_add(s0, MAP(LD(T, x, ADDR(r)), a, p), r);                                               \
+    s1 = st_add(s1, MAP(LD(T, x, ADDR(r + step)), a, p), r + step);                                 \
+    s2 = st_add(s2, MAP(LD(T, x, ADDR(r + 2 * step)), a, p), r + 2 * step);                         \
+    s3 = st_add(s3, MAP(LD(T, x, ADDR(r + 3 * step)), a, p), r + 3 * step);                         \
   }                                                                                           \
-  for (; r < end; r += step) s0 = st_add(s0, MAP(x[ADDR(r)], a, p), r);
+  for (; r < end; r += step) s0 = st_add(s0, MAP(LD(T, x, ADDR(r)), a, p), r);
 
 #ifdef VEC_SUM
 #define CAT_(a, b) a##b
@@ -363,7 +364,7 @@ __kernel void reduce_full(ROW_ARGS, const ACC_T divisor, __global OUT_T* out,
                               step, a, p);
   st = combine_lanes(st, scratch);
   if (m < M && get_local_id(1) == 0) {
-    out[m] = STORE(FIN(st_value(st, p), a, p, divisor));
+    ST(OUT_T, out, m, STORE(FIN(st_value(st, p), a, p, divisor)));
     STORE_INDEX(out_idx, m, st);
   }
 }
@@ -393,7 +394,7 @@ __kernel void reduce_merge(__global const ACC_T* pval, __global const long* pidx
   }
   st = combine_lanes(st, scratch);
   if (m < M && get_local_id(1) == 0) {
-    out[m] = STORE(FIN(st_value(st, p), a, p, divisor));
+    ST(OUT_T, out, m, STORE(FIN(st_value(st, p), a, p, divisor)));
     STORE_INDEX(out_idx, m, st);
   }
 }

@@ -203,3 +203,26 @@ def test_strided_copies_and_fills(device, rng, name):
     _same(y, ty)
     y.fill_(-0.1)
     _same(y, torch.full((6, 8), -0.1, dtype=ty.dtype))
+
+
+# ---- reductions: float32 accumulators ----------------------------------------------------------
+
+@pytest.mark.parametrize("name", HALF)
+def test_reductions_match_torch(device, rng, name):
+    x, tx = _random((6, 40), name, device, rng)
+    for op in ("sum", "mean", "amax", "amin", "var", "std", "logsumexp", "prod"):
+        for dim in (1, 0):  # NOTE: torch's prod rounds each partial product to the dtype
+            _same(getattr(x, op)(dim), getattr(tx, op)(dim), ulps=4 if op == "prod" else 1)
+    _same(x.norm(dim=1), tx.norm(dim=1), ulps=1)
+    _same(x.sum(), tx.sum(), ulps=1)
+    assert x.argmax(1).tolist() == tx.argmax(1).tolist()
+    assert x.max(0)[1].tolist() == tx.max(0)[1].tolist()
+    assert x.sum(1, dtype=ct.float32).dtype is ct.float32
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_long_sums_accumulate_in_float32(device, name):
+    d, t = _pair(name)
+    x = ct.ones(4096, dtype=d, device=device)  # a 16-bit accumulator stops at 2048 or 256
+    assert x.sum().item() == torch.ones(4096, dtype=t).sum().item() == 4096
+    assert x.mean().item() == 1
