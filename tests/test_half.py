@@ -31,7 +31,7 @@ def _random(shape, name, device, rng, scale=3.0):
 def _same(mine, want, ulps=0):
     """mine equals torch's `want` (same dtype), to `ulps` units in the last place."""
     assert str(mine.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
-    got, exp = mine.float().numpy(), want.float().numpy()
+    got, exp = mine.detach().float().numpy(), want.detach().float().numpy()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
     np.testing.assert_array_equal(np.isinf(got), np.isinf(exp))
     ok = np.isfinite(exp)
@@ -226,3 +226,72 @@ def test_long_sums_accumulate_in_float32(device, name):
     x = ct.ones(4096, dtype=d, device=device)  # a 16-bit accumulator stops at 2048 or 256
     assert x.sum().item() == torch.ones(4096, dtype=t).sum().item() == 4096
     assert x.mean().item() == 1
+
+
+# ---- softmax, norms, GEMM and convolution ------------------------------------------------------
+
+@pytest.mark.parametrize("name", HALF)
+def test_softmax_and_cross_entropy_match_torch(device, rng, name):
+    x, tx = _random((5, 9), name, device, rng)
+    x.requires_grad_()
+    tx.requires_grad_()
+    eps = float(ct.finfo(x.dtype).eps)
+    for dim in (1, 0):
+        _same(ct.softmax(x, dim), torch.softmax(tx, dim), ulps=1)
+        # (x - max) - log(sum): an ulp of the row's scale, not of a result near 0
+        np.testing.assert_allclose(ct.log_softmax(x, dim).detach().float().numpy(),
+                                   torch.log_softmax(tx, dim).detach().float().numpy(),
+                                   rtol=eps, atol=2 * eps)
+    y, ty = ct.log_softmax(x, 1), torch.log_softmax(tx, 1)
+    (y * y).sum().backward()
+    (ty * ty).sum().backward()
+    assert x.grad.dtype is x.dtype
+    want = tx.grad.float().numpy()  # both round the backward's steps: norm-relative
+    np.testing.assert_allclose(x.grad.float().numpy(), want, rtol=0,
+                               atol=2 * eps * np.abs(want).max())
+    target = [1, 8, 0, 3, 3]
+    loss = ct.nn.functional.cross_entropy(x, ct.tensor(target, device=device))
+    _same(loss, torch.nn.functional.cross_entropy(tx, torch.tensor(target)), ulps=1)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_batch_and_layer_norm_match_torch(device, rng, name):
+    x, tx = _random((4, 3, 5, 5), name, device, rng)
+    x.requires_grad_()
+    tx.requires_grad_()
+    bn, tbn = ct.nn.BatchNorm2d(3).to(device), torch.nn.BatchNorm2d(3)  # float32 parameters
+    _same(bn(x), tbn(tx), ulps=1)
+    np.testing.assert_allclose(bn.running_var.numpy(), tbn.running_var.numpy(), rtol=1e-5)
+    bn(x).float().square().sum().backward()
+    tbn(tx).float().square().sum().backward()
+    assert x.grad.dtype is x.dtype and bn.weight.grad.dtype is ct.float32
+    np.testing.assert_allclose(bn.weight.grad.numpy(), tbn.weight.grad.numpy(), rtol=1e-2)
+    bn.eval()
+    tbn.eval()
+    _same(bn(x), tbn(tx), ulps=1)
+    _same(ct.nn.functional.layer_norm(x, (5, 5)), torch.nn.functional.layer_norm(tx, (5, 5)),
+          ulps=1)
+    low = ct.nn.BatchNorm2d(3).to(device).to(x.dtype)  # 16-bit parameters and statistics too
+    assert low(x).dtype is x.dtype and low.running_mean.dtype is x.dtype
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_matmul_and_conv_on_float32_copies_match_torch(device, rng, name):
+    a, ta = _random((2, 5, 7), name, device, rng)
+    b, tb = _random((7, 4), name, device, rng)
+    _same(a @ b, ta @ tb, ulps=1)
+    out = ct.full((5, 4), POISON, dtype=a.dtype, device=device)
+    _same(ct.mm(a[0], b, out=out), ta[0] @ tb, ulps=1)
+    _same(ct.nn.functional.linear(a, b.t(), b[0]), torch.nn.functional.linear(ta, tb.t(), tb[0]),
+          ulps=1)
+    x, tx = _random((2, 3, 6, 6), name, device, rng, scale=1.0)
+    w, tw = _random((4, 3, 3, 3), name, device, rng, scale=1.0)
+    w.requires_grad_()
+    tw.requires_grad_()
+    y, ty = ct.nn.functional.conv2d(x, w, padding=1), torch.nn.functional.conv2d(tx, tw, padding=1)
+    _same(y, ty, ulps=1)
+    y.float().sum().backward()
+    ty.float().sum().backward()
+    assert w.grad.dtype is w.dtype
+    np.testing.assert_allclose(w.grad.float().numpy(), tw.grad.float().numpy(), rtol=1e-2,
+                               atol=1e-2)

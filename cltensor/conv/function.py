@@ -156,6 +156,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         >>> cltensor.conv.conv2d(x, w, padding=1, algo="winograd").shape
         (8, 16, 32, 32)
     """
+    if common.is_half(input):  # float32 scratch copies: docs/half.md
+        return common.half_fallback(conv2d, input, weight, bias, stride, padding, dilation,
+                                    groups, algo, relu)
     unbatched = isinstance(input, ClTensor) and input.ndim == 3
     if unbatched:
         input = input.unsqueeze(0)

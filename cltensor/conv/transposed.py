@@ -10,7 +10,7 @@ input gradient); under create_graph=True the gradients come from Functions (reco
 """
 from ..ops import elementwise as ew
 from ..tensor import ClTensor
-from . import dispatch
+from . import common, dispatch
 from .function import ConvTranspose2dFunction
 from .params import _pair, make_params
 
@@ -43,6 +43,9 @@ def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_paddi
         >>> conv_transpose2d(x, w, stride=2, padding=1, output_padding=1).shape
         (2, 4, 14, 14)
     """
+    if common.is_half(input):  # float32 scratch copies: docs/half.md
+        return common.half_fallback(conv_transpose2d, input, weight, bias, stride, padding,
+                                    output_padding, groups, dilation, algo)
     unbatched = isinstance(input, ClTensor) and input.ndim == 3
     if unbatched:
         input = input.unsqueeze(0)
