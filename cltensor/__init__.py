@@ -1,4 +1,6 @@
 """cltensor: a hardware-agnostic OpenCL tensor backend with Torch's names and semantics."""
+import sys as _sys
+
 from . import dtypes  # noqa: F401
 from .creation import *  # noqa: F401,F403
 from .device import (Device, DeviceError, OutOfMemoryError, default_device, devices,  # noqa: F401
@@ -96,6 +98,11 @@ softmax, log_softmax = ClTensor.softmax, ClTensor.log_softmax  # torch.softmax(i
 from . import special  # noqa: E402,F401  (torch.special: binds the functions above)
 ClTensor.hardshrink = lambda self, lambd=0.5: nn.functional.hardshrink(self, lambd)
 ClTensor.prelu = lambda self, weight: nn.functional.prelu(self, weight)
+
+from . import amp  # noqa: E402
+from .amp import autocast  # noqa: E402,F401
+
+amp.install(_sys.modules[__name__])  # autocast's op lists: the functions bound above
 
 __version__ = "0.1.0"
 from . import utils  # noqa: E402,F401  (torch.utils.data)
