@@ -295,3 +295,23 @@ def test_matmul_and_conv_on_float32_copies_match_torch(device, rng, name):
     assert w.grad.dtype is w.dtype
     np.testing.assert_allclose(w.grad.float().numpy(), tw.grad.float().numpy(), rtol=1e-2,
                                atol=1e-2)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_joins_and_pooling_match_torch(device, rng, name):
+    x, tx = _random((2, 3, 6, 6), name, device, rng)
+    _same(ct.cat([x, x[:1]], 0), torch.cat([tx, tx[:1]], 0))
+    _same(ct.stack([x[0], x[1]], 1), torch.stack([tx[0], tx[1]], 1))
+    idx = ct.tensor([2, 0], device=device)
+    _same(x.index_select(1, idx), tx.index_select(1, torch.tensor([2, 0])))
+    x.requires_grad_()
+    tx.requires_grad_()
+    tf = torch.nn.functional
+    for got, want in ((ct.nn.functional.max_pool2d(x, 2), tf.max_pool2d(tx, 2)),
+                      (ct.nn.functional.avg_pool2d(x, 3, 2, 1), tf.avg_pool2d(tx, 3, 2, 1)),
+                      (ct.nn.functional.adaptive_avg_pool2d(x, 1), tf.adaptive_avg_pool2d(tx, 1))):
+        _same(got, want, ulps=1)
+        got.float().sum().backward()
+        want.float().sum().backward()
+        assert x.grad.dtype is x.dtype
+        np.testing.assert_allclose(x.grad.float().numpy(), tx.grad.float().numpy(), rtol=1e-2)
