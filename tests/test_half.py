@@ -90,6 +90,26 @@ def test_casts_round_as_torch(device, name):
     assert (x.half() if name == "float16" else x.bfloat16()).dtype is d
 
 
+def test_16_bit_conversions_are_exact_for_every_pattern(device, rng):
+    halves = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    got = ct.from_numpy(halves, device=device).float().numpy()
+    want = halves.astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got[~np.isnan(want)], want[~np.isnan(want)])
+    assert (np.signbit(got) == np.signbit(want))[~np.isnan(want)].all()
+    bits = rng.integers(0, 2**32, 200000, dtype=np.uint64).astype(np.uint32)
+    edge = [65504, 65519.996, 65520, 2.0 ** -14, 2.0 ** -24, 2.0 ** -25, 3 * 2.0 ** -26, 1e-45,
+            1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, 257.0, 2.0 ** 128 * 0]
+    floats = np.concatenate([bits.view(np.float32), np.array(edge, np.float32)])
+    x = ct.from_numpy(floats, device=device)
+    for d, t in ((ct.float16, torch.float16), (ct.bfloat16, torch.bfloat16)):
+        got = x.to(d).float().numpy()
+        want = torch.from_numpy(floats).to(t).float().numpy()
+        nan = np.isnan(want)
+        np.testing.assert_array_equal(np.isnan(got), nan)
+        np.testing.assert_array_equal(got[~nan].view(np.uint32), want[~nan].view(np.uint32))
+
+
 @pytest.mark.parametrize("name", HALF)
 def test_factories_store_16_bits(device, name):
     d, t = _pair(name)
