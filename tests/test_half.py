@@ -1,6 +1,10 @@
 """float16 and bfloat16 tensors: dtype objects and promotion, creation, casts, numpy interop,
 printing, save/load in torch's format, and the kernel families that store them in 16 bits
 (elementwise, ranges, random), each against torch on the CPU in the same dtype."""
+import importlib.util
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -335,3 +339,17 @@ def test_joins_and_pooling_match_torch(device, rng, name):
         want.float().sum().backward()
         assert x.grad.dtype is x.dtype
         np.testing.assert_allclose(x.grad.float().numpy(), tx.grad.float().numpy(), rtol=1e-2)
+
+
+def test_benchmark_script_end_to_end(device, tmp_path):
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "half.py"
+    spec = importlib.util.spec_from_file_location("half_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "half.json"
+    assert bench.main(["--mib", "1", "--reps", "1", "--batch", "2", "--device", device.index,
+                       "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert [r["op"] for r in res["ops"]] == list(bench.OPS)
+    assert all(r["float16_ms"] > 0 and r["bfloat16_speedup"] > 0 for r in res["ops"])
+    assert res["peak_mib"]["bf16"] <= res["peak_mib"]["fp32"]

@@ -2,6 +2,9 @@
 context manager, decorator and nesting; GradScaler's unscaling, skipping and backoff on
 injected inf/NaN gradients, growth and state_dict against torch.amp.GradScaler's rules; and a
 small network on digits trained under float16 autocast."""
+import importlib.util
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -217,8 +220,6 @@ def test_grad_scaler_misuse_raises_as_torch(device):
 
 def test_digits_trains_under_float16_autocast(device):
     pytest.importorskip("sklearn", reason="the digits data ships with scikit-learn")
-    import importlib.util
-    from pathlib import Path
     spec = importlib.util.spec_from_file_location(
         "digits_example", Path(__file__).resolve().parent.parent / "examples" / "digits.py")
     digits = importlib.util.module_from_spec(spec)
