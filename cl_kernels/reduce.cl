@@ -41,7 +41,8 @@
  * Tunables:
  *   USE_TREE   (default 1) combine lanes through local memory; 0 when L1 is always 1 (CPUs,
  *              where every barrier costs a loop over the work-items)
- *   VEC_SUM    (set by the host for plain float sums, T == ACC_T, on CPUs) a lane that walks
+ *   VEC_SUM    (set by the host for plain float sums, T == ACC_T or T a 16-bit float with
+ *              VEC_HALF or VEC_BF16 defined, on CPUs) a lane that walks
  *              contiguous elements (step 1) sums them VEC_SUM at a time in compensated vector
  *              lanes, merged at the end: the scalar chain of compensated additions ran at ~2.5
  *              GB/s on PoCL (one reduced dim, or two with the inner one contiguous)
@@ -253,16 +254,37 @@ inline void st_save(__global ACC_T* pv, __global long* pi, const long k, const S
 typedef VACC __attribute__((aligned(sizeof(ACC_T)))) VACC_U;
 typedef union { VACC v; ACC_T s[VEC_SUM]; } VLanes;
 
+/* VEC_SUM elements at x as float lanes: 16-bit floats (VEC_HALF, VEC_BF16) converted as
+ * common.cl's LD_half and LD_bf16 convert one */
+#if defined(VEC_HALF) || defined(VEC_BF16)
+#define VUINT CAT(uint, VEC_SUM)
+#define AS_VFLOAT CAT(as_float, VEC_SUM)
+inline VACC load_lanes(__global const T* x) {
+  const VUINT h = CAT(convert_uint, VEC_SUM)(CAT(vload, VEC_SUM)(0, (__global const ushort*)x));
+#ifdef VEC_BF16
+  return AS_VFLOAT(h << 16);
+#else
+  const VUINT e = h & 0x7fffu;
+  VACC f = AS_VFLOAT(e << 13) * 0x1p112f;
+  f = select(f, CAT(convert_float, VEC_SUM)(e) * 0x1p-24f, e < 0x400u);
+  f = select(f, AS_VFLOAT((e << 13) | 0x7f800000u), e >= 0x7c00u);
+  return AS_VFLOAT(CAT(as_uint, VEC_SUM)(f) | ((h & 0x8000u) << 16));
+#endif
+}
+#else
+inline VACC load_lanes(__global const T* x) { return *(__global const VACC_U*)x; }
+#endif
+
 /* Adds the n contiguous elements at x to VEC_SUM lanes of Neumaier sums (*s, *c), the last
  * n % VEC_SUM to st. */
 inline State add_run(VACC* s, VACC* c, State st, __global const T* x, long n) {
   for (; n >= VEC_SUM; n -= VEC_SUM, x += VEC_SUM) {
-    const VACC v = *(__global const VACC_U*)x;
+    const VACC v = load_lanes(x);
     const VACC t = *s + v;
     *c += fabs(*s) >= fabs(v) ? (*s - t) + v : (v - t) + *s;
     *s = t;
   }
-  for (; n > 0; --n, ++x) st = st_add(st, *x, 0);
+  for (; n > 0; --n, ++x) st = st_add(st, LD(T, x, 0), 0);
   return st;
 }
 

@@ -250,6 +250,15 @@ def test_long_sums_accumulate_in_float32(device, name):
     x = ct.ones(4096, dtype=d, device=device)  # a 16-bit accumulator stops at 2048 or 256
     assert x.sum().item() == torch.ones(4096, dtype=t).sum().item() == 4096
     assert x.mean().item() == 1
+    # the vector loads' special values (within their first 32 elements): subnormals (exact),
+    # infinity, NaN, signed zero; float32 sums, so that no 16-bit overflow hides them
+    tiny = float(torch.finfo(t).smallest_normal) / 4
+    for vals in ([tiny] * 40, [1.0] * 5 + [float("inf")] + [2.0] * 34,
+                 [1.0] * 7 + [float("nan")] + [1.0] * 32, [-0.0] * 40):
+        got = ct.tensor(vals, dtype=d, device=device).sum(dtype=ct.float32).item()
+        want = torch.tensor(vals, dtype=t).sum(dtype=torch.float32).item()
+        assert (np.isnan(got) and np.isnan(want)) or (got == want and
+                                                       np.signbit(got) == np.signbit(want)), vals
 
 
 # ---- softmax, norms, GEMM and convolution ------------------------------------------------------

@@ -90,9 +90,11 @@ def get_reduce_kernels(device, spec, in_dtype, acc_dtype, out_dtype, tree):
             defines["ACC_FLOAT"] = None
         if out_dtype == dt.bool_:
             defines["OUT_BOOL"] = None
-        if (device.is_cpu and spec[:3] == SUM[:3] and in_dtype == acc_dtype and
-                dt.is_floating(acc_dtype)):
+        if (device.is_cpu and spec[:3] == SUM[:3] and dt.is_floating(acc_dtype) and
+                (in_dtype == acc_dtype or in_dtype in dt.HALF_TYPES)):
             defines["VEC_SUM"] = VEC_SUM_BYTES // np.dtype(acc_dtype).itemsize
+            if in_dtype in dt.HALF_TYPES:  # converted to float lanes as loaded
+                defines["VEC_HALF" if in_dtype is dt.float16 else "VEC_BF16"] = None
         # NOTE: through get_kernel: bool and uint8 (both uchar) can share one program
         full, part, merge = (get_kernel(device, KERNEL_FILE, name, defines)
                              for name in ("reduce_full", "reduce_part", "reduce_merge"))
