@@ -66,23 +66,20 @@ typedef ushort bf16;
  * multiples of 2^-24 (no float denormal on the way), infinity and NaN by their exponent */
 inline float half_bits_to_float(const ushort h) {
   const uint e = h & 0x7fffu;
-  float f = as_float(e << 13) * 0x1p112f;
-  if (e < 0x400u) f = (float)e * 0x1p-24f;
-  if (e >= 0x7c00u) f = as_float((e << 13) | 0x7f800000u);
+  float f = e < 0x400u ? (float)e * 0x1p-24f : as_float(e << 13) * 0x1p112f;
+  f = e >= 0x7c00u ? as_float((e << 13) | 0x7f800000u) : f;
   return as_float(as_uint(f) | ((uint)(h & 0x8000u) << 16));
 }
 /* float to float16 bits, rounded to nearest even: normal halves by integer rounding of the 13
  * dropped bits, subnormal ones by a float add of 0.5 (whose ulp, 2^-24, is their spacing) */
 inline ushort float_to_half_bits(const float f) {
   const uint u = as_uint(f), a = u & 0x7fffffffu;
-  const ushort sign = (ushort)((u >> 16) & 0x8000u);
-  if (a > 0x7f800000u) return sign | 0x7e00u;           /* NaN: a quiet NaN */
-  if (a >= 0x477ff000u) return sign | 0x7c00u;          /* 65520 and up: infinity */
-  if (a >= 0x38800000u) {                               /* 2^-14 and up: normal */
-    const uint r = a - 0x38000000u;                     /* exponent rebiased 127 -> 15 */
-    return sign | (ushort)((r + 0xfffu + ((r >> 13) & 1u)) >> 13);
-  }
-  return sign | (ushort)(as_uint(as_float(a) + 0.5f) - 0x3f000000u);
+  const uint r = a - 0x38000000u;                       /* exponent rebiased 127 -> 15 */
+  uint h = a >= 0x38800000u ? (r + 0xfffu + ((r >> 13) & 1u)) >> 13   /* 2^-14 and up */
+                            : as_uint(as_float(a) + 0.5f) - 0x3f000000u;
+  h = a >= 0x477ff000u ? 0x7c00u : h;                   /* 65520 and up: infinity */
+  h = a > 0x7f800000u ? 0x7e00u : h;                    /* NaN: a quiet NaN */
+  return (ushort)(((u >> 16) & 0x8000u) | h);
 }
 #define LD_bf16(p, i) as_float((uint)(p)[i] << 16)
 #define ST_bf16(p, i, v) ((p)[i] = float_to_bf16((float)(v)))
