@@ -33,7 +33,7 @@ def _host_array(data, op):
         arr = np.array(data)
     except ValueError as e:
         raise ValueError(f"{op}: ragged nested sequence (every row must have the same length): {e}") from None
-    if arr.dtype == object or arr.dtype.kind not in "biuf":
+    if arr.dtype == object or (arr.dtype.kind not in "biuf" and arr.dtype != dt.bfloat16):
         raise TypeError(f"{op}: cannot make a tensor from {type(data).__name__} "
                         f"(numpy sees dtype {arr.dtype})")
     return arr
@@ -101,7 +101,7 @@ def from_dlpack(ext_tensor, *, device=None, copy=None):
 def _native(array, op):
     """array in native byte order; TypeError naming a dtype that is not bool, integer or float
     (complex, datetime, timedelta, object, strings, void)."""
-    if array.dtype.kind not in "biuf":
+    if array.dtype.kind not in "biuf" and array.dtype != dt.bfloat16:  # ml_dtypes' bfloat16
         raise TypeError(f"{op}: unsupported numpy dtype {array.dtype}; cltensor takes bool, "
                         f"integer and floating-point arrays")
     if not array.dtype.isnative:

@@ -24,20 +24,22 @@ class DType:
     """
 
     __slots__ = ("name", "dtype", "itemsize", "kind", "type", "char", "ctype", "tensor_type",
-                 "category", "is_floating_point", "is_complex", "is_signed", "index", "_hash")
+                 "category", "is_floating_point", "is_complex", "is_signed", "index", "_hash",
+                 "bits_only")
 
     def __init__(self, name, np_dtype, ctype, tensor_type, index):
         d = np.dtype(np_dtype)
         self.name, self.dtype, self.ctype, self.index = name, d, ctype, index
         self.tensor_type = tensor_type
         # bfloat16 without ml_dtypes: its bits in numpy's uint16, yet a float dtype here
+        self.bits_only = name == "bfloat16" and _BF16_NUMPY is None
         kind = "f" if name == "bfloat16" else d.kind
         self.itemsize, self.kind, self.type, self.char = d.itemsize, kind, d.type, d.char
         self.category = 0 if kind == "b" else 2 if kind == "f" else 1  # bool, int, float
         self.is_floating_point = kind == "f"
         self.is_complex = False
         self.is_signed = kind in "if"
-        self._hash = hash(d) if kind == d.kind else hash((name, d))
+        self._hash = hash((name, d)) if self.bits_only else hash(d)
 
     def __getattr__(self, name):
         # the rest of numpy's dtype interface (str, newbyteorder, ...); only reached for
@@ -54,7 +56,7 @@ class DType:
             return self is other
         if other is None or isinstance(other, (builtins.int, builtins.float)):
             return False  # numpy would take None for float64
-        if self.kind != self.dtype.kind:
+        if self.bits_only:
             return False  # bfloat16 stored as uint16 is not numpy's uint16
         try:
             return self.dtype == other
@@ -106,7 +108,7 @@ int = int32  # noqa: A001
 long = int64
 _ALIASES = {"float": float32, "double": float64, "short": int16, "int": int32, "long": int64,
            "bool": bool_, "half": float16, **{d.name: d for d in DTYPES}}
-_BY_NUMPY = {d.dtype: d for d in DTYPES if d.kind == d.dtype.kind}
+_BY_NUMPY = {d.dtype: d for d in DTYPES if not d.bits_only}
 _BY_TENSOR_TYPE = {d.tensor_type: d for d in DTYPES}
 _default_float = [float32]
 
