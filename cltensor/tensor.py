@@ -227,7 +227,10 @@ class ClTensor(TensorOperators):
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def __repr__(self):
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        values = self.numpy()
+        if self.dtype is dt.bfloat16:  # ml_dtypes' arrays print without numpy's float style
+            values = values.astype(np.float32)
+        body = np.array2string(values, separator=", ", prefix="tensor(")
         plain = (dt.get_default_dtype(), dt.int64, dt.bool_)  # torch leaves these dtypes out
         extra = "" if self.dtype in plain else f", dtype={self.dtype!r}"
         return f"tensor({body}{extra}, device='cl:{self.device.index}')"
