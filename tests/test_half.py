@@ -367,3 +367,26 @@ def test_benchmark_script_end_to_end(device, tmp_path):
     assert [r["op"] for r in res["ops"]] == list(bench.OPS)
     assert all(r["float16_ms"] > 0 and r["bfloat16_speedup"] > 0 for r in res["ops"])
     assert res["peak_mib"]["bf16"] <= res["peak_mib"]["fp32"]
+
+
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("opt", ["SGD", "Adam", "RMSprop"])
+def test_optimizer_steps_on_16_bit_parameters(device, rng, name, opt):
+    d, t = _pair(name)
+    kw = {"SGD": dict(lr=0.1, momentum=0.9, weight_decay=0.01), "Adam": dict(lr=0.01),
+          "RMSprop": dict(lr=0.01)}[opt]
+    w0 = rng.standard_normal(50).astype(np.float32)
+    p = ct.from_numpy(w0, device=device).to(d).requires_grad_()
+    tp = torch.from_numpy(w0).to(t).requires_grad_()
+    mine, theirs = getattr(ct.optim, opt)([p], **kw), getattr(torch.optim, opt)([tp], **kw)
+    for _ in range(3):
+        g = rng.standard_normal(50).astype(np.float32)
+        p.grad = ct.from_numpy(g, device=device).to(d)
+        tp.grad = torch.from_numpy(g).to(t)
+        mine.step()
+        theirs.step()
+    assert p.dtype is d and all(v.dtype is d for v in mine.state[p].values()
+                                if isinstance(v, ct.Tensor) and v.ndim)
+    want = tp.detach().float().numpy()  # torch rounds every operation to the dtype
+    np.testing.assert_allclose(p.detach().float().numpy(), want, rtol=0,
+                               atol=8 * float(ct.finfo(d).eps) * np.abs(want).max())
