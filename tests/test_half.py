@@ -390,3 +390,25 @@ def test_optimizer_steps_on_16_bit_parameters(device, rng, name, opt):
     want = tp.detach().float().numpy()  # torch rounds every operation to the dtype
     np.testing.assert_allclose(p.detach().float().numpy(), want, rtol=0,
                                atol=8 * float(ct.finfo(d).eps) * np.abs(want).max())
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_losses_outside_autocast_match_torch(device, rng, name):
+    x, tx = _random((4, 5), name, device, rng)
+    y, ty = _random((4, 5), name, device, rng)
+    x.requires_grad_()
+    tx.requires_grad_()
+    f, tf = ct.nn.functional, torch.nn.functional
+    target = [0, 4, 2, 1]
+    for got, want in ((f.mse_loss(x, y), tf.mse_loss(tx, ty)),
+                      (f.nll_loss(x, ct.tensor(target, device=device)),
+                       tf.nll_loss(tx, torch.tensor(target))),
+                      (f.binary_cross_entropy_with_logits(x, (y > 0).to(x.dtype)),
+                       tf.binary_cross_entropy_with_logits(tx, (ty > 0).to(tx.dtype)))):
+        _same(got, want, ulps=2)
+        got.backward()
+        want.backward()
+        assert x.grad.dtype is x.dtype
+        np.testing.assert_allclose(x.grad.float().numpy(), tx.grad.float().numpy(),
+                                   atol=2 * float(ct.finfo(x.dtype).eps))
+        x.grad = tx.grad = None
