@@ -1,7 +1,6 @@
 """Max, average, adaptive, power-average pooling (1-d and 2-d) and max unpooling, over
 the kernels of cltensor/ops/pool.py; a 1-d op is its 2-d form over a unit height.
 """
-import functools
 import math
 import numbers
 
@@ -9,7 +8,6 @@ from ... import dtypes as dt
 from ...autograd import Function, is_grad_enabled
 from ...autograd.namespace import zeros
 from ...ops import pool
-from ...tensor import ClTensor
 from .activation import relu
 from .utils import (_drop_height, _float_tensor, _linear_backward, _number, _row, _single, _tensor,
                     _tuple, _unit_height)
@@ -94,20 +92,6 @@ class _AdaptiveAvgPool2d(Function):
         return gx, None
 
 
-def _in_float32(fn):
-    """fn(op, input, ...) on a float32 copy of a float16/bfloat16 input, the pooled values cast
-    back (indices kept): pool.cl reads 32- and 64-bit floats only (docs/half.md)."""
-    @functools.wraps(fn)
-    def run(op, input, *args):
-        if not (isinstance(input, ClTensor) and input.dtype in dt.HALF_TYPES):
-            return fn(op, input, *args)
-        out = fn(op, input.to(dt.float32), *args)
-        if isinstance(out, tuple):
-            return (out[0].to(input.dtype), *out[1:])
-        return out.to(input.dtype)
-    return run
-
-
 def _batched(input, op):
     """input as 4-d NCHW (a 3-d CHW input gains a batch dim) and whether to drop it after."""
     pool.check_input(input, op)
@@ -143,7 +127,6 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
                      return_indices)
 
 
-@_in_float32
 def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
     x, squeeze = _batched(input, op)
     fields, out_hw = pool.window(op, x, kernel_size, stride, padding, dilation, ceil_mode)
@@ -169,7 +152,6 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                      count_include_pad, divisor_override)
 
 
-@_in_float32
 def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_pad,
               divisor_override):
     x, squeeze = _batched(input, op)
@@ -195,7 +177,6 @@ def adaptive_avg_pool2d(input, output_size):
     return _adaptive_pool("adaptive_avg_pool2d", input, output_size)
 
 
-@_in_float32
 def _adaptive_pool(op, input, output_size, return_indices=None):
     """Adaptive average pooling (return_indices None) or max pooling."""
     x, squeeze = _batched(input, op)
