@@ -45,4 +45,81 @@ inline long strided_offset(long i, const int nd, const Shape shape, const View v
   return o;
 }
 
+
+/* ---- storage types: LD reads element i of a T buffer into REG(T), its compute type, and ST
+ * writes a value back. float16 ("half") and bfloat16 ("bf16": a ushort holding a float32's
+ * upper half) compute in float; the other types are their own compute types. Both convert by
+ * integer bit operations, rounding to nearest even (no cl_khr_fp16 needed; PoCL's
+ * vload_half/vstore_half_rte ran relu on float16 1.5x slower than these, bit for bit the
+ * same). T must be one token: the host's type names. */
+typedef ushort bf16;
+#define CL_CAT_(a, b) a##b
+#define CL_CAT(a, b) CL_CAT_(a, b)
+#define LD(T, p, i) CL_CAT(LD_, T)(p, i)
+#define ST(T, p, i, v) CL_CAT(ST_, T)(p, i, v)
+#define REG(T) CL_CAT(REG_, T)
+
+#define LD_half(p, i) half_bits_to_float(((__global const ushort*)(p))[i])
+#define ST_half(p, i, v) (((__global ushort*)(p))[i] = float_to_half_bits((float)(v)))
+#define REG_half float
+/* float16 bits to float, exactly: the exponent rebiased by a multiply, subnormals as integer
+ * multiples of 2^-24 (no float denormal on the way), infinity and NaN by their exponent */
+inline float half_bits_to_float(const ushort h) {
+  const uint e = h & 0x7fffu;
+  float f = e < 0x400u ? (float)e * 0x1p-24f : as_float(e << 13) * 0x1p112f;
+  f = e >= 0x7c00u ? as_float((e << 13) | 0x7f800000u) : f;
+  return as_float(as_uint(f) | ((uint)(h & 0x8000u) << 16));
+}
+/* float to float16 bits, rounded to nearest even: normal halves by integer rounding of the 13
+ * dropped bits, subnormal ones by a float add of 0.5 (whose ulp, 2^-24, is their spacing) */
+inline ushort float_to_half_bits(const float f) {
+  const uint u = as_uint(f), a = u & 0x7fffffffu;
+  const uint r = a - 0x38000000u;                       /* exponent rebiased 127 -> 15 */
+  uint h = a >= 0x38800000u ? (r + 0xfffu + ((r >> 13) & 1u)) >> 13   /* 2^-14 and up */
+                            : as_uint(as_float(a) + 0.5f) - 0x3f000000u;
+  h = a >= 0x477ff000u ? 0x7c00u : h;                   /* 65520 and up: infinity */
+  h = a > 0x7f800000u ? 0x7e00u : h;                    /* NaN: a quiet NaN */
+  return (ushort)(((u >> 16) & 0x8000u) | h);
+}
+#define LD_bf16(p, i) as_float((uint)(p)[i] << 16)
+#define ST_bf16(p, i, v) ((p)[i] = float_to_bf16((float)(v)))
+#define REG_bf16 float
+/* round to nearest even; a NaN stays a (quiet) NaN rather than rounding into infinity */
+inline ushort float_to_bf16(const float f) {
+  const uint u = as_uint(f);
+  if (isnan(f)) return (ushort)((u >> 16) | 0x40);
+  return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+/* the types that compute as themselves */
+#define LD_uchar(p, i) ((p)[i])
+#define LD_char(p, i) ((p)[i])
+#define LD_short(p, i) ((p)[i])
+#define LD_ushort(p, i) ((p)[i])
+#define LD_int(p, i) ((p)[i])
+#define LD_uint(p, i) ((p)[i])
+#define LD_long(p, i) ((p)[i])
+#define LD_ulong(p, i) ((p)[i])
+#define LD_float(p, i) ((p)[i])
+#define LD_double(p, i) ((p)[i])
+#define ST_uchar(p, i, v) ((p)[i] = (v))
+#define ST_char(p, i, v) ((p)[i] = (v))
+#define ST_short(p, i, v) ((p)[i] = (v))
+#define ST_ushort(p, i, v) ((p)[i] = (v))
+#define ST_int(p, i, v) ((p)[i] = (v))
+#define ST_uint(p, i, v) ((p)[i] = (v))
+#define ST_long(p, i, v) ((p)[i] = (v))
+#define ST_ulong(p, i, v) ((p)[i] = (v))
+#define ST_float(p, i, v) ((p)[i] = (v))
+#define ST_double(p, i, v) ((p)[i] = (v))
+#define REG_uchar uchar
+#define REG_char char
+#define REG_short short
+#define REG_ushort ushort
+#define REG_int int
+#define REG_uint uint
+#define REG_long long
+#define REG_ulong ulong
+#define REG_float float
+#define REG_double double
+
 #endif

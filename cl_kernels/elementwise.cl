@@ -17,6 +17,7 @@
  *                cltensor.elementwise() prepends to this file from the user's expression
  *   NARGS        number of operands, 1..4
  *   T0..T3       storage type of each operand; SCALARk defined when operand k is a scalar argument
+ *                (half and bf16 are read and written through common.cl's LD/ST, CT being float)
  *   CT           compute type: operands are converted to it before OP
  *   CT_FLOAT     defined when CT is float or double
  *   OUT_T        storage type of the result; OUT_BOOL when the result is bool (stored as uchar 0/1)
@@ -1126,7 +1127,7 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 #ifdef OUT_BOOL
 #define STORE(r) ((uchar)((r) != 0))
 #else
-#define STORE(r) ((OUT_T)(r))
+#define STORE(r) ((REG(OUT_T))(r))
 #endif
 
 #ifdef SCALAR0
@@ -1134,7 +1135,7 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 #define LD0(o) s0
 #else
 #define ARG0 , __global const T0* x0, const View v0
-#define LD0(o) ((CT)x0[o])
+#define LD0(o) ((CT)LD(T0, x0, o))
 #endif
 
 #if NARGS >= 2
@@ -1143,7 +1144,7 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 #define LD1(o) s1
 #else
 #define ARG1 , __global const T1* x1, const View v1
-#define LD1(o) ((CT)x1[o])
+#define LD1(o) ((CT)LD(T1, x1, o))
 #endif
 #define OFF1(k, d) o1 += k * v1.stride[d];
 #define DECL1 long o1 = v1.offset;
@@ -1160,7 +1161,7 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 #define LD2(o) s2
 #else
 #define ARG2 , __global const T2* x2, const View v2
-#define LD2(o) ((CT)x2[o])
+#define LD2(o) ((CT)LD(T2, x2, o))
 #endif
 #define OFF2(k, d) o2 += k * v2.stride[d];
 #define DECL2 long o2 = v2.offset;
@@ -1177,7 +1178,7 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 #define LD3(o) s3
 #else
 #define ARG3 , __global const T3* x3, const View v3
-#define LD3(o) ((CT)x3[o])
+#define LD3(o) ((CT)LD(T3, x3, o))
 #endif
 #define OFF3(k, d) o3 += k * v3.stride[d];
 #define DECL3 long o3 = v3.offset;
@@ -1210,7 +1211,7 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 __kernel void ew_contig(const long n, const int nd, const Shape shape,
                         __global OUT_T* out, const View vo ARGS) {
   const long first = get_global_id(0), step = get_global_size(0);
-  OUT_T r[ITEMS];
+  REG(OUT_T) r[ITEMS];
   _Pragma("unroll") for (int k = 0; k < ITEMS; ++k) {
     const long i = first + k * step;
     if (i < n)
@@ -1219,7 +1220,7 @@ __kernel void ew_contig(const long n, const int nd, const Shape shape,
   }
   _Pragma("unroll") for (int k = 0; k < ITEMS; ++k) {
     const long i = first + k * step;
-    if (i < n) out[vo.offset + i] = r[k];
+    if (i < n) ST(OUT_T, out, vo.offset + i, r[k]);
   }
 }
 
@@ -1237,7 +1238,7 @@ __kernel void ew_strided(const long n, const int nd, const Shape shape,
   o += i * vo.stride[d];
   o0 += i * v0.stride[d];
   OFF1(i, d) OFF2(i, d) OFF3(i, d)
-  out[o] = STORE(OP(LD0(o0), LD1(o1), LD2(o2), LD3(o3)));
+  ST(OUT_T, out, o, STORE(OP(LD0(o0), LD1(o1), LD2(o2), LD3(o3))));
 }
 
 __kernel void ew_rows(const long n, const int nd, const Shape shape,
@@ -1251,7 +1252,8 @@ __kernel void ew_rows(const long n, const int nd, const Shape shape,
   ROW_OFFSETS(r)
   const int d = ND - 1;
   for (long i = start; i < end; ++i) {
-    out[o + i * vo.stride[d]] = STORE(OP(LD0(o0 + i * v0.stride[d]), LD1(o1 + i * v1.stride[d]),
-                                         LD2(o2 + i * v2.stride[d]), LD3(o3 + i * v3.stride[d])));
+    ST(OUT_T, out, o + i * vo.stride[d],
+       STORE(OP(LD0(o0 + i * v0.stride[d]), LD1(o1 + i * v1.stride[d]),
+                LD2(o2 + i * v2.stride[d]), LD3(o3 + i * v3.stride[d]))));
   }
 }

@@ -35,6 +35,8 @@
  *                     gx = k1[c] g + k2[c] x + k3[c].
  * Build options (after compensated.cl, whose ksum the batch-norm sums take):
  *   T            data and accumulation type (float or double)
+ *   DATA_T       batch norm's x, g and output storage type (default T; half or bf16 with T
+ *                float, through common.cl's LD/ST); statistics and parameters stay T
  *   LANES        bn_reduce lanes per work-group, a power of two (default 1: no local memory)
  * Kernel flags (arguments, to keep builds few): c_last, save_scale, grad, and `opt`, which says
  * which optional per-channel inputs are given: OPT_WEIGHT, OPT_BIAS, OPT_RUNNING (absent ones
@@ -44,6 +46,10 @@
 #ifndef LANES
 #define LANES 1
 #endif
+#ifndef DATA_T
+#define DATA_T T
+#endif
+#include "common.cl"
 
 typedef struct { long off, n, c, s; } View3;
 
@@ -123,7 +129,7 @@ __kernel void lrn_bwd(const long N, const long C, const long S, const int c_last
 /* ---- batch norm ------------------------------------------------------------------------------ */
 
 __kernel void bn_reduce(const long N, const long S, const long chunk, const int grad,
-                        __global const T* x, const View3 vx, __global const T* g,
+                        __global const DATA_T* x, const View3 vx, __global const DATA_T* g,
                         const View3 vg, __global const T* mean, __global T* part) {
   const long p = get_global_id(0) / LANES, c = get_global_id(1), P = get_global_size(0) / LANES;
 #if LANES > 1
@@ -133,14 +139,14 @@ __kernel void bn_reduce(const long N, const long S, const long chunk, const int 
 #endif
   const long M = N * S;
   const long k0 = p * chunk, k1 = min(k0 + chunk, M);
-  const T center = grad ? mean[c] : (M > 0 ? x[at(vx, 0, c, 0)] : (T)0);
+  const T center = grad ? mean[c] : (M > 0 ? LD(DATA_T, x, at(vx, 0, c, 0)) : (T)0);
   T s1 = 0, s2 = 0, c1 = 0, c2 = 0;  /* ksum (compensated.cl): a CPU work-item sums 4096+ */
   /* element k = n * S + s, stepped by LANES without a division per element */
   const long dn = LANES / S, ds = LANES % S;
   long n = (k0 + l) / S, s = (k0 + l) % S;
   for (long k = k0 + l; k < k1; k += LANES) {
-    const T d = x[at(vx, n, c, s)] - center;
-    const T e = grad ? g[at(vg, n, c, s)] : d;  /* g, or d itself for the statistics */
+    const T d = LD(DATA_T, x, at(vx, n, c, s)) - center;
+    const T e = grad ? LD(DATA_T, g, at(vg, n, c, s)) : d;  /* g, or d itself for the statistics */
     ksum(&s1, &c1, e);
     ksum(&s2, &c2, e * d);
     n += dn;
@@ -187,7 +193,7 @@ inline void sum_parts(__global const T* part, const long c, const long P, T* s1,
 
 /* stats: mean[c], invstd[c]; coef: a[c] = coef[c], b[c] = coef[C + c]. */
 __kernel void bn_stats(const long C, const long M, const long P, const int opt,
-                       __global const T* part, __global const T* x, const View3 vx,
+                       __global const T* part, __global const DATA_T* x, const View3 vx,
                        const T eps, const T momentum,
                        __global const T* w, __global const T* b, __global T* run_mean,
                        __global T* run_var, __global T* mean, __global T* invstd,
@@ -196,7 +202,7 @@ __kernel void bn_stats(const long C, const long M, const long P, const int opt,
   if (c >= C) return;
   T s1, s2;
   sum_parts(part, c, P, &s1, &s2);
-  const T shift = x[at(vx, 0, c, 0)];
+  const T shift = LD(DATA_T, x, at(vx, 0, c, 0));
   const T mu = s1 / (T)M;
   const T var = max((s2 - s1 * mu) / (T)M, (T)0);
   const T m = shift + mu, is = (T)1 / sqrt(var + eps);
@@ -244,14 +250,15 @@ __kernel void bn_grads(const long C, const long M, const long P, const int opt, 
 
 /* out is contiguous in the walk order. */
 __kernel void bn_apply(const long N, const long C, const long S, const int c_last,
-                       const int grad, __global const T* x, const View3 vx, __global const T* g,
-                       const View3 vg, __global const T* coef, __global T* out) {
+                       const int grad, __global const DATA_T* x, const View3 vx, __global const DATA_T* g,
+                       const View3 vg, __global const T* coef, __global DATA_T* out) {
   long4 q;
   if (!element(N, C, S, c_last, &q)) return;
   const long i = walk_index(q, C, S, c_last);
-  const T xv = x[at(vx, q.x, q.y, q.z)];
+  const T xv = LD(DATA_T, x, at(vx, q.x, q.y, q.z));
   if (grad)
-    out[i] = coef[q.y] * g[at(vg, q.x, q.y, q.z)] + coef[C + q.y] * xv + coef[2 * C + q.y];
+    ST(DATA_T, out, i,
+       coef[q.y] * LD(DATA_T, g, at(vg, q.x, q.y, q.z)) + coef[C + q.y] * xv + coef[2 * C + q.y]);
   else
-    out[i] = coef[q.y] * xv + coef[C + q.y];
+    ST(DATA_T, out, i, coef[q.y] * xv + coef[C + q.y]);
 }

@@ -34,6 +34,8 @@
  *          adaptive_max_pool2d_bwd.
  * Build options:
  *   T        data type (float or double)
+ *   DATA_T   the tensors' storage type (default T; half or bf16 with T float, through
+ *            common.cl's LD/ST; DATA_16 then also defined, which turns VECTOR_ROWS off)
  *   KH, KW, SH, SW, PH, PW, DH, DW   (optional, all or none) the window geometry baked in:
  *            divisions by it become multiplies and the window loops of up to UNROLL_MAX_TAPS
  *            taps unroll to straight code.
@@ -52,6 +54,10 @@
 #ifndef OFF
 #define OFF long
 #endif
+#ifndef DATA_T
+#define DATA_T T
+#endif
+#include "common.cl"
 
 typedef struct { OFF off, n, c, h, w; } View4;
 typedef struct {
@@ -138,11 +144,11 @@ inline OFF at(const View4 v, const Pos q) { return plane(v, q) + q.y * v.h + q.x
  * `edge` columns (w known inside) the load is unconditional, from a row clamped into the
  * input: the rows form's loop over ow then vectorizes on PoCL (max_pool2d 3x3 stride 1
  * forward 3x faster). */
-ALWAYS_INLINE T tap(const Pool p, __global const T* x, const View4 vx, const OFF base,
+ALWAYS_INLINE T tap(const Pool p, __global const DATA_T* x, const View4 vx, const OFF base,
                     const int h, const int w, const int edge, const T pad) {
   const int h_in = h >= 0 && h < p.H;
-  if (edge) return (h_in && w >= 0 && w < p.W) ? x[base + h * vx.h + w * vx.w] : pad;
-  const T v = x[base + clamp(h, 0, p.H - 1) * vx.h + w * vx.w];
+  if (edge) return (h_in && w >= 0 && w < p.W) ? LD(DATA_T, x, base + h * vx.h + w * vx.w) : pad;
+  const T v = LD(DATA_T, x, base + clamp(h, 0, p.H - 1) * vx.h + w * vx.w);
   return h_in ? v : pad;
 }
 
@@ -170,7 +176,7 @@ inline int has_tap(const int s0, const int d, const int k, const int n) {
 
 /* The largest tap of output (oh, ow)'s window in the plane of x at base, and its position.
  * `edge` says whether the window's columns may leave the input; see inner_begin. */
-ALWAYS_INLINE T max_window(const Pool p, __global const T* x, const View4 vx, const OFF base,
+ALWAYS_INLINE T max_window(const Pool p, __global const DATA_T* x, const View4 vx, const OFF base,
                            const int oh, const int ow, const int edge, int* arg) {
   const int h0 = oh * SH - PH, w0 = ow * SW - PW;
   T best = -INFINITY;
@@ -194,17 +200,19 @@ ALWAYS_INLINE T max_window(const Pool p, __global const T* x, const View4 vx, co
 
 #ifdef FORM_ITEMS
 __kernel void max_pool2d_fwd(const Pool p, const int c_last, const int with_idx,
-                             __global const T* x, const View4 vx, __global T* y, const View4 vy,
+                             __global const DATA_T* x, const View4 vx, __global DATA_T* y,
+                             const View4 vy,
                              __global int* idx, const View4 vi) {
   Pos q;
   if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
   int arg;
-  y[at(vy, q)] = max_window(p, x, vx, plane(vx, q), q.y, q.x, 1, &arg);
+  ST(DATA_T, y, at(vy, q), max_window(p, x, vx, plane(vx, q), q.y, q.x, 1, &arg));
   if (with_idx) idx[at(vi, q)] = arg;
 }
 #endif
 
-#if defined(FORM_ROWS) && BAKED /* NOTE: nested: unbaked, SW and DW are expressions */
+/* NOTE: nested: unbaked, SW and DW are expressions; 16-bit data has no vector rows */
+#if defined(FORM_ROWS) && BAKED && !defined(DATA_16)
 #if DW == 1 && (SW == 1 || SW == 2)
 #define VECTOR_ROWS 1
 #endif
@@ -229,7 +237,7 @@ typedef VTL __attribute__((aligned(sizeof(T)))) VTL_U;
 typedef int8 __attribute__((aligned(sizeof(int)))) INT8_U;
 
 /* PV taps of a row, SW apart, from column w (every lane inside the row) */
-inline VTP taps(__global const T* r, const int w) {
+inline VTP taps(__global const DATA_T* r, const int w) {
 #if SW == 1
   return *(__global const VTP_U*)(r + w);
 #else
@@ -240,8 +248,8 @@ inline VTP taps(__global const T* r, const int w) {
 /* The outputs ow .. of the inside span [ow, end) of row oh, PV at a time while the widest load
  * (SW * PV elements from the last tap's column) stays inside the row; returns the first output
  * left to the scalar loop. */
-inline int max_row_vectors(const Pool p, __global const T* x, const OFF base, const int oh,
-                           int ow, const int end, const OFF vxh, __global T* yrow,
+inline int max_row_vectors(const Pool p, __global const DATA_T* x, const OFF base, const int oh,
+                           int ow, const int end, const OFF vxh, __global DATA_T* yrow,
                            __global int* irow, const int with_idx) {
   const int h0 = oh * SH - PH;
   const int hf = h0 + first_tap(h0, DH) * DH; /* the first row inside: the argmax if none wins */
@@ -253,7 +261,7 @@ inline int max_row_vectors(const Pool p, __global const T* x, const OFF base, co
     UNROLL for (int a = 0; a < KH; ++a) {
       const int h = h0 + a * DH;
       const int h_in = h >= 0 && h < p.H;
-      __global const T* r = x + base + clamp(h, 0, p.H - 1) * vxh;
+      __global const DATA_T* r = x + base + clamp(h, 0, p.H - 1) * vxh;
       UNROLL for (int b = 0; b < KW; ++b) {
         const VTP v = h_in ? taps(r, w0 + b) : (VTP)(-INFINITY);
         /* as max_window: the first largest, or the last NaN */
@@ -271,7 +279,7 @@ inline int max_row_vectors(const Pool p, __global const T* x, const OFF base, co
 
 #ifdef FORM_ROWS
 __kernel void max_pool2d_fwd_rows(const Pool p, const int with_idx,
-                                  __global const T* x, const View4 vx, __global T* y,
+                                  __global const DATA_T* x, const View4 vx, __global DATA_T* y,
                                   const View4 vy, __global int* idx, const View4 vi) {
   Pos q;
   if (!row_of(p, &q)) return;
@@ -287,7 +295,7 @@ __kernel void max_pool2d_fwd_rows(const Pool p, const int with_idx,
 #endif
     for (int ow = from; ow < to; ++ow) {
       int arg;
-      y[yr + ow * vy.w] = max_window(p, x, vx, base, q.y, ow, part != 1, &arg);
+      ST(DATA_T, y, yr + ow * vy.w, max_window(p, x, vx, base, q.y, ow, part != 1, &arg));
       if (with_idx) idx[ir + ow * vi.w] = arg;
     }
   }
@@ -307,8 +315,8 @@ __kernel void max_pool2d_fwd_rows(const Pool p, const int with_idx,
  * input of the next row (torch's CPU backward sends the gradient there): such windows are
  * skipped, as in max_pool2d_bwd_planes. */
 __kernel void max_pool2d_bwd(const Pool p, const int c_last,
-                             __global const T* g, const View4 vg, __global const int* idx,
-                             const View4 vi, __global T* gx, const View4 vgx) {
+                             __global const DATA_T* g, const View4 vg, __global const int* idx,
+                             const View4 vi, __global DATA_T* gx, const View4 vgx) {
   Pos q;
   if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
   const int h = q.y, w = q.x, me = h * p.W + w;
@@ -326,31 +334,32 @@ __kernel void max_pool2d_bwd(const Pool p, const int c_last,
       const int ok = oh == ohc && ow == owc && (DH == 1 || has_tap(oh * SH - PH, DH, KH, p.H))
                      && (DW == 1 || has_tap(ow * SW - PW, DW, KW, p.W));
       const int arg = idx[ib + ohc * vi.h + owc * vi.w];
-      const T v = g[gb + ohc * vg.h + owc * vg.w];
+      const T v = LD(DATA_T, g, gb + ohc * vg.h + owc * vg.w);
       acc += (ok && arg == me) ? v : (T)0;
     }
   }
-  gx[at(vgx, q)] = acc;
+  ST(DATA_T, gx, at(vgx, q), acc);
 }
 #endif
 
 #ifdef FORM_ROWS
 /* gx is dense in its layout: the element h * W + w of a plane is at (h * W + w) * vgx.w. The
  * argmax of an output whose window holds no input is no tap of it: skipped. */
-__kernel void max_pool2d_bwd_planes(const Pool p, __global const T* g, const View4 vg,
-                                    __global const int* idx, const View4 vi, __global T* gx,
+__kernel void max_pool2d_bwd_planes(const Pool p, __global const DATA_T* g, const View4 vg,
+                                    __global const int* idx, const View4 vi, __global DATA_T* gx,
                                     const View4 vgx) {
   const int i = get_global_id(0);
   if (i >= p.N * p.C) return;
   const Pos q = {i / p.C, i % p.C, 0, 0};
-  __global T* out = gx + plane(vgx, q);
-  for (int e = 0; e < p.H * p.W; ++e) out[e * vgx.w] = 0;
+  __global DATA_T* out = gx + plane(vgx, q);
+  for (int e = 0; e < p.H * p.W; ++e) ST(DATA_T, out, e * vgx.w, 0);
   const OFF gb = plane(vg, q), ib = plane(vi, q);
   for (int oh = 0; oh < p.OH; ++oh) {
     if (DH > 1 && !has_tap(oh * SH - PH, DH, KH, p.H)) continue;
     for (int ow = 0; ow < p.OW; ++ow) {
       if (DW > 1 && !has_tap(ow * SW - PW, DW, KW, p.W)) continue;
-      out[idx[ib + oh * vi.h + ow * vi.w] * vgx.w] += g[gb + oh * vg.h + ow * vg.w];
+      const OFF e = idx[ib + oh * vi.h + ow * vi.w] * vgx.w;
+      ST(DATA_T, out, e, LD(DATA_T, out, e) + LD(DATA_T, g, gb + oh * vg.h + ow * vg.w));
     }
   }
 }
@@ -368,7 +377,7 @@ inline int avg_divisor(const Pool p, const int oh, const int ow, int* inside) {
 }
 
 /* Output (oh, ow) of avg_pool over the plane of x at base (`edge` as in max_window). */
-ALWAYS_INLINE T avg_window(const Pool p, __global const T* x, const View4 vx, const OFF base,
+ALWAYS_INLINE T avg_window(const Pool p, __global const DATA_T* x, const View4 vx, const OFF base,
                            const int oh, const int ow, const int edge) {
   const int h0 = oh * SH - PH, w0 = ow * SW - PW;
   T acc = 0;
@@ -389,16 +398,17 @@ ALWAYS_INLINE T avg_window(const Pool p, __global const T* x, const View4 vx, co
 
 #ifdef FORM_ITEMS
 __kernel void avg_pool2d_fwd(const Pool p, const int c_last,
-                             __global const T* x, const View4 vx, __global T* y, const View4 vy) {
+                             __global const DATA_T* x, const View4 vx, __global DATA_T* y,
+                             const View4 vy) {
   Pos q;
   if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
-  y[at(vy, q)] = avg_window(p, x, vx, plane(vx, q), q.y, q.x, 1);
+  ST(DATA_T, y, at(vy, q), avg_window(p, x, vx, plane(vx, q), q.y, q.x, 1));
 }
 #endif
 
 #ifdef FORM_ROWS
-__kernel void avg_pool2d_fwd_rows(const Pool p, __global const T* x, const View4 vx,
-                                  __global T* y, const View4 vy) {
+__kernel void avg_pool2d_fwd_rows(const Pool p, __global const DATA_T* x, const View4 vx,
+                                  __global DATA_T* y, const View4 vy) {
   Pos q;
   if (!row_of(p, &q)) return;
   const OFF base = plane(vx, q), yr = at(vy, q);
@@ -407,7 +417,7 @@ __kernel void avg_pool2d_fwd_rows(const Pool p, __global const T* x, const View4
     const int from = part == 0 ? 0 : part == 1 ? begin : end;
     const int to = part == 0 ? begin : part == 1 ? end : p.OW;
     for (int ow = from; ow < to; ++ow)
-      y[yr + ow * vy.w] = avg_window(p, x, vx, base, q.y, ow, part != 1);
+      ST(DATA_T, y, yr + ow * vy.w, avg_window(p, x, vx, base, q.y, ow, part != 1));
   }
 }
 #endif
@@ -421,7 +431,7 @@ inline int holds(const int o, const int n_out, const int t, const int k) {
 
 /* Input (h, w) gets g / divisor of every output whose window holds it. */
 __kernel void avg_pool2d_bwd(const Pool p, const int c_last,
-                             __global const T* g, const View4 vg, __global T* gx,
+                             __global const DATA_T* g, const View4 vg, __global DATA_T* gx,
                              const View4 vgx) {
   Pos q;
   if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
@@ -437,34 +447,37 @@ __kernel void avg_pool2d_bwd(const Pool p, const int c_last,
       const int ow = ow0 + j;
       if (!(row && holds(ow, p.OW, w + PW - ow * SW, KW))) continue;
       int inside;
-      acc += g[gb + oh * vg.h + ow * vg.w] / (T)avg_divisor(p, oh, ow, &inside);
+      acc += LD(DATA_T, g, gb + oh * vg.h + ow * vg.w) / (T)avg_divisor(p, oh, ow, &inside);
     }
   }
-  gx[at(vgx, q)] = acc;
+  ST(DATA_T, gx, at(vgx, q), acc);
 }
 #endif
 
 #ifdef FORM_ROWS
 /* gx is dense in its layout (see max_pool2d_bwd_planes). */
-__kernel void avg_pool2d_bwd_planes(const Pool p, __global const T* g, const View4 vg,
-                                    __global T* gx, const View4 vgx) {
+__kernel void avg_pool2d_bwd_planes(const Pool p, __global const DATA_T* g, const View4 vg,
+                                    __global DATA_T* gx, const View4 vgx) {
   const int i = get_global_id(0);
   if (i >= p.N * p.C) return;
   const Pos q = {i / p.C, i % p.C, 0, 0};
-  __global T* out = gx + plane(vgx, q);
-  for (int e = 0; e < p.H * p.W; ++e) out[e * vgx.w] = 0;
+  __global DATA_T* out = gx + plane(vgx, q);
+  for (int e = 0; e < p.H * p.W; ++e) ST(DATA_T, out, e * vgx.w, 0);
   const OFF gb = plane(vg, q);
   for (int oh = 0; oh < p.OH; ++oh) {
     const int h0 = oh * SH - PH;
     for (int ow = 0; ow < p.OW; ++ow) {
       const int w0 = ow * SW - PW;
       int inside;
-      const T v = g[gb + oh * vg.h + ow * vg.w] / (T)avg_divisor(p, oh, ow, &inside);
+      const T v = LD(DATA_T, g, gb + oh * vg.h + ow * vg.w) / (T)avg_divisor(p, oh, ow, &inside);
       UNROLL for (int a = 0; a < KH; ++a) {
         const int h = h0 + a;
         UNROLL for (int b = 0; b < KW; ++b) {
           const int w = w0 + b;
-          if (h >= 0 && h < p.H && w >= 0 && w < p.W) out[(h * p.W + w) * vgx.w] += v;
+          if (h >= 0 && h < p.H && w >= 0 && w < p.W) {
+            const OFF e = (h * p.W + w) * vgx.w;
+            ST(DATA_T, out, e, LD(DATA_T, out, e) + v);
+          }
         }
       }
     }
@@ -484,7 +497,7 @@ inline int end_of(const int o, const int in, const int out) {
 }
 
 __kernel void adaptive_avg_pool2d_fwd(const Pool p, const int c_last,
-                                      __global const T* x, const View4 vx, __global T* y,
+                                      __global const DATA_T* x, const View4 vx, __global DATA_T* y,
                                       const View4 vy) {
   Pos q;
   if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
@@ -497,16 +510,16 @@ __kernel void adaptive_avg_pool2d_fwd(const Pool p, const int c_last,
   T acc = 0;
   for (int h = h0; h < h1; ++h) {
     T row = 0;
-    for (int w = w0; w < w1; ++w) row += x[base + h * vx.h + w * vx.w];
+    for (int w = w0; w < w1; ++w) row += LD(DATA_T, x, base + h * vx.h + w * vx.w);
     acc += row;
   }
-  y[at(vy, q)] = acc / (T)((h1 - h0) * (w1 - w0));
+  ST(DATA_T, y, at(vy, q), acc / (T)((h1 - h0) * (w1 - w0)));
 }
 
 /* Input row h lies in the windows of outputs floor(h * OH / H) .. ceil((h + 1) * OH / H) - 1;
  * each candidate is checked against its window. */
 __kernel void adaptive_avg_pool2d_bwd(const Pool p, const int c_last,
-                                      __global const T* g, const View4 vg, __global T* gx,
+                                      __global const DATA_T* g, const View4 vg, __global DATA_T* gx,
                                       const View4 vgx) {
   Pos q;
   if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
@@ -521,10 +534,10 @@ __kernel void adaptive_avg_pool2d_bwd(const Pool p, const int c_last,
     for (int ow = ow0; ow < ow1; ++ow) {
       const int w0 = start_of(ow, p.W, p.OW), w1 = end_of(ow, p.W, p.OW);
       if (w < w0 || w >= w1) continue;
-      acc += g[gb + oh * vg.h + ow * vg.w] / (T)((h1 - h0) * (w1 - w0));
+      acc += LD(DATA_T, g, gb + oh * vg.h + ow * vg.w) / (T)((h1 - h0) * (w1 - w0));
     }
   }
-  gx[at(vgx, q)] = acc;
+  ST(DATA_T, gx, at(vgx, q), acc);
 }
 
 /* ---- adaptive max ---------------------------------------------------------------------------- */
@@ -532,7 +545,7 @@ __kernel void adaptive_avg_pool2d_bwd(const Pool p, const int c_last,
 /* the largest input of output (oh, ow)'s adaptive window (the first one, or the last NaN, as
  * max_pool2d), and its position h * W + w */
 __kernel void adaptive_max_pool2d_fwd(const Pool p, const int c_last, const int with_idx,
-                                      __global const T* x, const View4 vx, __global T* y,
+                                      __global const DATA_T* x, const View4 vx, __global DATA_T* y,
                                       const View4 vy, __global int* idx, const View4 vi) {
   Pos q;
   if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
@@ -543,19 +556,19 @@ __kernel void adaptive_max_pool2d_fwd(const Pool p, const int c_last, const int 
   int pos = h0 * p.W + w0;
   for (int h = h0; h < h1; ++h)
     for (int w = w0; w < w1; ++w) {
-      const T v = x[base + h * vx.h + w * vx.w];
+      const T v = LD(DATA_T, x, base + h * vx.h + w * vx.w);
       const int take = v > best || v != v;
       best = take ? v : best;
       pos = take ? h * p.W + w : pos;
     }
-  y[at(vy, q)] = best;
+  ST(DATA_T, y, at(vy, q), best);
   if (with_idx) idx[at(vi, q)] = pos;
 }
 
 /* an input gathers the gradients of the outputs whose argmax it is */
 __kernel void adaptive_max_pool2d_bwd(const Pool p, const int c_last,
-                                      __global const T* g, const View4 vg,
-                                      __global const int* idx, const View4 vi, __global T* gx,
+                                      __global const DATA_T* g, const View4 vg,
+                                      __global const int* idx, const View4 vi, __global DATA_T* gx,
                                       const View4 vgx) {
   Pos q;
   if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
@@ -566,7 +579,7 @@ __kernel void adaptive_max_pool2d_bwd(const Pool p, const int c_last,
   T acc = 0;
   for (int oh = oh0; oh < oh1; ++oh)
     for (int ow = ow0; ow < ow1; ++ow)
-      if (idx[ib + oh * vi.h + ow * vi.w] == me) acc += g[gb + oh * vg.h + ow * vg.w];
-  gx[at(vgx, q)] = acc;
+      if (idx[ib + oh * vi.h + ow * vi.w] == me) acc += LD(DATA_T, g, gb + oh * vg.h + ow * vg.w);
+  ST(DATA_T, gx, at(vgx, q), acc);
 }
 #endif

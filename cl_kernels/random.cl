@@ -20,7 +20,8 @@
  * randperm_fill draws no blocks: it uses one counter value as part of a Feistel key.
  *
  * Build options:
- *   OUT_T      storage type of the output (uchar for bool)
+ *   OUT_T      storage type of the output (uchar for bool; half and bf16 through common.cl's ST)
+ *   OUT_DIGITS the significand bits of a 16-bit float OUT_T (uniform_fill's grid)
  *   FT         uniform/compute float type, float (24-bit uniforms) or double (53-bit uniforms);
  *              FT_DOUBLE is defined when it is double
  *   P_T        storage type of the probability tensor of bernoulli_tensor and of check_range
@@ -99,7 +100,7 @@ inline void uniforms(uint4 w, FT u[PER]) {
 __kernel void philox_words(STREAM_ARGS) {
   BLOCK_PROLOGUE(4)
   const uint v[4] = {w.x, w.y, w.z, w.w};
-  for (int k = 0; k < cnt; ++k) o[k] = (OUT_T)v[k];
+  for (int k = 0; k < cnt; ++k) ST(OUT_T, o, k, v[k]);
 }
 
 /* lo + (hi - lo) * u, kept below hi when rounding would reach it (the range is [lo, hi)). */
@@ -108,9 +109,12 @@ __kernel void uniform_fill(STREAM_ARGS, const FT lo, const FT hi) {
   FT u[PER];
   uniforms(w, u);
   for (int k = 0; k < cnt; ++k) {
+#ifdef OUT_DIGITS /* a 16-bit float: u on its grid, so that [0, 1) stays below 1 when stored */
+    u[k] = floor(u[k] * (FT)(1 << OUT_DIGITS)) / (FT)(1 << OUT_DIGITS);
+#endif
     FT r = lo + (hi - lo) * u[k];
     if (r >= hi && hi > lo) r = nextafter(hi, lo);
-    o[k] = (OUT_T)r;
+    ST(OUT_T, o, k, r);
   }
 }
 
@@ -121,8 +125,8 @@ __kernel void normal_fill(STREAM_ARGS, const FT mean, const FT std) {
   for (int k = 0; k < cnt; k += 2) {
     const FT r = sqrt((FT)-2 * log((FT)1 - u[k]));  /* 1 - u is in (0, 1]: log is finite */
     const FT t = (FT)2 * u[k + 1];
-    o[k] = (OUT_T)(mean + std * r * cospi(t));
-    if (k + 1 < cnt) o[k + 1] = (OUT_T)(mean + std * r * sinpi(t));
+    ST(OUT_T, o, k, mean + std * r * cospi(t));
+    if (k + 1 < cnt) ST(OUT_T, o, k + 1, mean + std * r * sinpi(t));
   }
 }
 
@@ -130,7 +134,7 @@ __kernel void exponential_fill(STREAM_ARGS, const FT lambd) {
   BLOCK_PROLOGUE(PER)
   FT u[PER];
   uniforms(w, u);
-  for (int k = 0; k < cnt; ++k) o[k] = (OUT_T)(-log1p(-u[k]) / lambd);
+  for (int k = 0; k < cnt; ++k) ST(OUT_T, o, k, -log1p(-u[k]) / lambd);
 }
 
 /* low + x % range for 64-bit x; range is high - low as an unsigned 64-bit number, where 0
@@ -138,14 +142,14 @@ __kernel void exponential_fill(STREAM_ARGS, const FT lambd) {
 __kernel void randint_fill(STREAM_ARGS, const long low, const ulong range) {
   BLOCK_PROLOGUE(2)
   const ulong x[2] = {((ulong)w.y << 32) | w.x, ((ulong)w.w << 32) | w.z};
-  for (int k = 0; k < cnt; ++k) o[k] = (OUT_T)(long)((ulong)low + (range ? x[k] % range : x[k]));
+  for (int k = 0; k < cnt; ++k) ST(OUT_T, o, k, (long)((ulong)low + (range ? x[k] % range : x[k])));
 }
 
 __kernel void bernoulli_scalar(STREAM_ARGS, const FT p) {
   BLOCK_PROLOGUE(PER)
   FT u[PER];
   uniforms(w, u);
-  for (int k = 0; k < cnt; ++k) o[k] = (OUT_T)(u[k] < p);
+  for (int k = 0; k < cnt; ++k) ST(OUT_T, o, k, (REG(OUT_T))(u[k] < p));
 }
 
 /* out[i] = u_i < p[i], p read through a strided view over out's shape; *bad = 1 when some
@@ -156,18 +160,19 @@ __kernel void bernoulli_tensor(STREAM_ARGS, __global const P_T* p, const View vp
   FT u[PER];
   uniforms(w, u);
   for (int k = 0; k < cnt; ++k) {
-    const FT pk = (FT)p[view_offset((long)(first + k), nd, shape, vp)];
+    const FT pk = (FT)LD(P_T, p, view_offset((long)(first + k), nd, shape, vp));
     if (!(pk >= (FT)0 && pk <= (FT)1)) *bad = 1;
-    o[k] = (OUT_T)(u[k] < pk);
+    ST(OUT_T, o, k, (REG(OUT_T))(u[k] < pk));
   }
 }
 
 /* *bad = 1 when some x[i] is outside [lo, hi] or NaN. */
 __kernel void check_range(const ulong n, __global const P_T* x, const View vx, const int nd,
-                          const Shape shape, const P_T lo, const P_T hi, __global int* bad) {
+                          const Shape shape, const REG(P_T) lo, const REG(P_T) hi,
+                          __global int* bad) {
   const ulong i = get_global_id(0);
   if (i >= n) return;
-  const P_T v = x[view_offset((long)i, nd, shape, vx)];
+  const REG(P_T) v = LD(P_T, x, view_offset((long)i, nd, shape, vx));
   if (!(v >= lo && v <= hi)) *bad = 1;
 }
 
@@ -196,5 +201,5 @@ __kernel void randperm_fill(STREAM_ARGS, const int half_bits) {
   do {
     x = feistel(x, half_bits, k0, k1, ctr);
   } while (x >= n);
-  out[off + i] = (OUT_T)x;
+  ST(OUT_T, out, off + i, x);
 }

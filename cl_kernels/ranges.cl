@@ -11,7 +11,7 @@
  * start and the second half down from end, so both endpoints are exact.
  *
  * Build options:
- *   OUT_T  storage type of the output (uchar for bool)
+ *   OUT_T  storage type of the output (uchar for bool; half and bf16 through common.cl's ST)
  *   AT     arithmetic type of the index formulas: long for integer arange, else float or double
  *   PT     type of pow() in logspace (double where the device has it)
  * Tunables: none; the launcher picks work sizes.
@@ -33,7 +33,7 @@ __kernel void arange_fill(const long n, __global OUT_T* out, const long off, con
                           const AT step) {
   const long i = get_global_id(0);
   if (i >= n) return;
-  out[off + i] = (OUT_T)(start + (AT)i * step);
+  ST(OUT_T, out, off + i, start + (AT)i * step);
 }
 
 inline AT linspace_value(long i, long n, AT start, AT end, AT step, long halfway) {
@@ -44,7 +44,7 @@ __kernel void linspace_fill(const long n, __global OUT_T* out, const long off, c
                             const AT end, const AT step, const long halfway) {
   const long i = get_global_id(0);
   if (i >= n) return;
-  out[off + i] = (OUT_T)linspace_value(i, n, start, end, step, halfway);
+  ST(OUT_T, out, off + i, linspace_value(i, n, start, end, step, halfway));
 }
 
 /* out[i] = base ^ linspace(start, end)[i] */
@@ -52,14 +52,14 @@ __kernel void logspace_fill(const long n, __global OUT_T* out, const long off, c
                             const AT end, const AT step, const long halfway, const PT base) {
   const long i = get_global_id(0);
   if (i >= n) return;
-  out[off + i] = (OUT_T)pow(base, (PT)linspace_value(i, n, start, end, step, halfway));
+  ST(OUT_T, out, off + i, pow(base, (PT)linspace_value(i, n, start, end, step, halfway)));
 }
 
 /* out is n / cols rows of cols: 1 on the main diagonal, 0 elsewhere. */
 __kernel void eye_fill(const long n, __global OUT_T* out, const long cols) {
   const long i = get_global_id(0);
   if (i >= n) return;
-  out[i] = (OUT_T)(i / cols == i % cols);
+  ST(OUT_T, out, i, (REG(OUT_T))(i / cols == i % cols));
 }
 
 /* Element i (row-major over matrices of rows x cols) keeps x's value inside the triangle and
@@ -72,5 +72,5 @@ __kernel void tri_fill(const long n, const int nd, const Shape shape, __global O
   const long d = i % cols - (i / cols) % rows;
   const int keep = lower ? d <= diagonal : d >= diagonal;
   const long ox = view_offset(i, nd, shape, vx);
-  out[view_offset(i, nd, shape, vo)] = keep ? x[ox] : (OUT_T)0;
+  ST(OUT_T, out, view_offset(i, nd, shape, vo), keep ? LD(OUT_T, x, ox) : (REG(OUT_T))0);
 }

@@ -23,7 +23,8 @@
  *   reduce_merge  combines the G partials of each row (lanes along dim 1, no chunks)
  *
  * Build options:
- *   T          input storage type (uchar for bool)
+ *   T          input storage type (uchar for bool; half and bf16 read through common.cl's LD,
+ *              ACC_T then float)
  *   ACC_T      accumulator type; ACC_FLOAT defined when it is float or double
  *   OUT_T      output storage type; OUT_BOOL defined when the output is bool (uchar 0/1)
  *   RED_SUM    sum (Neumaier-compensated when ACC_FLOAT, so long float sums stay accurate)
@@ -40,7 +41,8 @@
  * Tunables:
  *   USE_TREE   (default 1) combine lanes through local memory; 0 when L1 is always 1 (CPUs,
  *              where every barrier costs a loop over the work-items)
- *   VEC_SUM    (set by the host for plain float sums, T == ACC_T, on CPUs) a lane that walks
+ *   VEC_SUM    (set by the host for plain float sums, T == ACC_T or T a 16-bit float with
+ *              VEC_HALF or VEC_BF16 defined, on CPUs) a lane that walks
  *              contiguous elements (step 1) sums them VEC_SUM at a time in compensated vector
  *              lanes, merged at the end: the scalar chain of compensated additions ran at ~2.5
  *              GB/s on PoCL (one reduced dim, or two with the inner one contiguous)
@@ -52,7 +54,7 @@
 
 /* ---- maps, aux values and finishes ---------------------------------------------------------- */
 #define MAP_ID(x, a, p) ((ACC_T)(x))
-#define MAP_NZ(x, a, p) ((ACC_T)((x) != (T)0))
+#define MAP_NZ(x, a, p) ((ACC_T)((x) != 0))
 #define MAP_ABS(x, a, p) fabs((ACC_T)(x))
 #define MAP_SQ(x, a, p) ((ACC_T)(x) * (ACC_T)(x))
 #define MAP_POWABS(x, a, p) pow(fabs((ACC_T)(x)), p)
@@ -72,7 +74,7 @@
 #ifdef OUT_BOOL
 #define STORE(v) ((uchar)((v) != 0))
 #else
-#define STORE(v) ((OUT_T)(v))
+#define STORE(v) ((REG(OUT_T))(v))
 #endif
 
 /* ---- the accumulator State of each kind -------------------------------------------------------
@@ -237,12 +239,12 @@ inline void st_save(__global ACC_T* pv, __global long* pi, const long k, const S
  * additions), with ADDR(r) the element offset of r. */
 #define ACCUMULATE(ADDR)                                                                      \
   for (; r + 3 * step < end; r += 4 * step) {                                                \
-    s0 = st_add(s0, MAP(x[ADDR(r)], a, p), r);                                               \
-    s1 = st_add(s1, MAP(x[ADDR(r + step)], a, p), r + step);                                 \
-    s2 = st_add(s2, MAP(x[ADDR(r + 2 * step)], a, p), r + 2 * step);                         \
-    s3 = st_add(s3, MAP(x[ADDR(r + 3 * step)], a, p), r + 3 * step);                         \
+    s0 = st_add(s0, MAP(LD(T, x, ADDR(r)), a, p), r);                                               \
+    s1 = st_add(s1, MAP(LD(T, x, ADDR(r + step)), a, p), r + step);                                 \
+    s2 = st_add(s2, MAP(LD(T, x, ADDR(r + 2 * step)), a, p), r + 2 * step);                         \
+    s3 = st_add(s3, MAP(LD(T, x, ADDR(r + 3 * step)), a, p), r + 3 * step);                         \
   }                                                                                           \
-  for (; r < end; r += step) s0 = st_add(s0, MAP(x[ADDR(r)], a, p), r);
+  for (; r < end; r += step) s0 = st_add(s0, MAP(LD(T, x, ADDR(r)), a, p), r);
 
 #ifdef VEC_SUM
 #define CAT_(a, b) a##b
@@ -252,16 +254,37 @@ inline void st_save(__global ACC_T* pv, __global long* pi, const long k, const S
 typedef VACC __attribute__((aligned(sizeof(ACC_T)))) VACC_U;
 typedef union { VACC v; ACC_T s[VEC_SUM]; } VLanes;
 
+/* VEC_SUM elements at x as float lanes: 16-bit floats (VEC_HALF, VEC_BF16) converted as
+ * common.cl's LD_half and LD_bf16 convert one */
+#if defined(VEC_HALF) || defined(VEC_BF16)
+#define VUINT CAT(uint, VEC_SUM)
+#define AS_VFLOAT CAT(as_float, VEC_SUM)
+inline VACC load_lanes(__global const T* x) {
+  const VUINT h = CAT(convert_uint, VEC_SUM)(CAT(vload, VEC_SUM)(0, (__global const ushort*)x));
+#ifdef VEC_BF16
+  return AS_VFLOAT(h << 16);
+#else
+  const VUINT e = h & 0x7fffu;
+  VACC f = AS_VFLOAT(e << 13) * 0x1p112f;
+  f = select(f, CAT(convert_float, VEC_SUM)(e) * 0x1p-24f, e < 0x400u);
+  f = select(f, AS_VFLOAT((e << 13) | 0x7f800000u), e >= 0x7c00u);
+  return AS_VFLOAT(CAT(as_uint, VEC_SUM)(f) | ((h & 0x8000u) << 16));
+#endif
+}
+#else
+inline VACC load_lanes(__global const T* x) { return *(__global const VACC_U*)x; }
+#endif
+
 /* Adds the n contiguous elements at x to VEC_SUM lanes of Neumaier sums (*s, *c), the last
  * n % VEC_SUM to st. */
 inline State add_run(VACC* s, VACC* c, State st, __global const T* x, long n) {
   for (; n >= VEC_SUM; n -= VEC_SUM, x += VEC_SUM) {
-    const VACC v = *(__global const VACC_U*)x;
+    const VACC v = load_lanes(x);
     const VACC t = *s + v;
     *c += fabs(*s) >= fabs(v) ? (*s - t) + v : (v - t) + *s;
     *s = t;
   }
-  for (; n > 0; --n, ++x) st = st_add(st, *x, 0);
+  for (; n > 0; --n, ++x) st = st_add(st, LD(T, x, 0), 0);
   return st;
 }
 
@@ -363,7 +386,7 @@ __kernel void reduce_full(ROW_ARGS, const ACC_T divisor, __global OUT_T* out,
                               step, a, p);
   st = combine_lanes(st, scratch);
   if (m < M && get_local_id(1) == 0) {
-    out[m] = STORE(FIN(st_value(st, p), a, p, divisor));
+    ST(OUT_T, out, m, STORE(FIN(st_value(st, p), a, p, divisor)));
     STORE_INDEX(out_idx, m, st);
   }
 }
@@ -393,7 +416,7 @@ __kernel void reduce_merge(__global const ACC_T* pval, __global const long* pidx
   }
   st = combine_lanes(st, scratch);
   if (m < M && get_local_id(1) == 0) {
-    out[m] = STORE(FIN(st_value(st, p), a, p, divisor));
+    ST(OUT_T, out, m, STORE(FIN(st_value(st, p), a, p, divisor)));
     STORE_INDEX(out_idx, m, st);
   }
 }

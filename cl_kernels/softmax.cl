@@ -38,6 +38,8 @@
  *                A = sum_d a_d = (1 - eps) w_t + eps / D W, W read from wsum[0] (D without weights)
  * Build options (after compensated.cl):
  *   T           data and accumulation type (float or double)
+ *   S           softmax_fwd/bwd's storage type (default T; half or bf16 with T float, read and
+ *               written through common.cl's LD/ST); the cross-entropy kernels take T data
  *   LANES       work-items per row (see above), default 1
  * Tunables: LANES (the launcher picks it per device). Variants that do not change the memory
  * traffic (log_, weighted) are kernel arguments, not build options, to keep builds few.
@@ -45,6 +47,10 @@
 #ifndef LANES
 #define LANES 1
 #endif
+#ifndef S
+#define S T
+#endif
+#include "common.cl"
 
 typedef struct { long off, o, d, i; } View3;
 typedef struct { long off, o, i; } View2;
@@ -140,12 +146,12 @@ inline long row_at(const View2 v, const long r, const long I) {
 /* ---- softmax / log_softmax ------------------------------------------------------------------- */
 
 __kernel void softmax_fwd(const long rows, const long D, const long I, const int log_,
-                          __global const T* x, const View3 vx, __global T* y, const View3 vy) {
+                          __global const S* x, const View3 vx, __global S* y, const View3 vy) {
   const long r = ROW();
   RETURN_PAST_LAST_ROW(r)
   const long xb = row_base(vx, r, I), yb = row_base(vy, r, I);
   T m = -INFINITY, s = 0, c = 0;
-  for (long d = LANE(); d < D; d += LANES) ms_add(&m, &s, &c, x[xb + d * vx.d]);
+  for (long d = LANE(); d < D; d += LANES) ms_add(&m, &s, &c, LD(S, x, xb + d * vx.d));
   s -= c;
 #if LANES > 1
   __local T lm[LANES], ls[LANES];
@@ -154,30 +160,32 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
   if (log_) {
     /* (x - m) - log(s): x - (m + log(s)) rounded log(s) to m's scale (1e-6 at m = 12) */
     const T log_s = log(s);
-    for (long d = LANE(); d < D; d += LANES) y[yb + d * vy.d] = (x[xb + d * vx.d] - m) - log_s;
+    for (long d = LANE(); d < D; d += LANES)
+      ST(S, y, yb + d * vy.d, (LD(S, x, xb + d * vx.d) - m) - log_s);
   } else {
     const T inv = (T)1 / s;
-    for (long d = LANE(); d < D; d += LANES) y[yb + d * vy.d] = exp(x[xb + d * vx.d] - m) * inv;
+    for (long d = LANE(); d < D; d += LANES)
+      ST(S, y, yb + d * vy.d, exp(LD(S, x, xb + d * vx.d) - m) * inv);
   }
 }
 
 __kernel void softmax_bwd(const long rows, const long D, const long I, const int log_,
-                          __global const T* g, const View3 vg, __global const T* y,
-                          const View3 vy, __global T* gx, const View3 vgx) {
+                          __global const S* g, const View3 vg, __global const S* y,
+                          const View3 vy, __global S* gx, const View3 vgx) {
   const long r = ROW();
   RETURN_PAST_LAST_ROW(r)
   const long gb = row_base(vg, r, I), yb = row_base(vy, r, I), ob = row_base(vgx, r, I);
   T acc = 0, c = 0;
   for (long d = LANE(); d < D; d += LANES)
-    ksum(&acc, &c, g[gb + d * vg.d] * (log_ ? (T)1 : y[yb + d * vy.d]));
+    ksum(&acc, &c, LD(S, g, gb + d * vg.d) * (log_ ? (T)1 : LD(S, y, yb + d * vy.d)));
   acc += c;
 #if LANES > 1
   __local T buf[LANES];
 #endif
   acc = SUM_LANES(acc, buf);
   for (long d = LANE(); d < D; d += LANES) {
-    const T gd = g[gb + d * vg.d], yd = y[yb + d * vy.d];
-    gx[ob + d * vgx.d] = log_ ? gd - exp(yd) * acc : yd * (gd - acc);
+    const T gd = LD(S, g, gb + d * vg.d), yd = LD(S, y, yb + d * vy.d);
+    ST(S, gx, ob + d * vgx.d, log_ ? gd - exp(yd) * acc : yd * (gd - acc));
   }
 }
 

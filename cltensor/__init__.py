@@ -4,8 +4,8 @@ from .creation import *  # noqa: F401,F403
 from .device import (Device, DeviceError, OutOfMemoryError, default_device, devices,  # noqa: F401
                      empty_cache, get_device, memory_stats, reset_peak_memory_stats,
                      set_default_device, synchronize)
-from .dtypes import (bool_, double, float32, float64, int8, int16, int32, int64,  # noqa: F401
-                     long, short, uint8)
+from .dtypes import (bfloat16, bool_, double, float16, float32, float64, half,  # noqa: F401
+                     int8, int16, int32, int64, long, short, uint8)
 from .dtypes import float, int  # noqa: F401,A004
 from .dtypes import DType as dtype  # noqa: F401
 from .dtypes import bool_ as bool  # noqa: F401,A004
@@ -57,6 +57,10 @@ from .serialization import load, save  # noqa: E402,F401
 
 from .nn.methods import log_softmax, softmax  # noqa: E402,F401  (torch.softmax(input, dim, dtype))
 from . import special  # noqa: E402,F401  (torch.special)
+
+from . import amp  # noqa: E402,F401
+from .amp import autocast  # noqa: E402,F401
+from .amp.wrapped import *  # noqa: E402,F401,F403  (autocast's op lists, wrapped)
 
 __version__ = "0.1.0"
 from . import utils  # noqa: E402,F401  (torch.utils.data)

@@ -20,8 +20,9 @@ DTypeLike = dt.DType | np.dtype | type | str | None
 # a shape: ints, or one sequence of ints
 SizeLike = int | Sequence[int]
 
-__all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "empty", "zeros", "ones", "full",
-           "empty_like", "zeros_like", "ones_like", "full_like"] + [d.tensor_type for d in dt.DTYPES]
+__all__ = ["tensor", "as_tensor", "from_numpy", "from_bfloat16_bits", "from_dlpack", "empty",
+           "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like"] + \
+    [d.tensor_type for d in dt.DTYPES]
 
 
 def factory(fn: Callable[..., ClTensor]) -> Callable[..., ClTensor]:
@@ -42,7 +43,7 @@ def _host_array(data, op):
         arr = np.array(data)
     except ValueError as e:
         raise ValueError(f"{op}: ragged nested sequence (every row must have the same length): {e}") from None
-    if arr.dtype == object or arr.dtype.kind not in "biuf":
+    if arr.dtype == object or (arr.dtype.kind not in "biuf" and arr.dtype != dt.bfloat16):
         raise TypeError(f"{op}: cannot make a tensor from {type(data).__name__} "
                         f"(numpy sees dtype {arr.dtype})")
     return arr
@@ -65,8 +66,22 @@ def from_numpy(array: np.ndarray, device: DeviceLike = None, dtype: DTypeLike = 
     array = _native(array, "from_numpy")
     target = dt.as_dtype(dtype) or dt.as_dtype(_default_dtype(array, False))
     _check_fits(array, target, "from_numpy")
-    host = np.asarray(array, dtype=target, order="C")
+    host = np.asarray(dt.to_storage(array, target), order="C")
     out = ClTensor.empty_on(host.shape, target, get_device(device))
+    if host.size:
+        out.device.enqueue(cl.enqueue_copy, out.storage.buf, host, is_blocking=False).wait()
+    return out
+
+
+def from_bfloat16_bits(array: np.ndarray, device: DeviceLike = None) -> ClTensor:
+    """A bfloat16 tensor from a numpy uint16 array of bfloat16 bit patterns (the upper 16 bits of
+    float32 values). Without the ml_dtypes package numpy has no bfloat16: t.numpy() returns a
+    float32 copy, and cltensor.dtypes.bf16_bits(t.numpy()) its bit patterns."""
+    if not isinstance(array, np.ndarray) or array.dtype != np.uint16:
+        raise TypeError(f"from_bfloat16_bits: expected a numpy uint16 array, got "
+                        f"{getattr(array, 'dtype', type(array).__name__)}")
+    host = np.asarray(array, order="C")
+    out = ClTensor.empty_on(host.shape, dt.bfloat16, get_device(device))
     if host.size:
         out.device.enqueue(cl.enqueue_copy, out.storage.buf, host, is_blocking=False).wait()
     return out
@@ -96,7 +111,7 @@ def from_dlpack(ext_tensor: Any, *, device: DeviceLike = None, copy: bool | None
 def _native(array, op):
     """array in native byte order; TypeError naming a dtype that is not bool, integer or float
     (complex, datetime, timedelta, object, strings, void)."""
-    if array.dtype.kind not in "biuf":
+    if array.dtype.kind not in "biuf" and array.dtype != dt.bfloat16:  # ml_dtypes' bfloat16
         raise TypeError(f"{op}: unsupported numpy dtype {array.dtype}; cltensor takes bool, "
                         f"integer and floating-point arrays")
     if not array.dtype.isnative:

@@ -2,14 +2,18 @@
 
 One table, DTYPES, lists every supported dtype with its numpy storage dtype and its OpenCL C
 type; the kernels' type mapping (program.ctype_of) and the promotion lattice are derived from
-it. A new dtype (float16 as "half", bfloat16 stored as ushort) is one more row plus its
-promotion special cases in _promote; for the 16-bit floats the kernels also need a float
-compute type and, on devices without cl_khr_fp16 (PoCL's CPU device), vload_half/vstore_half
-loads and stores.
+it. float16 is stored as OpenCL's "half" (read and written through vload_half/vstore_half)
+and bfloat16 as "bf16" (a ushort holding the upper 16 bits of a float32; common.cl); kernels
+compute both in float32 (compute_dtype).
 """
 import builtins
 
 import numpy as np
+
+try:  # bfloat16 arrays in numpy, where the package is installed
+    from ml_dtypes import bfloat16 as _BF16_NUMPY
+except ImportError:
+    _BF16_NUMPY = None
 
 
 class DType:
@@ -20,18 +24,22 @@ class DType:
     """
 
     __slots__ = ("name", "dtype", "itemsize", "kind", "type", "char", "ctype", "tensor_type",
-                 "category", "is_floating_point", "is_complex", "is_signed", "index", "_hash")
+                 "category", "is_floating_point", "is_complex", "is_signed", "index", "_hash",
+                 "bits_only")
 
     def __init__(self, name, np_dtype, ctype, tensor_type, index):
         d = np.dtype(np_dtype)
         self.name, self.dtype, self.ctype, self.index = name, d, ctype, index
         self.tensor_type = tensor_type
-        self.itemsize, self.kind, self.type, self.char = d.itemsize, d.kind, d.type, d.char
-        self.category = 0 if d.kind == "b" else 2 if d.kind == "f" else 1  # bool, int, float
-        self.is_floating_point = d.kind == "f"
+        # bfloat16 without ml_dtypes: its bits in numpy's uint16, yet a float dtype here
+        self.bits_only = name == "bfloat16" and _BF16_NUMPY is None
+        kind = "f" if name == "bfloat16" else d.kind
+        self.itemsize, self.kind, self.type, self.char = d.itemsize, kind, d.type, d.char
+        self.category = 0 if kind == "b" else 2 if kind == "f" else 1  # bool, int, float
+        self.is_floating_point = kind == "f"
         self.is_complex = False
-        self.is_signed = d.kind in "if"
-        self._hash = hash(d)
+        self.is_signed = kind in "if"
+        self._hash = hash((name, d)) if self.bits_only else hash(d)
 
     def __getattr__(self, name):
         # the rest of numpy's dtype interface (str, newbyteorder, ...); only reached for
@@ -48,6 +56,8 @@ class DType:
             return self is other
         if other is None or isinstance(other, (builtins.int, builtins.float)):
             return False  # numpy would take None for float64
+        if self.bits_only:
+            return False  # bfloat16 stored as uint16 is not numpy's uint16
         try:
             return self.dtype == other
         except TypeError:
@@ -81,20 +91,24 @@ _TABLE = (("bool", np.bool_, "uchar", "BoolTensor"), ("uint8", np.uint8, "uchar"
           ("int8", np.int8, "char", "CharTensor"), ("int16", np.int16, "short", "ShortTensor"),
           ("int32", np.int32, "int", "IntTensor"), ("int64", np.int64, "long", "LongTensor"),
           ("float32", np.float32, "float", "FloatTensor"),
-          ("float64", np.float64, "double", "DoubleTensor"))
+          ("float64", np.float64, "double", "DoubleTensor"),
+          ("float16", np.float16, "half", "HalfTensor"),
+          ("bfloat16", _BF16_NUMPY or np.uint16, "bf16", "BFloat16Tensor"))
 DTYPES = tuple(DType(*row, i) for i, row in enumerate(_TABLE))
-bool_, uint8, int8, int16, int32, int64, float32, float64 = DTYPES
+bool_, uint8, int8, int16, int32, int64, float32, float64, float16, bfloat16 = DTYPES
+HALF_TYPES = (float16, bfloat16)  # stored in 16 bits, computed in float32
 
 # torch's other names for them
 bool = bool_  # noqa: A001
 float = float32  # noqa: A001
 double = float64
+half = float16
 short = int16
 int = int32  # noqa: A001
 long = int64
 _ALIASES = {"float": float32, "double": float64, "short": int16, "int": int32, "long": int64,
-           "bool": bool_, **{d.name: d for d in DTYPES}}
-_BY_NUMPY = {d.dtype: d for d in DTYPES}
+           "bool": bool_, "half": float16, **{d.name: d for d in DTYPES}}
+_BY_NUMPY = {d.dtype: d for d in DTYPES if not d.bits_only}
 _BY_TENSOR_TYPE = {d.tensor_type: d for d in DTYPES}
 _default_float = [float32]
 
@@ -164,10 +178,17 @@ def is_floating(dtype):
     return dtype.kind == "f"
 
 
+def compute_dtype(d):
+    """The dtype kernels compute a dtype's values in: float32 for the 16-bit floats."""
+    return float32 if d.itemsize == 2 and d.kind == "f" else d
+
+
 def _promote(a, b):
     """torch.promote_types of two table rows."""
     if a.category != b.category:
         return a if a.category > b.category else b
+    if a.category == 2 and a.itemsize == b.itemsize == 2:
+        return float32  # float16 with bfloat16: neither holds the other
     if a.is_signed == b.is_signed or a.category != 1:
         return a if a.itemsize >= b.itemsize else b
     u, s = (a, b) if b.is_signed else (b, a)
@@ -181,7 +202,8 @@ _PROMOTE = tuple(tuple(_promote(a, b) for b in DTYPES) for a in DTYPES)
 
 def promote_types(a, b):
     """The smallest dtype both promote to, as torch.promote_types (bool < uint8, int8 < int16 <
-    int32 < int64 < float32 < float64; uint8 with int8 gives int16)."""
+    int32 < int64 < float16, bfloat16 < float32 < float64; uint8 with int8 gives int16, float16
+    with bfloat16 float32)."""
     if a.__class__ is not DType or b.__class__ is not DType:
         a, b = as_dtype(a), as_dtype(b)
     return a if a is b else _PROMOTE[a.index][b.index]
@@ -248,6 +270,12 @@ class finfo(_Info):  # noqa: N801  (torch's name)
         d = as_dtype(type) if type is not None else get_default_dtype()
         if not d.is_floating_point:
             raise TypeError(f"finfo: {d} is not a floating-point dtype; use iinfo")
+        if d is bfloat16:  # float32's exponent with 8 significant bits
+            self.bits, self.eps, self.max = 16, 2.0 ** -7, (2 - 2.0 ** -7) * 2.0 ** 127
+            self.min, self.tiny, self.resolution = -self.max, 2.0 ** -126, 0.01
+            self.smallest_normal = self.tiny
+            self.dtype = d.name
+            return
         f = np.finfo(d.dtype)
         self.bits, self.eps, self.max, self.min = f.bits, builtins.float(f.eps), \
             builtins.float(f.max), builtins.float(f.min)
@@ -266,3 +294,35 @@ class iinfo(_Info):  # noqa: N801  (torch's name)
         i = np.iinfo(d.dtype)
         self.bits, self.min, self.max = i.bits, builtins.int(i.min), builtins.int(i.max)
         self.dtype = d.name
+
+
+# ---- bfloat16 on the host, as float32 arrays or as uint16 bit patterns ---------------------------
+
+def bf16_bits(array):
+    """uint16 bfloat16 bit patterns of a float array: float32's upper half, rounded to nearest
+    even (NaN stays a quiet NaN of the same sign), as the kernels' stores round."""
+    u = np.ascontiguousarray(array, np.float32).view(np.uint32)
+    rounded = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
+    nan = np.isnan(u.view(np.float32))
+    return np.where(nan, (u >> np.uint32(16)) | np.uint32(0x40), rounded).astype(np.uint16)
+
+
+def bf16_to_float32(bits):
+    """float32 values of uint16 bfloat16 bit patterns (exact)."""
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def to_storage(array, dtype):
+    """array as the numpy array a tensor of `dtype` holds (bfloat16: bit patterns, unless
+    ml_dtypes gives numpy the type)."""
+    if dtype is bfloat16 and _BF16_NUMPY is None:
+        return bf16_bits(array).reshape(np.shape(array))
+    with np.errstate(over="ignore"):  # float16 overflows to infinity, as in torch
+        return np.asarray(array, dtype=dtype)
+
+
+def from_storage(host, dtype):
+    """The numpy array of a tensor's storage: bfloat16 bit patterns become float32."""
+    if dtype is bfloat16 and _BF16_NUMPY is None:
+        return bf16_to_float32(host).reshape(host.shape)
+    return host

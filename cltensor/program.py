@@ -272,9 +272,26 @@ def get_kernel(device, filename, name, defines=None, source=None, rebuild=None):
 _make_lock = threading.RLock()  # one thread at a time builds programs and makes Kernels
 
 
+# the kernel families that read and write float16/bfloat16 through common.cl's LD/ST macros;
+# other files given a 16-bit float type would index `half` buffers directly (no such access
+# without cl_khr_fp16) or compute on bfloat16's bits as integers
+HALF_FILES = {"elementwise.cl", "ranges.cl", "random.cl", "reduce.cl", "amp.cl", "softmax.cl",
+              "norm.cl", "pool.cl"}
+_HALF_CTYPES = {d.ctype for d in dt.HALF_TYPES}
+
+
+def check_half_support(filename, defines):
+    """TypeError when a kernel family without 16-bit float loads is built for one."""
+    if filename not in HALF_FILES and any(isinstance(v, str) and v in _HALF_CTYPES
+                                          for v in defines.values()):
+        raise TypeError(f"{filename}: float16/bfloat16 tensors are not supported by this op's "
+                        f"kernels yet; convert them with .float() first")
+
+
 def _make_kernel(key, device, filename, name, defines, source, rebuild):
     """get_kernel's miss: looked up again under the lock, so threads that miss at once build
     the program and make the kernel once."""
+    check_half_support(filename, defines)
     with _make_lock:
         kernel = _kernels.get(key)
         if kernel is None:

@@ -151,7 +151,10 @@ def _kernel(device, name, defines):
 
 
 def _defines(out_dtype, ft=dt.float32, p_dtype=None):
+    ft = dt.compute_dtype(ft)
     d = {"OUT_T": ctype_of(out_dtype), "FT": ctype_of(ft)}
+    if out_dtype in dt.HALF_TYPES:
+        d["OUT_DIGITS"] = 11 if out_dtype is dt.float16 else 8
     if ft == dt.float64:
         d["FT_DOUBLE"] = None
     if p_dtype is not None:
@@ -225,20 +228,20 @@ def philox_words(count, seed, counter=0, device=None):
 # ---- samplers into contiguous tensors ---------------------------------------------------------
 
 def _uniform(out, lo, hi, generator):
-    ft = out.dtype
-    return _stream("uniform_fill", out, _per_block(ft), generator, _defines(ft, ft),
+    ft = dt.compute_dtype(out.dtype)
+    return _stream("uniform_fill", out, _per_block(ft), generator, _defines(out.dtype, ft),
                    ft.type(lo), ft.type(hi))
 
 
 def _normal(out, mean, std, generator):
-    ft = out.dtype
-    return _stream("normal_fill", out, _per_block(ft), generator, _defines(ft, ft),
+    ft = dt.compute_dtype(out.dtype)
+    return _stream("normal_fill", out, _per_block(ft), generator, _defines(out.dtype, ft),
                    ft.type(mean), ft.type(std))
 
 
 def _exponential(out, lambd, generator):
-    ft = out.dtype
-    return _stream("exponential_fill", out, _per_block(ft), generator, _defines(ft, ft),
+    ft = dt.compute_dtype(out.dtype)
+    return _stream("exponential_fill", out, _per_block(ft), generator, _defines(out.dtype, ft),
                    ft.type(lambd))
 
 
@@ -288,7 +291,7 @@ def _all_in_range(t, lo, hi):
     kernel = _kernel(t.device, "check_range", _defines(dt.float32, p_dtype=t.dtype))
     gsize, lsize = _work_sizes(t.device, t.numel())
     launch(t.device, kernel, gsize, lsize, np.uint64(t.numel()), t.storage.buf, view,
-           np.int32(nd), shape, t.dtype.type(lo), t.dtype.type(hi), bad.storage.buf)
+           np.int32(nd), shape, *map(dt.compute_dtype(t.dtype).type, (lo, hi)), bad.storage.buf)
     return not bad.item()
 
 
@@ -339,7 +342,7 @@ def _int_bounds(dtype):
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
         return int(info.min), int(info.max)
-    digits = np.finfo(dtype).nmant + 1
+    digits = 8 if dtype is dt.bfloat16 else np.finfo(dtype).nmant + 1
     return -2**digits, 2**digits
 
 

@@ -207,7 +207,7 @@ class ClTensor(TensorOperators):
         if host.size:
             self.device.enqueue(cl.enqueue_copy, host, src.storage.buf, is_blocking=False,
                                 src_offset=src.offset * self.dtype.itemsize).wait()
-        return host
+        return dt.from_storage(host, self.dtype)
 
     def tolist(self) -> list | Scalar:
         return self.numpy().tolist()
@@ -241,7 +241,10 @@ class ClTensor(TensorOperators):
         return a if dtype is None else a.astype(dtype, copy=False)
 
     def __repr__(self) -> str:
-        body = np.array2string(self.numpy(), separator=", ", prefix="tensor(")
+        values = self.numpy()
+        if self.dtype is dt.bfloat16:  # ml_dtypes' arrays print without numpy's float style
+            values = values.astype(np.float32)
+        body = np.array2string(values, separator=", ", prefix="tensor(")
         plain = (dt.get_default_dtype(), dt.int64, dt.bool_)  # torch leaves these dtypes out
         extra = "" if self.dtype in plain else f", dtype={self.dtype!r}"
         return f"tensor({body}{extra}, device='cl:{self.device.index}')"
@@ -293,6 +296,12 @@ class ClTensor(TensorOperators):
 
     def double(self) -> ClTensor:
         return self.to(dt.float64)
+
+    def half(self) -> ClTensor:
+        return self.to(dt.float16)
+
+    def bfloat16(self) -> ClTensor:
+        return self.to(dt.bfloat16)
 
     def int(self) -> ClTensor:
         return self.to(dt.int32)

@@ -33,6 +33,9 @@ def parse_args(argv):
     p.add_argument("--device", default=None, help="cltensor device (index or name); default device if unset")
     p.add_argument("--iterations", type=int, default=10)
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--precision", default="fp32", choices=sorted(bench.PRECISIONS),
+                   help="bf16/fp16: the forward pass under autocast in that dtype (parameters "
+                   "stay --dtype), for cltensor and the --compare torch rows alike")
     p.add_argument("--compare", default="", help="comma-separated frameworks to run beside "
                    "cltensor: torch, tinygrad (tinygrad on OpenCL, the first platform only)")
     p.add_argument("--framework", default="", choices=["", "torch-opencl"],
@@ -103,9 +106,10 @@ def run_model(name, args, device, compare, tiny_device=None):
     model = bench.build_cltensor(name, device, args.dtype)
     out_shape = model(ct.from_numpy(x_np[:1], device=device, dtype=args.dtype)).shape
     g_np = rng.standard_normal((batch,) + tuple(out_shape[1:])).astype(args.dtype)
-    row = {"model": name, "batch": batch, "device": device.name, "dtype": args.dtype}
+    row = {"model": name, "batch": batch, "device": device.name, "dtype": args.dtype,
+           "precision": args.precision}
     row["cltensor"] = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np,
-                                         model)
+                                         model, precision=args.precision)
     if args.graphs:
         row["cltensor_graphs"] = _graphs_row(name, model, device, args, x_np, g_np)
     if args.fast_conv:
@@ -176,9 +180,9 @@ def _torch_rows(name, state, ours, x_np, g_np, device, args):
     variants = [("torch", False)] + ([("torch_tf32", True)] if tdev.type == "cuda" else [])
     for label, tf32 in variants:
         res = bench.run_torch(name, state, x_np, g_np, tdev, args.dtype, args.iterations,
-                              tf32=tf32, threads=threads)
-        # TF32 changes the arithmetic, so only IEEE fp32 has to agree
-        tolerance = float("inf") if tf32 else args.tolerance
+                              tf32=tf32, threads=threads, precision=args.precision)
+        # TF32 and autocast change the arithmetic, so only IEEE fp32 has to agree
+        tolerance = float("inf") if tf32 or args.precision != "fp32" else args.tolerance
         res["output_rel_error"] = _agreement(name, "torch", ours, res.pop("output"), tolerance)
         res["device"] = str(tdev)
         rows[label] = res

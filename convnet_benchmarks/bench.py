@@ -63,22 +63,31 @@ def build_cltensor(name, device, dtype, seed=0):
     return model.to(device=device, dtype=dtype) if hasattr(model, "to") else model
 
 
-def run_cltensor(name, device, dtype, iterations, x_np, g_np, model=None):
+# --precision: the autocast dtype of the forward pass (fp32: none)
+PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
+
+
+def run_cltensor(name, device, dtype, iterations, x_np, g_np, model=None, precision="fp32"):
     import cltensor as ct
     model = model or build_cltensor(name, device, dtype)
     x = ct.from_numpy(x_np, device=device, dtype=dtype)
     g = ct.from_numpy(g_np, device=device, dtype=dtype)
+    low = PRECISIONS[precision]
+
+    def forward():
+        with ct.autocast("opencl", dtype=getattr(ct, low or "float16"), enabled=low is not None):
+            return model(x)
 
     def backward(out):
         model.zero_grad(set_to_none=True)
-        out.backward(g)
+        out.backward(g if out.dtype == g.dtype else g.to(out.dtype))
 
     ct.reset_peak_memory_stats(device)
-    res = time_steps(lambda: model(x), backward, device.synchronize, iterations,
-                     f"cltensor {name}")
+    res = time_steps(forward, backward, device.synchronize, iterations,
+                     f"cltensor {name}{'' if low is None else ' ' + precision}")
     res["peak_memory_mb"] = ct.memory_stats(device)["peak"] / 2**20
     with ct.profile() as prof:
-        backward(model(x))
+        backward(forward())
     res["kernels"] = [{"name": n, "calls": c, "ms": round(t, 3)} for n, c, t, _ in prof.table()[:12]]
     return res
 
@@ -126,7 +135,8 @@ def build_torch(name, state_dict, tdev, dtype):
     return model.to(device=tdev, dtype=getattr(torch, str(np.dtype(dtype))))
 
 
-def run_torch(name, state_dict, x_np, g_np, tdev, dtype, iterations, tf32=False, threads=None):
+def run_torch(name, state_dict, x_np, g_np, tdev, dtype, iterations, tf32=False, threads=None,
+              precision="fp32"):
     import torch
     if threads:
         torch.set_num_threads(threads)
@@ -137,9 +147,16 @@ def run_torch(name, state_dict, x_np, g_np, tdev, dtype, iterations, tf32=False,
     x = torch.from_numpy(x_np).to(tdev)
     g = torch.from_numpy(g_np).to(tdev)
 
+    low = PRECISIONS[precision]
+
+    def forward():
+        with torch.autocast(tdev.type, dtype=getattr(torch, low or "bfloat16"),
+                            enabled=low is not None):
+            return model(x)
+
     def backward(out):
         model.zero_grad(set_to_none=True)
-        out.backward(g)
+        out.backward(g.to(out.dtype))
 
     def sync():
         if tdev.type == "cuda":
@@ -147,12 +164,12 @@ def run_torch(name, state_dict, x_np, g_np, tdev, dtype, iterations, tf32=False,
 
     if tdev.type == "cuda":
         torch.cuda.reset_peak_memory_stats()
-    label = f"torch {name}{' tf32' if tf32 else ''}"
-    res = time_steps(lambda: model(x), backward, sync, iterations, label)
+    label = f"torch {name}{' tf32' if tf32 else ''}{'' if low is None else ' ' + precision}"
+    res = time_steps(forward, backward, sync, iterations, label)
     if tdev.type == "cuda":
         res["peak_memory_mb"] = torch.cuda.max_memory_allocated() / 2**20
     with torch.no_grad():
-        res["output"] = model(x).float().cpu().numpy()
+        res["output"] = forward().float().cpu().numpy()
     return res
 
 

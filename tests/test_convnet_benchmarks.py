@@ -212,6 +212,32 @@ def test_fast_conv_row(device, small_model, tmp_path, monkeypatch):
     assert seen == ["accurate", "fast"] and ct.backends.conv_precision == "accurate"
 
 
+@pytest.mark.parametrize("precision, low", [("bf16", "bfloat16"), ("fp16", "float16")])
+def test_precision_runs_the_forward_under_autocast(device, small_model, tmp_path, monkeypatch,
+                                                   precision, low):
+    """--precision bf16|fp16: the timed forward under autocast (a low-precision output, float32
+    parameters), torch's row under torch.autocast, the precision in the JSON row."""
+    outputs = []
+    real = bench.time_steps
+
+    def spy(forward, backward, *args):
+        def traced():
+            out = forward()
+            outputs.append(str(out.dtype).rsplit(".", 1)[-1])
+            return out
+        return real(traced, backward, *args)
+    monkeypatch.setattr(bench, "time_steps", spy)
+    out = tmp_path / "res.json"
+    argv = ["--model", "small", "--batch-size", "2", "--iterations", "1", "--device",
+            device.index, "--precision", precision, "--compare", "torch", "--no-layers",
+            "--json", str(out)]
+    assert main(argv) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["precision"] == precision and row["cltensor"]["total"]["median"] > 0
+    assert row["torch"]["output_rel_error"] < 0.05  # reported: autocast rounds differently
+    assert set(outputs) == {low}  # cltensor's and torch's forwards alike
+
+
 def test_compare_tinygrad_end_to_end(device, small_model, tmp_path):
     """--compare torch,tinygrad: the same network in all three, tinygrad's output checked against
     cltensor's and its times in the JSON and the markdown table (or, on a device tinygrad's

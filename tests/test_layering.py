@@ -128,7 +128,7 @@ LAYERS = (
                       "ops.searching", "linalg", "composed_methods"}),
     ("conv", {"conv"}),
     ("nn and optim", {"nn", "optim", "distributions", "utils", "serialization", "distributed",
-                      "special", "testing", "plugins", "cuda", "accelerator"}),
+                      "special", "testing", "plugins", "cuda", "accelerator", "amp"}),
     ("top", {"", "__main__", "torch", "demo", "compiler", "onnx", "tune"}),
 )
 
@@ -248,8 +248,8 @@ def test_the_cycle_finder_sees_cycles():
 
 
 # the top layer, which the package root never imports: it may use the public API as users do
-ROOT_USERS = {"demo", "torch.math_ops", "torch.nn_ops", "torch.norm_ops", "torch.optim_ops",
-              "torch.reduce_ops", "torch.select_ops"}
+ROOT_USERS = {"demo", "torch.math_ops", "torch.nn_ops", "torch.norm_ops",
+              "torch.optim_ops", "torch.reduce_ops", "torch.select_ops"}
 
 
 def test_no_module_imports_the_package_root():

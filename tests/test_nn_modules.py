@@ -863,7 +863,7 @@ def test_save_load_dtypes_keys_and_file_objects(device, rng, tmp_path):
     assert back["number"] == 3.5 and type(back["number"]) is float  # numbers stay numbers
     half = tmp_path / "half.npz"
     np.savez(half, w=np.ones(3, np.float16))
-    assert load(half)["w"].dtype == np.float32
+    assert load(half)["w"].dtype == cltensor.float16  # kept, not widened
 
 
 def test_save_load_errors(device, tmp_path):

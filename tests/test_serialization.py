@@ -284,7 +284,7 @@ def test_torch_checkpoint_loads_in_cltensor(device, tmp_path):
     for name, t in typed.items():
         want = t.float().numpy() if t.dtype in (torch.float16, torch.bfloat16) else t.numpy()
         assert got["typed"][name].tolist() == want.tolist(), name
-    for name in ("uint8", "int8", "int16"):  # kept, not widened
+    for name in ("uint8", "int8", "int16", "float16", "bfloat16"):  # kept, not widened
         assert got["typed"][f"torch.{name}"].dtype == getattr(ct, name)
     assert (got["n"], got["x"]) == (4, 0.25)
     with pytest.raises(TypeError, match="ComplexFloatStorage"):

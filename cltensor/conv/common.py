@@ -5,11 +5,25 @@ import weakref
 import numpy as np
 
 from .. import backends, caches, program
+from .. import dtypes as dt
 from ..device import capturing
 from ..ops import elementwise as ew
 from ..ops.reduce import sum as sum_
 from ..program import ctype_of, launch, round_up
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
+
+def half_fallback(fn, input, weight, bias, *args, **kwargs):
+    """fn on float32 copies of float16/bfloat16 operands, the result cast back to the input's
+    dtype (differentiable casts): the convolutions' kernels read 32- or 64-bit floats only."""
+    def widen(t):
+        return t.to(dt.float32) if isinstance(t, ClTensor) and t.dtype in dt.HALF_TYPES else t
+    out = fn(widen(input), widen(weight), widen(bias), *args, **kwargs)
+    return out.to(input.dtype)
+
+
+def is_half(t):
+    return isinstance(t, ClTensor) and t.dtype in dt.HALF_TYPES
+
 
 LOCAL_1D = 256  # work-group size of the 1-d copy kernels off the CPU
 # weight Storage -> {view key: (version, value)}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from ..ops import elementwise as ew
 from ..tensor import ClTensor
-from . import dispatch
+from . import common, dispatch
 from .function import ConvTranspose2dFunction
 from .params import Pair, _pair, make_params
 
@@ -46,6 +46,9 @@ def conv_transpose2d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = 
         >>> conv_transpose2d(x, w, stride=2, padding=1, output_padding=1).shape
         (2, 4, 14, 14)
     """
+    if common.is_half(input):  # float32 scratch copies: docs/half.md
+        return common.half_fallback(conv_transpose2d, input, weight, bias, stride, padding,
+                                    output_padding, groups, dilation, algo)
     unbatched = isinstance(input, ClTensor) and input.ndim == 3
     if unbatched:
         input = input.unsqueeze(0)

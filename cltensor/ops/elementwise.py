@@ -151,6 +151,7 @@ def check_writable(out, op):
 
 def launch_elementwise(op_macro, operands, out, compute_dtype, user_op=None):
     """out[...] = OP(operands...), operands being tensors (broadcast to out.shape) or scalars."""
+    compute_dtype = dt.compute_dtype(compute_dtype)
     tensors = [x for x in operands if isinstance(x, ClTensor)]
     device = out.device
     if any(overlaps_differently(out, t) for t in tensors):

@@ -7,8 +7,10 @@ contiguous, or channels_last when a 4-d input is.
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..program import ctype_of, get_kernel, launch, read_sources, round_up
 from ..tensor import CHANNELS_LAST, ClTensor
+from . import elementwise as ew
 from .pool import launch_grid, layout_of
 from .softmax import rows
 
@@ -22,7 +24,11 @@ OPT = {"weight": 1, "bias": 2, "running": 4}  # must match OPT_* in norm.cl
 
 
 def _kernel(device, name, dtype, lanes=1):
-    return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype), "LANES": lanes},
+    """float16/bfloat16 data (batch norm only) is stored as DATA_T, computed in float."""
+    defines = {"T": ctype_of(dt.compute_dtype(dtype)), "LANES": lanes}
+    if dtype in dt.HALF_TYPES:
+        defines["DATA_T"] = ctype_of(dtype)
+    return get_kernel(device, KERNEL_FILE, name, defines,
                       read_sources("compensated.cl", KERNEL_FILE))  # ksum
 
 
@@ -61,6 +67,9 @@ def _opt(weight=None, bias=None, running=None):
 
 def lrn(x, size, alpha, beta, k, save_scale):
     """(y, scale or None) of an (N, C, ...) floating tensor."""
+    if x.dtype in dt.HALF_TYPES:
+        raise TypeError(f"local_response_norm: {x.dtype} tensors are not supported; convert "
+                        f"them with .float() first")
     y = _output(x)
     scale = _output(x) if save_scale else None
     if x.numel() == 0:
@@ -105,7 +114,7 @@ def _reduce(x, vx, N, C, S, g=None, vg=None, mean=None):
     """The (C, P, 2) partial sums of bn_reduce (statistics, or gradient sums with g)."""
     M = N * S
     P, lanes = _plan(x.device, M, C)
-    part = ClTensor.empty_on((C, P, 2), x.dtype, x.device)
+    part = ClTensor.empty_on((C, P, 2), dt.compute_dtype(x.dtype), x.device)
     kern = _kernel(x.device, "bn_reduce", x.dtype, lanes)
     launch(x.device, kern, (P * lanes, C), (lanes, 1), np.int64(N), np.int64(S),
            np.int64(-(-M // P)), np.int32(g is not None), x.storage.buf, vx,
@@ -125,27 +134,42 @@ def batch_norm_train(x, weight, bias, running_mean, running_var, momentum, eps):
     y = _output(x)
     x, (N, C, S), vx = rows(x, 1)
     part, P = _reduce(x, vx, N, C, S)
-    mean, invstd = (ClTensor.empty_on((C,), x.dtype, x.device) for _ in range(2))
-    coef = ClTensor.empty_on((2, C), x.dtype, x.device)
-    ft = x.dtype.type
+    acc = dt.compute_dtype(x.dtype)
+    mean, invstd = (ClTensor.empty_on((C,), acc, x.device) for _ in range(2))
+    coef = ClTensor.empty_on((2, C), acc, x.device)
+    ft = acc.type
+    weight, bias, run_mean, run_var = (_widened(t, acc)
+                                       for t in (weight, bias, running_mean, running_var))
     _launch(x.device, _kernel(x.device, "bn_stats", x.dtype), C, np.int64(C), np.int64(N * S),
-            np.int64(P), _opt(weight, bias, running_mean), part.storage.buf, x.storage.buf, vx,
-            ft(eps), ft(momentum), _buf(weight, x), _buf(bias, x), _buf(running_mean, x),
-            _buf(running_var, x), mean.storage.buf, invstd.storage.buf, coef.storage.buf)
-    if running_mean is not None:
-        running_mean.storage.version += 1
-        running_var.storage.version += 1
+            np.int64(P), _opt(weight, bias, run_mean), part.storage.buf, x.storage.buf, vx,
+            ft(eps), ft(momentum), _buf(weight, mean), _buf(bias, mean), _buf(run_mean, mean),
+            _buf(run_var, mean), mean.storage.buf, invstd.storage.buf, coef.storage.buf)
+    for wide, running in ((run_mean, running_mean), (run_var, running_var)):
+        if running is not None:
+            if wide is not running:  # 16-bit running statistics: updated in float32
+                ew.copy(wide, running)
+            running.storage.version += 1
     return _apply(x, vx, N, C, S, coef, y), mean, invstd
+
+
+def _widened(t, acc):
+    """t as the kernels read it: a float32 copy of a 16-bit parameter (None stays None)."""
+    if t is None or t.dtype is acc:
+        return t
+    return ew.copy(t, ClTensor.empty_on(t.shape, acc, t.device))
 
 
 def batch_norm_eval(x, weight, bias, running_mean, running_var, eps):
     """(y, invstd) from the running statistics."""
     y = _output(x)
     x, (N, C, S), vx = rows(x, 1)
-    invstd = ClTensor.empty_on((C,), x.dtype, x.device)
-    coef = ClTensor.empty_on((2, C), x.dtype, x.device)
+    acc = dt.compute_dtype(x.dtype)
+    invstd = ClTensor.empty_on((C,), acc, x.device)
+    coef = ClTensor.empty_on((2, C), acc, x.device)
+    weight, bias, running_mean, running_var = (
+        _widened(t, acc) for t in (weight, bias, running_mean, running_var))
     _launch(x.device, _kernel(x.device, "bn_eval_coeffs", x.dtype), C, np.int64(C),
-            _opt(weight, bias), x.dtype.type(eps), _buf(weight, x), _buf(bias, x),
+            _opt(weight, bias), acc.type(eps), _buf(weight, coef), _buf(bias, coef),
             running_mean.storage.buf, running_var.storage.buf, invstd.storage.buf,
             coef.storage.buf)
     return _apply(x, vx, N, C, S, coef, y), invstd
@@ -167,13 +191,19 @@ def batch_norm_backward(g, x, weight, mean, invstd, train):
     gx = ClTensor.empty_on(x.shape, x.dtype, x.device, layout_of(x))
     x, (N, C, S), vx = rows(x, 1)
     g, _, vg = rows(g, 1)
+    acc = dt.compute_dtype(x.dtype)
+    mean = _widened(mean, acc)  # eval: the running mean, maybe 16-bit
     part, P = _reduce(x, vx, N, C, S, g, vg, mean)
-    grads = ClTensor.empty_on((2, C), x.dtype, x.device)
-    coef = ClTensor.empty_on((3, C), x.dtype, x.device)
+    grads = ClTensor.empty_on((2, C), acc, x.device)
+    coef = ClTensor.empty_on((3, C), acc, x.device)
+    param = weight
+    weight = _widened(weight, acc)
     _launch(x.device, _kernel(x.device, "bn_grads", x.dtype), C, np.int64(C), np.int64(N * S),
-            np.int64(P), _opt(weight), np.int32(train), part.storage.buf, _buf(weight, x),
+            np.int64(P), _opt(weight), np.int32(train), part.storage.buf, _buf(weight, coef),
             mean.storage.buf, invstd.storage.buf,
             grads.storage.buf, coef.storage.buf)
     _apply(x, vx, N, C, S, coef, gx, g, vg)
+    if param is not None and param.dtype is not acc:  # 16-bit parameters get 16-bit grads
+        grads = ew.copy(grads, ClTensor.empty_on(grads.shape, param.dtype, grads.device))
     return gx, grads[0], grads[1]
 

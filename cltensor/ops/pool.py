@@ -40,7 +40,9 @@ INT_OFFSETS_BELOW = 2**31
 def _kernel(device, name, dtype, fields, off):
     """Kernel `name` for `dtype` and offset type `off`; with the window `fields`, from a build
     with them as constants that holds only the kernels of name's form."""
-    defines = {"T": ctype_of(dtype), "OFF": off}
+    defines = {"T": ctype_of(dt.compute_dtype(dtype)), "OFF": off}
+    if dtype in dt.HALF_TYPES:  # 16-bit data through common.cl's LD/ST, computed in float
+        defines.update({"DATA_T": ctype_of(dtype), "DATA_16": None})
     if fields:
         defines.update((f.upper(), v) for f, v in fields.items())
         defines["FORM_ROWS" if name.endswith(("_rows", "_planes")) else "FORM_ITEMS"] = None
@@ -251,7 +253,8 @@ def _forward_by_rows(y):
 def _backward(name, gx, pool_arg, fields, off, *args):
     """Backward kernel `name` into gx in the device's form: one work-item per (n, c) plane
     (rows form: gx must be dense in its layout), or one per element."""
-    if _form(gx.device) == "items":
+    # NOTE: the planes form adds into gx, which would round every sum of 16-bit data
+    if _form(gx.device) == "items" or gx.dtype in dt.HALF_TYPES:
         _launch(name, gx, pool_arg, fields, off, *args)
         return
     N, C, _, W = gx.shape

@@ -134,7 +134,7 @@ def _linspace_args(start, end, steps, dtype, device, op):
         at = _float_at(out.device)
         start, end = at.type(int(start)), at.type(int(end))
     else:
-        at = dtype
+        at = dt.compute_dtype(dtype)  # float16 and bfloat16: float32, as torch's CPU kernels
         start, end = at.type(start), at.type(end)
     end = end if steps > 1 else start
     step = (end - start) / at.type(max(steps - 1, 1))

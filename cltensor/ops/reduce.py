@@ -89,9 +89,11 @@ def get_reduce_kernels(device, spec, in_dtype, acc_dtype, out_dtype, tree):
             defines["ACC_FLOAT"] = None
         if out_dtype == dt.bool_:
             defines["OUT_BOOL"] = None
-        if (device.is_cpu and spec[:3] == SUM[:3] and in_dtype == acc_dtype and
-                dt.is_floating(acc_dtype)):
+        if (device.is_cpu and spec[:3] == SUM[:3] and dt.is_floating(acc_dtype) and
+                (in_dtype == acc_dtype or in_dtype in dt.HALF_TYPES)):
             defines["VEC_SUM"] = VEC_SUM_BYTES // np.dtype(acc_dtype).itemsize
+            if in_dtype in dt.HALF_TYPES:  # converted to float lanes as loaded
+                defines["VEC_HALF" if in_dtype is dt.float16 else "VEC_BF16"] = None
         # NOTE: through get_kernel: bool and uint8 (both uchar) can share one program
         full, part, merge = (get_kernel(device, KERNEL_FILE, name, defines)
                              for name in ("reduce_full", "reduce_part", "reduce_merge"))
@@ -210,6 +212,7 @@ def _run(x, dims, spec, acc_dtype, out_dtype, aux=None, p=0, divisor=1, ordered=
     """Reduce x over `dims` (sorted, normalized): (values, indices or None) as new contiguous
     tensors of the kept shape. `aux` is a contiguous tensor of the kept shape (AUX_MEAN/SHIFT)."""
     plan = _plan(x, dims, ordered)
+    acc_dtype = dt.compute_dtype(acc_dtype)  # 16-bit floats accumulate in float32
     values = ClTensor.empty_on(plan.kept_shape, out_dtype, x.device)
     indices = (ClTensor.empty_on(plan.kept_shape, dt.int64, x.device)
                if spec.kind in INDEX_KINDS else None)
@@ -341,7 +344,8 @@ def _sum_dtype(x, dtype):
 
 
 def _acc_dtype(out_dtype):
-    return out_dtype if dt.is_floating(out_dtype) else dt.int64
+    """float32 sums for the 16-bit floats (as torch), int64 for integers."""
+    return dt.compute_dtype(out_dtype) if dt.is_floating(out_dtype) else dt.int64
 
 
 def _mean_dtype(x, dtype):
@@ -358,7 +362,7 @@ def _mean_dtype(x, dtype):
 
 
 def _extreme_acc(dtype):
-    return dt.int32 if dtype == dt.bool_ else dtype
+    return dt.int32 if dtype == dt.bool_ else dt.compute_dtype(dtype)
 
 
 # ---- sum, mean, prod --------------------------------------------------------------------------
@@ -545,7 +549,8 @@ def _moment(x, dim, unbiased, keepdim, correction, spec, op):
     _floating_only(x, op)
     dims = _dims(x, dim, op)
     n = _count(x, dims)
-    mu, _ = _run(x, dims, SUM, x.dtype, x.dtype, divisor=n)
+    acc = dt.compute_dtype(x.dtype)  # the aux values are read as ACC_T
+    mu, _ = _run(x, dims, SUM, acc, acc, divisor=n)
     values, _ = _run(x, dims, spec, x.dtype, x.dtype, aux=mu, p=n,
                      divisor=builtins.max(0, n - corr))
     return _keep(values, x, dims, keepdim)
@@ -585,9 +590,9 @@ def logsumexp(x, dim, keepdim=False):
     dims = _dims(x, dim, "logsumexp")
     if _count(x, dims) == 0:
         shift = ClTensor.empty_on(tuple(n for i, n in enumerate(x.shape) if i not in dims),
-                                  x.dtype, x.device).fill_(0)
+                                  dt.compute_dtype(x.dtype), x.device).fill_(0)
     else:
-        shift, _ = _run(x, dims, MAX, x.dtype, x.dtype)
+        shift, _ = _run(x, dims, MAX, x.dtype, dt.compute_dtype(x.dtype))
     values, _ = _run(x, dims, LOGSUMEXP, x.dtype, x.dtype, aux=shift)
     return _keep(values, x, dims, keepdim)
 

@@ -116,7 +116,9 @@ def _cat_in_one_launch(tensors, d, out):
     args += [tensors[0].storage.buf, np.int64(0), np.int32(0)] * (CAT_MAX_INPUTS - len(tensors))
     device = out.device
     name = CAT_FORM["cpu" if device.is_cpu else "gpu"]
-    kernel = get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(out.dtype), "ITEMS": CAT_ITEMS})
+    # a copy: 16-bit floats travel as their bits
+    ctype = "ushort" if out.dtype in dt.HALF_TYPES else ctype_of(out.dtype)
+    kernel = get_kernel(device, KERNEL_FILE, name, {"T": ctype, "ITEMS": CAT_ITEMS})
     if name == "cat_rows":
         longest = max(t.shape[d] * inner for t in tensors)
         chunk = min(CAT_ROW_CHUNK, longest)

@@ -23,7 +23,11 @@ TUNING = {"cpu": {"lanes": 1, "min_row": 1, "group": 64},
 
 
 def _kernel(device, name, dtype, lanes=1):
-    return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype), "LANES": lanes},
+    """float16/bfloat16 data (softmax_fwd/bwd only) is stored as S, computed as float."""
+    defines = {"T": ctype_of(dt.compute_dtype(dtype)), "LANES": lanes}
+    if dtype in dt.HALF_TYPES:
+        defines["S"] = ctype_of(dtype)
+    return get_kernel(device, KERNEL_FILE, name, defines,
                       read_sources("compensated.cl", KERNEL_FILE))  # ksum
 
 

@@ -5,8 +5,10 @@ import threading
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..ops import elementwise as ew
 from ..program import ctype_of, get_kernel, launch, round_up
+from ..tensor import ClTensor
 
 KERNEL_FILE = "optim.cl"
 LOCAL_SIZE = 256  # work-group size on GPUs; CPUs let the driver choose
@@ -109,8 +111,14 @@ def _launch(name, param, grad, buffers, scalars, flags):
     """One step of kernel `name` over param and its state tensors `buffers` (placeholders where
     a step keeps none), bumping the versions of everything it writes; held for a multi-tensor
     launch inside batched()."""
+    if param.dtype in dt.HALF_TYPES:
+        return _launch_widened(name, param, grad, buffers, scalars, flags)
     if _holds(name, param, grad, buffers, scalars, flags):
         return
+    _launch_now(name, param, grad, buffers, scalars, flags)
+
+
+def _launch_now(name, param, grad, buffers, scalars, flags):
     device = param.device
     n, nd, shp, vp, vg = _geometry(param, grad)
     if n == 0:
@@ -122,6 +130,22 @@ def _launch(name, param, grad, buffers, scalars, flags):
     launch(device, kernel, (gsize,), local, n, nd, shp, param.storage.buf, vp, grad.storage.buf,
            vg, *[b.storage.buf for b in buffers], *[ft(s) for s in scalars], np.int32(flags))
     _bump([param, *buffers])
+
+
+def _launch_widened(name, param, grad, buffers, scalars, flags):
+    """The step of a float16/bfloat16 parameter on float32 copies of it, its gradient and its
+    state, stored back rounded once (optim.cl reads float and double only). A tensor given in
+    two roles (a placeholder buffer) gets one copy."""
+    wide = {}
+    for t in (param, grad, *buffers):
+        if id(t) not in wide:
+            wide[id(t)] = t if t.dtype == dt.float32 else ew.copy(
+                t, ClTensor.empty_on(t.shape, dt.float32, t.device))
+    # NOTE: launched at once, never held by batched(): the copies back come next
+    _launch_now(name, wide[id(param)], wide[id(grad)], [wide[id(b)] for b in buffers], scalars,
+                flags)
+    for t in {id(t): t for t in (param, *buffers)}.values():
+        ew.copy(wide[id(t)], t)
 
 
 def sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, flags):

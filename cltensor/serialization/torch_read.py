@@ -13,7 +13,7 @@ from collections import Counter, OrderedDict
 import numpy as np
 
 from .. import dtypes as dt
-from ..creation import from_numpy
+from ..creation import from_bfloat16_bits, from_numpy
 from ..size import Size
 from ..tensor import ClTensor
 from .allowlist import allowed as _user_allowed
@@ -124,7 +124,8 @@ class _Loader:
                                  f"{self.storages[key][0]}")
             return self.storages[key][1]
         arr = self._host_array(type_name, key, numel)
-        base = self._remember(from_numpy(arr, device=self.place(arr, location)))
+        make = from_bfloat16_bits if type_name == "BFloat16Storage" else from_numpy
+        base = self._remember(make(arr, device=self.place(arr, location)))
         self.storages[key] = (type_name, base)
         return base
 
@@ -144,12 +145,7 @@ class _Loader:
         if len(data) != numel * dtype.itemsize:
             raise ValueError(f"storage {key!r} holds {len(data)} bytes, not {numel} x "
                              f"{dtype.itemsize}")
-        arr = np.frombuffer(data, dtype.newbyteorder(self.order)).astype(dtype, copy=False)
-        if type_name == "BFloat16Storage":  # the high half of a float32: widened exactly
-            return (arr.astype(np.uint32) << 16).view(np.float32)
-        if dtype == np.float16:
-            return arr.astype(np.float32)
-        return arr
+        return np.frombuffer(data, dtype.newbyteorder(self.order)).astype(dtype, copy=False)
 
     def _remember(self, t):
         self.tensors[id(t)] = (t, dict(vars(t)))

@@ -19,6 +19,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from .. import dtypes as dt
 from ..size import Size
 from ..tensor import ClTensor
 
@@ -76,6 +77,8 @@ class _Storages:
     def host_arrays(self):
         for key, (dtype, _, source) in enumerate(self.items):
             arr = source.numpy() if isinstance(source, ClTensor) else source
+            if dtype is dt.bfloat16:  # numpy() gave float32: back to the stored bits
+                arr, dtype = dt.bf16_bits(arr), np.dtype(np.uint16)
             yield str(key), np.ascontiguousarray(arr, dtype=dtype.newbyteorder("<")).reshape(-1)
 
 
@@ -129,6 +132,8 @@ class _Pickler:
             self._open.discard(id(obj))
 
     def _storage_type(self, dtype, where):
+        if dtype is dt.bfloat16:
+            return b"ctorch\nBFloat16Storage\n"
         if dtype not in STORAGE_OF:
             raise TypeError(f"save: {where} has dtype {dtype}, which cannot be saved "
                             f"({', '.join(str(d) for d in STORAGE_OF)})")

@@ -165,6 +165,10 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     _check_class_target(input, target, cdim, op)
     if input.shape[cdim] == 0:
         raise ValueError(f"{op}: the input has no classes (shape {input.shape})")
+    if input.dtype in dt.HALF_TYPES:  # the fused kernels read float32/64: widened copies
+        weight = weight if weight is None else weight.to(dt.float32)
+        return _CrossEntropy.apply(input.to(dt.float32), target, weight, cdim,
+                                   int(ignore_index), reduction, eps).to(input.dtype)
     return _CrossEntropy.apply(input, target, weight, cdim, int(ignore_index), reduction, eps)
 
 

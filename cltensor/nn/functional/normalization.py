@@ -147,7 +147,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     C = _channels(input, op)
     if (running_mean is None) != (running_var is None):
         raise ValueError(f"{op}: give both running_mean and running_var, or neither")
-    tensors = [_per_channel(t, name, input, C, op) for t, name in
+    tensors = [_per_channel(t, name, input, C, op, mixed=True) for t, name in
                ((running_mean, "running_mean"), (running_var, "running_var"),
                 (weight, "weight"), (bias, "bias"))]
     _no_grad_for(op, running_mean=running_mean, running_var=running_var)

@@ -45,14 +45,15 @@ def _dense(t):
     return t if t is None or (t.is_contiguous() and t.offset == 0) else t.clone()
 
 
-def _per_channel(t, name, x, size, op):
-    """An optional 1-d per-channel (or per-class) tensor of x's dtype and device, checked."""
+def _per_channel(t, name, x, size, op, mixed=False):
+    """An optional 1-d per-channel (or per-class) tensor of x's dtype and device, checked;
+    `mixed` also takes float32 ones for a float16/bfloat16 x (batch norm's mixed precision)."""
     if t is None:
         return None
     _tensor(t, name, op)
     if t.shape != (size,):
         raise ValueError(f"{op}: {name} must have shape ({size},), got {t.shape}")
-    if t.dtype != x.dtype:
+    if t.dtype != x.dtype and not (mixed and x.dtype in dt.HALF_TYPES and t.dtype == dt.float32):
         raise TypeError(f"{op}: {name} has dtype {t.dtype} but the input has {x.dtype}")
     common_device([x, t], op)
     return t

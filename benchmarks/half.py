@@ -1,0 +1,110 @@
+"""float32 against float16 and bfloat16 storage: memory-bound ops on tensors of --mib MiB (of
+float32; the 16-bit ones hold the same elements in half the bytes) and the peak memory of a
+small CNN's training step, float32 against autocast.
+
+    python benchmarks/half.py [--mib 64] [--reps 5] [--batch 32] [--device SPEC] [--json out.json]
+
+Each op runs once per dtype in turn, --reps rounds (interleaved, so a busy machine slows all
+dtypes alike); the table gives the median ms per dtype and the 16-bit ones' speed-ups. The
+memory figure is cltensor.memory_stats' peak over one forward and backward (parameters float32).
+"""
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import cltensor as ct  # noqa: E402
+import cltensor.nn.functional as F  # noqa: E402
+
+DTYPES = ("float32", "float16", "bfloat16")
+OPS = {
+    "copy (clone)": lambda x: x.clone(),
+    "relu": F.relu,
+    "add": lambda x: x + x,
+    "x * 0.5 + 1": lambda x: x * 0.5 + 1,
+    "sum over rows": lambda x: x.sum(1),
+    "softmax over rows": lambda x: F.softmax(x, 1),
+    "batch_norm (train)": lambda x: F.batch_norm(x.view(64, -1, 64, 64)[:, :16], None, None,
+                                                 training=True),
+    "layer_norm": lambda x: F.layer_norm(x, x.shape[1:]),
+    "max_pool2d 2x2": lambda x: F.max_pool2d(x.view(64, -1, 64, 64), 2),
+}
+
+
+def time_op(fn, x, device):
+    device.synchronize()
+    t = time.perf_counter()
+    fn(x)
+    device.synchronize()
+    return (time.perf_counter() - t) * 1e3
+
+
+def bench_ops(device, mib, reps):
+    n = mib * 2**20 // 4
+    base = ct.randn(64, n // 64, device=device)
+    inputs = {d: base.to(getattr(ct, d)) for d in DTYPES}
+    rows = []
+    for name, fn in OPS.items():
+        for d in DTYPES:
+            fn(inputs[d])  # builds the kernels
+        times = {d: [] for d in DTYPES}
+        for _ in range(reps):
+            for d in DTYPES:
+                times[d].append(time_op(fn, inputs[d], device))
+        med = {d: statistics.median(v) for d, v in times.items()}
+        rows.append({"op": name, **{f"{d}_ms": round(med[d], 2) for d in DTYPES},
+                     **{f"{d}_speedup": round(med["float32"] / med[d], 2) for d in DTYPES[1:]}})
+        print(f"{name:20s} " + "  ".join(f"{d} {med[d]:8.2f} ms" for d in DTYPES) +
+              "  speed-up " + " / ".join(f"{med['float32'] / med[d]:.2f}x" for d in DTYPES[1:]),
+              flush=True)
+    return rows
+
+
+def cnn():
+    nn = ct.nn
+    return nn.Sequential(nn.Conv2d(3, 32, 3, padding=1), nn.BatchNorm2d(32), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(32, 64, 3, padding=1), nn.BatchNorm2d(64),
+                         nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+
+
+def peak_memory(device, precision, batch=32):
+    ct.manual_seed(0)
+    model = cnn().to(device)
+    x = ct.randn(batch, 3, 64, 64, device=device)
+    y = ct.randint(0, 10, (batch,), device=device)
+    low = {"fp32": None, "bf16": ct.bfloat16, "fp16": ct.float16}[precision]
+    ct.empty_cache(device)
+    ct.reset_peak_memory_stats(device)
+    before = ct.memory_stats(device)["allocated"]
+    with ct.autocast("opencl", dtype=low or ct.float16, enabled=low is not None):
+        loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    device.synchronize()
+    return (ct.memory_stats(device)["peak"] - before) / 2**20
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--mib", type=int, default=64)
+    p.add_argument("--reps", type=int, default=5)
+    p.add_argument("--batch", type=int, default=32, help="the CNN's batch (peak memory)")
+    p.add_argument("--device", default=None)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    device = ct.get_device(args.device)
+    print(f"device: {device.name}; {args.mib} MiB of float32 per input")
+    rows = bench_ops(device, args.mib, args.reps)
+    memory = {pr: round(peak_memory(device, pr, args.batch), 1) for pr in ("fp32", "bf16", "fp16")}
+    print("peak memory of a CNN training step (MiB above the start): " +
+          ", ".join(f"{k} {v}" for k, v in memory.items()))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": device.name, "mib": args.mib,
+                                               "ops": rows, "peak_mib": memory}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
