@@ -1,11 +1,11 @@
 """linear and bilinear: the affine maps of nn.Linear and nn.Bilinear."""
 
 from ...autograd import Function
-from ...autograd.functions import _where
 from ...autograd.functions.common import _reduce_to
 from ...autograd.functions.matmul import _is_transposed, _mm_like
 from ...autograd.namespace import addmm
 from ...ops.gemm import gemm
+from .activation import relu_grad
 from .utils import _float_tensor, _loss_operand, _per_channel, _tensor
 
 __all__ = ["bilinear", "linear"]
@@ -60,7 +60,7 @@ class _LinearReLU(Function):
     @staticmethod
     def backward(ctx, g):
         x, wt, y = ctx.saved_tensors
-        g = _where(y > 0, g, 0.0)  # as ReLU's backward
+        g = relu_grad(g, y)
         need_x, need_w, need_b = ctx.needs_input_grad
         gb = _reduce_to(g, ctx.bias) if need_b else None
         if ctx.bias is None:  # matmul's gradients

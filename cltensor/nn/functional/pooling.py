@@ -6,10 +6,9 @@ import numbers
 
 from ... import dtypes as dt
 from ...autograd import Function, is_grad_enabled
-from ...autograd.functions import _where
 from ...autograd.namespace import zeros
 from ...ops import pool
-from .activation import relu
+from .activation import relu, relu_grad
 from .utils import (_drop_height, _float_tensor, _linear_backward, _number, _row, _single, _tensor,
                     _tuple, _unit_height)
 
@@ -36,7 +35,7 @@ class _MaxPool2d(Function):
     def backward(ctx, g, _g_indices=None):
         idx, y = ctx.saved_tensors
         if y is not None:
-            g = _where(y > 0, g, 0.0)
+            g = relu_grad(g, y)
         if is_grad_enabled():
             return _scattered(g, idx, ctx.x_shape), None, None, None, None
         gx = pool.max_pool2d_backward(g, idx, ctx.x_shape, ctx.layout, ctx.fields)
