@@ -154,3 +154,78 @@ void gemm_rowdot_wg(const int M, const int N, const int K, const int row0, BATCH
     if (n0 + j < N) EPILOGUE(i, n0 + j, part[q][0])
   }
 }
+
+/* gemm_rowaxpy (CPUs): a few rows times a B whose columns are contiguous (a linear layer's
+ * input gradient g @ W at a small batch, W N x K row-major read as K x N): B[k][n] at
+ * B[ob + k*ldb + n]. Each work-item takes NV vectors of VW consecutive columns and all M rows
+ * and walks down K, adding A[m][k] * B[k][n..] into M * NV vector accumulators: B is streamed
+ * once, row strip by row strip. Sums run in blocks of KB over K added into second sums (as
+ * gemm_packed's), so long K keeps a blocked sum's error. The last work-item's columns past N
+ * are loaded from clamped addresses and not stored. Global size at least
+ * (ceil(N / (NV * VW)), 1, batches), any local size; row0 must be 0.
+ *
+ * Build options: T; MR (= M); ALIGNED (ldb, B's offsets and N multiples of VW).
+ * Tunables: NV (vectors per work-item), VW (vector width), KB (block of the sums over K).
+ */
+#ifndef NV
+#define NV 2
+#endif
+#ifndef KB
+#define KB 64
+#endif
+
+__kernel void gemm_rowaxpy(const int M, const int N, const int K, const int row0, BATCH_ARGS,
+                           __global const T* A, const View va, const long lda, const long a_cs,
+                           __global const T* B, const View vb, const long ldb,
+                           const long b_cs, EPI_ARGS) {
+  const int n0 = get_global_id(0) * NV * VW;
+  if (n0 >= N) return;
+  const long b = batch0 + get_global_id(2);
+  __global const T* pa = A + batch_offset(b, nbd, batch, va);
+  __global const T* pb = B + batch_offset(b, nbd, batch, vb);
+  int col[NV];
+#pragma unroll
+  for (int j = 0; j < NV; ++j) col[j] = min(n0 + j * VW, N - VW);  /* N >= VW: see the runner */
+  VT acc[MR][NV], part[MR][NV];
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int j = 0; j < NV; ++j) acc[i][j] = (VT)0;
+  for (int k0 = 0; k0 < K; k0 += KB) {
+#pragma unroll
+    for (int i = 0; i < MR; ++i)
+#pragma unroll
+      for (int j = 0; j < NV; ++j) part[i][j] = (VT)0;
+    const int k1 = min(k0 + KB, K);
+    for (int k = k0; k < k1; ++k) {
+      __global const T* row = pb + (long)k * ldb;
+      VT bv[NV];
+#pragma unroll
+      for (int j = 0; j < NV; ++j) bv[j] = LOADV(row + col[j]);
+#pragma unroll
+      for (int i = 0; i < MR; ++i) {
+        const T a = pa[(long)i * lda + (long)k * a_cs];
+#pragma unroll
+        for (int j = 0; j < NV; ++j) part[i][j] += a * bv[j];
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < MR; ++i)
+#pragma unroll
+      for (int j = 0; j < NV; ++j) acc[i][j] += part[i][j];
+  }
+  const long oci = batch_offset(b, nbd, batch, vci);
+  const long oco = batch_offset(b, nbd, batch, vco);
+#pragma unroll
+  for (int i = 0; i < MR; ++i)
+#pragma unroll
+    for (int j = 0; j < NV; ++j) {
+      LanesV u;
+      u.v = acc[i][j];
+      /* a clamped vector's lanes below n0 + j * VW belong to another vector: skipped */
+      const int skip = n0 + j * VW - col[j];
+#pragma unroll
+      for (int e = 0; e < VW; ++e)
+        if (e >= skip && col[j] + e < N) EPILOGUE(i, col[j] + e, u.s[e])
+    }
+}

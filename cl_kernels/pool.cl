@@ -44,8 +44,9 @@
  *   OFF      the type of element offsets and of View4's fields: long (default), or int when every
  *            buffer of the launch holds fewer than 2^31 elements (GPUs do 64-bit multiplies in
  *            several instructions, and the window's address arithmetic bounds these kernels)
- * Kernel flags (arguments, to keep builds few): c_last (NHWC work order), with_idx (max_pool2d
- * forward also writes the argmax).
+ * Kernel flags (arguments, to keep builds few): c_last (NHWC work order), with_idx
+ * (adaptive_max_pool2d forward also writes the argmax), flags of max_pool2d forward: POOL_IDX (also write the argmax), POOL_RELU (store max(y, 0), NaN kept: relu of the
+ * pooled output, whose argmax and gradient mask are those of relu(max_pool2d(x))).
  * Tunables: none; the launcher picks work sizes. With the geometry baked, unit dilation and
  * stride 1 or 2, the rows form computes the inside of contiguous rows 8 outputs at a time
  * (VECTOR_ROWS, below).
@@ -58,6 +59,9 @@
 #define DATA_T T
 #endif
 #include "common.cl"
+
+#define POOL_IDX 1
+#define POOL_RELU 2
 
 typedef struct { OFF off, n, c, h, w; } View4;
 typedef struct {
@@ -199,15 +203,16 @@ ALWAYS_INLINE T max_window(const Pool p, __global const DATA_T* x, const View4 v
 }
 
 #ifdef FORM_ITEMS
-__kernel void max_pool2d_fwd(const Pool p, const int c_last, const int with_idx,
+__kernel void max_pool2d_fwd(const Pool p, const int c_last, const int flags,
                              __global const DATA_T* x, const View4 vx, __global DATA_T* y,
                              const View4 vy,
                              __global int* idx, const View4 vi) {
   Pos q;
   if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
   int arg;
-  ST(DATA_T, y, at(vy, q), max_window(p, x, vx, plane(vx, q), q.y, q.x, 1, &arg));
-  if (with_idx) idx[at(vi, q)] = arg;
+  const T v = max_window(p, x, vx, plane(vx, q), q.y, q.x, 1, &arg);
+  ST(DATA_T, y, at(vy, q), (flags & POOL_RELU) && v < (T)0 ? (T)0 : v);
+  if (flags & POOL_IDX) idx[at(vi, q)] = arg;
 }
 #endif
 
@@ -250,7 +255,7 @@ inline VTP taps(__global const DATA_T* r, const int w) {
  * left to the scalar loop. */
 inline int max_row_vectors(const Pool p, __global const DATA_T* x, const OFF base, const int oh,
                            int ow, const int end, const OFF vxh, __global DATA_T* yrow,
-                           __global int* irow, const int with_idx) {
+                           __global int* irow, const int flags) {
   const int h0 = oh * SH - PH;
   const int hf = h0 + first_tap(h0, DH) * DH; /* the first row inside: the argmax if none wins */
   const int8 lane = (int8)(0, 1, 2, 3, 4, 5, 6, 7) * SW;
@@ -270,15 +275,16 @@ inline int max_row_vectors(const Pool p, __global const DATA_T* x, const OFF bas
         pos = convert_int8(take) ? h * p.W + w0 + b + lane : pos;
       }
     }
+    if (flags & POOL_RELU) best = best < (VTP)0 ? (VTP)0 : best;
     *(__global VTP_U*)(yrow + ow) = best;
-    if (with_idx) *(__global INT8_U*)(irow + ow) = pos;
+    if (flags & POOL_IDX) *(__global INT8_U*)(irow + ow) = pos;
   }
   return ow;
 }
 #endif
 
 #ifdef FORM_ROWS
-__kernel void max_pool2d_fwd_rows(const Pool p, const int with_idx,
+__kernel void max_pool2d_fwd_rows(const Pool p, const int flags,
                                   __global const DATA_T* x, const View4 vx, __global DATA_T* y,
                                   const View4 vy, __global int* idx, const View4 vi) {
   Pos q;
@@ -290,13 +296,14 @@ __kernel void max_pool2d_fwd_rows(const Pool p, const int with_idx,
     int from = part == 0 ? 0 : part == 1 ? begin : end;
     const int to = part == 0 ? begin : part == 1 ? end : p.OW;
 #if VECTOR_ROWS
-    if (part == 1 && vx.w == 1 && vy.w == 1 && (!with_idx || vi.w == 1))
-      from = max_row_vectors(p, x, base, q.y, from, to, vx.h, y + yr, idx + ir, with_idx);
+    if (part == 1 && vx.w == 1 && vy.w == 1 && (!(flags & POOL_IDX) || vi.w == 1))
+      from = max_row_vectors(p, x, base, q.y, from, to, vx.h, y + yr, idx + ir, flags);
 #endif
     for (int ow = from; ow < to; ++ow) {
       int arg;
-      ST(DATA_T, y, yr + ow * vy.w, max_window(p, x, vx, base, q.y, ow, part != 1, &arg));
-      if (with_idx) idx[ir + ow * vi.w] = arg;
+      const T v = max_window(p, x, vx, base, q.y, ow, part != 1, &arg);
+      ST(DATA_T, y, yr + ow * vy.w, (flags & POOL_RELU) && v < (T)0 ? (T)0 : v);
+      if (flags & POOL_IDX) idx[ir + ow * vi.w] = arg;
     }
   }
 }

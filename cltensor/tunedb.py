@@ -111,7 +111,8 @@ _XGEMM_SET = _dict({"MWG": _int(1, 1024), "NWG": _int(1, 1024), "KWG": _int(1, 2
 GEMM_ENTRY = _dict({
     "family": ("in", ("direct", "tiled", "packed", "xgemm")), "small": ("in", ("direct", "tiled")),
     "min_work": _int(0, _BIG), "min_dim": _int(0, _BIG), "min_m": _int(0, _BIG),
-    "rowdot_max_m": _int(0, 1024), "rowdot_wg": _BIT, "split_cost_us": ("num", 0.0), "bandwidth_gbs": _RATE,
+    "rowdot_max_m": _int(0, 1024), "rowdot_wg": _BIT, "rowaxpy_max_m": _int(0, 64),
+    "split_cost_us": ("num", 0.0), "bandwidth_gbs": _RATE,
     "threads_per_cu": _int(1, 65536), "compute_units": _int(1, 65536), "split_k": ("bool",),
     "direct": _DIRECT, "tiled": _TILED, "rowdot": _ROWDOT, "packed": _PACKED,
     "xgemm": ("list", _XGEMM_SET), "cx_sets": ("list", _XGEMM_SET),

@@ -201,6 +201,12 @@ def section_gemm():
         out = cltensor.empty(m, n)
         gemm_ops.gemm_into(dev(x)[:, 1:], dev(w)[:, 1:].mT, out, entry=entry)
         assert_close(out, x[:, 1:].astype(np.float64) @ w[:, 1:].T, rtol=1e-4)
+    entry = dict(entry, rowdot_max_m=0, rowaxpy_max_m=8)
+    for m, n, k in [(1, 16, 3), (3, 37, 70), (8, 33, 9)]:   # gemm_rowaxpy: g @ W
+        g, w = rand(m, k), rand(k, n + 1)
+        out = cltensor.empty(m, n)
+        gemm_ops.gemm_into(dev(g), dev(w)[:, 1:], out, entry=entry)
+        assert_close(out, g.astype(np.float64) @ w[:, 1:], rtol=1e-4)
 
 
 def conv_ref(x, w, stride, padding):
@@ -301,8 +307,10 @@ def section_pool():
               F.avg_pool2d(xt, 3, 2, 1, count_include_pad=False), F.max_pool2d(xt, 2, dilation=2)]:
         y.backward(dev(rand(*y.shape)), retain_graph=True)  # xt is shared
     assert np.isfinite(x.grad.numpy()).all()
+    wide = dev(rand(1, 2, 4, 21)).requires_grad_()  # rows of 21: the vector loop, baked
     with setting(pool_ops, "BAKE_MIN_TAPS", 0):  # the window baked in (-D)
-        for y in [F.max_pool2d(x, 3, 2, 1, ceil_mode=True), F.avg_pool2d(xt, 3, 1, 1)]:
+        for y in [F.max_pool2d(x, 3, 2, 1, ceil_mode=True), F.avg_pool2d(xt, 3, 1, 1),
+                  F.max_pool2d(x, 2, relu=True), F.max_pool2d(wide, 3, 1, 1, relu=True)]:
             y.backward(dev(rand(*y.shape)), retain_graph=True)
     assert np.isfinite(x.grad.numpy()).all()
 

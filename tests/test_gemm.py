@@ -981,6 +981,24 @@ def test_rowdot_linear_layers(device, rng, fp_dtypes, m, kernel):
         _check_rowdot(device, rng, dtype, m, kernel)
 
 
+def epilogue_args(device, rng, dtype, m, n, epi):
+    """gemm_into's keyword arguments for the epilogue named by epi (alpha, beta, relu,
+    row_bias, col_bias) on an (m, n) result, random where data is needed, and exact()'s."""
+    kw, ref_kw = {}, {}
+    if "beta" in epi:
+        c = random_array(rng, (m, n), dtype)
+        kw.update(c_in=put(device, c), beta=epi["beta"])
+        ref_kw.update(c=c, beta=epi["beta"])
+    for side, size in (("row_bias", m), ("col_bias", n)):
+        if epi.get(side):
+            bias = random_array(rng, (size,), dtype)
+            kw[side], ref_kw[side] = put(device, bias), bias
+    for flag in ("alpha", "relu"):
+        if flag in epi:
+            kw[flag] = ref_kw[flag] = epi[flag]
+    return kw, ref_kw
+
+
 def _check_rowdot(device, rng, dtype, m, kernel):
     entry = dict(gm.entry_for(device, dtype), rowdot_max_m=8,
                  rowdot_wg=int(kernel == "gemm_rowdot_wg"))
@@ -989,18 +1007,7 @@ def _check_rowdot(device, rng, dtype, m, kernel):
     for n, k, epi in cases:
         x, w = random_array(rng, (m, k + 1), dtype), random_array(rng, (n, k + 1), dtype)
         a, b = put(device, x)[:, 1:], put(device, w)[:, 1:].mT  # offset views: unaligned
-        kw, ref_kw = {}, {}
-        if "beta" in epi:
-            c = random_array(rng, (m, n), dtype)
-            kw.update(c_in=put(device, c), beta=epi["beta"])
-            ref_kw.update(c=c, beta=epi["beta"])
-        for side, size in (("row_bias", m), ("col_bias", n)):
-            if epi.get(side):
-                bias = random_array(rng, (size,), dtype)
-                kw[side], ref_kw[side] = put(device, bias), bias
-        for flag in ("alpha", "relu"):
-            if flag in epi:
-                kw[flag] = ref_kw[flag] = epi[flag]
+        kw, ref_kw = epilogue_args(device, rng, dtype, m, n, epi)
         out = poisoned(device, (m, n), dtype)
         with cltensor.profile() as prof:
             gm.gemm_into(a, b, out, entry=entry, **kw)

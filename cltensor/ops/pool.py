@@ -271,15 +271,21 @@ def _views(off, *tensors):
     return [a for t in tensors for a in (t.storage.buf, _view4(t, off))]
 
 
-def max_pool2d(x, fields, out_hw, with_indices):
-    """(y, int32 argmax or None) of a 4-d input."""
+# max_pool2d forward's flags (pool.cl)
+POOL_IDX, POOL_RELU = 1, 2
+
+
+def max_pool2d(x, fields, out_hw, with_indices, relu=False):
+    """(y, int32 argmax or None) of a 4-d input; relu: y clamped at 0 as it is stored (the
+    argmax is the window's, as relu(max_pool2d(x)) keeps it)."""
     layout = layout_of(x)
     shape = x.shape[:2] + tuple(out_hw)
     y = _empty(shape, layout, x)
     idx = ClTensor.empty_on(shape, dt.int32, x.device, layout) if with_indices else y
     pool_arg, baked = _pool(x.shape, out_hw, fields), _baked(fields, shape)
     off = _offset_type(x, y, idx)
-    args = (np.int32(with_indices), *_views(off, x, y, idx))
+    flags = (POOL_IDX if with_indices else 0) | (POOL_RELU if relu else 0)
+    args = (np.int32(flags), *_views(off, x, y, idx))
     if _forward_by_rows(y):
         _launch_rows("max_pool2d_fwd_rows", y, math.prod(shape[:3]), pool_arg, baked, off, *args)
     else:

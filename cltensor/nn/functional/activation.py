@@ -130,6 +130,12 @@ _Hardshrink = _activation_fn("hardshrink", grad="shrink")
 _Threshold = _activation_fn("threshold")
 
 
+def relu_grad(g, y):
+    """ReLU's input gradient from its output y, as _Relu's backward takes it: one kernel, or
+    tensor ops (recorded) under create_graph=True. For the Functions that fuse a ReLU."""
+    return (GRADS["relu"] if is_grad_enabled() else act.relu_backward)(g, y)
+
+
 def _activation(fn, raw, x, inplace, *params):
     """fn.apply(x, *params); in place: the result written into x (x takes its history)."""
     if not inplace:

@@ -8,7 +8,7 @@ from ... import dtypes as dt
 from ...autograd import Function, is_grad_enabled
 from ...autograd.namespace import zeros
 from ...ops import pool
-from .activation import relu
+from .activation import relu, relu_grad
 from .utils import (_drop_height, _float_tensor, _linear_backward, _number, _row, _single, _tensor,
                     _tuple, _unit_height)
 
@@ -20,21 +20,26 @@ __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_max_pool1d",
 
 
 class _MaxPool2d(Function):
+    """forward(ctx, x, fields, out_hw, return_indices, relu): max pooling, then max(., 0)
+    as it stores with relu (the output saved to mask the gradient, as ReLU's backward)."""
+
     @staticmethod
-    def forward(ctx, x, fields, out_hw, return_indices):
+    def forward(ctx, x, fields, out_hw, return_indices, relu=False):
         need = ctx.needs_input_grad[0]
-        y, idx = pool.max_pool2d(x, fields, out_hw, need or return_indices)
-        ctx.save_for_backward(idx if need else None)
+        y, idx = pool.max_pool2d(x, fields, out_hw, need or return_indices, relu)
+        ctx.save_for_backward(idx if need else None, y if need and relu else None)
         ctx.x_shape, ctx.layout, ctx.fields = x.shape, pool.layout_of(x), fields
         return (y, idx.to(dt.int64)) if return_indices else y
 
     @staticmethod
     def backward(ctx, g, _g_indices=None):
-        (idx,) = ctx.saved_tensors
+        idx, y = ctx.saved_tensors
+        if y is not None:
+            g = relu_grad(g, y)
         if is_grad_enabled():
-            return _scattered(g, idx, ctx.x_shape), None, None, None
+            return _scattered(g, idx, ctx.x_shape), None, None, None, None
         gx = pool.max_pool2d_backward(g, idx, ctx.x_shape, ctx.layout, ctx.fields)
-        return gx, None, None, None
+        return gx, None, None, None, None
 
 
 class _AdaptiveMaxPool2d(Function):
@@ -107,7 +112,7 @@ def _unbatch(out, squeeze):
 
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
+               return_indices=False, *, relu=False):
     """2-d max pooling over an (N, C, H, W) or (C, H, W) input.
 
     Args:
@@ -115,6 +120,8 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
             kernel_size; padding (implicit -inf) at most half the kernel.
         ceil_mode: round the output size up (the last window must start inside the input).
         return_indices: also return the argmax of each window as h * W + w (int64).
+        relu: also apply max(., 0), NaN kept, as the result is stored (nn.Sequential fuses a
+            MaxPool2d and the ReLU after it this way): relu(max_pool2d(...)), one pass fewer.
 
     A window wholly in the padding (possible with dilation) gives -inf and torch's index there,
     and sends the input no gradient (torch's CPU backward sends it to that index).
@@ -124,13 +131,15 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         [[[[5.0, 7.0], [13.0, 15.0]]]]
     """
     return _max_pool("max_pool2d", input, kernel_size, stride, padding, dilation, ceil_mode,
-                     return_indices)
+                     return_indices, relu)
 
 
-def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+def _max_pool(op, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices,
+              relu=False):
     x, squeeze = _batched(input, op)
     fields, out_hw = pool.window(op, x, kernel_size, stride, padding, dilation, ceil_mode)
-    return _unbatch(_MaxPool2d.apply(x, fields, out_hw, bool(return_indices)), squeeze)
+    return _unbatch(_MaxPool2d.apply(x, fields, out_hw, bool(return_indices), bool(relu)),
+                    squeeze)
 
 
 def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,

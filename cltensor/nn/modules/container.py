@@ -5,7 +5,9 @@ from collections import OrderedDict
 
 from .activation import ReLU
 from .conv import Conv2d
+from .linear import Linear
 from .module import Module, Parameter
+from .pooling import MaxPool2d
 
 __all__ = ["Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"]
 
@@ -98,8 +100,9 @@ class Sequential(Module):
         modules = tuple(self._modules.values())
         i = 0
         while i < len(modules):
-            if i + 1 < len(modules) and _fusable(modules[i], modules[i + 1]):
-                input = modules[i].conv_relu(input)  # NOTE: the ReLU applied as conv stores
+            fused = i + 1 < len(modules) and _fused_relu(modules[i], modules[i + 1])
+            if fused:
+                input = fused(input)  # NOTE: the ReLU applied as the first module stores
                 i += 2
             else:
                 input = modules[i](input)
@@ -107,13 +110,20 @@ class Sequential(Module):
         return input
 
 
-def _fusable(first, second):
-    """Whether a Conv2d and the ReLU after it run as one fused convolution (F.conv2d's relu:
-    the same result and gradients, one pass over the output fewer): plain instances of both,
-    neither with a forward or hooks of its own."""
-    return (type(first) is Conv2d and type(second) is ReLU and "forward" not in first.__dict__
-            and "forward" not in second.__dict__ and not first._has_hooks()
-            and not second._has_hooks())
+# The modules that apply a ReLU after them as they store, and the method that does
+FUSES_RELU = {Conv2d: "conv_relu", Linear: "linear_relu", MaxPool2d: "pool_relu"}
+
+
+def _fused_relu(first, second):
+    """The method that runs first and the ReLU after it as one op (the same result and
+    gradients, one pass over the output fewer), or None: plain instances of both, neither with
+    a forward or hooks of its own, and a MaxPool2d that returns no indices."""
+    method = FUSES_RELU.get(type(first))
+    if (method is None or type(second) is not ReLU or "forward" in first.__dict__
+            or "forward" in second.__dict__ or first._has_hooks() or second._has_hooks()
+            or getattr(first, "return_indices", False)):
+        return None
+    return getattr(first, method)
 
 
 class ModuleList(Module):

@@ -51,6 +51,11 @@ class Linear(Module):
     def forward(self, input):
         return F.linear(input, self.weight, self.bias)
 
+    def linear_relu(self, input):
+        """relu(forward(input)) in one GEMM (nn.Sequential calls it for a Linear followed by a
+        ReLU: see F.linear's relu)."""
+        return F.linear(input, self.weight, self.bias, relu=True)
+
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")

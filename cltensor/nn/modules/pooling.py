@@ -27,8 +27,14 @@ class MaxPool2d(Module):
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, input):
+        return self.pool_relu(input, relu=False)
+
+    def pool_relu(self, input, relu=True):
+        """forward(input), then max(., 0) as it stores with relu (nn.Sequential calls it for a
+        MaxPool2d followed by a ReLU: see F.max_pool2d's relu)."""
         return F.max_pool2d(input, self.kernel_size, self.stride, self.padding, self.dilation,
-                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices,
+                            relu=relu)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "

@@ -1,4 +1,5 @@
-"""The bounds-checked families: direct and tiled (gemm_direct.cl) and rowdot (gemm_rowdot.cl)."""
+"""The bounds-checked families: direct and tiled (gemm_direct.cl), rowdot and rowaxpy
+(gemm_rowdot.cl)."""
 import numpy as np
 
 from ...program import ctype_of
@@ -77,6 +78,27 @@ def run_rowdot(p, entry, epi):
     launch_tiles(p, kernel, p.m, -(-p.n // (nb * lx)), (lx, 1, 1), p.k, tail)
 
 
+def rowaxpy_applies(p, entry):
+    """A few rows (at most the entry's rowaxpy_max_m) times a B with contiguous columns, at
+    least a vector of them: a linear layer's g @ W (its input gradient) at a small batch."""
+    return (p.m <= entry.get("rowaxpy_max_m", 0) and p.b.cs == 1 and p.n >= ROWAXPY_VW
+            and p.k > 0)
+
+
+def run_rowaxpy(p, entry, epi):
+    """gemm_rowaxpy: each work-item streams a strip of B's columns down K for all M rows."""
+    nv = max(1, ROWAXPY_COLUMNS // (ROWAXPY_VW * p.m))
+    defines = {"T": ctype_of(p.dtype), "MR": p.m, "NV": nv, "VW": ROWAXPY_VW}
+    if all(v % ROWAXPY_VW == 0 for v in (p.n, p.b.rs, p.b.t.offset, *p.b.bstrides)):
+        defines["ALIGNED"] = None
+    kernel = get_kernel(p.device, "gemm_rowdot.cl", "gemm_rowaxpy", defines)
+    tail = operand_args(p.a) + operand_args(p.b) + epi
+    launch_tiles(p, kernel, p.m, -(-p.n // (nv * ROWAXPY_VW * ROWDOT_LOCAL)),
+                 (ROWDOT_LOCAL, 1, 1), p.k, tail)
+
+
+ROWAXPY_VW = 16  # gemm_rowaxpy's vector width
+ROWAXPY_COLUMNS = 128  # columns per work-item times M: M * NV vector accumulators, 8 or fewer
 ROWDOT_ACCUMULATORS = 16  # vector accumulators (M * NB) per work-item: AVX-512 has 32 registers
 ROWDOT_LOCAL = 16  # NOTE: fixed, so that PoCL compiles the kernel once
 ROWDOT_WG_LOCAL = 128  # gemm_rowdot_wg's work-group: 32 float4 loads of a row per step

@@ -10,7 +10,7 @@ from .. import elementwise as ew
 from . import choice, packed
 from .bench import _timed, timed_plan
 from .choice import family_of
-from .direct import rowdot_applies, run_direct, run_rowdot, run_tiled
+from .direct import rowaxpy_applies, rowdot_applies, run_direct, run_rowaxpy, run_rowdot, run_tiled
 from .kit import PROVIDERS, Operand, Problem, epilogue_args
 from .packed import run_packed
 from .xgemm import XOperand, XPlan, _prepared, launch_xgemm, layout_key, prepare
@@ -67,7 +67,7 @@ def clear_cache():
 
 
 RUNNERS = {"direct": run_direct, "tiled": run_tiled, "packed": run_packed,
-           "xgemm": run_xgemm, "rowdot": run_rowdot}
+           "xgemm": run_xgemm, "rowdot": run_rowdot, "rowaxpy": run_rowaxpy}
 
 
 def _merged_stride(sizes, strides):
@@ -160,6 +160,8 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
 def _family(p, entry):
     if choice.FORCE_FAMILY is None and p.dtype.kind == "f" and rowdot_applies(p, entry):
         return "rowdot"
+    if choice.FORCE_FAMILY is None and p.dtype.kind == "f" and rowaxpy_applies(p, entry):
+        return "rowaxpy"
     return family_of(p.device, p.dtype, entry, (p.m, p.n, p.k), p.nbatch)
 
 

@@ -1,0 +1,184 @@
+"""nn.Sequential's fused pairs beyond Conv2d + ReLU: a Linear or a MaxPool2d followed by a
+ReLU runs as one op that clamps as it stores (F.linear's and F.max_pool2d's relu), with the
+output and gradients of the pair run module by module, bit for bit, and fewer launches."""
+import numpy as np
+import pytest
+
+import cltensor
+import cltensor.nn.functional as F
+from cltensor import nn
+from cltensor.tensor import ClTensor
+from cltensor.testing import rel_error
+
+_EMPTY_ON = ClTensor.empty_on.__func__
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Every new floating tensor starts as NaN: an element no kernel writes shows."""
+    def empty_on(cls, *args, **kwargs):
+        t = _EMPTY_ON(cls, *args, **kwargs)
+        return t.fill_(float("nan")) if t.dtype.kind == "f" and t.numel() else t
+    monkeypatch.setattr(ClTensor, "empty_on", classmethod(empty_on))
+
+
+def _step(net, x, g, fused):
+    """Output, input gradient, parameter gradients and (forward, backward) launches of one
+    step of net: through Sequential (fused) or module by module."""
+    x = x.detach().requires_grad_()
+    net.zero_grad(set_to_none=True)
+    with cltensor.profile() as forward:
+        y = net(x) if fused else _unfused(net, x)
+    with cltensor.profile() as backward:
+        y.backward(g)
+    grads = [p.grad.numpy() for p in net.parameters()]
+    return y.numpy(), x.grad.numpy(), grads, (len(forward.records()), len(backward.records()))
+
+
+def _unfused(net, x):
+    for m in net:
+        x = m(x)
+    return x
+
+
+def _same_step(net, x, g):
+    """Runs net fused and unfused; asserts equal bits; returns both steps."""
+    _step(net, x, g, False)  # NOTE: kernels built and caches filled first
+    fused, plain = _step(net, x, g, True), _step(net, x, g, False)
+    for got, want in zip([fused[0], fused[1], *fused[2]], [plain[0], plain[1], *plain[2]]):
+        np.testing.assert_array_equal(got, want)
+    assert fused[3][1] <= plain[3][1], f"backward launches {fused[3][1]} > {plain[3][1]}"
+    return fused, plain
+
+
+def _t(a, device):
+    return cltensor.from_numpy(a, device=device)
+
+
+def _mlp(device, dtype):
+    cltensor.manual_seed(0)
+    return nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Linear(7, 6, bias=False),
+                         nn.ReLU(inplace=True), nn.Linear(6, 3)).to(device=device, dtype=dtype)
+
+
+def _mlp_reference(net, x, g):
+    """Output and input gradient of _mlp in float64 numpy."""
+    w = [m.weight.numpy().astype(np.float64) for m in net if isinstance(m, nn.Linear)]
+    b0, b2 = (net[i].bias.numpy().astype(np.float64) for i in (0, 4))
+    h1 = np.maximum(x @ w[0].T + b0, 0)
+    h2 = np.maximum(h1 @ w[1].T, 0)
+    y = h2 @ w[2].T + b2
+    g2 = (g @ w[2]) * (h2 > 0)
+    g1 = (g2 @ w[1]) * (h1 > 0)
+    return y, g1 @ w[0]
+
+
+@pytest.mark.parametrize("lead", [(1,), (4,), (2, 3)])
+def test_sequential_fuses_linear_and_relu(device, rng, fp_dtypes, poisoned, lead):
+    """Linear + ReLU pairs (with and without a bias, inplace or not) run as one GEMM each:
+    the same bits as module by module, float64 reference, one launch fewer per pair at
+    least; batch 1 included."""
+    for dtype in fp_dtypes:
+        net = _mlp(device, dtype)
+        x = rng.standard_normal(lead + (5,))
+        g = rng.standard_normal(lead + (3,))
+        X, G = (_t(a.astype(dtype.type), device) for a in (x, g))
+        fused, plain = _same_step(net, X, G)
+        assert fused[3][0] <= plain[3][0] - 2, (fused[3], plain[3])
+        y, gx = _mlp_reference(net, x.reshape(-1, 5), g.reshape(-1, 3))
+        tol = 1e-5 if dtype == cltensor.float32 else 1e-12
+        assert rel_error(fused[0].reshape(-1, 3), y) <= tol
+        assert rel_error(fused[1].reshape(-1, 5), gx) <= tol
+
+
+def test_linear_relu_keeps_nan_and_double_backward(device, rng):
+    """F.linear(relu=True) keeps NaN (as relu) and its gradient under create_graph is
+    relu(linear)'s, differentiable again."""
+    x = _t(rng.standard_normal((3, 4)).astype(np.float32), device)
+    w = _t(rng.standard_normal((5, 4)).astype(np.float32), device)
+    b = _t(np.array([np.nan, 0, 1, -1, 2], np.float32), device)
+    np.testing.assert_array_equal(F.linear(x, w, b, relu=True).numpy(),
+                                  F.relu(F.linear(x, w, b)).numpy())
+    grads = []
+    for relu in (True, False):
+        X = x.detach().requires_grad_()
+        y = F.linear(X, w, relu=True) if relu else F.relu(F.linear(X, w))
+        (gx,) = cltensor.autograd.grad((y * y).sum(), X, create_graph=True)
+        (ggx,) = cltensor.autograd.grad(gx.sum(), X)
+        grads.append((gx.numpy(), ggx.numpy()))
+    for got, want in zip(*grads):
+        np.testing.assert_array_equal(got, want)
+
+
+def _torch_pool_relu(x, g, kernel, kw):
+    """relu(max_pool2d(x)) and its input gradient at g, by torch in float64."""
+    import torch
+    tx = torch.from_numpy(x).requires_grad_()
+    y = torch.relu(torch.nn.functional.max_pool2d(tx, kernel, **kw))
+    y.backward(torch.from_numpy(g))
+    return y.detach().numpy(), tx.grad.numpy()
+
+
+# NOTE: (3, stride 1, pad 1) on rows of 20 takes the rows form's vector loop on CPUs
+POOLS = [(2, {}), (3, {"stride": 1, "padding": 1}), (3, {"stride": 2, "ceil_mode": True}),
+         (2, {"dilation": 2, "padding": 1})]
+
+
+@pytest.mark.parametrize("kernel, kw", POOLS)
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_sequential_fuses_max_pool_and_relu(device, rng, fp_dtypes, poisoned, kernel, kw,
+                                            channels_last):
+    """MaxPool2d + ReLU runs as one pooling that clamps as it stores: the same bits as module by
+    module (forward and backward), torch float64 reference, a launch fewer."""
+    net = nn.Sequential(nn.MaxPool2d(kernel, **kw), nn.ReLU())
+    for dtype in fp_dtypes:
+        x = rng.standard_normal((2, 3, 9, 20)) - 0.3
+        X = _t(x.astype(dtype.type), device)
+        if channels_last:
+            X = X.contiguous(memory_format=cltensor.channels_last)
+        g = rng.standard_normal(_unfused(net, X).shape)
+        fused, plain = _same_step(net, X, _t(g.astype(dtype.type), device))
+        assert fused[3][0] <= plain[3][0] - 1, (fused[3], plain[3])
+        y, gx = _torch_pool_relu(x.astype(dtype.type).astype(np.float64), g, kernel, kw)
+        assert (y == 0).any() and (y > 0).any(), "the case needs both signs"
+        tol = 1e-6 if dtype == cltensor.float32 else 1e-14
+        assert rel_error(fused[0], y) <= tol and rel_error(fused[1], gx) <= tol
+
+
+def test_max_pool_relu_gradient_masks_at_zero(device, rng):
+    """F.max_pool2d(relu=True): windows whose maximum is <= 0 send no gradient, the others
+    send it to their argmax; NaN kept; create_graph gives relu(max_pool2d)'s gradients."""
+    x = rng.standard_normal((2, 2, 6, 6)).astype(np.float32)
+    x[0, 0, :2, :2] = -1.0  # a window all negative
+    x[1, 1, 2, 2] = np.nan
+    grads = []
+    for relu in (True, False):
+        X = _t(x, device).requires_grad_()
+        y = F.max_pool2d(X, 2, relu=True) if relu else F.relu(F.max_pool2d(X, 2))
+        (gx,) = cltensor.autograd.grad((y * y).sum(), X, create_graph=True)
+        (ggx,) = cltensor.autograd.grad(gx.sum(), X)
+        grads.append((y.numpy(), gx.numpy(), ggx.numpy()))
+    for got, want in zip(*grads):
+        np.testing.assert_array_equal(got, want)
+    assert grads[0][0][0, 0, 0, 0] == 0 and np.isnan(grads[0][0][1, 1, 1, 1])
+    assert (grads[0][1][0, 0, :2, :2] == 0).all()
+
+
+def test_pairs_that_stay_unfused(device, rng):
+    """A hooked Linear, a Linear subclass and a MaxPool2d returning indices run as written."""
+    class Scaled(nn.Linear):
+        def forward(self, input):
+            return super().forward(input) * 2
+
+    seen = []
+    net = _mlp(device, cltensor.float32)
+    net[0].register_forward_hook(lambda m, args, out: seen.append(out.numpy()))
+    net[2] = Scaled(7, 6).to(device=device)
+    x = _t(rng.standard_normal((4, 5)).astype(np.float32), device)
+    g = _t(rng.standard_normal((4, 3)).astype(np.float32), device)
+    fused, plain = _same_step(net, x, g)
+    assert fused[3] == plain[3], (fused[3], plain[3])
+    assert (seen[-1] < 0).any(), "the hook sees the Linear's output before the ReLU"
+    pool = nn.Sequential(nn.MaxPool2d(2, return_indices=True), nn.ReLU())
+    with pytest.raises((TypeError, AttributeError)):
+        pool(_t(rng.standard_normal((1, 1, 4, 4)).astype(np.float32), device))

@@ -1,0 +1,60 @@
+"""GEMM at small batches: gemm_rowaxpy (a few rows times a B with contiguous columns, a linear
+layer's input gradient g @ W) on every device, against the classical bound of
+tests/test_gemm.py, and the database's choice of it on PoCL."""
+import numpy as np
+import pytest
+
+import cltensor
+from cltensor.ops import gemm as gm
+from cltensor.ops.gemm import engine, kit
+from cltensor.testing import random_array
+from test_gemm import epilogue_args, poisoned, put, run_check
+
+
+def _entry(device, dtype):
+    return dict(gm.entry_for(device, dtype), rowdot_max_m=0, rowaxpy_max_m=8)
+
+
+@pytest.mark.parametrize("m", [1, 3, 8])
+def test_rowaxpy_input_gradients(device, rng, fp_dtypes, m):
+    """gemm_rowaxpy: N below, at and past a whole work-item's columns (clamped last vectors),
+    K past the sums' block, offset (unaligned) and aligned views, a batch, the whole epilogue;
+    poisoned outputs."""
+    cases = [(16, 7, {}), (37, 150, {"alpha": -0.5, "relu": True}), (160, 65, {"beta": 2.0}),
+             (1000, 33, {"row_bias": True, "col_bias": True})]
+    for dtype in fp_dtypes:
+        entry = _entry(device, dtype)
+        for n, k, epi in cases:
+            g, w = random_array(rng, (m, k), dtype), random_array(rng, (k, n + 1), dtype)
+            kw, ref_kw = epilogue_args(device, rng, dtype, m, n, epi)
+            for off in (0, 1):
+                out = poisoned(device, (m, n), dtype)
+                with cltensor.profile() as prof:
+                    gm.gemm_into(put(device, g), put(device, w)[:, off:off + n], out,
+                                 entry=entry, **kw)
+                assert {r["name"] for r in prof.records()} == {"gemm_rowaxpy"}
+                run_check(out, g, w[:, off:off + n], dtype, **ref_kw)
+        g, w = random_array(rng, (2, m, 40), dtype), random_array(rng, (40, 48), dtype)
+        out = poisoned(device, (2, m, 48), dtype)
+        gm.gemm_into(put(device, g), put(device, w).expand(2, 40, 48), out, entry=entry)
+        run_check(out, g, np.broadcast_to(w, (2, 40, 48)), dtype)
+
+
+def _family(device, dtype, a, b):
+    c = cltensor.ClTensor.empty_on((a.shape[0], b.shape[1]), dtype, device)
+    ops = [kit.Operand(t, (), t.strides[0], t.strides[1]) for t in (a, b, c, c)]
+    p = kit.Problem(device, np.dtype(dtype), a.shape[0], b.shape[1], a.shape[1], (), *ops)
+    return engine._family(p, gm.entry_for(device, dtype))
+
+
+def test_linear_input_gradient_family_on_pocl(device):
+    """On PoCL a linear layer's input gradient at batch 1-4 takes gemm_rowaxpy (measured 2x
+    faster than gemm_direct there, benchmarks/small_batch.py); batch 8 stays with packed, and
+    the forward with rowdot."""
+    if "portable computing" not in device.cl_device.platform.name.lower():
+        pytest.skip("the database's rowaxpy_max_m is PoCL's")
+    w = cltensor.zeros((512, 256), device=device)
+    for m, want in ((1, "rowaxpy"), (4, "rowaxpy"), (8, "packed")):
+        g = cltensor.zeros((m, 512), device=device)
+        assert _family(device, np.float32, g, w) == want, m
+        assert _family(device, np.float32, g[:, :256], w.mT) == "rowdot", m
