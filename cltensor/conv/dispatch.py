@@ -196,35 +196,13 @@ def _portable_rule(p, device, pass_):
     return "implicit_gemm"
 
 
-# Winograd F(4x4) (algo "winograd_4x4") pays for its transforms once layers have this many
-# channels (the smaller of in and out), per pass. Every 3x3 and 5x5 stride-1 layer of the four
-# networks, each pass timed alone (dispatch.time_pass, 2026-12-01), on both device kinds:
-# F(4x4) beat F(2x2) on all but 3 of 96 passes on the H200 and all but 9 of 99 on PoCL.
-# PoCL, 2 cores, batch 8: F(4x4) won every forward and input gradient from 32 channels and
-# every weight gradient from 64, and since gemm_packed reads Winograd's batched A in place
-# (2026-12-01, kernel ms, interleaved medians) also every pass of GoogLeNet's 5x5 layers
-# (16-48 channels; 3a/5x5 forward 1.44 vs implicit GEMM's 1.94, 5b/5x5 weight gradient 1.66
-# vs im2col's 1.91); the networks' first layers (3 channels) stay with the GEMM paths.
+# Winograd F(4x4) (algo "winograd_4x4") pays for its transforms from this many channels (the
+# smaller of in and out) per pass; measured per layer on PoCL and the H200 (docs/performance.md,
+# "Winograd thresholds"). The networks' first layers (3 channels) stay with the GEMM paths.
 CPU_WINOGRAD_MIN_CHANNELS = {"forward": 16, "backward_data": 16, "backward_weight": 16}
-# H200, at the networks' batch sizes: F(4x4) against implicit GEMM won every pass of every
-# 3x3 and 5x5 stride-1 layer of GoogLeNet (kernel ms, tmp script, 2026-12-01: 3b/5x5 forward
-# 0.33 vs 0.58, input gradient 0.21 vs 0.82, weight gradient 0.25 vs 0.72; 5b/3x3 weight
-# gradient 0.14 vs 0.34) once the GEMM engine got narrow xgemm tiles (32 x 32 to 16 x 128,
-# gemm.json) for Winograd's products with 16-48 rows or columns; before those, its products
-# ran on gemm_tiled and F(4x4) lost GoogLeNet's 5x5 layers and small-image weight gradients.
-# The networks' first layers (3 channels) stay with implicit GEMM.
 GPU_WINOGRAD_MIN_CHANNELS = 16
 # ... except the weight gradient of 5x5 layers with at most this many output positions per
-# image, where Winograd's launches (five to seven, with the bias's reduction) cost more host
-# time than its products save. H200, GoogLeNet's 5x5 layers on 14 x 14 and 7 x 7 outputs,
-# each pass synchronised alone (2026-12-02, two runs of a tmp script, medians of 15 and 30):
-# implicit GEMM's weight gradient (one product and its split sum, the bias a column of it) won
-# 6 of 7 (4a/5x5 0.16 vs 0.35 ms, 5b/5x5 0.14 vs 0.17-0.18; 4d/5x5 0.26 vs 0.22, before its
-# 64 x 64 parameter set, gemm.json). Their forwards went to implicit GEMM too until Winograd
-# replayed its launches (a98b0d1); since then F(4x4) wins them all: `benchmarks/conv.py
-# --nets googlenet --layers 4a/5x5,4b/5x5,4d/5x5,5a/5x5,5b/5x5 --algos
-# implicit_gemm,winograd_4x4 --rounds 3` (2026-12-03, ms): 4a/5x5 (16 channels) 0.108 against
-# F(4x4)'s 0.091, 5a/5x5 (32, 7 x 7) 0.143 against 0.097, 4d/5x5 0.192 against 0.125.
+# image, where Winograd's launches cost more host time than its products save (H200)
 GPU_SMALL_5X5_POSITIONS = 14 * 14
 # Cog*C*Kh*Kw up to which implicit GEMM's weight gradient beats im2col's on CPUs: the GEMM
 # engine runs such skinny products (N = Cog or K small) with few tiles
@@ -232,16 +210,8 @@ CPU_IMPLICIT_WGRAD_MAX = 2**16
 
 
 # s2d_winograd pays (every pass on CPUs, the input gradient on GPUs) where its stride-1
-# problem has the channels Winograd needs (input channels times the stride squared) and its
-# kernel of whole stride blocks adds at most this much to the kernel's area. Each pass alone
-# (2026-12-02, medians of 3 rounds): PoCL, 2 cores, batch 8: AlexNet conv1 (11x11 stride 4 ->
-# 3x3 over 48 channels, area 1.19x) forward 10.0 ms against im2col's 15.7, weight gradient 10.9
-# against implicit GEMM's 12.2, input gradient 14.5 against im2col's 47.7; Overfeat conv1 (the
-# same) 13.1 / 15.4 / 16.6 against 17.9 / 17.4 / 41.7; GoogLeNet conv1 (7x7 stride 2 -> 5x5 over
-# 12 channels, area 2.04x) lost every pass: 39.9 / 36.2 / 56.2 against 26.9 / 23.6 / 49.7.
-# H200, batch 128: input gradients 1.00 vs im2col's 3.64 ms (AlexNet conv1), 1.13 vs 3.16
-# (Overfeat conv1), GoogLeNet conv1's lost (6.56 vs 3.37); forwards and weight gradients stay
-# with implicit GEMM (AlexNet conv1 0.75 / 0.90 against 0.93 / 1.07).
+# problem has the channels Winograd needs and its kernel of whole stride blocks adds at most
+# this much to the kernel's area (docs/performance.md, "Winograd thresholds")
 S2D_MAX_AREA = 1.25
 
 
