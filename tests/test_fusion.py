@@ -182,3 +182,18 @@ def test_pairs_that_stay_unfused(device, rng):
     pool = nn.Sequential(nn.MaxPool2d(2, return_indices=True), nn.ReLU())
     with pytest.raises((TypeError, AttributeError)):
         pool(_t(rng.standard_normal((1, 1, 4, 4)).astype(np.float32), device))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_linear_relu_on_16_bit_tensors(device, rng, dtype):
+    """16-bit products run on float32 copies (matmul's widening): the fused pair takes that
+    path too and gives the unfused pair's values, as autocast's linear layers need."""
+    half = getattr(cltensor, dtype)
+    lin = nn.Linear(7, 5).to(device)
+    lin.weight.data = lin.weight.data.to(half)
+    lin.bias.data = lin.bias.data.to(half)
+    x = cltensor.from_numpy(rng.standard_normal((3, 7)).astype(np.float32), device=device).to(half)
+    fused = nn.Sequential(lin, nn.ReLU())(x)
+    unfused = F.relu(F.linear(x, lin.weight, lin.bias))
+    assert fused.dtype is half
+    np.testing.assert_array_equal(fused.float().numpy(), unfused.float().numpy())

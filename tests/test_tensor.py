@@ -70,8 +70,11 @@ def test_bad_creation_inputs(device):
         ct.zeros(2, -1, device=device)
     with pytest.raises(TypeError, match="unsupported dtype"):
         ct.zeros(2, dtype=np.uint32, device=device)
-    with pytest.raises(TypeError, match="unsupported dtype"):
-        ct.from_numpy(np.zeros(2, np.uint32), device=device)
+    # numpy's wider unsigned arrays become int64 where every value fits, else OverflowError
+    t = ct.from_numpy(np.array([1, 2**32 - 1], np.uint32), device=device)
+    assert t.dtype is ct.int64 and t.tolist() == [1, 2**32 - 1]
+    with pytest.raises(OverflowError, match="does not fit in int64"):
+        ct.from_numpy(np.array([2**63 + 5], np.uint64), device=device)
     with pytest.raises(ct.OutOfMemoryError, match="largest allocation"):
         ct.empty(device.max_alloc // 4 + 1, device=device)
 
