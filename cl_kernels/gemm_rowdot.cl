@@ -44,6 +44,24 @@
 #endif
 typedef union { VT v; T s[VW]; } LanesV;
 
+/* acc[i][j] += the products of row i of A and row j of pb over the vectors at k = from,
+ * from + step, ... below to (both kernels' main loop: one work-item's share of K). */
+__attribute__((always_inline)) inline void rowdot_vectors(
+    VT acc[MR][NB], __global const T* pa, const long lda, __global const T* const pb[NB],
+    const int from, const int to, const int step) {
+  for (int k = from; k < to; k += step) {
+    VT bv[NB];
+#pragma unroll
+    for (int j = 0; j < NB; ++j) bv[j] = LOADV(pb[j] + k);
+#pragma unroll
+    for (int i = 0; i < MR; ++i) {
+      const VT av = LOADV(pa + (long)i * lda + k);
+#pragma unroll
+      for (int j = 0; j < NB; ++j) acc[i][j] += av * bv[j];
+    }
+  }
+}
+
 __kernel void gemm_rowdot(const int M, const int N, const int K, const int row0, BATCH_ARGS,
                           __global const T* A, const View va, const long lda, const long a_cs,
                           __global const T* B, const View vb, const long b_rs,
@@ -66,17 +84,7 @@ __kernel void gemm_rowdot(const int M, const int N, const int K, const int row0,
       tail[i][j] = (T)0;
     }
   const int kv = K / VW * VW;
-  for (int k = 0; k < kv; k += VW) {
-    VT bv[NB];
-#pragma unroll
-    for (int j = 0; j < NB; ++j) bv[j] = LOADV(pb[j] + k);
-#pragma unroll
-    for (int i = 0; i < MR; ++i) {
-      const VT av = LOADV(pa + (long)i * lda + k);
-#pragma unroll
-      for (int j = 0; j < NB; ++j) acc[i][j] += av * bv[j];
-    }
-  }
+  rowdot_vectors(acc, pa, lda, pb, 0, kv, VW);
   for (int k = kv; k < K; ++k)
 #pragma unroll
     for (int i = 0; i < MR; ++i)
@@ -118,17 +126,7 @@ void gemm_rowdot_wg(const int M, const int N, const int K, const int row0, BATCH
 #pragma unroll
     for (int j = 0; j < NB; ++j) acc[i][j] = (VT)0;
   const int kv = K / VW * VW;
-  for (int k = t * VW; k < kv; k += LX * VW) {
-    VT bv[NB];
-#pragma unroll
-    for (int j = 0; j < NB; ++j) bv[j] = LOADV(pb[j] + k);
-#pragma unroll
-    for (int i = 0; i < MR; ++i) {
-      const VT av = LOADV(pa + (long)i * lda + k);
-#pragma unroll
-      for (int j = 0; j < NB; ++j) acc[i][j] += av * bv[j];
-    }
-  }
+  rowdot_vectors(acc, pa, lda, pb, t * VW, kv, LX * VW);
   const int kt = kv + t;  /* the last K % VW (< LX) elements, one per work-item */
 #pragma unroll
   for (int i = 0; i < MR; ++i)
