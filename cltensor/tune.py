@@ -1,8 +1,9 @@
 """The tuner: `python -m cltensor.tune gemm [--device SPEC] [--dtype float32]` times candidate
 parameter sets on the device and stores the winner in the user cache of the tuned-parameter
 database (cltensor/tunedb.py, which also reads the shipped one); the next process uses it.
-`python -m cltensor.tune all` tunes every kernel family with tunables (TUNERS) in every dtype,
-with a progress bar and an estimate of the time left.
+`python -m cltensor.tune conv` measures the convolution algorithms of the benchmark networks'
+layers (tune_conv.py). `python -m cltensor.tune all` tunes every kernel family with tunables
+(TUNERS) in every dtype, and conv, with a progress bar and an estimate of the time left.
 
 Tuning on first use: with CLTENSOR_AUTOTUNE=1 (off by default: it stalls the first product for
 seconds to a minute), the first lookup for a device with no entry of its own (shipped or cached)
@@ -11,7 +12,6 @@ through tunedb.first_use, which this module sets (the package imports it).
 """
 import argparse
 import json
-import os
 import sys
 import threading
 import time
@@ -20,14 +20,15 @@ from pathlib import Path
 
 import numpy as np
 
-from . import caches, tunedb
+from . import caches, tune_conv, tunedb
 from .creation import from_numpy
 from .device import get_device
 from .ops import gemm as gm
 from .profiler import profile
-from .tunedb import (DB_DIR, FAMILIES, GEMM_ENTRY, KERNELS, check_value, clear,  # noqa: F401
-                     current, database, database_entry, derived_defaults, is_tuned, lookup,
-                     normalize_name, store, user_cache_path, validate_database, validate_user,
+from .tunedb import (AUTOTUNE_ENV, DB_DIR, FAMILIES, GEMM_ENTRY, KERNELS,  # noqa: F401
+                     TuningWarning, autotune_enabled, check_value, clear, current, database,
+                     database_entry, derived_defaults, is_tuned, lookup, normalize_name,
+                     store, user_cache_path, validate_database, validate_user,
                      vendor_key, vendor_of)
 
 if __name__ == "__main__":
@@ -39,19 +40,9 @@ if __name__ == "__main__":
 
 # ---- tuning on first use ----------------------------------------------------------------------
 
-AUTOTUNE_ENV = "CLTENSOR_AUTOTUNE"
 FIRST_USE_SIZE = None  # the cube first-use tuning times (None: the tuner's default)
 _first_use = caches.register("tune.first_use", set())  # (kernel, device index) tried
 _first_use_lock = threading.RLock()
-
-
-class TuningWarning(UserWarning):
-    """Tuning on first use (CLTENSOR_AUTOTUNE=1) ran, or failed, for a device."""
-
-
-def autotune_enabled():
-    """Whether CLTENSOR_AUTOTUNE asks for tuning on first use: off unless 1, true, yes or on."""
-    return os.environ.get(AUTOTUNE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def _tune_on_first_use(family, kernel, device):
@@ -436,14 +427,18 @@ def _parse(argv):
     parser = argparse.ArgumentParser(prog="python -m cltensor.tune",
                                      description="Tune kernel parameters on this machine's "
                                                  "OpenCL device and cache the winners.")
-    parser.add_argument("kernel", choices=["gemm", "all"],
-                        help="one kernel family, or all: every family with tunables and dtype")
+    parser.add_argument("kernel", choices=["gemm", "conv", "all"],
+                        help="one kernel family, conv (the algorithm per layer of the benchmark "
+                        "networks), or all: every family with tunables and dtype, and conv")
     parser.add_argument("--device", help="platform:device index or name substring")
     parser.add_argument("--dtype", action="append", choices=["float32", "float64"],
                         help="dtype(s) to tune (default float32; all: every dtype)")
     parser.add_argument("--size", type=int, help="cube size to time (1024 on CPUs, 4096 else)")
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="fewer candidates")
+    parser.add_argument("--quick", action="store_true",
+                        help="fewer candidates; conv: AlexNet's layers alone")
+    parser.add_argument("--batch", type=int,
+                        help="conv: the batch size of every layer (default: the networks')")
     parser.add_argument("--no-store", action="store_true", help="do not write the user cache")
     parser.add_argument("--json", help="write every measurement and the winners here")
     return parser.parse_args(argv)
@@ -456,24 +451,37 @@ def main(argv=None):
         jobs = tunable_kernels(device)
     else:
         jobs = [("gemm", f"gemm_{d}") for d in args.dtype or ["float32"]]
+    if args.kernel != "gemm":
+        jobs = (jobs if args.kernel == "all" else []) + [("conv", "conv_float32")]
     report = {"device": device.name, "driver": device.cl_device.driver_version,
               "vendor": vendor_of(device), "winners": {}, "measurements": {}}
-    progress = Progress(sum(PLANS[f](device, k, args.size, args.reps, args.quick)
+    progress = Progress(sum(tune_conv.planned_steps(device, args.quick) if f == "conv" else
+                            PLANS[f](device, k, args.size, args.reps, args.quick)
                             for f, k in jobs))
     failed = 0
     for family, key in jobs:
         t0 = time.perf_counter()
-        entry, results = TUNERS[family](device, key, size=args.size, reps=args.reps,
-                                        quick=args.quick, log=progress.note, progress=progress)
+        if family == "conv":  # recorded per problem as it goes (benchmark mode's file)
+            entry, results = tune_conv.tune_conv(device, quick=args.quick, batch=args.batch,
+                                                 record=not args.no_store, log=progress.note,
+                                                 progress=progress)
+        else:
+            entry, results = TUNERS[family](device, key, size=args.size, reps=args.reps,
+                                            quick=args.quick, log=progress.note,
+                                            progress=progress)
         report["winners"][key], report["measurements"][key] = entry, results
         progress.note(f"{key}: {json.dumps(entry)}  ({time.perf_counter() - t0:.0f} s)")
         if args.json:  # NOTE: written after each winner, so a later failure loses none
             Path(args.json).write_text(json.dumps(report, indent=1))
-        if not args.no_store:
-            try:
-                progress.note(f"stored in {store(key, device, entry)}")
-            except OSError as e:
-                print(f"not stored ({e}); the winner is printed above", file=sys.stderr)
-                failed = 1
+        if args.no_store:
+            continue
+        if family == "conv":
+            progress.note(f"recorded in {tune_conv.dispatch.cache_path(device)}")
+            continue
+        try:
+            progress.note(f"stored in {store(key, device, entry)}")
+        except OSError as e:
+            print(f"not stored ({e}); the winner is printed above", file=sys.stderr)
+            failed = 1
     progress.close()
     return failed

@@ -23,6 +23,7 @@ replaces it atomically (cltensor/diskfiles.py). docs/tuning.md explains the ship
 
 """
 import json
+import os
 import math
 import re
 from pathlib import Path
@@ -39,6 +40,21 @@ _db_files = caches.register("tune.db_files", {})
 _merged = caches.register("tune.merged", {})
 # (family, kernel, device index) -> current()'s entry
 _current = caches.register("tune.current", {})
+
+
+# ---- tuning on first use (the tuner, tune.py, sets first_use; conv's dispatch times its
+# problems itself) ------------------------------------------------------------------------------
+
+AUTOTUNE_ENV = "CLTENSOR_AUTOTUNE"
+
+
+class TuningWarning(UserWarning):
+    """Tuning on first use (CLTENSOR_AUTOTUNE=1) ran, or failed, for a device."""
+
+
+def autotune_enabled():
+    """Whether CLTENSOR_AUTOTUNE asks for tuning on first use: off unless 1, true, yes or on."""
+    return os.environ.get(AUTOTUNE_ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 # ---- the database -----------------------------------------------------------------------------

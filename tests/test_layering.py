@@ -129,7 +129,7 @@ LAYERS = (
     ("conv", {"conv"}),
     ("nn and optim", {"nn", "optim", "distributions", "utils", "serialization", "distributed",
                       "special", "testing", "plugins", "cuda", "accelerator", "amp"}),
-    ("top", {"", "__main__", "torch", "demo", "compiler", "onnx", "tune"}),
+    ("top", {"", "__main__", "torch", "demo", "compiler", "onnx", "tune", "tune_conv"}),
 )
 
 

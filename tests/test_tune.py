@@ -8,7 +8,8 @@ import sys
 import numpy as np
 import pytest
 
-from cltensor import tune, tunedb
+from cltensor import tune, tune_conv, tunedb
+from cltensor.conv import dispatch
 from cltensor.ops import gemm as gm
 from conftest import subprocess_env
 
@@ -41,11 +42,15 @@ def tiny_tuner(tmp_path, monkeypatch):
     calls = []
     real = tune.TUNERS["gemm"]
     monkeypatch.setitem(tune.TUNERS, "gemm", lambda *a, **kw: calls.append(a[1]) or real(*a, **kw))
+    monkeypatch.setattr(tune_conv, "LAYERS", {"tiny": ((4, 6, 5, 3, 1, 1),)})
+    monkeypatch.setattr(tune_conv, "BATCHES", {"tiny": (1, 1)})
     tune.clear()
     tune._first_use.clear()
+    dispatch.clear_cache()
     yield calls
     tune.clear()
     tune._first_use.clear()
+    dispatch.clear_cache()
 
 
 def _cached(device):
@@ -93,7 +98,9 @@ def test_tune_all_tunes_every_kernel_with_a_progress_bar(device, tiny_tuner, cap
     if device.is_cpu:
         assert {cached[k]["family"] for k in want} == {"packed"}
     out, err = capsys.readouterr()
-    assert all(f"{k}: " in out for k in want)
+    assert all(f"{k}: " in out for k in want + ["conv_float32"])
+    recorded = json.loads(dispatch.cache_path(device).read_text())  # conv's three passes
+    assert len(recorded) == 3 and all(e["tuned"] for e in recorded.values())
     bars = [line for line in err.splitlines() if line.startswith("[")]
     assert bars and " left " in bars[0] and "100%" in bars[-1], err[-2000:]
 
@@ -102,7 +109,7 @@ def test_python_m_tune_runs_the_command_line():
     out = subprocess.run([sys.executable, "-m", "cltensor.tune", "--help"], env=subprocess_env(),
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "{gemm,all}" in out.stdout
+    assert "{gemm,conv,all}" in out.stdout
 
 
 # ---- tuning on first use ----------------------------------------------------------------------

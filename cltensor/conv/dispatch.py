@@ -7,7 +7,10 @@ algorithm once per (device, problem, pass) on the call's own tensors and keeps t
 memory and in a per-user JSON file keyed by device name and driver version:
 <cache root>/conv/<device>-<driver>.json ($CLTENSOR_CACHE_DIR, else $XDG_CACHE_HOME/cltensor,
 else ~/.cache/cltensor). `clear_cache()` forgets the in-memory choices; delete the file to
-forget the others.
+forget the others. `python -m cltensor.tune conv` (cltensor/tune_conv.py) measures the benchmark
+networks' layers into the same file, marked as tuned: auto follows a tuned choice for exactly
+its problem and pass (shape, batch, dtype) also with benchmark mode off, and its rules elsewhere.
+With CLTENSOR_AUTOTUNE=1 each problem's pass is measured so on its first call.
 
 Plug-ins (cltensor/plugins) add algorithms on the devices they serve: `algorithms(device)` is
 the portable ALGORITHMS plus those; auto asks their prefer() first, benchmark mode times them
@@ -19,6 +22,7 @@ times only those. "fast" leaves the rules and benchmark mode speed-first.
 """
 import inspect
 import time
+import warnings
 from pathlib import Path
 
 from .. import backends, caches, tunedb
@@ -37,6 +41,9 @@ _times = caches.register("conv.dispatch.times", {})
 _disk = caches.register("conv.dispatch.disk", {})
 # (device, params, pass, precision) -> portable_rule's choice
 _ruled = caches.register("conv.dispatch.ruled", {})
+# (device, params, pass, precision) -> the tuner's choice in the file, or None
+_tuned = caches.register("conv.dispatch.tuned", {})
+_first_use_warned = set()  # device indices told that CLTENSOR_AUTOTUNE times their passes
 
 
 def eligible(name, p, pass_="forward", device=None):
@@ -248,9 +255,11 @@ def choose(p, device, pass_, algo="auto", tensors=None):
             return algo
         if pass_ == "forward":
             raise ValueError(f"conv2d: algo={algo!r} cannot run this convolution: {why}")
-    if not backends.benchmark:
-        return rule(p, device, pass_)
     key = (device, p, pass_, mode)
+    if not backends.benchmark:
+        if key not in _tuned:
+            _tuned[key] = _tuned_choice(device, p, pass_) or _first_use(p, pass_, tensors)
+        return _tuned[key] or rule(p, device, pass_)
     if key in _chosen and _usable(_chosen[key], p, pass_, device):
         return _chosen[key]
     name = _admitted_from_disk(device, p, pass_)
@@ -268,6 +277,7 @@ def clear_cache():
     _times.clear()
     _disk.clear()
     _ruled.clear()
+    _tuned.clear()
 
 
 # ---- benchmark mode ---------------------------------------------------------------------------
@@ -324,12 +334,47 @@ def _admitted_from_disk(device, p, pass_):
     return min(allowed, key=times.get)
 
 
-def _benchmark(device, p, pass_, tensors):
+def _benchmark(device, p, pass_, tensors, tuned=False, record=True):
     times = {n: time_pass(n, pass_, p, tensors) for n in candidates(p, pass_, device)}
     _times[(device, p, pass_)] = times
     best = min(times, key=times.get)
-    _to_disk(device, p, pass_, best, times)
+    if record:
+        _to_disk(device, p, pass_, best, times, tuned)
     return best
+
+
+def measure(p, pass_, tensors, record=True):
+    """Time every candidate of a pass of p now (also where a choice is recorded); with record,
+    keep the fastest in memory and in the per-user file, marked as tuned (auto follows it).
+    Returns {algorithm: ms}; tensors as time_pass's."""
+    device = tensors[0].device
+    best = _benchmark(device, p, pass_, tensors, tuned=True, record=record)
+    if record:
+        _chosen[(device, p, pass_, precision.mode())] = best
+        _tuned.clear()
+    return dict(_times[(device, p, pass_)])
+
+
+def _first_use(p, pass_, tensors):
+    """With CLTENSOR_AUTOTUNE=1, a problem's pass with no tuned choice is measured on its first
+    call and recorded as tuned (one TuningWarning per process says so); else None."""
+    if tensors is None or not tunedb.autotune_enabled():
+        return None
+    device = tensors[0].device
+    if device.index not in _first_use_warned:
+        _first_use_warned.add(device.index)
+        warnings.warn(f"{tunedb.AUTOTUNE_ENV}: each convolution's passes on {device.name} are "
+                      f"timed on first use and recorded in {cache_path(device)}",
+                      tunedb.TuningWarning, stacklevel=5)
+    return _benchmark(device, p, pass_, tensors, tuned=True)
+
+
+def _tuned_choice(device, p, pass_):
+    """The choice the tuner recorded for this problem's pass on this device, where it is still
+    a candidate here (or the fastest candidate it timed), else None."""
+    if not _load(device).get(_disk_key(p, pass_), {}).get("tuned"):
+        return None
+    return _admitted_from_disk(device, p, pass_)
 
 
 def timings(device, p, pass_):
@@ -352,16 +397,19 @@ def _disk_key(p, pass_):
 
 def validate_disk(data):
     """Raise ValueError unless `data` is a benchmark file: "<problem>|<pass>" -> {"algo": name,
-    "times_ms": {name: ms}, "vendor": name}."""
+    "times_ms": {name: ms}, "vendor": name, "tuned": bool (optional: recorded by the tuner)}."""
     if not isinstance(data, dict):
         raise ValueError(f"expected an object, got {type(data).__name__}")
     for key, entry in data.items():
-        if not isinstance(entry, dict) or set(entry) - {"algo", "times_ms", "vendor"}:
-            raise ValueError(f"{key!r:.80}: expected an object of algo, times_ms and vendor")
+        if not isinstance(entry, dict) or set(entry) - {"algo", "times_ms", "vendor", "tuned"}:
+            raise ValueError(f"{key!r:.80}: expected an object of algo, times_ms, vendor "
+                             "and tuned")
         times = entry.get("times_ms", {})
         if not isinstance(entry.get("algo"), str) or not isinstance(times, dict) or \
-                not isinstance(entry.get("vendor", ""), str):
-            raise ValueError(f"{key!r:.80}: algo and vendor must be strings, times_ms an object")
+                not isinstance(entry.get("vendor", ""), str) or \
+                not isinstance(entry.get("tuned", False), bool):
+            raise ValueError(f"{key!r:.80}: algo and vendor must be strings, times_ms an "
+                             "object, tuned a bool")
         if not all(type(t) in (int, float) and 0 <= t < float("inf") for t in times.values()):
             raise ValueError(f"{key!r:.80}: times_ms must be finite numbers >= 0")
 
@@ -385,9 +433,12 @@ def _from_disk(device, p, pass_):
     return None if untimed else name
 
 
-def _to_disk(device, p, pass_, best, times):
-    """Merge one choice into the file under its lock (other processes' choices stay)."""
+def _to_disk(device, p, pass_, best, times, tuned=False):
+    """Merge one choice into the file under its lock (other processes' choices stay); a
+    problem the tuner recorded stays marked as tuned when benchmark mode times it again."""
     entry = {"algo": best, "times_ms": times, "vendor": tunedb.vendor_of(device)}
+    if tuned or _load(device).get(_disk_key(p, pass_), {}).get("tuned"):
+        entry["tuned"] = True
     _load(device)[_disk_key(p, pass_)] = entry
     if private_dirs(cache_root(), "conv") is None:
         return
