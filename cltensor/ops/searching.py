@@ -181,7 +181,7 @@ def _launch_cumext(rows, nrows, n, is_min, out):
     blocks = -(-n // block)  # NOTE: recounted so that no block is empty
     head = (np.int64(nrows), np.int64(n), np.int64(blocks), np.int64(block), np.int32(is_min))
     carry = nrows * blocks if blocks > 1 else 1  # (unread with one block)
-    cv = ClTensor.empty_on((carry,), dtype, device)
+    cv = ClTensor.empty_on((carry,), dt.compute_dtype(dtype), device)  # REG(EXT_T) in scan.cl
     ci = ClTensor.empty_on((carry,), dt.int64, device)
     if blocks > 1:
         _launch_lines(device, _cumext_kernel(device, "cumext_totals", dtype), nrows * blocks,

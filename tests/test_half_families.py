@@ -1,0 +1,144 @@
+"""float16 and bfloat16 in place in the scan, sort, upsample, indexing, loss and optimizer
+kernel families, against torch CPU in the same dtype: odd sizes, strided inputs, every result
+buffer poisoned (all bits set: NaN for floats, -1 for integers) before the kernels write it."""
+import numpy as np
+import pyopencl as cl
+import pytest
+import torch
+
+import cltensor as ct
+from cltensor.tensor import ClTensor
+
+HALF = ["float16", "bfloat16"]
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Every new tensor's buffer filled with 0xff bytes, so an element left unwritten shows."""
+    empty_on = ClTensor.empty_on.__func__
+
+    def poisoned_empty(cls, shape, dtype, device, *args, **kwargs):
+        t = empty_on(cls, shape, dtype, device, *args, **kwargs)
+        if t.storage.nbytes:
+            cl.enqueue_fill_buffer(device.queue, t.storage.buf, np.uint8(0xFF), 0,
+                                   t.storage.nbytes)
+        return t
+    monkeypatch.setattr(ClTensor, "empty_on", classmethod(poisoned_empty))
+
+
+def _random(shape, name, device, rng, scale=3.0):
+    """The same random values as a cltensor and a torch tensor of dtype `name`."""
+    tt = torch.from_numpy((rng.standard_normal(shape) * scale).astype(np.float32))
+    tt = tt.to(getattr(torch, name))
+    return ct.from_numpy(tt.float().numpy(), device=device).to(getattr(ct, name)), tt
+
+
+def _strided(x, tx):
+    """x and tx seen through a transposed, sliced view (not contiguous, offset)."""
+    return x.transpose(0, 1)[1:], tx.transpose(0, 1)[1:]
+
+
+def _same(mine, want, ulps=0):
+    """mine equals torch's `want` (same dtype and shape) to `ulps` units of its epsilon."""
+    assert str(mine.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    got, exp = mine.detach().float().numpy(), want.detach().float().numpy()
+    assert got.shape == exp.shape
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
+    np.testing.assert_array_equal(got[np.isinf(exp)], exp[np.isinf(exp)])
+    ok = np.isfinite(exp)
+    if want.is_floating_point():
+        tol = ulps * torch.finfo(want.dtype).eps * np.maximum(np.abs(exp[ok]), 1)
+    else:
+        tol = 0
+    assert (np.abs(got[ok] - exp[ok]) <= tol).all(), (got, exp)
+
+
+# ---- scan.cl -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("op", ["cumsum", "cumprod", "logcumsumexp"])
+def test_scans_accumulate_in_float32(device, rng, poisoned, name, op):
+    scale = 0.3 if op == "cumprod" else 3.0
+    x, tx = _random((9, 37), name, device, rng, scale)
+    x[2, 5] = tx[2, 5] = float("nan")
+    for a, ta in ((x, tx), _strided(x, tx)):
+        for dim in (0, 1):
+            _same(getattr(ct, op)(a, dim), getattr(torch, op)(ta, dim), ulps=2)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_long_cumsum_is_not_rounded_per_step(device, name):
+    """4100 ones: a 16-bit running sum would stop at 2048 (float16) or 256 (bfloat16); torch
+    keeps the sum in float32 and rounds each output. 4100 elements also take several blocks."""
+    d, t = getattr(ct, name), getattr(torch, name)
+    got = ct.ones(4100, dtype=d, device=device).cumsum(0)
+    _same(got, torch.ones(4100, dtype=t).cumsum(0))
+
+
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("op", ["cummax", "cummin"])
+def test_running_extremes(device, rng, poisoned, name, op):
+    x, tx = _random((7, 300), name, device, rng)
+    x[1, 3] = tx[1, 3] = float("nan")
+    x[2] = x[2].round()
+    tx[2] = tx[2].round()  # ties: the last occurrence
+    for a, ta in ((x, tx), _strided(x, tx)):
+        got, want = getattr(ct, op)(a, 1), getattr(torch, op)(ta, 1)
+        _same(got.values, want.values)
+        _same(got.indices, want.indices)
+
+
+# ---- sort.cl -----------------------------------------------------------------------------------
+
+def _with_nans_and_ties(name, device, rng, shape):
+    x, tx = _random(shape, name, device, rng)
+    tx = tx.round()  # many ties: stability shows
+    tx[0, 1] = tx[2, 0] = float("nan")
+    tx[1, 2] = float("inf")
+    return ct.from_numpy(tx.float().numpy(), device=device).to(getattr(ct, name)), tx
+
+
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("n", [13, 3000])  # in local memory; the global network
+def test_sort_argsort_topk(device, rng, poisoned, name, n):
+    x, tx = _with_nans_and_ties(name, device, rng, (3, n))
+    for a, ta in ((x, tx), (x[:, 1:], tx[:, 1:])):
+        for desc in (False, True):
+            got = ct.sort(a, dim=1, descending=desc, stable=True)
+            want = torch.sort(ta, dim=1, descending=desc, stable=True)
+            _same(got.values, want.values)
+            _same(got.indices, want.indices)
+            _same(ct.argsort(a, dim=1, descending=desc, stable=True),
+                  torch.argsort(ta, dim=1, descending=desc, stable=True))
+        _same(ct.msort(a.t()), torch.msort(ta.t()))
+        got, want = ct.topk(a, 5, 1), torch.topk(ta, 5, 1)
+        _same(got.values, want.values)
+        got, want = ct.topk(a, 4, 1, largest=False), torch.topk(ta, 4, 1, largest=False)
+        _same(got.values, want.values)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_order_statistics_and_unique(device, rng, poisoned, name):
+    x, tx = _with_nans_and_ties(name, device, rng, (5, 11))
+    y, ty = x[1:].abs(), tx[1:].abs()  # rows without NaN
+    for got, want in ((ct.kthvalue(y, 3, 1), torch.kthvalue(ty, 3, 1)),
+                      (ct.median(y, 1), torch.median(ty, 1)),
+                      (ct.nanmedian(x, 1), torch.nanmedian(tx, 1))):
+        _same(got.values, want.values)
+    _same(ct.median(x, 1).values, torch.median(tx, 1).values)  # NaN rows give NaN
+    _same(ct.median(y), torch.median(ty))
+    got, want = ct.unique(y, return_counts=True), torch.unique(ty, return_counts=True)
+    _same(got[0], want[0])
+    _same(got[1], want[1])
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_searchsorted_and_bucketize(device, rng, poisoned, name):
+    s, ts = _random((4, 17), name, device, rng)
+    s, ts = ct.sort(s, 1).values, torch.sort(ts, 1).values
+    v, tv = _random((4, 6), name, device, rng)
+    v[0, 0] = tv[0, 0] = float("nan")
+    v[1, 1], tv[1, 1] = s[1, 3], ts[1, 3]  # exactly on an element: left and right differ
+    for right in (False, True):
+        _same(ct.searchsorted(s, v, right=right), torch.searchsorted(ts, tv, right=right))
+        _same(ct.bucketize(v, s[0], right=right), torch.bucketize(tv, ts[0], right=right))
