@@ -142,3 +142,23 @@ def test_searchsorted_and_bucketize(device, rng, poisoned, name):
     for right in (False, True):
         _same(ct.searchsorted(s, v, right=right), torch.searchsorted(ts, tv, right=right))
         _same(ct.bucketize(v, s[0], right=right), torch.bucketize(tv, ts[0], right=right))
+
+
+# ---- upsample.cl -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("mode,kw", [("nearest", {"scale_factor": 2}),
+                                     ("nearest", {"size": (7, 4)}),
+                                     ("bilinear", {"size": (7, 9), "align_corners": False}),
+                                     ("bilinear", {"scale_factor": 1.7, "align_corners": True}),
+                                     ("bicubic", {"size": (5, 8), "align_corners": False})])
+def test_interpolate_forward_and_backward(device, rng, poisoned, name, mode, kw):
+    x, tx = _random((2, 3, 5, 6), name, device, rng)
+    x, tx = x[:, :, :, 1:].requires_grad_(), tx[:, :, :, 1:].requires_grad_()  # strided
+    got = ct.nn.functional.interpolate(x, mode=mode, **kw)
+    want = torch.nn.functional.interpolate(tx, mode=mode, **kw)
+    _same(got, want, ulps=2)  # torch's bicubic rounds its 16-bit weights: up to 2 ulps off
+    g, tg = _random(tuple(want.shape), name, device, rng)
+    got.backward(g)
+    want.backward(tg)
+    _same(x.grad, tx.grad, ulps=2)
