@@ -277,7 +277,7 @@ _make_lock = threading.RLock()  # one thread at a time builds programs and makes
 # without cl_khr_fp16) or compute on bfloat16's bits as integers
 HALF_FILES = {"elementwise.cl", "ranges.cl", "random.cl", "reduce.cl", "amp.cl", "softmax.cl",
               "norm.cl", "pool.cl", "scan.cl",
-              "sort.cl", "upsample.cl"}
+              "sort.cl", "upsample.cl", "indexing.cl"}
 _HALF_CTYPES = {d.ctype for d in dt.HALF_TYPES}
 
 

@@ -162,3 +162,57 @@ def test_interpolate_forward_and_backward(device, rng, poisoned, name, mode, kw)
     got.backward(g)
     want.backward(tg)
     _same(x.grad, tx.grad, ulps=2)
+
+
+# ---- indexing.cl: nonzero, scatter_add and the ops on it ---------------------------------------
+
+@pytest.mark.parametrize("name", HALF)
+def test_nonzero_and_argwhere(device, rng, poisoned, name):
+    x, tx = _random((5, 9), name, device, rng)
+    x, tx = (x * (x > 1)), (tx * (tx > 1))
+    x[0, 0], tx[0, 0] = float("nan"), float("nan")  # NaN is nonzero
+    x[1, 1], tx[1, 1] = -0.0, -0.0  # negative zero is zero
+    for a, ta in ((x, tx), _strided(x, tx)):
+        _same(ct.nonzero(a), torch.nonzero(ta))
+        _same(ct.argwhere(a), torch.argwhere(ta))
+        for got, want in zip(ct.nonzero(a, as_tuple=True), torch.nonzero(ta, as_tuple=True)):
+            _same(got, want)
+        _same(ct.count_nonzero(a, 1), torch.count_nonzero(ta, 1))
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_scatter_add_and_scatter_reduce(device, rng, poisoned, name):
+    x, tx = _random((4, 7), name, device, rng)
+    s, ts = _random((4, 9), name, device, rng)
+    s[2, 3] = ts[2, 3] = float("nan")
+    i = rng.integers(0, 7, (4, 9))
+    idx, tidx = ct.tensor(i, device=device), torch.from_numpy(i)
+    _same(x.scatter_add(1, idx, s), tx.scatter_add(1, tidx, ts), ulps=2)
+    _same(x.t().scatter_add(0, idx.t(), s.t()), tx.t().scatter_add(0, tidx.t(), ts.t()), ulps=2)
+    for red in ("sum", "prod", "amax", "amin", "mean"):
+        for include_self in (True, False):
+            _same(x.scatter_reduce(1, idx, s, red, include_self=include_self),
+                  tx.scatter_reduce(1, tidx, ts, red, include_self=include_self), ulps=2)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_index_add_copy_fill_put(device, rng, poisoned, name):
+    x, tx = _random((6, 5), name, device, rng)
+    s, ts = _random((4, 5), name, device, rng)
+    i = np.array([4, 0, 4, 2])
+    idx, tidx = ct.tensor(i, device=device), torch.from_numpy(i)
+    _same(x.index_add(0, idx, s, alpha=0.5), tx.index_add(0, tidx, ts, alpha=0.5), ulps=2)
+    _same(x.t().index_add(1, idx, s.t()), tx.t().index_add(1, tidx, ts.t()), ulps=2)
+    _same(x.index_copy(0, idx[1:], s[1:]), tx.index_copy(0, tidx[1:], ts[1:]))
+    _same(x.index_fill(1, idx[:2], -1.5), tx.index_fill(1, tidx[:2], -1.5))
+    _same(x.put(idx, s[0, :4], accumulate=True), tx.put(tidx, ts[0, :4], accumulate=True),
+          ulps=2)
+    _same(x.index_put((idx, idx.remainder(5)), s[:, 0], accumulate=True),
+          tx.index_put((tidx, tidx.remainder(5)), ts[:, 0], accumulate=True), ulps=2)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_histc(device, rng, poisoned, name):
+    x, tx = _random((200,), name, device, rng)  # counts stay exact in both dtypes
+    _same(ct.histc(x, 7), torch.histc(tx, 7))
+    _same(ct.histc(x, 5, min=-1, max=2.5), torch.histc(tx, 5, min=-1, max=2.5))
