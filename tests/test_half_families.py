@@ -28,7 +28,7 @@ def poisoned(monkeypatch):
 
 def _random(shape, name, device, rng, scale=3.0):
     """The same random values as a cltensor and a torch tensor of dtype `name`."""
-    tt = torch.from_numpy((rng.standard_normal(shape) * scale).astype(np.float32))
+    tt = torch.from_numpy(np.asarray(rng.standard_normal(shape) * scale, np.float32))
     tt = tt.to(getattr(torch, name))
     return ct.from_numpy(tt.float().numpy(), device=device).to(getattr(ct, name)), tt
 
@@ -216,3 +216,66 @@ def test_histc(device, rng, poisoned, name):
     x, tx = _random((200,), name, device, rng)  # counts stay exact in both dtypes
     _same(ct.histc(x, 7), torch.histc(tx, 7))
     _same(ct.histc(x, 5, min=-1, max=2.5), torch.histc(tx, 5, min=-1, max=2.5))
+
+
+# ---- loss.cl -----------------------------------------------------------------------------------
+
+@pytest.fixture
+def allocated(monkeypatch):
+    """The dtypes of the tensors allocated while the test runs."""
+    seen, empty_on = [], ClTensor.empty_on.__func__
+
+    def recording(cls, shape, dtype, device, *args, **kwargs):
+        t = empty_on(cls, shape, dtype, device, *args, **kwargs)
+        seen.append(t.dtype)
+        return t
+    monkeypatch.setattr(ClTensor, "empty_on", classmethod(recording))
+    return seen
+
+
+def _loss_cases(name, device, rng):
+    """x, tx and (cltensor call, torch call) pairs of nll, mse and bce-with-logits losses, with
+    class weights, ignore_index, elementwise weights, pos_weight and strided operands; the
+    torch operands are float64 copies of the 16-bit values."""
+    x, tx = _random((5, 7), name, device, rng)
+    y, ty = _random((5, 7), name, device, rng, scale=1.0)
+    w, tw = _random((7,), name, device, rng, scale=1.0)
+    tx, ty, tw = tx.double(), ty.double(), tw.double()
+    target = rng.integers(0, 7, 5)
+    target[2] = 3
+    c, tc = ct.tensor(target, device=device), torch.from_numpy(target)
+    f, tf = ct.nn.functional, torch.nn.functional
+    cases = []
+    for red in ("none", "mean", "sum"):
+        cases += [
+            (lambda x, f=f, red=red: f.nll_loss(x, c, weight=w.abs(), ignore_index=3,
+                                               reduction=red),
+             lambda x, tf=tf, red=red: tf.nll_loss(x, tc, weight=tw.abs(), ignore_index=3,
+                                                   reduction=red)),
+            (lambda x, f=f, red=red: f.mse_loss(x.t(), y.t(), reduction=red),
+             lambda x, tf=tf, red=red: tf.mse_loss(x.t(), ty.t(), reduction=red)),
+            (lambda x, f=f, red=red: f.binary_cross_entropy_with_logits(
+                x[:, 1:], (y[:, 1:] > 0).to(x.dtype), weight=y[:, 1:].abs(),
+                pos_weight=w[1:].abs() + 0.5, reduction=red),
+             lambda x, tf=tf, red=red: tf.binary_cross_entropy_with_logits(
+                 x[:, 1:], (ty[:, 1:] > 0).to(x.dtype), weight=ty[:, 1:].abs(),
+                 pos_weight=tw[1:].abs() + 0.5, reduction=red))]
+    return x, tx, cases
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_losses_read_16_bit_operands_in_place(device, rng, poisoned, allocated, name):
+    """Values and gradients as torch's in float64 on the same 16-bit values, rounded once (torch's
+    own 16-bit BCE rounds every step, up to 5 ulps off), and no float32 tensor made on the way:
+    the kernels read and write the 16-bit operands themselves."""
+    x, tx, cases = _loss_cases(name, device, rng)
+    for mine, theirs in cases:
+        a, ta = x.detach().requires_grad_(), tx.detach().requires_grad_()
+        allocated.clear()
+        got, want = mine(a), theirs(ta)
+        assert ct.float32 not in allocated
+        _same(got, want.to(getattr(torch, name)), ulps=2)
+        g, tg = _random(tuple(want.shape), name, device, rng, scale=1.0)
+        got.backward(g)
+        want.backward(tg.double())
+        _same(a.grad, ta.grad.to(getattr(torch, name)), ulps=2)
