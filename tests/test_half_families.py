@@ -327,3 +327,33 @@ def test_optimizer_steps_in_place(device, rng, allocated, name, opt):
         want = tp.detach().numpy()
         np.testing.assert_allclose(p.detach().float().numpy(), want, rtol=0,
                                    atol=8 * float(ct.finfo(d).eps) * np.abs(want).max())
+
+
+# ---- linear algebra: refused where torch refuses it ---------------------------------------------
+
+LINALG_REFUSED = {
+    "linalg.solve": lambda m, a: m.linalg.solve(a, a), "linalg.inv": lambda m, a: m.linalg.inv(a),
+    "linalg.det": lambda m, a: m.linalg.det(a), "linalg.slogdet": lambda m, a: m.linalg.slogdet(a),
+    "logdet": lambda m, a: m.logdet(a), "linalg.cholesky": lambda m, a: m.linalg.cholesky(a),
+    "linalg.lu_factor": lambda m, a: m.linalg.lu_factor(a),
+    "linalg.solve_triangular": lambda m, a: m.linalg.solve_triangular(a, a, upper=True),
+    "linalg.matrix_norm": lambda m, a: m.linalg.matrix_norm(a, 2),
+    "linalg.cond": lambda m, a: m.linalg.cond(a), "linalg.qr": lambda m, a: m.linalg.qr(a),
+    "linalg.eigh": lambda m, a: m.linalg.eigh(a), "linalg.svd": lambda m, a: m.linalg.svd(a),
+    "linalg.svdvals": lambda m, a: m.linalg.svdvals(a), "linalg.pinv": lambda m, a: m.linalg.pinv(a),
+    "linalg.matrix_rank": lambda m, a: m.linalg.matrix_rank(a),
+    "linalg.lstsq": lambda m, a: m.linalg.lstsq(a, a),
+    "triangular_solve": lambda m, a: m.triangular_solve(a, a)}
+
+
+@pytest.mark.filterwarnings("ignore:torch.triangular_solve is deprecated")
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("op", sorted(LINALG_REFUSED))
+def test_linalg_refuses_16_bit_as_torch(device, rng, name, op):
+    a, ta = _random((3, 3), name, device, rng)
+    a, ta = a + 4 * ct.eye(3, dtype=a.dtype, device=device), ta + 4 * torch.eye(3, dtype=ta.dtype)
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        LINALG_REFUSED[op](torch, ta)
+    with pytest.raises(TypeError, match=f"^{op}: low precision dtypes are not supported, "
+                                        f"A is {name}"):
+        LINALG_REFUSED[op](ct, a)
