@@ -55,7 +55,9 @@
  *   ACC_T   the data's OpenCL type for scatter_add and scatter_reduce; ACC_BOOL when it is bool
  *           (stored as uchar 0/1: sum and max are logical or, prod and min logical and, as torch);
  *           ACC_FLOAT when it is floating. half and bf16 go through LD/ST and reduce in float:
- *           per_output rounds its sum once, per_lane each addition (it stores out every step)
+ *           per_output rounds its result once, per_lane each step (it stores out every step;
+ *           scatter_add and scatter_reduce's sums and products give it a float out instead)
+ *   SRC_T   the source values' type (default ACC_T): 16-bit values scattered into float
  *   NZ_T    the type whose elements nonzero tests (bool as uchar; half and bf16 through LD)
  * Tunables: none; the launcher picks work sizes and the nonzero chunk length.
  */
@@ -198,6 +200,9 @@ __kernel void masked_scatter_chunks(const long n, const int nd, const Shape shap
 
 /* ---- deterministic scatter_add and scatter_reduce ------------------------------------------ */
 #ifdef ACC_T
+#ifndef SRC_T
+#define SRC_T ACC_T
+#endif
 /* `red`: must match SCATTER_REDUCTIONS in cltensor/ops/indexing.py */
 #define RED_SUM 0
 #define RED_PROD 1
@@ -231,7 +236,7 @@ inline ACC_R reduce2(const int red, const ACC_R a, const ACC_R b) {
 __kernel void scatter_add_per_output(const long n, const int nd, const Shape shape,
                                      __global ACC_T* out, const View vo,
                                      __global const long* idx, const View vi,
-                                     __global const ACC_T* src, const View vs, const View vj,
+                                     __global const SRC_T* src, const View vs, const View vj,
                                      const long len, const long idx_step, const long src_step,
                                      const int red) {
   const long i = get_global_id(0);
@@ -241,7 +246,7 @@ __kernel void scatter_add_per_output(const long n, const int nd, const Shape sha
   const long j = offset_of(i, nd, &shape, &vj);
   ACC_R acc = LD(ACC_T, out, oo);
   for (long t = 0; t < len; ++t) {
-    if (idx[oi + t * idx_step] == j) acc = reduce2(red, acc, LD(ACC_T, src, os + t * src_step));
+    if (idx[oi + t * idx_step] == j) acc = reduce2(red, acc, LD(SRC_T, src, os + t * src_step));
   }
   ST(ACC_T, out, oo, acc);
 }
@@ -252,7 +257,7 @@ __kernel void scatter_add_per_output(const long n, const int nd, const Shape sha
 __kernel void scatter_add_per_lane(const long n, const int nd, const Shape shape,
                                    __global ACC_T* out, const View vo,
                                    __global const long* idx, const View vi,
-                                   __global const ACC_T* src, const View vs,
+                                   __global const SRC_T* src, const View vs,
                                    const long len, const long idx_step, const long src_step,
                                    const int k, const long nb, const Shape adv_stride,
                                    const int red) {
@@ -263,7 +268,7 @@ __kernel void scatter_add_per_lane(const long n, const int nd, const Shape shape
   for (long t = 0; t < len; ++t) {
     long p = oo;
     for (int j = 0; j < k; ++j) p += idx[oi + j * nb + t * idx_step] * adv_stride.size[j];
-    ST(ACC_T, out, p, reduce2(red, LD(ACC_T, out, p), LD(ACC_T, src, os + t * src_step)));
+    ST(ACC_T, out, p, reduce2(red, LD(ACC_T, out, p), LD(SRC_T, src, os + t * src_step)));
   }
 }
 #endif

@@ -196,6 +196,24 @@ def test_scatter_add_and_scatter_reduce(device, rng, poisoned, name):
 
 
 @pytest.mark.parametrize("name", HALF)
+def test_long_scatter_sums_accumulate_in_float32(device, poisoned, name):
+    """Thousands of additions into each element: torch sums them in float32 and rounds once
+    (a 16-bit running sum of 0.25s would stop growing at 512 in bfloat16). Long 1-d lanes take
+    the segmented path, a long scatter dim over a wide output the per-lane kernel."""
+    d, t = getattr(ct, name), getattr(torch, name)
+    for out, n in (((2,), 20000), ((40, 3), 20000)):
+        idx = torch.arange(n).remainder(2).reshape(-1, *([1] * (len(out) - 1)))
+        idx = idx.expand(n, *out[1:]).contiguous()
+        src = torch.full(idx.shape, 0.25, dtype=t)
+        ci = ct.tensor(idx.numpy(), device=device)
+        cs = ct.full(tuple(idx.shape), 0.25, dtype=d, device=device)
+        _same(ct.zeros(out, dtype=d, device=device).scatter_add(0, ci, cs),
+              torch.zeros(out, dtype=t).scatter_add(0, idx, src))
+        _same(ct.ones(out, dtype=d, device=device).scatter_reduce(0, ci, cs, "sum"),
+              torch.ones(out, dtype=t).scatter_reduce(0, idx, src, "sum"))
+
+
+@pytest.mark.parametrize("name", HALF)
 def test_index_add_copy_fill_put(device, rng, poisoned, name):
     x, tx = _random((6, 5), name, device, rng)
     s, ts = _random((4, 5), name, device, rng)
