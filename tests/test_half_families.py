@@ -1,6 +1,8 @@
 """float16 and bfloat16 in place in the scan, sort, upsample, indexing, loss and optimizer
-kernel families, against torch CPU in the same dtype: odd sizes, strided inputs, every result
-buffer poisoned (all bits set: NaN for floats, -1 for integers) before the kernels write it."""
+kernel families, against torch CPU in the same dtype (losses and optimizer steps against torch
+in float64 on the same 16-bit values, where torch's own 16-bit arithmetic rounds every step),
+and linear algebra's refusals: odd sizes, strided inputs, result buffers poisoned (all bits
+set: NaN for floats, -1 for integers) before the kernels write them."""
 import numpy as np
 import pyopencl as cl
 import pytest
