@@ -54,8 +54,11 @@
  *           float32 and int32 (and float64 and int64) share one build
  *   ACC_T   the data's OpenCL type for scatter_add and scatter_reduce; ACC_BOOL when it is bool
  *           (stored as uchar 0/1: sum and max are logical or, prod and min logical and, as torch);
- *           ACC_FLOAT when it is float or double
- *   NZ_T    the type whose elements nonzero tests (bool as uchar)
+ *           ACC_FLOAT when it is floating. half and bf16 go through LD/ST and reduce in float:
+ *           per_output rounds its result once, per_lane each step (it stores out every step;
+ *           scatter_add and scatter_reduce's sums and products give it a float out instead)
+ *   SRC_T   the source values' type (default ACC_T): 16-bit values scattered into float
+ *   NZ_T    the type whose elements nonzero tests (bool as uchar; half and bf16 through LD)
  * Tunables: none; the launcher picks work sizes and the nonzero chunk length.
  */
 #include "common.cl"
@@ -197,6 +200,9 @@ __kernel void masked_scatter_chunks(const long n, const int nd, const Shape shap
 
 /* ---- deterministic scatter_add and scatter_reduce ------------------------------------------ */
 #ifdef ACC_T
+#ifndef SRC_T
+#define SRC_T ACC_T
+#endif
 /* `red`: must match SCATTER_REDUCTIONS in cltensor/ops/indexing.py */
 #define RED_SUM 0
 #define RED_PROD 1
@@ -209,8 +215,10 @@ __kernel void masked_scatter_chunks(const long n, const int nd, const Shape shap
 #define ACC_NAN(v) 0
 #endif
 
+#define ACC_R REG(ACC_T)
+
 /* max and min: a NaN accumulator stays, a NaN value takes over */
-inline ACC_T reduce2(const int red, const ACC_T a, const ACC_T b) {
+inline ACC_R reduce2(const int red, const ACC_R a, const ACC_R b) {
 #ifdef ACC_BOOL
   return red == RED_SUM || red == RED_MAX ? a | b : a & b;
 #else
@@ -228,7 +236,7 @@ inline ACC_T reduce2(const int red, const ACC_T a, const ACC_T b) {
 __kernel void scatter_add_per_output(const long n, const int nd, const Shape shape,
                                      __global ACC_T* out, const View vo,
                                      __global const long* idx, const View vi,
-                                     __global const ACC_T* src, const View vs, const View vj,
+                                     __global const SRC_T* src, const View vs, const View vj,
                                      const long len, const long idx_step, const long src_step,
                                      const int red) {
   const long i = get_global_id(0);
@@ -236,11 +244,11 @@ __kernel void scatter_add_per_output(const long n, const int nd, const Shape sha
   long oo, oi, os;
   offsets3(i, nd, &shape, &vo, &vi, &vs, &oo, &oi, &os);
   const long j = offset_of(i, nd, &shape, &vj);
-  ACC_T acc = out[oo];
+  ACC_R acc = LD(ACC_T, out, oo);
   for (long t = 0; t < len; ++t) {
-    if (idx[oi + t * idx_step] == j) acc = reduce2(red, acc, src[os + t * src_step]);
+    if (idx[oi + t * idx_step] == j) acc = reduce2(red, acc, LD(SRC_T, src, os + t * src_step));
   }
-  out[oo] = acc;
+  ST(ACC_T, out, oo, acc);
 }
 
 /* Shape: the lanes (the index's shape with the scatter dim's size set to 1). With k index
@@ -249,7 +257,7 @@ __kernel void scatter_add_per_output(const long n, const int nd, const Shape sha
 __kernel void scatter_add_per_lane(const long n, const int nd, const Shape shape,
                                    __global ACC_T* out, const View vo,
                                    __global const long* idx, const View vi,
-                                   __global const ACC_T* src, const View vs,
+                                   __global const SRC_T* src, const View vs,
                                    const long len, const long idx_step, const long src_step,
                                    const int k, const long nb, const Shape adv_stride,
                                    const int red) {
@@ -260,7 +268,7 @@ __kernel void scatter_add_per_lane(const long n, const int nd, const Shape shape
   for (long t = 0; t < len; ++t) {
     long p = oo;
     for (int j = 0; j < k; ++j) p += idx[oi + j * nb + t * idx_step] * adv_stride.size[j];
-    out[p] = reduce2(red, out[p], src[os + t * src_step]);
+    ST(ACC_T, out, p, reduce2(red, LD(ACC_T, out, p), LD(SRC_T, src, os + t * src_step)));
   }
 }
 #endif
@@ -277,7 +285,8 @@ __kernel void count_nonzero_chunks(const long n, const int nd, const Shape shape
   long count = 0;
   Cursor p;
   cursor_start(&p, lo, nd, &shape, &vx);
-  for (long i = lo; i < hi; ++i, cursor_next(&p, nd, &shape, &vx)) count += x[p.o] != 0;
+  for (long i = lo; i < hi; ++i, cursor_next(&p, nd, &shape, &vx))
+    count += LD(NZ_T, x, p.o) != 0;
   counts[g] = count;
 }
 
@@ -293,7 +302,7 @@ __kernel void write_nonzero(const long n, const int nd, const Shape shape,
   Cursor p;
   cursor_start(&p, lo, nd, &shape, &vx);
   for (long i = lo; i < hi; ++i, cursor_next(&p, nd, &shape, &vx)) {
-    if (x[p.o] == 0) continue;
+    if (LD(NZ_T, x, p.o) == 0) continue;
     for (int k = 0; k < nd; ++k) out[row * row_stride + k * col_stride] = p.c[k];
     ++row;
   }

@@ -20,7 +20,8 @@
  *          + max(-x, 0) (torch's stable form); dL/dx = (1 - t) - lw sigmoid(-x),
  *          dL/dt = -x + (pw - 1) softplus(-x)
  * Build options:
- *   T            data type (float or double)
+ *   T            storage type (float, double, half or bf16), read and written through LD/ST;
+ *                R = REG(T) computes (float32 for the 16-bit types: one rounding per result)
  * Kernel flags (arguments, not build options, to keep builds few):
  *   nll `weighted`: class weights are given (else all 1, w unread)
  *   pointwise `flags`: F_BCE (else MSE), F_WEIGHT (an elementwise weight w; else 1), F_POS
@@ -29,6 +30,8 @@
  * Tunables: none; the launcher picks work sizes.
  */
 #include "common.cl"
+
+#define R REG(T)
 
 typedef struct { long off, o, d, i; } View3;
 typedef struct { long off, o, i; } View2;
@@ -39,7 +42,7 @@ inline long row_at(const View2 v, const long r, const long I) {
 
 /* ---- nll ------------------------------------------------------------------------------------- */
 
-#define CLASS_WEIGHT(c) (weighted ? w[c] : (T)1)
+#define CLASS_WEIGHT(c) (weighted ? LD(T, w, c) : (R)1)
 
 __kernel void nll_fwd(const long rows, const long C, const long I, __global const T* x,
                       const View3 vx, __global const long* target, const View2 vt,
@@ -50,13 +53,13 @@ __kernel void nll_fwd(const long rows, const long C, const long I, __global cons
   const long t = target[row_at(vt, r, I)];
   if (t == ignore_index || t < 0 || t >= C) {
     if (t != ignore_index) *bad = t;
-    loss[r] = 0;
-    wt[r] = 0;
+    ST(T, loss, r, 0);
+    ST(T, wt, r, 0);
     return;
   }
-  const T w_t = CLASS_WEIGHT(t);
-  loss[r] = -w_t * x[vx.off + (r / I) * vx.o + t * vx.d + (r % I) * vx.i];
-  wt[r] = w_t;
+  const R w_t = CLASS_WEIGHT(t);
+  ST(T, loss, r, -w_t * LD(T, x, vx.off + (r / I) * vx.o + t * vx.d + (r % I) * vx.i));
+  ST(T, wt, r, w_t);
 }
 
 /* A 3-d launch over (I, C, O): neighbouring work-items write neighbouring memory. */
@@ -68,7 +71,8 @@ __kernel void nll_bwd(const long O, const long C, const long I, __global const l
   if (i >= I || c >= C || o >= O) return;
   const long e = (o * C + c) * I + i, r = o * I + i;
   const long t = target[row_at(vt, r, I)];
-  gx[e] = (c == t && t != ignore_index) ? -CLASS_WEIGHT(t) * scale[row_at(vs, r, I)] : (T)0;
+  ST(T, gx, e, (c == t && t != ignore_index) ? -CLASS_WEIGHT(t) * LD(T, scale, row_at(vs, r, I))
+                                              : (R)0);
 }
 
 /* ---- pointwise losses ------------------------------------------------------------------------ */
@@ -78,46 +82,47 @@ __kernel void nll_bwd(const long O, const long C, const long I, __global const l
 #define F_POS 4
 #define F_GRAD_TARGET 8
 
-inline T softplus_neg(const T x) { return log1p(exp(-fabs(x))) + fmax(-x, (T)0); }
+inline R softplus_neg(const R x) { return log1p(exp(-fabs(x))) + fmax(-x, (R)0); }
 
 #define OPERANDS __global const T* x, const View vx, __global const T* t, const View vt, \
                  __global const T* w, const View vw, __global const T* pw, const View vp
 #define LOAD_OPERANDS                                                             \
-  const T xv = x[view_offset(i, nd, shape, vx)], tv = t[view_offset(i, nd, shape, vt)]; \
-  const T wv = (flags & F_WEIGHT) ? w[view_offset(i, nd, shape, vw)] : (T)1;      \
-  const T pv = (flags & F_POS) ? pw[view_offset(i, nd, shape, vp)] : (T)1;
+  const R xv = LD(T, x, view_offset(i, nd, shape, vx));                           \
+  const R tv = LD(T, t, view_offset(i, nd, shape, vt));                           \
+  const R wv = (flags & F_WEIGHT) ? LD(T, w, view_offset(i, nd, shape, vw)) : (R)1; \
+  const R pv = (flags & F_POS) ? LD(T, pw, view_offset(i, nd, shape, vp)) : (R)1;
 
 __kernel void pw_loss_fwd(const long n, const int nd, const Shape shape, const int flags,
                           __global T* loss, OPERANDS) {
   const long i = get_global_id(0);
   if (i >= n) return;
   LOAD_OPERANDS
-  T l;
+  R l;
   if (flags & F_BCE) {
-    const T lw = (pv - (T)1) * tv + (T)1;
-    l = ((T)1 - tv) * xv + lw * softplus_neg(xv);
+    const R lw = (pv - (R)1) * tv + (R)1;
+    l = ((R)1 - tv) * xv + lw * softplus_neg(xv);
   } else {
     l = (xv - tv) * (xv - tv);
   }
-  loss[i] = wv * l;
+  ST(T, loss, i, wv * l);
 }
 
 __kernel void pw_loss_bwd(const long n, const int nd, const Shape shape, const int flags,
-                          const T mult, __global const T* g, const View vg, __global T* gx,
+                          const R mult, __global const T* g, const View vg, __global T* gx,
                           __global T* gt, OPERANDS) {
   const long i = get_global_id(0);
   if (i >= n) return;
   LOAD_OPERANDS
-  const T s = mult * g[view_offset(i, nd, shape, vg)] * wv;
-  T dx, dt;
+  const R s = mult * LD(T, g, view_offset(i, nd, shape, vg)) * wv;
+  R dx, dt;
   if (flags & F_BCE) {
-    const T lw = (pv - (T)1) * tv + (T)1;
-    dx = ((T)1 - tv) - lw / ((T)1 + exp(xv));
-    dt = -xv + (pv - (T)1) * softplus_neg(xv);
+    const R lw = (pv - (R)1) * tv + (R)1;
+    dx = ((R)1 - tv) - lw / ((R)1 + exp(xv));
+    dt = -xv + (pv - (R)1) * softplus_neg(xv);
   } else {
-    dx = (T)2 * (xv - tv);
+    dx = (R)2 * (xv - tv);
     dt = -dx;
   }
-  gx[i] = s * dx;
-  if (flags & F_GRAD_TARGET) gt[i] = s * dt;
+  ST(T, gx, i, s * dx);
+  if (flags & F_GRAD_TARGET) ST(T, gt, i, s * dt);
 }

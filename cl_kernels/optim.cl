@@ -22,18 +22,23 @@
  *              state buffers start as the host fills them (zeros, or Adagrad's initial value
  *              and Rprop's lr), so no first-step flag is needed.
  * Scalar hyperparameters are kernel arguments (a scheduler changes lr without a rebuild), given
- * in T after the host computed the derived values (1 - dampening, step size, ...) in double,
+ * in R after the host computed the derived values (1 - dampening, step size, ...) in double,
  * as torch does.
  *
  *   sgd_multi, adam_multi  sgd_step / adam_step over MT (8) contiguous parameters in one
  *              launch.
  *
  * Build options:
- *   T          float or double: the parameter, gradient and state type
+ *   T          float, double, half or bf16: the parameter, gradient and state storage type,
+ *              read and written through LD/ST; R = REG(T) computes (float32 for the 16-bit
+ *              types, each value stored rounded once: the state stays in the parameter's dtype,
+ *              as torch keeps it)
  * Tunables: none; the launcher picks work sizes.
  */
 #pragma OPENCL FP_CONTRACT OFF
 #include "common.cl"
+
+#define R REG(T)
 
 #define MT 8 /* parameters per multi-tensor launch: EACH_SLOT lists as many */
 
@@ -79,11 +84,11 @@ inline void locate(long i, const int nd, const Shape* shape, const View* vp, con
 }
 
 /* torch's add with alpha: a + alpha * b, rounded once */
-inline T add_alpha(const T a, const T b, const T alpha) { return fma(alpha, b, a); }
+inline R add_alpha(const R a, const R b, const R alpha) { return fma(alpha, b, a); }
 
 /* torch's lerp: a + w * (b - a) for |w| < 0.5, else b + (w - 1) * (b - a), each one fma */
-inline T lerp_t(const T a, const T b, const T w) {
-  return fabs(w) < (T)0.5 ? fma(w, b - a, a) : fma(w - (T)1, b - a, b);
+inline R lerp_t(const R a, const R b, const R w) {
+  return fabs(w) < (R)0.5 ? fma(w, b - a, a) : fma(w - (R)1, b - a, b);
 }
 
 /* Every step kernel's leading arguments (n elements of param and grad over an nd-dim Shape)
@@ -99,21 +104,22 @@ inline T lerp_t(const T a, const T b, const T w) {
 
 /* One SGD update of param[op] from grad[og]; buf[i] is its momentum (contiguous state). */
 inline void sgd_update(__global T* param, const long op, __global const T* grad, const long og,
-                       __global T* buf, const long i, const T lr, const T momentum,
-                       const T one_minus_dampening, const T weight_decay, const int flags) {
-  const T p = param[op];
-  T d = (flags & SGD_MAXIMIZE) ? -grad[og] : grad[og];
+                       __global T* buf, const long i, const R lr, const R momentum,
+                       const R one_minus_dampening, const R weight_decay, const int flags) {
+  const R p = LD(T, param, op);
+  R d = (flags & SGD_MAXIMIZE) ? -LD(T, grad, og) : LD(T, grad, og);
   if (flags & SGD_DECAY) d = add_alpha(d, p, weight_decay);
   if (flags & SGD_MOMENTUM) {
-    const T b = (flags & SGD_FIRST) ? d : add_alpha(buf[i] * momentum, d, one_minus_dampening);
-    buf[i] = b;
+    const R b = (flags & SGD_FIRST) ? d
+                                    : add_alpha(LD(T, buf, i) * momentum, d, one_minus_dampening);
+    ST(T, buf, i, b);
     d = (flags & SGD_NESTEROV) ? add_alpha(d, b, momentum) : b;
   }
-  param[op] = add_alpha(p, d, -lr);
+  ST(T, param, op, add_alpha(p, d, -lr));
 }
 
 #define SGD_SCALARS                                                                   \
-  const T lr, const T momentum, const T one_minus_dampening, const T weight_decay, \
+  const R lr, const R momentum, const R one_minus_dampening, const R weight_decay, \
       const int flags
 
 __kernel void sgd_step(STEP_ARGS, __global T* buf, SGD_SCALARS) {
@@ -124,33 +130,33 @@ __kernel void sgd_step(STEP_ARGS, __global T* buf, SGD_SCALARS) {
 /* One Adam update of param[op] from grad[og]; the moments at [i] (contiguous state). */
 inline void adam_update(__global T* param, const long op, __global const T* grad, const long og,
                         __global T* exp_avg, __global T* exp_avg_sq, __global T* max_exp_avg_sq,
-                        const long i, const T one_minus_beta1, const T beta2,
-                        const T one_minus_beta2, const T eps, const T weight_decay,
-                        const T decay_factor, const T neg_step_size,
-                        const T bias_correction2_sqrt, const int flags) {
-  T p = param[op];
-  T g = (flags & ADAM_MAXIMIZE) ? -grad[og] : grad[og];
+                        const long i, const R one_minus_beta1, const R beta2,
+                        const R one_minus_beta2, const R eps, const R weight_decay,
+                        const R decay_factor, const R neg_step_size,
+                        const R bias_correction2_sqrt, const int flags) {
+  R p = LD(T, param, op);
+  R g = (flags & ADAM_MAXIMIZE) ? -LD(T, grad, og) : LD(T, grad, og);
   if (flags & ADAM_DECOUPLED) p = p * decay_factor;
   if (flags & ADAM_DECAY) g = add_alpha(g, p, weight_decay);
   const int first = flags & ADAM_FIRST;
-  const T m = lerp_t(first ? (T)0 : exp_avg[i], g, one_minus_beta1);
-  const T v = fma(one_minus_beta2 * g, g, (first ? (T)0 : exp_avg_sq[i]) * beta2);
-  exp_avg[i] = m;
-  exp_avg_sq[i] = v;
-  T vhat = v;
+  const R m = lerp_t(first ? (R)0 : LD(T, exp_avg, i), g, one_minus_beta1);
+  const R v = fma(one_minus_beta2 * g, g, (first ? (R)0 : LD(T, exp_avg_sq, i)) * beta2);
+  ST(T, exp_avg, i, m);
+  ST(T, exp_avg_sq, i, v);
+  R vhat = v;
   if (flags & ADAM_AMSGRAD) {
-    const T vmax = first ? (T)0 : max_exp_avg_sq[i];
+    const R vmax = first ? (R)0 : LD(T, max_exp_avg_sq, i);
     vhat = (isnan(vmax) || vmax > v) ? vmax : v;  /* torch.maximum propagates NaN */
-    max_exp_avg_sq[i] = vhat;
+    ST(T, max_exp_avg_sq, i, vhat);
   }
-  const T denom = sqrt(vhat) / bias_correction2_sqrt + eps;
-  param[op] = p + neg_step_size * m / denom;
+  const R denom = sqrt(vhat) / bias_correction2_sqrt + eps;
+  ST(T, param, op, p + neg_step_size * m / denom);
 }
 
 #define ADAM_SCALARS                                                                       \
-  const T one_minus_beta1, const T beta2, const T one_minus_beta2, const T eps,         \
-      const T weight_decay, const T decay_factor, const T neg_step_size,                \
-      const T bias_correction2_sqrt, const int flags
+  const R one_minus_beta1, const R beta2, const R one_minus_beta2, const R eps,         \
+      const R weight_decay, const R decay_factor, const R neg_step_size,                \
+      const R bias_correction2_sqrt, const int flags
 #define ADAM_SCALAR_NAMES                                                             \
   one_minus_beta1, beta2, one_minus_beta2, eps, weight_decay, decay_factor, neg_step_size, \
       bias_correction2_sqrt, flags
@@ -208,144 +214,144 @@ __kernel void adam_multi(const Ends ends, EACH_SLOT(ADAM_SLOT_ARGS) ADAM_SCALARS
  * them on the first step) */
 __kernel void rmsprop_step(STEP_ARGS,
                            __global T* square_avg, __global T* grad_avg, __global T* buf,
-                           const T alpha, const T one_minus_alpha, const T eps,
-                           const T weight_decay, const T momentum, const T lr,
+                           const R alpha, const R one_minus_alpha, const R eps,
+                           const R weight_decay, const R momentum, const R lr,
                            const int flags) {
   STEP_LOCATE
-  const T p = param[op];
-  T g = (flags & RMS_MAXIMIZE) ? -grad[og] : grad[og];
+  const R p = LD(T, param, op);
+  R g = (flags & RMS_MAXIMIZE) ? -LD(T, grad, og) : LD(T, grad, og);
   if (flags & RMS_DECAY) g = add_alpha(g, p, weight_decay);
-  const T v = fma(one_minus_alpha * g, g, square_avg[i] * alpha);
-  square_avg[i] = v;
-  T avg;
+  const R v = fma(one_minus_alpha * g, g, LD(T, square_avg, i) * alpha);
+  ST(T, square_avg, i, v);
+  R avg;
   if (flags & RMS_CENTERED) {
-    const T m = lerp_t(grad_avg[i], g, one_minus_alpha);
-    grad_avg[i] = m;
+    const R m = lerp_t(LD(T, grad_avg, i), g, one_minus_alpha);
+    ST(T, grad_avg, i, m);
     avg = sqrt(fma(-m, m, v));
   } else {
     avg = sqrt(v);
   }
   avg = avg + eps;
   if (flags & RMS_MOMENTUM) {
-    const T b = buf[i] * momentum + g / avg;
-    buf[i] = b;
-    param[op] = add_alpha(p, b, -lr);
+    const R b = LD(T, buf, i) * momentum + g / avg;
+    ST(T, buf, i, b);
+    ST(T, param, op, add_alpha(p, b, -lr));
   } else {
-    param[op] = p + -lr * (g / avg);
+    ST(T, param, op, p + -lr * (g / avg));
   }
 }
 
 /* The gradient as the update uses it: negated for maximize, plus weight_decay * p for X_DECAY */
-inline T grad_of(const T gv, const T p, const T weight_decay, const int flags) {
-  const T g = (flags & X_MAXIMIZE) ? -gv : gv;
+inline R grad_of(const R gv, const R p, const R weight_decay, const int flags) {
+  const R g = (flags & X_MAXIMIZE) ? -gv : gv;
   return (flags & X_DECAY) ? add_alpha(g, p, weight_decay) : g;
 }
 
 /* torch.maximum: NaN wins */
-inline T max_nan(const T a, const T b) { return (isnan(a) || a > b) ? a : b; }
+inline R max_nan(const R a, const R b) { return (isnan(a) || a > b) ? a : b; }
 
 /* sum += g^2; p -= clr * g / (sqrt(sum) + eps) */
 __kernel void adagrad_step(STEP_ARGS,
                            __global T* sum,
-                           const T neg_clr, const T eps, const T weight_decay, const int flags) {
+                           const R neg_clr, const R eps, const R weight_decay, const int flags) {
   STEP_LOCATE
-  const T p = param[op];
-  const T g = grad_of(grad[og], p, weight_decay, flags);
-  const T s = fma(g, g, sum[i]);
-  sum[i] = s;
-  param[op] = p + neg_clr * (g / (sqrt(s) + eps));
+  const R p = LD(T, param, op);
+  const R g = grad_of(LD(T, grad, og), p, weight_decay, flags);
+  const R s = fma(g, g, LD(T, sum, i));
+  ST(T, sum, i, s);
+  ST(T, param, op, p + neg_clr * (g / (sqrt(s) + eps)));
 }
 
 /* v = rho v + (1 - rho) g^2; d = sqrt(u + eps) / sqrt(v + eps) * g;
  * u = rho u + (1 - rho) d^2; p -= lr * d */
 __kernel void adadelta_step(STEP_ARGS,
                             __global T* square_avg, __global T* acc_delta,
-                            const T rho, const T one_minus_rho, const T eps, const T weight_decay,
-                            const T lr, const int flags) {
+                            const R rho, const R one_minus_rho, const R eps, const R weight_decay,
+                            const R lr, const int flags) {
   STEP_LOCATE
-  const T p = param[op];
-  const T g = grad_of(grad[og], p, weight_decay, flags);
-  const T v = fma(one_minus_rho * g, g, square_avg[i] * rho);
-  square_avg[i] = v;
-  const T d = sqrt(acc_delta[i] + eps) / sqrt(v + eps) * g;
-  acc_delta[i] = fma(one_minus_rho * d, d, acc_delta[i] * rho);
-  param[op] = add_alpha(p, d, -lr);
+  const R p = LD(T, param, op);
+  const R g = grad_of(LD(T, grad, og), p, weight_decay, flags);
+  const R v = fma(one_minus_rho * g, g, LD(T, square_avg, i) * rho);
+  ST(T, square_avg, i, v);
+  const R d = sqrt(LD(T, acc_delta, i) + eps) / sqrt(v + eps) * g;
+  ST(T, acc_delta, i, fma(one_minus_rho * d, d, LD(T, acc_delta, i) * rho));
+  ST(T, param, op, add_alpha(p, d, -lr));
 }
 
 /* m = lerp(m, g, 1 - beta1); u = max(beta2 u, |g| + eps); p -= clr * m / u */
 __kernel void adamax_step(STEP_ARGS,
                           __global T* exp_avg, __global T* exp_inf,
-                          const T one_minus_beta1, const T beta2, const T eps,
-                          const T weight_decay, const T neg_clr, const int flags) {
+                          const R one_minus_beta1, const R beta2, const R eps,
+                          const R weight_decay, const R neg_clr, const int flags) {
   STEP_LOCATE
-  const T p = param[op];
-  const T g = grad_of(grad[og], p, weight_decay, flags);
-  const T m = lerp_t(exp_avg[i], g, one_minus_beta1);
-  const T u = max_nan(exp_inf[i] * beta2, fabs(g) + eps);
-  exp_avg[i] = m;
-  exp_inf[i] = u;
-  param[op] = p + neg_clr * (m / u);
+  const R p = LD(T, param, op);
+  const R g = grad_of(LD(T, grad, og), p, weight_decay, flags);
+  const R m = lerp_t(LD(T, exp_avg, i), g, one_minus_beta1);
+  const R u = max_nan(LD(T, exp_inf, i) * beta2, fabs(g) + eps);
+  ST(T, exp_avg, i, m);
+  ST(T, exp_inf, i, u);
+  ST(T, param, op, p + neg_clr * (m / u));
 }
 
 /* NAdam's and RAdam's common start: p decayed (X_DECOUPLED), the gradient g and Adam's moments
  * m, v of element i, the moments stored */
-inline void adam_moments(const long i, const T gv, T* p, T* g, T* m, T* v,
-                         __global T* exp_avg, __global T* exp_avg_sq, const T one_minus_beta1,
-                         const T beta2, const T one_minus_beta2, const T weight_decay,
-                         const T decay_factor, const int flags) {
+inline void adam_moments(const long i, const R gv, R* p, R* g, R* m, R* v,
+                         __global T* exp_avg, __global T* exp_avg_sq, const R one_minus_beta1,
+                         const R beta2, const R one_minus_beta2, const R weight_decay,
+                         const R decay_factor, const int flags) {
   if (flags & X_DECOUPLED) *p = *p * decay_factor;
   *g = grad_of(gv, *p, weight_decay, flags);
-  *m = lerp_t(exp_avg[i], *g, one_minus_beta1);
-  *v = fma(one_minus_beta2 * *g, *g, exp_avg_sq[i] * beta2);
-  exp_avg[i] = *m;
-  exp_avg_sq[i] = *v;
+  *m = lerp_t(LD(T, exp_avg, i), *g, one_minus_beta1);
+  *v = fma(one_minus_beta2 * *g, *g, LD(T, exp_avg_sq, i) * beta2);
+  ST(T, exp_avg, i, *m);
+  ST(T, exp_avg_sq, i, *v);
 }
 
 /* Adam's moments, then p += coef_grad * g / denom + coef_avg * m / denom with
  * denom = sqrt(v / bias_correction2) + eps (the host folds mu, mu_next and lr into the coefs) */
 __kernel void nadam_step(STEP_ARGS,
                          __global T* exp_avg, __global T* exp_avg_sq,
-                         const T one_minus_beta1, const T beta2, const T one_minus_beta2,
-                         const T eps, const T weight_decay, const T decay_factor,
-                         const T bias_correction2, const T coef_grad, const T coef_avg,
+                         const R one_minus_beta1, const R beta2, const R one_minus_beta2,
+                         const R eps, const R weight_decay, const R decay_factor,
+                         const R bias_correction2, const R coef_grad, const R coef_avg,
                          const int flags) {
   STEP_LOCATE
-  T p = param[op], g, m, v;
-  adam_moments(i, grad[og], &p, &g, &m, &v, exp_avg, exp_avg_sq, one_minus_beta1, beta2,
+  R p = LD(T, param, op), g, m, v;
+  adam_moments(i, LD(T, grad, og), &p, &g, &m, &v, exp_avg, exp_avg_sq, one_minus_beta1, beta2,
                one_minus_beta2, weight_decay, decay_factor, flags);
-  const T denom = sqrt(v / bias_correction2) + eps;
+  const R denom = sqrt(v / bias_correction2) + eps;
   p = p + coef_grad * (g / denom);
-  param[op] = p + coef_avg * (m / denom);
+  ST(T, param, op, p + coef_avg * (m / denom));
 }
 
 /* Adam's moments, then p -= m / bias_correction1 * lr, times the adaptive term
  * bias_correction2_sqrt / (sqrt(v) + eps) and `rect` when X_RECTIFY */
 __kernel void radam_step(STEP_ARGS,
                          __global T* exp_avg, __global T* exp_avg_sq,
-                         const T one_minus_beta1, const T beta2, const T one_minus_beta2,
-                         const T eps, const T weight_decay, const T decay_factor,
-                         const T bias_correction1, const T lr, const T bias_correction2_sqrt,
-                         const T rect, const int flags) {
+                         const R one_minus_beta1, const R beta2, const R one_minus_beta2,
+                         const R eps, const R weight_decay, const R decay_factor,
+                         const R bias_correction1, const R lr, const R bias_correction2_sqrt,
+                         const R rect, const int flags) {
   STEP_LOCATE
-  T p = param[op], g, m, v;
-  adam_moments(i, grad[og], &p, &g, &m, &v, exp_avg, exp_avg_sq, one_minus_beta1, beta2,
+  R p = LD(T, param, op), g, m, v;
+  adam_moments(i, LD(T, grad, og), &p, &g, &m, &v, exp_avg, exp_avg_sq, one_minus_beta1, beta2,
                one_minus_beta2, weight_decay, decay_factor, flags);
-  T u = m / bias_correction1 * lr;
+  R u = m / bias_correction1 * lr;
   if (flags & X_RECTIFY) u = u * (bias_correction2_sqrt / (sqrt(v) + eps)) * rect;
-  param[op] = p - u;
+  ST(T, param, op, p - u);
 }
 
 /* p = p * (1 - lambd * eta) - eta * g; ax += (p - ax) * mu (ax = p when mu == 1) */
 __kernel void asgd_step(STEP_ARGS,
                         __global T* ax,
-                        const T decay, const T neg_eta, const T mu, const T weight_decay,
+                        const R decay, const R neg_eta, const R mu, const R weight_decay,
                         const int flags) {
   STEP_LOCATE
-  T p = param[op];
-  const T g = grad_of(grad[og], p, weight_decay, flags);
+  R p = LD(T, param, op);
+  const R g = grad_of(LD(T, grad, og), p, weight_decay, flags);
   p = add_alpha(p * decay, g, neg_eta);
-  param[op] = p;
-  ax[i] = (flags & X_AX_COPY) ? p : ax[i] + (p - ax[i]) * mu;
+  ST(T, param, op, p);
+  ST(T, ax, i, (flags & X_AX_COPY) ? p : LD(T, ax, i) + (p - LD(T, ax, i)) * mu);
 }
 
 /* The step size grows by etaplus where the gradient kept its sign, shrinks by etaminus where it
@@ -353,16 +359,16 @@ __kernel void asgd_step(STEP_ARGS,
  * [step_min, step_max]; p -= sign(g) * step */
 __kernel void rprop_step(STEP_ARGS,
                          __global T* prev, __global T* step_size,
-                         const T etaminus, const T etaplus, const T step_min, const T step_max,
+                         const R etaminus, const R etaplus, const R step_min, const R step_max,
                          const int flags) {
   STEP_LOCATE
-  T g = (flags & X_MAXIMIZE) ? -grad[og] : grad[og];
-  const T s = sign(g * prev[i]);
-  const T factor = s > 0 ? etaplus : (s < 0 ? etaminus : (s == 0 ? (T)1 : s));
-  const T st = step_size[i] * factor;
-  const T clamped = st < step_min ? step_min : (st > step_max ? step_max : st);
-  step_size[i] = clamped;
-  if (factor == etaminus) g = (T)0;
-  prev[i] = g;
-  param[op] = fma(-sign(g), clamped, param[op]);
+  R g = (flags & X_MAXIMIZE) ? -LD(T, grad, og) : LD(T, grad, og);
+  const R s = sign(g * LD(T, prev, i));
+  const R factor = s > 0 ? etaplus : (s < 0 ? etaminus : (s == 0 ? (R)1 : s));
+  const R st = LD(T, step_size, i) * factor;
+  const R clamped = st < step_min ? step_min : (st > step_max ? step_max : st);
+  ST(T, step_size, i, clamped);
+  if (factor == etaminus) g = (R)0;
+  ST(T, prev, i, g);
+  ST(T, param, op, fma(-sign(g), clamped, LD(T, param, op)));
 }

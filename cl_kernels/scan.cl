@@ -17,17 +17,23 @@
  * running max and the sum of exp(x - max) for log-sum-exps, else one.
  *
  * Build options (the sums and products are compiled when ACC_T is defined):
- *   T          input storage type (uchar for bool)
- *   ACC_T      accumulator and output type; ACC_FLOAT defined when it is float or double
+ *   T          input storage type (uchar for bool; half and bf16 read through LD)
+ *   ACC_T      accumulator and carry type; ACC_FLOAT defined when it is float or double
+ *   OUT_T      output storage type (default ACC_T; half or bf16 with a float ACC_T: each
+ *              prefix is rounded once from the float32 accumulator, as torch's)
  *   SCAN_SUM, SCAN_PROD or SCAN_LSE   the operation (sums and products over floats are
  *              compensated, Neumaier's and Graillat's;
  *              SCAN_LSE, floats only: log(sum(exp(x))) with a running max, so nothing overflows)
- *   EXT_T      instead of ACC_T: the cummax / cummin family over that type (IS_FLOAT: NaN checks)
+ *   EXT_T      instead of ACC_T: the cummax / cummin family over that storage type (IS_FLOAT:
+ *              NaN checks; 16-bit floats compared as floats, the carried extremes REG(EXT_T))
  * Tunables: none; the launcher picks B and the work sizes.
  */
 #include "common.cl"
 
 #ifdef ACC_T
+#ifndef OUT_T
+#define OUT_T ACC_T
+#endif
 #if defined(SCAN_LSE) || (defined(ACC_FLOAT) && (defined(SCAN_SUM) || defined(SCAN_PROD)))
 #define CARRY_PARTS 2
 /* Sums: s and its compensation c (Neumaier). Products: s and c, the product being s + c
@@ -140,7 +146,7 @@ __kernel void scan_totals(LINE_ARGS, __global ACC_T* carry) {
   const long base = xv.offset + strided_offset(m, nd, shape, xv);
   const long end = min((b + 1) * block, n);
   State st = st_init();
-  for (long k = b * block; k < end; ++k) st = st_add(st, (ACC_T)x[base + k * xs]);
+  for (long k = b * block; k < end; ++k) st = st_add(st, (ACC_T)LD(T, x, base + k * xs));
   st_save(carry, g, st);
 }
 
@@ -155,7 +161,7 @@ __kernel void scan_carry(const long lines, const long B, __global ACC_T* carry) 
   }
 }
 
-__kernel void scan_blocks(LINE_ARGS, __global const ACC_T* carry, __global ACC_T* out,
+__kernel void scan_blocks(LINE_ARGS, __global const ACC_T* carry, __global OUT_T* out,
                           const View ov, const long os) {
   const long g = get_global_id(0);
   if (g >= lines * B) return;
@@ -165,8 +171,8 @@ __kernel void scan_blocks(LINE_ARGS, __global const ACC_T* carry, __global ACC_T
   const long end = min((b + 1) * block, n);
   State st = b > 0 ? st_load(carry, g) : st_init();
   for (long k = b * block; k < end; ++k) {
-    st = st_add(st, (ACC_T)x[base + k * xs]);
-    out[obase + k * os] = st_value(st);
+    st = st_add(st, (ACC_T)LD(T, x, base + k * xs));
+    ST(OUT_T, out, obase + k * os, st_value(st));
   }
 }
 #endif  /* ACC_T */
@@ -191,7 +197,9 @@ __kernel void scan_blocks(LINE_ARGS, __global const ACC_T* carry, __global ACC_T
 #define EXT_NAN(v) 0
 #endif
 
-inline bool ext_takes_over(const EXT_T v, const EXT_T best, const int is_min) {
+#define EXT_R REG(EXT_T)
+
+inline bool ext_takes_over(const EXT_R v, const EXT_R best, const int is_min) {
   if (EXT_NAN(v)) return true;
   if (EXT_NAN(best)) return false;
   return is_min ? v <= best : v >= best;
@@ -199,16 +207,17 @@ inline bool ext_takes_over(const EXT_T v, const EXT_T best, const int is_min) {
 
 __kernel void cumext_totals(__global const EXT_T* x, const long rows, const long n,
                             const long B, const long block, const int is_min,
-                            __global EXT_T* cv, __global long* ci) {
+                            __global EXT_R* cv, __global long* ci) {
   const long g = get_global_id(0);
   if (g >= rows * B) return;
   __global const EXT_T* r = x + (g / B) * n;
   const long start = (g % B) * block, end = min(start + block, n);
-  EXT_T best = r[start];
+  EXT_R best = LD(EXT_T, r, start);
   long at = start;
   for (long k = start + 1; k < end; ++k) {
-    if (ext_takes_over(r[k], best, is_min)) {
-      best = r[k];
+    const EXT_R v = LD(EXT_T, r, k);
+    if (ext_takes_over(v, best, is_min)) {
+      best = v;
       at = k;
     }
   }
@@ -217,14 +226,14 @@ __kernel void cumext_totals(__global const EXT_T* x, const long rows, const long
 }
 
 __kernel void cumext_carry(const long rows, const long B, const int is_min,
-                           __global EXT_T* cv, __global long* ci) {
+                           __global EXT_R* cv, __global long* ci) {
   const long row = get_global_id(0);
   if (row >= rows) return;
   const long first = row * B;
-  EXT_T best = cv[first];
+  EXT_R best = cv[first];
   long at = ci[first];
   for (long g = first + 1; g < first + B; ++g) {
-    const EXT_T v = cv[g];
+    const EXT_R v = cv[g];
     const long i = ci[g];
     cv[g] = best;
     ci[g] = at;
@@ -237,18 +246,19 @@ __kernel void cumext_carry(const long rows, const long B, const int is_min,
 
 __kernel void cumext_blocks(__global const EXT_T* x, const long rows, const long n,
                             const long B, const long block, const int is_min,
-                            __global const EXT_T* cv, __global const long* ci,
+                            __global const EXT_R* cv, __global const long* ci,
                             __global long* out) {
   const long g = get_global_id(0);
   if (g >= rows * B) return;
   const long row = g / B, b = g % B;
   __global const EXT_T* r = x + row * n;
   const long start = b * block, end = min(start + block, n);
-  EXT_T best = b > 0 ? cv[g] : r[0];
+  EXT_R best = b > 0 ? cv[g] : LD(EXT_T, r, 0);
   long at = b > 0 ? ci[g] : 0;
   for (long k = start; k < end; ++k) {
-    if (ext_takes_over(r[k], best, is_min)) {
-      best = r[k];
+    const EXT_R v = LD(EXT_T, r, k);
+    if (ext_takes_over(v, best, is_min)) {
+      best = v;
       at = k;
     }
     out[row * n + k] = at;

@@ -19,11 +19,15 @@
  *   read through `sorter` (the row's sorting positions) when use_sorter. Built with the sort's
  *   options (it ignores DESCENDING), so it shares the ascending sort's program.
  *
- * Tunables: T (the value type), IS_FLOAT (NaN checks), DESCENDING.
+ * Tunables: T (the value storage type), IS_FLOAT (NaN checks), DESCENDING.
+ * half and bf16 values are read through LD as floats and compared so; the network and its
+ * scratch hold K = REG(T) (exact: every 16-bit value is a float) and ST writes them back.
  */
+#include "common.cl"
 #ifndef T
 #define T float
 #endif
+#define K REG(T)
 #ifndef DESCENDING
 #define DESCENDING 0
 #endif
@@ -34,7 +38,7 @@
 #endif
 
 // true when (va at index ia) comes before (vb at index ib); indices from n on are pads
-inline bool before(T va, long ia, T vb, long ib, long n) {
+inline bool before(K va, long ia, K vb, long ib, long n) {
   if (ia >= n || ib >= n) return ia < ib;
   const bool na = IS_NAN(va), nb = IS_NAN(vb);
   if (na != nb) return DESCENDING ? na : nb;
@@ -47,12 +51,12 @@ inline bool before(T va, long ia, T vb, long ib, long n) {
 
 __kernel void sort_rows_local(const long n, const long P, __global const T* src,
                               __global T* out_vals, __global long* out_idx,
-                              __local T* vals, __local long* idx) {
+                              __local K* vals, __local long* idx) {
   const long row = get_group_id(0);
   const long lid = get_local_id(0), W = get_local_size(0);
   __global const T* s = src + row * n;
   for (long p = lid; p < P; p += W) {
-    vals[p] = p < n ? s[p] : (T)0;
+    vals[p] = p < n ? LD(T, s, p) : (K)0;
     idx[p] = p;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -60,7 +64,7 @@ __kernel void sort_rows_local(const long n, const long P, __global const T* src,
     for (long j = k >> 1; j > 0; j >>= 1) {
       for (long q = lid; q < P / 2; q += W) {
         const long i = PAIR(q, j), l = i + j;
-        const T vi = vals[i], vl = vals[l];
+        const K vi = vals[i], vl = vals[l];
         const long ii = idx[i], il = idx[l];
         const bool swap = (i & k) == 0 ? !before(vi, ii, vl, il, n) : !before(vl, il, vi, ii, n);
         if (swap) {
@@ -74,26 +78,26 @@ __kernel void sort_rows_local(const long n, const long P, __global const T* src,
     }
   }
   for (long p = lid; p < n; p += W) {
-    out_vals[row * n + p] = vals[p];
+    ST(T, out_vals, row * n + p, vals[p]);
     out_idx[row * n + p] = idx[p];
   }
 }
 
 __kernel void sort_init(const long rows, const long n, const long P, __global const T* src,
-                        __global T* vals, __global long* idx) {
+                        __global K* vals, __global long* idx) {
   const long g = get_global_id(0);
   if (g >= rows * P) return;
   const long row = g / P, p = g % P;
-  vals[g] = p < n ? src[row * n + p] : (T)0;
+  vals[g] = p < n ? LD(T, src, row * n + p) : (K)0;
   idx[g] = p;
 }
 
 __kernel void sort_stage(const long rows, const long n, const long P, const long k,
-                         const long j, __global T* vals, __global long* idx) {
+                         const long j, __global K* vals, __global long* idx) {
   const long g = get_global_id(0), pairs = P / 2;
   if (g >= rows * pairs) return;
   const long base = (g / pairs) * P, i = PAIR(g % pairs, j), l = i + j;
-  const T vi = vals[base + i], vl = vals[base + l];
+  const K vi = vals[base + i], vl = vals[base + l];
   const long ii = idx[base + i], il = idx[base + l];
   const bool swap = (i & k) == 0 ? !before(vi, ii, vl, il, n) : !before(vl, il, vi, ii, n);
   if (swap) {
@@ -104,12 +108,12 @@ __kernel void sort_stage(const long rows, const long n, const long P, const long
   }
 }
 
-__kernel void sort_final(const long rows, const long n, const long P, __global const T* vals,
+__kernel void sort_final(const long rows, const long n, const long P, __global const K* vals,
                          __global const long* idx, __global T* out_vals, __global long* out_idx) {
   const long g = get_global_id(0);
   if (g >= rows * n) return;
   const long from = (g / n) * P + g % n;
-  out_vals[g] = vals[from];
+  ST(T, out_vals, g, vals[from]);
   out_idx[g] = idx[from];
 }
 
@@ -123,11 +127,11 @@ __kernel void search_sorted(const long count, const long n, const long per_row,
   const long g = get_global_id(0);
   if (g >= count) return;
   const long base = (g / per_row) * n;
-  const T v = vals[g];
+  const K v = LD(T, vals, g);
   long lo = 0, hi = n;
   while (lo < hi) {
     const long mid = lo + ((hi - lo) >> 1);
-    const T s = seq[base + (use_sorter ? sorter[base + mid] : mid)];
+    const K s = LD(T, seq, base + (use_sorter ? sorter[base + mid] : mid));
     if (right ? !(s > v) : !(s >= v)) {
       lo = mid + 1;
     } else {

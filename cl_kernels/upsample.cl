@@ -22,16 +22,20 @@
  * keeps those whose forward sources, computed as above, include this element, with the
  * forward's weights (summed where clamping repeats a source).
  *
- * Kernels: upsample_fwd, upsample_bwd. Build options: T (float or double).
+ * Kernels: upsample_fwd, upsample_bwd. Build options: T (float, double, half or bf16: the
+ * storage type, read and written through LD/ST; R = REG(T) is the compute type, so 16-bit
+ * data interpolates in float32 and its backward sums in float32, rounded once, as torch's).
  * Kernel arguments: mode (NEAREST, NEAREST_EXACT, LINEAR or CUBIC below), align_corners; the
- * scales (float for the nearest modes, T for bilinear and bicubic, as torch computes them).
+ * scales (float for the nearest modes, R for bilinear and bicubic, as torch computes them).
  * Tunables: none; the launcher picks work sizes.
  */
+#include "common.cl"
+#define R REG(T)
 #define NEAREST 0
 #define NEAREST_EXACT 1
 #define LINEAR 2
 #define CUBIC 3
-#define CUBIC_A ((T)-0.75)
+#define CUBIC_A ((R)-0.75)
 
 typedef struct { long off, n, c, h, w; } View4;
 typedef struct { int N, C, H, W, OH, OW; } Sizes;
@@ -60,45 +64,45 @@ inline int nearest_src(const int dst, const float scale, const int in, const int
 }
 
 /* Bilinear: the first source *i0, the step to the second (0 at the last input) and its weight */
-inline void linear_src(const int dst, const T scale, const int in, const int align, int* i0,
-                       int* step, T* weight) {
-  const T s = align ? scale * dst : fmax(scale * (dst + (T)0.5) - (T)0.5, (T)0);
+inline void linear_src(const int dst, const R scale, const int in, const int align, int* i0,
+                       int* step, R* weight) {
+  const R s = align ? scale * dst : fmax(scale * (dst + (R)0.5) - (R)0.5, (R)0);
   *i0 = (int)s;
   *step = *i0 < in - 1;
   *weight = s - *i0;
 }
 
 /* Bicubic: *i0 = floor(s), the second of the four sources i0 - 1 .. i0 + 2, and *t = s - *i0 */
-inline void cubic_src(const int dst, const T scale, const int align, int* i0, T* t) {
-  const T s = align ? scale * dst : scale * (dst + (T)0.5) - (T)0.5;
-  const T f = floor(s);
+inline void cubic_src(const int dst, const R scale, const int align, int* i0, R* t) {
+  const R s = align ? scale * dst : scale * (dst + (R)0.5) - (R)0.5;
+  const R f = floor(s);
   *i0 = (int)f;
   *t = s - f;
 }
 
 /* The weight of source k (0..3: i0 - 1 .. i0 + 2) at position t: Keys' cubic convolution */
-inline T cubic_weight(const T t, const int k) {
-  const T d = k == 0 ? t + (T)1 : k == 1 ? t : k == 2 ? (T)1 - t : (T)2 - t;
-  if (k == 1 || k == 2) return ((CUBIC_A + (T)2) * d - (CUBIC_A + (T)3)) * d * d + (T)1;
-  return ((CUBIC_A * d - (T)5 * CUBIC_A) * d + (T)8 * CUBIC_A) * d - (T)4 * CUBIC_A;
+inline R cubic_weight(const R t, const int k) {
+  const R d = k == 0 ? t + (R)1 : k == 1 ? t : k == 2 ? (R)1 - t : (R)2 - t;
+  if (k == 1 || k == 2) return ((CUBIC_A + (R)2) * d - (CUBIC_A + (R)3)) * d * d + (R)1;
+  return ((CUBIC_A * d - (R)5 * CUBIC_A) * d + (R)8 * CUBIC_A) * d - (R)4 * CUBIC_A;
 }
 
 /* The weight with which output dst reads input src along one dim (0: it does not) */
-inline T weight_of(const int dst, const int src, const T scale_t, const float scale_f,
+inline R weight_of(const int dst, const int src, const R scale_t, const float scale_f,
                    const int in, const int out, const int mode, const int align) {
   if (mode == CUBIC) {
     int i0;
-    T t, w = 0;
+    R t, w = 0;
     cubic_src(dst, scale_t, align, &i0, &t);
     for (int k = 0; k < 4; ++k)
       if (clamp(i0 - 1 + k, 0, in - 1) == src) w += cubic_weight(t, k);
     return w;
   }
-  if (mode != LINEAR) return nearest_src(dst, scale_f, in, out, mode) == src ? (T)1 : (T)0;
+  if (mode != LINEAR) return nearest_src(dst, scale_f, in, out, mode) == src ? (R)1 : (R)0;
   int i0, step;
-  T l1;
+  R l1;
   linear_src(dst, scale_t, in, align, &i0, &step, &l1);
-  return (i0 == src ? (T)1 - l1 : (T)0) + (i0 + step == src ? l1 : (T)0);
+  return (i0 == src ? (R)1 - l1 : (R)0) + (i0 + step == src ? l1 : (R)0);
 }
 
 /* The outputs [*lo, *hi] whose sources can include src along one dim: around src / scale,
@@ -115,56 +119,57 @@ inline void candidates(const int src, const float scale, const int out, const fl
 }
 
 __kernel void upsample_fwd(const Sizes z, const int mode, const int align, const float fh,
-                           const float fw, const T th, const T tw, __global const T* x,
+                           const float fw, const R th, const R tw, __global const T* x,
                            const View4 vx, __global T* y, const View4 vy) {
   int n, c, oy, ox;
   if (!element(z, z.OH, z.OW, &n, &c, &oy, &ox)) return;
-  T r;
+  R r;
   if (mode == CUBIC) {
     int h0, w0;
-    T ty, tx;
+    R ty, tx;
     cubic_src(oy, th, align, &h0, &ty);
     cubic_src(ox, tw, align, &w0, &tx);
     r = 0;
     for (int i = 0; i < 4; ++i) {
       const int sy = clamp(h0 - 1 + i, 0, z.H - 1);
-      T row = 0;
+      R row = 0;
       for (int j = 0; j < 4; ++j)
-        row += cubic_weight(tx, j) * x[at(vx, n, c, sy, clamp(w0 - 1 + j, 0, z.W - 1))];
+        row += cubic_weight(tx, j) * LD(T, x, at(vx, n, c, sy, clamp(w0 - 1 + j, 0, z.W - 1)));
       r += cubic_weight(ty, i) * row;
     }
   } else if (mode != LINEAR) {
-    r = x[at(vx, n, c, nearest_src(oy, fh, z.H, z.OH, mode), nearest_src(ox, fw, z.W, z.OW, mode))];
+    r = LD(T, x, at(vx, n, c, nearest_src(oy, fh, z.H, z.OH, mode),
+                    nearest_src(ox, fw, z.W, z.OW, mode)));
   } else {
     int h0, hs, w0, ws;
-    T lh, lw;
+    R lh, lw;
     linear_src(oy, th, z.H, align, &h0, &hs, &lh);
     linear_src(ox, tw, z.W, align, &w0, &ws, &lw);
     const long r0 = at(vx, n, c, h0, w0), r1 = r0 + hs * vx.h, dw = ws * vx.w;
-    r = ((T)1 - lh) * (((T)1 - lw) * x[r0] + lw * x[r0 + dw]) +
-        lh * (((T)1 - lw) * x[r1] + lw * x[r1 + dw]);
+    r = ((R)1 - lh) * (((R)1 - lw) * LD(T, x, r0) + lw * LD(T, x, r0 + dw)) +
+        lh * (((R)1 - lw) * LD(T, x, r1) + lw * LD(T, x, r1 + dw));
   }
-  y[at(vy, n, c, oy, ox)] = r;
+  ST(T, y, at(vy, n, c, oy, ox), r);
 }
 
 __kernel void upsample_bwd(const Sizes z, const int mode, const int align, const float fh,
-                           const float fw, const T th, const T tw, __global const T* g,
+                           const float fw, const R th, const R tw, __global const T* g,
                            const View4 vg, __global T* gx, const View4 vgx) {
   int n, c, iy, ix, y0, y1, x0, x1;
   if (!element(z, z.H, z.W, &n, &c, &iy, &ix)) return;
   const float reach = mode == CUBIC ? 2.5f : 1.5f;
   candidates(iy, fh, z.OH, reach, &y0, &y1);
   candidates(ix, fw, z.OW, reach, &x0, &x1);
-  T acc = 0;
+  R acc = 0;
   for (int oy = y0; oy <= y1; ++oy) {
-    const T wy = weight_of(oy, iy, th, fh, z.H, z.OH, mode, align);
-    if (wy == (T)0) continue;
-    T row = 0;
+    const R wy = weight_of(oy, iy, th, fh, z.H, z.OH, mode, align);
+    if (wy == (R)0) continue;
+    R row = 0;
     for (int ox = x0; ox <= x1; ++ox) {
-      const T wx = weight_of(ox, ix, tw, fw, z.W, z.OW, mode, align);
-      if (wx != (T)0) row += wx * g[at(vg, n, c, oy, ox)];
+      const R wx = weight_of(ox, ix, tw, fw, z.W, z.OW, mode, align);
+      if (wx != (R)0) row += wx * LD(T, g, at(vg, n, c, oy, ox));
     }
     acc += wy * row;
   }
-  gx[at(vgx, n, c, iy, ix)] = acc;
+  ST(T, gx, at(vgx, n, c, iy, ix), acc);
 }

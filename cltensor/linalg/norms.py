@@ -82,6 +82,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None):
     if ord == "fro":
         return vector_norm(A, 2, (rows, cols), keepdim)
     if ord in ("nuc", 2, -2):
+        la.refuse_low_precision(A, "A", op)  # the singular values are
         rest = [d for d in range(A.ndim) if d not in (rows, cols)]
         S = svdvals(A.permute(*rest, rows, cols))
         out = S.sum(-1) if ord == "nuc" else S.amax(-1) if ord == 2 else S.amin(-1)

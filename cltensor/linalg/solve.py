@@ -233,6 +233,7 @@ def logdet(A):
         >>> cltensor.logdet(A).item()
         0.6931471805599453
     """
+    la.refuse_low_precision(A, "A", "logdet")
     sign, logabs = slogdet(A)
     return logabs.masked_fill(sign < 0, float("nan"))
 
@@ -284,6 +285,7 @@ def lu_factor(A, *, pivot=True):
         >>> pivots.tolist()
         [2, 2]
     """
+    la.refuse_low_precision(A, "A", "linalg.lu_factor")
     LU, pivots, info = lu_factor_ex(A, pivot=pivot)
     la.check_info(info, "linalg.lu_factor", "lu_factor")
     return LuFactor(LU, pivots)

@@ -91,9 +91,17 @@ def _operand(t, batch, core=2):
 
 # ---- checks -------------------------------------------------------------------------------------
 
+def refuse_low_precision(A, name, op):
+    """TypeError for a float16/bfloat16 A: torch's CPU linear algebra refuses them too."""
+    if getattr(A, "dtype", None) in dt.HALF_TYPES:
+        raise TypeError(f"{op}: low precision dtypes are not supported, {name} is {A.dtype} "
+                        f"(as in torch); convert it with .float() first")
+
+
 def check_matrices(A, name, op, square=True):
     """A is a float32/float64 batch of (square) matrices, else TypeError / ValueError."""
     _check_tensor(A, name, op)
+    refuse_low_precision(A, name, op)
     if A.dtype not in FLOATS:
         raise TypeError(f"{op}: {name} must be float32 or float64, got {A.dtype}")
     if A.ndim < 2:

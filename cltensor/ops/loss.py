@@ -1,9 +1,8 @@
 """Loss kernels' launchers: nll_loss (per row) and the pointwise losses mse_loss and
 binary_cross_entropy_with_logits (per element), forward and backward, from cl_kernels/loss.cl.
-No autograd and no reduction here (cltensor/nn/functional.py does both).
+No autograd and no reduction here (cltensor/nn/functional.py does both). float16 and
+bfloat16 operands are read in place and computed in float32 (loss.cl's LD/ST).
 """
-import functools
-
 import numpy as np
 
 from .. import dtypes as dt
@@ -17,30 +16,6 @@ GROUP = {"cpu": 64, "gpu": 256}  # work-group size (fixed: PoCL compiles once pe
 FLAGS = {"BCE": 1, "WEIGHT": 2, "POS": 4, "GRAD_TARGET": 8}  # must match F_* in loss.cl
 
 
-def _as(t, dtype):
-    return ew.copy(t, ClTensor.empty_on(t.shape, dtype, t.device))
-
-
-def _in_float32(fn):
-    """fn on float32 copies of its float16/bfloat16 tensor arguments, its float32 results
-    rounded back to that dtype: loss.cl reads 32- and 64-bit floats only (docs/half.md)."""
-    @functools.wraps(fn)
-    def run(*args, **kwargs):
-        low = next((a.dtype for a in (*args, *kwargs.values())
-                    if isinstance(a, ClTensor) and a.dtype in dt.HALF_TYPES), None)
-        if low is None:
-            return fn(*args, **kwargs)
-
-        def wide(a):
-            return _as(a, dt.float32) if isinstance(a, ClTensor) and a.dtype is low else a
-
-        def narrow(r):
-            return _as(r, low) if isinstance(r, ClTensor) and r.dtype is dt.float32 else r
-        out = fn(*map(wide, args), **{k: wide(v) for k, v in kwargs.items()})
-        return tuple(map(narrow, out)) if isinstance(out, tuple) else narrow(out)
-    return run
-
-
 def _kernel(device, name, dtype):
     return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype)})
 
@@ -52,7 +27,6 @@ def _launch(device, kernel, n, *args):
 
 # ---- nll ----------------------------------------------------------------------------------------
 
-@_in_float32
 def nll_forward(x, cdim, target, weight, ignore_index):
     """Per-row (loss, weight of the row's target), of target's shape; targets are checked on the
     device (IndexError naming one outside [0, C) other than ignore_index)."""
@@ -74,7 +48,6 @@ def nll_forward(x, cdim, target, weight, ignore_index):
     return loss, wt
 
 
-@_in_float32
 def nll_backward(x_shape, cdim, target, weight, ignore_index, scale):
     """The log-probabilities' gradient (contiguous); scale broadcasts to target's shape."""
     gx = ClTensor.empty_on(x_shape, scale.dtype, scale.device)
@@ -136,7 +109,6 @@ def _loss_shape(x, t, weight, pos_weight):
     return ew.broadcast_shapes(*[a.shape for a in (x, t, weight, pos_weight) if a is not None])
 
 
-@_in_float32
 def pointwise_forward(kind, x, t, weight=None, pos_weight=None):
     """Unreduced loss over broadcast(x, t): kind 'MSE' or 'BCE' (with logits)."""
     loss = ClTensor.empty_on(_loss_shape(x, t, weight, pos_weight), x.dtype, x.device)
@@ -148,7 +120,6 @@ def pointwise_forward(kind, x, t, weight=None, pos_weight=None):
     return loss
 
 
-@_in_float32
 def pointwise_backward(kind, g, mult, x, t, weight=None, pos_weight=None, grad_target=False):
     """(gx, gt or None) over the loss's shape; g broadcasts to it and is scaled by mult."""
     shape = _loss_shape(x, t, weight, pos_weight)
@@ -158,7 +129,8 @@ def pointwise_backward(kind, g, mult, x, t, weight=None, pos_weight=None, grad_t
         return gx, gt
     nd, shp, args = _pointwise_args(shape, g, x, t, weight, pos_weight)
     _launch(x.device, _kernel(x.device, "pw_loss_bwd", x.dtype), gx.numel(), nd, shp,
-            _flags(kind, weight, pos_weight, grad_target), x.dtype.type(mult), *args[:2],
+            _flags(kind, weight, pos_weight, grad_target), dt.compute_dtype(x.dtype).type(mult),
+            *args[:2],
             gx.storage.buf, (gt if grad_target else gx).storage.buf, *args[2:])
     return gx, gt
 

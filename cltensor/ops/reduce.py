@@ -103,11 +103,13 @@ def get_reduce_kernels(device, spec, in_dtype, acc_dtype, out_dtype, tree):
     return ks
 
 
-def get_scan_kernels(device, op, in_dtype, acc_dtype):
-    key = (device, SCAN_FILE, op, in_dtype, acc_dtype)
+def get_scan_kernels(device, op, in_dtype, out_dtype):
+    acc_dtype = dt.compute_dtype(out_dtype)  # 16-bit floats accumulate in float32
+    key = (device, SCAN_FILE, op, in_dtype, out_dtype)
     ks = _kernels.get(key)
     if ks is None:
-        defines = {"T": ctype_of(in_dtype), "ACC_T": ctype_of(acc_dtype), op: None}
+        defines = {"T": ctype_of(in_dtype), "ACC_T": ctype_of(acc_dtype),
+                   "OUT_T": ctype_of(out_dtype), op: None}
         if dt.is_floating(acc_dtype):
             defines["ACC_FLOAT"] = None
         totals, carry, blocks = (get_kernel(device, SCAN_FILE, name, defines)
@@ -690,7 +692,8 @@ def _launch_scan(x, d, out, op_macro):
             np.int64(-(-n // blocks))]
     # CARRY_PARTS in scan.cl: float sums and products are compensated, log-sum-exps keep a max
     parts = 2 if op_macro == "SCAN_LSE" or dt.is_floating(out.dtype) else 1
-    carry = ClTensor.empty_on((lines * blocks * parts if blocks > 1 else 1,), out.dtype, device)
+    carry = ClTensor.empty_on((lines * blocks * parts if blocks > 1 else 1,),
+                              dt.compute_dtype(out.dtype), device)
     if blocks > 1:
         _launch_lines(device, ks.totals, lines * blocks, *args, carry.storage.buf)
         _launch_lines(device, ks.carry, lines, np.int64(lines), np.int64(blocks),

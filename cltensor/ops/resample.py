@@ -7,6 +7,7 @@ input is.
 """
 import numpy as np
 
+from .. import dtypes as dt
 from ..program import ctype_of, get_kernel
 from . import pool
 
@@ -20,7 +21,7 @@ def scales(x_hw, out_hw, scale_factor, mode, align_corners, dtype):
     """Per dim, (float32 scale, scale in dtype): the source step per output as torch's kernels
     compute it, the nearest modes in float32, bilinear and bicubic in the input's type; a
     scale_factor given (None: from the sizes) counts as 1 / scale_factor."""
-    out = []
+    out, dtype = [], dt.compute_dtype(dtype)  # 16-bit floats interpolate in float32
     for n, m, f in zip(x_hw, out_hw, scale_factor or (None, None)):
         T = dtype.type if mode in INTERPOLATING else np.float32
         if mode in INTERPOLATING and align_corners:

@@ -181,7 +181,7 @@ def _launch_cumext(rows, nrows, n, is_min, out):
     blocks = -(-n // block)  # NOTE: recounted so that no block is empty
     head = (np.int64(nrows), np.int64(n), np.int64(blocks), np.int64(block), np.int32(is_min))
     carry = nrows * blocks if blocks > 1 else 1  # (unread with one block)
-    cv = ClTensor.empty_on((carry,), dtype, device)
+    cv = ClTensor.empty_on((carry,), dt.compute_dtype(dtype), device)  # REG(EXT_T) in scan.cl
     ci = ClTensor.empty_on((carry,), dt.int64, device)
     if blocks > 1:
         _launch_lines(device, _cumext_kernel(device, "cumext_totals", dtype), nrows * blocks,
@@ -249,7 +249,8 @@ def histc(input, bins=100, min=0, max=0):
     op = "histc"
     _check_tensor(input, "input", op)
     if not dt.is_floating(input.dtype):
-        raise TypeError(f"{op}: the input must be float32 or float64, got {input.dtype}")
+        raise TypeError(f"{op}: the input must be float16, bfloat16, float32 or float64, "
+                        f"got {input.dtype}")
     if not isinstance(bins, numbers.Integral) or isinstance(bins, bool):
         raise TypeError(f"{op}: bins must be an int, got {bins!r}")
     if bins <= 0:
@@ -261,13 +262,18 @@ def histc(input, bins=100, min=0, max=0):
     lo, hi = _histc_range(x, float(min), float(max), op)
     # NOTE: the bin of each element as torch computes it, in the input's dtype:
     # (x - lo) * bins / (hi - lo), truncated, with max moved into the last bin
-    edge = np.dtype(x.dtype).type
-    left, right = edge(lo), edge(hi)
-    pos = ((x - left.item()) * float(bins) / (right - left).item()).long().clamp(max=bins - 1)
+    left, right = _rounded(lo, x.dtype), _rounded(hi, x.dtype)
+    width = _rounded(right - left, x.dtype).item()
+    pos = ((x - left.item()) * float(bins) / width).long().clamp(max=bins - 1)
     pos = where((x >= left.item()) & (x <= right.item()), pos, bins)
     counts = zeros(bins + 1, dtype=x.dtype, device=x.device)
     counts.scatter_add_(0, pos, full(x.shape, 1, dtype=x.dtype, device=x.device))
     return counts[:bins]
+
+
+def _rounded(v, dtype):
+    """v rounded to dtype, as a numpy scalar (bfloat16's as a float32)."""
+    return dt.from_storage(dt.to_storage(np.asarray([v]), dtype), dtype)[0]
 
 
 def _histc_range(x, lo, hi, op):

@@ -64,12 +64,13 @@ def _sort_rows(rows_t, descending):
     if rows == 0 or n == 0:
         return vals, idx
     P = 1 << (n - 1).bit_length()
-    row_bytes = P * (dtype.itemsize + 8)
+    key = dt.compute_dtype(dtype)  # K in sort.cl: 16-bit floats sort as floats
+    row_bytes = P * (key.itemsize + 8)
     if row_bytes <= min(LOCAL_BYTES, device.local_mem // 2):
         w = min(LOCAL_GROUP, max(P // 2, 1), device.max_work_group)
         kernel = _kernel(device, "sort_rows_local", dtype, descending)
         launch(device, kernel, (rows * w,), (w,), np.int64(n), np.int64(P), rows_t.storage.buf,
-               vals.storage.buf, idx.storage.buf, cl.LocalMemory(P * dtype.itemsize),
+               vals.storage.buf, idx.storage.buf, cl.LocalMemory(P * key.itemsize),
                cl.LocalMemory(P * 8))
         return vals, idx
     return _sort_global(rows_t, rows, n, P, descending, vals, idx)
@@ -77,7 +78,7 @@ def _sort_rows(rows_t, descending):
 
 def _sort_global(rows_t, rows, n, P, descending, vals, idx):
     device, dtype = rows_t.device, rows_t.dtype
-    sv = ClTensor.empty_on((rows * P,), dtype, device)
+    sv = ClTensor.empty_on((rows * P,), dt.compute_dtype(dtype), device)
     si = ClTensor.empty_on((rows * P,), dt.int64, device)
     head = (np.int64(rows), np.int64(n), np.int64(P))
     launch(device, _kernel(device, "sort_init", dtype, descending), *sizes_1d(device, rows * P),

@@ -8,7 +8,6 @@ import numpy as np
 from .. import dtypes as dt
 from ..ops import elementwise as ew
 from ..program import ctype_of, get_kernel, launch, round_up
-from ..tensor import ClTensor
 
 KERNEL_FILE = "optim.cl"
 LOCAL_SIZE = 256  # work-group size on GPUs; CPUs let the driver choose
@@ -22,7 +21,7 @@ ADAM_SCALARS_AT = 10  # adam_step's first scalar argument, after the geometry an
 
 def get_optim_kernel(device, name, dtype):
     """The memoized kernel `name` (sgd_step, adam_step, sgd_multi, ...) of optim.cl for a float
-    dtype."""
+    dtype (float16 and bfloat16 read and written in place, computed in float32)."""
     return get_kernel(device, KERNEL_FILE, name, {"T": ctype_of(dtype)})
 
 
@@ -93,7 +92,7 @@ def _launch_multi(name, steps, scalars, flags):
     for p, g, bufs in steps + [steps[-1]] * (SLOTS - len(steps)):
         args += [p.storage.buf, g.storage.buf, *[b.storage.buf for b in bufs]]
     kernel = get_optim_kernel(device, name, param.dtype)
-    ft = param.dtype.type
+    ft = dt.compute_dtype(param.dtype).type  # R in optim.cl: float32 for 16-bit types
     total = int(sizes[-1])
     local = None if device.is_cpu else (min(LOCAL_SIZE, device.max_work_group),)
     gsize = total if local is None else round_up(total, local[0])
@@ -111,8 +110,6 @@ def _launch(name, param, grad, buffers, scalars, flags):
     """One step of kernel `name` over param and its state tensors `buffers` (placeholders where
     a step keeps none), bumping the versions of everything it writes; held for a multi-tensor
     launch inside batched()."""
-    if param.dtype in dt.HALF_TYPES:
-        return _launch_widened(name, param, grad, buffers, scalars, flags)
     if _holds(name, param, grad, buffers, scalars, flags):
         return
     _launch_now(name, param, grad, buffers, scalars, flags)
@@ -124,28 +121,12 @@ def _launch_now(name, param, grad, buffers, scalars, flags):
     if n == 0:
         return
     kernel = get_optim_kernel(device, name, param.dtype)
-    ft = param.dtype.type
+    ft = dt.compute_dtype(param.dtype).type  # R in optim.cl: float32 for 16-bit types
     local = None if device.is_cpu else (min(LOCAL_SIZE, device.max_work_group),)
     gsize = int(n) if local is None else round_up(int(n), local[0])
     launch(device, kernel, (gsize,), local, n, nd, shp, param.storage.buf, vp, grad.storage.buf,
            vg, *[b.storage.buf for b in buffers], *[ft(s) for s in scalars], np.int32(flags))
     _bump([param, *buffers])
-
-
-def _launch_widened(name, param, grad, buffers, scalars, flags):
-    """The step of a float16/bfloat16 parameter on float32 copies of it, its gradient and its
-    state, stored back rounded once (optim.cl reads float and double only). A tensor given in
-    two roles (a placeholder buffer) gets one copy."""
-    wide = {}
-    for t in (param, grad, *buffers):
-        if id(t) not in wide:
-            wide[id(t)] = t if t.dtype == dt.float32 else ew.copy(
-                t, ClTensor.empty_on(t.shape, dt.float32, t.device))
-    # NOTE: launched at once, never held by batched(): the copies back come next
-    _launch_now(name, wide[id(param)], wide[id(grad)], [wide[id(b)] for b in buffers], scalars,
-                flags)
-    for t in {id(t): t for t in (param, *buffers)}.values():
-        ew.copy(wide[id(t)], t)
 
 
 def sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, flags):

@@ -133,8 +133,8 @@ def _run_indexed(name, data, plan, other, other_strides, op):
             np.int32(len(plan.adv_strides)), np.int64(plan.nb), shape_arg(plan.adv_strides))
 
 
-def _reduce_kernel(name, dtype, device):
-    defines = {"ACC_T": ctype_of(dtype)}
+def _reduce_kernel(name, dtype, device, src_dtype):
+    defines = {"ACC_T": ctype_of(dtype), "SRC_T": ctype_of(src_dtype)}
     if dtype == dt.bool_:
         defines["ACC_BOOL"] = None
     if dt.is_floating(dtype):
@@ -152,7 +152,7 @@ def _add_per_lane(lanes, dst, idx, src, length, steps, adv_strides, op, red=SUM)
         return
     (d, d_off, d_st), (i, i_off, i_st), (s, s_off, s_st) = dst, idx, src
     shape, (sd, si, ss) = _collapsed(lanes, [d_st, i_st, s_st], op)
-    kernel = _reduce_kernel("scatter_add_per_lane", d.dtype, d.device)
+    kernel = _reduce_kernel("scatter_add_per_lane", d.dtype, d.device, s.dtype)
     _launch(d.device, kernel, n, np.int64(n), np.int32(len(shape)), shape_arg(shape),
             d.storage.buf, view_arg(d_off, sd), i.storage.buf, view_arg(i_off, si),
             s.storage.buf, view_arg(s_off, ss), np.int64(length), np.int64(steps[0]),
@@ -168,7 +168,7 @@ def _add_per_output(shape, dst, idx, src, j_strides, length, steps, op, red):
         return
     (d, d_off, d_st), (i, i_off, i_st), (s, s_off, s_st) = dst, idx, src
     sh, (sd, si, ss, sj) = _collapsed(shape, [d_st, i_st, s_st, j_strides], op)
-    kernel = _reduce_kernel("scatter_add_per_output", d.dtype, d.device)
+    kernel = _reduce_kernel("scatter_add_per_output", d.dtype, d.device, s.dtype)
     _launch(d.device, kernel, n, np.int64(n), np.int32(len(sh)), shape_arg(sh),
             d.storage.buf, view_arg(d_off, sd), i.storage.buf, view_arg(i_off, si),
             s.storage.buf, view_arg(s_off, ss), view_arg(0, sj), np.int64(length),

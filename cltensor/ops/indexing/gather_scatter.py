@@ -215,10 +215,22 @@ def _scatter_reduced(x, dim, index, src, red, include_self, op, mean=False):
         start = full((), _identity(red, x.dtype), dtype=x.dtype, device=x.device)
         _run_indexed("index_scatter", xv, plan, start, [0] * len(plan.shape), op)
     idx = (plan.idx, 0, list(plan.idx_strides))
-    _scatter_into(list(plan.shape), d, (xv, xv.offset, list(xv.strides)), idx, src_walk, red, op)
+    acc = _accumulator(xv, red)
+    _scatter_into(list(plan.shape), d, (acc, acc.offset, list(acc.strides)), idx, src_walk, red,
+                  op)
     if mean:
-        _divide_by_counts(xv, d, plan, idx, include_self, op)
+        _divide_by_counts(acc, d, plan, idx, include_self, op)
+    if acc is not xv:
+        ew.copy(acc, xv)  # rounded once, as torch's float32 accumulation
     return x
+
+
+def _accumulator(xv, red):
+    """Where the scatter reduces: xv, or for 16-bit sums and products a float32 copy (the
+    kernels read the 16-bit source values themselves), as torch accumulates them in float32."""
+    if red in (SUM, PROD) and xv.dtype in dt.HALF_TYPES:
+        return ew.copy(xv, ClTensor.empty_on(xv.shape, dt.float32, xv.device))
+    return xv
 
 
 def _identity(red, dtype):

@@ -58,7 +58,8 @@ def index_add_(x, dim, index, source, *, alpha=1):
     ew.check_scalar(alpha, op)
     plan, xv = _slices_plan(x, dim, index, source, op, False, False)
     if alpha != 1:  # alpha in x's dtype first, as torch (an int tensor's alpha is truncated)
-        source = ew.binary("mul", source, np.dtype(x.dtype).type(alpha).item()).to(x.dtype)
+        alpha = dt.from_storage(dt.to_storage(np.asarray([alpha]), x.dtype), x.dtype)[0]
+        source = ew.binary("mul", source, alpha.item()).to(x.dtype)
     _accumulate(xv, plan, _unaliased(source, x), op)
     return x
 
