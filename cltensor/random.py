@@ -538,7 +538,7 @@ def uniform_(self, from_=0.0, to=1.0, *, generator=None):
     if not lo <= hi:
         raise ValueError(f"uniform_: expects to return a [from, to) range, but found "
                          f"from={from_} > to={to}")
-    if not math.isfinite(hi - lo) or hi - lo > np.finfo(self.dtype).max:
+    if not math.isfinite(hi - lo) or hi - lo > dt.finfo(self.dtype).max:
         raise ValueError(f"uniform_: to - from must be finite in {self.dtype}, "
                          f"got from={from_}, to={to}")
     return _fill_inplace(self, "uniform_", lambda out: _uniform(out, lo, hi, generator))

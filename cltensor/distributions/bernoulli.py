@@ -1,6 +1,6 @@
 """The Bernoulli distribution, as torch.distributions.Bernoulli."""
-import numpy as np
 
+from .. import dtypes as dt
 from ..autograd import no_grad
 from .distribution import Distribution, broadcast_all
 
@@ -14,7 +14,7 @@ def _one_of(probs, logits, name):
 
 def clamp_probs(probs):
     """probs kept within [eps, 1 - eps] of their dtype, so their logits stay finite."""
-    eps = float(np.finfo(np.dtype(probs.dtype)).eps)
+    eps = float(dt.finfo(probs.dtype).eps)
     return probs.clamp(eps, 1 - eps)
 
 

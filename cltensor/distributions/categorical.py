@@ -1,8 +1,8 @@
 """The categorical distribution, as torch.distributions.Categorical."""
 import math
 
-import numpy as np
 
+from .. import dtypes as dt
 from ..autograd import no_grad
 from ..creation import as_tensor
 from ..ops.elementwise import broadcast_shapes
@@ -57,5 +57,5 @@ class Categorical(Distribution):
         return logits.gather(-1, index).squeeze(-1)
 
     def entropy(self):
-        low = float(np.finfo(np.dtype(self.logits.dtype)).min)
+        low = float(dt.finfo(self.logits.dtype).min)
         return -(self.logits.clamp(min=low) * self.probs).sum(-1)

@@ -343,7 +343,7 @@ def nan_to_num(x, nan=0.0, posinf=None, neginf=None, out=None):
     _expect_tensor(x, "nan_to_num")
     if not dt.is_floating(x.dtype):
         return x.clone() if out is None else out.copy_(x)
-    info = np.finfo(x.dtype)
+    info = dt.finfo(x.dtype)
     values = [0.0 if nan is None else nan, info.max if posinf is None else posinf,
               info.min if neginf is None else neginf]
     return ew.ternary("nan_to_num", [x, *values], x.dtype, out=out)

@@ -1,6 +1,6 @@
 """Gradients of ops/reduce.py's ops: sum, mean, prod, max/min, amax/amin, the scans, norm."""
-import numpy as np
 
+from ... import dtypes as dt
 from ...creation import ones, zeros
 from ..engine import Function
 from .common import _op
@@ -173,7 +173,7 @@ class Logcumsumexp(Cumprod):
             return g, None
         # torch's formula: dx_k = sum over j >= k of g_j exp(x_k - out_j), the positive and the
         # negative g_j summed apart in log space (reverse logcumsumexps), so nothing overflows
-        d, lowest = ctx.dim, float(np.finfo(x.dtype).min)
+        d, lowest = ctx.dim, float(dt.finfo(x.dtype).min)
         log_g = g.abs().log()
 
         def reverse_sum(log_part):

@@ -410,7 +410,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if log_target:
         loss = target.exp() * (target - input)
     else:
-        tiny = float(np.finfo(input.dtype).tiny)  # NOTE: 0 * log(tiny) = 0 where target is 0
+        tiny = float(dt.finfo(input.dtype).tiny)  # NOTE: 0 * log(tiny) = 0 where target is 0
         loss = target * (clamp(target, min=tiny).log() - input)
     out = _reduced(loss, reduction)
     return out / input.shape[0] if batchmean and input.ndim else out

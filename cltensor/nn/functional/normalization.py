@@ -4,8 +4,8 @@ normalize (rows scaled to unit p-norm).
 import math
 import numbers
 
-import numpy as np
 
+from ... import dtypes as dt
 from ...autograd import Function, is_grad_enabled, no_grad
 from ...autograd.namespace import clamp, pad
 from ...ops import norm
@@ -288,7 +288,7 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     """
     op = "rms_norm"
     shape = _normalized_shape(input, normalized_shape, dict(weight=weight), op)
-    eps = float(np.finfo(input.dtype).eps) if eps is None else _number(eps, "eps", op)
+    eps = float(dt.finfo(input.dtype).eps) if eps is None else _number(eps, "eps", op)
     dims = tuple(range(input.ndim - len(shape), input.ndim))
     y = input * ((input * input).mean(dims, keepdim=True) + eps).rsqrt()
     return y if weight is None else y * weight
