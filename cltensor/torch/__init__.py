@@ -14,7 +14,7 @@ if not hasattr(backend_registration, "_setup_privateuseone_for_python_backend") 
     raise ImportError(f"cltensor.torch needs torch 2.13 or later (a Python-registered device); "
                       f"found torch {torch.__version__}: pip install 'cltensor[torch]'")
 
-from . import _backend, device_module  # noqa: E402
+from . import _backend, device_module, storage_guard  # noqa: E402
 
 
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
@@ -66,6 +66,7 @@ def _register():
     torch._C._has_storage = _has_device_storage
     backward = _calling_thread_backward(torch.autograd.graph._engine_run_backward)
     torch.autograd.graph._engine_run_backward = torch.autograd._engine_run_backward = backward
+    storage_guard.install()
 
 
 _register()
