@@ -49,6 +49,22 @@ def traced():
         _CALLED.remove(seen)
 
 
+_PENDING = []  # at most one deferred launch (lazy_relu): settled before the next kernel runs
+
+
+def defer(work):
+    """Hold `work` (with .holds(storage) and .settle(name, args) -> result or None) until the next
+    kernel or read of the storage it writes; a previous one is settled first."""
+    settle_pending()
+    _PENDING.append(work)
+
+
+def settle_pending(name=None, args=()):
+    """Run the deferred launch before kernel `name` on args: the kernel's result when the launch
+    computes it as well (a fused ReLU), else None."""
+    return _PENDING.pop().settle(name, args) if _PENDING else None
+
+
 def _guarded(fn, name):
     def kernel(*args, **kwargs):
         global _current
@@ -59,6 +75,10 @@ def _guarded(fn, name):
         try:
             if index is not None:
                 _current = index
+            if _PENDING:
+                done = settle_pending(name, args)
+                if done is not None:
+                    return done
             return fn(*args, **kwargs)
         except Exception as e:
             named = _naming(e, name)
@@ -198,6 +218,8 @@ def unwrap(t):
     """The ClTensor view that an "opencl" torch tensor describes."""
     dtype = np_dtype(t.dtype, "opencl")  # a zero-element placeholder may have any dtype
     storage = getattr(t.untyped_storage(), "_cl_storage", None)
+    if _PENDING and _PENDING[0].holds(storage):
+        settle_pending()
     if storage is None:
         raise RuntimeError(f"opencl: a tensor on {t.device} carries no device data (was it made "
                            f"outside cltensor.torch?)")

@@ -49,6 +49,7 @@ def get_device_name(device=None):
 
 
 def synchronize(device=None):
+    be.settle_pending()
     _cl(device).synchronize()
 
 

@@ -7,9 +7,11 @@ import torch
 import cltensor
 import cltensor.nn.functional as F
 
+from ..conv import common
 from ..conv import function as conv_function
 from ..conv.params import make_params
 from ..ops import activation, pool
+from . import lazy_relu
 from ._backend import aten, np_dtype, unwrap, wrap
 from .fallback import cpu_fallback
 from .math_ops import finish, meta_result, operand, with_out, write_into
@@ -64,9 +66,12 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     if not _conv2d_form(input, transposed, output_padding):
         return cpu_fallback(_aten.convolution.default, *args)
     out = meta_result(_aten.convolution.default, args, {})
-    res = F.conv2d(unwrap(input), unwrap(weight), _opt(bias), tuple(stride), tuple(padding),
-                   tuple(dilation), groups)
-    return finish(res, out)
+    x, w = unwrap(input), unwrap(weight)
+    if common.is_half(x):
+        return finish(F.conv2d(x, w, _opt(bias), tuple(stride), tuple(padding), tuple(dilation),
+                               groups), out)
+    p = make_params(x, w, _opt(bias), tuple(stride), tuple(padding), tuple(dilation), groups)
+    return finish(lazy_relu.convolution(x, w, _opt(bias), p), out)
 
 
 @aten("convolution_backward")
@@ -89,6 +94,9 @@ def threshold_backward(grad_output, self, threshold):
     dtype = np_dtype(out.dtype, "threshold_backward")
     x, g = operand(self, dtype), operand(grad_output, dtype)
     # torch's rule: zero where self <= threshold, so a NaN passes its gradient on
+    if dtype.kind == "f" and x.shape == g.shape == tuple(out.shape):
+        # one pass: hardtanh's gradient is zero where x <= lo or x >= hi; no x is >= NaN
+        return finish(activation.hardtanh_backward(g, x, threshold, float("nan")), out)
     return finish(cltensor.where(x <= threshold, 0.0, g), out)
 
 
