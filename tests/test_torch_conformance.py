@@ -289,7 +289,9 @@ ELSEWHERE = {"empty.memory_format", "empty_strided", "copy_", "_copy_from", "_co
              "_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adam_.tensor_lr",
              "_fused_adamw_.tensor_lr", "_fused_sgd_.tensor_lr", "native_dropout",
              "set_.source_Storage_storage_offset",  # torch.load (test_torch_checkpoint.py)
-             "native_dropout_backward"}
+             "native_dropout_backward",
+             # GradScaler's unscale and update (test_torch_half.py)
+             "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_"}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])

@@ -2,10 +2,10 @@
 indices and the table of aten kernels registered for it."""
 import contextlib
 
-import numpy as np
 import torch
 
 from .. import device as cl_device
+from .. import dtypes as dt
 from ..tensor import ClTensor
 from . import dlpack_device
 
@@ -14,9 +14,10 @@ _META = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
 _SET_ = torch.ops.aten.set_.source_Storage_storage_offset
 _AS_STRIDED_ = torch.ops.aten.as_strided_.default
 
-TO_NUMPY = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64),
-            torch.int32: np.dtype(np.int32), torch.int64: np.dtype(np.int64),
-            torch.bool: np.dtype(np.bool_)}
+# torch dtype -> cltensor's (float16 and bfloat16 stored in 16 bits, computed in float32)
+TO_NUMPY = {torch.float32: dt.float32, torch.float64: dt.float64, torch.int32: dt.int32,
+            torch.int64: dt.int64, torch.bool: dt.bool_, torch.float16: dt.float16,
+            torch.bfloat16: dt.bfloat16}
 TO_TORCH = {v: k for k, v in TO_NUMPY.items()}
 
 # aten overload name -> the Python kernel registered for PrivateUse1

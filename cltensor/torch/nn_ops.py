@@ -7,6 +7,7 @@ import torch
 import cltensor
 import cltensor.nn.functional as F
 
+from .. import dtypes as dt
 from ..conv import common
 from ..conv import function as conv_function
 from ..conv.params import make_params
@@ -80,11 +81,14 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
     if not _conv2d_form(input, transposed, output_padding):
         return cpu_fallback(_aten.convolution_backward.default, grad_output, input, weight, bias_sizes,
                             stride, padding, dilation, transposed, output_padding, groups, output_mask)
-    x, w = unwrap(input), unwrap(weight)
+    operands = (unwrap(input), unwrap(weight), unwrap(grad_output))
+    dtypes = [t.dtype for t in operands]  # of the input, weight and bias gradients
+    # the backward kernels read 32- or 64-bit floats: 16-bit operands go through float32 copies
+    x, w, g = (t.to(dt.float32) if common.is_half(t) else t for t in operands)
     # cltensor's own backward passes (each by its dispatched algorithm), no forward recomputed
     p = make_params(x, w, None, tuple(stride), tuple(padding), tuple(dilation), groups)
-    grads = conv_function.backward(x, w, unwrap(grad_output), p, "auto", *map(bool, output_mask))
-    return tuple(None if r is None else wrap(r.contiguous()) for r in grads)
+    grads = conv_function.backward(x, w, g, p, "auto", *map(bool, output_mask))
+    return tuple(None if r is None else wrap(r.to(d).contiguous()) for r, d in zip(grads, dtypes))
 
 
 # ---- activations and pooling ------------------------------------------------------------------
