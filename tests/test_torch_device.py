@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch", reason="cltensor.torch needs torch (pip ins
 from torch.utils import backend_registration  # noqa: E402
 
 if not hasattr(backend_registration, "_setup_privateuseone_for_python_backend"):
-    pytest.skip(f"cltensor.torch needs torch 2.13 or later (found {torch.__version__})",
+    pytest.skip(f"cltensor.torch needs torch 2.10 or later (found {torch.__version__})",
                 allow_module_level=True)
 import cltensor.torch as ct  # noqa: E402  (only once torch is known present)
 from cltensor.torch import fallback as ct_fallback  # noqa: E402

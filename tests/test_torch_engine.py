@@ -1,5 +1,6 @@
-"""torch's autograd engine with the "opencl" device: a backward after a CPU-only one (before
-`import cltensor.torch`), run in a subprocess so that the engine starts fresh, on each device."""
+"""Importing cltensor.torch: torch's autograd engine with the "opencl" device after a CPU-only
+backward (before the import), on each device, and the error on a torch without the Python
+backend API. Each runs in a subprocess, so that torch starts fresh."""
 import subprocess
 import sys
 
@@ -45,3 +46,22 @@ def test_backward_after_a_cpu_backward(device):
     res = subprocess.run([sys.executable, "-W", "ignore", "-c", CPU_BACKWARD_FIRST], env=env,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0 and res.stdout.strip().endswith("ok"), res.stderr[-3000:]
+
+
+# torch before 2.10 lacks the Python backend API: simulated by removing it before the import
+OLD_TORCH = """
+import torch
+from torch.utils import backend_registration
+del backend_registration._setup_privateuseone_for_python_backend
+try:
+    import cltensor.torch  # noqa: F401
+except ImportError as e:
+    print(e)
+"""
+
+
+def test_older_torch_gets_a_clear_import_error():
+    res = subprocess.run([sys.executable, "-c", OLD_TORCH], env=subprocess_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "needs torch 2.10 or later" in res.stdout and "found torch 2." in res.stdout, res.stdout

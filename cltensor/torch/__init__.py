@@ -9,10 +9,11 @@ import torch
 import torch.autograd.graph
 from torch.utils import backend_registration
 
+# torch's Python backend API (torch._C._acc) first shipped in torch 2.10
 if not hasattr(backend_registration, "_setup_privateuseone_for_python_backend") or \
         not hasattr(torch._C, "_acc"):
-    raise ImportError(f"cltensor.torch needs torch 2.13 or later (a Python-registered device); "
-                      f"found torch {torch.__version__}: pip install 'cltensor[torch]'")
+    raise ImportError(f"cltensor.torch needs torch 2.10 or later (its Python-registered device "
+                      f"API); found torch {torch.__version__}: pip install 'cltensor[torch]'")
 
 from . import _backend, device_module, storage_guard  # noqa: E402
 
