@@ -221,10 +221,37 @@ def unwrap(t):
     storage = getattr(t.untyped_storage(), "_cl_storage", None)
     if _PENDING and _PENDING[0].holds(storage):
         settle_pending()
+    if getattr(storage, "int32_twin", None) is not None:
+        fill_from_twin(storage)
     if storage is None:
         raise RuntimeError(f"opencl: a tensor on {t.device} carries no device data (was it made "
                            f"outside cltensor.torch?)")
     return ClTensor(storage, tuple(t.shape), tuple(t.stride()), t.storage_offset(), dtype)
+
+
+def int64_from_twin(twin, memory_format):
+    """An int64 ClTensor like int32 twin (dense in memory_format) whose values stay in twin
+    until something reads them (unwrap): max pooling's indices, which torch keeps for the
+    pooling backward only, and that reads the twin."""
+    wide = ClTensor.empty_on(twin.shape, dt.int64, twin.device, memory_format)
+    if wide.strides != twin.strides or twin.offset != 0:
+        return twin.to(dt.int64)
+    wide.storage.int32_twin = twin
+    return wide
+
+
+def fill_from_twin(storage):
+    twin, storage.int32_twin = storage.int32_twin, None
+    ClTensor(storage, twin.shape, twin.strides, 0, dt.int64).copy_(twin)
+
+
+def twin_of(t):
+    """The int32 twin holding opencl int64 tensor t's values, when t is exactly its view."""
+    twin = getattr(getattr(t.untyped_storage(), "_cl_storage", None), "int32_twin", None)
+    if twin is not None and tuple(t.shape) == twin.shape and tuple(t.stride()) == twin.strides \
+            and t.storage_offset() == 0:
+        return twin
+    return None
 
 
 def is_opencl(t):

@@ -13,7 +13,7 @@ from ..conv import function as conv_function
 from ..conv.params import make_params
 from ..ops import activation, pool
 from . import lazy_relu
-from ._backend import aten, np_dtype, unwrap, wrap
+from ._backend import aten, int64_from_twin, np_dtype, twin_of, unwrap, wrap
 from .fallback import cpu_fallback
 from .math_ops import finish, meta_result, operand, with_out, write_into
 
@@ -113,9 +113,15 @@ def threshold_backward_out(grad_output, self, threshold, *, grad_input):
 def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     args = (self, kernel_size, stride, padding, dilation, ceil_mode)
     out, idx = meta_result(_aten.max_pool2d_with_indices.default, args, {})
-    res, ind = F.max_pool2d(unwrap(self), _ints(kernel_size), _ints(stride) or None,
-                            _ints(padding), _ints(dilation), ceil_mode, return_indices=True)
-    return finish(res, out), finish(ind, idx)
+    x = unwrap(self)
+    if x.ndim != 4:  # unbatched
+        res, ind = F.max_pool2d(x, _ints(kernel_size), _ints(stride) or None, _ints(padding),
+                                _ints(dilation), ceil_mode, return_indices=True)
+        return finish(res, out), finish(ind, idx)
+    fields, out_hw = pool.window("max_pool2d", x, _ints(kernel_size), _ints(stride),
+                                 _ints(padding), _ints(dilation), ceil_mode)
+    res, ind = pool.max_pool2d(x, fields, out_hw, True)  # int32 argmaxes
+    return finish(res, out), finish(int64_from_twin(ind, pool.layout_of(ind)), idx)
 
 
 @aten("max_pool2d_with_indices_backward")
@@ -123,12 +129,14 @@ def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pad
                                      ceil_mode, indices):
     """Each output's gradient goes to the input element its index names (summed where windows
     share their maximum), by cltensor's pooling backward kernel."""
-    x, g, idx = unwrap(self), unwrap(grad_output), unwrap(indices)
+    twin = twin_of(indices)  # the forward's int32 indices, not widened yet
+    x, g = unwrap(self), unwrap(grad_output)
+    idx = twin if twin is not None else unwrap(indices).to(cltensor.int32)
     if x.ndim == 3:  # unbatched
         x, g, idx = x.unsqueeze(0), g.unsqueeze(0), idx.unsqueeze(0)
     fields, _ = pool.window("max_pool2d", x, _ints(kernel_size), _ints(stride), _ints(padding),
                             _ints(dilation), ceil_mode)
-    gx = pool.max_pool2d_backward(g, idx.to(cltensor.int32), x.shape, pool.layout_of(x), fields)
+    gx = pool.max_pool2d_backward(g, idx, x.shape, pool.layout_of(x), fields)
     return wrap(gx.reshape(tuple(self.shape)))
 
 
