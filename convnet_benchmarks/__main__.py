@@ -243,7 +243,7 @@ def main(argv=None):
     device = ct.get_device(args.device)
     compare = [c.strip() for c in args.compare.split(",") if c.strip()]
     if args.framework == "torch-opencl":
-        torch_opencl.register()  # before torch's first backward sizes its per-device queues
+        torch_opencl.register()
         compare += [] if "torch" in compare else ["torch"]
     tiny_device = check_compare(compare, device)
     names = sorted(MODELS) if args.model == "all" else [args.model]

@@ -4,8 +4,7 @@ from . import bench
 
 
 def register():
-    """Register the device. torch's autograd engine sizes its per-device queues at its first
-    backward, so this must come before any backward (a CPU torch run's too)."""
+    """Register the device (before the runs, so that its import is not timed)."""
     import cltensor.torch  # noqa: F401
 
 

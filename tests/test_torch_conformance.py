@@ -289,14 +289,17 @@ ELSEWHERE = {"empty.memory_format", "empty_strided", "copy_", "_copy_from", "_co
              "_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adam_.tensor_lr",
              "_fused_adamw_.tensor_lr", "_fused_sgd_.tensor_lr", "native_dropout",
              "set_.source_Storage_storage_offset",  # torch.load (test_torch_checkpoint.py)
-             "native_dropout_backward"}
+             "native_dropout_backward",
+             # GradScaler's unscale and update (test_torch_half.py)
+             "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_"}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_threshold_backward_passes_nan_on(dtype, monkeypatch):
-    """torch zeroes the gradient where self <= threshold: NaN (and 0 > threshold) pass it on."""
+    """torch zeroes the gradient where self <= threshold: NaN, inf (and 0 > threshold) pass it on."""
     monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
-    y = torch.tensor([[0.0, 1.0, -0.0, 2.0], [float("nan"), 0.5, -3.0, 3.0]], dtype=dtype)
+    inf, nan = float("inf"), float("nan")
+    y = torch.tensor([[0.0, 1.0, -0.0, inf], [nan, 0.5, -inf, 3.0]], dtype=dtype)
     g = torch.randn(2, 4, dtype=dtype, generator=torch.Generator().manual_seed(0))
     for threshold in (0, -1.0):
         want = torch.ops.aten.threshold_backward(g, y, threshold)

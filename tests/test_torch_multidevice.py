@@ -17,6 +17,7 @@ ICD_FILES = ("/etc/OpenCL/vendors/pocl.icd", "/tmp/intel-icd/intel.icd")
 INTEL_LIBS = os.path.join(sys.prefix, "lib")
 
 SCRIPT = textwrap.dedent("""
+    import copy
     import io
     import os
     import numpy as np, torch
@@ -64,6 +65,21 @@ SCRIPT = textwrap.dedent("""
         got = conv.to("opencl:1")(img.to("opencl:1"))
     assert got.device.index == 1
     np.testing.assert_allclose(got.cpu().numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-5)
+
+    # training on device 1: torch's autograd and optimizer steps match CPU torch
+    cpu = torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3), torch.nn.ReLU(), torch.nn.Flatten(),
+                              torch.nn.Linear(27, 2))
+    dev = copy.deepcopy(cpu).to("opencl:1")
+    for model, inp in ((cpu, img), (dev, img.to("opencl:1"))):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        for _ in range(2):
+            opt.zero_grad()
+            model(inp).square().mean().backward()
+            opt.step()
+    for p, q in zip(dev.parameters(), cpu.parameters()):
+        assert p.device.index == 1 and p.grad.device.index == 1
+        np.testing.assert_allclose(p.detach().cpu().numpy(), q.detach().numpy(), rtol=1e-4,
+                                   atol=1e-5)
 
     # the guard: factories without an index go to the current device
     with torch.opencl.device(1):

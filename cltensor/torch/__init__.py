@@ -3,15 +3,19 @@
 
 Needs torch (`pip install "cltensor[torch]"`). See docs/torch_device.md.
 """
+import functools
+
 import torch
+import torch.autograd.graph
 from torch.utils import backend_registration
 
+# torch's Python backend API (torch._C._acc) first shipped in torch 2.10
 if not hasattr(backend_registration, "_setup_privateuseone_for_python_backend") or \
         not hasattr(torch._C, "_acc"):
-    raise ImportError(f"cltensor.torch needs torch 2.13 or later (a Python-registered device); "
-                      f"found torch {torch.__version__}: pip install 'cltensor[torch]'")
+    raise ImportError(f"cltensor.torch needs torch 2.10 or later (its Python-registered device "
+                      f"API); found torch {torch.__version__}: pip install 'cltensor[torch]'")
 
-from . import _backend, device_module  # noqa: E402
+from . import _backend, device_module, storage_guard  # noqa: E402
 
 
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
@@ -41,12 +45,29 @@ def _has_device_storage(t):
     return t.device.type != _backend.NAME and _has_storage(t)
 
 
+def _calling_thread_backward(run):
+    """torch's engine runs each non-CPU device's backward on a worker thread from a queue per
+    device index, counted once, at the first backward, from the device guards: the Python guard
+    of a PrivateUse1 backend reports one device, and none before this module registered it (a
+    backward on opencl:N, N > 0, or after a CPU-only backward, trips an internal assertion).
+    Every backward therefore runs on the calling thread, as with
+    torch.autograd.set_multithreading_enabled(False); the kernels here hold the GIL anyway."""
+    @functools.wraps(run)
+    def engine_run_backward(*args, **kwargs):
+        with torch.autograd.set_multithreading_enabled(False):
+            return run(*args, **kwargs)
+    return engine_run_backward
+
+
 def _register():
     if torch._C._get_privateuse1_backend_name() == _backend.NAME:
         return
     backend_registration._setup_privateuseone_for_python_backend(
         _backend.NAME, backend_module=device_module, hook=_Hooks(), device_guard=_Guard())
     torch._C._has_storage = _has_device_storage
+    backward = _calling_thread_backward(torch.autograd.graph._engine_run_backward)
+    torch.autograd.graph._engine_run_backward = torch.autograd._engine_run_backward = backward
+    storage_guard.install()
 
 
 _register()
@@ -55,6 +76,9 @@ from . import factory, views  # noqa: E402,F401  (register their kernels)
 from .fallback import CPUFallbackWarning, fallback_ops  # noqa: E402,F401
 from . import math_ops, nn_ops, norm_ops, optim_ops, reduce_ops, select_ops  # noqa: E402,F401
 from . import serialization  # noqa: E402,F401
+from . import autocast  # noqa: E402
+
+autocast.register()
 
 __all__ = ["CPUFallbackWarning", "fallback_ops", "registered_ops"]
 

@@ -2,10 +2,10 @@
 indices and the table of aten kernels registered for it."""
 import contextlib
 
-import numpy as np
 import torch
 
 from .. import device as cl_device
+from .. import dtypes as dt
 from ..tensor import ClTensor
 from . import dlpack_device
 
@@ -14,9 +14,10 @@ _META = torch._C.DispatchKeySet(torch._C.DispatchKey.Meta)
 _SET_ = torch.ops.aten.set_.source_Storage_storage_offset
 _AS_STRIDED_ = torch.ops.aten.as_strided_.default
 
-TO_NUMPY = {torch.float32: np.dtype(np.float32), torch.float64: np.dtype(np.float64),
-            torch.int32: np.dtype(np.int32), torch.int64: np.dtype(np.int64),
-            torch.bool: np.dtype(np.bool_)}
+# torch dtype -> cltensor's (float16 and bfloat16 stored in 16 bits, computed in float32)
+TO_NUMPY = {torch.float32: dt.float32, torch.float64: dt.float64, torch.int32: dt.int32,
+            torch.int64: dt.int64, torch.bool: dt.bool_, torch.float16: dt.float16,
+            torch.bfloat16: dt.bfloat16}
 TO_TORCH = {v: k for k, v in TO_NUMPY.items()}
 
 # aten overload name -> the Python kernel registered for PrivateUse1
@@ -49,6 +50,22 @@ def traced():
         _CALLED.remove(seen)
 
 
+_PENDING = []  # at most one deferred launch (lazy_relu): settled before the next kernel runs
+
+
+def defer(work):
+    """Hold `work` (with .holds(storage) and .settle(name, args) -> result or None) until the next
+    kernel or read of the storage it writes; a previous one is settled first."""
+    settle_pending()
+    _PENDING.append(work)
+
+
+def settle_pending(name=None, args=()):
+    """Run the deferred launch before kernel `name` on args: the kernel's result when the launch
+    computes it as well (a fused ReLU), else None."""
+    return _PENDING.pop().settle(name, args) if _PENDING else None
+
+
 def _guarded(fn, name):
     def kernel(*args, **kwargs):
         global _current
@@ -59,6 +76,10 @@ def _guarded(fn, name):
         try:
             if index is not None:
                 _current = index
+            if _PENDING:
+                done = settle_pending(name, args)
+                if done is not None:
+                    return done
             return fn(*args, **kwargs)
         except Exception as e:
             named = _naming(e, name)
@@ -198,10 +219,39 @@ def unwrap(t):
     """The ClTensor view that an "opencl" torch tensor describes."""
     dtype = np_dtype(t.dtype, "opencl")  # a zero-element placeholder may have any dtype
     storage = getattr(t.untyped_storage(), "_cl_storage", None)
+    if _PENDING and _PENDING[0].holds(storage):
+        settle_pending()
+    if getattr(storage, "int32_twin", None) is not None:
+        fill_from_twin(storage)
     if storage is None:
         raise RuntimeError(f"opencl: a tensor on {t.device} carries no device data (was it made "
                            f"outside cltensor.torch?)")
     return ClTensor(storage, tuple(t.shape), tuple(t.stride()), t.storage_offset(), dtype)
+
+
+def int64_from_twin(twin, memory_format):
+    """An int64 ClTensor like int32 twin (dense in memory_format) whose values stay in twin
+    until something reads them (unwrap): max pooling's indices, which torch keeps for the
+    pooling backward only, and that reads the twin."""
+    wide = ClTensor.empty_on(twin.shape, dt.int64, twin.device, memory_format)
+    if wide.strides != twin.strides or twin.offset != 0:
+        return twin.to(dt.int64)
+    wide.storage.int32_twin = twin
+    return wide
+
+
+def fill_from_twin(storage):
+    twin, storage.int32_twin = storage.int32_twin, None
+    ClTensor(storage, twin.shape, twin.strides, 0, dt.int64).copy_(twin)
+
+
+def twin_of(t):
+    """The int32 twin holding opencl int64 tensor t's values, when t is exactly its view."""
+    twin = getattr(getattr(t.untyped_storage(), "_cl_storage", None), "int32_twin", None)
+    if twin is not None and tuple(t.shape) == twin.shape and tuple(t.stride()) == twin.strides \
+            and t.storage_offset() == 0:
+        return twin
+    return None
 
 
 def is_opencl(t):

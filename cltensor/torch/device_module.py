@@ -49,7 +49,17 @@ def get_device_name(device=None):
 
 
 def synchronize(device=None):
+    be.settle_pending()
     _cl(device).synchronize()
+
+
+def get_amp_supported_dtype():
+    """The dtypes torch.autocast("opencl", dtype=...) takes (cltensor.torch.autocast)."""
+    return [torch.float16, torch.bfloat16]
+
+
+def is_bf16_supported(including_emulation=True):
+    return True  # stored in 16 bits on every device, computed in float32
 
 
 def manual_seed(seed):

@@ -11,7 +11,8 @@ EXT_DEV = 12  # DLDeviceType kDLExtDev
 SPAN = 1 << 40  # elements the placeholder's storage claims, so that restride never grows it
 # (DLDataTypeCode, bits) of the dtypes cltensor has
 _CODES = {torch.float32: (2, 32), torch.float64: (2, 64), torch.int32: (0, 32),
-          torch.int64: (0, 64), torch.bool: (6, 8)}
+          torch.int64: (0, 64), torch.bool: (6, 8), torch.float16: (2, 16),
+          torch.bfloat16: (4, 16)}
 
 
 class _Device(ctypes.Structure):

@@ -5,6 +5,7 @@ import numpy as np
 import torch
 
 from .. import creation
+from .. import dtypes as dt
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 from ._backend import (TO_NUMPY, TO_TORCH, aten, cl_device_for, empty_wrapper, is_opencl, np_dtype, restride,
                        unwrap, wrap)
@@ -41,15 +42,22 @@ def to_cl(src, dtype, device):
     host = src.detach().resolve_conj().resolve_neg()
     target = np_dtype(src.dtype, "copy to opencl") if dtype is None else dtype
     host = host.to(TO_TORCH[target])
+    # numpy has no bfloat16: its values travel as float32 (exact) and round to themselves
+    wide = dt.float32 if target is dt.bfloat16 else target
+    host = host.to(TO_TORCH[wide])
     # NOTE: np.ascontiguousarray makes 0-d arrays 1-d; np.array(order="C") keeps the shape
-    return creation.from_numpy(np.array(host.numpy(), order="C"), device=device, dtype=target)
+    return creation.from_numpy(np.array(host.numpy(), order="C"), device=device,
+                               dtype=wide).to(target)
 
 
 def to_cpu(t):
     """A CPU torch tensor with the values of an "opencl" tensor."""
     if t.numel() == 0:
         return torch.empty(t.shape, dtype=t.dtype)
-    return torch.from_numpy(np.array(unwrap(t).numpy(), order="C"))
+    cl = unwrap(t)
+    if cl.dtype is dt.bfloat16:  # through float32, exact both ways
+        return torch.from_numpy(np.array(cl.to(dt.float32).numpy(), order="C")).to(t.dtype)
+    return torch.from_numpy(np.array(cl.numpy(), order="C"))
 
 
 @aten("copy_")

@@ -4,7 +4,7 @@ torch's Meta kernels run first on the operands' metadata: they raise torch's err
 in-place casts, dtypes) and give the result's dtype and shape; cltensor computes the values.
 """
 import torch
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 import cltensor
 
@@ -67,12 +67,21 @@ def _signature_of(value):
 
 def check_devices(args, kwargs, op):
     """torch's rule: operands on one device, except CPU tensors of 0 dimensions."""
-    devs = {x.device for x in tree_flatten((args, kwargs))[0]
-            if isinstance(x, torch.Tensor) and not (x.device.type == "cpu" and x.dim() == 0)}
+    devs = {x.device for x in _tensors_in(args, kwargs)
+            if not (x.device.type == "cpu" and x.dim() == 0)}
     if len(devs) > 1:
         names = " and ".join(sorted(str(d) for d in devs))
         raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two "
                            f"devices, {names}! ({op.name()})")
+
+
+def _tensors_in(args, kwargs):
+    """The tensors among aten arguments and in their Tensor[] lists (one level deep)."""
+    for x in (*args, *kwargs.values()):
+        if isinstance(x, torch.Tensor):
+            yield x
+        elif isinstance(x, (list, tuple)):
+            yield from (y for y in x if isinstance(y, torch.Tensor))
 
 
 def operand(x, dtype):

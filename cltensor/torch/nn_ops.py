@@ -7,10 +7,13 @@ import torch
 import cltensor
 import cltensor.nn.functional as F
 
+from .. import dtypes as dt
+from ..conv import common
 from ..conv import function as conv_function
 from ..conv.params import make_params
 from ..ops import activation, pool
-from ._backend import aten, np_dtype, unwrap, wrap
+from . import lazy_relu
+from ._backend import aten, int64_from_twin, np_dtype, twin_of, unwrap, wrap
 from .fallback import cpu_fallback
 from .math_ops import finish, meta_result, operand, with_out, write_into
 
@@ -64,9 +67,12 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     if not _conv2d_form(input, transposed, output_padding):
         return cpu_fallback(_aten.convolution.default, *args)
     out = meta_result(_aten.convolution.default, args, {})
-    res = F.conv2d(unwrap(input), unwrap(weight), _opt(bias), tuple(stride), tuple(padding),
-                   tuple(dilation), groups)
-    return finish(res, out)
+    x, w = unwrap(input), unwrap(weight)
+    if common.is_half(x):
+        return finish(F.conv2d(x, w, _opt(bias), tuple(stride), tuple(padding), tuple(dilation),
+                               groups), out)
+    p = make_params(x, w, _opt(bias), tuple(stride), tuple(padding), tuple(dilation), groups)
+    return finish(lazy_relu.convolution(x, w, _opt(bias), p), out)
 
 
 @aten("convolution_backward")
@@ -75,11 +81,14 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
     if not _conv2d_form(input, transposed, output_padding):
         return cpu_fallback(_aten.convolution_backward.default, grad_output, input, weight, bias_sizes,
                             stride, padding, dilation, transposed, output_padding, groups, output_mask)
-    x, w = unwrap(input), unwrap(weight)
+    operands = (unwrap(input), unwrap(weight), unwrap(grad_output))
+    dtypes = [t.dtype for t in operands]  # of the input, weight and bias gradients
+    # the backward kernels read 32- or 64-bit floats: 16-bit operands go through float32 copies
+    x, w, g = (t.to(dt.float32) if common.is_half(t) else t for t in operands)
     # cltensor's own backward passes (each by its dispatched algorithm), no forward recomputed
     p = make_params(x, w, None, tuple(stride), tuple(padding), tuple(dilation), groups)
-    grads = conv_function.backward(x, w, unwrap(grad_output), p, "auto", *map(bool, output_mask))
-    return tuple(None if r is None else wrap(r.contiguous()) for r in grads)
+    grads = conv_function.backward(x, w, g, p, "auto", *map(bool, output_mask))
+    return tuple(None if r is None else wrap(r.to(d).contiguous()) for r, d in zip(grads, dtypes))
 
 
 # ---- activations and pooling ------------------------------------------------------------------
@@ -89,6 +98,9 @@ def threshold_backward(grad_output, self, threshold):
     dtype = np_dtype(out.dtype, "threshold_backward")
     x, g = operand(self, dtype), operand(grad_output, dtype)
     # torch's rule: zero where self <= threshold, so a NaN passes its gradient on
+    if dtype.kind == "f" and x.shape == g.shape == tuple(out.shape):
+        # one pass: hardtanh's gradient is zero where x <= lo or x >= hi; no x is >= NaN
+        return finish(activation.hardtanh_backward(g, x, threshold, float("nan")), out)
     return finish(cltensor.where(x <= threshold, 0.0, g), out)
 
 
@@ -101,9 +113,15 @@ def threshold_backward_out(grad_output, self, threshold, *, grad_input):
 def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     args = (self, kernel_size, stride, padding, dilation, ceil_mode)
     out, idx = meta_result(_aten.max_pool2d_with_indices.default, args, {})
-    res, ind = F.max_pool2d(unwrap(self), _ints(kernel_size), _ints(stride) or None,
-                            _ints(padding), _ints(dilation), ceil_mode, return_indices=True)
-    return finish(res, out), finish(ind, idx)
+    x = unwrap(self)
+    if x.ndim != 4:  # unbatched
+        res, ind = F.max_pool2d(x, _ints(kernel_size), _ints(stride) or None, _ints(padding),
+                                _ints(dilation), ceil_mode, return_indices=True)
+        return finish(res, out), finish(ind, idx)
+    fields, out_hw = pool.window("max_pool2d", x, _ints(kernel_size), _ints(stride),
+                                 _ints(padding), _ints(dilation), ceil_mode)
+    res, ind = pool.max_pool2d(x, fields, out_hw, True)  # int32 argmaxes
+    return finish(res, out), finish(int64_from_twin(ind, pool.layout_of(ind)), idx)
 
 
 @aten("max_pool2d_with_indices_backward")
@@ -111,12 +129,14 @@ def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pad
                                      ceil_mode, indices):
     """Each output's gradient goes to the input element its index names (summed where windows
     share their maximum), by cltensor's pooling backward kernel."""
-    x, g, idx = unwrap(self), unwrap(grad_output), unwrap(indices)
+    twin = twin_of(indices)  # the forward's int32 indices, not widened yet
+    x, g = unwrap(self), unwrap(grad_output)
+    idx = twin if twin is not None else unwrap(indices).to(cltensor.int32)
     if x.ndim == 3:  # unbatched
         x, g, idx = x.unsqueeze(0), g.unsqueeze(0), idx.unsqueeze(0)
     fields, _ = pool.window("max_pool2d", x, _ints(kernel_size), _ints(stride), _ints(padding),
                             _ints(dilation), ceil_mode)
-    gx = pool.max_pool2d_backward(g, idx.to(cltensor.int32), x.shape, pool.layout_of(x), fields)
+    gx = pool.max_pool2d_backward(g, idx, x.shape, pool.layout_of(x), fields)
     return wrap(gx.reshape(tuple(self.shape)))
 
 

@@ -1,11 +1,13 @@
 """torch.optim's fused steps (`fused=True`) on cltensor's optimizer kernels (cl_kernels/optim.cl):
-one launch per parameter, no per-element Python work. Gradient scaling (grad_scale, found_inf
-of automatic mixed precision) runs through the CPU fallback."""
+one launch per parameter, no per-element Python work. The fused steps' own gradient scaling
+(grad_scale, found_inf) runs through the CPU fallback; GradScaler's unscale and scale update
+run here."""
 import numpy as np
 import torch
 
 import cltensor
 
+from ..amp import kernels as amp_kernels
 from ..optim import fused
 from ._backend import aten, unwrap
 from .fallback import cpu_fallback
@@ -85,3 +87,29 @@ def fused_sgd(self, grads, momentum_buffer_list, *, weight_decay, momentum, lr, 
 
 aten("_fused_sgd_")(fused_sgd)
 aten("_fused_sgd_.tensor_lr")(fused_sgd)
+
+
+# ---- GradScaler (torch.amp.GradScaler("opencl")) ---------------------------------------------
+@aten("_amp_foreach_non_finite_check_and_unscale_")
+def amp_unscale(self, found_inf, inv_scale):
+    """Every gradient times inv_scale, found_inf set to 1 where one held an infinity or NaN
+    (amp.cl, several gradients per launch)."""
+    grads = [unwrap(g) for g in self]
+    if grads:
+        amp_kernels.unscale_and_check(grads, _number(inv_scale), unwrap(found_inf))
+
+
+@aten("_amp_update_scale_")
+def amp_update_scale(self, growth_tracker, found_inf, scale_growth_factor, scale_backoff_factor,
+                     growth_interval):
+    """torch's rule: back off after inf/NaN gradients, grow after growth_interval clean steps."""
+    scale, tracker = unwrap(self), unwrap(growth_tracker)
+    if _number(found_inf):
+        scale.mul_(scale_backoff_factor)
+        tracker.fill_(0)
+    elif int(_number(growth_tracker)) + 1 == growth_interval:
+        scale.mul_(scale_growth_factor)
+        tracker.fill_(0)
+    else:
+        tracker.add_(1)
+    return self
