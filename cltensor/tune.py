@@ -183,6 +183,20 @@ def _packed_candidates(dtype, quick=False):
     return out
 
 
+# gemm_slabs' blocks of tiles (BM x BN) and slabs of K to try: B's slab panel (KC x NR) in
+# L1 while the block's panels of A (BM*MR x KC) stay in L2 (gemm_cpu.cl)
+SLAB_KCS, SLAB_BLOCKS = (256, 512), ((16, 8), (8, 16), (32, 4))
+
+
+def slab_candidates(params, quick=False):
+    """gemm_slabs' settings for a tile (its KB): slabs off, then KC x blocks, KC rounded up to
+    a multiple of KB; quick: blocks of 16 x 8 alone."""
+    kb = params.get("KB") or 1
+    blocks = SLAB_BLOCKS[:1] if quick else SLAB_BLOCKS
+    return [{"KC": 0}] + [{"KC": -(-kc // kb) * kb, "BM": bm, "BN": bn}
+                          for kc in SLAB_KCS for bm, bn in blocks]
+
+
 def _xgemm(mwg, nwg, mdimc, ndimc, kwg, vw=4, str_=1, pad=0, nbuf=2):
     return {"MWG": mwg, "NWG": nwg, "KWG": kwg, "MDIMC": mdimc, "NDIMC": ndimc, "VWM": vw,
             "VWN": vw, "STRM": str_, "STRN": str_, "PADA": pad, "PADB": pad, "NBUF": nbuf,
@@ -285,7 +299,7 @@ class GemmTuner:
     def planned_steps(self):
         """About how many timings tune_gemm makes (Progress's total)."""
         if self.device.is_cpu:
-            tune = len(self.packed_candidates()) + 6
+            tune = len(self.packed_candidates()) + len(slab_candidates({}, self.quick)) + 10
         else:
             structures = len(_xgemm_structures(self.dtype)[::4 if self.quick else 1])
             tune = structures + 12 + (4 if self.quick else 24) + 3 * 4 * MAX_TILE_SHAPES
@@ -319,6 +333,16 @@ class GemmTuner:
                  for p in self.packed_candidates()]
         scored = self.best(cands, shape, "packed")
         return {"family": "packed", "packed": scored[0][1]["packed"]} if scored else None
+
+    def tune_slabs(self, params):
+        """params with the best of slab_candidates, timed on a cube twice the tuning size
+        (K slabs pay where K runs to thousands)."""
+        shape = (2 * self.size,) * 3
+        bare = {k: v for k, v in params.items() if k not in ("KC", "BM", "BN")}
+        cands = [{"family": "packed", "packed": dict(bare, **c), "min_work": 0, "min_dim": 0}
+                 for c in slab_candidates(bare, self.quick)]
+        scored = self.best(cands, shape, "slabs")
+        return scored[0][1]["packed"] if scored else params
 
     def tune_xgemm(self, quick=False):
         shape = (self.size,) * 3
@@ -399,7 +423,7 @@ def tune_gemm(device, dtype, size=None, reps=5, quick=False, log=print, progress
         raise RuntimeError(f"tune: no GEMM candidate ran correctly on {device}")
     if "packed" in winner:  # the tile is tuned; the rules measured on products stay
         rules = {k: v for k, v in base.get("packed", {}).items() if k not in winner["packed"]}
-        winner["packed"] = dict(rules, **winner["packed"])
+        winner["packed"] = tuner.tune_slabs(dict(rules, **winner["packed"]))
         winner["small"] = "direct"  # the CPU kernel of small and odd sizes
     entry = dict(base, **winner)
     entry.update(tuner.tune_threshold(entry))
