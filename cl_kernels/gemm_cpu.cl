@@ -266,6 +266,18 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 #define BN 8
 #endif
 #define SLAB_STEP (KB ? KB : KC)
+/* PF: A's panels (from L2) are prefetched PF elements ahead of the loads; 0: not */
+#ifndef PF
+#define PF 0
+#endif
+#if PF && defined(__has_builtin)
+#if __has_builtin(__builtin_prefetch)
+#define PREFETCH_A(p) __builtin_prefetch(p)
+#endif
+#endif
+#ifndef PREFETCH_A
+#define PREFETCH_A(p)
+#endif
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) WIDE_VECTORS_ATTR
 void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARGS,
@@ -300,6 +312,7 @@ void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARG
             VT bv[NV];
 #pragma unroll
             for (int j = 0; j < NV; ++j) bv[j] = bp[j];
+            PREFETCH_A(a + PF);
             MULTIPLY_ROW(a, bv)
             a += MR;
             bp += NV;

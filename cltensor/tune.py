@@ -183,18 +183,19 @@ def _packed_candidates(dtype, quick=False):
     return out
 
 
-# gemm_slabs' blocks of tiles (BM x BN) and slabs of K to try: B's slab panel (KC x NR) in
-# L1 while the block's panels of A (BM*MR x KC) stay in L2 (gemm_cpu.cl)
-SLAB_KCS, SLAB_BLOCKS = (256, 512), ((16, 8), (8, 16), (32, 4))
+# gemm_slabs' blocks of tiles (BM x BN), slabs of K and prefetch distances (elements of A) to
+# try: B's slab panel (KC x NR) in L1 while the block's panels of A (BM*MR x KC) stay in L2
+# (gemm_cpu.cl)
+SLAB_KCS, SLAB_BLOCKS, SLAB_PFS = (256, 512), ((8, 4), (16, 8), (8, 16)), (1024, 0)
 
 
 def slab_candidates(params, quick=False):
-    """gemm_slabs' settings for a tile (its KB): slabs off, then KC x blocks, KC rounded up to
-    a multiple of KB; quick: blocks of 16 x 8 alone."""
+    """gemm_slabs' settings for a tile (its KB): slabs off, then KC x blocks x prefetch, KC
+    rounded up to a multiple of KB; quick: blocks of 8 x 4 with prefetch alone."""
     kb = params.get("KB") or 1
-    blocks = SLAB_BLOCKS[:1] if quick else SLAB_BLOCKS
-    return [{"KC": 0}] + [{"KC": -(-kc // kb) * kb, "BM": bm, "BN": bn}
-                          for kc in SLAB_KCS for bm, bn in blocks]
+    blocks, pfs = (SLAB_BLOCKS[:1], SLAB_PFS[:1]) if quick else (SLAB_BLOCKS, SLAB_PFS)
+    return [{"KC": 0}] + [{"KC": -(-kc // kb) * kb, "BM": bm, "BN": bn, "PF": pf}
+                          for kc in SLAB_KCS for bm, bn in blocks for pf in pfs]
 
 
 def _xgemm(mwg, nwg, mdimc, ndimc, kwg, vw=4, str_=1, pad=0, nbuf=2):

@@ -90,9 +90,9 @@ def test_slabs_match_float64_on_odd_shapes(device, rng, use_entry, fp_dtypes):
 @pytest.mark.parametrize("kb", [0, 48])
 def test_slabs_with_other_blocks(device, rng, use_entry, kb):
     """KB 0 (the slabs are the blocks) and KC 100 rounded up to KB's multiple 144; blocks of
-    one tile and of more tiles than the product has."""
-    for bm, bn in ((1, 1), (64, 64)):
-        entry = slab_entry(device, np.float32, KB=kb, KC=100, BM=bm, BN=bn)
+    one tile and of more tiles than the product has; A prefetched or not."""
+    for bm, bn, pf in ((1, 1, 0), (64, 64, 256)):
+        entry = slab_entry(device, np.float32, KB=kb, KC=100, BM=bm, BN=bn, PF=pf)
         use_entry(entry)
         m, n, k = 37, 70, 333
         a, b = random_array(rng, (m, k)), random_array(rng, (k, n))
@@ -152,7 +152,8 @@ def test_slab_fields_in_database_defaults_and_tuner():
     for c in cands:
         tune.check_value({"packed": dict(tile, **c)}, tune.GEMM_ENTRY, "entry")
         assert c["KC"] % 64 == 0
-    for field, bad in (("KC", -1), ("BM", 0), ("SLAB_WALK_N", 2), ("SLAB_MIN_MN", 1.5)):
+    for field, bad in (("KC", -1), ("BM", 0), ("SLAB_WALK_N", 2), ("SLAB_MIN_MN", 1.5),
+                       ("PF", -1)):
         with pytest.raises(ValueError, match=f"entry.packed.{field}"):
             tune.check_value({"packed": dict(tile, **{field: bad})}, tune.GEMM_ENTRY, "entry")
     data = json.loads((tune.DB_DIR / "gemm.json").read_text())

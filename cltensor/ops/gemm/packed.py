@@ -148,10 +148,11 @@ def run_packed(p, entry, epi, summed=False):
 
 def _run_slabs(p, params, epi, tile, kc):
     """gemm_slabs on p: both operands packed in slabs of kc, each work-item a block of BM x BN
-    tiles; the tiles' sums between slabs in a scratch of C's padded size per batch."""
+    tiles, A's panels prefetched PF elements ahead; the tiles' sums between slabs in a scratch
+    of C's padded size per batch."""
     mr, nr = tile["MR"], tile["NR"]
     bm, bn = params.get("BM", 16), params.get("BN", 8)
-    tile.update(BM=bm, BN=bn)
+    tile.update(BM=bm, BN=bn, PF=params.get("PF", 0))
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_slabs", tile)
     a, a_bs = _pack_panels(p, p.a, p.m, p.a.rs, p.a.cs, mr, kc)
     b, b_bs = _pack_panels(p, p.b, p.n, p.b.cs, p.b.rs, nr, kc)
