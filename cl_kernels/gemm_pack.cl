@@ -11,7 +11,8 @@
  *                for a launch of one batch). With KC (gemm_cpu.cl's gemm_slabs) K is cut into
  *                slabs of KC, each holding its panels in turn: element (p, k, i) at
  *                dst[b][s*KC*pad + (p*kc + k - s*KC)*PR + i], s = k / KC, kc = min(KC, K - s*KC),
- *                pad = ceil(rows/PR)*PR (without KC: one slab of K).
+ *                pad = ceil(rows/PR)*PR (without KC: one slab of K); work-groups along K
+ *                must then divide KC.
  *   pad_copy     (gemm_xgemm.cl's layouts) a 2-d copy into a dense ni_p x nj_p matrix per batch:
  *                dst[b][i][j] = src[batch_offset(b) + i*s_i + j*s_j] for i < ni, j < nj, else 0.
  *                One work-item per element of dst, consecutive work-items along j (coalesced
@@ -42,7 +43,10 @@ __kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global cons
   if (k >= K) return;
   const long b = batch0 + get_global_id(2);
   const long o = batch_offset(b, nbd, batch, vs) + (long)k * s_k;
-  const int s0 = KC ? k / KC * KC : 0, kc = KC ? min(KC, K - s0) : K;
+  /* NOTE: the slab of the work-group's first k (the host keeps a group within one slab): the
+   * same for the whole group, so d stays linear in k and the group's stores vectorize */
+  const int s0 = KC ? (int)(get_group_id(0) * get_local_size(0)) / KC * KC : 0;
+  const int kc = KC ? min(KC, K - s0) : K;
   const long pad = (long)(rows + PR - 1) / PR * PR;
   __global T* d = dst + b * d_bs + s0 * pad + ((long)p * kc + k - s0) * PR;
   const int r0 = p * PR;

@@ -1,6 +1,7 @@
 """The CPU GEMM's K slabs (gemm_cpu.cl's gemm_slabs over pack_panels' slab layout): odd shapes
 against float64 with NaN-poisoned outputs and every epilogue, the same sums as gemm_packed to
 the bit, long sums, the rules that choose it, and its tunables in the database and the tuner."""
+import itertools
 import json
 
 import numpy as np
@@ -35,9 +36,10 @@ def use_entry(monkeypatch):
 
 def test_pack_panels_slab_layout(device, rng, fp_dtypes):
     """pack_panels with KC: slab s holds every panel for its kc steps of K, panel p at
-    s*KC*pad + p*kc*PR, rows past `rows` zero; a last slab shorter than KC."""
-    for dtype in fp_dtypes:
-        rows, k, width, kc = 21, 75, 8, 32
+    s*KC*pad + p*kc*PR, rows past `rows` zero; a last slab shorter than KC; KC a multiple of
+    the work-group along K and not (the host then narrows the group)."""
+    for dtype, kc in itertools.product(fp_dtypes, (32, 20)):
+        rows, k, width = 21, 75, 8
         x = random_array(rng, (rows, k), dtype)
         p = gm.Problem(device, np.dtype(dtype), rows, 1, k, (), None, None, None, None)
         op = gm.Operand(put(device, x), [], k, 1)

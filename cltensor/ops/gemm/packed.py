@@ -1,5 +1,7 @@
 """The packed family of CPUs: gemm_cpu.cl:gemm_packed over panels that gemm_pack.cl packs,
 each operand read in place where its layout allows."""
+import math
+
 import numpy as np
 
 from ...program import ctype_of, launch, round_up
@@ -24,6 +26,8 @@ def _pack_panels(p, op, rows, rs, ks, width, kc=0):
         options["KC"] = kc
     kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels", options)
     lx = min(PACK_LOCAL, p.device.max_work_group)
+    if kc:
+        lx = math.gcd(lx, kc)  # a work-group within one slab (gemm_pack.cl)
     bshape = () if shared else p.bshape
     for b0 in range(0, nb, kit.MAX_GROUPS):
         gsize = (round_up(p.k, lx), -(-rows // width), min(kit.MAX_GROUPS, nb - b0))
