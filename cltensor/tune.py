@@ -187,6 +187,7 @@ def _packed_candidates(dtype, quick=False):
 # try: B's slab panel (KC x NR) in L1 while the block's panels of A (BM*MR x KC) stay in L2
 # (gemm_cpu.cl)
 SLAB_KCS, SLAB_BLOCKS, SLAB_PFS = (256, 512), ((8, 4), (16, 8), (8, 16)), (1024, 0)
+PACK_LXS = (4, 8, 16, 32)  # pack_panels' work-groups along K (PACK_LX)
 
 
 def slab_candidates(params, quick=False):
@@ -300,7 +301,8 @@ class GemmTuner:
     def planned_steps(self):
         """About how many timings tune_gemm makes (Progress's total)."""
         if self.device.is_cpu:
-            tune = len(self.packed_candidates()) + len(slab_candidates({}, self.quick)) + 10
+            tune = (len(self.packed_candidates()) + len(slab_candidates({}, self.quick)) +
+                    len(PACK_LXS) + 14)
         else:
             structures = len(_xgemm_structures(self.dtype)[::4 if self.quick else 1])
             tune = structures + 12 + (4 if self.quick else 24) + 3 * 4 * MAX_TILE_SHAPES
@@ -336,14 +338,18 @@ class GemmTuner:
         return {"family": "packed", "packed": scored[0][1]["packed"]} if scored else None
 
     def tune_slabs(self, params):
-        """params with the best of slab_candidates, timed on a cube twice the tuning size
-        (K slabs pay where K runs to thousands)."""
+        """params with the best of slab_candidates, then of pack_panels' work-groups
+        (PACK_LXS), timed on a cube twice the tuning size (K slabs pay where K runs to
+        thousands)."""
         shape = (2 * self.size,) * 3
-        bare = {k: v for k, v in params.items() if k not in ("KC", "BM", "BN")}
-        cands = [{"family": "packed", "packed": dict(bare, **c), "min_work": 0, "min_dim": 0}
-                 for c in slab_candidates(bare, self.quick)]
-        scored = self.best(cands, shape, "slabs")
-        return scored[0][1]["packed"] if scored else params
+        bare = {k: v for k, v in params.items() if k not in ("KC", "BM", "BN", "PF")}
+        wrap = lambda ps: [{"family": "packed", "packed": q, "min_work": 0, "min_dim": 0}
+                           for q in ps]
+        scored = self.best(wrap([dict(bare, **c) for c in slab_candidates(bare, self.quick)]),
+                           shape, "slabs")
+        best = scored[0][1]["packed"] if scored else params
+        scored = self.best(wrap([dict(best, PACK_LX=lx) for lx in PACK_LXS]), shape, "pack")
+        return scored[0][1]["packed"] if scored else best
 
     def tune_xgemm(self, quick=False):
         shape = (self.size,) * 3

@@ -163,3 +163,17 @@ def test_slab_fields_in_database_defaults_and_tuner():
         for entry in vendor["devices"].values():
             p = entry.get("packed", {})
             assert p.get("KC", 0) % p.get("KB", 64) == 0
+
+
+def test_tuner_picks_slabs_then_pack_groups(device, monkeypatch):
+    """tune_slabs times the slab candidates on a cube twice the tuning size, keeps the tile's
+    fields, then times pack_panels' work-groups (PACK_LX) with the winner."""
+    def measure(self, entry, shape, label="", layout="KN"):
+        p = entry["packed"]
+        assert shape == (64, 64, 64) and (p["MR"], p["NR"], p["KB"]) == (8, 32, 64)
+        return 1.0 + (p.get("KC") == 512 and p.get("BM") == 16) + (p.get("PACK_LX") == 8)
+    monkeypatch.setattr(tune.GemmTuner, "measure", measure)
+    tuner = tune.GemmTuner(device, np.float32, 32, 1, log=lambda *a: None)
+    got = tuner.tune_slabs({"MR": 8, "NR": 32, "VW": 16, "KB": 64, "KC": 256, "PF": 0})
+    assert (got["KC"], got["BM"], got["PACK_LX"]) == (512, 16, 8), got
+    tune.check_value({"packed": got}, tune.GEMM_ENTRY, "entry")

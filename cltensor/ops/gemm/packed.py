@@ -10,13 +10,16 @@ from . import kit
 from .kit import get_kernel, launch_tiles, scratch
 
 
-PACK_LOCAL = 16  # pack_panels' work-group along K
+# pack_panels' work-group along K, unless the entry's PACK_LX says otherwise. NOTE: Intel's
+# runtime packs faster in groups of 8 (it vectorizes across the group's work-items: 256 x
+# 6272 x 1152's slabs of B 15 ms in groups of 16-128, 4.8 in 8); PoCL slower below 16
+PACK_LOCAL = 16
 
 
-def _pack_panels(p, op, rows, rs, ks, width, kc=0):
+def _pack_panels(p, op, rows, rs, ks, width, kc=0, lx=PACK_LOCAL):
     """op as panels of `width` rows (gemm_pack.cl), in slabs of kc steps of K when kc is set
-    (gemm_slabs), one copy when every batch shares it; returns (scratch tensor, its batch
-    stride)."""
+    (gemm_slabs), one copy when every batch shares it, in work-groups of lx along K; returns
+    (scratch tensor, its batch stride)."""
     shared = not any(op.bstrides)
     nb = 1 if shared else p.nbatch
     size = -(-rows // width) * p.k * width
@@ -25,7 +28,7 @@ def _pack_panels(p, op, rows, rs, ks, width, kc=0):
     if kc:
         options["KC"] = kc
     kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels", options)
-    lx = min(PACK_LOCAL, p.device.max_work_group)
+    lx = min(lx, p.device.max_work_group)
     if kc:
         lx = math.gcd(lx, kc)  # a work-group within one slab (gemm_pack.cl)
     bshape = () if shared else p.bshape
@@ -84,13 +87,13 @@ def packed_reads_a_in_place(p, params, summed=False):
             not packed_slab(p, params, summed))
 
 
-def _packed_operand(p, op, in_place, ld, rows, rs, ks, width):
+def _packed_operand(p, op, in_place, ld, rows, rs, ks, width, lx):
     """[buffer, batch stride, View, leading dim] of an operand as gemm_packed reads it: where
     it is (its View and leading dim), or packed into panels of `width` rows."""
     if in_place:
         return [op.t.storage.buf, np.int64(0), ew.view_arg(op.t.offset, op.bstrides),
                 np.int64(ld)]
-    t, bs = _pack_panels(p, op, rows, rs, ks, width)
+    t, bs = _pack_panels(p, op, rows, rs, ks, width, 0, lx)
     return [t.storage.buf, np.int64(bs), ew.view_arg(0, [0] * len(p.bshape)), np.int64(0)]
 
 
@@ -140,8 +143,9 @@ def run_packed(p, entry, epi, summed=False):
     if summed:
         tile["SUM_BATCHES"] = 1
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", tile)
-    a_args = _packed_operand(p, p.a, a_in_place, p.a.rs, p.m, p.a.rs, p.a.cs, mr)
-    b_args = _packed_operand(p, p.b, b_in_place, p.b.rs, p.n, p.b.cs, p.b.rs, nr)
+    lx = params.get("PACK_LX", PACK_LOCAL)
+    a_args = _packed_operand(p, p.a, a_in_place, p.a.rs, p.m, p.a.rs, p.a.cs, mr, lx)
+    b_args = _packed_operand(p, p.b, b_in_place, p.b.rs, p.n, p.b.cs, p.b.rs, nr, lx)
     # NOTE: B read in place walks down M, so that its panel (K rows far apart) is read from
     # memory once for all of M; walking N streamed all of B once per panel of A (PoCL, gemm.json)
     walk_n = packed_walks_n(p, params) and not b_in_place
@@ -158,8 +162,9 @@ def _run_slabs(p, params, epi, tile, kc):
     bm, bn = params.get("BM", 16), params.get("BN", 8)
     tile.update(BM=bm, BN=bn, PF=params.get("PF", 0))
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_slabs", tile)
-    a, a_bs = _pack_panels(p, p.a, p.m, p.a.rs, p.a.cs, mr, kc)
-    b, b_bs = _pack_panels(p, p.b, p.n, p.b.cs, p.b.rs, nr, kc)
+    lx = params.get("PACK_LX", PACK_LOCAL)
+    a, a_bs = _pack_panels(p, p.a, p.m, p.a.rs, p.a.cs, mr, kc, lx)
+    b, b_bs = _pack_panels(p, p.b, p.n, p.b.cs, p.b.rs, nr, kc, lx)
     part_size = -(-p.m // mr) * mr * -(-p.n // nr) * nr
     part = scratch(p, p.nbatch * part_size)
     walk_n = params.get("SLAB_WALK_N", 0)
