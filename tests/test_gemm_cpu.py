@@ -68,7 +68,7 @@ def test_slabs_match_float64_on_odd_shapes(device, rng, use_entry, fp_dtypes):
             b = random_array(rng, (2, k, n) if batched_b else (k, n), dtype)
             bb = np.broadcast_to(b, (2, k, n))
             A, B = put(device, a), put(device, b).expand(2, k, n)
-            epi, dev_epi, outs = epilogue_outputs(device, rng, dtype, 2, m, n)
+            epi, dev_epi, outs = epilogue_outputs(device, rng, dtype, (2,), m, n)
             for name, out in outs.items():
                 counts = _kernel_counts(lambda: cltensor.gemm(A, B, out=out, **dev_epi))
                 assert counts == {"pack_panels": 2, "gemm_slabs": 1}, (name, counts)
