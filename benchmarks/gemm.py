@@ -21,6 +21,7 @@ events: packing kernels included; "cl/ref") and by the wall clock to the end of 
 clock. "cpu" compares the process CPU time each side took per product (reference / cltensor):
 on a CPU device shared with other work it moves far less than the wall clock does. For numpy to use both
 cores here, run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (see the JSON's "numpy_blas").
+The family "slabs" is the packed family's deep products in K slabs (gemm_cpu.cl's gemm_slabs).
 """
 import argparse
 import json
@@ -152,7 +153,7 @@ def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None):
                           (m, n, k))
     with cltensor.profile() as prof:
         gm.gemm_into(ta, tb, tc)
-    family = plugin_kernel(prof) or family
+    family = plugin_kernel(prof) or ("slabs" if "gemm_slabs" in kernel_names(prof) else family)
     ra, rb = ref.operands(a, b) if ref is not None else (None, None)
     t = interleaved(device, lambda: gm.gemm_into(ta, tb, tc), ref and (lambda: ref.once(ra, rb)),
                     reps)
@@ -207,6 +208,10 @@ def interleaved(device, product, ref_once, reps):
                 runs[key].append(v)
     return {key: float(np.median(v)) if ref_once or not key.startswith("ref") else None
             for key, v in runs.items()}
+
+
+def kernel_names(prof):
+    return {r["name"] for r in prof.records()}
 
 
 def plugin_kernel(prof):
@@ -283,8 +288,53 @@ def print_row(r):
           f"{r['family']:7s} {r['cltensor_gflops']:10.1f} {ref}{fp32}", flush=True)
 
 
+def side_by_side(devices, cases, reps):
+    """CPU devices and numpy side by side in one process: per case, every device's product and
+    numpy's once per round, the order rotated each round (whatever runs after OpenBLAS's
+    spinning threads pays for them), after a warm-up round; medians of the wall clock and of
+    the process CPU time (all threads). Prints GFLOP/s by the wall clock, GFLOP per CPU second
+    and both as ratios to numpy's; returns the rows."""
+    rng, rows = np.random.default_rng(0), []
+    print(f"{'case':20s} {'M':>6s} {'N':>7s} {'K':>6s} " + " ".join(
+        f"{d.name[:14]:>14s} {'/cpu-s':>6s} {'x wall':>6s} {'x cpu':>6s}" for d in devices)
+        + f" {'numpy':>7s} {'/cpu-s':>6s}")
+    for name, m, n, k, layout, dtype in cases:
+        a, b = host_operands(rng, m, n, k, layout, dtype)
+        runs = []
+        for d in devices:
+            ta = cltensor.from_numpy(a, device=d)
+            tb = (cltensor.from_numpy(np.ascontiguousarray(b.T), device=d).mT if layout == "nt"
+                  else cltensor.from_numpy(b, device=d))
+            tc = cltensor.empty(m, n, dtype=dtype, device=d)
+            runs.append(lambda ta=ta, tb=tb, tc=tc, d=d: (gm.gemm_into(ta, tb, tc),
+                                                          d.synchronize()))
+        runs.append(lambda a=a, b=b: a @ b)
+        times = [[] for _ in runs]
+        for r in range(reps + 1):
+            for i in [(r + j) % len(runs) for j in range(len(runs))]:
+                c0, t0 = time.process_time(), time.perf_counter()
+                runs[i]()
+                if r:
+                    times[i].append((time.perf_counter() - t0, time.process_time() - c0))
+        med = [np.median(np.array(t), axis=0) for t in times]
+        gf = 2e-9 * m * n * k
+        (nw, nc) = med[-1]
+        row = {"case": name, "M": m, "N": n, "K": k, "numpy_wall_s": nw, "numpy_cpu_s": nc}
+        cols = []
+        for d, (w, c) in zip(devices, med):
+            row[d.name] = {"wall_s": w, "cpu_s": c}
+            cols.append(f"{gf / w:14.1f} {gf / c:6.1f} {nw / w:6.2f} {nc / c:6.2f}")
+        print(f"{name:20s} {m:6d} {n:7d} {k:6d} " + " ".join(cols) +
+              f" {gf / nw:7.1f} {gf / nc:6.1f}", flush=True)
+        rows.append(row)
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cpus", nargs="+", metavar="DEVICE",
+                        help="CPU devices (platform:device or name substrings) side by side "
+                             "with numpy in one run, float32 (side_by_side)")
     parser.add_argument("--device", help="platform:device index or name substring")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--reps", type=int, default=5)
@@ -303,6 +353,8 @@ def main(argv=None):
                         help="cltensor.backends.benchmark on: xgemm times its candidate sets "
                              "and K splits once per shape (in the warm-up call)")
     args = parser.parse_args(argv)
+    if args.cpus:
+        return run_side_by_side(args)
     gm.FORCE_FAMILY = args.family
     cltensor.backends.benchmark = args.bench_mode
     cltensor.backends.allow_tf32 = args.tf32
@@ -363,6 +415,23 @@ def main(argv=None):
                           for k in ("float32", "float64")}, "rows": rows}
     if args.json:
         Path(args.json).write_text(json.dumps(summary, indent=1, default=str))
+    return 0
+
+
+def run_side_by_side(args):
+    devices = [cltensor.get_device(spec) for spec in args.cpus]
+    sizes = args.sizes or [512, 1024, 2048, 4096]
+    cases = [(f"square {s}", s, s, s, "nn", np.float32) for s in sizes]
+    if not (args.quick or args.no_layers):
+        batches = {"alexnet": 8, "overfeat": 8, "vgg": 2, "googlenet": 8}
+        cases += [c + (np.float32,) for c in layer_shapes(batches)]
+    print("devices: " + ", ".join(f"{d.name} ({d.cl_device.driver_version})" for d in devices)
+          + f"; reference: {Numpy().name}")
+    rows = side_by_side(devices, cases, args.reps)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"devices": [d.name for d in devices],
+                                               "reps": args.reps, "rows": rows}, indent=1,
+                                              default=str))
     return 0
 
 

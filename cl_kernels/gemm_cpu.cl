@@ -110,6 +110,27 @@ typedef union { VT v; T s[VW]; } Lanes;
   _Pragma("unroll") for (int j = 0; j < NV; ++j)                                       \
       EPILOGUE_VECTOR(VT, Lanes, VW, VTU, m0 + i, n0 + j * VW, acc[i][j])
 
+/* acc (the tile at m0, n0 of batch b, its columns from nb0 computed) through the epilogue into
+ * C: whole tiles of row-contiguous C without Ci as vectors, the rest element by element.
+ * NOTE: acc is copied out with constant indices first; indexing it with the run-time bounds
+ * would make the compiler keep the whole register tile in memory. */
+#define STORE_TILE                                                                     \
+  {                                                                                    \
+    const long oci = beta != (T)0 ? batch_offset(b, nbd, batch, vci) : 0;              \
+    const long oco = batch_offset(b, nbd, batch, vco);                                 \
+    const int rows = min(MR, M - m0), cols = min(NR, N - nb0);                         \
+    if (rows == MR && cols == NR && nb0 == n0 && beta == (T)0 && co_cs == 1) {         \
+      STORE_TILE_VECTORS                                                               \
+    } else {                                                                           \
+      Lanes out[MR][NV];                                                               \
+      _Pragma("unroll") for (int i = 0; i < MR; ++i)                                   \
+      _Pragma("unroll") for (int j = 0; j < NV; ++j) out[i][j].v = acc[i][j];          \
+      for (int i = 0; i < rows; ++i)                                                   \
+        for (int j = n0 - nb0; j < cols; ++j)                                          \
+          EPILOGUE(m0 + i, nb0 + j, out[i][j / VW].s[j % VW])                          \
+    }                                                                                  \
+  }
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) WIDE_VECTORS_ATTR
 void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_ARGS,
                  __global const T* Ap, const long ap_bs, const View va, const long lda,
@@ -218,20 +239,104 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 #pragma unroll
     for (int j = 0; j < NV; ++j) acc[i][j] = tot[i][j];
 #endif
-  const long oci = beta != (T)0 ? batch_offset(b, nbd, batch, vci) : 0;
-  const long oco = batch_offset(b, nbd, batch, vco);
-  const int rows = min(MR, M - m0), cols = min(NR, N - nb0);
-  if (rows == MR && cols == NR && nb0 == n0 && beta == (T)0 && co_cs == 1) {
-    STORE_TILE_VECTORS
-    return;
-  }
-  /* NOTE: acc is copied out with constant indices first; indexing it with the run-time bounds
-   * below would make the compiler keep the whole register tile in memory. */
-  Lanes out[MR][NV];
-#pragma unroll
-  for (int i = 0; i < MR; ++i)
-#pragma unroll
-    for (int j = 0; j < NV; ++j) out[i][j].v = acc[i][j];
-  for (int i = 0; i < rows; ++i)
-    for (int j = n0 - nb0; j < cols; ++j) EPILOGUE(m0 + i, nb0 + j, out[i][j / VW].s[j % VW])
+  STORE_TILE
 }
+
+#ifdef KC
+/*
+ * gemm_slabs: deep products in slabs of KC steps of K (cache blocking), over operands packed
+ * by pack_panels with the same KC: slab s of an operand holds its panels for k in
+ * [s*KC, s*KC + kc) (kc = min(KC, K - s*KC)), panel p at Ap[b][s*KC*pad_rows + (p*kc + kk)*MR
+ * + i] (pad_rows: the rows rounded up to whole panels), so that a slab's panels of A and B
+ * lie together. One work-item owns a block of BM x BN tiles of C and walks it slab by slab,
+ * B's panels outer and A's inner: the slab's panel of B (kc x NR) stays in L1 while the
+ * block's panels of A (BM*MR x kc) stay in L2, each read from memory once per block and slab
+ * where gemm_packed reads a whole K panel of A once per panel of B. Between slabs a tile's
+ * sums wait in `part` (tile (pm, pn) at part[b][(pn * ceil(M/MR) + pm) * MR * NV], batch
+ * stride part_bs vectors); the last slab runs the epilogue. With KB dividing KC the sums are
+ * gemm_packed's to the bit (part holds its tot; blocks of KB restart from zero); KB 0 sums
+ * in blocks of KC. Global size (ceil(M / (BM*MR)),
+ * ceil(N / (BN*NR)), batches), dims 0 and 1 swapped when walk_n is 1; row0 a multiple of
+ * BM*MR.
+ */
+#ifndef BM
+#define BM 16
+#endif
+#ifndef BN
+#define BN 8
+#endif
+#define SLAB_STEP (KB ? KB : KC)
+/* PF: A's panels (from L2) are prefetched PF elements ahead of the loads; 0: not */
+#ifndef PF
+#define PF 0
+#endif
+#if PF && defined(__has_builtin)
+#if __has_builtin(__builtin_prefetch)
+#define PREFETCH_A(p) __builtin_prefetch(p)
+#endif
+#endif
+#ifndef PREFETCH_A
+#define PREFETCH_A(p)
+#endif
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) WIDE_VECTORS_ATTR
+void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARGS,
+                __global const T* Ap, const long ap_bs, __global const T* Bp, const long bp_bs,
+                __global VT* part, const long part_bs, const int walk_n, EPI_ARGS) {
+  const int g0 = get_global_id(0), g1 = get_global_id(1);
+  const int bm = row0 / (MR * BM) + (walk_n ? g1 : g0), bn = walk_n ? g0 : g1;
+  const long b = batch0 + get_global_id(2);
+  const int pms = (M + MR - 1) / MR, pns = (N + NR - 1) / NR;
+  const int pm1 = min(bm * BM + BM, pms), pn1 = min(bn * BN + BN, pns);
+  __global const T* ab = Ap + b * ap_bs;
+  __global const VT* bb = (__global const VT*)(Bp + b * bp_bs);
+  __global VT* pb = part + b * part_bs;
+  for (int k0 = 0; k0 < K; k0 += KC) {
+    const int kc = min(KC, K - k0);
+    for (int pn = bn * BN; pn < pn1; ++pn) {
+      for (int pm = bm * BM; pm < pm1; ++pm) {
+        __global const T* a = ab + (long)k0 * pms * MR + (long)pm * kc * MR;
+        __global const VT* bp = bb + ((long)k0 * pns + (long)pn * kc) * NV;
+        __global VT* pt = pb + ((long)pn * pms + pm) * (MR * NV);
+        VT acc[MR][NV], tot[MR][NV];
+#pragma unroll
+        for (int i = 0; i < MR; ++i)
+#pragma unroll
+          for (int j = 0; j < NV; ++j) tot[i][j] = k0 ? pt[i * NV + j] : (VT)0;
+        for (int kb = 0; kb < kc; kb += SLAB_STEP) {
+#pragma unroll
+          for (int i = 0; i < MR; ++i)
+#pragma unroll
+            for (int j = 0; j < NV; ++j) acc[i][j] = (VT)0;
+          for (int n = min(SLAB_STEP, kc - kb); n != 0; --n) {
+            VT bv[NV];
+#pragma unroll
+            for (int j = 0; j < NV; ++j) bv[j] = bp[j];
+            PREFETCH_A(a + PF);
+            MULTIPLY_ROW(a, bv)
+            a += MR;
+            bp += NV;
+          }
+#pragma unroll
+          for (int i = 0; i < MR; ++i)
+#pragma unroll
+            for (int j = 0; j < NV; ++j) tot[i][j] += acc[i][j];
+        }
+        if (k0 + KC < K) {
+#pragma unroll
+          for (int i = 0; i < MR; ++i)
+#pragma unroll
+            for (int j = 0; j < NV; ++j) pt[i * NV + j] = tot[i][j];
+        } else {
+#pragma unroll
+          for (int i = 0; i < MR; ++i)
+#pragma unroll
+            for (int j = 0; j < NV; ++j) acc[i][j] = tot[i][j];
+          const int m0 = pm * MR, n0 = pn * NR, nb0 = n0;
+          STORE_TILE
+        }
+      }
+    }
+  }
+}
+#endif

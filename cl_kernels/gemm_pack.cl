@@ -8,7 +8,11 @@
  *   pack_panels  (gemm_cpu.cl's layout) panels of PR rows: dst[b][p][k][i] = X(b, p*PR + i, k),
  *                zero past `rows`. One work-item per (k, panel) writes PR contiguous elements.
  *                Global size (at least K, ceil(rows/PR), batches); dst batch stride d_bs (0: one copy
- *                for a launch of one batch).
+ *                for a launch of one batch). With KC (gemm_cpu.cl's gemm_slabs) K is cut into
+ *                slabs of KC, each holding its panels in turn: element (p, k, i) at
+ *                dst[b][s*KC*pad + (p*kc + k - s*KC)*PR + i], s = k / KC, kc = min(KC, K - s*KC),
+ *                pad = ceil(rows/PR)*PR (without KC: one slab of K); work-groups along K
+ *                must then divide KC.
  *   pad_copy     (gemm_xgemm.cl's layouts) a 2-d copy into a dense ni_p x nj_p matrix per batch:
  *                dst[b][i][j] = src[batch_offset(b) + i*s_i + j*s_j] for i < ni, j < nj, else 0.
  *                One work-item per element of dst, consecutive work-items along j (coalesced
@@ -23,10 +27,13 @@
  *                One work-item per 16-byte chunk of dst (idle past the last). Global size (at
  *                least the chunks of a batch, 1, batches); dst batch stride d_bs.
  *
- * Build options: PR (pack_panels' panel width), SLICE_K (pack_tf32_slices').
+ * Build options: PR and KC (pack_panels' panel width and slab), SLICE_K (pack_tf32_slices').
  */
 #ifndef PR
 #define PR 16
+#endif
+#ifndef KC
+#define KC 0
 #endif
 
 __kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global const T* src,
@@ -36,7 +43,12 @@ __kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global cons
   if (k >= K) return;
   const long b = batch0 + get_global_id(2);
   const long o = batch_offset(b, nbd, batch, vs) + (long)k * s_k;
-  __global T* d = dst + b * d_bs + ((long)p * K + k) * PR;
+  /* NOTE: the slab of the work-group's first k (the host keeps a group within one slab): the
+   * same for the whole group, so d stays linear in k and the group's stores vectorize */
+  const int s0 = KC ? (int)(get_group_id(0) * get_local_size(0)) / KC * KC : 0;
+  const int kc = KC ? min(KC, K - s0) : K;
+  const long pad = (long)(rows + PR - 1) / PR * PR;
+  __global T* d = dst + b * d_bs + s0 * pad + ((long)p * kc + k - s0) * PR;
   const int r0 = p * PR;
   if (r0 + PR <= rows) {
     for (int i = 0; i < PR; ++i) d[i] = src[o + (long)(r0 + i) * s_r];

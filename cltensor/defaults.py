@@ -11,6 +11,11 @@ tests/test_device_defaults.py checks them all on a table of device descriptions.
 # Measured on PoCL (2 cores, AVX-512; gemm.json's pocl entries): below this work the packed
 # family's packing costs more than it saves; GPUs: below it a grid of 64x64 tiles is too few
 CPU_MIN_WORK, GPU_MIN_WORK = 262144, 2097152
+# K slabs from K = 512 (gemm_cpu.cl gemm_slabs): a slab's panel of B (256 x NR, 32 KiB at 16
+# float lanes, 16 KiB at 8) stays in L1 and a block's panels of A (8 tiles of MR rows) in L2
+# (PoCL and Intel's runtime, 2 Zen 5 cores: docs/performance.md). NOTE: no prefetch (PF): the
+# measured entries set it; Oclgrind, which gets these, cannot run llvm.prefetch
+CPU_SLABS = {"KC": 256, "BM": 8, "BN": 4}
 XGEMM_TILE = 64  # xgemm's work-group tile (MWG = NWG) on a GPU with no entry
 XGEMM_KWG = 16
 LANES = (1, 2, 4, 8, 16)  # the vector widths the kernels accept
@@ -38,7 +43,7 @@ def cpu_gemm(desc, itemsize):
     return {"family": "packed", "small": "direct", "min_work": CPU_MIN_WORK, "min_dim": 4,
             "direct": {"TM": 8, "TN": 2 * vw, "VW": vw},
             "packed": {"MR": mr, "NR": 2 * vw, "VW": vw, "ORDER": 1, "KB": 64,
-                       "A_IN_PLACE": 1, "B_IN_PLACE_MIN_N": 128}}
+                       "A_IN_PLACE": 1, "B_IN_PLACE_MIN_N": 128, **CPU_SLABS}}
 
 
 def _group_side(desc):

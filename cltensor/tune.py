@@ -174,6 +174,22 @@ def _packed_candidates(dtype, quick=False):
     return out
 
 
+# gemm_slabs' blocks of tiles (BM x BN), slabs of K and prefetch distances (elements of A) to
+# try: B's slab panel (KC x NR) in L1 while the block's panels of A (BM*MR x KC) stay in L2
+# (gemm_cpu.cl)
+SLAB_KCS, SLAB_BLOCKS, SLAB_PFS = (256, 512), ((8, 4), (16, 8), (8, 16)), (1024, 0)
+PACK_LXS = (4, 8, 16, 32)  # pack_panels' work-groups along K (PACK_LX)
+
+
+def slab_candidates(params, quick=False):
+    """gemm_slabs' settings for a tile (its KB): slabs off, then KC x blocks x prefetch, KC
+    rounded up to a multiple of KB; quick: blocks of 8 x 4 with prefetch alone."""
+    kb = params.get("KB") or 1
+    blocks, pfs = (SLAB_BLOCKS[:1], SLAB_PFS[:1]) if quick else (SLAB_BLOCKS, SLAB_PFS)
+    return [{"KC": 0}] + [{"KC": -(-kc // kb) * kb, "BM": bm, "BN": bn, "PF": pf}
+                          for kc in SLAB_KCS for bm, bn in blocks for pf in pfs]
+
+
 def _xgemm(mwg, nwg, mdimc, ndimc, kwg, vw=4, str_=1, pad=0, nbuf=2):
     return {"MWG": mwg, "NWG": nwg, "KWG": kwg, "MDIMC": mdimc, "NDIMC": ndimc, "VWM": vw,
             "VWN": vw, "STRM": str_, "STRN": str_, "PADA": pad, "PADB": pad, "NBUF": nbuf,
@@ -276,7 +292,8 @@ class GemmTuner:
     def planned_steps(self):
         """About how many timings tune_gemm makes (Progress's total)."""
         if self.device.is_cpu:
-            tune = len(self.packed_candidates()) + 6
+            tune = (len(self.packed_candidates()) + len(slab_candidates({}, self.quick)) +
+                    len(PACK_LXS) + 14)
         else:
             structures = len(_xgemm_structures(self.dtype)[::4 if self.quick else 1])
             tune = structures + 12 + (4 if self.quick else 24) + 3 * 4 * MAX_TILE_SHAPES
@@ -310,6 +327,20 @@ class GemmTuner:
                  for p in self.packed_candidates()]
         scored = self.best(cands, shape, "packed")
         return {"family": "packed", "packed": scored[0][1]["packed"]} if scored else None
+
+    def tune_slabs(self, params):
+        """params with the best of slab_candidates, then of pack_panels' work-groups
+        (PACK_LXS), timed on a cube twice the tuning size (K slabs pay where K runs to
+        thousands)."""
+        shape = (2 * self.size,) * 3
+        bare = {k: v for k, v in params.items() if k not in ("KC", "BM", "BN", "PF")}
+        wrap = lambda ps: [{"family": "packed", "packed": q, "min_work": 0, "min_dim": 0}
+                           for q in ps]
+        scored = self.best(wrap([dict(bare, **c) for c in slab_candidates(bare, self.quick)]),
+                           shape, "slabs")
+        best = scored[0][1]["packed"] if scored else params
+        scored = self.best(wrap([dict(best, PACK_LX=lx) for lx in PACK_LXS]), shape, "pack")
+        return scored[0][1]["packed"] if scored else best
 
     def tune_xgemm(self, quick=False):
         shape = (self.size,) * 3
@@ -390,7 +421,7 @@ def tune_gemm(device, dtype, size=None, reps=5, quick=False, log=print, progress
         raise RuntimeError(f"tune: no GEMM candidate ran correctly on {device}")
     if "packed" in winner:  # the tile is tuned; the rules measured on products stay
         rules = {k: v for k, v in base.get("packed", {}).items() if k not in winner["packed"]}
-        winner["packed"] = dict(rules, **winner["packed"])
+        winner["packed"] = tuner.tune_slabs(dict(rules, **winner["packed"]))
         winner["small"] = "direct"  # the CPU kernel of small and odd sizes
     entry = dict(base, **winner)
     entry.update(tuner.tune_threshold(entry))

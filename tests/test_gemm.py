@@ -424,6 +424,18 @@ def test_shipped_xgemm_sets(device, rng, monkeypatch, kernel, params):
     run_check(out, a, b, dtype, row_bias=bias, relu=True)
 
 
+def epilogue_outputs(device, rng, dtype, batch, m, n):
+    """(epilogue for run_check, the same on the device, {name: output}): alpha, row and column
+    biases and ReLU; contiguous, offset and column-strided (*batch, m, n) outputs poisoned."""
+    rb, cb = random_array(rng, (m,), dtype), random_array(rng, (n,), dtype)
+    epi = dict(alpha=-0.75, row_bias=rb, col_bias=cb, relu=True)
+    dev_epi = dict(epi, row_bias=put(device, rb), col_bias=put(device, cb))
+    outs = {"contiguous": poisoned(device, (*batch, m, n), dtype),
+            "offset 1": poisoned(device, (*batch, m, n + 1), dtype)[..., 1:],
+            "column-strided": poisoned(device, (*batch, n, m), dtype).mT}
+    return epi, dev_epi, outs
+
+
 def test_packed_walks_both_ways(device, rng, monkeypatch):
     """gemm_packed's work-items walk along N (ORDER 1) or down M (ORDER 0, and every product
     with K of at least WALK_M_FROM_K): each way covers every tile once, with tails in M and N
@@ -477,18 +489,13 @@ def test_packed_reads_operands_in_place_and_stores_vectors(device, rng, monkeypa
             a, A = a_full[..., 1:k + 1], put(device, a_full)[..., 1:k + 1]
             full = random_array(rng, (2, 3, k, n + 6), dtype)
             b, B = full[..., 1:n + 1], put(device, full)[..., 1:n + 1]
-            rb, cb = random_array(rng, (m,), dtype), random_array(rng, (n,), dtype)
             p = gm.Problem(device, np.dtype(dtype), m, n, k, (2, 3),
                            gm.Operand(A, list(A.strides[:2]), A.strides[2], A.strides[3]),
                            gm.Operand(B, list(B.strides[:2]), B.strides[2], B.strides[3]),
                            None, None)
             assert gm.packed_reads_b_in_place(p, params)
             assert gm.packed_reads_a_in_place(p, params) == bool(a_in_place)
-            epi = dict(alpha=-0.75, row_bias=rb, col_bias=cb, relu=True)
-            dev_epi = dict(epi, row_bias=put(device, rb), col_bias=put(device, cb))
-            outs = {"contiguous": poisoned(device, (2, 3, m, n), dtype),
-                    "offset 1": poisoned(device, (2, 3, m, n + 1), dtype)[..., 1:],
-                    "column-strided": poisoned(device, (2, 3, n, m), dtype).mT}
+            epi, dev_epi, outs = epilogue_outputs(device, rng, dtype, (2, 3), m, n)
             for name, out in outs.items():
                 counts = _kernel_counts(lambda: cltensor.gemm(A, B, out=out, **dev_epi))
                 packs = {} if a_in_place else {"pack_panels": 1}
@@ -529,12 +536,7 @@ def test_packed_runs_the_transposed_product_when_it_packs_less(device, rng, monk
             bt = random_array(rng, (n, k) if shared_b else (2, n, k), dtype)
             b = np.swapaxes(bt, -1, -2)
             A, B = put(device, a), put(device, bt).mT
-            rb, cb = random_array(rng, (m,), dtype), random_array(rng, (n,), dtype)
-            epi = dict(alpha=-0.75, row_bias=rb, col_bias=cb, relu=True)
-            dev_epi = dict(epi, row_bias=put(device, rb), col_bias=put(device, cb))
-            outs = {"contiguous": poisoned(device, (2, m, n), dtype),
-                    "offset 1": poisoned(device, (2, m, n + 1), dtype)[..., 1:],
-                    "column-strided": poisoned(device, (2, n, m), dtype).mT}
+            epi, dev_epi, outs = epilogue_outputs(device, rng, dtype, (2,), m, n)
             for name, out in outs.items():
                 packed_rows.clear()
                 cltensor.gemm(A, B.expand(2, k, n), out=out, **dev_epi)

@@ -192,7 +192,7 @@ def gemm_sum_into(a, b, c_out):
     assert bshape[0] == a.shape[0] and p.co.bstrides[0] == 0, "gemm_sum_into: batch collapsed"
     entry = choice.entry_for(p.device, p.dtype)
     pt = transposed(p)
-    if packed.moves(pt, entry["packed"]) < packed.moves(p, entry["packed"]):
+    if packed.moves(pt, entry["packed"], True) < packed.moves(p, entry["packed"], True):
         p = pt
     run_packed(p, entry, epilogue_args(p, 1, 0, False, None, None, False), summed=True)
     return c_out

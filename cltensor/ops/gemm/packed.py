@@ -1,5 +1,7 @@
 """The packed family of CPUs: gemm_cpu.cl:gemm_packed over panels that gemm_pack.cl packs,
 each operand read in place where its layout allows."""
+import math
+
 import numpy as np
 
 from ...program import ctype_of, launch, round_up
@@ -8,19 +10,27 @@ from . import kit
 from .kit import get_kernel, launch_tiles, scratch
 
 
-PACK_LOCAL = 16  # pack_panels' work-group along K
+# pack_panels' work-group along K, unless the entry's PACK_LX says otherwise. NOTE: Intel's
+# runtime packs faster in groups of 8 (it vectorizes across the group's work-items: 256 x
+# 6272 x 1152's slabs of B 15 ms in groups of 16-128, 4.8 in 8); PoCL slower below 16
+PACK_LOCAL = 16
 
 
-def _pack_panels(p, op, rows, rs, ks, width):
-    """op as panels of `width` rows (gemm_pack.cl), one copy when every batch shares it;
-    returns (scratch tensor, its batch stride)."""
+def _pack_panels(p, op, rows, rs, ks, width, kc=0, lx=PACK_LOCAL):
+    """op as panels of `width` rows (gemm_pack.cl), in slabs of kc steps of K when kc is set
+    (gemm_slabs), one copy when every batch shares it, in work-groups of lx along K; returns
+    (scratch tensor, its batch stride)."""
     shared = not any(op.bstrides)
     nb = 1 if shared else p.nbatch
     size = -(-rows // width) * p.k * width
     dst = scratch(p, nb * size)
-    kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels",
-                        {"T": ctype_of(p.dtype), "PR": width})
-    lx = min(PACK_LOCAL, p.device.max_work_group)
+    options = {"T": ctype_of(p.dtype), "PR": width}
+    if kc:
+        options["KC"] = kc
+    kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels", options)
+    lx = min(lx, p.device.max_work_group)
+    if kc:
+        lx = math.gcd(lx, kc)  # a work-group within one slab (gemm_pack.cl)
     bshape = () if shared else p.bshape
     for b0 in range(0, nb, kit.MAX_GROUPS):
         gsize = (round_up(p.k, lx), -(-rows // width), min(kit.MAX_GROUPS, nb - b0))
@@ -45,7 +55,20 @@ def packed_walks_n(p, params):
 ALIASED_ROW_BYTES, ALIASED_MIN_K = 4096, 1024
 
 
-def packed_reads_b_in_place(p, params):
+def packed_slab(p, params, summed=False):
+    """gemm_slabs' KC for a product, or 0 where gemm_packed runs it: with KC set, K of at least
+    SLAB_MIN_K (default 2 * KC), M and N of at least SLAB_MIN_MN (default 256: narrower, one
+    operand's panels are few and gemm_packed reads the other once) and C not summed over
+    batches. KC is rounded up to a multiple of KB, so that the blocked sums stay gemm_packed's
+    (gemm_cpu.cl)."""
+    kc, kb = params.get("KC", 0), params.get("KB", 0)
+    if (not kc or summed or p.k < params.get("SLAB_MIN_K", 2 * kc) or
+            min(p.m, p.n) < params.get("SLAB_MIN_MN", 256)):
+        return 0
+    return -(-kc // kb) * kb if kb else kc
+
+
+def packed_reads_b_in_place(p, params, summed=False):
     """Whether gemm_packed reads B where it is (rows contiguous along N) instead of from packed
     panels: from N = B_IN_PLACE_MIN_N columns on (gemm.json: on PoCL the pack, a full memory
     pass, cost as much as the product on the convolutions' shallow batched products; narrower
@@ -54,25 +77,27 @@ def packed_reads_b_in_place(p, params):
     alias."""
     aliased = p.k >= ALIASED_MIN_K and p.b.rs * p.dtype.itemsize % ALIASED_ROW_BYTES == 0
     return (p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased and
-            p.k < params.get("B_IN_PLACE_MAX_K", 2**62))
+            p.k < params.get("B_IN_PLACE_MAX_K", 2**62) and not packed_slab(p, params, summed))
 
 
-def packed_reads_a_in_place(p, params):
-    """Whether gemm_packed reads A where it is (rows contiguous along K, A_IN_PLACE set)."""
-    return bool(params.get("A_IN_PLACE")) and (p.a.cs == 1 or p.k == 1)
+def packed_reads_a_in_place(p, params, summed=False):
+    """Whether gemm_packed reads A where it is (rows contiguous along K, A_IN_PLACE set; never
+    in slabs, which read packed operands)."""
+    return (bool(params.get("A_IN_PLACE")) and (p.a.cs == 1 or p.k == 1) and
+            not packed_slab(p, params, summed))
 
 
-def _packed_operand(p, op, in_place, ld, rows, rs, ks, width):
+def _packed_operand(p, op, in_place, ld, rows, rs, ks, width, lx):
     """[buffer, batch stride, View, leading dim] of an operand as gemm_packed reads it: where
     it is (its View and leading dim), or packed into panels of `width` rows."""
     if in_place:
         return [op.t.storage.buf, np.int64(0), ew.view_arg(op.t.offset, op.bstrides),
                 np.int64(ld)]
-    t, bs = _pack_panels(p, op, rows, rs, ks, width)
+    t, bs = _pack_panels(p, op, rows, rs, ks, width, 0, lx)
     return [t.storage.buf, np.int64(bs), ew.view_arg(0, [0] * len(p.bshape)), np.int64(0)]
 
 
-def moves(p, params):
+def moves(p, params, summed=False):
     """Elements gemm_packed moves one at a time for a problem: those it packs into panels (what
     it cannot read in place) and those it stores per element (C not row-contiguous).
     NOTE: gemm_into runs the transposed problem when that moves fewer: with both operands
@@ -82,8 +107,8 @@ def moves(p, params):
     84.9 -> 31.9; counting packs alone, 1x1 input gradients (832x49x48 x8, A shared) were
     transposed for a column-strided C and lost (0.31 -> 0.44 ms)."""
     count = 0 if p.co.cs == 1 else p.m * p.n * p.nbatch
-    for op, rows, in_place in ((p.a, p.m, packed_reads_a_in_place(p, params)),
-                               (p.b, p.n, packed_reads_b_in_place(p, params))):
+    for op, rows, in_place in ((p.a, p.m, packed_reads_a_in_place(p, params, summed)),
+                               (p.b, p.n, packed_reads_b_in_place(p, params, summed))):
         if not in_place:
             count += rows * p.k * (p.nbatch if any(op.bstrides) else 1)
     return count
@@ -106,20 +131,44 @@ def run_packed(p, entry, epi, summed=False):
     """gemm_packed on p; summed: C is the sum over the first batch dim (gemm_sum_into)."""
     params = entry["packed"]
     mr, nr = params["MR"], packed_nr(p, params)
-    a_in_place = packed_reads_a_in_place(p, params)
-    b_in_place = packed_reads_b_in_place(p, params)
-    tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype),
-            "A_INPLACE": int(a_in_place), "B_INPLACE": int(b_in_place)}
+    tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype)}
     if "KB" in params:  # else gemm_cpu.cl's default block of K
         tile["KB"] = params["KB"]
+    kc = packed_slab(p, params, summed)
+    if kc:
+        return _run_slabs(p, params, epi, dict(tile, KC=kc), kc)
+    a_in_place = packed_reads_a_in_place(p, params)
+    b_in_place = packed_reads_b_in_place(p, params)
+    tile.update(A_INPLACE=int(a_in_place), B_INPLACE=int(b_in_place))
     if summed:
         tile["SUM_BATCHES"] = 1
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", tile)
-    a_args = _packed_operand(p, p.a, a_in_place, p.a.rs, p.m, p.a.rs, p.a.cs, mr)
-    b_args = _packed_operand(p, p.b, b_in_place, p.b.rs, p.n, p.b.cs, p.b.rs, nr)
+    lx = params.get("PACK_LX", PACK_LOCAL)
+    a_args = _packed_operand(p, p.a, a_in_place, p.a.rs, p.m, p.a.rs, p.a.cs, mr, lx)
+    b_args = _packed_operand(p, p.b, b_in_place, p.b.rs, p.n, p.b.cs, p.b.rs, nr, lx)
     # NOTE: B read in place walks down M, so that its panel (K rows far apart) is read from
     # memory once for all of M; walking N streamed all of B once per panel of A (PoCL, gemm.json)
     walk_n = packed_walks_n(p, params) and not b_in_place
     tail = a_args + b_args + [np.int32(walk_n)] + epi
     launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n,
                   summed=summed)
+
+
+def _run_slabs(p, params, epi, tile, kc):
+    """gemm_slabs on p: both operands packed in slabs of kc, each work-item a block of BM x BN
+    tiles, A's panels prefetched PF elements ahead; the tiles' sums between slabs in a scratch
+    of C's padded size per batch."""
+    mr, nr = tile["MR"], tile["NR"]
+    bm, bn = params.get("BM", 16), params.get("BN", 8)
+    tile.update(BM=bm, BN=bn, PF=params.get("PF", 0))
+    kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_slabs", tile)
+    lx = params.get("PACK_LX", PACK_LOCAL)
+    a, a_bs = _pack_panels(p, p.a, p.m, p.a.rs, p.a.cs, mr, kc, lx)
+    b, b_bs = _pack_panels(p, p.b, p.n, p.b.cs, p.b.rs, nr, kc, lx)
+    part_size = -(-p.m // mr) * mr * -(-p.n // nr) * nr
+    part = scratch(p, p.nbatch * part_size)
+    walk_n = params.get("SLAB_WALK_N", 0)
+    tail = [a.storage.buf, np.int64(a_bs), b.storage.buf, np.int64(b_bs), part.storage.buf,
+            np.int64(part_size // tile["VW"]), np.int32(walk_n)] + epi
+    launch_tiles(p, kernel, mr * bm, -(-p.n // (nr * bn)), (1, 1, 1), p.k, tail,
+                 rows_in_dim0=not walk_n)

@@ -1,0 +1,179 @@
+"""The CPU GEMM's K slabs (gemm_cpu.cl's gemm_slabs over pack_panels' slab layout): odd shapes
+against float64 with NaN-poisoned outputs and every epilogue, the same sums as gemm_packed to
+the bit, long sums, the rules that choose it, and its tunables in the database and the tuner."""
+import itertools
+import json
+
+import numpy as np
+import pytest
+
+import cltensor
+from cltensor import tune
+from cltensor.defaults import cpu_gemm
+from cltensor.ops import gemm as gm
+from cltensor.ops.gemm import packed
+from cltensor.testing import random_array
+from test_gemm import _kernel_counts, epilogue_outputs, poisoned, put, run_check
+from test_gemm_accuracy import LONG_K, check_long, uniform
+
+
+def slab_entry(device, dtype, **over):
+    """The device's packed entry with slabs from any size on (KC two blocks of KB, blocks of
+    2 x 2 tiles), the thresholds off; `over` replaces fields."""
+    base = gm.entry_for(device, np.dtype(dtype))
+    params = dict(base["packed"], KB=base["packed"].get("KB", 64))
+    params.update(KC=2 * params["KB"], BM=2, BN=2, SLAB_MIN_K=0, SLAB_MIN_MN=0)
+    params.update(over)
+    return dict(base, packed=params, min_work=0, min_dim=0, min_m=0)
+
+
+@pytest.fixture
+def use_entry(monkeypatch):
+    """Force the packed family and make `entry` the database's answer."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
+    return lambda entry: monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+
+
+def test_pack_panels_slab_layout(device, rng, fp_dtypes):
+    """pack_panels with KC: slab s holds every panel for its kc steps of K, panel p at
+    s*KC*pad + p*kc*PR, rows past `rows` zero; a last slab shorter than KC; KC a multiple of
+    the work-group along K and not (the host then narrows the group)."""
+    for dtype, kc in itertools.product(fp_dtypes, (32, 20)):
+        rows, k, width = 21, 75, 8
+        x = random_array(rng, (rows, k), dtype)
+        p = gm.Problem(device, np.dtype(dtype), rows, 1, k, (), None, None, None, None)
+        op = gm.Operand(put(device, x), [], k, 1)
+        t, _ = packed._pack_panels(p, op, rows, k, 1, width, kc)
+        pad = -(-rows // width) * width
+        padded = np.zeros((pad, k), dtype)
+        padded[:rows] = x
+        want = np.concatenate([padded[:, k0:k0 + kc].reshape(pad // width, width, -1)
+                               .transpose(0, 2, 1).ravel() for k0 in range(0, k, kc)])
+        np.testing.assert_array_equal(t.numpy(), want)
+
+
+def test_slabs_match_float64_on_odd_shapes(device, rng, use_entry, fp_dtypes):
+    """M, N not multiples of the tile nor of the block, K not a multiple of the slab (nor of
+    KB); batched operands and a B shared by the batches; alpha, beta with C read, biases and
+    ReLU; contiguous, offset and column-strided outputs poisoned with NaN. One pack of each
+    operand and one gemm_slabs launch; the sums equal gemm_packed's bit for bit."""
+    for dtype in fp_dtypes:
+        entry = slab_entry(device, dtype)
+        params = entry["packed"]
+        mr, nr, kc = params["MR"], params["NR"], params["KC"]
+        m, n, k = 2 * 2 * mr + mr + 3, 2 * 2 * nr + 5, 2 * kc + 37
+        for batched_b in (True, False):
+            use_entry(entry)
+            a = random_array(rng, (2, m, k), dtype)
+            b = random_array(rng, (2, k, n) if batched_b else (k, n), dtype)
+            bb = np.broadcast_to(b, (2, k, n))
+            A, B = put(device, a), put(device, b).expand(2, k, n)
+            epi, dev_epi, outs = epilogue_outputs(device, rng, dtype, (2,), m, n)
+            for name, out in outs.items():
+                counts = _kernel_counts(lambda: cltensor.gemm(A, B, out=out, **dev_epi))
+                assert counts == {"pack_panels": 2, "gemm_slabs": 1}, (name, counts)
+                try:
+                    run_check(out, a, bb, dtype, **epi)
+                except AssertionError as e:
+                    raise AssertionError(f"{dtype} B batched {batched_b} {name}: {e}") from None
+            got = outs["contiguous"].numpy()
+            use_entry(dict(entry, packed=dict(params, KC=0)))
+            again = poisoned(device, (2, m, n), dtype)
+            assert _kernel_counts(lambda: cltensor.gemm(A, B, out=again, **dev_epi)).get(
+                "gemm_packed") == 1
+            np.testing.assert_array_equal(got, again.numpy())
+            use_entry(entry)
+            c = random_array(rng, (2, m, n), dtype)
+            out = put(device, c)
+            cltensor.gemm(A, B, out=out, c=out, beta=0.5, **dev_epi)
+            run_check(out, a, bb, dtype, beta=0.5, c=c, **epi)
+
+
+@pytest.mark.parametrize("kb", [0, 48])
+def test_slabs_with_other_blocks(device, rng, use_entry, kb):
+    """KB 0 (the slabs are the blocks) and KC 100 rounded up to KB's multiple 144; blocks of
+    one tile and of more tiles than the product has; A prefetched or not."""
+    for bm, bn, pf in ((1, 1, 0), (64, 64, 256)):
+        entry = slab_entry(device, np.float32, KB=kb, KC=100, BM=bm, BN=bn, PF=pf)
+        use_entry(entry)
+        m, n, k = 37, 70, 333
+        a, b = random_array(rng, (m, k)), random_array(rng, (k, n))
+        out = poisoned(device, (m, n), np.float32)
+        counts = _kernel_counts(lambda: cltensor.gemm(put(device, a), put(device, b), out))
+        assert counts == {"pack_panels": 2, "gemm_slabs": 1}, counts
+        run_check(out, a, b, np.float32)
+
+
+def test_slabs_keep_long_sums_blocked(device, rng, use_entry):
+    """K = 16384 + 37 in slabs: the error of blocked sums, not of one running sum."""
+    use_entry(slab_entry(device, np.float32, KC=512))
+    a, b = uniform(rng, (3, LONG_K + 37)), uniform(rng, (LONG_K + 37, 40))
+    out = poisoned(device, (3, 40), np.float32)
+    counts = _kernel_counts(lambda: cltensor.gemm(put(device, a), put(device, b), out))
+    assert counts.get("gemm_slabs") == 1, counts
+    check_long(out, a, b)
+
+
+def test_slab_rules(device):
+    """Slabs for K from SLAB_MIN_K (default 2 KC) and M, N from SLAB_MIN_MN (default 256),
+    never for summed batches or without KC; KC rounded up to a multiple of KB; neither
+    operand read in place then."""
+    params = {"MR": 8, "NR": 32, "VW": 16, "KB": 64, "KC": 200, "A_IN_PLACE": 1,
+              "B_IN_PLACE_MIN_N": 1}
+    op = gm.Operand(None, [], 1, 1)
+    opb = gm.Operand(None, [], 4096, 1)
+
+    def prob(m, n, k):
+        return gm.Problem(device, np.dtype(np.float32), m, n, k, (), op._replace(rs=k), opb,
+                          None, None)
+    assert packed.packed_slab(prob(256, 256, 400), params) == 256
+    assert packed.packed_slab(prob(256, 256, 399), params) == 0
+    assert packed.packed_slab(prob(255, 4096, 4096), params) == 0
+    assert packed.packed_slab(prob(256, 256, 400), params, summed=True) == 0
+    assert packed.packed_slab(prob(4096, 4096, 4096), dict(params, KC=0)) == 0
+    assert packed.packed_slab(prob(64, 64, 100), dict(params, SLAB_MIN_K=100,
+                                                      SLAB_MIN_MN=64, KB=0)) == 200
+    deep, shallow = prob(512, 512, 512), prob(512, 512, 300)
+    for reads in (packed.packed_reads_a_in_place, packed.packed_reads_b_in_place):
+        assert not reads(deep, params) and reads(shallow, params)
+        assert reads(deep, params, summed=True)
+
+
+def test_slab_fields_in_database_defaults_and_tuner():
+    """The slab fields pass the schema (bad values named), the shipped entries and the derived
+    CPU default set KC a multiple of KB, and the tuner's slab candidates are valid and include
+    slabs off."""
+    tile = {"MR": 8, "NR": 32, "VW": 16}
+    desc = type("Desc", (), {"is_cpu": True, "vector_width": 16})()
+    for itemsize in (4, 8):
+        p = cpu_gemm(desc, itemsize)["packed"]
+        tune.check_value({"packed": p}, tune.GEMM_ENTRY, "entry")
+        assert p["KC"] % p["KB"] == 0
+    cands = tune.slab_candidates(dict(tile, KB=64))
+    assert {"KC": 0} in cands and len(cands) > 2
+    for c in cands:
+        tune.check_value({"packed": dict(tile, **c)}, tune.GEMM_ENTRY, "entry")
+        assert c["KC"] % 64 == 0
+    for field, bad in (("KC", -1), ("BM", 0), ("SLAB_WALK_N", 2), ("SLAB_MIN_MN", 1.5),
+                       ("PF", -1)):
+        with pytest.raises(ValueError, match=f"entry.packed.{field}"):
+            tune.check_value({"packed": dict(tile, **{field: bad})}, tune.GEMM_ENTRY, "entry")
+    data = json.loads((tune.DB_DIR / "gemm.json").read_text())
+    for vendor in data["gemm_float32"]["vendors"].values():
+        for entry in vendor["devices"].values():
+            p = entry.get("packed", {})
+            assert p.get("KC", 0) % p.get("KB", 64) == 0
+
+
+def test_tuner_picks_slabs_then_pack_groups(device, monkeypatch):
+    """tune_slabs times the slab candidates on a cube twice the tuning size, keeps the tile's
+    fields, then times pack_panels' work-groups (PACK_LX) with the winner."""
+    def measure(self, entry, shape, label="", layout="KN"):
+        p = entry["packed"]
+        assert shape == (64, 64, 64) and (p["MR"], p["NR"], p["KB"]) == (8, 32, 64)
+        return 1.0 + (p.get("KC") == 512 and p.get("BM") == 16) + (p.get("PACK_LX") == 8)
+    monkeypatch.setattr(tune.GemmTuner, "measure", measure)
+    tuner = tune.GemmTuner(device, np.float32, 32, 1, log=lambda *a: None)
+    got = tuner.tune_slabs({"MR": 8, "NR": 32, "VW": 16, "KB": 64, "KC": 256, "PF": 0})
+    assert (got["KC"], got["BM"], got["PACK_LX"]) == (512, 16, 8), got
+    tune.check_value({"packed": got}, tune.GEMM_ENTRY, "entry")
