@@ -1,0 +1,108 @@
+"""The vector paths of 16-bit tensors on CPUs (elementwise ew_vec16, pooling's rows form): the
+kernels they launch, and their results against torch on the CPU in the same dtype, bit for bit
+where torch rounds once, on sizes with tails and on strided inputs, outputs poisoned first."""
+import numpy as np
+import pytest
+import torch
+
+import cltensor as ct
+import cltensor.nn.functional as F
+from cltensor.ops import elementwise
+
+HALF = ["float16", "bfloat16"]
+POISON = float("nan")
+
+
+def _kernels(fn):
+    """fn()'s result and the names of the kernels it launched."""
+    with ct.profile() as prof:
+        out = fn()
+    return out, [e[0] for e in prof.events]
+
+
+def _same(mine, want):
+    """mine equals torch's `want` bit for bit (NaN where it has NaN)."""
+    assert str(mine.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    got, exp = mine.float().numpy(), want.float().numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
+    ok = ~np.isnan(exp)
+    np.testing.assert_array_equal(got[ok].view(np.uint32), exp[ok].view(np.uint32))
+
+
+@pytest.fixture
+def vec16(device, monkeypatch):
+    """ew_vec16 for launches of any size (its tails on small tensors)."""
+    if not device.is_cpu:
+        pytest.skip("ew_vec16 serves CPU devices")
+    monkeypatch.setattr(elementwise, "VEC16_MIN", 0)
+
+
+def test_float16_conversions_through_vectors_are_torchs(device, vec16, rng):
+    halves = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    x = ct.from_numpy(halves, device=device)
+    got, names = _kernels(lambda: x.float())
+    assert "ew_vec16" in names
+    _same(got, torch.from_numpy(halves).float())
+    bits = rng.integers(0, 2**32, 100003, dtype=np.uint64).astype(np.uint32)
+    edge = np.array([65504, 65519.996, 65520, 2.0 ** -14, 2.0 ** -24, 2.0 ** -25, 1e-45,
+                     1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, -0.0], np.float32)
+    floats = np.concatenate([bits.view(np.float32), edge])
+    f = ct.from_numpy(floats, device=device)
+    _same(f.half(), torch.from_numpy(floats).half())
+    h, th = f.half(), torch.from_numpy(floats).half()
+    _same(h.bfloat16(), th.bfloat16())  # half to bfloat16: both vector conversions
+    _same(h.bfloat16().half(), th.bfloat16().half())
+
+
+@pytest.mark.parametrize("n", [5, 16, 16 * 7 + 9])
+def test_vector_ops_match_torch_with_tails(device, vec16, rng, n):
+    x = (rng.standard_normal(n) * 3).astype(np.float32)
+    y = (rng.standard_normal(n) * 3).astype(np.float32)
+    a, b = ct.from_numpy(x, device=device).half(), ct.from_numpy(y, device=device).half()
+    ta, tb = torch.from_numpy(x).half(), torch.from_numpy(y).half()
+    cases = {"add": (lambda p, q: p + q), "sub": (lambda p, q: p - q),
+             "mul": (lambda p, q: p * q), "div": (lambda p, q: p / q),
+             "scalars": (lambda p, q: p * 0.5 + 1), "rsub": (lambda p, q: 2 - p),
+             "relu": (lambda p, q: p.relu()), "neg": (lambda p, q: -p),
+             "square": (lambda p, q: p.square())}
+    for name, fn in cases.items():
+        out = ct.full((n,), POISON, dtype=ct.float16, device=device)
+        got, names = _kernels(lambda: out.copy_(fn(a, b)))
+        assert names.count("ew_vec16") == len(names), (name, names)
+        _same(got, fn(ta, tb))
+    mixed = a + ct.from_numpy(y, device=device)  # float16 with float32: a float32 result
+    _same(mixed, ta.float() + torch.from_numpy(y))
+    _same(a + b.bfloat16(), ta + tb.bfloat16())
+
+
+def test_activation_gradients_in_float16(device, vec16, rng):
+    x = (rng.standard_normal(37) * 3).astype(np.float32)
+    a = ct.from_numpy(x, device=device).half().requires_grad_()
+    ta = torch.from_numpy(x).half().requires_grad_()
+    pairs = ((F.relu, torch.relu), (lambda t: F.leaky_relu(t, 0.1),
+                                    lambda t: torch.nn.functional.leaky_relu(t, 0.1)),
+             (ct.tanh, torch.tanh))
+    for mine_fn, torch_fn in pairs:
+        mine, want = mine_fn(a), torch_fn(ta)
+        (mine * 3).sum().backward()
+        (want * 3).sum().backward()
+        np.testing.assert_allclose(mine.detach().float().numpy(), want.detach().float().numpy(),
+                                   rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(a.grad.float().numpy(), ta.grad.float().numpy(),
+                                   rtol=2e-3, atol=2e-3)
+        a.grad = ta.grad = None
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_large_contiguous_ops_take_the_fast_kernels(device, name):
+    if not device.is_cpu:
+        pytest.skip("ew_vec16 serves CPU devices")
+    d = getattr(ct, name)
+    x = ct.linspace(-4, 4, elementwise.VEC16_MIN + 3, device=device).to(d)
+    got, names = _kernels(lambda: x.relu())
+    assert names == (["ew_vec16"] if name == "float16" else ["ew_contig"])
+    tx = torch.linspace(-4, 4, elementwise.VEC16_MIN + 3).to(getattr(torch, name))
+    _same(got, torch.relu(torch.from_numpy(x.float().numpy()).to(tx.dtype)))
+    strided = x[::3]
+    _same(strided * 2, torch.from_numpy(x.float().numpy()).to(tx.dtype)[::3] * 2)
+
