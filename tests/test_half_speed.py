@@ -106,3 +106,24 @@ def test_large_contiguous_ops_take_the_fast_kernels(device, name):
     strided = x[::3]
     _same(strided * 2, torch.from_numpy(x.float().numpy()).to(tx.dtype)[::3] * 2)
 
+
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1), (3, 1, 1)])
+def test_max_pool2d_vector_rows_in_16_bits(device, rng, monkeypatch, name, k, s, p):
+    """The rows form with the geometry baked (pool.cl VECTOR_ROWS on CPUs) on 16-bit rows of 61
+    (a scalar remainder), a NaN, ties, an unaligned start and a channels_last view."""
+    from cltensor.ops import pool
+    monkeypatch.setattr(pool, "BAKE_MIN_TAPS", 0)
+    full = np.round(rng.standard_normal((2, 3, 10, 62)).astype(np.float32) * 4) / 4
+    full[1, 2, 5, 31] = np.nan
+    tfull = torch.from_numpy(full).to(getattr(torch, name))
+    x = ct.from_numpy(full, device=device).to(getattr(ct, name))
+    for mine, want in ((x[..., 1:], tfull[..., 1:]),
+                       (x.contiguous(memory_format=ct.channels_last),
+                        tfull.contiguous(memory_format=torch.channels_last))):
+        y, idx = F.max_pool2d(mine, k, s, p, return_indices=True)
+        ty, tidx = torch.nn.functional.max_pool2d(want, k, s, p, return_indices=True)
+        _same(y, ty)
+        np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+        _same(F.relu(F.max_pool2d(mine, k, s, p)), torch.relu(ty))
+
