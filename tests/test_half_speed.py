@@ -127,3 +127,40 @@ def test_max_pool2d_vector_rows_in_16_bits(device, rng, monkeypatch, name, k, s,
         np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
         _same(F.relu(F.max_pool2d(mine, k, s, p)), torch.relu(ty))
 
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_batch_norm_vector_rows_match_torch(device, rng, name):
+    """norm.cl's vector forms (CPUs): rows of 16 elements and tails (S = 7 * 7 = 49), in NCHW and
+    on a sliced input (rows contiguous, channels strided) and a transposed one (rows strided:
+    the element-by-element path), forward in training and eval, the input's gradient, and layer
+    norm, whose rows are long (S = 49 * 3)."""
+    full = (rng.standard_normal((5, 4, 7, 7)) * 2 + 1).astype(np.float32)
+    tfull = torch.from_numpy(full).to(getattr(torch, name))
+    x0 = ct.from_numpy(full, device=device).to(getattr(ct, name))
+    ulps = 0 if name == "float32" else 1
+    tol = 1e-5 if name == "float32" else 1e-2
+    for x, tx in ((x0, tfull), (x0[:, 1:], tfull[:, 1:]),
+                  (x0.transpose(2, 3), tfull.transpose(2, 3))):
+        x = x.detach().requires_grad_()
+        tx = tx.detach().requires_grad_()
+        C = x.shape[1]
+        bn, tbn = ct.nn.BatchNorm2d(C).to(device), torch.nn.BatchNorm2d(C)
+        y, ty = bn(x), tbn(tx)
+        np.testing.assert_allclose(y.float().detach().numpy(), ty.float().detach().numpy(),
+                                   rtol=tol, atol=tol * (1 + 2 * ulps))
+        assert y.dtype is x.dtype
+        g = (rng.standard_normal(tuple(x.shape))).astype(np.float32)
+        y.backward(ct.from_numpy(g, device=device).to(x.dtype))
+        ty.backward(torch.from_numpy(g).to(tx.dtype))
+        np.testing.assert_allclose(x.grad.float().numpy(), tx.grad.float().numpy(),
+                                   rtol=tol, atol=4 * tol)
+        np.testing.assert_allclose(bn.running_var.numpy(), tbn.running_var.numpy(), rtol=1e-4)
+        bn.eval()
+        tbn.eval()
+        np.testing.assert_allclose(bn(x).float().detach().numpy(),
+                                   tbn(tx).float().detach().numpy(), rtol=tol, atol=tol)
+        ln = F.layer_norm(x, x.shape[1:])
+        tln = torch.nn.functional.layer_norm(tx, tx.shape[1:])
+        np.testing.assert_allclose(ln.float().detach().numpy(), tln.float().detach().numpy(),
+                                   rtol=tol, atol=tol)
