@@ -164,3 +164,28 @@ def test_batch_norm_vector_rows_match_torch(device, rng, name):
         tln = torch.nn.functional.layer_norm(tx, tx.shape[1:])
         np.testing.assert_allclose(ln.float().detach().numpy(), tln.float().detach().numpy(),
                                    rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_softmax_vector_rows_match_torch(device, rng, name):
+    """softmax.cl's softmax_fwd_vec16 (CPUs): rows of 16-element steps and a tail (D = 16 * 5 +
+    7), a growing max (sorted rows), -inf elements, a row of only -inf, NaN and +inf (NaN rows,
+    as torch), large logits, and log_softmax; a transposed input takes the strided kernel."""
+    x = (rng.standard_normal((7, 87)) * 5).astype(np.float32)
+    x[1] = np.sort(x[1]) * 10
+    x[2, ::3] = -np.inf
+    x[3] = -np.inf
+    x[4, 40] = np.nan
+    x[5, 86] = np.inf
+    x[6] += 1e4 if name != "float16" else 6e4
+    t = torch.from_numpy(x).to(getattr(torch, name))
+    a = ct.from_numpy(x, device=device).to(getattr(ct, name))
+    ulp = {"float32": 4e-7, "float16": 1e-3, "bfloat16": 8e-3}[name]
+    for log in (False, True):
+        want = (torch.log_softmax if log else torch.softmax)(t.float(), 1).to(t.dtype)
+        for mine, ref in ((a, want), (a.t().contiguous().t(), want)):
+            out = (F.log_softmax if log else F.softmax)(mine, 1)
+            got, exp = out.float().numpy(), ref.float().numpy()
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
+            ok = ~np.isnan(exp)
+            np.testing.assert_allclose(got[ok], exp[ok], rtol=2 * ulp, atol=ulp)
