@@ -25,6 +25,8 @@
  *                unrolls (the host pads shorter shapes with leading ones where it shares
  *                one build among several: ops/elementwise.py, ROWS_MIN_ND)
  *   ITEMS        ew_contig only: the elements per work-item (default 1)
+ *   WHOLE_GROUPS ew_contig: whole work-groups skip the bounds tests (see ew_contig)
+ *   VEC16        the program also holds ew_vec16 (see there)
  * Tunables: none here; the launcher picks work sizes.
  */
 #ifndef ND
@@ -1207,9 +1209,10 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 
 /* Work-item g does elements g + k * G, k < ITEMS (G the global size): coalesced, and the
  * ITEMS results are all computed before any is stored, so their loads are in flight together
- * (an in-place op's store could otherwise alias the next load). A work-group that lies within
- * n takes a copy of the body without the `i < n` tests: PoCL turns them into masked loads and
- * stores, which ran float32 relu 5x slower on AVX-512 (and 16-bit stores more still). */
+ * (an in-place op's store could otherwise alias the next load). With WHOLE_GROUPS (the host
+ * sets it for PoCL), a work-group that lies within n takes a copy of the body without the
+ * `i < n` tests: PoCL turns them into masked loads and stores, which ran float32 relu 5x slower
+ * on AVX-512 (and 16-bit stores more still). Intel's CPU runtime ran the copy 2x slower. */
 #define EW_CONTIG_BODY(IN_RANGE)                                                        \
   REG(OUT_T) r[ITEMS];                                                                  \
   _Pragma("unroll") for (int k = 0; k < ITEMS; ++k) {                                   \
@@ -1226,11 +1229,13 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 __kernel void ew_contig(const long n, const int nd, const Shape shape,
                         __global OUT_T* out, const View vo ARGS) {
   const long first = get_global_id(0), step = get_global_size(0);
+#ifdef WHOLE_GROUPS
   if ((ITEMS - 1) * step + (long)(get_group_id(0) + 1) * get_local_size(0) <= n) {
     EW_CONTIG_BODY(1)
-  } else {
-    EW_CONTIG_BODY(i < n)
+    return;
   }
+#endif
+  EW_CONTIG_BODY(i < n)
 }
 
 /* ew_vec16: work-item g does elements 16g .. 16g+15 as one float16 (common.cl's VLD16/VST16),

@@ -294,6 +294,8 @@ def _get_kernel(device, op_macro, sig, out_dtype, compute_dtype, user_op, layout
                    "OUT_T": ctype_of(out_dtype)}
         if vec16:
             defines["VEC16"] = None
+        if device.is_cpu and "Portable Computing Language" in device.platform_name:
+            defines["WHOLE_GROUPS"] = None  # PoCL's masked stores (elementwise.cl, ew_contig)
         if dt.is_floating(compute_dtype):
             defines["CT_FLOAT"] = None
         if out_dtype == dt.bool_:
