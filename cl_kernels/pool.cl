@@ -241,27 +241,26 @@ typedef VTP __attribute__((aligned(sizeof(T)))) VTP_U;
 typedef VTL __attribute__((aligned(sizeof(T)))) VTL_U;
 typedef int8 __attribute__((aligned(sizeof(int)))) INT8_U;
 
-/* PV taps of a row, SW apart, from column w0 + b (every lane inside the row). Stride 2 loads
- * the 2 * PV columns from w0 + b rounded down to even and takes the lanes of b's parity, so the
- * load stays inside the row up to its last window (LAST_LOAD). 16-bit rows go through
- * common.cl's vector conversions (per tap, they left max_pool2d 3x slower than float32). */
+/* The SW * PV columns of a row from column w (all inside the row): PV taps SW apart, or with
+ * stride 2 the taps of two neighbouring window columns, in its even and odd lanes. A window's
+ * last load starts at column LAST_LOAD of it. 16-bit rows go through common.cl's vector
+ * conversions (per tap, they left max_pool2d 3x slower than float32). */
 #if SW == 1
 #define LAST_LOAD (KW - 1)
+#define VTW VTP
+#define VTW_U VTP_U
+#define VLD_ROW VLD8
 #else
 #define LAST_LOAD ((KW - 1) & ~1)
+#define VTW VTL
+#define VTW_U VTL_U
+#define VLD_ROW VLD16
 #endif
-inline VTP taps(__global const DATA_T* r, const int w0, const int b) {
-#if defined(DATA_16) && SW == 1
-  return VLD8(DATA_T, r, w0 + b);
-#elif SW == 1
-  return *(__global const VTP_U*)(r + w0 + b);
-#else
+inline VTW row_load(__global const DATA_T* r, const int w) {
 #ifdef DATA_16
-  const VTL v = VLD16(DATA_T, r, w0 + (b & ~1));
+  return VLD_ROW(DATA_T, r, w);
 #else
-  const VTL v = *(__global const VTL_U*)(r + w0 + (b & ~1));
-#endif
-  return (b & 1) ? v.odd : v.even;
+  return *(__global const VTW_U*)(r + w);
 #endif
 }
 
@@ -282,8 +281,15 @@ inline int max_row_vectors(const Pool p, __global const DATA_T* x, const OFF bas
       const int h = h0 + a * DH;
       const int h_in = h >= 0 && h < p.H;
       __global const DATA_T* r = x + base + clamp(h, 0, p.H - 1) * vxh;
+      VTW cols = 0;  /* loaded from a row clamped into the input: no branch per tap */
       UNROLL for (int b = 0; b < KW; ++b) {
-        const VTP v = h_in ? taps(r, w0, b) : (VTP)(-INFINITY);
+#if SW == 1
+        cols = row_load(r, w0 + b);
+        const VTP v = h_in ? cols : (VTP)(-INFINITY);
+#else
+        if ((b & 1) == 0) cols = row_load(r, w0 + b);
+        const VTP v = h_in ? ((b & 1) ? cols.odd : cols.even) : (VTP)(-INFINITY);
+#endif
         /* as max_window: the first largest, or the last NaN */
         const __typeof__(v > v) take = (v > best) | (v != v); /* int8, or long8 for double */
         best = take ? v : best;
