@@ -319,14 +319,14 @@ __kernel void bn_reduce_vec16(const long N, const long S, const long chunk, cons
   part[(c * P + p) * 2 + 1] = s2 + c2;
 }
 
-/* bn_apply for outputs written in NCHW order: work-item (j, r) does elements s = 16j .. 16j+15
- * of row r = n * C + c */
+/* bn_apply for outputs written in NCHW order: work-item (j, c, n) does elements
+ * s = 16j .. 16j+15 of row (n, c) (a 3-d range: no division per work-item) */
 __kernel void bn_apply_vec16(const long N, const long C, const long S, const int grad,
                              __global const DATA_T* x, const View3 vx, __global const DATA_T* g,
                              const View3 vg, __global const T* coef, __global DATA_T* out) {
-  const long s = get_global_id(0) * 16, r = get_global_id(1);
-  if (s >= S || r >= N * C) return;
-  const long n = r / C, c = r % C, o = r * S + s, ox = at(vx, n, c, s), og = at(vg, n, c, s);
+  const long s = get_global_id(0) * 16, c = get_global_id(1), n = get_global_id(2);
+  if (s >= S || c >= C || n >= N) return;
+  const long o = (n * C + c) * S + s, ox = at(vx, n, c, s), og = at(vg, n, c, s);
   const T a = coef[c], b = coef[C + c], k3 = grad ? coef[2 * C + c] : (T)0;
   if (s + 16 <= S && vx.s == 1 && (!grad || vg.s == 1)) {
     const float16 xv = VLD16(DATA_T, x, ox);

@@ -196,7 +196,7 @@ def _apply(x, vx, N, C, S, coef, out, g=None, vg=None):
     if _vec16(x.device, x.dtype) and not _c_last(out):
         # 16 elements of a row per work-item (norm.cl, bn_apply_vec16)
         launch_grid(x.device, _kernel(x.device, "bn_apply_vec16", x.dtype),
-                    (-(-S // 16), N * C), _tuning(x.device)["group"], np.int64(N), np.int64(C),
+                    (-(-S // 16), C, N), _tuning(x.device)["group"], np.int64(N), np.int64(C),
                     np.int64(S), *args)
         return out
     _launch_elements(_kernel(x.device, "bn_apply", x.dtype), out, N, C, S, *args)
