@@ -215,12 +215,17 @@ __kernel void softmax_fwd_vec16(const long rows, const long D, const long I, con
 }
 #endif
 
-__kernel void softmax_bwd(const long rows, const long D, const long I, const int log_,
-                          __global const S* g, const View3 vg, __global const S* y,
-                          const View3 vy, __global S* gx, const View3 vgx) {
+/* softmax_bwd's arguments, and its row r's first elements of g, y and gx */
+#define SOFTMAX_BWD_ARGS                                                                   \
+  const long rows, const long D, const long I, const int log_, __global const S* g,        \
+      const View3 vg, __global const S* y, const View3 vy, __global S* gx, const View3 vgx
+#define SOFTMAX_BWD_ROW(r)                                                                 \
+  const long gb = row_base(vg, r, I), yb = row_base(vy, r, I), ob = row_base(vgx, r, I);
+
+__kernel void softmax_bwd(SOFTMAX_BWD_ARGS) {
   const long r = ROW();
   RETURN_PAST_LAST_ROW(r)
-  const long gb = row_base(vg, r, I), yb = row_base(vy, r, I), ob = row_base(vgx, r, I);
+  SOFTMAX_BWD_ROW(r)
   T acc = 0, c = 0;
   for (long d = LANE(); d < D; d += LANES)
     ksum(&acc, &c, LD(S, g, gb + d * vg.d) * (log_ ? (T)1 : LD(S, y, yb + d * vy.d)));
@@ -234,6 +239,38 @@ __kernel void softmax_bwd(const long rows, const long D, const long I, const int
     ST(S, gx, ob + d * vgx.d, log_ ? gd - exp(yd) * acc : yd * (gd - acc));
   }
 }
+
+#ifdef VEC16
+/* softmax_bwd for CPUs on contiguous rows of g, y and gx (as softmax_fwd_vec16): the row's
+ * sum in 16 Kahan-compensated lanes, then gx 16 elements at a time */
+__kernel void softmax_bwd_vec16(SOFTMAX_BWD_ARGS) {
+  const long r = ROW();
+  RETURN_PAST_LAST_ROW(r)
+  SOFTMAX_BWD_ROW(r)
+  const long D16 = D / 16 * 16;
+  float16 sv = 0, cv = 0;
+  for (long d = 0; d < D16; d += 16) {
+    const float16 v = VLD16(S, g, gb + d) * (log_ ? (float16)1 : VLD16(S, y, yb + d)) - cv;
+    const float16 t = sv + v;
+    cv = (t - sv) - v;
+    sv = t;
+  }
+  T lanes[16], acc = 0, c = 0;
+  vstore16(sv - cv, 0, lanes);
+  for (int l = 0; l < 16; ++l) ksum(&acc, &c, lanes[l]);
+  for (long d = D16; d < D; ++d)
+    ksum(&acc, &c, LD(S, g, gb + d) * (log_ ? (T)1 : LD(S, y, yb + d)));
+  acc += c;
+  for (long d = 0; d < D16; d += 16) {
+    const float16 gd = VLD16(S, g, gb + d), yd = VLD16(S, y, yb + d);
+    VST16(S, gx, ob + d, log_ ? gd - exp(yd) * acc : yd * (gd - acc));
+  }
+  for (long d = D16; d < D; ++d) {
+    const T gd = LD(S, g, gb + d), yd = LD(S, y, yb + d);
+    ST(S, gx, ob + d, log_ ? gd - exp(yd) * acc : yd * (gd - acc));
+  }
+}
+#endif
 
 /* ---- cross entropy --------------------------------------------------------------------------- */
 

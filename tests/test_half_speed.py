@@ -199,3 +199,27 @@ def test_softmax_vector_rows_match_torch(device, rng, name):
             np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
             ok = ~np.isnan(exp)
             np.testing.assert_allclose(got[ok], exp[ok], rtol=2 * ulp, atol=ulp)
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_softmax_backward_vector_rows_match_torch(device, rng, name):
+    """softmax_bwd_vec16 (CPUs) on rows of 16-element steps and a tail (D = 16 * 5 + 7), for
+    softmax and log_softmax; a transposed gradient takes the strided kernel."""
+    from cltensor.ops import softmax as softmax_ops
+    x = (rng.standard_normal((7, 87)) * 3).astype(np.float32)
+    g = rng.standard_normal((7, 87)).astype(np.float32)
+    tol = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}[name]
+    for log in (False, True):
+        tfn = torch.log_softmax if log else torch.softmax
+        ty = tfn(torch.from_numpy(x).to(getattr(torch, name)), 1)
+        tg = torch.from_numpy(g).to(ty.dtype)
+        y = ct.from_numpy(ty.float().numpy(), device=device).to(getattr(ct, name))
+        gy = ct.from_numpy(g, device=device).to(y.dtype)
+        want = torch.ops.aten._softmax_backward_data(tg.float(), ty.float(), 1, torch.float32) \
+            if not log else \
+            torch.ops.aten._log_softmax_backward_data(tg.float(), ty.float(), 1, torch.float32)
+        for grad in (gy, gy.t().contiguous().t()):
+            _poison(y.shape, y.dtype, device)
+            got = softmax_ops.softmax_backward(grad, y, 1, log=log)
+            assert got.dtype is y.dtype
+            np.testing.assert_allclose(got.float().numpy(), want.numpy(), rtol=tol, atol=tol)
