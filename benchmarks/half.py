@@ -3,9 +3,11 @@ float32; the 16-bit ones hold the same elements in half the bytes) and the peak 
 small CNN's training step, float32 against autocast.
 
     python benchmarks/half.py [--mib 64] [--reps 5] [--batch 32] [--device SPEC] [--json out.json]
+                              [--ops NAME ...] [--no-memory]
 
 Each op runs once per dtype in turn, --reps rounds (interleaved, so a busy machine slows all
-dtypes alike); the table gives the median ms per dtype and the 16-bit ones' speed-ups. The
+dtypes alike); the table gives the median wall and CPU ms per dtype and the 16-bit ones'
+speed-ups by both. The
 memory figure is cltensor.memory_stats' peak over one forward and backward (parameters float32).
 """
 import argparse
@@ -35,31 +37,40 @@ OPS = {
 
 
 def time_op(fn, x, device):
+    """(wall ms, CPU ms) of one call: the CPU time is the process's, all threads (PoCL's workers
+    run in it), which other jobs on a shared machine disturb less than the wall time."""
     device.synchronize()
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     fn(x)
     device.synchronize()
-    return (time.perf_counter() - t) * 1e3
+    return (time.perf_counter() - t) * 1e3, (time.process_time() - c) * 1e3
 
 
-def bench_ops(device, mib, reps):
+def bench_ops(device, mib, reps, only=None):
     n = mib * 2**20 // 4
     base = ct.randn(64, n // 64, device=device)
     inputs = {d: base.to(getattr(ct, d)) for d in DTYPES}
     rows = []
     for name, fn in OPS.items():
+        if only and not any(o in name for o in only):
+            continue
         for d in DTYPES:
             fn(inputs[d])  # builds the kernels
         times = {d: [] for d in DTYPES}
         for _ in range(reps):
             for d in DTYPES:
                 times[d].append(time_op(fn, inputs[d], device))
-        med = {d: statistics.median(v) for d, v in times.items()}
-        rows.append({"op": name, **{f"{d}_ms": round(med[d], 2) for d in DTYPES},
-                     **{f"{d}_speedup": round(med["float32"] / med[d], 2) for d in DTYPES[1:]}})
-        print(f"{name:20s} " + "  ".join(f"{d} {med[d]:8.2f} ms" for d in DTYPES) +
-              "  speed-up " + " / ".join(f"{med['float32'] / med[d]:.2f}x" for d in DTYPES[1:]),
-              flush=True)
+        wall = {d: statistics.median(t for t, _ in v) for d, v in times.items()}
+        cpu = {d: statistics.median(c for _, c in v) for d, v in times.items()}
+        rows.append({"op": name, **{f"{d}_ms": round(wall[d], 2) for d in DTYPES},
+                     **{f"{d}_cpu_ms": round(cpu[d], 2) for d in DTYPES},
+                     **{f"{d}_speedup": round(wall["float32"] / wall[d], 2) for d in DTYPES[1:]},
+                     **{f"{d}_cpu_speedup": round(cpu["float32"] / cpu[d], 2)
+                        for d in DTYPES[1:]}})
+        print(f"{name:20s} " + "  ".join(f"{d} {wall[d]:7.2f} ms" for d in DTYPES) +
+              "  speed-up " + " / ".join(f"{wall['float32'] / wall[d]:.2f}x" for d in DTYPES[1:]) +
+              "  CPU time " + " / ".join(f"{cpu[d]:.1f}" for d in DTYPES) + " ms, " +
+              " / ".join(f"{cpu['float32'] / cpu[d]:.2f}x" for d in DTYPES[1:]), flush=True)
     return rows
 
 
@@ -93,13 +104,17 @@ def main(argv=None):
     p.add_argument("--batch", type=int, default=32, help="the CNN's batch (peak memory)")
     p.add_argument("--device", default=None)
     p.add_argument("--json", default=None)
+    p.add_argument("--ops", nargs="*", default=None, help="only the ops whose names hold these")
+    p.add_argument("--no-memory", action="store_true", help="skip the CNN's peak memory")
     args = p.parse_args(argv)
     device = ct.get_device(args.device)
     print(f"device: {device.name}; {args.mib} MiB of float32 per input")
-    rows = bench_ops(device, args.mib, args.reps)
-    memory = {pr: round(peak_memory(device, pr, args.batch), 1) for pr in ("fp32", "bf16", "fp16")}
-    print("peak memory of a CNN training step (MiB above the start): " +
-          ", ".join(f"{k} {v}" for k, v in memory.items()))
+    rows = bench_ops(device, args.mib, args.reps, args.ops)
+    memory = {} if args.no_memory else \
+        {pr: round(peak_memory(device, pr, args.batch), 1) for pr in ("fp32", "bf16", "fp16")}
+    if memory:
+        print("peak memory of a CNN training step (MiB above the start): " +
+              ", ".join(f"{k} {v}" for k, v in memory.items()))
     if args.json:
         Path(args.json).write_text(json.dumps({"device": device.name, "mib": args.mib,
                                                "ops": rows, "peak_mib": memory}, indent=1))

@@ -25,6 +25,8 @@
  *                unrolls (the host pads shorter shapes with leading ones where it shares
  *                one build among several: ops/elementwise.py, ROWS_MIN_ND)
  *   ITEMS        ew_contig only: the elements per work-item (default 1)
+ *   WHOLE_GROUPS ew_contig: whole work-groups skip the bounds tests (see ew_contig)
+ *   VEC16        the program also holds ew_vec16 (see there)
  * Tunables: none here; the launcher picks work sizes.
  */
 #ifndef ND
@@ -1207,22 +1209,73 @@ inline CT clamp_ct(CT a, CT lo, CT hi) {
 
 /* Work-item g does elements g + k * G, k < ITEMS (G the global size): coalesced, and the
  * ITEMS results are all computed before any is stored, so their loads are in flight together
- * (an in-place op's store could otherwise alias the next load). */
+ * (an in-place op's store could otherwise alias the next load). With WHOLE_GROUPS (the host
+ * sets it for PoCL), a work-group that lies within n takes a copy of the body without the
+ * `i < n` tests: PoCL turns them into masked loads and stores, which ran float32 relu 5x slower
+ * on AVX-512 (and 16-bit stores more still). Intel's CPU runtime ran the copy 2x slower. */
+#define EW_CONTIG_BODY(IN_RANGE)                                                        \
+  REG(OUT_T) r[ITEMS];                                                                  \
+  _Pragma("unroll") for (int k = 0; k < ITEMS; ++k) {                                   \
+    const long i = first + k * step;                                                    \
+    if (IN_RANGE)                                                                       \
+      r[k] = STORE(OP(LD0(v0.offset + i), LD1(v1.offset + i), LD2(v2.offset + i),       \
+                      LD3(v3.offset + i)));                                             \
+  }                                                                                     \
+  _Pragma("unroll") for (int k = 0; k < ITEMS; ++k) {                                   \
+    const long i = first + k * step;                                                    \
+    if (IN_RANGE) ST(OUT_T, out, vo.offset + i, r[k]);                                  \
+  }
+
 __kernel void ew_contig(const long n, const int nd, const Shape shape,
                         __global OUT_T* out, const View vo ARGS) {
   const long first = get_global_id(0), step = get_global_size(0);
-  REG(OUT_T) r[ITEMS];
-  _Pragma("unroll") for (int k = 0; k < ITEMS; ++k) {
-    const long i = first + k * step;
-    if (i < n)
-      r[k] = STORE(OP(LD0(v0.offset + i), LD1(v1.offset + i), LD2(v2.offset + i),
-                      LD3(v3.offset + i)));
+#ifdef WHOLE_GROUPS
+  if ((ITEMS - 1) * step + (long)(get_group_id(0) + 1) * get_local_size(0) <= n) {
+    EW_CONTIG_BODY(1)
+    return;
   }
-  _Pragma("unroll") for (int k = 0; k < ITEMS; ++k) {
-    const long i = first + k * step;
-    if (i < n) ST(OUT_T, out, vo.offset + i, r[k]);
+#endif
+  EW_CONTIG_BODY(i < n)
+}
+
+/* ew_vec16: work-item g does elements 16g .. 16g+15 as one float16 (common.cl's VLD16/VST16),
+ * the last one the tail element by element. For CPUs, when out and every tensor operand are
+ * contiguous float, half or bf16 and OP is written with operators alone (the host's VEC_OPS):
+ * PoCL's per-element 16-bit conversions cost more than the memory traffic they save. */
+#ifdef VEC16
+#ifdef SCALAR0
+#define VLD0(o) s0
+#else
+#define VLD0(o) VLD16(T0, x0, o)
+#endif
+#if NARGS >= 2 && !defined(SCALAR1)
+#define VLD1(o) VLD16(T1, x1, o)
+#else
+#define VLD1(o) LD1(o)
+#endif
+#if NARGS >= 3 && !defined(SCALAR2)
+#define VLD2(o) VLD16(T2, x2, o)
+#else
+#define VLD2(o) LD2(o)
+#endif
+#if NARGS >= 4 && !defined(SCALAR3)
+#define VLD3(o) VLD16(T3, x3, o)
+#else
+#define VLD3(o) LD3(o)
+#endif
+__kernel void ew_vec16(const long n, const int nd, const Shape shape,
+                       __global OUT_T* out, const View vo ARGS) {
+  const long i = get_global_id(0) * 16;
+  if (i + 16 <= n) {
+    VST16(OUT_T, out, vo.offset + i, (float16)(OP(VLD0(v0.offset + i), VLD1(v1.offset + i),
+                                                  VLD2(v2.offset + i), VLD3(v3.offset + i))));
+  } else {
+    for (long j = i; j < n; ++j)
+      ST(OUT_T, out, vo.offset + j, STORE(OP(LD0(v0.offset + j), LD1(v1.offset + j),
+                                             LD2(v2.offset + j), LD3(v3.offset + j))));
   }
 }
+#endif
 
 /* Work-item (i, j) handles element i of the innermost dim of outer row j: the row's offsets are
  * computed once per work-item from j alone (loop-invariant across a CPU work-group's i loop),

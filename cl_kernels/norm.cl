@@ -262,3 +262,80 @@ __kernel void bn_apply(const long N, const long C, const long S, const int c_las
   else
     ST(DATA_T, out, i, coef[q.y] * xv + coef[C + q.y]);
 }
+
+#ifdef VEC16
+/* ---- CPUs' vector forms (VEC16: T float; DATA_T float, half or bf16), 16 elements of a row at a
+ * time through common.cl's VLD16/VST16 where the rows are contiguous. PoCL's per-element
+ * 16-bit conversions left bn_apply 2 to 3x slower than on float32, and its float32 bn_apply
+ * divided per element. */
+
+/* ksum (compensated.cl) lane by lane */
+inline void ksum16(float16* s, float16* c, const float16 v) {
+  const float16 t = *s + v;
+  *c += select((v - t) + *s, (*s - t) + v, isgreaterequal(fabs(*s), fabs(v)));
+  *s = t;
+}
+
+/* bn_reduce's sums (LANES 1) with vector steps inside rows; the lanes meet at the end */
+__kernel void bn_reduce_vec16(const long N, const long S, const long chunk, const int grad,
+                              __global const DATA_T* x, const View3 vx, __global const DATA_T* g,
+                              const View3 vg, __global const T* mean, __global T* part) {
+  const long p = get_global_id(0), c = get_global_id(1), P = get_global_size(0);
+  const long M = N * S, k0 = p * chunk, k1 = min(k0 + chunk, M);
+  const T center = grad ? mean[c] : (M > 0 ? LD(DATA_T, x, at(vx, 0, c, 0)) : (T)0);
+  const int rows16 = vx.s == 1 && (!grad || vg.s == 1);
+  float16 s1v = 0, s2v = 0, c1v = 0, c2v = 0;
+  T s1 = 0, s2 = 0, c1 = 0, c2 = 0;
+  long n = k0 / S, s = k0 % S;
+  for (long k = k0; k < k1;) {
+    if (rows16 && s + 16 <= S && k + 16 <= k1) {
+      const float16 d = VLD16(DATA_T, x, at(vx, n, c, s)) - center;
+      const float16 e = grad ? VLD16(DATA_T, g, at(vg, n, c, s)) : d;
+      ksum16(&s1v, &c1v, e);
+      ksum16(&s2v, &c2v, e * d);
+      k += 16;
+      s += 16;
+    } else {
+      const T d = LD(DATA_T, x, at(vx, n, c, s)) - center;
+      const T e = grad ? LD(DATA_T, g, at(vg, n, c, s)) : d;
+      ksum(&s1, &c1, e);
+      ksum(&s2, &c2, e * d);
+      ++k;
+      ++s;
+    }
+    if (s >= S) {
+      s = 0;
+      ++n;
+    }
+  }
+  T l1[16], l2[16];
+  vstore16(s1v + c1v, 0, l1);
+  vstore16(s2v + c2v, 0, l2);
+  for (int l = 0; l < 16; ++l) {
+    ksum(&s1, &c1, l1[l]);
+    ksum(&s2, &c2, l2[l]);
+  }
+  part[(c * P + p) * 2] = s1 + c1;
+  part[(c * P + p) * 2 + 1] = s2 + c2;
+}
+
+/* bn_apply for outputs written in NCHW order: work-item (j, c, n) does elements
+ * s = 16j .. 16j+15 of row (n, c) (a 3-d range: no division per work-item) */
+__kernel void bn_apply_vec16(const long N, const long C, const long S, const int grad,
+                             __global const DATA_T* x, const View3 vx, __global const DATA_T* g,
+                             const View3 vg, __global const T* coef, __global DATA_T* out) {
+  const long s = get_global_id(0) * 16, c = get_global_id(1), n = get_global_id(2);
+  if (s >= S || c >= C || n >= N) return;
+  const long o = (n * C + c) * S + s, ox = at(vx, n, c, s), og = at(vg, n, c, s);
+  const T a = coef[c], b = coef[C + c], k3 = grad ? coef[2 * C + c] : (T)0;
+  if (s + 16 <= S && vx.s == 1 && (!grad || vg.s == 1)) {
+    const float16 xv = VLD16(DATA_T, x, ox);
+    VST16(DATA_T, out, o, grad ? a * VLD16(DATA_T, g, og) + b * xv + k3 : a * xv + b);
+    return;
+  }
+  for (long k = 0; k < min(16L, S - s); ++k) {
+    const T xv = LD(DATA_T, x, ox + k * vx.s);
+    ST(DATA_T, out, o + k, grad ? a * LD(DATA_T, g, og + k * vg.s) + b * xv + k3 : a * xv + b);
+  }
+}
+#endif

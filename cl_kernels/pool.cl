@@ -35,7 +35,7 @@
  * Build options:
  *   T        data type (float or double)
  *   DATA_T   the tensors' storage type (default T; half or bf16 with T float, through
- *            common.cl's LD/ST; DATA_16 then also defined, which turns VECTOR_ROWS off)
+ *            common.cl's LD/ST and, in VECTOR_ROWS, VLD8/VLD16/VST8; DATA_16 then defined)
  *   KH, KW, SH, SW, PH, PW, DH, DW   (optional, all or none) the window geometry baked in:
  *            divisions by it become multiplies and the window loops of up to UNROLL_MAX_TAPS
  *            taps unroll to straight code.
@@ -216,8 +216,8 @@ __kernel void max_pool2d_fwd(const Pool p, const int c_last, const int flags,
 }
 #endif
 
-/* NOTE: nested: unbaked, SW and DW are expressions; 16-bit data has no vector rows */
-#if defined(FORM_ROWS) && BAKED && !defined(DATA_16)
+/* NOTE: nested: unbaked, SW and DW are expressions */
+#if defined(FORM_ROWS) && BAKED
 #if DW == 1 && (SW == 1 || SW == 2)
 #define VECTOR_ROWS 1
 #endif
@@ -241,12 +241,26 @@ typedef VTP __attribute__((aligned(sizeof(T)))) VTP_U;
 typedef VTL __attribute__((aligned(sizeof(T)))) VTL_U;
 typedef int8 __attribute__((aligned(sizeof(int)))) INT8_U;
 
-/* PV taps of a row, SW apart, from column w (every lane inside the row) */
-inline VTP taps(__global const DATA_T* r, const int w) {
+/* The SW * PV columns of a row from column w (all inside the row): PV taps SW apart, or with
+ * stride 2 the taps of two neighbouring window columns, in its even and odd lanes. A window's
+ * last load starts at column LAST_LOAD of it. 16-bit rows go through common.cl's vector
+ * conversions (per tap, they left max_pool2d 3x slower than float32). */
 #if SW == 1
-  return *(__global const VTP_U*)(r + w);
+#define LAST_LOAD (KW - 1)
+#define VTW VTP
+#define VTW_U VTP_U
+#define VLD_ROW VLD8
 #else
-  return (*(__global const VTL_U*)(r + w)).even;
+#define LAST_LOAD ((KW - 1) & ~1)
+#define VTW VTL
+#define VTW_U VTL_U
+#define VLD_ROW VLD16
+#endif
+inline VTW row_load(__global const DATA_T* r, const int w) {
+#ifdef DATA_16
+  return VLD_ROW(DATA_T, r, w);
+#else
+  return *(__global const VTW_U*)(r + w);
 #endif
 }
 
@@ -259,7 +273,7 @@ inline int max_row_vectors(const Pool p, __global const DATA_T* x, const OFF bas
   const int h0 = oh * SH - PH;
   const int hf = h0 + first_tap(h0, DH) * DH; /* the first row inside: the argmax if none wins */
   const int8 lane = (int8)(0, 1, 2, 3, 4, 5, 6, 7) * SW;
-  for (; ow + PV <= end && ow * SW - PW + KW - 1 + SW * PV <= p.W; ow += PV) {
+  for (; ow + PV <= end && ow * SW - PW + LAST_LOAD + SW * PV <= p.W; ow += PV) {
     const int w0 = ow * SW - PW;
     VTP best = (VTP)(-INFINITY);
     int8 pos = hf * p.W + w0 + lane;
@@ -267,8 +281,15 @@ inline int max_row_vectors(const Pool p, __global const DATA_T* x, const OFF bas
       const int h = h0 + a * DH;
       const int h_in = h >= 0 && h < p.H;
       __global const DATA_T* r = x + base + clamp(h, 0, p.H - 1) * vxh;
+      VTW cols = 0;  /* loaded from a row clamped into the input: no branch per tap */
       UNROLL for (int b = 0; b < KW; ++b) {
-        const VTP v = h_in ? taps(r, w0 + b) : (VTP)(-INFINITY);
+#if SW == 1
+        cols = row_load(r, w0 + b);
+        const VTP v = h_in ? cols : (VTP)(-INFINITY);
+#else
+        if ((b & 1) == 0) cols = row_load(r, w0 + b);
+        const VTP v = h_in ? ((b & 1) ? cols.odd : cols.even) : (VTP)(-INFINITY);
+#endif
         /* as max_window: the first largest, or the last NaN */
         const __typeof__(v > v) take = (v > best) | (v != v); /* int8, or long8 for double */
         best = take ? v : best;
@@ -276,7 +297,11 @@ inline int max_row_vectors(const Pool p, __global const DATA_T* x, const OFF bas
       }
     }
     if (flags & POOL_RELU) best = best < (VTP)0 ? (VTP)0 : best;
+#ifdef DATA_16
+    VST8(DATA_T, yrow, ow, best);
+#else
     *(__global VTP_U*)(yrow + ow) = best;
+#endif
     if (flags & POOL_IDX) *(__global INT8_U*)(irow + ow) = pos;
   }
   return ow;

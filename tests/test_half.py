@@ -366,7 +366,12 @@ def test_benchmark_script_end_to_end(device, tmp_path):
     res = json.loads(out.read_text())
     assert [r["op"] for r in res["ops"]] == list(bench.OPS)
     assert all(r["float16_ms"] > 0 and r["bfloat16_speedup"] > 0 for r in res["ops"])
+    assert all(r["float16_cpu_ms"] >= 0 and r["bfloat16_cpu_speedup"] >= 0 for r in res["ops"])
     assert res["peak_mib"]["bf16"] <= res["peak_mib"]["fp32"]
+    assert bench.main(["--mib", "1", "--reps", "1", "--ops", "relu", "copy", "--no-memory",
+                       "--device", device.index, "--json", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert [r["op"] for r in res["ops"]] == ["copy (clone)", "relu"] and res["peak_mib"] == {}
 
 
 @pytest.mark.parametrize("name", HALF)

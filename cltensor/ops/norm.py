@@ -21,6 +21,14 @@ KERNEL_FILE = "norm.cl"
 TUNING = {"cpu": {"lanes": 1, "items_per_cu": 4, "min_chunk": 4096, "group": 64},
           "gpu": {"lanes": 256, "items_per_cu": 4, "min_chunk": 2048, "group": 256}}
 OPT = {"weight": 1, "bias": 2, "running": 4}  # must match OPT_* in norm.cl
+# On CPUs, batch norm of these dtypes sums and applies 16 elements of a row at a time
+# (bn_reduce_vec16, bn_apply_vec16) where the rows are contiguous.
+VEC16_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def _vec16(device, dtype):
+    """Whether batch norm on `dtype` takes norm.cl's vector forms (VEC16_DTYPES, CPUs)."""
+    return device.is_cpu and dtype.name in VEC16_DTYPES
 
 
 def _kernel(device, name, dtype, lanes=1):
@@ -28,6 +36,8 @@ def _kernel(device, name, dtype, lanes=1):
     defines = {"T": ctype_of(dt.compute_dtype(dtype)), "LANES": lanes}
     if dtype in dt.HALF_TYPES:
         defines["DATA_T"] = ctype_of(dtype)
+    if _vec16(device, dtype):
+        defines["VEC16"] = None
     return get_kernel(device, KERNEL_FILE, name, defines,
                       read_sources("compensated.cl", KERNEL_FILE))  # ksum
 
@@ -115,7 +125,8 @@ def _reduce(x, vx, N, C, S, g=None, vg=None, mean=None):
     M = N * S
     P, lanes = _plan(x.device, M, C)
     part = ClTensor.empty_on((C, P, 2), dt.compute_dtype(x.dtype), x.device)
-    kern = _kernel(x.device, "bn_reduce", x.dtype, lanes)
+    vec = lanes == 1 and _vec16(x.device, x.dtype)
+    kern = _kernel(x.device, "bn_reduce_vec16" if vec else "bn_reduce", x.dtype, lanes)
     launch(x.device, kern, (P * lanes, C), (lanes, 1), np.int64(N), np.int64(S),
            np.int64(-(-M // P)), np.int32(g is not None), x.storage.buf, vx,
            (g if g is not None else x).storage.buf,
@@ -179,10 +190,16 @@ def _apply(x, vx, N, C, S, coef, out, g=None, vg=None):
     total = out.numel()
     if total == 0:
         return out
-    _launch_elements(_kernel(x.device, "bn_apply", x.dtype), out, N, C, S,
-                     np.int32(g is not None), x.storage.buf, vx,
+    args = (np.int32(g is not None), x.storage.buf, vx,
             (g if g is not None else x).storage.buf, vg if vg is not None else vx,
             coef.storage.buf, out.storage.buf)
+    if _vec16(x.device, x.dtype) and not _c_last(out):
+        # 16 elements of a row per work-item (norm.cl, bn_apply_vec16)
+        launch_grid(x.device, _kernel(x.device, "bn_apply_vec16", x.dtype),
+                    (-(-S // 16), C, N), _tuning(x.device)["group"], np.int64(N), np.int64(C),
+                    np.int64(S), *args)
+        return out
+    _launch_elements(_kernel(x.device, "bn_apply", x.dtype), out, N, C, S, *args)
     return out
 
 

@@ -1,0 +1,225 @@
+"""The vector paths of 16-bit tensors on CPUs (elementwise ew_vec16, pooling's rows form): the
+kernels they launch, and their results against torch on the CPU in the same dtype, bit for bit
+where torch rounds once, on sizes with tails and on strided inputs, outputs poisoned first."""
+import numpy as np
+import pytest
+import torch
+
+import cltensor as ct
+import cltensor.nn.functional as F
+from cltensor.ops import elementwise
+
+HALF = ["float16", "bfloat16"]
+POISON = float("nan")
+
+
+def _kernels(fn):
+    """fn()'s result and the names of the kernels it launched."""
+    with ct.profile() as prof:
+        out = fn()
+    return out, [e[0] for e in prof.events]
+
+
+def _same(mine, want):
+    """mine equals torch's `want` bit for bit (NaN where it has NaN)."""
+    assert str(mine.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+    got, exp = mine.float().numpy(), want.float().numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
+    ok = ~np.isnan(exp)
+    np.testing.assert_array_equal(got[ok].view(np.uint32), exp[ok].view(np.uint32))
+
+
+def _poison(shape, dtype, device):
+    """Free NaN-filled buffers of the size of an op's output: the memory pool hands them to the
+    next allocations of that size, so elements the op leaves unwritten stay NaN."""
+    for t in [ct.full(tuple(shape), POISON, dtype=dtype, device=device) for _ in range(2)]:
+        del t
+
+
+@pytest.fixture
+def vec16(device, monkeypatch):
+    """ew_vec16 for launches of any size (its tails on small tensors)."""
+    if not device.is_cpu:
+        pytest.skip("ew_vec16 serves CPU devices")
+    monkeypatch.setattr(elementwise, "VEC16_MIN", 0)
+
+
+def test_float16_conversions_through_vectors_are_torchs(device, vec16, rng):
+    halves = np.arange(2**16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    x = ct.from_numpy(halves, device=device)
+    got, names = _kernels(lambda: x.float())
+    assert "ew_vec16" in names
+    _same(got, torch.from_numpy(halves).float())
+    bits = rng.integers(0, 2**32, 100003, dtype=np.uint64).astype(np.uint32)
+    edge = np.array([65504, 65519.996, 65520, 2.0 ** -14, 2.0 ** -24, 2.0 ** -25, 1e-45,
+                     1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, -0.0], np.float32)
+    floats = np.concatenate([bits.view(np.float32), edge])
+    f = ct.from_numpy(floats, device=device)
+    _same(f.half(), torch.from_numpy(floats).half())
+    h, th = f.half(), torch.from_numpy(floats).half()
+    _same(h.bfloat16(), th.bfloat16())  # half to bfloat16: both vector conversions
+    _same(h.bfloat16().half(), th.bfloat16().half())
+
+
+@pytest.mark.parametrize("n", [5, 16, 16 * 7 + 9])
+def test_vector_ops_match_torch_with_tails(device, vec16, rng, n):
+    x = (rng.standard_normal(n) * 3).astype(np.float32)
+    y = (rng.standard_normal(n) * 3).astype(np.float32)
+    a, b = ct.from_numpy(x, device=device).half(), ct.from_numpy(y, device=device).half()
+    ta, tb = torch.from_numpy(x).half(), torch.from_numpy(y).half()
+    cases = {"add": (lambda p, q: p + q), "sub": (lambda p, q: p - q),
+             "mul": (lambda p, q: p * q), "div": (lambda p, q: p / q),
+             "scalars": (lambda p, q: p * 0.5 + 1), "rsub": (lambda p, q: 2 - p),
+             "relu": (lambda p, q: p.relu()), "neg": (lambda p, q: -p),
+             "square": (lambda p, q: p.square())}
+    for name, fn in cases.items():
+        out = ct.full((n,), POISON, dtype=ct.float16, device=device)
+        got, names = _kernels(lambda: out.copy_(fn(a, b)))
+        assert names.count("ew_vec16") == len(names), (name, names)
+        _same(got, fn(ta, tb))
+    mixed = a + ct.from_numpy(y, device=device)  # float16 with float32: a float32 result
+    _same(mixed, ta.float() + torch.from_numpy(y))
+    _same(a + b.bfloat16(), ta + tb.bfloat16())
+
+
+def test_activation_gradients_in_float16(device, vec16, rng):
+    x = (rng.standard_normal(37) * 3).astype(np.float32)
+    a = ct.from_numpy(x, device=device).half().requires_grad_()
+    ta = torch.from_numpy(x).half().requires_grad_()
+    pairs = ((F.relu, torch.relu), (lambda t: F.leaky_relu(t, 0.1),
+                                    lambda t: torch.nn.functional.leaky_relu(t, 0.1)),
+             (ct.tanh, torch.tanh))
+    for mine_fn, torch_fn in pairs:
+        mine, want = mine_fn(a), torch_fn(ta)
+        (mine * 3).sum().backward()
+        (want * 3).sum().backward()
+        np.testing.assert_allclose(mine.detach().float().numpy(), want.detach().float().numpy(),
+                                   rtol=1e-3, atol=1e-3)
+        np.testing.assert_allclose(a.grad.float().numpy(), ta.grad.float().numpy(),
+                                   rtol=2e-3, atol=2e-3)
+        a.grad = ta.grad = None
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_large_contiguous_ops_take_the_fast_kernels(device, name):
+    if not device.is_cpu:
+        pytest.skip("ew_vec16 serves CPU devices")
+    d = getattr(ct, name)
+    x = ct.linspace(-4, 4, elementwise.VEC16_MIN + 3, device=device).to(d)
+    got, names = _kernels(lambda: x.relu())
+    assert names == (["ew_vec16"] if name == "float16" else ["ew_contig"])
+    tx = torch.linspace(-4, 4, elementwise.VEC16_MIN + 3).to(getattr(torch, name))
+    _same(got, torch.relu(torch.from_numpy(x.float().numpy()).to(tx.dtype)))
+    strided = x[::3]
+    _same(strided * 2, torch.from_numpy(x.float().numpy()).to(tx.dtype)[::3] * 2)
+
+
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1), (3, 1, 1)])
+def test_max_pool2d_vector_rows_in_16_bits(device, rng, monkeypatch, name, k, s, p):
+    """The rows form with the geometry baked (pool.cl VECTOR_ROWS on CPUs) on 16-bit rows of 61
+    (a scalar remainder), a NaN, ties, an unaligned start and a channels_last view."""
+    from cltensor.ops import pool
+    monkeypatch.setattr(pool, "BAKE_MIN_TAPS", 0)
+    full = np.round(rng.standard_normal((2, 3, 10, 62)).astype(np.float32) * 4) / 4
+    full[1, 2, 5, 31] = np.nan
+    tfull = torch.from_numpy(full).to(getattr(torch, name))
+    x = ct.from_numpy(full, device=device).to(getattr(ct, name))
+    for mine, want in ((x[..., 1:], tfull[..., 1:]),
+                       (x.contiguous(memory_format=ct.channels_last),
+                        tfull.contiguous(memory_format=torch.channels_last))):
+        ty, tidx = torch.nn.functional.max_pool2d(want, k, s, p, return_indices=True)
+        _poison(ty.shape, mine.dtype, device)
+        y, idx = F.max_pool2d(mine, k, s, p, return_indices=True)
+        _same(y, ty)
+        np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+        _same(F.relu(F.max_pool2d(mine, k, s, p)), torch.relu(ty))
+
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_batch_norm_vector_rows_match_torch(device, rng, name):
+    """norm.cl's vector forms (CPUs): rows of 16 elements and tails (S = 7 * 7 = 49), in NCHW and
+    on a sliced input (rows contiguous, channels strided) and a transposed one (rows strided:
+    the element-by-element path), forward in training and eval, the input's gradient, and layer
+    norm, whose rows are long (S = 49 * 3)."""
+    full = (rng.standard_normal((5, 4, 7, 7)) * 2 + 1).astype(np.float32)
+    tfull = torch.from_numpy(full).to(getattr(torch, name))
+    x0 = ct.from_numpy(full, device=device).to(getattr(ct, name))
+    ulps = 0 if name == "float32" else 1
+    tol = 1e-5 if name == "float32" else 1e-2
+    for x, tx in ((x0, tfull), (x0[:, 1:], tfull[:, 1:]),
+                  (x0.transpose(2, 3), tfull.transpose(2, 3))):
+        x = x.detach().requires_grad_()
+        tx = tx.detach().requires_grad_()
+        C = x.shape[1]
+        bn, tbn = ct.nn.BatchNorm2d(C).to(device), torch.nn.BatchNorm2d(C)
+        _poison(x.shape, x.dtype, device)
+        y, ty = bn(x), tbn(tx)
+        np.testing.assert_allclose(y.float().detach().numpy(), ty.float().detach().numpy(),
+                                   rtol=tol, atol=tol * (1 + 2 * ulps))
+        assert y.dtype is x.dtype
+        g = (rng.standard_normal(tuple(x.shape))).astype(np.float32)
+        y.backward(ct.from_numpy(g, device=device).to(x.dtype))
+        ty.backward(torch.from_numpy(g).to(tx.dtype))
+        np.testing.assert_allclose(x.grad.float().numpy(), tx.grad.float().numpy(),
+                                   rtol=tol, atol=4 * tol)
+        np.testing.assert_allclose(bn.running_var.numpy(), tbn.running_var.numpy(), rtol=1e-4)
+        bn.eval()
+        tbn.eval()
+        np.testing.assert_allclose(bn(x).float().detach().numpy(),
+                                   tbn(tx).float().detach().numpy(), rtol=tol, atol=tol)
+        ln = F.layer_norm(x, x.shape[1:])
+        tln = torch.nn.functional.layer_norm(tx, tx.shape[1:])
+        np.testing.assert_allclose(ln.float().detach().numpy(), tln.float().detach().numpy(),
+                                   rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_softmax_vector_rows_match_torch(device, rng, name):
+    """softmax.cl's softmax_fwd_vec16 (CPUs): rows of 16-element steps and a tail (D = 16 * 5 +
+    7), a growing max (sorted rows), -inf elements, a row of only -inf, NaN and +inf (NaN rows,
+    as torch), large logits, and log_softmax; a transposed input takes the strided kernel."""
+    x = (rng.standard_normal((7, 87)) * 5).astype(np.float32)
+    x[1] = np.sort(x[1]) * 10
+    x[2, ::3] = -np.inf
+    x[3] = -np.inf
+    x[4, 40] = np.nan
+    x[5, 86] = np.inf
+    x[6] += 1e4 if name != "float16" else 6e4
+    t = torch.from_numpy(x).to(getattr(torch, name))
+    a = ct.from_numpy(x, device=device).to(getattr(ct, name))
+    ulp = {"float32": 4e-7, "float16": 1e-3, "bfloat16": 8e-3}[name]
+    for log in (False, True):
+        want = (torch.log_softmax if log else torch.softmax)(t.float(), 1).to(t.dtype)
+        for mine, ref in ((a, want), (a.t().contiguous().t(), want)):
+            _poison(mine.shape, mine.dtype, device)
+            out = (F.log_softmax if log else F.softmax)(mine, 1)
+            got, exp = out.float().numpy(), ref.float().numpy()
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
+            ok = ~np.isnan(exp)
+            np.testing.assert_allclose(got[ok], exp[ok], rtol=2 * ulp, atol=ulp)
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_softmax_backward_vector_rows_match_torch(device, rng, name):
+    """softmax_bwd_vec16 (CPUs) on rows of 16-element steps and a tail (D = 16 * 5 + 7), for
+    softmax and log_softmax; a transposed gradient takes the strided kernel."""
+    from cltensor.ops import softmax as softmax_ops
+    x = (rng.standard_normal((7, 87)) * 3).astype(np.float32)
+    g = rng.standard_normal((7, 87)).astype(np.float32)
+    tol = {"float32": 1e-5, "float16": 2e-3, "bfloat16": 2e-2}[name]
+    for log in (False, True):
+        tfn = torch.log_softmax if log else torch.softmax
+        ty = tfn(torch.from_numpy(x).to(getattr(torch, name)), 1)
+        tg = torch.from_numpy(g).to(ty.dtype)
+        y = ct.from_numpy(ty.float().numpy(), device=device).to(getattr(ct, name))
+        gy = ct.from_numpy(g, device=device).to(y.dtype)
+        want = torch.ops.aten._softmax_backward_data(tg.float(), ty.float(), 1, torch.float32) \
+            if not log else \
+            torch.ops.aten._log_softmax_backward_data(tg.float(), ty.float(), 1, torch.float32)
+        for grad in (gy, gy.t().contiguous().t()):
+            _poison(y.shape, y.dtype, device)
+            got = softmax_ops.softmax_backward(grad, y, 1, log=log)
+            assert got.dtype is y.dtype
+            np.testing.assert_allclose(got.float().numpy(), want.numpy(), rtol=tol, atol=tol)
