@@ -276,7 +276,8 @@ _make_lock = threading.RLock()  # one thread at a time builds programs and makes
 # other files given a 16-bit float type would index `half` buffers directly (no such access
 # without cl_khr_fp16) or compute on bfloat16's bits as integers
 HALF_FILES = {"elementwise.cl", "ranges.cl", "random.cl", "reduce.cl", "amp.cl", "softmax.cl",
-              "norm.cl", "pool.cl"}
+              "norm.cl", "pool.cl", "gemm_direct.cl", "gemm_rowdot.cl", "gemm_cpu.cl",
+              "gemm_pack.cl", "gemm_xgemm.cl"}
 _HALF_CTYPES = {d.ctype for d in dt.HALF_TYPES}
 
 

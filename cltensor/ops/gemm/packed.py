@@ -2,10 +2,10 @@
 each operand read in place where its layout allows."""
 import numpy as np
 
-from ...program import ctype_of, launch, round_up
+from ...program import launch, round_up
 from .. import elementwise as ew
 from . import kit
-from .kit import get_kernel, launch_tiles, scratch
+from .kit import get_kernel, launch_tiles, pack_defines, scratch, storage_defines
 
 
 PACK_LOCAL = 16  # pack_panels' work-group along K
@@ -19,7 +19,7 @@ def _pack_panels(p, op, rows, rs, ks, width):
     size = -(-rows // width) * p.k * width
     dst = scratch(p, nb * size)
     kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels",
-                        {"T": ctype_of(p.dtype), "PR": width})
+                        dict(pack_defines(p, op), PR=width))
     lx = min(PACK_LOCAL, p.device.max_work_group)
     bshape = () if shared else p.bshape
     for b0 in range(0, nb, kit.MAX_GROUPS):
@@ -51,15 +51,19 @@ def packed_reads_b_in_place(p, params):
     pass, cost as much as the product on the convolutions' shallow batched products; narrower
     B spends too much of its panels in the partial last one) and below K = B_IN_PLACE_MAX_K
     (deeper, a panel's rows far apart stream worse than a packed panel), unless its rows
-    alias."""
+    alias or it is stored in 16 bits (the pack converts it)."""
     aliased = p.k >= ALIASED_MIN_K and p.b.rs * p.dtype.itemsize % ALIASED_ROW_BYTES == 0
-    return (p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased and
+    return (p.b.cs == 1 and p.b.t.dtype == p.dtype and not aliased and
+            p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and
             p.k < params.get("B_IN_PLACE_MAX_K", 2**62))
 
 
 def packed_reads_a_in_place(p, params):
-    """Whether gemm_packed reads A where it is (rows contiguous along K, A_IN_PLACE set)."""
-    return bool(params.get("A_IN_PLACE")) and (p.a.cs == 1 or p.k == 1)
+    """Whether gemm_packed reads A where it is (rows contiguous along K, A_IN_PLACE set).
+    NOTE: 16-bit operands are always packed (converted to float as they are), so that
+    gemm_cpu.cl's inner loop reads float alone."""
+    return (bool(params.get("A_IN_PLACE")) and (p.a.cs == 1 or p.k == 1) and
+            p.a.t.dtype == p.dtype)
 
 
 def _packed_operand(p, op, in_place, ld, rows, rs, ks, width):
@@ -108,7 +112,7 @@ def run_packed(p, entry, epi, summed=False):
     mr, nr = params["MR"], packed_nr(p, params)
     a_in_place = packed_reads_a_in_place(p, params)
     b_in_place = packed_reads_b_in_place(p, params)
-    tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype),
+    tile = {"MR": mr, "NR": nr, "VW": params["VW"], **storage_defines(p),
             "A_INPLACE": int(a_in_place), "B_INPLACE": int(b_in_place)}
     if "KB" in params:  # else gemm_cpu.cl's default block of K
         tile["KB"] = params["KB"]
