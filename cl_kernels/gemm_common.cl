@@ -71,7 +71,19 @@
 #define BITS_int int
 #define BITS_long long
 #define VLDA(X, W, p) CAT(CVT_, X)(W, *(__global const VTYPE(BITS_OF(X), W)*)(p))
-#define VLD(X, W, p) CAT(CVT_, X)(W, CAT(vload, W)(0, (__global const BITS_OF(X)*)(p)))
+#define VLD(X, W, p) CAT(VLD_, X)(W, p)
+#define VLD_float(W, p) CAT(vload, W)(0, p)
+#define VLD_double(W, p) CAT(vload, W)(0, p)
+#define VLD_int(W, p) CAT(vload, W)(0, p)
+#define VLD_long(W, p) CAT(vload, W)(0, p)
+/* NOTE: 16-bit vectors through a type aligned like their elements, not vloadN: PoCL compiles
+ * vloadN to out-of-line calls */
+#define VLD_half(W, p) CVT_half(W, *(__global const CAT(CAT(ushort, W), _u)*)(p))
+#define VLD_bf16(W, p) CVT_bf16(W, *(__global const CAT(CAT(ushort, W), _u)*)(p))
+typedef ushort2 __attribute__((aligned(2))) ushort2_u;
+typedef ushort4 __attribute__((aligned(2))) ushort4_u;
+typedef ushort8 __attribute__((aligned(2))) ushort8_u;
+typedef ushort16 __attribute__((aligned(2))) ushort16_u;
 #define CVT_float(W, v) (v)
 #define CVT_double(W, v) (v)
 #define CVT_int(W, v) (v)

@@ -56,8 +56,10 @@ def _close(mine, want):
 
 @pytest.mark.parametrize("name", HALF)
 def test_families_awkward_sizes(device, rng, variant, name):
-    """mm into a poisoned out, sizes cut by every tile."""
-    for m, k, n in [(1, 1, 1), (7, 33, 17), (65, 17, 127), (64, 64, 64), (33, 130, 5)]:
+    """mm into a poisoned out, sizes cut by every tile (and wide enough for the packed family
+    to read B in place, its last panel partial)."""
+    for m, k, n in [(1, 1, 1), (7, 33, 17), (65, 17, 127), (64, 64, 64), (33, 130, 5),
+                    (9, 40, 150)]:
         (a, ta), (b, tb) = _pair(device, rng, (m, k), name), _pair(device, rng, (k, n), name)
         out = _poisoned(device, (m, n), name)
         assert _in_place(ct.mm, a, b, out=out) is out

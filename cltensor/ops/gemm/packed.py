@@ -2,6 +2,7 @@
 each operand read in place where its layout allows."""
 import numpy as np
 
+from ... import dtypes as dt
 from ...program import launch, round_up
 from .. import elementwise as ew
 from . import kit
@@ -51,19 +52,20 @@ def packed_reads_b_in_place(p, params):
     pass, cost as much as the product on the convolutions' shallow batched products; narrower
     B spends too much of its panels in the partial last one) and below K = B_IN_PLACE_MAX_K
     (deeper, a panel's rows far apart stream worse than a packed panel), unless its rows
-    alias or it is stored in 16 bits (the pack converts it)."""
-    aliased = p.k >= ALIASED_MIN_K and p.b.rs * p.dtype.itemsize % ALIASED_ROW_BYTES == 0
-    return (p.b.cs == 1 and p.b.t.dtype == p.dtype and not aliased and
+    alias. A 16-bit B read in place is converted as it is loaded (B_CONVERTS)."""
+    aliased = p.k >= ALIASED_MIN_K and p.b.rs * p.b.t.dtype.itemsize % ALIASED_ROW_BYTES == 0
+    return (p.b.cs == 1 and not aliased and
             p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and
             p.k < params.get("B_IN_PLACE_MAX_K", 2**62))
 
 
 def packed_reads_a_in_place(p, params):
     """Whether gemm_packed reads A where it is (rows contiguous along K, A_IN_PLACE set).
-    NOTE: 16-bit operands are always packed (converted to float as they are), so that
-    gemm_cpu.cl's inner loop reads float alone."""
+    NOTE: not float16, whose conversion of MR scalars per step of K doubled the kernel's time
+    (PoCL, 2 AVX-512 cores, 512^3 in ms, medians of 7 interleaved: float32 1.1, bfloat16 in
+    place 1.6, float16 in place 5.2, packed as float 2.6); bfloat16's is a shift."""
     return (bool(params.get("A_IN_PLACE")) and (p.a.cs == 1 or p.k == 1) and
-            p.a.t.dtype == p.dtype)
+            p.a.t.dtype != dt.float16)
 
 
 def _packed_operand(p, op, in_place, ld, rows, rs, ks, width):
@@ -112,8 +114,13 @@ def run_packed(p, entry, epi, summed=False):
     mr, nr = params["MR"], packed_nr(p, params)
     a_in_place = packed_reads_a_in_place(p, params)
     b_in_place = packed_reads_b_in_place(p, params)
-    tile = {"MR": mr, "NR": nr, "VW": params["VW"], **storage_defines(p),
+    tile = {"MR": mr, "NR": nr, "VW": params["VW"],
+            **storage_defines(p, p.a.t.dtype if a_in_place else None,
+                              p.b.t.dtype if b_in_place else None),
             "A_INPLACE": int(a_in_place), "B_INPLACE": int(b_in_place)}
+    for op in "AB":  # a 16-bit operand read in place, converted as loaded
+        if "T" + op in tile:
+            tile[op + "_CONVERTS"] = 1
     if "KB" in params:  # else gemm_cpu.cl's default block of K
         tile["KB"] = params["KB"]
     if summed:
