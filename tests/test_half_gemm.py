@@ -187,3 +187,21 @@ def test_plugins_offered_computed_types_only(device, rng, name, monkeypatch):
     assert rec.seen == []
     ct.mm(a.float(), b.float())
     assert rec.seen == [(ct.float32, ct.float32)]
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_linear_relu_fused(device, rng, name):
+    """linear(..., relu=True) on 16-bit tensors: one GEMM applies bias and ReLU as it stores;
+    its gradients match torch's."""
+    (x, tx), (w, tw) = _pair(device, rng, (6, 20), name), _pair(device, rng, (9, 20), name)
+    (b, tb) = _pair(device, rng, (9,), name)
+    for t in (x, w, b, tx, tw, tb):
+        t.requires_grad_(True)
+    y = _in_place(ct.nn.functional.linear, x, w, b, relu=True)
+    ty = torch.relu(torch.nn.functional.linear(tx, tw, tb))
+    _close(y.detach(), ty.detach())
+    g, tg = _pair(device, rng, (6, 9), name)
+    y.backward(g)
+    ty.backward(tg)
+    for mine, want in ((x.grad, tx.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
+        _close(mine, want)
