@@ -205,3 +205,32 @@ def test_linear_relu_fused(device, rng, name):
     ty.backward(tg)
     for mine, want in ((x.grad, tx.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
         _close(mine, want)
+
+
+@pytest.mark.parametrize("relu", [False, True])
+@pytest.mark.parametrize("name", HALF)
+def test_autocast_linear_reads_float32_parameters(device, rng, name, relu):
+    """Under autocast, linear with float32 parameters casts the input alone: the GEMM reads
+    the weight and bias as float32, and their gradients are summed into float32."""
+    low, tlow = getattr(ct, name), getattr(torch, name)
+    x = rng.standard_normal((2, 3, 20)).astype(np.float32)
+    w, b = rng.standard_normal((9, 20)).astype(np.float32), rng.standard_normal(9).astype(
+        np.float32)
+    cx, cw, cb = (ct.from_numpy(v, device=device).requires_grad_(True) for v in (x, w, b))
+    with ct.autocast("opencl", dtype=low):
+        with ct.profile() as prof:
+            y = ct.nn.functional.linear(cx, cw, cb, relu=relu)
+    casts = [r["name"] for r in prof.records() if r["name"] not in GEMM_KERNELS]
+    assert len(casts) == 1, casts  # the input's
+    tx = torch.from_numpy(x).to(tlow).double().requires_grad_(True)
+    tw, tb = (torch.from_numpy(v).double().requires_grad_(True) for v in (w, b))
+    ty = torch.nn.functional.linear(tx, tw, tb)
+    ty = torch.relu(ty) if relu else ty
+    _close(y.detach(), ty.detach().to(tlow))
+    g = rng.standard_normal((2, 3, 9)).astype(np.float32)
+    y.backward(ct.from_numpy(g, device=device).to(low))
+    ty.backward(torch.from_numpy(g).to(tlow).double())
+    assert cw.grad.dtype is ct.float32 and cb.grad.dtype is ct.float32
+    for mine, want in ((cw.grad, tw.grad), (cb.grad, tb.grad)):
+        np.testing.assert_allclose(mine.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    _close(cx.grad.to(low), tx.grad.to(tlow))
