@@ -132,6 +132,9 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
                                        row_bias is None)
     ops = [Operand(t, *lay) for t, lay in zip(tensors, layouts)]
     bias = row_bias if row_bias is not None else col_bias
+    assert (c_in is None or c_in.dtype == c_out.dtype) and (
+        row_bias is None or col_bias is None or row_bias.dtype == col_bias.dtype), \
+        "gemm: C's input and output share one storage type, and so do the biases"
     p = Problem(c_out.device, dt.compute_dtype(c_out.dtype), m, n, k, bshape, *ops,
                 tr=None if bias is None else bias.dtype)
     # NOTE: the tuner's candidates (entry) and a forced family measure the portable kernels;
