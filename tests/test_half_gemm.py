@@ -234,3 +234,16 @@ def test_autocast_linear_reads_float32_parameters(device, rng, name, relu):
     for mine, want in ((cw.grad, tw.grad), (cb.grad, tb.grad)):
         np.testing.assert_allclose(mine.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
     _close(cx.grad.to(low), tx.grad.to(tlow))
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_xgemm_split_k(device, rng, name, monkeypatch):
+    """xgemm splitting a deep K: float32 partial sums, the epilogue (beta * C) and the 16-bit
+    store in xgemm_reduce."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "xgemm")
+    (a, ta), (b, tb) = _pair(device, rng, (8, 4096), name), _pair(device, rng, (4096, 8), name)
+    (c, tc) = _pair(device, rng, (8, 8), name)
+    with ct.profile() as prof:
+        r = _in_place(ct.addmm, c, a, b, beta=0.5)
+    assert "xgemm_reduce" in {rec["name"] for rec in prof.records()}
+    _close(r, _ref(ta.float(), tb.float(), getattr(torch, name), c=tc.float(), beta=0.5))
