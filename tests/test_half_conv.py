@@ -1,6 +1,7 @@
-"""Convolutions of float16 and bfloat16 tensors read in place (im2col and gemm_1x1: forward,
-input and weight gradients, sums in float32), against float64 results rounded once to the
-16-bit dtype; the other algorithms on float32 copies; and the memory that saves."""
+"""Convolutions of float16 and bfloat16 tensors read in place (im2col, gemm_1x1 and Winograd:
+forward, input and weight gradients, sums and transforms in float32), against float64 results
+rounded once to the 16-bit dtype; the other algorithms on float32 copies; and the memory that
+saves."""
 import numpy as np
 import pytest
 import torch
@@ -15,6 +16,9 @@ CASES = [  # (algo, weight shape, stride, padding, groups)
     ("im2col", (6, 2, 3, 2), 2, 0, 2),
     ("gemm_1x1", (6, 4, 1, 1), 1, 0, 1),
     ("gemm_1x1", (6, 2, 1, 1), 2, 0, 2),
+    ("winograd", (6, 4, 3, 3), 1, 1, 1),
+    ("winograd", (6, 2, 3, 3), 1, 0, 2),
+    ("winograd_4x4", (6, 4, 3, 3), 1, 1, 1),
 ]
 
 
@@ -62,8 +66,8 @@ def test_in_place_algorithms(device, rng, name, case):
 
 @pytest.mark.parametrize("name", HALF)
 def test_transposed_and_copied_algorithms(device, rng, name, monkeypatch):
-    """conv_transpose2d runs its 16-bit problem in place (im2col's input gradient pass);
-    winograd runs on float32 copies; both give the input's dtype."""
+    """conv_transpose2d runs its 16-bit problem in place (the input gradient pass);
+    implicit_gemm runs on float32 copies; both give the input's dtype."""
     problems = []
     choose = dispatch.choose
     monkeypatch.setattr(dispatch, "choose", lambda p, *a: problems.append(p) or choose(p, *a))
@@ -73,11 +77,10 @@ def test_transposed_and_copied_algorithms(device, rng, name, monkeypatch):
     _close(y, TF.conv_transpose2d(tx.double(), tw.double(), stride=2, padding=1), name)
     assert [q.dtype for q in problems] == [getattr(ct, name)]
     (v, tv) = _pair(device, rng, (3, 4, 3, 3), name)
-    y = ct.conv.conv2d(x, v, padding=1, algo="winograd")
+    y = ct.conv.conv2d(x, v, padding=1, algo="implicit_gemm")
     want = TF.conv2d(tx.double(), tv.double(), padding=1)
     assert problems[-1].dtype is ct.float32
-    _close(y, want, name) if name == "bfloat16" else np.testing.assert_allclose(
-        y.float().numpy(), want.float().numpy(), rtol=0, atol=2e-3 * float(want.abs().max()))
+    _close(y, want, name)
 
 
 def _peak(device, fn):

@@ -32,7 +32,7 @@ ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit, "winograd": winograd.
 PASSES = ("forward", "backward_data", "backward_weight")
 # The algorithms that read float16/bfloat16 tensors in place (sums in float32); the others run
 # 16-bit convolutions on float32 copies (conv/common.py half_fallback; docs/half.md).
-HALF_ALGORITHMS = ("gemm_1x1", "im2col")
+HALF_ALGORITHMS = ("gemm_1x1", "im2col", "winograd", "winograd_4x4")
 # (device index, params, pass, precision) -> algorithm name
 _chosen = caches.register("conv.dispatch.chosen", {})
 # (device index, params, pass) -> {algorithm: ms}
@@ -275,8 +275,10 @@ def reads_half(algo):
 
 def _half_choice(p, device, pass_, algo):
     """A 16-bit problem's algorithm: algo when it reads 16-bit tensors and runs the pass,
-    else gemm_1x1 where it runs, else im2col (which runs every problem)."""
-    for name in (algo, "gemm_1x1"):
+    else the rules' choice for the float32 problem when it reads them, else gemm_1x1 where it
+    runs, else im2col (which runs every problem)."""
+    ruled = portable_rule(p._replace(dtype=dt.float32), device, pass_)
+    for name in (algo, ruled, "gemm_1x1"):
         if name in HALF_ALGORITHMS and eligible(name, p, pass_, device)[0]:
             return name
     return "im2col"
