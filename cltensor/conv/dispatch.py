@@ -275,10 +275,12 @@ def reads_half(algo):
 
 def _half_choice(p, device, pass_, algo):
     """A 16-bit problem's algorithm: algo when it reads 16-bit tensors and runs the pass,
-    else the rules' choice for the float32 problem when it reads them, else gemm_1x1 where it
-    runs, else im2col (which runs every problem)."""
-    ruled = portable_rule(p._replace(dtype=dt.float32), device, pass_)
-    for name in (algo, ruled, "gemm_1x1"):
+    else gemm_1x1 where it runs, else im2col (which runs every problem).
+    NOTE: not the rules' float32 choice: Winograd's float32 transforms outweigh im2col's
+    16-bit columns (PoCL, peak of benchmarks/half.py's CNN step under bf16 autocast: 58.8 MiB
+    with im2col, 74.9 with Winograd where the rules pick it; GoogLeNet at batch 4: 148 vs
+    164, float32 176) at about the same step time."""
+    for name in (algo, "gemm_1x1"):
         if name in HALF_ALGORITHMS and eligible(name, p, pass_, device)[0]:
             return name
     return "im2col"
