@@ -113,3 +113,15 @@ def test_forward_and_weight_gradient_memory_halves(device, rng, name):
     bytes32, _ = _peak(device, lambda: step(x32, w32))
     assert grad.dtype is getattr(ct, name)
     assert bytes16 <= 0.6 * bytes32, (bytes16, bytes32)
+
+
+@pytest.mark.parametrize("algo", ["winograd", "winograd_4x4"])
+def test_float32_winograd_after_16bit(device, rng, algo):
+    """A 16-bit Winograd build leaves the float32 one's build options untouched."""
+    x = ct.from_numpy(rng.standard_normal((2, 4, 7, 8)).astype(np.float32), device=device)
+    w = ct.from_numpy(rng.standard_normal((6, 4, 3, 3)).astype(np.float32), device=device)
+    ct.conv.conv2d(x.bfloat16(), w.bfloat16(), padding=1, algo=algo)
+    y = ct.conv.conv2d(x, w, padding=1, algo=algo)
+    want = TF.conv2d(torch.from_numpy(x.numpy()).double(), torch.from_numpy(w.numpy()).double(),
+                     padding=1)
+    np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)

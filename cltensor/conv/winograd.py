@@ -212,8 +212,8 @@ class Winograd:
         # unrolled transforms costs seconds on PoCL
         compute = np.dtype(dt.compute_dtype(dtype))
         defines = _defines(self.m, r, compute, items_per_work_item(device, compute))
-        if dtype in dt.HALF_TYPES:
-            defines["TS"] = ctype_of(dtype)
+        if dtype in dt.HALF_TYPES:  # NOTE: a new dict: _defines' are memoized
+            defines = dict(defines, TS=ctype_of(dtype))
         return program.get_kernel(device, KERNEL_FILE, name, defines)
 
     # ---- forward and input gradient ----
