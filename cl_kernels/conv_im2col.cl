@@ -21,11 +21,18 @@
  *
  * x and gx are strided views (offset and strides in elements: NCHW, channels_last, any view).
  * Build options (shape constants, so that divisions by them compile to cheap code):
- *   T            element type (float or double)
+ *   T            element type of x, gx and col (float, double, half or bf16: read and written
+ *                through common.cl's LD and ST, values copied exactly)
+ *   TG           col2im's gcol type (default T; float for a 16-bit gx, which is then stored
+ *                rounded once from float sums)
  *   KH, KW       kernel size; SH, SW stride; DH, DW dilation; PT, PL top and left padding
  */
+#include "common.cl"
 #ifndef T
 #define T float
+#endif
+#ifndef TG
+#define TG T
 #endif
 
 #define XARGS __global const T* x, const long xo, const long xs0, const long xs1, \
@@ -43,10 +50,10 @@ __kernel void im2col(const int C, const int H, const int W, const int HO, const 
   const int kw = k % KW, kh = (k / KW) % KH, c = k / (KW * KH);
   const int oh = p / WO, ow = p % WO;
   const int ih = oh * SH + kh * DH - PT, iw = ow * SW + kw * DW - PL;
-  T v = (T)0;
+  REG(T) v = 0;
   if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-    v = x[xo + n * xs0 + c * xs1 + ih * xs2 + iw * xs3];
-  col[r * PS + p] = v;
+    v = LD(T, x, xo + n * xs0 + c * xs1 + ih * xs2 + iw * xs3);
+  ST(T, col, r * PS + p, v);
 }
 
 __kernel void im2col_rows(const int C, const int H, const int W, const int HO, const int WO,
@@ -61,7 +68,7 @@ __kernel void im2col_rows(const int C, const int H, const int W, const int HO, c
   const int ih = oh * SH + kh * DH - PT;
   __global T* dst = col + kn * PS + oh * WO;
   if (ih < 0 || ih >= H) {
-    for (int ow = 0; ow < WO; ++ow) dst[ow] = (T)0;
+    for (int ow = 0; ow < WO; ++ow) ST(T, dst, ow, 0);
     return;
   }
   /* iw = ow * SW + off lies in the input for lo <= ow < hi */
@@ -69,13 +76,13 @@ __kernel void im2col_rows(const int C, const int H, const int W, const int HO, c
   const int lo = min(off >= 0 ? 0 : (SW - 1 - off) / SW, WO);
   const int hi = clamp(off >= W ? 0 : (W - off + SW - 1) / SW, lo, WO);
   __global const T* src = x + xo + n * xs0 + c * xs1 + ih * xs2 + off * xs3;
-  for (int ow = 0; ow < lo; ++ow) dst[ow] = (T)0;
+  for (int ow = 0; ow < lo; ++ow) ST(T, dst, ow, 0);
   if (xs3 == 1) {
-    for (int ow = lo; ow < hi; ++ow) dst[ow] = src[ow * SW];
+    for (int ow = lo; ow < hi; ++ow) ST(T, dst, ow, LD(T, src, ow * SW));
   } else {
-    for (int ow = lo; ow < hi; ++ow) dst[ow] = src[ow * SW * xs3];
+    for (int ow = lo; ow < hi; ++ow) ST(T, dst, ow, LD(T, src, ow * SW * xs3));
   }
-  for (int ow = hi; ow < WO; ++ow) dst[ow] = (T)0;
+  for (int ow = hi; ow < WO; ++ow) ST(T, dst, ow, 0);
 }
 
 /* The output positions o with o*S + kk*D - P == i for some kk < K: [lo, hi). */
@@ -85,7 +92,7 @@ inline int first_out(const int i, const int kk, const int S, const int D, const 
 }
 
 __kernel void col2im(const int C, const int H, const int W, const int HO, const int WO,
-                     const int NB, __global const T* gcol, __global T* gx, const long go,
+                     const int NB, __global const TG* gcol, __global T* gx, const long go,
                      const long gs0, const long gs1, const long gs2, const long gs3) {
   const long e = get_global_id(0);
   if (e >= (long)NB * C * H * W) return;
@@ -94,7 +101,7 @@ __kernel void col2im(const int C, const int H, const int W, const int HO, const 
   const int c = (e / ((long)W * H)) % C;
   const int n = e / ((long)W * H * C);
   const long P = (long)HO * WO;
-  T acc = (T)0;
+  REG(TG) acc = 0;
   for (int kh = 0; kh < KH; ++kh) {
     const int oh = first_out(ih, kh, SH, DH, PT);
     if (oh < 0 || oh >= HO) continue;
@@ -102,8 +109,8 @@ __kernel void col2im(const int C, const int H, const int W, const int HO, const 
       const int ow = first_out(iw, kw, SW, DW, PL);
       if (ow < 0 || ow >= WO) continue;
       const long k = ((long)c * KH + kh) * KW + kw;
-      acc += gcol[(k * NB + n) * P + (long)oh * WO + ow];
+      acc += LD(TG, gcol, (k * NB + n) * P + (long)oh * WO + ow);
     }
   }
-  gx[go + n * gs0 + c * gs1 + ih * gs2 + iw * gs3] = acc;
+  ST(T, gx, go + n * gs0 + c * gs1 + ih * gs2 + iw * gs3, acc);
 }

@@ -50,10 +50,17 @@
  * NOTE: VEC is 1 on GPUs; on CPUs the host sets the device's vector width (winograd.py,
  * items_per_work_item): PoCL 3.1 vectorized none of the one-tile-per-work-item kernels across
  * work-items on AVX2, and VEC lanes made them 1.5-3x faster (docs/performance.md).
- * Build options: T; WINO_M, WINO_R, WINO_A, WINO_AT, WINO_G, WINO_BT; VEC.
+ * Build options: T; WINO_M, WINO_R, WINO_A, WINO_AT, WINO_G, WINO_BT; VEC; TS, the storage type
+ * of the filters, images, outputs, biases and gradients (default T; half or bf16 with T float:
+ * read through common.cl's LD and stored through ST, the transforms and their buffers U, V, M,
+ * P and dU in float).
  */
+#include "common.cl"
 #ifndef T
 #define T float
+#endif
+#ifndef TS
+#define TS T
 #endif
 #ifndef VEC
 #define VEC 1
@@ -99,7 +106,7 @@ inline void store_run(__global T* dst, const long at, const Lanes v, const int l
 }
 
 __kernel void filter_transform(const int G, const int COG, const int CG, const int flip,
-                               const int o_fast, __global const T* w, const long wo,
+                               const int o_fast, __global const TS* w, const long wo,
                                const long ws0, const long ws1, const long ws2, const long ws3,
                                __global T* U) {
   const long per_e = (long)G * COG * CG, e0 = get_global_id(0) * VEC;
@@ -115,9 +122,10 @@ __kernel void filter_transform(const int G, const int COG, const int CG, const i
     for (int i = 0; i < RR; ++i)
 #pragma unroll
       for (int j = 0; j < RR; ++j)
-        f[i][j].s[l] = flip ? w[wo + ((long)g * CG + c) * ws0 + o * ws1 + (RR - 1 - i) * ws2 +
-                                (RR - 1 - j) * ws3]
-                            : w[wo + ((long)g * COG + o) * ws0 + c * ws1 + i * ws2 + j * ws3];
+        f[i][j].s[l] = flip ? LD(TS, w, wo + ((long)g * CG + c) * ws0 + o * ws1 +
+                                           (RR - 1 - i) * ws2 + (RR - 1 - j) * ws3)
+                            : LD(TS, w, wo + ((long)g * COG + o) * ws0 + c * ws1 + i * ws2 +
+                                           j * ws3);
   }
   TV t[AA][RR]; /* G f */
 #pragma unroll
@@ -143,7 +151,7 @@ __kernel void filter_transform(const int G, const int COG, const int CG, const i
 
 __kernel void input_transform(const int C, const int H, const int W, const int PT,
                               const int PL, const int TH, const int TW, const int NB,
-                              const int TP, __global const T* x, const long xo,
+                              const int TP, __global const TS* x, const long xo,
                               const long xs0, const long xs1, const long xs2, const long xs3,
                               __global T* V) {
   const int t0 = get_global_id(0) * VEC, c = get_global_id(1);
@@ -160,7 +168,7 @@ __kernel void input_transform(const int C, const int H, const int W, const int P
       for (int j = 0; j < AA; ++j) {
         const int y = y0 + i, xx = x0 + j;
         d[i][j].s[l] = (live && y >= 0 && y < H && xx >= 0 && xx < W)
-                           ? x[xo + n * xs0 + c * xs1 + y * xs2 + xx * xs3] : (T)0;
+                           ? LD(TS, x, xo + n * xs0 + c * xs1 + y * xs2 + xx * xs3) : (T)0;
       }
   }
   TV b[AA][AA]; /* B^T d */
@@ -189,8 +197,8 @@ __kernel void input_transform(const int C, const int H, const int W, const int P
 __kernel void output_transform(const int CO, const int HO, const int WO, const int TH,
                                const int TW, const int NB, const int TP,
                                __global const T* M, const int has_bias, const int relu,
-                               __global const T* bias, const long bo, const long bs,
-                               __global T* y, const long yo, const long ys0, const long ys1,
+                               __global const TS* bias, const long bo, const long bs,
+                               __global TS* y, const long yo, const long ys0, const long ys1,
                                const long ys2, const long ys3) {
   const int t0 = get_global_id(0) * VEC, o = get_global_id(1);
   if (t0 >= NB * TH * TW) return;
@@ -211,7 +219,7 @@ __kernel void output_transform(const int CO, const int HO, const int WO, const i
       for (int k = 0; k < AA; ++k) s = madd(s, AT[i][k], m[k][j]);
       a[i][j] = s;
     }
-  const T b = has_bias ? bias[bo + o * bs] : (T)0;
+  const T b = has_bias ? LD(TS, bias, bo + o * bs) : (T)0;
   Lanes out[MM][MM]; /* (A^T m) A */
 #pragma unroll
   for (int i = 0; i < MM; ++i)
@@ -229,13 +237,14 @@ __kernel void output_transform(const int CO, const int HO, const int WO, const i
 #pragma unroll
       for (int j = 0; j < MM; ++j) {
         const int oh = MM * ty + i, ow = MM * tx + j;
-        if (oh < HO && ow < WO) y[yo + n * ys0 + o * ys1 + oh * ys2 + ow * ys3] = out[i][j].s[l];
+        if (oh < HO && ow < WO)
+          ST(TS, y, yo + n * ys0 + o * ys1 + oh * ys2 + ow * ys3, out[i][j].s[l]);
       }
   }
 }
 
 __kernel void grad_transform(const int CO, const int HO, const int WO, const int TH,
-                             const int TW, const int NB, const int TP, __global const T* z,
+                             const int TW, const int NB, const int TP, __global const TS* z,
                              const long zo, const long zs0, const long zs1, const long zs2,
                              const long zs3, __global T* P) {
   const int t0 = get_global_id(0) * VEC, o = get_global_id(1);
@@ -251,7 +260,7 @@ __kernel void grad_transform(const int CO, const int HO, const int WO, const int
       for (int j = 0; j < MM; ++j) {
         const int oh = MM * ty + i, ow = MM * tx + j;
         d[i][j].s[l] = (live && oh < HO && ow < WO)
-                           ? z[zo + n * zs0 + o * zs1 + oh * zs2 + ow * zs3] : (T)0;
+                           ? LD(TS, z, zo + n * zs0 + o * zs1 + oh * zs2 + ow * zs3) : (T)0;
       }
   }
   TV a[AA][MM]; /* A Z */
@@ -278,7 +287,7 @@ __kernel void grad_transform(const int CO, const int HO, const int WO, const int
 }
 
 __kernel void weight_transform(const int G, const int COG, const int CG, __global const T* dU,
-                               __global T* dw) {
+                               __global TS* dw) {
   const long per_e = (long)G * COG * CG, e0 = get_global_id(0) * VEC;
   if (e0 >= per_e) return;
   const int lanes = (int)min((long)VEC, per_e - e0); /* filters e0 .. e0 + lanes - 1 */
@@ -305,6 +314,6 @@ __kernel void weight_transform(const int G, const int COG, const int CG, __globa
       s.v = (TV)0;
 #pragma unroll
       for (int k = 0; k < AA; ++k) s.v = madd(s.v, GM[k][j], t[i][k]);
-      for (int l = 0; l < lanes; ++l) dw[RR * RR * (e0 + l) + RR * i + j] = s.s[l];
+      for (int l = 0; l < lanes; ++l) ST(TS, dw, RR * RR * (e0 + l) + RR * i + j, s.s[l]);
     }
 }

@@ -32,6 +32,9 @@
  *   MR, NR     the register tile; VW, the vector width, divides NR
  *   A_INPLACE, B_INPLACE  1: A / B read in place (set by the host: ops/gemm/packed.py
  *              packed_reads_a_in_place, packed_reads_b_in_place)
+ *   A_CONVERTS, B_CONVERTS  1 with A_INPLACE / B_INPLACE: A / B is stored as TA / TB (float16
+ *              or bfloat16: gemm_common.cl), converted to T as it is loaded (packed panels
+ *              hold T)
  *   KB         blocked sums: the tile's registers sum KB steps of K, then are added into a
  *              second tile of sums (tot, untouched in the inner loop: 1/KB more adds) and
  *              restart from zero, so a sum's error grows like sqrt(KB) + sqrt(K / KB) instead
@@ -81,6 +84,21 @@
 typedef VT __attribute__((aligned(sizeof(T)))) VTU;
 
 typedef union { VT v; T s[VW]; } Lanes;
+
+/* A read in place: element i at pointer p (TA). */
+#if defined(A_CONVERTS) && A_INPLACE
+#define LOAD_A(p, i) LD(TA, p, i)
+#else
+#define LOAD_A(p, i) ((p)[i])
+#endif
+/* B read in place: a vector of row elements and a single element, at pointer p (TB). */
+#if defined(B_CONVERTS) && B_INPLACE
+#define LOAD_B_VECTOR(p) VLD(TB, VW, p)
+#define LOAD_B_ELEMENT(p, f) LD(TB, p, f)
+#else
+#define LOAD_B_VECTOR(p) (*(__global const VTU*)(p))
+#define LOAD_B_ELEMENT(p, f) ((p)[f])
+#endif
 
 /* acc += the outer product of column k of A's panel (a: MR scalars) and row k of B's (bv). */
 #define MULTIPLY_ROW(a, bv)                                                      \
@@ -133,8 +151,8 @@ typedef union { VT v; T s[VW]; } Lanes;
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) WIDE_VECTORS_ATTR
 void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_ARGS,
-                 __global const T* Ap, const long ap_bs, const View va, const long lda,
-                 __global const T* Bp, const long bp_bs, const View vb, const long ldb,
+                 __global const TA* Ap, const long ap_bs, const View va, const long lda,
+                 __global const TB* Bp, const long bp_bs, const View vb, const long ldb,
                  const int walk_n, EPI_ARGS) {
   const int g0 = get_global_id(0), g1 = get_global_id(1);
   const int pm = row0 / MR + (walk_n ? g1 : g0), pn = walk_n ? g0 : g1;
@@ -166,13 +184,13 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 #if A_INPLACE
     /* A's rows read where they are (K contiguous): column k of the panel is a[i * lda + k];
      * rows past M repeat row M - 1 (their accumulators are never stored) */
-    __global const T* a = Ap + batch_offset(ab, nbd, batch, va) + (long)m0 * lda;
+    __global const TA* a = Ap + batch_offset(ab, nbd, batch, va) + (long)m0 * lda;
     long a_row[MR];
 #pragma unroll
     for (int i = 0; i < MR; ++i) a_row[i] = (long)min(i, M - 1 - m0) * lda;
 #define NEXT_A(a)                                                          \
     T a_col[MR];                                                             \
-    _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = (a)[a_row[i]]; \
+    _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = LOAD_A(a, a_row[i]); \
     ++(a);
 #define A_COL a_col
 #else
@@ -183,14 +201,14 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 
 #if B_INPLACE
     /* B's rows read where they are: element (k, n) at Bp[batch offset + k*ldb + n] */
-    __global const T* bk = Bp + batch_offset(ab, nbd, batch, vb) + nb0;
+    __global const TB* bk = Bp + batch_offset(ab, nbd, batch, vb) + nb0;
     const int whole = nb0 + NR <= N ? NV : (N - n0) / VW, lanes = (N - n0) % VW;
     for (int kb = 0; kb < K; kb += KSTEP) {
       if (whole == NV) {
         for (int n = min(KSTEP, K - kb); n != 0; --n) {
           VT bv[NV];
 #pragma unroll
-          for (int j = 0; j < NV; ++j) bv[j] = *(__global const VTU*)(bk + j * VW);
+          for (int j = 0; j < NV; ++j) bv[j] = LOAD_B_VECTOR(bk + j * VW);
           NEXT_A(a)
           MULTIPLY_ROW(A_COL, bv)
           bk += ldb;
@@ -201,11 +219,11 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 #pragma unroll
           for (int j = 0; j < NV; ++j) {
             if (j < whole) {
-              bv[j] = *(__global const VTU*)(bk + j * VW);
+              bv[j] = LOAD_B_VECTOR(bk + j * VW);
             } else if (j == whole) {
               Lanes l;
 #pragma unroll
-              for (int f = 0; f < VW; ++f) l.s[f] = f < lanes ? bk[j * VW + f] : (T)0;
+              for (int f = 0; f < VW; ++f) l.s[f] = f < lanes ? LOAD_B_ELEMENT(bk, j * VW + f) : (T)0;
               bv[j] = l.v;
             } else {
               bv[j] = (VT)0;

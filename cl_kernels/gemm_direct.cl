@@ -7,7 +7,8 @@
  * A[b] is M x K, B[b] is K x N, Ci[b] and Co[b] are M x N. Element (b, r, c) of operand X lives
  * at X[batch_offset(b, vx) + r * x_rs + c * x_cs], so transposed, step-sliced, offset and
  * expanded views need no copy. Rows start at row0 (the host splits launches whose work-group
- * counts a device would refuse). K == 0 gives Co = act(beta * Ci + biases). Accumulation is in T.
+ * counts a device would refuse). K == 0 gives Co = act(beta * Ci + biases). Accumulation is in T;
+ * A and B are read as TA and TB (gemm_common.cl).
  * Prepended with gemm_common.cl.
  *
  * Kernels (same arguments; gemm_tiled adds two load-order flags):
@@ -64,8 +65,8 @@
 
 #define DIRECT_ARGS                                                           \
   const int M, const int N, const int K, const int row0, BATCH_ARGS,          \
-      __global const T* A, const View va, const long a_rs, const long a_cs,   \
-      __global const T* B, const View vb, const long b_rs, const long b_cs, EPI_ARGS
+      __global const TA* A, const View va, const long a_rs, const long a_cs,  \
+      __global const TB* B, const View vb, const long b_rs, const long b_cs, EPI_ARGS
 
 #define OFFSETS(b)                                       \
   const long oa = batch_offset(b, nbd, batch, va);     \
@@ -77,24 +78,24 @@
 #define VT CAT(T, VW)
 #define VSTORE CAT(vstore, VW)
 #ifdef B_ALIGNED
-#define LOAD_B(bk, j) (((__global const VT*)(bk))[j])
+#define LOAD_B(bk, j) VLDA(TB, VW, (bk) + (j) * VW)
 #else
-#define LOAD_B(bk, j) CAT(vload, VW)(j, bk)
+#define LOAD_B(bk, j) VLD(TB, VW, (bk) + (j) * VW)
 #endif
 /* A full block when B's rows are contiguous: TN / VW vectors per row of the block. */
-inline void block_full(__global const T* pa, const long a_rs, const long a_cs,
-                       __global const T* pb, const long b_rs, const long b_cs, const int K,
+inline void block_full(__global const TA* pa, const long a_rs, const long a_cs,
+                       __global const TB* pb, const long b_rs, const long b_cs, const int K,
                        T acc[TM][TN]) {
   VT v[TM][TN / VW];
   for (int i = 0; i < TM; ++i)
     for (int j = 0; j < TN / VW; ++j) v[i][j] = (VT)0;
   for (int k = 0; k < K; ++k) {
     VT bv[TN / VW];
-    __global const T* bk = pb + (long)k * b_rs;
+    __global const TB* bk = pb + (long)k * b_rs;
     for (int j = 0; j < TN / VW; ++j) bv[j] = LOAD_B(bk, j);
-    __global const T* ak = pa + (long)k * a_cs;
+    __global const TA* ak = pa + (long)k * a_cs;
     for (int i = 0; i < TM; ++i) {
-      const T a = ak[i * a_rs];
+      const T a = LD(TA, ak, i * a_rs);
       for (int j = 0; j < TN / VW; ++j) v[i][j] += a * bv[j];
     }
   }
@@ -103,17 +104,17 @@ inline void block_full(__global const T* pa, const long a_rs, const long a_cs,
 }
 #else
 /* A full block through any strides: scalar loads, a TM x TN register tile. */
-inline void block_full(__global const T* pa, const long a_rs, const long a_cs,
-                       __global const T* pb, const long b_rs, const long b_cs, const int K,
+inline void block_full(__global const TA* pa, const long a_rs, const long a_cs,
+                       __global const TB* pb, const long b_rs, const long b_cs, const int K,
                        T acc[TM][TN]) {
   for (int i = 0; i < TM; ++i)
     for (int j = 0; j < TN; ++j) acc[i][j] = 0;
   for (int k = 0; k < K; ++k) {
     T av[TM], bv[TN];
-    __global const T* ak = pa + (long)k * a_cs;
-    __global const T* bk = pb + (long)k * b_rs;
-    for (int i = 0; i < TM; ++i) av[i] = ak[i * a_rs];
-    for (int j = 0; j < TN; ++j) bv[j] = bk[j * B_CS];
+    __global const TA* ak = pa + (long)k * a_cs;
+    __global const TB* bk = pb + (long)k * b_rs;
+    for (int i = 0; i < TM; ++i) av[i] = LD(TA, ak, i * a_rs);
+    for (int j = 0; j < TN; ++j) bv[j] = LD(TB, bk, j * B_CS);
     for (int i = 0; i < TM; ++i)
       for (int j = 0; j < TN; ++j) acc[i][j] += av[i] * bv[j];
   }
@@ -125,8 +126,8 @@ __kernel void gemm_direct(DIRECT_ARGS) {
   const int m0 = row0 + get_global_id(1) * TM;
   if (n0 >= N || m0 >= M) return;
   OFFSETS(batch0 + get_global_id(2))
-  __global const T* pa = A + oa + (long)m0 * a_rs;
-  __global const T* pb = B + ob + (long)n0 * B_CS;
+  __global const TA* pa = A + oa + (long)m0 * a_rs;
+  __global const TB* pb = B + ob + (long)n0 * B_CS;
 
   if (m0 + TM <= M && n0 + TN <= N) {
     T acc[TM][TN];
@@ -141,11 +142,11 @@ __kernel void gemm_direct(DIRECT_ARGS) {
   for (int i = 0; i < rows; ++i) {
     T s[TN];
     for (int j = 0; j < TN; ++j) s[j] = 0;
-    __global const T* ai = pa + (long)i * a_rs;
+    __global const TA* ai = pa + (long)i * a_rs;
     for (int k = 0; k < K; ++k) {
-      const T a = ai[(long)k * a_cs];
-      __global const T* bk = pb + (long)k * b_rs;
-      for (int j = 0; j < cols; ++j) s[j] += a * bk[j * B_CS];
+      const T a = LD(TA, ai, (long)k * a_cs);
+      __global const TB* bk = pb + (long)k * b_rs;
+      for (int j = 0; j < cols; ++j) s[j] += a * LD(TB, bk, j * B_CS);
     }
     for (int j = 0; j < cols; ++j) EPILOGUE(m0 + i, n0 + j, s[j])
   }
@@ -173,13 +174,13 @@ void gemm_tiled(DIRECT_ARGS, const int a_k_fast, const int b_n_fast) {
       const int kk = a_k_fast ? l % TSK : l / TSM;
       const int mm = a_k_fast ? l / TSK : l % TSM;
       const int m = mt + mm, k = k0 + kk;
-      As[kk][mm] = (m < M && k < K) ? A[oa + (long)m * a_rs + (long)k * a_cs] : (T)0;
+      As[kk][mm] = (m < M && k < K) ? LD(TA, A, oa + (long)m * a_rs + (long)k * a_cs) : (T)0;
     }
     for (int l = tid; l < TSK * TSN; l += RTSM * RTSN) {
       const int kk = b_n_fast ? l / TSN : l % TSK;
       const int nn = b_n_fast ? l % TSN : l / TSK;
       const int n = nt + nn, k = k0 + kk;
-      Bs[kk][nn] = (n < N && k < K) ? B[ob + (long)k * b_rs + (long)n * b_cs] : (T)0;
+      Bs[kk][nn] = (n < N && k < K) ? LD(TB, B, ob + (long)k * b_rs + (long)n * b_cs) : (T)0;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int kk = 0; kk < TSK; ++kk) {

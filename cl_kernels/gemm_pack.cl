@@ -27,7 +27,9 @@
  *                One work-item per 16-byte chunk of dst (idle past the last). Global size (at
  *                least the chunks of a batch, 1, batches); dst batch stride d_bs.
  *
- * Build options: PR and KC (pack_panels' panel width and slab), SLICE_K (pack_tf32_slices').
+ * Build options: PR and KC (pack_panels' panel width and slab), SLICE_K (pack_tf32_slices');
+ * TA, the source's storage type (default T): pack_panels and pad_copy read it through LD and
+ * write T, so a 16-bit operand is converted as it is packed.
  */
 #ifndef PR
 #define PR 16
@@ -36,7 +38,7 @@
 #define KC 0
 #endif
 
-__kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global const T* src,
+__kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global const TA* src,
                           const View vs, const long s_r, const long s_k, __global T* dst,
                           const long d_bs) {
   const int k = get_global_id(0), p = get_global_id(1);
@@ -51,21 +53,22 @@ __kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global cons
   __global T* d = dst + b * d_bs + s0 * pad + ((long)p * kc + k - s0) * PR;
   const int r0 = p * PR;
   if (r0 + PR <= rows) {
-    for (int i = 0; i < PR; ++i) d[i] = src[o + (long)(r0 + i) * s_r];
+    for (int i = 0; i < PR; ++i) d[i] = LD(TA, src, o + (long)(r0 + i) * s_r);
   } else {
-    for (int i = 0; i < PR; ++i) d[i] = r0 + i < rows ? src[o + (long)(r0 + i) * s_r] : (T)0;
+    for (int i = 0; i < PR; ++i)
+      d[i] = r0 + i < rows ? LD(TA, src, o + (long)(r0 + i) * s_r) : (T)0;
   }
 }
 
 __kernel void pad_copy(const int ni, const int nj, const int ni_p, const int nj_p, BATCH_ARGS,
-                       __global const T* src, const View vs, const long s_i, const long s_j,
+                       __global const TA* src, const View vs, const long s_i, const long s_j,
                        __global T* dst) {
   const long e = get_global_id(0);
   if (e >= (long)ni_p * nj_p) return;
   const long b = batch0 + get_global_id(1);
   const int i = e / nj_p, j = e % nj_p;
   T v = (T)0;
-  if (i < ni && j < nj) v = src[batch_offset(b, nbd, batch, vs) + i * s_i + j * s_j];
+  if (i < ni && j < nj) v = LD(TA, src, batch_offset(b, nbd, batch, vs) + i * s_i + j * s_j);
   dst[b * ni_p * nj_p + e] = v;
 }
 

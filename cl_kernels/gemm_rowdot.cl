@@ -18,7 +18,8 @@
  * One work-item per column would leave a GPU nearly idle at N in the thousands and walk each
  * row of W alone. Global size at least (ceil(N/NB) * LX, 1, batches), local (LX, 1, 1).
  *
- * Build options: T; MR (= M, the rows, baked so the register tile unrolls); ALIGNED (lda,
+ * Build options: T, TA, TB (gemm_common.cl); MR (= M, the rows, baked so the register tile
+ * unrolls); ALIGNED (lda,
  * ldb and every offset are multiples of VW: direct vector loads, faster than vloadN on PoCL).
  * Tunables: NB (columns per work-item or work-group), VW (vector width), LX (gemm_rowdot_wg's
  * work-group size, a power of two).
@@ -36,26 +37,25 @@
 #define LX 128
 #endif
 #define VT CAT(T, VW)
-#define VLOAD CAT(vload, VW)
 #ifdef ALIGNED
-#define LOADV(p) (*(__global const VT*)(p))
+#define LOADV(X, p) VLDA(X, VW, p)
 #else
-#define LOADV(p) VLOAD(0, p)
+#define LOADV(X, p) VLD(X, VW, p)
 #endif
 typedef union { VT v; T s[VW]; } LanesV;
 
 /* acc[i][j] += the products of row i of A and row j of pb over the vectors at k = from,
  * from + step, ... below to (both kernels' main loop: one work-item's share of K). */
 __attribute__((always_inline)) inline void rowdot_vectors(
-    VT acc[MR][NB], __global const T* pa, const long lda, __global const T* const pb[NB],
+    VT acc[MR][NB], __global const TA* pa, const long lda, __global const TB* const pb[NB],
     const int from, const int to, const int step) {
   for (int k = from; k < to; k += step) {
     VT bv[NB];
 #pragma unroll
-    for (int j = 0; j < NB; ++j) bv[j] = LOADV(pb[j] + k);
+    for (int j = 0; j < NB; ++j) bv[j] = LOADV(TB, pb[j] + k);
 #pragma unroll
     for (int i = 0; i < MR; ++i) {
-      const VT av = LOADV(pa + (long)i * lda + k);
+      const VT av = LOADV(TA, pa + (long)i * lda + k);
 #pragma unroll
       for (int j = 0; j < NB; ++j) acc[i][j] += av * bv[j];
     }
@@ -63,14 +63,14 @@ __attribute__((always_inline)) inline void rowdot_vectors(
 }
 
 __kernel void gemm_rowdot(const int M, const int N, const int K, const int row0, BATCH_ARGS,
-                          __global const T* A, const View va, const long lda, const long a_cs,
-                          __global const T* B, const View vb, const long b_rs,
+                          __global const TA* A, const View va, const long lda, const long a_cs,
+                          __global const TB* B, const View vb, const long b_rs,
                           const long ldb, EPI_ARGS) {
   const int n0 = get_global_id(0) * NB;
   if (n0 >= N) return;
   const long b = batch0 + get_global_id(2);
-  __global const T* pa = A + batch_offset(b, nbd, batch, va);
-  __global const T* pb[NB];
+  __global const TA* pa = A + batch_offset(b, nbd, batch, va);
+  __global const TB* pb[NB];
   const long ob = batch_offset(b, nbd, batch, vb);
 #pragma unroll
   for (int j = 0; j < NB; ++j) pb[j] = B + ob + (long)min(n0 + j, N - 1) * ldb;
@@ -89,7 +89,7 @@ __kernel void gemm_rowdot(const int M, const int N, const int K, const int row0,
 #pragma unroll
     for (int i = 0; i < MR; ++i)
 #pragma unroll
-      for (int j = 0; j < NB; ++j) tail[i][j] += pa[(long)i * lda + k] * pb[j][k];
+      for (int j = 0; j < NB; ++j) tail[i][j] += LD(TA, pa, (long)i * lda + k) * LD(TB, pb[j], k);
 
   const long oci = batch_offset(b, nbd, batch, vci);
   const long oco = batch_offset(b, nbd, batch, vco);
@@ -108,16 +108,16 @@ __kernel void gemm_rowdot(const int M, const int N, const int K, const int row0,
 
 __kernel __attribute__((reqd_work_group_size(LX, 1, 1)))
 void gemm_rowdot_wg(const int M, const int N, const int K, const int row0, BATCH_ARGS,
-                    __global const T* A, const View va, const long lda, const long a_cs,
-                    __global const T* B, const View vb, const long b_rs, const long ldb,
+                    __global const TA* A, const View va, const long lda, const long a_cs,
+                    __global const TB* B, const View vb, const long b_rs, const long ldb,
                     EPI_ARGS) {
   __local T part[MR * NB][LX];
   const int t = get_local_id(0);
   const int n0 = (int)(get_global_id(0) / LX) * NB;  /* global ids include launch offsets */
   const long b = batch0 + get_global_id(2);
-  __global const T* pa = A + batch_offset(b, nbd, batch, va);
+  __global const TA* pa = A + batch_offset(b, nbd, batch, va);
   const long ob = batch_offset(b, nbd, batch, vb);
-  __global const T* pb[NB];
+  __global const TB* pb[NB];
 #pragma unroll
   for (int j = 0; j < NB; ++j) pb[j] = B + ob + (long)min(n0 + j, N - 1) * ldb;
   VT acc[MR][NB];
@@ -134,7 +134,7 @@ void gemm_rowdot_wg(const int M, const int N, const int K, const int row0, BATCH
     for (int j = 0; j < NB; ++j) {
       LanesV u;
       u.v = acc[i][j];
-      T s = kt < K ? pa[(long)i * lda + kt] * pb[j][kt] : (T)0;
+      T s = kt < K ? LD(TA, pa, (long)i * lda + kt) * LD(TB, pb[j], kt) : (T)0;
 #pragma unroll
       for (int e = 0; e < VW; ++e) s += u.s[e];
       part[i * NB + j][t] = s;
@@ -162,7 +162,7 @@ void gemm_rowdot_wg(const int M, const int N, const int K, const int row0, BATCH
  * are loaded from clamped addresses and not stored. Global size at least
  * (ceil(N / (NV * VW)), 1, batches), any local size; row0 must be 0.
  *
- * Build options: T; MR (= M); ALIGNED (ldb, B's offsets and N multiples of VW).
+ * Build options: T, TA, TB; MR (= M); ALIGNED (ldb, B's offsets and N multiples of VW).
  * Tunables: NV (vectors per work-item), VW (vector width), KB (block of the sums over K).
  */
 #ifndef NV
@@ -173,14 +173,14 @@ void gemm_rowdot_wg(const int M, const int N, const int K, const int row0, BATCH
 #endif
 
 __kernel void gemm_rowaxpy(const int M, const int N, const int K, const int row0, BATCH_ARGS,
-                           __global const T* A, const View va, const long lda, const long a_cs,
-                           __global const T* B, const View vb, const long ldb,
+                           __global const TA* A, const View va, const long lda, const long a_cs,
+                           __global const TB* B, const View vb, const long ldb,
                            const long b_cs, EPI_ARGS) {
   const int n0 = get_global_id(0) * NV * VW;
   if (n0 >= N) return;
   const long b = batch0 + get_global_id(2);
-  __global const T* pa = A + batch_offset(b, nbd, batch, va);
-  __global const T* pb = B + batch_offset(b, nbd, batch, vb);
+  __global const TA* pa = A + batch_offset(b, nbd, batch, va);
+  __global const TB* pb = B + batch_offset(b, nbd, batch, vb);
   int col[NV];
 #pragma unroll
   for (int j = 0; j < NV; ++j) col[j] = min(n0 + j * VW, N - VW);  /* N >= VW: see the runner */
@@ -196,13 +196,13 @@ __kernel void gemm_rowaxpy(const int M, const int N, const int K, const int row0
       for (int j = 0; j < NV; ++j) part[i][j] = (VT)0;
     const int k1 = min(k0 + KB, K);
     for (int k = k0; k < k1; ++k) {
-      __global const T* row = pb + (long)k * ldb;
+      __global const TB* row = pb + (long)k * ldb;
       VT bv[NV];
 #pragma unroll
-      for (int j = 0; j < NV; ++j) bv[j] = LOADV(row + col[j]);
+      for (int j = 0; j < NV; ++j) bv[j] = LOADV(TB, row + col[j]);
 #pragma unroll
       for (int i = 0; i < MR; ++i) {
-        const T a = pa[(long)i * lda + (long)k * a_cs];
+        const T a = LD(TA, pa, (long)i * lda + (long)k * a_cs);
 #pragma unroll
         for (int j = 0; j < NV; ++j) part[i][j] += a * bv[j];
       }

@@ -45,6 +45,8 @@
  *   ATAIL, BTAIL     1 when A / B is read in place and M / N is no multiple of MWG / NWG
  *                    (set by the host): rows past M / N read as zeros
  *   XGEMM_MMA        1: the multiply of xgemm_mma.cl (tensor cores; conv kernels only)
+ *   TA, TB           the operands' storage types (gemm_common.cl): 16-bit ones are converted
+ *                    to T as their vectors are loaded, so the local slices hold T
  */
 #ifndef MWG
 #define MWG 64
@@ -162,18 +164,18 @@ typedef union { VTB v; T s[VWB]; } LanesB;
 #define A_OK(v) ((!ATAIL || A_ROW(v) < m_left) && (!KTAIL || A_KC || k0 + A_K(v) < k_end))
 #define B_OK(v) ((!BTAIL || B_ROW(v) < n_left) && (!KTAIL || B_KC || k0 + B_K(v) < k_end))
 /* Global -> registers: slice k0 of A and of B. */
-inline void load_slice(__global const T* pa, const long lda, __global const T* pb,
+inline void load_slice(__global const TA* pa, const long lda, __global const TB* pb,
                        const long ldb, const int k0, const int k_end, const int m_left,
                        const int n_left, const int tid, VTA* ra, VTB* rb) {
 #pragma unroll
   for (int l = 0; l < NLA; ++l) {
     const int v = l * WGS + tid;
-    ra[l] = A_OK(v) ? *(__global const VTA*)A_AT(v) : (VTA)0;
+    ra[l] = A_OK(v) ? VLDA(TA, VWA, A_AT(v)) : (VTA)0;
   }
 #pragma unroll
   for (int l = 0; l < NLB; ++l) {
     const int v = l * WGS + tid;
-    rb[l] = B_OK(v) ? *(__global const VTB*)B_AT(v) : (VTB)0;
+    rb[l] = B_OK(v) ? VLDA(TB, VWB, B_AT(v)) : (VTB)0;
   }
 }
 
@@ -330,16 +332,16 @@ inline int split_share(const int nslices, const int splits, const int s, int* t0
 #ifndef XGEMM_ENGINE_ONLY
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
 void xgemm(const int M, const int N, const int K, const int row0, BATCH_ARGS,
-           __global const T* A, const View va, const long lda,
-           __global const T* B, const View vb, const long ldb, const int splits,
+           __global const TA* A, const View va, const long lda,
+           __global const TB* B, const View vb, const long ldb, const int splits,
            __global T* part, EPI_ARGS) {
   XGEMM_PROLOGUE
   int tile_m, tile_n;
   tile_of(GROUP_M, &tile_m, &tile_n);
   const int m0 = row0 + tile_m * MWG, n0 = tile_n * NWG;
   const long z = batch0 + get_global_id(2), b = z / splits;
-  __global const T* pa = A + batch_offset(b, nbd, batch, va) + (long)m0 * (A_KC ? lda : 1);
-  __global const T* pb = B + batch_offset(b, nbd, batch, vb) + (long)n0 * (B_KC ? ldb : 1);
+  __global const TA* pa = A + batch_offset(b, nbd, batch, va) + (long)m0 * (A_KC ? lda : 1);
+  __global const TB* pb = B + batch_offset(b, nbd, batch, vb) + (long)n0 * (B_KC ? ldb : 1);
 
   VTA ra[NLA];
   VTB rb[NLB];

@@ -6,6 +6,7 @@ import threading
 
 from .. import dtypes as dt
 from ..tensor import ClTensor
+from . import mixed
 
 # torch scripts write "cuda" or "cpu"; every one of them means the tensors' OpenCL device here
 DEVICE_TYPES = ("opencl", "cuda", "cpu", "xpu", "mps")
@@ -106,6 +107,25 @@ def _cast(x, target):
     return x
 
 
+def _wrap_linear(fn, policy):
+    """linear's wrapper: float32 parameters are read as they are (amp/mixed.py), the other
+    cases cast as every op of the list."""
+    cast = _wrap(fn, policy)
+
+    @functools.wraps(fn)
+    def run(input, weight, bias=None, *, relu=False):
+        dtype = _current_dtype()
+        if dtype is None or not mixed.applies(input, weight, bias):
+            return cast(input, weight, bias, relu=relu)
+        _state.busy = True
+        try:
+            return mixed.linear(input, weight, bias, relu, dtype)
+        finally:
+            _state.busy = False
+    run.autocast_policy = policy
+    return run
+
+
 def _wrap(fn, policy):
     @functools.wraps(fn)
     def run(*args, **kwargs):
@@ -151,4 +171,5 @@ def install(namespace, functional):
             for name in listed:
                 fn = getattr(owner, name)
                 if getattr(fn, "autocast_policy", None) is None:
-                    setattr(owner, name, _wrap(fn, policy))
+                    wrap = _wrap_linear if (owner, name) == (functional, "linear") else _wrap
+                    setattr(owner, name, wrap(fn, policy))

@@ -26,6 +26,7 @@ import warnings
 from pathlib import Path
 
 from .. import backends, caches, tunedb
+from .. import dtypes as dt
 from ..diskfiles import private_dirs, read_json, update_json, warn_once
 from ..program import cache_root, device_key
 from . import common, gemm1x1, im2col, implicit, precision, s2d, winograd
@@ -33,6 +34,9 @@ from . import common, gemm1x1, im2col, implicit, precision, s2d, winograd
 ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit, "winograd": winograd.F2,
               "winograd_4x4": winograd.F4, "gemm_1x1": gemm1x1, "s2d_winograd": s2d}
 PASSES = ("forward", "backward_data", "backward_weight")
+# The algorithms that read float16/bfloat16 tensors in place (sums in float32); the others run
+# 16-bit convolutions on float32 copies (conv/common.py half_fallback; docs/half.md).
+HALF_ALGORITHMS = ("gemm_1x1", "im2col", "winograd", "winograd_4x4")
 # (device index, params, pass, precision) -> algorithm name
 _chosen = caches.register("conv.dispatch.chosen", {})
 # (device index, params, pass) -> {algorithm: ms}
@@ -248,6 +252,8 @@ def choose(p, device, pass_, algo="auto", tensors=None):
     """The algorithm that runs `pass_` of problem p. An explicit algo must be eligible for the
     forward pass (ValueError otherwise); a backward pass it lacks falls back to auto's choice.
     In benchmark mode `tensors` (the pass's operands, see time_pass) are timed."""
+    if p.dtype in dt.HALF_TYPES:
+        return _half_choice(p, device, pass_, algo)
     mode = precision.mode()  # checked on every call, as the flag may change at any moment
     if algo != "auto":
         ok, why = eligible(algo, p, pass_, device)
@@ -269,6 +275,24 @@ def choose(p, device, pass_, algo="auto", tensors=None):
         return rule(p, device, pass_)
     _chosen[key] = name
     return name
+
+
+def reads_half(algo):
+    """Whether conv2d(..., algo=algo) reads 16-bit tensors in place."""
+    return algo == "auto" or algo in HALF_ALGORITHMS
+
+
+def _half_choice(p, device, pass_, algo):
+    """A 16-bit problem's algorithm: algo when it reads 16-bit tensors and runs the pass,
+    else gemm_1x1 where it runs, else im2col (which runs every problem).
+    NOTE: not the rules' float32 choice: Winograd's float32 transforms outweigh im2col's
+    16-bit columns (PoCL, peak of benchmarks/half.py's CNN step under bf16 autocast: 58.8 MiB
+    with im2col, 74.9 with Winograd where the rules pick it; GoogLeNet at batch 4: 148 vs
+    164, float32 176) at about the same step time."""
+    for name in (algo, "gemm_1x1"):
+        if name in HALF_ALGORITHMS and eligible(name, p, pass_, device)[0]:
+            return name
+    return "im2col"
 
 
 def clear_cache():

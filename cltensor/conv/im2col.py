@@ -5,11 +5,17 @@ allows), im2col (cl_kernels/conv_im2col.cl) writes the column buffer col[k][n][p
 batched GEMM per chunk computes out[n, g] = W[g] @ col[g, :, n] with the bias in its epilogue.
 Backward: the weight gradient gW[g] += gout[g] (Cog, NB*P) @ col[g]^T; the input gradient
 gcol = W^T @ gout, then col2im sums the columns back onto the input (no atomics).
+
+float16/bfloat16 tensors are read in place: the column buffer holds the input's 16-bit values
+(copied exactly), the GEMMs read them and sum in float32, and gcol is float32, so that the
+input gradient is rounded once, by col2im.
 """
 import numpy as np
 
-from ..ops.gemm import gemm
-from ..program import round_up
+from .. import dtypes as dt
+from ..ops.gemm import gemm, gemm_into
+from ..program import ctype_of, round_up
+from ..tensor import ClTensor
 from . import common
 
 KERNEL_FILE = "conv_im2col.cl"
@@ -49,8 +55,10 @@ def im2col(x, p, nb, align=1):
     buf = common.empty((p.c * p.kh * p.kw, nb, ps), x)
     col = common.strided(buf, (buf.shape[0], nb, P), buf.strides)
     rows = x.device.is_cpu
+    # NOTE: a copy: 16-bit floats move as their bits (short; zero is all zero bits)
+    bits = dt.int16 if x.dtype in dt.HALF_TYPES else None
     kernel = common.get_kernel(x.device, KERNEL_FILE, "im2col_rows" if rows else "im2col",
-                               common.shape_defines(p))
+                               common.shape_defines(p, bits))
     items = col.numel() // p.wo if rows else col.numel()
     common.launch_1d(x.device, kernel, items, np.int32(p.c), np.int32(p.h),
                      np.int32(p.w), np.int32(p.ho), np.int32(p.wo), np.int32(nb),
@@ -60,7 +68,10 @@ def im2col(x, p, nb, align=1):
 
 def col2im(gcol, gx, p, nb):
     """gx (a 4-d view of nb images) = the sum of gcol's columns over the input."""
-    kernel = common.get_kernel(gx.device, KERNEL_FILE, "col2im", common.shape_defines(p))
+    defines = common.shape_defines(p)
+    if gcol.dtype != gx.dtype:
+        defines["TG"] = ctype_of(gcol.dtype)
+    kernel = common.get_kernel(gx.device, KERNEL_FILE, "col2im", defines)
     common.launch_1d(gx.device, kernel, gx.numel(), np.int32(p.c), np.int32(p.h),
                      np.int32(p.w), np.int32(p.ho), np.int32(p.wo), np.int32(nb),
                      gcol.storage.buf, *common.view_args(gx))
@@ -117,6 +128,21 @@ def backward(x, w, gout, p, need_x, need_w):
             gemm(gcn, col.mT, out=gw3, c=gw3 if i else None, beta=1 if i else 0)
             del col
         if need_x:
-            gcol = gemm(wg.mT, gcn)
-            col2im(gcol, _images(gx, n0, nb), p, nb)
+            _input_grad(wg, gcn, _images(gx, n0, nb), p, nb)
     return gx, gw
+
+
+def _input_grad(wg, gcn, gx, p, nb):
+    """gx (a view of nb images) = col2im(W^T @ gout). For 16-bit tensors gcol is float32, so
+    that col2im rounds its sums once, and is made for half the images at a time, so that it
+    holds no more bytes than a 16-bit gcol of all of them would."""
+    if wg.dtype not in dt.HALF_TYPES:
+        col2im(gemm(wg.mT, gcn), gx, p, nb)
+        return
+    P, step = p.ho * p.wo, -(-nb // 2)
+    for i0 in range(0, nb, step):
+        k = min(step, nb - i0)
+        gcol = ClTensor.empty_on((p.groups, p.k, k * P), dt.float32, wg.device)
+        gemm_into(wg.mT, gcn[:, :, i0 * P:(i0 + k) * P], gcol)
+        col2im(gcol, _images(gx, i0, k), p, k)
+        del gcol  # before the next one is made

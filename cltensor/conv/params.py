@@ -130,8 +130,9 @@ def _check_tensors(input, weight, bias):
     if weight.ndim != 4:
         raise ValueError(f"conv2d: expected a 4-d weight (Co, C / groups, Kh, Kw), got "
                          f"{weight.ndim}-d of shape {tuple(weight.shape)}")
-    if input.dtype not in (dt.float32, dt.float64):
-        raise TypeError(f"conv2d: expected a float32 or float64 input, got {input.dtype}")
+    if input.dtype not in (dt.float32, dt.float64, *dt.HALF_TYPES):
+        raise TypeError(f"conv2d: expected a float32 or float64 input (or float16, bfloat16), "
+                        f"got {input.dtype}")
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.dtype != input.dtype:
             raise TypeError(f"conv2d: input is {input.dtype} but {name} is {t.dtype}; they "

@@ -46,7 +46,7 @@ def conv_transpose2d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = 
         >>> conv_transpose2d(x, w, stride=2, padding=1, output_padding=1).shape
         (2, 4, 14, 14)
     """
-    if common.is_half(input):  # float32 scratch copies: docs/half.md
+    if common.is_half(input) and not dispatch.reads_half(algo):  # float32 copies: docs/half.md
         return common.half_fallback(conv_transpose2d, input, weight, bias, stride, padding,
                                     output_padding, groups, dilation, algo)
     unbatched = isinstance(input, ClTensor) and input.ndim == 3

@@ -31,8 +31,10 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import backends, caches, program
+from .. import dtypes as dt
 from ..ops import gemm
 from ..program import ctype_of, round_up
+from ..tensor import ClTensor
 from . import common
 
 KERNEL_FILE = "conv_winograd.cl"
@@ -119,6 +121,12 @@ TILE_LOCAL = {"cpu": 32, "gpu": 128}
 TILE_ALIGN = {"cpu": 1, "gpu": 128}
 
 
+def _scratch(shape, like):
+    """A transform buffer for tensors like `like`: in their compute type (float32 for 16-bit
+    tensors, whose transforms run in float32)."""
+    return ClTensor.empty_on(tuple(shape), dt.compute_dtype(like.dtype), like.device)
+
+
 def padded_tiles(device, count):
     return round_up(count, TILE_ALIGN["cpu" if device.is_cpu else "gpu"])
 
@@ -186,7 +194,7 @@ class Winograd:
 
     def _per_image_bytes(self, p, ho, wo):
         th, tw = self._tiles(ho, wo)
-        return self._alpha(p) ** 2 * (p.c + p.co) * th * tw * p.dtype.itemsize
+        return self._alpha(p) ** 2 * (p.c + p.co) * th * tw * dt.compute_dtype(p.dtype).itemsize
 
     def workspace_bytes(self, p, backward=False, device=None):
         """The transformed tiles of one chunk of images, plus the transformed filter (or its
@@ -195,14 +203,18 @@ class Winograd:
         if backward:
             per = max(per, self._per_image_bytes(p, p.h, p.w))
         return (per * common.images_per_chunk(p.n, per) +
-                self._alpha(p) ** 2 * p.co * p.cg * p.dtype.itemsize)
+                self._alpha(p) ** 2 * p.co * p.cg * dt.compute_dtype(p.dtype).itemsize)
 
     def _kernel(self, device, dtype, r, name):
+        """A kernel for tensors of dtype: the transforms compute in its compute type, and
+        16-bit tensors are read and written as their storage type TS."""
         # NOTE: one program per (m, r, dtype) holds the five kernels: each build of the
         # unrolled transforms costs seconds on PoCL
-        return program.get_kernel(device, KERNEL_FILE, name,
-                                  _defines(self.m, r, np.dtype(dtype),
-                                           items_per_work_item(device, dtype)))
+        compute = np.dtype(dt.compute_dtype(dtype))
+        defines = _defines(self.m, r, compute, items_per_work_item(device, compute))
+        if dtype in dt.HALF_TYPES:  # NOTE: a new dict: _defines' are memoized
+            defines = dict(defines, TS=ctype_of(dtype))
+        return program.get_kernel(device, KERNEL_FILE, name, defines)
 
     # ---- forward and input gradient ----
 
@@ -216,7 +228,7 @@ class Winograd:
     def _transform(self, w, p, flip, o_fast):
         cout, cin = (p.cg, p.cog) if flip else (p.cog, p.cg)
         batches = self._alpha(p) ** 2 * p.groups
-        U = common.empty((batches, cin, cout) if o_fast else (batches, cout, cin), w)
+        U = _scratch((batches, cin, cout) if o_fast else (batches, cout, cin), w)
         kernel = self._kernel(w.device, p.dtype, p.kh, "filter_transform")
         _launch_runs(w.device, kernel, p.dtype, p.groups * cout * cin, 1, np.int32(p.groups),
                      np.int32(cout), np.int32(cin), np.int32(flip), np.int32(o_fast),
@@ -276,7 +288,7 @@ class Winograd:
                 gemm.generation, id(gemm.entry_for(dev, p.dtype)))
 
     def _input_transform(self, x, p, channels, pads, th, tw, nb, tp):
-        V = common.empty((self._alpha(p) ** 2, channels, tp), x)
+        V = _scratch((self._alpha(p) ** 2, channels, tp), x)
         kernel = self._kernel(x.device, x.dtype, p.kh, "input_transform")
         h, w = x.shape[2:]
         _launch_runs(x.device, kernel, x.dtype, tp, channels, np.int32(channels), np.int32(h),
@@ -319,7 +331,7 @@ class Winograd:
         th, tw = self._tiles(p.ho, p.wo)
         ee = self._alpha(p) ** 2
         nb_max = common.images_per_chunk(n, self._per_image_bytes(p, p.ho, p.wo))
-        dU = common.empty((ee * p.groups, p.cog, p.cg), x)
+        dU = _scratch((ee * p.groups, p.cog, p.cg), x)
         for n0 in range(0, n, nb_max):
             nb = min(nb_max, n - n0)
             tp = padded_tiles(x.device, nb * th * tw)
@@ -337,7 +349,7 @@ class Winograd:
 
     def _grad_transform(self, z, p, th, tw, nb, tp):
         co, ho, wo = z.shape[1:]
-        P = common.empty((self._alpha(p) ** 2, co, tp), z)
+        P = _scratch((self._alpha(p) ** 2, co, tp), z)
         kernel = self._kernel(z.device, z.dtype, p.kh, "grad_transform")
         _launch_runs(z.device, kernel, z.dtype, tp, co, np.int32(co), np.int32(ho), np.int32(wo),
                      np.int32(th), np.int32(tw), np.int32(nb), np.int32(tp),
@@ -352,7 +364,7 @@ class _Plan(NamedTuple):
     m_shape: tuple
 
     def run(self, src, U, out, bias):
-        V, M = common.empty(self.v_shape, src), common.empty(self.m_shape, src)
+        V, M = _scratch(self.v_shape, src), _scratch(self.m_shape, src)
         buffers = dict(x=src.storage.buf, U=U.storage.buf, V=V.storage.buf, M=M.storage.buf,
                        out=out.storage.buf, bias=None if bias is None else bias.storage.buf)
         self.replay(src.device, buffers)

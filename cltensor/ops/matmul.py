@@ -48,8 +48,6 @@ def _run(op, a, b, shape, out, view=_same, c_in=None, alpha=1, beta=0):
     """
     if out is not None:
         check_out(op, out, shape, a.dtype, a.device)
-    if a.dtype in dt.HALF_TYPES:
-        return _run_widened(op, a, b, shape, out, view, c_in, alpha, beta)
     if beta == 0:
         c_in = None
     target = out
@@ -61,18 +59,6 @@ def _run(op, a, b, shape, out, view=_same, c_in=None, alpha=1, beta=0):
     if target is not out:
         ew.copy_into(out, target)
     return out
-
-
-def _run_widened(op, a, b, shape, out, view, c_in, alpha, beta):
-    """_run of float16/bfloat16 operands on float32 copies (sums in float32), the result
-    rounded once into the 16-bit output: the GEMM kernels read 32- and 64-bit types only."""
-    def widen(t):
-        return None if t is None else ew.copy(t, t.__class__.empty_on(t.shape, dt.float32,
-                                                                         t.device))
-    wide = _run(op, widen(a), widen(b), shape, None, view, widen(c_in), alpha, beta)
-    if out is None:
-        return ew.copy(wide, wide.__class__.empty_on(shape, a.dtype, a.device))
-    return ew.copy_into(out, wide)
 
 
 # ---- the ops ----------------------------------------------------------------------------------

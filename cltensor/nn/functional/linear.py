@@ -3,9 +3,7 @@
 from ...autograd import Function
 from ...autograd.functions.common import _reduce_to
 from ...autograd.functions.matmul import _is_transposed, _mm_like
-from ... import dtypes as dt
 from ...autograd.namespace import addmm
-from ...autograd.namespace import relu as _relu
 from ...ops.gemm import gemm
 from .activation import relu_grad
 from .utils import _float_tensor, _loss_operand, _per_channel, _tensor
@@ -41,11 +39,10 @@ def linear(input, weight, bias=None, *, relu=False):
     if bias is not None and _tensor(bias, "bias", "linear").shape != (weight.shape[0],):
         raise ValueError(f"linear: bias must have shape ({weight.shape[0]},), got {bias.shape}")
     x2 = input if input.ndim == 2 else input.reshape(-1, weight.shape[1])
-    if relu and x2.dtype not in dt.HALF_TYPES:
+    if relu:
         y = _LinearReLU.apply(x2, weight.T, bias)
-    else:  # 16-bit products run on float32 copies (matmul's widening), then the ReLU
+    else:
         y = x2 @ weight.T if bias is None else addmm(bias, x2, weight.T)
-        y = _relu(y) if relu else y
     return y if input.ndim == 2 else y.reshape(input.shape[:-1] + (weight.shape[0],))
 
 

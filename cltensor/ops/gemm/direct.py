@@ -2,14 +2,18 @@
 (gemm_rowdot.cl)."""
 import numpy as np
 
-from ...program import ctype_of
 from .choice import tiled_candidates
-from .kit import get_kernel, kernel_fits, launch_tiles, operand_args
+from .kit import get_kernel, kernel_fits, launch_tiles, operand_args, storage_defines
 
 
 DIRECT_GPU_LOCAL = (16, 8)  # gemm_direct's work-group off the CPU
 # How gemm_direct may read B's rows: through b_cs, as unaligned vectors, as aligned vectors.
 B_STRIDED, B_UNIT, B_ALIGNED = "strided", "unit", "aligned"
+
+
+def _operand_types(p):
+    """The type defines of a kernel that reads A and B where they are."""
+    return storage_defines(p, p.a.t.dtype, p.b.t.dtype)
 
 
 def _b_layout(p, vw):
@@ -34,7 +38,7 @@ def direct_rows(m, tm):
 def run_direct(p, entry, epi):
     params = dict(entry["direct"])
     params["TM"] = direct_rows(p.m, params["TM"])
-    defines = dict(params, T=ctype_of(p.dtype))
+    defines = dict(params, **_operand_types(p))
     layout = _b_layout(p, params["VW"])
     if layout != B_STRIDED:
         defines["B_UNIT_N"] = None
@@ -62,7 +66,7 @@ def run_rowdot(p, entry, epi):
     params = entry.get("rowdot", {})
     vw = params.get("VW", 4 if wg else 16)
     nb = max(1, min(params.get("NB", 4), ROWDOT_ACCUMULATORS // p.m))
-    defines = {"T": ctype_of(p.dtype), "MR": p.m, "NB": nb, "VW": vw}
+    defines = {**_operand_types(p), "MR": p.m, "NB": nb, "VW": vw}
     if all(v % vw == 0 for v in (p.a.rs, p.b.cs, p.a.t.offset, p.b.t.offset,
                                  *p.a.bstrides, *p.b.bstrides)):
         defines["ALIGNED"] = None
@@ -88,7 +92,7 @@ def rowaxpy_applies(p, entry):
 def run_rowaxpy(p, entry, epi):
     """gemm_rowaxpy: each work-item streams a strip of B's columns down K for all M rows."""
     nv = max(1, ROWAXPY_COLUMNS // (ROWAXPY_VW * p.m))
-    defines = {"T": ctype_of(p.dtype), "MR": p.m, "NV": nv, "VW": ROWAXPY_VW}
+    defines = {**_operand_types(p), "MR": p.m, "NV": nv, "VW": ROWAXPY_VW}
     if all(v % ROWAXPY_VW == 0 for v in (p.n, p.b.rs, p.b.t.offset, *p.b.bstrides)):
         defines["ALIGNED"] = None
     kernel = get_kernel(p.device, "gemm_rowdot.cl", "gemm_rowaxpy", defines)
@@ -107,7 +111,7 @@ ROWDOT_WG_LOCAL = 128  # gemm_rowdot_wg's work-group: 32 float4 loads of a row p
 def run_tiled(p, entry, epi):
     for params in tiled_candidates(p.device, entry, p.dtype.itemsize):
         kernel = get_kernel(p.device, "gemm_direct.cl", "gemm_tiled",
-                            dict(params, T=ctype_of(p.dtype)))
+                            dict(params, **_operand_types(p)))
         lx, ly = params["TSN"] // params["WPTN"], params["TSM"] // params["WPTM"]
         if kernel_fits(p.device, kernel, lx * ly):
             break

@@ -5,13 +5,14 @@ import math
 import numpy as np
 
 from ... import backends, caches
+from ... import dtypes as dt
 from ...program import remember
 from .. import elementwise as ew
 from . import choice, packed
 from .bench import _timed, timed_plan
 from .choice import family_of
 from .direct import rowaxpy_applies, rowdot_applies, run_direct, run_rowaxpy, run_rowdot, run_tiled
-from .kit import PROVIDERS, Operand, Problem, epilogue_args
+from .kit import PROVIDERS, Operand, Problem, epilogue_args, reads_as_computed
 from .packed import run_packed
 from .xgemm import XOperand, XPlan, _prepared, launch_xgemm, layout_key, prepare
 from .planning import _candidates, _ranked, ranking, xgemm_candidates
@@ -130,9 +131,15 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
     m, bshape, layouts = batch_layout(batch, m, tuple(t.strides for t in tensors),
                                        row_bias is None)
     ops = [Operand(t, *lay) for t, lay in zip(tensors, layouts)]
-    p = Problem(c_out.device, c_out.dtype, m, n, k, bshape, *ops)
-    # NOTE: the tuner's candidates (entry) and a forced family measure the portable kernels
-    if entry is None and choice.FORCE_FAMILY is None:
+    bias = row_bias if row_bias is not None else col_bias
+    assert (c_in is None or c_in.dtype == c_out.dtype) and (
+        row_bias is None or col_bias is None or row_bias.dtype == col_bias.dtype), \
+        "gemm: C's input and output share one storage type, and so do the biases"
+    p = Problem(c_out.device, dt.compute_dtype(c_out.dtype), m, n, k, bshape, *ops,
+                tr=None if bias is None else bias.dtype)
+    # NOTE: the tuner's candidates (entry) and a forced family measure the portable kernels;
+    # the plug-ins read operands stored in their compute type only
+    if entry is None and choice.FORCE_FAMILY is None and reads_as_computed(p):
         for lookup in PROVIDERS:
             for plugin in lookup(p.device):
                 if plugin.gemm(p, alpha, beta, c_in is not None, row_bias, col_bias, relu):
@@ -188,7 +195,7 @@ def gemm_sum_into(a, b, c_out):
     tensors = (a, b, c, c)
     m, bshape, layouts = batch_layout(batch, m, tuple(t.strides for t in tensors), False)
     ops = [Operand(t, *lay) for t, lay in zip(tensors, layouts)]
-    p = Problem(c_out.device, c_out.dtype, m, n, k, bshape, *ops)
+    p = Problem(c_out.device, dt.compute_dtype(c_out.dtype), m, n, k, bshape, *ops)
     assert bshape[0] == a.shape[0] and p.co.bstrides[0] == 0, "gemm_sum_into: batch collapsed"
     entry = choice.entry_for(p.device, p.dtype)
     pt = transposed(p)

@@ -40,6 +40,8 @@ class Operand(NamedTuple):
 
 
 class Problem(NamedTuple):
+    """A product: dtype is the compute type (float32 for 16-bit tensors, whose storage types
+    the Operands' tensors give); tr the biases' dtype (None: none, or C's)."""
     device: object
     dtype: np.dtype
     m: int
@@ -50,6 +52,7 @@ class Problem(NamedTuple):
     b: Operand
     ci: Operand
     co: Operand
+    tr: object = None
 
     @property
     def nbatch(self):
@@ -61,6 +64,36 @@ def get_kernel(device, filename, name, defines, rebuild=None):
     see program.build_program)."""
     source = program.read_sources("gemm_common.cl", filename)
     return program.get_kernel(device, filename, name, defines, source, rebuild)
+
+
+def storage_defines(p, a=None, b=None):
+    """T, p's compute type, and the storage types of gemm_common.cl that differ from it: TA
+    and TB of the tensors a kernel reads as A and B (None: read as T, packed or copied), TC of
+    C and TR of the biases; C_ROUNDS when C is stored in another type than T."""
+    defines = {"T": ctype_of(p.dtype)}
+    for name, dtype in (("TA", a), ("TB", b), ("TC", p.co.t.dtype)):
+        if dtype is not None and dtype != p.dtype:
+            defines[name] = ctype_of(dtype)
+    if "TC" in defines:
+        defines["C_ROUNDS"] = 1
+    if p.tr is not None and p.tr != p.co.t.dtype:
+        defines["TR"] = ctype_of(p.tr)
+    return defines
+
+
+def pack_defines(p, op):
+    """gemm_pack.cl's T and, for an operand stored in another type, TA (converted as packed)."""
+    defines = {"T": ctype_of(p.dtype)}
+    if op.t.dtype != p.dtype:
+        defines["TA"] = ctype_of(op.t.dtype)
+    return defines
+
+
+def reads_as_computed(p):
+    """Whether every tensor of p is stored in its compute type (no 16-bit storage): what the
+    device plug-ins read."""
+    return (all(op.t.dtype == p.dtype for op in (p.a, p.b, p.ci, p.co)) and
+            p.tr in (None, p.dtype))
 
 
 def kernel_fits(device, kernel, wgs):
@@ -142,7 +175,7 @@ def pad_copy(p, op, sizes, padded, strides, dst):
     share it."""
     shared = not any(op.bstrides)
     nb = 1 if shared else p.nbatch
-    kernel = get_kernel(p.device, "gemm_pack.cl", "pad_copy", {"T": ctype_of(p.dtype)})
+    kernel = get_kernel(p.device, "gemm_pack.cl", "pad_copy", pack_defines(p, op))
     lx = min(256, p.device.max_work_group)
     bshape = () if shared else p.bshape
     size = padded[0] * padded[1]

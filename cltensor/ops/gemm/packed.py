@@ -4,10 +4,11 @@ import math
 
 import numpy as np
 
-from ...program import ctype_of, launch, round_up
+from ... import dtypes as dt
+from ...program import launch, round_up
 from .. import elementwise as ew
 from . import kit
-from .kit import get_kernel, launch_tiles, scratch
+from .kit import get_kernel, launch_tiles, pack_defines, scratch, storage_defines
 
 
 # pack_panels' work-group along K, unless the entry's PACK_LX says otherwise. NOTE: Intel's
@@ -24,10 +25,8 @@ def _pack_panels(p, op, rows, rs, ks, width, kc=0, lx=PACK_LOCAL):
     nb = 1 if shared else p.nbatch
     size = -(-rows // width) * p.k * width
     dst = scratch(p, nb * size)
-    options = {"T": ctype_of(p.dtype), "PR": width}
-    if kc:
-        options["KC"] = kc
-    kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels", options)
+    kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels",
+                        dict(pack_defines(p, op), PR=width, **({"KC": kc} if kc else {})))
     lx = min(lx, p.device.max_work_group)
     if kc:
         lx = math.gcd(lx, kc)  # a work-group within one slab (gemm_pack.cl)
@@ -74,17 +73,20 @@ def packed_reads_b_in_place(p, params, summed=False):
     pass, cost as much as the product on the convolutions' shallow batched products; narrower
     B spends too much of its panels in the partial last one) and below K = B_IN_PLACE_MAX_K
     (deeper, a panel's rows far apart stream worse than a packed panel), unless its rows
-    alias."""
-    aliased = p.k >= ALIASED_MIN_K and p.b.rs * p.dtype.itemsize % ALIASED_ROW_BYTES == 0
+    alias. A 16-bit B read in place is converted as it is loaded (B_CONVERTS)."""
+    aliased = p.k >= ALIASED_MIN_K and p.b.rs * p.b.t.dtype.itemsize % ALIASED_ROW_BYTES == 0
     return (p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased and
             p.k < params.get("B_IN_PLACE_MAX_K", 2**62) and not packed_slab(p, params, summed))
 
 
 def packed_reads_a_in_place(p, params, summed=False):
     """Whether gemm_packed reads A where it is (rows contiguous along K, A_IN_PLACE set; never
-    in slabs, which read packed operands)."""
+    in slabs, which read packed operands).
+    NOTE: not float16, whose conversion of MR scalars per step of K doubled the kernel's time
+    (PoCL, 2 AVX-512 cores, 512^3 in ms, medians of 7 interleaved: float32 1.1, bfloat16 in
+    place 1.6, float16 in place 5.2, packed as float 2.6); bfloat16's is a shift."""
     return (bool(params.get("A_IN_PLACE")) and (p.a.cs == 1 or p.k == 1) and
-            not packed_slab(p, params, summed))
+            p.a.t.dtype != dt.float16 and not packed_slab(p, params, summed))
 
 
 def _packed_operand(p, op, in_place, ld, rows, rs, ks, width, lx):
@@ -131,14 +133,19 @@ def run_packed(p, entry, epi, summed=False):
     """gemm_packed on p; summed: C is the sum over the first batch dim (gemm_sum_into)."""
     params = entry["packed"]
     mr, nr = params["MR"], packed_nr(p, params)
-    tile = {"MR": mr, "NR": nr, "VW": params["VW"], "T": ctype_of(p.dtype)}
+    a_in_place = packed_reads_a_in_place(p, params, summed)
+    b_in_place = packed_reads_b_in_place(p, params, summed)
+    tile = {"MR": mr, "NR": nr, "VW": params["VW"],
+            **storage_defines(p, p.a.t.dtype if a_in_place else None,
+                              p.b.t.dtype if b_in_place else None)}
+    for op in "AB":  # a 16-bit operand read in place, converted as loaded
+        if "T" + op in tile:
+            tile[op + "_CONVERTS"] = 1
     if "KB" in params:  # else gemm_cpu.cl's default block of K
         tile["KB"] = params["KB"]
     kc = packed_slab(p, params, summed)
     if kc:
         return _run_slabs(p, params, epi, dict(tile, KC=kc), kc)
-    a_in_place = packed_reads_a_in_place(p, params)
-    b_in_place = packed_reads_b_in_place(p, params)
     tile.update(A_INPLACE=int(a_in_place), B_INPLACE=int(b_in_place))
     if summed:
         tile["SUM_BATCHES"] = 1

@@ -5,10 +5,10 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import caches
-from ...program import ctype_of, remember, round_up
+from ...program import remember, round_up
 from .. import elementwise as ew
 from .kit import (VECTOR_BYTES, dense_strides, get_kernel, kernel_fits, launch_tiles, pad_copy,
-                  reduce_splits, scratch)
+                  reduce_splits, scratch, storage_defines)
 
 
 class XOperand(NamedTuple):
@@ -66,7 +66,7 @@ def xgemm_operand(p, op, rows, rs, ks, tile, params, kp):
 
 def xgemm_kernel(p, params, xa, xb, name="xgemm"):
     defines = {k: v for k, v in params.items() if k.isupper()}  # not "rate"
-    defines.update(T=ctype_of(p.dtype), A_KC=xa.kc, B_KC=xb.kc, VWA=xa.vw, VWB=xb.vw,
+    defines.update(storage_defines(p, xa.t.dtype, xb.t.dtype), A_KC=xa.kc, B_KC=xb.kc, VWA=xa.vw, VWB=xb.vw,
                    KTAIL=int(p.k % params["KWG"] != 0), ATAIL=xa.tail, BTAIL=xb.tail)
     kernel = get_kernel(p.device, "gemm_xgemm.cl", name, defines)
     if name != "xgemm" or kernel_fits(p.device, kernel, params["MDIMC"] * params["NDIMC"]):
@@ -92,10 +92,12 @@ _prepared = caches.register("ops.gemm.prepared", {})
 def layout_key(p):
     """What decides an xgemm run besides the parameter set and the operands' tensors: the
     device and its limits (tests lower them), sizes, batches, A's and B's strides and their
-    offsets' alignment to vectors (C is read and written through its strides by any plan)."""
+    offsets' alignment to vectors (C is read and written through its strides by any plan),
+    and the storage types (the kernel's TA, TB, TC and TR)."""
     vw = VECTOR_BYTES // p.dtype.itemsize
     a, b = p.a, p.b
-    return (p.device, p.device.max_work_group, p.device.local_mem, p.dtype, p.m, p.n, p.k,
+    return (p.device, p.device.max_work_group, p.device.local_mem, p.dtype, a.t.dtype,
+            b.t.dtype, p.co.t.dtype, p.tr if p.tr != p.co.t.dtype else None, p.m, p.n, p.k,
             p.bshape, a.rs, a.cs, tuple(a.bstrides), a.t.offset % vw, b.rs, b.cs,
             tuple(b.bstrides), b.t.offset % vw)
 
