@@ -120,8 +120,9 @@ def test_slab_rules(device):
     operand read in place then."""
     params = {"MR": 8, "NR": 32, "VW": 16, "KB": 64, "KC": 200, "A_IN_PLACE": 1,
               "B_IN_PLACE_MIN_N": 1}
-    op = gm.Operand(None, [], 1, 1)
-    opb = gm.Operand(None, [], 4096, 1)
+    t = cltensor.empty(1, device=device)  # stands for the operands: their dtype is read
+    op = gm.Operand(t, [], 1, 1)
+    opb = gm.Operand(t, [], 4096, 1)
 
     def prob(m, n, k):
         return gm.Problem(device, np.dtype(np.float32), m, n, k, (), op._replace(rs=k), opb,
@@ -177,3 +178,22 @@ def test_tuner_picks_slabs_then_pack_groups(device, monkeypatch):
     got = tuner.tune_slabs({"MR": 8, "NR": 32, "VW": 16, "KB": 64, "KC": 256, "PF": 0})
     assert (got["KC"], got["BM"], got["PACK_LX"]) == (512, 16, 8), got
     tune.check_value({"packed": got}, tune.GEMM_ENTRY, "entry")
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_slabs_on_16_bit_operands(device, use_entry, name):
+    """Slabs pack 16-bit operands into float panels and store C rounded once, as torch does
+    from float32 sums (within an ulp of the output's scale)."""
+    torch = pytest.importorskip("torch")
+    use_entry(slab_entry(device, np.float32))
+    rng = np.random.default_rng(7)
+    ta, tb = (torch.from_numpy(rng.standard_normal(s)).to(getattr(torch, name))
+              for s in ((37, 300), (300, 45)))
+    a, b = (cltensor.from_numpy(x.float().numpy(), device=device).to(getattr(cltensor, name))
+            for x in (ta, tb))
+    out = cltensor.full((37, 45), float("nan"), dtype=getattr(cltensor, name), device=device)
+    counts = _kernel_counts(lambda: cltensor.matmul(a, b, out=out))
+    assert counts == {"pack_panels": 2, "gemm_slabs": 1}, counts
+    want = (ta.float() @ tb.float()).to(getattr(torch, name)).float().numpy()
+    ulp = 2.0 ** -10 if name == "float16" else 2.0 ** -7
+    np.testing.assert_allclose(out.float().numpy(), want, rtol=0, atol=ulp * np.abs(want).max())
