@@ -35,7 +35,7 @@
  *                     gx = k1[c] g + k2[c] x + k3[c].
  * Build options (after compensated.cl, whose ksum the batch-norm sums take):
  *   T            data and accumulation type (float or double)
- *   DATA_T       batch norm's x, g and output storage type (default T; half or bf16 with T
+ *   DATA_T       batch norm's and LRN's x, g and output storage type (default T; half or bf16 with T
  *                float, through common.cl's LD/ST); statistics and parameters stay T
  *   LANES        bn_reduce lanes per work-group, a power of two (default 1: no local memory)
  * Kernel flags (arguments, to keep builds few): c_last, save_scale, grad, and `opt`, which says
@@ -92,38 +92,39 @@ inline T pow_neg(const T sc, const T beta) {
 }
 __kernel void lrn_fwd(const long N, const long C, const long S, const int c_last,
                       const int size, const T alpha, const T beta, const T k, const int save_scale,
-                      __global const T* x, const View3 vx, __global T* y, const View3 vy,
-                      __global T* scale) {
+                      __global const DATA_T* x, const View3 vx, __global DATA_T* y,
+                      const View3 vy, __global T* scale) {
   long4 q;
   if (!element(N, C, S, c_last, &q)) return;
   const long lo = max(q.y - size / 2, 0L), hi = min(q.y + (size - 1) / 2, C - 1);
   T acc = 0;
   for (long c = lo; c <= hi; ++c) {
-    const T v = x[at(vx, q.x, c, q.z)];
+    const T v = LD(DATA_T, x, at(vx, q.x, c, q.z));
     acc += v * v;
   }
   const T sc = k + alpha / (T)size * acc;
   const long o = at(vy, q.x, q.y, q.z);
-  y[o] = x[at(vx, q.x, q.y, q.z)] * pow_neg(sc, beta);
+  ST(DATA_T, y, o, LD(DATA_T, x, at(vx, q.x, q.y, q.z)) * pow_neg(sc, beta));
   if (save_scale) scale[o] = sc;
 }
 
 /* y and scale share the layout of gx (vy). */
 __kernel void lrn_bwd(const long N, const long C, const long S, const int c_last,
-                      const int size, const T alpha, const T beta, __global const T* g,
-                      const View3 vg, __global const T* x, const View3 vx, __global const T* y,
-                      __global const T* scale, const View3 vy, __global T* gx) {
+                      const int size, const T alpha, const T beta, __global const DATA_T* g,
+                      const View3 vg, __global const DATA_T* x, const View3 vx,
+                      __global const DATA_T* y, __global const T* scale, const View3 vy,
+                      __global DATA_T* gx) {
   long4 q;
   if (!element(N, C, S, c_last, &q)) return;
   const long lo = max(q.y - (size - 1) / 2, 0L), hi = min(q.y + size / 2, C - 1);
   T acc = 0;
   for (long c = lo; c <= hi; ++c) {
     const long o = at(vy, q.x, c, q.z);
-    acc += g[at(vg, q.x, c, q.z)] * y[o] / scale[o];
+    acc += LD(DATA_T, g, at(vg, q.x, c, q.z)) * LD(DATA_T, y, o) / scale[o];
   }
   const long o = at(vy, q.x, q.y, q.z);
-  gx[o] = g[at(vg, q.x, q.y, q.z)] * pow_neg(scale[o], beta)
-          - (T)2 * alpha * beta / (T)size * x[at(vx, q.x, q.y, q.z)] * acc;
+  ST(DATA_T, gx, o, LD(DATA_T, g, at(vg, q.x, q.y, q.z)) * pow_neg(scale[o], beta)
+                    - (T)2 * alpha * beta / (T)size * LD(DATA_T, x, at(vx, q.x, q.y, q.z)) * acc);
 }
 
 /* ---- batch norm ------------------------------------------------------------------------------ */

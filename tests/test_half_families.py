@@ -166,6 +166,23 @@ def test_interpolate_forward_and_backward(device, rng, poisoned, name, mode, kw)
     _same(x.grad, tx.grad, ulps=2)
 
 
+@pytest.mark.parametrize("name", HALF)
+def test_local_response_norm_forward_and_backward(device, rng, poisoned, name):
+    """norm.cl's LRN reads and writes 16-bit data, computing in float32: against torch's
+    float32 LRN on the same 16-bit values, rounded once (torch's own 16-bit LRN rounds each
+    step)."""
+    x, tx = _random((2, 7, 3, 4), name, device, rng)
+    x, tx = x[:, :, :, 1:].requires_grad_(), tx[:, :, :, 1:]  # strided
+    t32 = tx.float().requires_grad_()
+    got = ct.nn.functional.local_response_norm(x, 3, alpha=0.5, beta=0.75, k=1.5)
+    want = torch.nn.functional.local_response_norm(t32, 3, alpha=0.5, beta=0.75, k=1.5)
+    _same(got, want.to(tx.dtype), ulps=1)
+    g, tg = _random(tuple(want.shape), name, device, rng)
+    got.backward(g)
+    want.backward(tg.float())
+    _same(x.grad, t32.grad.to(tx.dtype), ulps=2)
+
+
 # ---- indexing.cl: nonzero, scatter_add and the ops on it ---------------------------------------
 
 @pytest.mark.parametrize("name", HALF)

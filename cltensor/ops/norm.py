@@ -32,7 +32,7 @@ def _vec16(device, dtype):
 
 
 def _kernel(device, name, dtype, lanes=1):
-    """float16/bfloat16 data (batch norm only) is stored as DATA_T, computed in float."""
+    """float16/bfloat16 data (batch norm, LRN) is stored as DATA_T, computed in float."""
     defines = {"T": ctype_of(dt.compute_dtype(dtype)), "LANES": lanes}
     if dtype in dt.HALF_TYPES:
         defines["DATA_T"] = ctype_of(dtype)
@@ -77,16 +77,15 @@ def _opt(weight=None, bias=None, running=None):
 
 def lrn(x, size, alpha, beta, k, save_scale):
     """(y, scale or None) of an (N, C, ...) floating tensor."""
-    if x.dtype in dt.HALF_TYPES:
-        raise TypeError(f"local_response_norm: {x.dtype} tensors are not supported; convert "
-                        f"them with .float() first")
     y = _output(x)
-    scale = _output(x) if save_scale else None
+    # the scale in the compute type: float32 for 16-bit data, for the backward's division
+    scale = ClTensor.empty_on(x.shape, dt.compute_dtype(x.dtype), x.device,
+                              layout_of(x)) if save_scale else None
     if x.numel() == 0:
         return y, scale
     x, (N, C, S), vx = rows(x, 1)
     _, _, vy = rows(y, 1)
-    ft = x.dtype.type
+    ft = dt.compute_dtype(x.dtype).type
     _launch_elements(_kernel(x.device, "lrn_fwd", x.dtype), y, N, C, S, np.int32(size),
                      ft(alpha), ft(beta), ft(k), np.int32(save_scale), x.storage.buf, vx, y.storage.buf, vy,
             (scale if save_scale else y).storage.buf)
@@ -100,7 +99,7 @@ def lrn_backward(g, x, y, scale, size, alpha, beta):
     g, (N, C, S), vg = rows(g, 1)
     x, _, vx = rows(x, 1)
     _, _, vy = rows(y, 1)
-    ft = y.dtype.type
+    ft = dt.compute_dtype(y.dtype).type
     _launch_elements(_kernel(y.device, "lrn_bwd", y.dtype), gx, N, C, S, np.int32(size),
                      ft(alpha), ft(beta), g.storage.buf, vg, x.storage.buf, vx, y.storage.buf,
                      scale.storage.buf, vy,
