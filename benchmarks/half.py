@@ -8,7 +8,8 @@ small CNN's training step, float32 against autocast.
 Each op runs once per dtype in turn, --reps rounds (interleaved, so a busy machine slows all
 dtypes alike); the table gives the median wall and CPU ms per dtype and the 16-bit ones'
 speed-ups by both. The
-memory figure is cltensor.memory_stats' peak over one forward and backward (parameters float32).
+memory figure is cltensor.memory_stats' peak over building the model and one forward and backward:
+under autocast (parameters float32), and with the model and its input stored in 16 bits.
 """
 import argparse
 import json
@@ -81,20 +82,29 @@ def cnn():
                          nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
 
 
+# peak memory rows: autocast in a 16-bit dtype over float32 parameters (fp32: none), or the
+# model and its input stored in the 16-bit dtype (no autocast)
+PRECISIONS = {"fp32": (None, None), "bf16": (ct.bfloat16, None), "fp16": (ct.float16, None),
+              "bf16 storage": (None, ct.bfloat16), "fp16 storage": (None, ct.float16)}
+
+
 def peak_memory(device, precision, batch=32):
+    """MiB of one training step's peak, parameters included (allocated from before the model)."""
+    low, storage = PRECISIONS[precision]
     ct.manual_seed(0)
-    model = cnn().to(device)
-    x = ct.randn(batch, 3, 64, 64, device=device)
-    y = ct.randint(0, 10, (batch,), device=device)
-    low = {"fp32": None, "bf16": ct.bfloat16, "fp16": ct.float16}[precision]
     ct.empty_cache(device)
     ct.reset_peak_memory_stats(device)
     before = ct.memory_stats(device)["allocated"]
+    model = cnn().to(device=device, dtype=storage or ct.float32)
+    x = ct.randn(batch, 3, 64, 64, device=device, dtype=storage or ct.float32)
+    y = ct.randint(0, 10, (batch,), device=device)
     with ct.autocast("opencl", dtype=low or ct.float16, enabled=low is not None):
         loss = F.cross_entropy(model(x), y)
     loss.backward()
     device.synchronize()
-    return (ct.memory_stats(device)["peak"] - before) / 2**20
+    peak = (ct.memory_stats(device)["peak"] - before) / 2**20
+    del model, x, y, loss
+    return peak
 
 
 def main(argv=None):
@@ -111,9 +121,9 @@ def main(argv=None):
     print(f"device: {device.name}; {args.mib} MiB of float32 per input")
     rows = bench_ops(device, args.mib, args.reps, args.ops)
     memory = {} if args.no_memory else \
-        {pr: round(peak_memory(device, pr, args.batch), 1) for pr in ("fp32", "bf16", "fp16")}
+        {pr: round(peak_memory(device, pr, args.batch), 1) for pr in PRECISIONS}
     if memory:
-        print("peak memory of a CNN training step (MiB above the start): " +
+        print("peak memory of a CNN training step (MiB, parameters included): " +
               ", ".join(f"{k} {v}" for k, v in memory.items()))
     if args.json:
         Path(args.json).write_text(json.dumps({"device": device.name, "mib": args.mib,
