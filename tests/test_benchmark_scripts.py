@@ -109,3 +109,34 @@ def test_host_overhead_graphs_and_ops(device, tmp_path):
     with pytest.raises(SystemExit, match="unknown op kind"):
         script("host_overhead").main(["--model", "", "--ops", "relu,nope", "--device",
                                       device.index])
+
+
+def test_untuned_sets_the_devices_entries_aside(device, tmp_path, monkeypatch):
+    """benchmarks/untuned.py: with the shipped entries that match the device set aside and an
+    empty user cache, the device has no entry of its own; the real database is untouched."""
+    from cltensor import tunedb
+    mod = script("untuned")
+    monkeypatch.setenv("CLTENSOR_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(tunedb, "DB_DIR", tunedb.DB_DIR)  # restored after the test
+    shipped = (tunedb.DB_DIR / "gemm.json").read_text()
+    tunedb.clear()
+    tuned_before = tunedb.is_tuned("gemm", "gemm_float32", device)
+    try:
+        removed = mod.strip_device_entries(tunedb, device, tmp_path / "db")
+        assert not tunedb.is_tuned("gemm", "gemm_float32", device)
+        assert bool(removed) == tuned_before, removed
+        assert all(r.startswith("gemm.json: ") for r in removed)
+    finally:
+        tunedb.clear()
+    assert (tmp_path / "db" / "gemm.json").exists()
+    monkeypatch.undo()
+    assert (tunedb.DB_DIR / "gemm.json").read_text() == shipped
+
+
+def test_torch_device_benchmark_runs(device, tmp_path):
+    pytest.importorskip("torch")
+    out = tmp_path / "td.json"
+    script("torch_device").main(["--model", "alexnet", "--batch", "1", "--reps", "1",
+                                 "--device", device.index, "--json", str(out)])
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["model"] == "alexnet" and row["wall"] > 0 and row["cpu"] > 0

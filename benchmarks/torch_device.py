@@ -1,0 +1,89 @@
+"""The PyTorch "opencl" device's cost (cltensor.torch): a training step (forward and backward,
+the benchmark protocol's) of each network written in torch.nn on "opencl" against the same
+network in cltensor native, on the same device, weights and data, interleaved step by step in
+one process; medians over --reps steps after a warm-up step each.
+
+    python benchmarks/torch_device.py [--model googlenet,alexnet] [--batch 2] [--reps 10]
+                                      [--device SPEC] [--json out.json]
+
+Prints torch-opencl's time over native's by the wall clock and by the process CPU time (the
+OpenCL runtime's threads included: on a CPU device shared with other work it moves less).
+The target (docs/torch_device.md) is at most 1.15x.
+"""
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]  # the package, and untuned.py beside this script
+from untuned import interleaved  # noqa: E402
+
+from convnet_benchmarks import bench, torch_opencl  # noqa: E402
+from convnet_benchmarks.models import MODELS  # noqa: E402
+
+
+def steps(name, device, batch):
+    """(native step, torch-opencl step) on the same weights and data, each ending synchronised."""
+    import torch
+
+    import cltensor as ct
+    model = bench.build_cltensor(name, device, "float32")
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal(bench.input_shape(name, batch)).astype(np.float32)
+    x = ct.from_numpy(x_np, device=device)
+    g_np = rng.standard_normal(tuple(model(x).shape)).astype(np.float32)
+    g = ct.from_numpy(g_np, device=device)
+    state = {k: v.numpy() for k, v in model.state_dict().items()}
+    torch_opencl.register()
+    ct.set_default_device(device)
+    tdev = torch.device("opencl")
+    tmodel = bench.build_torch(name, state, tdev, "float32")
+    tx, tg = torch.from_numpy(x_np).to(tdev), torch.from_numpy(g_np).to(tdev)
+
+    def native():
+        model.zero_grad(set_to_none=True)
+        model(x).backward(g)
+        device.synchronize()
+
+    def through_torch():
+        tmodel.zero_grad(set_to_none=True)
+        tmodel(tx).backward(tg)
+        torch.opencl.synchronize()
+
+    return native, through_torch
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default="alexnet,overfeat,vgg_a,googlenet")
+    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--reps", type=int, default=10)
+    p.add_argument("--device", default=None)
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+    import cltensor as ct
+    device = ct.get_device(args.device)
+    rows = []
+    for name in args.model.split(","):
+        if name not in MODELS:
+            p.error(f"unknown model {name!r}; expected some of {', '.join(MODELS)}")
+        native, through_torch = steps(name, device, args.batch)
+        r = interleaved(through_torch, native, args.reps)
+        r.update(model=name, batch=args.batch, wall=r["ours_wall"] / r["ref_wall"],
+                 cpu=r["ours_cpu"] / r["ref_cpu"])
+        rows.append(r)
+        print(f"{name:10s} batch {args.batch}: native {r['ref_wall'] * 1e3:8.1f} ms, "
+              f"torch-opencl {r['ours_wall'] * 1e3:8.1f} ms; torch-opencl / native: wall "
+              f"{r['wall']:.2f}x, CPU time {r['cpu']:.2f}x", flush=True)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"device": device.name, "load": os.getloadavg(),
+                                               "rows": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
