@@ -175,23 +175,32 @@ def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None):
     return row
 
 
+# seconds a CPU device's side waits before it is timed: longer than OpenBLAS's and OpenMP's
+# threads spin after a call (OpenBLAS: 2^28 cycles by default, about 0.1 s)
+SETTLE_S = 0.3
+
+
 def interleaved(device, product, ref_once, reps):
     """Medians over reps rounds, after a warm-up round, each round timing one cltensor product
     (its kernels, by OpenCL profiling events, its wall time to the end of its kernels and the
     process CPU time it took) and one reference product (ref_once: its seconds; None: no
     reference; and its process CPU time), so that both see the same share of a busy machine:
     {"kernel", "wall", "cpu", "ref", "ref_cpu"} seconds (the ref ones None without one).
-    NOTE: the two go first in turn: OpenBLAS's threads spin on for a while after a product
-    and slowed whatever ran next (by up to 1.4x in CPU time on 2 cores)."""
+    NOTE: the two go first in turn, and on CPU devices each waits SETTLE_S first: OpenBLAS's
+    threads spin on for a while after a product and slowed whatever ran next (by up to 1.4x in
+    CPU time on 2 cores; PoCL's products after numpy's ran at half their speed alone)."""
     runs = {key: [] for key in ("kernel", "wall", "cpu", "ref", "ref_cpu")}
+    settle = SETTLE_S if device.is_cpu else 0
 
     def ours():
         device.synchronize()
+        time.sleep(settle)
         c0, t0 = time.process_time(), time.perf_counter()
         k = tune.time_call(device, product, reps=1, warmup=0)
         return k, time.perf_counter() - t0, time.process_time() - c0
 
     def theirs():
+        time.sleep(settle if ref_once else 0)
         c0 = time.process_time()
         f = ref_once() if ref_once else None
         return f, time.process_time() - c0

@@ -5,7 +5,11 @@ with --tune, again after `python -m cltensor.tune all` has filled that cache. Si
 one process; each round runs one cltensor product (step) and one reference product (step),
 interleaved, and the figures are medians over --reps rounds after a warm-up round.
 
-    python benchmarks/untuned.py [--device SPEC] [--reps 5] [--tune] [--quick] [--json out.json]
+    env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE \
+        python benchmarks/untuned.py [--device SPEC] [--reps 5] [--tune] [--quick] [--json out.json]
+
+(with OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE set, numpy may keep to older kernels: the script
+warns, as the JSON's "openblas_env" records)
 
 "wall" is the wall clock per call with a finished queue; "cpu" the process CPU time per call
 (the OpenCL runtime's threads included), which a machine shared with other work blurs less.
@@ -27,8 +31,14 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+# seconds each call waits before it is timed: longer than the reference's threads (OpenBLAS,
+# PyTorch's OpenMP) spin after a call, which slowed whatever ran next on a CPU device
+SETTLE_S = 0.3
+
+
 def _timed(fn):
-    """(wall s, process CPU s) of one call of fn."""
+    """(wall s, process CPU s) of one call of fn, after SETTLE_S of rest."""
+    time.sleep(SETTLE_S)
     w, c = time.perf_counter(), time.process_time()
     fn()
     return time.perf_counter() - w, time.process_time() - c
@@ -131,6 +141,10 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="tune with --quick")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
+    blas_env = {k: v for k, v in os.environ.items() if k in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+    if blas_env:
+        print(f"warning: {blas_env} may hold numpy's OpenBLAS to older kernels; unset them for "
+              "a fair reference", file=sys.stderr)
     scratch = Path(tempfile.mkdtemp(prefix="cltensor-untuned-"))
     os.environ["CLTENSOR_CACHE_DIR"] = str(scratch / "cache")
     os.environ.pop("CLTENSOR_AUTOTUNE", None)
@@ -152,7 +166,8 @@ def main(argv=None):
         rows += measure(ct, device, args, "tuned")
     if args.json:
         Path(args.json).write_text(json.dumps({"device": device.name, "removed": removed,
-                                               "load": os.getloadavg(), "rows": rows}, indent=1))
+                                               "load": os.getloadavg(), "openblas_env": blas_env,
+                                               "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":
