@@ -16,13 +16,11 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]  # the package, and untuned.py beside this script
-from untuned import interleaved  # noqa: E402
+from untuned import interleaved, training_steps  # noqa: E402
 
-from convnet_benchmarks import bench, torch_opencl  # noqa: E402
+from convnet_benchmarks import torch_opencl  # noqa: E402
 from convnet_benchmarks.models import MODELS  # noqa: E402
 
 
@@ -31,30 +29,9 @@ def steps(name, device, batch):
     import torch
 
     import cltensor as ct
-    model = bench.build_cltensor(name, device, "float32")
-    rng = np.random.default_rng(0)
-    x_np = rng.standard_normal(bench.input_shape(name, batch)).astype(np.float32)
-    x = ct.from_numpy(x_np, device=device)
-    g_np = rng.standard_normal(tuple(model(x).shape)).astype(np.float32)
-    g = ct.from_numpy(g_np, device=device)
-    state = {k: v.numpy() for k, v in model.state_dict().items()}
     torch_opencl.register()
-    ct.set_default_device(device)
-    tdev = torch.device("opencl")
-    tmodel = bench.build_torch(name, state, tdev, "float32")
-    tx, tg = torch.from_numpy(x_np).to(tdev), torch.from_numpy(g_np).to(tdev)
-
-    def native():
-        model.zero_grad(set_to_none=True)
-        model(x).backward(g)
-        device.synchronize()
-
-    def through_torch():
-        tmodel.zero_grad(set_to_none=True)
-        tmodel(tx).backward(tg)
-        torch.opencl.synchronize()
-
-    return native, through_torch
+    ct.set_default_device(device)  # opencl:0
+    return training_steps(name, device, batch, torch.device("opencl"))
 
 
 def main(argv=None):

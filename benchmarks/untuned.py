@@ -69,29 +69,38 @@ def gemm_case(ct, device, n, reps):
     return res
 
 
-def alexnet_case(ct, device, batch, reps):
+def training_steps(name, device, batch, tdev):
+    """(cltensor step, torch step): network `name` in cltensor native on `device` and in
+    torch.nn on torch device `tdev`, with the same weights and data; each step zeroes the
+    gradients, runs forward and backward, and returns with its queue finished."""
     import torch
 
+    import cltensor as ct
     from convnet_benchmarks import bench
-    model = bench.build_cltensor("alexnet", device, "float32")
+    model = bench.build_cltensor(name, device, "float32")
     rng = np.random.default_rng(0)
-    x_np = rng.standard_normal(bench.input_shape("alexnet", batch)).astype(np.float32)
+    x_np = rng.standard_normal(bench.input_shape(name, batch)).astype(np.float32)
     x = ct.from_numpy(x_np, device=device)
     g_np = rng.standard_normal(tuple(model(x).shape)).astype(np.float32)
     g = ct.from_numpy(g_np, device=device)
     state = {k: v.numpy() for k, v in model.state_dict().items()}
-    tmodel = bench.build_torch("alexnet", state, torch.device("cpu"), "float32")
-    tx, tg = torch.from_numpy(x_np), torch.from_numpy(g_np)
+    tmodel = bench.build_torch(name, state, tdev, "float32")
+    tx, tg = torch.from_numpy(x_np).to(tdev), torch.from_numpy(g_np).to(tdev)
+    torch_sync = torch.opencl.synchronize if tdev.type == "opencl" else lambda: None
+    return _step(model, x, g, device.synchronize), _step(tmodel, tx, tg, torch_sync)
 
-    def ours():
+
+def _step(model, x, g, sync):
+    def step():
         model.zero_grad(set_to_none=True)
         model(x).backward(g)
-        device.synchronize()
+        sync()
+    return step
 
-    def ref():
-        tmodel.zero_grad(set_to_none=True)
-        tmodel(tx).backward(tg)
 
+def alexnet_case(ct, device, batch, reps):
+    import torch
+    ours, ref = training_steps("alexnet", device, batch, torch.device("cpu"))
     res = interleaved(ours, ref, reps)
     res.update(case=f"AlexNet batch {batch} step")
     return res
