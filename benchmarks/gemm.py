@@ -3,7 +3,7 @@ off) on GPUs, side by side in one run, for square sizes and the benchmark networ
 (their linear layers and im2col GEMMs). Prints a table and writes JSON.
 
     python benchmarks/gemm.py [--device SPEC] [--json out.json] [--reps 5] [--quick] [--tf32]
-                              [--bench-mode]
+                              [--bench-mode] [--half bfloat16|float16]
 
 --tf32 sets cltensor.backends.allow_tf32 (float32 products on tensor cores where a plug-in
 offers them: the "family" column then names the plug-in's kernel) and compares with cuBLAS with
@@ -11,6 +11,9 @@ TF32 on, and also with cuBLAS in IEEE fp32 (the "fp32 GF/s" column), all in the 
 where the NVIDIA plug-in serves the device it first times mma.sync's own ceiling (tensor-core
 instructions on registers alone: nvidia_mma.cl's nvmma_peak) and, on Hopper, wgmma's
 (nvidia_wgmma.cl's nvwg_peak), and prints the largest square product's fraction of them.
+
+--half bfloat16 (or float16) stores A, B and C in that type (sums in float32) and compares with
+PyTorch's product of the same 16-bit tensors (cuBLAS's tensor cores) or with numpy in float32.
 
 Times are medians over --reps rounds after a warm-up round (and, on GPUs, after --warmup
 seconds of 4096^3 products, since idle clocks ramp up slowly), each round one cltensor product
@@ -73,12 +76,13 @@ def layer_shapes(batches):
 class Torch:
     """PyTorch on the first CUDA GPU, TF32 off (IEEE fp32, as cltensor computes) unless tf32."""
 
-    def __init__(self, tf32=False):
+    def __init__(self, tf32=False, half=None):
         import torch
         self.torch, self.tf32 = torch, tf32
+        self.dtype = getattr(torch, half) if half else None
         self._set_tf32()
-        self.name = (f"torch {torch.__version__} / cuBLAS{' TF32' if tf32 else ''} "
-                     f"({torch.cuda.get_device_name()})")
+        self.name = (f"torch {torch.__version__} / cuBLAS{' TF32' if tf32 else ''}"
+                     f"{' ' + half if half else ''} ({torch.cuda.get_device_name()})")
 
     def _set_tf32(self):
         """NOTE: set before each use: two references (TF32 and fp32) share torch's flags."""
@@ -87,11 +91,12 @@ class Torch:
 
     def operands(self, a, b):
         t = self.torch
-        return t.from_numpy(a).cuda(), t.from_numpy(b).cuda()
+        a, b = t.from_numpy(a).cuda(), t.from_numpy(b).cuda()
+        return (a, b) if self.dtype is None else (a.to(self.dtype), b.to(self.dtype))
 
     def product(self, a, b):
         self._set_tf32()
-        return (a @ b).cpu().numpy()
+        return (a @ b).float().cpu().numpy()
 
     def once(self, a, b):
         """Seconds of one product, from CUDA events."""
@@ -142,13 +147,18 @@ def host_operands(rng, m, n, k, layout, dtype):
     return a, (b.T if layout == "nt" else b)
 
 
-def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None):
+def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None, half=None):
+    """One case's row; half: the 16-bit type (a cltensor dtype name) that A, B and C are
+    stored in, from float32 operands rounded to it (the reference multiplies the same)."""
     name, m, n, k, layout = case
     a, b = host_operands(rng, m, n, k, layout, dtype)
-    ta = cltensor.from_numpy(a, device=device)
-    tb = cltensor.from_numpy(np.ascontiguousarray(b.T), device=device).mT if layout == "nt" \
-        else cltensor.from_numpy(b, device=device)
-    tc = cltensor.empty(m, n, dtype=dtype, device=device)
+    to = (lambda t: t.to(getattr(cltensor, half))) if half else (lambda t: t)
+    ta = to(cltensor.from_numpy(a, device=device))
+    tb = to(cltensor.from_numpy(np.ascontiguousarray(b.T), device=device)).mT \
+        if layout == "nt" else to(cltensor.from_numpy(b, device=device))
+    if half:  # both sides multiply the rounded operands
+        a, b = ta.float().numpy(), tb.float().numpy()
+    tc = cltensor.empty(m, n, dtype=getattr(cltensor, half) if half else dtype, device=device)
     family = gm.family_of(device, np.dtype(dtype), gm.entry_for(device, np.dtype(dtype)),
                           (m, n, k))
     with cltensor.profile() as prof:
@@ -159,17 +169,18 @@ def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None):
                     reps)
     secs, rsecs = t["kernel"], t["ref"]
     flops = 2.0 * m * n * k
-    row = {"case": name, "M": m, "N": n, "K": k, "layout": layout, "dtype": np.dtype(dtype).name,
-           "family": family, "cltensor_s": secs, "cltensor_gflops": flops / secs / 1e9,
+    row = {"case": name, "M": m, "N": n, "K": k, "layout": layout,
+           "dtype": half or np.dtype(dtype).name, "family": family, "cltensor_s": secs,
+           "cltensor_gflops": flops / secs / 1e9,
            "cltensor_wall_s": t["wall"], "cltensor_cpu_s": t["cpu"]}
-    got = tc.numpy()
+    got = tc.float().numpy()
     if ref is not None:
         want = ref.product(ra, rb)
         row.update(ref_s=rsecs, ref_gflops=flops / rsecs / 1e9, ratio=rsecs / secs,
                    wall_ratio=rsecs / t["wall"], ref_cpu_s=t["ref_cpu"],
                    cpu_ratio=t["ref_cpu"] / t["cpu"],
                    rel_diff_vs_ref=float(np.linalg.norm(got - want) / np.linalg.norm(want)))
-    if ref_fp32 is not None and dtype == np.float32:
+    if ref_fp32 is not None and dtype == np.float32 and not half:
         fsecs = ref_fp32.seconds(*ref_fp32.operands(a, b), reps)
         row.update(ref_fp32_s=fsecs, ref_fp32_gflops=flops / fsecs / 1e9)
     return row
@@ -361,6 +372,8 @@ def main(argv=None):
     parser.add_argument("--bench-mode", action="store_true",
                         help="cltensor.backends.benchmark on: xgemm times its candidate sets "
                              "and K splits once per shape (in the warm-up call)")
+    parser.add_argument("--half", choices=["bfloat16", "float16"],
+                        help="A, B and C stored in this 16-bit type (float64 cases dropped)")
     args = parser.parse_args(argv)
     if args.cpus:
         return run_side_by_side(args)
@@ -372,7 +385,7 @@ def main(argv=None):
     ref = ref_fp32 = None
     if gpu:
         try:
-            ref = Torch(tf32=args.tf32)
+            ref = Torch(tf32=args.tf32, half=args.half)
             ref_fp32 = Torch() if args.tf32 else None
         except Exception as e:  # no torch or no CUDA: cltensor alone
             print(f"no PyTorch/CUDA reference: {e}")
@@ -386,7 +399,8 @@ def main(argv=None):
     if args.quick:
         sizes, fp64 = sizes[-2:], fp64[-1:]
     cases = [(f"square {s}", s, s, s, "nn", np.float32) for s in sizes]
-    cases += [(f"square {s}", s, s, s, "nn", np.float64) for s in fp64 if device.has_fp64]
+    cases += [(f"square {s}", s, s, s, "nn", np.float64) for s in fp64
+              if device.has_fp64 and not args.half]
     if not (args.quick or args.no_layers):
         cases += [c + (np.float32,) for c in layer_shapes(batches)]
     print(f"device: {device.name} ({device.cl_device.driver_version}); reference: "
@@ -406,7 +420,8 @@ def main(argv=None):
             print(f"wgmma TF32 ceiling (local memory operands): {wg_ceiling:.1f} GFLOP/s")
     rows = []
     for *case, dtype in cases:
-        rows.append(run_case(device, ref, rng, tuple(case), dtype, args.reps, ref_fp32))
+        rows.append(run_case(device, ref, rng, tuple(case), dtype, args.reps, ref_fp32,
+                             args.half))
         print_row(rows[-1])
     if ceiling:
         top = max((r for r in rows if r["case"].startswith("square") and r["dtype"] == "float32"),
@@ -416,7 +431,7 @@ def main(argv=None):
     summary = {"device": device.name, "driver": device.cl_device.driver_version,
                "platform": device.cl_device.platform.version, "host": platform.node(),
                "reference": ref.name if ref else None, "tf32": args.tf32,
-               "bench_mode": args.bench_mode,
+               "bench_mode": args.bench_mode, "half": args.half,
                "reference_fp32": ref_fp32.name if ref_fp32 else None, "batches": batches,
                "mma_ceiling_gflops": ceiling, "wgmma_ceiling_gflops": wg_ceiling,
                "numpy_blas": getattr(ref, "blas", None), "reps": args.reps,

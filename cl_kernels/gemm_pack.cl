@@ -26,6 +26,8 @@
  *                Rounding: to nearest, ties away from zero (cvt.rna.tf32's), Inf and NaN kept.
  *                One work-item per 16-byte chunk of dst (idle past the last). Global size (at
  *                least the chunks of a batch, 1, batches); dst batch stride d_bs.
+ *   pack_half_slices  the same slices of 16-bit operands (nvidia_wgmma.cl with HALF): pairs of
+ *                K-consecutive float16 or bfloat16 values per 32-bit word, copied bit for bit.
  *
  * Build options: PR and KC (pack_panels' panel width and slab), SLICE_K (pack_tf32_slices');
  * TA, the source's storage type (default T): pack_panels and pad_copy read it through LD and
@@ -73,18 +75,27 @@ __kernel void pad_copy(const int ni, const int nj, const int ni_p, const int nj_
 }
 
 #ifdef SLICE_K
-__kernel void pack_tf32_slices(const int rows, const int K, const int width, BATCH_ARGS,
-                               __global const float* src, const View vs, const long s_r,
-                               const long s_k, __global float4* dst, const long d_bs) {
-  const int per_row = SLICE_K / 4, slices = (K + SLICE_K - 1) / SLICE_K;
+/* The 16-byte chunk of dst that work-item q of pack_*_slices writes (`per` values of K per
+ * chunk, SLICE_K / 4 chunks per row of a slice): its row, and its first k in *k; -1 past the
+ * last chunk. */
+inline long slice_chunk(const int rows, const int K, const int width, const int per, int* k) {
+  const int per_row = SLICE_K / 4, kw = per_row * per, slices = (K + kw - 1) / kw;
   const long q = get_global_id(0), per_slice = width * per_row;
-  if (q >= (rows + width - 1) / width * slices * per_slice) return;
+  if (q >= (rows + width - 1) / width * slices * per_slice) return -1;
   const long blk = q / per_slice; /* p * slices + t */
   const int at = q % per_slice, r = at / per_row;
   const int c = at % per_row ^ (r * SLICE_K / 32) % per_row; /* the chunk stored at `at` */
-  const long row = blk / slices * width + r;
-  const int k = (int)(blk % slices) * SLICE_K + 4 * c;
-  const long b = batch0 + get_global_id(2);
+  *k = (int)(blk % slices) * kw + per * c;
+  return blk / slices * width + r;
+}
+
+__kernel void pack_tf32_slices(const int rows, const int K, const int width, BATCH_ARGS,
+                               __global const float* src, const View vs, const long s_r,
+                               const long s_k, __global float4* dst, const long d_bs) {
+  int k;
+  const long row = slice_chunk(rows, K, width, 4, &k);
+  if (row < 0) return;
+  const long q = get_global_id(0), b = batch0 + get_global_id(2);
   __global const float* x = src + batch_offset(b, nbd, batch, vs) + row * s_r + k * s_k;
   uint4 v = (uint4)(0);
   if (row < rows) {
@@ -95,5 +106,23 @@ __kernel void pack_tf32_slices(const int rows, const int K, const int width, BAT
   }
   const int4 finite = (v & 0x7f800000u) != 0x7f800000u;
   dst[b * d_bs / 4 + q] = as_float4(select(v, (v + 0x1000u) & 0xffffe000u, finite));
+}
+
+/* The 16-bit operands' form of pack_tf32_slices (nvidia_wgmma.cl with HALF): the same slices of
+ * SLICE_K 32-bit words per row, each word two K-consecutive values (the lower k in the low half),
+ * copied bit for bit from a float16 or bfloat16 source; zero past `rows` and K (K counts 16-bit
+ * values). One work-item per 16-byte chunk (8 values) of dst. */
+__kernel void pack_half_slices(const int rows, const int K, const int width, BATCH_ARGS,
+                               __global const ushort* src, const View vs, const long s_r,
+                               const long s_k, __global uint4* dst, const long d_bs) {
+  int k;
+  const long row = slice_chunk(rows, K, width, 8, &k);
+  if (row < 0) return;
+  const long q = get_global_id(0), b = batch0 + get_global_id(2);
+  __global const ushort* x = src + batch_offset(b, nbd, batch, vs) + row * s_r + k * s_k;
+  uint h[8];
+  for (int i = 0; i < 8; ++i) h[i] = row < rows && k + i < K ? x[i * s_k] : 0;
+  dst[b * d_bs / 4 + q] = (uint4)(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16,
+                                  h[6] | h[7] << 16);
 }
 #endif

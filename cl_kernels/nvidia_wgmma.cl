@@ -6,8 +6,9 @@
  *
  *   Co[b] = act(alpha * A[b] @ B[b] + beta * Ci[b] + biases)   (or split-K partial sums)
  *
- * from operands that gemm_pack.cl's pack_tf32_slices has rounded to TF32 and laid out as this
- * kernel's local memory holds them: A in row blocks of BM rows, B in blocks of BN columns, each
+ * from operands that gemm_pack.cl's pack_tf32_slices has rounded to TF32 (or, with HALF,
+ * pack_half_slices has copied as pairs of 16-bit values, K-consecutive, per 32-bit word) and
+ * laid out as this kernel's local memory holds them: A in row blocks of BM rows, B in blocks of BN columns, each
  * block in slices of BK of K (one slice: BM or BN rows of BK floats, K-major, in the wgmma's
  * BK * 4-byte swizzle), slice t of block p at P + b * bs + (p * ceil(K / BK) + t) * rows * BK.
  *
@@ -33,7 +34,8 @@
  * work-item with BN 256, so two work-groups of one warpgroup fit a compute unit.
  *
  * Tunables: BN (64, 128, 192, 240 or 256), WGS_M (1 or 2), BK (8, 16 or 32), STAGES,
- * WG_WAIT (0 or 1), PRODUCER (0 or 1), GROUP_M (gemm_common.cl's tile_of).
+ * WG_WAIT (0 or 1), PRODUCER (0 or 1), GROUP_M (gemm_common.cl's tile_of); HALF, the operand
+ * type (below). gemm_common.cl's TC and TR store C and read the biases in 16 bits.
  *
  * nvwg_peak (built with NVWG_PEAK): the ceiling of wgmma m64nBNk8 TF32 on the device, for
  * benchmarks/gemm.py --tf32: each warpgroup runs `iters` groups of PER wgmmas on one slice in
@@ -137,11 +139,30 @@ inline ulong desc_at(__local const float4* p) {
 #define ACC_OPS ACC32(0), ACC32(32), ACC32(64), ACC32(96)
 #endif
 
-/* acc += A (64 x 8 at descriptor da) @ B (8 x BN at db): one wgmma of the warpgroup. */
+/* The operands' type: TF32 (HALF 0, k8 per wgmma), float16 (HALF 1) or bfloat16 (HALF 2), k16
+ * per wgmma. A row of a slice holds BK 32-bit words either way (BK of TF32, 2 * BK of 16-bit K),
+ * so local memory, descriptors and swizzles are the same in bytes; K (the kernel's argument)
+ * counts words. The 16-bit forms take two more immediates: no transpose (both K-major). */
+#ifndef HALF
+#define HALF 0
+#endif
+#if HALF == 1
+#define WG_TYPES "k16.f32.f16.f16"
+#define WG_TRANS ", 0, 0"
+#elif HALF == 2
+#define WG_TYPES "k16.f32.bf16.bf16"
+#define WG_TRANS ", 0, 0"
+#else
+#define WG_TYPES "k8.f32.tf32.tf32"
+#define WG_TRANS ""
+#endif
+
+/* acc += A (64 x 8 words at descriptor da) @ B (8 words x BN at db): one wgmma of the
+ * warpgroup. */
 #define WGMMA(da, db)                                                                      \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n" SM90A                              \
-               "wgmma.mma_async.sync.aligned.m64n" STR(BN) "k8.f32.tf32.tf32 {" WG_REGS  \
-               "}, " WG_DESCS ", p, 1, 1;\n}"                                              \
+               "wgmma.mma_async.sync.aligned.m64n" STR(BN) WG_TYPES " {" WG_REGS            \
+               "}, " WG_DESCS ", p, 1, 1" WG_TRANS ";\n}"                                  \
                : ACC_OPS                                                                   \
                : "l"(da), "l"(db)                                                          \
                : "memory")

@@ -139,8 +139,10 @@ def operand(rng, device, shape, kind):
 
 
 def problem(device, m, n, k, dtype=np.float32):
-    """A Problem without operands: what plan() and the plug-in's first checks read."""
-    return gm.Problem(device, np.dtype(dtype), m, n, k, (), *[None] * 4)
+    """A Problem whose operands are placeholders of its dtype: what plan() and the plug-in's
+    first checks read."""
+    op = gm.Operand(cltensor.empty(1, dtype=dtype, device=device), [], 1, 1)
+    return gm.Problem(device, np.dtype(dtype), m, n, k, (), *[op] * 4)
 
 
 def poisoned(device, shape):
@@ -261,13 +263,20 @@ def tf32_slices_model(x, width, bk):
     bits[:rows, :k] = x.view(np.uint32)
     finite = (bits & 0x7f800000) != 0x7f800000
     bits = np.where(finite, (bits + 0x1000) & 0xffffe000, bits).astype(np.uint32)
+    return swizzled_slices(bits, width, bk).view(np.float32)
+
+
+def swizzled_slices(words, width, bk):
+    """Padded (rows, K) 32-bit words in the wgmma kernel's slices of width rows by bk words,
+    16-byte chunk c of row r at chunk c ^ (r * bk / 32) % (bk / 4), flattened."""
+    rp, kp = words.shape
     per_row = bk // 4
-    chunks = bits.reshape(rp // width, width, kp // bk, per_row, 4).transpose(0, 2, 1, 3, 4)
+    chunks = words.reshape(rp // width, width, kp // bk, per_row, 4).transpose(0, 2, 1, 3, 4)
     out = np.empty_like(chunks)
     r = np.arange(width)
     for c in range(per_row):
         out[:, :, r, c ^ (r * bk // 32) % per_row] = chunks[:, :, r, c]
-    return out.reshape(-1).view(np.float32)
+    return out.reshape(-1)
 
 
 @pytest.mark.parametrize("rows,k,width,bk,layout,bshape,shared", [

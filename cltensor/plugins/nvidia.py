@@ -16,6 +16,13 @@ both operands from a copy that gemm_pack.cl's pack_tf32_slices makes from any st
 to TF32 and laid out as its local memory holds them (a workspace of (M + N) * K floats, padded
 to its tiles), so that one bulk copy moves each slice. Every product picks the parameter set of
 CONFIGS and the split of K with the least estimated time (plan()).
+
+Products of float16 or bfloat16 operands (both of one type; C and the biases stored in 16 bits or
+float32) run on Hopper's wgmma in that type with float32 sums, whatever allow_tf32 says: the
+products of 16-bit values are exact, so the result is what IEEE float32 sums of them give, as
+cuBLAS's. pack_half_slices copies both operands into the wgmma kernel's layout (pairs of
+K-consecutive values per 32-bit word), and HALF_CONFIGS rank as CONFIGS do, K counted in words.
+Elsewhere (no wgmma) those products run on the portable kernels.
 """
 import re
 import warnings
@@ -25,6 +32,7 @@ import numpy as np
 import pyopencl as cl
 
 from .. import backends
+from .. import dtypes as dt
 from ..conv import dispatch, gemm1x1, im2col, implicit
 from ..conv.implicit_gpu import MmaEngine
 from ..ops import elementwise as ew
@@ -76,6 +84,16 @@ TUNED = {"device": "NVIDIA H200, driver 580.159.04", "date": "2026-12-04",
          "tflops_4096": 218.3, "cublas_tf32_tflops_4096": 380.4,
          "cublas_fp32_tflops_4096": 50.3, "mma_sync_ceiling_tflops": 319.9,
          "wgmma_ceiling_tflops": 481.6, "rel_diff_4096_vs_cublas_tf32": 7.1e-6}
+# The 16-bit products' wgmma sets (nvidia_wgmma.cl with HALF; BK counts 32-bit words of two
+# values of K): the TF32 set's tile and stages, and a 128 x 128 tile for products of few tiles.
+# rate: TFLOP/s estimated at twice the TF32 set's (two values per word) until measured.
+HALF_CONFIGS = (
+    {"BN": 256, "WGS_M": 1, "BK": 8, "STAGES": 4, "WG_WAIT": 0, "PRODUCER": 1, "GROUP_M": 8,
+     "rate": 528.0, "groups_per_cu": 2},
+    {"BN": 128, "WGS_M": 2, "BK": 8, "STAGES": 4, "WG_WAIT": 0, "PRODUCER": 1, "GROUP_M": 8,
+     "rate": 450.0, "groups_per_cu": 2},
+)
+HALF_WGMMA = {dt.float16: 1, dt.bfloat16: 2}  # nvidia_wgmma.cl's HALF of each operand type
 MAX_SPLITS = 16
 MIN_SLICES_PER_SPLIT = 4
 LAUNCH_COST_S = 8e-6         # one extra launch (a split's xgemm_reduce, a pack_tf32_slices)
@@ -116,8 +134,15 @@ class NvidiaTensorCores(Plugin):
         self._plans = {}  # (device, problem, sets) -> (sets, [(parameter set, K splits)]): memo_with
         self._kernels = {}  # (device, its limits, id of a set, layouts) -> (the set, kernel)
 
+    reads_16bit = True  # the GEMM engine offers products of 16-bit tensors too
+
     def gemm(self, p, alpha, beta, has_ci, row_bias, col_bias, relu):
-        if not backends.allow_tf32 or p.dtype != np.float32 or p.k == 0:
+        if p.k == 0:
+            return False
+        half = half_type(p)
+        if half:
+            return self._gemm_half(p, half, alpha, beta, has_ci, row_bias, col_bias, relu)
+        if not backends.allow_tf32 or p.dtype != np.float32 or not gm.reads_as_computed(p):
             return False
         found = (_in_place(p, p.a, p.m, p.a.rs, p.a.cs), _in_place(p, p.b, p.n, p.b.cs, p.b.rs))
         for q, splits in self.plans(p):
@@ -131,6 +156,18 @@ class NvidiaTensorCores(Plugin):
                 return True
         return False
 
+    def _gemm_half(self, p, half, alpha, beta, has_ci, row_bias, col_bias, relu):
+        """A product of 16-bit operands on wgmma (Hopper), or False elsewhere."""
+        if self.emulate or not is_sm90(p.device):
+            return False
+        for q, splits in self.plans(words(p), HALF_CONFIGS):
+            kernel = self._kernel(p, q, 1, 1, half)
+            if kernel is not None:
+                epi = gm.epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu)
+                _run_wgmma(p, q, kernel, splits, epi, half)
+                return True
+        return False
+
     def conv_algorithms(self):
         return {"tf32_gemm": Tf32Convolution(self), "tf32_implicit": Tf32Implicit(self)}
 
@@ -138,40 +175,43 @@ class NvidiaTensorCores(Plugin):
         """The tensor-core multiply of the implicit-GEMM convolution kernels."""
         return MmaEngine(self.conv_configs, self.emulate)
 
-    def plans(self, p):
-        """(parameter set, K splits) for problem p, the fastest estimate first; memoized (the
-        estimates cost more host time than a launch)."""
+    def plans(self, p, configs=None):
+        """(parameter set, K splits) for problem p, the fastest estimate first, among `configs`
+        (default: self.configs); memoized (the estimates cost more host time than a launch)."""
+        configs = self.configs if configs is None else configs
         # NOTE: a set found broken changes the key
         key = (p.device, p.device.local_mem, p.m, p.n, p.k, p.nbatch, len(self._broken))
-        return memo_with(self._plans, key, self.configs, lambda: self._rank(p))
+        return memo_with(self._plans, key, configs, lambda: self._rank(p, configs))
 
-    def _rank(self, p):
+    def _rank(self, p, configs):
         hopper = not self.emulate and is_sm90(p.device)
-        usable = [q for q in self.configs if (p.device, _key(q)) not in self._broken and
+        usable = [q for q in configs if (p.device, _key(q)) not in self._broken and
                   local_bytes(q) + LOCAL_RESERVED <= p.device.local_mem and
                   (hopper or not is_wgmma(q))]
         units = p.device.cl_device.max_compute_units
         return sorted(((q, plan(p, q, units)) for q in usable),
                       key=lambda e: estimate(p, e[0], e[1], units))
 
-    def _kernel(self, p, q, a_kc, b_kc):
-        """The built kernel of set q for these layouts, or None when it fails to build or fit
-        (memoized per device, its limits and the emulation flag: every product asks)."""
+    def _kernel(self, p, q, a_kc, b_kc, half=0):
+        """The built kernel of set q for these layouts (and, for 16-bit operands, their wgmma
+        type and C's and the biases' storage), or None when it fails to build or fit (memoized
+        per device, its limits and the emulation flag: every product asks)."""
+        stored = tuple(sorted(gm.storage_defines(p).items())) if half else ()
         key = (p.device, p.device.max_work_group, p.device.local_mem, id(q), a_kc, b_kc,
-               self.emulate)
+               self.emulate, half, stored)
         hit = self._kernels.get(key)
         if hit is not None and hit[0] is q:
             return hit[1]
-        kernel = self._build(p, q, a_kc, b_kc)
+        kernel = self._build(p, q, a_kc, b_kc, dict(stored, HALF=half) if half else {})
         if kernel is not None:
             self._kernels[key] = (q, kernel)  # NOTE: q in the value keeps its id from passing on
         return kernel
 
-    def _build(self, p, q, a_kc, b_kc):
+    def _build(self, p, q, a_kc, b_kc, half_defines):
         key = (p.device, _key(q))
         try:
             if is_wgmma(q):
-                defines = _defines(q)
+                defines = dict(_defines(q), **half_defines)
                 kernel = gm.get_kernel(p.device, WGMMA_FILE, "nvwg_gemm", defines, to_sm90a)
             else:
                 defines = dict(_defines(q), A_KC=a_kc, B_KC=b_kc, EMULATE=int(self.emulate))
@@ -266,6 +306,21 @@ def _base(p):
 
 def is_wgmma(q):
     return "WGS_M" in q
+
+
+def half_type(p):
+    """nvidia_wgmma.cl's HALF for a product of two float16 or two bfloat16 operands summed in
+    float32, else 0."""
+    dtype = p.a.t.dtype
+    if p.dtype != np.float32 or p.b.t.dtype != dtype:
+        return 0
+    return HALF_WGMMA.get(dtype, 0)
+
+
+def words(p):
+    """Problem p with K counted in 32-bit words of two 16-bit values (as the wgmma kernel and
+    the plan see a 16-bit product)."""
+    return p._replace(k=-(-p.k // 2))
 
 
 def is_sm90(device):
@@ -389,35 +444,39 @@ def _run(p, q, kernel, splits, epi, a_in_place, b_in_place):
             copy()
     gm.launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), p.k, tail, splits=splits)
     if splits > 1:
-        reduce = gm.get_kernel(p.device, "gemm_xgemm.cl", "xgemm_reduce", {"T": "float"})
+        reduce = gm.get_kernel(p.device, "gemm_xgemm.cl", "xgemm_reduce", gm.storage_defines(p))
         gm.reduce_splits(p, reduce, splits, part, epi)
 
 
-def _run_wgmma(p, q, kernel, splits, epi):
-    """Launch gemm_pack.cl's pack_tf32_slices on both operands, then nvwg_gemm."""
+def _run_wgmma(p, q, kernel, splits, epi, half=0):
+    """Launch gemm_pack.cl's pack_tf32_slices (pack_half_slices for 16-bit operands) on both
+    operands, then nvwg_gemm."""
     bm, bn, nt = tile_shape(q)
-    packed = [_pack_slices(p, p.a, p.m, p.a.rs, p.a.cs, bm, q["BK"]),
-              _pack_slices(p, p.b, p.n, p.b.cs, p.b.rs, bn, q["BK"])]
+    packed = [_pack_slices(p, p.a, p.m, p.a.rs, p.a.cs, bm, q["BK"], half),
+              _pack_slices(p, p.b, p.n, p.b.cs, p.b.rs, bn, q["BK"], half)]
     part = gm.scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
     tail = []
     for t, bs in packed:
         tail += [t.storage.buf, np.int64(bs)]
     tail += [np.int32(splits), part.storage.buf] + epi
-    gm.launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), p.k, tail, splits=splits)
+    k_arg = words(p).k if half else p.k
+    gm.launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), k_arg, tail, splits=splits)
     if splits > 1:
-        reduce = gm.get_kernel(p.device, "gemm_xgemm.cl", "xgemm_reduce", {"T": "float"})
+        reduce = gm.get_kernel(p.device, "gemm_xgemm.cl", "xgemm_reduce", gm.storage_defines(p))
         gm.reduce_splits(p, reduce, splits, part, epi)
 
 
-def _pack_slices(p, op, rows, rs, ks, width, bk):
-    """op rounded to TF32 in pack_tf32_slices' slices of `width` rows by bk; returns (the
-    scratch tensor, its batch stride: 0 when every batch shares one copy)."""
+def _pack_slices(p, op, rows, rs, ks, width, bk, half=0):
+    """op in the wgmma kernel's slices of `width` rows by bk 32-bit words: rounded to TF32
+    (pack_tf32_slices) or, with half, copied as pairs of 16-bit values (pack_half_slices);
+    returns (the scratch tensor, its batch stride: 0 when every batch shares one copy)."""
     shared = not any(op.bstrides)
     nb = 1 if shared else p.nbatch
-    size = -(-rows // width) * width * -(-p.k // bk) * bk
+    kw = words(p).k if half else p.k
+    size = -(-rows // width) * width * -(-kw // bk) * bk
     dst = gm.scratch(p, nb * size)
-    kernel = gm.get_kernel(p.device, "gemm_pack.cl", "pack_tf32_slices",
-                           {"T": "float", "SLICE_K": bk})
+    name = "pack_half_slices" if half else "pack_tf32_slices"
+    kernel = gm.get_kernel(p.device, "gemm_pack.cl", name, {"T": "float", "SLICE_K": bk})
     bshape = () if shared else p.bshape
     lx = min(PACK_LOCAL, p.device.max_work_group)
     for b0 in range(0, nb, gm.MAX_GROUPS):
@@ -429,4 +488,5 @@ def _pack_slices(p, op, rows, rs, ks, width, bk):
     return dst, 0 if shared else size
 
 
-assert all(config_valid(q) for q in CONFIGS), "nvidia.py: an invalid parameter set in CONFIGS"
+assert all(config_valid(q) for q in CONFIGS + HALF_CONFIGS), \
+    "nvidia.py: an invalid parameter set in CONFIGS or HALF_CONFIGS"

@@ -39,7 +39,8 @@ from .direct import (B_ALIGNED, B_STRIDED, B_UNIT, DIRECT_GPU_LOCAL, ROWDOT_ACCU
 from .engine import RUNNERS, clear_cache, gemm_into, gemm_sum_into, sums_batches
 from .kit import (EPI_COL_BIAS, EPI_RELU, EPI_ROW_BIAS, MAX_DIM_SIZE, PROVIDERS, VECTOR_BYTES,
                   Operand, Problem, dense_strides, epilogue_args, get_kernel, group_fits,
-                  kernel_fits, launch_tiles, pad_copy, reduce_splits, scratch)
+                  kernel_fits, launch_tiles, pad_copy, reads_as_computed, reduce_splits,
+                  scratch, storage_defines)
 from .packed import (ALIASED_MIN_K, ALIASED_ROW_BYTES, PACK_LOCAL, packed_nr,
                      packed_reads_a_in_place, packed_reads_b_in_place, packed_walks_n)
 from .planning import (LAYOUTS, MAX_SPLITS, PLAN_SETTINGS, SPLIT_MIN_SLICES, XGEMM_FALLBACKS,

@@ -138,11 +138,13 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
     p = Problem(c_out.device, dt.compute_dtype(c_out.dtype), m, n, k, bshape, *ops,
                 tr=None if bias is None else bias.dtype)
     # NOTE: the tuner's candidates (entry) and a forced family measure the portable kernels;
-    # the plug-ins read operands stored in their compute type only
-    if entry is None and choice.FORCE_FAMILY is None and reads_as_computed(p):
+    # a plug-in sees 16-bit tensors only where it says it reads them (reads_16bit)
+    if entry is None and choice.FORCE_FAMILY is None:
+        plain = reads_as_computed(p)
         for lookup in PROVIDERS:
             for plugin in lookup(p.device):
-                if plugin.gemm(p, alpha, beta, c_in is not None, row_bias, col_bias, relu):
+                if (plain or getattr(plugin, "reads_16bit", False)) and plugin.gemm(
+                        p, alpha, beta, c_in is not None, row_bias, col_bias, relu):
                     return c_out
     replayed = entry is None and not backends.benchmark
     entry = entry or choice.entry_for(p.device, p.dtype)
