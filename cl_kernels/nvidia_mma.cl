@@ -51,6 +51,8 @@
  * Tunables: WM, WN (multiples of 16 and 8), WARPS_M, WARPS_N, BK (8, 16 or 32), STAGES (2 to 5,
  * with ASYNC), ASYNC, ROUND, GROUP_M, PREFETCH; BM and BN multiples of 32, BM*BK/4 and BN*BK/4
  * multiples of NT. A_KC, B_KC: the layouts above.
+ * HALF 1 or 2: float16 or bfloat16 operands (see MMA_OP), both K-contiguous, K counted in
+ * 32-bit words of two values; C and the biases through gemm_common.cl's TC and TR.
  * EMULATE 1 replaces every PTX instruction by plain OpenCL (mma.sync by an exchange of the
  * fragments through local memory, with the hardware's fragment layout and TF32 truncation), so
  * that the tests check this file's indexing on any device; it is not fast.
@@ -156,6 +158,9 @@ __kernel void nvmma_peak(const int iters, const float seed, __global float* dst)
 #ifndef EMULATE
 #define EMULATE 0
 #endif
+#ifndef HALF
+#define HALF 0
+#endif
 
 #define BM (WARPS_M * WM)
 #define BN (WARPS_N * WN)
@@ -187,6 +192,30 @@ typedef union { VK v; float s[2 * KS]; } LanesK;
 #define MC_AT(k, r, W) ((k) * (W) + ((((r) >> 2) ^ MSW(k)) << 2) + ((r) & 3))
 
 /* ---- the PTX instructions, or their plain OpenCL emulation --------------------------------- */
+
+/* The operands' type: TF32 (HALF 0, mma m16n8k8), float16 (1) or bfloat16 (2), m16n8k16 on
+ * 32-bit words of two K-consecutive values, whose fragment layout in words is m16n8k8's: the
+ * kernel runs unchanged on K-contiguous operands with K, lda, ldb and offsets in words (the
+ * host sets ROUND 0). */
+#if HALF
+#define MMA_OP(d, a0, a1, a2, a3, b0, b1)                                                  \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32" HALF_TYPES ".f32 {%0,%1,%2,%3}, "  \
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                    \
+               : "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3])                    \
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+#if HALF == 1
+#define HALF_TYPES ".f16.f16"
+/* a word's two values, the lower k first */
+inline float2 pair_of(const uint w) {
+  return (float2)(half_bits_to_float(w & 0xffffu), half_bits_to_float(w >> 16));
+}
+#else
+#define HALF_TYPES ".bf16.bf16"
+inline float2 pair_of(const uint w) { return (float2)(as_float(w << 16), as_float(w & 0xffff0000u)); }
+#endif
+#else
+#define MMA_OP MMA_TF32
+#endif
 
 /* x rounded to TF32 (nearest, ties away from zero), as the bits of a float */
 inline uint to_tf32(const float x) {
@@ -394,7 +423,12 @@ inline float emulated_dot(__local const uint* x, const int i, const int j, const
   for (int c = 0; c < 8; ++c) {
     const uint a = xa[((row >> 3) + 2 * (c >> 2)) * 32 + (row & 7) * 4 + (c & 3)];
     const uint b = xb[(c >> 2) * 32 + col * 4 + (c & 3)];
+#if HALF
+    const float2 x = pair_of(a), y = pair_of(b);
+    d += x.s0 * y.s0 + x.s1 * y.s1;
+#else
     d += TF32_TRUNC(a) * TF32_TRUNC(b);
+#endif
   }
   return d;
 }
@@ -426,8 +460,8 @@ inline void multiply_fragments(float acc[MI][NJ][4], uint af[MI][KS][4], uint bf
     for (int i = 0; i < MI; ++i)
 #pragma unroll
       for (int j = 0; j < NJ; ++j)
-        MMA_TF32(acc[i][j], af[i][s][0], af[i][s][1], af[i][s][2], af[i][s][3], bf[j][s][0],
-                 bf[j][s][1]);
+        MMA_OP(acc[i][j], af[i][s][0], af[i][s][1], af[i][s][2], af[i][s][3], bf[j][s][0],
+               bf[j][s][1]);
 }
 #endif
 

@@ -2,9 +2,11 @@
 cl_kernels/nvidia_wgmma.cl, pack_half_slices in gemm_pack.cl).
 
 On every device: the operand copy (pack_half_slices) against a numpy model of the wgmma
-layout, and the engine's rule that a plug-in sees 16-bit tensors only when it says it reads
-them. On Hopper (compute capability 9.0): float16 and bfloat16 products through the tensor
-cores against float64 products of the same 16-bit values, with outputs poisoned first.
+layout, the engine's rule that a plug-in sees 16-bit tensors only when it says it reads them,
+and the mma.sync kernel's 16-bit form (HALF in nvidia_mma.cl) in emulation. On NVIDIA GPUs the
+plug-in serves: float16 and bfloat16 products through mma.sync m16n8k16 and, on Hopper
+(compute capability 9.0), wgmma, against float64 products of the same 16-bit values, with
+outputs poisoned first.
 
 Tolerance: the products of 16-bit values are exact in float32 and summed in float32, so the
 norm-relative error against float64 (over |a| @ |b|, which no cancellation shrinks) is about
@@ -19,7 +21,7 @@ from cltensor import dtypes as dt
 from cltensor.ops import gemm as gm
 from cltensor.plugins import nvidia
 from cltensor.testing import random_array
-from test_nvidia_plugin import swizzled_slices
+from test_nvidia_plugin import EMULATED_CONFIGS, _emulated, only_plugins, swizzled_slices
 
 HALVES = ("float16", "bfloat16")
 TOL = {"float32": 1e-5, "float16": 1e-3, "bfloat16": 6e-3}  # norm-relative, by C's type
@@ -117,33 +119,62 @@ def test_plugins_see_16bit_products_only_when_they_read_them(device, rng, reads)
     assert rec.asked == want
 
 
-# ---- Hopper: the tensor cores -----------------------------------------------------------------
+# ---- the tensor cores, and mma.sync's 16-bit form in emulation ---------------------------------
+
+def _served(device):
+    pl = next((pl for pl in cltensor.plugins() if pl.name == "nvidia_tf32"), None)
+    return pl if pl is not None and pl.serves(device) else None
+
 
 @pytest.fixture
 def hopper(device):
     """The real plug-in on a device with wgmma; skips elsewhere."""
-    pl = next((pl for pl in cltensor.plugins() if pl.name == "nvidia_tf32"), None)
-    if pl is None or not pl.serves(device) or not nvidia.is_sm90(device):
+    pl = _served(device)
+    if pl is None or not nvidia.is_sm90(device):
         pytest.skip(f"needs an NVIDIA GPU of compute capability 9.0 (wgmma); {device} is not")
     return pl
 
 
+@pytest.fixture
+def mma_sync(device, monkeypatch):
+    """The real plug-in with its wgmma sets out of the way: 16-bit products on mma.sync."""
+    pl = _served(device)
+    if pl is None:
+        pytest.skip(f"needs an NVIDIA GPU the plug-in serves; {device} is not one")
+    monkeypatch.setattr(nvidia, "HALF_CONFIGS", ())
+    return pl
+
+
+@pytest.fixture(params=range(len(EMULATED_CONFIGS)), ids=["bk16-prefetch", "bk8-sync", "bk32"])
+def emulated(request):
+    """The plug-in in plain OpenCL with one small mma.sync set, the only plug-in asked."""
+    pl = _emulated(EMULATED_CONFIGS[request.param])
+    with only_plugins(pl):
+        yield pl
+
+
 def operand16(rng, device, shape, kind, dtype):
-    """A 16-bit view (n contiguous, t transposed, s step-sliced, b broadcast) and its values."""
+    """A 16-bit view (n contiguous, t transposed, s step-sliced, o offset by one element,
+    b broadcast) and its values."""
+    if kind == "n":
+        t = to16(device, random_array(rng, shape), dtype)
+        return t, t.float().numpy().astype(np.float64)
     *batch, rows, cols = shape
+    batch = tuple(batch)
     if kind == "t":
-        t = to16(device, random_array(rng, tuple(batch) + (cols, rows)), dtype).mT
+        t = to16(device, random_array(rng, batch + (cols, rows)), dtype).mT
     elif kind == "s":
-        t = to16(device, random_array(rng, tuple(batch) + (rows, 2 * cols)), dtype)[..., ::2]
-    elif kind == "b":
-        t = to16(device, random_array(rng, tuple(batch) + (rows, 1)), dtype).expand(*shape)
-    else:
-        t = to16(device, random_array(rng, tuple(shape)), dtype)
+        t = to16(device, random_array(rng, batch + (rows, 2 * cols)), dtype)[..., ::2]
+    elif kind == "o":
+        t = to16(device, random_array(rng, batch + (rows, cols + 1)), dtype)[..., 1:]
+    else:  # b
+        t = to16(device, random_array(rng, batch + (rows, 1)), dtype).expand(*shape)
     return t, t.float().numpy().astype(np.float64)
 
 
-def check_half(device, rng, dtype, m, n, k, ka="n", kb="n", batch=(), out_dtype=None, **kw):
-    """out = relu?(alpha a @ b + beta c + biases) through nvwg_gemm, into a poisoned out."""
+def check_half(device, rng, dtype, m, n, k, ka="n", kb="n", batch=(), out_dtype=None,
+               kernel="nvwg_gemm", **kw):
+    """out = relu?(alpha a @ b + beta c + biases) through `kernel`, into a poisoned out."""
     out_dtype = out_dtype or dtype
     a, an = operand16(rng, device, batch + (m, k), ka, dtype)
     b, bn = operand16(rng, device, (k, n), kb, dtype)
@@ -156,26 +187,58 @@ def check_half(device, rng, dtype, m, n, k, ka="n", kb="n", batch=(), out_dtype=
         args["row_bias"], want = rb, want + rbn[:, None]
     if kw.get("beta"):
         c, cn = operand16(rng, device, batch + (m, n), "n", out_dtype)
-        args.update(c=c, beta=kw["beta"])
+        args.update(c_in=c, beta=kw["beta"])
         want, scale = want + kw["beta"] * cn, scale + abs(kw["beta"]) * np.abs(cn)
     if kw.get("relu"):
         args["relu"], want = True, np.maximum(want, 0)
-    with cltensor.profile() as prof:
-        cltensor.gemm(a, b, out=out, **args)
+    with cltensor.profile() as prof:  # NOTE: the engine itself: C may be float32
+        gm.gemm_into(a, b.expand(batch + (k, n)), out, **args)
     names = {r["name"] for r in prof.records()}
-    assert "nvwg_gemm" in names and "pack_half_slices" in names, names
+    assert kernel in names, names
     got = out.float().numpy()
     err = float(np.linalg.norm((got - want).ravel()) / np.linalg.norm(scale.ravel()))
     assert err < TOL[out_dtype], f"{dtype} {batch} {m}x{n}x{k} {ka}{kb}: error {err:.2e}"
 
 
+# 1, whole tiles, odd K (copied), transposed and step-sliced (copied), misaligned offsets,
+# broadcasts, long K
+SHAPES = [(1, 1, 1, "n", "n"), (64, 256, 16, "n", "n"), (67, 37, 53, "n", "t"),
+          (65, 300, 17, "t", "n"), (5, 7, 302, "t", "t"), (31, 29, 40, "s", "s"),
+          (20, 24, 28, "o", "n"), (33, 40, 12, "b", "n"), (513, 257, 1029, "n", "t")]
+EMULATED_SHAPES = [(1, 1, 1, "n", "n"), (67, 37, 54, "n", "t"), (33, 29, 17, "t", "n"),
+                   (20, 24, 28, "o", "s"), (33, 40, 12, "b", "n")]
+
+
 @pytest.mark.parametrize("dtype", HALVES)
-@pytest.mark.parametrize("m,n,k,ka,kb", [
-    (1, 1, 1, "n", "n"), (64, 256, 16, "n", "n"), (67, 37, 53, "n", "t"), (65, 300, 17, "t", "n"),
-    (5, 7, 301, "t", "t"), (31, 29, 40, "s", "s"), (33, 40, 12, "b", "n"),
-    (513, 257, 1029, "n", "t")])
+def test_mma_sync_16bit_emulated(device, rng, emulated, dtype):
+    for m, n, k, ka, kb in EMULATED_SHAPES:
+        check_half(device, rng, dtype, m, n, k, ka, kb, kernel="nvmma_gemm")
+    check_half(device, rng, dtype, 21, 19, 30, batch=(2,), row=True, relu=True,
+               kernel="nvmma_gemm")
+    check_half(device, rng, dtype, 17, 23, 40, "t", "n", out_dtype="float32", beta=0.5,
+               kernel="nvmma_gemm")
+
+
+def test_mma_sync_16bit_emulated_split_k(device, rng, dtype="bfloat16"):
+    with only_plugins(_emulated(EMULATED_CONFIGS[0], splits=3)):
+        check_half(device, rng, dtype, 20, 12, 300, kernel="nvmma_gemm")
+        check_half(device, rng, dtype, 9, 14, 101, "t", "n", batch=(2,), out_dtype="float32",
+                   kernel="nvmma_gemm")
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+@pytest.mark.parametrize("m,n,k,ka,kb", SHAPES)
 def test_tensor_cores_16bit(device, rng, hopper, dtype, m, n, k, ka, kb):
     check_half(device, rng, dtype, m, n, k, ka, kb)
+
+
+@pytest.mark.parametrize("dtype", HALVES)
+def test_mma_sync_16bit(device, rng, mma_sync, dtype):
+    for m, n, k, ka, kb in SHAPES:
+        check_half(device, rng, dtype, m, n, k, ka, kb, kernel="nvmma_gemm")
+    check_half(device, rng, dtype, 37, 45, 29, batch=(2, 3), row=True, relu=True,
+               kernel="nvmma_gemm")
+    check_half(device, rng, dtype, 128, 96, 16384, out_dtype="float32", kernel="nvmma_gemm")
 
 
 @pytest.mark.parametrize("dtype", HALVES)

@@ -46,8 +46,8 @@ class Emulated(nvidia.NvidiaTensorCores):
     emulate = True
     forced_splits = None
 
-    def plans(self, p):
-        found = super().plans(p)
+    def plans(self, p, configs=None):
+        found = super().plans(p, configs)
         return [(q, self.forced_splits or s) for q, s in found]
 
 

@@ -38,6 +38,7 @@ from ..conv.implicit_gpu import MmaEngine
 from ..ops import elementwise as ew
 from ..ops import gemm as gm
 from ..program import KernelBuildError, launch, memo_with, round_up
+from ..tensor import ClTensor
 from . import Plugin, PluginWarning
 
 KERNEL_FILE = "nvidia_mma.cl"
@@ -99,17 +100,20 @@ MIN_SLICES_PER_SPLIT = 4
 LAUNCH_COST_S = 8e-6         # one extra launch (a split's xgemm_reduce, a pack_tf32_slices)
 BANDWIDTH_BYTES_S = 3.0e12   # of those launches' copies (partial sums, packed operands)
 ALIGN = 4                    # elements of one 16-byte copy
+HALF_ALIGN = 8               # 16-bit elements of one 16-byte copy
 LOCAL_RESERVED = 16          # bytes of local memory NVIDIA's OpenCL adds to every kernel's
 PACK_LOCAL = 256             # pack_tf32_slices' work-group
 
 
 class MmaOperand(NamedTuple):
     """An operand as nvmma_gemm reads it: tensor, batch strides, leading dim and layout flag
-    (1: K contiguous)."""
+    (1: K contiguous), and the offset (in the kernel's units: 32-bit words; None: the
+    tensor's, for float32)."""
     t: object
     bstrides: list
     ld: int
     kc: int
+    offset: object = None
 
 
 class NvidiaTensorCores(Plugin):
@@ -133,6 +137,7 @@ class NvidiaTensorCores(Plugin):
         self._broken = set()  # (device, parameter set) that failed to build or fit
         self._plans = {}  # (device, problem, sets) -> (sets, [(parameter set, K splits)]): memo_with
         self._kernels = {}  # (device, its limits, id of a set, layouts) -> (the set, kernel)
+        self._half_sets = None  # (self.configs, HALF_CONFIGS, the sets of 16-bit products)
 
     reads_16bit = True  # the GEMM engine offers products of 16-bit tensors too
 
@@ -157,14 +162,16 @@ class NvidiaTensorCores(Plugin):
         return False
 
     def _gemm_half(self, p, half, alpha, beta, has_ci, row_bias, col_bias, relu):
-        """A product of 16-bit operands on wgmma (Hopper), or False elsewhere."""
-        if self.emulate or not is_sm90(p.device):
-            return False
-        for q, splits in self.plans(words(p), HALF_CONFIGS):
+        """A product of 16-bit operands: on wgmma (Hopper, HALF_CONFIGS), else on mma.sync
+        m16n8k16 (the mma.sync sets of self.configs)."""
+        for q, splits in self.plans(words(p), self.half_configs()):
             kernel = self._kernel(p, q, 1, 1, half)
             if kernel is not None:
                 epi = gm.epilogue_args(p, alpha, beta, has_ci, row_bias, col_bias, relu)
-                _run_wgmma(p, q, kernel, splits, epi, half)
+                if is_wgmma(q):
+                    _run_wgmma(p, q, kernel, splits, epi, half)
+                else:
+                    _run_half(p, q, kernel, splits, epi)
                 return True
         return False
 
@@ -174,6 +181,15 @@ class NvidiaTensorCores(Plugin):
     def conv_engine(self):
         """The tensor-core multiply of the implicit-GEMM convolution kernels."""
         return MmaEngine(self.conv_configs, self.emulate)
+
+    def half_configs(self):
+        """The sets of 16-bit products: HALF_CONFIGS and the mma.sync sets of self.configs
+        (one tuple while both stay the same objects: the plans' memo keys on its id)."""
+        made = self._half_sets
+        if made is None or made[0] is not self.configs or made[1] is not HALF_CONFIGS:
+            sets = HALF_CONFIGS + tuple(q for q in self.configs if not is_wgmma(q))
+            made = self._half_sets = (self.configs, HALF_CONFIGS, sets)
+        return made[2]
 
     def plans(self, p, configs=None):
         """(parameter set, K splits) for problem p, the fastest estimate first, among `configs`
@@ -202,7 +218,10 @@ class NvidiaTensorCores(Plugin):
         hit = self._kernels.get(key)
         if hit is not None and hit[0] is q:
             return hit[1]
-        kernel = self._build(p, q, a_kc, b_kc, dict(stored, HALF=half) if half else {})
+        # NOTE: 16-bit values need no rounding (ROUND 0) on mma.sync
+        kernel = self._build(p, q, a_kc, b_kc,
+                             dict(stored, HALF=half, **({} if is_wgmma(q) else {"ROUND": 0}))
+                             if half else {})
         if kernel is not None:
             self._kernels[key] = (q, kernel)  # NOTE: q in the value keeps its id from passing on
         return kernel
@@ -214,7 +233,8 @@ class NvidiaTensorCores(Plugin):
                 defines = dict(_defines(q), **half_defines)
                 kernel = gm.get_kernel(p.device, WGMMA_FILE, "nvwg_gemm", defines, to_sm90a)
             else:
-                defines = dict(_defines(q), A_KC=a_kc, B_KC=b_kc, EMULATE=int(self.emulate))
+                defines = dict(_defines(q), A_KC=a_kc, B_KC=b_kc, EMULATE=int(self.emulate),
+                               **half_defines)
                 kernel = gm.get_kernel(p.device, KERNEL_FILE, "nvmma_gemm", defines)
         except KernelBuildError as e:
             self._broken.add(key)
@@ -431,18 +451,49 @@ def _operand(p, op, rows, rs, ks, found):
 
 def _run(p, q, kernel, splits, epi, a_in_place, b_in_place):
     """Launch nvmma_gemm; a_in_place, b_in_place: _in_place's operands (None: copied)."""
-    xa, copy_a = _operand(p, p.a, p.m, p.a.rs, p.a.cs, a_in_place)
-    xb, copy_b = _operand(p, p.b, p.n, p.b.cs, p.b.rs, b_in_place)
+    operands = (_operand(p, p.a, p.m, p.a.rs, p.a.cs, a_in_place),
+                _operand(p, p.b, p.n, p.b.cs, p.b.rs, b_in_place))
+    _launch_mma(p, q, kernel, splits, epi, operands, p.k)
+
+
+def _run_half(p, q, kernel, splits, epi):
+    """Launch nvmma_gemm on 16-bit operands (HALF): both read K-contiguous, in 32-bit words;
+    copied first (zero-padded) unless aligned, or both when K is odd (a word would reach past
+    a row)."""
+    odd = p.k % 2
+    operands = (_half_operand(p, p.a, p.m, p.a.rs, p.a.cs, odd),
+                _half_operand(p, p.b, p.n, p.b.cs, p.b.rs, odd))
+    _launch_mma(p, q, kernel, splits, epi, operands, words(p).k)
+
+
+def _half_operand(p, op, rows, rs, ks, copy_anyway):
+    """(the 16-bit op as nvmma_gemm reads it, in words; the copy to launch first or None)."""
+    aligned = [op.t.offset, *op.bstrides, rs if rows > 1 else 0]
+    if not copy_anyway and (ks == 1 or p.k == 1) and not any(s % HALF_ALIGN for s in aligned):
+        return MmaOperand(op.t, [s // 2 for s in op.bstrides], (rs if rows > 1 else 0) // 2, 1,
+                          op.t.offset // 2), None
+    ld = round_up(p.k, HALF_ALIGN)
+    shared = not any(op.bstrides)
+    dst = ClTensor.empty_on(((1 if shared else p.nbatch) * rows * ld,), op.t.dtype, p.device)
+    bstrides = [0] * len(p.bshape) if shared else gm.dense_strides(p.bshape, rows * ld)
+    copy = lambda: gm.pad_copy(p, op, (rows, p.k), (rows, ld), (rs, ks), dst,  # noqa: E731
+                               {"T": "ushort"})
+    return MmaOperand(dst, [s // 2 for s in bstrides], ld // 2, 1, 0), copy
+
+
+def _launch_mma(p, q, kernel, splits, epi, operands, k_arg):
+    """Run the operands' copies (see _operand), then nvmma_gemm and a split's reduction."""
     bm, bn, nt = tile_shape(q)
     part = gm.scratch(p, splits * p.nbatch * p.m * p.n) if splits > 1 else p.co.t
     tail = []
-    for x in (xa, xb):
-        tail += [x.t.storage.buf, ew.view_arg(x.t.offset, x.bstrides), np.int64(x.ld)]
+    for x, _ in operands:
+        offset = x.t.offset if x.offset is None else x.offset
+        tail += [x.t.storage.buf, ew.view_arg(offset, x.bstrides), np.int64(x.ld)]
     tail += [np.int32(splits), part.storage.buf] + epi
-    for copy in (copy_a, copy_b):
+    for _, copy in operands:
         if copy is not None:
             copy()
-    gm.launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), p.k, tail, splits=splits)
+    gm.launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), k_arg, tail, splits=splits)
     if splits > 1:
         reduce = gm.get_kernel(p.device, "gemm_xgemm.cl", "xgemm_reduce", gm.storage_defines(p))
         gm.reduce_splits(p, reduce, splits, part, epi)

@@ -170,12 +170,13 @@ def scratch(p, numel):
     return ClTensor.empty_on((numel,), p.dtype, p.device)
 
 
-def pad_copy(p, op, sizes, padded, strides, dst):
+def pad_copy(p, op, sizes, padded, strides, dst, defines=None):
     """dst = a dense zero-padded copy (batches, *padded) of op, one copy when the batches
-    share it."""
+    share it; defines: gemm_pack.cl's (default: converted to p's compute type; {"T": "ushort"}
+    copies 16-bit values bit for bit)."""
     shared = not any(op.bstrides)
     nb = 1 if shared else p.nbatch
-    kernel = get_kernel(p.device, "gemm_pack.cl", "pad_copy", pack_defines(p, op))
+    kernel = get_kernel(p.device, "gemm_pack.cl", "pad_copy", defines or pack_defines(p, op))
     lx = min(256, p.device.max_work_group)
     bshape = () if shared else p.bshape
     size = padded[0] * padded[1]
