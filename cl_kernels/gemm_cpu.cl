@@ -32,9 +32,9 @@
  *   MR, NR     the register tile; VW, the vector width, divides NR
  *   A_INPLACE, B_INPLACE  1: A / B read in place (set by the host: ops/gemm/packed.py
  *              packed_reads_a_in_place, packed_reads_b_in_place)
- *   A_CONVERTS, B_CONVERTS  1 with A_INPLACE / B_INPLACE: A / B is stored as TA / TB (float16
- *              or bfloat16: gemm_common.cl), converted to T as it is loaded (packed panels
- *              hold T)
+ *   A_CONVERTS, B_CONVERTS  1: A / B (read in place, or its packed panels) is stored as TA /
+ *              TB (float16 or bfloat16: gemm_common.cl), converted to T as it is loaded; a
+ *              16-bit panel's MR values of A for one k and its rows of B convert as vectors
  *   KB         blocked sums: the tile's registers sum KB steps of K, then are added into a
  *              second tile of sums (tot, untouched in the inner loop: 1/KB more adds) and
  *              restart from zero, so a sum's error grows like sqrt(KB) + sqrt(K / KB) instead
@@ -99,6 +99,40 @@ typedef union { VT v; T s[VW]; } Lanes;
 #define LOAD_B_VECTOR(p) (*(__global const VTU*)(p))
 #define LOAD_B_ELEMENT(p, f) ((p)[f])
 #endif
+
+/* W 16-bit panel values at p (aligned to W) as float lanes: float16 through vload_halfW, which
+ * PoCL compiles to F16C's conversions (VLDA's bit operations cost about a dozen instructions
+ * a lane and slowed 1024^3 about 1.8x), bfloat16 shifted (VLDA). */
+#define PANEL_VLD(X, W, p) CAT(PANEL_VLD_, X)(W, p)
+#define PANEL_VLD_half(W, p) CAT(vload_half, W)(0, (__global const half*)(p))
+#define PANEL_VLD_bf16(W, p) VLDA(bf16, W, p)
+
+/* A's packed panels stored as TA (A_CONVERTS without A_INPLACE): column k of a panel (MR
+ * values at p, aligned to MR) into col[]: float16 as one vector where MR is a vector width,
+ * bfloat16 lane by lane (PoCL, 1024^3 by gemm_slabs: 5.7 ms against 6.3 as one vector). */
+#define PANEL_A_VECTOR_half 1
+#if (MR == 2 || MR == 4 || MR == 8 || MR == 16) && CAT(PANEL_A_VECTOR_, TA)
+#define LOAD_PANEL_A(p, col)                                                     \
+  {                                                                              \
+    union { CAT(T, MR) v; T s[MR]; } u_;                                         \
+    u_.v = PANEL_VLD(TA, MR, p);                                                    \
+    _Pragma("unroll") for (int i = 0; i < MR; ++i) (col)[i] = u_.s[i];          \
+  }
+#else
+#define LOAD_PANEL_A(p, col) _Pragma("unroll") for (int i = 0; i < MR; ++i) (col)[i] = LD(TA, p, i);
+#endif
+/* B's packed panels: vectors of T, or of TB converted as loaded (B_CONVERTS without B_INPLACE);
+ * a panel row holds B_PANEL_ROW of B_PANEL_T. */
+#if defined(B_CONVERTS) && !B_INPLACE
+#define B_PANEL_T TB
+#define B_PANEL_LOAD(p, j) PANEL_VLD(TB, VW, (p) + (j) * VW)
+#define B_PANEL_ROW NR
+#else
+#define B_PANEL_T VT
+#define B_PANEL_LOAD(p, j) (p)[j]
+#define B_PANEL_ROW NV
+#endif
+#define B_PANEL_PTR(p) ((__global const B_PANEL_T*)(p))
 
 /* acc += the outer product of column k of A's panel (a: MR scalars) and row k of B's (bv). */
 #define MULTIPLY_ROW(a, bv)                                                      \
@@ -193,6 +227,14 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
     _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = LOAD_A(a, a_row[i]); \
     ++(a);
 #define A_COL a_col
+#elif defined(A_CONVERTS)
+    /* A's 16-bit panel: column k converted as one vector */
+    __global const TA* a = Ap + ab * ap_bs + (long)pm * K * MR;
+#define NEXT_A(a)                                                          \
+    T a_col[MR];                                                             \
+    LOAD_PANEL_A(a, a_col)                                                   \
+    (a) += MR;
+#define A_COL a_col
 #else
     __global const T* a = Ap + ab * ap_bs + (long)pm * K * MR;
 #define NEXT_A(a) (a) += MR;
@@ -237,15 +279,15 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
       END_BLOCK
     }
 #else
-    __global const VT* bp = (__global const VT*)(Bp + ab * bp_bs + (long)pn * K * NR);
+    __global const B_PANEL_T* bp = B_PANEL_PTR(Bp + ab * bp_bs + (long)pn * K * NR);
     for (int kb = 0; kb < K; kb += KSTEP) {
       for (int n = min(KSTEP, K - kb); n != 0; --n) {
         VT bv[NV];
 #pragma unroll
-        for (int j = 0; j < NV; ++j) bv[j] = bp[j];
+        for (int j = 0; j < NV; ++j) bv[j] = B_PANEL_LOAD(bp, j);
         NEXT_A(a)
         MULTIPLY_ROW(A_COL, bv)
-        bp += NV;
+        bp += B_PANEL_ROW;
       }
       END_BLOCK
     }
@@ -266,7 +308,8 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
  * by pack_panels with the same KC: slab s of an operand holds its panels for k in
  * [s*KC, s*KC + kc) (kc = min(KC, K - s*KC)), panel p at Ap[b][s*KC*pad_rows + (p*kc + kk)*MR
  * + i] (pad_rows: the rows rounded up to whole panels), so that a slab's panels of A and B
- * lie together. One work-item owns a block of BM x BN tiles of C and walks it slab by slab,
+ * lie together (panels of 16-bit operands hold TA / TB with A_CONVERTS / B_CONVERTS, converted
+ * as loaded). One work-item owns a block of BM x BN tiles of C and walks it slab by slab,
  * B's panels outer and A's inner: the slab's panel of B (kc x NR) stays in L1 while the
  * block's panels of A (BM*MR x kc) stay in L2, each read from memory once per block and slab
  * where gemm_packed reads a whole K panel of A once per panel of B. Between slabs a tile's
@@ -299,22 +342,22 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) WIDE_VECTORS_ATTR
 void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARGS,
-                __global const T* Ap, const long ap_bs, __global const T* Bp, const long bp_bs,
+                __global const TA* Ap, const long ap_bs, __global const TB* Bp, const long bp_bs,
                 __global VT* part, const long part_bs, const int walk_n, EPI_ARGS) {
   const int g0 = get_global_id(0), g1 = get_global_id(1);
   const int bm = row0 / (MR * BM) + (walk_n ? g1 : g0), bn = walk_n ? g0 : g1;
   const long b = batch0 + get_global_id(2);
   const int pms = (M + MR - 1) / MR, pns = (N + NR - 1) / NR;
   const int pm1 = min(bm * BM + BM, pms), pn1 = min(bn * BN + BN, pns);
-  __global const T* ab = Ap + b * ap_bs;
-  __global const VT* bb = (__global const VT*)(Bp + b * bp_bs);
+  __global const TA* ab = Ap + b * ap_bs;
+  __global const TB* bb = Bp + b * bp_bs;
   __global VT* pb = part + b * part_bs;
   for (int k0 = 0; k0 < K; k0 += KC) {
     const int kc = min(KC, K - k0);
     for (int pn = bn * BN; pn < pn1; ++pn) {
       for (int pm = bm * BM; pm < pm1; ++pm) {
-        __global const T* a = ab + (long)k0 * pms * MR + (long)pm * kc * MR;
-        __global const VT* bp = bb + ((long)k0 * pns + (long)pn * kc) * NV;
+        __global const TA* a = ab + (long)k0 * pms * MR + (long)pm * kc * MR;
+        __global const B_PANEL_T* bp = B_PANEL_PTR(bb + ((long)k0 * pns + (long)pn * kc) * NR);
         __global VT* pt = pb + ((long)pn * pms + pm) * (MR * NV);
         VT acc[MR][NV], tot[MR][NV];
 #pragma unroll
@@ -329,11 +372,17 @@ void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARG
           for (int n = min(SLAB_STEP, kc - kb); n != 0; --n) {
             VT bv[NV];
 #pragma unroll
-            for (int j = 0; j < NV; ++j) bv[j] = bp[j];
+            for (int j = 0; j < NV; ++j) bv[j] = B_PANEL_LOAD(bp, j);
             PREFETCH_A(a + PF);
+#ifdef A_CONVERTS
+            T a_col[MR];
+            LOAD_PANEL_A(a, a_col)
+            MULTIPLY_ROW(a_col, bv)
+#else
             MULTIPLY_ROW(a, bv)
+#endif
             a += MR;
-            bp += NV;
+            bp += B_PANEL_ROW;
           }
 #pragma unroll
           for (int i = 0; i < MR; ++i)

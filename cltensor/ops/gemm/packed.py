@@ -6,6 +6,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...program import launch, round_up
+from ...tensor import ClTensor
 from .. import elementwise as ew
 from . import kit
 from .kit import get_kernel, launch_tiles, pack_defines, scratch, storage_defines
@@ -17,16 +18,25 @@ from .kit import get_kernel, launch_tiles, pack_defines, scratch, storage_define
 PACK_LOCAL = 16
 
 
+def panel_dtype(p, op):
+    """The dtype of op's packed panels: a 16-bit operand's own (its panels hold its bits, and
+    gemm_cpu.cl converts them as it loads them: half the bytes of float panels), else p's."""
+    return op.t.dtype if op.t.dtype in dt.HALF_TYPES and p.dtype == dt.float32 else p.dtype
+
+
 def _pack_panels(p, op, rows, rs, ks, width, kc=0, lx=PACK_LOCAL):
     """op as panels of `width` rows (gemm_pack.cl), in slabs of kc steps of K when kc is set
     (gemm_slabs), one copy when every batch shares it, in work-groups of lx along K; returns
-    (scratch tensor, its batch stride)."""
+    (scratch tensor, its batch stride). 16-bit operands keep their dtype (panel_dtype)."""
     shared = not any(op.bstrides)
     nb = 1 if shared else p.nbatch
     size = -(-rows // width) * p.k * width
-    dst = scratch(p, nb * size)
+    dtype = panel_dtype(p, op)
+    # NOTE: 16-bit panels are packed as their bits (ushort), which copies them exactly
+    defines = pack_defines(p, op) if dtype == p.dtype else {"T": "ushort"}
+    dst = ClTensor.empty_on((nb * size,), dtype, p.device)
     kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels",
-                        dict(pack_defines(p, op), PR=width, **({"KC": kc} if kc else {})))
+                        dict(defines, PR=width, **({"KC": kc} if kc else {})))
     lx = min(lx, p.device.max_work_group)
     if kc:
         lx = math.gcd(lx, kc)  # a work-group within one slab (gemm_pack.cl)
@@ -84,7 +94,8 @@ def packed_reads_a_in_place(p, params, summed=False):
     in slabs, which read packed operands).
     NOTE: not float16, whose conversion of MR scalars per step of K doubled the kernel's time
     (PoCL, 2 AVX-512 cores, 512^3 in ms, medians of 7 interleaved: float32 1.1, bfloat16 in
-    place 1.6, float16 in place 5.2, packed as float 2.6); bfloat16's is a shift."""
+    place 1.6, float16 in place 5.2, packed as float 2.6); bfloat16's is a shift. float16's
+    panels stay 16-bit (panel_dtype) and convert a panel's MR values as one vector."""
     return (bool(params.get("A_IN_PLACE")) and (p.a.cs == 1 or p.k == 1) and
             p.a.t.dtype != dt.float16 and not packed_slab(p, params, summed))
 
@@ -136,9 +147,9 @@ def run_packed(p, entry, epi, summed=False):
     a_in_place = packed_reads_a_in_place(p, params, summed)
     b_in_place = packed_reads_b_in_place(p, params, summed)
     tile = {"MR": mr, "NR": nr, "VW": params["VW"],
-            **storage_defines(p, p.a.t.dtype if a_in_place else None,
-                              p.b.t.dtype if b_in_place else None)}
-    for op in "AB":  # a 16-bit operand read in place, converted as loaded
+            **storage_defines(p, p.a.t.dtype if a_in_place else panel_dtype(p, p.a),
+                              p.b.t.dtype if b_in_place else panel_dtype(p, p.b))}
+    for op in "AB":  # a 16-bit operand (in place or in panels), converted as loaded
         if "T" + op in tile:
             tile[op + "_CONVERTS"] = 1
     if "KB" in params:  # else gemm_cpu.cl's default block of K
