@@ -8,11 +8,15 @@ gcol = W^T @ gout, then col2im sums the columns back onto the input (no atomics)
 
 float16/bfloat16 tensors are read in place: the column buffer holds the input's 16-bit values
 (copied exactly), the GEMMs read them and sum in float32, and gcol is float32, so that the
-input gradient is rounded once, by col2im.
+input gradient is rounded once, by col2im. Their backward walks each chunk in up to
+HALF_SLICES slices of images, so that its scratch (gout's copy, the columns, the float32 gcol)
+holds a quarter of float32's bytes for the chunk, and a whole step's peak halves; the weight
+gradient sums the slices in float32 and is rounded once.
 """
 import numpy as np
 
 from .. import dtypes as dt
+from ..ops import elementwise as ew
 from ..ops.gemm import gemm, gemm_into
 from ..program import ctype_of, round_up
 from ..tensor import ClTensor
@@ -25,20 +29,32 @@ KERNEL_FILE = "conv_im2col.cl"
 ROW_ALIGN = 16
 
 
+# 16-bit backward: each chunk in at most HALF_SLICES slices of images, none with less than
+# SLICE_MIN_BYTES of 16-bit columns. NOTE: the launches of more, smaller slices cost more than
+# the memory saved (PoCL, bf16 3x3 conv 3->32 of 8x64x64, 1.7 MiB of columns: step 3.7 ms in
+# one slice, 4.2 in 4; 32->64 of 32x32x32, 18 MiB: 27.0 in both)
+HALF_SLICES, SLICE_MIN_BYTES = 4, 2 * 2**20
+
+
 def _per_image_bytes(p, backward):
-    """One image's column buffer (and, in backward, its gradient's (Co, P) copy)."""
-    channels = p.c * p.kh * p.kw + (p.co if backward else 0)
-    return channels * p.ho * p.wo * p.dtype.itemsize
+    """One image's column buffer (and, in backward, its gradient's (Co, P) copy; 16-bit
+    tensors' input gradient columns are float32)."""
+    col_item = 4 if backward and p.dtype in dt.HALF_TYPES else p.dtype.itemsize
+    return (p.c * p.kh * p.kw * col_item + (p.co * p.dtype.itemsize if backward else 0)) * \
+        p.ho * p.wo
 
 
 def workspace_bytes(p, backward=False, device=None):
-    """Scratch bytes of one chunk of images."""
-    per_image = _per_image_bytes(p, backward)
-    return per_image * common.images_per_chunk(p.n, per_image)
+    """Scratch bytes of one chunk (in backward of 16-bit tensors, one slice) of images."""
+    return _per_image_bytes(p, backward) * _chunks(p, backward)[0][1]
 
 
 def _chunks(p, backward):
+    """[(first image, images)] of the chunks, or of 16-bit backward's slices of them."""
     nb = common.images_per_chunk(p.n, _per_image_bytes(p, backward))
+    if backward and p.dtype in dt.HALF_TYPES:
+        cols = p.c * p.kh * p.kw * p.ho * p.wo * p.dtype.itemsize * nb
+        nb = -(-nb // max(1, min(HALF_SLICES, cols // SLICE_MIN_BYTES)))
     return [(n0, min(nb, p.n - n0)) for n0 in range(0, p.n, nb)]
 
 
@@ -120,29 +136,31 @@ def backward(x, w, gout, p, need_x, need_w):
     wg = _weight_groups(w, p)
     gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x)) if need_x else None
     gw = common.empty((p.co, p.cg, p.kh, p.kw), w) if need_w else None
-    for i, (n0, nb) in enumerate(_chunks(p, True)):
+    chunks = _chunks(p, True)
+    # NOTE: a 16-bit weight gradient summed over several chunks sums in float32, rounded once
+    gsum = gw if gw is None or len(chunks) == 1 or w.dtype not in dt.HALF_TYPES else \
+        ClTensor.empty_on(gw.shape, dt.float32, gw.device)
+    for i, (n0, nb) in enumerate(chunks):
         gcn = common.to_cnhw(_images(gout, n0, nb)).reshape(p.groups, p.cog, -1)
         if need_w:
             col = im2col(_images(x, n0, nb), p, nb).reshape(p.groups, p.k, -1)
-            gw3 = gw.view(p.groups, p.cog, p.k)
-            gemm(gcn, col.mT, out=gw3, c=gw3 if i else None, beta=1 if i else 0)
+            gw3 = gsum.view(p.groups, p.cog, p.k)
+            gemm_into(gcn, col.mT, gw3, gw3 if i else None, beta=1 if i else 0)
             del col
         if need_x:
             _input_grad(wg, gcn, _images(gx, n0, nb), p, nb)
+        del gcn  # before the next chunk's is made
+    if gsum is not gw:
+        ew.copy(gsum, gw)
     return gx, gw
 
 
 def _input_grad(wg, gcn, gx, p, nb):
     """gx (a view of nb images) = col2im(W^T @ gout). For 16-bit tensors gcol is float32, so
-    that col2im rounds its sums once, and is made for half the images at a time, so that it
-    holds no more bytes than a 16-bit gcol of all of them would."""
+    that col2im rounds its sums once."""
     if wg.dtype not in dt.HALF_TYPES:
         col2im(gemm(wg.mT, gcn), gx, p, nb)
         return
-    P, step = p.ho * p.wo, -(-nb // 2)
-    for i0 in range(0, nb, step):
-        k = min(step, nb - i0)
-        gcol = ClTensor.empty_on((p.groups, p.k, k * P), dt.float32, wg.device)
-        gemm_into(wg.mT, gcn[:, :, i0 * P:(i0 + k) * P], gcol)
-        col2im(gcol, _images(gx, i0, k), p, k)
-        del gcol  # before the next one is made
+    gcol = ClTensor.empty_on((p.groups, p.k, gcn.shape[-1]), dt.float32, wg.device)
+    gemm_into(wg.mT, gcn, gcol)
+    col2im(gcol, gx, p, nb)
