@@ -103,7 +103,7 @@ def test_packed_panels_16bit(device, rng, use_entry, name, case):  # noqa: F811
     assert used <= 2 * (_panels(m, k) + _panels(n, k)) + part, used
 
 
-def _conv_step(device, rng, name, xshape, wshape, padding):
+def _conv_step(device, rng, name, xshape, wshape, padding, groups=1):
     """One conv2d forward and backward (input, weight and bias gradients) against float64;
     returns the bytes it allocated at its peak, its outputs' bytes and the bytes of each
     float32 tensor it made."""
@@ -116,12 +116,12 @@ def _conv_step(device, rng, name, xshape, wshape, padding):
     _poison_pool(device, xshape, wshape, g.shape)
 
     def step():
-        y = ct.conv.conv2d(x, w, b, padding=padding)
+        y = ct.conv.conv2d(x, w, b, padding=padding, groups=groups)
         y.backward(g)
         return y
     used, y, made = _peak(device, step)
     dx, dw, db = (t.requires_grad_(True) for t in (tx, tw, tb))
-    ty = TF.conv2d(dx, dw, db, padding=padding)
+    ty = TF.conv2d(dx, dw, db, padding=padding, groups=groups)
     ty.backward(tg)
     for mine, exact in ((y, ty), (x.grad, dx.grad), (w.grad, dw.grad), (b.grad, db.grad)):
         _check(mine, exact, name)
@@ -129,19 +129,23 @@ def _conv_step(device, rng, name, xshape, wshape, padding):
     return used, outputs, made
 
 
+@pytest.mark.parametrize("groups", [1, 3])
 @pytest.mark.parametrize("name", HALF)
-def test_im2col_backward_in_slices(device, rng, monkeypatch, name):
-    """A 3x3 convolution whose backward walks 5 images in slices of 2, 2 and 1: results
-    against float64; float32 tensors only the weight gradient's sum and a slice's input
-    gradient columns; the step's peak within its outputs and the forward's 16-bit column
-    buffer (the backward's slices hold less; whole-chunk gout copies, columns and float
-    panels did not fit)."""
+def test_im2col_backward_in_slices(device, rng, monkeypatch, name, groups):
+    """A 3x3 convolution whose backward walks 5 images in slices of 2, 2 and 1, its input
+    gradient's float32 columns made for half the channels (or groups) at a time: results
+    against float64; float32 tensors only the weight gradient's sum and those columns, each
+    within the 16-bit columns' bytes of a slice; the step's peak within its outputs and the
+    forward's 16-bit column buffer (whole-chunk gout copies, columns and float panels did
+    not fit)."""
     monkeypatch.setattr(im2col, "SLICE_MIN_BYTES", 1)
-    n, c, co, h, w = 5, 4, 8, 20, 24
-    used, outputs, made = _conv_step(device, rng, name, (n, c, h, w), (co, c, 3, 3), 1)
-    assert max(made) <= c * 9 * 2 * h * w * 4 and sorted(made)[0] == co * c * 9 * 4, made
+    n, c, co, h, w = 5, 6, 9, 20, 24
+    used, outputs, made = _conv_step(device, rng, name, (n, c, h, w), (co, c // groups, 3, 3),
+                                     1, groups)
+    kg = c // groups * 9
+    assert max(made) <= c * 9 * 2 * h * w * 2 and sorted(made)[0] == co * kg * 4, made
     columns = c * 9 * n * -(-h * w // im2col.ROW_ALIGN) * im2col.ROW_ALIGN * 2
-    assert used <= outputs + columns + 2 * _panels(co, c * 9), (used, outputs, columns)
+    assert used <= outputs + columns + 2 * _panels(co, kg), (used, outputs, columns)
 
 
 @pytest.mark.parametrize("name", HALF)
