@@ -4,6 +4,7 @@ small CNN's training step, float32 against autocast.
 
     python benchmarks/half.py [--mib 64] [--reps 5] [--batch 32] [--device SPEC] [--json out.json]
                               [--ops NAME ...] [--no-memory] [--trace-peak PRECISION]
+                              [--networks NAME ...]
 
 Each op runs once per dtype in turn, --reps rounds (interleaved, so a busy machine slows all
 dtypes alike); the table gives the median wall and CPU ms per dtype and the 16-bit ones'
@@ -11,8 +12,11 @@ speed-ups by both. The
 memory figure is cltensor.memory_stats' peak over building the model and one forward and backward:
 under autocast (parameters float32), and with the model and its input stored in 16 bits.
 --trace-peak lists the buffers alive at one precision's peak (size, dtype, where made).
+--networks NAME ... gives the same peak for convnet_benchmarks' networks (one forward and
+backward from a gradient of ones, at --batch), float32 against 16-bit storage.
 """
 import argparse
+import gc
 import json
 import statistics
 import sys
@@ -112,6 +116,25 @@ def peak_memory(device, precision, batch=32):
     return peak
 
 
+def network_peak(device, name, dtype, batch):
+    """MiB of one training step's peak of a convnet_benchmarks network stored in dtype,
+    parameters included (the peak counted from after the model is built: it is built in
+    float32 and then cast)."""
+    from convnet_benchmarks.bench import build_cltensor, input_shape
+    gc.collect()  # the last network's modules, held in reference cycles
+    ct.empty_cache(device)
+    before = ct.memory_stats(device)["allocated"]
+    model = build_cltensor(name, device, dtype)
+    ct.reset_peak_memory_stats(device)
+    x = ct.randn(*input_shape(name, batch), device=device, dtype=dtype)
+    out = model(x)
+    out.backward(ct.ones_like(out))
+    device.synchronize()
+    peak = (ct.memory_stats(device)["peak"] - before) / 2**20
+    del model, x, out
+    return peak
+
+
 class PeakTracer:
     """While active, records every device buffer made (bytes, dtype, the cltensor frames that
     made it) and keeps the live set at the highest total seen. A debugging aid: it patches the
@@ -170,8 +193,17 @@ def main(argv=None):
     p.add_argument("--no-memory", action="store_true", help="skip the CNN's peak memory")
     p.add_argument("--trace-peak", choices=list(PRECISIONS), default=None,
                    help="list the buffers alive at this precision's peak, and stop")
+    p.add_argument("--networks", nargs="+", default=None,
+                   help="convnet_benchmarks' networks' peak memory at --batch, and stop")
     args = p.parse_args(argv)
     device = ct.get_device(args.device)
+    if args.networks:
+        for name in args.networks:
+            peaks = {d: network_peak(device, name, getattr(ct, d), args.batch) for d in DTYPES}
+            print(f"{name} batch {args.batch}: peak MiB " + ", ".join(
+                f"{d} {v:.1f} ({v / peaks['float32']:.2f}x)" for d, v in peaks.items()),
+                flush=True)
+        return 0
     if args.trace_peak:
         peak_memory(device, args.trace_peak, args.batch)  # builds the kernels
         with PeakTracer() as tracer:
