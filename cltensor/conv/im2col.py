@@ -44,8 +44,11 @@ def _per_image_bytes(p, backward):
 
 
 def workspace_bytes(p, backward=False, device=None):
-    """Scratch bytes of one chunk (in backward of 16-bit tensors, one slice) of images."""
-    return _per_image_bytes(p, backward) * _chunks(p, backward)[0][1]
+    """Scratch bytes of one chunk (in backward of 16-bit tensors, one slice) of images, and
+    a 16-bit weight gradient's float32 sum over several."""
+    chunks = _chunks(p, backward)
+    gsum = p.co * p.k * 4 if backward and p.dtype in dt.HALF_TYPES and len(chunks) > 1 else 0
+    return _per_image_bytes(p, backward) * chunks[0][1] + gsum
 
 
 def _chunks(p, backward):
