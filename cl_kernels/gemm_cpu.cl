@@ -312,8 +312,7 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
  * by pack_panels with the same KC: slab s of an operand holds its panels for k in
  * [s*KC, s*KC + kc) (kc = min(KC, K - s*KC)), panel p at Ap[b][s*KC*pad_rows + (p*kc + kk)*MR
  * + i] (pad_rows: the rows rounded up to whole panels), so that a slab's panels of A and B
- * lie together (panels of 16-bit operands hold TA / TB with A_CONVERTS / B_CONVERTS, converted
- * as loaded). One work-item owns a block of BM x BN tiles of C and walks it slab by slab,
+ * lie together. One work-item owns a block of BM x BN tiles of C and walks it slab by slab,
  * B's panels outer and A's inner: the slab's panel of B (kc x NR) stays in L1 while the
  * block's panels of A (BM*MR x kc) stay in L2, each read from memory once per block and slab
  * where gemm_packed reads a whole K panel of A once per panel of B. Between slabs a tile's
@@ -322,7 +321,9 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
  * gemm_packed's to the bit (part holds its tot; blocks of KB restart from zero); KB 0 sums
  * in blocks of KC. Global size (ceil(M / (BM*MR)),
  * ceil(N / (BN*NR)), batches), dims 0 and 1 swapped when walk_n is 1; row0 a multiple of
- * BM*MR.
+ * BM*MR. A launch may cover one slab of a longer K (the host's float32 slabs of 16-bit
+ * operands, ops/gemm/packed.py): resume 1 starts from the sums in `part`, finish 0 leaves
+ * them there instead of running the epilogue.
  */
 #ifndef BM
 #define BM 16
@@ -346,28 +347,29 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) WIDE_VECTORS_ATTR
 void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARGS,
-                __global const TA* Ap, const long ap_bs, __global const TB* Bp, const long bp_bs,
-                __global VT* part, const long part_bs, const int walk_n, EPI_ARGS) {
+                __global const T* Ap, const long ap_bs, __global const T* Bp, const long bp_bs,
+                __global VT* part, const long part_bs, const int walk_n, const int resume,
+                const int finish, EPI_ARGS) {
   const int g0 = get_global_id(0), g1 = get_global_id(1);
   const int bm = row0 / (MR * BM) + (walk_n ? g1 : g0), bn = walk_n ? g0 : g1;
   const long b = batch0 + get_global_id(2);
   const int pms = (M + MR - 1) / MR, pns = (N + NR - 1) / NR;
   const int pm1 = min(bm * BM + BM, pms), pn1 = min(bn * BN + BN, pns);
-  __global const TA* ab = Ap + b * ap_bs;
-  __global const TB* bb = Bp + b * bp_bs;
+  __global const T* ab = Ap + b * ap_bs;
+  __global const VT* bb = (__global const VT*)(Bp + b * bp_bs);
   __global VT* pb = part + b * part_bs;
   for (int k0 = 0; k0 < K; k0 += KC) {
     const int kc = min(KC, K - k0);
     for (int pn = bn * BN; pn < pn1; ++pn) {
       for (int pm = bm * BM; pm < pm1; ++pm) {
-        __global const TA* a = ab + (long)k0 * pms * MR + (long)pm * kc * MR;
-        __global const B_PANEL_T* bp = B_PANEL_PTR(bb + ((long)k0 * pns + (long)pn * kc) * NR);
+        __global const T* a = ab + (long)k0 * pms * MR + (long)pm * kc * MR;
+        __global const VT* bp = bb + ((long)k0 * pns + (long)pn * kc) * NV;
         __global VT* pt = pb + ((long)pn * pms + pm) * (MR * NV);
         VT acc[MR][NV], tot[MR][NV];
 #pragma unroll
         for (int i = 0; i < MR; ++i)
 #pragma unroll
-          for (int j = 0; j < NV; ++j) tot[i][j] = k0 ? pt[i * NV + j] : (VT)0;
+          for (int j = 0; j < NV; ++j) tot[i][j] = k0 || resume ? pt[i * NV + j] : (VT)0;
         for (int kb = 0; kb < kc; kb += SLAB_STEP) {
 #pragma unroll
           for (int i = 0; i < MR; ++i)
@@ -376,24 +378,18 @@ void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARG
           for (int n = min(SLAB_STEP, kc - kb); n != 0; --n) {
             VT bv[NV];
 #pragma unroll
-            for (int j = 0; j < NV; ++j) bv[j] = B_PANEL_LOAD(bp, j);
+            for (int j = 0; j < NV; ++j) bv[j] = bp[j];
             PREFETCH_A(a + PF);
-#ifdef A_CONVERTS
-            T a_col[MR];
-            LOAD_PANEL_A(a, a_col)
-            MULTIPLY_ROW(a_col, bv)
-#else
             MULTIPLY_ROW(a, bv)
-#endif
             a += MR;
-            bp += B_PANEL_ROW;
+            bp += NV;
           }
 #pragma unroll
           for (int i = 0; i < MR; ++i)
 #pragma unroll
             for (int j = 0; j < NV; ++j) tot[i][j] += acc[i][j];
         }
-        if (k0 + KC < K) {
+        if (k0 + KC < K || !finish) {
 #pragma unroll
           for (int i = 0; i < MR; ++i)
 #pragma unroll
