@@ -106,20 +106,21 @@ typedef union { VT v; T s[VW]; } Lanes;
 
 /* W 16-bit panel values at p (aligned to W) as float lanes: float16 through vload_halfW, which
  * PoCL compiles to F16C's conversions (VLDA's bit operations cost about a dozen instructions
- * a lane and slowed 1024^3 about 1.8x), bfloat16 shifted (VLDA). */
+ * a lane: float16 panels of 1024^3 took 1.8x as long), bfloat16 shifted (VLDA). */
 #define PANEL_VLD(X, W, p) CAT(PANEL_VLD_, X)(W, p)
 #define PANEL_VLD_half(W, p) CAT(vload_half, W)(0, (__global const half*)(p))
 #define PANEL_VLD_bf16(W, p) VLDA(bf16, W, p)
 
 /* A's packed panels stored as TA (A_CONVERTS without A_INPLACE): column k of a panel (MR
  * values at p, aligned to MR) into col[]: float16 as one vector where MR is a vector width,
- * bfloat16 lane by lane (PoCL, 1024^3 by gemm_slabs: 5.7 ms against 6.3 as one vector). */
+ * bfloat16 lane by lane (PoCL, bfloat16 panels of 1024^3: 5.7 ms against 6.3 as one
+ * vector). */
 #define PANEL_A_VECTOR_half 1
 #if (MR == 2 || MR == 4 || MR == 8 || MR == 16) && CAT(PANEL_A_VECTOR_, TA)
 #define LOAD_PANEL_A(p, col)                                                     \
   {                                                                              \
     union { CAT(T, MR) v; T s[MR]; } u_;                                         \
-    u_.v = PANEL_VLD(TA, MR, p);                                                    \
+    u_.v = PANEL_VLD(TA, MR, p);                                                 \
     _Pragma("unroll") for (int i = 0; i < MR; ++i) (col)[i] = u_.s[i];          \
   }
 #else
