@@ -116,6 +116,7 @@ typedef union { VT v; T s[VW]; } Lanes;
  * bfloat16 lane by lane (PoCL, bfloat16 panels of 1024^3: 5.7 ms against 6.3 as one
  * vector). */
 #define PANEL_A_VECTOR_half 1
+#define A_LANES16_half 1
 #if (MR == 2 || MR == 4 || MR == 8 || MR == 16) && CAT(PANEL_A_VECTOR_, TA)
 #define LOAD_PANEL_A(p, col)                                                     \
   {                                                                              \
@@ -227,10 +228,37 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
     long a_row[MR];
 #pragma unroll
     for (int i = 0; i < MR; ++i) a_row[i] = (long)min(i, M - 1 - m0) * lda;
+#if defined(A_CONVERTS) && CAT(A_LANES16_, TA)
+    /* float16 A: every 16 steps of K, the next 16 columns of the MR rows converted at once
+     * (vload_half16, F16C on PoCL) into a_buf, which the steps then read as floats (whole
+     * columns past K - 16 element by element); per element, the bit operations doubled the
+     * kernel's time */
+    union { float16 v; float s[16]; } a_buf[MR];
+    int a_lane = 16;
+    long a_k = 0;
+#define NEXT_A(a)                                                                      \
+    if (a_lane == 16) {                                                                  \
+      if (K - a_k >= 16) {                                                               \
+        _Pragma("unroll") for (int i = 0; i < MR; ++i)                                   \
+            a_buf[i].v = vload_half16(0, (__global const half*)(a + a_row[i]));          \
+      } else {                                                                           \
+        for (int i = 0; i < MR; ++i)                                                     \
+          for (int f = 0; f < 16; ++f)                                                   \
+            a_buf[i].s[f] = f < K - a_k ? LD(TA, a, a_row[i] + f) : 0.0f;                \
+      }                                                                                  \
+      a_lane = 0;                                                                        \
+    }                                                                                    \
+    T a_col[MR];                                                                         \
+    _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = a_buf[i].s[a_lane];        \
+    ++a_lane;                                                                            \
+    ++a_k;                                                                               \
+    ++(a);
+#else
 #define NEXT_A(a)                                                          \
     T a_col[MR];                                                             \
     _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = LOAD_A(a, a_row[i]); \
     ++(a);
+#endif
 #define A_COL a_col
 #elif defined(A_CONVERTS)
     /* A's 16-bit panel: column k converted as one vector */

@@ -13,6 +13,7 @@ import cltensor as ct
 from cltensor import backends
 from cltensor.conv import im2col
 from cltensor.ops import gemm as gm
+from cltensor.ops.gemm import packed
 from cltensor.tensor import ClTensor
 from test_gemm_cpu import slab_entry, use_entry  # noqa: F401 (a fixture)
 
@@ -173,3 +174,17 @@ def test_gemm_1x1_16bit(device, rng, name):
     used, outputs, made = _conv_step(device, rng, name, (n, c, h, w), (co, c, 1, 1), 0)
     assert not made, made
     assert used <= outputs + 2 * (_panels(co, h * w, n) + _panels(c, h * w, n)), (used, outputs)
+
+
+def test_float16_a_read_in_place(device, rng, use_entry):  # noqa: F811
+    """float16 A with rows contiguous along K, from K = FLOAT16_A_IN_PLACE_MIN_K on, is read
+    where it is, 16 columns converted at a time (K not a multiple of 16, M not of the
+    tile): the product against float64, and the call's peak within B's 16-bit panels."""
+    use_entry(gm.entry_for(device, np.dtype("float32")))
+    m, k, n = 61, packed.FLOAT16_A_IN_PLACE_MIN_K + 13, 8
+    (a, ta), (b, tb) = _pair(device, rng, (m, k), "float16"), _pair(device, rng, (k, n), "float16")
+    _poison_pool(device, (m, n))
+    out = ct.full((m, n), float("nan"), dtype=ct.float16, device=device)
+    used, _, made = _peak(device, lambda: gm.gemm(a, b, out=out))
+    _check(out, ta @ tb, "float16")
+    assert not made and used <= 2 * _panels(n, k), (used, made)

@@ -90,15 +90,25 @@ def packed_reads_b_in_place(p, params, summed=False):
             p.k < params.get("B_IN_PLACE_MAX_K", 2**62) and not packed_slab(p, params, summed))
 
 
+# float16 A is read in place from this K on, else packed into 16-bit panels. NOTE: in place,
+# gemm_cpu.cl converts 16 columns of its MR rows at a time; that beat the pack from K = 1024
+# (PoCL, ms, interleaved medians of 15, in place vs panels: 288x8192x64 0.86 vs 1.42,
+# 1152x3136x128 4.35 vs 6.69, 512x1024x64 0.40 vs 0.67) and lost below (512^3 1.49 vs 1.06,
+# 32x27x4096 x8 1.06 vs 0.86)
+FLOAT16_A_IN_PLACE_MIN_K = 1024
+
+
 def packed_reads_a_in_place(p, params, summed=False):
     """Whether gemm_packed reads A where it is (rows contiguous along K, A_IN_PLACE set; never
-    in slabs, which read packed operands).
-    NOTE: not float16, whose conversion of MR scalars per step of K doubled the kernel's time
-    (PoCL, 2 AVX-512 cores, 512^3 in ms, medians of 7 interleaved: float32 1.1, bfloat16 in
-    place 1.6, float16 in place 5.2, packed as float 2.6); bfloat16's is a shift. float16's
-    panels stay 16-bit (panel_dtype) and convert a panel's MR values as one vector."""
+    in slabs, which read packed operands); float16 A from K = FLOAT16_A_IN_PLACE_MIN_K on.
+    NOTE: float16's conversion of MR scalars per step of K doubled the kernel's time (PoCL,
+    2 AVX-512 cores, 512^3 in ms, medians of 7 interleaved: float32 1.1, bfloat16 in place
+    1.6, float16 in place 5.2, packed as float 2.6), so gemm_cpu.cl converts 16 steps at once;
+    bfloat16's is a shift. Packed float16 panels stay 16-bit (panel_dtype) and convert a
+    panel's MR values as one vector."""
     return (bool(params.get("A_IN_PLACE")) and (p.a.cs == 1 or p.k == 1) and
-            p.a.t.dtype != dt.float16 and not packed_slab(p, params, summed))
+            (p.a.t.dtype != dt.float16 or p.k >= FLOAT16_A_IN_PLACE_MIN_K) and
+            not packed_slab(p, params, summed))
 
 
 def _packed_operand(p, op, in_place, ld, rows, rs, ks, width, lx):
