@@ -91,11 +91,11 @@ def packed_reads_b_in_place(p, params, summed=False):
 
 
 # float16 A is read in place from this K on, else packed into 16-bit panels. NOTE: in place,
-# gemm_cpu.cl converts 16 columns of its MR rows at a time; that beat the pack from K = 1024
-# (PoCL, ms, interleaved medians of 15, in place vs panels: 288x8192x64 0.86 vs 1.42,
-# 1152x3136x128 4.35 vs 6.69, 512x1024x64 0.40 vs 0.67) and lost below (512^3 1.49 vs 1.06,
-# 32x27x4096 x8 1.06 vs 0.86)
-FLOAT16_A_IN_PLACE_MIN_K = 1024
+# gemm_cpu.cl converts 16 columns of its MR rows at a time (and the last K % 16 one by one);
+# PoCL, ms, interleaved medians of 15, in place vs panels: 288x8192x64 0.86 vs 1.42,
+# 1152x3136x128 4.35 vs 6.69, 864x784x208 1.64 vs 2.05, 256^3 0.20 vs 0.24, 64x64 @
+# 16x64x256 0.31 vs 0.34, 333x77x300 0.20 vs 0.21; but 32x27 @ 8x27x4096 1.04 vs 0.84
+FLOAT16_A_IN_PLACE_MIN_K = 64
 
 
 def packed_reads_a_in_place(p, params, summed=False):
