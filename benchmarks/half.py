@@ -201,7 +201,7 @@ def main(argv=None):
         for name in args.networks:
             peaks = {d: network_peak(device, name, getattr(ct, d), args.batch) for d in DTYPES}
             print(f"{name} batch {args.batch}: peak MiB " + ", ".join(
-                f"{d} {v:.1f} ({v / peaks['float32']:.2f}x)" for d, v in peaks.items()),
+                f"{d} {v:.1f} ({v / peaks['float32']:.3f}x)" for d, v in peaks.items()),
                 flush=True)
         return 0
     if args.trace_peak:
