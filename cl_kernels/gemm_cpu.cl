@@ -32,9 +32,9 @@
  *   MR, NR     the register tile; VW, the vector width, divides NR
  *   A_INPLACE, B_INPLACE  1: A / B read in place (set by the host: ops/gemm/packed.py
  *              packed_reads_a_in_place, packed_reads_b_in_place)
- *   A_CONVERTS, B_CONVERTS  1 with A_INPLACE / B_INPLACE: A / B is stored as TA / TB (float16
- *              or bfloat16: gemm_common.cl), converted to T as it is loaded (packed panels
- *              hold T)
+ *   A_CONVERTS, B_CONVERTS  1: A / B (read in place, or its packed panels) is stored as TA /
+ *              TB (float16 or bfloat16: gemm_common.cl), converted to T as it is loaded; a
+ *              16-bit panel's MR values of A for one k and its rows of B convert as vectors
  *   KB         blocked sums: the tile's registers sum KB steps of K, then are added into a
  *              second tile of sums (tot, untouched in the inner loop: 1/KB more adds) and
  *              restart from zero, so a sum's error grows like sqrt(KB) + sqrt(K / KB) instead
@@ -91,14 +91,54 @@ typedef union { VT v; T s[VW]; } Lanes;
 #else
 #define LOAD_A(p, i) ((p)[i])
 #endif
-/* B read in place: a vector of row elements and a single element, at pointer p (TB). */
+/* B read in place: a vector of row elements and a single element, at pointer p (TB; float16
+ * vectors through vload_halfW, F16C on PoCL: PoCL, ms, bit operations against vload_half16,
+ * 64x288 @ 8x288x1024 1.65 vs 1.16, 512^3 1.44 vs 1.01). */
 #if defined(B_CONVERTS) && B_INPLACE
-#define LOAD_B_VECTOR(p) VLD(TB, VW, p)
+#define LOAD_B_VECTOR(p) CAT(LOAD_B_VECTOR_, TB)(p)
+#define LOAD_B_VECTOR_half(p) CAT(vload_half, VW)(0, (__global const half*)(p))
+#define LOAD_B_VECTOR_bf16(p) VLD(bf16, VW, p)
 #define LOAD_B_ELEMENT(p, f) LD(TB, p, f)
 #else
 #define LOAD_B_VECTOR(p) (*(__global const VTU*)(p))
 #define LOAD_B_ELEMENT(p, f) ((p)[f])
 #endif
+
+/* W 16-bit panel values at p (aligned to W) as float lanes: float16 through vload_halfW, which
+ * PoCL compiles to F16C's conversions (VLDA's bit operations cost about a dozen instructions
+ * a lane: float16 panels of 1024^3 took 1.8x as long), bfloat16 shifted (VLDA). */
+#define PANEL_VLD(X, W, p) CAT(PANEL_VLD_, X)(W, p)
+#define PANEL_VLD_half(W, p) CAT(vload_half, W)(0, (__global const half*)(p))
+#define PANEL_VLD_bf16(W, p) VLDA(bf16, W, p)
+
+/* A's packed panels stored as TA (A_CONVERTS without A_INPLACE): column k of a panel (MR
+ * values at p, aligned to MR) into col[]: float16 as one vector where MR is a vector width,
+ * bfloat16 lane by lane (PoCL, bfloat16 panels of 1024^3: 5.7 ms against 6.3 as one
+ * vector). */
+#define PANEL_A_VECTOR_half 1
+#define A_LANES16_half 1
+#if (MR == 2 || MR == 4 || MR == 8 || MR == 16) && CAT(PANEL_A_VECTOR_, TA)
+#define LOAD_PANEL_A(p, col)                                                     \
+  {                                                                              \
+    union { CAT(T, MR) v; T s[MR]; } u_;                                         \
+    u_.v = PANEL_VLD(TA, MR, p);                                                 \
+    _Pragma("unroll") for (int i = 0; i < MR; ++i) (col)[i] = u_.s[i];          \
+  }
+#else
+#define LOAD_PANEL_A(p, col) _Pragma("unroll") for (int i = 0; i < MR; ++i) (col)[i] = LD(TA, p, i);
+#endif
+/* B's packed panels: vectors of T, or of TB converted as loaded (B_CONVERTS without B_INPLACE);
+ * a panel row holds B_PANEL_ROW of B_PANEL_T. */
+#if defined(B_CONVERTS) && !B_INPLACE
+#define B_PANEL_T TB
+#define B_PANEL_LOAD(p, j) PANEL_VLD(TB, VW, (p) + (j) * VW)
+#define B_PANEL_ROW NR
+#else
+#define B_PANEL_T VT
+#define B_PANEL_LOAD(p, j) (p)[j]
+#define B_PANEL_ROW NV
+#endif
+#define B_PANEL_PTR(p) ((__global const B_PANEL_T*)(p))
 
 /* acc += the outer product of column k of A's panel (a: MR scalars) and row k of B's (bv). */
 #define MULTIPLY_ROW(a, bv)                                                      \
@@ -188,10 +228,45 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
     long a_row[MR];
 #pragma unroll
     for (int i = 0; i < MR; ++i) a_row[i] = (long)min(i, M - 1 - m0) * lda;
+#if defined(A_CONVERTS) && CAT(A_LANES16_, TA)
+    /* float16 A: every 16 steps of K, the next 16 columns of the MR rows converted at once
+     * (vload_half16, F16C on PoCL) into a_buf, which the steps then read as floats (whole
+     * columns past K - 16 element by element); per element, the bit operations doubled the
+     * kernel's time */
+    union { float16 v; float s[16]; } a_buf[MR];
+    int a_lane = 16;
+    long a_k = 0;
+#define NEXT_A(a)                                                                      \
+    if (a_lane == 16) {                                                                  \
+      if (K - a_k >= 16) {                                                               \
+        _Pragma("unroll") for (int i = 0; i < MR; ++i)                                   \
+            a_buf[i].v = vload_half16(0, (__global const half*)(a + a_row[i]));          \
+      } else {                                                                           \
+        for (int i = 0; i < MR; ++i)                                                     \
+          for (int f = 0; f < 16; ++f)                                                   \
+            a_buf[i].s[f] = f < K - a_k ? LD(TA, a, a_row[i] + f) : 0.0f;                \
+      }                                                                                  \
+      a_lane = 0;                                                                        \
+    }                                                                                    \
+    T a_col[MR];                                                                         \
+    _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = a_buf[i].s[a_lane];        \
+    ++a_lane;                                                                            \
+    ++a_k;                                                                               \
+    ++(a);
+#else
 #define NEXT_A(a)                                                          \
     T a_col[MR];                                                             \
     _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = LOAD_A(a, a_row[i]); \
     ++(a);
+#endif
+#define A_COL a_col
+#elif defined(A_CONVERTS)
+    /* A's 16-bit panel: column k converted as one vector */
+    __global const TA* a = Ap + ab * ap_bs + (long)pm * K * MR;
+#define NEXT_A(a)                                                          \
+    T a_col[MR];                                                             \
+    LOAD_PANEL_A(a, a_col)                                                   \
+    (a) += MR;
 #define A_COL a_col
 #else
     __global const T* a = Ap + ab * ap_bs + (long)pm * K * MR;
@@ -237,15 +312,15 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
       END_BLOCK
     }
 #else
-    __global const VT* bp = (__global const VT*)(Bp + ab * bp_bs + (long)pn * K * NR);
+    __global const B_PANEL_T* bp = B_PANEL_PTR(Bp + ab * bp_bs + (long)pn * K * NR);
     for (int kb = 0; kb < K; kb += KSTEP) {
       for (int n = min(KSTEP, K - kb); n != 0; --n) {
         VT bv[NV];
 #pragma unroll
-        for (int j = 0; j < NV; ++j) bv[j] = bp[j];
+        for (int j = 0; j < NV; ++j) bv[j] = B_PANEL_LOAD(bp, j);
         NEXT_A(a)
         MULTIPLY_ROW(A_COL, bv)
-        bp += NV;
+        bp += B_PANEL_ROW;
       }
       END_BLOCK
     }
@@ -275,7 +350,9 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
  * gemm_packed's to the bit (part holds its tot; blocks of KB restart from zero); KB 0 sums
  * in blocks of KC. Global size (ceil(M / (BM*MR)),
  * ceil(N / (BN*NR)), batches), dims 0 and 1 swapped when walk_n is 1; row0 a multiple of
- * BM*MR.
+ * BM*MR. A launch may cover one slab of a longer K (the host's float32 slabs of 16-bit
+ * operands, ops/gemm/packed.py): resume 1 starts from the sums in `part`, finish 0 leaves
+ * them there instead of running the epilogue.
  */
 #ifndef BM
 #define BM 16
@@ -300,7 +377,8 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) WIDE_VECTORS_ATTR
 void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARGS,
                 __global const T* Ap, const long ap_bs, __global const T* Bp, const long bp_bs,
-                __global VT* part, const long part_bs, const int walk_n, EPI_ARGS) {
+                __global VT* part, const long part_bs, const int walk_n, const int resume,
+                const int finish, EPI_ARGS) {
   const int g0 = get_global_id(0), g1 = get_global_id(1);
   const int bm = row0 / (MR * BM) + (walk_n ? g1 : g0), bn = walk_n ? g0 : g1;
   const long b = batch0 + get_global_id(2);
@@ -320,7 +398,7 @@ void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARG
 #pragma unroll
         for (int i = 0; i < MR; ++i)
 #pragma unroll
-          for (int j = 0; j < NV; ++j) tot[i][j] = k0 ? pt[i * NV + j] : (VT)0;
+          for (int j = 0; j < NV; ++j) tot[i][j] = k0 || resume ? pt[i * NV + j] : (VT)0;
         for (int kb = 0; kb < kc; kb += SLAB_STEP) {
 #pragma unroll
           for (int i = 0; i < MR; ++i)
@@ -340,7 +418,7 @@ void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARG
 #pragma unroll
             for (int j = 0; j < NV; ++j) tot[i][j] += acc[i][j];
         }
-        if (k0 + KC < K) {
+        if (k0 + KC < K || !finish) {
 #pragma unroll
           for (int i = 0; i < MR; ++i)
 #pragma unroll

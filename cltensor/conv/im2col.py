@@ -8,11 +8,16 @@ gcol = W^T @ gout, then col2im sums the columns back onto the input (no atomics)
 
 float16/bfloat16 tensors are read in place: the column buffer holds the input's 16-bit values
 (copied exactly), the GEMMs read them and sum in float32, and gcol is float32, so that the
-input gradient is rounded once, by col2im.
+input gradient is rounded once, by col2im; gcol is made for half the input channels at a time,
+so that it holds no more bytes than the 16-bit columns. Their backward walks each chunk in up
+to HALF_SLICES slices of images, so that its scratch (gout's copy, the columns, gcol) holds
+at most a quarter of float32's bytes for the chunk, and a whole step's peak halves; the weight
+gradient of several slices sums in float32 and is rounded once.
 """
 import numpy as np
 
 from .. import dtypes as dt
+from ..ops import elementwise as ew
 from ..ops.gemm import gemm, gemm_into
 from ..program import ctype_of, round_up
 from ..tensor import ClTensor
@@ -25,6 +30,13 @@ KERNEL_FILE = "conv_im2col.cl"
 ROW_ALIGN = 16
 
 
+# 16-bit backward: each chunk in at most HALF_SLICES slices of images, none with less than
+# SLICE_MIN_BYTES of 16-bit columns. NOTE: the launches of more, smaller slices cost more than
+# the memory saved (PoCL, bf16 3x3 conv 3->32 of 8x64x64, 1.7 MiB of columns: step 3.7 ms in
+# one slice, 4.2 in 4; 32->64 of 32x32x32, 18 MiB: 27.0 in both)
+HALF_SLICES, SLICE_MIN_BYTES = 4, 2 * 2**20
+
+
 def _per_image_bytes(p, backward):
     """One image's column buffer (and, in backward, its gradient's (Co, P) copy)."""
     channels = p.c * p.kh * p.kw + (p.co if backward else 0)
@@ -32,14 +44,34 @@ def _per_image_bytes(p, backward):
 
 
 def workspace_bytes(p, backward=False, device=None):
-    """Scratch bytes of one chunk of images."""
-    per_image = _per_image_bytes(p, backward)
-    return per_image * common.images_per_chunk(p.n, per_image)
+    """Scratch bytes of one chunk (in backward of 16-bit tensors, one slice) of images, and
+    a 16-bit weight gradient's float32 sum over several."""
+    chunks = _chunks(p, backward)
+    gsum = p.co * p.k * 4 if backward and p.dtype in dt.HALF_TYPES and len(chunks) > 1 else 0
+    return _per_image_bytes(p, backward) * chunks[0][1] + gsum
 
 
 def _chunks(p, backward):
-    nb = common.images_per_chunk(p.n, _per_image_bytes(p, backward))
+    """[(first image, images)] of the chunks, or of 16-bit backward's slices of them."""
+    per_image = _per_image_bytes(p, backward)
+    nb = common.images_per_chunk(p.n, per_image)
+    if backward and p.dtype in dt.HALF_TYPES:
+        nb = _slice_images(p, nb, per_image)
     return [(n0, min(nb, p.n - n0)) for n0 in range(0, p.n, nb)]
+
+
+def _slice_images(p, nb, per_image):
+    """The images of a slice of a 16-bit backward's chunk of nb: the count of slices (at most
+    HALF_SLICES, each with SLICE_MIN_BYTES of columns) that needs the least scratch, counting
+    the float32 sum of the weight gradient that several slices of one chunk add (large
+    weights over small images are better left whole)."""
+    cols = p.c * p.kh * p.kw * p.ho * p.wo * p.dtype.itemsize * nb
+    most = max(1, min(HALF_SLICES, cols // SLICE_MIN_BYTES))
+    gsum = 0 if nb < p.n else p.co * p.k * 4  # several chunks sum it anyway
+
+    def scratch(s):
+        return per_image * -(-nb // s) + (gsum if s > 1 else 0)
+    return -(-nb // min(range(1, most + 1), key=scratch))
 
 
 def _images(t, n0, nb):
@@ -67,12 +99,13 @@ def im2col(x, p, nb, align=1):
 
 
 def col2im(gcol, gx, p, nb):
-    """gx (a 4-d view of nb images) = the sum of gcol's columns over the input."""
+    """gx (a 4-d view of nb images, of all or some of p's channels: gcol's rows hold those
+    channels' columns) = the sum of gcol's columns over the input."""
     defines = common.shape_defines(p)
     if gcol.dtype != gx.dtype:
         defines["TG"] = ctype_of(gcol.dtype)
     kernel = common.get_kernel(gx.device, KERNEL_FILE, "col2im", defines)
-    common.launch_1d(gx.device, kernel, gx.numel(), np.int32(p.c), np.int32(p.h),
+    common.launch_1d(gx.device, kernel, gx.numel(), np.int32(gx.shape[1]), np.int32(p.h),
                      np.int32(p.w), np.int32(p.ho), np.int32(p.wo), np.int32(nb),
                      gcol.storage.buf, *common.view_args(gx))
 
@@ -120,29 +153,49 @@ def backward(x, w, gout, p, need_x, need_w):
     wg = _weight_groups(w, p)
     gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x)) if need_x else None
     gw = common.empty((p.co, p.cg, p.kh, p.kw), w) if need_w else None
-    for i, (n0, nb) in enumerate(_chunks(p, True)):
+    chunks = _chunks(p, True)
+    # NOTE: a 16-bit weight gradient summed over several chunks sums in float32, rounded once
+    gsum = gw if gw is None or len(chunks) == 1 or w.dtype not in dt.HALF_TYPES else \
+        ClTensor.empty_on(gw.shape, dt.float32, gw.device)
+    for i, (n0, nb) in enumerate(chunks):
         gcn = common.to_cnhw(_images(gout, n0, nb)).reshape(p.groups, p.cog, -1)
         if need_w:
             col = im2col(_images(x, n0, nb), p, nb).reshape(p.groups, p.k, -1)
-            gw3 = gw.view(p.groups, p.cog, p.k)
-            gemm(gcn, col.mT, out=gw3, c=gw3 if i else None, beta=1 if i else 0)
+            gw3 = gsum.view(p.groups, p.cog, p.k)
+            gemm_into(gcn, col.mT, gw3, gw3 if i else None, beta=1 if i else 0)
             del col
         if need_x:
             _input_grad(wg, gcn, _images(gx, n0, nb), p, nb)
+        del gcn  # before the next chunk's is made
+    if gsum is not gw:
+        ew.copy(gsum, gw)
     return gx, gw
 
 
 def _input_grad(wg, gcn, gx, p, nb):
     """gx (a view of nb images) = col2im(W^T @ gout). For 16-bit tensors gcol is float32, so
-    that col2im rounds its sums once, and is made for half the images at a time, so that it
-    holds no more bytes than a 16-bit gcol of all of them would."""
+    that col2im rounds its sums once, made for half the channels (or groups) at a time."""
     if wg.dtype not in dt.HALF_TYPES:
         col2im(gemm(wg.mT, gcn), gx, p, nb)
         return
-    P, step = p.ho * p.wo, -(-nb // 2)
-    for i0 in range(0, nb, step):
-        k = min(step, nb - i0)
-        gcol = ClTensor.empty_on((p.groups, p.k, k * P), dt.float32, wg.device)
-        gemm_into(wg.mT, gcn[:, :, i0 * P:(i0 + k) * P], gcol)
-        col2im(gcol, _images(gx, i0, k), p, k)
+    kk = p.kh * p.kw
+    for g0, g1, c0, c1 in _channel_halves(p):
+        rows = wg.mT[g0:g1, c0 * kk:c1 * kk]
+        gcol = ClTensor.empty_on(rows.shape[:2] + gcn.shape[-1:], dt.float32, wg.device)
+        gemm_into(rows, gcn[g0:g1], gcol)
+        first, count = g0 * p.cg + c0, (g1 - g0 - 1) * p.cg + c1 - c0
+        col2im(gcol, common.strided(gx, (nb, count) + gx.shape[2:], gx.strides,
+                                    gx.offset + first * gx.strides[1]), p, nb)
         del gcol  # before the next one is made
+
+
+def _channel_halves(p):
+    """[(first group, end group, first channel, end channel within each group)]: the input
+    channels in runs of consecutive channels, none over half of them: runs of half the groups
+    (rounded down) where there are several, else the two halves of the channels (one run
+    when there is one channel)."""
+    if p.groups > 1:
+        run = p.groups // 2
+        return [(g0, min(g0 + run, p.groups), 0, p.cg) for g0 in range(0, p.groups, run)]
+    half = p.c // 2
+    return [(0, 1, 0, p.c)] if half == 0 else [(0, 1, 0, half), (0, 1, half, p.c)]

@@ -176,7 +176,9 @@ def _family(p, entry):
 
 def sums_batches(device, dtype):
     """Whether gemm_sum_into runs on this device and dtype: in one kernel, on the devices
-    whose GEMM family is packed (CPUs)."""
+    whose GEMM family is packed (CPUs). 16-bit dtypes go by their compute type (bfloat16's
+    numpy view is uint16)."""
+    dtype = dt.compute_dtype(dtype)
     fam = choice.FORCE_FAMILY or choice.entry_for(device, dtype)["family"]
     return fam == "packed" and np.dtype(dtype).kind == "f"
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from ... import dtypes as dt
 from ...program import launch, round_up
+from ...tensor import ClTensor
 from .. import elementwise as ew
 from . import kit
 from .kit import get_kernel, launch_tiles, pack_defines, scratch, storage_defines
@@ -17,16 +18,26 @@ from .kit import get_kernel, launch_tiles, pack_defines, scratch, storage_define
 PACK_LOCAL = 16
 
 
-def _pack_panels(p, op, rows, rs, ks, width, kc=0, lx=PACK_LOCAL):
+def panel_dtype(p, op):
+    """The dtype of op's packed panels: a 16-bit operand's own (its panels hold its bits, and
+    gemm_cpu.cl converts them as it loads them: half the bytes of float panels), else p's."""
+    return op.t.dtype if op.t.dtype in dt.HALF_TYPES and p.dtype == dt.float32 else p.dtype
+
+
+def _pack_panels(p, op, rows, rs, ks, width, kc=0, lx=PACK_LOCAL, computed=False):
     """op as panels of `width` rows (gemm_pack.cl), in slabs of kc steps of K when kc is set
     (gemm_slabs), one copy when every batch shares it, in work-groups of lx along K; returns
-    (scratch tensor, its batch stride)."""
+    (scratch tensor, its batch stride). 16-bit operands keep their dtype (panel_dtype) unless
+    `computed` asks for p's."""
     shared = not any(op.bstrides)
     nb = 1 if shared else p.nbatch
     size = -(-rows // width) * p.k * width
-    dst = scratch(p, nb * size)
+    dtype = p.dtype if computed else panel_dtype(p, op)
+    # NOTE: 16-bit panels are packed as their bits (ushort), which copies them exactly
+    defines = pack_defines(p, op) if dtype == p.dtype else {"T": "ushort"}
+    dst = ClTensor.empty_on((nb * size,), dtype, p.device)
     kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels",
-                        dict(pack_defines(p, op), PR=width, **({"KC": kc} if kc else {})))
+                        dict(defines, PR=width, **({"KC": kc} if kc else {})))
     lx = min(lx, p.device.max_work_group)
     if kc:
         lx = math.gcd(lx, kc)  # a work-group within one slab (gemm_pack.cl)
@@ -79,14 +90,25 @@ def packed_reads_b_in_place(p, params, summed=False):
             p.k < params.get("B_IN_PLACE_MAX_K", 2**62) and not packed_slab(p, params, summed))
 
 
+# float16 A is read in place from this K on, else packed into 16-bit panels. NOTE: in place,
+# gemm_cpu.cl converts 16 columns of its MR rows at a time (and the last K % 16 one by one);
+# PoCL, ms, interleaved medians of 15, in place vs panels: 288x8192x64 0.86 vs 1.42,
+# 1152x3136x128 4.35 vs 6.69, 864x784x208 1.64 vs 2.05, 256^3 0.20 vs 0.24, 64x64 @
+# 16x64x256 0.31 vs 0.34, 333x77x300 0.20 vs 0.21; but 32x27 @ 8x27x4096 1.04 vs 0.84
+FLOAT16_A_IN_PLACE_MIN_K = 64
+
+
 def packed_reads_a_in_place(p, params, summed=False):
     """Whether gemm_packed reads A where it is (rows contiguous along K, A_IN_PLACE set; never
-    in slabs, which read packed operands).
-    NOTE: not float16, whose conversion of MR scalars per step of K doubled the kernel's time
-    (PoCL, 2 AVX-512 cores, 512^3 in ms, medians of 7 interleaved: float32 1.1, bfloat16 in
-    place 1.6, float16 in place 5.2, packed as float 2.6); bfloat16's is a shift."""
+    in slabs, which read packed operands); float16 A from K = FLOAT16_A_IN_PLACE_MIN_K on.
+    NOTE: float16's conversion of MR scalars per step of K doubled the kernel's time (PoCL,
+    2 AVX-512 cores, 512^3 in ms, medians of 7 interleaved: float32 1.1, bfloat16 in place
+    1.6, float16 in place 5.2, packed as float 2.6), so gemm_cpu.cl converts 16 steps at once;
+    bfloat16's is a shift. Packed float16 panels stay 16-bit (panel_dtype) and convert a
+    panel's MR values as one vector."""
     return (bool(params.get("A_IN_PLACE")) and (p.a.cs == 1 or p.k == 1) and
-            p.a.t.dtype != dt.float16 and not packed_slab(p, params, summed))
+            (p.a.t.dtype != dt.float16 or p.k >= FLOAT16_A_IN_PLACE_MIN_K) and
+            not packed_slab(p, params, summed))
 
 
 def _packed_operand(p, op, in_place, ld, rows, rs, ks, width, lx):
@@ -135,15 +157,16 @@ def run_packed(p, entry, epi, summed=False):
     mr, nr = params["MR"], packed_nr(p, params)
     a_in_place = packed_reads_a_in_place(p, params, summed)
     b_in_place = packed_reads_b_in_place(p, params, summed)
+    kc = packed_slab(p, params, summed)
     tile = {"MR": mr, "NR": nr, "VW": params["VW"],
-            **storage_defines(p, p.a.t.dtype if a_in_place else None,
-                              p.b.t.dtype if b_in_place else None)}
-    for op in "AB":  # a 16-bit operand read in place, converted as loaded
+            **(storage_defines(p) if kc else
+               storage_defines(p, p.a.t.dtype if a_in_place else panel_dtype(p, p.a),
+                               p.b.t.dtype if b_in_place else panel_dtype(p, p.b)))}
+    for op in "AB":  # a 16-bit operand (in place or in panels), converted as loaded
         if "T" + op in tile:
             tile[op + "_CONVERTS"] = 1
     if "KB" in params:  # else gemm_cpu.cl's default block of K
         tile["KB"] = params["KB"]
-    kc = packed_slab(p, params, summed)
     if kc:
         return _run_slabs(p, params, epi, dict(tile, KC=kc), kc)
     tile.update(A_INPLACE=int(a_in_place), B_INPLACE=int(b_in_place))
@@ -170,12 +193,31 @@ def _run_slabs(p, params, epi, tile, kc):
     tile.update(BM=bm, BN=bn, PF=params.get("PF", 0))
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_slabs", tile)
     lx = params.get("PACK_LX", PACK_LOCAL)
-    a, a_bs = _pack_panels(p, p.a, p.m, p.a.rs, p.a.cs, mr, kc, lx)
-    b, b_bs = _pack_panels(p, p.b, p.n, p.b.cs, p.b.rs, nr, kc, lx)
     part_size = -(-p.m // mr) * mr * -(-p.n // nr) * nr
     part = scratch(p, p.nbatch * part_size)
     walk_n = params.get("SLAB_WALK_N", 0)
-    tail = [a.storage.buf, np.int64(a_bs), b.storage.buf, np.int64(b_bs), part.storage.buf,
-            np.int64(part_size // tile["VW"]), np.int32(walk_n)] + epi
-    launch_tiles(p, kernel, mr * bm, -(-p.n // (nr * bn)), (1, 1, 1), p.k, tail,
-                 rows_in_dim0=not walk_n)
+    # NOTE: 16-bit operands are packed into float panels at most half their slabs at a time
+    # (no more bytes than whole 16-bit panels), each run of slabs a launch, where gemm_slabs
+    # reading 16-bit panels ran 6 to 13% slower (PoCL, 1024^3 and 2048x1024x1024, float16
+    # and bfloat16; one launch per slab cost 512x2048x512 8%)
+    half = any(panel_dtype(p, op) != p.dtype for op in (p.a, p.b))
+    step = kc * max(1, -(-p.k // kc) // 2) if half else p.k
+    for k0 in range(0, p.k, step):
+        ps = _k_range(p, k0, min(step, p.k - k0)) if half else p
+        a, a_bs = _pack_panels(ps, ps.a, p.m, p.a.rs, p.a.cs, mr, kc, lx, computed=True)
+        b, b_bs = _pack_panels(ps, ps.b, p.n, p.b.cs, p.b.rs, nr, kc, lx, computed=True)
+        tail = [a.storage.buf, np.int64(a_bs), b.storage.buf, np.int64(b_bs), part.storage.buf,
+                np.int64(part_size // tile["VW"]), np.int32(walk_n), np.int32(k0 > 0),
+                np.int32(k0 + ps.k == p.k)] + epi
+        launch_tiles(ps, kernel, mr * bm, -(-p.n // (nr * bn)), (1, 1, 1), ps.k, tail,
+                     rows_in_dim0=not walk_n)
+        del a, b  # before the next slab's are made
+
+
+def _k_range(p, k0, kk):
+    """p over steps k0 .. k0 + kk of K (its operands' views moved along K)."""
+    def moved(op, step):
+        t = op.t
+        return op._replace(t=ClTensor(t.storage, t.shape, t.strides, t.offset + k0 * step,
+                                      t.dtype))
+    return p._replace(k=kk, a=moved(p.a, p.a.cs), b=moved(p.b, p.b.rs))
