@@ -223,3 +223,47 @@ def test_softmax_backward_vector_rows_match_torch(device, rng, name):
             got = softmax_ops.softmax_backward(grad, y, 1, log=log)
             assert got.dtype is y.dtype
             np.testing.assert_allclose(got.float().numpy(), want.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_softmax_long_rows_match_torch(device, rng, name):
+    """softmax_fwd_vec16's blocks of 256 elements (D = 2 * 256 + 3 * 16 + 5: two blocks, vector
+    steps and a tail): a max that grows from block to block (a sorted row), a first block of
+    only -inf, -inf in some lanes only, NaN and +inf in the second block, a row of only -inf,
+    large logits; softmax and log_softmax against torch (float32, rounded once)."""
+    D = 2 * 256 + 3 * 16 + 5
+    x = (rng.standard_normal((8, D)) * 5).astype(np.float32)
+    x[1] = np.sort(x[1]) * 10
+    x[2, :256] = -np.inf
+    x[3] = -np.inf
+    x[4, 300] = np.nan
+    x[5, 400] = np.inf
+    x[6] += 1e4 if name != "float16" else 6e4
+    x[7, ::16] = -np.inf
+    x[7, 513] = 30
+    t = torch.from_numpy(x).to(getattr(torch, name))
+    a = ct.from_numpy(x, device=device).to(getattr(ct, name))
+    ulp = {"float32": 4e-7, "float16": 1e-3, "bfloat16": 8e-3}[name]
+    for log in (False, True):
+        want = (torch.log_softmax if log else torch.softmax)(t.float(), 1).to(t.dtype)
+        _poison(a.shape, a.dtype, device)
+        got = (F.log_softmax if log else F.softmax)(a, 1).float().numpy()
+        exp = want.float().numpy()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
+        ok = ~np.isnan(exp)
+        np.testing.assert_allclose(got[ok], exp[ok], rtol=2 * ulp, atol=ulp)
+
+
+def test_softmax_few_long_rows_spread_over_work_groups(device, rng):
+    """On CPUs a launch of few rows takes one row per work-group: PoCL runs a work-group on one
+    thread, and 64 rows of 256K elements in one group ran on one core."""
+    if not device.is_cpu:
+        pytest.skip("the CPUs' work-group choice")
+    x = (rng.standard_normal((8, 4096)) * 3).astype(np.float32)
+    a = ct.from_numpy(x, device=device).to(ct.bfloat16)
+    with ct.profile() as prof:
+        y = F.softmax(a, 1)
+    (rec,) = prof.records()
+    assert (rec["name"], rec["global"], rec["local"]) == ("softmax_fwd_vec16", (8,), (1,))
+    want = torch.softmax(torch.from_numpy(x).bfloat16().float(), 1)
+    np.testing.assert_allclose(y.float().numpy(), want.numpy(), rtol=8e-3, atol=1e-6)
