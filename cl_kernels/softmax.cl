@@ -171,14 +171,14 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
 
 #ifdef VEC16
 /* softmax_fwd for CPUs (LANES 1, T float; S float, half or bf16) on rows whose elements are
- * contiguous (vx.d == vy.d == 1). The row is walked in blocks of SM_BLOCK elements: each
- * block's max per lane first (the block then stays in L1), then its sum of exp(x - m) per lane
- * in four independent partial sums, added once per block to the lanes' running sums (rescaled
- * when a lane's max grew, compensated by Neumaier's c). A compensated add per 16 elements
- * chained every iteration behind the last (four dependent adds: about 12 cycles per vector,
- * more than the exp), and a test of the max per 16 elements (any()) compiled to a branch per
- * lane. */
-#define SM_BLOCK 256
+ * contiguous (vx.d == vy.d == 1). The row is walked in blocks of SM_BLOCK elements (the last
+ * one shorter, then a scalar tail): each block's max per lane first (the block then stays in
+ * L1), then its sum of exp(x - m) per lane in four independent partial sums, added once per
+ * block to the lanes' running sums (rescaled when a lane's max grew, compensated by
+ * Neumaier's c). A compensated add per 16 elements chained every iteration behind the last
+ * (four dependent adds: about 12 cycles per vector, more than the exp), and a test of the max
+ * per 16 elements (any()) compiled to a branch per lane. */
+#define SM_BLOCK 1024
 
 /* s + c += v lane by lane, c collecting s's rounding errors (ksum's rule, without a branch) */
 inline void ksum16(float16* s, float16* c, const float16 v) {
@@ -192,7 +192,7 @@ inline float16 exp_below(const float16 x, const float16 m) {
   return select(exp(x - m), (float16)0, x == -INFINITY);
 }
 
-/* The lanes' (m, s + c) moved to the max bm >= m, then e added to s + c */
+/* The lanes' (m, s + c) moved to the max bm >= m (a block's), then e added to s + c */
 inline void ms_rescale_add16(float16* m, float16* s, float16* c, const float16 bm,
                              const float16 e) {
   /* exp(-inf - -inf) is NaN: a lane still at -inf keeps its (zero) sum */
@@ -203,24 +203,28 @@ inline void ms_rescale_add16(float16* m, float16* s, float16* c, const float16 b
   *m = bm;
 }
 
-/* The 16 lanes' (m, s + c) over x[b .. b + SM_BLOCK) added to the running ones; a NaN is
- * skipped by fmax, and its exp makes the sum NaN */
-inline void ms_block16(__global const S* x, const long b, float16* m, float16* s, float16* c) {
+/* The 16 lanes' (m, s + c) over x[b .. b + n) (n a multiple of 16) added to the running ones;
+ * a NaN is skipped by fmax, and its exp makes the sum NaN */
+inline void ms_block16(__global const S* x, const long b, const int n, float16* m, float16* s,
+                       float16* c) {
   float16 m0 = *m, m1 = *m, m2 = *m, m3 = *m;
-  for (int k = 0; k < SM_BLOCK; k += 64) {
+  int k = 0;
+  for (; k + 64 <= n; k += 64) {
     m0 = fmax(m0, VLD16(S, x, b + k));
     m1 = fmax(m1, VLD16(S, x, b + k + 16));
     m2 = fmax(m2, VLD16(S, x, b + k + 32));
     m3 = fmax(m3, VLD16(S, x, b + k + 48));
   }
+  for (; k < n; k += 16) m0 = fmax(m0, VLD16(S, x, b + k));
   const float16 bm = fmax(fmax(m0, m1), fmax(m2, m3));
   float16 e0 = 0, e1 = 0, e2 = 0, e3 = 0;
-  for (int k = 0; k < SM_BLOCK; k += 64) {
+  for (k = 0; k + 64 <= n; k += 64) {
     e0 += exp_below(VLD16(S, x, b + k), bm);
     e1 += exp_below(VLD16(S, x, b + k + 16), bm);
     e2 += exp_below(VLD16(S, x, b + k + 32), bm);
     e3 += exp_below(VLD16(S, x, b + k + 48), bm);
   }
+  for (; k < n; k += 16) e0 += exp_below(VLD16(S, x, b + k), bm);
   ms_rescale_add16(m, s, c, bm, (e0 + e1) + (e2 + e3));
 }
 
@@ -230,13 +234,10 @@ __kernel void softmax_fwd_vec16(const long rows, const long D, const long I, con
   const long r = ROW();
   RETURN_PAST_LAST_ROW(r)
   const long xb = row_base(vx, r, I), yb = row_base(vy, r, I);
-  const long DB = D / SM_BLOCK * SM_BLOCK, D16 = D / 16 * 16;
+  const long D16 = D / 16 * 16;
   float16 mv = -INFINITY, sv = 0, cv = 0;
-  for (long d = 0; d < DB; d += SM_BLOCK) ms_block16(x, xb + d, &mv, &sv, &cv);
-  for (long d = DB; d < D16; d += 16) {  /* the vectors after the last block */
-    const float16 v = VLD16(S, x, xb + d), bm = fmax(mv, v);
-    ms_rescale_add16(&mv, &sv, &cv, bm, exp_below(v, bm));
-  }
+  for (long d = 0; d < D16; d += SM_BLOCK)
+    ms_block16(x, xb + d, (int)min((long)SM_BLOCK, D16 - d), &mv, &sv, &cv);
   T lm[16], ls[16];
   vstore16(mv, 0, lm);
   vstore16(sv + cv, 0, ls);
