@@ -180,13 +180,6 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
  * per 16 elements (any()) compiled to a branch per lane. */
 #define SM_BLOCK 1024
 
-/* s + c += v lane by lane, c collecting s's rounding errors (ksum's rule, without a branch) */
-inline void ksum16(float16* s, float16* c, const float16 v) {
-  const float16 t = *s + v;
-  *c += select((v - t) + *s, (*s - t) + v, isgreaterequal(fabs(*s), fabs(v)));
-  *s = t;
-}
-
 /* exp(x - m), 0 for x = -inf (m may be -inf too: -inf - -inf is NaN) */
 inline float16 exp_below(const float16 x, const float16 m) {
   return select(exp(x - m), (float16)0, x == -INFINITY);

@@ -227,20 +227,21 @@ def test_softmax_backward_vector_rows_match_torch(device, rng, name):
 
 @pytest.mark.parametrize("name", ["float32", *HALF])
 def test_softmax_long_rows_match_torch(device, rng, name):
-    """softmax_fwd_vec16's blocks of 256 elements (D = 2 * 256 + 3 * 16 + 5: two blocks, vector
-    steps and a tail): a max that grows from block to block (a sorted row), a first block of
-    only -inf, -inf in some lanes only, NaN and +inf in the second block, a row of only -inf,
-    large logits; softmax and log_softmax against torch (float32, rounded once)."""
-    D = 2 * 256 + 3 * 16 + 5
+    """softmax_fwd_vec16's blocks of 1024 elements (D = 2 * 1024 + 3 * 16 + 5: two blocks, a
+    short one of 3 vectors and a tail): a max that grows from block to block (a sorted row), a
+    first block of only -inf, -inf in some lanes only, NaN and +inf in the second block, a row
+    of only -inf, large logits; softmax and log_softmax against torch (float32, rounded
+    once)."""
+    D = 2 * 1024 + 3 * 16 + 5
     x = (rng.standard_normal((8, D)) * 5).astype(np.float32)
     x[1] = np.sort(x[1]) * 10
-    x[2, :256] = -np.inf
+    x[2, :1024] = -np.inf
     x[3] = -np.inf
-    x[4, 300] = np.nan
-    x[5, 400] = np.inf
+    x[4, 1100] = np.nan
+    x[5, 1500] = np.inf
     x[6] += 1e4 if name != "float16" else 6e4
     x[7, ::16] = -np.inf
-    x[7, 513] = 30
+    x[7, 2049] = 30
     t = torch.from_numpy(x).to(getattr(torch, name))
     a = ct.from_numpy(x, device=device).to(getattr(ct, name))
     ulp = {"float32": 4e-7, "float16": 1e-3, "bfloat16": 8e-3}[name]
@@ -267,3 +268,50 @@ def test_softmax_few_long_rows_spread_over_work_groups(device, rng):
     assert (rec["name"], rec["global"], rec["local"]) == ("softmax_fwd_vec16", (8,), (1,))
     want = torch.softmax(torch.from_numpy(x).bfloat16().float(), 1)
     np.testing.assert_allclose(y.float().numpy(), want.numpy(), rtol=8e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_batch_norm_long_rows_match_torch(device, rng, name):
+    """norm.cl's vector forms on rows of S = 13 * 23 = 299 (bn_reduce_vec16: blocks of 64,
+    vectors of 16 and a tail; bn_apply_vec16: 128 elements a work-item, the last 43), with
+    statistics chunks that split rows (64 images of 2 channels), on a channel slice (rows
+    contiguous, channels strided) and a transposed view (rows strided); forward in training,
+    the gradients of input, weight and bias, and layer norm over long rows."""
+    full = (rng.standard_normal((64, 3, 13, 23)) * 2 + 1).astype(np.float32)
+    gfull = rng.standard_normal((64, 3, 13, 23)).astype(np.float32)
+    tdt, cdt = getattr(torch, name), getattr(ct, name)
+    tol = 1e-5 if name == "float32" else 2e-2
+    x0, tx0 = ct.from_numpy(full, device=device).to(cdt), torch.from_numpy(full).to(tdt)
+    for sl in ((slice(None), slice(1, None)), (slice(None), slice(None))):
+        for t in (False, True):
+            x, tx = x0[sl], tx0[sl]
+            if t:
+                x, tx = x.transpose(2, 3), tx.transpose(2, 3)
+            x, tx = x.detach().requires_grad_(), tx.detach().requires_grad_()
+            bn, tbn = ct.nn.BatchNorm2d(x.shape[1]).to(device), torch.nn.BatchNorm2d(x.shape[1])
+            _poison(x.shape, x.dtype, device)
+            y, ty = bn(x), tbn(tx)
+            np.testing.assert_allclose(y.float().detach().numpy(), ty.float().detach().numpy(),
+                                       rtol=tol, atol=tol)
+            g = gfull[:, :x.shape[1]].transpose(0, 1, 3, 2) if t else gfull[:, :x.shape[1]]
+            y.backward(ct.from_numpy(np.ascontiguousarray(g), device=device).to(cdt))
+            ty.backward(torch.from_numpy(np.ascontiguousarray(g)).to(tdt))
+            for mine, want in ((x.grad, tx.grad), (bn.weight.grad, tbn.weight.grad),
+                               (bn.bias.grad, tbn.bias.grad)):
+                np.testing.assert_allclose(mine.float().numpy(), want.float().numpy(),
+                                           rtol=tol, atol=4 * tol)
+            ln = F.layer_norm(x, x.shape[1:])
+            tln = torch.nn.functional.layer_norm(tx, tx.shape[1:])
+            np.testing.assert_allclose(ln.float().detach().numpy(),
+                                       tln.float().detach().numpy(), rtol=tol, atol=tol)
+
+
+def test_batch_norm_apply_takes_row_spans(device):
+    """On CPUs bn_apply_vec16 gives a work-item 128 elements of a row: rows of 299 take 3."""
+    if not device.is_cpu:
+        pytest.skip("the CPUs' vector form")
+    x = ct.ones((4, 2, 13, 23), device=device, dtype=ct.float16)
+    with ct.profile() as prof:
+        F.batch_norm(x, None, None, training=True)
+    (apply,) = [r for r in prof.records() if r["name"] == "bn_apply_vec16"]
+    assert apply["global"][0] == 4 and apply["local"][0] == 4
