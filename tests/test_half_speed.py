@@ -315,3 +315,29 @@ def test_batch_norm_apply_takes_row_spans(device):
         F.batch_norm(x, None, None, training=True)
     (apply,) = [r for r in prof.records() if r["name"] == "bn_apply_vec16"]
     assert apply["global"][0] == 4 and apply["local"][0] == 4
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1), (3, 1, 1)])
+def test_max_pool2d_rows_per_item_match_torch(device, rng, monkeypatch, name, k, s, p):
+    """max_pool2d_fwd_rows with several output rows per work-item (on CPUs): rows that cross
+    planes and images, a last work-item with fewer rows, row vectors of 16 and 8 outputs and a
+    scalar rest (61 columns), a NaN and ties; values, argmax and relu against torch."""
+    from cltensor.ops import pool
+    monkeypatch.setattr(pool, "BAKE_MIN_TAPS", 0)
+    full = np.round(rng.standard_normal((7, 19, 18, 61)).astype(np.float32) * 4) / 4
+    full[3, 5, 7, 20] = np.nan
+    want = torch.from_numpy(full).to(getattr(torch, name))
+    x = ct.from_numpy(full, device=device).to(getattr(ct, name))
+    ty, tidx = torch.nn.functional.max_pool2d(want, k, s, p, return_indices=True)
+    _poison(ty.shape, x.dtype, device)
+    with ct.profile() as prof:
+        y, idx = F.max_pool2d(x, k, s, p, return_indices=True)
+    _same(y, ty)
+    np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+    _same(F.relu(F.max_pool2d(x, k, s, p)), torch.relu(ty))
+    if device.is_cpu:
+        rows, width = int(np.prod(ty.shape[:3])), ty.shape[3]
+        per = pool._rows_per_item(device, rows, width)
+        (rec,) = [r for r in prof.records() if r["name"] == "max_pool2d_fwd_rows"]
+        assert per > 1 and rec["global"] == ((-(-rows // per) + 7) // 8 * 8,)
