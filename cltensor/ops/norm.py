@@ -25,6 +25,8 @@ OPT = {"weight": 1, "bias": 2, "running": 4}  # must match OPT_* in norm.cl
 # (bn_reduce_vec16, bn_apply_vec16) where the rows are contiguous.
 VEC16_DTYPES = ("float32", "float16", "bfloat16")
 APPLY_ROW_SPAN = 16 * 8  # elements of a row per work-item of bn_apply_vec16 (norm.cl, BN_VECS)
+# rows that bn_reduce_vec16 sums side by side (norm.cl): float32's, 16-bit data's
+BN_ROWS = {False: 2, True: 4}
 
 
 def _vec16(device, dtype):
@@ -39,6 +41,7 @@ def _kernel(device, name, dtype, lanes=1):
         defines["DATA_T"] = ctype_of(dtype)
     if _vec16(device, dtype):
         defines["VEC16"] = None
+        defines["BN_ROWS"] = BN_ROWS[dtype in dt.HALF_TYPES]
     return get_kernel(device, KERNEL_FILE, name, defines,
                       read_sources("compensated.cl", KERNEL_FILE))  # ksum
 
