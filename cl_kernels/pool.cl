@@ -285,8 +285,8 @@ typedef int16 __attribute__((aligned(sizeof(int)))) INT16_U;
             cols = ROW_LOAD(N, r, w0 + b);                                                        \
           } else if ((b & 1) == 0) {                                                              \
             const VT(N) lo = ROW_LOAD(N, r, w0 + b), hi = ROW_LOAD(N, r, w0 + b + N);             \
-            cols = (VT(N))(lo.even, hi.even);                                                     \
-            odd = (VT(N))(lo.odd, hi.odd);                                                        \
+            cols = shuffle2(lo, hi, (UMASK(N))EVEN##N);                                           \
+            odd = shuffle2(lo, hi, (UMASK(N))ODD##N);                                             \
           } else {                                                                                \
             cols = odd;                                                                           \
           }                                                                                       \
@@ -302,6 +302,16 @@ typedef int16 __attribute__((aligned(sizeof(int)))) INT16_U;
     }                                                                                             \
     return ow;                                                                                    \
   }
+/* shuffle2's masks of the even and odd lanes of two N-vectors (unsigned, T's size). NOTE:
+ * shuffle2, not (lo.even, hi.even): Oclgrind's uninitialized-value checks crash on the
+ * latter's concatenation in unoptimized builds. */
+#define U_float uint
+#define U_double ulong
+#define UMASK(N) CAT(CAT(U_, T), N)
+#define EVEN8 (0, 2, 4, 6, 8, 10, 12, 14)
+#define ODD8 (1, 3, 5, 7, 9, 11, 13, 15)
+#define EVEN16 (0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
+#define ODD16 (1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
 #define LANES8 ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
 #define LANES16 ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
 MAX_ROW_VECTORS(16)
