@@ -173,7 +173,7 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
 /* softmax_fwd for CPUs (LANES 1, T float; S float, half or bf16) on rows whose elements are
  * contiguous (vx.d == vy.d == 1). The row is walked in blocks of SM_BLOCK elements (the last
  * one shorter, then a scalar tail): each block's max per lane first (the block then stays in
- * L1), then its sum of exp(x - m) per lane in four independent partial sums, added once per
+ * L1), then its sum of exp(x - m) per lane in four independent Kahan sums, added once per
  * block to the lanes' running sums (rescaled when a lane's max grew, compensated by
  * Neumaier's c). A compensated add per 16 elements chained every iteration behind the last
  * (four dependent adds: about 12 cycles per vector, more than the exp), and a test of the max
@@ -185,19 +185,17 @@ inline float16 exp_below(const float16 x, const float16 m) {
   return select(exp(x - m), (float16)0, x == -INFINITY);
 }
 
-/* The lanes' (m, s + c) moved to the max bm >= m (a block's), then e added to s + c */
-inline void ms_rescale_add16(float16* m, float16* s, float16* c, const float16 bm,
-                             const float16 e) {
-  /* exp(-inf - -inf) is NaN: a lane still at -inf keeps its (zero) sum */
-  const float16 scale = select(exp(*m - bm), (float16)1, *m == bm);
-  *s *= scale;
-  *c *= scale;
-  ksum16(s, c, e);
-  *m = bm;
+/* s - c += v lane by lane: Kahan's sum, c the error (terms no larger than the sum so far) */
+inline void kahan16(float16* s, float16* c, const float16 v) {
+  const float16 y = v - *c, t = *s + y;
+  *c = (t - *s) - y;
+  *s = t;
 }
 
 /* The 16 lanes' (m, s + c) over x[b .. b + n) (n a multiple of 16) added to the running ones;
- * a NaN is skipped by fmax, and its exp makes the sum NaN */
+ * a NaN is skipped by fmax, and its exp makes the sum NaN. The block's terms go to four
+ * independent Kahan sums (each at most 1, so no larger than a sum that holds any term), which
+ * join the running Neumaier sums: plain partial sums lost 2-3 float32 ulps of a row's sum. */
 inline void ms_block16(__global const S* x, const long b, const int n, float16* m, float16* s,
                        float16* c) {
   float16 m0 = *m, m1 = *m, m2 = *m, m3 = *m;
@@ -210,15 +208,23 @@ inline void ms_block16(__global const S* x, const long b, const int n, float16* 
   }
   for (; k < n; k += 16) m0 = fmax(m0, VLD16(S, x, b + k));
   const float16 bm = fmax(fmax(m0, m1), fmax(m2, m3));
-  float16 e0 = 0, e1 = 0, e2 = 0, e3 = 0;
+  float16 e0 = 0, e1 = 0, e2 = 0, e3 = 0, k0 = 0, k1 = 0, k2 = 0, k3 = 0;
   for (k = 0; k + 64 <= n; k += 64) {
-    e0 += exp_below(VLD16(S, x, b + k), bm);
-    e1 += exp_below(VLD16(S, x, b + k + 16), bm);
-    e2 += exp_below(VLD16(S, x, b + k + 32), bm);
-    e3 += exp_below(VLD16(S, x, b + k + 48), bm);
+    kahan16(&e0, &k0, exp_below(VLD16(S, x, b + k), bm));
+    kahan16(&e1, &k1, exp_below(VLD16(S, x, b + k + 16), bm));
+    kahan16(&e2, &k2, exp_below(VLD16(S, x, b + k + 32), bm));
+    kahan16(&e3, &k3, exp_below(VLD16(S, x, b + k + 48), bm));
   }
-  for (; k < n; k += 16) e0 += exp_below(VLD16(S, x, b + k), bm);
-  ms_rescale_add16(m, s, c, bm, (e0 + e1) + (e2 + e3));
+  for (; k < n; k += 16) kahan16(&e0, &k0, exp_below(VLD16(S, x, b + k), bm));
+  /* exp(-inf - -inf) is NaN: a lane still at -inf keeps its (zero) sum */
+  const float16 scale = select(exp(*m - bm), (float16)1, *m == bm);
+  *s *= scale;
+  *c = *c * scale - ((k0 + k1) + (k2 + k3));
+  ksum16(s, c, e0);
+  ksum16(s, c, e1);
+  ksum16(s, c, e2);
+  ksum16(s, c, e3);
+  *m = bm;
 }
 
 __kernel void softmax_fwd_vec16(const long rows, const long D, const long I, const int log_,
