@@ -35,7 +35,7 @@
  * Build options:
  *   T        data type (float or double)
  *   DATA_T   the tensors' storage type (default T; half or bf16 with T float, through
- *            common.cl's LD/ST and, in VECTOR_ROWS, VLD8/VLD16/VST8/VST16; DATA_16 then defined)
+ *            common.cl's LD/ST and, in VECTOR_ROWS, its VLD/VST of 4, 8 and 16; DATA_16 then defined)
  *   KH, KW, SH, SW, PH, PW, DH, DW   (optional, all or none) the window geometry baked in:
  *            divisions by it become multiplies and the window loops of up to UNROLL_MAX_TAPS
  *            taps unroll to straight code.
@@ -228,7 +228,7 @@ __kernel void max_pool2d_fwd(const Pool p, const int c_last, const int flags,
 
 #if VECTOR_ROWS
 /* VECTOR_ROWS: with the geometry baked, unit dilation and stride 1 or 2, the inside of a row
- * (see inner_begin) is computed 16 outputs at a time, then 8, from vector loads of the
+ * (see inner_begin) is computed 16 outputs at a time, then 8, then 4, from vector loads of the
  * window's rows (stride 2: two loads, their even or odd lanes), when x's, y's and idx's rows
  * are contiguous: PoCL did not vectorize the scalar loop's strided taps (max_pool2d ~1 Gtap/s
  * on 2 cores). 16-bit rows go through common.cl's vector conversions. Measured on PoCL, 2x2
@@ -238,8 +238,10 @@ __kernel void max_pool2d_fwd(const Pool p, const int c_last, const int flags,
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
 /* NOTE: vector types aligned like their elements: rows start anywhere */
+typedef CAT(T, 4) __attribute__((aligned(sizeof(T)))) VT4_U;
 typedef CAT(T, 8) __attribute__((aligned(sizeof(T)))) VT8_U;
 typedef CAT(T, 16) __attribute__((aligned(sizeof(T)))) VT16_U;
+typedef int4 __attribute__((aligned(sizeof(int)))) INT4_U;
 typedef int8 __attribute__((aligned(sizeof(int)))) INT8_U;
 typedef int16 __attribute__((aligned(sizeof(int)))) INT16_U;
 /* A window's last load starts at its column LAST_LOAD (stride 2: loads at even taps) */
@@ -308,14 +310,18 @@ typedef int16 __attribute__((aligned(sizeof(int)))) INT16_U;
 #define U_float uint
 #define U_double ulong
 #define UMASK(N) CAT(CAT(U_, T), N)
+#define EVEN4 (0, 2, 4, 6)
+#define ODD4 (1, 3, 5, 7)
 #define EVEN8 (0, 2, 4, 6, 8, 10, 12, 14)
 #define ODD8 (1, 3, 5, 7, 9, 11, 13, 15)
 #define EVEN16 (0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
 #define ODD16 (1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
+#define LANES4 ((int4)(0, 1, 2, 3))
 #define LANES8 ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
 #define LANES16 ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
 MAX_ROW_VECTORS(16)
 MAX_ROW_VECTORS(8)
+MAX_ROW_VECTORS(4)
 #endif
 
 #ifdef FORM_ROWS
@@ -331,10 +337,14 @@ ALWAYS_INLINE void max_row(const Pool p, const int flags, __global const DATA_T*
     const int to = part == 0 ? begin : part == 1 ? end : p.OW;
 #if VECTOR_ROWS
     if (part == 1 && vx.w == 1 && vy.w == 1 && (!(flags & POOL_IDX) || vi.w == 1))
-      from = max_row_vectors8(p, x, base, q.y,
-                              max_row_vectors16(p, x, base, q.y, from, to, vx.h, y + yr,
-                                                idx + ir, flags),
-                              to, vx.h, y + yr, idx + ir, flags);
+    {  /* 16 outputs a step, then 8, then 4, then the last 4 again if that covers the rest */
+      const int first = from;
+      from = max_row_vectors16(p, x, base, q.y, from, to, vx.h, y + yr, idx + ir, flags);
+      from = max_row_vectors8(p, x, base, q.y, from, to, vx.h, y + yr, idx + ir, flags);
+      from = max_row_vectors4(p, x, base, q.y, from, to, vx.h, y + yr, idx + ir, flags);
+      if (from < to && to - 4 >= first)  /* rewrites up to 3 outputs with the same values */
+        from = max_row_vectors4(p, x, base, q.y, to - 4, to, vx.h, y + yr, idx + ir, flags);
+    }
 #endif
     for (int ow = from; ow < to; ++ow) {
       int arg;

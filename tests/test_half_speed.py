@@ -341,3 +341,23 @@ def test_max_pool2d_rows_per_item_match_torch(device, rng, monkeypatch, name, k,
         per = pool._rows_per_item(device, rows, width)
         (rec,) = [r for r in prof.records() if r["name"] == "max_pool2d_fwd_rows"]
         assert per > 1 and rec["global"] == ((-(-rows // per) + 7) // 8 * 8,)
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1), (3, 1, 1)])
+def test_max_pool2d_short_rows_match_torch(device, rng, monkeypatch, name, k, s, p):
+    """Rows of 4 to 13 outputs (planes of 9, 13 and 14): the rows form's 4-wide vector step and
+    a last 4-wide step that ends the row (rewriting outputs already stored), with a NaN and
+    ties; values and argmax against torch."""
+    from cltensor.ops import pool
+    monkeypatch.setattr(pool, "BAKE_MIN_TAPS", 0)
+    for size in (9, 13, 14):
+        full = np.round(rng.standard_normal((3, 5, size, size)).astype(np.float32) * 4) / 4
+        full[1, 2, 3, 4] = np.nan
+        want = torch.from_numpy(full).to(getattr(torch, name))
+        x = ct.from_numpy(full, device=device).to(getattr(ct, name))
+        ty, tidx = torch.nn.functional.max_pool2d(want, k, s, p, return_indices=True)
+        _poison(ty.shape, x.dtype, device)
+        y, idx = F.max_pool2d(x, k, s, p, return_indices=True)
+        _same(y, ty)
+        np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
