@@ -175,9 +175,9 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
  * one shorter, then a scalar tail): each block's max per lane first (the block then stays in
  * L1), then its sum of exp(x - m) per lane in four independent Kahan sums, added once per
  * block to the lanes' running sums (rescaled when a lane's max grew, compensated by
- * Neumaier's c). A compensated add per 16 elements chained every iteration behind the last
- * (four dependent adds: about 12 cycles per vector, more than the exp), and a test of the max
- * per 16 elements (any()) compiled to a branch per lane. */
+ * Neumaier's c). Before the blocks, one compensated sum per lane took every vector, each add
+ * waiting for the one before (four dependent adds: about 12 cycles per vector, more than the
+ * exp), and a test of the max per 16 elements (any()) compiled to a branch per lane. */
 #define SM_BLOCK 1024
 
 /* exp(x - m), 0 for x = -inf (m may be -inf too: -inf - -inf is NaN) */

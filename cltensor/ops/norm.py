@@ -199,8 +199,8 @@ def _apply(x, vx, N, C, S, coef, out, g=None, vg=None):
     if _vec16(x.device, x.dtype) and not _c_last(out):
         # APPLY_ROW_SPAN elements of a row per work-item (norm.cl, bn_apply_vec16)
         launch_grid(x.device, _kernel(x.device, "bn_apply_vec16", x.dtype),
-                    (-(-S // APPLY_ROW_SPAN), C, N), _tuning(x.device)["group"], np.int64(N), np.int64(C),
-                    np.int64(S), *args)
+                    (-(-S // APPLY_ROW_SPAN), C, N), _tuning(x.device)["group"], np.int64(N),
+                    np.int64(C), np.int64(S), *args)
         return out
     _launch_elements(_kernel(x.device, "bn_apply", x.dtype), out, N, C, S, *args)
     return out
