@@ -231,7 +231,7 @@ def test_softmax_long_rows_match_torch(device, rng, name):
     short one of 3 vectors and a tail): a max that grows from block to block (a sorted row), a
     first block of only -inf, -inf in some lanes only, NaN and +inf in the second block, a row
     of only -inf, large logits; softmax and log_softmax against torch (float32, rounded
-    once)."""
+    once), also on the rows from their fourth element (unaligned, a tail of 2)."""
     D = 2 * 1024 + 3 * 16 + 5
     x = (rng.standard_normal((8, D)) * 5).astype(np.float32)
     x[1] = np.sort(x[1]) * 10
@@ -246,13 +246,14 @@ def test_softmax_long_rows_match_torch(device, rng, name):
     a = ct.from_numpy(x, device=device).to(getattr(ct, name))
     ulp = {"float32": 4e-7, "float16": 1e-3, "bfloat16": 8e-3}[name]
     for log in (False, True):
-        want = (torch.log_softmax if log else torch.softmax)(t.float(), 1).to(t.dtype)
-        _poison(a.shape, a.dtype, device)
-        got = (F.log_softmax if log else F.softmax)(a, 1).float().numpy()
-        exp = want.float().numpy()
-        np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
-        ok = ~np.isnan(exp)
-        np.testing.assert_allclose(got[ok], exp[ok], rtol=2 * ulp, atol=ulp)
+        for mine, ref in ((a, t), (a[:, 3:], t[:, 3:])):  # and rows starting unaligned
+            want = (torch.log_softmax if log else torch.softmax)(ref.float(), 1).to(t.dtype)
+            _poison(mine.shape, mine.dtype, device)
+            got = (F.log_softmax if log else F.softmax)(mine, 1).float().numpy()
+            exp = want.float().numpy()
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
+            ok = ~np.isnan(exp)
+            np.testing.assert_allclose(got[ok], exp[ok], rtol=2 * ulp, atol=ulp)
 
 
 def test_softmax_few_long_rows_spread_over_work_groups(device, rng):
