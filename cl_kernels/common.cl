@@ -90,7 +90,7 @@ inline ushort float_to_bf16(const float f) {
   if (isnan(f)) return (ushort)((u >> 16) | 0x40);
   return (ushort)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-/* N = 8 or 16 consecutive elements at once, for CPUs' vector paths: VLD<N>(T, p, i) reads
+/* N = 4, 8 or 16 consecutive elements at once, for CPUs' vector paths: VLD<N>(T, p, i) reads
  * p[i .. i+N-1] of a float, half or bf16 buffer as a floatN, VST<N>(T, p, i, v) writes them back
  * with ST's rounding. PoCL compiles vload_half16/vstore_half16_rte to F16C's conversions, bit for
  * bit torch's; per element, vload_half/vstore_half_rte were calls, 5 to 10x slower. bfloat16
@@ -99,6 +99,8 @@ inline ushort float_to_bf16(const float f) {
 #define VST16(T, p, i, v) CL_CAT(VST16_, T)(p, i, v)
 #define VLD8(T, p, i) CL_CAT(VLD8_, T)(p, i)
 #define VST8(T, p, i, v) CL_CAT(VST8_, T)(p, i, v)
+#define VLD4(T, p, i) CL_CAT(VLD4_, T)(p, i)
+#define VST4(T, p, i, v) CL_CAT(VST4_, T)(p, i, v)
 #define VLD16_float(p, i) vload16(0, (p) + (i))
 #define VST16_float(p, i, v) vstore16((v), 0, (p) + (i))
 #define VLD16_half(p, i) vload_half16(0, (p) + (i))
@@ -111,10 +113,17 @@ inline ushort float_to_bf16(const float f) {
 #define VST8_half(p, i, v) vstore_half8_rte((v), 0, (p) + (i))
 #define VLD8_bf16(p, i) as_float8(convert_uint8(vload8(0, (p) + (i))) << 16)
 #define VST8_bf16(p, i, v) (*(__global ushort8_a2*)((p) + (i)) = float8_to_bf16(v))
+#define VLD4_float(p, i) vload4(0, (p) + (i))
+#define VST4_float(p, i, v) vstore4((v), 0, (p) + (i))
+#define VLD4_half(p, i) vload_half4(0, (p) + (i))
+#define VST4_half(p, i, v) vstore_half4_rte((v), 0, (p) + (i))
+#define VLD4_bf16(p, i) as_float4(convert_uint4(vload4(0, (p) + (i))) << 16)
+#define VST4_bf16(p, i, v) (*(__global ushort4_a2*)((p) + (i)) = float4_to_bf16(v))
 /* NOTE: bf16 vectors are stored through pointers to these (vector types aligned like their
  * elements): PoCL split vstore16 of a ushort16 into 16 scalar stores, 2.5x slower */
 typedef ushort16 __attribute__((aligned(2))) ushort16_a2;
 typedef ushort8 __attribute__((aligned(2))) ushort8_a2;
+typedef ushort4 __attribute__((aligned(2))) ushort4_a2;
 /* float_to_bf16 lane by lane */
 #define FLOATN_TO_BF16(N)                                                            \
   inline ushort##N float##N##_to_bf16(const float##N f) {                            \
@@ -122,6 +131,7 @@ typedef ushort8 __attribute__((aligned(2))) ushort8_a2;
     const uint##N r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;                        \
     return convert_ushort##N(select(r, (u >> 16) | 0x40u, as_uint##N(isnan(f))));    \
   }
+FLOATN_TO_BF16(4)
 FLOATN_TO_BF16(8)
 FLOATN_TO_BF16(16)
 /* the types that compute as themselves */

@@ -35,7 +35,7 @@
  * Build options:
  *   T        data type (float or double)
  *   DATA_T   the tensors' storage type (default T; half or bf16 with T float, through
- *            common.cl's LD/ST and, in VECTOR_ROWS, VLD8/VLD16/VST8; DATA_16 then defined)
+ *            common.cl's LD/ST and, in VECTOR_ROWS, its VLD/VST of 4, 8 and 16; DATA_16 then defined)
  *   KH, KW, SH, SW, PH, PW, DH, DW   (optional, all or none) the window geometry baked in:
  *            divisions by it become multiplies and the window loops of up to UNROLL_MAX_TAPS
  *            taps unroll to straight code.
@@ -228,92 +228,107 @@ __kernel void max_pool2d_fwd(const Pool p, const int c_last, const int flags,
 
 #if VECTOR_ROWS
 /* VECTOR_ROWS: with the geometry baked, unit dilation and stride 1 or 2, the inside of a row
- * (see inner_begin) is computed PV outputs at a time from vector loads of the window's rows
- * (stride 2: a 2 * PV-wide load, its even lanes), when x's, y's and idx's rows are contiguous:
- * PoCL did not vectorize the scalar loop's strided taps (max_pool2d ~1 Gtap/s on 2 cores). */
+ * (see inner_begin) is computed 16 outputs at a time, then 8, then 4, from vector loads of the
+ * window's rows (stride 2: two loads, their even or odd lanes), when x's, y's and idx's rows
+ * are contiguous: PoCL did not vectorize the scalar loop's strided taps (max_pool2d ~1 Gtap/s
+ * on 2 cores). 16-bit rows go through common.cl's vector conversions. Measured on PoCL, 2x2
+ * stride 2, 16-bit: called as a function (not inlined) these loops ran at half the speed
+ * (4.5 ms against 2.1 of CPU time for 16M inputs), and 16 outputs a step (512-bit vectors)
+ * beat 8 by 10-25%. */
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
-#define PV 8
-#define VTP CAT(T, 8)
-#define VTL CAT(T, 16)
 /* NOTE: vector types aligned like their elements: rows start anywhere */
-typedef VTP __attribute__((aligned(sizeof(T)))) VTP_U;
-typedef VTL __attribute__((aligned(sizeof(T)))) VTL_U;
+typedef CAT(T, 4) __attribute__((aligned(sizeof(T)))) VT4_U;
+typedef CAT(T, 8) __attribute__((aligned(sizeof(T)))) VT8_U;
+typedef CAT(T, 16) __attribute__((aligned(sizeof(T)))) VT16_U;
+typedef int4 __attribute__((aligned(sizeof(int)))) INT4_U;
 typedef int8 __attribute__((aligned(sizeof(int)))) INT8_U;
-
-/* The SW * PV columns of a row from column w (all inside the row): PV taps SW apart, or with
- * stride 2 the taps of two neighbouring window columns, in its even and odd lanes. A window's
- * last load starts at column LAST_LOAD of it. 16-bit rows go through common.cl's vector
- * conversions (per tap, they left max_pool2d 3x slower than float32). */
+typedef int16 __attribute__((aligned(sizeof(int)))) INT16_U;
+/* A window's last load starts at its column LAST_LOAD (stride 2: loads at even taps) */
 #if SW == 1
 #define LAST_LOAD (KW - 1)
-#define VTW VTP
-#define VTW_U VTP_U
-#define VLD_ROW VLD8
 #else
 #define LAST_LOAD ((KW - 1) & ~1)
-#define VTW VTL
-#define VTW_U VTL_U
-#define VLD_ROW VLD16
 #endif
-inline VTW row_load(__global const DATA_T* r, const int w) {
+#define VT(N) CAT(T, N)
+/* N elements of a row from column w as T lanes, and N outputs stored */
 #ifdef DATA_16
-  return VLD_ROW(DATA_T, r, w);
+#define ROW_LOAD(N, r, w) CAT(VLD, N)(DATA_T, r, w)
+#define ROW_STORE(N, r, w, v) CAT(VST, N)(DATA_T, r, w, v)
 #else
-  return *(__global const VTW_U*)(r + w);
+#define ROW_LOAD(N, r, w) (*(__global const CAT(CAT(VT, N), _U)*)((r) + (w)))
+#define ROW_STORE(N, r, w, v) (*(__global CAT(CAT(VT, N), _U)*)((r) + (w)) = (v))
 #endif
-}
 
-/* The outputs ow .. of the inside span [ow, end) of row oh, PV at a time while the widest load
- * (SW * PV elements from the last tap's column) stays inside the row; returns the first output
- * left to the scalar loop. */
-inline int max_row_vectors(const Pool p, __global const DATA_T* x, const OFF base, const int oh,
-                           int ow, const int end, const OFF vxh, __global DATA_T* yrow,
-                           __global int* irow, const int flags) {
-  const int h0 = oh * SH - PH;
-  const int hf = h0 + first_tap(h0, DH) * DH; /* the first row inside: the argmax if none wins */
-  const int8 lane = (int8)(0, 1, 2, 3, 4, 5, 6, 7) * SW;
-  for (; ow + PV <= end && ow * SW - PW + LAST_LOAD + SW * PV <= p.W; ow += PV) {
-    const int w0 = ow * SW - PW;
-    VTP best = (VTP)(-INFINITY);
-    int8 pos = hf * p.W + w0 + lane;
-    UNROLL for (int a = 0; a < KH; ++a) {
-      const int h = h0 + a * DH;
-      const int h_in = h >= 0 && h < p.H;
-      __global const DATA_T* r = x + base + clamp(h, 0, p.H - 1) * vxh;
-      VTW cols = 0;  /* loaded from a row clamped into the input: no branch per tap */
-      UNROLL for (int b = 0; b < KW; ++b) {
-#if SW == 1
-        cols = row_load(r, w0 + b);
-        const VTP v = h_in ? cols : (VTP)(-INFINITY);
-#else
-        if ((b & 1) == 0) cols = row_load(r, w0 + b);
-        const VTP v = h_in ? ((b & 1) ? cols.odd : cols.even) : (VTP)(-INFINITY);
-#endif
-        /* as max_window: the first largest, or the last NaN */
-        const __typeof__(v > v) take = (v > best) | (v != v); /* int8, or long8 for double */
-        best = take ? v : best;
-        pos = convert_int8(take) ? h * p.W + w0 + b + lane : pos;
-      }
-    }
-    if (flags & POOL_RELU) best = best < (VTP)0 ? (VTP)0 : best;
-#ifdef DATA_16
-    VST8(DATA_T, yrow, ow, best);
-#else
-    *(__global VTP_U*)(yrow + ow) = best;
-#endif
-    if (flags & POOL_IDX) *(__global INT8_U*)(irow + ow) = pos;
+/* max_row_vectors<N>: the outputs ow .. of the inside span [ow, end) of row oh, N at a time
+ * while the widest load (SW * N elements from the last tap's column) stays inside the row;
+ * returns the first output left. Tap b's N columns: one load (stride 1), or at even b two
+ * loads whose even lanes are tap b's and odd lanes tap b + 1's. The first largest tap wins,
+ * or the last NaN, as max_window. */
+#define MAX_ROW_VECTORS(N)                                                                        \
+  ALWAYS_INLINE int max_row_vectors##N(                                                          \
+      const Pool p, __global const DATA_T* x, const OFF base, const int oh, int ow,               \
+      const int end, const OFF vxh, __global DATA_T* yrow, __global int* irow, const int flags) { \
+    const int h0 = oh * SH - PH;                                                                  \
+    const int hf = h0 + first_tap(h0, DH) * DH; /* the first row inside: argmax if none wins */   \
+    const int##N lane = LANES##N * SW;                                                            \
+    for (; ow + N <= end && ow * SW - PW + LAST_LOAD + SW * N <= p.W; ow += N) {                  \
+      const int w0 = ow * SW - PW;                                                                \
+      VT(N) best = (VT(N))(-INFINITY);                                                            \
+      int##N pos = hf * p.W + w0 + lane;                                                          \
+      UNROLL for (int a = 0; a < KH; ++a) {                                                       \
+        const int h = h0 + a * DH;                                                                \
+        const int h_in = h >= 0 && h < p.H;                                                       \
+        /* loaded from a row clamped into the input: no branch per tap */                         \
+        __global const DATA_T* r = x + base + clamp(h, 0, p.H - 1) * vxh;                         \
+        VT(N) cols = 0, odd = 0;                                                                  \
+        UNROLL for (int b = 0; b < KW; ++b) {                                                     \
+          if (SW == 1) {                                                                          \
+            cols = ROW_LOAD(N, r, w0 + b);                                                        \
+          } else if ((b & 1) == 0) {                                                              \
+            const VT(N) lo = ROW_LOAD(N, r, w0 + b), hi = ROW_LOAD(N, r, w0 + b + N);             \
+            cols = shuffle2(lo, hi, (UMASK(N))EVEN##N);                                           \
+            odd = shuffle2(lo, hi, (UMASK(N))ODD##N);                                             \
+          } else {                                                                                \
+            cols = odd;                                                                           \
+          }                                                                                       \
+          const VT(N) v = h_in ? cols : (VT(N))(-INFINITY);                                       \
+          const __typeof__(v > v) take = (v > best) | (v != v); /* intN, longN for double */      \
+          best = take ? v : best;                                                                 \
+          pos = convert_int##N(take) ? h * p.W + w0 + b + lane : pos;                             \
+        }                                                                                         \
+      }                                                                                           \
+      if (flags & POOL_RELU) best = best < (VT(N))0 ? (VT(N))0 : best;                            \
+      ROW_STORE(N, yrow, ow, best);                                                               \
+      if (flags & POOL_IDX) *(__global INT##N##_U*)(irow + ow) = pos;                             \
+    }                                                                                             \
+    return ow;                                                                                    \
   }
-  return ow;
-}
+/* shuffle2's masks of the even and odd lanes of two N-vectors (unsigned, T's size). NOTE:
+ * shuffle2, not (lo.even, hi.even): Oclgrind's uninitialized-value checks crash on the
+ * latter's concatenation in unoptimized builds. */
+#define U_float uint
+#define U_double ulong
+#define UMASK(N) CAT(CAT(U_, T), N)
+#define EVEN4 (0, 2, 4, 6)
+#define ODD4 (1, 3, 5, 7)
+#define EVEN8 (0, 2, 4, 6, 8, 10, 12, 14)
+#define ODD8 (1, 3, 5, 7, 9, 11, 13, 15)
+#define EVEN16 (0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
+#define ODD16 (1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
+#define LANES4 ((int4)(0, 1, 2, 3))
+#define LANES8 ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
+#define LANES16 ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+MAX_ROW_VECTORS(16)
+MAX_ROW_VECTORS(8)
+MAX_ROW_VECTORS(4)
 #endif
 
 #ifdef FORM_ROWS
-__kernel void max_pool2d_fwd_rows(const Pool p, const int flags,
-                                  __global const DATA_T* x, const View4 vx, __global DATA_T* y,
-                                  const View4 vy, __global int* idx, const View4 vi) {
-  Pos q;
-  if (!row_of(p, &q)) return;
+/* Output row q of max_pool2d forward (rows form) */
+ALWAYS_INLINE void max_row(const Pool p, const int flags, __global const DATA_T* x,
+                           const View4 vx, __global DATA_T* y, const View4 vy, __global int* idx,
+                           const View4 vi, const Pos q) {
   const OFF base = plane(vx, q), yr = at(vy, q), ir = at(vi, q);
   const int begin = inner_begin(p), end = inner_end(p, begin);
   /* three spans of the row: left edge, inside (part 1, no column masks), right edge */
@@ -322,13 +337,40 @@ __kernel void max_pool2d_fwd_rows(const Pool p, const int flags,
     const int to = part == 0 ? begin : part == 1 ? end : p.OW;
 #if VECTOR_ROWS
     if (part == 1 && vx.w == 1 && vy.w == 1 && (!(flags & POOL_IDX) || vi.w == 1))
-      from = max_row_vectors(p, x, base, q.y, from, to, vx.h, y + yr, idx + ir, flags);
+    {  /* 16 outputs a step, then 8, then 4, then the last 4 again if that covers the rest */
+      const int first = from;
+      from = max_row_vectors16(p, x, base, q.y, from, to, vx.h, y + yr, idx + ir, flags);
+      from = max_row_vectors8(p, x, base, q.y, from, to, vx.h, y + yr, idx + ir, flags);
+      from = max_row_vectors4(p, x, base, q.y, from, to, vx.h, y + yr, idx + ir, flags);
+      if (from < to && to - 4 >= first)  /* rewrites up to 3 outputs with the same values */
+        from = max_row_vectors4(p, x, base, q.y, to - 4, to, vx.h, y + yr, idx + ir, flags);
+    }
 #endif
     for (int ow = from; ow < to; ++ow) {
       int arg;
       const T v = max_window(p, x, vx, base, q.y, ow, part != 1, &arg);
       ST(DATA_T, y, yr + ow * vy.w, (flags & POOL_RELU) && v < (T)0 ? (T)0 : v);
       if (flags & POOL_IDX) idx[ir + ow * vi.w] = arg;
+    }
+  }
+}
+
+/* A work-item takes rows_per_item consecutive output rows (short rows: the per-row setup and
+ * the divisions that find a row cost as much as a row of 32 outputs) */
+__kernel void max_pool2d_fwd_rows(const Pool p, const int flags, const int rows_per_item,
+                                  __global const DATA_T* x, const View4 vx, __global DATA_T* y,
+                                  const View4 vy, __global int* idx, const View4 vi) {
+  const long first = (long)get_global_id(0) * rows_per_item, rows = (long)p.N * p.C * p.OH;
+  if (first >= rows) return;
+  Pos q = {(int)(first / p.OH / p.C), (int)(first / p.OH % p.C), (int)(first % p.OH), 0};
+  for (int r = 0; r < rows_per_item && first + r < rows; ++r) {
+    max_row(p, flags, x, vx, y, vy, idx, vi, q);
+    if (++q.y == p.OH) {  /* the next row: the next plane's first after the last */
+      q.y = 0;
+      if (++q.c == p.C) {
+        q.c = 0;
+        ++q.n;
+      }
     }
   }
 }

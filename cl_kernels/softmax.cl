@@ -171,21 +171,60 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
 
 #ifdef VEC16
 /* softmax_fwd for CPUs (LANES 1, T float; S float, half or bf16) on rows whose elements are
- * contiguous (vx.d == vy.d == 1): the online max and sum kept in 16 lanes (each compensated by
- * Kahan's c, as ms_add), which meet at the end; the row's tail element by element. One scalar
- * work-item per row ran softmax at about 10 ns an element in every dtype. */
-inline void ms_add16(float16* m, float16* s, float16* c, const float16 x) {
-  float16 scale = 1;
-  if (any(x > *m)) {  /* rescale only when a lane's max grows: one exp an element otherwise */
-    const float16 mn = fmax(*m, x);
-    scale = select(exp(*m - mn), (float16)1, *m == mn);
-    *m = mn;
-  }
-  /* a NaN x leaves m, and its exp(NaN) makes s NaN */
-  const float16 v = select(exp(x - *m), (float16)0, x == -INFINITY) - *c * scale;
-  const float16 t = *s * scale + v;
-  *c = (t - *s * scale) - v;
+ * contiguous (vx.d == vy.d == 1). The row is walked in blocks of SM_BLOCK elements (the last
+ * one shorter, then a scalar tail): each block's max per lane first (the block then stays in
+ * L1), then its sum of exp(x - m) per lane in four independent Kahan sums, added once per
+ * block to the lanes' running sums (rescaled when a lane's max grew, compensated by
+ * Neumaier's c). Before the blocks, one compensated sum per lane took every vector, each add
+ * waiting for the one before (four dependent adds: about 12 cycles per vector, more than the
+ * exp), and a test of the max per 16 elements (any()) compiled to a branch per lane. */
+#define SM_BLOCK 1024
+
+/* exp(x - m), 0 for x = -inf (m may be -inf too: -inf - -inf is NaN) */
+inline float16 exp_below(const float16 x, const float16 m) {
+  return select(exp(x - m), (float16)0, x == -INFINITY);
+}
+
+/* s - c += v lane by lane: Kahan's sum, c the error (terms no larger than the sum so far) */
+inline void kahan16(float16* s, float16* c, const float16 v) {
+  const float16 y = v - *c, t = *s + y;
+  *c = (t - *s) - y;
   *s = t;
+}
+
+/* The 16 lanes' (m, s + c) over x[b .. b + n) (n a multiple of 16) added to the running ones;
+ * a NaN is skipped by fmax, and its exp makes the sum NaN. The block's terms go to four
+ * independent Kahan sums (each at most 1, so no larger than a sum that holds any term), which
+ * join the running Neumaier sums: plain partial sums lost 2-3 float32 ulps of a row's sum. */
+inline void ms_block16(__global const S* x, const long b, const int n, float16* m, float16* s,
+                       float16* c) {
+  float16 m0 = *m, m1 = *m, m2 = *m, m3 = *m;
+  int k = 0;
+  for (; k + 64 <= n; k += 64) {
+    m0 = fmax(m0, VLD16(S, x, b + k));
+    m1 = fmax(m1, VLD16(S, x, b + k + 16));
+    m2 = fmax(m2, VLD16(S, x, b + k + 32));
+    m3 = fmax(m3, VLD16(S, x, b + k + 48));
+  }
+  for (; k < n; k += 16) m0 = fmax(m0, VLD16(S, x, b + k));
+  const float16 bm = fmax(fmax(m0, m1), fmax(m2, m3));
+  float16 e0 = 0, e1 = 0, e2 = 0, e3 = 0, k0 = 0, k1 = 0, k2 = 0, k3 = 0;
+  for (k = 0; k + 64 <= n; k += 64) {
+    kahan16(&e0, &k0, exp_below(VLD16(S, x, b + k), bm));
+    kahan16(&e1, &k1, exp_below(VLD16(S, x, b + k + 16), bm));
+    kahan16(&e2, &k2, exp_below(VLD16(S, x, b + k + 32), bm));
+    kahan16(&e3, &k3, exp_below(VLD16(S, x, b + k + 48), bm));
+  }
+  for (; k < n; k += 16) kahan16(&e0, &k0, exp_below(VLD16(S, x, b + k), bm));
+  /* exp(-inf - -inf) is NaN: a lane still at -inf keeps its (zero) sum */
+  const float16 scale = select(exp(*m - bm), (float16)1, *m == bm);
+  *s *= scale;
+  *c = *c * scale - ((k0 + k1) + (k2 + k3));
+  ksum16(s, c, e0);
+  ksum16(s, c, e1);
+  ksum16(s, c, e2);
+  ksum16(s, c, e3);
+  *m = bm;
 }
 
 __kernel void softmax_fwd_vec16(const long rows, const long D, const long I, const int log_,
@@ -193,12 +232,14 @@ __kernel void softmax_fwd_vec16(const long rows, const long D, const long I, con
                                 const View3 vy) {
   const long r = ROW();
   RETURN_PAST_LAST_ROW(r)
-  const long xb = row_base(vx, r, I), yb = row_base(vy, r, I), D16 = D / 16 * 16;
+  const long xb = row_base(vx, r, I), yb = row_base(vy, r, I);
+  const long D16 = D / 16 * 16;
   float16 mv = -INFINITY, sv = 0, cv = 0;
-  for (long d = 0; d < D16; d += 16) ms_add16(&mv, &sv, &cv, VLD16(S, x, xb + d));
+  for (long d = 0; d < D16; d += SM_BLOCK)
+    ms_block16(x, xb + d, (int)min((long)SM_BLOCK, D16 - d), &mv, &sv, &cv);
   T lm[16], ls[16];
   vstore16(mv, 0, lm);
-  vstore16(sv - cv, 0, ls);
+  vstore16(sv + cv, 0, ls);
   T m = -INFINITY, s = 0, c = 0;
   for (int l = 0; l < 16; ++l) ms_merge(&m, &s, lm[l], ls[l]);
   for (long d = D16; d < D; ++d) ms_add(&m, &s, &c, LD(S, x, xb + d));

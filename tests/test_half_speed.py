@@ -223,3 +223,142 @@ def test_softmax_backward_vector_rows_match_torch(device, rng, name):
             got = softmax_ops.softmax_backward(grad, y, 1, log=log)
             assert got.dtype is y.dtype
             np.testing.assert_allclose(got.float().numpy(), want.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_softmax_long_rows_match_torch(device, rng, name):
+    """softmax_fwd_vec16's blocks of 1024 elements (D = 2 * 1024 + 3 * 16 + 5: two blocks, a
+    short one of 3 vectors and a tail): a max that grows from block to block (a sorted row), a
+    first block of only -inf, -inf in some lanes only, NaN and +inf in the second block, a row
+    of only -inf, large logits; softmax and log_softmax against torch (float32, rounded
+    once), also on the rows from their fourth element (unaligned, a tail of 2)."""
+    D = 2 * 1024 + 3 * 16 + 5
+    x = (rng.standard_normal((8, D)) * 5).astype(np.float32)
+    x[1] = np.sort(x[1]) * 10
+    x[2, :1024] = -np.inf
+    x[3] = -np.inf
+    x[4, 1100] = np.nan
+    x[5, 1500] = np.inf
+    x[6] += 1e4 if name != "float16" else 6e4
+    x[7, ::16] = -np.inf
+    x[7, 2049] = 30
+    t = torch.from_numpy(x).to(getattr(torch, name))
+    a = ct.from_numpy(x, device=device).to(getattr(ct, name))
+    ulp = {"float32": 4e-7, "float16": 1e-3, "bfloat16": 8e-3}[name]
+    for log in (False, True):
+        for mine, ref in ((a, t), (a[:, 3:], t[:, 3:])):  # and rows starting unaligned
+            want = (torch.log_softmax if log else torch.softmax)(ref.float(), 1).to(t.dtype)
+            _poison(mine.shape, mine.dtype, device)
+            got = (F.log_softmax if log else F.softmax)(mine, 1).float().numpy()
+            exp = want.float().numpy()
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(exp))
+            ok = ~np.isnan(exp)
+            np.testing.assert_allclose(got[ok], exp[ok], rtol=2 * ulp, atol=ulp)
+
+
+def test_softmax_few_long_rows_spread_over_work_groups(device, rng):
+    """On CPUs a launch of few rows takes one row per work-group: PoCL runs a work-group on one
+    thread, and 64 rows of 256K elements in one group ran on one core."""
+    if not device.is_cpu:
+        pytest.skip("the CPUs' work-group choice")
+    x = (rng.standard_normal((8, 4096)) * 3).astype(np.float32)
+    a = ct.from_numpy(x, device=device).to(ct.bfloat16)
+    with ct.profile() as prof:
+        y = F.softmax(a, 1)
+    (rec,) = prof.records()
+    assert (rec["name"], rec["global"], rec["local"]) == ("softmax_fwd_vec16", (8,), (1,))
+    want = torch.softmax(torch.from_numpy(x).bfloat16().float(), 1)
+    np.testing.assert_allclose(y.float().numpy(), want.numpy(), rtol=8e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_batch_norm_long_rows_match_torch(device, rng, name):
+    """norm.cl's vector forms on rows of S = 13 * 23 = 299 (bn_reduce_vec16: blocks of 64,
+    vectors of 16 and a tail; bn_apply_vec16: 128 elements a work-item, the last 43), with
+    statistics chunks that split rows (64 images of 2 channels), on a channel slice (rows
+    contiguous, channels strided) and a transposed view (rows strided); forward in training,
+    the gradients of input, weight and bias, and layer norm over long rows."""
+    full = (rng.standard_normal((64, 3, 13, 23)) * 2 + 1).astype(np.float32)
+    gfull = rng.standard_normal((64, 3, 13, 23)).astype(np.float32)
+    tdt, cdt = getattr(torch, name), getattr(ct, name)
+    tol = 1e-5 if name == "float32" else 2e-2
+    x0, tx0 = ct.from_numpy(full, device=device).to(cdt), torch.from_numpy(full).to(tdt)
+    for sl in ((slice(None), slice(1, None)), (slice(None), slice(None))):
+        for t in (False, True):
+            x, tx = x0[sl], tx0[sl]
+            if t:
+                x, tx = x.transpose(2, 3), tx.transpose(2, 3)
+            x, tx = x.detach().requires_grad_(), tx.detach().requires_grad_()
+            bn, tbn = ct.nn.BatchNorm2d(x.shape[1]).to(device), torch.nn.BatchNorm2d(x.shape[1])
+            _poison(x.shape, x.dtype, device)
+            y, ty = bn(x), tbn(tx)
+            np.testing.assert_allclose(y.float().detach().numpy(), ty.float().detach().numpy(),
+                                       rtol=tol, atol=tol)
+            g = gfull[:, :x.shape[1]].transpose(0, 1, 3, 2) if t else gfull[:, :x.shape[1]]
+            y.backward(ct.from_numpy(np.ascontiguousarray(g), device=device).to(cdt))
+            ty.backward(torch.from_numpy(np.ascontiguousarray(g)).to(tdt))
+            for mine, want in ((x.grad, tx.grad), (bn.weight.grad, tbn.weight.grad),
+                               (bn.bias.grad, tbn.bias.grad)):
+                np.testing.assert_allclose(mine.float().numpy(), want.float().numpy(),
+                                           rtol=tol, atol=4 * tol)
+            ln = F.layer_norm(x, x.shape[1:])
+            tln = torch.nn.functional.layer_norm(tx, tx.shape[1:])
+            np.testing.assert_allclose(ln.float().detach().numpy(),
+                                       tln.float().detach().numpy(), rtol=tol, atol=tol)
+
+
+def test_batch_norm_apply_takes_row_spans(device):
+    """On CPUs bn_apply_vec16 gives a work-item 128 elements of a row: rows of 299 take 3."""
+    if not device.is_cpu:
+        pytest.skip("the CPUs' vector form")
+    x = ct.ones((4, 2, 13, 23), device=device, dtype=ct.float16)
+    with ct.profile() as prof:
+        F.batch_norm(x, None, None, training=True)
+    (apply,) = [r for r in prof.records() if r["name"] == "bn_apply_vec16"]
+    assert apply["global"][0] == 4 and apply["local"][0] == 4
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1), (3, 1, 1)])
+def test_max_pool2d_rows_per_item_match_torch(device, rng, monkeypatch, name, k, s, p):
+    """max_pool2d_fwd_rows with several output rows per work-item (on CPUs): rows that cross
+    planes and images, a last work-item with fewer rows, row vectors of 16 and 8 outputs and a
+    scalar rest (61 columns), a NaN and ties; values, argmax and relu against torch."""
+    from cltensor.ops import pool
+    monkeypatch.setattr(pool, "BAKE_MIN_TAPS", 0)
+    full = np.round(rng.standard_normal((7, 19, 18, 61)).astype(np.float32) * 4) / 4
+    full[3, 5, 7, 20] = np.nan
+    want = torch.from_numpy(full).to(getattr(torch, name))
+    x = ct.from_numpy(full, device=device).to(getattr(ct, name))
+    ty, tidx = torch.nn.functional.max_pool2d(want, k, s, p, return_indices=True)
+    _poison(ty.shape, x.dtype, device)
+    with ct.profile() as prof:
+        y, idx = F.max_pool2d(x, k, s, p, return_indices=True)
+    _same(y, ty)
+    np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+    _same(F.relu(F.max_pool2d(x, k, s, p)), torch.relu(ty))
+    if device.is_cpu:
+        rows, width = int(np.prod(ty.shape[:3])), ty.shape[3]
+        per = pool._rows_per_item(device, rows, width)
+        (rec,) = [r for r in prof.records() if r["name"] == "max_pool2d_fwd_rows"]
+        assert per > 1 and rec["global"] == ((-(-rows // per) + 7) // 8 * 8,)
+
+
+@pytest.mark.parametrize("name", ["float32", *HALF])
+@pytest.mark.parametrize("k,s,p", [(2, 2, 0), (3, 2, 1), (3, 1, 1)])
+def test_max_pool2d_short_rows_match_torch(device, rng, monkeypatch, name, k, s, p):
+    """Rows of 4 to 13 outputs (planes of 9, 13 and 14): the rows form's 4-wide vector step and
+    a last 4-wide step that ends the row (rewriting outputs already stored), with a NaN and
+    ties; values and argmax against torch."""
+    from cltensor.ops import pool
+    monkeypatch.setattr(pool, "BAKE_MIN_TAPS", 0)
+    for size in (9, 13, 14):
+        full = np.round(rng.standard_normal((3, 5, size, size)).astype(np.float32) * 4) / 4
+        full[1, 2, 3, 4] = np.nan
+        want = torch.from_numpy(full).to(getattr(torch, name))
+        x = ct.from_numpy(full, device=device).to(getattr(ct, name))
+        ty, tidx = torch.nn.functional.max_pool2d(want, k, s, p, return_indices=True)
+        _poison(ty.shape, x.dtype, device)
+        y, idx = F.max_pool2d(x, k, s, p, return_indices=True)
+        _same(y, ty)
+        np.testing.assert_array_equal(idx.numpy(), tidx.numpy())

@@ -24,6 +24,9 @@ OPT = {"weight": 1, "bias": 2, "running": 4}  # must match OPT_* in norm.cl
 # On CPUs, batch norm of these dtypes sums and applies 16 elements of a row at a time
 # (bn_reduce_vec16, bn_apply_vec16) where the rows are contiguous.
 VEC16_DTYPES = ("float32", "float16", "bfloat16")
+APPLY_ROW_SPAN = 16 * 8  # elements of a row per work-item of bn_apply_vec16 (norm.cl, BN_VECS)
+# rows that bn_reduce_vec16 sums side by side (norm.cl): float32's, 16-bit data's
+BN_ROWS = {False: 2, True: 4}
 
 
 def _vec16(device, dtype):
@@ -38,6 +41,7 @@ def _kernel(device, name, dtype, lanes=1):
         defines["DATA_T"] = ctype_of(dtype)
     if _vec16(device, dtype):
         defines["VEC16"] = None
+        defines["BN_ROWS"] = BN_ROWS[dtype in dt.HALF_TYPES]
     return get_kernel(device, KERNEL_FILE, name, defines,
                       read_sources("compensated.cl", KERNEL_FILE))  # ksum
 
@@ -193,10 +197,10 @@ def _apply(x, vx, N, C, S, coef, out, g=None, vg=None):
             (g if g is not None else x).storage.buf, vg if vg is not None else vx,
             coef.storage.buf, out.storage.buf)
     if _vec16(x.device, x.dtype) and not _c_last(out):
-        # 16 elements of a row per work-item (norm.cl, bn_apply_vec16)
+        # APPLY_ROW_SPAN elements of a row per work-item (norm.cl, bn_apply_vec16)
         launch_grid(x.device, _kernel(x.device, "bn_apply_vec16", x.dtype),
-                    (-(-S // 16), C, N), _tuning(x.device)["group"], np.int64(N), np.int64(C),
-                    np.int64(S), *args)
+                    (-(-S // APPLY_ROW_SPAN), C, N), _tuning(x.device)["group"], np.int64(N),
+                    np.int64(C), np.int64(S), *args)
         return out
     _launch_elements(_kernel(x.device, "bn_apply", x.dtype), out, N, C, S, *args)
     return out

@@ -22,6 +22,9 @@ POOL_T = np.dtype([(f, np.int32) for f in ("N", "C", "H", "W", "OH", "OW", "kh",
                                            "ph", "pw", "dh", "dw", "divisor", "include_pad")])
 GROUP = {"cpu": 64, "gpu": 256}  # work-group size (fixed: PoCL compiles once per size)
 ROWS_GROUP = 8  # work-group size of the rows form, whose work-items each walk a row or a plane
+# max_pool2d forward's rows form gives a work-item consecutive rows up to this many outputs,
+# keeping this many work-items per compute unit (pool.cl, max_pool2d_fwd_rows)
+ITEM_OUTPUTS, ITEMS_PER_CU = 256, 64
 # The form of the max and avg kernels by device kind (pool.cl's header): on CPUs a work-item
 # that walks a row or a plane in order beats one per element (measured on PoCL: max_pool2d
 # backward of AlexNet's pool1 0.3 ms against 9 ms); on GPUs one per element fills the device.
@@ -244,6 +247,13 @@ def _launch_rows(name, t, n_items, pool_arg, fields, off, *args):
            *sizes_1d(t.device, n_items, ROWS_GROUP), pool_arg, *args)
 
 
+def _rows_per_item(device, rows, width):
+    """Output rows per work-item of max_pool2d's rows form: rows of ITEM_OUTPUTS outputs or
+    more alone, shorter ones together, while every compute unit keeps ITEMS_PER_CU items."""
+    spare = rows // (ITEMS_PER_CU * device.cl_device.max_compute_units)
+    return max(1, min(ITEM_OUTPUTS // max(width, 1), spare))
+
+
 def _forward_by_rows(y):
     """Whether forward pooling into y takes the rows form: on CPUs, unless y is channels_last,
     whose items form walks the channels in order (PoCL vectorizes it)."""
@@ -285,11 +295,14 @@ def max_pool2d(x, fields, out_hw, with_indices, relu=False):
     pool_arg, baked = _pool(x.shape, out_hw, fields), _baked(fields, shape)
     off = _offset_type(x, y, idx)
     flags = (POOL_IDX if with_indices else 0) | (POOL_RELU if relu else 0)
-    args = (np.int32(flags), *_views(off, x, y, idx))
+    views = _views(off, x, y, idx)
     if _forward_by_rows(y):
-        _launch_rows("max_pool2d_fwd_rows", y, math.prod(shape[:3]), pool_arg, baked, off, *args)
+        rows = math.prod(shape[:3])
+        per = _rows_per_item(x.device, rows, shape[3])
+        _launch_rows("max_pool2d_fwd_rows", y, -(-rows // per), pool_arg, baked, off,
+                     np.int32(flags), np.int32(per), *views)
     else:
-        _launch("max_pool2d_fwd", y, pool_arg, baked, off, *args)
+        _launch("max_pool2d_fwd", y, pool_arg, baked, off, np.int32(flags), *views)
     return y, (idx if with_indices else None)
 
 

@@ -20,6 +20,10 @@ VIEW2_T = np.dtype([(f, np.int64) for f in ("off", "o", "i")])
 # matters on PoCL: it compiles a kernel anew for every work-group size it is launched with.
 TUNING = {"cpu": {"lanes": 1, "min_row": 1, "group": 64},
           "gpu": {"lanes": 256, "min_row": 128, "group": 256}}
+# On CPUs, launches of fewer rows than group * CPU_GROUPS_PER_CU * compute units take
+# work-groups of one row: PoCL runs a work-group on one thread, so 64 long rows in one group
+# used one core.
+CPU_GROUPS_PER_CU = 4
 # On CPUs, softmax forward and backward over contiguous rows of these dtypes walk 16 elements
 # at a time (softmax.cl, softmax_fwd_vec16 and softmax_bwd_vec16).
 VEC16_DTYPES = ("float32", "float16", "bfloat16")
@@ -106,7 +110,10 @@ def _launch_rows(device, kernel, nrows, lanes, *args):
         # exactly one work-group per row: the kernels do not check for rows past the end
         launch(device, kernel, (nrows * lanes,), (lanes,), *args)
         return
-    group = min(TUNING["cpu" if device.is_cpu else "gpu"]["group"], device.max_work_group)
+    tune = TUNING["cpu" if device.is_cpu else "gpu"]
+    group = min(tune["group"], device.max_work_group)
+    if device.is_cpu and nrows < group * CPU_GROUPS_PER_CU * device.cl_device.max_compute_units:
+        group = 1
     launch(device, kernel, (round_up(nrows, group),), (group,), *args)
 
 
