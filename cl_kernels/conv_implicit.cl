@@ -103,6 +103,42 @@ typedef union { VT v; T s[VW]; } Lanes;
 #endif
 typedef union { CAT(MASK_T, VW) v; MASK_T s[VW]; } Mask;
 
+/* 16-bit storage, converted a vector at a time (float16's scalar conversions in the inner loops
+ * tripled conv_cpu's time): Panel holds MR packed weights (LOAD_PANEL), Raw VW gathered
+ * elements as stored (RAW_AT), widened to VT by WIDEN. */
+#define IS_HALF_half 1
+#define IS_BF16_bf16 1
+#if CAT(IS_HALF_, TS) || CAT(IS_BF16_, TS)
+#if MR % 4
+#error "MR must be a multiple of 4 for 16-bit panels"
+#endif
+typedef union { float4 v[MR / 4]; float s[MR]; } Panel;
+#if CAT(IS_HALF_, TS)
+#define PANEL4(p, i) vload_half4((i), (p))
+#else
+#define PANEL4(p, i) as_float4(convert_uint4(vload4((i), (__global const ushort*)(p))) << 16)
+#endif
+#define LOAD_PANEL(pn, p)                                                                  \
+  _Pragma("unroll") for (int i_ = 0; i_ < MR / 4; ++i_) (pn).v[i_] = PANEL4((p), i_)
+#else
+typedef union { T s[MR]; } Panel;
+#define LOAD_PANEL(pn, p)                                                                  \
+  _Pragma("unroll") for (int i_ = 0; i_ < MR; ++i_) (pn).s[i_] = LD(TS, (p), i_)
+#endif
+#if CAT(IS_HALF_, TS) || CAT(IS_BF16_, TS)
+typedef union { CAT(ushort, VW) v; ushort s[VW]; } Raw;
+#define RAW_AT(p, i) (((__global const ushort*)(p))[i])
+#if CAT(IS_HALF_, TS)
+#define WIDEN(r) CAT(vload_half, VW)(0, (const __private half*)(r).s)
+#else
+#define WIDEN(r) CAT(as_float, VW)(CAT(convert_uint, VW)((r).v) << 16)
+#endif
+#else
+typedef Lanes Raw;
+#define RAW_AT(p, i) ((p)[i])
+#define WIDEN(r) ((r).v)
+#endif
+
 /* tap_load without a branch, for CPUs: an out-of-image tap loads the channel's first element
  * and drops it. */
 inline T tap_load_cpu(__global const TS* xc, const int ty, const int tx, const int H,
@@ -229,9 +265,11 @@ void conv_cpu(CONV_ARGS) {
         VT bv[NV];
 #pragma unroll
         for (int j = 0; j < NV; ++j) bv[j] = VLOAD(0, src + j * VW);
+        Panel pn;
+        LOAD_PANEL(pn, wp);
 #pragma unroll
         for (int i = 0; i < MR; ++i) {
-          const T a = LD(TS, wp, i);
+          const T a = pn.s[i];
 #pragma unroll
           for (int j = 0; j < NV; ++j) acc[i][j] += a * bv[j];
         }
@@ -276,14 +314,16 @@ void conv_cpu(CONV_ARGS) {
         VT bv[NV];
 #pragma unroll
         for (int j = 0; j < NV; ++j) {
-          Lanes l;
+          Raw l;
 #pragma unroll
-          for (int v = 0; v < VW; ++v) l.s[v] = LD(TS, xc, off[j * VW + v]);
-          bv[j] = select((VT)0, l.v, ok[j].v);
+          for (int v = 0; v < VW; ++v) l.s[v] = RAW_AT(xc, off[j * VW + v]);
+          bv[j] = select((VT)0, WIDEN(l), ok[j].v);
         }
+        Panel pn;
+        LOAD_PANEL(pn, wp);
 #pragma unroll
         for (int i = 0; i < MR; ++i) {
-          const T a = LD(TS, wp, i);
+          const T a = pn.s[i];
 #pragma unroll
           for (int j = 0; j < NV; ++j) acc[i][j] += a * bv[j];
         }
