@@ -96,24 +96,24 @@ def test_s2d_winograd_in_place(device, rng, poisoned, in_place, name):
         _conv_and_grads(device, rng, name, "s2d_winograd", xshape, wshape, kwargs)
 
 
-@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("algo, style", [("implicit_gemm", "cpu"), ("implicit_gemm", "gpu"),
+                                         ("s2d_winograd", None)])
 @pytest.mark.parametrize("name", HALF)
-def test_transposed_implicit_gemm_in_place(device, rng, monkeypatch, poisoned, in_place, name,
-                                           style):
+def test_transposed_in_place(device, rng, monkeypatch, poisoned, in_place, name, algo, style):
     """conv_transpose2d's forward (the input gradient pass) and its gradients."""
     monkeypatch.setattr(implicit, "KERNEL_STYLE", style)
     (x, tx), (w, tw) = _rounded(device, rng, (2, 4, 5, 6), name), _rounded(device, rng, (4, 3, 3, 2), name)
     x, w = x.requires_grad_(True), w.requires_grad_(True)
     kwargs = {"stride": 2, "padding": 1, "output_padding": 1}
-    y = ct.conv.conv_transpose2d(x, w, algo="implicit_gemm", **kwargs)
+    y = ct.conv.conv_transpose2d(x, w, algo=algo, **kwargs)
     tx.requires_grad_(True), tw.requires_grad_(True)
     ty = TF.conv_transpose2d(tx, tw, **kwargs)
-    _check(y, ty, name, "transposed forward")
+    _check(y, ty, name, f"{algo}: transposed forward")
     g, tg = _rounded(device, rng, tuple(ty.shape), name)
     y.backward(g)
     ty.backward(tg)
-    _check(x.grad, tx.grad, name, "transposed input gradient")
-    _check(w.grad, tw.grad, name, "transposed weight gradient")
+    _check(x.grad, tx.grad, name, f"{algo}: transposed input gradient")
+    _check(w.grad, tw.grad, name, f"{algo}: transposed weight gradient")
 
 
 @pytest.mark.parametrize("style", STYLES)
