@@ -91,6 +91,19 @@ def test_implicit_gemm_gpu_weight_gradient_splits(device, rng, monkeypatch, pois
 
 
 @pytest.mark.parametrize("name", HALF)
+def test_implicit_gemm_cpu_weight_gradient_cuts(device, rng, monkeypatch, poisoned, in_place,
+                                                name):
+    """The CPU weight gradient (wgrad_blocks) in blocks of 7 positions that cross rows and
+    images, one register tile per chunk, several float32 slices summed and rounded once."""
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", "cpu")
+    monkeypatch.setattr(implicit, "WGRAD_BQ", 7)
+    monkeypatch.setattr(implicit, "WGRAD_LOCAL_BYTES", 1)
+    monkeypatch.setattr(implicit, "GROUPS_PER_CU", 16)
+    _conv_and_grads(device, rng, name, "implicit_gemm", (3, 6, 7, 9), (40, 3, 3, 3),
+                    {"padding": (1, 2), "stride": 2, "groups": 2})
+
+
+@pytest.mark.parametrize("name", HALF)
 def test_s2d_winograd_in_place(device, rng, poisoned, in_place, name):
     for xshape, wshape, kwargs in S2D_CASES:
         _conv_and_grads(device, rng, name, "s2d_winograd", xshape, wshape, kwargs)
