@@ -38,7 +38,12 @@
  *                MR, NR) per split and group. Global (S*G*KCH*CCH), local (1).
  *   wgrad_sum    gw[g*Cog + co][k] = sum over s of part[s][g][k][co] (deterministic). 1-d.
  *
- * Build options: T; MASK_T (int, or long for double); KH, KW, SH, SW, DH, DW, UH, UW (shape
+ * Storage: x, go, wpk, bias, out and gw are TS (default T; half or bf16 with T float: read
+ * through common.cl's LD and stored through ST, rounded once from the float sums); part and
+ * the private and local copies are T. pack_weight copies elements exactly (the host builds it
+ * with T a 16-bit integer type for half and bf16).
+ *
+ * Build options: T; TS; MASK_T (int, or long for double); KH, KW, SH, SW, DH, DW, UH, UW (shape
  *   constants); HAS_BIAS; FLIP; TAPS_OUTER (pack_weight's rows k = (kh*KW + kw)*C + c,
  *   the order conv_cpu reads);
  *   KERNEL_<name> compiles only that kernel (ALL_KERNELS: every one):
@@ -46,8 +51,12 @@
  *   shape constants.
  * Tunables: MR, NR, VW, BQ. (GPUs run conv_xgemm.cl's kernels.)
  */
+#include "common.cl"
 #ifndef T
 #define T float
+#endif
+#ifndef TS
+#define TS T
 #endif
 #ifndef KH
 #define KH 1
@@ -94,12 +103,48 @@ typedef union { VT v; T s[VW]; } Lanes;
 #endif
 typedef union { CAT(MASK_T, VW) v; MASK_T s[VW]; } Mask;
 
+/* 16-bit storage, converted a vector at a time (float16's scalar conversions in the inner loops
+ * tripled conv_cpu's time): Panel holds MR packed weights (LOAD_PANEL), Raw VW gathered
+ * elements as stored (RAW_AT), widened to VT by WIDEN. */
+#define IS_HALF_half 1
+#define IS_BF16_bf16 1
+#if CAT(IS_HALF_, TS) || CAT(IS_BF16_, TS)
+#if MR % 4
+#error "MR must be a multiple of 4 for 16-bit panels"
+#endif
+typedef union { float4 v[MR / 4]; float s[MR]; } Panel;
+#if CAT(IS_HALF_, TS)
+#define PANEL4(p, i) vload_half4((i), (p))
+#else
+#define PANEL4(p, i) as_float4(convert_uint4(vload4((i), (__global const ushort*)(p))) << 16)
+#endif
+#define LOAD_PANEL(pn, p)                                                                  \
+  _Pragma("unroll") for (int i_ = 0; i_ < MR / 4; ++i_) (pn).v[i_] = PANEL4((p), i_)
+#else
+typedef union { T s[MR]; } Panel;
+#define LOAD_PANEL(pn, p)                                                                  \
+  _Pragma("unroll") for (int i_ = 0; i_ < MR; ++i_) (pn).s[i_] = LD(TS, (p), i_)
+#endif
+#if CAT(IS_HALF_, TS) || CAT(IS_BF16_, TS)
+typedef union { CAT(ushort, VW) v; ushort s[VW]; } Raw;
+#define RAW_AT(p, i) (((__global const ushort*)(p))[i])
+#if CAT(IS_HALF_, TS)
+#define WIDEN(r) CAT(vload_half, VW)(0, (const __private half*)(r).s)
+#else
+#define WIDEN(r) CAT(as_float, VW)(CAT(convert_uint, VW)((r).v) << 16)
+#endif
+#else
+typedef Lanes Raw;
+#define RAW_AT(p, i) ((p)[i])
+#define WIDEN(r) ((r).v)
+#endif
+
 /* tap_load without a branch, for CPUs: an out-of-image tap loads the channel's first element
  * and drops it. */
-inline T tap_load_cpu(__global const T* xc, const int ty, const int tx, const int H,
+inline T tap_load_cpu(__global const TS* xc, const int ty, const int tx, const int H,
                       const int W, const long xs2, const long xs3) {
   const bool in = TAP_IN(ty, tx);
-  const T v = xc[in ? TAP_INDEX(ty, tx) : 0];
+  const T v = LD(TS, xc, in ? TAP_INDEX(ty, tx) : 0);
   return in ? v : (T)0;
 }
 
@@ -108,7 +153,7 @@ inline T tap_load_cpu(__global const T* xc, const int ty, const int tx, const in
   const int c = (k) / KK, dy = ((k) % KK) / KW * DH, dx = ((k) % KK) % KW * DW;
 
 #define SRC_ARGS                                                                           \
-  const int H, const int W, const int OY, const int OX, __global const T* x, const long xo, \
+  const int H, const int W, const int OY, const int OX, __global const TS* x, const long xo, \
       const long xs0, const long xs1, const long xs2, const long xs3
 
 #if defined(ALL_KERNELS) || defined(KERNEL_pack_weight)
@@ -146,9 +191,9 @@ __kernel void pack_weight(const int COG, const int CG, const int K, const int KP
   if ((co) < COG && (q) < QN && (q) % WQ < WO) {                                      \
     const int ch_ = g * COG + (co);                                                      \
     T r_ = (val);                                                                        \
-    if (HAS_BIAS_) r_ += bias[bo + ch_ * bs];                                            \
+    if (HAS_BIAS_) r_ += LD(TS, bias, bo + ch_ * bs);                                    \
     if (relu && r_ < (T)0) r_ = (T)0;                                                    \
-    out[oo + n * os0 + ch_ * os1 + ((q) / WQ) * os2 + ((q) % WQ) * os3] = r_;             \
+    ST(TS, out, oo + n * os0 + ch_ * os1 + ((q) / WQ) * os2 + ((q) % WQ) * os3, r_);      \
   }
 #ifdef HAS_BIAS
 #define HAS_BIAS_ 1
@@ -158,8 +203,9 @@ __kernel void pack_weight(const int COG, const int CG, const int K, const int KP
 
 #define CONV_ARGS                                                                          \
   const int n0, const int G, const int CG, const int COG, const int K, const int KP,      \
-      const int QN, const int WO, const int WQ, SRC_ARGS, __global const T* wpk, __global const T* bias, \
-      const long bo, const long bs, const int relu, __global T* out, const long oo,        \
+      const int QN, const int WO, const int WQ, SRC_ARGS, __global const TS* wpk,          \
+      __global const TS* bias, const long bo, const long bs, const int relu,               \
+      __global TS* out, const long oo,                                                     \
       const long os0, const long os1, const long os2, const long os3
 
 #if defined(ALL_KERNELS) || defined(KERNEL_conv_cpu)
@@ -170,8 +216,8 @@ void conv_cpu(CONV_ARGS) {
    * select. */
   const int q0 = get_global_id(0) * NR, panel = get_global_id(1);
   const int n = n0 + get_global_id(2) / G, g = get_global_id(2) % G;
-  __global const T* xb = x + xo + n * xs0 + (long)g * CG * xs1;
-  __global const T* wp = wpk + ((long)g * get_global_size(1) + panel) * KP * MR;
+  __global const TS* xb = x + xo + n * xs0 + (long)g * CG * xs1;
+  __global const TS* wp = wpk + ((long)g * get_global_size(1) + panel) * KP * MR;
   VT acc[MR][NV];
 #pragma unroll
   for (int i = 0; i < MR; ++i)
@@ -182,32 +228,33 @@ void conv_cpu(CONV_ARGS) {
    * private memory; then every tap of the channel is NR/VW vector loads from it */
   T strip[STRIP];
   for (int c = 0; c < CG; ++c) {
-    __global const T* xc = xb + c * xs1;
+    __global const TS* xc = xb + c * xs1;
     /* the strip, row segment by row segment of the padded plane: pads, then a plain copy */
     for (int e = 0, run; e < STRIP; e += run) {
       const int p = q0 + e, px = p % WQ, ty = p / WQ - OY;
       run = min(STRIP - e, WQ - px);
 #if UH == 1
       const bool row = (uint)ty < (uint)H;
-      __global const T* xr = xc + ty * xs2;
+      __global const TS* xr = xc + ty * xs2;
 #else
       const bool row = ty >= 0 && ty % UH == 0 && ty / UH < H;
-      __global const T* xr = xc + (ty / UH) * xs2;
+      __global const TS* xr = xc + (ty / UH) * xs2;
 #endif
 #if UW == 1
       const int a = row ? clamp(OX - px, 0, run) : run, b = row ? clamp(OX + W - px, a, run) : run;
       for (int t = 0; t < a; ++t) strip[e + t] = (T)0;
       if (xs3 == 1) {  /* a contiguous row: a copy the compiler vectorizes */
-        __global const T* xs = xr + px - OX;
-        for (int t = a; t < b; ++t) strip[e + t] = xs[t];
+        __global const TS* xs = xr + px - OX;
+        for (int t = a; t < b; ++t) strip[e + t] = LD(TS, xs, t);
       } else {
-        for (int t = a; t < b; ++t) strip[e + t] = xr[(px + t - OX) * xs3];
+        for (int t = a; t < b; ++t) strip[e + t] = LD(TS, xr, (px + t - OX) * xs3);
       }
       for (int t = b; t < run; ++t) strip[e + t] = (T)0;
 #else
       for (int t = 0; t < run; ++t) {
         const int tx = px + t - OX;
-        strip[e + t] = row && tx >= 0 && tx % UW == 0 && tx / UW < W ? xr[(tx / UW) * xs3] : (T)0;
+        strip[e + t] =
+            row && tx >= 0 && tx % UW == 0 && tx / UW < W ? LD(TS, xr, (tx / UW) * xs3) : (T)0;
       }
 #endif
     }
@@ -218,9 +265,11 @@ void conv_cpu(CONV_ARGS) {
         VT bv[NV];
 #pragma unroll
         for (int j = 0; j < NV; ++j) bv[j] = VLOAD(0, src + j * VW);
+        Panel pn;
+        LOAD_PANEL(pn, wp);
 #pragma unroll
         for (int i = 0; i < MR; ++i) {
-          const T a = wp[i];
+          const T a = pn.s[i];
 #pragma unroll
           for (int j = 0; j < NV; ++j) acc[i][j] += a * bv[j];
         }
@@ -260,19 +309,21 @@ void conv_cpu(CONV_ARGS) {
           ok[j].s[v] = in ? -1 : 0;
         }
       }
-      __global const T* xc = xb;
+      __global const TS* xc = xb;
       for (int c = 0; c < CG; ++c) {
         VT bv[NV];
 #pragma unroll
         for (int j = 0; j < NV; ++j) {
-          Lanes l;
+          Raw l;
 #pragma unroll
-          for (int v = 0; v < VW; ++v) l.s[v] = xc[off[j * VW + v]];
-          bv[j] = select((VT)0, l.v, ok[j].v);
+          for (int v = 0; v < VW; ++v) l.s[v] = RAW_AT(xc, off[j * VW + v]);
+          bv[j] = select((VT)0, WIDEN(l), ok[j].v);
         }
+        Panel pn;
+        LOAD_PANEL(pn, wp);
 #pragma unroll
         for (int i = 0; i < MR; ++i) {
-          const T a = wp[i];
+          const T a = pn.s[i];
 #pragma unroll
           for (int j = 0; j < NV; ++j) acc[i][j] += a * bv[j];
         }
@@ -321,7 +372,7 @@ inline void next_run(Run* r, const int nq, const int HO, const int WO) {
  * b): the block's im2col, 0 outside the image and past K. UH = UW = 1 (no upsampling). */
 inline void copy_taps(__local T* xp, const int k0, const int kn, const int K, const long b,
                       const int nq, const int HO, const int WO, const int H, const int W,
-                      const int OY, const int OX, __global const T* xg, const long xs0,
+                      const int OY, const int OX, __global const TS* xg, const long xs0,
                       const long xs1, const long xs2, const long xs3) {
   for (int i = 0; i < kn; ++i) {
     __local T* d = xp + i * BQ;
@@ -336,11 +387,11 @@ inline void copy_taps(__local T* xp, const int k0, const int kn, const int K, co
       const bool row_in = (uint)ty < (uint)H;
       const int lo = row_in ? clamp((SW - 1 - tx) / SW, 0, r.len) : r.len;
       const int hi = row_in ? clamp((W - tx + SW - 1) / SW, lo, r.len) : r.len;
-      __global const T* src =
+      __global const TS* src =
           xg + c * xs1 + r.n * xs0 + (row_in ? ty : 0) * xs2 + (tx + lo * SW) * xs3;
       __local T* dr = d + r.j;
       for (int e = 0; e < lo; ++e) dr[e] = (T)0;
-      for (int e = lo; e < hi; ++e) dr[e] = src[(e - lo) * SW * xs3];
+      for (int e = lo; e < hi; ++e) dr[e] = LD(TS, src, (e - lo) * SW * xs3);
       for (int e = hi; e < r.len; ++e) dr[e] = (T)0;
     }
   }
@@ -350,7 +401,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1)))
 void wgrad_blocks(const int G, const int CG, const int COG, const int K, const int KB,
                   const int CB, const int KROWS, const int COLS, const int KCH, const int CCH,
                   const int HO, const int WO, const long FN, const long FPS, SRC_ARGS,
-                  __global const T* go, const long goo, const long gs0, const long gs1,
+                  __global const TS* go, const long goo, const long gs0, const long gs1,
                   const long gs2, const long gs3, __global T* part, __local T* gp,
                   __local T* xp) {
   long id = get_global_id(0);
@@ -361,8 +412,8 @@ void wgrad_blocks(const int G, const int CG, const int COG, const int K, const i
   const int k0 = kc * KB, co0 = cc * CB;
   const int kn = min(KB, KROWS - k0), cn = min(CB, COLS - co0); /* multiples of MR, NR */
   const long f0 = s * FPS, f1 = min(FN, f0 + FPS);
-  __global const T* xg = x + xo + (long)g * CG * xs1;
-  __global const T* gg = go + goo + ((long)g * COG + co0) * gs1;
+  __global const TS* xg = x + xo + (long)g * CG * xs1;
+  __global const TS* gg = go + goo + ((long)g * COG + co0) * gs1;
   __global T* dst = part + ((s * G + g) * KROWS + k0) * COLS + co0;
   for (long b = f0; b < f1 || b == f0; b += BQ) { /* once at least: the sums get written */
     const int nq = (int)max(0L, min((long)BQ, f1 - b));
@@ -374,8 +425,8 @@ void wgrad_blocks(const int G, const int CG, const int COG, const int K, const i
         continue;
       }
       for (Run r = first_run(b, nq, HO, WO); r.len > 0; next_run(&r, nq, HO, WO)) {
-        __global const T* src = gg + c * gs1 + r.n * gs0 + r.oh * gs2 + r.ow * gs3;
-        for (int e = 0; e < r.len; ++e) d[(r.j + e) * NR] = src[e * gs3];
+        __global const TS* src = gg + c * gs1 + r.n * gs0 + r.oh * gs2 + r.ow * gs3;
+        for (int e = 0; e < r.len; ++e) d[(r.j + e) * NR] = LD(TS, src, e * gs3);
       }
     }
     copy_taps(xp, k0, kn, K, b, nq, HO, WO, H, W, OY, OX, xg, xs0, xs1, xs2, xs3);
@@ -413,7 +464,7 @@ void wgrad_blocks(const int G, const int CG, const int COG, const int K, const i
 
 #if defined(ALL_KERNELS) || defined(KERNEL_wgrad_sum)
 __kernel void wgrad_sum(const int S, const int G, const int COG, const int K, const int KROWS,
-                        const int COLS, __global const T* part, __global T* gw) {
+                        const int COLS, __global const T* part, __global TS* gw) {
   const long e = get_global_id(0);
   if (e >= (long)G * COG * K) return;
   const int k = e % K;
@@ -421,6 +472,6 @@ __kernel void wgrad_sum(const int S, const int G, const int COG, const int K, co
   const int co = gco % COG, g = gco / COG;
   T acc = (T)0;
   for (int s = 0; s < S; ++s) acc += part[(((long)s * G + g) * KROWS + k) * COLS + co];
-  gw[e] = acc;
+  ST(TS, gw, e, acc);
 }
 #endif

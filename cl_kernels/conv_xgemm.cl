@@ -29,6 +29,11 @@
  *   cx_wgrad_sum  gw[g*COG + m][k] = sum over s of part[g*splits + s][m][k], and gb[g*COG + m]
  *             from column K with WITH_BIAS. 1-d over G*COG*KB.
  *
+ * Storage (gemm_common.cl's TA, TB, TC; default T, or half or bf16 with T float, read through
+ * common.cl's LD and VLDA and stored through ST, rounded once from the float sums): cx_conv's
+ * wpk is TA, its source TB, bias and out TC; cx_wgrad's output gradient is TA, its source TB,
+ * gw and gb TC, part (the split partial sums) T. XGEMM_MMA builds take T storage only.
+ *
  * Build options: the engine's tunables (gemm_xgemm.cl: MWG, NWG, KWG, MDIMC, NDIMC, VWM, VWN,
  *   STRM, STRN, PADA, PADB, NBUF; VWA) with WGS a multiple of NWG (cx_conv) and of KWG
  *   (cx_wgrad); XGEMM_MMA 1 with xgemm_mma.cl built before this file (tensor cores, TF32);
@@ -36,6 +41,10 @@
  *   WO, QN (output plane), CG (channels per group read), COG (per group written), K = CG*KH*KW,
  *   KP (K rounded up to KWG); HAS_BIAS; WITH_BIAS (0 or 1); KERNEL_<name>.
  */
+#include "common.cl"
+#ifndef TC /* cx_wgrad_sum is built without gemm_common.cl */
+#define TC T
+#endif
 #define KK (KH * KW)
 #ifndef WITH_BIAS
 #define WITH_BIAS 0
@@ -44,40 +53,40 @@
 
 /* TAP_IN, TAP_INDEX: conv_taps.cl */
 #define SRC_ARGS                                                                           \
-  __global const T *x, const long xo, const long xs0, const long xs1, const long xs2,     \
+  __global const TB *x, const long xo, const long xs0, const long xs1, const long xs2,    \
       const long xs3
 
 #if defined(KERNEL_cx_conv)
 /* Tap k of the position whose image starts at xb and whose window starts at (ty0, tx0). */
-inline T gather_tap(__global const T* xb, const int k, const int ty0, const int tx0,
+inline T gather_tap(__global const TB* xb, const int k, const int ty0, const int tx0,
                     const bool valid, const long xs1, const long xs2, const long xs3) {
   const int c = k / KK, r = k % KK;
   const int ty = ty0 + (r / KW) * DH, tx = tx0 + (r % KW) * DW;
-  return valid && k < K && TAP_IN(ty, tx) ? xb[c * xs1 + TAP_INDEX(ty, tx)] : (T)0;
+  return valid && k < K && TAP_IN(ty, tx) ? LD(TB, xb, c * xs1 + TAP_INDEX(ty, tx)) : (T)0;
 }
 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
-void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bias,
-             const long bo, const long bs, const int relu, __global T* out, const long oo,
+void cx_conv(const int NB, SRC_ARGS, __global const TA* wpk, __global const TC* bias,
+             const long bo, const long bs, const int relu, __global TC* out, const long oo,
              const long os0, const long os1, const long os2, const long os3) {
   XGEMM_PROLOGUE
   const int m0 = get_group_id(1) * MWG, g = get_global_id(2); /* launches may be split on dim 2 */
   const long n0 = (long)get_group_id(0) * NWG, npos = (long)NB * QN;
-  __global const T* pa = wpk + ((long)g * get_num_groups(1) + get_group_id(1)) * KP * MWG;
+  __global const TA* pa = wpk + ((long)g * get_num_groups(1) + get_group_id(1)) * KP * MWG;
   const long lda = MWG;
   /* the one position this work-item gathers in every slice */
   const long pos = n0 + tid % NWG;
   const bool valid = pos < npos;
   const int img = valid ? pos / QN : 0, q = valid ? pos % QN : 0;
   const int ty0 = (q / WO) * SH - OY, tx0 = (q % WO) * SW - OX;
-  __global const T* xb = x + xo + img * xs0 + (long)g * CG * xs1;
+  __global const TB* xb = x + xo + img * xs0 + (long)g * CG * xs1;
   VTA ra[NLA];
   VTB rb[NLB];
 #define LOAD_CONV(t)                                                                       \
   {                                                                                        \
     const int k0 = (t) * KWG;                                                              \
     _Pragma("unroll") for (int l = 0; l < NLA; ++l) ra[l] =                                \
-        *(__global const VTA*)A_AT(l * WGS + tid);                                         \
+        VLDA(TA, VWA, A_AT(l * WGS + tid));                                               \
     _Pragma("unroll") for (int l = 0; l < NLB; ++l) rb[l] =                                \
         gather_tap(xb, k0 + l * (WGS / NWG) + tid / NWG, ty0, tx0, valid, xs1, xs2, xs3);  \
   }
@@ -85,7 +94,7 @@ void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bi
 
 #if XGEMM_MMA
 #ifdef HAS_BIAS
-#define CONV_BIAS(m) bias[bo + (g * COG + (m)) * bs]
+#define CONV_BIAS(m) LD(TC, bias, bo + (g * COG + (m)) * bs)
 #else
 #define CONV_BIAS(m) 0
 #endif
@@ -93,8 +102,8 @@ void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bi
   if ((m) < COG && (p) < npos) {                                                           \
     const int im = (p) / QN, qq = (p) % QN;                                                \
     const T r_ = (v) + CONV_BIAS(m);                                                       \
-    out[oo + im * os0 + (long)(g * COG + (m)) * os1 + (qq / WO) * os2 + (qq % WO) * os3] = \
-        relu && r_ < (T)0 ? (T)0 : r_;                                                     \
+    ST(TC, out, oo + im * os0 + (long)(g * COG + (m)) * os1 + (qq / WO) * os2 +           \
+                    (qq % WO) * os3, relu && r_ < (T)0 ? (T)0 : r_);                       \
   }
   XGEMM_FOR_EACH_RESULT(CONV_STORE)
 #else
@@ -118,7 +127,7 @@ void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bi
       if (m >= COG) continue;
       const long row = (long)(g * COG + m) * os1;
 #ifdef HAS_BIAS
-      const T b = bias[bo + (g * COG + m) * bs];
+      const T b = LD(TC, bias, bo + (g * COG + m) * bs);
 #else
       const T b = 0;
 #endif
@@ -129,7 +138,8 @@ void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bi
 #pragma unroll
         for (int f = 0; f < VWN; ++f) {
           const T r = c.s[f] + b;
-          if (col_ok[j * VWN + f]) out[col_off[j * VWN + f] + row] = relu && r < (T)0 ? (T)0 : r;
+          if (col_ok[j * VWN + f])
+            ST(TC, out, col_off[j * VWN + f] + row, relu && r < (T)0 ? (T)0 : r);
         }
       }
     }
@@ -139,9 +149,9 @@ void cx_conv(const int NB, SRC_ARGS, __global const T* wpk, __global const T* bi
 
 #if defined(KERNEL_cx_wgrad)
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
-void cx_wgrad(const int NB, SRC_ARGS, __global const T* go, const long goo, const long gs0,
+void cx_wgrad(const int NB, SRC_ARGS, __global const TA* go, const long goo, const long gs0,
               const long gs1, const long gs2, const long gs3, const int splits,
-              __global T* part, __global T* gb) {
+              __global T* part, __global TC* gb) {
   XGEMM_PROLOGUE
   const int m0 = get_group_id(1) * MWG, n0 = get_group_id(0) * NWG;
   const int z = get_global_id(2), g = z / splits; /* launches may be split on dim 2 */
@@ -179,22 +189,24 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const T* go, const long goo, cons
     const long ga = im * gs0 + oh * gs2 + ow * gs3, xa = im * xs0;                         \
     const int ty0 = oh * SH - OY, tx0 = ow * SW - OX;                                      \
     _Pragma("unroll") for (int l = 0; l < NLA; ++l) ra[l] =                                \
-        pv && a_ok[l] ? go[a_off[l] + ga] : (T)0;                                          \
+        pv && a_ok[l] ? LD(TA, go, a_off[l] + ga) : (T)0;                                  \
     _Pragma("unroll") for (int l = 0; l < NLB; ++l) {                                      \
       const int ty = ty0 + b_dy[l], tx = tx0 + b_dx[l];                                    \
-      rb[l] = !pv ? (T)0 : b_ok[l] && TAP_IN(ty, tx) ? x[b_off[l] + xa + TAP_INDEX(ty, tx)] \
-              : (T)b_one[l];                                                               \
+      rb[l] = !pv ? (T)0                                                                  \
+              : b_ok[l] && TAP_IN(ty, tx) ? LD(TB, x, b_off[l] + xa + TAP_INDEX(ty, tx))   \
+                                          : (T)b_one[l];                                   \
     }                                                                                      \
   }
   XGEMM_K_LOOP(slices, LOAD_WGRAD)
 
-  const bool whole = splits == 1; /* this share is the whole sum: gw and gb directly */
-  __global T* dst = whole ? part + (long)g * COG * K : part + (long)z * COG * KB;
+  const bool whole = splits == 1; /* this share is the whole sum: part is gw (TC) then */
+  __global T* dst = part + (long)z * COG * KB;
+  __global TC* gw = (__global TC*)part + (long)g * COG * K;
 #define WGRAD_STORE(m, n, v)                                                               \
   if ((m) < COG && (n) < KB) {                                                             \
     if (!whole) dst[(long)(m) * KB + (n)] = (v);                                           \
-    else if ((n) < K) dst[(long)(m) * K + (n)] = (v);                                      \
-    else gb[g * COG + (m)] = (v);                                                          \
+    else if ((n) < K) ST(TC, gw, (long)(m) * K + (n), (v));                                \
+    else ST(TC, gb, g * COG + (m), (v));                                                   \
   }
   XGEMM_FOR_EACH_RESULT(WGRAD_STORE)
 }
@@ -202,7 +214,7 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const T* go, const long goo, cons
 
 #if defined(KERNEL_cx_wgrad_sum)
 __kernel void cx_wgrad_sum(const int G, const int splits, __global const T* part,
-                           __global T* gw, __global T* gb) {
+                           __global TC* gw, __global TC* gb) {
   const long e = get_global_id(0);
   if (e >= (long)G * COG * KB) return;
   const long gm = e / KB; /* g * COG + m */
@@ -211,8 +223,8 @@ __kernel void cx_wgrad_sum(const int G, const int splits, __global const T* part
   T acc = 0;
   for (int s = 0; s < splits; ++s) acc += p[(long)s * COG * KB];
   if (n < K)
-    gw[gm * K + n] = acc;
+    ST(TC, gw, gm * K + n, acc);
   else
-    gb[gm] = acc;
+    ST(TC, gb, gm, acc);
 }
 #endif

@@ -279,7 +279,8 @@ HALF_FILES = {"elementwise.cl", "ranges.cl", "random.cl", "reduce.cl", "amp.cl",
               "norm.cl", "pool.cl", "scan.cl", "sort.cl", "upsample.cl", "indexing.cl", "loss.cl",
               "optim.cl", "gemm_direct.cl", "gemm_rowdot.cl", "gemm_cpu.cl", "gemm_pack.cl",
               "gemm_xgemm.cl", "conv_im2col.cl", "conv_winograd.cl", "nvidia_mma.cl",
-              "nvidia_wgmma.cl"}
+              "nvidia_wgmma.cl",
+              "conv_implicit.cl", "conv_xgemm.cl"}
 _HALF_CTYPES = {d.ctype for d in dt.HALF_TYPES}
 
 

@@ -1,7 +1,7 @@
 """Convolutions of float16 and bfloat16 tensors read in place (im2col, gemm_1x1 and Winograd:
 forward, input and weight gradients, sums and transforms in float32), against float64 results
-rounded once to the 16-bit dtype; the other algorithms on float32 copies; and the memory that
-saves."""
+rounded once to the 16-bit dtype (implicit GEMM and s2d Winograd: test_half_conv_implicit.py);
+and the memory that saves."""
 import numpy as np
 import pytest
 import torch
@@ -66,8 +66,8 @@ def test_in_place_algorithms(device, rng, name, case):
 
 @pytest.mark.parametrize("name", HALF)
 def test_transposed_and_copied_algorithms(device, rng, name, monkeypatch):
-    """conv_transpose2d runs its 16-bit problem in place (the input gradient pass);
-    implicit_gemm runs on float32 copies; both give the input's dtype."""
+    """conv_transpose2d and conv2d(algo="implicit_gemm") run their 16-bit problems in place
+    and give the input's dtype."""
     problems = []
     choose = dispatch.choose
     monkeypatch.setattr(dispatch, "choose", lambda p, *a: problems.append(p) or choose(p, *a))
@@ -79,7 +79,7 @@ def test_transposed_and_copied_algorithms(device, rng, name, monkeypatch):
     (v, tv) = _pair(device, rng, (3, 4, 3, 3), name)
     y = ct.conv.conv2d(x, v, padding=1, algo="implicit_gemm")
     want = TF.conv2d(tx.double(), tv.double(), padding=1)
-    assert problems[-1].dtype is ct.float32
+    assert problems[-1].dtype is getattr(ct, name)
     _close(y, want, name)
 
 

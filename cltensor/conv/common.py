@@ -14,7 +14,8 @@ from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 
 def half_fallback(fn, input, weight, bias, *args, **kwargs):
     """fn on float32 copies of float16/bfloat16 operands, the result cast back to the input's
-    dtype (differentiable casts): the convolutions' kernels read 32- or 64-bit floats only."""
+    dtype (differentiable casts): for the algorithms that do not read 16-bit tensors in place
+    (dispatch.HALF_ALGORITHMS), the plug-ins' (their kernels read 32- or 64-bit floats)."""
     def widen(t):
         return t.to(dt.float32) if isinstance(t, ClTensor) and t.dtype in dt.HALF_TYPES else t
     out = fn(widen(input), widen(weight), widen(bias), *args, **kwargs)
@@ -23,6 +24,23 @@ def half_fallback(fn, input, weight, bias, *args, **kwargs):
 
 def is_half(t):
     return isinstance(t, ClTensor) and t.dtype in dt.HALF_TYPES
+
+
+def compute_dtype(dtype):
+    """The type a kernel sums a dtype's values in: float32 for float16 and bfloat16."""
+    return dt.float32 if dtype in dt.HALF_TYPES else dtype
+
+
+def bits_dtype(dtype):
+    """The type whose copies move a dtype's elements exactly: int16 for 16-bit floats (zero
+    is all zero bits), else the dtype."""
+    return dt.int16 if dtype in dt.HALF_TYPES else dtype
+
+
+def storage_define(dtype, name="TS"):
+    """{name: dtype's C type} where the kernels' compute type differs from it (16-bit
+    storage, read through common.cl's LD and stored through ST), else {}."""
+    return {name: ctype_of(dtype)} if compute_dtype(dtype) != dtype else {}
 
 
 LOCAL_1D = 256  # work-group size of the 1-d copy kernels off the CPU

@@ -36,7 +36,8 @@ ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit, "winograd": winograd.
 PASSES = ("forward", "backward_data", "backward_weight")
 # The algorithms that read float16/bfloat16 tensors in place (sums in float32); the others run
 # 16-bit convolutions on float32 copies (conv/common.py half_fallback; docs/half.md).
-HALF_ALGORITHMS = ("gemm_1x1", "im2col", "winograd", "winograd_4x4")
+HALF_ALGORITHMS = ("gemm_1x1", "im2col", "winograd", "winograd_4x4", "implicit_gemm",
+                   "s2d_winograd")
 # (device index, params, pass, precision) -> algorithm name
 _chosen = caches.register("conv.dispatch.chosen", {})
 # (device index, params, pass) -> {algorithm: ms}

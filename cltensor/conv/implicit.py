@@ -12,6 +12,9 @@ fixed order.
 
 CPUs run register-tiled kernels with no local memory (PoCL turns barriers into loops), here;
 other devices run the GEMM engine's local-memory tiles with gathering loads (implicit_gpu.py).
+
+float16/bfloat16 tensors are read in place: the packed weight keeps their 16-bit values, the
+kernels sum in float32 (the weight gradient's partial sums too) and round each result once.
 """
 from typing import NamedTuple
 
@@ -20,6 +23,7 @@ import pyopencl as cl
 
 from .. import backends
 from ..program import ctype_of, launch, round_up
+from ..tensor import ClTensor
 from . import common, implicit_gpu
 
 KERNEL_FILE = "conv_implicit.cl"
@@ -98,10 +102,17 @@ def _data_geometry(p):
                     p.w + (p.kw - 1) * p.dw, p.h, p.w, p.dtype)
 
 
+def _tile(dtype):
+    """The CPU register tile of a dtype's compute type."""
+    return CPU_TILES[common.compute_dtype(dtype).itemsize]
+
+
 def _defines(geo, **extra):
-    d = {"T": ctype_of(geo.dtype), "KH": geo.kh, "KW": geo.kw, "SH": geo.sh, "SW": geo.sw,
-         "DH": geo.dh, "DW": geo.dw, "UH": geo.uh, "UW": geo.uw,
-         "MASK_T": "long" if geo.dtype.itemsize == 8 else "int"}
+    compute = common.compute_dtype(geo.dtype)
+    d = {"T": ctype_of(compute), **common.storage_define(geo.dtype), "KH": geo.kh,
+         "KW": geo.kw, "SH": geo.sh, "SW": geo.sw, "DH": geo.dh, "DW": geo.dw, "UH": geo.uh,
+         "UW": geo.uw,
+         "MASK_T": "long" if compute.itemsize == 8 else "int"}
     d.update(extra)
     return d
 
@@ -112,20 +123,21 @@ def workspace_bytes(p, backward=False, device=None):
     weight gradient's partial sums (one weight and bias per split, as many splits as
     backends.conv_workspace_limit allows, at least one: on CPUs GROUPS_PER_CU per compute
     unit at most (wgrad_blocks), on GPUs (a device given) at most WGRAD_WAVES per compute
-    unit and one per WGRAD_MIN_SLICES positions, see implicit_gpu._wgrad_splits)."""
-    item = p.dtype.itemsize
+    unit and one per WGRAD_MIN_SLICES positions, see implicit_gpu._wgrad_splits); partial
+    sums in the compute type (float32 for 16-bit tensors)."""
+    item, sums = p.dtype.itemsize, common.compute_dtype(p.dtype).itemsize
     pw = max(max(t["MR"] for t in CPU_TILES.values()), implicit_gpu.MAX_PANEL)
     tsk = implicit_gpu.MAX_KWG
     packed = p.groups * round_up(p.cog, pw) * round_up(p.k, tsk) * item
     if not backward:
         return packed
-    part, npos = p.co * (p.k + 1) * item, p.n * p.ho * p.wo  # + 1: a fused bias gradient
+    part, npos = p.co * (p.k + 1) * sums, p.n * p.ho * p.wo  # + 1: a fused bias gradient
     if device is not None and not _cpu_style(device):
         splits = min(implicit_gpu.WGRAD_WAVES * device.cl_device.max_compute_units,
                      -(-npos // implicit_gpu.WGRAD_MIN_SLICES))
     elif device is not None:
         cut = wgrad_blocks(p, device)
-        return 2 * packed + cut.splits * p.groups * cut.krows * cut.cols * item
+        return 2 * packed + cut.splits * p.groups * cut.krows * cut.cols * sums
     else:
         splits = p.n
     parts = max(part, min(splits * part, backends.conv_workspace_limit))
@@ -145,7 +157,7 @@ def _pack(w, geo, pw, kp, flip, taps_outer):
     panels = -(-geo.cog // pw)
     total = geo.g * panels * kp * pw
     wpk = common.empty((total,), w)
-    defines = {"T": ctype_of(w.dtype), "KH": geo.kh, "KW": geo.kw}
+    defines = {"T": ctype_of(common.bits_dtype(w.dtype)), "KH": geo.kh, "KW": geo.kw}
     if flip:
         defines["FLIP"] = None
     if taps_outer:
@@ -172,7 +184,7 @@ def conv(src, geo, w, out, bias, flip, engine=None, relu=False):
     if engine is not None or not _cpu_style(device):
         return implicit_gpu.conv(src, geo, w, out, bias, flip, pack_weight, engine, relu)
     extra, wq, qn = {}, geo.wo, geo.qn
-    tile = CPU_TILES[geo.dtype.itemsize]
+    tile = _tile(geo.dtype)
     strip = geo.strip(tile["NR"])
     if strip is not None:  # positions over the padded width: q = oh * wp + ow
         extra, wq, qn = {"STRIP": strip}, geo.wp, max(0, (geo.ho - 1) * geo.wp + geo.wo)
@@ -230,19 +242,19 @@ def weight_grad(x, gout, p, engine=None, with_bias=False):
     if engine is not None or not _cpu_style(device):
         return implicit_gpu.weight_grad(x, gout, geo, engine, with_bias)
     cut = wgrad_blocks(p, device)
-    part = common.empty((cut.splits * p.groups * cut.krows * cut.cols,), x)
+    sums = common.compute_dtype(p.dtype)
+    part = ClTensor.empty_on((cut.splits * p.groups * cut.krows * cut.cols,), sums, device)
     kernel = common.get_kernel(device, KERNEL_FILE, "wgrad_blocks",
-                               _defines(geo, **CPU_TILES[p.dtype.itemsize], BQ=WGRAD_BQ),
-                               HEADERS)
-    item = p.dtype.itemsize
+                               _defines(geo, **_tile(p.dtype), BQ=WGRAD_BQ), HEADERS)
+    item = sums.itemsize
     launch(device, kernel, (cut.items,), (1,), *[np.int32(v) for v in (
         p.groups, p.cg, p.cog, geo.k, cut.kb, cut.cb, cut.krows, cut.cols, cut.kch, cut.cch,
         p.ho, p.wo)], np.int64(cut.positions), np.int64(cut.per_split),
         *geo.source_args(x), *common.view_args(gout), part.storage.buf,
         cl.LocalMemory(WGRAD_BQ * cut.cb * item), cl.LocalMemory(WGRAD_BQ * cut.kb * item))
     gw = common.empty((p.co, p.cg, p.kh, p.kw), x)
-    summer = common.get_kernel(device, KERNEL_FILE, "wgrad_sum", {"T": ctype_of(p.dtype)},
-                               HEADERS)
+    summer = common.get_kernel(device, KERNEL_FILE, "wgrad_sum",
+                               {"T": ctype_of(sums), **common.storage_define(p.dtype)}, HEADERS)
     common.launch_1d(device, summer, gw.numel(), np.int32(cut.splits), np.int32(p.groups),
                      np.int32(p.cog), np.int32(geo.k), np.int32(cut.krows), np.int32(cut.cols),
                      part.storage.buf, gw.storage.buf)
@@ -268,7 +280,7 @@ class WgradCut(NamedTuple):
 
 def wgrad_blocks(p, device):
     """wgrad_blocks' cut of problem p's weight gradient on a CPU device."""
-    tile, item = CPU_TILES[p.dtype.itemsize], p.dtype.itemsize
+    tile, item = _tile(p.dtype), common.compute_dtype(p.dtype).itemsize
     mr, nr = tile["MR"], tile["NR"]
     krows, cols = round_up(p.k, mr), round_up(p.cog, nr)
     # the block's copies fit WGRAD_LOCAL_BYTES and half the device's local memory (at least

@@ -2,6 +2,10 @@
 GEMM engine of gemm_xgemm.cl (tiles and parameters from the GEMM database) with its operand
 loads replaced by gathers from the input and the output gradient. The positions of all images
 form one GEMM dimension, so small images fill whole tiles.
+
+float16/bfloat16 tensors are read in place (the engine's TA/TB/TC storage types: the local
+tiles and sums are float32, each result rounded once); a plug-in's tensor-core engine takes
+float32 and float64 tensors only.
 """
 from typing import NamedTuple
 
@@ -10,6 +14,7 @@ import numpy as np
 from .. import backends, caches
 from ..ops import gemm
 from ..program import ctype_of, launch, memo_with, round_up
+from ..tensor import ClTensor
 from . import common
 
 KERNEL_FILE = "conv_xgemm.cl"
@@ -134,7 +139,7 @@ def clear_cache():
 
 
 def _search(device, geo, name, product, extra, engine):
-    for q in _candidates(device, geo.dtype, name, *product, engine=engine,
+    for q in _candidates(device, common.compute_dtype(geo.dtype), name, *product, engine=engine,
                          plain=name == "cx_conv" and is_plain(geo)):
         defines = extra(q)
         if engine is not None:
@@ -166,18 +171,32 @@ def _a_width(q):
 
 def _kernel(device, name, params, geo, **extra):
     defines = {k: v for k, v in params.items() if k.isupper()}  # not "rate", "max_m"
-    defines.update(T=ctype_of(geo.dtype), XGEMM_ENGINE_ONLY=None, KH=geo.kh, KW=geo.kw,
+    defines.update(T=ctype_of(common.compute_dtype(geo.dtype)), XGEMM_ENGINE_ONLY=None, KH=geo.kh, KW=geo.kw,
                    SH=geo.sh, SW=geo.sw, DH=geo.dh, DW=geo.dw, UH=geo.uh, UW=geo.uw, H=geo.h,
                    W=geo.w, OY=geo.oy, OX=geo.ox, WO=geo.wo, QN=geo.qn, CG=geo.cg,
-                   COG=geo.cog, K=geo.k, **extra)
+                   COG=geo.cog, K=geo.k, **_storage(geo.dtype), **extra)
     headers = MMA_ENGINE if defines.get("XGEMM_MMA") else ENGINE
     return common.get_kernel(device, KERNEL_FILE, name, defines, headers)
+
+
+def _storage(dtype):
+    """The storage defines of a dtype's operands and results (none where it is the compute
+    type): every tensor the kernels read or write has the problem's dtype."""
+    return {k: v for name in ("TA", "TB", "TC") for k, v in
+            common.storage_define(dtype, name).items()}
+
+
+def _check_engine(engine, geo):
+    if engine is not None and common.compute_dtype(geo.dtype) != geo.dtype:
+        raise TypeError(f"conv: a plug-in's tensor-core engine reads float32 or float64 "
+                        f"tensors, got {geo.dtype} (run it on float32 copies)")
 
 
 def conv(src, geo, w, out, bias, flip, pack_weight, engine=None, relu=False):
     """out (a 4-d view) = the convolution of geometry geo over the virtually padded src with
     weight w (flipped and transposed when flip), plus bias, then max(., 0) with relu; engine:
-    a plug-in's multiply."""
+    a plug-in's multiply (float32 or float64 tensors)."""
+    _check_engine(engine, geo)
     device = out.device
     def extra(q):
         defines = {"VWA": _a_width(q), "VWB": 1, "A_KC": 0, "B_KC": 0,
@@ -209,7 +228,7 @@ def _wgrad_splits(device, q, geo, npos, columns):
     to fill the device WGRAD_WAVES times over, within the workspace budget."""
     tiles = -(-geo.cog // q["MWG"]) * -(-columns // q["NWG"]) * geo.g
     want = -(-WGRAD_WAVES * device.cl_device.max_compute_units // tiles)
-    part_bytes = geo.g * geo.cog * columns * geo.dtype.itemsize
+    part_bytes = geo.g * geo.cog * columns * common.compute_dtype(geo.dtype).itemsize
     most = min(-(-npos // (q["KWG"] * WGRAD_MIN_SLICES)),
                backends.conv_workspace_limit // max(part_bytes, 1))
     return max(1, min(want, most))
@@ -219,7 +238,8 @@ def weight_grad(x, gout, geo, engine=None, with_bias=False):
     """(gw, gb): the weight gradient (Co, Cg, Kh, Kw) of a convolution of geometry geo, and with
     with_bias the bias gradient (Co,) as one more column of the same product (a row of ones
     among the taps) where the parameter set's column tiles pad the taps anyway, else None;
-    engine: a plug-in's multiply."""
+    engine: a plug-in's multiply (float32 or float64 tensors)."""
+    _check_engine(engine, geo)
     device = x.device
     npos = geo.n * geo.qn
     fused = lambda q: with_bias and geo.k % q["NWG"] != 0  # noqa: E731 (a spare column)
@@ -231,7 +251,9 @@ def weight_grad(x, gout, geo, engine=None, with_bias=False):
     splits = _wgrad_splits(device, q, geo, npos, columns)
     gw = common.empty((geo.g * geo.cog, geo.cg, geo.kh, geo.kw), x)
     gb = common.empty((geo.g * geo.cog,), x) if bias_column else None
-    part = common.empty((splits * geo.g * geo.cog * columns,), x) if splits > 1 else gw
+    sums = common.compute_dtype(geo.dtype)
+    part = (ClTensor.empty_on((splits * geo.g * geo.cog * columns,), sums, device)
+            if splits > 1 else gw)
     bias_buf = (gb if gb is not None else gw).storage.buf  # NOTE: not written without WITH_BIAS
     local = (q["NDIMC"], q["MDIMC"], 1)
     grid = (-(-columns // q["NWG"]) * local[0], -(-geo.cog // q["MWG"]) * local[1],
@@ -240,8 +262,8 @@ def weight_grad(x, gout, geo, engine=None, with_bias=False):
            *common.view_args(gout), np.int32(splits), part.storage.buf, bias_buf)
     if splits > 1:
         summer = common.get_kernel(device, KERNEL_FILE, "cx_wgrad_sum",
-                                   {"T": ctype_of(geo.dtype), "COG": geo.cog, "K": geo.k,
-                                    "WITH_BIAS": int(bias_column)})
+                                   {"T": ctype_of(sums), **common.storage_define(geo.dtype, "TC"),
+                                    "COG": geo.cog, "K": geo.k, "WITH_BIAS": int(bias_column)})
         common.launch_1d(device, summer, geo.g * geo.cog * columns, np.int32(geo.g),
                          np.int32(splits), part.storage.buf, gw.storage.buf, bias_buf)
     return gw, gb

@@ -1,0 +1,179 @@
+"""Implicit GEMM (its CPU and GPU kernel families) and s2d Winograd read float16/bfloat16
+tensors in place: forward, input and weight gradients (and conv_transpose2d's passes) against
+torch's float32 convolution of the same rounded values, rounded to the 16-bit dtype, within
+torch's tolerance for it; no float32 copies of the operands."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import cltensor as ct
+from cltensor.conv import common, implicit, implicit_gpu
+from cltensor.conv.params import make_params
+from test_half_conv import _peak
+
+HALF = ["float16", "bfloat16"]
+STYLES = ["cpu", "gpu"]  # implicit GEMM's kernel families, both run on every device
+IMPLICIT_CASES = [  # (input shape, weight shape, conv2d keywords)
+    ((2, 5, 7, 9), (7, 5, 3, 3), {"padding": 1}),
+    ((2, 4, 9, 8), (6, 2, 3, 2), {"stride": 2, "padding": (1, 2), "dilation": (1, 2),
+                                  "groups": 2}),
+    ((1, 3, 11, 10), (5, 3, 1, 1), {}),  # a plain product on the GPU kernels
+]
+S2D_CASES = [
+    ((2, 3, 11, 12), (5, 3, 5, 5), {"stride": 2, "padding": 2}),
+    ((1, 4, 13, 10), (3, 4, 4, 4), {"stride": 3, "padding": (1, 0)}),
+]
+
+
+def _rounded(device, rng, shape, name):
+    """A cltensor 16-bit tensor and torch's float32 tensor of the same (rounded) values."""
+    t = torch.from_numpy(rng.standard_normal(shape).astype(np.float32)).to(getattr(torch, name))
+    return ct.from_numpy(t.float().numpy(), device=device).to(getattr(ct, name)), t.float()
+
+
+def _check(mine, want, name, what):
+    """mine (16-bit) against torch's float32 result rounded to `name`, torch's tolerance."""
+    assert mine.dtype is getattr(ct, name), what
+    got = torch.from_numpy(mine.detach().float().numpy()).to(getattr(torch, name))
+    torch.testing.assert_close(got, want.detach().to(getattr(torch, name)), msg=what)
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Every output and scratch tensor the convolutions allocate starts as NaN."""
+    empty = common.empty
+    monkeypatch.setattr(common, "empty", lambda *a, **k: empty(*a, **k).fill_(float("nan")))
+
+
+@pytest.fixture
+def in_place(monkeypatch):
+    """Fails a test that makes float32 copies (conv/common.py half_fallback)."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("a 16-bit convolution ran on float32 copies")
+    monkeypatch.setattr(common, "half_fallback", refuse)
+
+
+def _conv_and_grads(device, rng, name, algo, xshape, wshape, kwargs):
+    """conv2d(algo=algo) with a bias, and its three gradients, against torch."""
+    (x, tx), (w, tw) = _rounded(device, rng, xshape, name), _rounded(device, rng, wshape, name)
+    b, tb = _rounded(device, rng, (wshape[0],), name)
+    x, w, b = (t.requires_grad_(True) for t in (x, w, b))
+    y = ct.conv.conv2d(x, w, b, algo=algo, **kwargs)
+    leaves = [t.requires_grad_(True) for t in (tx, tw, tb)]
+    ty = TF.conv2d(*leaves, **kwargs)
+    _check(y, ty, name, f"{algo} {xshape}: forward")
+    g, tg = _rounded(device, rng, tuple(ty.shape), name)
+    y.backward(g)
+    ty.backward(tg)
+    for what, mine, t in (("input", x, tx), ("weight", w, tw), ("bias", b, tb)):
+        _check(mine.grad, t.grad, name, f"{algo} {xshape}: {what} gradient")
+
+
+@pytest.mark.parametrize("style", STYLES)
+@pytest.mark.parametrize("name", HALF)
+def test_implicit_gemm_in_place(device, rng, monkeypatch, poisoned, in_place, name, style):
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", style)
+    for xshape, wshape, kwargs in IMPLICIT_CASES:
+        _conv_and_grads(device, rng, name, "implicit_gemm", xshape, wshape, kwargs)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_implicit_gemm_gpu_weight_gradient_splits(device, rng, monkeypatch, poisoned, in_place,
+                                                  name):
+    """The GPU weight gradient summed in float32 shares (cx_wgrad_sum rounds once), and in
+    one share written straight to the 16-bit weight gradient."""
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", "gpu")
+    for forced in (1, 3):
+        monkeypatch.setattr(implicit_gpu, "_wgrad_splits", lambda *a, n=forced: n)
+        _conv_and_grads(device, rng, name, "implicit_gemm", (2, 4, 9, 8), (6, 4, 3, 3),
+                        {"padding": 1})
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_implicit_gemm_cpu_weight_gradient_cuts(device, rng, monkeypatch, poisoned, in_place,
+                                                name):
+    """The CPU weight gradient (wgrad_blocks) in blocks of 7 positions that cross rows and
+    images, one register tile per chunk, several float32 slices summed and rounded once."""
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", "cpu")
+    monkeypatch.setattr(implicit, "WGRAD_BQ", 7)
+    monkeypatch.setattr(implicit, "WGRAD_LOCAL_BYTES", 1)
+    monkeypatch.setattr(implicit, "GROUPS_PER_CU", 16)
+    _conv_and_grads(device, rng, name, "implicit_gemm", (3, 6, 7, 9), (40, 3, 3, 3),
+                    {"padding": (1, 2), "stride": 2, "groups": 2})
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_s2d_winograd_in_place(device, rng, poisoned, in_place, name):
+    for xshape, wshape, kwargs in S2D_CASES:
+        _conv_and_grads(device, rng, name, "s2d_winograd", xshape, wshape, kwargs)
+
+
+@pytest.mark.parametrize("algo, style", [("implicit_gemm", "cpu"), ("implicit_gemm", "gpu"),
+                                         ("s2d_winograd", None)])
+@pytest.mark.parametrize("name", HALF)
+def test_transposed_in_place(device, rng, monkeypatch, poisoned, in_place, name, algo, style):
+    """conv_transpose2d's forward (the input gradient pass) and its gradients."""
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", style)
+    (x, tx), (w, tw) = _rounded(device, rng, (2, 4, 5, 6), name), _rounded(device, rng, (4, 3, 3, 2), name)
+    x, w = x.requires_grad_(True), w.requires_grad_(True)
+    kwargs = {"stride": 2, "padding": 1, "output_padding": 1}
+    y = ct.conv.conv_transpose2d(x, w, algo=algo, **kwargs)
+    tx.requires_grad_(True), tw.requires_grad_(True)
+    ty = TF.conv_transpose2d(tx, tw, **kwargs)
+    _check(y, ty, name, f"{algo}: transposed forward")
+    g, tg = _rounded(device, rng, tuple(ty.shape), name)
+    y.backward(g)
+    ty.backward(tg)
+    _check(x.grad, tx.grad, name, f"{algo}: transposed input gradient")
+    _check(w.grad, tw.grad, name, f"{algo}: transposed weight gradient")
+
+
+@pytest.mark.parametrize("style", STYLES)
+def test_implicit_gemm_allocates_no_float32_copies(device, rng, monkeypatch, style):
+    """A 16-bit forward (its packed weight made by an earlier call) allocates its 16-bit
+    output alone: no float32 copy of the input, weight or output."""
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", style)
+    x = ct.from_numpy(rng.standard_normal((2, 16, 12, 12)).astype(np.float32),
+                      device=device).bfloat16()
+    w = ct.from_numpy(rng.standard_normal((4, 16, 3, 3)).astype(np.float32),
+                      device=device).bfloat16()
+    ct.conv.conv2d(x, w, padding=1, algo="implicit_gemm")  # kernels built, weight packed
+    used, y = _peak(device, lambda: ct.conv.conv2d(x, w, padding=1, algo="implicit_gemm"))
+    assert y.dtype is ct.bfloat16
+    assert used <= y.numel() * 2, (used, y.numel() * 2)
+
+
+def test_s2d_winograd_allocates_less_than_float32(device, rng):
+    """A 16-bit s2d Winograd step (forward and both gradients) allocates less at its peak than
+    the float32 one: its rearranged copies stay 16-bit."""
+    x32 = ct.from_numpy(rng.standard_normal((2, 8, 24, 24)).astype(np.float32), device=device)
+    w32 = ct.from_numpy(rng.standard_normal((8, 8, 5, 5)).astype(np.float32), device=device)
+
+    def step(x, w):
+        x, w = x.detach().requires_grad_(True), w.detach().requires_grad_(True)
+        y = ct.conv.conv2d(x, w, stride=2, padding=2, algo="s2d_winograd")
+        y.backward(ct.ones_like(y))
+        return x.grad
+    half = (x32.bfloat16(), w32.bfloat16())
+    step(*half), step(x32, w32)  # kernels built
+    bytes16, grad = _peak(device, lambda: step(*half))
+    bytes32, _ = _peak(device, lambda: step(x32, w32))
+    assert grad.dtype is ct.bfloat16
+    assert bytes16 < bytes32, (bytes16, bytes32)
+
+
+def test_tensor_core_engine_declines_16bit(device, rng):
+    """A plug-in's tensor-core engine is given float32 tensors only; a 16-bit problem handed
+    to it directly is refused with a TypeError rather than read as float32."""
+    x = ct.from_numpy(rng.standard_normal((1, 2, 5, 5)).astype(np.float32),
+                      device=device).half()
+    w = ct.from_numpy(rng.standard_normal((3, 2, 3, 3)).astype(np.float32),
+                      device=device).half()
+    p = make_params(x, w, None, 1, 0, 1, 1)
+    out = common.empty(p.out_shape, x)
+    engine = implicit_gpu.MmaEngine(sets=(), emulate=True)
+    with pytest.raises(TypeError, match="tensor-core engine"):
+        implicit.forward(x, w, None, p, out, engine=engine)
+    with pytest.raises(TypeError, match="tensor-core engine"):
+        implicit.weight_grad(x, out, p, engine=engine)
