@@ -3,6 +3,7 @@ in the main process and with worker processes."""
 import collections
 import os
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -581,10 +582,26 @@ def _collate_on_device(batch):
     return cltensor.tensor(batch)
 
 
-def test_workers_refuse_device_data_and_unpicklable(device):
-    ds = cd.TensorDataset(cltensor.zeros(4, 2, device=device))
+def _no_init(worker_id):
+    pass
+
+
+def test_device_dataset_loads_in_this_process_with_a_warning(device):
+    """A TensorDataset of device tensors with workers: batches made here, as num_workers=0,
+    with one warning per loader; with a worker_init_fn (which would be skipped) it raises."""
+    x = cltensor.arange(12, device=device).view(6, 2)
+    loader = cd.DataLoader(cd.TensorDataset(x), batch_size=4, num_workers=2)
+    with pytest.warns(UserWarning, match="made in this process instead of 2 workers"):
+        batches = [b.numpy() for (b,) in loader]
+    np.testing.assert_array_equal(np.concatenate(batches), x.numpy())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(list(loader)) == 2  # the second epoch warns no more
     with pytest.raises(TypeError, match="num_workers=0"):
-        iter(cd.DataLoader(ds, num_workers=2))
+        iter(cd.DataLoader(cd.TensorDataset(x), num_workers=2, worker_init_fn=_no_init))
+
+
+def test_workers_refuse_device_data_and_unpicklable(device):
     with pytest.raises(TypeError, match="picklable"):
         iter(cd.DataLoader(range(4), num_workers=2, collate_fn=lambda b: b))
     with pytest.raises(TypeError, match="(?s)worker process 0.*device tensors"):

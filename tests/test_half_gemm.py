@@ -30,8 +30,10 @@ def _poisoned(device, shape, name):
     return ct.full(shape, float("nan"), dtype=getattr(ct, name), device=device)
 
 
+# the portable families' kernels, and the NVIDIA plug-in's, which read 16-bit operands too
 GEMM_KERNELS = {"gemm_direct", "gemm_tiled", "gemm_packed", "pack_panels", "xgemm", "pad_copy",
-                "xgemm_reduce", "gemm_rowdot", "gemm_rowdot_wg", "gemm_rowaxpy"}
+                "xgemm_reduce", "gemm_rowdot", "gemm_rowdot_wg", "gemm_rowaxpy", "gemm_slabs",
+                "nvmma_gemm", "nvwg_gemm", "pack_half_slices"}
 
 
 def _in_place(fn, *args, **kwargs):
@@ -179,7 +181,8 @@ class _Recorder:
 
 @pytest.mark.parametrize("name", HALF)
 def test_plugins_offered_computed_types_only(device, rng, name, monkeypatch):
-    """The device plug-ins (which read float32 buffers) are never offered 16-bit operands."""
+    """A plug-in that does not say it reads 16-bit tensors (reads_16bit) is never offered
+    16-bit operands."""
     rec = _Recorder()
     monkeypatch.setattr(engine, "PROVIDERS", engine.PROVIDERS + [lambda dev: [rec]])
     (a, ta), (b, tb) = _pair(device, rng, (8, 8), name), _pair(device, rng, (8, 8), name)

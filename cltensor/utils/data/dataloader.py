@@ -2,11 +2,13 @@
 import itertools
 import math
 import multiprocessing
+import warnings
 
 from . import collate as _collate
 from .collate import default_collate, default_convert  # noqa: F401  (torch's names here)
 from .dataset import IterableDataset, batch_gatherer
 from .multiprocess import MultiProcessIter as _MultiProcessIter
+from .multiprocess import holds_device_tensors
 from .sampler import BatchSampler, RandomSampler, Sampler, SequentialSampler, draw_seed
 from .worker import Fetcher
 
@@ -140,6 +142,7 @@ class DataLoader:
         self.multiprocessing_context = _mp_context(multiprocessing_context) if num_workers else None
         self.persistent_workers = persistent_workers
         self._iterator = None
+        self._device_data = None  # whether the dataset holds device tensors, once asked
         self._initialized = True
 
     def __setattr__(self, name, value):
@@ -157,7 +160,7 @@ class DataLoader:
         return self.batch_sampler if self._auto_collation else self.sampler
 
     def __iter__(self):
-        if self.num_workers == 0:
+        if self.num_workers == 0 or self._device_dataset():
             return _SingleProcessIter(self)
         if not self.persistent_workers:
             return _MultiProcessIter(self)
@@ -166,6 +169,24 @@ class DataLoader:
         else:
             self._iterator.reset()
         return self._iterator
+
+    def _device_dataset(self):
+        """True (with a warning, once per loader) when the dataset holds device tensors and
+        no worker_init_fn is given: its batches are then made in this process, as with
+        num_workers=0, since worker processes cannot use device tensors (a ported script's
+        TensorDataset of torch.from_numpy arrays is one). With a worker_init_fn, which would
+        be skipped, the workers' iterator raises instead."""
+        if self.worker_init_fn is not None:
+            return False
+        if self._device_data is None:
+            self._device_data = holds_device_tensors(self)
+            if self._device_data:
+                warnings.warn(
+                    f"DataLoader: the dataset holds device tensors (ClTensor), which worker "
+                    f"processes cannot use; its batches are made in this process instead of "
+                    f"{self.num_workers} workers (set num_workers=0 to silence this, or keep "
+                    f"the data as numpy arrays to load it in workers)", UserWarning, stacklevel=3)
+        return self._device_data
 
     def __len__(self):
         if not self._iterable:

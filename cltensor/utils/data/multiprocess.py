@@ -26,6 +26,17 @@ def _spec(loader):
     return _worker.host_dumps(spec, "the dataset (or collate_fn, worker_init_fn)")
 
 
+def holds_device_tensors(loader):
+    """Whether what the workers would need (the dataset, collate_fn) holds device tensors."""
+    try:
+        _spec(loader)
+    except _worker.DeviceDataError:
+        return True
+    except Exception:  # noqa: BLE001 (other pickling faults are reported by the workers' start)
+        return False
+    return False
+
+
 class MultiProcessIter:
     """Batches loaded by `loader.num_workers` worker processes."""
     shut = True  # until the workers start: nothing to shut down
