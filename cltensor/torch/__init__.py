@@ -50,13 +50,24 @@ def _calling_thread_backward(run):
     device index, counted once, at the first backward, from the device guards: the Python guard
     of a PrivateUse1 backend reports one device, and none before this module registered it (a
     backward on opencl:N, N > 0, or after a CPU-only backward, trips an internal assertion).
-    Every backward therefore runs on the calling thread, as with
-    torch.autograd.set_multithreading_enabled(False); the kernels here hold the GIL anyway."""
+    A backward therefore runs on the calling thread, as with
+    torch.autograd.set_multithreading_enabled(False) (the kernels here hold the GIL anyway),
+    unless an output lives on another accelerator (CUDA): torch runs that one as it would
+    (on the calling thread, torch 2.11's engine trips a stream assertion for CUDA nodes)."""
     @functools.wraps(run)
-    def engine_run_backward(*args, **kwargs):
+    def engine_run_backward(t_outputs, *args, **kwargs):
+        if _on_other_accelerator(t_outputs):
+            return run(t_outputs, *args, **kwargs)
         with torch.autograd.set_multithreading_enabled(False):
-            return run(*args, **kwargs)
+            return run(t_outputs, *args, **kwargs)
     return engine_run_backward
+
+
+def _on_other_accelerator(outputs):
+    """Whether a backward's outputs include a tensor on a device other than the CPU and
+    opencl (GradientEdges are not asked)."""
+    return any(isinstance(t, torch.Tensor) and t.device.type not in ("cpu", _backend.NAME)
+               for t in outputs)
 
 
 def _register():

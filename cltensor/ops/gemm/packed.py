@@ -190,7 +190,9 @@ def _run_slabs(p, params, epi, tile, kc):
     of C's padded size per batch."""
     mr, nr = tile["MR"], tile["NR"]
     bm, bn = params.get("BM", 16), params.get("BN", 8)
-    tile.update(BM=bm, BN=bn, PF=params.get("PF", 0))
+    # NOTE: prefetching is a CPU instruction; NVIDIA's compiler refuses __builtin_prefetch of
+    # a __global pointer, so other devices build gemm_slabs without it
+    tile.update(BM=bm, BN=bn, PF=params.get("PF", 0) if p.device.is_cpu else 0)
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_slabs", tile)
     lx = params.get("PACK_LX", PACK_LOCAL)
     part_size = -(-p.m // mr) * mr * -(-p.n // nr) * nr
