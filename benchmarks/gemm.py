@@ -236,7 +236,8 @@ def kernel_names(prof):
 
 def plugin_kernel(prof):
     """The name of the plug-in kernel (not one of cl_kernels/gemm_*.cl) a call ran, if any."""
-    portable = ("xgemm", "gemm_", "pad_copy", "pack_panels", "pack_tf32_slices")
+    portable = ("xgemm", "gemm_", "pad_copy", "pack_panels", "pack_tf32_slices",
+                "pack_half_slices")
     names = [r["name"] for r in prof.records() if not r["name"].startswith(portable)]
     return names[0] if names else None
 
