@@ -297,6 +297,80 @@ def test_capture_enqueues_what_eager_does(device):
     assert g.launches() == len(prof.events)
 
 
+def _conv_step(device, rng, algo, stride):
+    """Weights and a step of two convolutions by `algo` (whose weight transforms conv caches
+    per weight version), their gradients taken."""
+    from cltensor.conv.function import conv2d
+    ws = [ct.from_numpy(rng.standard_normal(s).astype(np.float32), device=device)
+          for s in ((4, 3, 3, 3), (4, 4, 3, 3))]
+    for w in ws:
+        w.requires_grad_()
+    x = ct.from_numpy(rng.standard_normal((1, 3, 8, 8)).astype(np.float32), device=device)
+
+    def step():
+        for w in ws:
+            w.grad = None
+        h = conv2d(x, ws[0], stride=stride, padding=1, algo=algo)
+        h = nn.functional.max_pool2d(nn.functional.relu(h), 2)
+        out = conv2d(h, ws[1], stride=stride, padding=1, algo=algo).sum()
+        out.backward()
+        return out
+
+    return ws, step
+
+
+def _profiled(fn):
+    """fn()'s launches [(name, global size)] and its result (the step's loss and gradients)."""
+    with ct.profile() as prof:
+        out = fn()
+    return [e[:2] for e in prof.events], out
+
+
+@pytest.mark.parametrize("style, algo, stride", [("gpu", "implicit_gemm", 1),
+                                                 (None, "winograd", 1),
+                                                 (None, "s2d_winograd", 2)])
+def test_capture_enqueues_what_eager_does_on_every_path(device, rng, monkeypatch, style, algo,
+                                                        stride):
+    """With the GPU kernels forced (implicit GEMM's cx_conv, the xgemm GEMM family), Winograd
+    or s2d (Winograd's filter transform of the folded weight), a replay enqueues the eager
+    step's launches and gives its results bit for bit: the weight transforms cached per weight
+    version are made again only where eager code would make them (a weight written since),
+    into the buffers the graph reads, and so are the transforms of those."""
+    from cltensor.conv import implicit
+    from cltensor.ops.gemm import choice
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", style)
+    monkeypatch.setattr(choice, "FORCE_FAMILY", "xgemm" if style == "gpu" else None)
+    ws, step = _conv_step(device, rng, algo, stride)
+
+    def results(out):
+        return [out.numpy()] + [w.grad.numpy() for w in ws]
+
+    def written():  # ws[1] written twice in place: the same values, a new version
+        with ct.no_grad():
+            ws[1].mul_(-1)
+            ws[1].mul_(-1)
+
+    step()
+    written()
+    miss, out = _profiled(step)
+    eager_miss = results(out)
+    hit, out = _profiled(step)
+    eager_hit = results(out)
+    assert len(miss) > len(hit)  # the transforms of ws[1] made again
+    g = ct.Graph()
+    with ct.graph(g):
+        static = step()
+    assert g.launches() == len(hit)
+    for want, expected, before in ((hit, eager_hit, None), (miss, eager_miss, written),
+                                   (hit, eager_hit, None)):
+        if before:
+            before()
+        assert g.launches() == len(want)
+        assert _profiled(g.replay)[0] == want
+        for a, b in zip(results(static), expected):
+            np.testing.assert_array_equal(a, b)
+
+
 def test_digits_example_trains_the_same_with_graphs(device):
     """examples/digits.py --graphs (Adam, a cosine schedule, replays between eager steps of
     the last partial batch and eval passes) gives the eager run's losses exactly."""
