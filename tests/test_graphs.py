@@ -278,23 +278,57 @@ def test_tensor_outliving_its_graph_stays_valid_and_counted(device, no_gc):
     assert _allocated(device) == before
 
 
-def test_capture_enqueues_what_eager_does(device):
-    """A captured step has the eager step's launches: the graph's hold on its buffers does not
-    change autograd's choices (taking over a gradient's storage rather than copying it)."""
-    model = _net(device)
-    x = ct.ones((1, 3, 8, 8), device=device)
+def _profiled(fn):
+    """fn()'s launches [(name, global size)] and its result (the step's loss and gradients)."""
+    with ct.profile() as prof:
+        out = fn()
+    return [e[:2] for e in prof.events], out
+
+
+@pytest.fixture(params=["native", "gpu"])
+def device_kind(request, device, monkeypatch):
+    """The device as it is, or taken for a GPU (is_cpu False: the ops' GPU kernels, work sizes
+    and algorithm rules run on it); the in-memory caches emptied around the latter, so that
+    no choice made for one kind serves the other."""
+    if request.param == "native":
+        yield device
+        return
+    assert device.description is not None  # NOTE: memoized from the device's own kind first
+    ct.clear_cache()
+    monkeypatch.setattr(device, "is_cpu", False)
+    yield device
+    monkeypatch.undo()
+    ct.clear_cache()
+
+
+def test_capture_enqueues_what_eager_does(device_kind):
+    """A captured step has the eager step's launches and results, bit for bit, with the GPU
+    paths too (the device taken for a GPU: implicit GEMM's GPU kernels, which pack the weights
+    once per weight version): the graph's hold on its buffers does not change autograd's
+    choices (taking over a gradient's storage rather than copying it), nor a replay conv's
+    use of its cached weight transforms."""
+    model = _net(device_kind)
+    x = ct.ones((1, 3, 8, 8), device=device_kind)
 
     def step():
         model.zero_grad(set_to_none=True)
-        model(x).sum().backward()
+        out = model(x).sum()
+        out.backward()
+        return out
+
+    def results(out):
+        return [out.numpy()] + [p.grad.numpy() for p in model.parameters()]
 
     step()
-    with ct.profile() as prof:
-        step()
+    eager, out = _profiled(step)
+    expected = results(out)
     g = ct.Graph()
     with ct.graph(g):
-        step()
-    assert g.launches() == len(prof.events)
+        static = step()
+    assert g.launches() == len(eager)
+    assert _profiled(g.replay)[0] == eager
+    for a, b in zip(results(static), expected):
+        np.testing.assert_array_equal(a, b)
 
 
 def _conv_step(device, rng, algo, stride):
@@ -317,13 +351,6 @@ def _conv_step(device, rng, algo, stride):
         return out
 
     return ws, step
-
-
-def _profiled(fn):
-    """fn()'s launches [(name, global size)] and its result (the step's loss and gradients)."""
-    with ct.profile() as prof:
-        out = fn()
-    return [e[:2] for e in prof.events], out
 
 
 @pytest.mark.parametrize("style, algo, stride", [("gpu", "implicit_gemm", 1),
