@@ -331,6 +331,28 @@ def test_capture_enqueues_what_eager_does(device_kind):
         np.testing.assert_array_equal(a, b)
 
 
+def test_captured_sgd_step_launches_as_the_eager_one(device):
+    """SGD's captured step batches its parameters' updates into multi-tensor launches as the
+    eager step does (it has no replay update that looks for each parameter's launch)."""
+    model = _net(device)
+    opt = OPTIMIZERS["sgd"](model.parameters())
+    x = ct.ones((2, 3, 8, 8), device=device)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        model(x).sum().backward()
+        opt.step()
+
+    step()
+    eager = _profiled(step)[0]
+    g = ct.Graph()
+    with ct.graph(g):
+        step()
+    assert g.launches() == len(eager)
+    assert _profiled(g.replay)[0] == eager
+    assert "sgd_multi" in [name for name, _ in eager]
+
+
 def _conv_step(device, rng, algo, stride):
     """Weights and a step of two convolutions by `algo` (whose weight transforms conv caches
     per weight version), their gradients taken."""

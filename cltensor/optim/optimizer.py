@@ -38,6 +38,10 @@ class Optimizer:
         defaults: hyperparameter defaults.
     """
 
+    # whether a captured step batches its launches as an eager one does: not where a replay
+    # update finds each parameter's launch as the last one captured (Adam's step count)
+    _captured_steps_batch = False
+
     def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
         self.state = defaultdict(dict)
@@ -128,9 +132,8 @@ class Optimizer:
         capturing = graphs.current_graph() is not None
         if capturing:
             self._check_capture(work)
-        # NOTE: a captured step launches per parameter: its replay updates (Adam's step count)
-        # find their launch as the last one captured
-        batch = contextlib.nullcontext() if capturing else fused.batched()
+        batch = fused.batched() if not capturing or self._captured_steps_batch else \
+            contextlib.nullcontext()
         with no_grad(), batch:
             for p, group in work:
                 self._update(p, p.grad, group, self.state[p])
