@@ -331,11 +331,12 @@ def test_capture_enqueues_what_eager_does(device_kind):
         np.testing.assert_array_equal(a, b)
 
 
-def test_captured_sgd_step_launches_as_the_eager_one(device):
-    """SGD's captured step batches its parameters' updates into multi-tensor launches as the
-    eager step does (it has no replay update that looks for each parameter's launch)."""
+@pytest.mark.parametrize("opt", list(OPTIMIZERS))
+def test_captured_optimizer_step_launches_as_the_eager_one(device, opt):
+    """A captured optimizer step batches its parameters' updates into multi-tensor launches as
+    the eager step does (Adam's replay updates set the scalars of the batched launches)."""
     model = _net(device)
-    opt = OPTIMIZERS["sgd"](model.parameters())
+    opt = OPTIMIZERS[opt](model.parameters())
     x = ct.ones((2, 3, 8, 8), device=device)
 
     def step():
@@ -350,7 +351,36 @@ def test_captured_sgd_step_launches_as_the_eager_one(device):
         step()
     assert g.launches() == len(eager)
     assert _profiled(g.replay)[0] == eager
-    assert "sgd_multi" in [name for name, _ in eager]
+    assert any(name.endswith("_multi") for name, _ in eager)
+
+
+def test_float16_adam_replays_are_bit_identical(device):
+    """Adam's replays set their launches' scalars in the kernels' compute type (float32 for
+    float16 parameters), as the eager step passes them: not rounded to float16 first."""
+    runs = []
+    for capture in (False, True):
+        ct.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to(
+            device=device, dtype=ct.float16)
+        opt = ct.optim.Adam(model.parameters(), lr=1e-2)
+        x = ct.ones((2, 8), device=device, dtype=ct.float16)
+
+        def step():
+            opt.zero_grad(set_to_none=False)
+            model(x).float().sum().backward()
+            opt.step()
+
+        for _ in range(2):
+            step()
+        if capture:
+            g = ct.Graph()
+            with ct.graph(g):
+                step()
+        for _ in range(3):
+            g.replay() if capture else step()
+        runs.append([p.numpy() for p in model.parameters()])
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
 
 
 def _conv_step(device, rng, algo, stride):

@@ -1,7 +1,6 @@
 """Optimizer: parameter groups, per-parameter state, zero_grad and state_dict, as torch.optim."""
 from __future__ import annotations
 
-import contextlib
 import copy
 import numbers
 import warnings
@@ -37,10 +36,6 @@ class Optimizer:
             group {"params": [...], <hyperparameter overrides>}.
         defaults: hyperparameter defaults.
     """
-
-    # whether a captured step batches its launches as an eager one does: not where a replay
-    # update finds each parameter's launch as the last one captured (Adam's step count)
-    _captured_steps_batch = False
 
     def __init__(self, params: ParamsT, defaults: dict[str, Any]) -> None:
         self.defaults = dict(defaults)
@@ -132,9 +127,7 @@ class Optimizer:
         capturing = graphs.current_graph() is not None
         if capturing:
             self._check_capture(work)
-        batch = fused.batched() if not capturing or self._captured_steps_batch else \
-            contextlib.nullcontext()
-        with no_grad(), batch:
+        with no_grad(), fused.batched():
             for p, group in work:
                 self._update(p, p.grad, group, self.state[p])
         return loss

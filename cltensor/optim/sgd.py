@@ -46,8 +46,6 @@ class SGD(Optimizer):
     def _check_group(self, group):
         _check(group)
 
-    _captured_steps_batch = True  # no replay update: a replay launches as the eager step
-
     def _check_capture(self, work):
         self._refuse_first_step(work, lambda state, group: group["momentum"] == 0 or
                                 state.get("momentum_buffer") is not None)
