@@ -5,7 +5,9 @@ Inside `with cltensor.graph(g):` this thread's kernel launches, and the fills an
 through Device.enqueue, are recorded and not run; `g.replay()` enqueues them all again, in order,
 with the same buffers. Each recorded launch gets a Kernel object of its own whose arguments are
 set once at capture, so a replay is one loop of enqueue calls into pyopencl, with no Python of
-the ops, autograd or optimizers that made them (docs/graphs.md).
+the ops, autograd or optimizers that made them (docs/graphs.md). Work that eager code skips
+while a cache holds its result (conv's weight transforms) is captured in a conditional block,
+which a replay enqueues only where eager code in its place would run it.
 
 Memory: every tensor created during the capture takes its buffer from the graph's private pool,
 and the graph keeps that buffer (counted in memory_stats) after the tensor dies, so it goes to
