@@ -5,7 +5,9 @@ Inside `with cltensor.graph(g):` this thread's kernel launches, and the fills an
 through Device.enqueue, are recorded and not run; `g.replay()` enqueues them all again, in order,
 with the same buffers. Each recorded launch gets a Kernel object of its own whose arguments are
 set once at capture, so a replay is one loop of enqueue calls into pyopencl, with no Python of
-the ops, autograd or optimizers that made them (docs/graphs.md).
+the ops, autograd or optimizers that made them (docs/graphs.md). Work that eager code skips
+while a cache holds its result (conv's weight transforms) is captured in a conditional block,
+which a replay enqueues only where eager code in its place would run it.
 
 Memory: every tensor created during the capture takes its buffer from the graph's private pool,
 and the graph keeps that buffer (counted in memory_stats) after the tensor dies, so it goes to
@@ -68,7 +70,8 @@ class Graph:
 
     def _reset_state(self):
         self._device = None
-        self._segments = []  # [(launches, command)]: [(kernel, global, local, offset)], fn(queue)
+        self._segments = []  # [(launches, call, condition)]: launches [(kernel, global, local,
+        # offset)], then a fill or copy call [command, [args], kwargs] or None
         self._launches = []  # the segment being filled
         self._keep = []  # the arguments of the launches, fills and copies (their buffers)
         self._buffers = {}  # id(buffer) -> [buffer, bytes, weak reference to its last Storage]
@@ -78,6 +81,10 @@ class Graph:
         self._writes = {}  # id(Storage) -> [weak reference, version bumps in the capture]
         self._pools = {}
         self._shared = None  # the graph whose pool this one shares (capture_begin's pool)
+        self._conditions = []  # [(condition, its block's version bumps)], in capture order
+        self._condition = None  # the conditional() block being captured: its condition
+        self._block = None  # ... and its launches' [(Kernel, arguments)], calls and bumps
+        self.memo = {}  # the ops' own notes for the rest of this capture (conv's transforms)
         self._state = "new"
 
     # ---- capture -------------------------------------------------------------------------------
@@ -128,6 +135,8 @@ class Graph:
         own.set_scalar_arg_dtypes(arg_dtypes(args))  # NOTE: set_args packs them in C then
         own.set_args(*args)
         self._keep.append(args)
+        if self._block is not None:
+            self._block[0].append((own, args))
         for size, offset in launch_pieces(gsize, lsize):
             self._launches.append((own, size, lsize, offset))
         self._last = (own, args)
@@ -145,11 +154,50 @@ class Graph:
                                     f"cannot be captured (only launches, fills and copies "
                                     f"between device buffers)")
         self._keep.append((args, kwargs))
-        self._end_segment(lambda queue: command(queue, *args, **kwargs))
+        call = [command, list(args), kwargs]
+        if self._block is not None:
+            self._block[1].append(call)
+        self._end_segment(call)
 
-    def _end_segment(self, command):
-        self._segments.append((self._launches, command))
+    def _end_segment(self, call):
+        if self._launches or call is not None:
+            self._segments.append((self._launches, call, self._condition))
         self._launches = []
+
+    @contextlib.contextmanager
+    def conditional(self, condition):
+        """Inside a capture: the launches, fills and copies captured in the block are enqueued
+        at a replay only where condition.needed() is true as the replay begins (then
+        condition.made() is called), as eager code skips work whose result it cached (conv's
+        weight transforms). Allocations in the block take buffers of their own, so what it
+        makes outlives the replays that skip it. Yields the block, for retarget()."""
+        if capturing.graph is not self or self._block is not None:
+            raise GraphCaptureError("conditional: outside this graph's capture, or nested")
+        self._end_segment(None)
+        self._condition, self._block = condition, ([], [], {})
+        self._conditions.append((condition, self._block[2]))
+        try:
+            yield self._block
+        finally:
+            self._end_segment(None)
+            self._condition, self._block = None, None
+
+    def retarget(self, block, old, new):
+        """Point the launches, fills and copies of a conditional() block at buffer `new`
+        wherever they use `old` (conv makes a cached transform again in the cached buffer)."""
+        kernels, calls, _ = block
+        for kernel, args in kernels:
+            for i, a in enumerate(args):
+                if a is old:
+                    kernel.set_arg(i, new)
+        for call in calls:
+            call[1] = [new if a is old else a for a in call[1]]
+        self._keep.append(new)
+
+    def bumps(self, storage):
+        """The in-place writes of storage captured so far (Storage.version's bumps)."""
+        entry = self._writes.get(id(storage))
+        return entry[1] if entry is not None and entry[0]() is storage else 0
 
     def _allocate(self, device, nbytes, storage):
         """A buffer for a Storage made inside the capture: one of this capture's of the same
@@ -160,7 +208,7 @@ class Graph:
         take over by its storage's references."""
         self._check_device(device)
         pool = self._pool(device)
-        free = self._free.get(pool.bin_number(max(nbytes, 1)))
+        free = self._free.get(pool.bin_number(max(nbytes, 1))) if self._block is None else None
         if free:  # NOTE: a pool bin's buffers all have its size, at least nbytes
             buf = free.pop()
             self._owner(buf)._buffers[id(buf)][2] = weakref.ref(storage)
@@ -196,16 +244,18 @@ class Graph:
         return None
 
     def _written(self, storage, bumps):
-        """Storage.version inside the capture: `bumps` more in-place writes of storage."""
-        entry = self._writes.get(id(storage))
+        """Storage.version inside the capture: `bumps` more in-place writes of storage (told
+        at the replays that run it, for a write in a conditional block)."""
+        writes = self._writes if self._block is None else self._block[2]
+        entry = writes.get(id(storage))
         if entry is None or entry[0]() is not storage:
-            entry = self._writes[id(storage)] = [weakref.ref(storage), 0]
+            entry = writes[id(storage)] = [weakref.ref(storage), 0]
         entry[1] += bumps
 
-    def _bump_versions(self):
+    def _bump_versions(self, writes=None):
         """The in-place writes of a replay, told to the storages' versions as eager ops do
         (weight-transform caches and autograd's saved-tensor checks see them)."""
-        for ref, bumps in self._writes.values():
+        for ref, bumps in (self._writes if writes is None else writes).values():
             storage = ref()
             if storage is not None:
                 storage._version += bumps
@@ -221,36 +271,56 @@ class Graph:
         if device is None:
             return
         with self._lock:
+            skip = self._skipped()
             self._bump_versions()
             for update in self._updates:
                 update()
             if profiler._state.active:
-                return self._replay_profiled(device)
+                return self._replay_profiled(device, skip)
             with device.launch_lock:
                 queue = device.queue
-                for launches, command in self._segments:
+                for launches, call, condition in self._segments:
+                    if condition is not None and id(condition) in skip:
+                        continue
                     for kernel, gsize, lsize, offset in launches:
                         _enqueue_kernel(queue, kernel, gsize, lsize, offset, None, False, False)
-                    if command is not None:
-                        command(queue)
+                    if call is not None:
+                        call[0](queue, *call[1], **call[2])
 
-    def _replay_profiled(self, device):
+    def _skipped(self):
+        """The ids of the conditions whose blocks this replay skips. Asked in capture order as
+        the replay begins; a block that runs has made() and its writes told first (a
+        transform of a transform sees the first one made again)."""
+        skip = set()
+        for condition, writes in self._conditions:
+            if condition.needed():
+                condition.made()
+                self._bump_versions(writes)
+            else:
+                skip.add(id(condition))
+        return skip
+
+    def _replay_profiled(self, device, skip):
         """replay() inside cltensor.profile(): every launch recorded with its event."""
         done = []
         with device.launch_lock:
             queue = device.profiling_queue()
-            for launches, command in self._segments:
+            for launches, call, condition in self._segments:
+                if condition is not None and id(condition) in skip:
+                    continue
                 for kernel, gsize, lsize, offset in launches:
                     done.append((kernel, gsize, lsize, _enqueue_kernel(
                         queue, kernel, gsize, lsize, offset, None, False, False)))
-                if command is not None:
-                    command(queue)
+                if call is not None:
+                    call[0](queue, *call[1], **call[2])
         for entry in done:
             profiler.record(*entry)
 
     def launches(self):
-        """The number of kernel launches one replay enqueues."""
-        return sum(len(s) for s, _ in self._segments)
+        """The number of kernel launches the next replay enqueues (conditional() blocks
+        counted where their condition holds now)."""
+        return sum(len(launches) for launches, _, c in self._segments
+                   if c is None or c.needed())
 
     def reset(self):
         """Forget the capture and give its memory back (the graph can capture again)."""

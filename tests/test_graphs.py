@@ -278,23 +278,176 @@ def test_tensor_outliving_its_graph_stays_valid_and_counted(device, no_gc):
     assert _allocated(device) == before
 
 
-def test_capture_enqueues_what_eager_does(device):
-    """A captured step has the eager step's launches: the graph's hold on its buffers does not
-    change autograd's choices (taking over a gradient's storage rather than copying it)."""
-    model = _net(device)
-    x = ct.ones((1, 3, 8, 8), device=device)
+def _profiled(fn):
+    """fn()'s launches [(name, global size)] and its result (the step's loss and gradients)."""
+    with ct.profile() as prof:
+        out = fn()
+    return [e[:2] for e in prof.events], out
+
+
+@pytest.fixture(params=["native", "gpu"])
+def device_kind(request, device, monkeypatch):
+    """The device as it is, or taken for a GPU (is_cpu False: the ops' GPU kernels, work sizes
+    and algorithm rules run on it); the in-memory caches emptied around the latter, so that
+    no choice made for one kind serves the other."""
+    if request.param == "native":
+        yield device
+        return
+    assert device.description is not None  # NOTE: memoized from the device's own kind first
+    ct.clear_cache()
+    monkeypatch.setattr(device, "is_cpu", False)
+    yield device
+    monkeypatch.undo()
+    ct.clear_cache()
+
+
+def test_capture_enqueues_what_eager_does(device_kind):
+    """A captured step has the eager step's launches and results, bit for bit, with the GPU
+    paths too (the device taken for a GPU: implicit GEMM's GPU kernels, which pack the weights
+    once per weight version): the graph's hold on its buffers does not change autograd's
+    choices (taking over a gradient's storage rather than copying it), nor a replay conv's
+    use of its cached weight transforms."""
+    model = _net(device_kind)
+    x = ct.ones((1, 3, 8, 8), device=device_kind)
 
     def step():
         model.zero_grad(set_to_none=True)
-        model(x).sum().backward()
+        out = model(x).sum()
+        out.backward()
+        return out
+
+    def results(out):
+        return [out.numpy()] + [p.grad.numpy() for p in model.parameters()]
 
     step()
-    with ct.profile() as prof:
-        step()
+    eager, out = _profiled(step)
+    expected = results(out)
+    g = ct.Graph()
+    with ct.graph(g):
+        static = step()
+    assert g.launches() == len(eager)
+    assert _profiled(g.replay)[0] == eager
+    for a, b in zip(results(static), expected):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("opt", list(OPTIMIZERS))
+def test_captured_optimizer_step_launches_as_the_eager_one(device, opt):
+    """A captured optimizer step batches its parameters' updates into multi-tensor launches as
+    the eager step does (Adam's replay updates set the scalars of the batched launches)."""
+    model = _net(device)
+    opt = OPTIMIZERS[opt](model.parameters())
+    x = ct.ones((2, 3, 8, 8), device=device)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        model(x).sum().backward()
+        opt.step()
+
+    step()
+    eager = _profiled(step)[0]
     g = ct.Graph()
     with ct.graph(g):
         step()
-    assert g.launches() == len(prof.events)
+    assert g.launches() == len(eager)
+    assert _profiled(g.replay)[0] == eager
+    assert any(name.endswith("_multi") for name, _ in eager)
+
+
+def test_float16_adam_replays_are_bit_identical(device):
+    """Adam's replays set their launches' scalars in the kernels' compute type (float32 for
+    float16 parameters), as the eager step passes them: not rounded to float16 first."""
+    runs = []
+    for capture in (False, True):
+        ct.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4)).to(
+            device=device, dtype=ct.float16)
+        opt = ct.optim.Adam(model.parameters(), lr=1e-2)
+        x = ct.ones((2, 8), device=device, dtype=ct.float16)
+
+        def step():
+            opt.zero_grad(set_to_none=False)
+            model(x).float().sum().backward()
+            opt.step()
+
+        for _ in range(2):
+            step()
+        if capture:
+            g = ct.Graph()
+            with ct.graph(g):
+                step()
+        for _ in range(3):
+            g.replay() if capture else step()
+        runs.append([p.numpy() for p in model.parameters()])
+    for a, b in zip(*runs):
+        np.testing.assert_array_equal(a, b)
+
+
+def _conv_step(device, rng, algo, stride):
+    """Weights and a step of two convolutions by `algo` (whose weight transforms conv caches
+    per weight version), their gradients taken."""
+    from cltensor.conv.function import conv2d
+    ws = [ct.from_numpy(rng.standard_normal(s).astype(np.float32), device=device)
+          for s in ((4, 3, 3, 3), (4, 4, 3, 3))]
+    for w in ws:
+        w.requires_grad_()
+    x = ct.from_numpy(rng.standard_normal((1, 3, 8, 8)).astype(np.float32), device=device)
+
+    def step():
+        for w in ws:
+            w.grad = None
+        h = conv2d(x, ws[0], stride=stride, padding=1, algo=algo)
+        h = nn.functional.max_pool2d(nn.functional.relu(h), 2)
+        out = conv2d(h, ws[1], stride=stride, padding=1, algo=algo).sum()
+        out.backward()
+        return out
+
+    return ws, step
+
+
+@pytest.mark.parametrize("style, algo, stride", [("gpu", "implicit_gemm", 1),
+                                                 (None, "winograd", 1),
+                                                 (None, "s2d_winograd", 2)])
+def test_capture_enqueues_what_eager_does_on_every_path(device, rng, monkeypatch, style, algo,
+                                                        stride):
+    """With the GPU kernels forced (implicit GEMM's cx_conv, the xgemm GEMM family), Winograd
+    or s2d (Winograd's filter transform of the folded weight), a replay enqueues the eager
+    step's launches and gives its results bit for bit: the weight transforms cached per weight
+    version are made again only where eager code would make them (a weight written since),
+    into the buffers the graph reads, and so are the transforms of those."""
+    from cltensor.conv import implicit
+    from cltensor.ops.gemm import choice
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", style)
+    monkeypatch.setattr(choice, "FORCE_FAMILY", "xgemm" if style == "gpu" else None)
+    ws, step = _conv_step(device, rng, algo, stride)
+
+    def results(out):
+        return [out.numpy()] + [w.grad.numpy() for w in ws]
+
+    def written():  # ws[1] written twice in place: the same values, a new version
+        with ct.no_grad():
+            ws[1].mul_(-1)
+            ws[1].mul_(-1)
+
+    step()
+    written()
+    miss, out = _profiled(step)
+    eager_miss = results(out)
+    hit, out = _profiled(step)
+    eager_hit = results(out)
+    assert len(miss) > len(hit)  # the transforms of ws[1] made again
+    g = ct.Graph()
+    with ct.graph(g):
+        static = step()
+    assert g.launches() == len(hit)
+    for want, expected, before in ((hit, eager_hit, None), (miss, eager_miss, written),
+                                   (hit, eager_hit, None)):
+        if before:
+            before()
+        assert g.launches() == len(want)
+        assert _profiled(g.replay)[0] == want
+        for a, b in zip(results(static), expected):
+            np.testing.assert_array_equal(a, b)
 
 
 def test_digits_example_trains_the_same_with_graphs(device):

@@ -62,10 +62,10 @@ def per_weight(w, key, make):
     """make(), remembered for the weight view w and `key` while w's storage version is
     unchanged: an optimizer's in-place update (or any in-place write) makes it again. For
     weight transforms (Winograd's filters, implicit GEMM's packed panels)."""
-    if capturing.graph is not None:  # NOTE: a graph makes it on every replay, and keeps none
-        return make()
-    per_storage = _per_weight.setdefault(w.storage, {})
     full = (w.offset, w.shape, w.strides, w.dtype, *key)
+    if capturing.graph is not None:
+        return _captured(capturing.graph, w.storage, full, make)
+    per_storage = _per_weight.setdefault(w.storage, {})
     hit = per_storage.get(full)
     if hit is not None and hit[0] == w.storage.version:
         return hit[1]
@@ -76,6 +76,64 @@ def per_weight(w, key, make):
 
 def clear_per_weight():
     _per_weight.clear()
+
+
+class _Transform:
+    """A weight transform captured in a graph (a conditional block): a replay makes it again
+    where eager code would, i.e. unless the cache holds this value for the weight's version
+    at that point of the replay (its version as the replay begins plus the captured writes
+    before the transform)."""
+
+    def __init__(self, storage, full, graph, source):
+        self.ref, self.full = weakref.ref(storage), full
+        self.seen, self.bumps = storage.version, graph.bumps(storage)
+        self.source = source  # the transform whose value this one transforms, or None
+        self.value = None
+
+    def needed(self):
+        storage = self.ref()
+        if storage is None or (self.source is not None and self.source.needed()):
+            return True
+        hit = _per_weight.get(storage, {}).get(self.full)
+        return (hit is None or hit[1] is not self.value or
+                hit[0] != storage.version + self.bumps)
+
+    def made(self):
+        """The replay makes the value again: a new version of it (as eager code's new tensor
+        would be), then cached for the weight's."""
+        self.value.storage._version += 1
+        storage = self.ref()
+        if storage is not None:
+            _per_weight.setdefault(storage, {})[self.full] = (storage.version + self.bumps,
+                                                              self.value)
+
+
+def _captured(graph, storage, full, make):
+    """per_weight inside a graph capture, launching what eager code would: nothing for a
+    transform made earlier in the capture at this version; else make() as a conditional
+    block, which writes the cached value's buffer where the cache holds the transform now."""
+    memo = graph.memo.setdefault("per_weight", {})
+    done = memo.get((id(storage), full))
+    if done is not None and done.ref() is storage and done.seen == storage.version:
+        return done.value
+    hit = _per_weight.get(storage, {}).get(full)
+    cached = hit[1] if hit is not None and hit[0] == storage.version else None
+    source = next((c for c in memo.values() if c.value.storage is storage), None)
+    condition = _Transform(storage, full, graph, source)
+    with graph.conditional(condition) as block:
+        value = make()
+    assert isinstance(value, ClTensor), f"per_weight: a transform is a tensor, got {value!r}"
+    if cached is not None and _same_layout(value, cached):
+        graph.retarget(block, value.storage.buf, cached.storage.buf)
+        value = cached
+    condition.value = value
+    memo[(id(storage), full)] = condition
+    return value
+
+
+def _same_layout(a, b):
+    return ((a.shape, a.strides, a.offset, a.dtype, a.storage.nbytes) ==
+            (b.shape, b.strides, b.offset, b.dtype, b.storage.nbytes))
 
 
 def shape_defines(p, dtype=None):

@@ -68,11 +68,15 @@ class Adam(Optimizer):
             (fused.ADAM_MAXIMIZE if group["maximize"] else 0)
         if group["weight_decay"] != 0:
             flags |= fused.ADAM_DECOUPLED if group["decoupled_weight_decay"] else fused.ADAM_DECAY
-        fused.adam_step(param, grad, exp_avg, exp_avg_sq, vmax, _scalars(group, step), flags)
+        refresh = None
         if graphs.current_graph() is not None and param.numel():
-            # NOTE: a capture runs nothing: the count stays, and each replay advances it
+            # NOTE: a capture runs nothing: the count stays, and each replay advances it, then
+            # sets the launch's scalars again from it and the group (a scheduler's lr too)
             state["step"] = step - 1
-            graphs.on_replay(_advance(*graphs.last_launch(), group, state, param.dtype.type))
+            graphs.on_replay(_advance(state))
+            refresh = fused.Refresh(_state_scalars, group, state)
+        fused.adam_step(param, grad, exp_avg, exp_avg_sq, vmax, _scalars(group, step), flags,
+                        refresh)
 
 
 def _scalars(group, step):
@@ -82,15 +86,15 @@ def _scalars(group, step):
             -lr / (1 - beta1 ** step), (1 - beta2 ** step) ** 0.5)
 
 
-def _advance(kernel, args, group, state, ftype):
-    """A captured step's update before each replay: the step count advanced and the launch's
-    scalars set again from it and the group (so a scheduler's lr applies too)."""
-    at, end = fused.ADAM_SCALARS_AT, fused.ADAM_SCALARS_AT + 8
-
+def _advance(state):
+    """A captured step's update before each replay: the step count advanced."""
     def update():
-        state["step"] = step = state["step"] + 1
-        kernel.set_args(*args[:at], *map(ftype, _scalars(group, step)), *args[end:])
+        state["step"] += 1
     return update
+
+
+def _state_scalars(group, state):
+    return _scalars(group, state["step"])
 
 
 class AdamW(Adam):

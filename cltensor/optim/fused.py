@@ -6,6 +6,7 @@ import threading
 import numpy as np
 
 from .. import dtypes as dt
+from .. import graphs
 from ..ops import elementwise as ew
 from ..program import ctype_of, get_kernel, launch, round_up
 
@@ -16,7 +17,6 @@ LOCAL_SIZE = 256  # work-group size on GPUs; CPUs let the driver choose
 SGD_MOMENTUM, SGD_FIRST, SGD_NESTEROV, SGD_MAXIMIZE, SGD_DECAY = 1, 2, 4, 8, 16
 ADAM_AMSGRAD, ADAM_MAXIMIZE, ADAM_DECAY, ADAM_DECOUPLED, ADAM_FIRST = 1, 2, 4, 8, 16
 RMS_CENTERED, RMS_MOMENTUM, RMS_MAXIMIZE, RMS_DECAY = 1, 2, 4, 8
-ADAM_SCALARS_AT = 10  # adam_step's first scalar argument, after the geometry and buffers
 
 
 def get_optim_kernel(device, name, dtype):
@@ -43,7 +43,7 @@ ENDS_T = np.dtype([("end", np.int64, (SLOTS,))])
 
 
 class _Batch(threading.local):
-    pending = None  # inside batched(): {(kernel, device, dtype, scalars, flags): [steps]}
+    pending = None  # inside batched(): {(kernel, device, dtype, scalars, flags, group): [steps]}
 
 
 _batch = _Batch()
@@ -63,33 +63,50 @@ def batched():
         yield
     finally:
         _batch.pending = None
-        for (name, _, _, scalars, flags), steps in pending.items():
+        for (name, _, _, scalars, flags, _), steps in pending.items():
             for start in range(0, len(steps), SLOTS):
                 _launch_multi(MULTI[name], steps[start:start + SLOTS], scalars, flags)
 
 
-def _holds(name, param, grad, buffers, scalars, flags):
-    """Add the step to the pending batch when it can run in a multi-tensor launch."""
+def _holds(name, param, grad, buffers, scalars, flags, refresh):
+    """Add the step to the pending batch when it can run in a multi-tensor launch (in a
+    capture, with the steps whose scalars the same group refreshes)."""
     if _batch.pending is None or name not in MULTI or param.numel() == 0:
         return False
     if not all(t.is_contiguous() and t.offset == 0 for t in (param, grad, *buffers)):
         return False
-    key = (name, param.device, param.dtype, tuple(float(s) for s in scalars), flags)
-    _batch.pending.setdefault(key, []).append((param, grad, buffers))
+    key = (name, param.device, param.dtype, tuple(float(s) for s in scalars), flags,
+           refresh and id(refresh.group))
+    _batch.pending.setdefault(key, []).append((param, grad, buffers, refresh))
     return True
 
 
+class Refresh:
+    """A captured step's scalars, made again before each replay: scalars(group, state) after
+    the replay's updates (Adam's step count, advanced; a scheduler's lr)."""
+
+    def __init__(self, scalars, group, state):
+        self.scalars, self.group, self.state = scalars, group, state
+
+    def on_replay(self, count, ftype):
+        """Set the last launch's `count` scalars (before its flags) again at each replay."""
+        kernel, args = graphs.last_launch()
+        head, tail = args[:len(args) - 1 - count], args[-1:]
+        graphs.on_replay(lambda: kernel.set_args(
+            *head, *map(ftype, self.scalars(self.group, self.state)), *tail))
+
+
 def _launch_multi(name, steps, scalars, flags):
-    """One launch of multi-tensor kernel `name` over up to SLOTS (param, grad, buffers) steps;
-    empty slots repeat the last step's buffers over an empty range."""
+    """One launch of multi-tensor kernel `name` over up to SLOTS (param, grad, buffers,
+    refresh) steps; empty slots repeat the last step's buffers over an empty range."""
     param = steps[0][0]
     device = param.device
     ends = np.zeros((), ENDS_T)
-    sizes = np.cumsum([p.numel() for p, _, _ in steps])
+    sizes = np.cumsum([step[0].numel() for step in steps])
     ends["end"][:len(steps)] = sizes
     ends["end"][len(steps):] = sizes[-1]
     args = []
-    for p, g, bufs in steps + [steps[-1]] * (SLOTS - len(steps)):
+    for p, g, bufs, _ in steps + [steps[-1]] * (SLOTS - len(steps)):
         args += [p.storage.buf, g.storage.buf, *[b.storage.buf for b in bufs]]
     kernel = get_optim_kernel(device, name, param.dtype)
     ft = dt.compute_dtype(param.dtype).type  # R in optim.cl: float32 for 16-bit types
@@ -98,7 +115,9 @@ def _launch_multi(name, steps, scalars, flags):
     gsize = total if local is None else round_up(total, local[0])
     launch(device, kernel, (gsize,), local, ends, *args, *[ft(s) for s in scalars],
            np.int32(flags))
-    _bump([t for p, _, bufs in steps for t in (p, *bufs)])
+    if steps[0][3] is not None:
+        steps[0][3].on_replay(len(scalars), ft)
+    _bump([t for p, _, bufs, _ in steps for t in (p, *bufs)])
 
 
 def _bump(tensors):
@@ -106,16 +125,16 @@ def _bump(tensors):
         storage.version += 1  # saved tensors of an earlier forward now see the change
 
 
-def _launch(name, param, grad, buffers, scalars, flags):
+def _launch(name, param, grad, buffers, scalars, flags, refresh=None):
     """One step of kernel `name` over param and its state tensors `buffers` (placeholders where
     a step keeps none), bumping the versions of everything it writes; held for a multi-tensor
-    launch inside batched()."""
-    if _holds(name, param, grad, buffers, scalars, flags):
+    launch inside batched(). refresh: a Refresh of the scalars, inside a capture."""
+    if _holds(name, param, grad, buffers, scalars, flags, refresh):
         return
-    _launch_now(name, param, grad, buffers, scalars, flags)
+    _launch_now(name, param, grad, buffers, scalars, flags, refresh)
 
 
-def _launch_now(name, param, grad, buffers, scalars, flags):
+def _launch_now(name, param, grad, buffers, scalars, flags, refresh):
     device = param.device
     n, nd, shp, vp, vg = _geometry(param, grad)
     if n == 0:
@@ -126,6 +145,8 @@ def _launch_now(name, param, grad, buffers, scalars, flags):
     gsize = int(n) if local is None else round_up(int(n), local[0])
     launch(device, kernel, (gsize,), local, n, nd, shp, param.storage.buf, vp, grad.storage.buf,
            vg, *[b.storage.buf for b in buffers], *[ft(s) for s in scalars], np.int32(flags))
+    if refresh is not None:
+        refresh.on_replay(len(scalars), ft)
     _bump([param, *buffers])
 
 
@@ -136,12 +157,12 @@ def sgd_step(param, grad, buf, lr, momentum, dampening, weight_decay, flags):
             [lr, momentum, 1 - dampening, weight_decay], flags)
 
 
-def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, scalars, flags):
+def adam_step(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, scalars, flags, refresh=None):
     """One Adam/AdamW update of param and its moments; `scalars` in optim.cl's order after the
     buffers (1 - beta1, beta2, 1 - beta2, eps, weight_decay, decay factor, -step size,
     sqrt(bias correction 2))."""
     vmax = exp_avg_sq if max_exp_avg_sq is None else max_exp_avg_sq
-    _launch("adam_step", param, grad, [exp_avg, exp_avg_sq, vmax], scalars, flags)
+    _launch("adam_step", param, grad, [exp_avg, exp_avg_sq, vmax], scalars, flags, refresh)
 
 
 def rmsprop_step(param, grad, square_avg, grad_avg, buf, scalars, flags):

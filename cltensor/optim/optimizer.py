@@ -1,7 +1,6 @@
 """Optimizer: parameter groups, per-parameter state, zero_grad and state_dict, as torch.optim."""
 from __future__ import annotations
 
-import contextlib
 import copy
 import numbers
 import warnings
@@ -128,10 +127,7 @@ class Optimizer:
         capturing = graphs.current_graph() is not None
         if capturing:
             self._check_capture(work)
-        # NOTE: a captured step launches per parameter: its replay updates (Adam's step count)
-        # find their launch as the last one captured
-        batch = contextlib.nullcontext() if capturing else fused.batched()
-        with no_grad(), batch:
+        with no_grad(), fused.batched():
             for p, group in work:
                 self._update(p, p.grad, group, self.state[p])
         return loss
