@@ -117,15 +117,17 @@ class MmaOperand(NamedTuple):
 
 
 class NvidiaTensorCores(Plugin):
-    """TF32 tensor-core GEMM on NVIDIA GPUs (sm_80+), while cltensor.backends.allow_tf32.
+    """Tensor-core GEMM on NVIDIA GPUs (sm_80+): float32 products in TF32 while
+    cltensor.backends.allow_tf32, products of two float16 or two bfloat16 operands always.
 
     Example:
         >>> cltensor.backends.allow_tf32 = True
         >>> c = cltensor.matmul(a, b)   # float32 on an H200: wgmma, about 1e-3 rel. error
     """
     name = "nvidia_tf32"
-    description = ("TF32 tensor-core GEMM (inline PTX mma.sync; wgmma on Hopper) for float32 "
-                   "products while cltensor.backends.allow_tf32 is True")
+    description = ("tensor-core GEMM (inline PTX mma.sync; wgmma on Hopper): float32 products in "
+                   "TF32 while cltensor.backends.allow_tf32 is True, float16 and bfloat16 "
+                   "products always")
     vendors = ("nvidia",)
     probe_file = KERNEL_FILE
     probe_defines = {"NVMMA_PROBE": None}
