@@ -30,6 +30,11 @@ refused(lambda: torch.TypedStorage(4, device="opencl"))
 refused(lambda: x.untyped_storage().clone())
 refused(lambda: x.storage().clone())
 assert x.share_memory_() is x and x.is_shared()  # no POSIX memory for a device, as with CUDA
+assert x.untyped_storage().is_shared() and x.storage().is_shared() and x[2:].is_shared()
+net = torch.nn.Linear(2, 3).to("opencl").share_memory()  # what torch.multiprocessing users call
+assert all(p.is_shared() for p in net.parameters())
+host = torch.zeros(3)  # a CPU tensor is shared only once moved to shared memory
+assert not host.is_shared() and host.share_memory_().is_shared()
 assert torch.equal((x.clone() + 1).cpu(), torch.arange(1.0, 7.0))
 cpu = torch.UntypedStorage(8)  # CPU storages are untouched
 assert cpu.device.type == "cpu" and cpu.nbytes() == 8 and cpu.clone().nbytes() == 8

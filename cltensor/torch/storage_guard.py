@@ -3,7 +3,7 @@ allocator, so torch would crash (null allocator) allocating storage there:
 `torch.UntypedStorage(n, device="opencl")`, `TypedStorage(..., device="opencl")` and storage
 `.clone()` (which allocates a storage like its own). Those raise a clear error instead; opencl
 tensors keep their data in cltensor buffers, so tensor methods (`clone`, `to`, `share_memory_`)
-are the way."""
+are the way. Their storages count as shared, as CUDA's do, on every torch version."""
 import torch
 
 from . import _backend as be
@@ -33,7 +33,17 @@ def _checked_new(base):
     return __new__
 
 
+def _device_is_shared(base):
+    def is_shared(self):
+        return self.device.type == be.NAME or base(self)
+    return is_shared
+
+
 def install():
     """Make torch.UntypedStorage (hence TypedStorage and the legacy storages, which build on
-    it) refuse the opencl device before torch's allocator is reached."""
+    it) refuse the opencl device before torch's allocator is reached, and report opencl
+    storages as shared, as newer torch does for every device but CPU and meta: torch 2.11's
+    is_shared answers True for CUDA only, then asks the CPU shared-memory allocators, which
+    never hold a device buffer (share_memory_ is a no-op for a PrivateUse1 storage)."""
     torch.UntypedStorage.__new__ = _checked_new(torch._C.StorageBase.__new__)
+    torch.UntypedStorage.is_shared = _device_is_shared(torch._C.StorageBase.is_shared)
