@@ -862,12 +862,14 @@ def test_tuner_never_times_a_fallback_for_an_unfit_set(device, monkeypatch):
     fit = dict(gm.XGEMM_FALLBACKS[1], GROUP_M=8)
     monkeypatch.setattr(tune, "_xgemm_structures", lambda dtype: [unfit, fit])
     monkeypatch.setattr(tune, "_xgemm_variations", lambda p: [])
-    tuner = tune.GemmTuner(device, np.float32, 32, 1, log=lambda *a: None)
+    logs = []
+    tuner = tune.GemmTuner(device, np.float32, 32, 1, log=lambda *a: logs.append(a))
     winner = tuner.tune_xgemm()
     assert [{k: v for k, v in q.items() if k not in ("rate", "layout_factors")}
             for q in winner["xgemm"]] == [fit]
     assert {r["entry"]["xgemm"][0]["KWG"] for r in tuner.results} == {fit["KWG"]}
     # the winner's speed in the other layouts, timed with A and B stored that way
+    assert "layout_factors" in winner["xgemm"][0], (tuner.results[-6:], logs[-6:])
     factors = winner["xgemm"][0]["layout_factors"]
     assert set(factors) == {"MN", "KK", "MK"} and all(f > 0 for f in factors.values())
     assert {r["label"] for r in tuner.results} >= {f"layout {lay}" for lay in gm.LAYOUTS}

@@ -31,6 +31,6 @@ def test_other_accelerators_run_as_torch_runs_them():
 def test_backward_through_the_engine_still_runs(device):
     """A real backward through the patched engine, CPU and opencl leaves alike."""
     for dev in ("cpu", "opencl"):
-        x = torch.arange(4.0, device=dev, requires_grad=True)
+        x = torch.arange(4.0).to(dev).requires_grad_()
         (x * x).sum().backward()
         assert torch.equal(x.grad.cpu(), 2 * torch.arange(4.0))
