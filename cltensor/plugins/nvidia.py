@@ -22,7 +22,8 @@ float32) run on Hopper's wgmma in that type with float32 sums, whatever allow_tf
 products of 16-bit values are exact, so the result is what IEEE float32 sums of them give, as
 cuBLAS's. pack_half_slices copies both operands into the wgmma kernel's layout (pairs of
 K-consecutive values per 32-bit word), and HALF_CONFIGS rank as CONFIGS do, K counted in words.
-Elsewhere (no wgmma) those products run on the portable kernels.
+Elsewhere, and for products of few tiles, they run on mma.sync m16n8k16 (nvidia_mma.cl with
+HALF), both operands read K-contiguous in 32-bit words, copied first where they are not.
 """
 import re
 import warnings
@@ -215,16 +216,15 @@ class NvidiaTensorCores(Plugin):
         """The built kernel of set q for these layouts (and, for 16-bit operands, their wgmma
         type and C's and the biases' storage), or None when it fails to build or fit (memoized
         per device, its limits and the emulation flag: every product asks)."""
-        stored = tuple(sorted(gm.storage_defines(p).items())) if half else ()
         key = (p.device, p.device.max_work_group, p.device.local_mem, id(q), a_kc, b_kc,
-               self.emulate, half, stored)
+               self.emulate, half, p.co.t.dtype, p.tr)
         hit = self._kernels.get(key)
         if hit is not None and hit[0] is q:
             return hit[1]
         # NOTE: 16-bit values need no rounding (ROUND 0) on mma.sync
         kernel = self._build(p, q, a_kc, b_kc,
-                             dict(stored, HALF=half, **({} if is_wgmma(q) else {"ROUND": 0}))
-                             if half else {})
+                             dict(gm.storage_defines(p), HALF=half,
+                                  **({} if is_wgmma(q) else {"ROUND": 0})) if half else {})
         if kernel is not None:
             self._kernels[key] = (q, kernel)  # NOTE: q in the value keeps its id from passing on
         return kernel
@@ -444,12 +444,21 @@ def _operand(p, op, rows, rs, ks, found):
     """(op as nvmma_gemm reads it, the copy to launch first or None); found: _in_place's."""
     if found is not None:
         return found, None
-    ld = round_up(p.k, ALIGN)
-    shared = not any(op.bstrides)
-    dst = gm.scratch(p, (1 if shared else p.nbatch) * rows * ld)
-    bstrides = [0] * len(p.bshape) if shared else gm.dense_strides(p.bshape, rows * ld)
-    copy = lambda: gm.pad_copy(p, op, (rows, p.k), (rows, ld), (rs, ks), dst)  # noqa: E731
+    dst, bstrides, ld, copy = _dense_copy(p, op, rows, rs, ks, ALIGN, p.dtype)
     return MmaOperand(dst, bstrides, ld, 1), copy
+
+
+def _dense_copy(p, op, rows, rs, ks, align, dtype, defines=None):
+    """A K-contiguous, zero-padded copy of op (rows by K rounded up to `align`, one when the
+    batches share it) in `dtype`: (the tensor, its batch strides, its leading dim, the copy to
+    launch); defines: pad_copy's."""
+    ld = round_up(p.k, align)
+    shared = not any(op.bstrides)
+    dst = ClTensor.empty_on(((1 if shared else p.nbatch) * rows * ld,), dtype, p.device)
+    bstrides = [0] * len(p.bshape) if shared else gm.dense_strides(p.bshape, rows * ld)
+    copy = lambda: gm.pad_copy(p, op, (rows, p.k), (rows, ld), (rs, ks), dst,  # noqa: E731
+                               defines)
+    return dst, bstrides, ld, copy
 
 
 def _run(p, q, kernel, splits, epi, a_in_place, b_in_place):
@@ -475,12 +484,8 @@ def _half_operand(p, op, rows, rs, ks, copy_anyway):
     if not copy_anyway and (ks == 1 or p.k == 1) and not any(s % HALF_ALIGN for s in aligned):
         return MmaOperand(op.t, [s // 2 for s in op.bstrides], (rs if rows > 1 else 0) // 2, 1,
                           op.t.offset // 2), None
-    ld = round_up(p.k, HALF_ALIGN)
-    shared = not any(op.bstrides)
-    dst = ClTensor.empty_on(((1 if shared else p.nbatch) * rows * ld,), op.t.dtype, p.device)
-    bstrides = [0] * len(p.bshape) if shared else gm.dense_strides(p.bshape, rows * ld)
-    copy = lambda: gm.pad_copy(p, op, (rows, p.k), (rows, ld), (rs, ks), dst,  # noqa: E731
-                               {"T": "ushort"})
+    dst, bstrides, ld, copy = _dense_copy(p, op, rows, rs, ks, HALF_ALIGN, op.t.dtype,
+                                          {"T": "ushort"})  # NOTE: the bits, exactly
     return MmaOperand(dst, [s // 2 for s in bstrides], ld // 2, 1, 0), copy
 
 
@@ -497,6 +502,11 @@ def _launch_mma(p, q, kernel, splits, epi, operands, k_arg):
         if copy is not None:
             copy()
     gm.launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), k_arg, tail, splits=splits)
+    _sum_splits(p, splits, part, epi)
+
+
+def _sum_splits(p, splits, part, epi):
+    """With K split, xgemm_reduce adds the partial products into C through the epilogue."""
     if splits > 1:
         reduce = gm.get_kernel(p.device, "gemm_xgemm.cl", "xgemm_reduce", gm.storage_defines(p))
         gm.reduce_splits(p, reduce, splits, part, epi)
@@ -515,9 +525,7 @@ def _run_wgmma(p, q, kernel, splits, epi, half=0):
     tail += [np.int32(splits), part.storage.buf] + epi
     k_arg = words(p).k if half else p.k
     gm.launch_tiles(p, kernel, bm, -(-p.n // bn), (nt, 1, 1), k_arg, tail, splits=splits)
-    if splits > 1:
-        reduce = gm.get_kernel(p.device, "gemm_xgemm.cl", "xgemm_reduce", gm.storage_defines(p))
-        gm.reduce_splits(p, reduce, splits, part, epi)
+    _sum_splits(p, splits, part, epi)
 
 
 def _pack_slices(p, op, rows, rs, ks, width, bk, half=0):
