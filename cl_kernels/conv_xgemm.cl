@@ -32,7 +32,8 @@
  * Storage (gemm_common.cl's TA, TB, TC; default T, or half or bf16 with T float, read through
  * common.cl's LD and VLDA and stored through ST, rounded once from the float sums): cx_conv's
  * wpk is TA, its source TB, bias and out TC; cx_wgrad's output gradient is TA, its source TB,
- * gw and gb TC, part (the split partial sums) T. XGEMM_MMA builds take T storage only.
+ * gw and gb TC, part (the split partial sums) T; XGEMM_MMA builds too (16-bit values are exact
+ * in TF32).
  *
  * Build options: the engine's tunables (gemm_xgemm.cl: MWG, NWG, KWG, MDIMC, NDIMC, VWM, VWN,
  *   STRM, STRN, PADA, PADB, NBUF; VWA) with WGS a multiple of NWG (cx_conv) and of KWG

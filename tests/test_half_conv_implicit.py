@@ -8,9 +8,10 @@ import torch
 import torch.nn.functional as TF
 
 import cltensor as ct
-from cltensor.conv import common, implicit, implicit_gpu
+from cltensor.conv import common, dispatch, implicit, implicit_gpu
 from cltensor.conv.params import make_params
 from test_half_conv import _peak
+from test_nvidia_plugin import EMULATED_CONFIGS, EMULATED_CONV_CONFIGS, _emulated
 
 HALF = ["float16", "bfloat16"]
 STYLES = ["cpu", "gpu"]  # implicit GEMM's kernel families, both run on every device
@@ -163,17 +164,40 @@ def test_s2d_winograd_allocates_less_than_float32(device, rng):
     assert bytes16 < bytes32, (bytes16, bytes32)
 
 
-def test_tensor_core_engine_declines_16bit(device, rng):
-    """A plug-in's tensor-core engine is given float32 tensors only; a 16-bit problem handed
-    to it directly is refused with a TypeError rather than read as float32."""
-    x = ct.from_numpy(rng.standard_normal((1, 2, 5, 5)).astype(np.float32),
-                      device=device).half()
-    w = ct.from_numpy(rng.standard_normal((3, 2, 3, 3)).astype(np.float32),
-                      device=device).half()
-    p = make_params(x, w, None, 1, 0, 1, 1)
-    out = common.empty(p.out_shape, x)
-    engine = implicit_gpu.MmaEngine(sets=(), emulate=True)
-    with pytest.raises(TypeError, match="tensor-core engine"):
-        implicit.forward(x, w, None, p, out, engine=engine)
-    with pytest.raises(TypeError, match="tensor-core engine"):
-        implicit.weight_grad(x, out, p, engine=engine)
+@pytest.fixture
+def tensor_cores(device):
+    """The NVIDIA plug-in's tensor-core convolutions in emulation, registered on this device."""
+    pl = _emulated(EMULATED_CONFIGS[0])
+    pl.conv_configs = EMULATED_CONV_CONFIGS[:1]
+    ct.register_plugin(pl)
+    try:
+        yield pl
+    finally:
+        ct.unregister_plugin(pl.name)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_tensor_core_engine_reads_16bit(device, rng, poisoned, in_place, tensor_cores, name):
+    """A plug-in's tensor-core implicit GEMM (xgemm_mma.cl, emulated) reads 16-bit tensors in
+    place whatever allow_tf32 says: 16-bit values are exact in TF32, so every pass is torch's
+    float32 result rounded once."""
+    assert not ct.backends.allow_tf32
+    with ct.profile() as prof:
+        for xshape, wshape, kwargs in IMPLICIT_CASES:
+            _conv_and_grads(device, rng, name, "tf32_implicit", xshape, wshape, kwargs)
+    assert {"cx_conv", "cx_wgrad"} <= {r["name"] for r in prof.records()}
+
+
+def test_gpu_auto_takes_the_rules_choice_for_16bit(device, monkeypatch, tensor_cores):
+    """On GPUs a 16-bit pass takes the rules' choice (the plug-in's first) where it reads 16-bit
+    tensors, not im2col's materialized columns; CPUs keep gemm_1x1 / im2col (peak memory)."""
+    x = ct.zeros(2, 8, 9, 9, device=device, dtype=ct.bfloat16)
+    w = ct.zeros(16, 8, 3, 3, device=device, dtype=ct.bfloat16)
+    p = make_params(x, w, None, 1, 1, 1, 1)
+    monkeypatch.setattr(dispatch, "portable_rule", lambda p, device, pass_: "implicit_gemm")
+    monkeypatch.setattr(device, "is_cpu", False)
+    assert dispatch.choose(p, device, "forward") == "tf32_implicit"
+    monkeypatch.setattr(dispatch, "portable_rule", lambda p, device, pass_: "winograd_4x4")
+    assert dispatch.choose(p, device, "forward") == "winograd_4x4"
+    monkeypatch.setattr(device, "is_cpu", True)
+    assert dispatch.choose(p, device, "forward") == "im2col"

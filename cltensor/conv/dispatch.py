@@ -278,20 +278,29 @@ def choose(p, device, pass_, algo="auto", tensors=None):
     return name
 
 
-def reads_half(algo):
-    """Whether conv2d(..., algo=algo) reads 16-bit tensors in place."""
-    return algo == "auto" or algo in HALF_ALGORITHMS
+def reads_half(algo, device=None):
+    """Whether conv2d(..., algo=algo) reads 16-bit tensors in place: "auto", the portable
+    HALF_ALGORITHMS, and the plug-in algorithms on the device that say so (READS_16BIT)."""
+    if algo == "auto" or algo in HALF_ALGORITHMS:
+        return True
+    found = _offered(device).get(algo) if device is not None else None
+    return bool(getattr(found, "READS_16BIT", False))
 
 
 def _half_choice(p, device, pass_, algo):
-    """A 16-bit problem's algorithm: algo when it reads 16-bit tensors and runs the pass,
-    else gemm_1x1 where it runs, else im2col (which runs every problem).
-    NOTE: not the rules' float32 choice: Winograd's float32 transforms outweigh im2col's
-    16-bit columns (PoCL, peak of benchmarks/half.py's CNN step under bf16 autocast: 58.8 MiB
-    with im2col, 74.9 with Winograd where the rules pick it; GoogLeNet at batch 4: 148 vs
-    164, float32 176) at about the same step time."""
-    for name in (algo, "gemm_1x1"):
-        if name in HALF_ALGORITHMS and eligible(name, p, pass_, device)[0]:
+    """A 16-bit problem's algorithm: algo when it reads 16-bit tensors and runs the pass;
+    else on GPUs the rules' choice (plug-ins first) where it reads 16-bit tensors; else
+    gemm_1x1 where it runs, else im2col (which runs every problem).
+    NOTE: CPUs do not take the rules' float32 choice: Winograd's float32 transforms outweigh
+    im2col's 16-bit columns (PoCL, peak of benchmarks/half.py's CNN step under bf16 autocast:
+    58.8 MiB with im2col, 74.9 with Winograd where the rules pick it; GoogLeNet at batch 4:
+    148 vs 164, float32 176) at about the same step time. On GPUs the im2col path took
+    1.4-2x the float32 rules' step time (H200, Overfeat and VGG-A under bf16 autocast)."""
+    names = [algo] if algo != "auto" else []
+    if not device.is_cpu:
+        names.append(rule(p, device, pass_))
+    for name in (*names, "gemm_1x1"):
+        if reads_half(name, device) and eligible(name, p, pass_, device)[0]:
             return name
     return "im2col"
 

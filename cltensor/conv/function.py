@@ -159,7 +159,7 @@ def conv2d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = None, stri
         >>> cltensor.conv.conv2d(x, w, padding=1, algo="winograd").shape
         (8, 16, 32, 32)
     """
-    if common.is_half(input) and not dispatch.reads_half(algo):  # float32 copies: docs/half.md
+    if common.is_half(input) and not dispatch.reads_half(algo, input.device):  # docs/half.md
         return common.half_fallback(conv2d, input, weight, bias, stride, padding, dilation,
                                     groups, algo, relu)
     unbatched = isinstance(input, ClTensor) and input.ndim == 3

@@ -4,8 +4,8 @@ loads replaced by gathers from the input and the output gradient. The positions 
 form one GEMM dimension, so small images fill whole tiles.
 
 float16/bfloat16 tensors are read in place (the engine's TA/TB/TC storage types: the local
-tiles and sums are float32, each result rounded once); a plug-in's tensor-core engine takes
-float32 and float64 tensors only.
+tiles and sums are float32, each result rounded once), by a plug-in's tensor-core engine too:
+16-bit values are exact in TF32, so its products are.
 """
 from typing import NamedTuple
 
@@ -186,17 +186,10 @@ def _storage(dtype):
             common.storage_define(dtype, name).items()}
 
 
-def _check_engine(engine, geo):
-    if engine is not None and common.compute_dtype(geo.dtype) != geo.dtype:
-        raise TypeError(f"conv: a plug-in's tensor-core engine reads float32 or float64 "
-                        f"tensors, got {geo.dtype} (run it on float32 copies)")
-
-
 def conv(src, geo, w, out, bias, flip, pack_weight, engine=None, relu=False):
     """out (a 4-d view) = the convolution of geometry geo over the virtually padded src with
     weight w (flipped and transposed when flip), plus bias, then max(., 0) with relu; engine:
-    a plug-in's multiply (float32 or float64 tensors)."""
-    _check_engine(engine, geo)
+    a plug-in's multiply."""
     device = out.device
     def extra(q):
         defines = {"VWA": _a_width(q), "VWB": 1, "A_KC": 0, "B_KC": 0,
@@ -238,8 +231,7 @@ def weight_grad(x, gout, geo, engine=None, with_bias=False):
     """(gw, gb): the weight gradient (Co, Cg, Kh, Kw) of a convolution of geometry geo, and with
     with_bias the bias gradient (Co,) as one more column of the same product (a row of ones
     among the taps) where the parameter set's column tiles pad the taps anyway, else None;
-    engine: a plug-in's multiply (float32 or float64 tensors)."""
-    _check_engine(engine, geo)
+    engine: a plug-in's multiply."""
     device = x.device
     npos = geo.n * geo.qn
     fused = lambda q: with_bias and geo.k % q["NWG"] != 0  # noqa: E731 (a spare column)

@@ -2,7 +2,8 @@
 mma.sync from OpenCL (cl_kernels/nvidia_mma.cl) and, on Hopper (compute capability 9.0), wgmma
 (cl_kernels/nvidia_wgmma.cl, whose PTX is edited and rebuilt for sm_90a: to_sm90a), and
 implicit-GEMM convolution with its multiply on tensor cores (conv algorithm "tf32_implicit":
-cl_kernels/xgemm_mma.cl), used only while cltensor.backends.allow_tf32 is True.
+cl_kernels/xgemm_mma.cl), used for float32 tensors only while cltensor.backends.allow_tf32 is
+True, for float16 and bfloat16 ones always (their values are exact in TF32).
 
 It serves the NVIDIA devices whose OpenCL compiler builds its probe (mma.sync with tf32,
 cvt.rna.tf32 and cp.async: Ampere and later). There it takes every float32 product with K > 0
@@ -266,13 +267,19 @@ class Tf32Convolution:
     def serves(self, device):
         return self.plugin.serves(device)
 
+    # float16/bfloat16 tensors are read in place: their products are exact in TF32, so these
+    # run them whatever allow_tf32 says (sums in float32, each result rounded once)
+    READS_16BIT = True
+
     def eligible(self, p):
         # NOTE: checked at call time, so a choice remembered with allow_tf32 on is not reused
         # once it is off
+        if p.dtype in dt.HALF_TYPES:
+            return True, ""
         if not backends.allow_tf32:
             return False, "cltensor.backends.allow_tf32 is False"
         if p.dtype != np.float32:
-            return False, f"TF32 multiplies float32 only, not {p.dtype}"
+            return False, f"TF32 multiplies float32 or 16-bit floats only, not {p.dtype}"
         return True, ""
 
     def prefer(self, p, device, pass_):
