@@ -11,7 +11,7 @@ import cltensor as ct
 from cltensor.conv import common, dispatch, implicit, implicit_gpu
 from cltensor.conv.params import make_params
 from test_half_conv import _peak
-from test_nvidia_plugin import EMULATED_CONFIGS, EMULATED_CONV_CONFIGS, _emulated
+from test_nvidia_plugin import EMULATED_CONFIGS, EMULATED_CONV_CONFIGS, _emulated, _served
 
 HALF = ["float16", "bfloat16"]
 STYLES = ["cpu", "gpu"]  # implicit GEMM's kernel families, both run on every device
@@ -164,9 +164,16 @@ def test_s2d_winograd_allocates_less_than_float32(device, rng):
     assert bytes16 < bytes32, (bytes16, bytes32)
 
 
-@pytest.fixture
-def tensor_cores(device):
-    """The NVIDIA plug-in's tensor-core convolutions in emulation, registered on this device."""
+@pytest.fixture(params=["emulated", "real"])
+def tensor_cores(request, device):
+    """The NVIDIA plug-in's tensor-core convolutions: in emulation, registered on this device;
+    or the real plug-in where it serves the device (skips elsewhere)."""
+    if request.param == "real":
+        pl = _served(device)
+        if pl is None:
+            pytest.skip(f"needs an NVIDIA GPU the plug-in serves; {device} is not one")
+        yield pl
+        return
     pl = _emulated(EMULATED_CONFIGS[0])
     pl.conv_configs = EMULATED_CONV_CONFIGS[:1]
     ct.register_plugin(pl)
@@ -178,7 +185,7 @@ def tensor_cores(device):
 
 @pytest.mark.parametrize("name", HALF)
 def test_tensor_core_engine_reads_16bit(device, rng, poisoned, in_place, tensor_cores, name):
-    """A plug-in's tensor-core implicit GEMM (xgemm_mma.cl, emulated) reads 16-bit tensors in
+    """A plug-in's tensor-core implicit GEMM (xgemm_mma.cl, emulated and real) reads 16-bit tensors in
     place whatever allow_tf32 says: 16-bit values are exact in TF32, so every pass is torch's
     float32 result rounded once."""
     assert not ct.backends.allow_tf32
@@ -188,6 +195,7 @@ def test_tensor_core_engine_reads_16bit(device, rng, poisoned, in_place, tensor_
     assert {"cx_conv", "cx_wgrad"} <= {r["name"] for r in prof.records()}
 
 
+@pytest.mark.parametrize("tensor_cores", ["emulated"], indirect=True)
 def test_gpu_auto_takes_the_rules_choice_for_16bit(device, monkeypatch, tensor_cores):
     """On GPUs a 16-bit pass takes the rules' choice (the plug-in's first) where it reads 16-bit
     tensors, not im2col's materialized columns; CPUs keep gemm_1x1 / im2col (peak memory)."""
