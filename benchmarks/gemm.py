@@ -3,7 +3,7 @@ off) on GPUs, side by side in one run, for square sizes and the benchmark networ
 (their linear layers and im2col GEMMs). Prints a table and writes JSON.
 
     python benchmarks/gemm.py [--device SPEC] [--json out.json] [--reps 5] [--quick] [--tf32]
-                              [--bench-mode] [--half bfloat16|float16]
+                              [--bench-mode] [--half bfloat16|float16] [--kernels]
 
 --tf32 sets cltensor.backends.allow_tf32 (float32 products on tensor cores where a plug-in
 offers them: the "family" column then names the plug-in's kernel) and compares with cuBLAS with
@@ -25,6 +25,8 @@ clock. "cpu" compares the process CPU time each side took per product (reference
 on a CPU device shared with other work it moves far less than the wall clock does. For numpy to use both
 cores here, run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (see the JSON's "numpy_blas").
 The family "slabs" is the packed family's deep products in K slabs (gemm_cpu.cl's gemm_slabs).
+Each row's JSON also splits one call's kernel time among its launches (packs, the product,
+split-K sums: "kernels_ms", means over KERNEL_CALLS profiled calls); --kernels prints it.
 """
 import argparse
 import json
@@ -173,6 +175,7 @@ def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None, half=None):
            "dtype": half or np.dtype(dtype).name, "family": family, "cltensor_s": secs,
            "cltensor_gflops": flops / secs / 1e9,
            "cltensor_wall_s": t["wall"], "cltensor_cpu_s": t["cpu"]}
+    row["kernels_ms"] = kernel_split(lambda: gm.gemm_into(ta, tb, tc))
     got = tc.float().numpy()
     if ref is not None:
         want = ref.product(ra, rb)
@@ -228,6 +231,18 @@ def interleaved(device, product, ref_once, reps):
                 runs[key].append(v)
     return {key: float(np.median(v)) if ref_once or not key.startswith("ref") else None
             for key, v in runs.items()}
+
+
+KERNEL_CALLS = 3
+
+
+def kernel_split(product):
+    """{kernel name: ms per call}, kernel times by OpenCL profiling events over KERNEL_CALLS
+    calls of product."""
+    with cltensor.profile() as prof:
+        for _ in range(KERNEL_CALLS):
+            product()
+    return {name: ms / KERNEL_CALLS for name, _, ms, _ in prof.table()}
 
 
 def kernel_names(prof):
@@ -375,6 +390,8 @@ def main(argv=None):
                              "and K splits once per shape (in the warm-up call)")
     parser.add_argument("--half", choices=["bfloat16", "float16"],
                         help="A, B and C stored in this 16-bit type (float64 cases dropped)")
+    parser.add_argument("--kernels", action="store_true",
+                        help="print each row's kernel times per launch name (packs, product)")
     args = parser.parse_args(argv)
     if args.cpus:
         return run_side_by_side(args)
@@ -424,6 +441,8 @@ def main(argv=None):
         rows.append(run_case(device, ref, rng, tuple(case), dtype, args.reps, ref_fp32,
                              args.half))
         print_row(rows[-1])
+        if args.kernels:
+            print("    " + ", ".join(f"{n} {ms:.3f} ms" for n, ms in rows[-1]["kernels_ms"].items()))
     if ceiling:
         top = max((r for r in rows if r["case"].startswith("square") and r["dtype"] == "float32"),
                   key=lambda r: r["M"])

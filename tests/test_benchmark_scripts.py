@@ -1,7 +1,7 @@
 """benchmarks/conv.py end to end on a small case: per-layer times with the TF32 mode's flag
 carried into the run and the JSON, plug-in algorithms named by --algos, and a misspelt
 algorithm refused before any timing; benchmarks/host_overhead.py's TF32 flag likewise, and its
-graph replays and per-op figures."""
+graph replays and per-op figures; benchmarks/gemm.py's split of a product among its launches."""
 import importlib.util
 import json
 import os
@@ -140,3 +140,17 @@ def test_torch_device_benchmark_runs(device, tmp_path):
                                  "--device", device.index, "--json", str(out)])
     (row,) = json.loads(out.read_text())["rows"]
     assert row["model"] == "alexnet" and row["wall"] > 0 and row["cpu"] > 0
+
+
+def test_gemm_benchmark_splits_kernel_time(device, tmp_path, capsys):
+    """benchmarks/gemm.py's per-launch split of a product's kernel time: the product's own
+    kernel is among the launches, each with a time, and --kernels prints them."""
+    out = tmp_path / "gemm.json"
+    script("gemm").main(["--sizes", "96", "--no-layers", "--fp64-sizes", "--reps", "1",
+                         "--warmup", "0", "--kernels", "--device", device.index,
+                         "--json", str(out)])
+    (row,) = json.loads(out.read_text())["rows"]
+    split = row["kernels_ms"]
+    assert split and all(ms > 0 for ms in split.values()), split
+    assert any(name.startswith(("gemm", "xgemm", "nv")) for name in split), split
+    assert "ms" in capsys.readouterr().out.splitlines()[-1]
