@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from . import caches, tune_conv, tunedb
+from . import dtypes as dt
 from .creation import from_numpy
 from .device import get_device
 from .ops import gemm as gm
@@ -51,6 +52,7 @@ def _tune_on_first_use(family, kernel, device):
     TuningWarning reports it (or why it failed: the untuned entry is used then)."""
     if family not in TUNERS or not autotune_enabled():
         return
+    kernel = tunedb.BASE_KERNEL.get(kernel, kernel)  # 16-bit products start from float32's
     key = (kernel, device.index)
     with _first_use_lock:  # other threads wait for the winner; this one's own lookups pass
         if key in _first_use or is_tuned(family, kernel, device):
@@ -229,13 +231,19 @@ def _xgemm_variations(p):
 MAX_TILE_SHAPES = 5
 
 
+# a candidate's norm-relative error on a small product, at most (16-bit C: its rounding)
+CORRECT_TOL = {"float32": 1e-5, "float64": 1e-12, "float16": 2e-3, "bfloat16": 1e-2}
+
+
 class GemmTuner:
     """Times GEMM parameter sets on one device and dtype, always checking results first."""
 
     THRESHOLD_SIZES = (16, 32, 48, 64, 96, 128, 192, 256, 384, 512)
 
     def __init__(self, device, dtype, size, reps, log=print, progress=None, quick=False):
-        self.gm, self.device, self.dtype = gm, device, np.dtype(dtype)
+        # dtype: the operands' storage type; the candidates are sized for the compute type
+        self.gm, self.device, self.storage = gm, device, dt.as_dtype(dtype)
+        self.dtype = np.dtype(dt.compute_dtype(self.storage))
         self.size, self.reps, self.log = size, reps, log
         self.progress, self.quick = progress, quick
         self.rng = np.random.default_rng(0)
@@ -248,10 +256,12 @@ class GemmTuner:
         if key not in self._operands:
             a = self.rng.uniform(-1, 1, (m, k)).astype(self.dtype)
             b = self.rng.uniform(-1, 1, (k, n)).astype(self.dtype)
-            put = lambda x, keep: (from_numpy(x, device=self.device) if keep else
-                                   from_numpy(np.ascontiguousarray(x.T), device=self.device).mT)
-            self._operands[key] = (a, b, put(a, layout[0] == "K"), put(b, layout[1] == "N"),
-                                   from_numpy(np.zeros((m, n), self.dtype), device=self.device))
+            store = lambda x: from_numpy(x, device=self.device).to(self.storage)  # noqa: E731
+            put = lambda x, keep: store(x) if keep else store(np.ascontiguousarray(x.T)).mT
+            ta, tb = put(a, layout[0] == "K"), put(b, layout[1] == "N")
+            if self.storage in dt.HALF_TYPES:  # the values as stored
+                a, b = ta.float().numpy(), tb.float().numpy()
+            self._operands[key] = (a, b, ta, tb, store(np.zeros((m, n), self.dtype)))
         return self._operands[key]
 
     def _correct(self, entry):
@@ -259,8 +269,9 @@ class GemmTuner:
         tc.fill_(float("nan"))
         self.gm.gemm_into(ta, tb, tc, entry=entry)
         want = a.astype(np.float64) @ b
-        err = np.linalg.norm(tc.numpy() - want) / np.linalg.norm(want)
-        return err < (1e-5 if self.dtype.itemsize == 4 else 1e-12)
+        got = (tc.float() if self.storage in dt.HALF_TYPES else tc).numpy()
+        err = np.linalg.norm(got - want) / np.linalg.norm(want)
+        return err < CORRECT_TOL[self.storage.name]
 
     def measure(self, entry, shape, label="", layout="KN"):
         """GFLOP/s of one entry on an (M, N, K) problem with A and B stored as `layout` says,
@@ -287,7 +298,7 @@ class GemmTuner:
 
     def _step(self, label, n=1):
         if self.progress is not None and n > 0:
-            self.progress.step(f"{self.dtype.name} {label}", n)
+            self.progress.step(f"{self.storage.name} {label}", n)
 
     def planned_steps(self):
         """About how many timings tune_gemm makes (Progress's total)."""
@@ -409,8 +420,9 @@ def _short(entry):
 
 
 def tune_gemm(device, dtype, size=None, reps=5, quick=False, log=print, progress=None):
-    """Tune GEMM on a device and dtype; returns (winning entry, all measurements)."""
-    dtype = np.dtype(dtype)
+    """Tune GEMM on a device and dtype (the operands' storage type: float32, float64, float16
+    or bfloat16); returns (winning entry, all measurements)."""
+    dtype = dt.as_dtype(dtype)
     _first_use.add((_gemm_kernel(dtype), device.index))  # tuned here, not again on first use
     size = size or (1024 if device.is_cpu else 4096)
     tuner = GemmTuner(device, dtype, size, reps, log, progress, quick)
@@ -429,7 +441,7 @@ def tune_gemm(device, dtype, size=None, reps=5, quick=False, log=print, progress
 
 
 def _gemm_kernel(dtype):
-    return f"gemm_{np.dtype(dtype).name}"
+    return f"gemm_{dt.as_dtype(dtype).name}"
 
 
 def _tune_gemm_kernel(device, kernel, size=None, reps=5, quick=False, log=print, progress=None):
@@ -462,7 +474,8 @@ def _parse(argv):
                         help="one kernel family, conv (the algorithm per layer of the benchmark "
                         "networks), or all: every family with tunables and dtype, and conv")
     parser.add_argument("--device", help="platform:device index or name substring")
-    parser.add_argument("--dtype", action="append", choices=["float32", "float64"],
+    parser.add_argument("--dtype", action="append",
+                        choices=["float32", "float64", "float16", "bfloat16"],
                         help="dtype(s) to tune (default float32; all: every dtype)")
     parser.add_argument("--size", type=int, help="cube size to time (1024 on CPUs, 4096 else)")
     parser.add_argument("--reps", type=int, default=5)

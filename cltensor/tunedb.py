@@ -136,8 +136,12 @@ GEMM_ENTRY = _dict({
     "direct": _DIRECT, "tiled": _TILED, "rowdot": _ROWDOT, "packed": _PACKED,
     "xgemm": ("list", _XGEMM_SET), "cx_sets": ("list", _XGEMM_SET),
     "cx_conv": ("list", _XGEMM_SET), "cx_wgrad": ("list", _XGEMM_SET)})
-FAMILIES = {"gemm": ("gemm_float32", "gemm_float64")}  # family -> its database's kernels
-KERNELS = {"gemm_float32": GEMM_ENTRY, "gemm_float64": GEMM_ENTRY}
+# family -> its database's kernels
+FAMILIES = {"gemm": ("gemm_float32", "gemm_float64", "gemm_float16", "gemm_bfloat16")}
+KERNELS = dict.fromkeys(FAMILIES["gemm"], GEMM_ENTRY)
+# kernels whose lookups start from another's merged entry: products of 16-bit tensors sum in
+# float32 and take gemm_float32's parameters wherever they have no entry of their own
+BASE_KERNEL = {"gemm_float16": "gemm_float32", "gemm_bfloat16": "gemm_float32"}
 
 
 def _scalar_ok(value, spec):
@@ -313,8 +317,17 @@ def lookup(family, kernel, device):
 
 
 def _levels(family, kernel, device):
-    """The entries a lookup merges, in order: the shipped ones (_shipped_levels) and the
-    user's ({} where absent)."""
+    """The entries a lookup merges, in order: its base kernel's (BASE_KERNEL), then its own
+    shipped ones (_shipped_levels) and the user's ({} where absent)."""
+    return (*_base_levels(family, kernel, device), *_own_levels(family, kernel, device))
+
+
+def _base_levels(family, kernel, device):
+    base = BASE_KERNEL.get(kernel)
+    return _levels(family, base, device) if base else ()
+
+
+def _own_levels(family, kernel, device):
     return (*_shipped_levels(family, kernel, device.description()),
             _user_entries(device).get(kernel, {}))
 
@@ -333,15 +346,17 @@ def _shipped_levels(family, kernel, desc):
 def database_entry(family, kernel, desc):
     """The shipped database's merged entry for a device Description (lookup() less the user
     cache)."""
-    merged = {}
+    base = BASE_KERNEL.get(kernel)
+    merged = database_entry(family, base, desc) if base else {}
     for level in _shipped_levels(family, kernel, desc):
         merged.update(level)
     return merged
 
 
 def is_tuned(family, kernel, device):
-    """Whether the device has its own entry for `kernel`: shipped or in the user cache."""
-    return any(_levels(family, kernel, device)[3:])
+    """Whether the device has its own entry for `kernel`: shipped or in the user cache (a
+    16-bit kernel's own, not the float32 entry it starts from)."""
+    return any(_own_levels(family, kernel, device)[3:])
 
 
 def store(kernel, device, params):

@@ -91,10 +91,11 @@ def test_progress_estimates_the_time_left_from_the_mean_step():
 
 def test_tune_all_tunes_every_kernel_with_a_progress_bar(device, tiny_tuner, capsys):
     assert tune.main(["all", "--device", device.index, "--size", "32", "--reps", "1"]) == 0
-    want = ["gemm_float32"] + (["gemm_float64"] if device.has_fp64 else [])
+    want = ["gemm_float32"] + (["gemm_float64"] if device.has_fp64 else []) + \
+        ["gemm_float16", "gemm_bfloat16"]
     assert tiny_tuner == want
     cached = _cached(device)
-    assert sorted(cached) == want and all(cached[k]["min_work"] == 4321 for k in want)
+    assert sorted(cached) == sorted(want) and all(cached[k]["min_work"] == 4321 for k in want)
     if device.is_cpu:
         assert {cached[k]["family"] for k in want} == {"packed"}
     out, err = capsys.readouterr()
@@ -103,6 +104,39 @@ def test_tune_all_tunes_every_kernel_with_a_progress_bar(device, tiny_tuner, cap
     assert len(recorded) == 3 and all(e["tuned"] for e in recorded.values())
     bars = [line for line in err.splitlines() if line.startswith("[")]
     assert bars and " left " in bars[0] and "100%" in bars[-1], err[-2000:]
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_16bit_products_take_float32s_entry_until_tuned_for_themselves(device, tiny_tuner,
+                                                                        name):
+    """A 16-bit product's parameters: gemm_float32's merged entry (shipped and the user's)
+    while the device has none of its own; `tune gemm --dtype` times candidates on 16-bit
+    operands (checked against float64 first) and stores an entry that 16-bit products then
+    take and float32 ones do not."""
+    dtype = getattr(tune.dt, name)
+    f32 = np.dtype(np.float32)
+    tunedb.store("gemm_float32", device, dict(gm.entry_for(device, f32), min_work=1234))
+    assert gm.entry_for(device, dtype)["min_work"] == 1234
+    assert not tune.is_tuned("gemm", f"gemm_{name}", device)
+    assert tune.main(["gemm", "--dtype", name, "--device", device.index, "--size", "32",
+                      "--reps", "1"]) == 0
+    assert tiny_tuner == [f"gemm_{name}"]
+    assert _cached(device)[f"gemm_{name}"]["min_work"] == 4321
+    assert tune.is_tuned("gemm", f"gemm_{name}", device)
+    assert gm.entry_for(device, dtype)["min_work"] == 4321
+    assert gm.entry_for(device, f32)["min_work"] == 1234
+
+
+def test_tuner_refuses_a_wrong_16bit_candidate(device, tiny_tuner, monkeypatch):
+    """A candidate whose 16-bit product is wrong is never timed (the check reads the
+    product of the values as stored, within bfloat16's rounding)."""
+    tuner = tune.GemmTuner(device, "bfloat16", 32, 1, log=lambda *a: None)
+    entry = dict(gm.entry_for(device, tune.dt.bfloat16), min_work=0, min_dim=0)
+    assert tuner.measure(entry, (32, 32, 32)) is not None
+    real = gm.gemm_into
+    monkeypatch.setattr(tuner.gm, "gemm_into",
+                        lambda a, b, c, **kw: real(a, b, c, **kw).mul_(1.05))
+    assert tuner.measure(entry, (32, 32, 32)) is None
 
 
 def test_python_m_tune_runs_the_command_line():

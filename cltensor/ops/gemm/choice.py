@@ -2,6 +2,7 @@
 forced family, and the small-problem and bounds-checked fallbacks."""
 import numpy as np
 
+from ... import dtypes as dt
 from ... import tunedb
 from .kit import group_fits
 
@@ -20,7 +21,10 @@ TILED_FALLBACKS = (
 
 def entry_for(device, dtype):
     """The database entry for GEMM on a device: float64 and int64 share gemm_float64's
-    parameters, 4-byte types gemm_float32's (register tiles are sized in bytes)."""
+    parameters, 4-byte types gemm_float32's (register tiles are sized in bytes); float16 and
+    bfloat16 operands have their own (tuned for them, else gemm_float32's)."""
+    if dtype in dt.HALF_TYPES:
+        return tunedb.current("gemm", f"gemm_{dtype.name}", device)
     kernel = "gemm_float32" if np.dtype(dtype).itemsize <= 4 else "gemm_float64"
     return tunedb.current("gemm", kernel, device)
 

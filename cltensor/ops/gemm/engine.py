@@ -147,7 +147,7 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
                         p, alpha, beta, c_in is not None, row_bias, col_bias, relu):
                     return c_out
     replayed = entry is None and not backends.benchmark
-    entry = entry or choice.entry_for(p.device, p.dtype)
+    entry = entry or choice.entry_for(p.device, storage_of(p))
     plan = replayed_plan(p, entry) if replayed and _recipes else None
     fam = "xgemm"
     if plan is None:
@@ -164,6 +164,13 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
     else:
         RUNNERS[fam](p, entry, epi)
     return c_out
+
+
+def storage_of(p):
+    """The type a product's parameters are chosen for: its A operand's 16-bit storage type,
+    else its compute type."""
+    a = p.a.t.dtype
+    return a if a in dt.HALF_TYPES else p.dtype
 
 
 def _family(p, entry):
@@ -201,7 +208,7 @@ def gemm_sum_into(a, b, c_out):
     ops = [Operand(t, *lay) for t, lay in zip(tensors, layouts)]
     p = Problem(c_out.device, dt.compute_dtype(c_out.dtype), m, n, k, bshape, *ops)
     assert bshape[0] == a.shape[0] and p.co.bstrides[0] == 0, "gemm_sum_into: batch collapsed"
-    entry = choice.entry_for(p.device, p.dtype)
+    entry = choice.entry_for(p.device, storage_of(p))
     pt = transposed(p)
     if packed.moves(pt, entry["packed"], True) < packed.moves(p, entry["packed"], True):
         p = pt
