@@ -1,11 +1,14 @@
 """GEMM on float16 and bfloat16 tensors read in place: every family forced, sums in float32,
 results stored in the 16-bit dtype (or float32), against torch on the CPU in the same dtype
 (torch sums in float32 and rounds once: 1 ulp of the 16-bit type at the output's scale)."""
+import json
+
 import numpy as np
 import pytest
 import torch
 
 import cltensor as ct
+from cltensor import tunedb
 from cltensor.ops import gemm as gm
 from cltensor.ops.gemm import engine
 
@@ -250,3 +253,39 @@ def test_xgemm_split_k(device, rng, name, monkeypatch):
         r = _in_place(ct.addmm, c, a, b, beta=0.5)
     assert "xgemm_reduce" in {rec["name"] for rec in prof.records()}
     _close(r, _ref(ta.float(), tb.float(), getattr(torch, name), c=tc.float(), beta=0.5))
+
+
+def _shipped_16bit_entries():
+    db = json.loads((tunedb.DB_DIR / "gemm.json").read_text())
+    return [(kernel.removeprefix("gemm_"), key, entry)
+            for kernel in ("gemm_float16", "gemm_bfloat16") if kernel in db
+            for vendor in db[kernel].get("vendors", {}).values()
+            for key, entry in vendor.get("devices", {}).items()]
+
+
+@pytest.mark.parametrize("name, key, own", _shipped_16bit_entries())
+def test_shipped_16bit_entries(device, rng, monkeypatch, name, key, own):
+    """Every 16-bit device entry the database ships, merged over this device's float32 entry
+    as a lookup merges it, on every device: sizes cut by its tiles, deep and wide products
+    (slabs, B read in place), into poisoned outputs."""
+    entry = {**gm.entry_for(device, np.dtype(np.float32)), **own, "min_work": 0, "min_dim": 0}
+    monkeypatch.setattr(engine.choice, "entry_for", lambda *args: entry)
+    for m, k, n in [(7, 33, 17), (65, 1100, 9), (20, 70, 300)]:
+        (a, ta), (b, tb) = _pair(device, rng, (m, k), name), _pair(device, rng, (k, n), name)
+        out = _poisoned(device, (m, n), name)
+        assert _in_place(ct.mm, a, b, out=out) is out
+        _close(out, ta @ tb)
+
+
+def test_16bit_products_look_up_their_storage_types_entry(device, monkeypatch):
+    """A product of 16-bit operands asks for its storage type's entry (gemm_bfloat16 /
+    gemm_float16, which start from gemm_float32's), a float32 product for float32's."""
+    asked = []
+    real = engine.choice.entry_for
+    monkeypatch.setattr(engine.choice, "entry_for",
+                        lambda device, dtype: asked.append(dtype) or real(device, dtype))
+    for name in ("bfloat16", "float16", "float32"):
+        x = ct.ones(70, 80, dtype=getattr(ct, name), device=device)
+        ct.mm(x, x.mT)
+    assert [d for d in asked if d in (ct.bfloat16, ct.float16)] == [ct.bfloat16, ct.float16]
+    assert any(d == np.float32 for d in asked)
