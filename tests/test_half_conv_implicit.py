@@ -209,3 +209,29 @@ def test_gpu_auto_takes_the_rules_choice_for_16bit(device, monkeypatch, tensor_c
     assert dispatch.choose(p, device, "forward") == "winograd_4x4"
     monkeypatch.setattr(device, "is_cpu", True)
     assert dispatch.choose(p, device, "forward") == "im2col"
+
+
+GPU_RULE_CASES = [  # a strided first layer, Winograd's 3x3 and 5x5, a 1x1 layer
+    ((2, 3, 17, 17), (8, 3, 7, 7), {"stride": 2, "padding": 3}),
+    ((2, 32, 9, 9), (32, 32, 3, 3), {"padding": 1}),
+    ((1, 16, 9, 9), (16, 16, 5, 5), {"padding": 2}),
+    ((2, 32, 9, 9), (16, 32, 1, 1), {}),
+]
+
+
+@pytest.mark.parametrize("mode", ["accurate", "fast"])
+def test_gpu_rules_run_16bit_in_place(device, rng, monkeypatch, poisoned, in_place, mode):
+    """Every pass the GPU rules choose for a 16-bit problem (under either conv_precision)
+    reads the 16-bit tensors in place and gives torch's float32 result rounded once."""
+    monkeypatch.setattr(device, "is_cpu", False)
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", "gpu")
+    monkeypatch.setattr(ct.backends, "conv_precision", mode)
+    dispatch.clear_cache()
+    try:
+        with ct.profile() as prof:
+            for xshape, wshape, kwargs in GPU_RULE_CASES:
+                _conv_and_grads(device, rng, "bfloat16", "auto", xshape, wshape, kwargs)
+    finally:
+        dispatch.clear_cache()
+    ran = {r["name"] for r in prof.records()}
+    assert {"cx_conv", "input_transform"} <= ran, ran  # implicit GEMM and Winograd, not im2col
