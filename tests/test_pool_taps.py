@@ -1,0 +1,107 @@
+"""max_pool2d keeps its argmax as a tap of the window in the smallest integer type that holds
+the window (pool.cl's IDX_T): torch's int64 indices where the user asks for them, values and
+gradients as torch's in every float dtype, and the bytes a training step keeps."""
+import numpy as np
+import pytest
+import torch
+
+import cltensor as ct
+import cltensor.nn.functional as F
+from cltensor.ops import pool
+
+DTYPES = ["float32", "float16", "bfloat16"]
+# (kernel, stride, padding, dilation, ceil_mode, tap dtype): 3x3 windows, a window of 272 taps
+# (int16), dilated windows wholly in the padding (their argmax is torch's default index)
+CASES = [((3, 3), (2, 2), (1, 1), (1, 1), True, "uint8"),
+         ((2, 2), (2, 2), (0, 0), (1, 1), False, "uint8"),
+         ((16, 17), (3, 2), (8, 8), (1, 1), False, "int16"),
+         ((2, 3), (3, 4), (1, 1), (3, 2), True, "uint8")]
+
+
+def _poison(shape, dtype, device):
+    """Free NaN-filled (integers: -7) buffers of an output's size, which the pool hands to the
+    next ones."""
+    fill = float("nan") if dtype.is_floating_point else -7
+    for t in [ct.full(tuple(shape), fill, dtype=dtype, device=device) for _ in range(2)]:
+        del t
+
+
+def _inputs(rng, shape, name, device):
+    """(torch CPU tensor, cltensor views: contiguous, channels_last, sliced) of a tie-rich
+    array with a NaN, in dtype `name`."""
+    full = np.round(rng.standard_normal(shape[:3] + (shape[3] + 1,)).astype(np.float32) * 4) / 4
+    full[0, 1, 2, 3] = np.nan
+    want = torch.from_numpy(full[..., 1:].copy()).to(getattr(torch, name))
+    base = ct.from_numpy(full, device=device).to(getattr(ct, name))
+    x = base[..., 1:].contiguous()
+    return want, [x, x.contiguous(ct.channels_last), base[..., 1:]]
+
+
+@pytest.mark.parametrize("name", DTYPES)
+@pytest.mark.parametrize("k,s,p,d,ceil,taps", CASES)
+def test_max_pool2d_indices_and_gradient_match_torch(device, rng, name, k, s, p, d, ceil, taps):
+    want, views = _inputs(rng, (2, 3, 19, 21), name, device)
+    want.requires_grad_(True)
+    ty, tidx = torch.nn.functional.max_pool2d(want, k, s, p, d, ceil, return_indices=True)
+    g = torch.from_numpy(rng.standard_normal(ty.shape).astype(np.float32)).to(want.dtype)
+    ty.backward(g)
+    fields, _ = pool.window("max_pool2d", views[0], k, s, p, d, ceil)
+    assert pool.tap_dtype(fields) == getattr(ct, taps)
+    for x in views:
+        leaf = x.detach().requires_grad_(True)
+        _poison(ty.shape, ct.int64, device)
+        y, idx = F.max_pool2d(leaf, k, s, p, d, ceil, return_indices=True)
+        assert idx.dtype == ct.int64
+        np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+        np.testing.assert_array_equal(y.float().numpy(), ty.detach().float().numpy())
+        _poison(want.shape, leaf.dtype, device)
+        y.backward(ct.from_numpy(g.float().numpy(), device=device).to(leaf.dtype))
+        if name == "float32":
+            np.testing.assert_array_equal(leaf.grad.numpy(), want.grad.numpy())
+        else:  # the sums in float32, rounded once (torch's rounds after each add)
+            np.testing.assert_allclose(leaf.grad.float().numpy(), _grad64(g, tidx, want.shape),
+                                       rtol=2**-7, atol=1e-6)
+
+
+def _grad64(g, tidx, shape):
+    """max pooling's input gradient in float64: g summed at torch's indices tidx."""
+    n, c = shape[:2]
+    gx = np.zeros((n, c, shape[2] * shape[3]))
+    for i, j in np.ndindex(n, c):
+        np.add.at(gx[i, j], tidx[i, j].numpy().ravel(), g[i, j].double().numpy().ravel())
+    return gx.reshape(shape)
+
+
+@pytest.mark.parametrize("k,s,p,d,ceil,taps", CASES)
+def test_max_pool2d_taps_round_trip(device, rng, k, s, p, d, ceil, taps):
+    """torch's indices back to taps (max_pool2d_with_indices_backward), then to indices: the
+    same; an index outside its window (or the plane) marks the window, which sends no
+    gradient."""
+    _, (x, *_) = _inputs(rng, (1, 2, 19, 21), "float32", device)
+    fields, out_hw = pool.window("max_pool2d", x, k, s, p, d, ceil)
+    _, t = pool.max_pool2d(x, fields, out_hw, True)
+    idx = pool.max_pool2d_indices(t, x.shape, fields)
+    back = pool.max_pool2d_taps(idx, x.shape, fields)
+    np.testing.assert_array_equal(pool.max_pool2d_indices(back, x.shape, fields).numpy(),
+                                  idx.numpy())
+    bad = idx.numpy().copy()
+    bad[0, 0, 0, 0], bad[0, 1, 0, 0] = 19 * 21, -1
+    marked = pool.max_pool2d_taps(ct.from_numpy(bad, device=device), x.shape, fields).numpy()
+    none = np.iinfo(getattr(np, taps)).max if taps == "uint8" else -1
+    assert marked[0, 0, 0, 0] == marked[0, 1, 0, 0] == none
+    g = ct.ones(idx.shape, device=device)
+    gx = pool.max_pool2d_backward(g, ct.from_numpy(marked, device=device).to(t.dtype), x.shape,
+                                  pool.layout_of(x), fields)
+    full = pool.max_pool2d_backward(g, t, x.shape, pool.layout_of(x), fields)
+    assert gx.numpy().sum() == full.numpy().sum() - 2
+
+
+def test_max_pool2d_keeps_a_byte_per_output(device, rng):
+    """What a training forward keeps beside its output: one byte per output for 3x3 windows
+    (int32 indices took four)."""
+    x = ct.from_numpy(rng.standard_normal((2, 8, 32, 32)).astype(np.float32),
+                      device=device).to(ct.float16).requires_grad_(True)
+    before = ct.memory_stats(device)["allocated"]
+    y = F.max_pool2d(x, 3, 2, 1)
+    kept = ct.memory_stats(device)["allocated"] - before
+    assert kept == y.numel() * (2 + 1), kept
