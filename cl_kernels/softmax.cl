@@ -179,6 +179,7 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
  * waiting for the one before (four dependent adds: about 12 cycles per vector, more than the
  * exp), and a test of the max per 16 elements (any()) compiled to a branch per lane. */
 #define SM_BLOCK 1024
+#define SM_MAX_BLOCKS 64
 
 /* exp(x - m), 0 for x = -inf (m may be -inf too: -inf - -inf is NaN) */
 inline float16 exp_below(const float16 x, const float16 m) {
@@ -192,13 +193,9 @@ inline void kahan16(float16* s, float16* c, const float16 v) {
   *s = t;
 }
 
-/* The 16 lanes' (m, s + c) over x[b .. b + n) (n a multiple of 16) added to the running ones;
- * a NaN is skipped by fmax, and its exp makes the sum NaN. The block's terms go to four
- * independent Kahan sums (each at most 1, so no larger than a sum that holds any term), which
- * join the running Neumaier sums: plain partial sums lost 2-3 float32 ulps of a row's sum. */
-inline void ms_block16(__global const S* x, const long b, const int n, float16* m, float16* s,
-                       float16* c) {
-  float16 m0 = *m, m1 = *m, m2 = *m, m3 = *m;
+/* The lanes' max of m and x[b .. b + n) (n a multiple of 16), NaN skipped by fmax */
+inline float16 block_max16(__global const S* x, const long b, const int n, const float16 m) {
+  float16 m0 = m, m1 = m, m2 = m, m3 = m;
   int k = 0;
   for (; k + 64 <= n; k += 64) {
     m0 = fmax(m0, VLD16(S, x, b + k));
@@ -207,7 +204,17 @@ inline void ms_block16(__global const S* x, const long b, const int n, float16* 
     m3 = fmax(m3, VLD16(S, x, b + k + 48));
   }
   for (; k < n; k += 16) m0 = fmax(m0, VLD16(S, x, b + k));
-  const float16 bm = fmax(fmax(m0, m1), fmax(m2, m3));
+  return fmax(fmax(m0, m1), fmax(m2, m3));
+}
+
+/* The 16 lanes' (m, s + c) over x[b .. b + n) (n a multiple of 16) added to the running ones;
+ * a NaN is skipped by fmax, and its exp makes the sum NaN. The block's terms go to four
+ * independent Kahan sums (each at most 1, so no larger than a sum that holds any term), which
+ * join the running Neumaier sums: plain partial sums lost 2-3 float32 ulps of a row's sum. */
+inline void ms_block16(__global const S* x, const long b, const int n, float16* m, float16* s,
+                       float16* c) {
+  const float16 bm = block_max16(x, b, n, *m);
+  int k;
   float16 e0 = 0, e1 = 0, e2 = 0, e3 = 0, k0 = 0, k1 = 0, k2 = 0, k3 = 0;
   for (k = 0; k + 64 <= n; k += 64) {
     kahan16(&e0, &k0, exp_below(VLD16(S, x, b + k), bm));
@@ -227,6 +234,85 @@ inline void ms_block16(__global const S* x, const long b, const int n, float16* 
   *m = bm;
 }
 
+/* The largest of v's lanes that is not NaN (-inf when none is, or all are NaN: NaN) */
+inline float hmax16(const float16 v) {
+  const float8 a = fmax(v.lo, v.hi);
+  const float4 b = fmax(a.lo, a.hi);
+  const float2 c = fmax(b.lo, b.hi);
+  return fmax(c.x, c.y);
+}
+
+/* softmax's block [b, b + n) of a row (n a multiple of 16, y's block at yb): its max bm over
+ * all lanes (returned), exp(x - bm) stored to y and summed in four independent Kahan sums per
+ * lane, which join the running Neumaier sums (s + c, of exp(. - m)) as ms_block16's; *m is
+ * the running max (scalar). */
+inline float exp_block16(__global const S* x, const long b, __global S* y, const long yb,
+                         const int n, float* m, float16* s, float16* c) {
+  const float bm = hmax16(block_max16(x, b, n, (float16)(-INFINITY)));
+  int k;
+  const float16 bmv = (float16)bm;
+  float16 e0 = 0, e1 = 0, e2 = 0, e3 = 0, k0 = 0, k1 = 0, k2 = 0, k3 = 0;
+#define EXP_STEP(e, kc, o)                                 \
+  {                                                        \
+    const float16 v = exp_below(VLD16(S, x, b + k + o), bmv); \
+    VST16(S, y, yb + k + o, v);                            \
+    kahan16(&e, &kc, v);                                   \
+  }
+  for (k = 0; k + 64 <= n; k += 64) {
+    EXP_STEP(e0, k0, 0)
+    EXP_STEP(e1, k1, 16)
+    EXP_STEP(e2, k2, 32)
+    EXP_STEP(e3, k3, 48)
+  }
+  for (; k < n; k += 16) EXP_STEP(e0, k0, 0)
+#undef EXP_STEP
+  /* the running sums and the block's to the larger max (exp(-inf - -inf) is NaN: a max that
+   * stays keeps its scale 1) */
+  const float nm = fmax(*m, bm);
+  const float sr = *m == nm ? 1.0f : exp(*m - nm), sb = bm == nm ? 1.0f : exp(bm - nm);
+  *s *= sr;
+  *c = *c * sr - ((k0 + k1) + (k2 + k3)) * sb;
+  ksum16(s, c, e0 * sb);
+  ksum16(s, c, e1 * sb);
+  ksum16(s, c, e2 * sb);
+  ksum16(s, c, e3 * sb);
+  *m = nm;
+  return bm;
+}
+
+/* softmax (not log) of a row of D16 >= 16 vector elements and D - D16 scalar ones, one exp
+ * per element: each block's exp(x - bm) goes to y as it is summed (exp_block16), then a pass
+ * over y, mostly still in cache, scales block k by exp(bm_k - m) / s. Before, a second exp
+ * per element in place of that scaling made float32 compute-bound: 16-bit rows ran no faster
+ * than float32's. 16-bit outputs are rounded twice (exp(x - bm), then the scaled value):
+ * within an ulp. */
+inline void softmax_row16(__global const S* x, const long xb, __global S* y, const long yb,
+                          const long D, const long D16) {
+  /* blocks of at least SM_BLOCK elements, at most SM_MAX_BLOCKS of them */
+  const long blk = max((long)SM_BLOCK, (D16 + SM_MAX_BLOCKS * 64 - 1) / (SM_MAX_BLOCKS * 64) * 64);
+  float bms[SM_MAX_BLOCKS];
+  float mb = -INFINITY;
+  float16 sv = 0, cv = 0;
+  int nb = 0;
+  for (long d = 0; d < D16; d += blk, ++nb)
+    bms[nb] = exp_block16(x, xb + d, y, yb + d, (int)min(blk, D16 - d), &mb, &sv, &cv);
+  T ls[16], m = mb, s = 0, c = 0;
+  vstore16(sv + cv, 0, ls);
+  for (int l = 0; l < 16; ++l) ksum(&s, &c, ls[l]);
+  s += c;
+  c = 0;
+  for (long d = D16; d < D; ++d) ms_add(&m, &s, &c, LD(S, x, xb + d));
+  s -= c;
+  const T inv = (T)1 / s;
+  nb = 0;
+  for (long d = 0; d < D16; d += blk, ++nb) {
+    const T f = exp(bms[nb] - m) * inv;
+    const long end = min(d + blk, D16);
+    for (long e = d; e < end; e += 16) VST16(S, y, yb + e, VLD16(S, y, yb + e) * f);
+  }
+  for (long d = D16; d < D; ++d) ST(S, y, yb + d, exp(LD(S, x, xb + d) - m) * inv);
+}
+
 __kernel void softmax_fwd_vec16(const long rows, const long D, const long I, const int log_,
                                 __global const S* x, const View3 vx, __global S* y,
                                 const View3 vy) {
@@ -234,6 +320,10 @@ __kernel void softmax_fwd_vec16(const long rows, const long D, const long I, con
   RETURN_PAST_LAST_ROW(r)
   const long xb = row_base(vx, r, I), yb = row_base(vy, r, I);
   const long D16 = D / 16 * 16;
+  if (!log_ && D16 > 0) {
+    softmax_row16(x, xb, y, yb, D, D16);
+    return;
+  }
   float16 mv = -INFINITY, sv = 0, cv = 0;
   for (long d = 0; d < D16; d += SM_BLOCK)
     ms_block16(x, xb + d, (int)min((long)SM_BLOCK, D16 - d), &mv, &sv, &cv);
