@@ -181,9 +181,27 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
 #define SM_BLOCK 1024
 #define SM_MAX_BLOCKS 64
 
+/* exp(v) for v <= 0 or NaN, within 2 float32 ulps (0 below -87, where exp leaves the normal
+ * floats): 2^n p(r) for v = n ln 2 + r, |r| <= ln 2 / 2, p of degree 6 (Cephes' expf), n
+ * rounded by adding 1.5 * 2^23 (its low bits are n) and 2^n made in the exponent bits. */
+inline float16 exp_neg16(const float16 v) {
+  const float16 big = v * 1.44269504089f + 12582912.0f;
+  const float16 n = big - 12582912.0f;
+  float16 r = fma(n, (float16)-0.693359375f, v);
+  r = fma(n, (float16)2.12194440e-4f, r);
+  float16 p = fma((float16)1.9875691500e-4f, r, (float16)1.3981999507e-3f);
+  p = fma(p, r, (float16)8.3334519073e-3f);
+  p = fma(p, r, (float16)4.1665795894e-2f);
+  p = fma(p, r, (float16)1.6666665459e-1f);
+  p = fma(p, r, (float16)5.0000001201e-1f);
+  p = fma(p, r * r, r + 1.0f);
+  const float16 e = p * as_float16((as_int16(big) - 0x4B400000 + 127) << 23);
+  return select(e, (float16)0, v < -87.0f);  /* NaN stays NaN */
+}
+
 /* exp(x - m), 0 for x = -inf (m may be -inf too: -inf - -inf is NaN) */
 inline float16 exp_below(const float16 x, const float16 m) {
-  return select(exp(x - m), (float16)0, x == -INFINITY);
+  return select(exp_neg16(x - m), (float16)0, x == -INFINITY);
 }
 
 /* s - c += v lane by lane: Kahan's sum, c the error (terms no larger than the sum so far) */
@@ -242,6 +260,15 @@ inline float hmax16(const float16 v) {
   return fmax(c.x, c.y);
 }
 
+/* A block's sums of exp: compensated for float32 outputs; plain for 16-bit ones, whose blocks'
+ * sums (at most a 64th of a block's terms per sum, 2e-6 off at most) are compensated
+ * across blocks, as float32's */
+#ifdef S16
+#define BLOCK_ADD(e, kc, v) (e) += (v)
+#else
+#define BLOCK_ADD(e, kc, v) kahan16(&(e), &(kc), (v))
+#endif
+
 /* softmax's block [b, b + n) of a row (n a multiple of 16, y's block at yb): its max bm over
  * all lanes (returned), exp(x - bm) stored to y and summed in four independent Kahan sums per
  * lane, which join the running Neumaier sums (s + c, of exp(. - m)) as ms_block16's; *m is
@@ -249,14 +276,15 @@ inline float hmax16(const float16 v) {
 inline float exp_block16(__global const S* x, const long b, __global S* y, const long yb,
                          const int n, float* m, float16* s, float16* c) {
   const float bm = hmax16(block_max16(x, b, n, (float16)(-INFINITY)));
+  /* a block of only -inf (x - bm NaN): zeros */
+  const float16 bmv = bm == -INFINITY ? 0.0f : bm;
   int k;
-  const float16 bmv = (float16)bm;
   float16 e0 = 0, e1 = 0, e2 = 0, e3 = 0, k0 = 0, k1 = 0, k2 = 0, k3 = 0;
 #define EXP_STEP(e, kc, o)                                 \
   {                                                        \
-    const float16 v = exp_below(VLD16(S, x, b + k + o), bmv); \
+    const float16 v = exp_neg16(VLD16(S, x, b + k + o) - bmv); \
     VST16(S, y, yb + k + o, v);                            \
-    kahan16(&e, &kc, v);                                   \
+    BLOCK_ADD(e, kc, v);                                   \
   }
   for (k = 0; k + 64 <= n; k += 64) {
     EXP_STEP(e0, k0, 0)
