@@ -105,3 +105,29 @@ def test_max_pool2d_keeps_a_byte_per_output(device, rng):
     y = F.max_pool2d(x, 3, 2, 1)
     kept = ct.memory_stats(device)["allocated"] - before
     assert kept == y.numel() * (2 + 1), kept
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_16bit_gradients_of_disjoint_windows_walk_planes(device, rng, name):
+    """On CPUs, 16-bit max and avg pooling backward take the planes form where no input lies
+    in two windows (each gets one gradient, rounded once, as the items form's); overlapping
+    windows keep the items form, whose sums round once. Values against float64."""
+    if not device.is_cpu:
+        pytest.skip("the CPUs' kernel form")
+    a = rng.standard_normal((2, 3, 9, 12)).astype(np.float32)
+    x = ct.from_numpy(a, device=device).to(getattr(ct, name)).requires_grad_(True)
+    for k, s, planes in ((2, 2, True), (3, 3, True), (3, 2, False)):
+        for fn in (F.max_pool2d, F.avg_pool2d):
+            y = fn(x, k, s)
+            g = ct.from_numpy(rng.standard_normal(y.shape).astype(np.float32),
+                              device=device).to(x.dtype)
+            _poison(x.shape, x.dtype, device)
+            with ct.profile() as prof:
+                (gx,) = ct.autograd.grad(y, x, g)
+            names = [r["name"] for r in prof.records()]
+            assert any(n.endswith("_bwd_planes") for n in names) == planes, (k, s, names)
+            tx = torch.from_numpy(x.float().numpy().astype(np.float64)).requires_grad_(True)
+            tfn = getattr(torch.nn.functional, fn.__name__)
+            tfn(tx, k, s).backward(torch.from_numpy(g.float().numpy().astype(np.float64)))
+            np.testing.assert_allclose(gx.float().numpy(), tx.grad.numpy(), rtol=2**-7,
+                                       atol=1e-6)
