@@ -31,7 +31,7 @@
  * by max_pool's rules.
  *
  * Kernels: max_pool2d_fwd, max_pool2d_fwd_rows, max_pool2d_bwd, max_pool2d_bwd_planes,
- *          max_pool2d_indices, max_pool2d_taps,
+ *          max_pool2d_bwd_ring, max_pool2d_indices, max_pool2d_taps,
  *          avg_pool2d_fwd, avg_pool2d_fwd_rows, avg_pool2d_bwd, avg_pool2d_bwd_planes,
  *          adaptive_avg_pool2d_fwd, adaptive_avg_pool2d_bwd, adaptive_max_pool2d_fwd,
  *          adaptive_max_pool2d_bwd.
@@ -445,6 +445,46 @@ __kernel void max_pool2d_bwd_planes(const Pool p, __global const DATA_T* g, cons
       ST(DATA_T, out, e, LD(DATA_T, out, e) + LD(DATA_T, g, gb + oh * vg.h + ow * vg.w));
     }
   }
+}
+
+/* max_pool2d_bwd_planes for 16-bit gradients, summed in float: the plane's outputs in (oh, ow)
+ * order add into a ring of float rows (acc: RING_ROWS(p) rows of W per plane, this plane's at
+ * acc + i * RING_ROWS(p) * W), and an input row is rounded into gx once no later window holds
+ * it. The same sums in the same order as max_pool2d_bwd, which walks gathers per input (on
+ * PoCL about 15x slower than float32's planes). */
+#define RING_ROWS(p) ((KH - 1) * DH + 1)
+
+inline void flush_row(const Pool p, __global float* row, __global DATA_T* out, const int h,
+                      const OFF step) {
+  for (int w = 0; w < p.W; ++w) {
+    ST(DATA_T, out, (OFF)(h * p.W + w) * step, row[w]);
+    row[w] = 0;
+  }
+}
+
+__kernel void max_pool2d_bwd_ring(const Pool p, __global const DATA_T* g, const View4 vg,
+                                  __global const IDX_T* idx, const View4 vi, __global DATA_T* gx,
+                                  const View4 vgx, __global float* acc) {
+  const int i = get_global_id(0);
+  if (i >= p.N * p.C) return;
+  const Pos q = {i / p.C, i % p.C, 0, 0};
+  const int R = RING_ROWS(p);
+  __global DATA_T* out = gx + plane(vgx, q);
+  __global float* ring = acc + (long)i * R * p.W;
+  for (int e = 0; e < R * p.W; ++e) ring[e] = 0;
+  const OFF gb = plane(vg, q), ib = plane(vi, q);
+  int next = 0;  /* the first input row not yet rounded into gx */
+  for (int oh = 0; oh < p.OH; ++oh) {
+    const int h0 = oh * SH - PH;
+    for (; next < min(h0, p.H); ++next) flush_row(p, ring + next % R * p.W, out, next, vgx.w);
+    for (int ow = 0; ow < p.OW; ++ow) {
+      const int arg = idx[ib + oh * vi.h + ow * vi.w];
+      if (arg == IDX_NONE) continue;
+      const int h = h0 + arg / KW * DH, w = ow * SW - PW + arg % KW * DW;
+      ring[h % R * p.W + w] += LD(DATA_T, g, gb + oh * vg.h + ow * vg.w);
+    }
+  }
+  for (; next < p.H; ++next) flush_row(p, ring + next % R * p.W, out, next, vgx.w);
 }
 #endif
 

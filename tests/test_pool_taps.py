@@ -108,16 +108,17 @@ def test_max_pool2d_keeps_a_byte_per_output(device, rng):
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
-def test_16bit_gradients_of_disjoint_windows_walk_planes(device, rng, name):
+def test_16bit_pooling_gradients_walk_planes(device, rng, name):
     """On CPUs, 16-bit max and avg pooling backward take the planes form where no input lies
-    in two windows (each gets one gradient, rounded once, as the items form's); overlapping
-    windows keep the items form, whose sums round once. Values against float64."""
+    in two windows (each gets one gradient, rounded once, as the items form's); with
+    overlapping windows max pooling sums its planes in a ring of float rows, rounded once
+    (max_pool2d_bwd_ring), and avg pooling keeps the items form. Values against float64."""
     if not device.is_cpu:
         pytest.skip("the CPUs' kernel form")
     a = rng.standard_normal((2, 3, 9, 12)).astype(np.float32)
     x = ct.from_numpy(a, device=device).to(getattr(ct, name)).requires_grad_(True)
     for k, s, planes in ((2, 2, True), (3, 3, True), (3, 2, False)):
-        for fn in (F.max_pool2d, F.avg_pool2d):
+        for fn, ring in ((F.max_pool2d, not planes), (F.avg_pool2d, False)):
             y = fn(x, k, s)
             g = ct.from_numpy(rng.standard_normal(y.shape).astype(np.float32),
                               device=device).to(x.dtype)
@@ -126,8 +127,31 @@ def test_16bit_gradients_of_disjoint_windows_walk_planes(device, rng, name):
                 (gx,) = ct.autograd.grad(y, x, g)
             names = [r["name"] for r in prof.records()]
             assert any(n.endswith("_bwd_planes") for n in names) == planes, (k, s, names)
+            assert ("max_pool2d_bwd_ring" in names) == ring, (k, s, names)
             tx = torch.from_numpy(x.float().numpy().astype(np.float64)).requires_grad_(True)
             tfn = getattr(torch.nn.functional, fn.__name__)
             tfn(tx, k, s).backward(torch.from_numpy(g.float().numpy().astype(np.float64)))
             np.testing.assert_allclose(gx.float().numpy(), tx.grad.numpy(), rtol=2**-7,
                                        atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("k,s,p,d,ceil,taps", CASES)
+def test_max_pool2d_ring_equals_items_form(device, rng, monkeypatch, name, k, s, p, d, ceil,
+                                           taps):
+    """16-bit max pooling backward: the planes summed in float rows (CPUs) and the items form
+    add the same gradients in the same order and round once: equal bit for bit."""
+    if not device.is_cpu:
+        pytest.skip("the CPUs' kernel form")
+    _, views = _inputs(rng, (2, 3, 19, 21), name, device)
+    for x in views[:2]:
+        fields, out_hw = pool.window("max_pool2d", x, k, s, p, d, ceil)
+        _, t = pool.max_pool2d(x, fields, out_hw, True)
+        g = ct.from_numpy(rng.standard_normal(t.shape).astype(np.float32),
+                          device=device).to(x.dtype)
+        _poison(x.shape, x.dtype, device)
+        ring = pool.max_pool2d_backward(g, t, x.shape, pool.layout_of(x), fields)
+        monkeypatch.setitem(pool.FORM, "cpu", "items")
+        items = pool.max_pool2d_backward(g, t, x.shape, pool.layout_of(x), fields)
+        monkeypatch.undo()
+        np.testing.assert_array_equal(ring.float().numpy(), items.float().numpy())

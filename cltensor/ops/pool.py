@@ -49,7 +49,7 @@ def _kernel(device, name, dtype, fields, off, idx_dtype=dt.uint8):
         defines.update({"DATA_T": ctype_of(dtype), "DATA_16": None})
     if fields:
         defines.update((f.upper(), v) for f, v in fields.items())
-        defines["FORM_ROWS" if name.endswith(("_rows", "_planes")) else "FORM_ITEMS"] = None
+        defines["FORM_ROWS" if name.endswith(("_rows", "_planes", "_ring")) else "FORM_ITEMS"] = None
     return get_kernel(device, KERNEL_FILE, name, defines)
 
 
@@ -331,8 +331,17 @@ def max_pool2d_backward(g, idx, x_shape, layout, fields):
     assert idx.dtype == tap_dtype(fields), f"max_pool2d's argmax must be taps, got {idx.dtype}"
     gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
     off = _offset_type(g, idx, gx)
-    _backward("max_pool2d_bwd", gx, _pool(x_shape, g.shape[2:], fields), _baked(fields, g.shape),
-              off, *_views(off, g, idx, gx), idx_dtype=idx.dtype)
+    pool_arg, baked = _pool(x_shape, g.shape[2:], fields), _baked(fields, g.shape)
+    views = _views(off, g, idx, gx)
+    if _form(g.device) == "rows" and g.dtype in dt.HALF_TYPES and _overlapping(pool_arg):
+        # 16-bit sums of overlapping windows: planes summed in a ring of float rows
+        N, C, H, W = x_shape
+        ring = ClTensor.empty_on((N * C * ((fields["kh"] - 1) * fields["dh"] + 1) * W,),
+                                 dt.float32, g.device)
+        _launch_rows("max_pool2d_bwd_ring", gx, N * C, pool_arg, baked, off, *views,
+                     ring.storage.buf, idx_dtype=idx.dtype)
+    else:
+        _backward("max_pool2d_bwd", gx, pool_arg, baked, off, *views, idx_dtype=idx.dtype)
     return gx
 
 
