@@ -39,6 +39,8 @@ def _kernel(device, name, dtype, lanes=1):
     defines = {"T": ctype_of(dt.compute_dtype(dtype)), "LANES": lanes}
     if dtype in dt.HALF_TYPES:
         defines.update({"S": ctype_of(dtype), "S16": None})
+        if dtype == dt.bfloat16:
+            defines["S_BF16"] = None
     if _vec16(device, dtype, lanes):
         defines["VEC16"] = None
     return get_kernel(device, KERNEL_FILE, name, defines,
