@@ -33,6 +33,7 @@
  * Kernels: max_pool2d_fwd, max_pool2d_fwd_rows, max_pool2d_bwd, max_pool2d_bwd_planes,
  *          max_pool2d_bwd_ring, max_pool2d_indices, max_pool2d_taps,
  *          avg_pool2d_fwd, avg_pool2d_fwd_rows, avg_pool2d_bwd, avg_pool2d_bwd_planes,
+ *          avg_pool2d_bwd_ring,
  *          adaptive_avg_pool2d_fwd, adaptive_avg_pool2d_bwd, adaptive_max_pool2d_fwd,
  *          adaptive_max_pool2d_bwd.
  * Build options:
@@ -447,19 +448,33 @@ __kernel void max_pool2d_bwd_planes(const Pool p, __global const DATA_T* g, cons
   }
 }
 
-/* max_pool2d_bwd_planes for 16-bit gradients, summed in float: the plane's outputs in (oh, ow)
- * order add into a ring of float rows (acc: RING_ROWS(p) rows of W per plane, this plane's at
- * acc + i * RING_ROWS(p) * W), and an input row is rounded into gx once no later window holds
- * it. The same sums in the same order as max_pool2d_bwd, which walks gathers per input (on
- * PoCL about 15x slower than float32's planes). */
-#define RING_ROWS(p) ((KH - 1) * DH + 1)
+/* The ring forms (suffix _ring) of max and avg pooling backward, for 16-bit gradients of
+ * overlapping windows, summed in float: the plane's outputs in (oh, ow) order add into a ring
+ * of float rows (acc: RING_ROWS rows of W per plane, plane i's at acc + i * RING_ROWS * W),
+ * and an input row is rounded into gx once no later window holds it. The same sums in the
+ * same order as the items form, which gathers per input (on PoCL 4-15x slower than float32's
+ * planes). */
+#define RING_ROWS ((KH - 1) * DH + 1)
 
-inline void flush_row(const Pool p, __global float* row, __global DATA_T* out, const int h,
-                      const OFF step) {
-  for (int w = 0; w < p.W; ++w) {
-    ST(DATA_T, out, (OFF)(h * p.W + w) * step, row[w]);
-    row[w] = 0;
+/* Plane i's ring, zeroed */
+inline __global float* ring_of(const Pool p, __global float* acc, const int i) {
+  __global float* ring = acc + (long)i * RING_ROWS * p.W;
+  for (int e = 0; e < RING_ROWS * p.W; ++e) ring[e] = 0;
+  return ring;
+}
+
+/* Input rows next .. upto - 1 rounded into the plane `out` of gx (dense, elements `step`
+ * apart) and their ring rows zeroed; returns the next row left */
+inline int flush_rows(const Pool p, __global float* ring, __global DATA_T* out, int next,
+                      const int upto, const OFF step) {
+  for (; next < upto; ++next) {
+    __global float* row = ring + next % RING_ROWS * p.W;
+    for (int w = 0; w < p.W; ++w) {
+      ST(DATA_T, out, (OFF)(next * p.W + w) * step, row[w]);
+      row[w] = 0;
+    }
   }
+  return next;
 }
 
 __kernel void max_pool2d_bwd_ring(const Pool p, __global const DATA_T* g, const View4 vg,
@@ -468,23 +483,21 @@ __kernel void max_pool2d_bwd_ring(const Pool p, __global const DATA_T* g, const 
   const int i = get_global_id(0);
   if (i >= p.N * p.C) return;
   const Pos q = {i / p.C, i % p.C, 0, 0};
-  const int R = RING_ROWS(p);
   __global DATA_T* out = gx + plane(vgx, q);
-  __global float* ring = acc + (long)i * R * p.W;
-  for (int e = 0; e < R * p.W; ++e) ring[e] = 0;
+  __global float* ring = ring_of(p, acc, i);
   const OFF gb = plane(vg, q), ib = plane(vi, q);
   int next = 0;  /* the first input row not yet rounded into gx */
   for (int oh = 0; oh < p.OH; ++oh) {
     const int h0 = oh * SH - PH;
-    for (; next < min(h0, p.H); ++next) flush_row(p, ring + next % R * p.W, out, next, vgx.w);
+    next = flush_rows(p, ring, out, next, min(h0, p.H), vgx.w);
     for (int ow = 0; ow < p.OW; ++ow) {
       const int arg = idx[ib + oh * vi.h + ow * vi.w];
       if (arg == IDX_NONE) continue;
       const int h = h0 + arg / KW * DH, w = ow * SW - PW + arg % KW * DW;
-      ring[h % R * p.W + w] += LD(DATA_T, g, gb + oh * vg.h + ow * vg.w);
+      ring[h % RING_ROWS * p.W + w] += LD(DATA_T, g, gb + oh * vg.h + ow * vg.w);
     }
   }
-  for (; next < p.H; ++next) flush_row(p, ring + next % R * p.W, out, next, vgx.w);
+  flush_rows(p, ring, out, next, p.H, vgx.w);
 }
 #endif
 
@@ -579,6 +592,23 @@ __kernel void avg_pool2d_bwd(const Pool p, const int c_last,
 
 #ifdef FORM_ROWS
 /* gx is dense in its layout (see max_pool2d_bwd_planes). */
+/* Output (oh, ow)'s gradient share: g over its window's divisor */
+inline T avg_grad(const Pool p, __global const DATA_T* g, const View4 vg, const OFF gb,
+                  const int oh, const int ow) {
+  int inside;
+  return LD(DATA_T, g, gb + oh * vg.h + ow * vg.w) / (T)avg_divisor(p, oh, ow, &inside);
+}
+
+/* STMT for each input (h, w) of output (oh, ow)'s window that lies inside the input */
+#define AVG_TAPS(oh, ow, STMT)                                            \
+  UNROLL for (int a = 0; a < KH; ++a) {                                   \
+    const int h = (oh) * SH - PH + a;                                     \
+    UNROLL for (int b = 0; b < KW; ++b) {                                 \
+      const int w = (ow) * SW - PW + b;                                   \
+      if (h >= 0 && h < p.H && w >= 0 && w < p.W) STMT                    \
+    }                                                                     \
+  }
+
 __kernel void avg_pool2d_bwd_planes(const Pool p, __global const DATA_T* g, const View4 vg,
                                     __global DATA_T* gx, const View4 vgx) {
   const int i = get_global_id(0);
@@ -588,23 +618,35 @@ __kernel void avg_pool2d_bwd_planes(const Pool p, __global const DATA_T* g, cons
   for (int e = 0; e < p.H * p.W; ++e) ST(DATA_T, out, e * vgx.w, 0);
   const OFF gb = plane(vg, q);
   for (int oh = 0; oh < p.OH; ++oh) {
-    const int h0 = oh * SH - PH;
     for (int ow = 0; ow < p.OW; ++ow) {
-      const int w0 = ow * SW - PW;
-      int inside;
-      const T v = LD(DATA_T, g, gb + oh * vg.h + ow * vg.w) / (T)avg_divisor(p, oh, ow, &inside);
-      UNROLL for (int a = 0; a < KH; ++a) {
-        const int h = h0 + a;
-        UNROLL for (int b = 0; b < KW; ++b) {
-          const int w = w0 + b;
-          if (h >= 0 && h < p.H && w >= 0 && w < p.W) {
-            const OFF e = (h * p.W + w) * vgx.w;
-            ST(DATA_T, out, e, LD(DATA_T, out, e) + v);
-          }
-        }
-      }
+      const T v = avg_grad(p, g, vg, gb, oh, ow);
+      AVG_TAPS(oh, ow, {
+        const OFF e = (h * p.W + w) * vgx.w;
+        ST(DATA_T, out, e, LD(DATA_T, out, e) + v);
+      })
     }
   }
+}
+
+/* avg_pool2d_bwd_planes in the ring form (see max_pool2d_bwd_ring); avg pooling has DH 1 */
+__kernel void avg_pool2d_bwd_ring(const Pool p, __global const DATA_T* g, const View4 vg,
+                                  __global DATA_T* gx, const View4 vgx, __global float* acc) {
+  const int i = get_global_id(0);
+  if (i >= p.N * p.C) return;
+  const Pos q = {i / p.C, i % p.C, 0, 0};
+  __global DATA_T* out = gx + plane(vgx, q);
+  __global float* ring = ring_of(p, acc, i);
+  const OFF gb = plane(vg, q);
+  int next = 0;
+  for (int oh = 0; oh < p.OH; ++oh) {
+    const int h0 = oh * SH - PH;
+    next = flush_rows(p, ring, out, next, min(h0, p.H), vgx.w);
+    for (int ow = 0; ow < p.OW; ++ow) {
+      const T v = avg_grad(p, g, vg, gb, oh, ow);
+      AVG_TAPS(oh, ow, ring[h % RING_ROWS * p.W + w] += v;)
+    }
+  }
+  flush_rows(p, ring, out, next, p.H, vgx.w);
 }
 #endif
 

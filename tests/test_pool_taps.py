@@ -111,14 +111,14 @@ def test_max_pool2d_keeps_a_byte_per_output(device, rng):
 def test_16bit_pooling_gradients_walk_planes(device, rng, name):
     """On CPUs, 16-bit max and avg pooling backward take the planes form where no input lies
     in two windows (each gets one gradient, rounded once, as the items form's); with
-    overlapping windows max pooling sums its planes in a ring of float rows, rounded once
-    (max_pool2d_bwd_ring), and avg pooling keeps the items form. Values against float64."""
+    overlapping windows they sum their planes in a ring of float rows, rounded once (the
+    _bwd_ring kernels). Values against float64."""
     if not device.is_cpu:
         pytest.skip("the CPUs' kernel form")
     a = rng.standard_normal((2, 3, 9, 12)).astype(np.float32)
     x = ct.from_numpy(a, device=device).to(getattr(ct, name)).requires_grad_(True)
     for k, s, planes in ((2, 2, True), (3, 3, True), (3, 2, False)):
-        for fn, ring in ((F.max_pool2d, not planes), (F.avg_pool2d, False)):
+        for fn in (F.max_pool2d, F.avg_pool2d):
             y = fn(x, k, s)
             g = ct.from_numpy(rng.standard_normal(y.shape).astype(np.float32),
                               device=device).to(x.dtype)
@@ -127,7 +127,7 @@ def test_16bit_pooling_gradients_walk_planes(device, rng, name):
                 (gx,) = ct.autograd.grad(y, x, g)
             names = [r["name"] for r in prof.records()]
             assert any(n.endswith("_bwd_planes") for n in names) == planes, (k, s, names)
-            assert ("max_pool2d_bwd_ring" in names) == ring, (k, s, names)
+            assert (fn.__name__ + "_bwd_ring" in names) == (not planes), (k, s, names)
             tx = torch.from_numpy(x.float().numpy().astype(np.float64)).requires_grad_(True)
             tfn = getattr(torch.nn.functional, fn.__name__)
             tfn(tx, k, s).backward(torch.from_numpy(g.float().numpy().astype(np.float64)))
@@ -137,10 +137,9 @@ def test_16bit_pooling_gradients_walk_planes(device, rng, name):
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16"])
 @pytest.mark.parametrize("k,s,p,d,ceil,taps", CASES)
-def test_max_pool2d_ring_equals_items_form(device, rng, monkeypatch, name, k, s, p, d, ceil,
-                                           taps):
-    """16-bit max pooling backward: the planes summed in float rows (CPUs) and the items form
-    add the same gradients in the same order and round once: equal bit for bit."""
+def test_pooling_ring_equals_items_form(device, rng, monkeypatch, name, k, s, p, d, ceil, taps):
+    """16-bit max and avg pooling backward: the planes summed in float rows (CPUs) and the
+    items form add the same gradients in the same order and round once: equal bit for bit."""
     if not device.is_cpu:
         pytest.skip("the CPUs' kernel form")
     _, views = _inputs(rng, (2, 3, 19, 21), name, device)
@@ -155,3 +154,15 @@ def test_max_pool2d_ring_equals_items_form(device, rng, monkeypatch, name, k, s,
         items = pool.max_pool2d_backward(g, t, x.shape, pool.layout_of(x), fields)
         monkeypatch.undo()
         np.testing.assert_array_equal(ring.float().numpy(), items.float().numpy())
+        if d != (1, 1):  # avg pooling has no dilation
+            continue
+        fields, out_hw = pool.window("avg_pool2d", x, k, s, p, 1, ceil)
+        g = ct.from_numpy(rng.standard_normal(x.shape[:2] + out_hw).astype(np.float32),
+                          device=device).to(x.dtype)
+        for include_pad, divisor in ((1, 0), (0, 0), (1, 5)):
+            args = (g, x.shape, pool.layout_of(x), fields, divisor, include_pad)
+            ring = pool.avg_pool2d_backward(*args)
+            monkeypatch.setitem(pool.FORM, "cpu", "items")
+            items = pool.avg_pool2d_backward(*args)
+            monkeypatch.undo()
+            np.testing.assert_array_equal(ring.float().numpy(), items.float().numpy())

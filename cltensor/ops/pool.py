@@ -272,13 +272,20 @@ def _overlapping(pool_arg):
 def _backward(name, gx, pool_arg, fields, off, *args, idx_dtype=dt.uint8):
     """Backward kernel `name` into gx in the device's form: one work-item per (n, c) plane
     (rows form: gx must be dense in its layout), or one per element."""
-    # NOTE: the planes form adds into gx, which would round every sum of 16-bit data: 16-bit
-    # gradients take it where no input gets two (the items form ran them 10x slower on PoCL)
-    if _form(gx.device) == "items" or (gx.dtype in dt.HALF_TYPES and _overlapping(pool_arg)):
+    if _form(gx.device) == "items":
         _launch(name, gx, pool_arg, fields, off, *args, idx_dtype=idx_dtype)
         return
     N, C, _, W = gx.shape
     assert gx.numel() == 0 or gx.strides[2] == W * gx.strides[3], "gx must be dense"
+    # NOTE: the planes form adds into gx, which would round every sum of 16-bit data: 16-bit
+    # gradients take it where no input gets two, else the ring form, which sums in float rows
+    # (the items form ran them 4-15x slower than float32's planes on PoCL)
+    if gx.dtype in dt.HALF_TYPES and _overlapping(pool_arg):
+        rows = (int(pool_arg["kh"]) - 1) * max(int(pool_arg["dh"]), 1) + 1
+        ring = ClTensor.empty_on((N * C * rows * W,), dt.float32, gx.device)
+        _launch_rows(name + "_ring", gx, N * C, pool_arg, fields, off, *args, ring.storage.buf,
+                     idx_dtype=idx_dtype)
+        return
     _launch_rows(name + "_planes", gx, N * C, pool_arg, fields, off, *args, idx_dtype=idx_dtype)
 
 
@@ -331,17 +338,8 @@ def max_pool2d_backward(g, idx, x_shape, layout, fields):
     assert idx.dtype == tap_dtype(fields), f"max_pool2d's argmax must be taps, got {idx.dtype}"
     gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
     off = _offset_type(g, idx, gx)
-    pool_arg, baked = _pool(x_shape, g.shape[2:], fields), _baked(fields, g.shape)
-    views = _views(off, g, idx, gx)
-    if _form(g.device) == "rows" and g.dtype in dt.HALF_TYPES and _overlapping(pool_arg):
-        # 16-bit sums of overlapping windows: planes summed in a ring of float rows
-        N, C, H, W = x_shape
-        ring = ClTensor.empty_on((N * C * ((fields["kh"] - 1) * fields["dh"] + 1) * W,),
-                                 dt.float32, g.device)
-        _launch_rows("max_pool2d_bwd_ring", gx, N * C, pool_arg, baked, off, *views,
-                     ring.storage.buf, idx_dtype=idx.dtype)
-    else:
-        _backward("max_pool2d_bwd", gx, pool_arg, baked, off, *views, idx_dtype=idx.dtype)
+    _backward("max_pool2d_bwd", gx, _pool(x_shape, g.shape[2:], fields), _baked(fields, g.shape),
+              off, *_views(off, g, idx, gx), idx_dtype=idx.dtype)
     return gx
 
 
