@@ -166,3 +166,30 @@ def test_pooling_ring_equals_items_form(device, rng, monkeypatch, name, k, s, p,
             items = pool.avg_pool2d_backward(*args)
             monkeypatch.undo()
             np.testing.assert_array_equal(ring.float().numpy(), items.float().numpy())
+
+
+def test_torch_device_max_pool2d_indices(device, rng, monkeypatch):
+    """The PyTorch device's max_pool2d_with_indices returns torch's int64 indices from the
+    window taps, and its backward turns them back: values, indices and gradients as torch's on
+    the CPU (overlapping, padded, dilated windows; an unbatched input)."""
+    pytest.importorskip("torch")
+    import cltensor.torch  # noqa: F401  (registers the "opencl" device)
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    prev = ct.default_device()
+    ct.set_default_device(device)
+    try:
+        for shape, args in (((2, 3, 9, 11), (3, 2, 1)), ((2, 3, 9, 11), (2, 3, 1, (3, 2), True)),
+                            ((3, 9, 11), (3, 1, 1))):
+            a = torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+            res = []
+            for dev in ("cpu", "opencl"):
+                x = a.to(dev).detach().requires_grad_(True)
+                y, i = torch.nn.functional.max_pool2d(x, *args, return_indices=True)
+                (y * torch.arange(y.numel(), dtype=y.dtype).reshape(y.shape).to(dev)).sum() \
+                    .backward()
+                res.append([t.detach().cpu() for t in (y, i, x.grad)])
+            for got, want in zip(res[1], res[0]):
+                assert got.dtype == want.dtype
+                np.testing.assert_array_equal(got.numpy(), want.numpy())
+    finally:
+        ct.set_default_device(prev)
