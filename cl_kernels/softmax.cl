@@ -258,12 +258,15 @@ inline void ms_block16(__global const S* x, const long b, const int n, float16* 
   *m = bm;
 }
 
-/* The largest of v's lanes that is not NaN (-inf when none is, or all are NaN: NaN) */
+/* The largest of v's lanes that is not NaN (-inf when none is, or all are NaN: NaN). NOTE:
+ * through memory, not v.lo and v.hi: Oclgrind's uninitialized-value checks flag those halves
+ * (once per block of 1024 elements or more) */
 inline float hmax16(const float16 v) {
-  const float8 a = fmax(v.lo, v.hi);
-  const float4 b = fmax(a.lo, a.hi);
-  const float2 c = fmax(b.lo, b.hi);
-  return fmax(c.x, c.y);
+  float l[16];
+  vstore16(v, 0, l);
+  float m = l[0];
+  for (int i = 1; i < 16; ++i) m = fmax(m, l[i]);
+  return m;
 }
 
 /* A block's sums of exp: compensated for float32 outputs; plain for 16-bit ones, whose blocks'
