@@ -3,9 +3,11 @@
  * adaptive max (with its argmax), forward and backward, deterministic (no atomics: the result does not depend on scheduling).
  *
  * Layout: a tensor is an N x C x H x W view: an element offset and one stride per dim (View4,
- * in elements, any values: channels_last and sliced inputs read in place). The argmax of a
- * max-pool output is the int h * W + w, the input position in its (n, c) plane, as torch's
- * return_indices gives.
+ * in elements, any values: channels_last and sliced inputs read in place). max_pool2d keeps
+ * the argmax of an output as its tap a * KW + b within the window (IDX_T: one byte for windows
+ * of up to 255 taps, where torch's int64 h * W + w takes eight), or IDX_NONE for a window with
+ * no tap inside the input; max_pool2d_indices turns taps into torch's h * W + w (int64) and
+ * max_pool2d_taps back. adaptive_max_pool2d's argmax is the int h * W + w.
  *
  * Two forms of the max and avg kernels; the launcher picks one per device kind:
  *   items   one work-item per element written (GPUs, and channels_last outputs forward on CPUs):
@@ -29,7 +31,9 @@
  * by max_pool's rules.
  *
  * Kernels: max_pool2d_fwd, max_pool2d_fwd_rows, max_pool2d_bwd, max_pool2d_bwd_planes,
+ *          max_pool2d_bwd_ring, max_pool2d_indices, max_pool2d_taps,
  *          avg_pool2d_fwd, avg_pool2d_fwd_rows, avg_pool2d_bwd, avg_pool2d_bwd_planes,
+ *          avg_pool2d_bwd_ring,
  *          adaptive_avg_pool2d_fwd, adaptive_avg_pool2d_bwd, adaptive_max_pool2d_fwd,
  *          adaptive_max_pool2d_bwd.
  * Build options:
@@ -41,6 +45,8 @@
  *            taps unroll to straight code.
  *            Without them the kernels read it from their Pool argument (one build serves all).
  *   FORM_ROWS or FORM_ITEMS   with the geometry: the form whose kernels the build holds
+ *   IDX_T    max_pool2d's argmax type: uchar (default), short or int, holding KH * KW - 1 and
+ *            IDX_NONE, its all-ones value (255 for uchar, -1 otherwise)
  *   OFF      the type of element offsets and of View4's fields: long (default), or int when every
  *            buffer of the launch holds fewer than 2^31 elements (GPUs do 64-bit multiplies in
  *            several instructions, and the window's address arithmetic bounds these kernels)
@@ -58,6 +64,10 @@
 #ifndef DATA_T
 #define DATA_T T
 #endif
+#ifndef IDX_T
+#define IDX_T uchar
+#endif
+#define IDX_NONE ((IDX_T)-1)
 #include "common.cl"
 
 #define POOL_IDX 1
@@ -178,14 +188,16 @@ inline int has_tap(const int s0, const int d, const int k, const int n) {
   return a0 < k && s0 + a0 * d < n;
 }
 
-/* The largest tap of output (oh, ow)'s window in the plane of x at base, and its position.
- * `edge` says whether the window's columns may leave the input; see inner_begin. */
+/* The largest tap of output (oh, ow)'s window in the plane of x at base, and that tap
+ * a * KW + b (IDX_NONE when the window has no tap inside the input). `edge` says whether the
+ * window's columns may leave the input; see inner_begin. */
 ALWAYS_INLINE T max_window(const Pool p, __global const DATA_T* x, const View4 vx, const OFF base,
                            const int oh, const int ow, const int edge, int* arg) {
   const int h0 = oh * SH - PH, w0 = ow * SW - PW;
   T best = -INFINITY;
   /* the first tap inside: when none beats -inf */
-  int pos = (h0 + first_tap(h0, DH) * DH) * p.W + w0 + first_tap(w0, DW) * DW;
+  int pos = has_tap(h0, DH, KH, p.H) && has_tap(w0, DW, KW, p.W)
+                ? first_tap(h0, DH) * KW + first_tap(w0, DW) : -1;
   UNROLL for (int a = 0; a < KH; ++a) {
     const int h = h0 + a * DH;
     UNROLL for (int b = 0; b < KW; ++b) {
@@ -195,7 +207,7 @@ ALWAYS_INLINE T max_window(const Pool p, __global const DATA_T* x, const View4 v
        * which PoCL compiles to slower code here (max_pool2d forward 1.8x slower) */
       const int take = v > best || v != v;
       best = take ? v : best;
-      pos = take ? h * p.W + w : pos;
+      pos = take ? a * KW + b : pos;
     }
   }
   *arg = pos;
@@ -206,13 +218,13 @@ ALWAYS_INLINE T max_window(const Pool p, __global const DATA_T* x, const View4 v
 __kernel void max_pool2d_fwd(const Pool p, const int c_last, const int flags,
                              __global const DATA_T* x, const View4 vx, __global DATA_T* y,
                              const View4 vy,
-                             __global int* idx, const View4 vi) {
+                             __global IDX_T* idx, const View4 vi) {
   Pos q;
   if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
   int arg;
   const T v = max_window(p, x, vx, plane(vx, q), q.y, q.x, 1, &arg);
   ST(DATA_T, y, at(vy, q), (flags & POOL_RELU) && v < (T)0 ? (T)0 : v);
-  if (flags & POOL_IDX) idx[at(vi, q)] = arg;
+  if (flags & POOL_IDX) idx[at(vi, q)] = (IDX_T)arg;
 }
 #endif
 
@@ -241,9 +253,9 @@ __kernel void max_pool2d_fwd(const Pool p, const int c_last, const int flags,
 typedef CAT(T, 4) __attribute__((aligned(sizeof(T)))) VT4_U;
 typedef CAT(T, 8) __attribute__((aligned(sizeof(T)))) VT8_U;
 typedef CAT(T, 16) __attribute__((aligned(sizeof(T)))) VT16_U;
-typedef int4 __attribute__((aligned(sizeof(int)))) INT4_U;
-typedef int8 __attribute__((aligned(sizeof(int)))) INT8_U;
-typedef int16 __attribute__((aligned(sizeof(int)))) INT16_U;
+typedef CAT(IDX_T, 4) __attribute__((aligned(sizeof(IDX_T)))) IDX4_U;
+typedef CAT(IDX_T, 8) __attribute__((aligned(sizeof(IDX_T)))) IDX8_U;
+typedef CAT(IDX_T, 16) __attribute__((aligned(sizeof(IDX_T)))) IDX16_U;
 /* A window's last load starts at its column LAST_LOAD (stride 2: loads at even taps) */
 #if SW == 1
 #define LAST_LOAD (KW - 1)
@@ -251,6 +263,7 @@ typedef int16 __attribute__((aligned(sizeof(int)))) INT16_U;
 #define LAST_LOAD ((KW - 1) & ~1)
 #endif
 #define VT(N) CAT(T, N)
+#define CONVERT_IDX(N) CAT(convert_, CAT(IDX_T, N))
 /* N elements of a row from column w as T lanes, and N outputs stored */
 #ifdef DATA_16
 #define ROW_LOAD(N, r, w) CAT(VLD, N)(DATA_T, r, w)
@@ -268,14 +281,15 @@ typedef int16 __attribute__((aligned(sizeof(int)))) INT16_U;
 #define MAX_ROW_VECTORS(N)                                                                        \
   ALWAYS_INLINE int max_row_vectors##N(                                                          \
       const Pool p, __global const DATA_T* x, const OFF base, const int oh, int ow,               \
-      const int end, const OFF vxh, __global DATA_T* yrow, __global int* irow, const int flags) { \
+      const int end, const OFF vxh, __global DATA_T* yrow, __global IDX_T* irow,                 \
+      const int flags) {                                                                          \
     const int h0 = oh * SH - PH;                                                                  \
-    const int hf = h0 + first_tap(h0, DH) * DH; /* the first row inside: argmax if none wins */   \
-    const int##N lane = LANES##N * SW;                                                            \
+    /* the first tap inside (its columns all are): the argmax if none wins */                     \
+    const int first = has_tap(h0, DH, KH, p.H) ? first_tap(h0, DH) * KW : -1;                     \
     for (; ow + N <= end && ow * SW - PW + LAST_LOAD + SW * N <= p.W; ow += N) {                  \
       const int w0 = ow * SW - PW;                                                                \
       VT(N) best = (VT(N))(-INFINITY);                                                            \
-      int##N pos = hf * p.W + w0 + lane;                                                          \
+      int##N pos = (int##N)first;                                                                 \
       UNROLL for (int a = 0; a < KH; ++a) {                                                       \
         const int h = h0 + a * DH;                                                                \
         const int h_in = h >= 0 && h < p.H;                                                       \
@@ -295,12 +309,12 @@ typedef int16 __attribute__((aligned(sizeof(int)))) INT16_U;
           const VT(N) v = h_in ? cols : (VT(N))(-INFINITY);                                       \
           const __typeof__(v > v) take = (v > best) | (v != v); /* intN, longN for double */      \
           best = take ? v : best;                                                                 \
-          pos = convert_int##N(take) ? h * p.W + w0 + b + lane : pos;                             \
+          pos = convert_int##N(take) ? (int##N)(a * KW + b) : pos;                                \
         }                                                                                         \
       }                                                                                           \
       if (flags & POOL_RELU) best = best < (VT(N))0 ? (VT(N))0 : best;                            \
       ROW_STORE(N, yrow, ow, best);                                                               \
-      if (flags & POOL_IDX) *(__global INT##N##_U*)(irow + ow) = pos;                             \
+      if (flags & POOL_IDX) *(__global IDX##N##_U*)(irow + ow) = CONVERT_IDX(N)(pos);             \
     }                                                                                             \
     return ow;                                                                                    \
   }
@@ -316,9 +330,6 @@ typedef int16 __attribute__((aligned(sizeof(int)))) INT16_U;
 #define ODD8 (1, 3, 5, 7, 9, 11, 13, 15)
 #define EVEN16 (0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30)
 #define ODD16 (1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31)
-#define LANES4 ((int4)(0, 1, 2, 3))
-#define LANES8 ((int8)(0, 1, 2, 3, 4, 5, 6, 7))
-#define LANES16 ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
 MAX_ROW_VECTORS(16)
 MAX_ROW_VECTORS(8)
 MAX_ROW_VECTORS(4)
@@ -327,7 +338,7 @@ MAX_ROW_VECTORS(4)
 #ifdef FORM_ROWS
 /* Output row q of max_pool2d forward (rows form) */
 ALWAYS_INLINE void max_row(const Pool p, const int flags, __global const DATA_T* x,
-                           const View4 vx, __global DATA_T* y, const View4 vy, __global int* idx,
+                           const View4 vx, __global DATA_T* y, const View4 vy, __global IDX_T* idx,
                            const View4 vi, const Pos q) {
   const OFF base = plane(vx, q), yr = at(vy, q), ir = at(vi, q);
   const int begin = inner_begin(p), end = inner_end(p, begin);
@@ -350,7 +361,7 @@ ALWAYS_INLINE void max_row(const Pool p, const int flags, __global const DATA_T*
       int arg;
       const T v = max_window(p, x, vx, base, q.y, ow, part != 1, &arg);
       ST(DATA_T, y, yr + ow * vy.w, (flags & POOL_RELU) && v < (T)0 ? (T)0 : v);
-      if (flags & POOL_IDX) idx[ir + ow * vi.w] = arg;
+      if (flags & POOL_IDX) idx[ir + ow * vi.w] = (IDX_T)arg;
     }
   }
 }
@@ -359,7 +370,7 @@ ALWAYS_INLINE void max_row(const Pool p, const int flags, __global const DATA_T*
  * the divisions that find a row cost as much as a row of 32 outputs) */
 __kernel void max_pool2d_fwd_rows(const Pool p, const int flags, const int rows_per_item,
                                   __global const DATA_T* x, const View4 vx, __global DATA_T* y,
-                                  const View4 vy, __global int* idx, const View4 vi) {
+                                  const View4 vy, __global IDX_T* idx, const View4 vi) {
   const long first = (long)get_global_id(0) * rows_per_item, rows = (long)p.N * p.C * p.OH;
   if (first >= rows) return;
   Pos q = {(int)(first / p.OH / p.C), (int)(first / p.OH % p.C), (int)(first % p.OH), 0};
@@ -383,17 +394,15 @@ __kernel void max_pool2d_fwd_rows(const Pool p, const int flags, const int rows_
 #define CANDIDATES(k, s, d) (((k) - 1) * (d) / (s) + 1)
 
 #ifdef FORM_ITEMS
-/* Input (h, w) gets g of every output whose argmax is (h, w), summed in (oh, ow) order. The
- * argmax test tells the windows that hold (h, w): an argmax is a tap of its window, except in a
- * window with no tap inside (dilation), whose argmax h * W + w may have w >= W and so name an
- * input of the next row (torch's CPU backward sends the gradient there): such windows are
- * skipped, as in max_pool2d_bwd_planes. */
+/* Input (h, w) gets g of every output whose argmax tap is (h, w), summed in (oh, ow) order. A
+ * window with no tap inside (dilation; IDX_NONE) sends none (torch's CPU backward sends it to
+ * its index, which may name an input of the next row), as in max_pool2d_bwd_planes. */
 __kernel void max_pool2d_bwd(const Pool p, const int c_last,
-                             __global const DATA_T* g, const View4 vg, __global const int* idx,
+                             __global const DATA_T* g, const View4 vg, __global const IDX_T* idx,
                              const View4 vi, __global DATA_T* gx, const View4 vgx) {
   Pos q;
   if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
-  const int h = q.y, w = q.x, me = h * p.W + w;
+  const int h = q.y, w = q.x;
   const int oh0 = (h + PH) / SH - (CANDIDATES(KH, SH, DH) - 1);
   const int ow0 = (w + PW) / SW - (CANDIDATES(KW, SW, DW) - 1);
   const OFF gb = plane(vg, q), ib = plane(vi, q);
@@ -405,11 +414,11 @@ __kernel void max_pool2d_bwd(const Pool p, const int c_last,
     const int oh = oh0 + i, ohc = clamp(oh, 0, p.OH - 1);
     UNROLL for (int j = 0; j < CANDIDATES(KW, SW, DW); ++j) {
       const int ow = ow0 + j, owc = clamp(ow, 0, p.OW - 1);
-      const int ok = oh == ohc && ow == owc && (DH == 1 || has_tap(oh * SH - PH, DH, KH, p.H))
-                     && (DW == 1 || has_tap(ow * SW - PW, DW, KW, p.W));
       const int arg = idx[ib + ohc * vi.h + owc * vi.w];
       const T v = LD(DATA_T, g, gb + ohc * vg.h + owc * vg.w);
-      acc += (ok && arg == me) ? v : (T)0;
+      const int ok = oh == ohc && ow == owc && arg != IDX_NONE
+                     && ohc * SH - PH + arg / KW * DH == h && owc * SW - PW + arg % KW * DW == w;
+      acc += ok ? v : (T)0;
     }
   }
   ST(DATA_T, gx, at(vgx, q), acc);
@@ -417,10 +426,10 @@ __kernel void max_pool2d_bwd(const Pool p, const int c_last,
 #endif
 
 #ifdef FORM_ROWS
-/* gx is dense in its layout: the element h * W + w of a plane is at (h * W + w) * vgx.w. The
- * argmax of an output whose window holds no input is no tap of it: skipped. */
+/* gx is dense in its layout: the element h * W + w of a plane is at (h * W + w) * vgx.w. An
+ * output whose window holds no input (IDX_NONE) is skipped. */
 __kernel void max_pool2d_bwd_planes(const Pool p, __global const DATA_T* g, const View4 vg,
-                                    __global const int* idx, const View4 vi, __global DATA_T* gx,
+                                    __global const IDX_T* idx, const View4 vi, __global DATA_T* gx,
                                     const View4 vgx) {
   const int i = get_global_id(0);
   if (i >= p.N * p.C) return;
@@ -429,13 +438,66 @@ __kernel void max_pool2d_bwd_planes(const Pool p, __global const DATA_T* g, cons
   for (int e = 0; e < p.H * p.W; ++e) ST(DATA_T, out, e * vgx.w, 0);
   const OFF gb = plane(vg, q), ib = plane(vi, q);
   for (int oh = 0; oh < p.OH; ++oh) {
-    if (DH > 1 && !has_tap(oh * SH - PH, DH, KH, p.H)) continue;
     for (int ow = 0; ow < p.OW; ++ow) {
-      if (DW > 1 && !has_tap(ow * SW - PW, DW, KW, p.W)) continue;
-      const OFF e = idx[ib + oh * vi.h + ow * vi.w] * vgx.w;
+      const int arg = idx[ib + oh * vi.h + ow * vi.w];
+      if (arg == IDX_NONE) continue;
+      const int h = oh * SH - PH + arg / KW * DH, w = ow * SW - PW + arg % KW * DW;
+      const OFF e = (OFF)(h * p.W + w) * vgx.w;
       ST(DATA_T, out, e, LD(DATA_T, out, e) + LD(DATA_T, g, gb + oh * vg.h + ow * vg.w));
     }
   }
+}
+
+/* The ring forms (suffix _ring) of max and avg pooling backward, for 16-bit gradients of
+ * overlapping windows, summed in float: the plane's outputs in (oh, ow) order add into a ring
+ * of float rows (acc: RING_ROWS rows of W per plane, plane i's at acc + i * RING_ROWS * W),
+ * and an input row is rounded into gx once no later window holds it. The same sums in the
+ * same order as the items form, which gathers per input (on PoCL 4-15x slower than float32's
+ * planes). */
+#define RING_ROWS ((KH - 1) * DH + 1)
+
+/* Plane i's ring, zeroed */
+inline __global float* ring_of(const Pool p, __global float* acc, const int i) {
+  __global float* ring = acc + (long)i * RING_ROWS * p.W;
+  for (int e = 0; e < RING_ROWS * p.W; ++e) ring[e] = 0;
+  return ring;
+}
+
+/* Input rows next .. upto - 1 rounded into the plane `out` of gx (dense, elements `step`
+ * apart) and their ring rows zeroed; returns the next row left */
+inline int flush_rows(const Pool p, __global float* ring, __global DATA_T* out, int next,
+                      const int upto, const OFF step) {
+  for (; next < upto; ++next) {
+    __global float* row = ring + next % RING_ROWS * p.W;
+    for (int w = 0; w < p.W; ++w) {
+      ST(DATA_T, out, (OFF)(next * p.W + w) * step, row[w]);
+      row[w] = 0;
+    }
+  }
+  return next;
+}
+
+__kernel void max_pool2d_bwd_ring(const Pool p, __global const DATA_T* g, const View4 vg,
+                                  __global const IDX_T* idx, const View4 vi, __global DATA_T* gx,
+                                  const View4 vgx, __global float* acc) {
+  const int i = get_global_id(0);
+  if (i >= p.N * p.C) return;
+  const Pos q = {i / p.C, i % p.C, 0, 0};
+  __global DATA_T* out = gx + plane(vgx, q);
+  __global float* ring = ring_of(p, acc, i);
+  const OFF gb = plane(vg, q), ib = plane(vi, q);
+  int next = 0;  /* the first input row not yet rounded into gx */
+  for (int oh = 0; oh < p.OH; ++oh) {
+    const int h0 = oh * SH - PH;
+    next = flush_rows(p, ring, out, next, min(h0, p.H), vgx.w);
+    for (int ow = 0; ow < p.OW; ++ow) {
+      const int arg = idx[ib + oh * vi.h + ow * vi.w];
+      if (arg == IDX_NONE) continue;
+      const int h = h0 + arg / KW * DH, w = ow * SW - PW + arg % KW * DW;
+      ring[h % RING_ROWS * p.W + w] += LD(DATA_T, g, gb + oh * vg.h + ow * vg.w);
+    }
+  }
+  flush_rows(p, ring, out, next, p.H, vgx.w);
 }
 #endif
 
@@ -530,6 +592,23 @@ __kernel void avg_pool2d_bwd(const Pool p, const int c_last,
 
 #ifdef FORM_ROWS
 /* gx is dense in its layout (see max_pool2d_bwd_planes). */
+/* Output (oh, ow)'s gradient share: g over its window's divisor */
+inline T avg_grad(const Pool p, __global const DATA_T* g, const View4 vg, const OFF gb,
+                  const int oh, const int ow) {
+  int inside;
+  return LD(DATA_T, g, gb + oh * vg.h + ow * vg.w) / (T)avg_divisor(p, oh, ow, &inside);
+}
+
+/* STMT for each input (h, w) of output (oh, ow)'s window that lies inside the input */
+#define AVG_TAPS(oh, ow, STMT)                                            \
+  UNROLL for (int a = 0; a < KH; ++a) {                                   \
+    const int h = (oh) * SH - PH + a;                                     \
+    UNROLL for (int b = 0; b < KW; ++b) {                                 \
+      const int w = (ow) * SW - PW + b;                                   \
+      if (h >= 0 && h < p.H && w >= 0 && w < p.W) STMT                    \
+    }                                                                     \
+  }
+
 __kernel void avg_pool2d_bwd_planes(const Pool p, __global const DATA_T* g, const View4 vg,
                                     __global DATA_T* gx, const View4 vgx) {
   const int i = get_global_id(0);
@@ -539,27 +618,69 @@ __kernel void avg_pool2d_bwd_planes(const Pool p, __global const DATA_T* g, cons
   for (int e = 0; e < p.H * p.W; ++e) ST(DATA_T, out, e * vgx.w, 0);
   const OFF gb = plane(vg, q);
   for (int oh = 0; oh < p.OH; ++oh) {
-    const int h0 = oh * SH - PH;
     for (int ow = 0; ow < p.OW; ++ow) {
-      const int w0 = ow * SW - PW;
-      int inside;
-      const T v = LD(DATA_T, g, gb + oh * vg.h + ow * vg.w) / (T)avg_divisor(p, oh, ow, &inside);
-      UNROLL for (int a = 0; a < KH; ++a) {
-        const int h = h0 + a;
-        UNROLL for (int b = 0; b < KW; ++b) {
-          const int w = w0 + b;
-          if (h >= 0 && h < p.H && w >= 0 && w < p.W) {
-            const OFF e = (h * p.W + w) * vgx.w;
-            ST(DATA_T, out, e, LD(DATA_T, out, e) + v);
-          }
-        }
-      }
+      const T v = avg_grad(p, g, vg, gb, oh, ow);
+      AVG_TAPS(oh, ow, {
+        const OFF e = (h * p.W + w) * vgx.w;
+        ST(DATA_T, out, e, LD(DATA_T, out, e) + v);
+      })
     }
   }
+}
+
+/* avg_pool2d_bwd_planes in the ring form (see max_pool2d_bwd_ring); avg pooling has DH 1 */
+__kernel void avg_pool2d_bwd_ring(const Pool p, __global const DATA_T* g, const View4 vg,
+                                  __global DATA_T* gx, const View4 vgx, __global float* acc) {
+  const int i = get_global_id(0);
+  if (i >= p.N * p.C) return;
+  const Pos q = {i / p.C, i % p.C, 0, 0};
+  __global DATA_T* out = gx + plane(vgx, q);
+  __global float* ring = ring_of(p, acc, i);
+  const OFF gb = plane(vg, q);
+  int next = 0;
+  for (int oh = 0; oh < p.OH; ++oh) {
+    const int h0 = oh * SH - PH;
+    next = flush_rows(p, ring, out, next, min(h0, p.H), vgx.w);
+    for (int ow = 0; ow < p.OW; ++ow) {
+      const T v = avg_grad(p, g, vg, gb, oh, ow);
+      AVG_TAPS(oh, ow, ring[h % RING_ROWS * p.W + w] += v;)
+    }
+  }
+  flush_rows(p, ring, out, next, p.H, vgx.w);
 }
 #endif
 
 #if !BAKED
+/* ---- max_pool2d's argmax: window taps and torch's indices --------------------------------- */
+
+/* torch's index h * W + w of each output's argmax tap; a window with no tap inside gets
+ * torch's there: its first row and column past the padding (which may lie outside the input) */
+__kernel void max_pool2d_indices(const Pool p, const int c_last, __global const IDX_T* idx,
+                                 const View4 vi, __global long* out, const View4 vo) {
+  Pos q;
+  if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
+  const int h0 = q.y * SH - PH, w0 = q.x * SW - PW;
+  const int arg = idx[at(vi, q)];
+  const int a = arg == IDX_NONE ? first_tap(h0, DH) : arg / KW;
+  const int b = arg == IDX_NONE ? first_tap(w0, DW) : arg % KW;
+  out[at(vo, q)] = (long)(h0 + a * DH) * p.W + w0 + b * DW;
+}
+
+/* The tap of each output's window that torch's index h * W + w names, or IDX_NONE when it
+ * names none (max_pool2d_with_indices_backward given indices of its own) */
+__kernel void max_pool2d_taps(const Pool p, const int c_last, __global const long* in,
+                              const View4 vin, __global IDX_T* idx, const View4 vi) {
+  Pos q;
+  if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
+  const long e = in[at(vin, q)];
+  const int inside = e >= 0 && e < (long)p.H * p.W;
+  const long h = inside ? e / p.W : 0, w = inside ? e % p.W : 0;
+  const long dh = h - (q.y * SH - PH), dw = w - (q.x * SW - PW);
+  const int tap = inside && dh >= 0 && dh % DH == 0 && dh / DH < KH && dw >= 0 && dw % DW == 0
+                  && dw / DW < KW;
+  idx[at(vi, q)] = tap ? (IDX_T)(dh / DH * KW + dw / DW) : IDX_NONE;
+}
+
 /* ---- adaptive average ----------------------------------------------------------------------- */
 
 inline int start_of(const int o, const int in, const int out) {

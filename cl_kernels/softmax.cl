@@ -179,10 +179,35 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
  * waiting for the one before (four dependent adds: about 12 cycles per vector, more than the
  * exp), and a test of the max per 16 elements (any()) compiled to a branch per lane. */
 #define SM_BLOCK 1024
+#define SM_MAX_BLOCKS 64
+
+/* exp(v) for v <= 0 or NaN, within 2 float32 ulps (0 below -87, where exp leaves the normal
+ * floats): 2^n p(r) for v = n ln 2 + r, |r| <= ln 2 / 2, p of degree 6 (Cephes' expf), n
+ * rounded by adding 1.5 * 2^23 (its low bits are n) and 2^n made in the exponent bits. */
+inline float16 exp_neg16(const float16 v) {
+  const float16 big = v * 1.44269504089f + 12582912.0f;
+  const float16 n = big - 12582912.0f;
+  float16 r = fma(n, (float16)-0.693359375f, v);
+  r = fma(n, (float16)2.12194440e-4f, r);
+#ifdef S16
+  /* 16-bit outputs: degree 4, 1.5e-5 off (a 30th of a float16 ulp) */
+  float16 p = fma((float16)0.0418338265f, r, (float16)0.1674191662f);
+  p = fma(p, r, (float16)0.4999974886f);
+#else
+  float16 p = fma((float16)1.9875691500e-4f, r, (float16)1.3981999507e-3f);
+  p = fma(p, r, (float16)8.3334519073e-3f);
+  p = fma(p, r, (float16)4.1665795894e-2f);
+  p = fma(p, r, (float16)1.6666665459e-1f);
+  p = fma(p, r, (float16)5.0000001201e-1f);
+#endif
+  p = fma(p, r * r, r + 1.0f);
+  const float16 e = p * as_float16((as_int16(big) - 0x4B400000 + 127) << 23);
+  return select(e, (float16)0, v < -87.0f);  /* NaN stays NaN */
+}
 
 /* exp(x - m), 0 for x = -inf (m may be -inf too: -inf - -inf is NaN) */
 inline float16 exp_below(const float16 x, const float16 m) {
-  return select(exp(x - m), (float16)0, x == -INFINITY);
+  return select(exp_neg16(x - m), (float16)0, x == -INFINITY);
 }
 
 /* s - c += v lane by lane: Kahan's sum, c the error (terms no larger than the sum so far) */
@@ -192,13 +217,9 @@ inline void kahan16(float16* s, float16* c, const float16 v) {
   *s = t;
 }
 
-/* The 16 lanes' (m, s + c) over x[b .. b + n) (n a multiple of 16) added to the running ones;
- * a NaN is skipped by fmax, and its exp makes the sum NaN. The block's terms go to four
- * independent Kahan sums (each at most 1, so no larger than a sum that holds any term), which
- * join the running Neumaier sums: plain partial sums lost 2-3 float32 ulps of a row's sum. */
-inline void ms_block16(__global const S* x, const long b, const int n, float16* m, float16* s,
-                       float16* c) {
-  float16 m0 = *m, m1 = *m, m2 = *m, m3 = *m;
+/* The lanes' max of m and x[b .. b + n) (n a multiple of 16), NaN skipped by fmax */
+inline float16 block_max16(__global const S* x, const long b, const int n, const float16 m) {
+  float16 m0 = m, m1 = m, m2 = m, m3 = m;
   int k = 0;
   for (; k + 64 <= n; k += 64) {
     m0 = fmax(m0, VLD16(S, x, b + k));
@@ -207,7 +228,17 @@ inline void ms_block16(__global const S* x, const long b, const int n, float16* 
     m3 = fmax(m3, VLD16(S, x, b + k + 48));
   }
   for (; k < n; k += 16) m0 = fmax(m0, VLD16(S, x, b + k));
-  const float16 bm = fmax(fmax(m0, m1), fmax(m2, m3));
+  return fmax(fmax(m0, m1), fmax(m2, m3));
+}
+
+/* The 16 lanes' (m, s + c) over x[b .. b + n) (n a multiple of 16) added to the running ones;
+ * a NaN is skipped by fmax, and its exp makes the sum NaN. The block's terms go to four
+ * independent Kahan sums (each at most 1, so no larger than a sum that holds any term), which
+ * join the running Neumaier sums: plain partial sums lost 2-3 float32 ulps of a row's sum. */
+inline void ms_block16(__global const S* x, const long b, const int n, float16* m, float16* s,
+                       float16* c) {
+  const float16 bm = block_max16(x, b, n, *m);
+  int k;
   float16 e0 = 0, e1 = 0, e2 = 0, e3 = 0, k0 = 0, k1 = 0, k2 = 0, k3 = 0;
   for (k = 0; k + 64 <= n; k += 64) {
     kahan16(&e0, &k0, exp_below(VLD16(S, x, b + k), bm));
@@ -227,6 +258,110 @@ inline void ms_block16(__global const S* x, const long b, const int n, float16* 
   *m = bm;
 }
 
+/* The largest of v's lanes that is not NaN (-inf when none is, or all are NaN: NaN). NOTE:
+ * through memory, not v.lo and v.hi: Oclgrind's uninitialized-value checks flag those halves
+ * (once per block of 1024 elements or more) */
+inline float hmax16(const float16 v) {
+  float l[16];
+  vstore16(v, 0, l);
+  float m = l[0];
+  for (int i = 1; i < 16; ++i) m = fmax(m, l[i]);
+  return m;
+}
+
+/* A block's sums of exp: compensated for float32 outputs; plain for 16-bit ones, whose blocks'
+ * sums (at most a 64th of a block's terms per sum, 2e-6 off at most) are compensated
+ * across blocks, as float32's */
+#ifdef S16
+#define BLOCK_ADD(e, kc, v) (e) += (v)
+#else
+#define BLOCK_ADD(e, kc, v) kahan16(&(e), &(kc), (v))
+#endif
+
+/* exp(x - bm) kept in y for the scaling pass. bfloat16: rounded to nearest even without
+ * VST16's NaN test (a NaN makes s, so every output of the row, NaN whatever is kept) */
+#ifdef S_BF16
+inline void store_exp_bf16(__global S* y, const long i, const float16 v) {
+  const uint16 u = as_uint16(v);
+  *(__global ushort16_a2*)(y + i) = convert_ushort16((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+#define STORE_EXP(y, i, v) store_exp_bf16(y, i, v)
+#else
+#define STORE_EXP(y, i, v) VST16(S, y, i, v)
+#endif
+
+/* softmax's block [b, b + n) of a row (n a multiple of 16, y's block at yb): its max bm over
+ * all lanes (returned), exp(x - bm) stored to y and summed in four independent Kahan sums per
+ * lane, which join the running Neumaier sums (s + c, of exp(. - m)) as ms_block16's; *m is
+ * the running max (scalar). */
+inline float exp_block16(__global const S* x, const long b, __global S* y, const long yb,
+                         const int n, float* m, float16* s, float16* c) {
+  const float bm = hmax16(block_max16(x, b, n, (float16)(-INFINITY)));
+  /* a block of only -inf (x - bm NaN): zeros */
+  const float16 bmv = bm == -INFINITY ? 0.0f : bm;
+  int k;
+  float16 e0 = 0, e1 = 0, e2 = 0, e3 = 0, k0 = 0, k1 = 0, k2 = 0, k3 = 0;
+#define EXP_STEP(e, kc, o)                                 \
+  {                                                        \
+    const float16 v = exp_neg16(VLD16(S, x, b + k + o) - bmv); \
+    STORE_EXP(y, yb + k + o, v);                           \
+    BLOCK_ADD(e, kc, v);                                   \
+  }
+  for (k = 0; k + 64 <= n; k += 64) {
+    EXP_STEP(e0, k0, 0)
+    EXP_STEP(e1, k1, 16)
+    EXP_STEP(e2, k2, 32)
+    EXP_STEP(e3, k3, 48)
+  }
+  for (; k < n; k += 16) EXP_STEP(e0, k0, 0)
+#undef EXP_STEP
+  /* the running sums and the block's to the larger max (exp(-inf - -inf) is NaN: a max that
+   * stays keeps its scale 1) */
+  const float nm = fmax(*m, bm);
+  const float sr = *m == nm ? 1.0f : exp(*m - nm), sb = bm == nm ? 1.0f : exp(bm - nm);
+  *s *= sr;
+  *c = *c * sr - ((k0 + k1) + (k2 + k3)) * sb;
+  ksum16(s, c, e0 * sb);
+  ksum16(s, c, e1 * sb);
+  ksum16(s, c, e2 * sb);
+  ksum16(s, c, e3 * sb);
+  *m = nm;
+  return bm;
+}
+
+/* softmax (not log) of a row of D16 >= 16 vector elements and D - D16 scalar ones, one exp
+ * per element: each block's exp(x - bm) goes to y as it is summed (exp_block16), then a pass
+ * over y, mostly still in cache, scales block k by exp(bm_k - m) / s. Before, a second exp
+ * per element in place of that scaling made float32 compute-bound: 16-bit rows ran no faster
+ * than float32's. 16-bit outputs are rounded twice (exp(x - bm), then the scaled value):
+ * within an ulp. */
+inline void softmax_row16(__global const S* x, const long xb, __global S* y, const long yb,
+                          const long D, const long D16) {
+  /* blocks of at least SM_BLOCK elements, at most SM_MAX_BLOCKS of them */
+  const long blk = max((long)SM_BLOCK, (D16 + SM_MAX_BLOCKS * 64 - 1) / (SM_MAX_BLOCKS * 64) * 64);
+  float bms[SM_MAX_BLOCKS];
+  float mb = -INFINITY;
+  float16 sv = 0, cv = 0;
+  int nb = 0;
+  for (long d = 0; d < D16; d += blk, ++nb)
+    bms[nb] = exp_block16(x, xb + d, y, yb + d, (int)min(blk, D16 - d), &mb, &sv, &cv);
+  T ls[16], m = mb, s = 0, c = 0;
+  vstore16(sv + cv, 0, ls);
+  for (int l = 0; l < 16; ++l) ksum(&s, &c, ls[l]);
+  s += c;
+  c = 0;
+  for (long d = D16; d < D; ++d) ms_add(&m, &s, &c, LD(S, x, xb + d));
+  s -= c;
+  const T inv = (T)1 / s;
+  nb = 0;
+  for (long d = 0; d < D16; d += blk, ++nb) {
+    const T f = exp(bms[nb] - m) * inv;
+    const long end = min(d + blk, D16);
+    for (long e = d; e < end; e += 16) VST16(S, y, yb + e, VLD16(S, y, yb + e) * f);
+  }
+  for (long d = D16; d < D; ++d) ST(S, y, yb + d, exp(LD(S, x, xb + d) - m) * inv);
+}
+
 __kernel void softmax_fwd_vec16(const long rows, const long D, const long I, const int log_,
                                 __global const S* x, const View3 vx, __global S* y,
                                 const View3 vy) {
@@ -234,6 +369,10 @@ __kernel void softmax_fwd_vec16(const long rows, const long D, const long I, con
   RETURN_PAST_LAST_ROW(r)
   const long xb = row_base(vx, r, I), yb = row_base(vy, r, I);
   const long D16 = D / 16 * 16;
+  if (!log_ && D16 > 0) {
+    softmax_row16(x, xb, y, yb, D, D16);
+    return;
+  }
   float16 mv = -INFINITY, sv = 0, cv = 0;
   for (long d = 0; d < D16; d += SM_BLOCK)
     ms_block16(x, xb + d, (int)min((long)SM_BLOCK, D16 - d), &mv, &sv, &cv);

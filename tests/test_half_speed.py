@@ -256,6 +256,28 @@ def test_softmax_long_rows_match_torch(device, rng, name):
             np.testing.assert_allclose(got[ok], exp[ok], rtol=2 * ulp, atol=ulp)
 
 
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_softmax_rows_of_many_blocks_match_float64(device, rng, name):
+    """softmax_row16's blocks beyond 64 of 1024 elements (D = 66659: 62 blocks of 1088 and a
+    tail of 3), each block's exp(x - its max) kept in y and scaled once the row's max and sum
+    are known: a max that grows from block to block, the max in the last block, a block of only
+    -inf, against float64 within torch's tolerance for the dtype, outputs poisoned first."""
+    D = 64 * 1024 + 16 * 70 + 3
+    x = (rng.standard_normal((4, D)) * 4).astype(np.float32)
+    x[1] = np.sort(x[1])
+    x[2, -2] = 40
+    x[3, 1088:2176] = -np.inf
+    a = ct.from_numpy(x, device=device).to(getattr(ct, name))
+    x64 = a.float().numpy().astype(np.float64)
+    want = np.exp(x64 - x64.max(1, keepdims=True))
+    want /= want.sum(1, keepdims=True)
+    _poison(a.shape, a.dtype, device)
+    got = F.softmax(a, 1).float().numpy()
+    tol = {"float32": (1.3e-6, 1e-5), "float16": (1e-3, 1e-5), "bfloat16": (1.6e-2, 1e-5)}[name]
+    np.testing.assert_allclose(got, want, rtol=tol[0], atol=tol[1])
+    assert abs(got.astype(np.float64).sum(1) - 1).max() < 30 * tol[0]
+
+
 def test_softmax_few_long_rows_spread_over_work_groups(device, rng):
     """On CPUs a launch of few rows takes one row per work-group: PoCL runs a work-group on one
     thread, and 64 rows of 256K elements in one group ran on one core."""

@@ -765,14 +765,21 @@ def _check_max_pool_kernels(device, x, a, g, gn, k, s, p, d, ceil):
     y_ref, idx_ref, gx_ref = ref_max_pool_grad(a, gn, k, s, p, d, ceil)
     fields, out_hw = pool_ops.window("max_pool2d", x, k, s, p, d, ceil)
     _poison_pool(device, 4 * y_ref.size, 4 * y_ref.size)
-    y, idx = pool_ops.max_pool2d(x, fields, out_hw, True)
+    y, taps = pool_ops.max_pool2d(x, fields, out_hw, True)
     np.testing.assert_array_equal(y.numpy(), y_ref.astype(np.float32))
+    assert taps.dtype == cltensor.uint8  # windows of up to 255 taps
+    _poison_pool(device, 8 * y_ref.size)
+    idx = pool_ops.max_pool2d_indices(taps, x.shape, fields)
     inside = idx_ref >= 0  # a window wholly in the padding has no argmax in torch's sense
     np.testing.assert_array_equal(idx.numpy()[inside], idx_ref[inside])
     _poison_pool(device, 4 * a.size)
-    gx = pool_ops.max_pool2d_backward(g, idx, x.shape, pool_ops.layout_of(x), fields)
+    gx = pool_ops.max_pool2d_backward(g, taps, x.shape, pool_ops.layout_of(x), fields)
     assert gx.is_contiguous(pool_ops.layout_of(x))
     assert_close(gx, gx_ref, **F32)
+    # torch's indices back to taps (max_pool2d_with_indices_backward): the same gradient
+    back = pool_ops.max_pool2d_taps(idx, x.shape, fields)
+    assert_close(pool_ops.max_pool2d_backward(g, back, x.shape, pool_ops.layout_of(x), fields),
+                 gx_ref, **F32)
 
 
 def _check_avg_pool_kernels(device, x, a, g, gn, k, s, p, ceil):

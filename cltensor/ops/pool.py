@@ -40,15 +40,16 @@ _INT_MAX = 2**31 - 1
 INT_OFFSETS_BELOW = 2**31
 
 
-def _kernel(device, name, dtype, fields, off):
-    """Kernel `name` for `dtype` and offset type `off`; with the window `fields`, from a build
-    with them as constants that holds only the kernels of name's form."""
-    defines = {"T": ctype_of(dt.compute_dtype(dtype)), "OFF": off}
+def _kernel(device, name, dtype, fields, off, idx_dtype=dt.uint8):
+    """Kernel `name` for `dtype`, offset type `off` and max_pool2d argmax type `idx_dtype`;
+    with the window `fields`, from a build with them as constants that holds only the kernels
+    of name's form."""
+    defines = {"T": ctype_of(dt.compute_dtype(dtype)), "OFF": off, "IDX_T": ctype_of(idx_dtype)}
     if dtype in dt.HALF_TYPES:  # 16-bit data through common.cl's LD/ST, computed in float
         defines.update({"DATA_T": ctype_of(dtype), "DATA_16": None})
     if fields:
         defines.update((f.upper(), v) for f, v in fields.items())
-        defines["FORM_ROWS" if name.endswith(("_rows", "_planes")) else "FORM_ITEMS"] = None
+        defines["FORM_ROWS" if name.endswith(("_rows", "_planes", "_ring")) else "FORM_ITEMS"] = None
     return get_kernel(device, KERNEL_FILE, name, defines)
 
 
@@ -223,8 +224,9 @@ def launch_grid(device, kernel, dims, group, *args):
     launch(device, kernel, *grid(dims, device, group), *args)
 
 
-def _launch(name, written, pool_arg, fields, off, *args):
-    """Kernel `name` (items form) over the elements of `written`, walked in its layout."""
+def _launch(name, written, pool_arg, fields, off, *args, dtype=None, idx_dtype=dt.uint8):
+    """Kernel `name` (items form) over the elements of `written`, walked in its layout, built
+    for data of `dtype` (written's by default)."""
     device = written.device
     if written.numel() == 0:
         return
@@ -232,18 +234,19 @@ def _launch(name, written, pool_arg, fields, off, *args):
     c_last = layout_of(written) == CHANNELS_LAST
     if max(N * C, N * Y) > _INT_MAX:
         raise ValueError(f"pooling: {written.shape} has too many planes for 32-bit indices")
-    launch_grid(device, _kernel(device, name, written.dtype, fields, off),
+    kernel = _kernel(device, name, dtype or written.dtype, fields, off, idx_dtype)
+    launch_grid(device, kernel,
                 (C, X, N * Y) if c_last else (X, Y, N * C), GROUP["cpu" if device.is_cpu else "gpu"],
                 pool_arg, np.int32(c_last), *args)
 
 
-def _launch_rows(name, t, n_items, pool_arg, fields, off, *args):
+def _launch_rows(name, t, n_items, pool_arg, fields, off, *args, idx_dtype=dt.uint8):
     """Kernel `name` (rows form) with n_items work-items, over the rows or planes of t."""
     if n_items == 0:
         return
     if n_items > _INT_MAX:
         raise ValueError(f"pooling: {t.shape} has too many rows for 32-bit indices")
-    launch(t.device, _kernel(t.device, name, t.dtype, fields, off),
+    launch(t.device, _kernel(t.device, name, t.dtype, fields, off, idx_dtype),
            *sizes_1d(t.device, n_items, ROWS_GROUP), pool_arg, *args)
 
 
@@ -260,16 +263,30 @@ def _forward_by_rows(y):
     return _form(y.device) == "rows" and layout_of(y) != CHANNELS_LAST
 
 
-def _backward(name, gx, pool_arg, fields, off, *args):
+def _overlapping(pool_arg):
+    """Whether an input can lie in two windows of the geometry in POOL_T `pool_arg`."""
+    return any((int(pool_arg["k" + a]) - 1) * max(int(pool_arg["d" + a]), 1) + 1
+               > pool_arg["s" + a] for a in "hw")
+
+
+def _backward(name, gx, pool_arg, fields, off, *args, idx_dtype=dt.uint8):
     """Backward kernel `name` into gx in the device's form: one work-item per (n, c) plane
     (rows form: gx must be dense in its layout), or one per element."""
-    # NOTE: the planes form adds into gx, which would round every sum of 16-bit data
-    if _form(gx.device) == "items" or gx.dtype in dt.HALF_TYPES:
-        _launch(name, gx, pool_arg, fields, off, *args)
+    if _form(gx.device) == "items":
+        _launch(name, gx, pool_arg, fields, off, *args, idx_dtype=idx_dtype)
         return
     N, C, _, W = gx.shape
     assert gx.numel() == 0 or gx.strides[2] == W * gx.strides[3], "gx must be dense"
-    _launch_rows(name + "_planes", gx, N * C, pool_arg, fields, off, *args)
+    # NOTE: the planes form adds into gx, which would round every sum of 16-bit data: 16-bit
+    # gradients take it where no input gets two, else the ring form, which sums in float rows
+    # (the items form ran them 4-15x slower than float32's planes on PoCL)
+    if gx.dtype in dt.HALF_TYPES and _overlapping(pool_arg):
+        rows = (int(pool_arg["kh"]) - 1) * max(int(pool_arg["dh"]), 1) + 1
+        ring = ClTensor.empty_on((N * C * rows * W,), dt.float32, gx.device)
+        _launch_rows(name + "_ring", gx, N * C, pool_arg, fields, off, *args, ring.storage.buf,
+                     idx_dtype=idx_dtype)
+        return
+    _launch_rows(name + "_planes", gx, N * C, pool_arg, fields, off, *args, idx_dtype=idx_dtype)
 
 
 def _empty(shape, like_layout, x):
@@ -285,13 +302,22 @@ def _views(off, *tensors):
 POOL_IDX, POOL_RELU = 1, 2
 
 
+def tap_dtype(fields):
+    """The type of max_pool2d's argmax, a tap of the window (pool.cl's IDX_T): the smallest that
+    holds every tap and, as its all-ones value, the mark of a window with no tap inside."""
+    taps = fields["kh"] * fields["kw"]
+    return dt.uint8 if taps <= 255 else dt.int16 if taps <= 2**15 - 1 else dt.int32
+
+
 def max_pool2d(x, fields, out_hw, with_indices, relu=False):
-    """(y, int32 argmax or None) of a 4-d input; relu: y clamped at 0 as it is stored (the
-    argmax is the window's, as relu(max_pool2d(x)) keeps it)."""
+    """(y, argmax or None) of a 4-d input, the argmax as window taps of tap_dtype(fields)
+    (max_pool2d_indices gives torch's); relu: y clamped at 0 as it is stored (the argmax is the
+    window's, as relu(max_pool2d(x)) keeps it)."""
     layout = layout_of(x)
     shape = x.shape[:2] + tuple(out_hw)
     y = _empty(shape, layout, x)
-    idx = ClTensor.empty_on(shape, dt.int32, x.device, layout) if with_indices else y
+    taps = tap_dtype(fields)
+    idx = ClTensor.empty_on(shape, taps, x.device, layout) if with_indices else y
     pool_arg, baked = _pool(x.shape, out_hw, fields), _baked(fields, shape)
     off = _offset_type(x, y, idx)
     flags = (POOL_IDX if with_indices else 0) | (POOL_RELU if relu else 0)
@@ -300,18 +326,41 @@ def max_pool2d(x, fields, out_hw, with_indices, relu=False):
         rows = math.prod(shape[:3])
         per = _rows_per_item(x.device, rows, shape[3])
         _launch_rows("max_pool2d_fwd_rows", y, -(-rows // per), pool_arg, baked, off,
-                     np.int32(flags), np.int32(per), *views)
+                     np.int32(flags), np.int32(per), *views, idx_dtype=taps)
     else:
-        _launch("max_pool2d_fwd", y, pool_arg, baked, off, np.int32(flags), *views)
+        _launch("max_pool2d_fwd", y, pool_arg, baked, off, np.int32(flags), *views,
+                idx_dtype=taps)
     return y, (idx if with_indices else None)
 
 
 def max_pool2d_backward(g, idx, x_shape, layout, fields):
+    """Input gradient of max_pool2d from the output gradient g and its argmax taps idx."""
+    assert idx.dtype == tap_dtype(fields), f"max_pool2d's argmax must be taps, got {idx.dtype}"
     gx = ClTensor.empty_on(x_shape, g.dtype, g.device, layout)
     off = _offset_type(g, idx, gx)
     _backward("max_pool2d_bwd", gx, _pool(x_shape, g.shape[2:], fields), _baked(fields, g.shape),
-              off, *_views(off, g, idx, gx))
+              off, *_views(off, g, idx, gx), idx_dtype=idx.dtype)
     return gx
+
+
+def max_pool2d_indices(idx, x_shape, fields):
+    """torch's int64 indices h * W + w of max_pool2d's argmax taps idx (in idx's layout)."""
+    out = ClTensor.empty_on(idx.shape, dt.int64, idx.device, layout_of(idx))
+    off = _offset_type(idx, out)
+    _launch("max_pool2d_indices", out, _pool(x_shape, idx.shape[2:], fields), None, off,
+            *_views(off, idx, out), dtype=dt.float32, idx_dtype=idx.dtype)
+    return out
+
+
+def max_pool2d_taps(indices, x_shape, fields):
+    """max_pool2d's argmax taps from torch's int64 indices (an index that names no tap of its
+    window marks the window as sending no gradient)."""
+    taps = ClTensor.empty_on(indices.shape, tap_dtype(fields), indices.device,
+                             layout_of(indices))
+    off = _offset_type(indices, taps)
+    _launch("max_pool2d_taps", taps, _pool(x_shape, indices.shape[2:], fields), None, off,
+            *_views(off, indices, taps), dtype=dt.float32, idx_dtype=taps.dtype)
+    return taps
 
 
 def avg_pool2d(x, fields, out_hw, divisor, include_pad):

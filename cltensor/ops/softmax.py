@@ -38,7 +38,9 @@ def _kernel(device, name, dtype, lanes=1):
     """float16/bfloat16 data (softmax_fwd/bwd only) is stored as S, computed as float."""
     defines = {"T": ctype_of(dt.compute_dtype(dtype)), "LANES": lanes}
     if dtype in dt.HALF_TYPES:
-        defines["S"] = ctype_of(dtype)
+        defines.update({"S": ctype_of(dtype), "S16": None})
+        if dtype == dt.bfloat16:
+            defines["S_BF16"] = None
     if _vec16(device, dtype, lanes):
         defines["VEC16"] = None
     return get_kernel(device, KERNEL_FILE, name, defines,

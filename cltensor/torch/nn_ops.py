@@ -13,7 +13,7 @@ from ..conv import function as conv_function
 from ..conv.params import make_params
 from ..ops import activation, pool
 from . import lazy_relu
-from ._backend import aten, int64_from_twin, np_dtype, twin_of, unwrap, wrap
+from ._backend import aten, np_dtype, unwrap, wrap
 from .fallback import cpu_fallback
 from .math_ops import finish, meta_result, operand, with_out, write_into
 
@@ -120,23 +120,23 @@ def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
         return finish(res, out), finish(ind, idx)
     fields, out_hw = pool.window("max_pool2d", x, _ints(kernel_size), _ints(stride),
                                  _ints(padding), _ints(dilation), ceil_mode)
-    res, ind = pool.max_pool2d(x, fields, out_hw, True)  # int32 argmaxes
-    return finish(res, out), finish(int64_from_twin(ind, pool.layout_of(ind)), idx)
+    res, taps = pool.max_pool2d(x, fields, out_hw, True)
+    return finish(res, out), finish(pool.max_pool2d_indices(taps, x.shape, fields), idx)
 
 
 @aten("max_pool2d_with_indices_backward")
 def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
                                      ceil_mode, indices):
     """Each output's gradient goes to the input element its index names (summed where windows
-    share their maximum), by cltensor's pooling backward kernel."""
-    twin = twin_of(indices)  # the forward's int32 indices, not widened yet
-    x, g = unwrap(self), unwrap(grad_output)
-    idx = twin if twin is not None else unwrap(indices).to(cltensor.int32)
+    share their maximum; none where it names no element of the output's window), by
+    cltensor's pooling backward kernel on the window taps the indices name."""
+    x, g, idx = unwrap(self), unwrap(grad_output), unwrap(indices)
     if x.ndim == 3:  # unbatched
         x, g, idx = x.unsqueeze(0), g.unsqueeze(0), idx.unsqueeze(0)
     fields, _ = pool.window("max_pool2d", x, _ints(kernel_size), _ints(stride), _ints(padding),
                             _ints(dilation), ceil_mode)
-    gx = pool.max_pool2d_backward(g, idx, x.shape, pool.layout_of(x), fields)
+    taps = pool.max_pool2d_taps(idx, x.shape, fields)
+    gx = pool.max_pool2d_backward(g, taps, x.shape, pool.layout_of(x), fields)
     return wrap(gx.reshape(tuple(self.shape)))
 
 

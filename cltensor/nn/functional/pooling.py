@@ -29,7 +29,9 @@ class _MaxPool2d(Function):
         y, idx = pool.max_pool2d(x, fields, out_hw, need or return_indices, relu)
         ctx.save_for_backward(idx if need else None, y if need and relu else None)
         ctx.x_shape, ctx.layout, ctx.fields = x.shape, pool.layout_of(x), fields
-        return (y, idx.to(dt.int64)) if return_indices else y
+        if return_indices:  # torch's int64 indices from the window taps kept
+            return y, pool.max_pool2d_indices(idx, x.shape, fields)
+        return y
 
     @staticmethod
     def backward(ctx, g, _g_indices=None):
@@ -37,7 +39,8 @@ class _MaxPool2d(Function):
         if y is not None:
             g = relu_grad(g, y)
         if is_grad_enabled():
-            return _scattered(g, idx, ctx.x_shape), None, None, None, None
+            flat = pool.max_pool2d_indices(idx, ctx.x_shape, ctx.fields)
+            return _scattered(g, flat, ctx.x_shape), None, None, None, None
         gx = pool.max_pool2d_backward(g, idx, ctx.x_shape, ctx.layout, ctx.fields)
         return gx, None, None, None, None
 
