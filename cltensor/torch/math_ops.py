@@ -9,7 +9,7 @@ from torch.utils._pytree import tree_map
 import cltensor
 
 from ..tensor import ClTensor
-from ._backend import aten, cl_device_for, is_opencl, np_dtype, unwrap, wrap
+from ._backend import TO_NUMPY, aten, cl_device_for, is_opencl, np_dtype, unwrap, wrap
 from .factory import to_cl
 from .fallback import cpu_fallback
 
@@ -34,20 +34,23 @@ def to_meta(x):
 
 _META_RESULTS = {}  # (op, operands' metadata) -> Meta result; torch's checks passed for it
 _META_CACHE_SIZE = 4096
+_MISSING = object()
 
 
 def meta_result(op, args, kwargs):
     """op on Meta copies of the tensors: torch's checks, and the result's dtype and shape.
     Results are remembered by the operands' metadata (Meta kernels read nothing else, and many
-    are Python decompositions costing a millisecond); a failing check raises every time."""
-    check_devices(args, kwargs, op)
+    are Python decompositions costing a millisecond); a failing check raises every time. The
+    metadata includes each tensor's device, so a remembered result also passed the device check."""
     try:
-        key = (op, _signature_of(args), _signature_of(tuple(kwargs.items())))
-        hash(key)
+        # NOTE: id(op): aten overloads live as long as torch; hashing one runs Python code
+        key = (id(op), _signature_of(args), _signature_of(tuple(kwargs.items())) if kwargs else ())
+        out = _META_RESULTS.get(key, _MISSING)
     except TypeError:  # an argument without a stable hashable form
-        key = None
-    if key is not None and key in _META_RESULTS:
-        return _META_RESULTS[key]
+        key, out = None, _MISSING
+    if out is not _MISSING:
+        return out
+    check_devices(args, kwargs, op)
     out = op(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
     if key is not None:
         if len(_META_RESULTS) >= _META_CACHE_SIZE:
@@ -56,13 +59,38 @@ def meta_result(op, args, kwargs):
     return out
 
 
+class Plans(dict):
+    """Per-signature decisions of one kernel (its Meta result, cltensor's parameters), keyed by
+    the operands' metadata (signature()); cleared when full. An entry exists only for a
+    signature whose checks all passed once."""
+
+    def __init__(self, size=_META_CACHE_SIZE):
+        super().__init__()
+        self.size = size
+
+    def put(self, key, value):
+        if len(self) >= self.size:
+            self.clear()
+        self[key] = value
+        return value
+
+
+def signature(*args):
+    """The hashable metadata of kernel arguments that plans are keyed by."""
+    return _signature_of(args)
+
+
 def _signature_of(value):
-    """Hashable metadata of an argument tree: tensors by shape, strides, dtype and device."""
+    """Hashable metadata of an argument tree: tensors by shape, strides, dtype and device;
+    other values with their type (True, 1 and 1.0 promote differently)."""
     if isinstance(value, torch.Tensor):
-        return ("T", tuple(value.shape), value.stride(), value.dtype, value.device)
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__,) + tuple(_signature_of(v) for v in value)
-    return (type(value).__name__, value)
+        return (value.shape, value.stride(), value.dtype, value.device)
+    cls = value.__class__
+    if cls is list or cls is tuple:
+        if all(v.__class__ is int for v in value):  # int[] arguments: sizes, strides, dims
+            return (cls, *value)
+        return (cls, None, *map(_signature_of, value))
+    return (cls, value)
 
 
 def check_devices(args, kwargs, op):
@@ -88,7 +116,7 @@ def operand(x, dtype):
     """A ClTensor (or Python number) cast to the computing dtype (a numpy dtype)."""
     if isinstance(x, torch.Tensor):
         cl = unwrap(x) if is_opencl(x) else to_cl(x, None, cl_device_for(None, "operand"))
-        return cl.to(dtype)
+        return cl if cl.dtype is dtype else cl.to(dtype)
     if isinstance(x, (bool, int, float)):
         return {"f": float, "i": int, "b": bool}[dtype.kind](x)
     return x
@@ -119,12 +147,12 @@ def _functional(name, op, fn):
 
 def finish(res, out):
     """res (a ClTensor or number) as an opencl tensor with the Meta result's dtype and shape."""
-    want = np_dtype(out.dtype, "result")
-    if not isinstance(res, ClTensor):
+    want = TO_NUMPY.get(out.dtype) or np_dtype(out.dtype, "result")
+    if res.__class__ is not ClTensor and not isinstance(res, ClTensor):
         res = cltensor.tensor(res, dtype=want, device=cl_device_for(None, "result"))
-    if res.dtype != want:
+    if res.dtype is not want:
         res = res.to(want)
-    if tuple(res.shape) != tuple(out.shape):  # a 0-d result, or a number broadcast to the shape
+    if res.shape != out.shape:  # a 0-d result, or a number broadcast to the shape
         res = (res.reshape(tuple(out.shape)) if res.numel() == out.numel()
                else res.expand(*out.shape).contiguous())
     return wrap(res)
