@@ -107,3 +107,14 @@ def test_max_pool_plans_are_taken_with_torchs_values(monkeypatch):
         F.max_pool2d(xd, 3, 2, 1, ceil_mode=True)
     monkeypatch.undo()
     _close(F.max_pool2d(xd[..., ::2], 2, ceil_mode=True), F.max_pool2d(x[..., ::2], 2, ceil_mode=True))
+
+
+def test_pointwise_and_products_skip_cltensors_autograd_layer(monkeypatch):
+    from cltensor.autograd import engine
+    x, y, m = _randn(3, 4), _randn(3, 4, seed=1), _randn(4, 5, seed=2)
+    xd, yd, md = x.to(OCL), y.to(OCL), m.to(OCL)
+    monkeypatch.setattr(engine, "needs_grad", _refuse)  # what cltensor's autograd layer asks
+    got = [torch.add(xd, yd, alpha=2), torch.relu(xd), xd.mm(md), xd.sum(1)]
+    monkeypatch.undo()
+    for g, want in zip(got, [torch.add(x, y, alpha=2), torch.relu(x), x.mm(m), x.sum(1)]):
+        _close(g, want)

@@ -3,6 +3,8 @@
 torch's Meta kernels run first on the operands' metadata: they raise torch's errors (shapes,
 in-place casts, dtypes) and give the result's dtype and shape; cltensor computes the values.
 """
+import inspect
+
 import torch
 from torch.utils._pytree import tree_map
 
@@ -44,7 +46,7 @@ def meta_result(op, args, kwargs):
     metadata includes each tensor's device, so a remembered result also passed the device check."""
     try:
         # NOTE: id(op): aten overloads live as long as torch; hashing one runs Python code
-        key = (id(op), _signature_of(args), _signature_of(tuple(kwargs.items())) if kwargs else ())
+        key = (id(op), *signature(*args), *(signature(*kwargs.items()) if kwargs else ()))
         out = _META_RESULTS.get(key, _MISSING)
     except TypeError:  # an argument without a stable hashable form
         key, out = None, _MISSING
@@ -76,20 +78,32 @@ class Plans(dict):
 
 
 def signature(*args):
-    """The hashable metadata of kernel arguments that plans are keyed by."""
-    return _signature_of(args)
+    """The hashable metadata of kernel arguments that plans and Meta results are keyed by:
+    tensors by shape, strides, dtype and device, int lists by value, other values with their
+    type (True, 1 and 1.0 promote differently). Flat, as each kernel's arguments have fixed
+    positions and kinds."""
+    key = []
+    add = key.append
+    for v in args:
+        if isinstance(v, torch.Tensor):
+            add(v.shape), add(v.stride()), add(v.dtype), add(v.device)
+            continue
+        cls = v.__class__
+        add(cls)
+        if cls is list or cls is tuple:
+            add(tuple(v) if all(e.__class__ is int for e in v) else tuple(map(_signature_of, v)))
+        else:
+            add(v)
+    return tuple(key)
 
 
 def _signature_of(value):
-    """Hashable metadata of an argument tree: tensors by shape, strides, dtype and device;
-    other values with their type (True, 1 and 1.0 promote differently)."""
+    """signature() of one value, nested lists included."""
     if isinstance(value, torch.Tensor):
         return (value.shape, value.stride(), value.dtype, value.device)
     cls = value.__class__
     if cls is list or cls is tuple:
-        if all(v.__class__ is int for v in value):  # int[] arguments: sizes, strides, dims
-            return (cls, *value)
-        return (cls, None, *map(_signature_of, value))
+        return (cls, *map(_signature_of, value))
     return (cls, value)
 
 
@@ -240,9 +254,15 @@ def _register_out(name, full, op, fn):
     aten(full)(kernel)
 
 
+def raw(name):
+    """cltensor's op `name` without its autograd and autocast layers: the operands here never
+    require grad, and torch applies its own autocast before the kernel runs."""
+    return inspect.unwrap(getattr(cltensor, name))
+
+
 for _name in UNARY + BINARY + TERNARY:
-    register_pointwise(_name, getattr(cltensor, _name))
-register_pointwise("sgn", cltensor.sign)  # sign, for real dtypes (abs's backward uses it)
+    register_pointwise(_name, raw(_name))
+register_pointwise("sgn", raw("sign"))  # sign, for real dtypes (abs's backward uses it)
 
 
 # ---- reductions -------------------------------------------------------------------------------
@@ -267,8 +287,8 @@ def _dim_reduction(name, dim_overload, out_overload, fn):
     aten(f"{name}.{out_overload}")(out_form)
 
 
-_dim_reduction("sum", "dim_IntList", "IntList_out", cltensor.sum)
-_dim_reduction("mean", "dim", "out", cltensor.mean)
+_dim_reduction("sum", "dim_IntList", "IntList_out", raw("sum"))
+_dim_reduction("mean", "dim", "out", raw("mean"))
 
 
 @aten("amax")
@@ -328,7 +348,7 @@ def _same_dtype(name, args):
 
 for _name, _forms in (("mm", ("out",)), ("bmm", ("out",)), ("addmm", ("out", "inplace")),
                       ("baddbmm", ("out", "inplace"))):
-    _products(_name, getattr(cltensor, _name), _forms)
+    _products(_name, raw(_name), _forms)
 
 
 

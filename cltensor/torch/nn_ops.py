@@ -79,7 +79,7 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     if common.is_half(x):
         return finish(F.conv2d(x, w, b, tuple(stride), tuple(padding), tuple(dilation), groups),
                       out)
-    return finish(lazy_relu.convolution(x, w, b, p), out)
+    return wrap(lazy_relu.convolution(x, w, b, p))  # of the Meta result's dtype and shape
 
 
 def _conv_plan(args):
