@@ -114,7 +114,9 @@ def test_pointwise_and_products_skip_cltensors_autograd_layer(monkeypatch):
     x, y, m = _randn(3, 4), _randn(3, 4, seed=1), _randn(4, 5, seed=2)
     xd, yd, md = x.to(OCL), y.to(OCL), m.to(OCL)
     monkeypatch.setattr(engine, "needs_grad", _refuse)  # what cltensor's autograd layer asks
-    got = [torch.add(xd, yd, alpha=2), torch.relu(xd), xd.mm(md), xd.sum(1)]
+    got = [torch.add(xd, yd, alpha=2), torch.relu(xd), xd.mm(md), xd.sum(1), torch.cat([xd, yd]),
+           xd.index_select(1, torch.tensor([2, 0]).to(OCL))]
     monkeypatch.undo()
-    for g, want in zip(got, [torch.add(x, y, alpha=2), torch.relu(x), x.mm(m), x.sum(1)]):
+    for g, want in zip(got, [torch.add(x, y, alpha=2), torch.relu(x), x.mm(m), x.sum(1),
+                             torch.cat([x, y]), x.index_select(1, torch.tensor([2, 0]))]):
         _close(g, want)

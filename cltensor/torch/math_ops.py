@@ -361,6 +361,9 @@ def masked_select(self, mask):
 
 
 # ---- joining and selecting --------------------------------------------------------------------
+_cat, _index_select = raw("cat"), raw("index_select")
+
+
 @aten("cat")
 def cat(tensors, dim=0):
     out = meta_result(torch.ops.aten.cat.default, (tensors, dim), {})
@@ -369,7 +372,7 @@ def cat(tensors, dim=0):
     parts = [operand(t, dtype) for t in tensors if not (t.dim() == 1 and t.numel() == 0)]
     if out.numel() == 0 or not parts:
         return finish(ClTensor.empty_on(tuple(out.shape), dtype, cl_device_for(None, "cat")), out)
-    return finish(cltensor.cat(parts, dim), out)
+    return finish(_cat(parts, dim), out)
 
 
 @aten("cat.out")
@@ -382,7 +385,7 @@ def cat_out(tensors, dim=0, *, out):
 def index_select(self, dim, index):
     out = meta_result(torch.ops.aten.index_select.default, (self, dim, index), {})
     idx = unwrap(index) if is_opencl(index) else operand(index, np_dtype(index.dtype, "index"))
-    return finish(cltensor.index_select(unwrap(self), dim, idx), out)
+    return finish(_index_select(unwrap(self), dim, idx), out)
 
 
 @aten("index.Tensor")
