@@ -199,7 +199,7 @@ def _indexed_placeholder(dtype, index):
 def restride(t, cl):
     """Make wrapper t (and every tensor sharing its storage) use cl's buffer; t takes cl's sizes,
     strides and offset."""
-    if tuple(t.shape) != cl.shape or tuple(t.stride()) != cl.strides or t.storage_offset() != cl.offset:
+    if t.stride() != cl.strides or t.shape != cl.shape or t.storage_offset() != cl.offset:
         if t.untyped_storage().resizable():
             _SET_.redispatch(_META, t, t.untyped_storage(), cl.offset, list(cl.shape),
                              list(cl.strides))
