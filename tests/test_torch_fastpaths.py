@@ -49,6 +49,22 @@ def test_meta_memo_keeps_the_device_check_and_scalar_types():
         _close(xd + scalar, torch.arange(6).reshape(2, 3) + scalar)
 
 
+def test_meta_memo_keeps_in_place_out_and_mixed_dtype_rules():
+    x, y = _randn(2, 3), _randn(2, 3, seed=1)
+    xi = torch.arange(6, dtype=torch.int32).reshape(2, 3)
+    xd, yd, xid = x.to(OCL), y.to(OCL), xi.to(OCL)
+    for _ in range(2):  # a failing check is never remembered: it raises every time
+        with pytest.raises(RuntimeError, match="can't be cast|not possible"):
+            xid.add_(yd)
+    _close(xid + yd, xi + y)  # int32 + float32 promotes, as on the CPU
+    out = torch.empty(2, 3, device=OCL)
+    for _ in range(2):
+        torch.add(xd, yd, out=out)
+        _close(out, x + y)
+    xd.mul_(yd)
+    _close(xd, x * y)
+
+
 def _conv_operands(seed=0):
     return _randn(2, 3, 7, 7, seed=seed), _randn(4, 3, 3, 3, seed=seed + 1), _randn(4, seed=seed)
 
