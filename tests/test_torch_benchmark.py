@@ -23,3 +23,16 @@ def test_framework_torch_opencl_row(device, tmp_path):
     assert row["torch_opencl"]["output_rel_error"] < 1e-4
     assert row["torch_opencl"]["fallback_ops"] == []  # the step all on the device
     assert "| small | 2 | torch_opencl |" in md.read_text()
+
+
+@pytest.mark.usefixtures("small_model")
+def test_torch_device_script_reports_the_main_threads_cpu(device, tmp_path, capsys):
+    """benchmarks/torch_device.py --thread-cpu: the main thread's CPU per step, each way."""
+    from test_benchmark_scripts import script
+    out = tmp_path / "td.json"
+    script("torch_device").main(["--model", "small", "--batch", "1", "--reps", "2", "--device",
+                                 device.index, "--thread-cpu", "--json", str(out)])
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["ref_thread"] > 0 and row["ours_thread"] > 0
+    assert row["thread"] == pytest.approx(row["ours_thread"] / row["ref_thread"])
+    assert "main thread CPU" in capsys.readouterr().out

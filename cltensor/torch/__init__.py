@@ -29,9 +29,12 @@ class _Hooks(torch._C._acc.PrivateUse1Hooks):
         return True
 
 
+_PRIVATE_USE1 = torch._C._autograd.DeviceType.PrivateUse1
+
+
 class _Guard(torch._C._acc.DeviceGuard):
-    def type_(self):
-        return torch._C._autograd.DeviceType.PrivateUse1
+    def type_(self):  # asked by torch's C++ several times per aten call
+        return _PRIVATE_USE1
 
 
 _has_storage = torch._C._has_storage

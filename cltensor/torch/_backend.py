@@ -106,7 +106,9 @@ def _naming(error, name):
 def _first_index(args):
     """The device index of the first opencl tensor among args (or in a leading list)."""
     for a in args:
-        if isinstance(a, (list, tuple)) and a:
+        if a.__class__ is list or a.__class__ is tuple:
+            if not a:
+                continue
             a = a[0]
         if isinstance(a, torch.Tensor):
             device = a.device
@@ -178,12 +180,12 @@ def cl_device_for(device, op):
 # storage is: every tensor sharing it (views, autograd's saved shallow copies) finds it there.
 def wrap(cl):
     """A torch tensor on "opencl" whose sizes, strides and storage offset are cl's."""
-    if not isinstance(cl, ClTensor):
+    if cl.__class__ is not ClTensor and not isinstance(cl, ClTensor):
         raise TypeError(f"opencl: expected a ClTensor, got {type(cl).__name__}")
-    index = index_of(cl.device)
-    if index == 0:
-        return restride(torch._C._acc.create_empty_tensor(list(cl.shape), TO_TORCH[cl.dtype]), cl)
-    return restride(_indexed_placeholder(TO_TORCH[cl.dtype], index), cl)
+    device = cl.device
+    if device is cl_device.default_device() or index_of(device) == 0:  # opencl:0
+        return restride(torch._C._acc.create_empty_tensor(cl.shape, TO_TORCH[cl.dtype]), cl)
+    return restride(_indexed_placeholder(TO_TORCH[cl.dtype], index_of(device)), cl)
 
 
 def _indexed_placeholder(dtype, index):
@@ -197,7 +199,7 @@ def _indexed_placeholder(dtype, index):
 def restride(t, cl):
     """Make wrapper t (and every tensor sharing its storage) use cl's buffer; t takes cl's sizes,
     strides and offset."""
-    if tuple(t.shape) != cl.shape or tuple(t.stride()) != cl.strides or t.storage_offset() != cl.offset:
+    if t.stride() != cl.strides or t.shape != cl.shape or t.storage_offset() != cl.offset:
         if t.untyped_storage().resizable():
             _SET_.redispatch(_META, t, t.untyped_storage(), cl.offset, list(cl.shape),
                              list(cl.strides))
@@ -217,41 +219,14 @@ def empty_wrapper(shape, dtype):
 
 def unwrap(t):
     """The ClTensor view that an "opencl" torch tensor describes."""
-    dtype = np_dtype(t.dtype, "opencl")  # a zero-element placeholder may have any dtype
+    dtype = TO_NUMPY.get(t.dtype) or np_dtype(t.dtype, "opencl")  # zero-element: any dtype
     storage = getattr(t.untyped_storage(), "_cl_storage", None)
     if _PENDING and _PENDING[0].holds(storage):
         settle_pending()
-    if getattr(storage, "int32_twin", None) is not None:
-        fill_from_twin(storage)
     if storage is None:
         raise RuntimeError(f"opencl: a tensor on {t.device} carries no device data (was it made "
                            f"outside cltensor.torch?)")
-    return ClTensor(storage, tuple(t.shape), tuple(t.stride()), t.storage_offset(), dtype)
-
-
-def int64_from_twin(twin, memory_format):
-    """An int64 ClTensor like int32 twin (dense in memory_format) whose values stay in twin
-    until something reads them (unwrap): max pooling's indices, which torch keeps for the
-    pooling backward only, and that reads the twin."""
-    wide = ClTensor.empty_on(twin.shape, dt.int64, twin.device, memory_format)
-    if wide.strides != twin.strides or twin.offset != 0:
-        return twin.to(dt.int64)
-    wide.storage.int32_twin = twin
-    return wide
-
-
-def fill_from_twin(storage):
-    twin, storage.int32_twin = storage.int32_twin, None
-    ClTensor(storage, twin.shape, twin.strides, 0, dt.int64).copy_(twin)
-
-
-def twin_of(t):
-    """The int32 twin holding opencl int64 tensor t's values, when t is exactly its view."""
-    twin = getattr(getattr(t.untyped_storage(), "_cl_storage", None), "int32_twin", None)
-    if twin is not None and tuple(t.shape) == twin.shape and tuple(t.stride()) == twin.strides \
-            and t.storage_offset() == 0:
-        return twin
-    return None
+    return ClTensor(storage, t.shape, t.stride(), t.storage_offset(), dtype)
 
 
 def is_opencl(t):

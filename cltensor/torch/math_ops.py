@@ -3,13 +3,15 @@
 torch's Meta kernels run first on the operands' metadata: they raise torch's errors (shapes,
 in-place casts, dtypes) and give the result's dtype and shape; cltensor computes the values.
 """
+import inspect
+
 import torch
 from torch.utils._pytree import tree_map
 
 import cltensor
 
 from ..tensor import ClTensor
-from ._backend import aten, cl_device_for, is_opencl, np_dtype, unwrap, wrap
+from ._backend import TO_NUMPY, aten, cl_device_for, is_opencl, np_dtype, unwrap, wrap
 from .factory import to_cl
 from .fallback import cpu_fallback
 
@@ -34,20 +36,23 @@ def to_meta(x):
 
 _META_RESULTS = {}  # (op, operands' metadata) -> Meta result; torch's checks passed for it
 _META_CACHE_SIZE = 4096
+_MISSING = object()
 
 
 def meta_result(op, args, kwargs):
     """op on Meta copies of the tensors: torch's checks, and the result's dtype and shape.
     Results are remembered by the operands' metadata (Meta kernels read nothing else, and many
-    are Python decompositions costing a millisecond); a failing check raises every time."""
-    check_devices(args, kwargs, op)
+    are Python decompositions costing a millisecond); a failing check raises every time. The
+    metadata includes each tensor's device, so a remembered result also passed the device check."""
     try:
-        key = (op, _signature_of(args), _signature_of(tuple(kwargs.items())))
-        hash(key)
+        # NOTE: id(op): aten overloads live as long as torch; hashing one runs Python code
+        key = (id(op), *signature(*args), *(signature(*kwargs.items()) if kwargs else ()))
+        out = _META_RESULTS.get(key, _MISSING)
     except TypeError:  # an argument without a stable hashable form
-        key = None
-    if key is not None and key in _META_RESULTS:
-        return _META_RESULTS[key]
+        key, out = None, _MISSING
+    if out is not _MISSING:
+        return out
+    check_devices(args, kwargs, op)
     out = op(*tree_map(to_meta, args), **tree_map(to_meta, kwargs))
     if key is not None:
         if len(_META_RESULTS) >= _META_CACHE_SIZE:
@@ -56,13 +61,50 @@ def meta_result(op, args, kwargs):
     return out
 
 
+class Plans(dict):
+    """Per-signature decisions of one kernel (its Meta result, cltensor's parameters), keyed by
+    the operands' metadata (signature()); cleared when full. An entry exists only for a
+    signature whose checks all passed once."""
+
+    def __init__(self, size=_META_CACHE_SIZE):
+        super().__init__()
+        self.size = size
+
+    def put(self, key, value):
+        if len(self) >= self.size:
+            self.clear()
+        self[key] = value
+        return value
+
+
+def signature(*args):
+    """The hashable metadata of kernel arguments that plans and Meta results are keyed by:
+    tensors by shape, strides, dtype and device, int lists by value, other values with their
+    type (True, 1 and 1.0 promote differently). Flat, as each kernel's arguments have fixed
+    positions and kinds."""
+    key = []
+    add = key.append
+    for v in args:
+        if isinstance(v, torch.Tensor):
+            add(v.shape), add(v.stride()), add(v.dtype), add(v.device)
+            continue
+        cls = v.__class__
+        add(cls)
+        if cls is list or cls is tuple:
+            add(tuple(v) if all(e.__class__ is int for e in v) else tuple(map(_signature_of, v)))
+        else:
+            add(v)
+    return tuple(key)
+
+
 def _signature_of(value):
-    """Hashable metadata of an argument tree: tensors by shape, strides, dtype and device."""
+    """signature() of one value, nested lists included."""
     if isinstance(value, torch.Tensor):
-        return ("T", tuple(value.shape), value.stride(), value.dtype, value.device)
-    if isinstance(value, (list, tuple)):
-        return (type(value).__name__,) + tuple(_signature_of(v) for v in value)
-    return (type(value).__name__, value)
+        return (value.shape, value.stride(), value.dtype, value.device)
+    cls = value.__class__
+    if cls is list or cls is tuple:
+        return (cls, *map(_signature_of, value))
+    return (cls, value)
 
 
 def check_devices(args, kwargs, op):
@@ -88,7 +130,7 @@ def operand(x, dtype):
     """A ClTensor (or Python number) cast to the computing dtype (a numpy dtype)."""
     if isinstance(x, torch.Tensor):
         cl = unwrap(x) if is_opencl(x) else to_cl(x, None, cl_device_for(None, "operand"))
-        return cl.to(dtype)
+        return cl if cl.dtype is dtype else cl.to(dtype)
     if isinstance(x, (bool, int, float)):
         return {"f": float, "i": int, "b": bool}[dtype.kind](x)
     return x
@@ -119,12 +161,12 @@ def _functional(name, op, fn):
 
 def finish(res, out):
     """res (a ClTensor or number) as an opencl tensor with the Meta result's dtype and shape."""
-    want = np_dtype(out.dtype, "result")
-    if not isinstance(res, ClTensor):
+    want = TO_NUMPY.get(out.dtype) or np_dtype(out.dtype, "result")
+    if res.__class__ is not ClTensor and not isinstance(res, ClTensor):
         res = cltensor.tensor(res, dtype=want, device=cl_device_for(None, "result"))
-    if res.dtype != want:
+    if res.dtype is not want:
         res = res.to(want)
-    if tuple(res.shape) != tuple(out.shape):  # a 0-d result, or a number broadcast to the shape
+    if res.shape != out.shape:  # a 0-d result, or a number broadcast to the shape
         res = (res.reshape(tuple(out.shape)) if res.numel() == out.numel()
                else res.expand(*out.shape).contiguous())
     return wrap(res)
@@ -212,9 +254,15 @@ def _register_out(name, full, op, fn):
     aten(full)(kernel)
 
 
+def raw(name):
+    """cltensor's op `name` without its autograd and autocast layers: the operands here never
+    require grad, and torch applies its own autocast before the kernel runs."""
+    return inspect.unwrap(getattr(cltensor, name))
+
+
 for _name in UNARY + BINARY + TERNARY:
-    register_pointwise(_name, getattr(cltensor, _name))
-register_pointwise("sgn", cltensor.sign)  # sign, for real dtypes (abs's backward uses it)
+    register_pointwise(_name, raw(_name))
+register_pointwise("sgn", raw("sign"))  # sign, for real dtypes (abs's backward uses it)
 
 
 # ---- reductions -------------------------------------------------------------------------------
@@ -239,8 +287,8 @@ def _dim_reduction(name, dim_overload, out_overload, fn):
     aten(f"{name}.{out_overload}")(out_form)
 
 
-_dim_reduction("sum", "dim_IntList", "IntList_out", cltensor.sum)
-_dim_reduction("mean", "dim", "out", cltensor.mean)
+_dim_reduction("sum", "dim_IntList", "IntList_out", raw("sum"))
+_dim_reduction("mean", "dim", "out", raw("mean"))
 
 
 @aten("amax")
@@ -300,7 +348,7 @@ def _same_dtype(name, args):
 
 for _name, _forms in (("mm", ("out",)), ("bmm", ("out",)), ("addmm", ("out", "inplace")),
                       ("baddbmm", ("out", "inplace"))):
-    _products(_name, getattr(cltensor, _name), _forms)
+    _products(_name, raw(_name), _forms)
 
 
 
@@ -313,6 +361,9 @@ def masked_select(self, mask):
 
 
 # ---- joining and selecting --------------------------------------------------------------------
+_cat, _index_select = raw("cat"), raw("index_select")
+
+
 @aten("cat")
 def cat(tensors, dim=0):
     out = meta_result(torch.ops.aten.cat.default, (tensors, dim), {})
@@ -321,7 +372,7 @@ def cat(tensors, dim=0):
     parts = [operand(t, dtype) for t in tensors if not (t.dim() == 1 and t.numel() == 0)]
     if out.numel() == 0 or not parts:
         return finish(ClTensor.empty_on(tuple(out.shape), dtype, cl_device_for(None, "cat")), out)
-    return finish(cltensor.cat(parts, dim), out)
+    return finish(_cat(parts, dim), out)
 
 
 @aten("cat.out")
@@ -334,7 +385,7 @@ def cat_out(tensors, dim=0, *, out):
 def index_select(self, dim, index):
     out = meta_result(torch.ops.aten.index_select.default, (self, dim, index), {})
     idx = unwrap(index) if is_opencl(index) else operand(index, np_dtype(index.dtype, "index"))
-    return finish(cltensor.index_select(unwrap(self), dim, idx), out)
+    return finish(_index_select(unwrap(self), dim, idx), out)
 
 
 @aten("index.Tensor")

@@ -15,7 +15,7 @@ from ..ops import activation, pool
 from . import lazy_relu
 from ._backend import aten, np_dtype, unwrap, wrap
 from .fallback import cpu_fallback
-from .math_ops import finish, meta_result, operand, with_out, write_into
+from .math_ops import Plans, finish, meta_result, operand, signature, with_out, write_into
 
 _aten = torch.ops.aten
 _REDUCTIONS = {0: "none", 1: "mean", 2: "sum"}
@@ -61,34 +61,63 @@ def _conv2d_form(input, transposed, output_padding):
     return input.dim() == 4 and not transposed and not any(output_padding)
 
 
+_CONV_PLANS = Plans()  # signature -> (Meta result, ConvParams; None: no cltensor form)
+
+
 @aten("convolution")
 def convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     args = (input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
-    if not _conv2d_form(input, transposed, output_padding):
+    key = signature(*args)
+    plan = _CONV_PLANS.get(key)
+    if plan is None:  # torch's and cltensor's checks, once per signature
+        plan = _CONV_PLANS.put(key, _conv_plan(args))
+    out, p = plan
+    if p is None:
         return cpu_fallback(_aten.convolution.default, *args)
-    out = meta_result(_aten.convolution.default, args, {})
     x, w = unwrap(input), unwrap(weight)
+    b = None if bias is None else unwrap(bias)
     if common.is_half(x):
-        return finish(F.conv2d(x, w, _opt(bias), tuple(stride), tuple(padding), tuple(dilation),
-                               groups), out)
-    p = make_params(x, w, _opt(bias), tuple(stride), tuple(padding), tuple(dilation), groups)
-    return finish(lazy_relu.convolution(x, w, _opt(bias), p), out)
+        return finish(F.conv2d(x, w, b, tuple(stride), tuple(padding), tuple(dilation), groups),
+                      out)
+    return wrap(lazy_relu.convolution(x, w, b, p))  # of the Meta result's dtype and shape
+
+
+def _conv_plan(args):
+    input, weight, bias, stride, padding, dilation, transposed, output_padding, groups = args
+    if not _conv2d_form(input, transposed, output_padding):
+        return None, None
+    out = meta_result(_aten.convolution.default, args, {})
+    return out, make_params(unwrap(input), unwrap(weight), _opt(bias), tuple(stride),
+                            tuple(padding), tuple(dilation), groups)
+
+
+_CONV_BACKWARD_PLANS = Plans()  # signature -> the ConvParams of the float32/64 operands
 
 
 @aten("convolution_backward")
 def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding, dilation,
                          transposed, output_padding, groups, output_mask):
-    if not _conv2d_form(input, transposed, output_padding):
-        return cpu_fallback(_aten.convolution_backward.default, grad_output, input, weight, bias_sizes,
-                            stride, padding, dilation, transposed, output_padding, groups, output_mask)
+    args = (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+            output_padding, groups, output_mask)
+    key = signature(*args)
+    p = _CONV_BACKWARD_PLANS.get(key)
+    if p is None and not _conv2d_form(input, transposed, output_padding):
+        return cpu_fallback(_aten.convolution_backward.default, *args)
     operands = (unwrap(input), unwrap(weight), unwrap(grad_output))
     dtypes = [t.dtype for t in operands]  # of the input, weight and bias gradients
     # the backward kernels read 32- or 64-bit floats: 16-bit operands go through float32 copies
     x, w, g = (t.to(dt.float32) if common.is_half(t) else t for t in operands)
+    if p is None:
+        p = _CONV_BACKWARD_PLANS.put(key, make_params(x, w, None, tuple(stride), tuple(padding),
+                                                      tuple(dilation), groups))
     # cltensor's own backward passes (each by its dispatched algorithm), no forward recomputed
-    p = make_params(x, w, None, tuple(stride), tuple(padding), tuple(dilation), groups)
     grads = conv_function.backward(x, w, g, p, "auto", *map(bool, output_mask))
-    return tuple(None if r is None else wrap(r.to(d).contiguous()) for r, d in zip(grads, dtypes))
+    return tuple(None if r is None else wrap(_as(r, d)) for r, d in zip(grads, dtypes))
+
+
+def _as(t, dtype):
+    """t in dtype, dense."""
+    return (t if t.dtype is dtype else t.to(dtype)).contiguous()
 
 
 # ---- activations and pooling ------------------------------------------------------------------
@@ -109,19 +138,40 @@ def threshold_backward_out(grad_output, self, threshold, *, grad_input):
     return write_into(grad_input, threshold_backward(grad_output, self, threshold))
 
 
+_POOL_PLANS = Plans()  # signature -> (Meta results, pooling fields, output size)
+
+
 @aten("max_pool2d_with_indices")
 def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
     args = (self, kernel_size, stride, padding, dilation, ceil_mode)
-    out, idx = meta_result(_aten.max_pool2d_with_indices.default, args, {})
+    key = signature(*args)
+    plan = _POOL_PLANS.get(key)
+    if plan is None:
+        plan = _POOL_PLANS.put(key, _pool_plan(args))
+    (out, idx), fields, out_hw = plan
     x = unwrap(self)
-    if x.ndim != 4:  # unbatched
+    if fields is None:  # unbatched
         res, ind = F.max_pool2d(x, _ints(kernel_size), _ints(stride) or None, _ints(padding),
                                 _ints(dilation), ceil_mode, return_indices=True)
         return finish(res, out), finish(ind, idx)
-    fields, out_hw = pool.window("max_pool2d", x, _ints(kernel_size), _ints(stride),
-                                 _ints(padding), _ints(dilation), ceil_mode)
     res, taps = pool.max_pool2d(x, fields, out_hw, True)
     return finish(res, out), finish(pool.max_pool2d_indices(taps, x.shape, fields), idx)
+
+
+def _pool_plan(args):
+    self, kernel_size, stride, padding, dilation, ceil_mode = args
+    metas = meta_result(_aten.max_pool2d_with_indices.default, args, {})
+    if self.dim() != 4:
+        return metas, None, None
+    return (metas, *_window(self, kernel_size, stride, padding, dilation, ceil_mode))
+
+
+def _window(x, kernel_size, stride, padding, dilation, ceil_mode):
+    return pool.window("max_pool2d", x, _ints(kernel_size), _ints(stride), _ints(padding),
+                       _ints(dilation), ceil_mode)
+
+
+_POOL_BACKWARD_PLANS = Plans()  # (input shape, window arguments) -> pooling fields
 
 
 @aten("max_pool2d_with_indices_backward")
@@ -133,8 +183,11 @@ def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pad
     x, g, idx = unwrap(self), unwrap(grad_output), unwrap(indices)
     if x.ndim == 3:  # unbatched
         x, g, idx = x.unsqueeze(0), g.unsqueeze(0), idx.unsqueeze(0)
-    fields, _ = pool.window("max_pool2d", x, _ints(kernel_size), _ints(stride), _ints(padding),
-                            _ints(dilation), ceil_mode)
+    key = signature(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    fields = _POOL_BACKWARD_PLANS.get(key)
+    if fields is None:
+        fields = _POOL_BACKWARD_PLANS.put(key, _window(x, kernel_size, stride, padding, dilation,
+                                                       ceil_mode)[0])
     taps = pool.max_pool2d_taps(idx, x.shape, fields)
     gx = pool.max_pool2d_backward(g, taps, x.shape, pool.layout_of(x), fields)
     return wrap(gx.reshape(tuple(self.shape)))
