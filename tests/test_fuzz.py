@@ -1,12 +1,12 @@
 """Property-based fuzzing of conv2d and pooling parameters against the float64 references of
-test_conv.py and test_nn_functional.py: forward and gradients where the parameters are valid,
+test_conv.py and test_nn_pooling.py: forward and gradients where the parameters are valid,
 a ValueError naming the problem where they are not. A fixed budget (max_examples) per test."""
 import numpy as np
 import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 from test_conv import ref_conv
-from test_nn_functional import ref_avg_pool, ref_pool_size
+from test_nn_pooling import ref_avg_pool, ref_pool_size
 
 import cltensor
 import cltensor.nn.functional as F

@@ -1,6 +1,7 @@
 """matmul, mm, bmm, mv, dot, addmm, baddbmm, outer against numpy in float64, on every device
 and with every GEMM family forced in turn (direct, tiled, packed, xgemm: cltensor/ops/gemm/).
-The GEMM engine's own tests (epilogue, error bounds, database, tuner) are in test_gemm.py."""
+The GEMM engine's own tests are in test_gemm.py (epilogue, error bounds), test_gemm_families.py
+and test_gemm_tuning.py (database, tuner)."""
 import zlib
 
 import numpy as np
