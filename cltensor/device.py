@@ -50,6 +50,14 @@ class _Capturing(threading.local):
 capturing = _Capturing()
 
 
+class _Watching(threading.local):
+    fresh = None  # while program.record() runs in this thread: the Storages allocated since
+    foreign = False  # set when this thread enqueued a copy or fill meanwhile (not replayable)
+
+
+watching = _Watching()
+
+
 @dataclass(frozen=True)
 class Description:
     """What a device reports that kernel defaults depend on (cltensor/defaults.py). It has
@@ -169,6 +177,8 @@ class Device:
         """command(queue, *args, **kwargs) under launch_lock, so that it goes to the current
         queue (copies and fills; pass is_blocking=False and wait on the event outside); inside
         a graph capture, captured or refused (cltensor.graphs) and not run."""
+        if watching.fresh is not None:
+            watching.foreign = True
         if capturing.graph is not None:
             return capturing.graph._enqueue(self, command, args, kwargs)
         with self.launch_lock:
@@ -294,6 +304,9 @@ class Storage:
         self.buf = device.allocate(nbytes) if graph is None else \
             graph._allocate(device, nbytes, self)
         self._version = 0
+        fresh = watching.fresh
+        if fresh is not None:
+            fresh.append(self)
 
     @property
     def version(self):

@@ -24,7 +24,7 @@ import pyopencl.characterize as cl_characterize
 
 from . import caches, pocl_cache, profiler
 from . import dtypes as dt
-from .device import capturing
+from .device import Storage, capturing, watching
 from .diskfiles import private_dirs, warn_once, write_atomic
 
 _HERE = Path(__file__).resolve().parent
@@ -407,23 +407,38 @@ def launch_pieces(gsize, lsize):
 
 
 class _ThreadState(threading.local):
-    recording = None  # while record() runs in this thread: its list of launches
+    recording = None  # while record() runs in this thread: its Recording
 
 
 _state = _ThreadState()
+
+
+class Recording(list):
+    """record()'s launches, in order, with the Storages allocated in the block (fresh) and
+    whether the block enqueued a copy or fill itself (foreign), once the block has ended."""
+
+    fresh = ()
+    foreign = False
+
+
+def recording():
+    """Whether this thread is inside record()."""
+    return _state.recording is not None
 
 
 @contextlib.contextmanager
 def record():
     """Collect the launches this thread makes inside the block, in order, as Replay.make takes
     them (other threads' launches are not theirs to replay). Only launch() records: a block
-    that also enqueues copies or fills itself cannot be replayed."""
+    that also enqueues copies or fills itself is marked foreign and cannot be replayed."""
     assert _state.recording is None, "program.record: already recording in this thread"
-    _state.recording = []
+    out = _state.recording = Recording()
+    watching.fresh, watching.foreign = [], False
     try:
-        yield _state.recording
+        yield out
     finally:
-        _state.recording = None
+        out.fresh, out.foreign = watching.fresh, watching.foreign
+        _state.recording = watching.fresh = None
 
 
 class Replay:
@@ -433,20 +448,27 @@ class Replay:
     tunables that choose kernels) replays them for the next call with that key: the host work
     that chose the kernels, sizes and arguments is skipped (Winograd's three launches on the
     H200's host: about 90 us of Python for kernels of 0.1 ms). Only buffers change: the
-    caller's tensors and scratch it allocates again.
+    caller's tensors, and scratch the block allocated, which each replay allocates again.
     """
 
-    def __init__(self, launches):
+    def __init__(self, launches, scratch=()):
         self.launches = launches  # [(kernel, global, local, arguments, ((position, role), ...))]
+        self.scratch = scratch  # bytes of each scratch buffer; role ("scratch", i) is the i-th
 
     @classmethod
     def make(cls, launches, roles):
         """A Replay of record()'s launches, each buffer argument replaced by its role in
-        `roles` ({role: buffer}); None when an argument is a buffer outside roles (scratch or
-        a cache of its own, which a replay could not know) or one buffer plays two roles."""
+        `roles` ({role: buffer}) or, for a buffer allocated inside the block, by a scratch
+        role; None when an argument is another buffer (a cache of its own, which a replay
+        could not know), one buffer plays two roles, or the block enqueued copies or fills."""
         by_id = {id(buf): role for role, buf in roles.items()}
-        if len(by_id) != len(roles):
+        if len(by_id) != len(roles) or launches.foreign:
             return None
+        scratch = []
+        for storage in launches.fresh:
+            if storage.buf is not None and id(storage.buf) not in by_id:
+                by_id[id(storage.buf)] = ("scratch", len(scratch))
+                scratch.append(storage.nbytes)
         out = []
         for kernel, gsize, lsize, args in launches:
             args, slots = list(args), []
@@ -457,10 +479,14 @@ class Replay:
                     slots.append((i, by_id[id(a)]))
                     args[i] = None  # NOTE: holding the recorded buffers would keep them alive
             out.append((kernel, gsize, lsize, args, tuple(slots)))
-        return cls(out)
+        return cls(out, tuple(scratch))
 
     def __call__(self, device, buffers):
-        """Enqueue the launches with buffers[role] in each role's places."""
+        """Enqueue the launches with buffers[role] in each role's places (`buffers` gains the
+        scratch roles, each a fresh buffer)."""
+        held = [Storage(device, nbytes) for nbytes in self.scratch]
+        for i, storage in enumerate(held):
+            buffers["scratch", i] = storage.buf
         for kernel, gsize, lsize, template, slots in self.launches:
             args = template.copy()
             for i, role in slots:
