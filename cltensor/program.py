@@ -374,14 +374,16 @@ def launch(device, kernel, global_size, local_size, *args):
     gsize = tuple(global_size)
     outer = len(gsize) - 1
     if outer == 0 or gsize[outer] // (local_size[outer] if local_size else 1) <= MAX_GROUPS:
-        profiling = bool(profiler._state.active)
-        with device.launch_lock:
-            _declare_arg_types(kernel, args)
-            queue = device.profiling_queue() if profiling else device.queue
-            event = kernel(queue, gsize, local_size, *args)
-        if profiling:
+        if profiler._state.active:
+            with device.launch_lock:
+                _declare_arg_types(kernel, args)
+                event = kernel(device.profiling_queue(), gsize, local_size, *args)
             profiler.record(kernel, gsize, local_size, event)
-        return event
+            return event
+        with device.launch_lock:
+            if _typed.get(id(kernel)) is not kernel:  # NOTE: _declare_arg_types, inlined
+                _declare_arg_types(kernel, args)
+            return kernel(device._queue or device.queue, gsize, local_size, *args)
     for size, offset in launch_pieces(gsize, local_size):
         with device.launch_lock:
             _declare_arg_types(kernel, args)
@@ -462,10 +464,10 @@ class Replay:
         role; None when an argument is another buffer (a cache of its own, which a replay
         could not know), one buffer plays two roles, or the block enqueued copies or fills."""
         by_id = {id(buf): role for role, buf in roles.items()}
-        if len(by_id) != len(roles) or launches.foreign:
+        if len(by_id) != len(roles) or getattr(launches, "foreign", False):
             return None
         scratch = []
-        for storage in launches.fresh:
+        for storage in getattr(launches, "fresh", ()):
             if storage.buf is not None and id(storage.buf) not in by_id:
                 by_id[id(storage.buf)] = ("scratch", len(scratch))
                 scratch.append(storage.nbytes)

@@ -120,3 +120,22 @@ def test_foreign_enqueue_is_not_replayed(device):
     t.zero_()
     replay(device, {"t": t.storage.buf})
     np.testing.assert_array_equal(t.numpy(), 2.0)
+
+
+def test_sum_of_products_replays(device, rng, monkeypatch):
+    """gemm_sum_into's plan: replayed for the same layout, decided again for another."""
+    if not engine.sums_batches(device, ct.float32):
+        pytest.skip(f"gemm_sum_into does not run on {device} (sums_batches)")
+    engine._plans.clear()
+    calls = []
+    decide = engine._gemm_sum_into
+    monkeypatch.setattr(engine, "_gemm_sum_into", lambda *a: calls.append(1) or decide(*a))
+    a, b = rng.standard_normal((3, 10, 14)), rng.standard_normal((3, 14, 9))
+    want = np.einsum("smk,skn->mn", a, b)
+    for bt in (False, False, True):
+        y = put(device, np.swapaxes(b, 1, 2).astype(np.float32)).mT if bt else \
+            put(device, b.astype(np.float32))
+        out = ct.empty((10, 9), device=device).fill_(float("nan"))
+        engine.gemm_sum_into(put(device, a.astype(np.float32)), y, out)
+        check(out.numpy(), want)
+    assert len(calls) == 2
