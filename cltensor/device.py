@@ -52,7 +52,8 @@ capturing = _Capturing()
 
 class _Watching(threading.local):
     fresh = None  # while program.record() runs in this thread: the Storages allocated since
-    foreign = False  # set when this thread enqueued a copy or fill meanwhile (not replayable)
+    bumped = None  # and the Storages whose version it bumped
+    foreign = False  # set when this thread did what a replay would not (a copy, a cache fill)
 
 
 watching = _Watching()
@@ -320,6 +321,8 @@ class Storage:
         graph = capturing.graph
         if graph is not None:
             graph._written(self, value - self._version)
+        if watching.bumped is not None:
+            watching.bumped.append(self)
         self._version = value
 
     def __del__(self):

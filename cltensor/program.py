@@ -417,30 +417,42 @@ _state = _ThreadState()
 
 class Recording(list):
     """record()'s launches, in order, with the Storages allocated in the block (fresh) and
-    whether the block enqueued a copy or fill itself (foreign), once the block has ended."""
+    whether the block did what a replay would not (foreign: it enqueued a copy or fill itself,
+    filled a cache, or wrote a storage it did not allocate), once the block has ended."""
 
     fresh = ()
     foreign = False
 
 
-def recording():
-    """Whether this thread is inside record()."""
-    return _state.recording is not None
+def unreplayable():
+    """Mark the blocks being recorded (if any) as ones that a replay cannot repeat: they filled
+    a cache that outlives them (a weight transform), which a replay would not."""
+    if watching.fresh is not None:
+        watching.foreign = True
 
 
 @contextlib.contextmanager
 def record():
     """Collect the launches this thread makes inside the block, in order, as Replay.make takes
     them (other threads' launches are not theirs to replay). Only launch() records: a block
-    that also enqueues copies or fills itself is marked foreign and cannot be replayed."""
-    assert _state.recording is None, "program.record: already recording in this thread"
+    that also enqueues copies or fills itself is marked foreign and cannot be replayed. Blocks
+    nest: an inner block's launches, allocations and marks are the outer one's too."""
+    outer, saved = _state.recording, (watching.fresh, watching.bumped, watching.foreign)
     out = _state.recording = Recording()
-    watching.fresh, watching.foreign = [], False
+    watching.fresh, watching.bumped, watching.foreign = [], [], False
     try:
         yield out
     finally:
-        out.fresh, out.foreign = watching.fresh, watching.foreign
-        _state.recording = watching.fresh = None
+        fresh = {id(s) for s in watching.fresh}
+        out.fresh = watching.fresh
+        out.foreign = watching.foreign or any(id(s) not in fresh for s in watching.bumped)
+        _state.recording = outer
+        if outer is not None:
+            outer.extend(out)
+            saved[0].extend(watching.fresh)
+            saved[1].extend(watching.bumped)
+            saved = (saved[0], saved[1], saved[2] or watching.foreign)
+        watching.fresh, watching.bumped, watching.foreign = saved
 
 
 class Replay:
@@ -453,24 +465,31 @@ class Replay:
     caller's tensors, and scratch the block allocated, which each replay allocates again.
     """
 
-    def __init__(self, launches, scratch=()):
+    def __init__(self, launches, scratch=(), outputs=()):
         self.launches = launches  # [(kernel, global, local, arguments, ((position, role), ...))]
         self.scratch = scratch  # bytes of each scratch buffer; role ("scratch", i) is the i-th
+        # per launch: the scratch buffers to allocate before it and to let go after it
+        self.lifetimes = _lifetimes(launches, len(scratch))
+        self.outputs = outputs  # make()'s outputs' scratch indexes (None: not scratch)
 
     @classmethod
-    def make(cls, launches, roles):
+    def make(cls, launches, roles, outputs=()):
         """A Replay of record()'s launches, each buffer argument replaced by its role in
-        `roles` ({role: buffer}) or, for a buffer allocated inside the block, by a scratch
-        role; None when an argument is another buffer (a cache of its own, which a replay
-        could not know), one buffer plays two roles, or the block enqueued copies or fills."""
+        `roles` ({role: buffer}, roles not tuples) or, for a buffer allocated inside the block,
+        by a scratch role; None when an argument is another buffer (a cache of its own, which
+        a replay could not know), one buffer plays two roles, or the block was foreign
+        (Recording). `outputs`: Storages the block made for its caller, whose scratch indexes
+        the Replay's outputs give."""
         by_id = {id(buf): role for role, buf in roles.items()}
         if len(by_id) != len(roles) or getattr(launches, "foreign", False):
             return None
-        scratch = []
+        scratch, index = [], {}
         for storage in getattr(launches, "fresh", ()):
             if storage.buf is not None and id(storage.buf) not in by_id:
+                index[id(storage)] = len(scratch)
                 by_id[id(storage.buf)] = ("scratch", len(scratch))
                 scratch.append(storage.nbytes)
+        outputs = tuple(index.get(id(s)) for s in outputs)
         out = []
         for kernel, gsize, lsize, args in launches:
             args, slots = list(args), []
@@ -481,19 +500,41 @@ class Replay:
                     slots.append((i, by_id[id(a)]))
                     args[i] = None  # NOTE: holding the recorded buffers would keep them alive
             out.append((kernel, gsize, lsize, args, tuple(slots)))
-        return cls(out, tuple(scratch))
+        return cls(out, tuple(scratch), outputs)
 
-    def __call__(self, device, buffers):
-        """Enqueue the launches with buffers[role] in each role's places (`buffers` gains the
-        scratch roles, each a fresh buffer)."""
-        held = [Storage(device, nbytes) for nbytes in self.scratch]
-        for i, storage in enumerate(held):
-            buffers["scratch", i] = storage.buf
-        for kernel, gsize, lsize, template, slots in self.launches:
+    def __call__(self, device, buffers, keep=()):
+        """Enqueue the launches with buffers[role] in each role's places, each scratch buffer
+        allocated before its first launch and let go after its last (as the recorded block
+        did), but those of the scratch indexes in `keep`: returns their Storages."""
+        held = {}
+        for (kernel, gsize, lsize, template, slots), (new, done) in zip(self.launches,
+                                                                        self.lifetimes):
+            for i in new:
+                held[i] = Storage(device, self.scratch[i])
             args = template.copy()
             for i, role in slots:
-                args[i] = buffers[role]
+                args[i] = buffers[role] if role.__class__ is not tuple else held[role[1]].buf
             launch(device, kernel, gsize, lsize, *args)
+            for i in done:
+                if i not in keep:
+                    del held[i]
+        return [held[i] if i in held else Storage(device, self.scratch[i]) for i in keep]
+
+
+def _lifetimes(launches, nscratch):
+    """[(scratch indexes first used by launch j, those last used by it)] for each launch j."""
+    first, last = {}, {}
+    for j, (*_, slots) in enumerate(launches):
+        for _, role in slots:
+            if role.__class__ is tuple:
+                first.setdefault(role[1], j)
+                last[role[1]] = j
+    out = [([], []) for _ in launches]
+    for i in range(nscratch):
+        if i in first:
+            out[first[i]][0].append(i)
+            out[last[i]][1].append(i)
+    return out
 
 
 def sizes_1d(device, n, group=None):

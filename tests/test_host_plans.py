@@ -8,8 +8,12 @@ import pytest
 
 import cltensor as ct
 from cltensor import backends, program, tunedb
+from cltensor.conv import common, conv2d, plans
+from cltensor.conv import function as conv_function
+from cltensor.device import Storage
 from cltensor.ops.gemm import engine, kit
 from cltensor.testing import rel_error
+from test_conv import ref_conv
 
 TOL = 1e-5
 
@@ -104,22 +108,34 @@ def test_flags_and_entry_decide_again(device, rng, decided, monkeypatch, change)
     assert len(decided) == 2
 
 
-def test_foreign_enqueue_is_not_replayed(device):
-    """A recorded block that enqueued a fill itself cannot be replayed; scratch allocated in
-    the block gets a scratch role."""
+def test_foreign_blocks_are_not_replayed(device):
+    """A recorded block that enqueued a fill itself or wrote a tensor it did not allocate
+    cannot be replayed."""
     t = ct.zeros(4, device=device)
     with program.record() as launches:
         device.enqueue(cl.enqueue_fill_buffer, t.storage.buf, np.float32(1), 0, 16)
     assert launches.foreign and program.Replay.make(launches, {"t": t.storage.buf}) is None
     with program.record() as launches:
-        s = ct.empty(4, device=device)
+        t.fill_(2.0)
+    assert launches.foreign and program.Replay.make(launches, {"t": t.storage.buf}) is None
+
+
+def test_replay_makes_scratch_and_outputs(device, rng):
+    """Buffers a recorded block allocated are allocated again by each replay, those it
+    returned among them (Replay.outputs)."""
+    x = rng.standard_normal(5)
+    t = put(device, x.astype(np.float32))
+    with program.record() as launches:
+        s = ct.empty(5, device=device)
         s.fill_(2.0)
-        t.copy_(s)
-    replay = program.Replay.make(launches, {"t": t.storage.buf})
-    assert replay is not None and replay.scratch == (16,)
-    t.zero_()
-    replay(device, {"t": t.storage.buf})
-    np.testing.assert_array_equal(t.numpy(), 2.0)
+        u = s * t
+    replay = program.Replay.make(launches, {"t": t.storage.buf}, [u.storage])
+    assert replay is not None and replay.scratch == (20, 20) and replay.outputs == (1,)
+    y = rng.standard_normal(5)
+    t2 = put(device, y.astype(np.float32))
+    storage, = replay(device, {"t": t2.storage.buf}, keep=replay.outputs)
+    got = ct.ClTensor(storage, (5,), (1,), 0, ct.float32)
+    check(got.numpy(), 2 * y)
 
 
 def test_sum_of_products_replays(device, rng, monkeypatch):
@@ -139,3 +155,94 @@ def test_sum_of_products_replays(device, rng, monkeypatch):
         engine.gemm_sum_into(put(device, a.astype(np.float32)), y, out)
         check(out.numpy(), want)
     assert len(calls) == 2
+
+
+# ---- convolution passes (conv/plans.py) ---------------------------------------------------------
+
+@pytest.fixture
+def conv_decided(monkeypatch):
+    """[pass kind] of the convolution passes decided from scratch (not replayed), plans emptied;
+    every new tensor (decided or replayed) NaN-poisoned."""
+    plans._plans.clear()
+    calls = []
+    new_forward, new_grads = conv_function._new_forward, conv_function._new_grads
+    monkeypatch.setattr(conv_function, "_new_forward",
+                        lambda *a: calls.append("forward") or new_forward(*a))
+    monkeypatch.setattr(conv_function, "_new_grads",
+                        lambda *a: calls.append("backward") or new_grads(*a))
+    monkeypatch.setattr(program, "Storage", PoisonedStorage)
+    empty = common.empty
+    monkeypatch.setattr(common, "empty", lambda *a, **k: empty(*a, **k).fill_(float("nan")))
+    return calls
+
+
+class PoisonedStorage(Storage):
+    """A replay's new buffer, filled with NaN (float32's and float64's) before use."""
+
+    def __init__(self, device, nbytes):
+        super().__init__(device, nbytes)
+        ct.ClTensor(self, (nbytes // 4,), (1,), 0, ct.float32).fill_(float("nan"))
+
+
+def conv_step(device, x, w, b, dtype=ct.float32, make=None, **kw):
+    """(out, gx, gw, gb, gout) of a conv2d forward and backward of numpy x, w, b (gout fixed),
+    the input tensor made from x by make(device, x) (default: a contiguous copy)."""
+    X = make(device, x) if make else ct.from_numpy(x, device=device)
+    X = X.to(dtype).detach().requires_grad_()
+    W, B = (ct.from_numpy(a, device=device).to(dtype).requires_grad_() for a in (w, b))
+    out = conv2d(X, W, B, **kw)
+    g = np.cos(np.arange(out.numel())).reshape(out.shape)
+    out.backward(ct.from_numpy(g, device=device).to(dtype))
+    return out.numpy(), X.grad.numpy(), W.grad.numpy(), B.grad.numpy(), g
+
+
+def at_offset(device, x):
+    """x at element offset x[0].size of a larger tensor."""
+    return ct.from_numpy(np.concatenate([x[:1], x]), device=device)[1:]
+
+
+def transposed_hw(device, x):
+    """x with its H and W dims swapped in memory."""
+    return ct.from_numpy(np.ascontiguousarray(np.swapaxes(x, 2, 3)), device=device).transpose(2, 3)
+
+
+def check_conv(device, rng, decided, expect, k=3, make=None, dtype=ct.float32, **kw):
+    """A conv2d step (k x k filter) against float64, the passes decided afresh given by
+    `expect`; the input tensor made by `make` (conv_step)."""
+    x = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 3, k, k)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    before = len(decided)
+    out, gx, gw, gb, g = conv_step(device, x, w, b, dtype, make, **kw)
+    ref_kw = {name: v for name, v in kw.items() if name != "algo"}
+    want, wgx, wgw = ref_conv(x, w, b, grad=g, **ref_kw)
+    for got, ref in ((out, want), (gx, wgx), (gw, wgw), (gb, g.sum((0, 2, 3)))):
+        check(got, ref)
+    assert decided[before:] == expect, decided[before:]
+
+
+@pytest.mark.parametrize("algo, k", [("im2col", 3), ("gemm_1x1", 1)])
+def test_conv_passes_replay(device, rng, conv_decided, algo, k):
+    """A repeated forward and backward replays both passes, with new outputs each time."""
+    kw = dict(padding=1) if k == 3 else {}
+    for expect in (["forward", "backward"], [], []):
+        check_conv(device, rng, conv_decided, expect, k, algo=algo, **kw)
+    assert sum(v[1] is not None for v in plans._plans.values()) == 2
+
+
+def test_conv_changed_layout_or_flag_decides_again(device, rng, conv_decided, monkeypatch):
+    """Another input offset or stride, dtype, or flag is another plan."""
+    both = ["forward", "backward"]
+    kw = dict(padding=1, algo="im2col")
+    check_conv(device, rng, conv_decided, both, **kw)
+    check_conv(device, rng, conv_decided, [], **kw)
+    check_conv(device, rng, conv_decided, both, make=at_offset, **kw)
+    check_conv(device, rng, conv_decided, [], make=at_offset, **kw)
+    check_conv(device, rng, conv_decided, both, make=transposed_hw, **kw)
+    if device.has_fp64:
+        check_conv(device, rng, conv_decided, both, dtype=ct.float64, **kw)
+    monkeypatch.setattr(backends, "conv_workspace_limit", backends.conv_workspace_limit // 2)
+    check_conv(device, rng, conv_decided, both, **kw)
+    monkeypatch.setattr(backends, "benchmark", True)  # never planned
+    check_conv(device, rng, conv_decided, both, **kw)
+    check_conv(device, rng, conv_decided, both, **kw)

@@ -63,6 +63,7 @@ def per_weight(w, key, make):
     unchanged: an optimizer's in-place update (or any in-place write) makes it again. For
     weight transforms (Winograd's filters, implicit GEMM's packed panels)."""
     full = (w.offset, w.shape, w.strides, w.dtype, *key)
+    program.unreplayable()  # NOTE: a replay would not see the cache (conv/plans.py)
     if capturing.graph is not None:
         return _captured(capturing.graph, w.storage, full, make)
     per_storage = _per_weight.setdefault(w.storage, {})

@@ -8,11 +8,12 @@ again.
 from __future__ import annotations
 
 from .. import autograd
+from .. import dtypes as dt
 from ..autograd.functions import _where
 from ..ops import activation as act
 from ..ops import elementwise as ew
 from ..tensor import CHANNELS_LAST, ClTensor
-from . import common, dispatch
+from . import common, dispatch, plans
 from .params import Padding, Pair, make_params
 
 ALGOS = ("auto",) + tuple(dispatch.ALGORITHMS)  # plus plug-ins' on the devices they serve
@@ -24,10 +25,13 @@ class Conv2dFunction(autograd.Function):
 
     @staticmethod
     def forward(ctx, input, weight, bias, p, algo, relu=False):
-        out = common.empty(p.out_shape, input, common.layout_of(input))
         if p.n:
             name = dispatch.choose(p, input.device, "forward", algo, (input, weight, bias))
-            forward(dispatch.algorithm(name, input.device), input, weight, bias, p, out, relu)
+            out, = plans.run(("forward", p, name, relu), (input, weight, bias),
+                             dt.compute_dtype(input.dtype),
+                             lambda: _new_forward(name, input, weight, bias, p, relu))
+        else:
+            out = common.empty(p.out_shape, input, common.layout_of(input))
         ctx.save_for_backward(input, weight, out if relu else None)
         ctx.p, ctx.algo = p, algo
         return out
@@ -94,6 +98,13 @@ def forward(algo, x, w, bias, p, out, relu=False):
     return out
 
 
+def _new_forward(name, x, w, bias, p, relu):
+    """(the convolution by algorithm `name` into a new tensor,)"""
+    out = common.empty(p.out_shape, x, common.layout_of(x))
+    forward(dispatch.algorithm(name, x.device), x, w, bias, p, out, relu)
+    return (out,)
+
+
 def backward(x, w, gout, p, algo, need_x, need_w, need_b=False):
     """(input gradient, weight gradient, bias gradient) of a convolution, the first two each
     by its pass's algorithm; None for one not needed (the first layer of a network needs no
@@ -106,6 +117,17 @@ def backward(x, w, gout, p, algo, need_x, need_w, need_b=False):
     passes = [("backward_data", need_x), ("backward_weight", need_w)]
     names = {ps: dispatch.choose(p, x.device, ps, algo, (x, w, gout)) for ps, need in passes
              if need}
+    key = ("backward", p, tuple(names.items()), need_x, need_w, need_b)
+    gx, gw, gb = plans.run(key, (x, w, gout), dt.compute_dtype(x.dtype),
+                           lambda: _new_grads(x, w, gout, p, names, need_x, need_w, need_b))
+    if need_b and gb is None:  # NOTE: outside the replayed pass: a reduction's own buffers
+        gb = common.bias_grad(gout)
+    return gx, gw, gb
+
+
+def _new_grads(x, w, gout, p, names, need_x, need_w, need_b):
+    """backward()'s gradients by the algorithms `names` of its passes (the bias's only where
+    the weight's algorithm folds it in)."""
     algo_of = {ps: dispatch.algorithm(name, x.device) for ps, name in names.items()}
 
     def run(pass_, nx, nw):
@@ -119,8 +141,6 @@ def backward(x, w, gout, p, algo, need_x, need_w, need_b=False):
     else:
         gx = run("backward_data", True, False)[0] if need_x else None
         gw, gb = run("backward_weight", False, True)[1:] if need_w else (None, None)
-    if need_b and gb is None:
-        gb = common.bias_grad(gout)
     return gx, gw, gb
 
 

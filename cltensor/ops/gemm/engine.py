@@ -119,10 +119,10 @@ def batch_layout(batch, m, strides, foldable):
 _plans = caches.register("ops.gemm.plans", {})
 
 
-def plan_key(tensors, alpha, beta, relu):
-    """(key, distinct buffers) of a product: everything that decides its launches but the
-    buffers (each tensor's shape, strides, offset and dtype, which tensors share a buffer, the
-    scalars, device, flags and plug-ins), and the buffers in their roles' order."""
+def tensor_layouts(tensors):
+    """(layouts, distinct buffers) of tensors (None allowed): each one's shape, strides,
+    offset, dtype and the role of its buffer (which tensors share one), and the buffers in
+    their roles' order."""
     bufs, parts = [], []
     for t in tensors:
         if t is None:
@@ -136,7 +136,15 @@ def plan_key(tensors, alpha, beta, relu):
         else:
             bufs.append(buf)
         parts.append((t.shape, t.strides, t.offset, t.dtype, role))
-    key = (tensors[2].storage.device, tuple(parts), alpha, type(alpha), beta, type(beta), relu,
+    return tuple(parts), bufs
+
+
+def plan_key(tensors, alpha, beta, relu):
+    """(key, distinct buffers) of a product: everything that decides its launches but the
+    buffers (tensor_layouts, the scalars, device, flags and plug-ins), and the buffers in their
+    roles' order."""
+    parts, bufs = tensor_layouts(tensors)
+    key = (tensors[2].storage.device, parts, alpha, type(alpha), beta, type(beta), relu,
            backends.allow_tf32, kit.generation)
     return key, bufs
 
@@ -171,8 +179,6 @@ def planned(key, bufs, c_out, decide):
             return decide()
         hit[1](c_out.device, dict(enumerate(bufs)))
         return c_out
-    if program.recording():  # inside a caller's record(), which cannot nest
-        return decide()
     with program.record() as launches:
         decide()
     remember(_plans, key, (current, Replay.make(launches, dict(enumerate(bufs)))))
