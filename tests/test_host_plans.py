@@ -214,19 +214,24 @@ def check_conv(device, rng, decided, expect, k=3, make=None, dtype=ct.float32, *
     b = rng.standard_normal(4).astype(np.float32)
     before = len(decided)
     out, gx, gw, gb, g = conv_step(device, x, w, b, dtype, make, **kw)
-    ref_kw = {name: v for name, v in kw.items() if name != "algo"}
+    ref_kw = {name: v for name, v in kw.items() if name not in ("algo", "relu")}
+    if kw.get("relu"):  # the fused ReLU: its output, and the gradient through it
+        g = np.where(ref_conv(x, w, b, **ref_kw) > 0, g, 0)
     want, wgx, wgw = ref_conv(x, w, b, grad=g, **ref_kw)
+    want = np.maximum(want, 0) if kw.get("relu") else want
     for got, ref in ((out, want), (gx, wgx), (gw, wgw), (gb, g.sum((0, 2, 3)))):
         check(got, ref)
     assert decided[before:] == expect, decided[before:]
 
 
-@pytest.mark.parametrize("algo, k", [("im2col", 3), ("gemm_1x1", 1)])
-def test_conv_passes_replay(device, rng, conv_decided, algo, k):
-    """A repeated forward and backward replays both passes, with new outputs each time."""
+@pytest.mark.parametrize("algo, k, relu", [("im2col", 3, False), ("gemm_1x1", 1, False),
+                                           ("im2col", 3, True), ("gemm_1x1", 1, True)])
+def test_conv_passes_replay(device, rng, conv_decided, algo, k, relu):
+    """A repeated forward and backward (with a fused ReLU, whose gradient the backward pass's
+    plan includes) replays both passes, with new outputs each time."""
     kw = dict(padding=1) if k == 3 else {}
     for expect in (["forward", "backward"], [], []):
-        check_conv(device, rng, conv_decided, expect, k, algo=algo, **kw)
+        check_conv(device, rng, conv_decided, expect, k, algo=algo, relu=relu, **kw)
     assert sum(v[1] is not None for v in plans._plans.values()) == 2
 
 

@@ -43,9 +43,7 @@ class Conv2dFunction(autograd.Function):
         if autograd.is_grad_enabled():
             gout = gout if y is None else _where(y > 0, gout, 0.0)
             return (*recorded_grads(x, w, gout, ctx.p, ctx.algo, needs), None, None, None)
-        if y is not None:
-            gout = act.relu_backward(gout, y)
-        gx, gw, gb = backward(x, w, gout, ctx.p, ctx.algo, *needs)
+        gx, gw, gb = backward(x, w, gout, ctx.p, ctx.algo, *needs, relu_y=y)
         return gx, gw, gb, None, None, None
 
 
@@ -105,11 +103,14 @@ def _new_forward(name, x, w, bias, p, relu):
     return (out,)
 
 
-def backward(x, w, gout, p, algo, need_x, need_w, need_b=False):
+def backward(x, w, gout, p, algo, need_x, need_w, need_b=False, relu_y=None):
     """(input gradient, weight gradient, bias gradient) of a convolution, the first two each
     by its pass's algorithm; None for one not needed (the first layer of a network needs no
     input gradient). The bias gradient comes with the weight gradient where that algorithm
-    folds it in (an optional backward_with_bias), else from a reduction of gout."""
+    folds it in (an optional backward_with_bias), else from a reduction of gout. relu_y: the
+    output of a fused ReLU, through which gout is taken back first."""
+    if relu_y is not None and p.n == 0:
+        gout = act.relu_backward(gout, relu_y)
     if p.n == 0:
         gw = ClTensor.empty_on(w.shape, w.dtype, w.device).zero_() if need_w else None
         gb = common.bias_grad(gout) if need_b else None
@@ -118,16 +119,18 @@ def backward(x, w, gout, p, algo, need_x, need_w, need_b=False):
     names = {ps: dispatch.choose(p, x.device, ps, algo, (x, w, gout)) for ps, need in passes
              if need}
     key = ("backward", p, tuple(names.items()), need_x, need_w, need_b)
-    gx, gw, gb = plans.run(key, (x, w, gout), dt.compute_dtype(x.dtype),
-                           lambda: _new_grads(x, w, gout, p, names, need_x, need_w, need_b))
+    gx, gw, gb, masked = plans.run(
+        key, (x, w, gout, relu_y), dt.compute_dtype(x.dtype),
+        lambda: _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y))
     if need_b and gb is None:  # NOTE: outside the replayed pass: a reduction's own buffers
-        gb = common.bias_grad(gout)
+        gb = common.bias_grad(gout if masked is None else masked)
     return gx, gw, gb
 
 
-def _new_grads(x, w, gout, p, names, need_x, need_w, need_b):
+def _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y):
     """backward()'s gradients by the algorithms `names` of its passes (the bias's only where
-    the weight's algorithm folds it in)."""
+    the weight's algorithm folds it in), and gout taken back through relu_y's ReLU (or None)."""
+    masked = gout = gout if relu_y is None else act.relu_backward(gout, relu_y)
     algo_of = {ps: dispatch.algorithm(name, x.device) for ps, name in names.items()}
 
     def run(pass_, nx, nw):
@@ -141,7 +144,7 @@ def _new_grads(x, w, gout, p, names, need_x, need_w, need_b):
     else:
         gx = run("backward_data", True, False)[0] if need_x else None
         gw, gb = run("backward_weight", False, True)[1:] if need_w else (None, None)
-    return gx, gw, gb
+    return gx, gw, gb, None if relu_y is None else masked
 
 
 def conv2d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = None, stride: Pair = 1,
