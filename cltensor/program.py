@@ -507,14 +507,25 @@ class Replay:
         allocated before its first launch and let go after its last (as the recorded block
         did), but those of the scratch indexes in `keep`: returns their Storages."""
         held = {}
-        for (kernel, gsize, lsize, template, slots), (new, done) in zip(self.launches,
-                                                                        self.lifetimes):
+        # NOTE: straight to the queue unless launch() has more to do (recording, capturing,
+        # profiling: per thread, so unchanged during the loop, or pieces of a large launch)
+        direct = (_state.recording is None and capturing.graph is None and
+                  not profiler._state.active)
+        lock = device.launch_lock
+        for (kernel, gsize, lsize, template, slots), (new, done, single) in zip(
+                self.launches, self.lifetimes):
             for i in new:
                 held[i] = Storage(device, self.scratch[i])
             args = template.copy()
             for i, role in slots:
                 args[i] = buffers[role] if role.__class__ is not tuple else held[role[1]].buf
-            launch(device, kernel, gsize, lsize, *args)
+            if direct and single:
+                with lock:
+                    if _typed.get(id(kernel)) is not kernel:
+                        _declare_arg_types(kernel, args)
+                    kernel(device._queue or device.queue, gsize, lsize, *args)
+            else:
+                launch(device, kernel, gsize, lsize, *args)
             for i in done:
                 if i not in keep:
                     del held[i]
@@ -522,14 +533,16 @@ class Replay:
 
 
 def _lifetimes(launches, nscratch):
-    """[(scratch indexes first used by launch j, those last used by it)] for each launch j."""
+    """[(scratch indexes first used by launch j, those last used by it, whether it is one
+    launch_pieces piece)] for each launch j."""
     first, last = {}, {}
     for j, (*_, slots) in enumerate(launches):
         for _, role in slots:
             if role.__class__ is tuple:
                 first.setdefault(role[1], j)
                 last[role[1]] = j
-    out = [([], []) for _ in launches]
+    out = [([], [], len(launch_pieces(gsize, lsize)) == 1)
+           for _, gsize, lsize, *_ in launches]
     for i in range(nscratch):
         if i in first:
             out[first[i]][0].append(i)
