@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
+from pyopencl import _cl
 import pyopencl.characterize as cl_characterize
 
 from . import caches, pocl_cache, profiler
@@ -471,6 +472,7 @@ class Replay:
         # per launch: the scratch buffers to allocate before it and to let go after it
         self.lifetimes = _lifetimes(launches, len(scratch))
         self.outputs = outputs  # make()'s outputs' scratch indexes (None: not scratch)
+        self.own = None  # Kernel objects of the launches' own, made on the first replay
 
     @classmethod
     def make(cls, launches, roles, outputs=()):
@@ -512,24 +514,42 @@ class Replay:
         direct = (_state.recording is None and capturing.graph is None and
                   not profiler._state.active)
         lock = device.launch_lock
-        for (kernel, gsize, lsize, template, slots), (new, done, single) in zip(
-                self.launches, self.lifetimes):
+        own = self.own
+        if own is None and direct:
+            own = self.own = [_own_kernel(k, args) for k, _, _, args, _ in self.launches]
+        for j, ((kernel, gsize, lsize, template, slots), (new, done, single)) in enumerate(
+                zip(self.launches, self.lifetimes)):
             for i in new:
                 held[i] = Storage(device, self.scratch[i])
-            args = template.copy()
-            for i, role in slots:
-                args[i] = buffers[role] if role.__class__ is not tuple else held[role[1]].buf
             if direct and single:
-                with lock:
-                    if _typed.get(id(kernel)) is not kernel:
-                        _declare_arg_types(kernel, args)
-                    kernel(device._queue or device.queue, gsize, lsize, *args)
+                kernel = own[j]
+                with lock:  # NOTE: the Kernel holds its arguments until the enqueue
+                    for i, role in slots:
+                        kernel.set_arg(i, buffers[role] if role.__class__ is not tuple else
+                                       held[role[1]].buf)
+                    _enqueue(device._queue or device.queue, kernel, gsize, lsize, None, None,
+                             False, False)
             else:
+                args = template.copy()
+                for i, role in slots:
+                    args[i] = buffers[role] if role.__class__ is not tuple else held[role[1]].buf
                 launch(device, kernel, gsize, lsize, *args)
             for i in done:
                 if i not in keep:
                     del held[i]
         return [held[i] if i in held else Storage(device, self.scratch[i]) for i in keep]
+
+
+_enqueue = _cl.enqueue_nd_range_kernel  # NOTE: positional, the fastest call (cltensor.graphs)
+
+
+def _own_kernel(kernel, template):
+    """A Kernel object of a recorded launch's own, its arguments but the buffers set once (a
+    replay sets only the buffers: pyopencl's call sets every argument, in Python)."""
+    own = cl.Kernel(kernel.program, kernel.function_name)
+    own.set_scalar_arg_dtypes(arg_dtypes(template))
+    own.set_args(*template)
+    return own
 
 
 def _lifetimes(launches, nscratch):

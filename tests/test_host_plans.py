@@ -2,6 +2,8 @@
 products through program.Replay, with scratch allocated again), and a call that differs in
 anything that decides them (strides, offsets, dtypes, aliasing, flags, plug-ins, the tuning
 entry) decides afresh; every result against numpy float64 into NaN-poisoned outputs."""
+import threading
+
 import numpy as np
 import pyopencl as cl
 import pytest
@@ -251,3 +253,63 @@ def test_conv_changed_layout_or_flag_decides_again(device, rng, conv_decided, mo
     monkeypatch.setattr(backends, "benchmark", True)  # never planned
     check_conv(device, rng, conv_decided, both, **kw)
     check_conv(device, rng, conv_decided, both, **kw)
+
+
+def small_net(device):
+    ct.manual_seed(0)
+    net = ct.nn.Sequential(ct.nn.Conv2d(3, 8, 3, padding=1), ct.nn.ReLU(), ct.nn.Conv2d(8, 4, 1),
+                           ct.nn.Flatten(), ct.nn.Linear(4 * 36, 5))
+    return net.to(device=device)
+
+
+def net_step(net, x, g):
+    net.zero_grad()
+    net(x).backward(g)
+
+
+def test_capture_records_what_eager_enqueues(device, rng):
+    """With plans made, a graph captures the launches eager execution enqueues, in order, and
+    its replay gives eager's gradients."""
+    plans._plans.clear()
+    net = small_net(device)
+    x = put(device, rng.standard_normal((2, 3, 6, 6)).astype(np.float32))
+    g = put(device, rng.standard_normal((2, 5)).astype(np.float32))
+    for _ in range(2):
+        net_step(net, x, g)
+    assert any(v[1] is not None for v in plans._plans.values())
+    with program.record() as eager:
+        net_step(net, x, g)
+    want = [p.grad.numpy() for p in net.parameters()]
+    graph = ct.Graph()
+    with ct.graph(graph), program.record() as captured:
+        net_step(net, x, g)
+    assert [(k.function_name, gs, ls) for k, gs, ls, _ in captured] == \
+        [(k.function_name, gs, ls) for k, gs, ls, _ in eager]
+    graph.replay()
+    for p, w in zip(net.parameters(), want):
+        np.testing.assert_array_equal(p.grad.numpy(), w)
+
+
+def test_replays_in_threads(device, rng):
+    """Threads replaying one plan at once each get their own results."""
+    plans._plans.clear()
+    net = small_net(device)
+    xs = [rng.standard_normal((2, 3, 6, 6)).astype(np.float32) for _ in range(4)]
+    with ct.no_grad():
+        want = [net(put(device, x)).numpy() for x in xs]
+    barrier, outs = threading.Barrier(len(xs)), [None] * len(xs)
+
+    def work(k):
+        x = put(device, xs[k])
+        barrier.wait(timeout=20)
+        with ct.no_grad():
+            outs[k] = [net(x).numpy() for _ in range(5)]
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(len(xs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for got, w in zip(outs, want):
+        assert got is not None, "a thread failed"
+        for o in got:
+            np.testing.assert_array_equal(o, w)
