@@ -57,6 +57,11 @@ def replayed_plan(p, entry):
     return XPlan(params, kernel, XOperand(p.a.t, *xa), XOperand(p.b.t, *xb), (), splits)
 
 
+def clear_plans():
+    """Forget the recorded launches of products (gemm_into's plans)."""
+    _plans.clear()
+
+
 def clear_cache():
     """Forget benchmark mode's timings, the estimate's rankings, the fitting sets and the
     decided plans."""
