@@ -248,8 +248,12 @@ def test_conv_changed_layout_or_flag_decides_again(device, rng, conv_decided, mo
     check_conv(device, rng, conv_decided, both, make=transposed_hw, **kw)
     if device.has_fp64:
         check_conv(device, rng, conv_decided, both, dtype=ct.float64, **kw)
-    monkeypatch.setattr(backends, "conv_workspace_limit", backends.conv_workspace_limit // 2)
-    check_conv(device, rng, conv_decided, both, **kw)
+    for flag, value in (("conv_workspace_limit", backends.conv_workspace_limit // 2),
+                        ("allow_tf32", not backends.allow_tf32),
+                        ("conv_precision", "fast" if backends.conv_precision != "fast" else
+                         "accurate")):
+        monkeypatch.setattr(backends, flag, value)
+        check_conv(device, rng, conv_decided, both, **kw)
     monkeypatch.setattr(backends, "benchmark", True)  # never planned
     check_conv(device, rng, conv_decided, both, **kw)
     check_conv(device, rng, conv_decided, both, **kw)
