@@ -51,7 +51,9 @@ capturing = _Capturing()
 
 
 class _Watching(threading.local):
-    fresh = None  # while program.record() runs in this thread: the Storages allocated since
+    # while program.record() runs in this thread: (id of the Storage, id of its buffer, bytes)
+    # of each Storage allocated since; ids, so that the block's scratch can die in it
+    fresh = None
     bumped = None  # and the Storages whose version it bumped
     foreign = False  # set when this thread did what a replay would not (a copy, a cache fill)
 
@@ -307,7 +309,7 @@ class Storage:
         self._version = 0
         fresh = watching.fresh
         if fresh is not None:
-            fresh.append(self)
+            fresh.append((id(self), id(self.buf), nbytes))
 
     @property
     def version(self):

@@ -417,9 +417,10 @@ _state = _ThreadState()
 
 
 class Recording(list):
-    """record()'s launches, in order, with the Storages allocated in the block (fresh) and
-    whether the block did what a replay would not (foreign: it enqueued a copy or fill itself,
-    filled a cache, or wrote a storage it did not allocate), once the block has ended."""
+    """record()'s launches, in order, with the Storages allocated in the block (fresh, as
+    device.watching notes them) and whether the block did what a replay would not (foreign:
+    it enqueued a copy or fill itself, filled a cache, or wrote a storage it did not
+    allocate), once the block has ended."""
 
     fresh = ()
     foreign = False
@@ -444,7 +445,7 @@ def record():
     try:
         yield out
     finally:
-        fresh = {id(s) for s in watching.fresh}
+        fresh = {f[0] for f in watching.fresh}
         out.fresh = watching.fresh
         out.foreign = watching.foreign or any(id(s) not in fresh for s in watching.bumped)
         _state.recording = outer
@@ -486,11 +487,17 @@ class Replay:
         if len(by_id) != len(roles) or getattr(launches, "foreign", False):
             return None
         scratch, index = [], {}
-        for storage in getattr(launches, "fresh", ()):
-            if storage.buf is not None and id(storage.buf) not in by_id:
-                index[id(storage)] = len(scratch)
-                by_id[id(storage.buf)] = ("scratch", len(scratch))
-                scratch.append(storage.nbytes)
+        for storage_id, buf_id, nbytes in getattr(launches, "fresh", ()):
+            role = by_id.get(buf_id)
+            if role is None:
+                role = by_id[buf_id] = ("scratch", len(scratch))
+                scratch.append(nbytes)
+            elif role.__class__ is not tuple:
+                continue  # NOTE: a caller's role (a buffer of the block made for the caller)
+            # NOTE: a buffer of one that died in the block may be another's: one role, the
+            # larger size, the lifetime of both
+            scratch[role[1]] = max(scratch[role[1]], nbytes)
+            index[storage_id] = role[1]
         outputs = tuple(index.get(id(s)) for s in outputs)
         out = []
         for kernel, gsize, lsize, args in launches:

@@ -13,6 +13,7 @@ from cltensor import backends, program, tunedb
 from cltensor.conv import common, conv2d, plans
 from cltensor.conv import function as conv_function
 from cltensor.device import Storage
+from cltensor.ops import elementwise as ew
 from cltensor.ops.gemm import engine, kit
 from cltensor.testing import rel_error
 from test_conv import ref_conv
@@ -317,3 +318,25 @@ def test_replays_in_threads(device, rng):
         assert got is not None, "a thread failed"
         for o in got:
             np.testing.assert_array_equal(o, w)
+
+
+def test_scratch_dies_inside_a_recorded_block(device, rng):
+    """A recorded block's scratch is let go where the block lets it go (chunked algorithms
+    stay within their workspace while recorded), and the replay still gets each chunk right."""
+    x = rng.standard_normal(4096)
+    t, out = put(device, x.astype(np.float32)), ct.empty(4096, device=device)
+    with program.record() as launches:
+        before = device.allocated
+        for k in range(4):  # four chunks through a scratch of their own each
+            s = t[k * 1024:(k + 1) * 1024] * 2.0
+            # NOTE: the launch alone: out= would mark the caller's tensor written (foreign)
+            ew.launch_elementwise("OP_add", [s, 1.0], out[k * 1024:(k + 1) * 1024], ct.float32)
+            del s
+            assert device.allocated - before <= 2 * 4096, "a dead chunk's scratch is held"
+    replay = program.Replay.make(launches, {"t": t.storage.buf, "out": out.storage.buf})
+    assert replay is not None and max(replay.scratch) == 4096
+    out.fill_(float("nan"))
+    y = rng.standard_normal(4096)
+    t2 = put(device, y.astype(np.float32))
+    replay(device, {"t": t2.storage.buf, "out": out.storage.buf})
+    check(out.numpy(), 2 * y + 1)
