@@ -340,3 +340,25 @@ def test_scratch_dies_inside_a_recorded_block(device, rng):
     t2 = put(device, y.astype(np.float32))
     replay(device, {"t": t2.storage.buf, "out": out.storage.buf})
     check(out.numpy(), 2 * y + 1)
+
+
+def test_backward_products_skip_matmul_dispatch(device, rng, monkeypatch):
+    """A linear layer's backward products go straight to the GEMM engine (no matmul checks)
+    outside grad mode; with create_graph they stay recorded ops, differentiable again."""
+    from cltensor.autograd.functions import matmul as autograd_matmul
+    lean = []
+    monkeypatch.setattr(autograd_matmul, "gemm_into",
+                        lambda *a: lean.append(1) or engine.gemm_into(*a))
+    x, w, b = (rng.standard_normal(s) for s in ((3, 5), (4, 5), (4,)))
+    g = rng.standard_normal((3, 4))
+    X, W, B = (put(device, a.astype(np.float32)).requires_grad_() for a in (x, w, b))
+    ct.nn.functional.linear(X, W, B).backward(put(device, g.astype(np.float32)))
+    check(X.grad.numpy(), g @ w)
+    check(W.grad.numpy(), g.T @ x)
+    check(B.grad.numpy(), g.sum(0))
+    assert len(lean) == 2
+    gx, = ct.autograd.grad(ct.nn.functional.linear(X, W, B), X,
+                           put(device, g.astype(np.float32)), create_graph=True)
+    assert len(lean) == 2 and gx.requires_grad
+    (gx * gx).sum().backward()  # d/dW of |g @ W|^2 = 2 g^T (g @ W)
+    check(W.grad.numpy(), g.T @ x + 2 * g.T @ (g @ w))
