@@ -362,3 +362,34 @@ def test_backward_products_skip_matmul_dispatch(device, rng, monkeypatch):
     assert len(lean) == 2 and gx.requires_grad
     (gx * gx).sum().backward()  # d/dW of |g @ W|^2 = 2 g^T (g @ W)
     check(W.grad.numpy(), g.T @ x + 2 * g.T @ (g @ w))
+
+
+def test_weight_transforms_are_not_replayed(device, rng):
+    """A pass that reads a per-weight transform (Winograd's filters) is not replayed, so an
+    in-place update of the weight between calls gives the new weight's result."""
+    plans._plans.clear()
+    x, w = rng.standard_normal((1, 16, 6, 6)), rng.standard_normal((16, 16, 3, 3))
+    X, W = put(device, x.astype(np.float32)), put(device, w.astype(np.float32))
+    for step in range(3):
+        with ct.no_grad():
+            got = conv2d(X, W, padding=1, algo="winograd").numpy()
+            W.add_(1.0)
+        assert rel_error(got, ref_conv(x, w + step, padding=1)) < 1e-4
+    assert [v[1] for v in plans._plans.values()] == [None]
+
+
+def test_recordings_nest(device, rng):
+    """An inner record() block's launches and allocations are the outer block's too."""
+    t = put(device, rng.standard_normal(8).astype(np.float32))
+    with program.record() as outer:
+        a = t * 2.0
+        with program.record() as inner:
+            b = a + 1.0
+        c = b * 3.0
+    assert len(inner) == 1 and len(outer) == 3 and len(inner.fresh) == 1
+    assert len(outer.fresh) == 3 and not outer.foreign and not inner.foreign
+    replay = program.Replay.make(outer, {"t": t.storage.buf}, [c.storage])
+    y = rng.standard_normal(8)
+    storage, = replay(device, {"t": put(device, y.astype(np.float32)).storage.buf},
+                      keep=replay.outputs)
+    check(ct.ClTensor(storage, (8,), (1,), 0, ct.float32).numpy(), (2 * y + 1) * 3)
