@@ -393,3 +393,14 @@ def test_recordings_nest(device, rng):
     storage, = replay(device, {"t": put(device, y.astype(np.float32)).storage.buf},
                       keep=replay.outputs)
     check(ct.ClTensor(storage, (8,), (1,), 0, ct.float32).numpy(), (2 * y + 1) * 3)
+
+
+def test_bias_gradient_replayed_with_the_pass(device, rng, conv_decided, monkeypatch):
+    """The bias gradient's reduction is part of the replayed backward pass (bias_grad is not
+    called again), with the reduction's own placeholder buffer passed in its place."""
+    calls = []
+    bias_grad = common.bias_grad
+    monkeypatch.setattr(common, "bias_grad", lambda g: calls.append(1) or bias_grad(g))
+    for expect in (["forward", "backward"], [], []):
+        check_conv(device, rng, conv_decided, expect, 1, algo="gemm_1x1", relu=True)
+    assert len(calls) == 1

@@ -119,18 +119,17 @@ def backward(x, w, gout, p, algo, need_x, need_w, need_b=False, relu_y=None):
     names = {ps: dispatch.choose(p, x.device, ps, algo, (x, w, gout)) for ps, need in passes
              if need}
     key = ("backward", p, tuple(names.items()), need_x, need_w, need_b)
-    gx, gw, gb, masked = plans.run(
+    gx, gw, gb = plans.run(
         key, (x, w, gout, relu_y), dt.compute_dtype(x.dtype),
-        lambda: _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y))
-    if need_b and gb is None:  # NOTE: outside the replayed pass: a reduction's own buffers
-        gb = common.bias_grad(gout if masked is None else masked)
+        lambda: _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y),
+        common.bias_grad_buffers(x.device) if need_b else ())
     return gx, gw, gb
 
 
 def _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y):
-    """backward()'s gradients by the algorithms `names` of its passes (the bias's only where
-    the weight's algorithm folds it in), and gout taken back through relu_y's ReLU (or None)."""
-    masked = gout = gout if relu_y is None else act.relu_backward(gout, relu_y)
+    """backward()'s gradients by the algorithms `names` of its passes, gout taken back through
+    relu_y's ReLU first (unless None)."""
+    gout = gout if relu_y is None else act.relu_backward(gout, relu_y)
     algo_of = {ps: dispatch.algorithm(name, x.device) for ps, name in names.items()}
 
     def run(pass_, nx, nw):
@@ -144,7 +143,9 @@ def _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y):
     else:
         gx = run("backward_data", True, False)[0] if need_x else None
         gw, gb = run("backward_weight", False, True)[1:] if need_w else (None, None)
-    return gx, gw, gb, None if relu_y is None else masked
+    if need_b and gb is None:
+        gb = common.bias_grad(gout)
+    return gx, gw, gb
 
 
 def conv2d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = None, stride: Pair = 1,

@@ -45,12 +45,14 @@ class _Plan:
                      for r in self.results)
 
 
-def run(key, tensors, dtype, decide):
+def run(key, tensors, dtype, decide, extra=()):
     """decide() (a tuple of new tensors or Nones, the pass's results), or its launches for the
-    last pass with this key and the same layouts of `tensors` replayed (see the module)."""
+    last pass with this key and the same layouts of `tensors` replayed (see the module);
+    `extra`: other buffers the pass reads, passed in their places as the tensors are."""
     if backends.benchmark or capturing.graph is not None:
         return decide()
     layouts, bufs = tensor_layouts(tensors)
+    bufs += extra
     device = tensors[0].device
     full = (key, layouts, device, backends.allow_tf32, backends.conv_precision,
             backends.conv_workspace_limit, gemm.FORCE_FAMILY, gemm.generation)
