@@ -404,3 +404,17 @@ def test_bias_gradient_replayed_with_the_pass(device, rng, conv_decided, monkeyp
     for expect in (["forward", "backward"], [], []):
         check_conv(device, rng, conv_decided, expect, 1, algo="gemm_1x1", relu=True)
     assert len(calls) == 1
+
+
+def test_size_one_dims_are_not_summed(device, rng):
+    """A gradient summed back over a broadcast dim of size 1 (a batch of one row's bias) is a
+    view, with no reduction launched; the bias gradient is right."""
+    x, w, b = (rng.standard_normal(s) for s in ((1, 5), (4, 5), (4,)))
+    g = rng.standard_normal((1, 4))
+    X, W, B = (put(device, a.astype(np.float32)).requires_grad_() for a in (x, w, b))
+    out = ct.nn.functional.linear(X, W, B)
+    with program.record() as launches:
+        out.backward(put(device, g.astype(np.float32)))
+    assert not [k for k, *_ in launches if k.function_name.startswith("reduce")]
+    check(B.grad.numpy(), g.sum(0))
+    check(W.grad.numpy(), g.T @ x)
