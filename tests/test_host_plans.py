@@ -418,3 +418,21 @@ def test_size_one_dims_are_not_summed(device, rng):
     assert not [k for k, *_ in launches if k.function_name.startswith("reduce")]
     check(B.grad.numpy(), g.sum(0))
     check(W.grad.numpy(), g.T @ x)
+
+
+def test_replayed_steps_hold_no_more_memory(device, rng):
+    """Replayed training steps keep no scratch: the memory held after each step is the same,
+    and a replayed step's peak is at most the step that decided its plans."""
+    plans._plans.clear()
+    net = small_net(device)
+    x = put(device, rng.standard_normal((2, 3, 6, 6)).astype(np.float32))
+    g = put(device, rng.standard_normal((2, 5)).astype(np.float32))
+    held = []
+    for _ in range(4):
+        device.synchronize()
+        device.reset_peak()
+        net_step(net, x, g)
+        device.synchronize()
+        held.append((device.allocated, device.peak))
+    assert len({a for a, _ in held}) == 1, held
+    assert all(p <= held[0][1] for _, p in held[1:]), held
