@@ -51,10 +51,13 @@ capturing = _Capturing()
 
 
 class _Watching(threading.local):
-    # while program.record() runs in this thread: (id of the Storage, id of its buffer, bytes)
-    # of each Storage allocated since; ids, so that the block's scratch can die in it
+    # while program.record() runs in this thread: (id of the Storage, id of its buffer, bytes,
+    # launches recorded before it) of each Storage allocated since, and their ids; ids, so that
+    # the block's scratch can die in it (and an id pass to a later buffer)
     fresh = None
-    bumped = None  # and the Storages whose version it bumped
+    fresh_ids = None
+    launches = None  # the block's recorded launches
+    bumped = None  # the Storages allocated before it whose version it bumped (writes them)
     foreign = False  # set when this thread did what a replay would not (a copy, a cache fill)
 
 
@@ -309,7 +312,8 @@ class Storage:
         self._version = 0
         fresh = watching.fresh
         if fresh is not None:
-            fresh.append((id(self), id(self.buf), nbytes))
+            fresh.append((id(self), id(self.buf), nbytes, len(watching.launches)))
+            watching.fresh_ids.add(id(self))
 
     @property
     def version(self):
@@ -323,7 +327,7 @@ class Storage:
         graph = capturing.graph
         if graph is not None:
             graph._written(self, value - self._version)
-        if watching.bumped is not None:
+        if watching.bumped is not None and id(self) not in watching.fresh_ids:
             watching.bumped.append(self)
         self._version = value
 

@@ -369,7 +369,7 @@ def launch(device, kernel, global_size, local_size, *args):
     same kernel object in between would run it with its own arguments (docs/threads.md).
     """
     if _state.recording is not None:
-        _state.recording.append((kernel, tuple(global_size), local_size, args))
+        _state.recording.append((kernel, tuple(global_size), local_size, _recorded(args)))
     if capturing.graph is not None:
         return capturing.graph._launch(device, kernel, global_size, local_size, args)
     gsize = tuple(global_size)
@@ -436,25 +436,42 @@ def unreplayable():
 @contextlib.contextmanager
 def record():
     """Collect the launches this thread makes inside the block, in order, as Replay.make takes
-    them (other threads' launches are not theirs to replay). Only launch() records: a block
-    that also enqueues copies or fills itself is marked foreign and cannot be replayed. Blocks
-    nest: an inner block's launches, allocations and marks are the outer one's too."""
-    outer, saved = _state.recording, (watching.fresh, watching.bumped, watching.foreign)
-    out = _state.recording = Recording()
-    watching.fresh, watching.bumped, watching.foreign = [], [], False
+    them (other threads' launches are not theirs to replay), each buffer argument as a
+    RecordedBuffer. Only launch() records: a block that also enqueues copies or fills itself
+    is marked foreign and cannot be replayed. Blocks nest: an inner block's launches,
+    allocations and marks are the outer one's too."""
+    w = watching
+    outer, saved = _state.recording, (w.fresh, w.fresh_ids, w.bumped, w.foreign, w.launches)
+    out = _state.recording = w.launches = Recording()
+    w.fresh, w.fresh_ids, w.bumped, w.foreign = [], set(), [], False
     try:
         yield out
     finally:
-        fresh = {f[0] for f in watching.fresh}
-        out.fresh = watching.fresh
-        out.foreign = watching.foreign or any(id(s) not in fresh for s in watching.bumped)
+        out.fresh, out.foreign = w.fresh, w.foreign or bool(w.bumped)
         _state.recording = outer
         if outer is not None:
+            base = len(outer)
             outer.extend(out)
-            saved[0].extend(watching.fresh)
-            saved[1].extend(watching.bumped)
-            saved = (saved[0], saved[1], saved[2] or watching.foreign)
-        watching.fresh, watching.bumped, watching.foreign = saved
+            saved[0].extend((s, b, n, at + base) for s, b, n, at in w.fresh)
+            saved[1].update(w.fresh_ids)
+            saved[2].extend(s for s in w.bumped if id(s) not in saved[1])
+            saved = saved[:3] + (saved[3] or w.foreign, saved[4])
+        w.fresh, w.fresh_ids, w.bumped, w.foreign, w.launches = saved
+
+
+class RecordedBuffer:
+    """A buffer argument of a recorded launch: its id only, so that a buffer the block lets go
+    is freed in it (a chunked algorithm's scratch)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, buf):
+        self.id = id(buf)
+
+
+def _recorded(args):
+    return tuple([RecordedBuffer(a) if isinstance(a, cl.MemoryObjectHolder) else a
+                  for a in args])
 
 
 class Replay:
@@ -486,29 +503,31 @@ class Replay:
         by_id = {id(buf): role for role, buf in roles.items()}
         if len(by_id) != len(roles) or getattr(launches, "foreign", False):
             return None
-        scratch, index = [], {}
-        for storage_id, buf_id, nbytes in getattr(launches, "fresh", ()):
-            role = by_id.get(buf_id)
-            if role is None:
-                role = by_id[buf_id] = ("scratch", len(scratch))
-                scratch.append(nbytes)
-            elif role.__class__ is not tuple:
-                continue  # NOTE: a caller's role (a buffer of the block made for the caller)
-            # NOTE: a buffer of one that died in the block may be another's: one role, the
-            # larger size, the lifetime of both
-            scratch[role[1]] = max(scratch[role[1]], nbytes)
-            index[storage_id] = role[1]
-        outputs = tuple(index.get(id(s)) for s in outputs)
+        callers, scratch, index = set(by_id), [], {}
+        fresh = list(getattr(launches, "fresh", ()))[::-1]
+
+        def allocated(upto):
+            """Give the buffers allocated before launch `upto` their scratch roles."""
+            while fresh and fresh[-1][3] <= upto:
+                storage_id, buf_id, nbytes, _ = fresh.pop()
+                if buf_id not in callers:  # NOTE: else a caller's buffer the block made
+                    by_id[buf_id] = ("scratch", len(scratch))
+                    index[storage_id] = len(scratch)
+                    scratch.append(nbytes)
         out = []
-        for kernel, gsize, lsize, args in launches:
+        for j, (kernel, gsize, lsize, args) in enumerate(launches):
+            allocated(j)
             args, slots = list(args), []
             for i, a in enumerate(args):
-                if isinstance(a, cl.MemoryObjectHolder):
-                    if id(a) not in by_id:
+                if a.__class__ is RecordedBuffer or isinstance(a, cl.MemoryObjectHolder):
+                    role = by_id.get(a.id if a.__class__ is RecordedBuffer else id(a))
+                    if role is None:
                         return None
-                    slots.append((i, by_id[id(a)]))
+                    slots.append((i, role))
                     args[i] = None  # NOTE: holding the recorded buffers would keep them alive
             out.append((kernel, gsize, lsize, args, tuple(slots)))
+        allocated(len(launches))
+        outputs = tuple(index.get(id(s)) for s in outputs)
         return cls(out, tuple(scratch), outputs)
 
     def __call__(self, device, buffers, keep=()):
