@@ -1,7 +1,9 @@
-"""Memoized host plans: a repeated call replays the launches decided for the first one (GEMM
-products through program.Replay, with scratch allocated again), and a call that differs in
-anything that decides them (strides, offsets, dtypes, aliasing, flags, plug-ins, the tuning
-entry) decides afresh; every result against numpy float64 into NaN-poisoned outputs."""
+"""Memoized host plans: a repeated GEMM product or convolution pass replays the launches
+decided for the first one (program.Replay, with scratch and outputs allocated again), and a
+call that differs in anything that decides them (strides, offsets, dtypes, aliasing, flags,
+plug-ins, the tuning entry) decides afresh; every result against numpy float64 into
+NaN-poisoned outputs. Also: recording's bookkeeping (nesting, foreign blocks, scratch that
+dies in a block), graph capture and threads over plans, and the host paths made leaner."""
 import threading
 
 import numpy as np
