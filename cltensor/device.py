@@ -50,6 +50,20 @@ class _Capturing(threading.local):
 capturing = _Capturing()
 
 
+class _Watching(threading.local):
+    # while program.record() runs in this thread: (id of the Storage, id of its buffer, bytes,
+    # launches recorded before it) of each Storage allocated since, and their ids; ids, so that
+    # the block's scratch can die in it (and an id pass to a later buffer)
+    fresh = None
+    fresh_ids = None
+    launches = None  # the block's recorded launches
+    bumped = None  # the Storages allocated before it whose version it bumped (writes them)
+    foreign = False  # set when this thread did what a replay would not (a copy, a cache fill)
+
+
+watching = _Watching()
+
+
 @dataclass(frozen=True)
 class Description:
     """What a device reports that kernel defaults depend on (cltensor/defaults.py). It has
@@ -169,6 +183,8 @@ class Device:
         """command(queue, *args, **kwargs) under launch_lock, so that it goes to the current
         queue (copies and fills; pass is_blocking=False and wait on the event outside); inside
         a graph capture, captured or refused (cltensor.graphs) and not run."""
+        if watching.fresh is not None:
+            watching.foreign = True
         if capturing.graph is not None:
             return capturing.graph._enqueue(self, command, args, kwargs)
         with self.launch_lock:
@@ -294,6 +310,10 @@ class Storage:
         self.buf = device.allocate(nbytes) if graph is None else \
             graph._allocate(device, nbytes, self)
         self._version = 0
+        fresh = watching.fresh
+        if fresh is not None:
+            fresh.append((id(self), id(self.buf), nbytes, len(watching.launches)))
+            watching.fresh_ids.add(id(self))
 
     @property
     def version(self):
@@ -307,6 +327,8 @@ class Storage:
         graph = capturing.graph
         if graph is not None:
             graph._written(self, value - self._version)
+        if watching.bumped is not None and id(self) not in watching.fresh_ids:
+            watching.bumped.append(self)
         self._version = value
 
     def __del__(self):

@@ -20,11 +20,12 @@ from pathlib import Path
 
 import numpy as np
 import pyopencl as cl
+from pyopencl import _cl
 import pyopencl.characterize as cl_characterize
 
 from . import caches, pocl_cache, profiler
 from . import dtypes as dt
-from .device import capturing
+from .device import Storage, capturing, watching
 from .diskfiles import private_dirs, warn_once, write_atomic
 
 _HERE = Path(__file__).resolve().parent
@@ -368,20 +369,22 @@ def launch(device, kernel, global_size, local_size, *args):
     same kernel object in between would run it with its own arguments (docs/threads.md).
     """
     if _state.recording is not None:
-        _state.recording.append((kernel, tuple(global_size), local_size, args))
+        _state.recording.append((kernel, tuple(global_size), local_size, _recorded(args)))
     if capturing.graph is not None:
         return capturing.graph._launch(device, kernel, global_size, local_size, args)
     gsize = tuple(global_size)
     outer = len(gsize) - 1
     if outer == 0 or gsize[outer] // (local_size[outer] if local_size else 1) <= MAX_GROUPS:
-        profiling = bool(profiler._state.active)
-        with device.launch_lock:
-            _declare_arg_types(kernel, args)
-            queue = device.profiling_queue() if profiling else device.queue
-            event = kernel(queue, gsize, local_size, *args)
-        if profiling:
+        if profiler._state.active:
+            with device.launch_lock:
+                _declare_arg_types(kernel, args)
+                event = kernel(device.profiling_queue(), gsize, local_size, *args)
             profiler.record(kernel, gsize, local_size, event)
-        return event
+            return event
+        with device.launch_lock:
+            if _typed.get(id(kernel)) is not kernel:  # NOTE: _declare_arg_types, inlined
+                _declare_arg_types(kernel, args)
+            return kernel(device._queue or device.queue, gsize, local_size, *args)
     for size, offset in launch_pieces(gsize, local_size):
         with device.launch_lock:
             _declare_arg_types(kernel, args)
@@ -407,23 +410,68 @@ def launch_pieces(gsize, lsize):
 
 
 class _ThreadState(threading.local):
-    recording = None  # while record() runs in this thread: its list of launches
+    recording = None  # while record() runs in this thread: its Recording
 
 
 _state = _ThreadState()
 
 
+class Recording(list):
+    """record()'s launches, in order, with the Storages allocated in the block (fresh, as
+    device.watching notes them) and whether the block did what a replay would not (foreign:
+    it enqueued a copy or fill itself, filled a cache, or wrote a storage it did not
+    allocate), once the block has ended."""
+
+    fresh = ()
+    foreign = False
+
+
+def unreplayable():
+    """Mark the blocks being recorded (if any) as ones that a replay cannot repeat: they filled
+    a cache that outlives them (a weight transform), which a replay would not."""
+    if watching.fresh is not None:
+        watching.foreign = True
+
+
 @contextlib.contextmanager
 def record():
     """Collect the launches this thread makes inside the block, in order, as Replay.make takes
-    them (other threads' launches are not theirs to replay). Only launch() records: a block
-    that also enqueues copies or fills itself cannot be replayed."""
-    assert _state.recording is None, "program.record: already recording in this thread"
-    _state.recording = []
+    them (other threads' launches are not theirs to replay), each buffer argument as a
+    RecordedBuffer. Only launch() records: a block that also enqueues copies or fills itself
+    is marked foreign and cannot be replayed. Blocks nest: an inner block's launches,
+    allocations and marks are the outer one's too."""
+    w = watching
+    outer, saved = _state.recording, (w.fresh, w.fresh_ids, w.bumped, w.foreign, w.launches)
+    out = _state.recording = w.launches = Recording()
+    w.fresh, w.fresh_ids, w.bumped, w.foreign = [], set(), [], False
     try:
-        yield _state.recording
+        yield out
     finally:
-        _state.recording = None
+        out.fresh, out.foreign = w.fresh, w.foreign or bool(w.bumped)
+        _state.recording = outer
+        if outer is not None:
+            base = len(outer)
+            outer.extend(out)
+            saved[0].extend((s, b, n, at + base) for s, b, n, at in w.fresh)
+            saved[1].update(w.fresh_ids)
+            saved[2].extend(s for s in w.bumped if id(s) not in saved[1])
+            saved = saved[:3] + (saved[3] or w.foreign, saved[4])
+        w.fresh, w.fresh_ids, w.bumped, w.foreign, w.launches = saved
+
+
+class RecordedBuffer:
+    """A buffer argument of a recorded launch: its id only, so that a buffer the block lets go
+    is freed in it (a chunked algorithm's scratch)."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, buf):
+        self.id = id(buf)
+
+
+def _recorded(args):
+    return tuple([RecordedBuffer(a) if isinstance(a, cl.MemoryObjectHolder) else a
+                  for a in args])
 
 
 class Replay:
@@ -433,39 +481,119 @@ class Replay:
     tunables that choose kernels) replays them for the next call with that key: the host work
     that chose the kernels, sizes and arguments is skipped (Winograd's three launches on the
     H200's host: about 90 us of Python for kernels of 0.1 ms). Only buffers change: the
-    caller's tensors and scratch it allocates again.
+    caller's tensors, and scratch the block allocated, which each replay allocates again.
     """
 
-    def __init__(self, launches):
+    def __init__(self, launches, scratch=(), outputs=()):
         self.launches = launches  # [(kernel, global, local, arguments, ((position, role), ...))]
+        self.scratch = scratch  # bytes of each scratch buffer; role ("scratch", i) is the i-th
+        # per launch: the scratch buffers to allocate before it and to let go after it
+        self.lifetimes = _lifetimes(launches, len(scratch))
+        self.outputs = outputs  # make()'s outputs' scratch indexes (None: not scratch)
+        self.own = None  # Kernel objects of the launches' own, made on the first replay
 
     @classmethod
-    def make(cls, launches, roles):
+    def make(cls, launches, roles, outputs=()):
         """A Replay of record()'s launches, each buffer argument replaced by its role in
-        `roles` ({role: buffer}); None when an argument is a buffer outside roles (scratch or
-        a cache of its own, which a replay could not know) or one buffer plays two roles."""
+        `roles` ({role: buffer}, roles not tuples) or, for a buffer allocated inside the block,
+        by a scratch role; None when an argument is another buffer (a cache of its own, which
+        a replay could not know), one buffer plays two roles, or the block was foreign
+        (Recording). `outputs`: Storages the block made for its caller, whose scratch indexes
+        the Replay's outputs give."""
         by_id = {id(buf): role for role, buf in roles.items()}
-        if len(by_id) != len(roles):
+        if len(by_id) != len(roles) or getattr(launches, "foreign", False):
             return None
+        callers, scratch, index = set(by_id), [], {}
+        fresh = list(getattr(launches, "fresh", ()))[::-1]
+
+        def allocated(upto):
+            """Give the buffers allocated before launch `upto` their scratch roles."""
+            while fresh and fresh[-1][3] <= upto:
+                storage_id, buf_id, nbytes, _ = fresh.pop()
+                if buf_id not in callers:  # NOTE: else a caller's buffer the block made
+                    by_id[buf_id] = ("scratch", len(scratch))
+                    index[storage_id] = len(scratch)
+                    scratch.append(nbytes)
         out = []
-        for kernel, gsize, lsize, args in launches:
+        for j, (kernel, gsize, lsize, args) in enumerate(launches):
+            allocated(j)
             args, slots = list(args), []
             for i, a in enumerate(args):
-                if isinstance(a, cl.MemoryObjectHolder):
-                    if id(a) not in by_id:
+                if a.__class__ is RecordedBuffer or isinstance(a, cl.MemoryObjectHolder):
+                    role = by_id.get(a.id if a.__class__ is RecordedBuffer else id(a))
+                    if role is None:
                         return None
-                    slots.append((i, by_id[id(a)]))
+                    slots.append((i, role))
                     args[i] = None  # NOTE: holding the recorded buffers would keep them alive
             out.append((kernel, gsize, lsize, args, tuple(slots)))
-        return cls(out)
+        allocated(len(launches))
+        outputs = tuple(index.get(id(s)) for s in outputs)
+        return cls(out, tuple(scratch), outputs)
 
-    def __call__(self, device, buffers):
-        """Enqueue the launches with buffers[role] in each role's places."""
-        for kernel, gsize, lsize, template, slots in self.launches:
-            args = template.copy()
-            for i, role in slots:
-                args[i] = buffers[role]
-            launch(device, kernel, gsize, lsize, *args)
+    def __call__(self, device, buffers, keep=()):
+        """Enqueue the launches with buffers[role] in each role's places, each scratch buffer
+        allocated before its first launch and let go after its last (as the recorded block
+        did), but those of the scratch indexes in `keep`: returns their Storages."""
+        held = {}
+        # NOTE: straight to the queue unless launch() has more to do (recording, capturing,
+        # profiling: per thread, so unchanged during the loop, or pieces of a large launch)
+        direct = (_state.recording is None and capturing.graph is None and
+                  not profiler._state.active)
+        lock = device.launch_lock
+        own = self.own
+        if own is None and direct:
+            own = self.own = [_own_kernel(k, args) for k, _, _, args, _ in self.launches]
+        for j, ((kernel, gsize, lsize, template, slots), (new, done, single)) in enumerate(
+                zip(self.launches, self.lifetimes)):
+            for i in new:
+                held[i] = Storage(device, self.scratch[i])
+            if direct and single:
+                kernel = own[j]
+                with lock:  # NOTE: the Kernel holds its arguments until the enqueue
+                    for i, role in slots:
+                        kernel.set_arg(i, buffers[role] if role.__class__ is not tuple else
+                                       held[role[1]].buf)
+                    _enqueue(device._queue or device.queue, kernel, gsize, lsize, None, None,
+                             False, False)
+            else:
+                args = template.copy()
+                for i, role in slots:
+                    args[i] = buffers[role] if role.__class__ is not tuple else held[role[1]].buf
+                launch(device, kernel, gsize, lsize, *args)
+            for i in done:
+                if i not in keep:
+                    del held[i]
+        return [held[i] if i in held else Storage(device, self.scratch[i]) for i in keep]
+
+
+_enqueue = _cl.enqueue_nd_range_kernel  # NOTE: positional, the fastest call (cltensor.graphs)
+
+
+def _own_kernel(kernel, template):
+    """A Kernel object of a recorded launch's own, its arguments but the buffers set once (a
+    replay sets only the buffers: pyopencl's call sets every argument, in Python)."""
+    own = cl.Kernel(kernel.program, kernel.function_name)
+    own.set_scalar_arg_dtypes(arg_dtypes(template))
+    own.set_args(*template)
+    return own
+
+
+def _lifetimes(launches, nscratch):
+    """[(scratch indexes first used by launch j, those last used by it, whether it is one
+    launch_pieces piece)] for each launch j."""
+    first, last = {}, {}
+    for j, (*_, slots) in enumerate(launches):
+        for _, role in slots:
+            if role.__class__ is tuple:
+                first.setdefault(role[1], j)
+                last[role[1]] = j
+    out = [([], [], len(launch_pieces(gsize, lsize)) == 1)
+           for _, gsize, lsize, *_ in launches]
+    for i in range(nscratch):
+        if i in first:
+            out[first[i]][0].append(i)
+            out[last[i]][1].append(i)
+    return out
 
 
 def sizes_1d(device, n, group=None):

@@ -58,10 +58,14 @@ def rng(request):
 
 @pytest.fixture(autouse=True)
 def _fresh_winograd_plans():
-    """Winograd records its launches afresh in each test: tests patch module tunables (its
-    tiles' padding, the GEMM's parameter sets) that the replays' keys leave out."""
-    from cltensor.conv import winograd
+    """Winograd, the GEMM engine and the convolution passes record their launches afresh in
+    each test: tests patch module tunables (tiles' padding, the GEMM's parameter sets, the
+    algorithms' thresholds) that the replays' keys leave out."""
+    from cltensor.conv import plans, winograd
+    from cltensor.ops.gemm import engine
     winograd.clear_plans()
+    plans.clear()
+    engine.clear_plans()
 
 
 @pytest.fixture

@@ -477,8 +477,9 @@ def sum_to_shape(g, shape):
     if g.shape == tuple(shape):
         return g
     lead = g.ndim - len(shape)
-    dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
-                                      if n == 1 and g.shape[lead + i] != 1)
+    # NOTE: a dim of size 1 needs no sum (a batch of one image's gradient is a reshape)
+    dims = tuple(i for i in range(lead) if g.shape[i] != 1) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and g.shape[lead + i] != 1)
     out = g.sum(dim=dims, keepdim=True) if dims else g
     return out.reshape(shape) if lead or out.shape != tuple(shape) else out
 

@@ -8,6 +8,7 @@ from .. import backends, caches, program
 from .. import dtypes as dt
 from ..device import capturing
 from ..ops import elementwise as ew
+from ..ops.reduce import _buf as reduce_buf
 from ..ops.reduce import sum as sum_
 from ..program import ctype_of, launch, round_up
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
@@ -63,6 +64,7 @@ def per_weight(w, key, make):
     unchanged: an optimizer's in-place update (or any in-place write) makes it again. For
     weight transforms (Winograd's filters, implicit GEMM's packed panels)."""
     full = (w.offset, w.shape, w.strides, w.dtype, *key)
+    program.unreplayable()  # NOTE: a replay would not see the cache (conv/plans.py)
     if capturing.graph is not None:
         return _captured(capturing.graph, w.storage, full, make)
     per_storage = _per_weight.setdefault(w.storage, {})
@@ -221,3 +223,10 @@ def images_per_chunk(n, bytes_per_image):
 def bias_grad(gout):
     """The bias gradient: gout summed over batch and space."""
     return sum_(gout, dim=(0, 2, 3))
+
+
+def bias_grad_buffers(device):
+    """The buffers bias_grad's reduction passes its kernels besides its operands (a placeholder
+    for the arguments a sum leaves unused), which a replayed pass (conv/plans.py) passes in
+    their places as it does the pass's tensors."""
+    return (reduce_buf(None, device),)

@@ -8,11 +8,12 @@ again.
 from __future__ import annotations
 
 from .. import autograd
+from .. import dtypes as dt
 from ..autograd.functions import _where
 from ..ops import activation as act
 from ..ops import elementwise as ew
 from ..tensor import CHANNELS_LAST, ClTensor
-from . import common, dispatch
+from . import common, dispatch, plans
 from .params import Padding, Pair, make_params
 
 ALGOS = ("auto",) + tuple(dispatch.ALGORITHMS)  # plus plug-ins' on the devices they serve
@@ -24,10 +25,13 @@ class Conv2dFunction(autograd.Function):
 
     @staticmethod
     def forward(ctx, input, weight, bias, p, algo, relu=False):
-        out = common.empty(p.out_shape, input, common.layout_of(input))
         if p.n:
             name = dispatch.choose(p, input.device, "forward", algo, (input, weight, bias))
-            forward(dispatch.algorithm(name, input.device), input, weight, bias, p, out, relu)
+            out, = plans.run(("forward", p, name, relu), (input, weight, bias),
+                             dt.compute_dtype(input.dtype),
+                             lambda: _new_forward(name, input, weight, bias, p, relu))
+        else:
+            out = common.empty(p.out_shape, input, common.layout_of(input))
         ctx.save_for_backward(input, weight, out if relu else None)
         ctx.p, ctx.algo = p, algo
         return out
@@ -39,9 +43,7 @@ class Conv2dFunction(autograd.Function):
         if autograd.is_grad_enabled():
             gout = gout if y is None else _where(y > 0, gout, 0.0)
             return (*recorded_grads(x, w, gout, ctx.p, ctx.algo, needs), None, None, None)
-        if y is not None:
-            gout = act.relu_backward(gout, y)
-        gx, gw, gb = backward(x, w, gout, ctx.p, ctx.algo, *needs)
+        gx, gw, gb = backward(x, w, gout, ctx.p, ctx.algo, *needs, relu_y=y)
         return gx, gw, gb, None, None, None
 
 
@@ -94,11 +96,21 @@ def forward(algo, x, w, bias, p, out, relu=False):
     return out
 
 
-def backward(x, w, gout, p, algo, need_x, need_w, need_b=False):
+def _new_forward(name, x, w, bias, p, relu):
+    """(the convolution by algorithm `name` into a new tensor,)"""
+    out = common.empty(p.out_shape, x, common.layout_of(x))
+    forward(dispatch.algorithm(name, x.device), x, w, bias, p, out, relu)
+    return (out,)
+
+
+def backward(x, w, gout, p, algo, need_x, need_w, need_b=False, relu_y=None):
     """(input gradient, weight gradient, bias gradient) of a convolution, the first two each
     by its pass's algorithm; None for one not needed (the first layer of a network needs no
     input gradient). The bias gradient comes with the weight gradient where that algorithm
-    folds it in (an optional backward_with_bias), else from a reduction of gout."""
+    folds it in (an optional backward_with_bias), else from a reduction of gout. relu_y: the
+    output of a fused ReLU, through which gout is taken back first."""
+    if relu_y is not None and p.n == 0:
+        gout = act.relu_backward(gout, relu_y)
     if p.n == 0:
         gw = ClTensor.empty_on(w.shape, w.dtype, w.device).zero_() if need_w else None
         gb = common.bias_grad(gout) if need_b else None
@@ -106,6 +118,18 @@ def backward(x, w, gout, p, algo, need_x, need_w, need_b=False):
     passes = [("backward_data", need_x), ("backward_weight", need_w)]
     names = {ps: dispatch.choose(p, x.device, ps, algo, (x, w, gout)) for ps, need in passes
              if need}
+    key = ("backward", p, tuple(names.items()), need_x, need_w, need_b)
+    gx, gw, gb = plans.run(
+        key, (x, w, gout, relu_y), dt.compute_dtype(x.dtype),
+        lambda: _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y),
+        common.bias_grad_buffers(x.device) if need_b else ())
+    return gx, gw, gb
+
+
+def _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y):
+    """backward()'s gradients by the algorithms `names` of its passes, gout taken back through
+    relu_y's ReLU first (unless None)."""
+    gout = gout if relu_y is None else act.relu_backward(gout, relu_y)
     algo_of = {ps: dispatch.algorithm(name, x.device) for ps, name in names.items()}
 
     def run(pass_, nx, nw):

@@ -1,6 +1,8 @@
 """Gradients of ops/matmul.py's ops: matmul (mm, bmm, mv, dot), addmm and baddbmm."""
 from ...ops.elementwise import broadcast_shapes
-from ..engine import Function, sum_to_shape
+from ...ops.gemm import gemm_into
+from ...tensor import ClTensor
+from ..engine import Function, is_grad_enabled, sum_to_shape
 from .common import _op, _reduce_to, _scaled
 
 
@@ -33,7 +35,15 @@ def _is_transposed(t):
 def _mm_like(a, b, transposed):
     """a @ b, computed transposed when the input it is the gradient of was a transposed view
     (a linear layer's weight.T), so that the gradient reaches the leaf without a copy."""
-    return (b.mT @ a.mT).mT if transposed else a @ b
+    return _mm(b.mT, a.mT).mT if transposed else _mm(a, b)
+
+
+def _mm(a, b):
+    """a @ b; two matrices of one dtype outside grad mode (a backward's products, checked by
+    the forward) go to the GEMM engine without matmul's checks and dispatch."""
+    if a.ndim != 2 or b.ndim != 2 or a.dtype is not b.dtype or is_grad_enabled():
+        return a @ b
+    return gemm_into(a, b, ClTensor.empty_on((a.shape[0], b.shape[1]), a.dtype, a.device))
 
 
 class Addmm(Function):
