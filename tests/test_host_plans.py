@@ -113,6 +113,26 @@ def test_flags_and_entry_decide_again(device, rng, decided, monkeypatch, change)
     assert len(decided) == 2
 
 
+@pytest.mark.parametrize("name", ["bfloat16", "float16"])
+def test_16bit_products_keyed_by_their_own_entry(device, rng, decided, monkeypatch, name):
+    """A 16-bit product's plan goes with the entry it was decided under, its storage type's
+    (gemm_bfloat16 / gemm_float16), not float32's: a new entry of its own decides again."""
+    dtype = getattr(ct, name)
+    a, b = rng.standard_normal((8, 12)), rng.standard_normal((12, 8))
+    x, y = put(device, a.astype(np.float32)).to(dtype), put(device, b.astype(np.float32)).to(dtype)
+    want = x.float().numpy().astype(np.float64) @ y.float().numpy()
+    out = ct.empty((8, 8), device=device)
+    for _ in range(2):
+        check(product(x, y, out), want)
+    assert len(decided) == 1
+    real = engine.choice.entry_for
+    own = dict(real(device, dtype))  # another object for the 16-bit type alone
+    monkeypatch.setattr(engine.choice, "entry_for",
+                        lambda device, d: own if d == dtype else real(device, d))
+    check(product(x, y, out), want)
+    assert len(decided) == 2
+
+
 def test_foreign_blocks_are_not_replayed(device):
     """A recorded block that enqueued a fill itself or wrote a tensor it did not allocate
     cannot be replayed."""

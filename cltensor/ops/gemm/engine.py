@@ -171,13 +171,15 @@ def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=N
     if entry is not None or choice.FORCE_FAMILY is not None or backends.benchmark:
         return _gemm_into(*args, entry)
     key, bufs = plan_key((a, b, c_out, c_in, row_bias, col_bias), alpha, beta, relu)
-    return planned(key, bufs, c_out, lambda: _gemm_into(*args, None))
+    return planned(key, bufs, c_out, a.dtype, lambda: _gemm_into(*args, None))
 
 
-def planned(key, bufs, c_out, decide):
+def planned(key, bufs, c_out, a_dtype, decide):
     """decide() (which writes c_out and returns it), or the launches it made for the last call
-    with this key and c_out's tuning entry replayed with `bufs` in their roles."""
-    current = choice.entry_for(c_out.device, dt.compute_dtype(c_out.dtype))
+    with this key and the same tuning entry (A's 16-bit type's, else C's compute type's)
+    replayed with `bufs` in their roles."""
+    dtype = a_dtype if a_dtype in dt.HALF_TYPES else dt.compute_dtype(c_out.dtype)
+    current = choice.entry_for(c_out.device, dtype)
     hit = _plans.get(key)
     if hit is not None and hit[0] is current:
         if hit[1] is None:
@@ -273,7 +275,7 @@ def gemm_sum_into(a, b, c_out):
     if choice.FORCE_FAMILY is not None or backends.benchmark:
         return _gemm_sum_into(a, b, c_out)
     key, bufs = plan_key((a, b, c_out), "sum", None, None)
-    return planned(key, bufs, c_out, lambda: _gemm_sum_into(a, b, c_out))
+    return planned(key, bufs, c_out, a.dtype, lambda: _gemm_sum_into(a, b, c_out))
 
 
 def _gemm_sum_into(a, b, c_out):
