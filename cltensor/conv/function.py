@@ -29,7 +29,8 @@ class Conv2dFunction(autograd.Function):
             name = dispatch.choose(p, input.device, "forward", algo, (input, weight, bias))
             out, = plans.run(("forward", p, name, relu), (input, weight, bias),
                              dt.compute_dtype(input.dtype),
-                             lambda: _new_forward(name, input, weight, bias, p, relu))
+                             lambda: _new_forward(name, input, weight, bias, p, relu),
+                             replay=_portable(name))
         else:
             out = common.empty(p.out_shape, input, common.layout_of(input))
         ctx.save_for_backward(input, weight, out if relu else None)
@@ -122,8 +123,13 @@ def backward(x, w, gout, p, algo, need_x, need_w, need_b=False, relu_y=None):
     gx, gw, gb = plans.run(
         key, (x, w, gout, relu_y), dt.compute_dtype(x.dtype),
         lambda: _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y),
-        common.bias_grad_buffers(x.device) if need_b else ())
+        common.bias_grad_buffers(x.device) if need_b else (), replay=_portable(*names.values()))
     return gx, gw, gb
+
+
+def _portable(*names):
+    """Whether these algorithms are all built in (a plug-in's passes are never replayed)."""
+    return all(name in dispatch.ALGORITHMS for name in names)
 
 
 def _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y):

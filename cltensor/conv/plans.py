@@ -6,7 +6,8 @@ algorithms' views, products and launch arguments).
 
 Passes that fill a per-weight cache (Winograd's and implicit GEMM's weight transforms) or write
 a tensor they did not allocate are not replayed (program.Replay.make), nor any pass in benchmark
-mode (the choices are timed) or inside a graph capture (its conditional weight transforms).
+mode (the choices are timed), inside a graph capture (its conditional weight transforms) or by a
+plug-in's algorithm (its Python may do more than its launches show).
 """
 from .. import backends, caches, program
 from ..device import capturing
@@ -45,11 +46,12 @@ class _Plan:
                      for r in self.results)
 
 
-def run(key, tensors, dtype, decide, extra=()):
+def run(key, tensors, dtype, decide, extra=(), replay=True):
     """decide() (a tuple of new tensors or Nones, the pass's results), or its launches for the
     last pass with this key and the same layouts of `tensors` replayed (see the module);
-    `extra`: other buffers the pass reads, passed in their places as the tensors are."""
-    if backends.benchmark or capturing.graph is not None:
+    `extra`: other buffers the pass reads, passed in their places as the tensors are; replay
+    False: decide() always."""
+    if not replay or backends.benchmark or capturing.graph is not None:
         return decide()
     layouts, bufs = tensor_layouts(tensors)
     bufs += extra
