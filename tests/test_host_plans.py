@@ -4,6 +4,7 @@ call that differs in anything that decides them (strides, offsets, dtypes, alias
 plug-ins, the tuning entry) decides afresh; every result against numpy float64 into
 NaN-poisoned outputs. Also: recording's bookkeeping (nesting, foreign blocks, scratch that
 dies in a block), graph capture and threads over plans, and the host paths made leaner."""
+import gc
 import threading
 
 import numpy as np
@@ -452,6 +453,7 @@ def test_replayed_steps_hold_no_more_memory(device, rng):
     g = put(device, rng.standard_normal((2, 5)).astype(np.float32))
     held = []
     for _ in range(4):
+        gc.collect()  # NOTE: earlier tests' tensors in reference cycles, freed at any moment
         device.synchronize()
         device.reset_peak()
         net_step(net, x, g)
