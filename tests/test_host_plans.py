@@ -15,6 +15,7 @@ import cltensor as ct
 from cltensor import backends, program, tunedb
 from cltensor.conv import common, conv2d, plans
 from cltensor.conv import function as conv_function
+from cltensor.conv.params import make_params
 from cltensor.device import Storage
 from cltensor.ops import elementwise as ew
 from cltensor.ops.gemm import engine, kit
@@ -260,6 +261,29 @@ def test_conv_passes_replay(device, rng, conv_decided, algo, k, relu):
     for expect in (["forward", "backward"], [], []):
         check_conv(device, rng, conv_decided, expect, k, algo=algo, relu=relu, **kw)
     assert sum(v[1] is not None for v in plans._plans.values()) == 2
+
+
+@pytest.mark.parametrize("algo, k, replayed", [("im2col", 3, False), ("gemm_1x1", 1, True)])
+@pytest.mark.parametrize("relu", [False, True])
+def test_conv_forward_into_given_outputs_replays(device, rng, algo, k, replayed, relu):
+    """forward_into (the PyTorch device's deferred convolutions) replays its launches into
+    each call's own output, poisoned first, against float64; a pass that bumps the given
+    output's version (im2col's), which a replay would not, is decided each time instead."""
+    plans._plans.clear()
+    x = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
+    w = rng.standard_normal((4, 3, k, k)).astype(np.float32)
+    b = rng.standard_normal(4).astype(np.float32)
+    kw = dict(padding=1) if k == 3 else {}
+    X, W, B = (put(device, a) for a in (x, w, b))
+    p = make_params(X, W, B, 1, kw.get("padding", 0), 1, 1)
+    want = ref_conv(x, w, b, **kw)
+    want = np.maximum(want, 0) if relu else want
+    for _ in range(3):
+        out = ct.full(p.out_shape, float("nan"), device=device)
+        assert conv_function.forward_into(algo, X, W, B, p, out, relu) is out
+        check(out.numpy(), want)
+    (entry, plan), = plans._plans.values()
+    assert (plan is not None) == replayed
 
 
 def test_conv_changed_layout_or_flag_decides_again(device, rng, conv_decided, monkeypatch):

@@ -97,6 +97,20 @@ def forward(algo, x, w, bias, p, out, relu=False):
     return out
 
 
+def forward_into(name, x, w, bias, p, out, relu=False):
+    """forward() by algorithm `name` into the given out, its launches replayed (conv/plans.py)
+    for the next call with the same key and layouts, out's among them (the PyTorch device's
+    deferred convolutions, whose outputs exist before their launch)."""
+    if p.n == 0:
+        return out
+    def decide():
+        forward(dispatch.algorithm(name, x.device), x, w, bias, p, out, relu)
+        return ()  # no new tensors: out is the caller's
+    plans.run(("forward_into", p, name, relu), (x, w, bias, out), dt.compute_dtype(x.dtype),
+              decide, replay=_portable(name))
+    return out
+
+
 def _new_forward(name, x, w, bias, p, relu):
     """(the convolution by algorithm `name` into a new tensor,)"""
     out = common.empty(p.out_shape, x, common.layout_of(x))

@@ -23,7 +23,7 @@ def convolution(x, w, bias, p):
     """The (N, Co, Ho, Wo) output ClTensor of a convolution whose launch is deferred."""
     name = dispatch.choose(p, x.device, "forward", "auto", (x, w, bias))
     out = common.empty(p.out_shape, x, common.layout_of(x))
-    launch = _Launch(dispatch.algorithm(name, x.device), x, w, bias, p)
+    launch = _Launch(name, x, w, bias, p)
     if not ENABLED or p.n == 0:
         return launch(out, relu=False)
     be.defer(_Pending(launch, out))
@@ -33,11 +33,12 @@ def convolution(x, w, bias, p):
 class _Launch:
     """One convolution's launch, with the operands it was given."""
 
-    def __init__(self, algo, x, w, bias, p):
-        self.algo, self.x, self.w, self.bias, self.p = algo, x, w, bias, p
+    def __init__(self, name, x, w, bias, p):
+        self.name, self.x, self.w, self.bias, self.p = name, x, w, bias, p
 
     def __call__(self, out, relu):
-        return conv_function.forward(self.algo, self.x, self.w, self.bias, self.p, out, relu)
+        return conv_function.forward_into(self.name, self.x, self.w, self.bias, self.p, out,
+                                          relu)
 
 
 class _Pending:
