@@ -8,7 +8,7 @@ from .. import backends, caches, program
 from .. import dtypes as dt
 from ..device import capturing
 from ..ops import elementwise as ew
-from ..ops.reduce import _buf as reduce_buf
+from ..ops.reduce import placeholder_buffer
 from ..ops.reduce import sum as sum_
 from ..program import ctype_of, launch, round_up
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
@@ -229,4 +229,4 @@ def bias_grad_buffers(device):
     """The buffers bias_grad's reduction passes its kernels besides its operands (a placeholder
     for the arguments a sum leaves unused), which a replayed pass (conv/plans.py) passes in
     their places as it does the pass's tensors."""
-    return (reduce_buf(None, device),)
+    return (placeholder_buffer(device),)
