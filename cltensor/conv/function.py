@@ -8,7 +8,6 @@ again.
 from __future__ import annotations
 
 from .. import autograd
-from .. import dtypes as dt
 from ..autograd.functions import _where
 from ..ops import activation as act
 from ..ops import elementwise as ew
@@ -27,8 +26,7 @@ class Conv2dFunction(autograd.Function):
     def forward(ctx, input, weight, bias, p, algo, relu=False):
         if p.n:
             name = dispatch.choose(p, input.device, "forward", algo, (input, weight, bias))
-            out, = plans.run(("forward", p, name, relu), (input, weight, bias),
-                             dt.compute_dtype(input.dtype),
+            out, = plans.run(("forward", p, name, relu), (input, weight, bias), input.dtype,
                              lambda: _new_forward(name, input, weight, bias, p, relu),
                              replay=_portable(name))
         else:
@@ -103,11 +101,12 @@ def forward_into(name, x, w, bias, p, out, relu=False):
     deferred convolutions, whose outputs exist before their launch)."""
     if p.n == 0:
         return out
+
     def decide():
         forward(dispatch.algorithm(name, x.device), x, w, bias, p, out, relu)
         return ()  # no new tensors: out is the caller's
-    plans.run(("forward_into", p, name, relu), (x, w, bias, out), dt.compute_dtype(x.dtype),
-              decide, replay=_portable(name))
+    plans.run(("forward_into", p, name, relu), (x, w, bias, out), x.dtype, decide,
+              replay=_portable(name))
     return out
 
 
@@ -124,9 +123,9 @@ def backward(x, w, gout, p, algo, need_x, need_w, need_b=False, relu_y=None):
     input gradient). The bias gradient comes with the weight gradient where that algorithm
     folds it in (an optional backward_with_bias), else from a reduction of gout. relu_y: the
     output of a fused ReLU, through which gout is taken back first."""
-    if relu_y is not None and p.n == 0:
-        gout = act.relu_backward(gout, relu_y)
     if p.n == 0:
+        if relu_y is not None:
+            gout = act.relu_backward(gout, relu_y)
         gw = ClTensor.empty_on(w.shape, w.dtype, w.device).zero_() if need_w else None
         gb = common.bias_grad(gout) if need_b else None
         return (common.empty(x.shape, x) if need_x else None), gw, gb
@@ -135,7 +134,7 @@ def backward(x, w, gout, p, algo, need_x, need_w, need_b=False, relu_y=None):
              if need}
     key = ("backward", p, tuple(names.items()), need_x, need_w, need_b)
     gx, gw, gb = plans.run(
-        key, (x, w, gout, relu_y), dt.compute_dtype(x.dtype),
+        key, (x, w, gout, relu_y), x.dtype,
         lambda: _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y),
         common.bias_grad_buffers(x.device) if need_b else (), replay=_portable(*names.values()))
     return gx, gw, gb

@@ -48,7 +48,8 @@ class _Plan:
 
 def run(key, tensors, dtype, decide, extra=(), replay=True):
     """decide() (a tuple of new tensors or Nones, the pass's results), or its launches for the
-    last pass with this key and the same layouts of `tensors` replayed (see the module);
+    last pass with this key, the same layouts of `tensors` and the same GEMM tuning entry (of
+    the tensors' dtype, gemm.entry_for) replayed (see the module);
     `extra`: other buffers the pass reads, passed in their places as the tensors are; replay
     False: decide() always."""
     if not replay or backends.benchmark or capturing.graph is not None:

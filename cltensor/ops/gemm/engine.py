@@ -178,8 +178,7 @@ def planned(key, bufs, c_out, a_dtype, decide):
     """decide() (which writes c_out and returns it), or the launches it made for the last call
     with this key and the same tuning entry (A's 16-bit type's, else C's compute type's)
     replayed with `bufs` in their roles."""
-    dtype = a_dtype if a_dtype in dt.HALF_TYPES else dt.compute_dtype(c_out.dtype)
-    current = choice.entry_for(c_out.device, dtype)
+    current = choice.entry_for(c_out.device, entry_type(a_dtype, dt.compute_dtype(c_out.dtype)))
     hit = _plans.get(key)
     if hit is not None and hit[0] is current:
         if hit[1] is None:
@@ -237,11 +236,15 @@ def _gemm_into(a, b, c_out, c_in, alpha, beta, row_bias, col_bias, relu, entry):
     return c_out
 
 
+def entry_type(a_dtype, compute):
+    """The type a product's tuning entry is chosen for: A's 16-bit storage type, else the
+    product's compute type."""
+    return a_dtype if a_dtype in dt.HALF_TYPES else compute
+
+
 def storage_of(p):
-    """The type a product's parameters are chosen for: its A operand's 16-bit storage type,
-    else its compute type."""
-    a = p.a.t.dtype
-    return a if a in dt.HALF_TYPES else p.dtype
+    """entry_type of problem p."""
+    return entry_type(p.a.t.dtype, p.dtype)
 
 
 def _family(p, entry):
