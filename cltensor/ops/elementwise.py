@@ -7,10 +7,11 @@ import numpy as np
 
 from .. import caches
 from .. import dtypes as dt
-from ..program import MAX_DIMS, ctype_of, get_kernel, launch, read_source, round_up, sizes_1d
+from ..program import MAX_DIMS, ctype_of, get_kernel, launch, read_sources, round_up, sizes_1d
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 
 KERNEL_FILE = "elementwise.cl"
+HEADERS = ("special.cl",)  # prepended to KERNEL_FILE: torch.special's algorithms
 SHAPE_T = np.dtype([("size", np.int64, MAX_DIMS)])
 VIEW_T = np.dtype([("offset", np.int64), ("stride", np.int64, MAX_DIMS)])
 _DUMMY_VIEW = np.zeros((), VIEW_T)
@@ -311,7 +312,9 @@ def _get_kernel(device, op_macro, sig, out_dtype, compute_dtype, user_op, layout
                 defines[f"SCALAR{i}"] = None
             else:
                 defines[f"T{i}"] = ctype_of(d)
-        source = None if user_op is None else user_op + read_source(KERNEL_FILE)
+        source = read_sources(*HEADERS, KERNEL_FILE)
+        if user_op is not None:
+            source = user_op + source
         k = _kernels[key] = get_kernel(device, KERNEL_FILE, name, defines, source)
     return k
 
