@@ -7,9 +7,11 @@ import pytest
 
 import cltensor as ct
 from cltensor import program
+from cltensor.ops import elementwise
 from cltensor.ops.elementwise import shape_arg, view_arg
 
 INCLUDE = '#include "common.cl"\n'
+KERNEL_DIR = program.KERNEL_DIR  # the package's own, before a test points it elsewhere
 
 
 def _kernel_files():
@@ -37,12 +39,14 @@ def test_read_source_splices_common_with_max_dims_and_line_numbers():
 
 @pytest.fixture
 def kernel_dir(tmp_path, monkeypatch):
-    """A kernel folder of its own (common.cl copied), with read_source's memo emptied around."""
+    """A kernel folder of its own (common.cl copied), with the sources' memos emptied around."""
     shutil.copy(program.KERNEL_DIR / "common.cl", tmp_path / "common.cl")
     monkeypatch.setattr(program, "KERNEL_DIR", tmp_path)
     program._sources.clear()
+    program._joined.clear()
     yield tmp_path
     program._sources.clear()
+    program._joined.clear()
 
 
 def test_compiler_log_keeps_the_including_files_line(device, kernel_dir, capfd):
@@ -80,3 +84,34 @@ def test_kernels_walk_views_through_common_definitions(device, kernel_dir, rng):
     want = x.offset + sum(i * s for i, s in zip(idx, x.stride()))
     np.testing.assert_array_equal(got[0].numpy(), want)
     np.testing.assert_array_equal(got[1].numpy(), want - x.offset)
+
+
+@pytest.mark.parametrize("cache", ["cltensor's binaries", "the driver's"])
+def test_a_changed_header_is_not_served_from_the_cache(device, kernel_dir, cache, tmp_path,
+                                                       monkeypatch):
+    """The on-disk program caches key a build by the text of the headers prepended to its file
+    (special.cl before elementwise.cl) too: two versions of special.cl, two builds, each with its
+    own result (a stale binary would give the first version's)."""
+    binaries = cache == "cltensor's binaries"
+    if not binaries and not program.cl_characterize.has_src_build_cache(device.cl_device):
+        pytest.skip("this driver keeps no build cache: its builds take cltensor's binary cache")
+    root = tmp_path / "cache"
+    monkeypatch.setenv("CLTENSOR_CACHE_DIR", str(root))
+    if binaries:
+        monkeypatch.setattr(program.cl_characterize, "has_src_build_cache", lambda dev: None)
+    shutil.copy(KERNEL_DIR / "elementwise.cl", kernel_dir / "elementwise.cl")
+    header = (KERNEL_DIR / "special.cl").read_text()
+    x = ct.from_numpy(np.linspace(-2, 2, 5, dtype=np.float32), device=device)
+    stored = []
+    try:
+        for value in (42, 7):
+            (kernel_dir / "special.cl").write_text(header + f"#define i0e_ct(x) ((CT){value})\n")
+            program._sources.clear()
+            program._joined.clear()
+            elementwise.clear_kernels()
+            np.testing.assert_array_equal(ct.special.i0e(x).numpy(), np.full(5, value))
+            stored.append(len(list(root.rglob("*.bin"))))
+    finally:
+        elementwise.clear_kernels()
+    if binaries:  # both builds went through cltensor's binary cache, one file each
+        assert stored[0] >= 1 and stored[1] == stored[0] + 1, stored
