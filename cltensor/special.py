@@ -1,11 +1,12 @@
 """torch.special for cltensor: the special functions under torch's names.
 
-Kernels of their own (cl_kernels/elementwise.cl, each checked against mpmath in
-tests/test_special.py): i0e and i1e (exp(-|x|) I0(x), I1(x)), erfcx (exp(x^2) erfc(x)), ndtr
-and log_ndtr (the standard normal's CDF and its log, accurate far into both tails), ndtri (its
-quantile), entr (-x log x), xlog1py (x log1p(y)) and zeta (Hurwitz's). The rest are
-cltensor's own functions under torch.special's names (expit is sigmoid, gammaln lgamma, psi
-digamma, ...). All differentiable where torch's are (zeta with respect to q only).
+Kernels of their own (their algorithms in cl_kernels/special.cl, prepended to elementwise.cl;
+each checked against mpmath in tests/test_special.py): i0e and i1e (exp(-|x|) I0(x), I1(x)),
+erfcx (exp(x^2) erfc(x)), ndtr and log_ndtr (the standard normal's CDF and its log, accurate
+far into both tails), ndtri (its quantile), entr (-x log x), xlog1py (x log1p(y)) and zeta
+(Hurwitz's). The rest are cltensor's own functions under torch.special's names (expit is
+sigmoid, gammaln lgamma, psi digamma, ...). All differentiable where torch's are (zeta with
+respect to q only).
 Without gradients, as in torch (their results do not require grad): spherical_bessel_j0
 (sin(x) / x); the Bessel functions bessel_j0, bessel_j1, bessel_y0, bessel_y1,
 modified_bessel_k0, modified_bessel_k1 and scaled_modified_bessel_k0, _k1 (exp(x) K(x)), and
@@ -15,7 +16,7 @@ few ulp; and the orthogonal polynomials of degree n (Chebyshev's T, U, V, W and 
 forms, Hermite's H and He, Laguerre's L, Legendre's P). Y and K give NaN for x < 0, -inf and
 +inf at 0, as torch's; at +-inf J, Y and Ai give their limit 0 where torch's give NaN. torch's
 own J and Y are up to 2.4e-6 of their envelope off just above x = 5, its Ai near -2.3 (see
-cl_kernels/elementwise.cl).
+cl_kernels/special.cl).
 
 Example:
     >>> x = cltensor.tensor([-10.0, 0.0, 2.0], dtype=cltensor.float64)

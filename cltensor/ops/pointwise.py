@@ -1,5 +1,6 @@
 """Pointwise math with torch's names, dtype rules and in-place forms (kernels: elementwise.cl),
-torch's special functions (erfinv, lgamma, digamma, polygamma, i0, igamma, ...) included."""
+torch's special functions (erfinv, lgamma, digamma, polygamma, i0, igamma, ...) included (their
+algorithms: special.cl)."""
 import re
 
 import numpy as np
