@@ -353,6 +353,12 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
  * BM*MR. A launch may cover one slab of a longer K (the host's float32 slabs of 16-bit
  * operands, ops/gemm/packed.py): resume 1 starts from the sums in `part`, finish 0 leaves
  * them there instead of running the epilogue.
+ *
+ * B_INPLACE 1: B is read where it is (rows contiguous along N, element (k, n) at
+ * Bp[batch_offset(b, vb) + k*ldb + n], N >= NR) instead of from panels: a tile's slab of B is
+ * kc rows of NR floats ldb apart, and the last, partial panel of N is computed as the panel
+ * that ends at column N (gemm_packed's rule); bp_bs is unused. No pack of B: the pack, a read
+ * and a write of all of B, cost as much as the product on the convolutions' wide products.
  */
 #ifndef BM
 #define BM 16
@@ -373,26 +379,44 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 #ifndef PREFETCH_A
 #define PREFETCH_A(p)
 #endif
+/* vector j of a row of B's slab at p, and the step to the next row */
+#if B_INPLACE
+#define SLAB_B_LOAD(p, j) (*(__global const VTU*)((p) + (j) * VW))
+#define SLAB_B_STEP ldb
+#else
+#define SLAB_B_LOAD(p, j) ((p)[j])
+#define SLAB_B_STEP NV
+#endif
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) WIDE_VECTORS_ATTR
 void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARGS,
                 __global const T* Ap, const long ap_bs, __global const T* Bp, const long bp_bs,
-                __global VT* part, const long part_bs, const int walk_n, const int resume,
-                const int finish, EPI_ARGS) {
+                const View vb, const long ldb, __global VT* part, const long part_bs,
+                const int walk_n, const int resume, const int finish, EPI_ARGS) {
   const int g0 = get_global_id(0), g1 = get_global_id(1);
   const int bm = row0 / (MR * BM) + (walk_n ? g1 : g0), bn = walk_n ? g0 : g1;
   const long b = batch0 + get_global_id(2);
   const int pms = (M + MR - 1) / MR, pns = (N + NR - 1) / NR;
   const int pm1 = min(bm * BM + BM, pms), pn1 = min(bn * BN + BN, pns);
   __global const T* ab = Ap + b * ap_bs;
+#if B_INPLACE
+  __global const T* bb = Bp + batch_offset(b, nbd, batch, vb);
+#else
   __global const VT* bb = (__global const VT*)(Bp + b * bp_bs);
+#endif
   __global VT* pb = part + b * part_bs;
   for (int k0 = 0; k0 < K; k0 += KC) {
     const int kc = min(KC, K - k0);
     for (int pn = bn * BN; pn < pn1; ++pn) {
+      /* B in place: the last, partial panel computed as the panel that ends at column N */
+      const int n0 = pn * NR, nb0 = B_INPLACE && n0 + NR > N ? N - NR : n0;
       for (int pm = bm * BM; pm < pm1; ++pm) {
         __global const T* a = ab + (long)k0 * pms * MR + (long)pm * kc * MR;
+#if B_INPLACE
+        __global const T* bp = bb + (long)k0 * ldb + nb0;
+#else
         __global const VT* bp = bb + ((long)k0 * pns + (long)pn * kc) * NV;
+#endif
         __global VT* pt = pb + ((long)pn * pms + pm) * (MR * NV);
         VT acc[MR][NV], tot[MR][NV];
 #pragma unroll
@@ -407,11 +431,11 @@ void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARG
           for (int n = min(SLAB_STEP, kc - kb); n != 0; --n) {
             VT bv[NV];
 #pragma unroll
-            for (int j = 0; j < NV; ++j) bv[j] = bp[j];
+            for (int j = 0; j < NV; ++j) bv[j] = SLAB_B_LOAD(bp, j);
             PREFETCH_A(a + PF);
             MULTIPLY_ROW(a, bv)
             a += MR;
-            bp += NV;
+            bp += SLAB_B_STEP;
           }
 #pragma unroll
           for (int i = 0; i < MR; ++i)
@@ -428,7 +452,7 @@ void gemm_slabs(const int M, const int N, const int K, const int row0, BATCH_ARG
           for (int i = 0; i < MR; ++i)
 #pragma unroll
             for (int j = 0; j < NV; ++j) acc[i][j] = tot[i][j];
-          const int m0 = pm * MR, n0 = pn * NR, nb0 = n0;
+          const int m0 = pm * MR;
           STORE_TILE
         }
       }

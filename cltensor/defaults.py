@@ -13,9 +13,10 @@ tests/test_device_defaults.py checks them all on a table of device descriptions.
 CPU_MIN_WORK, GPU_MIN_WORK = 262144, 2097152
 # K slabs from K = 512 (gemm_cpu.cl gemm_slabs): a slab's panel of B (256 x NR, 32 KiB at 16
 # float lanes, 16 KiB at 8) stays in L1 and a block's panels of A (8 tiles of MR rows) in L2
-# (PoCL and Intel's runtime, 2 Zen 5 cores: docs/performance.md). NOTE: no prefetch (PF): the
+# (PoCL and Intel's runtime, 2 Zen 5 cores: docs/performance.md); B's slab is read where it is
+# when its rows allow (SLAB_B_IN_PLACE: no pack of B). NOTE: no prefetch (PF): the
 # measured entries set it; Oclgrind, which gets these, cannot run llvm.prefetch
-CPU_SLABS = {"KC": 256, "BM": 8, "BN": 4}
+CPU_SLABS = {"KC": 256, "BM": 8, "BN": 4, "SLAB_B_IN_PLACE": 1}
 XGEMM_TILE = 64  # xgemm's work-group tile (MWG = NWG) on a GPU with no entry
 XGEMM_KWG = 16
 LANES = (1, 2, 4, 8, 16)  # the vector widths the kernels accept

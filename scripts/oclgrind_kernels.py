@@ -193,15 +193,18 @@ def section_gemm():
                 out = cltensor.empty(m, n)
                 gemm_ops.gemm_into(ca, cb, out, entry=entry)
                 assert_close(out, a.astype(np.float64) @ b, rtol=1e-4)
-        # gemm_slabs over pack_panels' slabs: tails in M, N, K and the blocks of tiles
+        # gemm_slabs over pack_panels' slabs, and reading B in place (its last, partial panel
+        # must end at column N: no read past the buffer): tails in M, N, K and the blocks
         gemm_ops.FORCE_FAMILY = "packed"
         base = gemm_ops.entry_for(cltensor.default_device(), np.float32)
-        entry = dict(base, min_work=0, min_dim=0, packed=dict(
-            base["packed"], KB=16, KC=32, BM=2, BN=2, SLAB_MIN_K=0, SLAB_MIN_MN=0))
-        a, b = rand(2, 37, 70), rand(2, 70, 41)
-        out = cltensor.empty(2, 37, 41)
-        gemm_ops.gemm_into(dev(a), dev(b), out, entry=entry)
-        assert_close(out, a.astype(np.float64) @ b, rtol=1e-4)
+        for b_in_place in (0, 1):
+            entry = dict(base, min_work=0, min_dim=0, packed=dict(
+                base["packed"], KB=16, KC=32, BM=2, BN=2, SLAB_MIN_K=0, SLAB_MIN_MN=0,
+                SLAB_B_IN_PLACE=b_in_place))
+            a, b = rand(2, 37, 70), rand(2, 70, 41)
+            out = cltensor.empty(2, 37, 41)
+            gemm_ops.gemm_into(dev(a), dev(b), out, entry=entry)
+            assert_close(out, a.astype(np.float64) @ b, rtol=1e-4)
     finally:
         gemm_ops.FORCE_FAMILY = None
     entry = dict(gemm_ops.entry_for(cltensor.default_device(), np.float32), rowdot_max_m=8)

@@ -52,13 +52,15 @@ def test_pack_panels_slab_layout(device, rng, fp_dtypes):
         np.testing.assert_array_equal(t.numpy(), want)
 
 
-def test_slabs_match_float64_on_odd_shapes(device, rng, use_entry, fp_dtypes):
+@pytest.mark.parametrize("b_in_place", [0, 1])
+def test_slabs_match_float64_on_odd_shapes(device, rng, use_entry, fp_dtypes, b_in_place):
     """M, N not multiples of the tile nor of the block, K not a multiple of the slab (nor of
     KB); batched operands and a B shared by the batches; alpha, beta with C read, biases and
-    ReLU; contiguous, offset and column-strided outputs poisoned with NaN. One pack of each
-    operand and one gemm_slabs launch; the sums equal gemm_packed's bit for bit."""
+    ReLU; contiguous, offset and column-strided outputs poisoned with NaN. One pack of A, one
+    of B unless the slabs read it in place (SLAB_B_IN_PLACE: the last, partial panel of N then
+    ends at column N), and one gemm_slabs launch; the sums equal gemm_packed's bit for bit."""
     for dtype in fp_dtypes:
-        entry = slab_entry(device, dtype)
+        entry = slab_entry(device, dtype, SLAB_B_IN_PLACE=b_in_place)
         params = entry["packed"]
         mr, nr, kc = params["MR"], params["NR"], params["KC"]
         m, n, k = 2 * 2 * mr + mr + 3, 2 * 2 * nr + 5, 2 * kc + 37
@@ -71,13 +73,13 @@ def test_slabs_match_float64_on_odd_shapes(device, rng, use_entry, fp_dtypes):
             epi, dev_epi, outs = epilogue_outputs(device, rng, dtype, (2,), m, n)
             for name, out in outs.items():
                 counts = _kernel_counts(lambda: cltensor.gemm(A, B, out=out, **dev_epi))
-                assert counts == {"pack_panels": 2, "gemm_slabs": 1}, (name, counts)
+                assert counts == {"pack_panels": 2 - b_in_place, "gemm_slabs": 1}, (name, counts)
                 try:
                     run_check(out, a, bb, dtype, **epi)
                 except AssertionError as e:
                     raise AssertionError(f"{dtype} B batched {batched_b} {name}: {e}") from None
             got = outs["contiguous"].numpy()
-            use_entry(dict(entry, packed=dict(params, KC=0)))
+            use_entry(dict(entry, packed=dict(params, KC=0, B_IN_PLACE_MIN_N=2**40)))
             again = poisoned(device, (2, m, n), dtype)
             assert _kernel_counts(lambda: cltensor.gemm(A, B, out=again, **dev_epi)).get(
                 "gemm_packed") == 1
@@ -94,7 +96,8 @@ def test_slabs_with_other_blocks(device, rng, use_entry, kb):
     """KB 0 (the slabs are the blocks) and KC 100 rounded up to KB's multiple 144; blocks of
     one tile and of more tiles than the product has; A prefetched or not."""
     for bm, bn, pf in ((1, 1, 0), (64, 64, 256)):
-        entry = slab_entry(device, np.float32, KB=kb, KC=100, BM=bm, BN=bn, PF=pf)
+        entry = slab_entry(device, np.float32, KB=kb, KC=100, BM=bm, BN=bn, PF=pf,
+                           SLAB_B_IN_PLACE=0)
         use_entry(entry)
         m, n, k = 37, 70, 333
         a, b = random_array(rng, (m, k)), random_array(rng, (k, n))
@@ -102,6 +105,38 @@ def test_slabs_with_other_blocks(device, rng, use_entry, kb):
         counts = _kernel_counts(lambda: cltensor.gemm(put(device, a), put(device, b), out))
         assert counts == {"pack_panels": 2, "gemm_slabs": 1}, counts
         run_check(out, a, b, np.float32)
+
+
+def test_slabs_read_b_in_place_through_views(device, rng, use_entry):
+    """SLAB_B_IN_PLACE on B seen through views: an offset, rows strided past N (a column
+    slice), batches strided apart and N = NR exactly read in place (one pack, of A); B with
+    columns strided, narrower than NR or stored as 16 bits packed as before (two packs).
+    Outputs poisoned, against float64."""
+    entry = slab_entry(device, np.float32, SLAB_B_IN_PLACE=1, BM=2, BN=3)
+    use_entry(entry)
+    nr = entry["packed"]["NR"]
+    m, k = 29, 2 * entry["packed"]["KC"] + 9
+    wide = random_array(rng, (3, k + 2, 3 * nr + 11))
+    cases = {"offset and sliced rows": (wide[1, 2:, 5:5 + 2 * nr + 3], 1),
+             "batches strided apart": (wide[:, 1:, 3:3 + nr + 7], 1),
+             "N = NR": (wide[0, :k, :nr], 1),
+             "columns strided": (wide[0, :k, ::2][:, :nr + 4], 2),
+             "N < NR": (wide[0, :k, :nr - 3], 2)}
+    dev_wide = put(device, wide)
+    for name, (b, packs) in cases.items():
+        B = _view_like(dev_wide, wide, b)
+        a = random_array(rng, b.shape[:-2] + (m, b.shape[-2]))
+        out = poisoned(device, b.shape[:-2] + (m, b.shape[-1]), np.float32)
+        counts = _kernel_counts(lambda: cltensor.gemm(put(device, a), B, out))
+        assert counts == {"pack_panels": packs, "gemm_slabs": 1}, (name, counts)
+        run_check(out, a, b, np.float32)
+
+
+def _view_like(dev, host, view):
+    """The device tensor's view with the host view's shape, strides and offset (in elements)."""
+    item = host.itemsize
+    offset = (view.__array_interface__["data"][0] - host.__array_interface__["data"][0]) // item
+    return dev.as_strided(view.shape, [s // item for s in view.strides], offset)
 
 
 def test_slabs_keep_long_sums_blocked(device, rng, use_entry):
@@ -138,6 +173,15 @@ def test_slab_rules(device):
     for reads in (packed.packed_reads_a_in_place, packed.packed_reads_b_in_place):
         assert not reads(deep, params) and reads(shallow, params)
         assert reads(deep, params, summed=True)
+    # SLAB_B_IN_PLACE: B's slab (KC rows) read where it is unless those rows alias in the L2
+    # (16384 bytes apart: 4 sets of 16 ways, 64 rows; 4000 apart: all sets)
+    on = dict(params, SLAB_B_IN_PLACE=1)
+    assert not packed.slabs_read_b_in_place(deep, params)
+    assert not packed.slabs_read_b_in_place(deep, on)
+    apart = deep._replace(b=opb._replace(rs=1000))
+    assert packed.slabs_read_b_in_place(apart, on)
+    assert not packed.slabs_read_b_in_place(apart._replace(b=apart.b._replace(cs=2)), on)
+    assert not packed.slabs_read_b_in_place(apart._replace(n=16), on)
 
 
 def test_slab_fields_in_database_defaults_and_tuner():

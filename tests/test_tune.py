@@ -199,22 +199,26 @@ def test_intels_cpu_runtime_has_a_measured_cpu_entry():
         assert entry["packed"]["KB"] == 64, kernel  # the blocked sums' accuracy
 
 
-def test_avx512_cpu_entries_pack_deep_b_and_walk_down_m(device):
-    """Deep products (K from 1024) read B from packed panels and walk down M: a panel of B
-    read in place streams K rows far apart, and walking along N streams all of B once per
-    panel of A. Shallow ones read B in place (docs/tuning.md)."""
+def test_avx512_cpu_entries_read_b_in_place_unless_it_aliases(device):
+    """Below the slabs' K, B is read where it is unless its rows alias in the L2: a panel
+    deeper than the L2 sets its rows map to hold (rows 12800 bytes apart: 128 sets, 2048 rows;
+    4096 apart: 16 sets), which is packed instead. Deep products walk down M: walking along N
+    streams all of B once per panel of A (docs/tuning.md)."""
     import cltensor
     db = json.loads(SHIPPED_DB.read_text())["gemm_float32"]["vendors"]
     x = cltensor.zeros((8,), device=device)
     for params in (db["pocl"]["devices"]["pthread-skylake-avx512-AMD EPYC"]["packed"],
                    db["intel"]["devices"]["AMD EPYC"]["packed"]):
         def problem(k, n=1000):
-            b = gm.Operand(x, [], n, 1)  # rows n elements apart: not aliasing
+            b = gm.Operand(x, [], n, 1)
             return gm.Problem(device, np.dtype(np.float32), 512, n, k, (), None, b, None, None)
-        assert not gm.packed_reads_b_in_place(problem(1024), params)
+        assert gm.packed_reads_b_in_place(problem(576), params)
+        assert gm.packed_reads_b_in_place(problem(2400), params)  # rows 4000 bytes apart
+        assert gm.packed_reads_b_in_place(problem(1152, 6272), params)
+        assert not gm.packed_reads_b_in_place(problem(2400, 3200), params)
+        assert not gm.packed_reads_b_in_place(problem(1024, 1024), params)
         assert not gm.packed_walks_n(problem(1024), params)
         assert gm.packed_walks_n(problem(256), params)
-        assert gm.packed_reads_b_in_place(problem(576), params)
 
 
 def test_global_default_cpu_tile_fits_avx2_registers():

@@ -41,7 +41,7 @@ from .kit import (EPI_COL_BIAS, EPI_RELU, EPI_ROW_BIAS, MAX_DIM_SIZE, PROVIDERS,
                   Operand, Problem, dense_strides, epilogue_args, get_kernel, group_fits,
                   kernel_fits, launch_tiles, pad_copy, reads_as_computed, reduce_splits,
                   scratch, storage_defines)
-from .packed import (ALIASED_MIN_K, ALIASED_ROW_BYTES, PACK_LOCAL, packed_nr,
+from .packed import (ALIASED_MIN_K, PACK_LOCAL, packed_nr,
                      packed_reads_a_in_place, packed_reads_b_in_place, packed_walks_n)
 from .planning import (LAYOUTS, MAX_SPLITS, PLAN_SETTINGS, SPLIT_MIN_SLICES, XGEMM_FALLBACKS,
                        groups_per_cu, layout_of, xgemm_candidates, xgemm_local_bytes,

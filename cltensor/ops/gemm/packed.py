@@ -59,10 +59,22 @@ def packed_walks_n(p, params):
     return params.get("ORDER", 0) == 1 and p.k < params.get("WALK_M_FROM_K", 2**62)
 
 
-# Deep B whose rows lie a multiple of this many bytes apart is packed: its panel's rows share
-# cache sets (PoCL, 2 AVX-512 cores, ms in place vs packed: 2048^3 107 vs 91; CPU ms 1024^3
-# 16.7 vs 10.7, 2048x1024x1024 28.3 vs 22.2; K = 512 level; docs/performance.md)
-ALIASED_ROW_BYTES, ALIASED_MIN_K = 4096, 1024
+# B read in place streams panels of NR columns down rows row_bytes apart; their cache lines fall
+# in L2_SPAN / gcd(row_bytes, L2_SPAN) of the L2's sets (at most L2_SETS), which hold L2_WAYS
+# rows each, and a panel deeper than that evicts itself. The model is a 1 MiB 16-way L2 (x86
+# cores since Skylake-SP and Zen 2). PoCL, 2 AVX-512 cores, in place against packed: rows 4 KiB
+# apart (16 sets, 256 rows) 2048^3 107 vs 91 ms, CPU ms 1024^3 16.7 vs 10.7, K = 512 level
+# (hence gemm_packed's floor ALIASED_MIN_K); 256 x 3200 x 2400 (rows 12800 bytes apart: 128
+# sets, 2048 rows) 0.87-0.96x on both runtimes, 256 x 6272 x 1152 (2048 rows) 1.06-1.20x
+L2_SETS, L2_WAYS, L2_SPAN = 1024, 16, 65536
+ALIASED_MIN_K = 1024
+
+
+def _aliased(p, depth):
+    """Whether B's in-place panels, `depth` rows deep, outgrow the L2 sets their rows map to."""
+    row_bytes = p.b.rs * p.b.t.dtype.itemsize
+    sets = min(L2_SETS, L2_SPAN // math.gcd(row_bytes, L2_SPAN))
+    return depth > sets * L2_WAYS
 
 
 def packed_slab(p, params, summed=False):
@@ -78,14 +90,24 @@ def packed_slab(p, params, summed=False):
     return -(-kc // kb) * kb if kb else kc
 
 
+def slabs_read_b_in_place(p, params):
+    """Whether gemm_slabs reads B where it is instead of packing it (SLAB_B_IN_PLACE set): rows
+    contiguous along N, at least NR columns, B's dtype the computed one (16-bit B is packed into
+    float slabs) and a slab of rows that does not alias (_aliased, KC rows deep). NOTE: the pack
+    is a read and a write of all of B; on the convolutions' wide products (N in the thousands,
+    M a few hundred) it took a fifth to a third of the product's time (docs/performance.md)."""
+    return (bool(params.get("SLAB_B_IN_PLACE")) and p.b.cs == 1 and p.n >= params["NR"] and
+            p.b.t.dtype == p.dtype and not _aliased(p, packed_slab(p, params)))
+
+
 def packed_reads_b_in_place(p, params, summed=False):
     """Whether gemm_packed reads B where it is (rows contiguous along N) instead of from packed
     panels: from N = B_IN_PLACE_MIN_N columns on (gemm.json: on PoCL the pack, a full memory
     pass, cost as much as the product on the convolutions' shallow batched products; narrower
-    B spends too much of its panels in the partial last one) and below K = B_IN_PLACE_MAX_K
-    (deeper, a panel's rows far apart stream worse than a packed panel), unless its rows
-    alias. A 16-bit B read in place is converted as it is loaded (B_CONVERTS)."""
-    aliased = p.k >= ALIASED_MIN_K and p.b.rs * p.b.t.dtype.itemsize % ALIASED_ROW_BYTES == 0
+    B spends too much of its panels in the partial last one) and below K = B_IN_PLACE_MAX_K,
+    unless from K = ALIASED_MIN_K on its rows alias (_aliased). A 16-bit B read in place is
+    converted as it is loaded (B_CONVERTS)."""
+    aliased = p.k >= ALIASED_MIN_K and _aliased(p, p.k)
     return (p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased and
             p.k < params.get("B_IN_PLACE_MAX_K", 2**62) and not packed_slab(p, params, summed))
 
@@ -131,8 +153,10 @@ def moves(p, params, summed=False):
     84.9 -> 31.9; counting packs alone, 1x1 input gradients (832x49x48 x8, A shared) were
     transposed for a column-strided C and lost (0.31 -> 0.44 ms)."""
     count = 0 if p.co.cs == 1 else p.m * p.n * p.nbatch
+    b_in_place = (slabs_read_b_in_place(p, params) if packed_slab(p, params, summed) else
+                  packed_reads_b_in_place(p, params, summed))
     for op, rows, in_place in ((p.a, p.m, packed_reads_a_in_place(p, params, summed)),
-                               (p.b, p.n, packed_reads_b_in_place(p, params, summed))):
+                               (p.b, p.n, b_in_place)):
         if not in_place:
             count += rows * p.k * (p.nbatch if any(op.bstrides) else 1)
     return count
@@ -193,7 +217,6 @@ def _run_slabs(p, params, epi, tile, kc):
     # NOTE: prefetching is a CPU instruction; NVIDIA's compiler refuses __builtin_prefetch of
     # a __global pointer, so other devices build gemm_slabs without it
     tile.update(BM=bm, BN=bn, PF=params.get("PF", 0) if p.device.is_cpu else 0)
-    kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_slabs", tile)
     lx = params.get("PACK_LX", PACK_LOCAL)
     part_size = -(-p.m // mr) * mr * -(-p.n // nr) * nr
     part = scratch(p, p.nbatch * part_size)
@@ -202,13 +225,21 @@ def _run_slabs(p, params, epi, tile, kc):
     # (no more bytes than whole 16-bit panels), each run of slabs a launch, where gemm_slabs
     # reading 16-bit panels ran 6 to 13% slower (PoCL, 1024^3 and 2048x1024x1024, float16
     # and bfloat16; one launch per slab cost 512x2048x512 8%)
+    b_in_place = slabs_read_b_in_place(p, params)
+    tile["B_INPLACE"] = int(b_in_place)
+    kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_slabs", tile)
     half = any(panel_dtype(p, op) != p.dtype for op in (p.a, p.b))
     step = kc * max(1, -(-p.k // kc) // 2) if half else p.k
     for k0 in range(0, p.k, step):
         ps = _k_range(p, k0, min(step, p.k - k0)) if half else p
         a, a_bs = _pack_panels(ps, ps.a, p.m, p.a.rs, p.a.cs, mr, kc, lx, computed=True)
-        b, b_bs = _pack_panels(ps, ps.b, p.n, p.b.cs, p.b.rs, nr, kc, lx, computed=True)
-        tail = [a.storage.buf, np.int64(a_bs), b.storage.buf, np.int64(b_bs), part.storage.buf,
+        if b_in_place:
+            b, b_args = ps.b.t, [np.int64(0), ew.view_arg(ps.b.t.offset, ps.b.bstrides),
+                                 np.int64(ps.b.rs)]
+        else:
+            b, b_bs = _pack_panels(ps, ps.b, p.n, p.b.cs, p.b.rs, nr, kc, lx, computed=True)
+            b_args = [np.int64(b_bs), ew.view_arg(0, [0] * len(p.bshape)), np.int64(0)]
+        tail = [a.storage.buf, np.int64(a_bs), b.storage.buf, *b_args, part.storage.buf,
                 np.int64(part_size // tile["VW"]), np.int32(walk_n), np.int32(k0 > 0),
                 np.int32(k0 + ps.k == p.k)] + epi
         launch_tiles(ps, kernel, mr * bm, -(-p.n // (nr * bn)), (1, 1, 1), ps.k, tail,
