@@ -6,6 +6,7 @@ captured graph (cltensor.graphs); with --ops, the same per launch for each op ki
     python benchmarks/host_overhead.py [--model alexnet,googlenet] [--batch 1] [--steps 5]
                                        [--device SPEC] [--tf32] [--json out.json] [--profile]
                                        [--graphs] [--ops all|add,conv2d,...] [--reps 50]
+                                       [--wake 0,4,16] [--chain 200] [--delay-us 20]
 
 Each step: the queue is drained, then the clock runs from zero_grad to backward's return (the
 launches are enqueued, not finished), then the queue is drained again (not timed). Prints, over
@@ -20,6 +21,16 @@ path). --profile adds a cProfile summary (CPU time) of one step.
 eager and replayed steps alternating. --ops: each op kind called --reps times on small tensors,
 eager against one replay of the same calls captured, alternating for --steps rounds; prints the
 median us of host time per launch for both (the kernels are small: this is the enqueue cost).
+
+--wake 0,4,16: what waking the OpenCL runtime's idle threads costs the enqueuing thread. A
+chain of --chain small ReLUs (4096 floats, as at batch 1) with --delay-us of busy Python
+after each launch (a host slower than the kernels: each launch finds the queue drained) is
+timed as launched (0) and released to the device k launches at a time (a barrier enqueued
+before every k-th launch waits on a user event, set complete after that batch's last launch),
+the k values alternating; prints the enqueuing thread's CPU us per launch and the wall us per
+launch to the chain's end. For each --model it also counts the launches of one profiled step
+that found the queue drained (enqueued after the previous launch ended), which are the only
+ones a batch could spare a wake-up; profiling slows the host, so this errs high.
 """
 import argparse
 import cProfile
@@ -31,6 +42,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pyopencl as cl
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import cltensor as ct  # noqa: E402
@@ -149,6 +161,90 @@ def report_ops(names, device, reps, rounds):
     return results
 
 
+def spin(us):
+    """Busy Python for `us` microseconds of this thread's CPU time."""
+    end = time.thread_time() + us * 1e-6
+    while time.thread_time() < end:
+        pass
+
+
+def wake_chain(device, n, k, delay_us):
+    """A step of n ReLUs in a chain, delay_us of busy Python after each launch, released to
+    the device k launches at a time (0: each as it is launched)."""
+    x = ct.randn(4096, device=device)
+    relu = ct.nn.functional.relu
+
+    def step():
+        y, gate = x, None
+        try:
+            for i in range(n):
+                if k and gate is None:
+                    gate = cl.UserEvent(device.context)
+                    device.enqueue(cl.enqueue_barrier, wait_for=[gate])
+                y = relu(y)
+                if k and i % k == k - 1:
+                    gate = release(gate)
+                spin(delay_us)
+        finally:
+            release(gate)  # NOTE: a gate left closed would hang the next wait
+    return step
+
+
+def release(gate):
+    """Let the launches behind gate (a user event, or None) run; returns None."""
+    if gate is not None:
+        gate.set_status(cl.command_execution_status.COMPLETE)
+
+
+def time_to_end(step, device):
+    """(enqueuing thread's CPU s, wall s to return, wall s to the queue drained) of one call."""
+    device.synchronize()
+    t0, c0 = time.perf_counter(), time.thread_time()
+    step()
+    c1, t1 = time.thread_time(), time.perf_counter()
+    device.synchronize()
+    return c1 - c0, t1 - t0, time.perf_counter() - t0
+
+
+def drained_launches(step, device):
+    """(launches, those that found the queue drained) in one profiled call of step; the
+    first, after the queue is drained, counts."""
+    device.synchronize()
+    with ct.profile() as prof:
+        step()
+    device.synchronize()
+    events = [e[3] for e in prof.events]
+    later = sum(b.profile.queued >= a.profile.end for a, b in zip(events, events[1:]))
+    return len(events), later + bool(events)
+
+
+def report_wake(names, device, args):
+    ks = [int(k) for k in args.wake.split(",")]
+    print(f"chain of {args.chain} ReLUs, {args.delay_us:g} us of Python after each launch, "
+          f"released k at a time; us per launch, median of {args.steps} rounds")
+    print(f"{'k':>4s} {'cpu us':>8s} {'enqueue us':>11s} {'wall us':>8s}")
+    steps = {k: wake_chain(device, args.chain, k, args.delay_us) for k in ks}
+    times = {k: [] for k in ks}
+    for step in steps.values():
+        step()
+    for _ in range(args.steps):
+        for k, step in steps.items():
+            times[k].append(time_to_end(step, device))
+    out = {"chain": {}, "drained": {}}
+    for k, rows in times.items():
+        cpu, enq, wall = (statistics.median(col) * 1e6 / args.chain for col in zip(*rows))
+        out["chain"][k] = {"cpu_us": cpu, "enqueue_us": enq, "wall_us": wall}
+        print(f"{k:4d} {cpu:8.1f} {enq:11.1f} {wall:8.1f}")
+    for name in names:
+        step = make_step(name, device, args.batch)
+        step()
+        launches, drained = drained_launches(step, device)
+        out["drained"][name] = {"launches": launches, "drained": drained}
+        print(f"{name} (batch {args.batch}): {drained} of {launches} launches found the queue "
+              f"drained")
+    return out
+
+
 def count_launches(step, device):
     with ct.profile() as prof:
         step()
@@ -209,6 +305,11 @@ def main(argv=None):
     p.add_argument("--ops", default=None,
                    help="'all' or comma-separated op kinds: us per launch, eager and replayed")
     p.add_argument("--reps", type=int, default=50, help="calls of each op kind per round")
+    p.add_argument("--wake", default=None,
+                   help="comma-separated launches per release to compare (0: as launched)")
+    p.add_argument("--chain", type=int, default=200, help="--wake: ReLUs in the chain")
+    p.add_argument("--delay-us", type=float, default=20.0,
+                   help="--wake: busy Python after each of the chain's launches")
     args = p.parse_args(argv)
     device = ct.get_device(args.device)
     ct.backends.allow_tf32 = args.tf32
@@ -216,8 +317,12 @@ def main(argv=None):
     unknown = [n for n in names if n not in MODELS]
     if unknown:
         p.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
-    out = {"device": str(device), "batch": args.batch, "allow_tf32": args.tf32,
-           "results": report_models(names, device, args) if names else {}}
+    if args.wake:
+        out = {"device": str(device), "batch": args.batch, "wake": report_wake(names, device, args)}
+        names = []
+    else:
+        out = {"device": str(device), "batch": args.batch}
+    out.update(allow_tf32=args.tf32, results=report_models(names, device, args) if names else {})
     if args.ops:
         ops = list(op_cases(device)) if args.ops == "all" else args.ops.split(",")
         out["ops"] = report_ops(ops, device, args.reps, args.steps)

@@ -1,13 +1,17 @@
 """benchmarks/conv.py end to end on a small case: per-layer times with the TF32 mode's flag
 carried into the run and the JSON, plug-in algorithms named by --algos, and a misspelt
 algorithm refused before any timing; benchmarks/host_overhead.py's TF32 flag likewise, and its
-graph replays and per-op figures; benchmarks/gemm.py's split of a product among its launches."""
+graph replays and per-op figures, and its --wake mode (launches released to the device in
+batches); benchmarks/gemm.py's split of a product among its launches."""
 import importlib.util
 import json
 import os
+import threading
 
+import numpy as np
 import pytest
 
+import cltensor as ct
 from cltensor import backends
 from cltensor.plugins import nvidia
 
@@ -154,3 +158,45 @@ def test_gemm_benchmark_splits_kernel_time(device, tmp_path, capsys):
     assert split and all(ms > 0 for ms in split.values()), split
     assert any(name.startswith(("gemm", "xgemm", "nv")) for name in split), split
     assert "ms" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_host_overhead_wake_mode(device, tmp_path):
+    """--wake times a chain of small launches as launched and released k at a time (the last,
+    partial batch released too: the run's synchronize returns), and counts the launches of a
+    profiled step that found the queue drained."""
+    mod = script("host_overhead")
+    out = tmp_path / "host.json"
+    mod.main(["--model", "", "--wake", "0,4", "--chain", "6", "--delay-us", "0", "--steps", "1",
+              "--device", device.index, "--json", str(out)])
+    chain = json.loads(out.read_text())["wake"]["chain"]
+    assert set(chain) == {"0", "4"}
+    for r in chain.values():
+        assert 0 < r["cpu_us"] and 0 < r["enqueue_us"] <= r["wall_us"]
+    x = ct.randn(64, device=device)
+    launches, drained = mod.drained_launches(
+        lambda: [ct.nn.functional.relu(x) for _ in range(3)], device)
+    assert launches == 3 and 1 <= drained <= 3
+
+
+def test_host_overhead_wake_chain_releases_its_gate_on_error(device, monkeypatch):
+    """A chain that fails inside a batch still lets the launches held behind its gate run: a
+    read enqueued after it returns (in a thread, with a timeout) the right values."""
+    real = ct.nn.functional.relu
+    calls = []
+
+    def failing(t):
+        calls.append(t)
+        if len(calls) == 3:
+            raise RuntimeError("failed inside the batch")
+        return real(t)
+    monkeypatch.setattr(ct.nn.functional, "relu", failing)
+    step = script("host_overhead").wake_chain(device, 8, 16, 0)  # one batch, never full
+    x = ct.from_numpy(np.arange(-2, 2, dtype=np.float32), device=device)
+    with pytest.raises(RuntimeError, match="inside the batch"):
+        step()
+    got = []
+    reader = threading.Thread(target=lambda: got.append(real(x).numpy()), daemon=True)
+    reader.start()
+    reader.join(timeout=60)
+    assert not reader.is_alive(), "a read after the failed chain waited on its gate"
+    np.testing.assert_array_equal(got[0], np.maximum(np.arange(-2, 2), 0))
