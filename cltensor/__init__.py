@@ -32,10 +32,10 @@ from .autograd import (Function, enable_grad, is_grad_enabled, no_grad,  # noqa:
 from .autograd.inference import inference_mode, is_inference_mode_enabled  # noqa: E402,F401
 
 # ops composed of the (now differentiable) tensor methods
-from .ops.arrange import *  # noqa: E402,F401,F403
-from .ops.composed import *  # noqa: E402,F401,F403
-from .ops.contract import *  # noqa: E402,F401,F403
-from .ops.searching import *  # noqa: E402,F401,F403
+from .composed.arrange import *  # noqa: E402,F401,F403
+from .composed.composed import *  # noqa: E402,F401,F403
+from .composed.contract import *  # noqa: E402,F401,F403
+from .composed.searching import *  # noqa: E402,F401,F403
 
 from . import linalg  # noqa: E402,F401  (torch.linalg: its Functions compose the ops above)
 from .linalg import (cholesky, cholesky_inverse, cholesky_solve, det, inverse,  # noqa: E402,F401

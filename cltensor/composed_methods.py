@@ -1,12 +1,12 @@
 """Installs the composed ops' ClTensor methods (cltensor/methods.py's COMPOSED_OPS) as they are,
-since they call the autograd-wrapped methods; records their in-place forms (ops/inplace.py)
+since they call the autograd-wrapped methods; records their in-place forms (composed/inplace.py)
 for autograd with their out-of-place twins; binds torch's other names (ALIASES); and builds
 the cltensor functions that are methods here (METHOD_FUNCTIONS), which cltensor/__init__.py
 re-exports."""
 from . import autograd, linalg
 from .autograd import namespace
 from .methods import ALIASES, COMPOSED_OPS, IN_PLACE_ALIASES, METHOD_FUNCTIONS, attach
-from .ops import arrange, composed, contract, inplace, searching
+from .composed import arrange, composed, contract, inplace, searching
 from .tensor import ClTensor
 
 _TABLES = {m.__name__.partition(".")[2]: m.TENSOR_METHODS

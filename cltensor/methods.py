@@ -65,24 +65,24 @@ KERNEL_OPS: dict[str, tuple[str, ...]] = {
     "autograd": ("backward",),
 }
 # installed by cltensor/composed_methods.py as they are (they call the wrapped methods); the
-# in-place ones (ops/inplace.py) recorded for autograd with their out-of-place twins
+# in-place ones (composed/inplace.py) recorded for autograd with their out-of-place twins
 COMPOSED_OPS: dict[str, tuple[str, ...]] = {
-    "ops.composed": ("lerp", "addcmul", "addcdiv", "unbind", "kthvalue", "median", "unique",
+    "composed.composed": ("lerp", "addcmul", "addcdiv", "unbind", "kthvalue", "median", "unique",
         "unique_consecutive", "new_full", "new_tensor", "type_as", "movedim", "swapaxes", "ravel",
         "clamp_min", "clamp_max", "msort", "nansum", "nanmean", "isclose", "allclose", "equal",
         "count_nonzero", "new_zeros", "new_ones", "new_empty", "moveaxis", "nelement", "mvlgamma",
         "ldexp", "float_power", "angle", "diagflat", "sum_to_size", "new_empty_strided",
         "narrow_copy", "hsplit", "vsplit", "dsplit", "nanmedian", "mode", "cov", "corrcoef",
         "multinomial", "index_reduce", "polygamma", "polygamma_"),
-    "ops.inplace": ("clamp_min_", "clamp_max_", "cumsum_", "cumprod_", "addcdiv_", "addcmul_",
+    "composed.inplace": ("clamp_min_", "clamp_max_", "cumsum_", "cumprod_", "addcdiv_", "addcmul_",
         "lerp_", "addmv_", "addr_", "addbmm_", "renorm_", "index_reduce_", "mvlgamma_", "ldexp_",
         "float_power_", "fill_diagonal_", "transpose_", "t_", "squeeze_", "unsqueeze_",
         "as_strided_"),
-    "ops.searching": ("take", "take_along_dim", "argwhere", "aminmax", "cummax", "cummin",
+    "composed.searching": ("take", "take_along_dim", "argwhere", "aminmax", "cummax", "cummin",
         "bincount", "histc", "histogram", "quantile", "nanquantile"),
-    "ops.arrange": ("tensor_split", "tile", "repeat_interleave", "rot90", "fliplr", "flipud",
+    "composed.arrange": ("tensor_split", "tile", "repeat_interleave", "rot90", "fliplr", "flipud",
         "trace", "diag_embed", "diff"),
-    "ops.contract": ("tensordot", "inner", "vdot", "kron", "cross", "addmv", "addr", "addbmm",
+    "composed.contract": ("tensordot", "inner", "vdot", "kron", "cross", "addmv", "addr", "addbmm",
         "matrix_power", "dist", "renorm"),
     "linalg": ("inverse", "det", "logdet", "slogdet", "cholesky", "cholesky_solve",
         "cholesky_inverse", "triangular_solve", "qr", "pinverse"),

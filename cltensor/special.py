@@ -27,9 +27,9 @@ from . import autograd
 from .autograd import functions as F
 from .autograd.namespace import (digamma, erf, erfc, erfinv, exp2, expm1, i0, igamma, igammac,
                                  lgamma, log1p, logit, logsumexp, round, sigmoid, sinc, xlogy)
+from .composed.composed import mvlgamma, polygamma
 from .nn.methods import log_softmax, softmax
 from .ops import pointwise as _pw
-from .ops.composed import mvlgamma, polygamma
 
 # NOTE: names bound below from the Functions, so static checks cannot see them
 __all__ = ["i0e",  # noqa: F822 "i1e", "erfcx", "ndtr", "log_ndtr", "ndtri", "entr", "xlog1py", "zeta", "i1",

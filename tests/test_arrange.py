@@ -1,4 +1,4 @@
-"""The arranging ops (cltensor/ops/arrange.py): meshgrid, broadcast_tensors, the stacks,
+"""The arranging ops (cltensor/composed/arrange.py): meshgrid, broadcast_tensors, the stacks,
 tensor_split, tile, repeat_interleave, rot90, flips, diagonal (a view), trace, diag_embed, diff,
 cartesian_prod, block_diag and the view functions, against float64 numpy references on
 contiguous and strided inputs, against torch forward and backward, gradients by finite

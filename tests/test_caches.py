@@ -17,7 +17,7 @@ from conftest import ROOT, subprocess_env
 # module-level mutable state that grows during work and is not a cache: (module, name) -> why
 NOT_CACHES = {
     ("cltensor.autograd.engine", "RAW"): "the ops before autograd wrapped them, set at import",
-    ("cltensor.ops.inplace", "IN_PLACE"): "in-place twins of composed ops, set at import",
+    ("cltensor.composed.inplace", "IN_PLACE"): "in-place twins of composed ops, set at import",
 }
 
 

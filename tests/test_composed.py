@@ -1,4 +1,4 @@
-"""The composed tensor ops (cltensor/ops/composed.py): lerp, addcmul, addcdiv, unbind, var_mean,
+"""The composed tensor ops (cltensor/composed/composed.py): lerp, addcmul, addcdiv, unbind, var_mean,
 std_mean, kthvalue, median, unique, against float64 numpy references and torch, gradients by
 finite differences, NaN, edge sizes and bad input."""
 import numpy as np

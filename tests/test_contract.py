@@ -1,4 +1,4 @@
-"""Products and contractions (cltensor/ops/contract.py): einsum, tensordot, inner, vdot, kron,
+"""Products and contractions (cltensor/composed/contract.py): einsum, tensordot, inner, vdot, kron,
 cross, addmv, addr, addbmm, matrix_power, chain_matmul, dist, cdist, renorm, against float64
 numpy references and torch, gradients by finite differences, bad input."""
 import warnings

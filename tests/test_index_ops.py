@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import cltensor as ct
-from cltensor.ops import searching
+from cltensor.composed import searching
 from cltensor.testing import assert_close, gradcheck, random_array
 
 NAN = float("nan")

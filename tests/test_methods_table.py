@@ -7,9 +7,9 @@ from pathlib import Path
 import cltensor
 from cltensor import interop, linalg, methods, random
 from cltensor import autograd as ag
+from cltensor.composed import arrange, composed, contract, inplace, searching
 from cltensor.nn import methods as nn_methods
-from cltensor.ops import (arrange, composed, contract, elementwise, indexing, inplace, matmul,
-                          pointwise, reduce, searching, shape, sort)
+from cltensor.ops import elementwise, indexing, matmul, pointwise, reduce, shape, sort
 from cltensor.ops import ranges
 from cltensor.tensor import ClTensor
 
@@ -17,9 +17,9 @@ PACKAGE = Path(cltensor.__file__).parent
 MODULES = {"ops.elementwise": elementwise, "ops.pointwise": pointwise, "ops.reduce": reduce,
            "ops.shape": shape, "ops.indexing": indexing, "ops.matmul": matmul,
            "ops.ranges": ranges, "random": random, "ops.sort": sort, "interop": interop,
-           "autograd": ag, "ops.composed": composed, "ops.inplace": inplace,
-           "ops.searching": searching, "ops.arrange": arrange, "ops.contract": contract,
-           "linalg": linalg, "nn.methods": nn_methods}
+           "autograd": ag, "composed.composed": composed, "composed.inplace": inplace,
+           "composed.searching": searching, "composed.arrange": arrange,
+           "composed.contract": contract, "linalg": linalg, "nn.methods": nn_methods}
 TABLES = (methods.KERNEL_OPS, methods.COMPOSED_OPS, methods.NN)
 
 

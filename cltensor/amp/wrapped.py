@@ -6,14 +6,14 @@ import types
 from .. import cuda as _cuda
 from .. import nn
 from ..autograd import namespace as _ops
+from ..composed import contract as _contract
 from ..nn import methods as _nn_methods
-from ..ops import contract as _contract
 from . import autocast_mode
 from .autocast_mode import autocast
 from .grad_scaler import GradScaler
 
 # the modules whose functions the package root binds under the op lists' names, the later
-# binding first (softmax from nn.methods, addbmm from ops.contract, the rest from the kernel ops)
+# binding first (softmax from nn.methods, addbmm from composed.contract, the rest from the kernel ops)
 _SOURCES = (_nn_methods, _contract, _ops)
 __all__ = [name for _, names, _, _ in autocast_mode.OP_LISTS for name in names]
 

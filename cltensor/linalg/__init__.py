@@ -21,7 +21,7 @@ solve.py holds the solves, inverses, determinants and factorizations, decomposit
 eigh, SVD and what is built on them, norms.py the norms.
 """
 # ruff: noqa: F401 (the package's names, re-exported)
-from ..ops.contract import matrix_power  # torch.linalg.matrix_power
+from ..composed.contract import matrix_power  # torch.linalg.matrix_power
 from ..ops.linalg import LinAlgError
 from .decompositions import (LSTSQ_DRIVERS, Eigh, Lstsq, Qr, QrLegacy, Svd, eigh, eigvalsh, lstsq,
                              matrix_rank, pinv, pinverse, qr, qr_legacy, svd, svdvals)

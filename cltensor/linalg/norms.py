@@ -5,7 +5,7 @@ import numbers
 from .. import dtypes as dt
 from ..autograd.functions import _where  # the differentiable where
 from ..ops import linalg as la
-from ..ops.composed import _check_tensor
+from ..ops.elementwise import expect_tensor as _check_tensor
 from ..tensor import _norm_dim
 from .decompositions import svdvals
 from .solve import inv_ex

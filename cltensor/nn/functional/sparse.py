@@ -7,9 +7,9 @@ from ... import dtypes as dt
 from ... import linalg
 from ...autograd import Function, no_grad
 from ...autograd.namespace import arange, searchsorted, where, zeros
+from ...composed.searching import bincount
 from ...ops.elementwise import common_device
 from ...ops.indexing import one_hot  # noqa: F401  (torch.nn.functional.one_hot)
-from ...ops.searching import bincount
 from .utils import _float_tensor, _tensor
 
 __all__ = ["embedding", "embedding_bag", "one_hot"]

@@ -18,10 +18,10 @@ import numpy as np
 from .. import dtypes as dt
 from ..autograd.namespace import arange, cat, pad, stack, where, zeros
 from ..creation import from_numpy
+from ..ops import elementwise as ew
+from ..ops.shape import _check_int, _dims_arg, _tensor_list
 from ..tensor import ClTensor, _norm_dim
-from . import elementwise as ew
 from .composed import _check_tensor, movedim
-from .shape import _check_int, _dims_arg, _tensor_list
 
 __all__ = ["meshgrid", "broadcast_tensors", "cartesian_prod", "atleast_1d", "atleast_2d",
            "atleast_3d", "hstack", "vstack", "row_stack", "dstack", "column_stack", "block_diag",

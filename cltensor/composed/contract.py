@@ -13,10 +13,10 @@ import warnings
 
 from .. import dtypes as dt
 from ..autograd.namespace import eye, stack, where
+from ..ops.elementwise import broadcast_shapes
 from ..tensor import _norm_dim
 from .arrange import _tensors
 from .composed import _check_tensor
-from .elementwise import broadcast_shapes
 
 __all__ = ["einsum", "tensordot", "inner", "vdot", "kron", "cross", "addmv", "addr", "addbmm",
            "matrix_power", "chain_matmul", "dist", "cdist", "renorm"]

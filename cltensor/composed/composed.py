@@ -16,10 +16,10 @@ from .. import creation
 from .. import dtypes as dt
 from ..autograd.namespace import arange, cat, rand, where
 from ..device import get_device
+from ..ops.elementwise import expect_tensor as _check_tensor
+from ..ops.reduce import return_types
+from ..ops.sort import searchsorted
 from ..tensor import ClTensor, _norm_dim, _size_args
-from .elementwise import expect_tensor as _check_tensor
-from .reduce import return_types
-from .sort import searchsorted
 
 __all__ = ["lerp", "addcmul", "addcdiv", "unbind", "var_mean", "std_mean", "kthvalue", "median",
            "unique", "unique_consecutive", "movedim", "moveaxis", "swapaxes", "msort", "nansum",

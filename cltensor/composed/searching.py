@@ -16,15 +16,15 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..creation import full, zeros
+from ..ops import elementwise as ew
+from ..ops.indexing.common import _minmax
+from ..ops.pointwise import where
+from ..ops.ranges import linspace
+from ..ops.reduce import _launch_lines, _scan_blocks, return_types
+from ..ops.sort import _restored, _rows_last, searchsorted
 from ..program import ctype_of, get_kernel
 from ..tensor import ClTensor, _norm_dim
-from . import elementwise as ew
 from .composed import _check_tensor, lerp
-from .indexing.common import _minmax
-from .pointwise import where
-from .ranges import linspace
-from .reduce import _launch_lines, _scan_blocks, return_types
-from .sort import _restored, _rows_last, searchsorted
 
 __all__ = ["take", "take_along_dim", "argwhere", "aminmax", "cummax", "cummin", "bincount",
            "histc", "histogram", "quantile", "nanquantile"]
