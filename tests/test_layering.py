@@ -51,6 +51,37 @@ def test_the_import_resolver_sees_relative_imports():
     assert "cltensor.ops.gemm" in _imported_modules(PACKAGE / "plugins" / "__init__.py")
 
 
+# what the kernel ops (cltensor/ops/) sit below: autograd and every layer above it
+ABOVE_THE_OPS = ("autograd", "composed", "composed_methods", "linalg", "conv", "nn", "optim",
+                 "torch", "amp", "special", "distributions")
+
+
+def _imports_from_above_the_ops(path):
+    """The modules of autograd or a layer above it that a file imports."""
+    above = tuple(f"cltensor.{name}" for name in ABOVE_THE_OPS)
+    return sorted(m for m in _imported_modules(path)
+                  if any(m == a or m.startswith(a + ".") for a in above))
+
+
+def test_the_kernel_ops_import_nothing_of_autograd_or_above():
+    """cltensor/ops/ is one floor, below autograd: an op written with differentiable ops
+    belongs in cltensor/composed/ (this holds whatever LAYERS says of the modules)."""
+    offenders = {}
+    for path in sorted((PACKAGE / "ops").rglob("*.py")):
+        found = _imports_from_above_the_ops(path)
+        if found:
+            offenders[str(path.relative_to(PACKAGE))] = found
+    assert offenders == {}
+
+
+def test_the_floor_check_sees_imports_of_autograd():
+    """The check above flags a composed op's imports and not a kernel op's (a check that could
+    not fail is none)."""
+    assert "cltensor.autograd.namespace" in _imports_from_above_the_ops(
+        PACKAGE / "composed" / "arrange.py")
+    assert _imports_from_above_the_ops(PACKAGE / "ops" / "reduce.py") == []
+
+
 MAX_LINES = 800
 
 
