@@ -180,3 +180,22 @@ def test_gpu_rules_under_accurate(device, monkeypatch):
         pick = dispatch._precise_rule(deep, gpu, ps, "accurate")
         least = min(names, key=lambda n: precision.error(n, deep, ps, None))
         assert precision.error(pick, deep, ps, None) == precision.error(least, deep, ps, None)
+
+
+def test_cpu_devices_judged_against_pytorch_cpu(device, monkeypatch):
+    """CPU devices are judged against PyTorch CPU's measured error, GPUs against the envelope
+    shared with cuDNN: with the same blocked GEMM sums, F(2x2)'s input gradient of a 3x3 layer
+    with 192 output channels is within twice PyTorch CPU's (the CPU pick) but not twice
+    cuDNN's (im2col there); with 1024 output channels it is within neither."""
+    monkeypatch.setattr(precision, "gemm_block", lambda dev: 64)
+    cpu = type("CpuLike", (), {"is_cpu": True})()
+    gpu = type("GpuLike", (), {"is_cpu": False})()
+    assert precision.reference_coef(cpu)["backward_data"] > \
+        precision.reference_coef(gpu)["backward_data"]
+    p = _params(device, (1, 128, 12, 12), (192, 128, 3, 3), 1, 1)
+    assert dispatch._precise_rule(p, cpu, "backward_data", "accurate") == "winograd"
+    assert dispatch._precise_rule(p, gpu, "backward_data", "accurate") == "im2col"
+    wide = _params(device, (1, 128, 12, 12), (1024, 128, 3, 3), 1, 1)
+    assert dispatch._precise_rule(wide, cpu, "backward_data", "accurate") == "im2col"
+    for ps in ("forward", "backward_weight"):  # the other passes' references are unchanged
+        assert precision.reference_coef(cpu)[ps] == precision.reference_coef(gpu)[ps]

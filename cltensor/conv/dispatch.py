@@ -178,15 +178,15 @@ def _precise_rule(p, device, pass_, mode):
     fast = _portable_rule(p, device, pass_)
     if mode == "fast":
         return fast
-    block = precision.gemm_block(device)
-    if precision.within_bound(fast, p, pass_, block):
+    block, coef = precision.gemm_block(device), precision.reference_coef(device)
+    if precision.within_bound(fast, p, pass_, block, coef):
         return fast
     if device.is_cpu:
         order = [fast, *ACCURATE_ORDER, _cpu_gemm_rule(p, pass_), "implicit_gemm", "im2col"]
     else:
         order = [fast, *GPU_ACCURATE_ORDER]
     names = [n for n in dict.fromkeys(order) if eligible(n, p, pass_)[0]]
-    return precision.accurate_choice(names, p, pass_, block)
+    return precision.accurate_choice(names, p, pass_, block, coef)
 
 
 def _portable_rule(p, device, pass_):
@@ -347,7 +347,8 @@ def candidates(p, pass_, device):
     the error bound (precision.admitted)."""
     names = eligible_names(p, pass_, device)
     if precision.mode() == "accurate":
-        return precision.admitted(names, p, pass_, precision.gemm_block(device))
+        return precision.admitted(names, p, pass_, precision.gemm_block(device),
+                                  precision.reference_coef(device))
     return names
 
 
