@@ -1,7 +1,7 @@
 """A convolution followed by relu on the "opencl" device: one launch with the ReLU fused into
 the convolution (lazy_relu.py), torch's values in every case, including programs that keep the
 pre-ReLU output, read part of it, or write the convolution's operands in between; and max
-pooling's indices, widened to int64 only when something other than its backward reads them."""
+pooling's int64 indices, made only when something other than its backward reads them."""
 import numpy as np
 import pytest
 
@@ -96,22 +96,34 @@ def test_writes_and_partial_reads_before_the_relu():
     _close(y3, F.relu(want))
 
 
+def _index_launches(fn):
+    """fn's result and its launches of the kernels that turn max pooling's argmax taps into
+    torch's int64 indices and back."""
+    with cltensor.profile() as prof:
+        out = fn()
+        torch.opencl.synchronize()
+    return out, sum(calls for name, calls, *_ in prof.table()
+                    if name in ("max_pool2d_indices", "max_pool2d_taps"))
+
+
 @pytest.mark.parametrize("read_first", [False, True])
-def test_max_pool_indices_widen_only_when_read(read_first):
-    """max_pool2d's int64 indices wait in the kernel's int32 argmaxes: the backward reads those;
-    a read (or a write) of the indices widens them first. Both give torch's values."""
+def test_max_pool_indices_made_only_when_read(read_first):
+    """max_pool2d's int64 indices wait in the kernel's argmax taps: the backward reads those, so
+    a training step makes no indices; a read (or a write) of the indices makes them first, and
+    the backward then turns the indices it is given back into taps. torch's values either way."""
     x = _operands(5)[0].requires_grad_()
     xd = x.detach().to(OCL).contiguous(memory_format=torch.channels_last).requires_grad_()
-    (yd, idx_d), launches = _elementwise_launches(
+    (yd, idx_d), launches = _index_launches(
         lambda: F.max_pool2d(xd, 3, 2, 1, return_indices=True))
-    assert launches == 0  # no int32 -> int64 copy
+    assert launches == 0  # no indices made
     y, idx = F.max_pool2d(x, 3, 2, 1, return_indices=True)
     if read_first:
         assert torch.equal(idx_d.cpu(), idx)
-    yd.square().sum().backward()
+    _, launches = _index_launches(lambda: yd.square().sum().backward())
+    assert launches == (1 if read_first else 0)  # taps from the indices, or the forward's own
     y.square().sum().backward()
     _close(xd.grad, x.grad)
     assert torch.equal(idx_d.cpu(), idx) and idx_d.dtype == torch.int64
     _, idx_d = F.max_pool2d(xd.detach(), 2, return_indices=True)
-    idx_d.add_(1)  # a write widens first, then adds
+    idx_d.add_(1)  # a write makes the indices first, then adds
     assert torch.equal(idx_d.cpu(), F.max_pool2d(x.detach(), 2, return_indices=True)[1] + 1)

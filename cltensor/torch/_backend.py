@@ -223,10 +223,21 @@ def unwrap(t):
     storage = getattr(t.untyped_storage(), "_cl_storage", None)
     if _PENDING and _PENDING[0].holds(storage):
         settle_pending()
+    fill = getattr(storage, "fill_on_read", None)
+    if fill is not None:  # values made only when read (fill_on_read)
+        storage.fill_on_read = None
+        fill(storage)
     if storage is None:
         raise RuntimeError(f"opencl: a tensor on {t.device} carries no device data (was it made "
                            f"outside cltensor.torch?)")
     return ClTensor(storage, t.shape, t.stride(), t.storage_offset(), dtype)
+
+
+def fill_on_read(t, fill):
+    """Leave ClTensor t's values unwritten until something reads or writes its buffer through
+    unwrap, which first calls fill(storage); returns t."""
+    t.storage.fill_on_read = fill
+    return t
 
 
 def is_opencl(t):

@@ -1,6 +1,7 @@
 """Layer ops for torch.nn on the opencl device: convolution, pooling, log-softmax, nll_loss and
 their backwards. Forms outside these kernels (transposed or 1-D/3-D convolution, ...) run through
 the CPU fallback with its warning."""
+import functools
 
 import torch
 
@@ -12,8 +13,9 @@ from ..conv import common
 from ..conv import function as conv_function
 from ..conv.params import make_params
 from ..ops import activation, pool
+from ..tensor import ClTensor
 from . import lazy_relu
-from ._backend import aten, np_dtype, unwrap, wrap
+from ._backend import aten, fill_on_read, np_dtype, unwrap, wrap
 from .fallback import cpu_fallback
 from .math_ops import Plans, finish, meta_result, operand, signature, with_out, write_into
 
@@ -155,7 +157,38 @@ def max_pool2d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1,
                                 _ints(dilation), ceil_mode, return_indices=True)
         return finish(res, out), finish(ind, idx)
     res, taps = pool.max_pool2d(x, fields, out_hw, True)
-    return finish(res, out), finish(pool.max_pool2d_indices(taps, x.shape, fields), idx)
+    return finish(res, out), finish(_indices_of_taps(taps, x.shape, fields), idx)
+
+
+def _indices_of_taps(taps, x_shape, fields):
+    """torch's int64 indices of the forward's argmax taps, made only when something reads them:
+    torch keeps them for the pooling backward alone, which takes the taps themselves
+    (_forward_taps). NOTE: made at once, they cost two passes per pooling layer (indices, then
+    taps again in the backward): 21 of a GoogLeNet step's 101 ms of kernels on PoCL."""
+    wide = ClTensor.empty_on(taps.shape, dt.int64, taps.device, pool.layout_of(taps))
+    if wide.strides != taps.strides:
+        return pool.max_pool2d_indices(taps, x_shape, fields)
+    wide.storage.pool_taps = (taps, x_shape, fields)
+    return fill_on_read(wide, functools.partial(_fill_indices, taps, x_shape, fields))
+
+
+def _fill_indices(taps, x_shape, fields, storage):
+    storage.pool_taps = None  # the buffer may be written from now on
+    ind = pool.max_pool2d_indices(taps, x_shape, fields)
+    ClTensor(storage, ind.shape, ind.strides, 0, dt.int64).copy_(ind)
+
+
+def _forward_taps(indices, x_shape, fields):
+    """The argmax taps behind opencl int64 indices that are exactly an unread result of
+    max_pool2d_with_indices with this input shape and window, else None."""
+    storage = getattr(indices.untyped_storage(), "_cl_storage", None)
+    held = getattr(storage, "pool_taps", None)
+    if held is None or tuple(held[1]) != tuple(x_shape) or held[2] != fields:
+        return None
+    taps = held[0]
+    exact = (tuple(indices.shape) == taps.shape and tuple(indices.stride()) == taps.strides
+             and indices.storage_offset() == 0)
+    return taps if exact else None
 
 
 def _pool_plan(args):
@@ -180,15 +213,18 @@ def max_pool2d_with_indices_backward(grad_output, self, kernel_size, stride, pad
     """Each output's gradient goes to the input element its index names (summed where windows
     share their maximum; none where it names no element of the output's window), by
     cltensor's pooling backward kernel on the window taps the indices name."""
-    x, g, idx = unwrap(self), unwrap(grad_output), unwrap(indices)
+    x, g = unwrap(self), unwrap(grad_output)
     if x.ndim == 3:  # unbatched
-        x, g, idx = x.unsqueeze(0), g.unsqueeze(0), idx.unsqueeze(0)
+        x, g = x.unsqueeze(0), g.unsqueeze(0)
     key = signature(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     fields = _POOL_BACKWARD_PLANS.get(key)
     if fields is None:
         fields = _POOL_BACKWARD_PLANS.put(key, _window(x, kernel_size, stride, padding, dilation,
                                                        ceil_mode)[0])
-    taps = pool.max_pool2d_taps(idx, x.shape, fields)
+    taps = _forward_taps(indices, x.shape, fields)
+    if taps is None:
+        idx = unwrap(indices)
+        taps = pool.max_pool2d_taps(idx.unsqueeze(0) if idx.ndim == 3 else idx, x.shape, fields)
     gx = pool.max_pool2d_backward(g, taps, x.shape, pool.layout_of(x), fields)
     return wrap(gx.reshape(tuple(self.shape)))
 
