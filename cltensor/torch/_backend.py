@@ -1,6 +1,7 @@
 """The "opencl" PrivateUse1 device: wrapper tensors that carry a ClTensor, dtype maps, device
 indices and the table of aten kernels registered for it."""
 import contextlib
+import threading
 
 import torch
 
@@ -223,10 +224,8 @@ def unwrap(t):
     storage = getattr(t.untyped_storage(), "_cl_storage", None)
     if _PENDING and _PENDING[0].holds(storage):
         settle_pending()
-    fill = getattr(storage, "fill_on_read", None)
-    if fill is not None:  # values made only when read (fill_on_read)
-        storage.fill_on_read = None
-        fill(storage)
+    if getattr(storage, "fill_on_read", None) is not None:
+        _fill(storage)
     if storage is None:
         raise RuntimeError(f"opencl: a tensor on {t.device} carries no device data (was it made "
                            f"outside cltensor.torch?)")
@@ -238,6 +237,19 @@ def fill_on_read(t, fill):
     unwrap, which first calls fill(storage); returns t."""
     t.storage.fill_on_read = fill
     return t
+
+
+_FILL_LOCK = threading.Lock()
+
+
+def _fill(storage):
+    """storage's pending fill, enqueued once: another thread's unwrap waits for it, so that its
+    own launches follow the fill's on the device's queue."""
+    with _FILL_LOCK:
+        fill = storage.fill_on_read
+        if fill is not None:
+            fill(storage)
+            storage.fill_on_read = None
 
 
 def is_opencl(t):
