@@ -1,7 +1,6 @@
 """Layer ops for torch.nn on the opencl device: convolution, pooling, log-softmax, nll_loss and
 their backwards. Forms outside these kernels (transposed or 1-D/3-D convolution, ...) run through
 the CPU fallback with its warning."""
-import functools
 
 import torch
 
@@ -166,26 +165,29 @@ def _indices_of_taps(taps, x_shape, fields):
     (_forward_taps). NOTE: made at once, they cost two passes per pooling layer (indices, then
     taps again in the backward): 21 of a GoogLeNet step's 101 ms of kernels on PoCL."""
     wide = ClTensor.empty_on(taps.shape, dt.int64, taps.device, pool.layout_of(taps))
-    if wide.strides != taps.strides:
-        return pool.max_pool2d_indices(taps, x_shape, fields)
-    wide.storage.pool_taps = (taps, x_shape, fields)
-    return fill_on_read(wide, functools.partial(_fill_indices, taps, x_shape, fields))
+    return fill_on_read(wide, _PendingIndices(taps, x_shape, fields))
 
 
-def _fill_indices(taps, x_shape, fields, storage):
-    storage.pool_taps = None  # the buffer may be written from now on
-    ind = pool.max_pool2d_indices(taps, x_shape, fields)
-    ClTensor(storage, ind.shape, ind.strides, 0, dt.int64).copy_(ind)
+class _PendingIndices:
+    """The fill (unwrap's fill_on_read) of indices not made yet from max_pool2d's taps."""
+
+    def __init__(self, taps, x_shape, fields):
+        self.taps, self.x_shape, self.fields = taps, tuple(x_shape), fields
+
+    def __call__(self, storage):
+        ind = pool.max_pool2d_indices(self.taps, self.x_shape, self.fields)
+        ClTensor(storage, ind.shape, ind.strides, 0, dt.int64).copy_(ind)
 
 
 def _forward_taps(indices, x_shape, fields):
     """The argmax taps behind opencl int64 indices that are exactly an unread result of
     max_pool2d_with_indices with this input shape and window, else None."""
     storage = getattr(indices.untyped_storage(), "_cl_storage", None)
-    held = getattr(storage, "pool_taps", None)
-    if held is None or tuple(held[1]) != tuple(x_shape) or held[2] != fields:
+    pending = getattr(storage, "fill_on_read", None)
+    if (not isinstance(pending, _PendingIndices) or pending.x_shape != tuple(x_shape) or
+            pending.fields != fields):
         return None
-    taps = held[0]
+    taps = pending.taps
     exact = (tuple(indices.shape) == taps.shape and tuple(indices.stride()) == taps.strides
              and indices.storage_offset() == 0)
     return taps if exact else None
