@@ -133,13 +133,14 @@ def packed_reads_a_in_place(p, params, summed=False):
             not packed_slab(p, params, summed))
 
 
-def _packed_operand(p, op, in_place, ld, rows, rs, ks, width, lx):
-    """[buffer, batch stride, View, leading dim] of an operand as gemm_packed reads it: where
-    it is (its View and leading dim), or packed into panels of `width` rows."""
+def _packed_operand(p, op, in_place, ld, rows, rs, ks, width, lx, kc=0, computed=False):
+    """[buffer, batch stride, View, leading dim] of an operand as gemm_packed and gemm_slabs
+    read it: where it is (its View and leading dim), or packed into panels of `width` rows
+    (in slabs of kc, as _pack_panels)."""
     if in_place:
         return [op.t.storage.buf, np.int64(0), ew.view_arg(op.t.offset, op.bstrides),
                 np.int64(ld)]
-    t, bs = _pack_panels(p, op, rows, rs, ks, width, 0, lx)
+    t, bs = _pack_panels(p, op, rows, rs, ks, width, kc, lx, computed)
     return [t.storage.buf, np.int64(bs), ew.view_arg(0, [0] * len(p.bshape)), np.int64(0)]
 
 
@@ -233,18 +234,14 @@ def _run_slabs(p, params, epi, tile, kc):
     for k0 in range(0, p.k, step):
         ps = _k_range(p, k0, min(step, p.k - k0)) if half else p
         a, a_bs = _pack_panels(ps, ps.a, p.m, p.a.rs, p.a.cs, mr, kc, lx, computed=True)
-        if b_in_place:
-            b, b_args = ps.b.t, [np.int64(0), ew.view_arg(ps.b.t.offset, ps.b.bstrides),
-                                 np.int64(ps.b.rs)]
-        else:
-            b, b_bs = _pack_panels(ps, ps.b, p.n, p.b.cs, p.b.rs, nr, kc, lx, computed=True)
-            b_args = [np.int64(b_bs), ew.view_arg(0, [0] * len(p.bshape)), np.int64(0)]
-        tail = [a.storage.buf, np.int64(a_bs), b.storage.buf, *b_args, part.storage.buf,
+        b_args = _packed_operand(ps, ps.b, b_in_place, ps.b.rs, p.n, p.b.cs, p.b.rs, nr, lx, kc,
+                                 computed=True)
+        tail = [a.storage.buf, np.int64(a_bs), *b_args, part.storage.buf,
                 np.int64(part_size // tile["VW"]), np.int32(walk_n), np.int32(k0 > 0),
                 np.int32(k0 + ps.k == p.k)] + epi
         launch_tiles(ps, kernel, mr * bm, -(-p.n // (nr * bn)), (1, 1, 1), ps.k, tail,
                      rows_in_dim0=not walk_n)
-        del a, b  # before the next slab's are made
+        del a, b_args, tail  # the packs go back to the pool before the next slab's are made
 
 
 def _k_range(p, k0, kk):
