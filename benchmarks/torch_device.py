@@ -3,7 +3,7 @@ the benchmark protocol's) of each network written in torch.nn on "opencl" agains
 network in cltensor native, on the same device, weights and data, interleaved step by step in
 one process; medians over --reps steps after a warm-up step each.
 
-    python benchmarks/torch_device.py [--model googlenet,alexnet] [--batch 2] [--reps 10]
+    python benchmarks/torch_device.py [--model googlenet,alexnet] [--batch 2 | 0] [--reps 10]
                                       [--device SPEC] [--thread-cpu] [--json out.json]
 
 Prints torch-opencl's time over native's by the wall clock and by the process CPU time (the
@@ -25,7 +25,13 @@ sys.path[:0] = [str(HERE.parent), str(HERE)]  # the package, and untuned.py besi
 from untuned import interleaved, training_steps  # noqa: E402
 
 from convnet_benchmarks import torch_opencl  # noqa: E402
-from convnet_benchmarks.models import MODELS  # noqa: E402
+from convnet_benchmarks.models import INPUTS, MODELS  # noqa: E402
+
+
+def standard_batch(name, device):
+    """The convnet benchmarks' batch for this network on a GPU or a CPU device."""
+    _, _, gpu_batch, cpu_batch = INPUTS[name]
+    return gpu_batch if device.is_gpu else cpu_batch
 
 
 def steps(name, device, batch):
@@ -72,7 +78,8 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", default="alexnet,overfeat,vgg_a,googlenet")
-    p.add_argument("--batch", type=int, default=2)
+    p.add_argument("--batch", type=int, default=2,
+                   help="images per step; 0: each network's standard batch for the device")
     p.add_argument("--reps", type=int, default=10)
     p.add_argument("--device", default=None)
     p.add_argument("--thread-cpu", action="store_true",
@@ -85,9 +92,10 @@ def main(argv=None):
     for name in args.model.split(","):
         if name not in MODELS:
             p.error(f"unknown model {name!r}; expected some of {', '.join(MODELS)}")
-        native, through_torch = steps(name, device, args.batch)
+        batch = args.batch or standard_batch(name, device)
+        native, through_torch = steps(name, device, batch)
         r = measure(native, through_torch, args.reps)
-        r.update(model=name, batch=args.batch, wall=r["ours_wall"] / r["ref_wall"],
+        r.update(model=name, batch=batch, wall=r["ours_wall"] / r["ref_wall"],
                  cpu=r["ours_cpu"] / r["ref_cpu"], thread=r["ours_thread"] / r["ref_thread"])
         rows.append(r)
         report(r, args.thread_cpu)
