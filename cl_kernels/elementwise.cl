@@ -188,7 +188,7 @@
 #define OP_elu(x, alpha, c, d) ((x) > 0 ? (x) : (alpha) * expm1(x))
 #define OP_elu_backward(g, x, alpha, d) ((x) > 0 ? (g) : (g) * (alpha) * exp(x))
 #define OP_hardtanh_backward(g, x, lo, hi) (((x) <= (lo) || (x) >= (hi)) ? (CT)0 : (g))
-#define OP_relu_backward(g, y, c, d) ((y) > 0 ? (g) : (CT)0)
+#define OP_relu_backward(g, y, c, d) ((y) <= 0 ? (CT)0 : (g)) /* torch: NaN passes g */
 #define OP_sigmoid_backward(g, y, c, d) ((g) * (y) * ((CT)1 - (y)))
 #define OP_tanh_backward(g, y, c, d) ((g) * ((CT)1 - (y) * (y)))
 #define OP_dropout(x, mask, scale, d) ((mask) != 0 ? (x) * (scale) : (CT)0)

@@ -197,3 +197,28 @@ def test_linear_relu_on_16_bit_tensors(device, rng, dtype):
     unfused = F.relu(F.linear(x, lin.weight, lin.bias))
     assert fused.dtype is half
     np.testing.assert_array_equal(fused.float().numpy(), unfused.float().numpy())
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_relu_gradient_at_nan_follows_torch(device, create_graph):
+    """ReLU's gradient is zero where its output is <= 0 and passes through a NaN output, as
+    torch's threshold_backward: plain F.relu (kernel and recorded forms) and Conv2d + ReLU fused
+    by Sequential."""
+    torch = pytest.importorskip("torch")
+    x_np = np.array([[[[np.nan, -1.0], [0.0, 2.0]]]], np.float32)
+    g_np = np.array([[[[3.0, 5.0], [7.0, 11.0]]]], np.float32)
+    want = torch.tensor(x_np, requires_grad=True)
+    torch.relu(want).backward(torch.tensor(g_np))
+    x = cltensor.from_numpy(x_np, device=device).requires_grad_()
+    y = F.relu(x)
+    (gx,) = cltensor.autograd.grad(y, x, cltensor.from_numpy(g_np, device=device),
+                                   create_graph=create_graph)
+    np.testing.assert_array_equal(gx.numpy(), want.grad.numpy())
+
+    conv = nn.Conv2d(1, 1, 1, bias=False).to(device=device)
+    conv.weight.data.fill_(1.0)
+    net = nn.Sequential(conv, nn.ReLU())
+    x = cltensor.from_numpy(x_np, device=device).requires_grad_()
+    (gx,) = cltensor.autograd.grad(net(x), x, cltensor.from_numpy(g_np, device=device),
+                                   create_graph=create_graph)
+    np.testing.assert_array_equal(gx.numpy(), want.grad.numpy())

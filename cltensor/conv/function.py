@@ -40,7 +40,7 @@ class Conv2dFunction(autograd.Function):
         x, w, y = ctx.saved_tensors
         needs = ctx.needs_input_grad[:3]
         if autograd.is_grad_enabled():
-            gout = gout if y is None else _where(y > 0, gout, 0.0)
+            gout = gout if y is None else _where(y <= 0, 0.0, gout)
             return (*recorded_grads(x, w, gout, ctx.p, ctx.algo, needs), None, None, None)
         gx, gw, gb = backward(x, w, gout, ctx.p, ctx.algo, *needs, relu_y=y)
         return gx, gw, gb, None, None, None

@@ -222,7 +222,7 @@ UNARY = {
     "reciprocal": _unary("reciprocal", "out", lambda g, x, o: -g * o * o),
     "square": _unary("square", "x", lambda g, x, o: 2 * g * x),
     "abs": _unary("abs", "x", lambda g, x, o: g * x.sign()),
-    "relu": _unary("relu", "out", lambda g, x, o: _where(o > 0, g, 0.0)),
+    "relu": _unary("relu", "out", lambda g, x, o: _where(o <= 0, 0.0, g)),  # NaN passes g
     # piecewise constant: zero gradient, as torch
     "sign": _unary("sign", "", lambda g, x, o: g * 0),
     "floor": _unary("floor", "", lambda g, x, o: g * 0),

@@ -79,7 +79,7 @@ def _tanhshrink_grad(g, x):
 
 
 GRADS = {
-    "relu": lambda g, y: _where(y > 0, g, 0.0),
+    "relu": lambda g, y: _where(y <= 0, 0.0, g),  # torch: a NaN output passes g
     "leaky_relu": lambda g, x, slope: _where(x > 0, g, g * slope),
     "elu": _elu_grad,
     "hardtanh": lambda g, x, lo, hi: _where((x <= lo) | (x >= hi), 0.0, g),
