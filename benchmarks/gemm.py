@@ -376,6 +376,8 @@ def main(argv=None):
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="fewer sizes, no layers")
     parser.add_argument("--no-layers", action="store_true")
+    parser.add_argument("--layers", help="comma-separated layer cases (alexnet.conv2,vgg.fc6): "
+                                         "only these, and square sizes only where --sizes asks")
     parser.add_argument("--sizes", type=int, nargs="*")
     parser.add_argument("--fp64-sizes", type=int, nargs="*")
     parser.add_argument("--family", choices=gm.FAMILIES, help="force one GEMM family")
@@ -421,6 +423,7 @@ def main(argv=None):
               if device.has_fp64 and not args.half]
     if not (args.quick or args.no_layers):
         cases += [c + (np.float32,) for c in layer_shapes(batches)]
+    cases = chosen_layers(parser, args, cases, batches)
     print(f"device: {device.name} ({device.cl_device.driver_version}); reference: "
           f"{ref.name if ref else 'none'}")
     print(f"{'case':20s} {'dtype':8s} {'M':>6s} {'N':>7s} {'K':>6s} {'ly':2s} {'family':7s} "
@@ -462,13 +465,30 @@ def main(argv=None):
     return 0
 
 
+def chosen_layers(parser, args, cases, batches):
+    """With --layers, the named layer cases (and the squares of an explicit --sizes) alone."""
+    if not args.layers:
+        return cases
+    names = args.layers.split(",")
+    layers = {c[0]: c + (np.float32,) for c in layer_shapes(batches)}
+    unknown = [n for n in names if n not in layers]
+    if unknown:
+        message = f"unknown --layers {', '.join(unknown)}; expected some of {', '.join(layers)}"
+        if parser is None:
+            raise SystemExit(message)
+        parser.error(message)
+    squares = [c for c in cases if c[0].startswith("square")] if args.sizes else []
+    return squares + [layers[n] for n in names]
+
+
 def run_side_by_side(args):
     devices = [cltensor.get_device(spec) for spec in args.cpus]
     sizes = args.sizes or [512, 1024, 2048, 4096]
     cases = [(f"square {s}", s, s, s, "nn", np.float32) for s in sizes]
+    batches = {"alexnet": 8, "overfeat": 8, "vgg": 2, "googlenet": 8}
     if not (args.quick or args.no_layers):
-        batches = {"alexnet": 8, "overfeat": 8, "vgg": 2, "googlenet": 8}
         cases += [c + (np.float32,) for c in layer_shapes(batches)]
+    cases = chosen_layers(None, args, cases, batches)
     print("devices: " + ", ".join(f"{d.name} ({d.cl_device.driver_version})" for d in devices)
           + f"; reference: {Numpy().name}")
     rows = side_by_side(devices, cases, args.reps)

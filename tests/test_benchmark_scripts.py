@@ -146,6 +146,14 @@ def test_torch_device_benchmark_runs(device, tmp_path):
     assert row["model"] == "alexnet" and row["wall"] > 0 and row["cpu"] > 0
 
 
+def test_torch_device_benchmark_standard_batch(device):
+    """--batch 0 takes the convnet benchmarks' batch of each network for the device's kind."""
+    pytest.importorskip("torch")
+    want = {"alexnet": 8, "vgg_a": 2} if device.is_cpu else {"alexnet": 128, "vgg_a": 64}
+    for name, batch in want.items():
+        assert script("torch_device").standard_batch(name, device) == batch
+
+
 def test_gemm_benchmark_splits_kernel_time(device, tmp_path, capsys):
     """benchmarks/gemm.py's per-launch split of a product's kernel time: the product's own
     kernel is among the launches, each with a time, and --kernels prints them."""
@@ -158,6 +166,19 @@ def test_gemm_benchmark_splits_kernel_time(device, tmp_path, capsys):
     assert split and all(ms > 0 for ms in split.values()), split
     assert any(name.startswith(("gemm", "xgemm", "nv")) for name in split), split
     assert "ms" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_gemm_benchmark_chosen_layers(device, tmp_path):
+    """--layers runs the named layer shapes alone (scaled down here), and names the choices
+    when one is unknown."""
+    out = tmp_path / "gemm.json"
+    script("gemm").main(["--layers", "googlenet.fc,alexnet.fc8", "--batch-scale", "0.125",
+                         "--reps", "1", "--warmup", "0", "--device", device.index,
+                         "--json", str(out)])
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["case"] for r in rows] == ["googlenet.fc", "alexnet.fc8"]
+    with pytest.raises(SystemExit):
+        script("gemm").main(["--layers", "alexnet.fc9", "--device", device.index])
 
 
 def test_host_overhead_wake_mode(device, tmp_path):
