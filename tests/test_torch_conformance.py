@@ -101,6 +101,10 @@ TABLE = (
        Op("addmm", [((3, 3), "f"), ((3, 5), "f"), ((5, 3), "f")], method="addmm",
           kw={"beta": 0.5, "alpha": 2}, inplace=True, out=True),
        Op("bmm", [((2, 4, 5), "f"), ((2, 5, 3), "f")], method="bmm", out=True),
+       Op("mv", [((4, 5), "f"), ((5,), "f")], method="mv", out=True),
+       Op("addmv", [((4,), "f"), ((4, 5), "f"), ((5,), "f")], method="addmv",
+          kw={"beta": 0.5, "alpha": 2}, out=True),  # addmv_: test_torch_device.py
+       Op("vector @ matrix", [((5,), "f"), ((5, 3), "f")], lambda a, b: a @ b),
        Op("baddbmm", [((2, 4, 3), "f"), ((2, 4, 5), "f"), ((2, 5, 3), "f")], method="baddbmm",
           kw={"alpha": 0.5}, inplace=True, out=True),
        Op("matmul", [((2, 3, 4, 5), "f"), ((3, 5, 2), "f")], method="matmul")]
@@ -285,7 +289,8 @@ def test_conformance(name, dtype, device, monkeypatch):
 # random fills and dropout (its mask random), torch.optim's fused steps (test_torch_models.py)
 ELSEWHERE = {"empty.memory_format", "empty_strided", "copy_", "_copy_from", "_copy_from_and_resize",
              "_to_copy", "resize_", "fill_.Scalar", "zero_", "_local_scalar_dense", "normal_",
-             "uniform_", "as_strided", "view", "_reshape_alias", "unfold", "_unsafe_view",
+             "uniform_", "as_strided", "as_strided_", "addmv_", "view", "_reshape_alias", "unfold",
+             "_unsafe_view",
              "_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adam_.tensor_lr",
              "_fused_adamw_.tensor_lr", "_fused_sgd_.tensor_lr", "native_dropout",
              "set_.source_Storage_storage_offset",  # torch.load (test_torch_checkpoint.py)

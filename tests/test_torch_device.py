@@ -132,6 +132,26 @@ def test_views_share_storage(ocl, name, fn):
         assert torch.equal(x.cpu(), base)
 
 
+IN_PLACE_VIEWS = [("squeeze_", lambda a: a[:1].squeeze_(0)), ("unsqueeze_", lambda a: a.unsqueeze_(1)),
+                  ("t_", lambda a: a.t_()), ("transpose_", lambda a: a.transpose_(0, 1)),
+                  ("as_strided_", lambda a: a.as_strided_((2, 2), (1, 4), 1))]
+
+
+@pytest.mark.parametrize("name,fn", IN_PLACE_VIEWS, ids=[v[0] for v in IN_PLACE_VIEWS])
+def test_in_place_views(ocl, name, fn, monkeypatch):
+    """In-place view ops change the tensor's own geometry over the same device buffer, as torch
+    (they reach as_strided_), and a geometry past the buffer is torch's RuntimeError."""
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    base = torch.arange(12.0).reshape(3, 4)
+    x = base.to(ocl)
+    got, want = fn(x), fn(base.clone())
+    assert got.shape == want.shape and got.stride() == want.stride()
+    assert got.storage_offset() == want.storage_offset()
+    assert torch.equal(got.cpu(), want)
+    with pytest.raises(RuntimeError, match="storage"):
+        torch.zeros(4, device=ocl).as_strided_((5,), (1,))
+
+
 def test_view_errors_are_torchs(ocl):
     x = torch.zeros(3, 4, device=ocl).t()
     with pytest.raises(RuntimeError, match="view size is not compatible"):
@@ -264,7 +284,10 @@ def test_reduction_conformance(ocl, name, fn, dtype, layout, monkeypatch):
 PRODUCTS = [("mm", lambda a, b, c: a @ b), ("addmm", lambda a, b, c: torch.addmm(c, a, b, beta=0.5,
                                                                                   alpha=2)),
             ("bmm", lambda a, b, c: torch.bmm(a.expand(2, 4, 5), b.expand(2, 5, 3))),
-            ("baddbmm", lambda a, b, c: torch.baddbmm(c, a.unsqueeze(0), b.unsqueeze(0)))]
+            ("baddbmm", lambda a, b, c: torch.baddbmm(c, a.unsqueeze(0), b.unsqueeze(0))),
+            ("mv", lambda a, b, c: torch.mv(b, c)),
+            ("addmv", lambda a, b, c: torch.addmv(a[:, 0], a, b[:, 1], beta=0.5, alpha=2)),
+            ("vector @ matrix", lambda a, b, c: a[0] @ b), ("matrix @ vector", lambda a, b, c: a @ b[:, 0])]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -278,6 +301,11 @@ def test_product_conformance(ocl, name, fn, dtype, monkeypatch):
     if name == "mm":
         torch.mm(a.to(ocl), b.to(ocl), out=out)
         _same(out, a @ b, rtol=1e-4, atol=1e-5)
+    if name == "addmv":  # in place, on a view with a storage offset
+        x, y = torch.zeros(5, dtype=dtype), torch.zeros(5, dtype=dtype, device=ocl)
+        x[1:].addmv_(a, b[:, 1], alpha=2)
+        y[1:].addmv_(a.to(ocl), b[:, 1].to(ocl), alpha=2)
+        _same(y, x, rtol=1e-4, atol=1e-5)
     with pytest.raises(RuntimeError):
         torch.mm(a.to(ocl), a.to(ocl))  # inner sizes differ
 
