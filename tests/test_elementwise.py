@@ -122,6 +122,23 @@ def test_integer_division_by_zero_raises(device):
                  [np.inf, -np.inf, np.nan])
 
 
+def test_integer_division_with_an_empty_result(device):
+    """A zero divisor raises only where some element is divided: an operand without elements
+    broadcasts to an empty result, which torch returns."""
+    empty = ct.zeros(0, 3, dtype=ct.int64, device=device)
+    zeros = ct.zeros(2, 1, 3, dtype=ct.int64, device=device)
+    for op in (ct.floor_divide, ct.remainder, ct.fmod):
+        assert op(empty, zeros).shape == (2, 0, 3)
+    assert (empty % 0).shape == (0, 3)
+
+
+def test_sign_and_square_of_bool(device):
+    """torch: sign keeps a bool tensor as it is, square promotes it to int64 (x ** 2)."""
+    t = ct.tensor([True, False], device=device)
+    assert ct.sign(t).dtype == ct.bool and ct.sign(t).tolist() == [True, False]
+    assert ct.square(t).dtype == ct.int64 and ct.square(t).tolist() == [1, 0]
+
+
 def test_type_promotion_follows_torch(device):
     f32 = ct.ones(2, device=device)
     f64 = ct.ones(2, dtype=ct.float64, device=device) if device.has_fp64 else None

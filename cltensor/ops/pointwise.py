@@ -51,9 +51,10 @@ __all__ = ["add", "sub", "rsub", "mul", "div", "true_divide", "floor_divide", "r
            "positive", "frexp"]
 
 
-def int_divisor_check(b, rt, name):
-    """Integer division by zero raises (as torch does on the CPU) rather than give garbage."""
-    if dt.is_floating(rt):
+def int_divisor_check(b, rt, name, a=None):
+    """Integer division by zero raises (as torch does on the CPU) rather than give garbage; not
+    where the result is empty (an operand without elements broadcasts to none), as torch."""
+    if dt.is_floating(rt) or any(ew.is_tensor(x) and x.numel() == 0 for x in (a, b)):
         return
     if ew.is_tensor(b):
         zero = b == 0
@@ -73,8 +74,10 @@ def _unary_float(name):
 
 def _unary_same(name):
     def op(x, out=None):
-        if name in ROUNDING and not dt.is_floating(x.dtype):
+        if (name in ROUNDING and not dt.is_floating(x.dtype)) or (name, x.dtype) == ("sign", dt.bool_):
             return x.clone() if out is None else out.copy_(x)
+        if (name, x.dtype) == ("square", dt.bool_):  # torch: x ** 2, promoted to int64
+            return x.to(dt.int64) if out is None else out.copy_(x)
         if x.dtype == dt.bool_ and name != "abs":
             raise TypeError(f"{name}: not supported on bool tensors")
         return ew.unary(name, x, out=out)
@@ -187,20 +190,20 @@ def div(a, b, rounding_mode=None, out=None):
 
 
 def floor_divide(a, b, out=None):
-    int_divisor_check(b, dt.result_type(a, b), "floor_divide")
+    int_divisor_check(b, dt.result_type(a, b), "floor_divide", a)
     return ew.binary("floor_divide", a, b, out=out)
 
 
 def remainder(a, b, out=None):
     """Python's modulo: the result has the divisor's sign."""
-    int_divisor_check(b, dt.result_type(a, b), "remainder")
+    int_divisor_check(b, dt.result_type(a, b), "remainder", a)
     return ew.binary("remainder", a, b, out=out)
 
 
 def fmod(a, b, out=None):
     """C's fmod: the result has the dividend's sign (remainder's has the divisor's)."""
     _check_numbers("fmod", a, b)
-    int_divisor_check(b, dt.result_type(a, b), "fmod")
+    int_divisor_check(b, dt.result_type(a, b), "fmod", a)
     return ew.binary("fmod", a, b, out=out)
 
 
@@ -238,7 +241,7 @@ def reflected(name, t, scalar):
     """scalar <op> t for //, % and ** with a Python number on the left."""
     ew.check_scalar(scalar, name)
     if name in ("floor_divide", "remainder"):
-        int_divisor_check(t, dt.result_type(t, scalar), name)
+        int_divisor_check(t, dt.result_type(t, scalar), name, t)
     return ew.binary("r" + name, t, scalar)
 
 
