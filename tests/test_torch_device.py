@@ -610,11 +610,29 @@ def test_index_tensor(ocl, name, fn, monkeypatch):
         x.to(ocl)[torch.tensor([4]).to(ocl)]  # out of range
 
 
-def test_index_with_mask_falls_back(ocl):
-    x = torch.arange(6.0).reshape(2, 3)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ct.CPUFallbackWarning)
-        _same(x.to(ocl)[(x > 2).to(ocl)], x[x > 2])
+MASKS = [("whole", lambda x: x > 2, lambda x, m: x[m]), ("rows", lambda x: x[:, 0] > 0,
+                                                             lambda x, m: x[m]),
+         ("cols", lambda x: x[0] < 4, lambda x, m: x[:, m]), ("none", lambda x: x > 99,
+                                                              lambda x, m: x[m]),
+         ("and ints", lambda x: x[:, 1] > 2, lambda x, m: x[m, torch.tensor([0, 2])[:1]])]
+
+
+@pytest.mark.parametrize("name,mask,fn", MASKS, ids=[c[0] for c in MASKS])
+@pytest.mark.parametrize("where", ["opencl", "cpu"])
+def test_index_with_masks_and_cpu_indices(ocl, name, mask, fn, where, monkeypatch):
+    """Boolean masks index on the device (torch's rule: a mask is its nonzero() indices), and
+    index tensors may live on the CPU, as torch's CUDA indexing allows; reads and writes."""
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    x = torch.arange(12.0).reshape(3, 4) - 3
+    m = mask(x)
+    _same(fn(x.to(ocl), m.to(where)), fn(x, m))
+    got, want = x.to(ocl), x.clone()
+    if name in ("whole", "rows", "none"):
+        got[m.to(where)] = -1.0
+        want[m] = -1.0
+        _same(got, want)
+    with pytest.raises(IndexError, match="shape of the mask"):
+        x.to(ocl)[torch.tensor([True, False])]
 
 
 @pytest.mark.parametrize("accumulate", [False, True])

@@ -389,12 +389,32 @@ def index_select(self, dim, index):
     return finish(_index_select(unwrap(self), dim, idx), out)
 
 
+def _integer_indices(self, indices, op):
+    """indices as torch's CUDA kernels take them: index tensors on the CPU moved to self's
+    device, and a boolean (or uint8) mask over k dimensions replaced by the k integer tensors of
+    its nonzero() (torch's own rule), after torch's check of the mask's shape."""
+    out, dim = [], 0
+    for i in indices:
+        if i is not None and i.device != self.device:
+            i = i.to(self.device)
+        if i is not None and i.dtype in (torch.bool, torch.uint8):
+            for k, n in enumerate(i.shape):
+                if dim + k < self.dim() and n != self.shape[dim + k]:
+                    raise IndexError(f"{op}: the shape of the mask {list(i.shape)} at index {k} "
+                                     f"does not match the shape of the indexed tensor "
+                                     f"{list(self.shape)} at index {dim + k}")
+            out.extend(i.nonzero().unbind(1))
+            dim += i.dim()
+            continue
+        out.append(i)
+        dim += 1
+    return out
+
+
 @aten("index.Tensor")
 def index(self, indices):
-    """Advanced indexing by integer tensors (None keeps a dimension); boolean masks, whose
-    result shape depends on the data, run through the CPU fallback."""
-    if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
-        return cpu_fallback(torch.ops.aten.index.Tensor, self, indices)
+    """Advanced indexing by integer tensors and boolean masks (None keeps a dimension)."""
+    indices = _integer_indices(self, indices, "index")
     out = meta_result(torch.ops.aten.index.Tensor, (self, indices), {})
     key = tuple(slice(None) if i is None else operand(i, np_dtype(torch.int64, "index"))
                 for i in indices)
@@ -403,8 +423,9 @@ def index(self, indices):
 
 @aten("_index_put_impl_")
 def index_put_impl_(self, indices, values, accumulate=False, unsafe=False):
-    """self[indices] = values (summed over repeats with accumulate) for integer indices, skipped
-    dimensions (None) only before them; masks and other skips run through the CPU fallback."""
+    """self[indices] = values (summed over repeats with accumulate) for integer indices and
+    masks, skipped dimensions (None) only before them; other skips run through the CPU fallback."""
+    indices = _integer_indices(self, indices, "index_put_")
     if not _leading_skips_only(indices):
         return cpu_fallback(torch.ops.aten._index_put_impl_.default, self, indices, values,
                             accumulate, unsafe)
