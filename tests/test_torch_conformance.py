@@ -297,6 +297,11 @@ ELSEWHERE = {"empty.memory_format", "empty_strided", "copy_", "_copy_from", "_co
              "native_dropout_backward",
              # GradScaler's unscale and update (test_torch_half.py)
              "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_"}
+# the losses and their out= forms (test_torch_losses.py)
+ELSEWHERE |= {f"{name}{form}" for name in ("mse_loss", "smooth_l1_loss", "huber_loss",
+                                           "binary_cross_entropy")
+              for form in ("", ".out", "_backward", "_backward.grad_input", "_backward.out")}
+ELSEWHERE |= {"nll_loss2d_forward", "nll_loss2d_backward"}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
