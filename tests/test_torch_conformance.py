@@ -302,6 +302,12 @@ ELSEWHERE |= {f"{name}{form}" for name in ("mse_loss", "smooth_l1_loss", "huber_
                                            "binary_cross_entropy")
               for form in ("", ".out", "_backward", "_backward.grad_input", "_backward.out")}
 ELSEWHERE |= {"nll_loss2d_forward", "nll_loss2d_backward"}
+# resampling and padding of images (test_torch_resample.py)
+ELSEWHERE |= {f"{name}{form}" for name in ("upsample_nearest2d", "_upsample_nearest_exact2d",
+                                           "upsample_bilinear2d", "upsample_bicubic2d",
+                                           "reflection_pad1d", "reflection_pad2d",
+                                           "replication_pad1d", "replication_pad2d")
+              for form in ("", ".out", "_backward", "_backward.grad_input")}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
