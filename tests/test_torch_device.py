@@ -650,3 +650,20 @@ def test_index_put_and_index_backward(ocl, accumulate, monkeypatch):
         (wd[i.to(dev)] * v.to(dev)).sum().backward()  # index's backward accumulates rows
         grads.append(wd.grad.cpu())
     np.testing.assert_allclose(grads[1].numpy(), grads[0].numpy(), rtol=1e-12)
+
+
+def test_clip_grad_norm_on_device(ocl, monkeypatch):
+    """torch.nn.utils.clip_grad_norm_ (its total norm is linalg_vector_norm) runs on the device
+    and clips as on the CPU."""
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    torch.manual_seed(0)
+    cpu = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Tanh(), torch.nn.Linear(3, 2))
+    dev = copy.deepcopy(cpu).to(ocl)
+    x = torch.randn(5, 4)
+    norms = []
+    for model, inp in ((cpu, x), (dev, x.to(ocl))):
+        (model(inp) ** 2).sum().backward()
+        norms.append(torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5).cpu())
+    torch.testing.assert_close(norms[1], norms[0])
+    for p, q in zip(cpu.parameters(), dev.parameters()):
+        torch.testing.assert_close(q.grad.cpu(), p.grad)

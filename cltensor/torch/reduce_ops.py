@@ -84,3 +84,18 @@ def prod_dim(self, dim, keepdim=False, *, dtype=None):
 
 with_out("prod.out", prod)
 with_out("prod.int_out", prod_dim)
+
+
+@aten("linalg_vector_norm")
+def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """torch.linalg.vector_norm (clip_grad_norm_'s total norm among its callers)."""
+    out = meta_result(_aten.linalg_vector_norm.default, (self, ord, dim, keepdim),
+                      {"dtype": dtype})
+    x = unwrap(self)
+    if dtype is not None:
+        x = x.to(np_dtype(dtype, "linalg_vector_norm"))
+    dims = None if dim is None or (not isinstance(dim, int) and not dim) else dim
+    return finish(cltensor.linalg.vector_norm(x, float(ord), dims, keepdim), out)
+
+
+with_out("linalg_vector_norm.out", linalg_vector_norm)
