@@ -353,6 +353,10 @@ def _conv(x, w, b):
     return torch.nn.functional.conv2d(x, w, b, stride=(2, 1), padding=1, groups=2)
 
 
+def _conv1d(x, w, b):
+    return torch.nn.functional.conv1d(x, w, b, stride=2, padding=2, dilation=2).relu()
+
+
 def _pool(x):
     return torch.nn.functional.max_pool2d(x.relu(), 3, stride=2, padding=1)  # overlapping windows
 
@@ -363,6 +367,7 @@ def _loss(reduction):
 
 
 LAYERS = {"conv2d": (_conv, [(2, 4, 7, 6), (6, 2, 3, 3), (6,)]),
+          "conv1d": (_conv1d, [(2, 3, 9), (5, 3, 3), (5,)]),
           "max_pool2d": (_pool, [(2, 3, 7, 8)]),
           "softmax": (lambda x: x.softmax(1) * x, [(3, 5)]),
           "nll_mean": (_loss("mean"), [(6, 4), "target", (4,)]),
@@ -380,7 +385,7 @@ def test_layer_conformance(ocl, name, dtype, monkeypatch):
                torch.randn(s, generator=gen, dtype=dtype).abs() + 0.1 if len(s) == 1 else
                torch.randn(s, generator=gen, dtype=dtype) for s in specs]
     tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=1e-10, atol=1e-12)
-    n_grads = 3 if name == "conv2d" else 1  # not the targets or the class weights
+    n_grads = 3 if name.startswith("conv") else 1  # not the targets or the class weights
     for got, want in zip(_grads(fn, tensors, ocl, n_grads), _grads(fn, tensors, "cpu", n_grads)):
         np.testing.assert_allclose(got.numpy(), want.numpy(), **tol)
 
