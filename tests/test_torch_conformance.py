@@ -303,6 +303,9 @@ ELSEWHERE = {"empty.memory_format", "empty_strided", "copy_", "_copy_from", "_co
              "native_dropout_backward",
              # GradScaler's unscale and update (test_torch_half.py)
              "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_"}
+# the factories' out= forms (test_torch_device.py)
+ELSEWHERE |= {"arange.out", "arange.start_out", "eye.m_out", "eye.out", "linspace.out",
+              "logspace.out"}
 # the losses and their out= forms (test_torch_losses.py)
 ELSEWHERE |= {f"{name}{form}" for name in ("mse_loss", "smooth_l1_loss", "huber_loss",
                                            "binary_cross_entropy")

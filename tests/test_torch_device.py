@@ -672,3 +672,47 @@ def test_clip_grad_norm_on_device(ocl, monkeypatch):
     torch.testing.assert_close(norms[1], norms[0])
     for p, q in zip(cpu.parameters(), dev.parameters()):
         torch.testing.assert_close(q.grad.cpu(), p.grad)
+
+
+RANGES = [("arange", lambda **k: torch.arange(10, **k)),
+          ("arange steps", lambda **k: torch.arange(-3, 7, 2, dtype=torch.float64, **k)),
+          ("arange down", lambda **k: torch.arange(10, 0, -1, **k)),
+          ("arange empty", lambda **k: torch.arange(0, dtype=torch.float32, **k)),
+          ("linspace", lambda **k: torch.linspace(-5, 5, 11, dtype=torch.float64, **k)),
+          ("logspace", lambda **k: torch.logspace(0, 3, 4, base=2, dtype=torch.float64, **k)),
+          ("eye", lambda **k: torch.eye(3, **k)),
+          ("eye m", lambda **k: torch.eye(2, 4, dtype=torch.int64, **k))]
+
+
+@pytest.mark.parametrize("name,fn", RANGES, ids=[r[0] for r in RANGES])
+def test_ranges_on_device(ocl, name, fn, monkeypatch):
+    """The factories' out= forms (arange(..., device="opencl") reaches arange.start_out) fill the
+    tensor on the device, with torch's checks."""
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    got, want = fn(device=ocl), fn()
+    assert got.device.type == "opencl" and got.dtype == want.dtype
+    assert torch.equal(got.cpu(), want)
+    with pytest.raises(RuntimeError, match="step must be nonzero"):
+        torch.arange(0, 10, 0, device=ocl)
+    out = torch.empty(2, dtype=want.dtype, device=ocl)  # resized as torch resizes out=
+    assert fn(out=out) is out and torch.equal(out.cpu(), want)
+
+
+def test_where_of_a_condition_alone(ocl, monkeypatch):
+    """torch.where(condition) is its nonzero() as one index tensor per dim."""
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    for c in (torch.tensor([[1, 0, 2], [0, 3, 0]]), torch.tensor([0.5, 0.0]), torch.zeros(0)):
+        got, want = torch.where(c.to(ocl)), torch.where(c)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.device.type == "opencl" and torch.equal(g.cpu(), w)
+
+
+def test_fallback_of_a_factory(ocl):
+    """A factory without a kernel (device="opencl" among its arguments) runs on the CPU once
+    and returns an opencl tensor (its device argument made the CPU for the CPU call)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ct.CPUFallbackWarning)
+        got = torch.tril_indices(4, 3, -1, device=ocl)
+    assert got.device.type == "opencl"
+    assert torch.equal(got.cpu(), torch.tril_indices(4, 3, -1))

@@ -6,6 +6,7 @@ import torch
 
 from .. import creation
 from .. import dtypes as dt
+from ..ops import ranges
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 from ._backend import (TO_NUMPY, TO_TORCH, aten, cl_device_for, empty_wrapper, is_opencl, np_dtype, restride,
                        unwrap, wrap)
@@ -138,3 +139,28 @@ def _local_scalar_dense(self):
     return unwrap(self).item()
 
 
+
+
+# ---- ranges: the out= forms torch's factories fill (arange(..., device="opencl") reaches
+# arange.start_out with an empty opencl tensor) ------------------------------------------------
+def _range_kernel(name, fn):
+    packet, overload = getattr(torch.ops.aten, name.split(".")[0]), name.split(".")[1]
+    op = getattr(packet, overload)
+
+    def kernel(*args, out):
+        # torch's checks (a zero step, a wrong sign, ...) and the result's size, on Meta
+        size = op(*args, out=torch.empty(0, dtype=out.dtype, device="meta")).shape
+        if tuple(out.shape) != tuple(size):
+            resize_(out, size)
+        cl = unwrap(out)
+        cl.copy_(fn(*args, dtype=cl.dtype, device=cl.device).reshape(cl.shape))
+        return out
+    aten(name)(kernel)
+
+
+_range_kernel("arange.start_out", ranges.arange)
+_range_kernel("arange.out", lambda end, **kw: ranges.arange(0, end, **kw))
+_range_kernel("linspace.out", ranges.linspace)
+_range_kernel("logspace.out", ranges.logspace)
+_range_kernel("eye.out", ranges.eye)
+_range_kernel("eye.m_out", ranges.eye)

@@ -5,7 +5,7 @@ import warnings
 import torch
 from torch.utils._pytree import tree_map
 
-from ._backend import TO_NUMPY, cl_device_for, empty_wrapper, is_opencl, unwrap, wrap
+from ._backend import NAME, TO_NUMPY, cl_device_for, empty_wrapper, is_opencl, unwrap, wrap
 from .factory import to_cl, to_cpu
 
 
@@ -49,8 +49,7 @@ def cpu_fallback(op, *args, **kwargs):
         raise NotImplementedError(f"{name} is a view op without an opencl kernel; a CPU copy would "
                                   f"not share the tensor's storage")
     _note(name)
-    cpu = lambda x: to_cpu(x).clone() if is_opencl(x) else x  # clone: out= may resize
-    cpu_args, cpu_kwargs = tree_map(cpu, args), tree_map(cpu, kwargs)
+    cpu_args, cpu_kwargs = tree_map(_to_cpu, args), tree_map(_to_cpu, kwargs)
     out = op(*cpu_args, **cpu_kwargs)
     names = [a.name for a in op._schema.arguments]
     written = {}
@@ -63,6 +62,16 @@ def cpu_fallback(op, *args, **kwargs):
             unwrap(orig).copy_(to_cl(done, unwrap(orig).dtype, unwrap(orig).device))
             written[id(done)] = orig
     return tree_map(lambda x: _back(x, written), out)
+
+
+def _to_cpu(x):
+    """An argument for the CPU call: opencl tensors copied (cloned: out= may resize), and a
+    factory's device="opencl" made the CPU (else the call would come back here, endlessly)."""
+    if is_opencl(x):
+        return to_cpu(x).clone()
+    if isinstance(x, torch.device) and x.type == NAME:
+        return torch.device("cpu")
+    return x
 
 
 def _back(x, written):

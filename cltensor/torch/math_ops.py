@@ -199,6 +199,8 @@ def _schema_kind(op):
     types = [str(a.type) for a in args]
     if "Tensor" not in types or any(t not in _PLAIN for t in types):
         return None
+    if [str(r.type) for r in schema.returns] != ["Tensor"]:  # where(condition) -> Tensor[]
+        return None
     if any(a.kwarg_only and a.name == "out" for a in schema.arguments):
         return "out"
     return "inplace" if schema.name.endswith("_") else "functional"

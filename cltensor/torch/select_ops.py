@@ -69,3 +69,9 @@ def nonzero(self):
 
 
 with_out("nonzero.out", nonzero)
+
+
+@aten("where")
+def where_nonzero(condition):
+    """torch.where(condition): the indices of its non-zero elements, one tensor per dim."""
+    return list(condition.nonzero().unbind(1))
