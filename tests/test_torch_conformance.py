@@ -68,6 +68,16 @@ TABLE = (
     + _pointwise(["floor_divide"], "fp", grad=False)
     + _pointwise(["logical_and", "logical_or", "logical_xor"], "bb", grad=False)
     + _pointwise(["bitwise_and", "bitwise_or", "bitwise_xor"], "ii", grad=False)
+    + _pointwise(["erfc", "sinc", "asinh", "deg2rad", "rad2deg"], "f")
+    + _pointwise(["lgamma"], "p") + _pointwise(["atanh"], "u")
+    + _pointwise(["digamma", "i0"], "p", grad=False)  # their gradients need polygamma, i1
+    + [Op("acosh", [(M, "p")], lambda a: torch.acosh(a + 1)),
+       Op("acosh_", [(M, "p")], lambda a: (a.detach() + 1).acosh_(), grad=False)]
+    + _pointwise(["signbit"], "f", inplace=False, grad=False)
+    + _pointwise(["hypot", "copysign"], "ff")
+    + _pointwise(["fmax", "fmin", "logaddexp", "logaddexp2"], "ff", inplace=False)
+    + _pointwise(["heaviside", "nextafter"], "ff", grad=False)
+    + _pointwise(["gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift"], "ii", grad=False)
     + [Op("addcmul", [(M, "f"), (M, "f"), (V, "f")], method="addcmul", kw={"value": 0.5},
           inplace=True, out=True),
        Op("addcdiv", [(M, "f"), (M, "f"), (M, "p")], method="addcdiv", kw={"value": -2},

@@ -18,10 +18,14 @@ from .fallback import cpu_fallback
 UNARY = ("abs", "neg", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid",
          "relu", "ceil", "floor", "round", "trunc", "reciprocal", "expm1", "log1p", "log2", "log10",
          "erf", "sign", "logical_not", "bitwise_not", "isnan", "asin", "acos", "atan", "sinh",
-         "cosh", "exp2", "frac", "erfinv", "isinf", "isneginf", "isposinf", "isfinite")
+         "cosh", "exp2", "frac", "erfinv", "isinf", "isneginf", "isposinf", "isfinite",
+         "erfc", "lgamma", "digamma", "sinc", "i0", "asinh", "acosh", "atanh", "deg2rad",
+         "rad2deg", "signbit")
 BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt",
           "ge", "remainder", "fmod", "atan2", "floor_divide", "logical_and", "logical_or",
-          "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "clamp")
+          "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "clamp",
+          "hypot", "logaddexp", "logaddexp2", "fmax", "fmin", "copysign", "heaviside",
+          "nextafter", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift")
 TERNARY = ("addcmul", "addcdiv", "lerp")  # the optimizers' steps
 # argument types a generic kernel passes through to cltensor's function of the same name
 _PLAIN = {"Tensor", "number", "Optional[number]", "Optional[Tensor]", "Optional[str]"}
