@@ -29,10 +29,15 @@ def _in(x, out, op):
     return operand(x, np_dtype(out.dtype, op))
 
 
+_NO_BOOL = {"topk": "topk does not support bool dtypes on CPU",
+            "argmin": "argmin(): does not support bool input",
+            "scatter_reduce": "\"scatter_reduce_mean\" not implemented for 'Bool'"}
+
+
 def _no_bool(x, op):
     """torch's CPU kernels of topk, argmin and scatter_reduce's mean take no bool tensors."""
     if x.dtype == torch.bool:
-        raise RuntimeError(f'"{op}" not implemented for \'Bool\'')
+        raise RuntimeError(_NO_BOOL[op])
 
 
 def _index(index, op):
@@ -63,7 +68,12 @@ def _with_outs(name, functional, out_args):
     def kernel(*args, **kwargs):
         outs = [kwargs.pop(a) for a in out_args]
         meta_result(op, args, dict(kwargs, **dict(zip(out_args, outs))))
-        return tuple(write_into(o, r) for o, r in zip(outs, functional(*args, **kwargs)))
+        results = functional(*args, **kwargs)
+        for o, r in zip(outs, results):  # torch's CPU kernels check it, not all Meta ones
+            if o.dtype != r.dtype:
+                raise RuntimeError(f"Expected out tensor to have dtype {r.dtype}, but got "
+                                   f"{o.dtype} instead")
+        return tuple(write_into(o, r) for o, r in zip(outs, results))
     aten(name)(kernel)
 
 
