@@ -122,6 +122,8 @@ def test_gather_scatter_dtypes(dtype):
     _check(lambda a, i: (a.gather(0, i), a.gather(1, i[:, :4])), x, idx)
     _check(lambda a, i, s: (a.scatter_add(0, i, s), a.scatter(0, i, 1, reduce="add")),
            x, idx, src)
+    # torch takes int32 indices too
+    _check(lambda a, i, s: (a.gather(0, i), a.scatter_add(0, i, s)), x, idx.int(), src)
     for reduce in ("sum", "prod", "mean", "amax", "amin"):  # mean of bool raises, as on CPU
         for include_self in (True, False):
             _check(lambda a, i, s: a.scatter_reduce(0, i, s, reduce, include_self=include_self),
@@ -161,6 +163,38 @@ def test_in_place_scatter_out_of_range_leaves_self():
     with pytest.raises(RuntimeError, match="out of bounds"):
         x.scatter_add_(0, torch.tensor([[0, 3]], device=OCL), torch.ones(1, 2, device=OCL))
     assert torch.equal(x.cpu(), before)
+
+
+def _into(dtype):
+    """An empty out= tensor of dtype on the operand's device."""
+    return lambda x: torch.empty(0, dtype=dtype, device=x.device)
+
+
+BAD_INPUT = {
+    "flip_out_dtype": lambda x: torch.ops.aten.flip.out(x, [0], out=_into(torch.float64)(x)),
+    "roll_out_dtype": lambda x: torch.ops.aten.roll.out(x, [1], [0], out=_into(torch.int32)(x)),
+    "tril_out_dtype": lambda x: torch.tril(x, out=_into(torch.float64)(x)),
+    "triu_out_dtype": lambda x: torch.triu(x, 1, out=_into(torch.int64)(x)),
+    "gather_out_dtype": lambda x: torch.gather(x, 0, x.argmin(0, keepdim=True),
+                                               out=_into(torch.float64)(x)),
+    "argmin_out_dtype": lambda x: torch.argmin(x, 1, out=_into(torch.int32)(x)),
+    "argmin_of_empty": lambda x: x[:0].argmin(),
+    "max_of_empty_dim": lambda x: x[:0].max(0),
+    "topk_k_too_large": lambda x: x.topk(5),
+    "scatter_src_dtype": lambda x: x.scatter(1, x.argmin(1, keepdim=True), x.double()),
+    "flip_repeated_dim": lambda x: x.flip(0, 0),
+}
+
+
+@pytest.mark.parametrize("name", BAD_INPUT)
+def test_bad_input_raises_as_cpu(name):
+    """The error CPU torch raises, of the same type (not the fallback's NotImplementedError)."""
+    x = torch.randn(3, 4)
+    with pytest.raises(Exception) as want:
+        BAD_INPUT[name](x)
+    with pytest.raises(Exception) as got:
+        BAD_INPUT[name](x.to(OCL))
+    assert type(got.value) is want.type, (got.value, want.value)
 
 
 TWO_OUTS = {

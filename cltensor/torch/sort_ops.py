@@ -44,9 +44,10 @@ def _index(index, op):
     return operand(index, np_dtype(index.dtype, op))
 
 
-def _register(name, overload, functional, out=None, inplace=True):
+def _register(name, overload, functional, out=None, inplace=True, exact_out=False):
     """functional as aten name.overload, with the in-place twin (name_.overload, torch's
-    in-place checks on Meta, then the result copied into self) and the out= form `out`."""
+    in-place checks on Meta, then the result copied into self) and the out= form `out` (with
+    exact_out, its out tensor must have the result's dtype)."""
     full = lambda base: base if overload == "default" else f"{base}.{overload}"
     aten(full(name))(functional)
     if inplace:
@@ -57,7 +58,7 @@ def _register(name, overload, functional, out=None, inplace=True):
             return write_into(self, functional(self, *args, **kwargs))
         aten(full(name + "_"))(in_place)
     if out:
-        with_out(f"{name}.{out}", functional)
+        (_exact_out if exact_out else with_out)(f"{name}.{out}", functional)
 
 
 def _with_outs(name, functional, out_args):
@@ -69,11 +70,26 @@ def _with_outs(name, functional, out_args):
         outs = [kwargs.pop(a) for a in out_args]
         meta_result(op, args, dict(kwargs, **dict(zip(out_args, outs))))
         results = functional(*args, **kwargs)
-        for o, r in zip(outs, results):  # torch's CPU kernels check it, not all Meta ones
-            if o.dtype != r.dtype:
-                raise RuntimeError(f"Expected out tensor to have dtype {r.dtype}, but got "
-                                   f"{o.dtype} instead")
-        return tuple(write_into(o, r) for o, r in zip(outs, results))
+        return tuple(write_into(o, _same_dtype(o, r)) for o, r in zip(outs, results))
+    aten(name)(kernel)
+
+
+def _same_dtype(out, res):
+    """res, once out= tensor `out` is known to have its dtype (torch's CPU kernels check it for
+    the ops here without a dtype argument; not all their Meta kernels do)."""
+    if out.dtype != res.dtype:
+        raise RuntimeError(f"Expected out tensor to have dtype {res.dtype}, but got {out.dtype} "
+                           f"instead")
+    return res
+
+
+def _exact_out(name, functional):
+    """The out= overload `name` of functional, its out tensor of the result's dtype."""
+    op = getattr(getattr(_aten, name.split(".")[0]), name.split(".")[1])
+
+    def kernel(*args, out, **kwargs):
+        meta_result(op, args, dict(kwargs, out=out))
+        return write_into(out, _same_dtype(out, functional(*args, **kwargs)))
     aten(name)(kernel)
 
 
@@ -150,6 +166,8 @@ def topk(self, k, dim=-1, largest=True, sorted=True):
 
 
 def argmin(self, dim=None, keepdim=False):
+    if dim is None and self.numel() == 0:  # torch's Meta kernel raises this as RuntimeError
+        raise IndexError("argmin(): Expected reduction dim to be specified for input.numel() == 0.")
     out = meta_result(_aten.argmin.default, (self, dim, keepdim), {})
     _no_bool(self, "argmin")
     return finish(_argmin(operand(self, np_dtype(self.dtype, "argmin")), dim, keepdim), out)
@@ -211,7 +229,7 @@ def _triangle(name, fn):
 
 _register("cumsum", "default", _scan("cumsum"), out="out")
 _register("cumprod", "default", _scan("cumprod"), out="out")
-_register("flip", "default", flip, out="out", inplace=False)
-_register("roll", "default", roll, out="out", inplace=False)
-_register("tril", "default", _triangle("tril", _tril), out="out")
-_register("triu", "default", _triangle("triu", _triu), out="out")
+_register("flip", "default", flip, out="out", inplace=False, exact_out=True)
+_register("roll", "default", roll, out="out", inplace=False, exact_out=True)
+_register("tril", "default", _triangle("tril", _tril), out="out", exact_out=True)
+_register("triu", "default", _triangle("triu", _triu), out="out", exact_out=True)
