@@ -177,6 +177,8 @@ BAD_INPUT = {
     "triu_out_dtype": lambda x: torch.triu(x, 1, out=_into(torch.int64)(x)),
     "gather_out_dtype": lambda x: torch.gather(x, 0, x.argmin(0, keepdim=True),
                                                out=_into(torch.float64)(x)),
+    "scatter_reduce_out_dtype": lambda x: torch.scatter_reduce(
+        x, 1, x.argmin(1, keepdim=True), x, "sum", out=_into(torch.float64)(x)),
     "argmin_out_dtype": lambda x: torch.argmin(x, 1, out=_into(torch.int32)(x)),
     "argmin_of_empty": lambda x: x[:0].argmin(),
     "max_of_empty_dim": lambda x: x[:0].max(0),

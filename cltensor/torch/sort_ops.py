@@ -141,7 +141,7 @@ _register("gather", "default", gather, out="out", inplace=False)
 for _overload in ("src", "value", "reduce", "value_reduce"):
     _register("scatter", _overload, _scatter_kernel(_overload), out=f"{_overload}_out")
 _register("scatter_add", "default", scatter_add, out="out")
-_register("scatter_reduce", "two", scatter_reduce, out="two_out")
+_register("scatter_reduce", "two", scatter_reduce, out="two_out", exact_out=True)
 
 
 # ---- sort, topk, argmin, max/min along a dim ---------------------------------------------------
