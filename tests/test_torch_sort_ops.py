@@ -126,7 +126,9 @@ def test_gather_scatter_dtypes(dtype):
     _check(lambda a, i, s: (a.gather(0, i), a.scatter_add(0, i, s)), x, idx.int(), src)
     for reduce in ("sum", "prod", "mean", "amax", "amin"):  # mean of bool raises, as on CPU
         for include_self in (True, False):
-            _check(lambda a, i, s: a.scatter_reduce(0, i, s, reduce, include_self=include_self),
+            _check(lambda a, i, s: (a.scatter_reduce(0, i, s, reduce, include_self=include_self),
+                                    a.clone().scatter_reduce_(1, i[:, :4], s, reduce,
+                                                              include_self=include_self)),
                    x, idx, src)
 
 
@@ -197,6 +199,22 @@ def test_bad_input_raises_as_cpu(name):
     with pytest.raises(Exception) as got:
         BAD_INPUT[name](x.to(OCL))
     assert type(got.value) is want.type, (got.value, want.value)
+
+
+def test_in_place_scatters_write_through_views():
+    """In place into a strided view with an offset, src a view of the same tensor (apart from
+    the written elements: torch reads an overlapping src after writing)."""
+    gen = torch.Generator().manual_seed(5)
+    base, idx = torch.randn(5, 8, generator=gen), torch.randint(0, 4, (3, 4), generator=gen)
+    for fn in (lambda b, i: b[1:, ::2].scatter_(1, i.argsort(dim=1, stable=True), b[:4, 1::2]),
+               lambda b, i: b[1:, ::2].scatter_(0, i, -2.0),
+               lambda b, i: b[1:, ::2].scatter_(0, i, b[:3, 1::2], reduce="multiply"),
+               lambda b, i: b[1:, ::2].scatter_add_(0, i, b[:3, 1::2]),
+               lambda b, i: b.t()[1:5].scatter_reduce_(0, i, b.t()[5:8, :4], "amin",
+                                                      include_self=False)):
+        want, got = base.clone(), base.to(OCL)
+        _same(fn(got, idx.to(OCL)), fn(want, idx))
+        _same(got, want)
 
 
 TWO_OUTS = {

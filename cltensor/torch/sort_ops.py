@@ -6,7 +6,9 @@ import contextlib
 
 import torch
 
-from ._backend import aten, np_dtype
+from ..ops.indexing import gather_scatter
+from ..tensor import ClTensor
+from ._backend import aten, np_dtype, unwrap
 from .math_ops import finish, meta_result, operand, raw, with_out, write_into
 
 _aten = torch.ops.aten
@@ -137,11 +139,40 @@ def scatter_reduce(self, dim, index, src, reduce, *, include_self=True):
                                       operand(src, dtype), reduce, include_self=include_self), out)
 
 
+def _in_place_scatter(name, overload, run):
+    """name_.overload by cltensor's in-place kernel run(x, dim, index, src, *args, **kwargs)
+    on self's own buffer, views included (cltensor checks every index before it writes)."""
+    op = getattr(getattr(_aten, name + "_"), overload)
+
+    def kernel(self, dim, index, src, *args, **kwargs):
+        meta_result(op, (self, dim, index, src, *args), kwargs)
+        x = unwrap(self)
+        with _range_errors():
+            run(x, dim, _index(index, name), operand(src, x.dtype), *args, **kwargs)
+        return self
+    aten(f"{name}_" if overload == "default" else f"{name}_.{overload}")(kernel)
+
+
+def _scatter_(x, dim, index, src, *, reduce=None):
+    given = {"src" if isinstance(src, ClTensor) else "value": src}
+    gather_scatter.scatter_(x, dim, index, **given, reduce=reduce)
+
+
+def _scatter_reduce_(x, dim, index, src, reduce, *, include_self=True):
+    if reduce == "mean" and x.dtype == np_dtype(torch.bool, "scatter_reduce_"):
+        raise RuntimeError(_NO_BOOL["scatter_reduce"])
+    gather_scatter.scatter_reduce_(x, dim, index, src, reduce, include_self=include_self)
+
+
 _register("gather", "default", gather, out="out", inplace=False)
 for _overload in ("src", "value", "reduce", "value_reduce"):
-    _register("scatter", _overload, _scatter_kernel(_overload), out=f"{_overload}_out")
-_register("scatter_add", "default", scatter_add, out="out")
-_register("scatter_reduce", "two", scatter_reduce, out="two_out", exact_out=True)
+    _register("scatter", _overload, _scatter_kernel(_overload), out=f"{_overload}_out",
+              inplace=False)
+    _in_place_scatter("scatter", _overload, _scatter_)
+_register("scatter_add", "default", scatter_add, out="out", inplace=False)
+_in_place_scatter("scatter_add", "default", gather_scatter.scatter_add_)
+_register("scatter_reduce", "two", scatter_reduce, out="two_out", inplace=False, exact_out=True)
+_in_place_scatter("scatter_reduce", "two", _scatter_reduce_)
 
 
 # ---- sort, topk, argmin, max/min along a dim ---------------------------------------------------
