@@ -33,8 +33,8 @@ def _flat(res):
 
 
 def _same(got, want, values_only=False):
-    """Exact agreement (results of the same dtype: sorting, selecting and integer scans round
-    nothing); values_only skips the second result (indices)."""
+    """Equal results (sorting, selecting and integer scans round nothing), else close ones (a
+    float scan's rounding; NaN matching NaN); values_only skips the second result (indices)."""
     got, want = _flat(got), _flat(want)
     for g, w in zip(got[:1] if values_only else got, want[:1] if values_only else want,
                     strict=True):
