@@ -52,6 +52,40 @@ TABLE = (
     + _pointwise(["log", "sqrt", "rsqrt", "log1p", "log2", "log10", "reciprocal"], "p")
     + _pointwise(["asin", "acos", "erfinv", "tan"], "u")
     + _pointwise(["relu"], "f", out=False)
+    # activations: each call, its gradient and its in-place form (on a copy, so autograd
+    # differentiates through it); out= forms in the *_out rows; clamps and special values
+    + [Op(n, [(M, "f")], lambda x, f=f: (f(x * 3), f(x * 3, inplace=True)))
+       for n, f in (("silu", F.silu), ("mish", F.mish), ("hardswish", F.hardswish),
+                    ("hardsigmoid", F.hardsigmoid), ("elu", F.elu), ("selu", F.selu),
+                    ("relu6", F.relu6))]
+    + [Op("leaky_relu", [(M, "f")], lambda x: (F.leaky_relu(x, 0.2),
+                                                F.leaky_relu(x * 1, 0.1, inplace=True))),
+       Op("celu", [(M, "f")], lambda x: (F.celu(x, 0.7), F.celu(x * 1, 1.5, inplace=True))),
+       Op("elu_alpha", [(M, "f")], lambda x: (F.elu(x, 0.5), F.elu(x * 1, 2.0, inplace=True))),
+       Op("hardtanh", [(M, "f")], lambda x: (F.hardtanh(x, -0.5, 0.8),
+                                              F.hardtanh(x * 1, -1.0, 0.3, inplace=True))),
+       Op("softplus", [(M, "f")], lambda x: (F.softplus(x), F.softplus(x * 8, 2.0, 3.0))),
+       Op("logsigmoid", [(M, "f")], lambda x: F.logsigmoid(x * 10)),
+       Op("activations_out", [(M, "f")], lambda x: [_out(f, x * 3, *a) for f, *a in (
+           (torch._C._nn.silu,), (torch._C._nn.mish,), (torch._C._nn.hardswish,),
+           (torch._C._nn.hardsigmoid,), (torch._C._nn.leaky_relu, 0.3),
+           (torch._C._nn.hardtanh, -1.0, 2.0), (torch._C._nn.softplus, 2.0, 3.0),
+           (torch._C._nn.elu, 1.5, 1.2, 0.5), (torch._C._nn.log_sigmoid,))], grad=False),
+       Op("clamp_min", [(M, "f")], method="clamp_min", kw={"min": 0.3}, inplace=True, out=True),
+       Op("clamp_max", [(M, "f")], method="clamp_max", kw={"max": -0.2}, inplace=True, out=True),
+       Op("clamp_min_tensor", [(M, "f"), (V, "f")], method="clamp_min", inplace=True, out=True),
+       Op("clamp_max_tensor", [(M, "f"), (V, "f")], method="clamp_max", inplace=True, out=True),
+       Op("nan_to_num", [(M, "f")], method="nan_to_num", kw={"nan": 1.5}, inplace=True,
+          out=True),
+       Op("nan_to_num_special", [(M, "f")], lambda x: (
+           torch.nan_to_num(x.log() / (x > 0.5)),
+           torch.nan_to_num(-x.log() / (x > 0.5), nan=1.5, posinf=2.0, neginf=-3.0))),
+       Op("xlogy", [(M, "f"), (M, "p")], method="xlogy", inplace=True, out=True),
+       Op("xlogy_scalar", [(M, "p")], lambda y: (torch.xlogy(2.5, y), torch.xlogy(y, 3.0),
+                                                 torch.xlogy(y * 0, y))),
+       Op("xlogy_out", [(M, "p")], lambda y: (_out(torch.xlogy, y, 0.5),
+                                              torch.xlogy(2.0, y, out=torch.empty_like(y))),
+          grad=False)]
     + _pointwise(["isnan", "isinf", "isfinite"], "f", inplace=False, out=False, grad=False)
     + _pointwise(["isneginf", "isposinf"], "f", inplace=False, grad=False)
     + _pointwise(["logical_not"], "b", grad=False) + _pointwise(["bitwise_not"], "i", grad=False)

@@ -1,0 +1,224 @@
+"""Activations and clamps on the opencl device: SiLU, Mish, Hardswish, Hardsigmoid, LeakyReLU,
+ELU (which SELU and CELU reach), Hardtanh, Softplus and LogSigmoid with their backwards, in
+place and out= forms; clamp_min, clamp_max, nan_to_num and xlogy.
+
+torch's Meta kernels check the operands and give the result's dtype and shape; cltensor's
+elementwise kernels (cltensor/ops/activation.py) compute, float16 and bfloat16 in float32.
+"""
+import numpy as np
+import torch
+
+import cltensor
+
+from .. import dtypes as dt
+from ..ops import activation, pointwise
+from ..ops import elementwise as ew
+from ..tensor import ClTensor
+from ._backend import aten, np_dtype, unwrap, wrap
+from .math_ops import finish, meta_result, operand, raw, register_pointwise, with_out
+
+_aten = torch.ops.aten
+# torch's names of the scalar types in its "not implemented for" errors
+_SIXTH_F32 = float(np.float32(1.0) / np.float32(6.0))
+_TYPE_NAMES = {torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short",
+               torch.int32: "Int", torch.int64: "Long"}
+
+
+def _floating(name, t):
+    """torch's error for a floating-only activation of a bool or integer tensor."""
+    if not t.is_floating_point():
+        kind = _TYPE_NAMES.get(t.dtype, str(t.dtype).removeprefix("torch."))
+        raise NotImplementedError(f"\"{name}\" not implemented for '{kind}'")
+
+
+def _wide(x):
+    """x in float32 when it is 16-bit (compositions round once, at the end, as torch)."""
+    return x.to(dt.float32) if x.dtype in (dt.float16, dt.bfloat16) else x
+
+
+def _into(res, like, out):
+    """res in like's dtype, written into out when given."""
+    res = res if res.dtype is like.dtype else res.to(like.dtype)
+    return res if out is None else out.copy_(res)
+
+
+# ---- compositions where cltensor's kernels differ from torch ----------------------------------
+def _hardsigmoid(x, out=None):
+    """clamp(x, -3, 3) / 6 + 1/2; this clamp keeps NaN, as torch does (OpenCL's clamp() in
+    cltensor's hardsigmoid kernel may turn NaN into 0)."""
+    t = activation.hardtanh(x, -3.0, 3.0)
+    return ew.ternary("add_scaled", [0.5, t, 1.0 / 6.0], x.dtype, out=out)
+
+
+def _hardswish_backward(g, x):
+    """torch's gradient: 0 for x <= -3, g * (x / 3 + 1/2) for x < 3, else g (cltensor's kernel
+    gives the inner formula at both kinks)."""
+    return cltensor.elementwise("x <= -3 ? 0 : (x < 3 ? g * (x / 3 + (CT)0.5) : g)", g=g, x=x)
+
+
+def _hardsigmoid_backward(g, x):
+    """torch's gradient: g times 1/6 rounded to float32 (its constant) inside (-3, 3), else 0."""
+    return cltensor.elementwise("x > -3 && x < 3 ? g * c : 0", g=g, x=x, c=_SIXTH_F32)
+
+
+def _elu(x, alpha, scale, input_scale, out=None):
+    """torch's elu: x * scale where x > 0, else alpha * scale * expm1(x * input_scale)."""
+    alpha, scale, input_scale = float(alpha), float(scale), float(input_scale)
+    if scale == 1 and input_scale == 1:
+        return activation.elu(x, alpha, out=out)
+    w = _wide(x)
+    neg = cltensor.expm1(w * input_scale) * (alpha * scale)
+    return _into(cltensor.where(w > 0, w * scale, neg), x, out)
+
+
+def _elu_backward(g, x, alpha, scale, input_scale, is_result):
+    """torch's elu_backward: g * scale where the saved value v > 0, else g * input_scale times
+    (v + alpha * scale) for a saved result, alpha * scale * exp(v * input_scale) for an input."""
+    alpha, scale, input_scale = float(alpha), float(scale), float(input_scale)
+    if not is_result and scale == 1 and input_scale == 1:
+        # one pass; cltensor's elu_backward kernel gives NaN where x is NaN, torch g
+        return cltensor.elementwise("x <= 0 ? g * a * exp(x) : g", g=g, x=x, a=alpha)
+    gw, v = _wide(g), _wide(x)
+    if is_result:
+        neg = gw * (v + alpha * scale) * input_scale
+    else:
+        neg = gw * cltensor.exp(v * input_scale) * (input_scale * alpha * scale)
+    return _into(cltensor.where(v <= 0, neg, gw * scale), x, None)
+
+
+# ---- registration -----------------------------------------------------------------------------
+def _activation(name, fn, floating=True, inplace=True):
+    """Register aten `name` (self and scalar parameters), its out= form and `name_`."""
+    op = getattr(_aten, name).default
+    defaults = _defaults(op)
+
+    def functional(self, *params):
+        if floating:
+            _floating(name, self)
+        params = (*params, *defaults[len(params):])
+        out = meta_result(op, (self, *params), {})
+        return finish(fn(unwrap(self), *_numbers(params, out.dtype, name)), out)
+    aten(name)(functional)
+    with_out(f"{name}.out", functional)
+    if inplace:
+        _inplace(name, fn, floating)
+
+
+def _inplace(name, fn, floating):
+    op = getattr(_aten, name + "_").default
+    defaults = _defaults(op)
+
+    def kernel(self, *params):
+        if floating:
+            _floating(name + "_", self)
+        params = (*params, *defaults[len(params):])
+        meta_result(op, (self, *params), {})  # torch's checks (bool hardtanh_, overlaps)
+        x = unwrap(self)
+        fn(x, *_numbers(params, self.dtype, name), out=x)
+        return self
+    aten(name + "_")(kernel)
+
+
+def _defaults(op):
+    """The default values of op's scalar parameters (torch passes only those given)."""
+    return [a.default_value for a in op._schema.arguments[1:] if not a.kwarg_only]
+
+
+def _numbers(params, dtype, name):
+    """Scalar parameters as Python numbers of the result dtype's kind."""
+    return [operand(p, np_dtype(dtype, name)) for p in params]
+
+
+def _backward(name, fn, out_name="grad_input"):
+    """Register aten `name`(grad_output, self, *scalars) and its out= form."""
+    op = getattr(_aten, name).default
+
+    def kernel(grad_output, self, *params):
+        out = meta_result(op, (grad_output, self, *params), {})
+        dtype = np_dtype(out.dtype, name)
+        g, x = operand(grad_output, dtype), operand(self, dtype)
+        scalars = [p if isinstance(p, torch.Tensor) else float(p) for p in params]
+        return finish(fn(g, x, *scalars), out)
+    aten(name)(kernel)
+    if out_name:
+        with_out(f"{name}.{out_name}", kernel, out_name)
+    return kernel
+
+
+_activation("silu", activation.silu)
+_activation("mish", activation.mish)
+_activation("hardswish", activation.hardswish)
+_activation("hardsigmoid", _hardsigmoid)
+_activation("leaky_relu", activation.leaky_relu)
+_activation("hardtanh", activation.hardtanh, floating=False)  # integers clamp; bool: Meta
+_activation("softplus", activation.softplus, inplace=False)
+_activation("elu", _elu)
+
+_backward("silu_backward", activation.silu_backward)
+_backward("mish_backward", activation.mish_backward, out_name=None)
+_backward("hardswish_backward", _hardswish_backward, out_name="out")
+_backward("hardsigmoid_backward", _hardsigmoid_backward)
+_backward("hardtanh_backward", activation.hardtanh_backward)
+_backward("softplus_backward", activation.softplus_backward)
+_backward("log_sigmoid_backward", lambda g, x, buffer: activation.logsigmoid_backward(g, x))
+# self_is_result: torch's Meta refuses it for a negative slope; else y > 0 exactly where x > 0
+_backward("leaky_relu_backward", lambda g, x, slope, is_result:
+          activation.leaky_relu_backward(g, x, slope))
+
+
+@aten("elu_backward")
+def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
+    args = (grad_output, alpha, scale, input_scale, is_result, self_or_result)
+    out = meta_result(_aten.elu_backward.default, args, {})  # refuses is_result with alpha < 0
+    dtype = np_dtype(out.dtype, "elu_backward")
+    g, v = operand(grad_output, dtype), operand(self_or_result, dtype)
+    return finish(_elu_backward(g, v, alpha, scale, input_scale, is_result), out)
+
+
+with_out("elu_backward.grad_input", elu_backward, "grad_input")
+
+
+@aten("log_sigmoid_forward")
+def log_sigmoid_forward(self):
+    """(output, buffer): the buffer is empty, as torch's CUDA kernel leaves it (the backward
+    needs only self)."""
+    _floating("log_sigmoid_forward", self)
+    out, _ = meta_result(_aten.log_sigmoid_forward.default, (self,), {})
+    x = unwrap(self)
+    buffer = ClTensor.empty_on((0,), x.dtype, x.device)
+    return finish(activation.logsigmoid(x), out), wrap(buffer)
+
+
+@aten("log_sigmoid_forward.output")
+def log_sigmoid_forward_out(self, *, output, buffer):
+    meta_result(_aten.log_sigmoid_forward.output, (self,), {"output": output, "buffer": buffer})
+    res, _ = log_sigmoid_forward(self)
+    if output.shape != res.shape:
+        output.resize_(res.shape)
+    unwrap(output).copy_(unwrap(res))
+    return output, buffer
+
+
+# ---- clamps and special values ----------------------------------------------------------------
+for _name in ("clamp_min", "clamp_max", "xlogy"):
+    register_pointwise(_name, raw(_name))
+
+
+@aten("nan_to_num")
+def nan_to_num(self, nan=None, posinf=None, neginf=None):
+    """NaN, +inf and -inf replaced (by default with 0 and the dtype's extremes, 16-bit ones
+    included); integer and bool tensors copied."""
+    out = meta_result(_aten.nan_to_num.default, (self, nan, posinf, neginf), {})
+    return finish(pointwise.nan_to_num(unwrap(self), nan, posinf, neginf), out)
+
+
+@aten("nan_to_num_")
+def nan_to_num_(self, nan=None, posinf=None, neginf=None):
+    meta_result(_aten.nan_to_num_.default, (self, nan, posinf, neginf), {})
+    x = unwrap(self)
+    if dt.is_floating(x.dtype):
+        pointwise.nan_to_num(x, nan, posinf, neginf, out=x)
+    return self
+
+
+with_out("nan_to_num.out", nan_to_num)
