@@ -161,15 +161,33 @@ _backward("hardsigmoid_backward", _hardsigmoid_backward)
 _backward("hardtanh_backward", activation.hardtanh_backward)
 _backward("softplus_backward", activation.softplus_backward)
 _backward("log_sigmoid_backward", lambda g, x, buffer: activation.logsigmoid_backward(g, x))
-# self_is_result: torch's Meta refuses it for a negative slope; else y > 0 exactly where x > 0
-_backward("leaky_relu_backward", lambda g, x, slope, is_result:
-          activation.leaky_relu_backward(g, x, slope))
+
+
+def _leaky_relu_backward(g, x, slope, is_result):
+    """From the input or, after leaky_relu_, from the result: y > 0 exactly where x > 0 for a
+    slope >= 0; torch refuses a negative one."""
+    _result_slope("leakyReLu", is_result, slope)
+    return activation.leaky_relu_backward(g, x, slope)
+
+
+def _result_slope(name, is_result, slope):
+    """torch's error for a backward from an in-place result with a negative slope (its Meta
+    kernels do not check it)."""
+    if is_result and slope < 0:
+        raise RuntimeError(f"In-place {name} backward calculation is triggered with a negative "
+                           f"slope which is not supported. This is caused by calling in-place "
+                           f"forward function with a negative slope, please call out-of-place "
+                           f"version instead.")
+
+
+_backward("leaky_relu_backward", _leaky_relu_backward)
 
 
 @aten("elu_backward")
 def elu_backward(grad_output, alpha, scale, input_scale, is_result, self_or_result):
     args = (grad_output, alpha, scale, input_scale, is_result, self_or_result)
-    out = meta_result(_aten.elu_backward.default, args, {})  # refuses is_result with alpha < 0
+    out = meta_result(_aten.elu_backward.default, args, {})
+    _result_slope("elu", is_result, float(alpha))
     dtype = np_dtype(out.dtype, "elu_backward")
     g, v = operand(grad_output, dtype), operand(self_or_result, dtype)
     return finish(_elu_backward(g, v, alpha, scale, input_scale, is_result), out)
