@@ -165,6 +165,24 @@ def test_bool_and_integer_inputs_as_torch(name, dtype):
     _same(fn(x.to(OCL)), want)
 
 
+SPECIAL_OPS = {
+    "clamp_min": lambda a, b: (a.clamp_min(0.5), a.clamp_min(NAN), a.clamp_min(b)),
+    "clamp_max": lambda a, b: (a.clamp_max(0.5), a.clamp_max(NAN), a.clamp_max(b)),
+    "nan_to_num": lambda a, b: (torch.nan_to_num(a), torch.nan_to_num(a, 1.0, 2.0, -3.0)),
+    "xlogy": lambda a, b: (torch.xlogy(a, b), torch.xlogy(a * 0, b), torch.xlogy(a, 2.0)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SPECIAL_OPS))
+def test_special_values_of_clamps_nan_to_num_and_xlogy(name):
+    """NaN and infinite operands and bounds: a NaN bound gives NaN, as torch."""
+    x = torch.tensor([NAN, -INF, INF, -1.0, 0.5, 2.0, NAN, 1.0, 0.0], dtype=torch.float64)
+    b = torch.tensor([0.0, NAN, 1.0, -2.0, NAN, 3.0, NAN, INF, NAN], dtype=torch.float64)
+    fn = SPECIAL_OPS[name]
+    for got, want in zip(fn(x.to(OCL), b.to(OCL)), fn(x, b), strict=True):
+        _same(got, want, 1e-12)
+
+
 def test_integer_and_bool_clamps_and_nan_to_num():
     i = torch.tensor([[-3, 0, 2, 5]])
     b = i > 0

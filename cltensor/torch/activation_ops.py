@@ -218,8 +218,11 @@ def log_sigmoid_forward_out(self, *, output, buffer):
 
 
 # ---- clamps and special values ----------------------------------------------------------------
-for _name in ("clamp_min", "clamp_max", "xlogy"):
-    register_pointwise(_name, raw(_name))
+# torch's clamp_min and clamp_max are maximum and minimum: a NaN bound gives NaN (cltensor's
+# clamp kernels ignore one)
+register_pointwise("clamp_min", raw("maximum"))
+register_pointwise("clamp_max", raw("minimum"))
+register_pointwise("xlogy", raw("xlogy"))
 
 
 @aten("nan_to_num")
