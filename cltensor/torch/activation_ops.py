@@ -8,8 +8,6 @@ elementwise kernels (cltensor/ops/activation.py) compute, float16 and bfloat16 i
 import numpy as np
 import torch
 
-import cltensor
-
 from .. import dtypes as dt
 from ..ops import activation, pointwise
 from ..ops import elementwise as ew
@@ -53,12 +51,12 @@ def _hardsigmoid(x, out=None):
 def _hardswish_backward(g, x):
     """torch's gradient: 0 for x <= -3, g * (x / 3 + 1/2) for x < 3, else g (cltensor's kernel
     gives the inner formula at both kinks)."""
-    return cltensor.elementwise("x <= -3 ? 0 : (x < 3 ? g * (x / 3 + (CT)0.5) : g)", g=g, x=x)
+    return pointwise.elementwise("x <= -3 ? 0 : (x < 3 ? g * (x / 3 + (CT)0.5) : g)", g=g, x=x)
 
 
 def _hardsigmoid_backward(g, x):
     """torch's gradient: g times 1/6 rounded to float32 (its constant) inside (-3, 3), else 0."""
-    return cltensor.elementwise("x > -3 && x < 3 ? g * c : 0", g=g, x=x, c=_SIXTH_F32)
+    return pointwise.elementwise("x > -3 && x < 3 ? g * c : 0", g=g, x=x, c=_SIXTH_F32)
 
 
 def _elu(x, alpha, scale, input_scale, out=None):
@@ -67,8 +65,8 @@ def _elu(x, alpha, scale, input_scale, out=None):
     if scale == 1 and input_scale == 1:
         return activation.elu(x, alpha, out=out)
     w = _wide(x)
-    neg = cltensor.expm1(w * input_scale) * (alpha * scale)
-    return _into(cltensor.where(w > 0, w * scale, neg), x, out)
+    neg = (w * input_scale).expm1() * (alpha * scale)
+    return _into(pointwise.where(w > 0, w * scale, neg), x, out)
 
 
 def _elu_backward(g, x, alpha, scale, input_scale, is_result):
@@ -77,13 +75,13 @@ def _elu_backward(g, x, alpha, scale, input_scale, is_result):
     alpha, scale, input_scale = float(alpha), float(scale), float(input_scale)
     if not is_result and scale == 1 and input_scale == 1:
         # one pass; cltensor's elu_backward kernel gives NaN where x is NaN, torch g
-        return cltensor.elementwise("x <= 0 ? g * a * exp(x) : g", g=g, x=x, a=alpha)
+        return pointwise.elementwise("x <= 0 ? g * a * exp(x) : g", g=g, x=x, a=alpha)
     gw, v = _wide(g), _wide(x)
     if is_result:
         neg = gw * (v + alpha * scale) * input_scale
     else:
-        neg = gw * cltensor.exp(v * input_scale) * (input_scale * alpha * scale)
-    return _into(cltensor.where(v <= 0, neg, gw * scale), x, None)
+        neg = gw * (v * input_scale).exp() * (input_scale * alpha * scale)
+    return _into(pointwise.where(v <= 0, neg, gw * scale), x, None)
 
 
 # ---- registration -----------------------------------------------------------------------------
