@@ -63,6 +63,36 @@ def test_values_and_gradients_at_edges(name):
     _same(_each(backward, g.to(OCL), x.to(OCL))[keep], _each(backward, g, x)[keep], 1e-12)
 
 
+BACKWARD_OUTS = [  # (out= overload, its out argument, the other arguments after (g, x))
+    (A.silu_backward.grad_input, "grad_input", ()), (A.hardswish_backward.out, "out", ()),
+    (A.hardsigmoid_backward.grad_input, "grad_input", ()),
+    (A.leaky_relu_backward.grad_input, "grad_input", (0.3, False)),
+    (A.hardtanh_backward.grad_input, "grad_input", (-0.5, 1.0)),
+    (A.softplus_backward.grad_input, "grad_input", (2.0, 1.0)),
+]
+
+
+def test_backward_out_forms():
+    """The grad_input= (or out=) forms of the backwards, elu's and log_sigmoid's included, write
+    what CPU torch writes, resizing an empty out tensor."""
+    gen = torch.Generator().manual_seed(4)
+    g, x = torch.randn(3, 5, generator=gen), torch.randn(3, 5, generator=gen) * 3
+    for op, name, rest in BACKWARD_OUTS:
+        o = torch.empty(0, device=OCL)
+        assert op(g.to(OCL), x.to(OCL), *rest, **{name: o}) is o
+        _same(o, op(g, x, *rest, **{name: torch.empty(0)}), 1e-6)
+    for args in ((1.0, 1.0, 1.0, False), (0.5, 1.2, 0.8, True)):
+        o = torch.empty(0, device=OCL)
+        A.elu_backward.grad_input(g.to(OCL), *args, x.to(OCL), grad_input=o)
+        _same(o, A.elu_backward(g, *args, x), 1e-6)
+    o, buffer = torch.empty(0, device=OCL), torch.empty(0, device=OCL)
+    A.log_sigmoid_forward.output(x.to(OCL), output=o, buffer=buffer)
+    _same(o, F.logsigmoid(x), 1e-6)
+    o = torch.empty(0, device=OCL)
+    A.log_sigmoid_backward.grad_input(g.to(OCL), x.to(OCL), buffer, grad_input=o)
+    _same(o, A.log_sigmoid_backward(g, x, A.log_sigmoid_forward(x)[1]), 1e-6)
+
+
 def _elu_family(x):
     return (F.selu(x), F.celu(x, 0.6), F.elu(x, 0.7), F.selu(x * 1, inplace=True),
             F.celu(x * 1, 1.3, inplace=True), F.elu(x * 1, 0.4, inplace=True))
