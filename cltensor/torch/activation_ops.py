@@ -13,11 +13,12 @@ from ..ops import activation, pointwise
 from ..ops import elementwise as ew
 from ..tensor import ClTensor
 from ._backend import aten, np_dtype, unwrap, wrap
-from .math_ops import finish, meta_result, operand, raw, register_pointwise, with_out
+from .math_ops import (finish, meta_result, operand, raw, register_pointwise, with_out,
+                       write_into)
 
 _aten = torch.ops.aten
+_SIXTH_F32 = float(np.float32(1.0) / np.float32(6.0))  # torch's hardsigmoid gradient constant
 # torch's names of the scalar types in its "not implemented for" errors
-_SIXTH_F32 = float(np.float32(1.0) / np.float32(6.0))
 _TYPE_NAMES = {torch.bool: "Bool", torch.uint8: "Byte", torch.int8: "Char", torch.int16: "Short",
                torch.int32: "Int", torch.int64: "Long"}
 
@@ -140,7 +141,6 @@ def _backward(name, fn, out_name="grad_input"):
     aten(name)(kernel)
     if out_name:
         with_out(f"{name}.{out_name}", kernel, out_name)
-    return kernel
 
 
 _activation("silu", activation.silu)
@@ -208,11 +208,7 @@ def log_sigmoid_forward(self):
 @aten("log_sigmoid_forward.output")
 def log_sigmoid_forward_out(self, *, output, buffer):
     meta_result(_aten.log_sigmoid_forward.output, (self,), {"output": output, "buffer": buffer})
-    res, _ = log_sigmoid_forward(self)
-    if output.shape != res.shape:
-        output.resize_(res.shape)
-    unwrap(output).copy_(unwrap(res))
-    return output, buffer
+    return write_into(output, log_sigmoid_forward(self)[0]), buffer  # buffer left as CUDA's
 
 
 # ---- clamps and special values ----------------------------------------------------------------
