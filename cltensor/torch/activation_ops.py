@@ -35,12 +35,6 @@ def _wide(x):
     return x.to(dt.float32) if x.dtype in (dt.float16, dt.bfloat16) else x
 
 
-def _into(res, like, out):
-    """res in like's dtype, written into out when given."""
-    res = res if res.dtype is like.dtype else res.to(like.dtype)
-    return res if out is None else out.copy_(res)
-
-
 # ---- compositions where cltensor's kernels differ from torch ----------------------------------
 def _hardsigmoid(x, out=None):
     """clamp(x, -3, 3) / 6 + 1/2; this clamp keeps NaN, as torch does (OpenCL's clamp() in
@@ -65,24 +59,36 @@ def _elu(x, alpha, scale, input_scale, out=None):
     alpha, scale, input_scale = float(alpha), float(scale), float(input_scale)
     if scale == 1 and input_scale == 1:
         return activation.elu(x, alpha, out=out)
-    w = _wide(x)
-    neg = (w * input_scale).expm1() * (alpha * scale)
-    return _into(pointwise.where(w > 0, w * scale, neg), x, out)
+    res = pointwise.elementwise("x <= 0 ? expm1(x * b) * a : x * s", x=x, a=alpha * scale,
+                                b=input_scale, s=scale)
+    return res if out is None else out.copy_(res)
 
 
-def _elu_backward(g, x, alpha, scale, input_scale, is_result):
+# elu_backward in one pass where scale or input_scale is 1 (ELU, SELU, CELU), keyed by
+# (is_result, scale == 1): g, the saved value v, the negative side's factor a and the other
+# scale k (torch: g * scale where v > 0, so NaN passes g * scale)
+_ELU_GRADS = {
+    (False, True): "v <= 0 ? g * a * exp(v * k) : g",
+    (False, False): "v <= 0 ? g * a * exp(v) : g * k",
+    (True, True): "v <= 0 ? g * k * (v + a) : g",
+    (True, False): "v <= 0 ? g * (v + a) : g * k",
+}
+
+
+def _elu_backward(g, v, alpha, scale, input_scale, is_result):
     """torch's elu_backward: g * scale where the saved value v > 0, else g * input_scale times
     (v + alpha * scale) for a saved result, alpha * scale * exp(v * input_scale) for an input."""
     alpha, scale, input_scale = float(alpha), float(scale), float(input_scale)
-    if not is_result and scale == 1 and input_scale == 1:
-        # one pass; cltensor's elu_backward kernel gives NaN where x is NaN, torch g
-        return pointwise.elementwise("x <= 0 ? g * a * exp(x) : g", g=g, x=x, a=alpha)
-    gw, v = _wide(g), _wide(x)
+    if scale == 1 or input_scale == 1:
+        a = alpha * scale * (1.0 if is_result else input_scale)
+        k = input_scale if scale == 1 else scale
+        return pointwise.elementwise(_ELU_GRADS[bool(is_result), scale == 1], g=g, v=v, a=a, k=k)
+    gw, vw = _wide(g), _wide(v)
     if is_result:
-        neg = gw * (v + alpha * scale) * input_scale
+        neg = gw * (vw + alpha * scale) * input_scale
     else:
-        neg = gw * (v * input_scale).exp() * (input_scale * alpha * scale)
-    return _into(pointwise.where(v <= 0, neg, gw * scale), x, None)
+        neg = gw * (vw * input_scale).exp() * (input_scale * alpha * scale)
+    return pointwise.where(vw <= 0, neg, gw * scale).to(v.dtype)
 
 
 # ---- registration -----------------------------------------------------------------------------
