@@ -10,7 +10,6 @@ import torch
 
 from .. import dtypes as dt
 from ..ops import activation, pointwise
-from ..ops import elementwise as ew
 from ..tensor import ClTensor
 from ._backend import aten, np_dtype, unwrap, wrap
 from .math_ops import (finish, meta_result, operand, raw, register_pointwise, with_out,
@@ -37,10 +36,10 @@ def _wide(x):
 
 # ---- compositions where cltensor's kernels differ from torch ----------------------------------
 def _hardsigmoid(x, out=None):
-    """clamp(x, -3, 3) / 6 + 1/2; this clamp keeps NaN, as torch does (OpenCL's clamp() in
-    cltensor's hardsigmoid kernel may turn NaN into 0)."""
-    t = activation.hardtanh(x, -3.0, 3.0)
-    return ew.ternary("add_scaled", [0.5, t, 1.0 / 6.0], x.dtype, out=out)
+    """torch's (x + 3) / 6 limited to [0, 1], NaN kept (OpenCL's clamp() in cltensor's
+    hardsigmoid kernel may turn NaN into 0)."""
+    res = pointwise.elementwise("x <= -3 ? 0 : (x >= 3 ? 1 : (x + 3) / 6)", x=x)
+    return res if out is None else out.copy_(res)
 
 
 def _hardswish_backward(g, x):
