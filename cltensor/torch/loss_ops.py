@@ -4,8 +4,7 @@ their backwards (torch's formulas in cltensor's elementwise ops and reductions),
 import numpy as np
 import torch
 
-import cltensor
-
+from ..ops import pointwise
 from ._backend import aten, np_dtype
 from .math_ops import finish, meta_result, operand, with_out
 from .nn_ops import nll_loss_backward, nll_loss_forward
@@ -66,19 +65,19 @@ def _smooth_l1(x, t, beta=1.0):
     z = (x - t).abs()
     if beta == 0:
         return z
-    return cltensor.where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta)
+    return pointwise.where(z < beta, 0.5 * z * z / beta, z - 0.5 * beta)
 
 
 def _smooth_l1_grad(x, t, beta=1.0):
     d = x - t
     if beta == 0:
         return d.sign()
-    return cltensor.where(d.abs() < beta, d / beta, d.sign())
+    return pointwise.where(d.abs() < beta, d / beta, d.sign())
 
 
 def _huber(x, t, delta=1.0):
     z = (x - t).abs()
-    return cltensor.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta))
+    return pointwise.where(z < delta, 0.5 * z * z, delta * (z - 0.5 * delta))
 
 
 def _huber_grad(x, t, delta=1.0):
