@@ -58,8 +58,9 @@
 #define OP_maximum(a, b, c, d) maximum_ct(a, b)
 #define OP_minimum(a, b, c, d) minimum_ct(a, b)
 #define OP_clamp(a, b, c, d) clamp_ct(a, b, c)
-#define OP_clamp_min(a, b, c, d) (is_nan_ct(a) ? (a) : ((a) < (b) ? (b) : (a)))
-#define OP_clamp_max(a, b, c, d) (is_nan_ct(a) ? (a) : ((a) > (b) ? (b) : (a)))
+/* a NaN operand or bound gives NaN, as torch */
+#define OP_clamp_min(a, b, c, d) (is_nan_ct(a) || is_nan_ct(b) ? (a) + (b) : (a) < (b) ? (b) : (a))
+#define OP_clamp_max(a, b, c, d) (is_nan_ct(a) || is_nan_ct(b) ? (a) + (b) : (a) > (b) ? (b) : (a))
 #define OP_where(a, b, c, d) ((a) != 0 ? (b) : (c))
 #define OP_eq(a, b, c, d) ((a) == (b))
 #define OP_ne(a, b, c, d) ((a) != (b))
@@ -186,7 +187,7 @@
 #define OP_leaky_relu(x, slope, c, d) ((x) > 0 ? (x) : (x) * (slope))
 #define OP_leaky_relu_backward(g, x, slope, d) ((x) > 0 ? (g) : (g) * (slope))
 #define OP_elu(x, alpha, c, d) ((x) > 0 ? (x) : (alpha) * expm1(x))
-#define OP_elu_backward(g, x, alpha, d) ((x) > 0 ? (g) : (g) * (alpha) * exp(x))
+#define OP_elu_backward(g, x, alpha, d) ((x) <= 0 ? (g) * (alpha) * exp(x) : (g)) /* NaN: g */
 #define OP_hardtanh_backward(g, x, lo, hi) (((x) <= (lo) || (x) >= (hi)) ? (CT)0 : (g))
 #define OP_relu_backward(g, y, c, d) ((y) <= 0 ? (CT)0 : (g)) /* torch: NaN passes g */
 #define OP_sigmoid_backward(g, y, c, d) ((g) * (y) * ((CT)1 - (y)))
@@ -201,11 +202,12 @@
 #define OP_softplus(x, beta, threshold, d) softplus_ct(x, beta, threshold)
 #define OP_softplus_backward(g, x, beta, threshold) \
   ((x) * (beta) > (threshold) ? (g) : (g) * sigmoid_ct((x) * (beta)))
-/* hardswish and hardsigmoid: torch's gradients at the kinks (hardswish's at x = 3 is 1.5) */
+/* hardswish and hardsigmoid: torch's gradients at the kinks (hardswish's: 0 at -3, g at 3 and
+ * at NaN) and NaN kept */
 #define OP_hardswish(x, b, c, d) ((x) * clamp((x) + (CT)3, (CT)0, (CT)6) / (CT)6)
 #define OP_hardswish_backward(g, x, c, d) \
-  ((x) < (CT)-3 ? (CT)0 : (x) <= (CT)3 ? (g) * ((x) / (CT)3 + (CT)0.5) : (g))
-#define OP_hardsigmoid(x, b, c, d) (clamp((x) + (CT)3, (CT)0, (CT)6) / (CT)6)
+  ((x) <= (CT)-3 ? (CT)0 : (x) < (CT)3 ? (g) * ((x) / (CT)3 + (CT)0.5) : (g))
+#define OP_hardsigmoid(x, b, c, d) (is_nan_ct(x) ? (x) : clamp((x) + (CT)3, (CT)0, (CT)6) / (CT)6)
 #define OP_hardsigmoid_backward(g, x, c, d) \
   ((x) > (CT)-3 && (x) < (CT)3 ? (g) / (CT)6 : (CT)0)
 /* SELU: scale * elu(x, alpha), torch's fixed alpha and scale */
@@ -213,9 +215,9 @@
 #define SELU_SCALE ((CT)1.0507009873554805)
 #define OP_selu(x, b, c, d) (SELU_SCALE * ((x) > 0 ? (x) : SELU_ALPHA * expm1(x)))
 #define OP_selu_backward(g, x, c, d) \
-  ((x) > 0 ? (g) * SELU_SCALE : (g) * (SELU_SCALE * SELU_ALPHA) * exp(x))
+  ((x) <= 0 ? (g) * (SELU_SCALE * SELU_ALPHA) * exp(x) : (g) * SELU_SCALE)
 #define OP_celu(x, alpha, c, d) ((x) > 0 ? (x) : (alpha) * expm1((x) / (alpha)))
-#define OP_celu_backward(g, x, alpha, d) ((x) > 0 ? (g) : (g) * exp((x) / (alpha)))
+#define OP_celu_backward(g, x, alpha, d) ((x) <= 0 ? (g) * exp((x) / (alpha)) : (g))
 /* log(sigmoid(x)) without overflow: min(x, 0) - log1p(exp(-|x|)) */
 #define OP_logsigmoid(x, b, c, d) (fmin((x), (CT)0) - log1p(exp(-fabs(x))))
 #define OP_logsigmoid_backward(g, x, c, d) ((g) * sigmoid_ct(-(x)))
@@ -360,7 +362,7 @@ inline CT lcm_ct(CT a, CT b) {
 inline CT maximum_ct(CT a, CT b) { return is_nan_ct(a) ? a : (is_nan_ct(b) ? b : (a > b ? a : b)); }
 inline CT minimum_ct(CT a, CT b) { return is_nan_ct(a) ? a : (is_nan_ct(b) ? b : (a < b ? a : b)); }
 inline CT clamp_ct(CT a, CT lo, CT hi) {
-  if (is_nan_ct(a)) return a;
+  if (is_nan_ct(a) || is_nan_ct(lo) || is_nan_ct(hi)) return a + lo + hi; /* NaN, as torch */
   CT t = a < lo ? lo : a;
   return t > hi ? hi : t;
 }

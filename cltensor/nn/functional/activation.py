@@ -48,7 +48,7 @@ SQRT_HALF, INV_SQRT_2PI = 0.7071067811865476, 0.3989422804014327
 
 
 def _elu_grad(g, x, alpha):
-    return _where(x > 0, g, g * alpha * x.exp())
+    return _where(x <= 0, g * alpha * x.exp(), g)  # torch: a NaN input passes g
 
 
 def _gelu_grad(g, x, tanh_form):
@@ -89,10 +89,10 @@ GRADS = {
     "silu": _silu_grad,
     "mish": _mish_grad,
     "softplus": lambda g, x, beta, th: _where(x * beta > th, g, g * (x * beta).sigmoid()),
-    "hardswish": lambda g, x: _where(x < -3, 0.0, _where(x <= 3, g * (x / 3 + 0.5), g)),
+    "hardswish": lambda g, x: _where(x <= -3, 0.0, _where(x < 3, g * (x / 3 + 0.5), g)),
     "hardsigmoid": lambda g, x: _where((x > -3) & (x < 3), g / 6, 0.0),
     "selu": lambda g, x: _elu_grad(g, x, SELU_ALPHA) * SELU_SCALE,
-    "celu": lambda g, x, alpha: _where(x > 0, g, g * (x / alpha).exp()),
+    "celu": lambda g, x, alpha: _where(x <= 0, g * (x / alpha).exp(), g),
     "logsigmoid": lambda g, x: g * (-x).sigmoid(),
     "softsign": _softsign_grad,
     "tanhshrink": _tanhshrink_grad,
