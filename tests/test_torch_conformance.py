@@ -130,6 +130,21 @@ TABLE = (
        Op("var_mean", [((3, 4, 5), "f")], lambda a: torch.var_mean(a, 2, keepdim=True)),
        Op("std_mean", [((3, 4, 5), "f")], lambda a: torch.std_mean(a)),
        Op("vector_norm", [((3, 4, 5), "f")], lambda a: torch.linalg.vector_norm(a, 3.0, (0, 2))),
+       Op("norm_dim", [((3, 4, 5), "f")], lambda a: a.norm(1.5, dim=(0, 2), keepdim=True)),
+       Op("norm_all", [((3, 4), "f")], lambda a: (torch.norm(a, 3), F.normalize(a, dim=1))),
+       Op("norm_out", [((3, 4), "f")],
+          lambda a: (torch.norm(a, 2, 1, out=torch.empty(0, dtype=a.dtype, device=a.device)),
+                     torch.ops.aten.norm.Scalar_out(a, 3, out=torch.empty(0, dtype=a.dtype,
+                                                                          device=a.device))),
+          grad=False),
+       Op("prelu", [((2, 3, 4), "f"), ((3,), "p")], lambda x, w: F.prelu(x, w)),
+       Op("glu", [((4, 4), "f")], lambda x: (F.glu(x, 1), F.glu(x, 0))),
+       Op("glu_out", [((4, 4), "f"), ((4, 2), "f")],
+          lambda x, g: (torch.ops.aten.glu.out(x, 1, out=torch.empty(0, dtype=x.dtype,
+                                                                     device=x.device)),
+                        torch.ops.aten.glu_backward.grad_input(
+                            g, x, 1, grad_input=torch.empty(0, dtype=x.dtype, device=x.device))),
+          grad=False),
        Op("vector_norm_inf", [((3, 4), "f")],
           lambda a: torch.linalg.vector_norm(a, float("inf"), 1, keepdim=True)),
        Op("vector_norm_out", [((3, 4), "f")],
@@ -404,6 +419,7 @@ ELSEWHERE |= {f"{name}{form}" for name in ("mse_loss", "smooth_l1_loss", "huber_
                                            "binary_cross_entropy")
               for form in ("", ".out", "_backward", "_backward.grad_input", "_backward.out")}
 ELSEWHERE |= {"nll_loss2d_forward", "nll_loss2d_backward"}
+ELSEWHERE |= {"equal"}  # test_torch_device.py
 # resampling and padding of images (test_torch_resample.py)
 ELSEWHERE |= {f"{name}{form}" for name in ("upsample_nearest2d", "_upsample_nearest_exact2d",
                                            "upsample_bilinear2d", "upsample_bicubic2d",

@@ -718,3 +718,17 @@ def test_fallback_of_a_factory(ocl):
         got = torch.tril_indices(4, 3, -1, device=ocl)
     assert got.device.type == "opencl"
     assert torch.equal(got.cpu(), torch.tril_indices(4, 3, -1))
+
+
+def test_equal(ocl, monkeypatch):
+    """torch.equal: same shape and every element equal after promotion; NaN equals nothing;
+    tensors on two devices are torch's device error."""
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    x = torch.randn(2, 3)
+    cases = [(x, x), (x, x + 1), (torch.ones(2), torch.ones(3)),
+             (torch.tensor([float("nan")]), torch.tensor([float("nan")])),
+             (torch.tensor([1.0]), torch.tensor([1]))]
+    for a, b in cases:
+        assert torch.equal(a.to(ocl), b.to(ocl)) == torch.equal(a, b)
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.equal(x, x.to(ocl))

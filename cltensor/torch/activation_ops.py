@@ -242,3 +242,43 @@ def nan_to_num_(self, nan=None, posinf=None, neginf=None):
 
 
 with_out("nan_to_num.out", nan_to_num)
+
+
+# ---- PReLU and GLU -----------------------------------------------------------------------------
+@aten("_prelu_kernel")
+def prelu_kernel(self, weight):
+    """nn.PReLU: x where x > 0, else weight * x (weight already broadcastable to x)."""
+    out = meta_result(_aten._prelu_kernel.default, (self, weight), {})
+    dtype = np_dtype(out.dtype, "_prelu_kernel")
+    x, w = operand(self, dtype), operand(weight, dtype)
+    return finish(pointwise.elementwise("x > 0 ? x : w * x", x=x, w=w), out)
+
+
+@aten("_prelu_kernel_backward")
+def prelu_kernel_backward(grad_output, self, weight):
+    gi, gw = meta_result(_aten._prelu_kernel_backward.default, (grad_output, self, weight), {})
+    dtype = np_dtype(gi.dtype, "_prelu_kernel_backward")
+    g, x, w = (operand(t, dtype) for t in (grad_output, self, weight))
+    return (finish(pointwise.elementwise("x > 0 ? g : w * g", g=g, x=x, w=w), gi),
+            finish(pointwise.elementwise("x > 0 ? 0 : x * g", g=g, x=x), gw))
+
+
+@aten("glu")
+def glu(self, dim=-1):
+    """nn.GLU: the first half along dim times the sigmoid of the second."""
+    out = meta_result(_aten.glu.default, (self, dim), {})
+    a, b = unwrap(self).chunk(2, dim)
+    return finish(pointwise.elementwise("a / (1 + exp(-b))", a=a, b=b), out)
+
+
+@aten("glu_backward")
+def glu_backward(grad_output, self, dim):
+    out = meta_result(_aten.glu_backward.default, (grad_output, self, dim), {})
+    g, (a, b) = unwrap(grad_output), unwrap(self).chunk(2, dim)
+    s = pointwise.elementwise("1 / (1 + exp(-b))", b=b)
+    halves = (g * s, pointwise.elementwise("g * a * s * (1 - s)", g=g, a=a, s=s))
+    return finish(raw("cat")(halves, dim), out)
+
+
+with_out("glu.out", glu)
+with_out("glu_backward.grad_input", glu_backward, "grad_input")

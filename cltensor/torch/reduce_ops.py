@@ -5,7 +5,7 @@ import torch
 import cltensor
 
 from ._backend import aten, np_dtype, unwrap
-from .math_ops import finish, meta_result, with_out
+from .math_ops import check_devices, finish, meta_result, with_out
 
 _aten = torch.ops.aten
 
@@ -99,3 +99,30 @@ def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 
 with_out("linalg_vector_norm.out", linalg_vector_norm)
+
+
+def _norm(name):
+    """torch.norm's vector forms (F.normalize's x.norm(p, dim)): a None p is 2."""
+    op = getattr(_aten.norm, name)
+
+    def kernel(self, p=2, dim=None, keepdim=False):
+        args = (self, p) if dim is None and name == "Scalar" else (self, p, dim, keepdim)
+        out = meta_result(op, args, {})
+        return finish(cltensor.linalg.vector_norm(unwrap(self), 2.0 if p is None else float(p),
+                                                  dim or None, keepdim), out)
+    return kernel
+
+
+aten("norm.Scalar")(_norm("Scalar"))
+aten("norm.ScalarOpt_dim")(_norm("ScalarOpt_dim"))
+with_out("norm.Scalar_out", _norm("Scalar"))
+with_out("norm.out", _norm("ScalarOpt_dim"))
+
+
+@aten("equal")
+def equal(self, other):
+    """torch.equal: the same shape and every element equal (NaN is equal to nothing)."""
+    check_devices((self, other), {}, _aten.equal.default)
+    if tuple(self.shape) != tuple(other.shape):
+        return False
+    return bool((unwrap(self) == unwrap(other)).all().item())
