@@ -35,19 +35,6 @@ def _wide(x):
 
 
 # ---- compositions where cltensor's kernels differ from torch ----------------------------------
-def _hardsigmoid(x, out=None):
-    """torch's (x + 3) / 6 limited to [0, 1], NaN kept (OpenCL's clamp() in cltensor's
-    hardsigmoid kernel may turn NaN into 0)."""
-    res = pointwise.elementwise("x <= -3 ? 0 : (x >= 3 ? 1 : (x + 3) / 6)", x=x)
-    return res if out is None else out.copy_(res)
-
-
-def _hardswish_backward(g, x):
-    """torch's gradient: 0 for x <= -3, g * (x / 3 + 1/2) for x < 3, else g (cltensor's kernel
-    gives the inner formula at both kinks)."""
-    return pointwise.elementwise("x <= -3 ? 0 : (x < 3 ? g * (x / 3 + (CT)0.5) : g)", g=g, x=x)
-
-
 def _hardsigmoid_backward(g, x):
     """torch's gradient: g times 1/6 rounded to float32 (its constant) inside (-3, 3), else 0."""
     return pointwise.elementwise("x > -3 && x < 3 ? g * c : 0", g=g, x=x, c=_SIXTH_F32)
@@ -151,7 +138,7 @@ def _backward(name, fn, out_name="grad_input"):
 _activation("silu", activation.silu)
 _activation("mish", activation.mish)
 _activation("hardswish", activation.hardswish)
-_activation("hardsigmoid", _hardsigmoid)
+_activation("hardsigmoid", activation.hardsigmoid)
 _activation("leaky_relu", activation.leaky_relu)
 _activation("hardtanh", activation.hardtanh, floating=False)  # integers clamp; bool: Meta
 _activation("softplus", activation.softplus, inplace=False)
@@ -159,7 +146,7 @@ _activation("elu", _elu)
 
 _backward("silu_backward", activation.silu_backward)
 _backward("mish_backward", activation.mish_backward, out_name=None)
-_backward("hardswish_backward", _hardswish_backward, out_name="out")
+_backward("hardswish_backward", activation.hardswish_backward, out_name="out")
 _backward("hardsigmoid_backward", _hardsigmoid_backward)
 _backward("hardtanh_backward", activation.hardtanh_backward)
 _backward("softplus_backward", activation.softplus_backward)
@@ -217,8 +204,7 @@ def log_sigmoid_forward_out(self, *, output, buffer):
 
 
 # ---- clamps and special values ----------------------------------------------------------------
-# torch's clamp_min and clamp_max are maximum and minimum: a NaN bound gives NaN (cltensor's
-# clamp kernels ignore one)
+# torch's clamp_min and clamp_max are maximum and minimum (a NaN bound gives NaN)
 register_pointwise("clamp_min", raw("maximum"))
 register_pointwise("clamp_max", raw("minimum"))
 register_pointwise("xlogy", raw("xlogy"))
