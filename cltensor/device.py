@@ -81,6 +81,7 @@ class Description:
     vector_width: int  # float lanes the device prefers (the larger of preferred and native)
     simd_width: int  # work-items run in lockstep: a subgroup, warp or wavefront; CPUs: lanes
     fp64: bool
+    arch: str = ""  # the GPU's architecture where the driver says it (sm_90, gfx90a), else ""
 
     @property
     def is_cpu(self):
@@ -113,6 +114,21 @@ def _simd_width(cl_device, lanes):
         if isinstance(width, int) and width > 0:
             return width
     return lanes if cl_device.type & cl.device_type.CPU else 1
+
+
+def _arch(cl_device):
+    """The GPU architecture a tuned entry of a sibling device may serve (tunedb): NVIDIA's
+    compute capability as sm_XY, AMD's gfx target (its OpenCL device name); else ""."""
+    extensions = cl_device.extensions.split()
+    if "cl_nv_device_attribute_query" in extensions:
+        try:  # CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV, _MINOR_NV
+            return f"sm_{cl_device.get_info(0x4000)}{cl_device.get_info(0x4001)}"
+        except (cl.Error, ValueError, TypeError):
+            return ""
+    name = getattr(cl_device, "name", "").strip()
+    if "cl_amd_device_attribute_query" in extensions and name.startswith("gfx"):
+        return name.split(":")[0]
+    return ""
 
 
 class Device:
@@ -287,7 +303,8 @@ class Device:
             self._description = Description(
                 self.name, self.platform_name, d.vendor.strip(), d.driver_version.strip(), kind,
                 d.max_compute_units, self.local_mem, self.max_work_group,
-                tuple(d.max_work_item_sizes), lanes, _simd_width(d, lanes), self.has_fp64)
+                tuple(d.max_work_item_sizes), lanes, _simd_width(d, lanes), self.has_fp64,
+                _arch(d))
         return self._description
 
     def __repr__(self) -> str:

@@ -132,7 +132,7 @@ GEMM_ENTRY = _dict({
     "family": ("in", ("direct", "tiled", "packed", "xgemm")), "small": ("in", ("direct", "tiled")),
     "min_work": _int(0, _BIG), "min_dim": _int(0, _BIG), "min_m": _int(0, _BIG),
     "rowdot_max_m": _int(0, 1024), "rowdot_wg": _BIT, "rowaxpy_max_m": _int(0, 64),
-    "split_cost_us": ("num", 0.0), "bandwidth_gbs": _RATE,
+    "split_cost_us": ("num", 0.0), "bandwidth_gbs": _RATE, "arch": ("str",),
     "threads_per_cu": _int(1, 65536), "compute_units": _int(1, 65536), "split_k": ("bool",),
     "direct": _DIRECT, "tiled": _TILED, "rowdot": _ROWDOT, "packed": _PACKED,
     "xgemm": ("list", _XGEMM_SET), "cx_sets": ("list", _XGEMM_SET),
@@ -153,6 +153,8 @@ def _scalar_ok(value, spec):
         return type(value) is int and spec[1] <= value <= spec[2]
     if kind == "num":
         return type(value) in (int, float) and math.isfinite(value) and value >= spec[1]
+    if kind == "str":
+        return type(value) is str and bool(value)
     return type(value) in (int, str) and value in spec[1]  # "in"
 
 
@@ -162,6 +164,8 @@ def _describe(spec):
         return f"an integer in [{spec[1]}, {spec[2]}]"
     if kind == "num":
         return f"a finite number >= {spec[1]}"
+    if kind == "str":
+        return "a non-empty string"
     return f"one of {list(spec[1])}" if kind == "in" else "true or false"
 
 
@@ -280,9 +284,14 @@ def _key_rank(key, desc):
 
 
 def _device_entry(devices, desc):
-    """The entry of the best-ranked key (_key_rank) among the vendor's devices, or {}."""
+    """The entry of the best-ranked key (_key_rank) among the vendor's devices; else, for a
+    device no key names, the entry of a sibling of the same GPU architecture (its "arch": an
+    H100 takes the H200's sm_90 parameters, the same SMs); else {}."""
     ranked = [(r, k) for k in devices if (r := _key_rank(k, desc)) is not None]
-    return devices[max(ranked)[1]] if ranked else {}
+    if ranked:
+        return devices[max(ranked)[1]]
+    siblings = sorted(k for k, e in devices.items() if desc.arch and e.get("arch") == desc.arch)
+    return devices[siblings[0]] if siblings else {}
 
 
 def _fits_kind(entry, desc):

@@ -240,6 +240,32 @@ def test_a_vendor_default_of_the_other_kind_is_skipped(fresh_db):
     assert tune.database_entry("gemm", "gemm_float32", DEVICES["pocl"])["min_m"] == 5
 
 
+def test_an_unnamed_gpu_takes_its_architecture_siblings_entry(fresh_db):
+    sets = [{"MWG": 128, "NWG": 64, "KWG": 16, "MDIMC": 16, "NDIMC": 8, "VWM": 4, "VWN": 4,
+             "STRM": 0, "STRN": 1, "PADA": 4, "PADB": 4, "NBUF": 1}]
+    fresh_db({"nvidia": {"devices": {"NVIDIA H200": {"arch": "sm_90", "xgemm": sets},
+                                     "NVIDIA A100": {"arch": "sm_80", "min_m": 80}}}})
+    h200 = DEVICES["nvidia-h200"]
+
+    def entry(name, arch):
+        desc = dataclasses.replace(h200, name=name, arch=arch)
+        return tune.database_entry("gemm", "gemm_float32", desc)
+    assert entry("NVIDIA H100 80GB HBM3", "sm_90")["xgemm"] == sets  # no key names it: sm_90's
+    assert "min_m" not in entry("NVIDIA H100 80GB HBM3", "sm_90")
+    assert entry("NVIDIA A100-SXM4-40GB", "sm_90")["min_m"] == 80  # a name beats the arch
+    other = entry("NVIDIA L40S", "sm_89")
+    assert other["xgemm"] != sets and "min_m" not in other  # another architecture: defaults
+    assert entry("NVIDIA H100 PCIe", "")["xgemm"] != sets  # no architecture reported
+
+
+def test_a_database_arch_must_be_a_name():
+    good = {"gemm_float32": {"vendors": {"nvidia": {"devices": {"X": {"arch": "sm_90"}}}}}}
+    tunedb.validate_database(good)
+    bad = {"gemm_float32": {"vendors": {"nvidia": {"devices": {"X": {"arch": 90}}}}}}
+    with pytest.raises(ValueError, match="arch"):
+        tunedb.validate_database(bad)
+
+
 class _CheckingDevice:
     """A cl.Device stand-in that, like Oclgrind, refuses queries no extension of its defines."""
     type = cl.device_type.GPU
@@ -261,3 +287,13 @@ def test_lockstep_width_asks_only_what_the_extensions_define():
     assert device_module._simd_width(amd, 4) == 64 and amd.asked == [0x4043]
     intel = _CheckingDevice("cl_intel_required_subgroup_size", {0x4108: [8, 16, 32]})
     assert device_module._simd_width(intel, 4) == 32
+
+
+def test_architecture_asks_only_what_the_extensions_define():
+    plain = _CheckingDevice("cl_khr_fp64", {})
+    assert device_module._arch(plain) == "" and plain.asked == []
+    nv = _CheckingDevice("cl_nv_device_attribute_query", {0x4000: 9, 0x4001: 0})
+    assert device_module._arch(nv) == "sm_90" and nv.asked == [0x4000, 0x4001]
+    amd = _CheckingDevice("cl_amd_device_attribute_query", {})
+    amd.name = "gfx90a:sramecc+:xnack-"
+    assert device_module._arch(amd) == "gfx90a" and amd.asked == []
