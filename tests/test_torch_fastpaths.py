@@ -8,7 +8,7 @@ import pytest
 # torch (skipping when it is missing or too old) and the fixture making `device` opencl:0
 from test_torch_device import ct, ocl, torch  # noqa: F401
 
-from cltensor.torch import math_ops, nn_ops
+from cltensor.torch import conv_ops, math_ops, nn_ops
 
 pytestmark = pytest.mark.usefixtures("ocl")
 OCL = "opencl"
@@ -74,8 +74,8 @@ def test_convolution_plan_is_taken_and_other_forms_checked(monkeypatch):
     xd, wd, bd = x.to(OCL), w.to(OCL), b.to(OCL)
     want = F.conv2d(x, w, b, padding=1)
     _close(F.conv2d(xd, wd, bd, padding=1), want)
-    monkeypatch.setattr(nn_ops, "meta_result", _refuse)
-    monkeypatch.setattr(nn_ops, "make_params", _refuse)
+    monkeypatch.setattr(conv_ops, "meta_result", _refuse)
+    monkeypatch.setattr(conv_ops, "make_params", _refuse)
     _close(F.conv2d(xd, wd, bd, padding=1), want)  # planned: no checks, no parameter set-up
     strided = xd.transpose(2, 3)
     for form in (lambda: F.conv2d(strided, wd, bd, padding=1),
@@ -95,7 +95,7 @@ def test_convolution_backward_plan_is_taken(monkeypatch):
     x, w, b = (t.requires_grad_() for t in _conv_operands(2))
     leaves = [t.detach().to(OCL).requires_grad_() for t in (x, w, b)]
     F.conv2d(*leaves, padding=1).square().sum().backward()
-    monkeypatch.setattr(nn_ops, "make_params", _refuse)
+    monkeypatch.setattr(conv_ops, "make_params", _refuse)
     for t in leaves:
         t.grad = None
     F.conv2d(*leaves, padding=1).square().sum().backward()  # the plan's parameters
