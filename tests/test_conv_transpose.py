@@ -14,7 +14,8 @@ from cltensor.conv.transposed import transposed_params
 from cltensor.testing import assert_close, gradcheck, random_array, rel_error
 
 # (input shape, weight shape, kwargs): strided with output padding, stride 1 (Winograd's
-# problem), groups with dilation and uneven pairs, 1x1, DCGAN's 4x4 stride 2
+# problem), groups with dilation and uneven pairs, 1x1, DCGAN's 4x4 stride 2, output_padding
+# of at least the stride
 CASES = [
     ((2, 4, 5, 6), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1)),
     ((2, 4, 5, 6), (4, 3, 3, 3), dict(padding=1)),
@@ -22,6 +23,10 @@ CASES = [
                                       groups=2, dilation=(1, 2))),
     ((2, 4, 5, 6), (4, 3, 1, 1), dict()),
     ((2, 3, 4, 4), (3, 2, 4, 4), dict(stride=2, padding=1)),
+    # output_padding at least the stride (below the dilation): the convolution it transposes
+    # has a larger output than the input
+    ((1, 6, 3, 4), (6, 1, 3, 2), dict(stride=(1, 2), groups=3, dilation=(2, 3),
+                                      output_padding=(1, 2))),
 ]
 FP32_RTOL = {"winograd": 1e-4, "winograd_4x4": 1e-4}
 

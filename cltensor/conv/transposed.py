@@ -2,14 +2,16 @@
 transposes. With x (N, Cin, H, W) and weight (Cin, Cout / groups, Kh, Kw), the output y
 (N, Cout, Ho, Wo), Ho = (H - 1) * stride - 2 * padding + dilation * (Kh - 1) + output_padding
 + 1, is the input gradient of conv2d(y, weight) (same stride, padding, dilation, groups) at
-output gradient x; so its input gradient is that convolution's forward of gy, and its weight
-gradient that convolution's weight gradient with y's place taken by gy and the output
-gradient's by x. Each pass goes to the algorithm conv2d's dispatch picks for it. Its
+output gradient x (zero-padded where an output_padding of at least the stride makes that
+convolution's output larger); so its input gradient is that convolution's forward of gy, and
+its weight gradient that convolution's weight gradient with y's place taken by gy and the
+output gradient's by x. Each pass goes to the algorithm conv2d's dispatch picks for it. Its
 Function, ConvTranspose2dFunction, lives beside conv2d's in function.py (each is the other's
 input gradient); under create_graph=True the gradients come from Functions (recorded_grads).
 """
 from __future__ import annotations
 
+from ..autograd.namespace import pad
 from ..ops import elementwise as ew
 from ..tensor import ClTensor
 from . import common, dispatch
@@ -54,7 +56,7 @@ def conv_transpose2d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = 
         input = input.unsqueeze(0)
     p = transposed_params(input, weight, bias, stride, padding, output_padding, groups, dilation)
     dispatch.check_algo(algo, input.device)
-    out = ConvTranspose2dFunction.apply(input, weight, bias, p, algo)
+    out = ConvTranspose2dFunction.apply(padded_input(input, p), weight, bias, p, algo)
     return out.squeeze(0) if unbatched else out
 
 
@@ -94,5 +96,15 @@ def transposed_params(x, w, bias, stride, padding, output_padding, groups, dilat
     if bias is not None and bias.dtype != x.dtype:
         raise TypeError(f"{op}: input is {x.dtype} but bias is {bias.dtype}")
     ew.common_device([t for t in (x, bias) if t is not None], op)
-    assert p.out_shape == x.shape, (p, x.shape)
+    assert p.out_shape[:2] == x.shape[:2] and p.ho >= x.shape[2] and p.wo >= x.shape[3], \
+        (p, x.shape)
     return p
+
+
+def padded_input(x, p):
+    """x with zero rows and columns appended up to the output size of the convolution p that
+    the transposed one transposes. NOTE: an output_padding of at least the stride (allowed
+    where the dilation is larger) makes p's output larger than x; the rows beyond x take no
+    part in the transposed convolution, and its gradient drops them."""
+    grow_h, grow_w = p.ho - x.shape[2], p.wo - x.shape[3]
+    return pad(x, (0, grow_w, 0, grow_h)) if grow_h or grow_w else x
