@@ -1,13 +1,15 @@
-"""The convolution family on the opencl device: aten's convolution and convolution_backward on
-cltensor.conv's passes, 2-d (N, C, H, W) and 1-d (N, C, L) as 2-d over rows of height 1. Other
-forms (3-d) run through the CPU fallback with its warning."""
+"""The convolution family on the opencl device: aten's convolution and convolution_backward,
+plain and transposed, on cltensor.conv's passes, 2-d (N, C, H, W) and 1-d (N, C, L) as 2-d over
+rows of height 1. Other forms (3-d) run through the CPU fallback with its warning."""
 import torch
 
 from .. import dtypes as dt
-from ..conv import common
+from ..conv import common, dispatch
 from ..conv import function as conv_function
 from ..conv.params import make_params
+from ..conv.transposed import padded_input, transposed_params
 from ..nn import functional as F
+from ..ops import elementwise as ew
 from . import lazy_relu
 from ._backend import aten, unwrap, wrap
 from .fallback import cpu_fallback
@@ -21,8 +23,9 @@ def _opt(t):
 
 
 def _conv_form(input, transposed, output_padding):
-    """Whether cltensor runs the convolution: 2-d, or 1-d as 2-d over rows of height 1."""
-    return input.dim() in (3, 4) and not transposed and not any(output_padding)
+    """Whether cltensor runs the convolution: 2-d, or 1-d as 2-d over rows of height 1 (a plain
+    convolution takes no output_padding)."""
+    return input.dim() in (3, 4) and (transposed or not any(output_padding))
 
 
 def _as_2d(t, ndim):
@@ -42,6 +45,24 @@ def _geometry(stride, padding, dilation, ndim):
     return tuple(stride), tuple(padding), tuple(dilation)
 
 
+def _params(x, w, bias, stride, padding, dilation, transposed, output_padding, groups, ndim):
+    """The ConvParams of the 2-d operands' convolution (transposed: of the convolution that
+    conv_transpose2d transposes, its input the transposed one's output), checked; a 16-bit
+    problem's in float32, as its passes run on float32 copies."""
+    stride, padding, dilation = _geometry(stride, padding, dilation, ndim)
+    if not transposed:
+        return make_params(x, w, bias, stride, padding, dilation, groups)
+    extra = (0, *output_padding) if ndim == 3 else tuple(output_padding)
+    p = transposed_params(x, w, bias, stride, padding, extra, groups, dilation)
+    return p._replace(dtype=dt.float32) if common.is_half(x) else p
+
+
+def _wide(t):
+    """16-bit floats as float32 copies (the passes of the transposed convolution read 32- or
+    64-bit floats); other tensors and None as they are."""
+    return t.to(dt.float32) if common.is_half(t) else t
+
+
 _CONV_PLANS = Plans()  # signature -> (Meta result, ConvParams; None: no cltensor form)
 
 
@@ -58,6 +79,8 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     nd = input.dim()
     x, w = _as_2d(unwrap(input), nd), _as_2d(unwrap(weight), nd)
     b = None if bias is None else unwrap(bias)
+    if transposed:
+        return finish(_from_2d(_transposed(_wide(x), _wide(w), _wide(b), p), nd), out)
     if common.is_half(x):
         return finish(F.conv2d(x, w, b, *_geometry(stride, padding, dilation, nd), groups), out)
     # of the Meta result's dtype and shape
@@ -70,8 +93,20 @@ def _conv_plan(args):
         return None, None
     out = meta_result(_aten.convolution.default, args, {})
     nd = input.dim()
-    return out, make_params(_as_2d(unwrap(input), nd), _as_2d(unwrap(weight), nd), _opt(bias),
-                            *_geometry(stride, padding, dilation, nd), groups)
+    return out, _params(_as_2d(unwrap(input), nd), _as_2d(unwrap(weight), nd), _opt(bias),
+                        *args[3:], nd)
+
+
+def _transposed(x, w, bias, p):
+    """conv_transpose2d's output: the input gradient pass of the convolution p at output
+    gradient x (ConvTranspose2dFunction's forward), plus the bias."""
+    shape, x = (p.n, p.c, p.h, p.w), padded_input(x, p)
+    # NOTE: the pass reads its input argument for dtype, device and memory format alone
+    y = conv_function.backward(conv_function._shaped_like(x, shape), w, x, p, "auto", True,
+                               False)[0]
+    if bias is not None:
+        ew.binary("add", y, bias.reshape(1, -1, 1, 1), out=y)
+    return y
 
 
 _CONV_BACKWARD_PLANS = Plans()  # signature -> the ConvParams of the float32/64 operands
@@ -90,18 +125,37 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
     operands = [_as_2d(unwrap(t), nd) for t in (input, weight, grad_output)]
     dtypes = [t.dtype for t in operands]  # of the input, weight and bias gradients
     # the backward kernels read 32- or 64-bit floats: 16-bit operands go through float32 copies
-    x, w, g = (t.to(dt.float32) if common.is_half(t) else t for t in operands)
+    x, w, g = map(_wide, operands)
     if p is None:
-        p = _CONV_BACKWARD_PLANS.put(key, make_params(
-            x, w, None, *_geometry(stride, padding, dilation, nd), groups))
+        if transposed:  # torch's checks of the gradient's shape
+            meta_result(_aten.convolution_backward.default, args, {})
+        p = _CONV_BACKWARD_PLANS.put(key, _params(x, w, None, *args[4:10], nd))
     # cltensor's own backward passes (each by its dispatched algorithm), no forward recomputed
-    grads = conv_function.backward(x, w, g, p, "auto", *map(bool, output_mask))
+    grads = (_transposed_grads if transposed else conv_function.backward)(
+        x, w, g, p, "auto", *map(bool, output_mask))
     return tuple(None if r is None else wrap(_as(_from_2d(r, nd), d))
                  for r, d in zip(grads, dtypes))
+
+
+def _transposed_grads(x, w, gy, p, algo, need_x, need_w, need_b):
+    """(input, weight, bias) gradients of conv_transpose2d at output gradient gy, as
+    ConvTranspose2dFunction's backward takes them: the input's is the convolution p of gy, the
+    weight's that convolution's weight gradient (gy its input, x its output's gradient), the
+    bias's gy summed."""
+    gx = gw = gb = None
+    if need_x:
+        gx = common.empty(p.out_shape, x, common.layout_of(x))
+        if p.n:
+            name = dispatch.choose(p, x.device, "forward", algo, (gy, w, None))
+            conv_function.forward_into(name, gy, w, None, p, gx)
+        gx = gx[:, :, :x.shape[2], :x.shape[3]]  # without padded_input's rows and columns
+    if need_w:
+        gw = conv_function.backward(gy, w, padded_input(x, p), p, algo, False, True)[1]
+    if need_b:
+        gb = common.bias_grad(gy)
+    return gx, gw, gb
 
 
 def _as(t, dtype):
     """t in dtype, dense."""
     return (t if t.dtype is dtype else t.to(dtype)).contiguous()
-
-

@@ -1,0 +1,144 @@
+"""Transposed convolution, unfold/fold and trace on the "opencl" device (cltensor/torch/
+conv_ops.py), values and gradients against CPU torch, with nothing run through the CPU
+fallback."""
+import warnings
+
+import pytest
+
+from test_torch_device import ct, ocl, torch  # noqa: F401
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("ocl")
+OCL = "opencl"
+TOL = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+
+
+@pytest.fixture(autouse=True)
+def no_fallback(monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ct.CPUFallbackWarning)
+        yield
+
+
+def _close(got, want, dtype):
+    """got (opencl) matches want (CPU) in dtype, shape and values, norm-relative."""
+    assert got.device.type == OCL and got.dtype == want.dtype and got.shape == want.shape
+    got, want = got.detach().cpu().double(), want.detach().double()
+    err = (got - want).norm().item()
+    assert err <= TOL[dtype] * max(want.norm().item(), 1.0), (err, want.norm().item())
+
+
+def _check(fn, shapes, dtype, seed=0):
+    """fn's value and its operands' gradients on opencl against CPU torch: 16-bit operands are
+    compared with CPU torch's float32 run cast back."""
+    gen = torch.Generator().manual_seed(seed)
+    values = [torch.randn(s, generator=gen, dtype=torch.float64).to(dtype) for s in shapes]
+    ref = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    want_in = [v.to(ref, copy=True).requires_grad_() for v in values]
+    got_in = [v.to(OCL).requires_grad_() for v in values]
+    want, got = fn(*want_in), fn(*got_in)
+    g = torch.randn(want.shape, generator=gen, dtype=torch.float64).to(dtype)
+    want.backward(g.to(ref))
+    got.backward(g.to(OCL))
+    _close(got, want.to(dtype), dtype)
+    for a, b in zip(got_in, want_in):
+        _close(a.grad, b.grad.to(dtype), dtype)
+
+
+# (input, weight, bias shapes, conv_transpose2d's keyword arguments): odd sizes, stride > kernel,
+# output_padding at its maximum, groups with dilation, an empty batch, an unbatched input
+CASES_2D = [
+    ([(2, 4, 5, 6), (4, 3, 3, 3), (3,)], dict(stride=2, padding=1, output_padding=1)),
+    ([(2, 4, 5, 3), (4, 3, 2, 3), (6,)],
+     dict(stride=(3, 2), padding=(1, 0), output_padding=(2, 1), groups=2, dilation=(1, 2))),
+    ([(1, 6, 3, 4), (6, 1, 3, 2), None], dict(stride=(1, 2), groups=3, dilation=(2, 3),
+                                              output_padding=(1, 2))),
+    ([(2, 2, 3, 3), (2, 2, 2, 2), (2,)], dict(stride=4)),
+    ([(0, 4, 3, 3), (4, 3, 3, 3), (3,)], dict(stride=2)),
+    ([(4, 3, 5), (4, 3, 3, 3), (3,)], dict(stride=2, padding=1)),
+]
+CASES_1D = [
+    ([(2, 4, 7), (4, 3, 3), (6,)], dict(stride=3, padding=1, output_padding=2, groups=2,
+                                        dilation=2)),
+    ([(4, 5), (4, 2, 2), None], dict(stride=3)),
+    ([(0, 4, 5), (4, 2, 3), (2,)], dict(stride=2)),
+]
+
+
+def _with_bias(fn, shapes, kw):
+    """fn(x, w, bias, **kw) over the operands `shapes` names (None: no bias)."""
+    if shapes[2] is None:
+        return (lambda x, w: fn(x, w, None, **kw)), shapes[:2]
+    return (lambda x, w, b: fn(x, w, b, **kw)), shapes
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_conv_transpose(dtype, device):
+    if dtype == torch.float64 and not device.has_fp64:
+        pytest.skip(f"{device.name} has no float64")
+    for fn, cases in ((F.conv_transpose2d, CASES_2D), (F.conv_transpose1d, CASES_1D)):
+        for shapes, kw in cases:
+            try:
+                _check(*_with_bias(fn, shapes, kw), dtype)
+            except AssertionError as e:
+                raise AssertionError(f"{fn.__name__} {shapes} {kw}: {e}") from e
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_conv_transpose_16bit(dtype):
+    """16-bit operands run on float32 copies; results and gradients come back in their dtype."""
+    for fn, (shapes, kw) in ((F.conv_transpose2d, CASES_2D[1]), (F.conv_transpose1d, CASES_1D[0])):
+        _check(*_with_bias(fn, shapes, kw), dtype)
+
+
+@pytest.mark.parametrize("cls,size,shape", [(nn.ConvTranspose2d, (12, 9), (2, 4, 6, 5)),
+                                            (nn.ConvTranspose1d, (12,), (2, 4, 6))])
+def test_conv_transpose_output_size(cls, size, shape):
+    """torch derives output_padding from output_size in Python, then calls convolution."""
+    ref = cls(4, 3, 3, stride=2, padding=1).double()
+    mod = cls(4, 3, 3, stride=2, padding=1).double().to(OCL)
+    mod.load_state_dict(ref.state_dict())
+    x = torch.randn(shape, dtype=torch.float64)
+    _close(mod(x.to(OCL), output_size=size), ref(x, output_size=size), torch.float64)
+
+
+def test_conv_transpose_bad_arguments():
+    x, w = torch.randn(1, 4, 3, 3, device=OCL), torch.randn(4, 2, 3, 3, device=OCL)
+    with pytest.raises(ValueError, match="output_padding .* must be smaller"):  # cltensor's check
+        F.conv_transpose2d(x, w, stride=2, output_padding=2)
+    with pytest.raises(ValueError, match="input has 3 channels"):
+        F.conv_transpose2d(x[:, :3], w)
+    with pytest.raises(ValueError, match="groups=3"):
+        F.conv_transpose2d(x, w, groups=3)
+
+
+def generator():
+    """A DCGAN-like generator at a tiny width: latent (N, 8, 1, 1) to a (N, 3, 8, 8) image."""
+    return nn.Sequential(
+        nn.ConvTranspose2d(8, 16, 2, bias=False), nn.BatchNorm2d(16), nn.ReLU(True),
+        nn.ConvTranspose2d(16, 8, 4, 2, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(True),
+        nn.ConvTranspose2d(8, 3, 4, 2, 1), nn.Tanh())
+
+
+def test_dcgan_generator_trains_like_cpu():
+    torch.manual_seed(0)
+    ref = generator()
+    model = generator().to(OCL)
+    model.load_state_dict(ref.state_dict())
+    opts = [torch.optim.Adam(m.parameters(), lr=1e-2) for m in (ref, model)]
+    gen = torch.Generator().manual_seed(1)
+    for _ in range(3):
+        z, target = torch.randn(4, 8, 1, 1, generator=gen), torch.rand(4, 3, 8, 8, generator=gen)
+        losses = []
+        for m, opt, dev in ((ref, opts[0], "cpu"), (model, opts[1], OCL)):
+            opt.zero_grad()
+            loss = F.mse_loss(m(z.to(dev)), target.to(dev))
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        assert abs(losses[1] - losses[0]) <= 1e-4 * abs(losses[0]), losses
+    for (name, a), b in zip(model.state_dict().items(), ref.state_dict().values()):
+        err = (a.cpu().double() - b.double()).norm().item()
+        assert err <= 1e-4 * max(b.double().norm().item(), 1.0), (name, err)
