@@ -151,6 +151,12 @@ def test_unfold_fold(device, rng, k, d, p, s):
                                **tol(x))
 
 
+def test_unfold_fold_empty_batch(device):
+    x = cltensor.zeros(0, 2, 5, 4, device=device)
+    assert F.unfold(x, 2, padding=1).shape == (0, 8, 30)
+    assert F.fold(cltensor.zeros(0, 8, 30, device=device), (5, 4), 2, padding=1).shape == x.shape
+
+
 def _t(a):
     import torch
     return torch.tensor(a)

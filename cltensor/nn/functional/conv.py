@@ -110,7 +110,9 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     n, c = x.shape[:2]
     if any(p):
         x = _pad(x, (p[1], p[1], p[0], p[0]))
-    cols = x.reshape(n, c, -1).gather(2, _index_tensor(index, n, c, x.device))
+    # NOTE: the plane's size spelled out: -1 has no value for an empty batch
+    plane = x.reshape(n, c, x.shape[2] * x.shape[3])
+    cols = plane.gather(2, _index_tensor(index, n, c, x.device))
     out = cols.reshape(n, c * k[0] * k[1], blocks[0] * blocks[1])
     return out if input.ndim == 4 else out.squeeze(0)
 
@@ -139,6 +141,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     c = ck // (k[0] * k[1])
     hp, wp = size[0] + 2 * p[0], size[1] + 2 * p[1]
     plane = zeros((n, c, hp * wp), dtype=x.dtype, device=x.device)
-    out = plane.scatter_add(2, _index_tensor(index, n, c, x.device), x.reshape(n, c, -1))
+    out = plane.scatter_add(2, _index_tensor(index, n, c, x.device),
+                            x.reshape(n, c, k[0] * k[1] * length))
     out = out.reshape(n, c, hp, wp).narrow(2, p[0], size[0]).narrow(3, p[1], size[1])
     return out if input.ndim == 3 else out.squeeze(0)
