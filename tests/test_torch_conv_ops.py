@@ -142,3 +142,64 @@ def test_dcgan_generator_trains_like_cpu():
     for (name, a), b in zip(model.state_dict().items(), ref.state_dict().values()):
         err = (a.cpu().double() - b.double()).norm().item()
         assert err <= 1e-4 * max(b.double().norm().item(), 1.0), (name, err)
+
+
+# F.unfold's and F.fold's arguments (kernel_size, dilation, padding, stride; fold: output_size
+# first) on inputs of these shapes: odd sizes, uneven pairs, stride > kernel, unbatched
+UNFOLD = [((2, 3, 5, 7), ((2, 3), (1, 2), 1, (2, 1))), ((3, 5, 4), (2,)),
+          ((1, 2, 6, 5), (2, 1, 0, 3)), ((0, 2, 4, 4), (2,))]
+FOLD = [((2, 12, 10), ((5, 6), (2, 3), (2, 1), (1, 0), (1, 2))), ((8, 9), ((4, 4), 2)),
+        ((1, 4, 2), ((5, 4), 2, 1, 0, 3)), ((0, 8, 9), ((4, 4), 2))]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_unfold_fold(dtype, device):
+    if dtype == torch.float64 and not device.has_fp64:
+        pytest.skip(f"{device.name} has no float64")
+    for shape, args in UNFOLD:
+        _check(lambda x, a=args: F.unfold(x, *a), [shape], dtype)
+    for shape, args in FOLD:
+        _check(lambda x, a=args: F.fold(x, *a), [shape], dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.bool])
+def test_unfold_fold_other_dtypes(dtype):
+    """16-bit floats and bool go through float32 copies (exact) and come back in their dtype."""
+    x = torch.randn(2, 2, 5, 4, generator=torch.Generator().manual_seed(0))
+    x = x > 0 if dtype == torch.bool else x.to(dtype)
+    cols = F.unfold(x, 2, padding=1)
+    got = F.unfold(x.to(OCL), 2, padding=1)
+    assert got.dtype == dtype and torch.equal(got.cpu(), cols)
+    want = F.fold(cols, (5, 4), 2, padding=1)
+    got = F.fold(cols.to(OCL), (5, 4), 2, padding=1)
+    assert got.dtype == dtype and torch.equal(got.cpu(), want)
+
+
+def test_unfold_fold_out_forms_and_bad_input():
+    x = torch.randn(1, 2, 5, 4, dtype=torch.float64)
+    out = torch.full((1, 8, 30), float("nan"), dtype=torch.float64, device=OCL)
+    args = ([2, 2], [1, 1], [1, 1], [1, 1])
+    assert torch.ops.aten.im2col.out(x.to(OCL), *args, out=out) is out
+    _close(out, torch.ops.aten.im2col(x, *args), torch.float64)
+    cols = torch.ops.aten.im2col(x, *args)
+    out = torch.empty(0, dtype=torch.float64, device=OCL)
+    assert torch.ops.aten.col2im.out(cols.to(OCL), [5, 4], *args, out=out) is out
+    _close(out, torch.ops.aten.col2im(cols, [5, 4], *args), torch.float64)
+    with pytest.raises(RuntimeError, match="sliding blocks"):
+        F.unfold(x.to(OCL), 7)  # larger than the padded input
+    with pytest.raises(RuntimeError, match="divisible by the product of kernel_size"):
+        F.fold(torch.ones(1, 5, 9, device=OCL), 4, 2)
+    with pytest.raises(NotImplementedError, match="int64"):
+        F.unfold(torch.ones(1, 1, 3, 3, dtype=torch.int64, device=OCL), 2)
+
+
+@pytest.mark.parametrize("shape,dim,size,step", [((4, 7, 2), 1, 3, 1), ((4, 8), -1, 2, 3),
+                                                 ((5,), 0, 2, 2), ((), 0, 1, 1),
+                                                 ((3, 6), 0, 2, 1)])
+def test_tensor_unfold_and_its_gradient(shape, dim, size, step):
+    """Tensor.unfold is a view of the device tensor; its gradient adds overlapping windows."""
+    _check(lambda x: x.unfold(dim, size, step) * 2, [shape], torch.float64)
+    got, want = torch.zeros(shape, device=OCL), torch.zeros(shape)
+    for t in (got, want):
+        t.unfold(dim, size, step).fill_(1.0)  # writes through the view
+    assert torch.equal(got.cpu(), want)

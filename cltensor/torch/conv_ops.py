@@ -1,6 +1,9 @@
 """The convolution family on the opencl device: aten's convolution and convolution_backward,
 plain and transposed, on cltensor.conv's passes, 2-d (N, C, H, W) and 1-d (N, C, L) as 2-d over
-rows of height 1. Other forms (3-d) run through the CPU fallback with its warning."""
+rows of height 1 (other forms, 3-d, run through the CPU fallback with its warning); im2col and
+col2im (F.unfold, F.fold, each the other's gradient) on cltensor's unfold and fold, and
+Tensor.unfold's gradient."""
+import numpy as np
 import torch
 
 from .. import dtypes as dt
@@ -8,12 +11,15 @@ from ..conv import common, dispatch
 from ..conv import function as conv_function
 from ..conv.params import make_params
 from ..conv.transposed import padded_input, transposed_params
+from ..creation import from_numpy
 from ..nn import functional as F
 from ..ops import elementwise as ew
+from ..ops.indexing.slices import index_add_
+from ..tensor import ClTensor
 from . import lazy_relu
 from ._backend import aten, unwrap, wrap
 from .fallback import cpu_fallback
-from .math_ops import Plans, finish, meta_result, signature
+from .math_ops import Plans, finish, meta_result, signature, with_out
 
 _aten = torch.ops.aten
 
@@ -159,3 +165,53 @@ def _transposed_grads(x, w, gy, p, algo, need_x, need_w, need_b):
 def _as(t, dtype):
     """t in dtype, dense."""
     return (t if t.dtype is dtype else t.to(dtype)).contiguous()
+
+
+# ---- sliding blocks: im2col, col2im (F.unfold, F.fold) and Tensor.unfold's gradient ----------
+def _computable(x, op):
+    """x in a dtype cltensor's unfold and fold compute in: float32 and float64 as they are,
+    16-bit floats and bool as float32 (exact; finish() casts the result back). torch's
+    kernels take no integer tensors."""
+    if x.dtype in (dt.float32, dt.float64):
+        return x
+    if x.dtype in dt.HALF_TYPES or x.dtype is dt.bool_:
+        return x.to(dt.float32)
+    raise NotImplementedError(f"{op}: not implemented for {x.dtype} on the opencl device "
+                              f"(torch's kernels take floating point and bool tensors)")
+
+
+def _sliding(name, fn):
+    """im2col / col2im and their out= forms: torch's Meta checks and shape, cltensor's fn
+    (its arguments in aten's order after the input)."""
+    op = getattr(_aten, name).default
+
+    def kernel(self, *sizes):
+        out = meta_result(op, (self, *sizes), {})
+        return finish(fn(_computable(unwrap(self), name), *map(tuple, sizes)), out)
+    aten(name)(kernel)
+    with_out(f"{name}.out", kernel)
+
+
+_sliding("im2col", F.unfold)
+_sliding("col2im", F.fold)
+
+
+@aten("unfold_backward")
+def unfold_backward(grad_in, input_sizes, dim, size, step):
+    """The gradient of Tensor.unfold(dim, size, step): each window's element j of window i
+    added into position i * step + j along dim (deterministically, where windows overlap)."""
+    args = (grad_in, input_sizes, dim, size, step)
+    out = meta_result(_aten.unfold_backward.default, args, {})
+    g = _computable(unwrap(grad_in), "unfold_backward")
+    shape = tuple(out.shape)
+    if not shape:  # a 0-d input: one window of its one element, or none
+        return finish(g.sum(), out)
+    d, n = dim % len(shape), g.shape[dim % len(shape)]
+    order = (*range(d + 1), g.ndim - 1, *range(d + 1, g.ndim - 1))  # window elements after i
+    rows = g.permute(*order).contiguous().reshape(shape[:d] + (n * size,) + shape[d + 1:])
+    at = (np.arange(n)[:, None] * step + np.arange(size)[None, :]).reshape(-1)
+    zeros = ClTensor.empty_on(shape, g.dtype, g.device).zero_()
+    return finish(index_add_(zeros, d, from_numpy(at, g.device), rows), out)
+
+
+with_out("unfold_backward.out", unfold_backward)
