@@ -1,6 +1,7 @@
-"""F.interpolate (nearest, nearest-exact, bilinear, bicubic) and F.pad's reflect and replicate
-modes on the "opencl" device (cltensor/torch/resample_ops.py), forward and backward, against
-CPU torch in float64, with nothing run through the CPU fallback."""
+"""F.interpolate (nearest, nearest-exact, bilinear, bicubic; 1-d nearest, nearest-exact and
+linear) and F.pad's reflect and replicate modes on the "opencl" device
+(cltensor/torch/resample_ops.py), forward and backward, against CPU torch in float64, with
+nothing run through the CPU fallback."""
 import pytest
 
 from test_torch_device import ct, ocl, torch  # noqa: F401
@@ -40,6 +41,37 @@ def test_interpolate(mode, align):
         _check(lambda t: F.interpolate(t, mode=mode, **size, **corners), x)
     _check(lambda t: F.interpolate(t.to(memory_format=torch.channels_last), scale_factor=1.7,
                                    mode=mode, recompute_scale_factor=True, **corners), x)
+
+
+SIZES_1D = [{"scale_factor": 2}, {"size": 11}, {"scale_factor": 0.7}, {"size": 3},
+            {"scale_factor": 1.7, "recompute_scale_factor": True}]
+
+
+@pytest.mark.parametrize("mode,align", [("nearest", None), ("nearest-exact", None),
+                                        ("linear", False), ("linear", True)])
+def test_interpolate_1d(mode, align):
+    """1-d signals (N, C, L), as the 2-d forms over a height of 1; scales given or not."""
+    x = torch.randn(2, 3, 6, generator=torch.Generator().manual_seed(0))
+    corners = {} if align is None else {"align_corners": align}
+    for size in SIZES_1D:
+        _check(lambda t: F.interpolate(t, mode=mode, **size, **corners), x)
+    _check(lambda t: F.interpolate(t[:, :, ::2], scale_factor=3, mode=mode, **corners), x)
+
+
+@pytest.mark.parametrize("name,args", [("upsample_nearest1d", ([9], 1.6)),
+                                       ("_upsample_nearest_exact1d", ([9],)),
+                                       ("upsample_linear1d", ([9], False, 1.6))])
+def test_out_forms_1d(name, args):
+    x = torch.randn(1, 2, 5, dtype=torch.float64)
+    g = torch.randn(1, 2, 9, dtype=torch.float64)
+    op, back = getattr(torch.ops.aten, name), getattr(torch.ops.aten, name + "_backward")
+    out = torch.empty(0, dtype=torch.float64, device="opencl")
+    assert op.out(x.to("opencl"), *args, out=out) is out
+    torch.testing.assert_close(out.cpu(), op.default(x, *args), rtol=1e-10, atol=1e-12)
+    grad_args = (args[0], [1, 2, 5], *args[1:])
+    gx = torch.empty(0, dtype=torch.float64, device="opencl")
+    assert back.grad_input(g.to("opencl"), *grad_args, grad_input=gx) is gx
+    torch.testing.assert_close(gx.cpu(), back.default(g, *grad_args), rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("mode", ["reflect", "replicate"])
