@@ -216,6 +216,21 @@ TABLE = (
        Op("tril", [((2, 3, 4), "f")], method="tril", kw={"diagonal": 1}, inplace=True, out=True),
        Op("triu", [((2, 3, 4), "f")], method="triu", kw={"diagonal": -1}, inplace=True, out=True),
        Op("mv", [((4, 5), "f"), ((5,), "f")], method="mv", out=True),
+       # transposed convolution, sliding blocks and 1-d resampling (test_torch_conv_ops.py
+       # and test_torch_resample.py test their other forms)
+       Op("conv_transpose2d", [((2, 4, 5, 3), "f"), ((4, 3, 3, 2), "f"), ((6,), "f")],
+          lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1,
+                                             groups=2), tol=5),
+       Op("conv_transpose1d", [((2, 4, 5), "f"), ((4, 3, 3), "f")],
+          lambda x, w: F.conv_transpose1d(x, w, stride=3, output_padding=2, dilation=2), tol=5),
+       Op("unfold_fold", [((2, 3, 5, 4), "f")],
+          lambda x: (F.unfold(x, (2, 3), padding=1, stride=(2, 1)),
+                     F.fold(F.unfold(x, 2, dilation=(2, 1)), (5, 4), 2, dilation=(2, 1)))),
+       Op("tensor_unfold", [((3, 7), "f")], lambda x: (x.unfold(1, 3, 2), x.unfold(0, 2, 1))),
+       Op("interpolate_1d", [((2, 3, 6), "f")],
+          lambda x: (F.interpolate(x, scale_factor=2), F.interpolate(x, 9, mode="nearest-exact"),
+                     F.interpolate(x, 4, mode="linear"),
+                     F.interpolate(x, scale_factor=1.5, mode="linear", align_corners=True))),
        Op("addmv", [((4,), "f"), ((4, 5), "f"), ((5,), "f")], method="addmv",
           kw={"beta": 0.5, "alpha": 2}, out=True),  # addmv_: test_torch_device.py
        Op("vector @ matrix", [((5,), "f"), ((5, 3), "f")], lambda a, b: a @ b),
