@@ -231,6 +231,10 @@ TABLE = (
           lambda x: (F.interpolate(x, scale_factor=2), F.interpolate(x, 9, mode="nearest-exact"),
                      F.interpolate(x, 4, mode="linear"),
                      F.interpolate(x, scale_factor=1.5, mode="linear", align_corners=True))),
+       Op("trace", [((4, 5), "f")], lambda a: (torch.trace(a), torch.trace(a[1:]))),
+       Op("trace_int", [((4, 5), "i")], lambda a: torch.trace(a), grad=False),
+       Op("index_fill", [((4, 5), "f"), ((2,), "i")],
+          lambda a, i: (a.index_fill(1, i, 2.5), a.index_fill(0, i, torch.tensor(-1.0)))),
        Op("addmv", [((4,), "f"), ((4, 5), "f"), ((5,), "f")], method="addmv",
           kw={"beta": 0.5, "alpha": 2}, out=True),  # addmv_: test_torch_device.py
        Op("vector @ matrix", [((5,), "f"), ((5, 3), "f")], lambda a, b: a @ b),

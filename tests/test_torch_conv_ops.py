@@ -203,3 +203,33 @@ def test_tensor_unfold_and_its_gradient(shape, dim, size, step):
     for t in (got, want):
         t.unfold(dim, size, step).fill_(1.0)  # writes through the view
     assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16,
+                                   torch.int64, torch.int32])
+def test_trace(dtype):
+    """torch.trace of wide, tall and strided matrices (integers summed into int64), and its
+    gradient (trace_backward's index_fill_ of the diagonal) on the device."""
+    x = (torch.randn(4, 5, generator=torch.Generator().manual_seed(0)) * 4).to(dtype)
+    for view in (lambda t: t, lambda t: t.t(), lambda t: t[1:, ::2]):
+        want, got = torch.trace(view(x)), torch.trace(view(x.to(OCL)))
+        assert got.device.type == OCL and got.dtype == want.dtype and got.shape == ()
+        if dtype.is_floating_point:
+            _close(got, want, dtype)
+        else:
+            assert got.item() == want.item()
+    if dtype.is_floating_point:
+        _check(lambda m: torch.trace(m) * 3, [(3, 4)], dtype)
+
+
+def test_trace_and_index_fill_bad_input():
+    with pytest.raises(RuntimeError, match="Bool"):
+        torch.trace(torch.ones(2, 2, dtype=torch.bool, device=OCL))
+    with pytest.raises(RuntimeError, match="matrix"):
+        torch.trace(torch.ones(2, 2, 2, device=OCL))
+    x = torch.zeros(3, 4, device=OCL)
+    with pytest.raises(RuntimeError, match="0-dimensional value"):
+        x.index_fill_(1, torch.tensor([0, 2], device=OCL), torch.ones(2, device=OCL))
+    x.index_fill_(1, torch.tensor([0, -1], device=OCL), torch.tensor(2.5))  # a CPU 0-d value
+    want = torch.zeros(3, 4).index_fill_(1, torch.tensor([0, -1]), 2.5)
+    assert torch.equal(x.cpu(), want)

@@ -9,6 +9,7 @@ import cltensor.nn.functional as F
 
 from .. import dtypes as dt
 from ..ops import activation, pool
+from ..ops.indexing import slices
 from ..tensor import ClTensor
 from ._backend import aten, fill_on_read, np_dtype, unwrap, wrap
 from .fallback import cpu_fallback
@@ -335,3 +336,31 @@ def _activation_backward(name, fn):
 
 _activation_backward("tanh_backward", activation.tanh_backward)
 _activation_backward("sigmoid_backward", activation.sigmoid_backward)
+
+
+# ---- trace ------------------------------------------------------------------------------------
+@aten("trace")
+def trace(self):
+    """The sum of a matrix's main diagonal, integers summed in int64 (torch's result dtype),
+    16-bit floats in float32."""
+    out = meta_result(_aten.trace.default, (self,), {})
+    x = unwrap(self)
+    if x.dtype is dt.bool_:
+        raise RuntimeError('"trace" not implemented for \'Bool\'')
+    dtype = dt.float32 if x.dtype in dt.HALF_TYPES else np_dtype(out.dtype, "trace")
+    return finish(x.diagonal().to(dtype).sum(), out)
+
+
+with_out("trace.out", trace)
+
+
+@aten("index_fill_.int_Scalar", "index_fill_.int_Tensor")
+def index_fill_(self, dim, index, value):
+    """self's slices along dim at index set to value (a number or a 0-d tensor, read on the
+    device): torch's trace_backward fills a zero matrix's diagonal with it this way."""
+    op = _aten.index_fill_.int_Tensor if isinstance(value, torch.Tensor) else \
+        _aten.index_fill_.int_Scalar
+    meta_result(op, (self, dim, index, value), {})
+    x = unwrap(self)
+    slices.index_fill_(x, dim, unwrap(index), operand(value, x.dtype))
+    return self
