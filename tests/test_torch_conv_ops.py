@@ -114,6 +114,31 @@ def test_conv_transpose_bad_arguments():
         F.conv_transpose2d(x, w, groups=3)
 
 
+def test_conv_transpose_plans_are_taken(monkeypatch):
+    """The checks and parameters of a signature are made once, forward and backward."""
+    from cltensor.torch import conv_ops
+
+    def run():
+        x = torch.randn(2, 4, 5, 6, device=OCL, requires_grad=True)
+        w = torch.randn(4, 3, 3, 3, device=OCL, requires_grad=True)
+        F.conv_transpose2d(x, w, stride=2, output_padding=1).sum().backward()
+        return x, w
+
+    run()
+
+    def refuse(*args):
+        raise AssertionError("the general path ran")
+    monkeypatch.setattr(conv_ops, "meta_result", refuse)
+    monkeypatch.setattr(conv_ops, "transposed_params", refuse)
+    x, w = run()
+    want_x, want_w = (t.detach().cpu().requires_grad_() for t in (x, w))
+    F.conv_transpose2d(want_x, want_w, stride=2, output_padding=1).sum().backward()
+    _close(x.grad, want_x.grad, torch.float32)
+    _close(w.grad, want_w.grad, torch.float32)
+    with pytest.raises(AssertionError, match="general path"):  # another signature
+        F.conv_transpose2d(x, w, stride=2)
+
+
 def generator():
     """A DCGAN-like generator at a tiny width: latent (N, 8, 1, 1) to a (N, 3, 8, 8) image."""
     return nn.Sequential(

@@ -1,6 +1,6 @@
 """Layer ops for torch.nn on the opencl device: pooling, dropout, embedding, log-softmax, nll_loss
-and their backwards (the convolutions are conv_ops.py's). Forms outside these kernels run through
-the CPU fallback with its warning."""
+and their backwards (the convolutions are conv_ops.py's), and trace with the index_fill_ of its
+gradient. Forms outside these kernels run through the CPU fallback with its warning."""
 
 import torch
 
