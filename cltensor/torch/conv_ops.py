@@ -53,8 +53,8 @@ def _geometry(stride, padding, dilation, ndim):
 
 def _params(x, w, bias, stride, padding, dilation, transposed, output_padding, groups, ndim):
     """The ConvParams of the 2-d operands' convolution (transposed: of the convolution that
-    conv_transpose2d transposes, its input the transposed one's output), checked; a 16-bit
-    problem's in float32, as its passes run on float32 copies."""
+    conv_transpose2d transposes, its input the transposed one's output), checked; a transposed
+    16-bit problem's in float32, as its passes run on float32 copies."""
     stride, padding, dilation = _geometry(stride, padding, dilation, ndim)
     if not transposed:
         return make_params(x, w, bias, stride, padding, dilation, groups)
