@@ -215,6 +215,23 @@ TABLE = (
                      _out(torch.ops.aten.roll.out, a.detach(), [2], [1]))),
        Op("tril", [((2, 3, 4), "f")], method="tril", kw={"diagonal": 1}, inplace=True, out=True),
        Op("triu", [((2, 3, 4), "f")], method="triu", kw={"diagonal": -1}, inplace=True, out=True),
+       # running extremes, searches, counts, order statistics and uniques (search_ops.py)
+       Op("cummax_cummin", [((3, 4, 5), "f")],
+          lambda a: (*a.cummax(1), *torch.cummin(a, 0), *a.cummax(-1))),
+       Op("logcumsumexp", [((3, 4, 5), "f")], method="logcumsumexp", kw={"dim": 1}, out=True),
+       Op("kthvalue_median_mode", [((3, 4, 5), "f")],
+          lambda a: (*a.kthvalue(2, 1), *a.median(-1), a.median(), *a.nanmedian(2, keepdim=True),
+                     a.nanmedian(), *a.mode(1))),
+       Op("search_count", [((3, 4, 5), "f")],
+          lambda a: (torch.searchsorted(a.sort(-1).values, a), torch.searchsorted(a[0, 0].sort().values, 0.1),
+                     torch.bucketize(a, a[0, 0].sort().values, right=True), torch.histc(a, 7),
+                     torch.count_nonzero(a > 0, 1)), grad=False),
+       Op("unique_bincount", [((3, 4), "i")],
+          lambda a: (*torch.unique(a, return_inverse=True, return_counts=True),
+                     *torch.unique(a, dim=1, return_inverse=True),
+                     *torch.unique_consecutive(a, return_counts=True),
+                     *torch.unique_consecutive(a, dim=0, return_inverse=True),
+                     torch.bincount(a.flatten(), minlength=6)), grad=False),
        Op("mv", [((4, 5), "f"), ((5,), "f")], method="mv", out=True),
        # transposed convolution, sliding blocks and 1-d resampling (test_torch_conv_ops.py
        # and test_torch_resample.py test their other forms)
@@ -430,6 +447,8 @@ ELSEWHERE = {"empty.memory_format", "empty_strided", "copy_", "_copy_from", "_co
              "native_dropout_backward",
              # GradScaler's unscale and update (test_torch_half.py)
              "_amp_foreach_non_finite_check_and_unscale_", "_amp_update_scale_"}
+# aten helpers and legacy forms torch's functions do not call (test_torch_search_ops.py)
+ELSEWHERE |= {"_cummax_helper", "_cummin_helper", "_unique", "unique_dim_consecutive"}
 # the factories' out= forms (test_torch_device.py)
 ELSEWHERE |= {"arange.out", "arange.start_out", "eye.m_out", "eye.out", "linspace.out",
               "logspace.out"}
