@@ -19,7 +19,9 @@
  *   read through `sorter` (the row's sorting positions) when use_sorter. Built with the sort's
  *   options (it ignores DESCENDING), so it shares the ascending sort's program.
  *
- * Tunables: T (the value storage type), IS_FLOAT (NaN checks), DESCENDING.
+ * topk_select: topk's k best of each row without sorting it (described below).
+ *
+ * Tunables: T (the value storage type), IS_FLOAT (NaN checks), DESCENDING, TOPK_CAP.
  * half and bf16 values are read through LD as floats and compared so; the network and its
  * scratch hold K = REG(T) (exact: every 16-bit value is a float) and ST writes them back.
  */
@@ -139,4 +141,84 @@ __kernel void search_sorted(const long count, const long n, const long per_row,
     }
   }
   out[g] = lo;
+}
+
+/* topk_select: the k best (DESCENDING 1: largest) elements of each segment, in order, without
+ * sorting it: one work-group per segment; each work-item keeps the best k of its strided share
+ * in private memory (an insertion into a sorted list, most elements rejected by one compare
+ * with the k-th), then the work-items' lists are merged pairwise in local memory, a tree of
+ * log2(W) steps (W a power of two), and work-item 0 writes the segment's k.
+ * A segment is `len` elements of a row of row_len (`chunks` segments per row, group g the
+ * segment g % chunks of row g / chunks); out holds k per segment. Each element's position is
+ * its place in the row, or src_idx's entry there with use_idx (a second pass over the
+ * segments' candidates). Ties go by position; positions from n on are empty slots, after every
+ * element (a segment shorter than k writes some).
+ * Tunables: TOPK_CAP (the private lists' capacity, at least k).
+ */
+#ifndef TOPK_CAP
+#define TOPK_CAP 8
+#endif
+#define EMPTY_SLOT LONG_MAX
+
+// (v, i) into the sorted list (lv, li) of k if it belongs there
+inline void topk_insert(K* lv, long* li, const long k, const K v, const long i, const long n) {
+  if (!before(v, i, lv[k - 1], li[k - 1], n)) return;
+  long j = k - 1;
+  for (; j > 0 && before(v, i, lv[j - 1], li[j - 1], n); j--) {
+    lv[j] = lv[j - 1];
+    li[j] = li[j - 1];
+  }
+  lv[j] = v;
+  li[j] = i;
+}
+
+__kernel void topk_select(const long n, const long row_len, const long len, const long chunks,
+                          const long k, __global const T* src, __global const long* src_idx,
+                          const int use_idx, __global T* out_vals, __global long* out_idx,
+                          __local K* sv, __local long* si) {
+  const long g = get_group_id(0), lid = get_local_id(0), W = get_local_size(0);
+  const long row = g / chunks, start = (g % chunks) * len;
+  const long end = min(row_len, start + len);
+  K pv[TOPK_CAP], mv[TOPK_CAP];
+  long pi[TOPK_CAP], mi[TOPK_CAP];
+  for (long j = 0; j < k; j++) {
+    pv[j] = (K)0;
+    pi[j] = EMPTY_SLOT;
+  }
+  __global const T* s = src + row * row_len;
+  for (long p = start + lid; p < end; p += W) {
+    topk_insert(pv, pi, k, LD(T, s, p), use_idx ? src_idx[row * row_len + p] : p, n);
+  }
+  for (long j = 0; j < k; j++) {
+    sv[lid * k + j] = pv[j];
+    si[lid * k + j] = pi[j];
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (long step = W >> 1; step > 0; step >>= 1) {
+    if (lid < step) {  // merge the list of lid + step into this one
+      __local const K* ov = sv + (lid + step) * k;
+      __local const long* oi = si + (lid + step) * k;
+      long a = 0, b = 0;
+      for (long j = 0; j < k; j++) {
+        const bool mine = before(pv[a], pi[a], ov[b], oi[b], n);
+        mv[j] = mine ? pv[a] : ov[b];
+        mi[j] = mine ? pi[a] : oi[b];
+        a += mine;
+        b += !mine;
+      }
+      for (long j = 0; j < k; j++) {
+        pv[j] = mv[j];
+        pi[j] = mi[j];
+        sv[lid * k + j] = mv[j];
+        si[lid * k + j] = mi[j];
+      }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) {
+    for (long j = 0; j < k; j++) {
+      ST(T, out_vals, g * k + j, pv[j]);
+      out_idx[g * k + j] = pi[j];
+    }
+  }
 }

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import cltensor as ct
+from cltensor import program
 from cltensor.ops import sort as sort_ops
 from cltensor.testing import assert_close
 
@@ -114,3 +115,68 @@ def test_sort_and_topk_gradients(device, rng, path):
     np.put_along_axis(want, indices.numpy(), 1.0, 0)
     assert_close(x.grad, want)
     assert not indices.requires_grad
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """New tensors filled with a value no test data holds, so unwritten elements show."""
+    empty_on = ct.ClTensor.empty_on
+
+    def filled(shape, dtype, device):
+        t = empty_on(shape, dtype, device)
+        return t.fill_(-77) if t.numel() and dtype != ct.bool_ else t
+    monkeypatch.setattr(ct.ClTensor, "empty_on", staticmethod(filled))
+
+
+def _selected(t, k, **kwargs):
+    """t.topk(k, ...), which must run topk_select and no sort kernel."""
+    with program.record() as launches:
+        values, indices = t.topk(k, **kwargs)
+    names = {kernel.function_name for kernel, *_ in launches}
+    assert "topk_select" in names and not any(n.startswith("sort") for n in names), names
+    return values, indices
+
+
+def _select_dtypes(device):
+    return [np.float32, np.int32, np.int64] + ([np.float64] if device.has_fp64 else [])
+
+
+# (rows, row length, k): k = 1, k = the row length, rows longer than a work-group, and few long
+# rows, cut into segments (a second pass merges their candidates)
+SELECT_CASES = [(3, 1, 1), (4, 37, 37), (5, 700, 1), (3, 3000, 9), (2, 5000, 128), (1, 40000, 5)]
+
+
+@pytest.mark.parametrize("group", [1, 64])
+def test_topk_selection_matches_numpy(device, rng, monkeypatch, poisoned, group):
+    """topk_select against numpy's stable order (ties by position, NaN largest), both ways,
+    with one work-item per group (CPUs) or a merge of many in local memory."""
+    monkeypatch.setattr(sort_ops, "SELECT_GROUP_CPU", group)
+    monkeypatch.setattr(sort_ops, "SELECT_SEGMENT", 1024)  # 40000 long rows: several segments
+    for dtype in _select_dtypes(device):
+        for rows, n, k in SELECT_CASES:
+            a = _data(rng, (rows, n), dtype)
+            t = ct.from_numpy(a, device=device)
+            for largest in (True, False):
+                order = expected_order(a, 1, largest)[:, :k]
+                values, indices = _selected(t, k, dim=1, largest=largest)
+                msg = f"{dtype.__name__} {(rows, n, k)} largest={largest}"
+                np.testing.assert_array_equal(indices.numpy(), order, err_msg=msg)
+                np.testing.assert_array_equal(values.numpy(), np.take_along_axis(a, order, 1),
+                                              err_msg=msg)
+
+
+def test_topk_selection_within_device_limits(device, rng, monkeypatch):
+    """The group shrinks to what local memory holds (k values and positions per work-item) and
+    what the kernel allows; a middle dim and a strided input select as well."""
+    monkeypatch.setattr(sort_ops, "SELECT_GROUP_CPU", 256)
+    monkeypatch.setattr(sort_ops, "LOCAL_BYTES", 3000)  # 64 * 12 bytes a work-item: 2 of them
+    a = _data(rng, (3, 900, 2), np.float32)
+    t = ct.from_numpy(a, device=device)
+    for k in (64, 3):
+        order = expected_order(a, 1, True)[:, :k]
+        values, indices = _selected(t, k, dim=1)
+        np.testing.assert_array_equal(indices.numpy(), order)
+        np.testing.assert_array_equal(values.numpy(), np.take_along_axis(a, order, 1))
+    b = a[:, ::3, 0]
+    order = expected_order(b, 1, False)[:, :4]
+    np.testing.assert_array_equal(_selected(t[:, ::3, 0], 4, largest=False)[1].numpy(), order)

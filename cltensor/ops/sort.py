@@ -1,5 +1,5 @@
 """sort, argsort and topk along a dim, and searchsorted and bucketize (kernels: cl_kernels/sort.cl,
-a bitonic network per row and a binary search per value).
+a bitonic network per row, a selection of the k best per row, a binary search per value).
 
 The sorted dim is moved last into a contiguous copy of rows; a row whose network fits in local
 memory is sorted by one work-group, a longer one in global memory, one launch per stage.
@@ -25,10 +25,14 @@ KERNEL_FILE = "sort.cl"
 SORT_DTYPES = dt.DTYPES
 LOCAL_GROUP = 256  # work-items of sort_rows_local (at most; half the row's positions)
 LOCAL_BYTES = 32768  # local memory sort_rows_local may take (values and indices of a row)
+SELECT_MAX_K = 128  # topk selects (topk_select) up to this k; larger k sorts the rows
+SELECT_GROUP = 256  # work-items of topk_select (at most)
+SELECT_GROUP_CPU = 1  # on CPUs, which run a group's work-items in turn: no merge (measured)
+SELECT_SEGMENT = 16384  # elements per work-group of topk_select's first pass (at least)
 
 
-def _kernel(device, name, dtype, descending):
-    defines = {"T": ctype_of(dtype), "DESCENDING": int(bool(descending))}
+def _kernel(device, name, dtype, descending, **extra):
+    defines = {"T": ctype_of(dtype), "DESCENDING": int(bool(descending)), **extra}
     if dt.is_floating(dtype):
         defines["IS_FLOAT"] = None
     return get_kernel(device, KERNEL_FILE, name, defines)
@@ -129,7 +133,8 @@ def argsort(x, dim=-1, descending=False, stable=False):
 
 def topk(x, k, dim=-1, largest=True, sorted=True):
     """(values, indices) of the k largest (largest=False: smallest) elements along dim, in
-    order (largest first); among equal values the earlier position comes first.
+    order (largest first); among equal values the earlier position comes first. k up to
+    SELECT_MAX_K is selected without sorting the rows; a larger k sorts them.
 
     Example:
         >>> cltensor.topk(cltensor.tensor([1.0, 5.0, 3.0]), 2).indices.tolist()
@@ -146,9 +151,62 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
     d = _norm_dim(dim, x.ndim, "topk")
     if not 0 <= k <= x.shape[d]:
         raise ValueError(f"topk: k ({k}) out of range for a dim of size {x.shape[d]}")
+    if 0 < k <= SELECT_MAX_K:
+        rows_t, order = _rows_last(x, d)
+        values, indices = _select_rows(rows_t, k, largest)
+        return return_types.topk(_restored(values, order), _restored(indices, order))
     values, indices = sort(x, d, descending=largest)
     return return_types.topk(values.narrow(d, 0, k).contiguous(),
                              indices.narrow(d, 0, k).contiguous())
+
+
+def _select_rows(rows_t, k, largest):
+    """(values, int64 indices) of the k best of each row of the contiguous rows_t, in order,
+    by topk_select: one pass, or for few long rows a pass over segments of each row and a
+    second over the segments' candidates."""
+    device, dtype = rows_t.device, rows_t.dtype
+    n = rows_t.shape[-1]
+    rows = rows_t.numel() // n
+    vals = ClTensor.empty_on(rows_t.shape[:-1] + (k,), dtype, device)
+    idx = ClTensor.empty_on(vals.shape, dt.int64, device)
+    if rows == 0:
+        return vals, idx
+    kernel = _kernel(device, "topk_select", dtype, largest, TOPK_CAP=1 << (k - 1).bit_length())
+    chunks = _select_chunks(device, rows, n)
+    if chunks == 1:
+        _launch_select(device, kernel, rows_t, None, rows, n, n, 1, k, vals, idx)
+        return vals, idx
+    cand_v = ClTensor.empty_on((rows * chunks * k,), dtype, device)
+    cand_i = ClTensor.empty_on((rows * chunks * k,), dt.int64, device)
+    _launch_select(device, kernel, rows_t, None, rows, n, n, chunks, k, cand_v, cand_i)
+    _launch_select(device, kernel, cand_v, cand_i, rows, n, chunks * k, 1, k, vals, idx)
+    return vals, idx
+
+
+def _select_chunks(device, rows, n):
+    """Segments per row: enough work-groups to fill the device when the rows are few, each of
+    at least SELECT_SEGMENT elements."""
+    want = -(-2 * device.cl_device.max_compute_units // rows)
+    return max(1, min(want, n // SELECT_SEGMENT))
+
+
+def _launch_select(device, kernel, src, src_idx, rows, n, row_len, chunks, k, vals, idx):
+    """topk_select over rows * chunks segments of src (row_len per row, positions in src_idx
+    when given); its work-items a power of two the kernel, the device's local memory and the
+    segments' length allow."""
+    key = dt.compute_dtype(src.dtype).itemsize
+    length = -(-row_len // chunks)
+    local_cap = min(LOCAL_BYTES, device.local_mem // 2) // (k * (key + 8))
+    limit = kernel.get_work_group_info(cl.kernel_work_group_info.WORK_GROUP_SIZE,
+                                       device.cl_device)
+    most = SELECT_GROUP_CPU if device.is_cpu else SELECT_GROUP
+    w = min(most, limit, max(local_cap, 1), max(-(-length // k), 1))
+    w = 1 << (w.bit_length() - 1)
+    order = src_idx if src_idx is not None else src  # an unread buffer without positions
+    launch(device, kernel, (rows * chunks * w,), (w,), np.int64(n), np.int64(row_len),
+           np.int64(length), np.int64(chunks), np.int64(k), src.storage.buf, order.storage.buf,
+           np.int32(src_idx is not None), vals.storage.buf, idx.storage.buf,
+           cl.LocalMemory(w * k * key), cl.LocalMemory(w * k * 8))
 
 
 # ---- searchsorted, bucketize ---------------------------------------------------------------------
