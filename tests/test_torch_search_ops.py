@@ -173,6 +173,18 @@ def test_out_forms(name):
         fn(x.to(OCL), torch.empty(0, dtype=other, device=OCL))
 
 
+def test_out_on_another_device_raises():
+    x = torch.randn(3, 4).to(OCL)
+    cpu = lambda dtype=torch.float32: torch.empty(0, dtype=dtype)
+    for fn in (lambda: torch.histc(x, out=cpu()), lambda: torch.logcumsumexp(x, 0, out=cpu()),
+               lambda: torch.searchsorted(x[0], x, out=cpu(torch.long)),
+               lambda: torch.bucketize(x, x[0], out=cpu(torch.long)),
+               lambda: torch.cummax(x, 0, out=(cpu(), cpu(torch.long))),
+               lambda: torch.kthvalue(x, 1, 0, out=(cpu(), cpu(torch.long)))):
+        with pytest.raises(RuntimeError, match="(same|expected) device"):
+            fn()
+
+
 BAD_INPUT = {
     "logcumsumexp_int": lambda x: torch.logcumsumexp(x.long(), 0),
     "searchsorted_bool": lambda x: torch.searchsorted(x[0] > 0, x > 0),

@@ -12,7 +12,7 @@ from torch._prims_common import canonicalize_dim
 from ..creation import full
 from ..tensor import ClTensor
 from ._backend import aten, np_dtype, unwrap, wrap
-from .math_ops import finish, meta_result, operand, raw, write_into
+from .math_ops import check_devices, finish, meta_result, operand, raw, write_into
 from .sort_ops import _in, _pair, _with_outs
 
 _aten = torch.ops.aten
@@ -59,6 +59,7 @@ def _running_extreme(name):
         return wrap(res.values), wrap(res.indices)
 
     def helper(self, values, indices, dim):
+        check_devices((self, values, indices), {}, getattr(_aten, f"_{name}_helper").default)
         _expect(values, self.dtype)
         _expect(indices, torch.int64)
         for out, res in zip((values, indices), functional(self, dim)):
@@ -86,6 +87,7 @@ def _expect(out, dtype):
 
 
 def logcumsumexp_out(self, dim, *, out):
+    check_devices((self, out), {}, _aten._logcumsumexp.out)
     _expect(out, self.dtype)
     return write_into(out, logcumsumexp(self, dim))
 
@@ -151,7 +153,10 @@ def _bucketize(overload):
 
 def _search_out(name, functional):
     """The out= form `name` of a search: out must be int32 with out_int32, else int64."""
+    op = getattr(getattr(_aten, name.split(".")[0]), name.split(".")[1])
+
     def kernel(*args, out, out_int32=False, **kwargs):
+        check_devices((*args, out), kwargs, op)
         want = torch.int32 if out_int32 else torch.int64
         if out.dtype != want:
             raise RuntimeError(f"torch.searchsorted(): output tensor's dtype is wrong, it can "
@@ -169,6 +174,7 @@ def histc(self, bins=100, min=0, max=0):
 
 
 def histc_out(self, bins=100, min=0, max=0, *, out):
+    check_devices((self, out), {}, _aten.histc.out)
     if out.dtype != self.dtype:
         raise RuntimeError(f"torch.histogram: input tensor and hist tensor should have the same "
                            f"dtype, but got input {self.dtype} and hist {out.dtype}")
