@@ -438,7 +438,7 @@ def test_conformance(name, dtype, device, monkeypatch):
 # overloads the other test files drive: factories, copies and views (test_torch_device.py),
 # random fills and dropout (its mask random), torch.optim's fused steps (test_torch_models.py)
 ELSEWHERE = {"empty.memory_format", "empty_strided", "copy_", "_copy_from", "_copy_from_and_resize",
-             "_to_copy", "resize_", "fill_.Scalar", "zero_", "_local_scalar_dense", "normal_",
+             "_to_copy", "resize_", "fill_.Scalar", "fill_.Tensor", "zero_", "_local_scalar_dense", "normal_",
              "uniform_", "as_strided", "as_strided_", "addmv_", "view", "_reshape_alias", "unfold",
              "_unsafe_view",
              "_fused_adam_", "_fused_adamw_", "_fused_sgd_", "_fused_adam_.tensor_lr",

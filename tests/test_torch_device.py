@@ -732,3 +732,16 @@ def test_equal(ocl, monkeypatch):
         assert torch.equal(a.to(ocl), b.to(ocl)) == torch.equal(a, b)
     with pytest.raises(RuntimeError, match="same device"):
         torch.equal(x, x.to(ocl))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bool, torch.float16])
+def test_fill_from_a_0d_tensor_stays_on_the_device(ocl, monkeypatch, dtype):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    for value in (torch.tensor(2.7, dtype=torch.float64), torch.tensor(3, dtype=torch.int32),
+                  torch.tensor(True)):
+        want = torch.zeros(3, 4, dtype=dtype).fill_(value)
+        for where in ("cpu", ocl):  # a strided destination, a CPU or device value
+            got = torch.zeros(3, 4, dtype=dtype).to(ocl).t().fill_(value.to(where)).t()
+            assert torch.equal(got.cpu(), want), (dtype, value, where)
+    with pytest.raises(RuntimeError, match="0-dimension value tensor"):
+        torch.zeros(3, device=ocl).fill_(torch.ones(2, device=ocl))

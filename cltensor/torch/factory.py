@@ -128,6 +128,20 @@ def fill_(self, value):
     return self
 
 
+@aten("fill_.Tensor")
+def fill_tensor_(self, value):
+    """fill_ from a 0-d tensor: a CPU one by its value, an opencl one on the device (no read)."""
+    if value.dim() != 0:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                           f"{value.dim()} dimensions.")
+    if not is_opencl(value):
+        return fill_(self, value.item())
+    dst = unwrap(self)
+    if dst.numel():
+        dst.copy_(unwrap(value).expand(dst.shape))
+    return self
+
+
 @aten("zero_")
 def zero_(self):
     unwrap(self).fill_(0)
