@@ -181,6 +181,29 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
 #define SM_BLOCK 1024
 #define SM_MAX_BLOCKS 64
 
+#ifdef S16
+/* exp(v) for v <= 0 or NaN, for 16-bit outputs: 2^n 2^f with v log2(e) = n + f, |f| <= 1/2,
+ * n rounded by adding 1.5 * 2^23 (its low bits are n), 2^n made in the exponent bits, 2^f of
+ * degree 4 (3e-6 off, float16) or 3 (1e-4 off, bfloat16: a 39th of its half ulp). v is first
+ * raised to -88 (NaN kept: max's operand order), where n = -127 gives 2^n = 0, so -inf gives 0
+ * exactly. Five operations fewer than the float32 form with its two tests: 16-bit rows are
+ * bound by this arithmetic, not by their bytes. */
+inline float16 exp_neg16(float16 v) {
+  v = (float16)(-88.0f) > v ? (float16)(-88.0f) : v;
+  const float16 big = fma(v, (float16)1.44269504089f, (float16)12582912.0f);
+  const float16 n = big - 12582912.0f;
+  const float16 f = fma(v, (float16)1.44269504089f, -n);
+#ifdef S_BF16
+  float16 p = fma((float16)0.0550089292f, f, (float16)0.242210969f);
+#else
+  float16 p = fma((float16)0.00958285294f, f, (float16)0.0559064262f);
+  p = fma(p, f, (float16)0.240240991f);
+#endif
+  p = fma(p, f, (float16)0.693124175f);
+  p = fma(p, f, (float16)1.0f);
+  return p * as_float16((as_int16(big) - 0x4B400000 + 127) << 23);
+}
+#else
 /* exp(v) for v <= 0 or NaN, within 2 float32 ulps (0 below -87, where exp leaves the normal
  * floats): 2^n p(r) for v = n ln 2 + r, |r| <= ln 2 / 2, p of degree 6 (Cephes' expf), n
  * rounded by adding 1.5 * 2^23 (its low bits are n) and 2^n made in the exponent bits. */
@@ -189,21 +212,16 @@ inline float16 exp_neg16(const float16 v) {
   const float16 n = big - 12582912.0f;
   float16 r = fma(n, (float16)-0.693359375f, v);
   r = fma(n, (float16)2.12194440e-4f, r);
-#ifdef S16
-  /* 16-bit outputs: degree 4, 1.5e-5 off (a 30th of a float16 ulp) */
-  float16 p = fma((float16)0.0418338265f, r, (float16)0.1674191662f);
-  p = fma(p, r, (float16)0.4999974886f);
-#else
   float16 p = fma((float16)1.9875691500e-4f, r, (float16)1.3981999507e-3f);
   p = fma(p, r, (float16)8.3334519073e-3f);
   p = fma(p, r, (float16)4.1665795894e-2f);
   p = fma(p, r, (float16)1.6666665459e-1f);
   p = fma(p, r, (float16)5.0000001201e-1f);
-#endif
   p = fma(p, r * r, r + 1.0f);
   const float16 e = p * as_float16((as_int16(big) - 0x4B400000 + 127) << 23);
   return select(e, (float16)0, v < -87.0f);  /* NaN stays NaN */
 }
+#endif
 
 /* exp(x - m), 0 for x = -inf (m may be -inf too: -inf - -inf is NaN) */
 inline float16 exp_below(const float16 x, const float16 m) {
@@ -278,6 +296,14 @@ inline float hmax16(const float16 v) {
 #define BLOCK_ADD(e, kc, v) kahan16(&(e), &(kc), (v))
 #endif
 
+/* STEP(a, b, o) over a block's k = 0, 16, .. n - 16 (n a multiple of 16): four vectors a step,
+ * each with its own accumulators (independent chains), then the last vectors one at a time */
+#define BLOCK_STEPS(STEP, a0, b0, a1, b1, a2, b2, a3, b3)                    \
+  for (k = 0; k + 64 <= n; k += 64) {                                        \
+    STEP(a0, b0, 0) STEP(a1, b1, 16) STEP(a2, b2, 32) STEP(a3, b3, 48)       \
+  }                                                                          \
+  for (; k < n; k += 16) STEP(a0, b0, 0)
+
 /* exp(x - bm) kept in y for the scaling pass. bfloat16: rounded to nearest even without
  * VST16's NaN test (a NaN makes s, so every output of the row, NaN whatever is kept) */
 #ifdef S_BF16
@@ -307,13 +333,7 @@ inline float exp_block16(__global const S* x, const long b, __global S* y, const
     STORE_EXP(y, yb + k + o, v);                           \
     BLOCK_ADD(e, kc, v);                                   \
   }
-  for (k = 0; k + 64 <= n; k += 64) {
-    EXP_STEP(e0, k0, 0)
-    EXP_STEP(e1, k1, 16)
-    EXP_STEP(e2, k2, 32)
-    EXP_STEP(e3, k3, 48)
-  }
-  for (; k < n; k += 16) EXP_STEP(e0, k0, 0)
+  BLOCK_STEPS(EXP_STEP, e0, k0, e1, k1, e2, k2, e3, k3)
 #undef EXP_STEP
   /* the running sums and the block's to the larger max (exp(-inf - -inf) is NaN: a max that
    * stays keeps its scale 1) */
@@ -329,9 +349,49 @@ inline float exp_block16(__global const S* x, const long b, __global S* y, const
   return bm;
 }
 
+#ifdef S16
+/* A 16-bit row's block after its first: exp(x - ref) for ref the running max *m (finite), stored
+ * and summed as exp_block16's, with the block's max found in the same loop: one read of the
+ * block, so its loads from memory overlap the exp's arithmetic, where exp_block16's max pass
+ * left the core waiting on memory, then its exp pass left the memory idle. A block whose max
+ * passes ref + SM_SLACK (exp(8) = 2981 fits float16) is done again by exp_block16 (its max may
+ * also be +inf). Returns the max its exps were taken from. */
+#define SM_SLACK 8.0f
+inline float exp_block16_run(__global const S* x, const long b, __global S* y, const long yb,
+                             const int n, float* m, float16* s, float16* c) {
+  const float ref = *m;
+  if (!isfinite(ref)) return exp_block16(x, b, y, yb, n, m, s, c);
+  const float16 rv = ref;
+  float16 e0 = 0, e1 = 0, e2 = 0, e3 = 0, l0 = -INFINITY, l1 = l0, l2 = l0, l3 = l0;
+  int k;
+  /* the lanes' max by x86's max operand order (a NaN leaves l as it is: its exp makes s NaN) */
+#define RUN_STEP(e, l, o)                                  \
+  {                                                        \
+    const float16 xv = VLD16(S, x, b + k + o);             \
+    l = xv > l ? xv : l;                                   \
+    const float16 v = exp_neg16(xv - rv);                  \
+    STORE_EXP(y, yb + k + o, v);                           \
+    e += v;                                                \
+  }
+  BLOCK_STEPS(RUN_STEP, e0, l0, e1, l1, e2, l2, e3, l3)
+#undef RUN_STEP
+  if (hmax16(fmax(fmax(l0, l1), fmax(l2, l3))) > ref + SM_SLACK)
+    return exp_block16(x, b, y, yb, n, m, s, c);
+  ksum16(s, c, e0);
+  ksum16(s, c, e1);
+  ksum16(s, c, e2);
+  ksum16(s, c, e3);
+  return ref;
+}
+#define NEXT_BLOCK exp_block16_run
+#else
+#define NEXT_BLOCK exp_block16
+#endif
+
 /* softmax (not log) of a row of D16 >= 16 vector elements and D - D16 scalar ones, one exp
- * per element: each block's exp(x - bm) goes to y as it is summed (exp_block16), then a pass
- * over y, mostly still in cache, scales block k by exp(bm_k - m) / s. Before, a second exp
+ * per element: each block's exp(x - bm) goes to y as it is summed (exp_block16; 16-bit rows'
+ * later blocks by exp_block16_run), then a pass over y, last block first (those still in
+ * cache), scales block k by exp(bm_k - m) / s. Before, a second exp
  * per element in place of that scaling made float32 compute-bound: 16-bit rows ran no faster
  * than float32's. 16-bit outputs are rounded twice (exp(x - bm), then the scaled value):
  * within an ulp. */
@@ -344,7 +404,8 @@ inline void softmax_row16(__global const S* x, const long xb, __global S* y, con
   float16 sv = 0, cv = 0;
   int nb = 0;
   for (long d = 0; d < D16; d += blk, ++nb)
-    bms[nb] = exp_block16(x, xb + d, y, yb + d, (int)min(blk, D16 - d), &mb, &sv, &cv);
+    bms[nb] = nb == 0 ? exp_block16(x, xb + d, y, yb + d, (int)min(blk, D16 - d), &mb, &sv, &cv)
+                      : NEXT_BLOCK(x, xb + d, y, yb + d, (int)min(blk, D16 - d), &mb, &sv, &cv);
   T ls[16], m = mb, s = 0, c = 0;
   vstore16(sv + cv, 0, ls);
   for (int l = 0; l < 16; ++l) ksum(&s, &c, ls[l]);
@@ -353,10 +414,10 @@ inline void softmax_row16(__global const S* x, const long xb, __global S* y, con
   for (long d = D16; d < D; ++d) ms_add(&m, &s, &c, LD(S, x, xb + d));
   s -= c;
   const T inv = (T)1 / s;
-  nb = 0;
-  for (long d = 0; d < D16; d += blk, ++nb) {
+  /* last block first: the blocks written last are the ones still in cache */
+  for (--nb; nb >= 0; --nb) {
     const T f = exp(bms[nb] - m) * inv;
-    const long end = min(d + blk, D16);
+    const long d = nb * blk, end = min(d + blk, D16);
     for (long e = d; e < end; e += 16) VST16(S, y, yb + e, VLD16(S, y, yb + e) * f);
   }
   for (long d = D16; d < D; ++d) ST(S, y, yb + d, exp(LD(S, x, xb + d) - m) * inv);

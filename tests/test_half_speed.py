@@ -278,6 +278,41 @@ def test_softmax_rows_of_many_blocks_match_float64(device, rng, name):
     assert abs(got.astype(np.float64).sum(1) - 1).max() < 30 * tol[0]
 
 
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_softmax_blocks_after_the_first_match_float64(device, rng, name):
+    """softmax_row16's blocks after the first (16-bit rows: exp_block16_run, exp(x - the running
+    max) with the block's max found in the same loop): a block whose max passes the running
+    one by 7.5 (kept: exps up to e^7.5 stored) and one by 8.5 and by 11 (done again from
+    their own max: e^11 would not fit float16 with a larger sum), -inf elements in later
+    blocks (exactly 0, as masks need), a block of only -inf between finite ones, NaN in a
+    later block (a NaN row), falling rows; D = 4 * 1024 + 3 * 16 + 5, outputs poisoned."""
+    D = 4 * 1024 + 3 * 16 + 5
+    x = (rng.standard_normal((6, D))).astype(np.float32)
+    x[0, 1500], x[0, 2500], x[0, 3500] = x[0, :1024].max() + 7.5, 0, 0
+    x[0, 2500] = x[0, 1500] + 8.5
+    x[0, 3500] = x[0, 2500] + 11
+    x[1, 1024::7] = -np.inf
+    x[2, 1024:2048] = -np.inf
+    x[2, 3000] = x[2, :1024].max() + 11
+    x[3, 2100] = np.nan
+    x[4] = -np.arange(D, dtype=np.float32) / 40
+    x[5, 2048:] = -np.inf
+    a = ct.from_numpy(x, device=device).to(getattr(ct, name))
+    x64 = a.float().numpy().astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = np.exp(x64 - x64.max(1, keepdims=True))
+        want /= want.sum(1, keepdims=True)
+    _poison(a.shape, a.dtype, device)
+    got = F.softmax(a, 1).float().numpy()
+    tol = {"float32": (1.3e-6, 1e-6), "float16": (1e-3, 1e-6), "bfloat16": (8e-3, 1e-6)}[name]
+    assert np.isnan(got[3]).all()
+    ok = np.ones(len(x), bool)
+    ok[3] = False
+    np.testing.assert_allclose(got[ok], want[ok], rtol=tol[0], atol=tol[1])
+    assert (got[np.isneginf(x)] == 0).all()
+    assert abs(got[ok].astype(np.float64).sum(1) - 1).max() < 30 * tol[0]
+
+
 def test_softmax_few_long_rows_spread_over_work_groups(device, rng):
     """On CPUs a launch of few rows takes one row per work-group: PoCL runs a work-group on one
     thread, and 64 rows of 256K elements in one group ran on one core."""
