@@ -46,6 +46,8 @@
  *              contiguous elements (step 1) sums them VEC_SUM at a time in compensated vector
  *              lanes, merged at the end: the scalar chain of compensated additions ran at ~2.5
  *              GB/s on PoCL (one reduced dim, or two with the inner one contiguous)
+ *   WIDE_SUM   (set with VEC_HALF or VEC_BF16 where the device has doubles) those 16-bit runs
+ *              sum in double lanes instead (see add_run_wide)
  */
 #ifndef USE_TREE
 #define USE_TREE 1
@@ -265,7 +267,7 @@ inline VACC load_lanes(__global const T* x) { return *(__global const VACC_U*)x;
 
 /* Adds the n contiguous elements at x to VEC_SUM lanes of Neumaier sums (*s, *c), the last
  * n % VEC_SUM to st. */
-inline State add_run(VACC* s, VACC* c, State st, __global const T* x, long n) {
+inline State add_run_comp(VACC* s, VACC* c, State st, __global const T* x, long n) {
   for (; n >= VEC_SUM; n -= VEC_SUM, x += VEC_SUM) {
     const VACC v = load_lanes(x);
     const VACC t = *s + v;
@@ -276,6 +278,81 @@ inline State add_run(VACC* s, VACC* c, State st, __global const T* x, long n) {
   return st;
 }
 
+#ifdef WIDE_SUM
+/* 16-bit elements (WIDE_SUM: the device has doubles) add to four double8 lane sums instead:
+ * a sum of float16 values is exact in double while it spans 53 bits (2^-24 to 2^29), and in
+ * general off by n 2^-53 of the sum of magnitudes, finer than the float32 Neumaier lanes. A
+ * Neumaier add took ten operations a vector, one chain through s: on one PoCL thread the
+ * 16-bit sums were bound by those, not by their bytes (1.4x float32's speed); two
+ * conversions and an add per 8 elements leave them bound by memory. */
+typedef struct { double8 a, b, c, d; } Wide;
+
+/* Adds 16 elements at x to lanes a and b. bfloat16: a 32-bit word holds two, the low one
+ * shifted up and the high one masked are floats (their order does not matter to a sum): no
+ * zero extension of each element, as PoCL compiles VLD8 */
+#ifdef VEC_BF16
+typedef uint8 __attribute__((aligned(2))) uint8_a2;
+#define ADD16_WIDE(x, a, b)                                   \
+  {                                                          \
+    const uint8 u = *(__global const uint8_a2*)(x);          \
+    a += convert_double8(as_float8(u << 16));                \
+    b += convert_double8(as_float8(u & 0xffff0000u));        \
+  }
+#else
+#define ADD16_WIDE(x, a, b)                                   \
+  {                                                          \
+    a += convert_double8(VLD8(T, x, 0));                     \
+    b += convert_double8(VLD8(T, x, 8));                     \
+  }
+#endif
+
+inline State add_run_wide(Wide* w, State st, __global const T* x, long n) {
+  for (; n >= 32; n -= 32, x += 32) {
+    ADD16_WIDE(x, w->a, w->b)
+    ADD16_WIDE(x + 16, w->c, w->d)
+  }
+  for (; n >= 16; n -= 16, x += 16) ADD16_WIDE(x, w->a, w->b)
+  for (; n > 0; --n, ++x) st = st_add(st, LD(T, x, 0), 0);
+  return st;
+}
+
+/* The lanes' total as a float State: its rounding and the rest as the compensation */
+inline State wide_state(const Wide w) {
+  const double8 v = (w.a + w.b) + (w.c + w.d);
+  double l[8];
+  vstore8(v, 0, l);
+  double t = 0;
+  for (int i = 0; i < 8; ++i) t += l[i];
+  State st;
+  st.s = (float)t;
+  st.c = isfinite(st.s) ? (float)(t - st.s) : 0;
+  return st;
+}
+#define LANES_T Wide
+#define LANES_INIT(w) (w).a = (w).b = (w).c = (w).d = (double8)0
+#define ADD_RUN(w, st, x, n) add_run_wide(&(w), st, x, n)
+#define LANES_MERGE(st, w) st_merge(st, wide_state(w))
+#else
+typedef struct { VACC s, c; } Comps;
+
+inline State merge_comps(State st, const Comps w) {
+  VLanes ls, lc;
+  ls.v = w.s;
+  lc.v = w.c;
+  for (int i = 0; i < VEC_SUM; ++i) {
+    State l;
+    l.s = ls.s[i];
+    l.c = lc.s[i];
+    st = st_merge(st, l);
+  }
+  return st;
+}
+#define LANES_T Comps
+#define LANES_INIT(w) (w).s = (w).c = (VACC)0
+#define ADD_RUN(w, st, x, n) add_run_comp(&(w).s, &(w).c, st, x, n)
+#define LANES_MERGE(st, w) merge_comps(st, w)
+#endif
+
 /* A lane's elements r .. end - 1 as contiguous runs: one reduced dim of stride 1, or rows of
  * n1 contiguous elements rs0 apart. The vector lanes run on across the runs and are merged
  * once at the end (merging them per run cost more than the sums on short runs: PoCL, 2 cores,
@@ -284,27 +361,19 @@ inline State add_run(VACC* s, VACC* c, State st, __global const T* x, long n) {
 inline State sum_runs(__global const T* x, const long base, const View rv, const Shape rs,
                       const int rnd, long r, const long end) {
   State st = st_init();
-  VACC s = (VACC)0, c = (VACC)0;
+  LANES_T w;
+  LANES_INIT(w);
   if (rnd == 1) {
-    st = add_run(&s, &c, st, x + base + r, end - r);
+    st = ADD_RUN(w, st, x + base + r, end - r);
   } else {
     const long n1 = rs.size[1];
     while (r < end) {
       const long i = r % n1, len = min(n1 - i, end - r);
-      st = add_run(&s, &c, st, x + base + r / n1 * rv.stride[0] + i, len);
+      st = ADD_RUN(w, st, x + base + r / n1 * rv.stride[0] + i, len);
       r += len;
     }
   }
-  VLanes ls, lc;
-  ls.v = s;
-  lc.v = c;
-  for (int i = 0; i < VEC_SUM; ++i) {
-    State l;
-    l.s = ls.s[i];
-    l.c = lc.s[i];
-    st = st_merge(st, l);
-  }
-  return st;
+  return LANES_MERGE(st, w);
 }
 #endif
 

@@ -419,3 +419,35 @@ def test_max_pool2d_short_rows_match_torch(device, rng, monkeypatch, name, k, s,
         y, idx = F.max_pool2d(x, k, s, p, return_indices=True)
         _same(y, ty)
         np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_sums_of_16_bit_runs_match_float64(device, rng, name):
+    """reduce.cl's 16-bit runs (on CPUs with doubles, summed in double lanes: WIDE_SUM): rows
+    of 3 * 1024 + 21 (steps of 32 and 16 and a scalar tail), rows of 7 (no vector), the rows
+    from their second element (unaligned), a bias gradient's runs over (N, C, L), an infinity
+    and a NaN in two rows, and a cancellation (v, ones, -v) exact in float32 outputs; float32
+    sums against float64's, 16-bit ones against float64's rounded once."""
+    D = 3 * 1024 + 21
+    big = {"float16": 32768.0, "bfloat16": 2.0**27}[name]
+    x = rng.standard_normal((5, D)).astype(np.float32) * 4
+    x[1, 100], x[2, 3000] = np.inf, np.nan
+    x[3] = 1
+    x[3, 5], x[3, D - 9] = big, -big
+    a = ct.from_numpy(x, device=device).to(getattr(ct, name))
+    x64 = a.float().numpy().astype(np.float64)
+    for view, ref in ((a, x64), (a[:, 1:], x64[:, 1:]), (a[:, :7], x64[:, :7])):
+        want = ref.sum(1)
+        got = view.sum(1, dtype=ct.float32).numpy()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+        ok = np.isfinite(want)
+        np.testing.assert_allclose(got[ok], want[ok], rtol=1.2e-7, atol=0)
+        half = view.sum(1).float().numpy()
+        rounded = torch.from_numpy(want).to(getattr(torch, name)).float().numpy()
+        np.testing.assert_array_equal(half[ok], rounded[ok])
+    assert a.sum(1, dtype=ct.float32)[3].item() == D - 2
+    g = rng.standard_normal((6, 3, 101)).astype(np.float32)
+    t = ct.from_numpy(g, device=device).to(getattr(ct, name))
+    want = t.float().numpy().astype(np.float64).sum((0, 2))
+    np.testing.assert_allclose(t.sum((0, 2), dtype=ct.float32).numpy(), want, rtol=1.2e-7)
