@@ -39,7 +39,10 @@
  * Build options:
  *   T        data type (float or double)
  *   DATA_T   the tensors' storage type (default T; half or bf16 with T float, through
- *            common.cl's LD/ST and, in VECTOR_ROWS, its VLD/VST of 4, 8 and 16; DATA_16 then defined)
+ *            common.cl's LD/ST and, in VECTOR_ROWS, vectors of 4, 8 and 16 (ROW_LOAD, ROW_STORE,
+ *            ROW_PAIRS); DATA_16 then defined, and DATA_BF16 for bf16
+ *   HALF_VECTORS  (half) convert through clang's __fp16 vectors (the launcher's choice: not on
+ *            Oclgrind, whose interpreter has no half conversions)
  *   KH, KW, SH, SW, PH, PW, DH, DW   (optional, all or none) the window geometry baked in:
  *            divisions by it become multiplies and the window loops of up to UNROLL_MAX_TAPS
  *            taps unroll to straight code.
@@ -243,7 +246,7 @@ __kernel void max_pool2d_fwd(const Pool p, const int c_last, const int flags,
  * (see inner_begin) is computed 16 outputs at a time, then 8, then 4, from vector loads of the
  * window's rows (stride 2: two loads, their even or odd lanes), when x's, y's and idx's rows
  * are contiguous: PoCL did not vectorize the scalar loop's strided taps (max_pool2d ~1 Gtap/s
- * on 2 cores). 16-bit rows go through common.cl's vector conversions. Measured on PoCL, 2x2
+ * on 2 cores). 16-bit rows convert whole vectors (ROW_LOAD, ROW_PAIRS). Measured on PoCL, 2x2
  * stride 2, 16-bit: called as a function (not inlined) these loops ran at half the speed
  * (4.5 ms against 2.1 of CPU time for 16M inputs), and 16 outputs a step (512-bit vectors)
  * beat 8 by 10-25%. */
@@ -266,11 +269,60 @@ typedef CAT(IDX_T, 16) __attribute__((aligned(sizeof(IDX_T)))) IDX16_U;
 #define CONVERT_IDX(N) CAT(convert_, CAT(IDX_T, N))
 /* N elements of a row from column w as T lanes, and N outputs stored */
 #ifdef DATA_16
+#if defined(HALF_VECTORS) && defined(__clang__)
+/* float16 through clang's __fp16 vectors: one conversion of the whole vector each way, where
+ * PoCL compiles vload_halfN and vstore_halfN_rte to 8-wide ones, an extract and an insert */
+typedef __fp16 H4 __attribute__((ext_vector_type(4)));
+typedef __fp16 H8 __attribute__((ext_vector_type(8)));
+typedef __fp16 H16 __attribute__((ext_vector_type(16)));
+typedef ushort4 __attribute__((aligned(2))) US4_U;
+typedef ushort8 __attribute__((aligned(2))) US8_U;
+typedef ushort16 __attribute__((aligned(2))) US16_U;
+#define HALF_BITS(N, b) __builtin_convertvector(__builtin_bit_cast(CAT(H, N), b), CAT(float, N))
+#define ROW_LOAD(N, r, w) HALF_BITS(N, *(__global const CAT(CAT(US, N), _U)*)((r) + (w)))
+#define ROW_STORE(N, r, w, v)                                                                \
+  (*(__global CAT(CAT(US, N), _U)*)((r) + (w)) =                                             \
+       __builtin_bit_cast(CAT(ushort, N), __builtin_convertvector(v, CAT(H, N))))
+#else
+#define HALF_BITS(N, b) CAT(vload_half, N)(0, (const __private half*)&(b))
 #define ROW_LOAD(N, r, w) CAT(VLD, N)(DATA_T, r, w)
 #define ROW_STORE(N, r, w, v) CAT(VST, N)(DATA_T, r, w, v)
+#endif
+/* 2N elements of a row from column w: the even ones to `even`, the odd ones to `odd`, split as
+ * 16-bit patterns (the halves of N 32-bit words) before they are converted: the conversions of
+ * 2N elements and shuffles of float vectors they replace cost more than the loads (float16
+ * 2x2 stride 2 pooling: PoCL's 8-wide conversions took 8 shuffles a step) */
+typedef uint4 __attribute__((aligned(2))) U4_U;
+typedef uint8 __attribute__((aligned(2))) U8_U;
+typedef uint16 __attribute__((aligned(2))) U16_U;
+#define ROW_WORDS(N, r, w) (*(__global const CAT(CAT(U, N), _U)*)((r) + (w)))
+#ifdef DATA_BF16
+#define ROW_PAIRS(N, r, w, even, odd)                                 \
+  {                                                                  \
+    const CAT(uint, N) u_ = ROW_WORDS(N, r, w);                      \
+    even = CAT(as_float, N)(u_ << 16);                               \
+    odd = CAT(as_float, N)(u_ & 0xffff0000u);                        \
+  }
+#else
+#define ROW_PAIRS(N, r, w, even, odd)                                 \
+  {                                                                  \
+    const CAT(uint, N) u_ = ROW_WORDS(N, r, w);                      \
+    const CAT(ushort, N) e_ = CAT(convert_ushort, N)(u_);            \
+    const CAT(ushort, N) o_ = CAT(convert_ushort, N)(u_ >> 16);      \
+    even = HALF_BITS(N, e_);                                         \
+    odd = HALF_BITS(N, o_);                                          \
+  }
+#endif
 #else
 #define ROW_LOAD(N, r, w) (*(__global const CAT(CAT(VT, N), _U)*)((r) + (w)))
 #define ROW_STORE(N, r, w, v) (*(__global CAT(CAT(VT, N), _U)*)((r) + (w)) = (v))
+/* 2N elements of a row from column w: two loads, their even lanes and their odd lanes */
+#define ROW_PAIRS(N, r, w, even, odd)                                 \
+  {                                                                  \
+    const VT(N) lo_ = ROW_LOAD(N, r, w), hi_ = ROW_LOAD(N, r, (w) + N); \
+    even = shuffle2(lo_, hi_, (UMASK(N))CAT(EVEN, N));               \
+    odd = shuffle2(lo_, hi_, (UMASK(N))CAT(ODD, N));                 \
+  }
 #endif
 
 /* max_row_vectors<N>: the outputs ow .. of the inside span [ow, end) of row oh, N at a time
@@ -300,9 +352,7 @@ typedef CAT(IDX_T, 16) __attribute__((aligned(sizeof(IDX_T)))) IDX16_U;
           if (SW == 1) {                                                                          \
             cols = ROW_LOAD(N, r, w0 + b);                                                        \
           } else if ((b & 1) == 0) {                                                              \
-            const VT(N) lo = ROW_LOAD(N, r, w0 + b), hi = ROW_LOAD(N, r, w0 + b + N);             \
-            cols = shuffle2(lo, hi, (UMASK(N))EVEN##N);                                           \
-            odd = shuffle2(lo, hi, (UMASK(N))ODD##N);                                             \
+            ROW_PAIRS(N, r, w0 + b, cols, odd);                                                   \
           } else {                                                                                \
             cols = odd;                                                                           \
           }                                                                                       \
@@ -342,12 +392,23 @@ ALWAYS_INLINE void max_row(const Pool p, const int flags, __global const DATA_T*
                            const View4 vi, const Pos q) {
   const OFF base = plane(vx, q), yr = at(vy, q), ir = at(vi, q);
   const int begin = inner_begin(p), end = inner_end(p, begin);
+#if VECTOR_ROWS
+  const int vector_views = vx.w == 1 && vy.w == 1 && (!(flags & POOL_IDX) || vi.w == 1);
+  /* a row without edges that steps of 16 cover (2x2 stride 2 of 64 columns): no spans, no
+   * narrower steps. Their setup took a third of 16-bit 2x2 pooling's time (PoCL, one thread,
+   * 64 x 64 planes: float16 2.1 -> 1.7 ms, float32 3.0 -> 2.7) */
+  if (begin == 0 && end == p.OW && p.OW % 16 == 0 && p.OW * SW - PW + LAST_LOAD <= p.W &&
+      vector_views) {
+    max_row_vectors16(p, x, base, q.y, 0, end, vx.h, y + yr, idx + ir, flags);
+    return;
+  }
+#endif
   /* three spans of the row: left edge, inside (part 1, no column masks), right edge */
   UNROLL for (int part = 0; part < 3; ++part) {
     int from = part == 0 ? 0 : part == 1 ? begin : end;
     const int to = part == 0 ? begin : part == 1 ? end : p.OW;
 #if VECTOR_ROWS
-    if (part == 1 && vx.w == 1 && vy.w == 1 && (!(flags & POOL_IDX) || vi.w == 1))
+    if (part == 1 && vector_views)
     {  /* 16 outputs a step, then 8, then 4, then the last 4 again if that covers the rest */
       const int first = from;
       from = max_row_vectors16(p, x, base, q.y, from, to, vx.h, y + yr, idx + ir, flags);

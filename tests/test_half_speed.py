@@ -421,6 +421,33 @@ def test_max_pool2d_short_rows_match_torch(device, rng, monkeypatch, name, k, s,
         np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
 
 
+@pytest.mark.parametrize("name", ["float32", *HALF])
+@pytest.mark.parametrize("k,s", [(2, 2), (3, 2), (2, 1)])
+def test_max_pool2d_whole_rows_of_vector_steps(device, rng, monkeypatch, name, k, s):
+    """pool.cl's rows without edges that steps of 16 outputs cover (max_row's first branch,
+    e.g. 2x2 stride 2 of 64 columns), beside widths whose last step would pass the row (3x3
+    stride 2 of 65: the spans), with an argmax, relu, a NaN, ties, -inf, rows from their
+    second element and a transposed view (strided rows); 16-bit rows split into even and odd
+    columns as bits (ROW_PAIRS); outputs poisoned."""
+    from cltensor.ops import pool
+    monkeypatch.setattr(pool, "BAKE_MIN_TAPS", 0)
+    for W in (64, 65, 66):
+        full = np.round(rng.standard_normal((2, 3, 5, W + 1)).astype(np.float32) * 4) / 4
+        full[1, 2, 3, 31], full[0, 1, 2, 7:11] = np.nan, -np.inf
+        want = torch.from_numpy(full).to(getattr(torch, name))
+        x = ct.from_numpy(full, device=device).to(getattr(ct, name))
+        for mine, ref in ((x[..., :W], want[..., :W]), (x[..., 1:], want[..., 1:]),
+                          (x[..., :W].transpose(2, 3), want[..., :W].transpose(2, 3))):
+            ty, tidx = torch.nn.functional.max_pool2d(ref, k, s, return_indices=True)
+            _poison(ty.shape, mine.dtype, device)
+            y, idx = F.max_pool2d(mine, k, s, return_indices=True)
+            _same(y, ty)
+            np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+            _poison(ty.shape, mine.dtype, device)
+            _same(F.max_pool2d(mine, k, s), ty)
+            _same(F.relu(F.max_pool2d(mine, k, s)), torch.relu(ty))
+
+
 @pytest.mark.parametrize("name", HALF)
 def test_sums_of_16_bit_runs_match_float64(device, rng, name):
     """reduce.cl's 16-bit runs (on CPUs with doubles, summed in double lanes: WIDE_SUM): rows

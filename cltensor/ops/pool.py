@@ -47,6 +47,10 @@ def _kernel(device, name, dtype, fields, off, idx_dtype=dt.uint8):
     defines = {"T": ctype_of(dt.compute_dtype(dtype)), "OFF": off, "IDX_T": ctype_of(idx_dtype)}
     if dtype in dt.HALF_TYPES:  # 16-bit data through common.cl's LD/ST, computed in float
         defines.update({"DATA_T": ctype_of(dtype), "DATA_16": None})
+        if dtype == dt.bfloat16:
+            defines["DATA_BF16"] = None
+        elif "oclgrind" not in device.name.lower():  # its interpreter cannot convert half
+            defines["HALF_VECTORS"] = None
     if fields:
         defines.update((f.upper(), v) for f, v in fields.items())
         defines["FORM_ROWS" if name.endswith(("_rows", "_planes", "_ring")) else "FORM_ITEMS"] = None
