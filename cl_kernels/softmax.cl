@@ -181,6 +181,19 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
 #define SM_BLOCK 1024
 #define SM_MAX_BLOCKS 64
 
+/* float16 rows through clang's __fp16 vectors where the launcher sets HALF_VECTORS (not on
+ * Oclgrind): one conversion of 16 elements each way, where PoCL compiles vload_half16 and
+ * vstore_half16_rte to two 8-wide ones and an insert or extract */
+#if defined(HALF_VECTORS) && defined(__clang__) && defined(S16) && !defined(S_BF16)
+typedef __fp16 H16 __attribute__((ext_vector_type(16)));
+#undef VLD16_half
+#undef VST16_half
+#define VLD16_half(p, i) \
+  __builtin_convertvector(__builtin_bit_cast(H16, *(__global const ushort16_a2*)((p) + (i))), float16)
+#define VST16_half(p, i, v) \
+  (*(__global ushort16_a2*)((p) + (i)) = __builtin_bit_cast(ushort16, __builtin_convertvector((v), H16)))
+#endif
+
 #ifdef S16
 /* exp(v) for v <= 0 or NaN, for 16-bit outputs: 2^n 2^f with v log2(e) = n + f, |f| <= 1/2,
  * n rounded by adding 1.5 * 2^23 (its low bits are n), 2^n made in the exponent bits, 2^f of
@@ -304,16 +317,22 @@ inline float hmax16(const float16 v) {
   }                                                                          \
   for (; k < n; k += 16) STEP(a0, b0, 0)
 
-/* exp(x - bm) kept in y for the scaling pass. bfloat16: rounded to nearest even without
- * VST16's NaN test (a NaN makes s, so every output of the row, NaN whatever is kept) */
+/* exp(x - bm) kept in y for the scaling pass, and the scaled outputs of a row whose scale is
+ * a number. bfloat16 without VST16's NaN test: a NaN makes s NaN, so every output of the row
+ * NaN whatever y keeps, and the scaling pass stores those rows through VST16. The kept exps
+ * are rounded half up (no tie to even: a positive finite value never carries into the
+ * exponent's top), the outputs to nearest even, as torch */
 #ifdef S_BF16
-inline void store_exp_bf16(__global S* y, const long i, const float16 v) {
+#define STORE_EXP(y, i, v) \
+  (*(__global ushort16_a2*)((y) + (i)) = convert_ushort16((as_uint16(v) + 0x8000u) >> 16))
+inline void store_finite_bf16(__global S* y, const long i, const float16 v) {
   const uint16 u = as_uint16(v);
   *(__global ushort16_a2*)(y + i) = convert_ushort16((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
-#define STORE_EXP(y, i, v) store_exp_bf16(y, i, v)
+#define STORE_FINITE(y, i, v) store_finite_bf16(y, i, v)
 #else
 #define STORE_EXP(y, i, v) VST16(S, y, i, v)
+#define STORE_FINITE(y, i, v) VST16(S, y, i, v)
 #endif
 
 /* softmax's block [b, b + n) of a row (n a multiple of 16, y's block at yb): its max bm over
@@ -418,7 +437,10 @@ inline void softmax_row16(__global const S* x, const long xb, __global S* y, con
   for (--nb; nb >= 0; --nb) {
     const T f = exp(bms[nb] - m) * inv;
     const long d = nb * blk, end = min(d + blk, D16);
-    for (long e = d; e < end; e += 16) VST16(S, y, yb + e, VLD16(S, y, yb + e) * f);
+    if (isnan(f))
+      for (long e = d; e < end; e += 16) VST16(S, y, yb + e, (float16)f);
+    else
+      for (long e = d; e < end; e += 16) STORE_FINITE(y, yb + e, VLD16(S, y, yb + e) * f);
   }
   for (long d = D16; d < D; ++d) ST(S, y, yb + d, exp(LD(S, x, xb + d) - m) * inv);
 }

@@ -449,6 +449,23 @@ def test_max_pool2d_whole_rows_of_vector_steps(device, rng, monkeypatch, name, k
 
 
 @pytest.mark.parametrize("name", HALF)
+def test_max_pool2d_vector_rows_keep_every_16_bit_pattern(device, rng, monkeypatch, name):
+    """The rows form's 16-bit loads, stores and even/odd splits (pool.cl ROW_LOAD, ROW_STORE,
+    ROW_PAIRS; float16 through __fp16 vectors on PoCL and Intel's runtime) on all 65536 bit
+    patterns, subnormals, infinities and NaNs included: 1x1 windows give them back, 1x2 windows
+    of stride 2 the larger of each pair (torch's, bit for bit; NaN where it has NaN)."""
+    from cltensor.ops import pool
+    monkeypatch.setattr(pool, "BAKE_MIN_TAPS", 0)
+    bits = rng.permutation(65536).astype(np.uint16).reshape(1, 2, 32, 1024)
+    tdt = getattr(torch, name)
+    t = torch.from_numpy(bits.view(np.int16)).view(tdt)
+    x = ct.from_numpy(t.float().numpy(), device=device).to(getattr(ct, name))
+    for k, s in ((1, 1), ((1, 2), (1, 2))):
+        _poison((1, 2, 32, 1024 // (1 if s == 1 else 2)), x.dtype, device)
+        _same(F.max_pool2d(x, k, s), torch.nn.functional.max_pool2d(t, k, s))
+
+
+@pytest.mark.parametrize("name", HALF)
 def test_sums_of_16_bit_runs_match_float64(device, rng, name):
     """reduce.cl's 16-bit runs (on CPUs with doubles, summed in double lanes: WIDE_SUM): rows
     of 3 * 1024 + 21 (steps of 32 and 16 and a scalar tail), rows of 7 (no vector), the rows
