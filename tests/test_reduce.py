@@ -190,6 +190,39 @@ def test_long_rows_split_into_chunks(device, rng, config):
                  b.astype(np.float32).astype(np.float64).prod(1), rtol=1e-4)
 
 
+def test_rows_enough_for_the_compute_units_take_a_group_each(device, rng):
+    """On CPUs, rows too few for groups of 64 on every compute unit but enough for a group each
+    (reduce.py _rows_alone) take one work-group per row and one launch, no chunks and no
+    merge: sums, means, max with its index, var and argmin over rows, also of a transposed
+    view and of 16-bit data, outputs poisoned."""
+    cus = device.cl_device.max_compute_units
+    kind = "cpu" if device.is_cpu else "gpu"
+    M = cus * red.TUNING[kind]["groups_per_cu"] + 3
+    a = random_array(rng, (M, 20001), np.float32)
+    a[1, [5, 70]] = 9.0
+    a[2, 300] = np.nan
+    t = ct.from_numpy(a, device=device)
+    with ct.profile() as prof:
+        _poison_pool(device, 8 * M)
+        got = t.sum(1)
+    launches = [(r["name"], r["local"]) for r in prof.records() if r["name"].startswith("reduce")]
+    if device.is_cpu:
+        assert launches == [("reduce_full", (1, 1))]
+    want = a.astype(np.float64)
+    assert_close(got, want.sum(1), rtol=1e-6, atol=1e-4)
+    assert_close(t.mean(1), want.mean(1), rtol=1e-6, atol=1e-6)
+    values, indices = t.max(1)
+    assert_close(values, np.where(np.isnan(a).any(1), np.nan, a.max(1)))
+    assert indices[1].item() == 5 and indices[2].item() == 300
+    assert_close(t.var(1), want.var(1, ddof=1), rtol=1e-5, atol=1e-6)
+    assert t.argmin(1).tolist()[3:] == np.argmin(a, 1).tolist()[3:]
+    tt = ct.from_numpy(np.ascontiguousarray(a.T), device=device).t()  # rows strided
+    assert_close(tt.sum(1), want.sum(1), rtol=1e-6, atol=1e-4)
+    h = t.to(ct.bfloat16)
+    assert_close(h.sum(1, dtype=ct.float32), h.float().numpy().astype(np.float64).sum(1),
+                 rtol=1e-6, atol=1e-4)
+
+
 # ---- max, min, amax, amin, argmax, argmin -----------------------------------------------------
 
 def test_max_min_along_dim(device, rng):
