@@ -46,7 +46,7 @@
  *              contiguous elements (step 1) sums them VEC_SUM at a time in compensated vector
  *              lanes, merged at the end: the scalar chain of compensated additions ran at ~2.5
  *              GB/s on PoCL (one reduced dim, or two with the inner one contiguous)
- *   WIDE_SUM   (set with VEC_HALF or VEC_BF16 where the device has doubles) those 16-bit runs
+ *   WIDE_SUM   (set with VEC_HALF or VEC_BF16 on PoCL, with doubles) those 16-bit runs
  *              sum in double lanes instead (see add_run_wide)
  */
 #ifndef USE_TREE

@@ -467,7 +467,7 @@ def test_max_pool2d_vector_rows_keep_every_16_bit_pattern(device, rng, monkeypat
 
 @pytest.mark.parametrize("name", HALF)
 def test_sums_of_16_bit_runs_match_float64(device, rng, name):
-    """reduce.cl's 16-bit runs (on CPUs with doubles, summed in double lanes: WIDE_SUM): rows
+    """reduce.cl's 16-bit runs (on PoCL summed in double lanes: WIDE_SUM): rows
     of 3 * 1024 + 21 (steps of 32 and 16 and a scalar tail), rows of 7 (no vector), the rows
     from their second element (unaligned), a bias gradient's runs over (N, C, L), an infinity
     and a NaN in two rows, and a cancellation (v, ones, -v) exact in float32 outputs; float32
