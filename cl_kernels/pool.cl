@@ -394,14 +394,17 @@ ALWAYS_INLINE void max_row(const Pool p, const int flags, __global const DATA_T*
   const int begin = inner_begin(p), end = inner_end(p, begin);
 #if VECTOR_ROWS
   const int vector_views = vx.w == 1 && vy.w == 1 && (!(flags & POOL_IDX) || vi.w == 1);
-  /* a row without edges that steps of 16 cover (2x2 stride 2 of 64 columns): no spans, no
-   * narrower steps. Their setup took a third of 16-bit 2x2 pooling's time (PoCL, one thread,
-   * 64 x 64 planes: float16 2.1 -> 1.7 ms, float32 3.0 -> 2.7) */
+#ifdef DATA_16
+  /* a 16-bit row without edges that steps of 16 cover (2x2 stride 2 of 64 columns): no spans,
+   * no narrower steps. Their setup took a third of 16-bit 2x2 pooling's time (PoCL, one
+   * thread, 64 x 64 planes: float16 2.1 -> 1.7 ms). float32 rows gained nothing measurable on
+   * PoCL and ran 20% slower on Intel's runtime (1.5 -> 1.8 ms) */
   if (begin == 0 && end == p.OW && p.OW % 16 == 0 && p.OW * SW - PW + LAST_LOAD <= p.W &&
       vector_views) {
     max_row_vectors16(p, x, base, q.y, 0, end, vx.h, y + yr, idx + ir, flags);
     return;
   }
+#endif
 #endif
   /* three spans of the row: left edge, inside (part 1, no column masks), right edge */
   UNROLL for (int part = 0; part < 3; ++part) {

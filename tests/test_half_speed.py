@@ -424,11 +424,11 @@ def test_max_pool2d_short_rows_match_torch(device, rng, monkeypatch, name, k, s,
 @pytest.mark.parametrize("name", ["float32", *HALF])
 @pytest.mark.parametrize("k,s", [(2, 2), (3, 2), (2, 1)])
 def test_max_pool2d_whole_rows_of_vector_steps(device, rng, monkeypatch, name, k, s):
-    """pool.cl's rows without edges that steps of 16 outputs cover (max_row's first branch,
-    e.g. 2x2 stride 2 of 64 columns), beside widths whose last step would pass the row (3x3
-    stride 2 of 65: the spans), with an argmax, relu, a NaN, ties, -inf, rows from their
-    second element and a transposed view (strided rows); 16-bit rows split into even and odd
-    columns as bits (ROW_PAIRS); outputs poisoned."""
+    """pool.cl's 16-bit rows without edges that steps of 16 outputs cover (max_row's first
+    branch, e.g. 2x2 stride 2 of 64 columns), beside widths whose last step would pass the row
+    (3x3 stride 2 of 65: the spans), float32 alongside, with an argmax, relu, a NaN, ties,
+    -inf, rows from their second element and a transposed view (strided rows); 16-bit rows
+    split into even and odd columns as bits (ROW_PAIRS); outputs poisoned."""
     from cltensor.ops import pool
     monkeypatch.setattr(pool, "BAKE_MIN_TAPS", 0)
     for W in (64, 65, 66):
