@@ -451,18 +451,20 @@ def test_max_pool2d_whole_rows_of_vector_steps(device, rng, monkeypatch, name, k
 @pytest.mark.parametrize("name", HALF)
 def test_max_pool2d_vector_rows_keep_every_16_bit_pattern(device, rng, monkeypatch, name):
     """The rows form's 16-bit loads, stores and even/odd splits (pool.cl ROW_LOAD, ROW_STORE,
-    ROW_PAIRS; float16 through __fp16 vectors on PoCL and Intel's runtime) on all 65536 bit
-    patterns, subnormals, infinities and NaNs included: 1x1 windows give them back, 1x2 windows
-    of stride 2 the larger of each pair (torch's, bit for bit; NaN where it has NaN)."""
+    ROW_PAIRS; float16 through __fp16 vectors on PoCL and Intel's runtime) and the edge taps'
+    LD on all 65536 bit patterns, subnormals, infinities and NaNs included: 1x1 windows give
+    them back, 1x2 windows of stride 2 the larger of each pair, padded 3x3 windows their
+    largest (torch's, bit for bit; NaN where it has NaN)."""
     from cltensor.ops import pool
     monkeypatch.setattr(pool, "BAKE_MIN_TAPS", 0)
     bits = rng.permutation(65536).astype(np.uint16).reshape(1, 2, 32, 1024)
     tdt = getattr(torch, name)
     t = torch.from_numpy(bits.view(np.int16)).view(tdt)
     x = ct.from_numpy(t.float().numpy(), device=device).to(getattr(ct, name))
-    for k, s in ((1, 1), ((1, 2), (1, 2))):
-        _poison((1, 2, 32, 1024 // (1 if s == 1 else 2)), x.dtype, device)
-        _same(F.max_pool2d(x, k, s), torch.nn.functional.max_pool2d(t, k, s))
+    for k, s, p in ((1, 1, 0), ((1, 2), (1, 2), 0), (3, 1, 1), (3, 2, 1)):
+        want = torch.nn.functional.max_pool2d(t, k, s, p)
+        _poison(want.shape, x.dtype, device)
+        _same(F.max_pool2d(x, k, s, p), want)
 
 
 @pytest.mark.parametrize("name", HALF)

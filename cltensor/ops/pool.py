@@ -49,8 +49,8 @@ def _kernel(device, name, dtype, fields, off, idx_dtype=dt.uint8):
         defines.update({"DATA_T": ctype_of(dtype), "DATA_16": None})
         if dtype == dt.bfloat16:
             defines["DATA_BF16"] = None
-        elif "oclgrind" not in device.name.lower():  # its interpreter cannot convert half
-            defines["HALF_VECTORS"] = None
+        elif device.is_cpu and "oclgrind" not in device.name.lower():
+            defines["HALF_VECTORS"] = None  # (Oclgrind's interpreter cannot convert half)
     if fields:
         defines.update((f.upper(), v) for f, v in fields.items())
         defines["FORM_ROWS" if name.endswith(("_rows", "_planes", "_ring")) else "FORM_ITEMS"] = None

@@ -41,8 +41,8 @@ def _kernel(device, name, dtype, lanes=1):
         defines.update({"S": ctype_of(dtype), "S16": None})
         if dtype == dt.bfloat16:
             defines["S_BF16"] = None
-        elif "oclgrind" not in device.name.lower():  # its interpreter cannot convert half
-            defines["HALF_VECTORS"] = None
+        elif device.is_cpu and "oclgrind" not in device.name.lower():
+            defines["HALF_VECTORS"] = None  # (Oclgrind's interpreter cannot convert half)
     if _vec16(device, dtype, lanes):
         defines["VEC16"] = None
     return get_kernel(device, KERNEL_FILE, name, defines,
