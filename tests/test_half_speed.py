@@ -310,7 +310,37 @@ def test_softmax_blocks_after_the_first_match_float64(device, rng, name):
     ok[3] = False
     np.testing.assert_allclose(got[ok], want[ok], rtol=tol[0], atol=tol[1])
     assert (got[np.isneginf(x)] == 0).all()
-    assert abs(got[ok].astype(np.float64).sum(1) - 1).max() < 30 * tol[0]
+    eps = torch.finfo(getattr(torch, name)).eps  # each output within an ulp
+    assert abs(got[ok].astype(np.float64).sum(1) - 1).max() <= eps
+
+
+@pytest.mark.parametrize("name", HALF)
+@pytest.mark.parametrize("D", [5, 16, 17, 47])
+def test_softmax_short_rows_match_float64(device, rng, name, D):
+    """16-bit softmax rows shorter than a vector (D = 5: no vector step), of one vector, and of
+    vectors and a tail, with -inf (exactly 0), a NaN row and a row of only -inf (NaN rows, as
+    torch), against float64 within the dtype's tolerance, rows summing to 1, outputs
+    poisoned; contiguous rows and a transposed view."""
+    x = (rng.standard_normal((5, D)) * 3).astype(np.float32)
+    x[1, ::2] = -np.inf
+    x[2, D // 2] = np.nan
+    x[3] = -np.inf
+    a = ct.from_numpy(x, device=device).to(getattr(ct, name))
+    x64 = a.float().numpy().astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = np.exp(x64 - x64.max(1, keepdims=True))
+        want /= want.sum(1, keepdims=True)
+    tol = {"float16": 1e-3, "bfloat16": 8e-3}[name]
+    for mine in (a, a.t().contiguous().t()):
+        _poison(mine.shape, mine.dtype, device)
+        got = F.softmax(mine, 1).float().numpy()
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        ok = ~np.isnan(want)
+        np.testing.assert_allclose(got[ok], want[ok], rtol=tol, atol=1e-6)
+        assert (got[np.isneginf(x) & ok] == 0).all()
+        fine = ~np.isnan(want).any(1)  # each output within an ulp: the sum within eps
+        eps = torch.finfo(getattr(torch, name)).eps
+        assert abs(got[fine].astype(np.float64).sum(1) - 1).max() <= eps
 
 
 def test_softmax_few_long_rows_spread_over_work_groups(device, rng):
