@@ -211,10 +211,12 @@ def _chunks(device, M, R, l0, l1):
 
 
 def _rows_alone(device, M, l0):
-    """Whether each of M rows takes a work-group of its own (CPUs): rows enough for the
-    compute units, but too few for groups of l0 rows, which were cut into chunks and summed
-    again by reduce_merge (a second launch; PoCL, 64 rows of 256K 16-bit elements: 0.85 ms
-    against 0.77 on 2 threads)."""
+    """Whether each of M contiguous rows takes a work-group of its own (CPUs): rows enough for
+    the compute units, but too few for groups of l0 rows, which were cut into chunks and
+    summed again by reduce_merge (a second launch; PoCL, 64 rows of 256K 16-bit elements: 0.85
+    ms against 0.77 on 2 threads). Only for rows of one contiguous run, where it was
+    measured: strided rows (column sums), whose group's work-items read neighbouring
+    columns, ran 8-11% slower alone."""
     t = _tuning(device)
     want = device.cl_device.max_compute_units * t["groups_per_cu"]
     return not t["tree"] and l0 > 1 and -(-M // l0) < want <= M
@@ -283,7 +285,7 @@ def _geometry(device, kshape, kstrides, rshape, rstrides, M, R, limit):
     # lanes walk along rows when the reduced dims move through memory the least
     row_like = not kstrides or bool(rstrides) and abs(rstrides[-1]) <= abs(kstrides[-1])
     l0, l1 = _lanes(device, R, row_like, limit)
-    if _rows_alone(device, M, l0):
+    if tuple(rstrides) == (1,) and _rows_alone(device, M, l0):
         l0 = 1
     g = _chunks(device, M, R, l0, l1)
     chunk_stride, chunk_len, step = _chunk_args(device, R, l1, g)
