@@ -437,10 +437,14 @@ inline void softmax_row16(__global const S* x, const long xb, __global S* y, con
   for (--nb; nb >= 0; --nb) {
     const T f = exp(bms[nb] - m) * inv;
     const long d = nb * blk, end = min(d + blk, D16);
-    if (isnan(f))
-      for (long e = d; e < end; e += 16) VST16(S, y, yb + e, (float16)f);
+#ifdef S_BF16
+    if (isnan(f))  /* a NaN row: VST16 keeps NaN a NaN */
+      for (long e = d; e < end; e += 16) VST16(S, y, yb + e, VLD16(S, y, yb + e) * f);
     else
       for (long e = d; e < end; e += 16) STORE_FINITE(y, yb + e, VLD16(S, y, yb + e) * f);
+#else
+    for (long e = d; e < end; e += 16) VST16(S, y, yb + e, VLD16(S, y, yb + e) * f);
+#endif
   }
   for (long d = D16; d < D; ++d) ST(S, y, yb + d, exp(LD(S, x, xb + d) - m) * inv);
 }

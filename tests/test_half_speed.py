@@ -343,6 +343,42 @@ def test_softmax_short_rows_match_float64(device, rng, name, D):
         assert abs(got[fine].astype(np.float64).sum(1) - 1).max() <= eps
 
 
+@pytest.mark.parametrize("name", ["float32", *HALF])
+def test_softmax_many_rows_in_work_groups_match_float64(device, rng, name):
+    """Launches of rows enough for work-groups of 64 (the build without HALF_VECTORS' __fp16
+    forms, which PoCL ran slowly there), with a NaN row and a row of only -inf (a NaN scale:
+    PoCL's build for such groups crashed on a store of the scale splat), forward and
+    backward, against float64, outputs poisoned."""
+    from cltensor.ops import softmax as softmax_ops
+    rows = 64 * softmax_ops.CPU_GROUPS_PER_CU * device.cl_device.max_compute_units + 5
+    x = (rng.standard_normal((rows, 37)) * 3).astype(np.float32)
+    x[3, 5], x[4] = np.nan, -np.inf
+    a = ct.from_numpy(x, device=device).to(getattr(ct, name))
+    x64 = a.float().numpy().astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        want = np.exp(x64 - x64.max(1, keepdims=True))
+        want /= want.sum(1, keepdims=True)
+    tol = {"float32": 1e-6, "float16": 1e-3, "bfloat16": 8e-3}[name]
+    with ct.profile() as prof:
+        _poison(a.shape, a.dtype, device)
+        y = F.softmax(a, 1)
+    if device.is_cpu:
+        assert [r["local"] for r in prof.records() if r["name"].startswith("softmax")] == [(64,)]
+    got = y.float().numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    np.testing.assert_allclose(got[ok], want[ok], rtol=tol, atol=1e-6)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    gy = ct.from_numpy(g, device=device).to(a.dtype)
+    y64 = y.float().numpy().astype(np.float64)
+    g64 = gy.float().numpy().astype(np.float64)
+    want_gx = y64 * (g64 - (g64 * y64).sum(1, keepdims=True))
+    _poison(a.shape, a.dtype, device)
+    gx = softmax_ops.softmax_backward(gy, y, 1).float().numpy()
+    fine = ~np.isnan(want).any(1)
+    np.testing.assert_allclose(gx[fine], want_gx[fine], rtol=4 * tol, atol=4 * tol)
+
+
 def test_softmax_few_long_rows_spread_over_work_groups(device, rng):
     """On CPUs a launch of few rows takes one row per work-group: PoCL runs a work-group on one
     thread, and 64 rows of 256K elements in one group ran on one core."""
