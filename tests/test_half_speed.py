@@ -345,10 +345,9 @@ def test_softmax_short_rows_match_float64(device, rng, name, D):
 
 @pytest.mark.parametrize("name", ["float32", *HALF])
 def test_softmax_many_rows_in_work_groups_match_float64(device, rng, name):
-    """Launches of rows enough for work-groups of 64 (the build without HALF_VECTORS' __fp16
-    forms, which PoCL ran slowly there), with a NaN row and a row of only -inf (a NaN scale:
-    PoCL's build for such groups crashed on a store of the scale splat), forward and
-    backward, against float64, outputs poisoned."""
+    """Launches of rows enough for work-groups of 64, with a NaN row and a row of only -inf (a
+    NaN scale: PoCL's build for such groups crashed on a store of the scale's splat), forward
+    and backward, against float64, outputs poisoned."""
     from cltensor.ops import softmax as softmax_ops
     rows = 64 * softmax_ops.CPU_GROUPS_PER_CU * device.cl_device.max_compute_units + 5
     x = (rng.standard_normal((rows, 37)) * 3).astype(np.float32)

@@ -34,19 +34,15 @@ def _vec16(device, dtype, lanes):
     return device.is_cpu and lanes == 1 and dtype.name in VEC16_DTYPES
 
 
-def _kernel(device, name, dtype, lanes=1, group=None):
-    """float16/bfloat16 data (softmax_fwd/bwd only) is stored as S, computed as float; `group`:
-    the launch's work-group size where it picks the build."""
+def _kernel(device, name, dtype, lanes=1):
+    """float16/bfloat16 data (softmax_fwd/bwd only) is stored as S, computed as float."""
     defines = {"T": ctype_of(dt.compute_dtype(dtype)), "LANES": lanes}
     if dtype in dt.HALF_TYPES:
         defines.update({"S": ctype_of(dtype), "S16": None})
         if dtype == dt.bfloat16:
             defines["S_BF16"] = None
-        elif group == 1 and device.is_cpu and "oclgrind" not in device.name.lower():
-            # NOTE: one row per work-group only: in PoCL's builds for groups of 64 rows the
-            # __fp16 forms ran 2-9x slower (log_softmax of 4096 rows of 4096: 2.8 -> 24 ms);
-            # Oclgrind's interpreter cannot convert half
-            defines["HALF_VECTORS"] = None
+        elif device.is_cpu and "oclgrind" not in device.name.lower():
+            defines["HALF_VECTORS"] = None  # (Oclgrind's interpreter cannot convert half)
     if _vec16(device, dtype, lanes):
         defines["VEC16"] = None
     return get_kernel(device, KERNEL_FILE, name, defines,
@@ -113,21 +109,16 @@ def _lanes(device, D, I):
     return lanes
 
 
-def _group(device, nrows, lanes):
-    """The work-group size of a launch over nrows rows of `lanes` work-items each."""
-    if lanes > 1:  # exactly one work-group per row: the kernels do not check for rows past the end
-        return lanes
+def _launch_rows(device, kernel, nrows, lanes, *args):
+    if lanes > 1:
+        # exactly one work-group per row: the kernels do not check for rows past the end
+        launch(device, kernel, (nrows * lanes,), (lanes,), *args)
+        return
     tune = TUNING["cpu" if device.is_cpu else "gpu"]
     group = min(tune["group"], device.max_work_group)
     if device.is_cpu and nrows < group * CPU_GROUPS_PER_CU * device.cl_device.max_compute_units:
         group = 1
-    return group
-
-
-def _launch_rows(device, kernel, nrows, lanes, *args):
-    group = _group(device, nrows, lanes)
-    items = nrows * lanes if lanes > 1 else round_up(nrows, group)
-    launch(device, kernel, (items,), (group,), *args)
+    launch(device, kernel, (round_up(nrows, group),), (group,), *args)
 
 
 def launch_3d(device, kernel, dims, *args):
@@ -146,8 +137,7 @@ def softmax(x, dim, log=False):
     _, _, vy = rows(y, dim)
     lanes = _lanes(x.device, D, I)
     vec = _vec16(x.device, x.dtype, lanes) and vx["d"] == 1 and vy["d"] == 1
-    k = _kernel(x.device, "softmax_fwd_vec16" if vec else "softmax_fwd", x.dtype, lanes,
-                _group(x.device, O * I, lanes))
+    k = _kernel(x.device, "softmax_fwd_vec16" if vec else "softmax_fwd", x.dtype, lanes)
     _launch_rows(x.device, k, O * I, lanes, np.int64(O * I), np.int64(D), np.int64(I),
                  np.int32(log), x.storage.buf, vx, y.storage.buf, vy)
     return y
@@ -163,8 +153,7 @@ def softmax_backward(g, y, dim, log=False):
     _, _, vgx = rows(gx, dim)
     lanes = _lanes(y.device, D, I)
     vec = _vec16(y.device, y.dtype, lanes) and vg["d"] == vy["d"] == vgx["d"] == 1
-    k = _kernel(y.device, "softmax_bwd_vec16" if vec else "softmax_bwd", y.dtype, lanes,
-                _group(y.device, O * I, lanes))
+    k = _kernel(y.device, "softmax_bwd_vec16" if vec else "softmax_bwd", y.dtype, lanes)
     _launch_rows(y.device, k, O * I, lanes, np.int64(O * I), np.int64(D), np.int64(I),
                  np.int32(log), g.storage.buf, vg, y.storage.buf, vy, gx.storage.buf, vgx)
     return gx
