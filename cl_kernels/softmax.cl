@@ -181,7 +181,6 @@ __kernel void softmax_fwd(const long rows, const long D, const long I, const int
 #define SM_BLOCK 1024
 #define SM_MAX_BLOCKS 64
 
-
 #ifdef S16
 /* exp(v) for v <= 0 or NaN, for 16-bit outputs: 2^n 2^f with v log2(e) = n + f, |f| <= 1/2,
  * n rounded by adding 1.5 * 2^23 (its low bits are n), 2^n made in the exponent bits, 2^f of
@@ -321,11 +320,11 @@ inline float hmax16(const float16 v) {
   }                                                                          \
   for (; k < n; k += 16) STEP(a0, b0, 0)
 
-/* exp(x - bm) kept in y for the scaling pass, and the scaled outputs of a row whose scale is
- * a number. bfloat16 without VST16's NaN test: a NaN makes s NaN, so every output of the row
- * NaN whatever y keeps, and the scaling pass stores those rows through VST16. The kept exps
- * are rounded half up (no tie to even: a positive finite value never carries into the
- * exponent's top), the outputs to nearest even, as torch */
+/* exp(x - bm) kept in y for the scaling pass. bfloat16: without VST16's NaN test (a NaN
+ * makes s NaN, so every output of the row NaN whatever y keeps, and the scaling pass stores
+ * those rows through VST16), rounded half up (positive finite values: no carry reaches the
+ * sign); STORE_FINITE: the scaled outputs of a row whose scale is a number, rounded to
+ * nearest even as torch, without the NaN test */
 #ifdef S_BF16
 #define STORE_EXP(y, i, v) \
   (*(__global ushort16_a2*)((y) + (i)) = convert_ushort16((as_uint16(v) + 0x8000u) >> 16))
@@ -336,7 +335,6 @@ inline void store_finite_bf16(__global S* y, const long i, const float16 v) {
 #define STORE_FINITE(y, i, v) store_finite_bf16(y, i, v)
 #else
 #define STORE_EXP(y, i, v) VST16(S, y, i, v)
-#define STORE_FINITE(y, i, v) VST16(S, y, i, v)
 #endif
 
 /* softmax's block [b, b + n) of a row (n a multiple of 16, y's block at yb): its max bm over
