@@ -26,6 +26,8 @@
  *   TG           col2im's gcol type (default T; float for a 16-bit gx, which is then stored
  *                rounded once from float sums)
  *   KH, KW       kernel size; SH, SW stride; DH, DW dilation; PT, PL top and left padding
+ *   COL_NK       columns image-major, col[n][k][p] (torch's F.unfold / F.fold layout,
+ *                cltensor/conv/blocks.py) instead of col[k][n][p]
  */
 #include "common.cl"
 #ifndef T
@@ -33,6 +35,13 @@
 #endif
 #ifndef TG
 #define TG T
+#endif
+
+/* the (k, n) row of the columns */
+#ifdef COL_NK
+#define COL_ROW(k, n) ((long)(n) * C * KH * KW + (k))
+#else
+#define COL_ROW(k, n) ((long)(k) * NB + (n))
 #endif
 
 #define XARGS __global const T* x, const long xo, const long xs0, const long xs1, \
@@ -53,7 +62,7 @@ __kernel void im2col(const int C, const int H, const int W, const int HO, const 
   REG(T) v = 0;
   if (ih >= 0 && ih < H && iw >= 0 && iw < W)
     v = LD(T, x, xo + n * xs0 + c * xs1 + ih * xs2 + iw * xs3);
-  ST(T, col, r * PS + p, v);
+  ST(T, col, COL_ROW(k, n) * PS + p, v);
 }
 
 __kernel void im2col_rows(const int C, const int H, const int W, const int HO, const int WO,
@@ -66,7 +75,7 @@ __kernel void im2col_rows(const int C, const int H, const int W, const int HO, c
   const int k = kn / NB;
   const int kw = k % KW, kh = (k / KW) % KH, c = k / (KW * KH);
   const int ih = oh * SH + kh * DH - PT;
-  __global T* dst = col + kn * PS + oh * WO;
+  __global T* dst = col + COL_ROW(k, n) * PS + oh * WO;
   if (ih < 0 || ih >= H) {
     for (int ow = 0; ow < WO; ++ow) ST(T, dst, ow, 0);
     return;
@@ -109,7 +118,7 @@ __kernel void col2im(const int C, const int H, const int W, const int HO, const 
       const int ow = first_out(iw, kw, SW, DW, PL);
       if (ow < 0 || ow >= WO) continue;
       const long k = ((long)c * KH + kh) * KW + kw;
-      acc += LD(TG, gcol, (k * NB + n) * P + (long)oh * WO + ow);
+      acc += LD(TG, gcol, COL_ROW(k, n) * P + (long)oh * WO + ow);
     }
   }
   ST(T, gx, go + n * gs0 + c * gs1 + ih * gs2 + iw * gs3, acc);

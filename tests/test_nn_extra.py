@@ -151,6 +151,28 @@ def test_unfold_fold(device, rng, k, d, p, s):
                                **tol(x))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_unfold_fold_of_views_and_16_bits(device, rng, dtype):
+    """Strided and offset views in, 16-bit values (unfold copies them exactly; fold sums each
+    output element's taps in float32 and rounds once)."""
+    x64 = rng.standard_normal((3, 2, 7, 6))
+    big = C(np.pad(x64, ((1, 0), (0, 0), (0, 0), (0, 0))).transpose(0, 1, 3, 2).copy(), device)
+    x = big.to(getattr(cltensor, dtype)).transpose(2, 3)[1:]  # offset, non-contiguous
+    want = ref_unfold(x.to(cltensor.float64).numpy(), (3, 2), (1, 2), (1, 0), (2, 1))
+    got = F.unfold(x, (3, 2), (1, 2), (1, 0), (2, 1))
+    assert got.dtype == x.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got.to(cltensor.float64).numpy(), want)
+    cols64 = rng.standard_normal((2, want.shape[2], want.shape[1]))
+    cols = C(cols64, device).to(getattr(cltensor, dtype)).transpose(1, 2)  # strided columns
+    exact = cols.to(cltensor.float64).numpy()
+    folded = F.fold(cols, (7, 6), (3, 2), (1, 2), (1, 0), (2, 1)).to(cltensor.float64).numpy()
+    # fold is unfold's adjoint: its output element e is <c, unfold(one-hot e)>
+    taps = ref_unfold(np.eye(2 * 7 * 6).reshape(-1, 2, 7, 6), (3, 2), (1, 2), (1, 0), (2, 1))
+    ref = np.einsum("nkl,ekl->ne", exact, taps).reshape(2, 2, 7, 6)
+    tol = 1e-6 if dtype == "float32" else 2 ** -10  # float16: one rounding of the sum
+    np.testing.assert_allclose(folded, ref, rtol=tol, atol=tol)
+
+
 def test_unfold_fold_empty_batch(device):
     x = cltensor.zeros(0, 2, 5, 4, device=device)
     assert F.unfold(x, 2, padding=1).shape == (0, 8, 30)

@@ -2,10 +2,7 @@
 fold (im2col and col2im); conv2d and conv_transpose2d are cltensor.conv's.
 """
 
-import numpy as np
-
-from ... import caches
-from ...autograd.namespace import from_numpy, pad as _pad, zeros
+from ...conv import blocks
 from ...conv import conv2d, conv_transpose2d  # re-exported: torch.nn.functional's
 from ...ops import pool
 from .utils import _drop_height, _float_tensor, _row, _unit_height
@@ -59,37 +56,21 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
         _row(dilation, "dilation", op, 1)))
 
 
-@caches.lru_cache(maxsize=64)
-def _block_index(size, k, d, p, s):
-    """For an image of spatial `size` padded by p: the position (h * Wp + w in the padded plane)
-    of each block element, as a (kh * kw * Lh * Lw,) array ordered (ki, kj, lh, lw), and
-    (Lh, Lw), the number of blocks along each dim."""
-    (hp, wp) = (size[0] + 2 * p[0], size[1] + 2 * p[1])
-    blocks = tuple((n - dd * (kk - 1) - 1) // ss + 1 for n, kk, dd, ss in zip((hp, wp), k, d, s))
-    rows = np.arange(k[0])[:, None] * d[0] + np.arange(blocks[0])[None, :] * s[0]
-    cols = np.arange(k[1])[:, None] * d[1] + np.arange(blocks[1])[None, :] * s[1]
-    index = rows[:, None, :, None] * wp + cols[None, :, None, :]
-    return index.reshape(-1).astype(np.int64), blocks
-
-
-def _block_args(op, size, kernel_size, dilation, padding, stride):
-    """(the block index tensor's numpy array, (Lh, Lw), k, p), the arguments checked."""
+def _block_args(op, c, size, kernel_size, dilation, padding, stride):
+    """The Blocks of an image of c channels and spatial `size`, the arguments checked."""
     k, d, p, s = (pool.pair(v, name, op) for v, name in (
         (kernel_size, "kernel_size"), (dilation, "dilation"), (padding, "padding"),
         (stride, "stride")))
     if min(k) <= 0 or min(d) <= 0 or min(s) <= 0 or min(p) < 0:
         raise ValueError(f"{op}: kernel_size {k}, dilation {d} and stride {s} must be positive "
                          f"and padding {p} non-negative")
-    index, blocks = _block_index(tuple(size), k, d, p, s)
-    if min(blocks) < 1:
+    grid = tuple((n + 2 * pp - dd * (kk - 1) - 1) // ss + 1
+                 for n, kk, dd, pp, ss in zip(size, k, d, p, s))
+    if min(grid) < 1:
         raise ValueError(f"{op}: given input with spatial size {tuple(size)}, kernel_size={k}, "
                          f"dilation={d}, padding={p}, calculated shape of the array of sliding "
-                         f"blocks as {blocks}, but its components must be at least one")
-    return index, blocks, k, p
-
-
-def _index_tensor(index, n, c, device):
-    return from_numpy(index, device=device).expand(n, c, index.shape[0])
+                         f"blocks as {grid}, but its components must be at least one")
+    return blocks.Blocks(*k, *s, *d, *p, c, *size, *grid)
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
@@ -106,14 +87,8 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
         raise ValueError(f"{op}: expected a 3-d (C, H, W) or 4-d (N, C, H, W) input, got shape "
                          f"{input.shape}")
     x = input if input.ndim == 4 else input.unsqueeze(0)
-    index, blocks, k, p = _block_args(op, x.shape[2:], kernel_size, dilation, padding, stride)
-    n, c = x.shape[:2]
-    if any(p):
-        x = _pad(x, (p[1], p[1], p[0], p[0]))
-    # NOTE: the plane's size spelled out: -1 has no value for an empty batch
-    plane = x.reshape(n, c, x.shape[2] * x.shape[3])
-    cols = plane.gather(2, _index_tensor(index, n, c, x.device))
-    out = cols.reshape(n, c * k[0] * k[1], blocks[0] * blocks[1])
+    g = _block_args(op, x.shape[1], x.shape[2:], kernel_size, dilation, padding, stride)
+    out = blocks.Unfold.apply(x, g)
     return out if input.ndim == 4 else out.squeeze(0)
 
 
@@ -131,17 +106,13 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
         raise ValueError(f"{op}: expected a 2-d (C * kh * kw, L) or 3-d (N, C * kh * kw, L) "
                          f"input, got shape {input.shape}")
     size = pool.pair(output_size, "output_size", op)
-    index, blocks, k, p = _block_args(op, size, kernel_size, dilation, padding, stride)
     x = input if input.ndim == 3 else input.unsqueeze(0)
     n, ck, length = x.shape
-    if ck % (k[0] * k[1]) or length != blocks[0] * blocks[1]:
-        raise ValueError(f"{op}: expected an input of shape (N, C * {k[0] * k[1]}, "
-                         f"{blocks[0] * blocks[1]}) for kernel_size={k} and the "
-                         f"{blocks[0]}x{blocks[1]} sliding blocks, got {input.shape}")
-    c = ck // (k[0] * k[1])
-    hp, wp = size[0] + 2 * p[0], size[1] + 2 * p[1]
-    plane = zeros((n, c, hp * wp), dtype=x.dtype, device=x.device)
-    out = plane.scatter_add(2, _index_tensor(index, n, c, x.device),
-                            x.reshape(n, c, k[0] * k[1] * length))
-    out = out.reshape(n, c, hp, wp).narrow(2, p[0], size[0]).narrow(3, p[1], size[1])
+    g = _block_args(op, 1, size, kernel_size, dilation, padding, stride)
+    taps = g.kh * g.kw
+    if ck % taps or length != g.ho * g.wo:
+        raise ValueError(f"{op}: expected an input of shape (N, C * {taps}, {g.ho * g.wo}) for "
+                         f"kernel_size={(g.kh, g.kw)} and the {g.ho}x{g.wo} sliding blocks, "
+                         f"got {input.shape}")
+    out = blocks.Fold.apply(x, g._replace(c=ck // taps))
     return out if input.ndim == 3 else out.squeeze(0)
