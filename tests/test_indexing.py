@@ -401,6 +401,19 @@ def test_gather_errors(device):
         ct.gather(x, 1, ct.tensor([[True]], device=device))
 
 
+def test_an_empty_index_of_any_shape_moves_nothing(device):
+    """torch checks no shapes against an empty index: gather gives the index's empty shape and
+    the scatters leave the tensor as it was."""
+    x = ct.arange(6.0, device=device).reshape(2, 3)
+    for shape in ((0,), (3, 0), (0, 4, 1)):
+        index = ct.zeros(*shape, dtype=ct.int64, device=device)
+        assert ct.gather(x, 0, index).shape == shape
+        src = ct.zeros(*shape, device=device)
+        for y in (x.scatter(1, index, src), x.scatter(0, index, 7.0), x.scatter_add(1, index, src),
+                  x.scatter_reduce(0, index, src, "amax")):
+            np.testing.assert_array_equal(y.numpy(), x.numpy())
+
+
 def _lane_permutations(rng, shape, dim, length):
     """Index values along dim that are distinct within every lane (so scatter is deterministic)."""
     idx = np.argsort(rng.random(shape), axis=dim)

@@ -47,6 +47,8 @@ def _at_least_1d(t):
 
 
 def _check_dim_sizes(t, index, dim, name, op):
+    if index.numel() == 0:  # torch checks no shapes against an empty index: nothing moves
+        return
     if t.ndim != index.ndim:
         raise ValueError(f"{op}: the index has {index.ndim} dims but {name} has {t.ndim}; "
                          f"they must match")
@@ -205,6 +207,8 @@ def _scatter_reduced(x, dim, index, src, red, include_self, op, mean=False):
     if tensor_src:
         _check_source(x, src, op)
     plan, d = _dim_plan(x, dim, index, src if tensor_src else None, op)
+    if index.numel() == 0:
+        return x
     xv = _at_least_1d(x)
     if tensor_src:
         srcv = _unaliased(src, x)
