@@ -745,3 +745,39 @@ def test_fill_from_a_0d_tensor_stays_on_the_device(ocl, monkeypatch, dtype):
             assert torch.equal(got.cpu(), want), (dtype, value, where)
     with pytest.raises(RuntimeError, match="0-dimension value tensor"):
         torch.zeros(3, device=ocl).fill_(torch.ones(2, device=ocl))
+
+
+_LAYOUTS = {  # CPU tensors whose layout .to() keeps (dense) or whose stride order it keeps
+    "channels_last": lambda: torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last),
+    "permuted": lambda: torch.randn(2, 3, 4, 5).permute(0, 2, 3, 1),
+    "permuted, strided": lambda: torch.randn(2, 3, 4, 5).permute(0, 2, 3, 1)[:, ::2],
+    "expanded": lambda: torch.randn(3, 1, 4).expand(3, 5, 4),
+    "size-1 dim": lambda: torch.randn(5, 1, 3).permute(2, 1, 0),
+    "transposed": lambda: torch.randn(4, 5).t(),
+    "0-d": lambda: torch.tensor(3.0),
+    "empty": lambda: torch.randn(0, 3).t(),
+}
+
+
+@pytest.mark.parametrize("layout", list(_LAYOUTS))
+def test_to_keeps_torch_strides_both_ways(ocl, layout):
+    """_to_copy's result strides are torch's: a dense source's own, else dense ones in the
+    source's stride order, or those of an explicit memory_format; the values copied."""
+    x = _LAYOUTS[layout]()
+    on_device = x.to(ocl)
+    for kw in ({}, {"dtype": torch.float64}, {"dtype": torch.int64},
+               {"memory_format": torch.contiguous_format}):
+        want = x.to(copy=True, **kw)
+        for got in (x.to(ocl, **kw), on_device.to(copy=True, **kw),
+                    on_device.to("cpu", copy=True, **kw)):
+            assert got.stride() == want.stride(), (kw, got.device)
+            assert got.dtype == want.dtype and torch.equal(got.cpu(), want), (kw, got.device)
+    copied = on_device.to(copy=True)
+    copied.add_(1)  # a copy, not a view of the source
+    assert torch.equal(on_device.cpu(), x)
+    if x.dim() == 4:
+        assert x.to(ocl, memory_format=torch.channels_last).stride() == \
+            x.to(memory_format=torch.channels_last, copy=True).stride()
+    else:
+        with pytest.raises(RuntimeError, match="channels_last"):
+            x.to(ocl, memory_format=torch.channels_last)

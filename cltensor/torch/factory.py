@@ -3,10 +3,12 @@ import math
 
 import numpy as np
 import torch
+from torch._prims_common import is_non_overlapping_and_dense_or_false
 
 from .. import creation
 from .. import dtypes as dt
 from ..ops import ranges
+from ..shapes import contiguous_strides
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 from ._backend import (TO_NUMPY, TO_TORCH, aten, cl_device_for, empty_wrapper, is_opencl, np_dtype, restride,
                        unwrap, wrap)
@@ -95,16 +97,72 @@ def _to_copy(self, dtype=None, layout=None, device=None, pin_memory=None, non_bl
              memory_format=None):
     dtype = self.dtype if dtype is None else dtype
     target = self.device if device is None else torch.device(device)
+    strides = copy_strides(self, memory_format)
     if target.type == "cpu":
-        return to_cpu(self).to(dtype)
+        return _in_memory_order(self, strides, lambda t: to_cpu(t).to(dtype)).as_strided(
+            self.shape, strides)
     out_dev = cl_device_for(target, "_to_copy")
+    want = np_dtype(dtype, "_to_copy")
     if not is_opencl(self):  # cpu -> opencl
-        return wrap(to_cl(self, np_dtype(dtype, "_to_copy"), out_dev))
-    cl = unwrap(self)
-    res = cl.to(out_dev).to(np_dtype(dtype, "_to_copy"))
-    if res is cl:
-        res = cl.clone()
-    return wrap(res)
+        flat = _in_memory_order(self, strides, lambda t: to_cl(t, want, out_dev))
+    else:
+        def moved(t):
+            src = unwrap(t)
+            res = src.to(out_dev).to(want)
+            return (res.clone() if res is src else res).contiguous()
+        flat = _in_memory_order(self, strides, moved)
+    if flat.offset:  # the view below indexes its buffer from the start
+        flat = flat.clone()
+    return wrap(flat._view(tuple(self.shape), strides, 0))
+
+
+def copy_strides(t, memory_format):
+    """The strides of _to_copy's result, torch's rule: a dense tensor's own (preserve_format),
+    else dense strides in the order of t's (infer_dense_strides); or those of memory_format."""
+    shape = tuple(t.shape)
+    if memory_format in (None, torch.preserve_format):
+        if is_non_overlapping_and_dense_or_false(t):
+            return tuple(t.stride())
+        return dense_strides_like(shape, tuple(t.stride()))
+    if memory_format == torch.contiguous_format:
+        return contiguous_strides(shape)
+    return tuple(torch.empty(shape, device="meta", memory_format=memory_format).stride())
+
+
+def dense_strides_like(shape, strides):
+    """Dense strides whose dims run in the order of `strides` (an insertion sort in which a
+    stride of 0 is incomparable, equal strides put the smaller size first, as torch's
+    infer_dense_strides)."""
+    perm = list(range(len(shape)))[::-1]  # perm[0]: the fastest dim
+
+    def should_swap(a, b):
+        if strides[a] == 0 or strides[b] == 0:
+            return 0
+        if strides[a] != strides[b]:
+            return 1 if strides[a] > strides[b] else -1
+        return 1 if shape[a] > shape[b] else 0
+    for i in range(1, len(perm)):
+        j = i
+        for k in range(i - 1, -1, -1):
+            order = should_swap(perm[k], perm[j])
+            if order > 0:
+                perm[k], perm[j] = perm[j], perm[k]
+                j = k
+            elif order < 0:
+                break
+    out, step = [0] * len(shape), 1
+    for d in perm:
+        out[d] = step
+        if shape[d] > 1:  # a dim of size 0 or 1 takes no room
+            step *= shape[d]
+    return tuple(out)
+
+
+def _in_memory_order(t, strides, copy):
+    """copy() of t's dims permuted into the memory order of dense `strides`, flat: its elements
+    in the order a tensor of those strides holds them."""
+    order = sorted(range(t.dim()), key=lambda d: -strides[d])
+    return copy(t.permute(order)).reshape(-1)
 
 
 @aten("resize_")
