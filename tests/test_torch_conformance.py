@@ -232,6 +232,46 @@ TABLE = (
                      *torch.unique_consecutive(a, return_counts=True),
                      *torch.unique_consecutive(a, dim=0, return_inverse=True),
                      torch.bincount(a.flatten(), minlength=6)), grad=False),
+       # linear algebra, distances, cross, take and adaptive max pooling (linalg_ops.py;
+       # test_torch_linalg_ops.py tests their other forms): decompositions by functions of
+       # their factors that do not depend on the factors' signs
+       Op("det_slogdet_inv", [((2, 3, 3), "f")],
+          lambda a: (torch.linalg.det(a), *torch.linalg.slogdet(a), torch.linalg.inv(a),
+                     torch.linalg.inv_ex(a).info), tol=10),
+       Op("solve", [((2, 3, 3), "f"), ((2, 3, 2), "f")],
+          lambda a, b: (torch.linalg.solve(a, b), torch.linalg.solve(a.mT, b[..., 0]),
+                        torch.linalg.solve(a, b.mT, left=False)), tol=10),
+       Op("lu_factor_solve", [((2, 3, 3), "f"), ((2, 3, 2), "f")],
+          lambda a, b: (*torch.linalg.lu_factor(a), *torch.linalg.lu(a),
+                        torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b, adjoint=True)),
+          tol=10),
+       Op("cholesky", [((2, 3, 3), "f"), ((2, 3, 2), "f")],
+          lambda a, b: (lambda s: (torch.linalg.cholesky(s), torch.linalg.cholesky(s, upper=True),
+                                   torch.cholesky_solve(b, torch.linalg.cholesky(s)),
+                                   torch.cholesky_inverse(torch.linalg.cholesky(s))))(
+              a @ a.mT + 3 * torch.eye(3, dtype=a.dtype, device=a.device)), tol=10),
+       Op("solve_triangular", [((2, 3, 3), "f"), ((2, 3, 2), "f")],
+          lambda a, b: (lambda t: (torch.linalg.solve_triangular(t, b, upper=True),
+                                   torch.linalg.solve_triangular(t.mT, b.mT, upper=False,
+                                                                 left=False)))(
+              a + 4 * torch.eye(3, dtype=a.dtype, device=a.device)), tol=10),
+       Op("qr_svd_eigh", [((2, 4, 3), "f")],
+          lambda a: (lambda q, u, e: (q.Q @ q.Q.mT, q.R.mT @ q.R, u.S, u.U @ u.U.mT,
+                                      e.eigenvalues, e.eigenvectors * e.eigenvalues.unsqueeze(-2)
+                                      @ e.eigenvectors.mT))(
+              torch.linalg.qr(a), torch.linalg.svd(a, full_matrices=False),
+              torch.linalg.eigh(a.mT @ a)), tol=10),
+       Op("lstsq_pinv", [((2, 5, 3), "f"), ((2, 5, 2), "f")],
+          lambda a, b: (torch.linalg.lstsq(a, b).solution, torch.linalg.pinv(a),
+                        torch.linalg.matrix_rank(a.detach())), tol=10),
+       Op("cdist", [((2, 4, 3), "f"), ((2, 5, 3), "f")],
+          lambda a, b: tuple(torch.cdist(a, b, p=p) for p in (2.0, 1.0, 0.0, 1.5, float("inf")))),
+       Op("cross_take", [((2, 4, 3), "f"), ((2, 4, 3), "f")],
+          lambda a, b: (torch.linalg.cross(a, b), torch.cross(a.mT, b.mT, dim=1),
+                        torch.take(a, torch.tensor([[0, 5], [-1, 5]], device=a.device)))),
+       Op("adaptive_max_pool2d", [((2, 3, 7, 6), "f")],
+          lambda x: (*F.adaptive_max_pool2d(x, (3, 4), return_indices=True),
+                     F.adaptive_max_pool2d(x[0], (2, 5)))),
        Op("mv", [((4, 5), "f"), ((5,), "f")], method="mv", out=True),
        # transposed convolution, sliding blocks and 1-d resampling (test_torch_conv_ops.py
        # and test_torch_resample.py test their other forms)
