@@ -148,6 +148,17 @@ def test_bad_input_errors():
     _same_error(torch.cdist, ints, ints)
     _same_error(lambda a: torch.cdist(a, a, p=-1.0), sq)
     _same_error(lambda a: torch.nn.functional.adaptive_max_pool2d(a, 2), ints.reshape(1, 1, 3, 3))
+    _same_error(lambda a: torch.nn.functional.adaptive_max_pool2d(a, 2), sq)
+    _same_error(torch.cdist, sq, sq.float())
+    _same_error(torch.cdist, sq.half(), sq.half())
+    _same_error(torch.linalg.cross, sq, sq.float())
+    _same_error(lambda a, b: torch.linalg.lstsq(a, b, driver="qr"), sq, sq)
+    _same_error(lambda a, b: torch.linalg.lstsq(a, b), _rand(2, 5, 3), _rand(5, 2))
+    _same_error(lambda a: torch.linalg.lu_solve(a, torch.ones(3, dtype=torch.int64,
+                                                              device=a.device), a), sq)
+    _same_error(lambda a: a.put_(torch.tensor([0, 1], device=a.device), a[0].clone()), sq)
+    _same_error(lambda a: a.put_(torch.tensor([0], device=a.device), a[0, :1].float()), sq)
+    _same_error(torch.linalg.svd, torch.full((3, 3), float("nan")))
 
 
 # ---- decompositions, by their invariants ---------------------------------------------------------
@@ -330,6 +341,22 @@ def test_backwards():
     _check_grads(lambda w, y: torch.linalg.lstsq(w, y).solution, W, _rand(5, 2, seed=4))
     _check_grads(lambda a, b: torch.linalg.cross(a, b), W, _rand(5, 3, seed=5))
     _check_grads(lambda a: torch.take(a, torch.tensor([[0, 7], [7, -1]], device=a.device)), W)
+    singular = A.clone()
+    singular[0, :, 1] = 0
+    _check_grads(torch.linalg.det, singular)  # torch's perturbed LU at a zero pivot
+
+
+def test_second_order_gradients():
+    """create_graph=True: torch's backward formulas then recompute the factorizations."""
+    A, S, B = _rand(2, 3, 3), _rand(2, 3, 3, pd=True, seed=1), _rand(2, 3, 2, seed=2)
+    for fn, xs in ((torch.linalg.det, (A,)), (torch.linalg.solve, (A, B)), (torch.linalg.inv, (A,)),
+                   (torch.linalg.cholesky, (S,)), (torch.linalg.eigvalsh, (S,))):
+        hessians = []
+        for dev in ("cpu", OCL):
+            leaves = [x.to(dev).requires_grad_() for x in xs]
+            grads = torch.autograd.grad(fn(*leaves).sum(), leaves, create_graph=True)
+            hessians.append(torch.autograd.grad(sum((g * g).sum() for g in grads), leaves))
+        _close(hessians[1], hessians[0], scale=100)
 
 
 def _train(make_loss, params, steps, dev):

@@ -62,15 +62,17 @@ def _empty(meta, device):
 
 _DTYPE_REPR = re.compile(r"torch\.(float16|bfloat16|float32|float64|int64|int32|int16|int8|uint8|bool"
                          r"|complex64|complex128)\b")
+_SIZE_REPR = re.compile(r"torch\.Size\((\[[^]]*\])\)")
 
 
 def _meta(op, args, kwargs):
-    """meta_result, its errors naming dtypes as torch's CPU kernels do (Float, not
-    torch.float32)."""
+    """meta_result, its errors naming dtypes and shapes as torch's CPU kernels do (Float and
+    [2, 3], not torch.float32 and torch.Size([2, 3]))."""
     try:
         return meta_result(op, args, kwargs)
     except RuntimeError as e:
         named = _DTYPE_REPR.sub(lambda m: _scalar_name(getattr(torch, m[1])), str(e))
+        named = _SIZE_REPR.sub(r"\1", named)
         if named == str(e):
             raise
         raise type(e)(named) from e
@@ -172,7 +174,7 @@ def linalg_solve_ex(A, B, *, left=True, check_errors=False):
     vector = B.dim() == 1 or (B.dim() == A.dim() - 1 and B.shape == A.shape[:-1])
     _batches_broadcast(B.shape[:-1] if vector else B.shape[:-2], A.shape[:-2])
     metas = _meta(_aten._linalg_solve_ex.default, (A, B),
-                        {"left": left, "check_errors": check_errors})
+                  {"left": left, "check_errors": check_errors})
     b = unwrap(B)
     X, LU, piv, info = _solve(A, b.unsqueeze(-1) if vector else b, left,
                               "torch.linalg.solve_ex", check_errors)
@@ -211,7 +213,7 @@ def _square(A, api):
 
 def linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
     metas = _meta(_aten.linalg_lu_factor_ex.default, (A,),
-                        {"pivot": pivot, "check_errors": check_errors})
+                  {"pivot": pivot, "check_errors": check_errors})
     _no_pivoting(pivot)
     LU, piv, info = _lu(A)
     if check_errors:
@@ -234,7 +236,7 @@ def linalg_lu(A, *, pivot=True):
 
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     metas = _meta(_aten.lu_unpack.default, (LU_data, LU_pivots, unpack_data, unpack_pivots),
-                        {})
+                  {})
     _full_precision(LU_data, "lu_unpack")
     LU = unwrap(LU_data)
     return _results(_unpack(LU, unwrap(LU_pivots), unpack_data, unpack_pivots), metas)
@@ -271,8 +273,10 @@ def _permutation(piv, m, like):
 
 def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     _floating(LU, "torch.linalg.lu_solve")
+    if pivots.dtype != torch.int32:  # (its Meta kernel names the dtype otherwise)
+        raise RuntimeError("linalg.lu_solve: pivots should be a Tensor of scalar type torch.int32")
     out = _meta(_aten.linalg_lu_solve.default, (LU, pivots, B),
-                      {"left": left, "adjoint": adjoint})
+                {"left": left, "adjoint": adjoint})
     _full_precision(LU, "linalg.lu_solve_cpu")
     return _result(_lu_solve(unwrap(LU), unwrap(pivots), unwrap(B), left, adjoint), out)
 
@@ -299,7 +303,7 @@ with_out("linalg_lu_solve.out", linalg_lu_solve)
 def linalg_cholesky_ex(self, *, upper=False, check_errors=False):
     _floating(self, "linalg.cholesky")
     metas = _meta(_aten.linalg_cholesky_ex.default, (self,),
-                        {"upper": upper, "check_errors": check_errors})
+                  {"upper": upper, "check_errors": check_errors})
     _full_precision(self, "cholesky_cpu")
     L, info = la.cholesky_ex(unwrap(self), upper)
     if check_errors:
@@ -317,12 +321,15 @@ def linalg_qr(A, mode="reduced"):
 def linalg_svd(A, full_matrices=False, compute_uv=True, *, driver=None):
     _floating(A, "linalg.svd")
     metas = _meta(_aten._linalg_svd.default, (A, full_matrices, compute_uv),
-                        {"driver": driver})
+                  {"driver": driver})
     if driver is not None:
         raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on "
                            "CUDA inputs with cuSOLVER backend.")
     _full_precision(A, "linalg_svd_cpu")
     U, S, Vh, info = la.svd(unwrap(A), full_matrices, vectors=compute_uv)
+    if info.numel() and bool(info.any()) and not bool(unwrap(A).isfinite().all()):
+        raise torch.linalg.LinAlgError("linalg.svd: The algorithm failed to converge because the "
+                                       "input matrix contained non-finite values.")
     _check_errors(info, "linalg.svd", A)
     return _results((U, S, Vh), metas)
 
@@ -337,7 +344,7 @@ def linalg_eigh(A, UPLO="L", compute_v=True):
 
 def linalg_solve_triangular(self, B, *, upper, left=True, unitriangular=False):
     out = _meta(_aten.linalg_solve_triangular.default, (self, B),
-                      {"upper": upper, "left": left, "unitriangular": unitriangular})
+                {"upper": upper, "left": left, "unitriangular": unitriangular})
     _full_precision(self, "triangular_solve_cpu")
     return _result(la.solve_triangular(unwrap(self), unwrap(B), upper, left, unitriangular), out)
 
@@ -387,7 +394,11 @@ def linalg_lstsq(self, b, rcond=None, *, driver=None):
         raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
     if b.dim() < 1:
         raise RuntimeError("torch.linalg.lstsq: other must have at least 1 dimension.")
+    if driver not in (None, "gels", "gelsy", "gelsd", "gelss"):
+        raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, "
+                           "gelsy, gelsd, gelss)")
     vector = b.dim() == self.dim() - 1
+    _batches_broadcast(self.shape[:-2], b.shape[:-1] if vector else b.shape[:-2])
     if b.shape[-1 if vector else -2] != self.shape[-2]:
         dim = "other.size(-1)" if vector else "other.size(-2)"
         raise RuntimeError(f"torch.linalg.lstsq: input.size(-2) should match {dim}")
@@ -426,6 +437,8 @@ _outs_without_meta("linalg_lstsq.out", linalg_lstsq,
 # ---- cdist, cross ------------------------------------------------------------------------------
 def cdist_forward(x1, x2, p, compute_mode):
     out = _meta(_aten._cdist_forward.default, (x1, x2, p, compute_mode), {})
+    _same_dtypes(x1, x2)
+    _full_precision(x1, "cdist")
     mode = _CDIST_MODES[compute_mode or 0]
     dtype = np_dtype(out.dtype, "cdist")
     return _result(_cdist(operand(x1, dtype), operand(x2, dtype), p, mode), out)
@@ -460,8 +473,17 @@ def _pair_grads(diff, g, d, p):
     return where(d == 0, 0.0, diff * diff.abs().pow(p - 2) * g / d.pow(p - 1))
 
 
+def _same_dtypes(a, b):
+    """torch's CPU kernels of cdist and cross take operands of one dtype (their Meta kernels
+    promote)."""
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected scalar type {_scalar_name(a.dtype)} but found "
+                           f"{_scalar_name(b.dtype)}")
+
+
 def linalg_cross(self, other, *, dim=-1):
     out = _meta(_aten.linalg_cross.default, (self, other), {"dim": dim})
+    _same_dtypes(self, other)
     dtype = np_dtype(out.dtype, "linalg_cross")
     d = dim % max(self.dim(), other.dim())
     return _result(_cross(operand(self, dtype), operand(other, dtype), d), out)
@@ -499,6 +521,14 @@ def take(self, index):
 
 def put_(self, index, source, accumulate=False):
     _meta(_aten.put_.default, (self, index, source, accumulate), {})
+    if source.numel() != index.numel():  # torch's CPU checks (its Meta kernel makes none)
+        raise IndexError(f"put_(): Expected source and index to have the same number of "
+                         f"elements, but got source.numel() = {source.numel()}, index.numel() = "
+                         f"{index.numel()}")
+    if source.dtype != self.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
+                           f"self.dtype = {_scalar_name(self.dtype)} and source.dtype = "
+                           f"{_scalar_name(source.dtype)}")
     idx = unwrap(index)
     with _index_errors(idx, self.numel()):
         _put_(unwrap(self), idx, operand(source, np_dtype(self.dtype, "put_")), accumulate)
