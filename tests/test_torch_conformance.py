@@ -248,12 +248,14 @@ TABLE = (
        Op("cholesky", [((2, 3, 3), "f"), ((2, 3, 2), "f")],
           lambda a, b: (lambda s: (torch.linalg.cholesky(s), torch.linalg.cholesky(s, upper=True),
                                    torch.cholesky_solve(b, torch.linalg.cholesky(s)),
-                                   torch.cholesky_inverse(torch.linalg.cholesky(s))))(
+                                   torch.cholesky_inverse(torch.linalg.cholesky(s)),
+                                   torch.cholesky(s, upper=True)))(
               a @ a.mT + 3 * torch.eye(3, dtype=a.dtype, device=a.device)), tol=10),
        Op("solve_triangular", [((2, 3, 3), "f"), ((2, 3, 2), "f")],
           lambda a, b: (lambda t: (torch.linalg.solve_triangular(t, b, upper=True),
                                    torch.linalg.solve_triangular(t.mT, b.mT, upper=False,
-                                                                 left=False)))(
+                                                                 left=False),
+                                   *torch.triangular_solve(b, t, transpose=True)))(
               a + 4 * torch.eye(3, dtype=a.dtype, device=a.device)), tol=10),
        Op("qr_svd_eigh", [((2, 4, 3), "f")],
           lambda a: (lambda q, u, e: (q.Q @ q.Q.mT, q.R.mT @ q.R, u.S, u.U @ u.U.mT,

@@ -110,7 +110,8 @@ def test_singular_and_not_positive_definite(dtype):
                lambda a: torch.linalg.lu_factor_ex(a, check_errors=True)):
         _same_error(fn, A)
         _same_error(fn, A[2])
-    for fn in (torch.linalg.cholesky, lambda a: torch.linalg.cholesky_ex(a, check_errors=True)):
+    for fn in (torch.linalg.cholesky, lambda a: torch.linalg.cholesky_ex(a, check_errors=True),
+               torch.cholesky):
         _same_error(fn, S)
     _same_error(torch.cholesky_inverse, S[2].triu() * 0)
 
@@ -208,7 +209,12 @@ def test_solves_and_derived(dtype):
                 _close(*_both(lambda t, b: torch.linalg.solve_triangular(
                     t, b if left else b.mT, upper=upper, left=left, unitriangular=unit), T, B),
                     scale=10)
+    for upper in (True, False):  # torch.triangular_solve, its deprecated form
+        for transpose in (False, True):
+            _close(*_both(torch.triangular_solve, B, T, upper, transpose), scale=10)
+    _close(*_both(torch.triangular_solve, B, T[0], unitriangular=True), scale=10)
     L = torch.linalg.cholesky(_rand(4, 4, dtype=dtype, pd=True))
+    _close(*_both(torch.cholesky, L @ L.mT, upper=True), scale=10)
     for upper in (False, True):
         F = L.mT if upper else L
         _close(*_both(torch.cholesky_solve, B, F, upper=upper), scale=10)
@@ -240,6 +246,8 @@ def test_out_forms(dtype):
         (lambda a, s, b, o: torch.linalg.lu(a, out=o), (f, f, f)),
         (lambda a, s, b, o: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), b, out=o[0]), (f,)),
         (lambda a, s, b, o: torch.linalg.solve_triangular(s, b, upper=True, out=o[0]), (f,)),
+        (lambda a, s, b, o: torch.triangular_solve(b, s, out=o), (f, f)),
+        (lambda a, s, b, o: torch.cholesky(s, out=o[0]), (f,)),
         (lambda a, s, b, o: torch.linalg.qr(s, out=o)[1].abs(), (f, f)),
         (lambda a, s, b, o: torch.linalg.svdvals(a, out=o[0]), (f,)),
         (lambda a, s, b, o: torch.linalg.eigvalsh(s, out=o[0]), (f,)),

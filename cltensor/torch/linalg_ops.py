@@ -362,6 +362,27 @@ def cholesky_inverse(self, upper=False):
         return _result(_cholesky_inverse(unwrap(self), upper), out)
 
 
+def cholesky(self, upper=False):
+    """torch.cholesky, linalg.cholesky's deprecated form."""
+    out = _meta(_aten.cholesky.default, (self, upper), {})
+    _full_precision(self, "cholesky_cpu")
+    L, info = la.cholesky_ex(unwrap(self), upper)
+    _check_errors(info, "cholesky", self)
+    return _result(L, out)
+
+
+def triangular_solve(self, A, upper=True, transpose=False, unitriangular=False):
+    """torch.triangular_solve, linalg.solve_triangular's deprecated form: (X with op(A) X = self,
+    op(A) A or A^T, and a copy of A broadcast to the batch)."""
+    metas = _meta(_aten.triangular_solve.default, (self, A, upper, transpose, unitriangular), {})
+    _full_precision(A, "triangular_solve_cpu")
+    a = unwrap(A)
+    X = la.solve_triangular(a.mT if transpose else a, unwrap(self), upper != transpose, True,
+                            unitriangular)
+    copy = a.expand(*metas[1].shape).clone(memory_format="contiguous_format")
+    return _results((X, copy), metas)
+
+
 aten("linalg_cholesky_ex")(linalg_cholesky_ex)
 _with_outs("linalg_cholesky_ex.L", linalg_cholesky_ex, ("L", "info"))
 aten("linalg_qr")(linalg_qr)
@@ -370,6 +391,10 @@ aten("_linalg_svd")(linalg_svd)
 _with_outs("_linalg_svd.U", linalg_svd, ("U", "S", "Vh"))
 aten("_linalg_eigh")(linalg_eigh)
 _with_outs("_linalg_eigh.eigenvalues", linalg_eigh, ("eigenvalues", "eigenvectors"))
+aten("cholesky")(cholesky)
+with_out("cholesky.out", cholesky)
+aten("triangular_solve")(triangular_solve)
+_with_outs("triangular_solve.X", triangular_solve, ("X", "M"))
 aten("linalg_solve_triangular")(linalg_solve_triangular)
 with_out("linalg_solve_triangular.out", linalg_solve_triangular)
 aten("_cholesky_solve_helper")(cholesky_solve_helper)
