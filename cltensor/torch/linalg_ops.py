@@ -128,12 +128,10 @@ def _lu(A, transposed=False):
     return LU, piv.to(dt.int32), info
 
 
-def _permutation_sign(piv, like):
+def _permutation_sign(piv):
     """det(P) of LAPACK's row swaps: -1 to the number of pivots that move a row."""
-    k = piv.shape[-1]
-    steps = arange(1, k + 1, dtype=dt.int32, device=piv.device)
-    odd = (piv != steps).to(dt.int64).sum(-1).remainder(2).to(like.dtype)
-    return 1 - 2 * odd
+    steps = arange(1, piv.shape[-1] + 1, dtype=dt.int32, device=piv.device)
+    return where(piv != steps, -1.0, 1.0).prod(-1)
 
 
 def _lu_solve(LU, piv, B, left=True, adjoint=False):
@@ -147,7 +145,7 @@ def linalg_det(A):
     _floating(A, "linalg.det")
     metas = _meta(_aten._linalg_det.default, (A,), {})
     LU, piv, _ = _lu(A, A.is_contiguous())
-    det = _permutation_sign(piv, LU) * LU.diagonal(0, -2, -1).prod(-1)
+    det = _permutation_sign(piv) * LU.diagonal(0, -2, -1).prod(-1)
     return _results((det, LU, piv), metas)
 
 
@@ -156,7 +154,7 @@ def linalg_slogdet(A):
     metas = _meta(_aten._linalg_slogdet.default, (A,), {})
     LU, piv, _ = _lu(A, A.is_contiguous())
     diag = LU.diagonal(0, -2, -1)
-    sign = diag.sign().prod(-1) * _permutation_sign(piv, LU)
+    sign = diag.sign().prod(-1) * _permutation_sign(piv)
     return _results((sign, diag.abs().log().sum(-1), LU, piv), metas)
 
 
