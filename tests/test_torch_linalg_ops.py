@@ -386,10 +386,13 @@ def test_least_squares_and_gaussian_process_training():
     X, Y = _rand(8, 3), _rand(8, 1, seed=1)
 
     def ridge(log_lam):
-        train, val = slice(0, 6), slice(6, 8)
-        G = X[train].mT @ X[train] + log_lam.exp() * torch.eye(3, dtype=X.dtype, device=X.device)
-        w = torch.linalg.solve(G, X[train].mT @ Y[train])
-        return ((X[val] @ w - Y[val]) ** 2).sum() + torch.linalg.lstsq(X, Y).residuals.sum()
+        """Validation error of ridge fits on 6 rows, by lstsq of the system stacked with
+        sqrt(lam) I and by solve of the normal equations, as a function of log(lam)."""
+        x, y, one = X[:6], Y[:6], torch.eye(3, dtype=X.dtype, device=X.device)
+        stacked = torch.cat([x, (log_lam / 2).exp() * one])
+        w_lstsq = torch.linalg.lstsq(stacked, torch.cat([y, y.new_zeros(3, 1)])).solution
+        w_solve = torch.linalg.solve(x.mT @ x + log_lam.exp() * one, x.mT @ y)
+        return sum(((X[6:] @ w - Y[6:]) ** 2).sum() for w in (w_lstsq, w_solve))
 
     def gp(log_len, log_noise):
         K = torch.exp(-torch.cdist(X, X) ** 2 / (2 * log_len.exp() ** 2))
