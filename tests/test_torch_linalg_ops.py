@@ -155,6 +155,8 @@ def test_bad_input_errors():
     _same_error(torch.linalg.cross, sq, sq.float())
     _same_error(lambda a, b: torch.linalg.lstsq(a, b, driver="qr"), sq, sq)
     _same_error(lambda a, b: torch.linalg.lstsq(a, b), _rand(2, 5, 3), _rand(5, 2))
+    _same_error(lambda a, b: torch.linalg.lstsq(a, b), sq, sq.float())
+    _same_error(lambda a, b: torch.linalg.lstsq(a, b), sq, _rand(2, 2, 3, 3))
     _same_error(lambda a: torch.linalg.lu_solve(a, torch.ones(3, dtype=torch.int64,
                                                               device=a.device), a), sq)
     _same_error(lambda a: a.put_(torch.tensor([0, 1], device=a.device), a[0].clone()), sq)
@@ -275,6 +277,9 @@ def test_cdist(p):
                  "donot_use_mm_for_euclid_dist"):
         _close(*_both(torch.cdist, x1, x2, p=p, compute_mode=mode))
     _check_grads(lambda a, b: torch.cdist(a, b, p=p), x1, x2)
+    if p == 0:  # a zero gradient, an infinite difference included
+        x1[0, 0, 0] = float("inf")
+        _check_grads(lambda a, b: torch.cdist(a, b, p=p), x1, x2)
 
 
 def test_cdist_many_rows():
@@ -316,7 +321,7 @@ def _check_grads(fn, *inputs):
     CPU torch's, every op on the device."""
     grads = []
     for dev in ("cpu", OCL):
-        leaves = [x.to(dev).requires_grad_() for x in inputs]
+        leaves = [x.detach().clone().to(dev).requires_grad_() for x in inputs]
         out = fn(*leaves)
         outs = [o for o in (out if isinstance(out, tuple) else (out,)) if o.requires_grad]
         gen = torch.Generator().manual_seed(1)
@@ -361,7 +366,7 @@ def test_second_order_gradients():
                    (torch.linalg.cholesky, (S,)), (torch.linalg.eigvalsh, (S,))):
         hessians = []
         for dev in ("cpu", OCL):
-            leaves = [x.to(dev).requires_grad_() for x in xs]
+            leaves = [x.detach().clone().to(dev).requires_grad_() for x in xs]
             grads = torch.autograd.grad(fn(*leaves).sum(), leaves, create_graph=True)
             hessians.append(torch.autograd.grad(sum((g * g).sum() for g in grads), leaves))
         _close(hessians[1], hessians[0], scale=100)

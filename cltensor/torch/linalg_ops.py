@@ -18,12 +18,12 @@ import torch
 from .. import dtypes as dt
 from ..composed.contract import cdist as _cdist
 from ..composed.contract import cross as _cross
+from ..creation import tensor, zeros
 from ..linalg import cholesky_inverse as _cholesky_inverse
 from ..linalg import lstsq as _lstsq
 from ..ops import linalg as la
 from ..ops import pool
 from ..ops.indexing.keys import put_ as _put_
-from ..creation import tensor
 from ..ops.pointwise import where
 from ..ops.ranges import arange, eye
 from ..tensor import ClTensor
@@ -60,8 +60,8 @@ def _empty(meta, device):
     return ClTensor.empty_on(tuple(meta.shape), np_dtype(meta.dtype, "result"), device)
 
 
-_DTYPE_REPR = re.compile(r"torch\.(float16|bfloat16|float32|float64|int64|int32|int16|int8|uint8|bool"
-                         r"|complex64|complex128)\b")
+_DTYPE_REPR = re.compile(r"torch\.(float16|bfloat16|float32|float64|int64|int32|int16|int8"
+                         r"|uint8|bool|complex64|complex128)\b")
 _SIZE_REPR = re.compile(r"torch\.Size\((\[[^]]*\])\)")
 
 
@@ -411,12 +411,15 @@ def linalg_lstsq(self, b, rcond=None, *, driver=None):
             raise RuntimeError("This function doesn't handle types other than float and double")
     if self.dtype != b.dtype:
         raise RuntimeError(f"torch.linalg.lstsq: Expected input and other to have the same "
-                           f"dtype, but got input's dtype {self.dtype} and other's dtype "
-                           f"{b.dtype}")
+                           f"dtype, but got input's dtype {_scalar_name(self.dtype)} and "
+                           f"other's dtype {_scalar_name(b.dtype)}")
     if self.dim() < 2:
         raise RuntimeError("torch.linalg.lstsq: input must have at least 2 dimensions.")
     if b.dim() < 1:
         raise RuntimeError("torch.linalg.lstsq: other must have at least 1 dimension.")
+    if not 0 <= self.dim() - b.dim() <= 1:
+        raise RuntimeError("torch.linalg.lstsq: input.dim() must be greater or equal to "
+                           "other.dim() and (input.dim() - other.dim()) <= 1")
     if driver not in (None, "gels", "gelsy", "gelsd", "gelss"):
         raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, "
                            "gelsy, gelsd, gelss)")
@@ -483,7 +486,7 @@ def _pair_grads(diff, g, d, p):
     p < 1, where a coordinate's difference is)."""
     sign = diff.sign()
     if p == 0:
-        return diff * 0
+        return zeros(diff.shape, dtype=diff.dtype, device=diff.device)
     if p == 1:
         return g * sign
     if p == float("inf"):
