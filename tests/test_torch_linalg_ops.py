@@ -285,8 +285,12 @@ def test_cdist(p):
 def test_cdist_many_rows():
     """More than 25 rows: aten's _cdist_forward takes torch's matmul form of the Euclidean
     distance, as torch.cdist does."""
+    x1, x2 = _rand(30, 3), _rand(27, 3, seed=1)
     for mode in (None, 0, 1, 2):
-        _close(*_both(aten._cdist_forward, _rand(30, 3), _rand(27, 3, seed=1), 2.0, mode))
+        _close(*_both(aten._cdist_forward, x1, x2, 2.0, mode))
+    _close(*_both(torch.cdist, x1, x2))  # torch's own composite of the matmul form
+    _check_grads(torch.cdist, x1, x2)
+    _same_error(lambda a, b: aten._cdist_forward(a, b, 2.0, 3), x1, x2)
 
 
 def test_cross_and_take(dtype):

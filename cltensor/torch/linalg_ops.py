@@ -462,6 +462,8 @@ _outs_without_meta("linalg_lstsq.out", linalg_lstsq,
 
 # ---- cdist, cross ------------------------------------------------------------------------------
 def cdist_forward(x1, x2, p, compute_mode):
+    if compute_mode not in (None, 0, 1, 2):  # (its Meta kernel words it otherwise)
+        raise RuntimeError(f"possible modes: 0, 1, 2, but was: {compute_mode}")
     out = _meta(_aten._cdist_forward.default, (x1, x2, p, compute_mode), {})
     _same_dtypes(x1, x2)
     _full_precision(x1, "cdist")
