@@ -418,3 +418,54 @@ def test_contiguous_kernel_items_per_work_item(device, rng, fp_dtypes, monkeypat
             assert_close(ta, 2 * a.astype(np.float64) + b)
         i = np.arange(n, dtype=np.int64) - n // 2
         assert ((ct.from_numpy(i, device=device) * 3).numpy() == i * 3).all()
+
+
+_POW_BASES = [-0.0, 0.0, -np.inf, np.inf, np.nan, 1.0, -1.0, -2.0, 2.0, 0.5, -0.5, 3e19, 1e-20,
+              -7.3, 65504.0]
+_POW_EXPONENTS = [0.0, -0.0, 1.0, -1.0, 2.0, 3.0, -3.0, 0.5, 1.7, -1.7, np.inf, -np.inf, np.nan,
+                  1e10, 2.0 ** 24 + 2, 255.0, -128.5]
+
+
+def _same_bits_or_nan(got, want, ulps=0):
+    """got equals want (its sign too; NaN where want is NaN), or within `ulps` of it."""
+    nan = np.isnan(want)
+    np.testing.assert_array_equal(np.isnan(got), nan)
+    g, w = got[~nan], want[~nan]
+    close = (g == w) & (np.signbit(g) == np.signbit(w))
+    if ulps:
+        close |= np.isfinite(w) & (np.abs(g - w) <= ulps * np.spacing(np.abs(w)))
+    assert close.all(), list(zip(g[~close], w[~close]))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_pow_special_values_follow_c99(device, dtype):
+    """pow's special cases (signed zeros, infinities, NaN, negative bases) as C99 and numpy
+    give them, tensor ** tensor and tensor ** number, on every device."""
+    if dtype == "float64" and not device.has_fp64:
+        pytest.skip("the device has no float64")
+    a = np.repeat(np.array(_POW_BASES, dtype), len(_POW_EXPONENTS))
+    b = np.tile(np.array(_POW_EXPONENTS, dtype), len(_POW_BASES))
+    with np.errstate(all="ignore"):
+        want = np.power(a.astype(np.float64), b.astype(np.float64)).astype(dtype)
+    got = ct.tensor(a, device=device).pow(ct.tensor(b, device=device)).numpy()
+    _same_bits_or_nan(got, want, ulps=1)
+    base = np.array(_POW_BASES, dtype)
+    for e in (1.7, -1.7, 255.0, np.inf):  # a Python number as the exponent
+        with np.errstate(all="ignore"):
+            want = np.power(base.astype(np.float64), float(np.array(e, dtype))).astype(dtype)
+        _same_bits_or_nan(ct.tensor(base, device=device).pow(e).numpy(), want, ulps=1)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_pow_scalar_forms_are_torchs(device, dtype):
+    """x ** 0.5, -0.5, -1, 2, 3, -2 and 1 follow torch, which computes them as sqrt, rsqrt,
+    reciprocal, x * x, x * x * x, 1 / (x * x) and a copy: 0.5 of -inf is NaN and of -0 is -0
+    (C's pow gives inf and 0); values within an ulp (sqrt's rounding differs by runtime)."""
+    torch = pytest.importorskip("torch")
+    if dtype == "float64" and not device.has_fp64:
+        pytest.skip("the device has no float64")
+    x = np.array(_POW_BASES + [0.3, -0.7, 123.456], np.float64).astype(dtype)
+    t = ct.tensor(x, device=device)
+    for e in (0.5, -0.5, -1.0, -1, 2.0, 2, 3.0, -2.0, 1.0):
+        want = torch.from_numpy(x).pow(e).numpy()
+        _same_bits_or_nan(t.pow(e).numpy(), want, ulps=1)

@@ -38,6 +38,7 @@ VEC16_OPS = frozenset(f"OP_{name}" for name in (
     "relu_backward", "leaky_relu", "leaky_relu_backward", "sigmoid_backward", "tanh_backward",
     "hardtanh_backward", "exp", "log", "sqrt", "rsqrt", "tanh"))
 VEC16_MIN = 1 << 16
+POW_OPS = ("OP_pow", "OP_rpow")
 _VEC16_TYPES = ("float", "half", "bf16")
 _kernels = caches.register("ops.elementwise.kernels", {})
 
@@ -299,6 +300,9 @@ def _get_kernel(device, op_macro, sig, out_dtype, compute_dtype, user_op, layout
             defines["WHOLE_GROUPS"] = None  # PoCL's masked stores (elementwise.cl, ew_contig)
         if dt.is_floating(compute_dtype):
             defines["CT_FLOAT"] = None
+            if op_macro in POW_OPS and device.is_cpu and device.has_fp64 and \
+                    compute_dtype == dt.float32:
+                defines["POW_VIA_DOUBLE"] = None  # elementwise.cl's pow_ct
         if out_dtype == dt.bool_:
             defines["OUT_BOOL"] = None
         if layout != "contig":

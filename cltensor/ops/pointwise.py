@@ -213,10 +213,24 @@ def heaviside(x, values, out=None):
     return ew.binary("heaviside", x, values, out=out)
 
 
+# A floating tensor to these scalar powers takes torch's own forms (its CPU pow kernel's), so
+# the special values are torch's (0.5 is sqrt for float32/64: -0 stays -0, -inf gives NaN;
+# torch's 16-bit pow keeps C's pow there) and, on CPU devices, the time is an elementwise
+# pass's (PoCL, 3.3M floats: x ** 2 took 159 ms, x * x 0.4).
+SCALAR_POWS = {0.5: "sqrt", -0.5: "rsqrt", -1.0: "reciprocal", 2.0: "square", 3.0: "cube",
+               -2.0: "rsquare", 1.0: "copy"}
+ROOT_POWS = (0.5, -0.5)
+
+
 def pow(a, b, out=None):
     rt = dt.result_type(a, b)
     if not dt.is_floating(rt) and not ew.is_tensor(b) and b < 0:
         raise ValueError("pow: integers to negative integer powers are not allowed")
+    if (ew.is_tensor(a) and type(b) in (int, float) and a.dtype is rt and dt.is_floating(rt)
+            and (out is None or out.dtype is rt)):
+        form = SCALAR_POWS.get(float(b))
+        if form is not None and not (rt in dt.HALF_TYPES and b in ROOT_POWS):
+            return ew.unary(form, a, out=out)
     return ew.binary("pow", a, b, out=out)
 
 
