@@ -116,7 +116,8 @@ _PACKED = _dict({"MR": _int(1, 64), "NR": _int(1, 256), "VW": _VW, "ORDER": _BIT
                  "B_IN_PLACE_MAX_K": _int(0, _BIG),
                  "A_IN_PLACE": _BIT, "KB": _int(0, 65536), "KC": _int(0, 65536),
                  "BM": _int(1, 1024), "BN": _int(1, 1024), "SLAB_MIN_K": _int(0, _BIG),
-                 "SLAB_MIN_MN": _int(0, _BIG), "SLAB_WALK_N": _BIT, "SLAB_B_IN_PLACE": _BIT,
+                 "SLAB_MIN_MN": _int(0, _BIG), "SLAB_MIN_N": _int(0, _BIG), "SLAB_WALK_N": _BIT,
+                 "SLAB_B_IN_PLACE": _BIT,
                  "PF": _int(0, 65536),
                  "PACK_LX": _int(1, 1024)}, ("MR", "NR", "VW"))
 _XGEMM_CORE = ("MWG", "NWG", "KWG", "MDIMC", "NDIMC", "VWM", "VWN", "STRM", "STRN", "PADA",

@@ -22,7 +22,7 @@ def slab_entry(device, dtype, **over):
     2 x 2 tiles), the thresholds off; `over` replaces fields."""
     base = gm.entry_for(device, np.dtype(dtype))
     params = dict(base["packed"], KB=base["packed"].get("KB", 64))
-    params.update(KC=2 * params["KB"], BM=2, BN=2, SLAB_MIN_K=0, SLAB_MIN_MN=0)
+    params.update(KC=2 * params["KB"], BM=2, BN=2, SLAB_MIN_K=0, SLAB_MIN_MN=0, SLAB_MIN_N=0)
     params.update(over)
     return dict(base, packed=params, min_work=0, min_dim=0, min_m=0)
 
@@ -150,9 +150,9 @@ def test_slabs_keep_long_sums_blocked(device, rng, use_entry):
 
 
 def test_slab_rules(device):
-    """Slabs for K from SLAB_MIN_K (default 2 KC) and M, N from SLAB_MIN_MN (default 256),
-    never for summed batches or without KC; KC rounded up to a multiple of KB; neither
-    operand read in place then."""
+    """Slabs for K from SLAB_MIN_K (default 2 KC), M, N from SLAB_MIN_MN (default 256) and N
+    from SLAB_MIN_N, never for summed batches or without KC; KC rounded up to a multiple of KB;
+    neither operand read in place then."""
     params = {"MR": 8, "NR": 32, "VW": 16, "KB": 64, "KC": 200, "A_IN_PLACE": 1,
               "B_IN_PLACE_MIN_N": 1}
     t = cltensor.empty(1, device=device)  # stands for the operands: their dtype is read
@@ -169,6 +169,9 @@ def test_slab_rules(device):
     assert packed.packed_slab(prob(4096, 4096, 4096), dict(params, KC=0)) == 0
     assert packed.packed_slab(prob(64, 64, 100), dict(params, SLAB_MIN_K=100,
                                                       SLAB_MIN_MN=64, KB=0)) == 200
+    narrow = dict(params, SLAB_MIN_N=1024)  # deep products of fewer columns stay gemm_packed's
+    assert packed.packed_slab(prob(4096, 1023, 4096), narrow) == 0
+    assert packed.packed_slab(prob(256, 1024, 4096), narrow) == 256
     deep, shallow = prob(512, 512, 512), prob(512, 512, 300)
     for reads in (packed.packed_reads_a_in_place, packed.packed_reads_b_in_place):
         assert not reads(deep, params) and reads(shallow, params)

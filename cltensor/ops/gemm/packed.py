@@ -80,12 +80,14 @@ def _aliased(p, depth):
 def packed_slab(p, params, summed=False):
     """gemm_slabs' KC for a product, or 0 where gemm_packed runs it: with KC set, K of at least
     SLAB_MIN_K (default 2 * KC), M and N of at least SLAB_MIN_MN (default 256: narrower, one
-    operand's panels are few and gemm_packed reads the other once) and C not summed over
-    batches. KC is rounded up to a multiple of KB, so that the blocked sums stay gemm_packed's
-    (gemm_cpu.cl)."""
+    operand's panels are few and gemm_packed reads the other once), N of at least SLAB_MIN_N
+    (gemm.json: on both CPU runtimes gemm_packed ran deep products of up to about 1024 columns
+    faster) and C not summed over batches. KC is rounded up to a multiple of KB, so that the
+    blocked sums stay gemm_packed's (gemm_cpu.cl)."""
     kc, kb = params.get("KC", 0), params.get("KB", 0)
     if (not kc or summed or p.k < params.get("SLAB_MIN_K", 2 * kc) or
-            min(p.m, p.n) < params.get("SLAB_MIN_MN", 256)):
+            min(p.m, p.n) < params.get("SLAB_MIN_MN", 256) or
+            p.n < params.get("SLAB_MIN_N", 0)):
         return 0
     return -(-kc // kb) * kb if kb else kc
 
