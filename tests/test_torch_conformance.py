@@ -500,6 +500,8 @@ ELSEWHERE |= {f"{name}{form}" for name in ("mse_loss", "smooth_l1_loss", "huber_
               for form in ("", ".out", "_backward", "_backward.grad_input", "_backward.out")}
 ELSEWHERE |= {"nll_loss2d_forward", "nll_loss2d_backward"}
 ELSEWHERE |= {"equal"}  # test_torch_device.py
+ELSEWHERE |= {"_pdist_forward", "_pdist_forward.out", "_pdist_backward",
+              "_pdist_backward.out"}  # test_torch_linalg_ops.py
 # resampling and padding of images (test_torch_resample.py)
 ELSEWHERE |= {f"{name}{form}" for name in ("upsample_nearest2d", "_upsample_nearest_exact2d",
                                            "upsample_bilinear2d", "upsample_bicubic2d",

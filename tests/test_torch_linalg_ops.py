@@ -282,6 +282,19 @@ def test_cdist(p):
         _check_grads(lambda a, b: torch.cdist(a, b, p=p), x1, x2)
 
 
+@pytest.mark.parametrize("p", [0.0, 0.5, 1.0, 2.0, 3.0, float("inf")])
+def test_pdist(p):
+    """F.pdist's distances of row pairs and their gradient, a repeated row (distance 0)
+    included, and the out= form."""
+    x = _rand(6, 4)
+    x[3] = x[1]
+    _close(*_both(torch.nn.functional.pdist, x, p))
+    _check_grads(lambda a: torch.nn.functional.pdist(a, p), x)
+    out = torch.empty(15, dtype=x.dtype, device=OCL)
+    aten._pdist_forward.out(x.to(OCL), p, out=out)
+    _close(out, torch.nn.functional.pdist(x, p))
+
+
 def test_cdist_many_rows():
     """More than 25 rows: aten's _cdist_forward takes torch's matmul form of the Euclidean
     distance, as torch.cdist does."""

@@ -1,6 +1,6 @@
 """Linear algebra, pairwise distances, cross products, take/put and adaptive max pooling on the
 opencl device: torch.linalg's aten ops (det, slogdet, solve, inv, cholesky, qr, svd, eigh, the
-LU family, triangular and Cholesky solves, lstsq), _cdist_forward/_cdist_backward,
+LU family, triangular and Cholesky solves, lstsq), _cdist_forward/_cdist_backward, pdist's,
 linalg_cross, take, put_ and adaptive_max_pool2d with its backward, and their out= forms.
 
 torch's Meta kernels check the arguments and give each result's dtype, shape and strides;
@@ -24,6 +24,7 @@ from ..linalg import lstsq as _lstsq
 from ..ops import linalg as la
 from ..ops import pool
 from ..ops.indexing.keys import put_ as _put_
+from ..ops.indexing.slices import index_add_
 from ..ops.pointwise import where
 from ..ops.ranges import arange, eye
 from ..tensor import ClTensor
@@ -501,6 +502,38 @@ def _pair_grads(diff, g, d, p):
     return where(d == 0, 0.0, diff * diff.abs().pow(p - 2) * g / d.pow(p - 1))
 
 
+def _pairs(x):
+    """The (i, j) row indices of pdist's pairs, i < j in row-major order, on x's device."""
+    i, j = np.triu_indices(x.shape[0], 1)
+    return [tensor(a.astype(np.int64), device=x.device) for a in (i, j)]
+
+
+def pdist_forward(self, p=2):
+    """The p-norm distances of the rows' pairs (F.pdist), as cdist's of each pair's rows."""
+    out = _meta(_aten._pdist_forward.default, (self, p), {})
+    _full_precision(self, "pdist")
+    x = operand(self, np_dtype(out.dtype, "pdist"))
+    i, j = _pairs(x)
+    return _result(_cdist(x.index_select(0, i).unsqueeze(1), x.index_select(0, j).unsqueeze(1),
+                          p).reshape(-1), out)
+
+
+def pdist_backward(grad, self, p, pdist):
+    """pdist's gradient: each pair's cdist gradient added to its first row, taken from its
+    second (index_add_, in pair order: deterministic)."""
+    out = _meta(_aten._pdist_backward.default, (grad, self, p, pdist), {})
+    dtype = np_dtype(out.dtype, "pdist_backward")
+    x = operand(self, dtype)
+    i, j = _pairs(x)
+    diff = x.index_select(0, i) - x.index_select(0, j)
+    g = _pair_grads(diff, operand(grad, dtype).unsqueeze(-1), operand(pdist, dtype).unsqueeze(-1),
+                    p)
+    res = zeros(x.shape, dtype=dtype, device=x.device)
+    index_add_(res, 0, i, g)
+    index_add_(res, 0, j, g, alpha=-1)
+    return _result(res, out)
+
+
 def _same_dtypes(a, b):
     """torch's CPU kernels of cdist and cross take operands of one dtype (their Meta kernels
     promote)."""
@@ -521,6 +554,10 @@ aten("_cdist_forward")(cdist_forward)
 _outs_without_meta("_cdist_forward.out", cdist_forward, ("out",))
 aten("_cdist_backward")(cdist_backward)
 with_out("_cdist_backward.out", cdist_backward)
+aten("_pdist_forward")(pdist_forward)
+with_out("_pdist_forward.out", pdist_forward)
+aten("_pdist_backward")(pdist_backward)
+with_out("_pdist_backward.out", pdist_backward)
 aten("linalg_cross")(linalg_cross)
 with_out("linalg_cross.out", linalg_cross)
 
