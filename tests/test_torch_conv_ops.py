@@ -1,25 +1,17 @@
 """Transposed convolution, unfold/fold and trace on the "opencl" device (cltensor/torch/
 conv_ops.py), values and gradients against CPU torch, with nothing run through the CPU
 fallback."""
-import warnings
 
 import pytest
 
-from test_torch_device import ct, ocl, torch  # noqa: F401
+from test_torch_device import ct, device_only, ocl, torch  # noqa: F401
 from torch import nn  # noqa: E402
 from torch.nn import functional as F  # noqa: E402
 
-pytestmark = pytest.mark.usefixtures("ocl")
+pytestmark = pytest.mark.usefixtures("ocl", "device_only")
 OCL = "opencl"
 TOL = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
 
-
-@pytest.fixture(autouse=True)
-def no_fallback(monkeypatch):
-    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ct.CPUFallbackWarning)
-        yield
 
 
 def _close(got, want, dtype):

@@ -32,6 +32,15 @@ def ocl(device):
     cltensor.set_default_device(prev)
 
 
+@pytest.fixture
+def device_only(monkeypatch):
+    """Every operator must run on the device: a CPU fallback raises, and so does its warning."""
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ct.CPUFallbackWarning)
+        yield
+
+
 def _same(got, want, rtol=1e-5, atol=1e-6):
     assert got.device.type == "opencl"
     assert got.dtype == want.dtype and got.shape == want.shape

@@ -3,25 +3,16 @@ where the conformance table cannot reach: integer, bool and 16-bit dtypes, ties 
 indices out of range, the two-result out= forms, and a classifier's top-5 evaluation with no
 CPU fallback. Each result is compared with CPU torch."""
 import re
-import warnings
 
 import numpy as np
 import pytest
 
-from test_torch_device import ct, ocl, torch  # noqa: F401
+from test_torch_device import ct, device_only, ocl, torch  # noqa: F401
 
-pytestmark = pytest.mark.usefixtures("ocl")
+pytestmark = pytest.mark.usefixtures("ocl", "device_only")
 OCL = "opencl"
 DTYPES = (torch.int64, torch.int32, torch.bool, torch.float16, torch.bfloat16)
 
-
-@pytest.fixture(autouse=True)
-def _no_fallback(monkeypatch):
-    """Every op here must run on the device."""
-    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "error")
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ct.CPUFallbackWarning)
-        yield
 
 
 def _on_device(args):
