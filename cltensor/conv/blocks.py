@@ -75,11 +75,7 @@ def _shape_args(g, n):
 
 def _dense(t):
     """t contiguous from offset 0 (the kernels index the columns from their buffer's start)."""
-    if t.is_contiguous() and t.offset == 0:
-        return t
-    out = ClTensor.empty_on(t.shape, t.dtype, t.device)
-    out.copy_(t)
-    return out
+    return t if t.is_contiguous() and t.offset == 0 else t.clone()
 
 
 class Unfold(autograd.Function):
