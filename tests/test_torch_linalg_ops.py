@@ -8,10 +8,9 @@ import re
 
 import pytest
 
-from test_torch_device import ocl, torch  # noqa: F401
-from test_torch_sort_ops import _no_fallback  # noqa: F401  (autouse: every op on the device)
+from test_torch_device import device_only, ocl, torch  # noqa: F401
 
-pytestmark = pytest.mark.usefixtures("ocl")
+pytestmark = pytest.mark.usefixtures("ocl", "device_only")
 OCL = "opencl"
 FLOATS = (torch.float32, torch.float64)
 TOL = {torch.float32: dict(rtol=2e-4, atol=2e-5), torch.float64: dict(rtol=1e-9, atol=1e-10)}

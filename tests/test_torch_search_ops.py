@@ -4,10 +4,10 @@ out-of-range inputs, the multi-result out= forms and the backwards, with no CPU 
 result is compared with CPU torch."""
 import pytest
 
-from test_torch_device import ct, ocl, torch  # noqa: F401
-from test_torch_sort_ops import _check, _no_fallback, _same, _ties  # noqa: F401
+from test_torch_device import ct, device_only, ocl, torch  # noqa: F401
+from test_torch_sort_ops import _check, _same, _ties  # noqa: F401
 
-pytestmark = pytest.mark.usefixtures("ocl")
+pytestmark = pytest.mark.usefixtures("ocl", "device_only")
 OCL = "opencl"
 DTYPES = (torch.int64, torch.int32, torch.bool, torch.float16, torch.bfloat16, torch.float32)
 NAN = float("nan")
