@@ -8,6 +8,7 @@ import pytest
 # torch (skipping when it is missing or too old) and the fixture making `device` opencl:0
 from test_torch_device import ct, ocl, torch  # noqa: F401
 
+import cltensor
 from cltensor.torch import conv_ops, math_ops, nn_ops
 
 pytestmark = pytest.mark.usefixtures("ocl")
@@ -136,3 +137,67 @@ def test_pointwise_and_products_skip_cltensors_autograd_layer(monkeypatch):
     for g, want in zip(got, [torch.add(x, y, alpha=2), torch.relu(x), x.mm(m), x.sum(1),
                              torch.cat([x, y]), x.index_select(1, torch.tensor([2, 0]))]):
         _close(g, want)
+
+
+def _launches(fn):
+    """fn's result and the names of the kernels it launched."""
+    with cltensor.profile() as prof:
+        res = fn()
+    return res, [name for name, *_ in prof.events]
+
+
+# (in-place or out= call, CPU dtypes of self and the operand, launches): same and mixed dtypes
+# (an operand of another dtype is cast first: one launch more), a comparison written into a
+# float tensor (true as 1, not a vector compare's -1), 16-bit self
+IN_PLACE = [
+    (lambda x, y: x.add_(y, alpha=2), torch.float32, torch.float32, 1),
+    (lambda x, y: x.mul_(y), torch.float32, torch.float64, 2),
+    (lambda x, y: x.sub_(y), torch.float64, torch.float32, 2),
+    (lambda x, y: x.lt_(y), torch.float32, torch.float32, 1),
+    (lambda x, y: x.div_(y), torch.float16, torch.float32, 2),
+    (lambda x, y: torch.maximum(x, y, out=x), torch.bfloat16, torch.bfloat16, 1),
+    (lambda x, y: torch.mul(y, 3, out=x), torch.float32, torch.float32, 1),
+    (lambda x, y: x.bitwise_xor_(y), torch.int32, torch.int32, 1),
+    (lambda x, y: x.clamp_(max=y), torch.float32, torch.float32, 1),
+]
+
+
+@pytest.mark.parametrize("case", range(len(IN_PLACE)))
+def test_in_place_and_out_forms_write_in_one_launch(case):
+    """An in-place or out= pointwise op writes its result straight into the tensor, converted to
+    its dtype, in one kernel launch (no result tensor copied in), with CPU torch's values."""
+    fn, xdt, ydt, launches = IN_PLACE[case]
+    shape = (33, 70)  # more than one vector, with a tail
+    x = (_randn(*shape) * 8).to(xdt)
+    y = (_randn(*shape, seed=1) * 8).to(ydt)
+    if not xdt.is_floating_point:
+        y = y + 1
+    xd, yd = x.to(OCL), y.to(OCL)
+    fn(xd, yd)  # builds the kernels
+    xd = x.to(OCL)
+    res, names = _launches(lambda: fn(xd, yd))
+    want = fn(x.clone(), y)
+    assert res is xd and len(names) == launches, names
+    tol = 1e-2 if xdt in (torch.float16, torch.bfloat16) else 1e-5
+    np.testing.assert_allclose(xd.cpu().double().numpy(), want.double().numpy(), rtol=tol,
+                               atol=tol)
+
+
+def test_in_place_through_views_and_out_of_another_shape():
+    """A strided view written in place leaves the rest of its storage; an out= tensor of
+    another shape is resized and filled; an operand overlapping the written view reads the
+    values from before the write."""
+    base = _randn(6, 8)
+    bd = base.to(OCL)
+    y = _randn(6, 4, seed=2)
+    bd[:, ::2].mul_(y.to(OCL))
+    want = base.clone()
+    want[:, ::2].mul_(y)
+    _close(bd, want)
+    out = torch.empty(0, device=OCL)
+    torch.add(bd, 1.5, out=out)
+    _close(out, want + 1.5)
+    x = _randn(5, 5)
+    xd = x.to(OCL)
+    xd.add_(xd.t())  # reads every element before any is written, as torch's copy does
+    _close(xd, x + x.t())

@@ -152,15 +152,30 @@ def _compute_dtype(name, out, args):
 
 
 def _functional(name, op, fn):
-    """The kernel of a functional overload: meta check, compute, cast to torch's dtype."""
-    def kernel(*args, **kwargs):
+    """The kernel of a functional overload: meta check, compute, cast to torch's dtype. Given
+    `into` (an opencl tensor of the result's shape), a kernel whose cltensor function takes out=
+    writes the result there in its own launch, converting to into's dtype as torch's in-place and
+    out= forms do, and returns into; otherwise it returns a new tensor."""
+    direct = "out" in inspect.signature(fn).parameters and name != "where"
+
+    def kernel(*args, into=None, **kwargs):
         out = meta_result(op, args, kwargs)
         dtype = _compute_dtype(name, out, args)
         ops = [operand(a, dtype) for a in args]
         if name == "where":  # the condition stays bool
             ops[0] = operand(args[0], np_dtype(torch.bool, name))
-        return finish(fn(*ops, **{k: operand(v, dtype) for k, v in kwargs.items()}), out)
+        kwargs = {k: operand(v, dtype) for k, v in kwargs.items()}
+        if (into is not None and direct and into.shape == out.shape
+                and into.dtype in TO_NUMPY and out.dtype in TO_NUMPY):
+            fn(*ops, **kwargs, out=unwrap(into))
+            return into
+        return finish(fn(*ops, **kwargs), out)
     return kernel
+
+
+def _written(dst, res):
+    """dst, holding res: a kernel given into=dst wrote it already; else res is copied in."""
+    return dst if res is dst else write_into(dst, res)
 
 
 def finish(res, out):
@@ -238,7 +253,7 @@ def _register_inplace(name, overload, op, functional):
 
     def kernel(self, *args, **kwargs):
         meta_result(inplace, (self, *args), kwargs)  # torch's in-place cast and shape checks
-        return write_into(self, functional(self, *args, **kwargs))
+        return _written(self, functional(self, *args, into=self, **kwargs))
     aten(name + "_" if overload == "default" else f"{name}_.{overload}")(kernel)
 
 
@@ -256,7 +271,7 @@ def _register_out(name, full, op, fn):
 
     def kernel(*args, out, **kwargs):
         meta_result(op, args, dict(kwargs, out=out))  # torch's out= checks (dtype casts, device)
-        return write_into(out, functional(*args, **kwargs))
+        return _written(out, functional(*args, into=out, **kwargs))
     aten(full)(kernel)
 
 
