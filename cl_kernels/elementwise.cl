@@ -49,6 +49,10 @@
 #define OP_div(a, b, c, d) ((a) / (b))
 #define OP_rdiv(a, b, c, d) ((b) / (a))
 #define OP_add_scaled(a, b, c, d) ((a) + (c) * (b))
+/* torch's addcmul, addcdiv (value * tensor1 first) and lerp (from the nearer end) */
+#define OP_addcmul(a, b, c, d) ((a) + (d) * (b) * (c))
+#define OP_addcdiv(a, b, c, d) ((a) + (d) * (b) / (c))
+#define OP_lerp(a, b, c, d) (fabs(c) < 0.5f ? (a) + (c) * ((b) - (a)) : (b) - ((b) - (a)) * (1 - (c)))
 #define OP_floor_divide(a, b, c, d) floor_div_ct(a, b)
 #define OP_rfloor_divide(a, b, c, d) floor_div_ct(b, a)
 #define OP_remainder(a, b, c, d) remainder_ct(a, b)

@@ -532,5 +532,6 @@ def test_table_reaches_registered_ops(monkeypatch):
             run_op(op, _dtypes_of(op)[0], "strided")
     base = lambda name: name.split(".")[0]
     reached = {base(n) for n in seen}
-    missing = sorted(n for n in ct.registered_ops() if n not in ELSEWHERE and base(n) not in reached)
+    missing = sorted(n for n in ct.registered_ops() if n not in ELSEWHERE and base(n) not in reached
+                     and not n.startswith("_foreach_"))  # each in test_torch_foreach.py
     assert not missing, f"registered, but no table row reaches: {missing}"

@@ -159,6 +159,11 @@ IN_PLACE = [
     (lambda x, y: torch.mul(y, 3, out=x), torch.float32, torch.float32, 1),
     (lambda x, y: x.bitwise_xor_(y), torch.int32, torch.int32, 1),
     (lambda x, y: x.clamp_(max=y), torch.float32, torch.float32, 1),
+    (lambda x, y: x.addcmul_(y, y, value=-0.5), torch.float32, torch.float32, 1),
+    (lambda x, y: x.addcdiv_(x, y, value=3), torch.float64, torch.float64, 1),
+    (lambda x, y: x.lerp_(y, 0.3), torch.bfloat16, torch.bfloat16, 1),
+    (lambda x, y: torch.lerp(x, y, 0.5, out=x), torch.float16, torch.float16, 1),
+    (lambda x, y: x.lerp_(y, (y / 8).sigmoid()), torch.float32, torch.float32, 3),
 ]
 
 

@@ -276,6 +276,24 @@ def clamp(x, min=None, max=None, out=None):
     return ew.ternary("clamp", [x, min, max], dt.result_type(x, min, max), out=out)
 
 
+def addcmul_kernel(input, tensor1, tensor2, value=1, out=None):
+    """input + value * tensor1 * tensor2 in one launch, outside cltensor's autograd (the torch
+    device's kernel, where torch differentiates; cltensor.addcmul composes differentiable ops)."""
+    return ew.ternary("addcmul", [input, tensor1, tensor2, value],
+                      dt.result_type(input, tensor1, tensor2), out=out)
+
+
+def addcdiv_kernel(input, tensor1, tensor2, value=1, out=None):
+    """input + value * tensor1 / tensor2 in one launch, as addcmul_kernel."""
+    return ew.ternary("addcdiv", [input, tensor1, tensor2, value],
+                      dt.result_type(input, tensor1, tensor2), out=out)
+
+
+def lerp_kernel(input, end, weight, out=None):
+    """torch.lerp in one launch (weight a number or a tensor), as addcmul_kernel."""
+    return ew.ternary("lerp", [input, end, weight], dt.result_type(input, end), out=out)
+
+
 def maximum(a, b, out=None):
     return ew.binary("maximum", a, b, out=out)
 

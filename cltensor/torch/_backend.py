@@ -95,8 +95,8 @@ def _guarded(fn, name):
 def _naming(error, name):
     """error, its message naming aten::name unless it already does (torch's own checks,
     raised by the Meta kernels, name what they check)."""
-    if f"aten::{name.split('.')[0]}" in str(error):
-        return error
+    if f"aten::{name.split('.')[0]}" in str(error) or "on the opencl device: " in str(error):
+        return error  # named already (by torch, or by the kernel of an op this one ran)
     try:
         return type(error)(f"aten::{name} on the opencl device: {error}")
     except Exception:  # an exception type whose constructor wants other arguments

@@ -10,6 +10,7 @@ from torch.utils._pytree import tree_map
 
 import cltensor
 
+from ..ops import pointwise
 from ..tensor import ClTensor
 from ._backend import TO_NUMPY, aten, cl_device_for, is_opencl, np_dtype, unwrap, wrap
 from .factory import to_cl
@@ -26,7 +27,6 @@ BINARY = ("add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq", "ne", "
           "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "where", "clamp",
           "hypot", "logaddexp", "logaddexp2", "fmax", "fmin", "copysign", "heaviside",
           "nextafter", "gcd", "lcm", "bitwise_left_shift", "bitwise_right_shift")
-TERNARY = ("addcmul", "addcdiv", "lerp")  # the optimizers' steps
 # argument types a generic kernel passes through to cltensor's function of the same name
 _PLAIN = {"Tensor", "number", "Optional[number]", "Optional[Tensor]", "Optional[str]"}
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isneginf", "isposinf", "isfinite"}
@@ -281,8 +281,12 @@ def raw(name):
     return inspect.unwrap(getattr(cltensor, name))
 
 
-for _name in UNARY + BINARY + TERNARY:
+for _name in UNARY + BINARY:
     register_pointwise(_name, raw(_name))
+# the optimizers' steps, each in one launch
+register_pointwise("addcmul", pointwise.addcmul_kernel)
+register_pointwise("addcdiv", pointwise.addcdiv_kernel)
+register_pointwise("lerp", pointwise.lerp_kernel)
 register_pointwise("sgn", raw("sign"))  # sign, for real dtypes (abs's backward uses it)
 
 
