@@ -500,6 +500,11 @@ ELSEWHERE |= {f"{name}{form}" for name in ("mse_loss", "smooth_l1_loss", "huber_
               for form in ("", ".out", "_backward", "_backward.grad_input", "_backward.out")}
 ELSEWHERE |= {"nll_loss2d_forward", "nll_loss2d_backward"}
 ELSEWHERE |= {"equal"}  # test_torch_device.py
+# the samplers (test_torch_random.py)
+ELSEWHERE |= {"bernoulli", "bernoulli.p", "bernoulli_.Tensor", "bernoulli_.float", "cauchy_",
+              "exponential_", "geometric_", "log_normal_", "multinomial", "normal.Tensor_Tensor",
+              "normal.Tensor_float", "normal.float_Tensor", "random_", "random_.from",
+              "random_.to", "randperm.generator_out"}
 ELSEWHERE |= {"_pdist_forward", "_pdist_forward.out", "_pdist_backward",
               "_pdist_backward.out"}  # test_torch_linalg_ops.py
 # resampling and padding of images (test_torch_resample.py)

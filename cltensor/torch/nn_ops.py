@@ -33,23 +33,6 @@ def vjp(fn, inputs, needs, grad):
     return [x.grad if n else None for x, n in zip(leaves, needs)]
 
 
-def _random_fill(name, method):
-    """normal_/uniform_ from cltensor's generator (seeded by torch.opencl.manual_seed); an
-    explicit torch.Generator is a CPU generator, so those calls run on the CPU."""
-    op = getattr(torch.ops.aten, name).default
-
-    def kernel(self, a=0.0, b=1.0, *, generator=None):  # mean, std or from, to
-        if generator is not None:
-            return cpu_fallback(op, self, a, b, generator=generator)
-        getattr(unwrap(self), method)(a, b)
-        return self
-    aten(name)(kernel)
-
-
-_random_fill("normal_", "normal_")
-_random_fill("uniform_", "uniform_")
-
-
 # ---- activations and pooling ------------------------------------------------------------------
 @aten("threshold_backward")
 def threshold_backward(grad_output, self, threshold):
