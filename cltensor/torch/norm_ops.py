@@ -1,5 +1,6 @@
-"""Batch and layer normalisation on the opencl device: native_batch_norm, native_layer_norm and
-their backwards, in cltensor's pointwise and reduction kernels."""
+"""Batch, layer and group normalisation on the opencl device: native_batch_norm,
+native_layer_norm, native_group_norm and their backwards, in cltensor's pointwise and reduction
+kernels."""
 import math
 
 import torch
@@ -127,4 +128,70 @@ def native_layer_norm_backward(grad_out, input, normalized_shape, mean, rstd, we
         results[1] = wrap((g * xhat).sum(dim=0).reshape(*shape).contiguous())
     if output_mask[2] and bias is not None:
         results[2] = wrap(g.sum(dim=0).reshape(*shape).contiguous())
+    return tuple(results)
+
+
+# ---- group normalisation ----------------------------------------------------------------------
+def _groups(t, n, c, hxw, group, wide):
+    """t (N, C, *) as rows of one image's group each, (N * group, C / group * spatial), in the
+    computing dtype (float32 for 16-bit tensors)."""
+    x = unwrap(t)
+    x = x if x.dtype is wide else x.to(wide)
+    return x.reshape(n * group, c // group * hxw)
+
+
+def _wide(dtype):
+    return cltensor.float32 if dtype in (cltensor.float16, cltensor.bfloat16) else dtype
+
+
+@aten("native_group_norm")
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    """(output, mean, 1/std) over each image's channel groups, the variance biased; mean and
+    1/std of shape (N, group)."""
+    args = (input, weight, bias, N, C, HxW, group, eps)
+    out, mean_meta, rstd_meta = meta_result(torch.ops.aten.native_group_norm.default, args, {})
+    wide = _wide(np_dtype(input.dtype, "native_group_norm"))
+    x = _groups(input, N, C, HxW, group, wide)
+    if x.shape[1] == 0:  # no elements in a group: nothing to normalise
+        mean = cltensor.zeros(x.shape[0], 1, dtype=wide, device=x.device)
+    else:
+        mean = x.mean(dim=1, keepdim=True)
+    centred = x - mean
+    var = (centred * centred).mean(dim=1, keepdim=True) if x.shape[1] else mean
+    rstd = cltensor.rsqrt(var + eps)
+    y = (centred * rstd).reshape(N, C, HxW)
+    if weight is not None:
+        y = y * unwrap(weight).reshape(1, C, 1)
+    if bias is not None:
+        y = y + unwrap(bias).reshape(1, C, 1)
+    return (finish(y.reshape(*input.shape), out), finish(mean.reshape(N, group), mean_meta),
+            finish(rstd.reshape(N, group), rstd_meta))
+
+
+@aten("native_group_norm_backward")
+def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group,
+                               output_mask):
+    wide = _wide(np_dtype(input.dtype, "native_group_norm_backward"))
+    x, g = _groups(input, N, C, HxW, group, wide), _groups(grad_out, N, C, HxW, group, wide)
+    m = unwrap(mean).reshape(-1, 1).to(wide)
+    r = unwrap(rstd).reshape(-1, 1).to(wide)
+    xhat = (x - m) * r
+    results = [None, None, None]
+    if output_mask[0]:
+        gxhat = g
+        if weight is not None:
+            w = unwrap(weight).to(wide).reshape(1, C, 1)
+            gxhat = (g.reshape(N, C, HxW) * w).reshape(*g.shape)
+        if x.shape[1]:
+            gx = r * (gxhat - gxhat.mean(dim=1, keepdim=True)
+                      - xhat * (gxhat * xhat).mean(dim=1, keepdim=True))
+        else:
+            gx = gxhat
+        results[0] = wrap(gx.reshape(*input.shape).to(unwrap(input).dtype).contiguous())
+    per_channel = lambda t: t.reshape(N, C, HxW).sum(dim=(0, 2))  # noqa: E731
+    dtype = unwrap(weight).dtype if weight is not None else unwrap(input).dtype
+    if output_mask[1]:
+        results[1] = wrap(per_channel(g * xhat).to(dtype).contiguous())
+    if output_mask[2]:
+        results[2] = wrap(per_channel(g).to(dtype).contiguous())
     return tuple(results)
