@@ -501,6 +501,15 @@ ELSEWHERE |= {f"{name}{form}" for name in ("mse_loss", "smooth_l1_loss", "huber_
 ELSEWHERE |= {"nll_loss2d_forward", "nll_loss2d_backward"}
 ELSEWHERE |= {"equal"}  # test_torch_device.py
 ELSEWHERE |= {"native_group_norm", "native_group_norm_backward"}  # test_torch_group_norm.py
+# composed from cltensor's kernels (test_torch_composed_ops.py)
+ELSEWHERE |= {"_weight_norm_interface", "_weight_norm_interface_backward", "addbmm", "addbmm.out",
+              "addbmm_", "aminmax", "dot", "dot.out", "vdot", "vdot.out", "embedding_renorm_",
+              "index_copy", "index_copy.out", "index_copy_", "isin.Scalar_Tensor",
+              "isin.Scalar_Tensor_out", "isin.Tensor_Scalar", "isin.Tensor_Scalar_out",
+              "isin.Tensor_Tensor", "isin.Tensor_Tensor_out", "logit", "logit.out",
+              "logit_backward", "logit_backward.grad_input", "masked_scatter", "masked_scatter_",
+              "nansum", "nansum.out", "renorm", "renorm.out", "renorm_",
+              "repeat_interleave.Tensor", "tril_indices", "triu_indices"}
 # the samplers (test_torch_random.py)
 ELSEWHERE |= {"bernoulli", "bernoulli.p", "bernoulli_.Tensor", "bernoulli_.float", "cauchy_",
               "exponential_", "geometric_", "log_normal_", "multinomial", "normal.Tensor_Tensor",

@@ -1,6 +1,6 @@
 """Activations and clamps on the opencl device: SiLU, Mish, Hardswish, Hardsigmoid, LeakyReLU,
 ELU (which SELU and CELU reach), Hardtanh, Softplus and LogSigmoid with their backwards, in
-place and out= forms; clamp_min, clamp_max, nan_to_num and xlogy.
+place and out= forms; clamp_min, clamp_max, nan_to_num, xlogy and logit.
 
 torch's Meta kernels check the operands and give the result's dtype and shape; cltensor's
 elementwise kernels (cltensor/ops/activation.py) compute, float16 and bfloat16 in float32.
@@ -228,6 +228,34 @@ def nan_to_num_(self, nan=None, posinf=None, neginf=None):
 
 
 with_out("nan_to_num.out", nan_to_num)
+
+
+@aten("logit")
+def logit(self, eps=None):
+    """log(z / (1 - z)), z being self clamped to [eps, 1 - eps] when eps is given."""
+    out = meta_result(_aten.logit.default, (self, eps), {})
+    x = operand(self, np_dtype(out.dtype, "logit"))
+    if eps is None:
+        return finish(pointwise.elementwise("log(x / (1 - x))", x=x), out)
+    z = "(x < e ? e : x > 1 - e ? 1 - e : x)"  # NaN stays NaN (min/max would drop it)
+    return finish(pointwise.elementwise(f"log({z} / (1 - {z}))", x=x, e=float(eps)), out)
+
+
+@aten("logit_backward")
+def logit_backward(grad_output, self, eps=None):
+    """g / (x (1 - x)); outside [0, 1] NaN, or outside [eps, 1 - eps] zero when eps is given."""
+    out = meta_result(_aten.logit_backward.default, (grad_output, self, eps), {})
+    dtype = np_dtype(out.dtype, "logit_backward")
+    g, x = operand(grad_output, dtype), operand(self, dtype)
+    if eps is None:
+        expr = "x < 0 || x > 1 ? (x - x) / 0 : g / (x * (1 - x))"  # NaN outside
+        return finish(pointwise.elementwise(expr, g=g, x=x), out)
+    expr = "x < e || x > 1 - e ? 0 : g / (x * (1 - x))"
+    return finish(pointwise.elementwise(expr, g=g, x=x, e=float(eps)), out)
+
+
+with_out("logit.out", logit)
+with_out("logit_backward.grad_input", logit_backward, "grad_input")
 
 
 # ---- PReLU and GLU -----------------------------------------------------------------------------

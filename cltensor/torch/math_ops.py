@@ -373,7 +373,8 @@ def _same_dtype(name, args):
 
 for _name, _forms in (("mm", ("out",)), ("bmm", ("out",)), ("addmm", ("out", "inplace")),
                       ("baddbmm", ("out", "inplace")), ("mv", ("out",)),
-                      ("addmv", ("out", "inplace"))):
+                      ("addmv", ("out", "inplace")), ("dot", ("out",)), ("vdot", ("out",)),
+                      ("addbmm", ("out", "inplace"))):
     _products(_name, raw(_name), _forms)
 
 

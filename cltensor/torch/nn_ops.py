@@ -162,16 +162,33 @@ def native_dropout_backward(grad_output, mask, scale):
 
 @aten("embedding_dense_backward")
 def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
-    """Each looked-up row's gradient summed into its weight row; padding_idx's row gets none."""
-    args = (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq)
-    if scale_grad_by_freq:
-        return cpu_fallback(_aten.embedding_dense_backward.default, *args)
+    """Each looked-up row's gradient summed into its weight row (divided by how often the
+    batch looks it up, with scale_grad_by_freq); padding_idx's row gets none."""
     g, idx = unwrap(grad_output), unwrap(indices).reshape(-1)
     rows = g.reshape(idx.shape[0], g.shape[-1])
+    if scale_grad_by_freq and idx.numel():
+        counts = cltensor.bincount(idx, minlength=num_weights)
+        rows = rows / counts[idx].to(g.dtype).unsqueeze(1)
     if padding_idx >= 0:
         rows = rows * (idx != padding_idx).to(g.dtype).unsqueeze(1)
     grad = cltensor.zeros(num_weights, g.shape[-1], dtype=g.dtype, device=g.device)
     return wrap(cltensor.index_add(grad, 0, idx, rows))
+
+
+@aten("embedding_renorm_")
+def embedding_renorm_(self, indices, max_norm, norm_type):
+    """nn.Embedding's max_norm: the looked-up rows whose norm_type-norm exceeds max_norm are
+    scaled to max_norm / (norm + 1e-7), in place, each row once."""
+    w, idx = unwrap(self), unwrap(indices).reshape(-1)
+    if idx.numel() == 0:
+        return self
+    rows = cltensor.unique(idx)
+    picked = w[rows]
+    wide = picked.to(cltensor.float32) if picked.dtype in (dt.float16, dt.bfloat16) else picked
+    norms = cltensor.linalg.vector_norm(wide, float(norm_type), dim=1, keepdim=True)
+    scale = cltensor.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+    w.index_copy_(0, rows, (wide * scale).to(w.dtype))
+    return self
 
 
 # ---- softmax and losses -----------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Batch, layer and group normalisation on the opencl device: native_batch_norm,
-native_layer_norm, native_group_norm and their backwards, in cltensor's pointwise and reduction
-kernels."""
+native_layer_norm, native_group_norm and their backwards, weight normalisation
+(_weight_norm_interface) and renorm, in cltensor's pointwise and reduction kernels."""
 import math
 
 import torch
@@ -8,7 +8,7 @@ import torch
 import cltensor
 
 from ._backend import aten, np_dtype, unwrap, wrap
-from .math_ops import finish, meta_result
+from .math_ops import finish, meta_result, with_out, write_into
 
 
 def _shape(x):
@@ -195,3 +195,55 @@ def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, g
     if output_mask[2]:
         results[2] = wrap(per_channel(g).to(dtype).contiguous())
     return tuple(results)
+
+
+# ---- weight normalisation and renorm ----------------------------------------------------------
+def _others(v, dim):
+    """The dims of v other than dim (every dim when dim is -1, as torch's weight norm takes it)."""
+    return tuple(d for d in range(v.ndim) if d != dim or dim == -1)
+
+
+@aten("_weight_norm_interface")
+def weight_norm_interface(v, g, dim=0):
+    """(w, norms): w = v * g / ||v||, the norms taken over every dim but dim (kept as ones)."""
+    w_meta, n_meta = meta_result(torch.ops.aten._weight_norm_interface.default, (v, g, dim), {})
+    wide = _wide(np_dtype(v.dtype, "_weight_norm_interface"))
+    x, gain = unwrap(v).to(wide), unwrap(g).to(wide)
+    norms = cltensor.sqrt((x * x).sum(dim=_others(x, dim), keepdim=True))
+    return finish(x * (gain / norms), w_meta), finish(norms, n_meta)
+
+
+@aten("_weight_norm_interface_backward")
+def weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
+    """(grad_v, grad_g) of w = v * g / n: grad_g = sum(grad_w * v) / n, and
+    grad_v = (g / n) * grad_w - (g * sum(grad_w * v) / n^3) * v."""
+    wide = _wide(np_dtype(saved_v.dtype, "_weight_norm_interface_backward"))
+    gw, v = unwrap(grad_w).to(wide), unwrap(saved_v).to(wide)
+    g, n = unwrap(saved_g).to(wide), unwrap(saved_norms).to(wide)
+    s = (gw * v).sum(dim=_others(v, dim), keepdim=True)
+    grad_g = s / n
+    grad_v = gw * (g / n) - v * (g * s / (n * n * n))
+    return (wrap(grad_v.to(unwrap(saved_v).dtype).contiguous()),
+            wrap(grad_g.to(unwrap(saved_g).dtype).contiguous()))
+
+
+@aten("renorm")
+def renorm(self, p, dim, maxnorm):
+    """Each slice along dim scaled down to p-norm maxnorm where its norm exceeds it."""
+    out = meta_result(torch.ops.aten.renorm.default, (self, p, dim, maxnorm), {})
+    x = unwrap(self)
+    wide = _wide(x.dtype)
+    try:
+        res = cltensor.renorm(x.to(wide), p, dim, maxnorm)
+    except (ValueError, TypeError) as e:
+        raise RuntimeError(str(e)) from e
+    return finish(res, out)
+
+
+@aten("renorm_")
+def renorm_(self, p, dim, maxnorm):
+    meta_result(torch.ops.aten.renorm_.default, (self, p, dim, maxnorm), {})
+    return write_into(self, renorm(self, p, dim, maxnorm))
+
+
+with_out("renorm.out", renorm)

@@ -1,5 +1,5 @@
-"""Reductions beyond sum and mean: all/any, var/std (with var_mean/std_mean) and prod on
-cltensor's reduction kernels; torch's Meta kernels check the arguments and give the result."""
+"""Reductions beyond sum and mean: all/any, var/std (with var_mean/std_mean), prod, nansum and
+aminmax on cltensor's reduction kernels; torch's Meta kernels check the arguments and give the result."""
 import torch
 
 import cltensor
@@ -126,3 +126,21 @@ def equal(self, other):
     if tuple(self.shape) != tuple(other.shape):
         return False
     return bool((unwrap(self) == unwrap(other)).all().item())
+
+
+@aten("nansum")
+def nansum(self, dim=None, keepdim=False, *, dtype=None):
+    out = meta_result(_aten.nansum.default, (self, dim, keepdim), {"dtype": dtype})
+    x = unwrap(self).to(np_dtype(out.dtype, "nansum"))  # summed in the result's dtype
+    return finish(cltensor.nansum(x, dim=_dims(dim, self.dim()), keepdim=keepdim), out)
+
+
+with_out("nansum.out", nansum)
+
+
+@aten("aminmax")
+def aminmax(self, *, dim=None, keepdim=False):
+    lo_meta, hi_meta = meta_result(_aten.aminmax.default, (self,),
+                                   {"dim": dim, "keepdim": keepdim})
+    lo, hi = cltensor.aminmax(unwrap(self), dim=dim, keepdim=keepdim)
+    return finish(lo, lo_meta), finish(hi, hi_meta)
