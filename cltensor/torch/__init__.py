@@ -102,3 +102,4 @@ __all__ = ["CPUFallbackWarning", "fallback_ops", "registered_ops"]
 def registered_ops():
     """The aten overloads that run on the opencl device, sorted."""
     return sorted(_backend.KERNELS)
+from . import rnn_ops  # noqa: E402,F401
