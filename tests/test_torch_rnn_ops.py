@@ -1,7 +1,8 @@
 """torch.nn's recurrent layers on "opencl" against CPU torch (forward and backward, packed
 sequences, the cells), the fused cells called through torch.ops.aten against a float64
-reference, with torch's errors; every op on the device."""
+reference, channel_shuffle and rrelu, with torch's errors; every op on the device."""
 import copy
+import warnings
 
 import numpy as np
 import pytest
@@ -242,3 +243,99 @@ def test_fused_cells_bad_input():
         _aten._thnn_fused_gru_cell(g6, g6.cpu(), h2)
     with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
         _aten._thnn_fused_gru_cell(g6.long(), g6.long(), h2.long())
+
+
+# ---- channel_shuffle and rrelu ------------------------------------------------------------------
+@pytest.mark.parametrize("shape,groups,dtype", [((2, 6, 3, 2), 3, torch.float32),
+                                                ((1, 4, 5), 2, torch.int64)])
+def test_channel_shuffle(shape, groups, dtype):
+    x = torch.arange(np.prod(shape)).reshape(shape).to(dtype)
+    want = torch.nn.functional.channel_shuffle(x, groups)
+    got = torch.nn.ChannelShuffle(groups)(x.to(OCL))
+    assert torch.equal(got.cpu(), want)
+    strided = x.transpose(0, -1).contiguous().transpose(0, -1)  # a non-contiguous view
+    assert torch.equal(torch.channel_shuffle(strided.to(OCL), groups).cpu(), want)
+    assert torch.equal(torch.native_channel_shuffle(x.to(OCL), groups).cpu(), want)
+    out = torch.full(shape, -1, dtype=dtype, device=OCL)
+    torch.ops.aten.channel_shuffle.out(x.to(OCL), groups, out=out)
+    assert torch.equal(out.cpu(), want)
+
+
+def test_channel_shuffle_bad_input():
+    x = torch.zeros(2, 6, 2, device=OCL)
+    with pytest.raises(RuntimeError, match="Got 6 channels and 4 groups"):
+        torch.channel_shuffle(x, 4)
+    with pytest.raises(RuntimeError, match="must be positive"):
+        torch.channel_shuffle(x, 0)
+    with pytest.raises(RuntimeError, match="> 2 dims"):
+        torch.channel_shuffle(x[:, :, 0], 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_rrelu_eval_exact(dtype):
+    x = torch.randn(4, 5, generator=_gen(40)).to(dtype)
+    x[0, :3] = torch.tensor([0.0, -0.0, float("nan")])
+    noise = torch.full((4, 5), float("nan"), dtype=dtype, device=OCL)
+    got = _aten.rrelu_with_noise(x.to(OCL), noise, 0.1, 0.3, False)
+    want = torch.nn.functional.rrelu(x, 0.1, 0.3, training=False)
+    np.testing.assert_array_equal(got.cpu().float().numpy(), want.float().numpy())
+    assert torch.isnan(noise.cpu()).all()  # eval leaves noise untouched
+    out = torch.full_like(noise, float("nan"))
+    _aten.rrelu_with_noise.out(x.to(OCL), noise, 0.1, 0.3, False, out=out)
+    np.testing.assert_array_equal(out.cpu().float().numpy(), want.float().numpy())
+    xo = x.to(OCL).requires_grad_()
+    torch.nn.functional.rrelu(xo, 0.1, 0.3).sum().backward()
+    xr = x.clone().requires_grad_()
+    torch.nn.functional.rrelu(xr, 0.1, 0.3).sum().backward()
+    np.testing.assert_array_equal(xo.grad.cpu().float().numpy(), xr.grad.float().numpy())
+
+
+@pytest.mark.parametrize("inplace,dtype", [(False, torch.float64), (True, torch.float32)])
+def test_rrelu_training(inplace, dtype):
+    lower, upper = 0.1, 0.3
+    x = torch.randn(50, 7, generator=_gen(41), dtype=dtype)
+    x[0, 0] = 0.0
+    xo = x.to(OCL).requires_grad_()
+    y = torch.nn.functional.rrelu(xo * 1.0 if inplace else xo, lower, upper, True, inplace)
+    ratio = (y / torch.where(xo == 0, 1.0, xo)).detach().cpu()
+    neg, below = x <= 0, x < 0
+    assert torch.equal(ratio[~neg], torch.ones_like(ratio[~neg]))
+    assert ((ratio[below] >= lower) & (ratio[below] <= upper)).all()
+    assert ratio[below].std() > 0.02  # drawn per element, not one slope
+    y.sum().backward()
+    grad = xo.grad.cpu()
+    np.testing.assert_allclose(grad[below].numpy(), ratio[below].numpy(), rtol=TOL[dtype])
+    assert torch.equal(grad[~neg], torch.ones_like(grad[~neg]))
+    noise = torch.full(x.shape, float("nan"), dtype=dtype, device=OCL)
+    out = _aten.rrelu_with_noise(xo.detach(), noise, lower, upper, True)
+    noise = noise.cpu()
+    assert torch.equal(noise[~neg], torch.ones_like(noise[~neg]))
+    assert ((noise[neg] >= lower) & (noise[neg] <= upper)).all()
+    np.testing.assert_array_equal(out.cpu().numpy(), (x * noise).numpy())
+
+
+def test_rrelu_training_with_generator(monkeypatch):
+    """A torch.Generator is a CPU generator: the draws, hence the results, are the CPU's."""
+    monkeypatch.delenv("CLTENSOR_TORCH_FALLBACK")
+    x = torch.randn(4, 5, generator=_gen(42))
+    noise, noise_o = torch.empty(4, 5), torch.empty(4, 5, device=OCL)
+    with warnings.catch_warnings():  # the fallback's warning, once a process
+        warnings.simplefilter("ignore", ct.CPUFallbackWarning)
+        got = _aten.rrelu_with_noise(x.to(OCL), noise_o, 0.1, 0.3, True, _gen(3))
+    want = _aten.rrelu_with_noise(x, noise, 0.1, 0.3, True, _gen(3))
+    assert got.device.type == OCL and torch.equal(got.cpu(), want)
+    assert torch.equal(noise_o.cpu(), noise)
+
+
+def test_rrelu_bad_input():
+    x = torch.randn(2, 3, device=OCL)
+    with pytest.raises(RuntimeError, match="noise tensor shape must match"):
+        _aten.rrelu_with_noise(x, torch.empty(5, device=OCL), 0.1, 0.3, True)
+    with pytest.raises(RuntimeError, match="Lower bound should be less than or equal"):
+        torch.nn.functional.rrelu(x, 0.5, 0.3, True)
+    with pytest.raises(RuntimeError, match="Expected from <= to"):
+        _aten.rrelu_with_noise(x, torch.empty(2, 3, device=OCL), 0.5, 0.3, True)
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+        _aten.rrelu_with_noise(x, torch.empty(2, 3, device=OCL, dtype=torch.float64), 0.1, 0.3)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        _aten.rrelu_with_noise(x.long(), x.long(), 0.1, 0.3)

@@ -1,5 +1,5 @@
-"""Recurrent cells on the opencl device: the fused LSTM and GRU cells that torch's lstm/gru
-composites call for accelerators, and their backwards.
+"""Recurrent cells and two layer ops on the opencl device: the fused LSTM and GRU cells that
+torch's lstm/gru composites call for accelerators, their backwards, channel_shuffle and rrelu.
 
 The cells follow torch's CUDA kernels (aten/src/ATen/native/cuda/RNN.cu): the LSTM workspace
 holds the activated gates (i, f, g, o), the GRU workspace (r, z, n, hx, hn + b_hn); each piece
@@ -9,8 +9,9 @@ import torch
 from .. import dtypes as dt
 from ..ops import elementwise as ew
 from ..tensor import ClTensor
-from ._backend import aten, np_dtype, wrap
-from .math_ops import check_devices, finish, meta_result, operand
+from ._backend import aten, np_dtype, unwrap, wrap
+from .fallback import cpu_fallback
+from .math_ops import check_devices, finish, meta_result, operand, with_out
 
 _aten = torch.ops.aten
 _SIGMOID = "1 / (1 + exp(-({})))"
@@ -205,3 +206,70 @@ def fused_gru_cell_backward(grad_hy, workspace, has_bias):
     out = [gin_, ghid, ghx] + ([gin_.sum(dim=0), ghid.sum(dim=0)] if has_bias else [None, None])
     dtype = np_dtype(workspace.dtype, fn)
     return tuple(None if t is None else _result(t, dtype) for t in out)
+
+
+# ---- channel_shuffle and rrelu ------------------------------------------------------------------
+@aten("channel_shuffle", "native_channel_shuffle")
+def channel_shuffle(self, groups):
+    """Channels (dim 1) seen as (groups, C / groups), transposed: ShuffleNet's shuffle."""
+    out = meta_result(_aten.channel_shuffle.default, (self, groups), {})
+    x = unwrap(self)
+    n, c, rest = x.shape[0], x.shape[1], tuple(x.shape[2:])
+    y = x.reshape(n, groups, c // groups, *rest).transpose(1, 2).contiguous()
+    return finish(y.reshape(*x.shape), out)
+
+
+with_out("channel_shuffle.out", channel_shuffle)
+_RRELU = _aten.rrelu_with_noise.default
+
+
+def _check_rrelu(self, noise, lower, upper, training):
+    """torch's checks of rrelu_with_noise (the CPU kernel's; its Meta kernel has none)."""
+    if not self.dtype.is_floating_point:
+        raise NotImplementedError(f'"rrelu_with_noise" not implemented for \'{_short(self.dtype)}\'')
+    if noise.shape != self.shape:
+        raise RuntimeError(f"noise tensor shape must match self tensor shape. Got self.shape = "
+                           f"{list(self.shape)} noise.shape = {list(noise.shape)}")
+    if noise.dtype != self.dtype:
+        raise RuntimeError(f"expected scalar type {_short(self.dtype)} but found "
+                           f"{_short(noise.dtype)}")
+    if training and not float(lower) <= float(upper):
+        raise RuntimeError("Expected from <= to to be true, but got false.")
+
+
+@aten("rrelu_with_noise")
+def rrelu_with_noise(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    """Randomized leaky ReLU: in training, slopes uniform in [lower, upper) where self <= 0, kept in
+    noise (1 elsewhere); in eval, leaky ReLU of slope (lower + upper) / 2, noise untouched."""
+    out = meta_result(_RRELU, (self, noise, lower, upper, training), {})
+    res = _empty(out.shape, np_dtype(out.dtype, "rrelu_with_noise"), unwrap(self))
+    done = _rrelu(self, noise, lower, upper, training, generator, res)
+    return wrap(res) if done is None else done
+
+
+@aten("rrelu_with_noise_")
+def rrelu_with_noise_(self, noise, lower=0.125, upper=1 / 3, training=False, generator=None):
+    meta_result(_aten.rrelu_with_noise_.default, (self, noise, lower, upper, training), {})
+    done = _rrelu(self, noise, lower, upper, training, generator, unwrap(self))
+    return self if done is None else _aten.copy_(self, done)
+
+
+def _rrelu(self, noise, lower, upper, training, generator, res):
+    """rrelu of self written into ClTensor res (training: the slopes into noise, from the same
+    draws), computed in float32 for 16-bit; the CPU's result instead for a torch.Generator."""
+    _check_rrelu(self, noise, lower, upper, training)
+    if training and generator is not None:  # a CPU generator: its draws are the CPU's
+        return cpu_fallback(_RRELU, self, noise, lower, upper, training, generator)
+    x = unwrap(self)
+    compute = dt.float64 if x.dtype is dt.float64 else dt.float32
+    lower, upper = float(lower), float(upper)
+    if not training:
+        _launch("x > 0 ? x : x * s", res, compute, x=x, s=(lower + upper) / 2)
+        return None
+    draws = _empty(x.shape, compute, x).uniform_(lower, upper)
+    _launch("x <= 0 ? r : 1", unwrap(noise), compute, x=x, r=draws)
+    _launch("x <= 0 ? x * r : x", res, compute, x=x, r=draws)
+    return None
+
+
+with_out("rrelu_with_noise.out", rrelu_with_noise)
