@@ -510,6 +510,10 @@ ELSEWHERE |= {"_weight_norm_interface", "_weight_norm_interface_backward", "addb
               "logit_backward", "logit_backward.grad_input", "masked_scatter", "masked_scatter_",
               "nansum", "nansum.out", "renorm", "renorm.out", "renorm_",
               "repeat_interleave.Tensor", "tril_indices", "triu_indices"}
+ELSEWHERE |= {"_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell_backward_impl",
+              "_thnn_fused_gru_cell", "_thnn_fused_gru_cell_backward", "channel_shuffle",
+              "channel_shuffle.out", "native_channel_shuffle", "rrelu_with_noise",
+              "rrelu_with_noise.out", "rrelu_with_noise_"}  # test_torch_rnn_ops.py
 # the samplers (test_torch_random.py)
 ELSEWHERE |= {"bernoulli", "bernoulli.p", "bernoulli_.Tensor", "bernoulli_.float", "cauchy_",
               "exponential_", "geometric_", "log_normal_", "multinomial", "normal.Tensor_Tensor",

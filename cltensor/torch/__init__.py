@@ -90,7 +90,7 @@ from . import factory, views  # noqa: E402,F401  (register their kernels)
 from .fallback import CPUFallbackWarning, fallback_ops  # noqa: E402,F401
 from . import math_ops, nn_ops, norm_ops, optim_ops, reduce_ops, select_ops  # noqa: E402,F401
 from . import activation_ops, conv_ops, loss_ops, resample_ops, sort_ops  # noqa: E402,F401
-from . import foreach_ops, linalg_ops, random_ops, search_ops  # noqa: E402,F401
+from . import foreach_ops, linalg_ops, random_ops, rnn_ops, search_ops  # noqa: E402,F401
 from . import serialization  # noqa: E402,F401
 from . import autocast  # noqa: E402
 
@@ -102,4 +102,3 @@ __all__ = ["CPUFallbackWarning", "fallback_ops", "registered_ops"]
 def registered_ops():
     """The aten overloads that run on the opencl device, sorted."""
     return sorted(_backend.KERNELS)
-from . import rnn_ops  # noqa: E402,F401
