@@ -1,0 +1,248 @@
+"""Volumes on the opencl device: avg_pool3d, max_pool3d_with_indices, upsample_trilinear3d
+(forward and backward) and max_unpool2d / max_unpool3d, composed from cltensor's 2-d kernels.
+
+Pooling and linear interpolation are separable: a 3-d window is a 2-d window over (H, W) for
+each depth, then a (kd, 1) window over (D, H_out * W_out). Averages divide by a product of
+per-dimension counts (torch's divisor, with or without padding, ceil_mode's clipped windows
+included), and the first maximum in (d, h, w) order is the first along d of the first in (h, w),
+so both stages give torch's values and indices. 16-bit inputs compute in float32.
+"""
+import torch
+
+import cltensor.nn.functional as F
+
+from .. import creation
+from .. import dtypes as dt
+from ..ops import pool, resample
+from ..ops.indexing import scatter, scatter_add
+from ._backend import aten, unwrap
+from .math_ops import finish, meta_result, with_out
+from .nn_ops import vjp
+
+_aten = torch.ops.aten
+
+
+def _three(v):
+    """torch's int[3] argument (one int or a list of 1 or 3) as a triple."""
+    v = tuple(v) if isinstance(v, (list, tuple)) else (v,)
+    return v * 3 if len(v) == 1 else v
+
+
+def _volumes(t):
+    """opencl tensor t (N, C, D, H, W) or (C, D, H, W) as a ClTensor (N * C, D, H, W), 16-bit
+    floats widened to float32."""
+    x = unwrap(t)
+    x = x.reshape(-1, *x.shape[-3:])
+    return x.to(dt.float32) if x.dtype in dt.HALF_TYPES else x
+
+
+def _zeros_like_meta(out, like):
+    dtype = dt.compute_dtype(like.dtype)
+    return creation.zeros(*out.shape, dtype=dtype, device=like.device)
+
+
+# ---- average pooling --------------------------------------------------------------------------
+def _avg_pool3d(x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
+    """avg_pool3d of (L, D, H, W) volumes: over (H, W), then over D; a divisor_override divides
+    the window sums once at the end."""
+    (kd, kh, kw), (pd, ph, pw) = _three(kernel_size), _three(padding)
+    sd, sh, sw = _three(stride) if stride else (kd, kh, kw)
+    div = 1 if divisor_override else None
+    y = F.avg_pool2d(x, (kh, kw), (sh, sw), (ph, pw), ceil_mode, count_include_pad, div)
+    n, d, ho, wo = y.shape
+    y = F.avg_pool2d(y.reshape(n, 1, d, ho * wo), (kd, 1), (sd, 1), (pd, 0), ceil_mode,
+                     count_include_pad, div)
+    y = y.reshape(n, y.shape[2], ho, wo)
+    return y / divisor_override if divisor_override else y
+
+
+@aten("avg_pool3d")
+def avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    args = (self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    out = meta_result(_aten.avg_pool3d.default, args, {})
+    x = _volumes(self)
+    if out.numel() == 0:
+        return finish(_zeros_like_meta(out, x), out)
+    return finish(_avg_pool3d(x, *args[1:]), out)
+
+
+@aten("avg_pool3d_backward")
+def avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+                        count_include_pad, divisor_override):
+    args = (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    out = meta_result(_aten.avg_pool3d_backward.default, (grad_output, self, *args), {})
+    x = _volumes(self)
+    if out.numel() == 0 or grad_output.numel() == 0:
+        return finish(_zeros_like_meta(out, x), out)
+    g = _volumes(grad_output)
+    (gx,) = vjp(lambda v: _avg_pool3d(v, *args), [x], [True], g)
+    return finish(gx, out)
+
+
+with_out("avg_pool3d.out", avg_pool3d)
+with_out("avg_pool3d_backward.grad_input", avg_pool3d_backward, "grad_input")
+
+
+# ---- max pooling ------------------------------------------------------------------------------
+def _max_pool3d(x, kernel_size, stride, padding, dilation, ceil_mode):
+    """(maxima, int64 indices d * H * W + h * W + w) of (L, D, H, W) volumes: the first maximum
+    over (H, W) per depth, then the first of those along D."""
+    (kd, kh, kw), (pd, ph, pw), (dd, dh, dw) = map(_three, (kernel_size, padding, dilation))
+    sd, sh, sw = _three(stride) if stride else (kd, kh, kw)
+    v, hw = F.max_pool2d(x, (kh, kw), (sh, sw), (ph, pw), (dh, dw), ceil_mode,
+                         return_indices=True)
+    n, d, ho, wo = v.shape
+    v, at = F.max_pool2d(v.reshape(n, 1, d, ho * wo), (kd, 1), (sd, 1), (pd, 0), (dd, 1),
+                         ceil_mode, return_indices=True)
+    at = at.reshape(n, -1)  # positions in the (D, H_out * W_out) stage-1 grid
+    depth = at // (ho * wo)
+    idx = depth * (x.shape[2] * x.shape[3]) + hw.reshape(n, -1).gather(1, at)
+    do = v.shape[2]
+    return v.reshape(n, do, ho, wo), idx.reshape(n, do, ho, wo)
+
+
+@aten("max_pool3d_with_indices")
+def max_pool3d_with_indices(self, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    args = (self, kernel_size, stride, padding, dilation, ceil_mode)
+    out, idx = meta_result(_aten.max_pool3d_with_indices.default, args, {})
+    x = _volumes(self)
+    if out.numel() == 0:
+        return finish(_zeros_like_meta(out, x), out), finish(_zeros_like_meta(idx, x), idx)
+    v, i = _max_pool3d(x, *args[1:])
+    return finish(v, out), finish(i, idx)
+
+
+@aten("max_pool3d_with_indices.out")
+def max_pool3d_with_indices_out(self, kernel_size, stride=(), padding=0, dilation=1,
+                                ceil_mode=False, *, out, indices):
+    args = (self, kernel_size, stride, padding, dilation, ceil_mode)
+    meta_result(_aten.max_pool3d_with_indices.out, args, {"out": out, "indices": indices})
+    v, i = max_pool3d_with_indices(*args)
+    _write(out, v), _write(indices, i)
+    return out, indices
+
+
+def _write(dst, res):
+    if dst.shape != res.shape:
+        dst.resize_(res.shape)
+    unwrap(dst).copy_(unwrap(res))
+
+
+def _scatter_planes(values, indices, plane, op):
+    """Zeros of (L, plane) with each (L, k) value added (or written) at its index."""
+    v, i = values.reshape(values.shape[0], -1), indices.reshape(values.shape[0], -1)
+    z = creation.zeros(v.shape[0], plane, dtype=v.dtype, device=v.device)
+    return op(z, 1, i, v)
+
+
+@aten("max_pool3d_with_indices_backward")
+def max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
+                                     ceil_mode, indices):
+    """Each output's gradient added to the input element its index names."""
+    args = (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
+    out = meta_result(_aten.max_pool3d_with_indices_backward.default, args, {})
+    x = _volumes(self)
+    if out.numel() == 0 or grad_output.numel() == 0:
+        return finish(_zeros_like_meta(out, x), out)
+    g, i = _volumes(grad_output), unwrap(indices).reshape(x.shape[0], -1)
+    plane = x.shape[1] * x.shape[2] * x.shape[3]
+    return finish(_scatter_planes(g, i, plane, scatter_add), out)
+
+
+with_out("max_pool3d_with_indices_backward.grad_input", max_pool3d_with_indices_backward,
+         "grad_input")
+
+
+# ---- max unpooling ----------------------------------------------------------------------------
+def _unpool(name, op, self, indices, output_size, rest):
+    """Zeros of output_size per plane holding self's values at indices (torch's error for an
+    index outside the plane)."""
+    out = meta_result(op, (self, indices, output_size, *rest), {})
+    spatial = len(output_size)
+    plane = 1
+    for s in output_size:
+        plane *= s
+    x = unwrap(self)
+    x = x.reshape(-1, *x.shape[-spatial:])
+    x = x.to(dt.float32) if x.dtype in dt.HALF_TYPES else x
+    if out.numel() == 0:
+        return finish(_zeros_like_meta(out, x), out)
+    i = unwrap(indices).reshape(x.shape[0], -1)
+    wrong = (i < 0) | (i >= plane)
+    if i.numel() and bool(wrong.any()):
+        bad = int(i.reshape(-1)[int(wrong.reshape(-1).to(dt.int32).argmax())])
+        sizes = "x".join(str(s) for s in output_size)
+        raise RuntimeError(f"{name}: Found an invalid max index: {bad} (output volumes are of "
+                           f"size {sizes})")
+    return finish(_scatter_planes(x, i, plane, scatter), out)
+
+
+@aten("max_unpool2d")
+def max_unpool2d(self, indices, output_size):
+    return _unpool("max_unpool2d", _aten.max_unpool2d.default, self, indices, output_size, ())
+
+
+@aten("max_unpool3d")
+def max_unpool3d(self, indices, output_size, stride, padding):
+    return _unpool("max_unpool3d", _aten.max_unpool3d.default, self, indices, output_size,
+                   (stride, padding))
+
+
+with_out("max_unpool2d.out", max_unpool2d)
+with_out("max_unpool3d.out", max_unpool3d)
+
+
+# ---- trilinear interpolation ------------------------------------------------------------------
+def _trilinear(x, size, align, scales):
+    """(L, D, H, W) volumes resampled to size: bilinear over (H, W) per depth, then linear
+    along D over the (D, H_out * W_out) planes (their width kept: a step of exactly 1)."""
+    sd, sh, sw = scales
+    y = resample.upsample(x, tuple(size[1:]), (sh, sw), "bilinear", align)
+    n, d, ho, wo = y.shape
+    y = resample.upsample(y.reshape(n, 1, d, ho * wo), (size[0], ho * wo), (sd, None),
+                          "bilinear", align)
+    return y.reshape(n, size[0], ho, wo)
+
+
+def _trilinear_backward(g, x_shape, align, scales):
+    """The gradient of _trilinear w.r.t. (L, D, H, W) volumes of x_shape: the two stages'
+    backwards in reverse order."""
+    sd, sh, sw = scales
+    n, do, ho, wo = g.shape
+    d = x_shape[1]
+    g = g.reshape(n, 1, do, ho * wo)
+    g = resample.upsample_backward(g, (n, 1, d, ho * wo), pool.layout_of(g), (sd, None),
+                                   "bilinear", align)
+    g = g.reshape(n, d, ho, wo)
+    return resample.upsample_backward(g, tuple(x_shape), pool.layout_of(g), (sh, sw), "bilinear",
+                                      align)
+
+
+@aten("upsample_trilinear3d")
+def upsample_trilinear3d(self, output_size, align_corners, scales_d=None, scales_h=None,
+                         scales_w=None):
+    scales = (scales_d, scales_h, scales_w)
+    out = meta_result(_aten.upsample_trilinear3d.default,
+                      (self, output_size, align_corners, *scales), {})
+    x = _volumes(self)
+    if out.numel() == 0 or x.numel() == 0:
+        return finish(_zeros_like_meta(out, x), out)
+    return finish(_trilinear(x, tuple(output_size), align_corners, scales), out)
+
+
+@aten("upsample_trilinear3d_backward")
+def upsample_trilinear3d_backward(grad_output, output_size, input_size, align_corners,
+                                  scales_d=None, scales_h=None, scales_w=None):
+    scales = (scales_d, scales_h, scales_w)
+    args = (grad_output, output_size, input_size, align_corners, *scales)
+    out = meta_result(_aten.upsample_trilinear3d_backward.default, args, {})
+    g = _volumes(grad_output)
+    if out.numel() == 0 or g.numel() == 0:
+        return finish(creation.zeros(*out.shape, dtype=g.dtype, device=g.device), out)
+    x_shape = (g.shape[0], *input_size[2:])
+    return finish(_trilinear_backward(g, x_shape, align_corners, scales), out)
+
+
+with_out("upsample_trilinear3d.out", upsample_trilinear3d)
+with_out("upsample_trilinear3d_backward.grad_input", upsample_trilinear3d_backward, "grad_input")
