@@ -103,3 +103,86 @@ def test_out_forms(name, overload, params):
                                   for a in args], **{key: out})
     assert got is out
     torch.testing.assert_close(out.cpu(), want, rtol=1e-10, atol=1e-12)
+
+
+# ---- margin losses over classes ----------------------------------------------------------------
+def _scores(dtype=torch.float64):
+    return _randn(5, 7).to(dtype)
+
+
+_CLASSES = torch.tensor([3, 0, 6, 6, 2])
+# each row's target classes, ended by its first -1 (a class repeated, none listed, all listed)
+_LABELS = torch.tensor([[3, 0, -1, 1, 2, 2, 2], [1, 1, -1, 0, 0, 0, 0], [6, 5, 4, 3, 2, 1, 0],
+                        [-1, 2, 3, 0, 0, 0, 0], [2, 4, -1, 5, 0, 0, 0]])
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("p", [1, 2])
+def test_multi_margin_loss(reduction, p):
+    w = _randn(7).abs() + 0.1
+    for margin, weight in ((1.0, None), (0.7, w)):
+        _check(lambda a, t: F.multi_margin_loss(a, t, p, margin,
+                                                None if weight is None else weight.to(a.device),
+                                                reduction=reduction), _scores(), _CLASSES)
+    _check(lambda a, t: F.multi_margin_loss(a, t, p, reduction=reduction), _scores()[1],
+           _CLASSES[1])  # one sample: (C,) scores and a 0-d target
+
+
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_multilabel_margin_loss(reduction):
+    _check(lambda a, t: F.multilabel_margin_loss(a, t, reduction=reduction), _scores(), _LABELS)
+    _check(lambda a, t: F.multilabel_margin_loss(a, t, reduction=reduction), _scores()[0],
+           _LABELS[0])
+
+
+def test_margin_losses_float32_empty_batch_and_is_target():
+    x, w = _scores(torch.float32), torch.rand(7, generator=torch.Generator().manual_seed(3))
+    for fn in (lambda a: F.multi_margin_loss(a, _CLASSES.to(a.device), 2, 0.5, w.to(a.device)),
+               lambda a: F.multilabel_margin_loss(a, _LABELS.to(a.device))):
+        want_x, got_x = x.clone().requires_grad_(), x.to("opencl").requires_grad_()
+        want, got = fn(want_x), fn(got_x)
+        want.backward(), got.backward()
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(got_x.grad.cpu(), want_x.grad, rtol=1e-5, atol=1e-6)
+    empty = torch.zeros(0, 7, dtype=torch.float64)
+    _check(lambda a, t: F.multi_margin_loss(a, t, reduction="none"), empty,
+           _CLASSES[:0])
+    _check(lambda a, t: F.multilabel_margin_loss(a, t, reduction="none"), empty, _LABELS[:0])
+    loss, is_target = torch.ops.aten.multilabel_margin_loss_forward(x.to("opencl"),
+                                                                     _LABELS.to("opencl"), 1)
+    want_loss, want_is_target = torch.ops.aten.multilabel_margin_loss_forward(x, _LABELS, 1)
+    assert torch.equal(is_target.cpu(), want_is_target)
+
+
+def test_margin_losses_out_forms():
+    x, ocl_x = _scores(), _scores().to("opencl")
+    t, lab = _CLASSES.to("opencl"), _LABELS.to("opencl")
+    nan = lambda *shape: torch.full(shape, float("nan"), dtype=torch.float64, device="opencl")
+    aten = torch.ops.aten
+    out = nan()
+    aten.multi_margin_loss.out(ocl_x, t, 2, 0.5, None, 2, out=out)
+    torch.testing.assert_close(out.cpu(), aten.multi_margin_loss(x, _CLASSES, 2, 0.5, None, 2))
+    g, gx = torch.tensor(0.7, dtype=torch.float64), nan(5, 7)
+    aten.multi_margin_loss_backward.grad_input(g.to("opencl"), ocl_x, t, 1, 1.0, None, 1,
+                                               grad_input=gx)
+    torch.testing.assert_close(gx.cpu(), aten.multi_margin_loss_backward(g, x, _CLASSES, 1, 1.0))
+    out, marks = nan(5), nan(5, 7)
+    aten.multilabel_margin_loss_forward.output(ocl_x, lab, 0, output=out, is_target=marks)
+    want, want_marks = aten.multilabel_margin_loss_forward(x, _LABELS, 0)
+    torch.testing.assert_close(out.cpu(), want)
+    assert torch.equal(marks.cpu(), want_marks)
+    gx = nan(5, 7)
+    aten.multilabel_margin_loss_backward.grad_input(g.to("opencl"), ocl_x, lab, 2, marks,
+                                                    grad_input=gx)
+    torch.testing.assert_close(gx.cpu(), aten.multilabel_margin_loss_backward(
+        g, x, _LABELS, 2, want_marks))
+
+
+def test_margin_losses_refuse_bad_targets():
+    x = _scores().to("opencl")
+    with pytest.raises(RuntimeError, match="target out of range"):
+        F.multi_margin_loss(x, torch.tensor([0, 1, 7, 2, 2]).to("opencl"))
+    with pytest.raises(RuntimeError, match="'target' is out of range"):
+        F.multilabel_margin_loss(x, torch.full((5, 7), 7).to("opencl"))
+    with pytest.raises(RuntimeError):
+        F.multi_margin_loss(x, _CLASSES[:3].to("opencl"))
