@@ -152,3 +152,17 @@ def test_poisson_repeats_under_the_seed_and_its_gradient_is_zero():
     with pytest.raises(RuntimeError, match="non-negative"):
         torch.poisson(-rates)
     assert torch.poisson(torch.zeros(0, 3, device=OCL)).shape == (0, 3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_special_functions(dtype):
+    """Computed in float32, rounded once: within two 16-bit steps of CPU torch (whose 16-bit
+    kernels round some intermediates)."""
+    x = _data(29, scale=2.0).to(dtype)
+    cases = [(S.i0e, x), (S.i1, x), (S.i1e, x), (S.entr, x.abs()),
+             (lambda v: torch.polygamma(1, v), x.abs() + 0.5)]
+    for fn, v in cases:
+        want, got = fn(v), fn(v.to(OCL))
+        assert got.dtype == dtype
+        torch.testing.assert_close(got.cpu(), want, rtol=2 * torch.finfo(dtype).eps,
+                                   atol=1e-3)

@@ -175,3 +175,21 @@ def test_max_unpool_out_and_bad_index():
         F.max_unpool2d(y.to(OCL), bad.to(OCL), 2)
     with pytest.raises(RuntimeError):
         F.max_unpool2d(y.to(OCL), i[:, :, :2].to(OCL), 2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_16_bit_volumes(dtype):
+    """max_pool3d and trilinear in 16 bits (computed in float32), where CPU torch has them."""
+    x = _data((2, 3, 5, 4, 6))
+    _check(lambda v: F.max_pool3d(v, 3, 2, 1, return_indices=True), x, dtype)
+    _check(lambda v: F.interpolate(v, size=(3, 7, 4), mode="trilinear", align_corners=True), x,
+           dtype, grad=False)
+
+
+def test_max_pool3d_nan_wins_as_torchs():
+    x = _data((2, 2, 5, 5, 6))
+    x[0, 0, 1, 2, 3] = x[0, 0, 1, 2, 4] = x[1, 1, 2, 2, 2] = float("nan")
+    want, want_i = F.max_pool3d(x, 3, 2, 1, return_indices=True)
+    got, got_i = F.max_pool3d(x.to(OCL), 3, 2, 1, return_indices=True)
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True, rtol=0, atol=0)
+    assert torch.equal(got_i.cpu(), want_i)
