@@ -119,10 +119,12 @@ def test_frexp(dtype):
 RATES = [0.0, 0.3, 2.5, 9.9, 10.0, 40.0, 1e3]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_poisson_moments(dtype):
+@pytest.mark.parametrize("dtype, fp64", [(torch.float32, True), (torch.float64, True),
+                                         (torch.float32, False)])
+def test_poisson_moments(dtype, fp64, device, monkeypatch):
     """Each rate's sample mean within 5 standard errors of the rate, its variance within 10%
-    (20000 draws), every draw a non-negative integer."""
+    (20000 draws), every draw a non-negative integer; also as on a device without float64."""
+    monkeypatch.setattr(device, "has_fp64", fp64)
     count = 20000
     torch.manual_seed(5)
     draws = torch.poisson(torch.tensor(RATES, dtype=dtype).repeat(count, 1).to(OCL))
