@@ -8,6 +8,8 @@ included), and the first maximum in (d, h, w) order is the first along d of the 
 so both stages give torch's values and indices. Trilinear's gradient runs one dim at a time,
 each output's gradient added to its two sources. 16-bit inputs compute in float32.
 """
+import math
+
 import numpy as np
 import torch
 
@@ -39,6 +41,7 @@ def _volumes(t):
 
 
 def _zeros_like_meta(out, like):
+    """Zeros of Meta result out's shape in like's computing dtype (for empty results)."""
     dtype = dt.compute_dtype(like.dtype)
     return creation.zeros(*out.shape, dtype=dtype, device=like.device)
 
@@ -161,10 +164,7 @@ def _unpool(name, op, self, indices, output_size, rest):
     """Zeros of output_size per plane holding self's values at indices (torch's error for an
     index outside the plane)."""
     out = meta_result(op, (self, indices, output_size, *rest), {})
-    spatial = len(output_size)
-    plane = 1
-    for s in output_size:
-        plane *= s
+    spatial, plane = len(output_size), math.prod(output_size)
     x = unwrap(self)
     x = x.reshape(-1, *x.shape[-spatial:])
     x = x.to(dt.float32) if x.dtype in dt.HALF_TYPES else x
