@@ -30,7 +30,7 @@
  * ceil((oh + 1) * H / OH)) (and the columns likewise); adaptive_max_pool takes their largest,
  * by max_pool's rules.
  *
- * Kernels: max_pool2d_fwd, max_pool2d_fwd_rows, max_pool2d_bwd, max_pool2d_bwd_planes,
+ * Kernels: max_pool2d_fwd, max_pool2d_fwd_rows, max_pool2d_fwd_strips, max_pool2d_bwd, max_pool2d_bwd_planes,
  *          max_pool2d_bwd_ring, max_pool2d_indices, max_pool2d_taps,
  *          avg_pool2d_fwd, avg_pool2d_fwd_rows, avg_pool2d_bwd, avg_pool2d_bwd_planes,
  *          avg_pool2d_bwd_ring,
@@ -59,7 +59,8 @@
  * pooled output, whose argmax and gradient mask are those of relu(max_pool2d(x))).
  * Tunables: none; the launcher picks work sizes. With the geometry baked, unit dilation and
  * stride 1 or 2, the rows form computes the inside of contiguous rows 8 outputs at a time
- * (VECTOR_ROWS, below).
+ * (VECTOR_ROWS, below), and max_pool2d_fwd_strips windows that overlap down the columns
+ * separably (STRIPS).
  */
 
 #ifndef OFF
@@ -459,6 +460,165 @@ __kernel void max_pool2d_fwd_rows(const Pool p, const int flags, const int rows_
       }
     }
   }
+}
+#endif
+
+/* STRIPS: max_pool2d forward of windows that overlap down the columns (KH > SH, unit dilation,
+ * stride 1 or 2 across, geometry baked, rows of x, y and idx contiguous), separably: the max of
+ * a window is the max over its rows of each row's max, with the same ties and NaNs (the first
+ * largest, the last NaN). A work-item takes a band of a plane's output rows and walks down it a
+ * strip of 16 output columns at a time (the edge columns one at a time), keeping the row maxima
+ * and their taps of the window's KH input rows: each input row's is computed once per strip
+ * instead of KH / SH times, and a 16-bit element is converted KW / SW times instead of
+ * KH * KW / (SH * SW), the edges' masks once per row instead of per tap. */
+/* windows of more rows keep the rows form (their row maxima would not stay in registers) */
+#define STRIP_MAX_ROWS 8
+#if VECTOR_ROWS  /* nested: unbaked, DH is an expression */
+#if DH == 1 && KH > SH && KH <= STRIP_MAX_ROWS
+#define STRIPS 1
+#endif
+#endif
+#ifdef STRIPS
+typedef __typeof__((VT(16))0 > (VT(16))0) MASK16;  /* int16, long16 for double */
+
+/* The largest of taps b < KW of the windows of 16 outputs from column w0 in input row h (or
+ * -inf outside the input), and each one's tap b */
+ALWAYS_INLINE VT(16) row_max16(const Pool p, __global const DATA_T* xp, const OFF vxh,
+                               const int h, const int w0, int16* tap) {
+  const int h_in = h >= 0 && h < p.H;
+  __global const DATA_T* r = xp + clamp(h, 0, p.H - 1) * vxh;  /* no branch: masked below */
+  VT(16) best = 0, cols = 0, odd = 0;
+  int16 pos = 0;
+  UNROLL for (int b = 0; b < KW; ++b) {
+    if (SW == 1) {
+      cols = ROW_LOAD(16, r, w0 + b);
+    } else if ((b & 1) == 0) {
+      ROW_PAIRS(16, r, w0 + b, cols, odd);
+    } else {
+      cols = odd;
+    }
+    /* NOTE: masked per tap, not once at the end: LLVM narrows an unmasked float16 tap's NaN
+     * test to half, which x86 without AVX512-FP16 does lane by lane (PoCL: 6x slower) */
+    cols = h_in ? cols : (VT(16))(-INFINITY);
+    if (b == 0) {  /* the first tap: no compare (against -inf it would lose only as -inf) */
+      best = cols;
+      continue;
+    }
+    const MASK16 take = (cols > best) | (cols != cols);
+    best = take ? cols : best;
+    pos = convert_int16(take) ? (int16)b : pos;
+  }
+  *tap = pos;
+  return best;
+}
+
+/* row_max16 of one output (column w0 on, the taps outside the input masked) */
+ALWAYS_INLINE T row_max1(const Pool p, __global const DATA_T* xp, const OFF vxh, const int h,
+                         const int w0, int* tap) {
+  __global const DATA_T* r = xp + clamp(h, 0, p.H - 1) * vxh;
+  T best = -INFINITY;
+  int pos = 0;
+  UNROLL for (int b = 0; b < KW; ++b) {
+    const int w = w0 + b;
+    const T v = w >= 0 && w < p.W ? LD(DATA_T, r, w) : (T)-INFINITY;
+    if (b == 0) {
+      best = v;
+      continue;
+    }
+    const int take = v > best || v != v;
+    best = take ? v : best;
+    pos = take ? b : pos;
+  }
+  *tap = pos;
+  return h >= 0 && h < p.H ? best : (T)-INFINITY;
+}
+
+/* Outputs oh0 <= oh < oh1 of the strip of N (16 or 1) columns from ow: the row maxima m[a] of
+ * the window's rows, shifted up SH rows an output. The first tap inside is the argmax when
+ * every tap is -inf. */
+#define MAX_STRIP(N, VN, IN, MASKN, TAKE_ARG, STORE, STORE_IDX)                                  \
+  ALWAYS_INLINE void max_strip##N(const Pool p, __global const DATA_T* xp, const OFF vxh,        \
+                                  const int oh0, const int oh1, const int ow,                    \
+                                  __global DATA_T* yp, const OFF vyh, __global IDX_T* ip,        \
+                                  const OFF vih, const int relu, const int with_idx) {           \
+    const int w0 = ow * SW - PW;                                                                 \
+    VN m[KH];                                                                                    \
+    IN t[KH];                                                                                    \
+    UNROLL for (int a = 0; a < KH; ++a) m[a] = row_max##N(p, xp, vxh, oh0 * SH - PH + a, w0,     \
+                                                          &t[a]);                                \
+    for (int oh = oh0;;) {                                                                       \
+      const int h0 = oh * SH - PH;                                                               \
+      VN best = m[0];                                                                            \
+      IN pos = (IN)(first_tap(h0, 1) * KW + first_tap(w0, 1));                                   \
+      if (with_idx) pos = TAKE_ARG((m[0] > (VN)(-INFINITY)) | (m[0] != m[0])) ? t[0] : pos;      \
+      UNROLL for (int a = 1; a < KH; ++a) {                                                      \
+        const MASKN take = (m[a] > best) | (m[a] != m[a]);                                       \
+        best = take ? m[a] : best;                                                               \
+        pos = TAKE_ARG(take) ? t[a] + a * KW : pos;                                              \
+      }                                                                                          \
+      if (relu) best = best < (VN)0 ? (VN)0 : best;                                              \
+      STORE(yp + oh * vyh, ow, best);                                                            \
+      if (with_idx) STORE_IDX(ip + oh * vih, ow, pos);                                           \
+      if (++oh == oh1) return;                                                                   \
+      UNROLL for (int a = 0; a < KH; ++a) {                                                      \
+        if (a + SH < KH) {                                                                       \
+          m[a] = m[a + SH];                                                                      \
+          t[a] = t[a + SH];                                                                      \
+        } else {                                                                                 \
+          m[a] = row_max##N(p, xp, vxh, oh * SH - PH + a, w0, &t[a]);                            \
+        }                                                                                        \
+      }                                                                                          \
+    }                                                                                            \
+  }
+#define STORE16(r, w, v) ROW_STORE(16, r, w, v)
+#define STORE_IDX16(r, w, v) (*(__global IDX16_U*)((r) + (w)) = CONVERT_IDX(16)(v))
+#define STORE1(r, w, v) ST(DATA_T, r, w, v)
+#define STORE_IDX1(r, w, v) ((r)[w] = (IDX_T)(v))
+MAX_STRIP(16, VT(16), int16, MASK16, convert_int16, STORE16, STORE_IDX16)
+MAX_STRIP(1, T, int, int, , STORE1, STORE_IDX1)
+
+/* The last strip's first output: the last whose loads (SW * 16 elements from the last load's
+ * column) stay inside the row; strips from `begin` cover [begin, last + 16), the last one
+ * overlapping the one before (the launcher's strips_fit mirrors this) */
+inline int last_strip(const Pool p, const int begin) {
+  return min(inner_end(p, begin) - 16, (p.W + PW - LAST_LOAD) / SW - 16);
+}
+
+/* The band's outputs: the inside by strips of 16 columns, the edges column by column */
+ALWAYS_INLINE void max_band(const Pool p, __global const DATA_T* xp, const OFF vxh,
+                            const int oh0, const int oh1, __global DATA_T* yp, const OFF vyh,
+                            __global IDX_T* ip, const OFF vih, const int relu,
+                            const int with_idx) {
+  const int begin = inner_begin(p), last = last_strip(p, begin);
+  /* strips from begin, then at multiples of 16 (whole cache lines of y), the last at last */
+  for (int ow = begin;; ow = min((ow + 16) & ~15, last)) {
+    max_strip16(p, xp, vxh, oh0, oh1, ow, yp, vyh, ip, vih, relu, with_idx);
+    if (ow == last) break;
+  }
+  /* the left edge's columns unrolled: their taps' column checks fold away */
+  UNROLL for (int ow = 0; ow < (PW + SW - 1) / SW; ++ow)
+    if (ow < begin) max_strip1(p, xp, vxh, oh0, oh1, ow, yp, vyh, ip, vih, relu, with_idx);
+  for (int ow = last + 16; ow < p.OW; ++ow)
+    max_strip1(p, xp, vxh, oh0, oh1, ow, yp, vyh, ip, vih, relu, with_idx);
+}
+
+/* Work-item i takes output rows [band * (i % bands), + band) of plane i / bands; with_idx
+ * and relu as separate inlined copies, so the step without the argmax computes none */
+__kernel void max_pool2d_fwd_strips(const Pool p, const int flags, const int band,
+                                    __global const DATA_T* x, const View4 vx, __global DATA_T* y,
+                                    const View4 vy, __global IDX_T* idx, const View4 vi) {
+  const int bands = (p.OH + band - 1) / band, i = get_global_id(0);
+  if (i >= p.N * p.C * bands) return;
+  const Pos q = {i / bands / p.C, i / bands % p.C, 0, 0};
+  const int oh0 = i % bands * band, oh1 = min(oh0 + band, p.OH);
+  __global const DATA_T* xp = x + plane(vx, q);
+  __global DATA_T* yp = y + plane(vy, q);
+  __global IDX_T* ip = idx + plane(vi, q);
+  const int relu = flags & POOL_RELU;
+  if (flags & POOL_IDX)
+    max_band(p, xp, vx.h, oh0, oh1, yp, vy.h, ip, vi.h, relu, 1);
+  else
+    max_band(p, xp, vx.h, oh0, oh1, yp, vy.h, ip, vi.h, relu, 0);
 }
 #endif
 

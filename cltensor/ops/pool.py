@@ -53,7 +53,8 @@ def _kernel(device, name, dtype, fields, off, idx_dtype=dt.uint8):
             defines["HALF_VECTORS"] = None  # (Oclgrind's interpreter cannot convert half)
     if fields:
         defines.update((f.upper(), v) for f, v in fields.items())
-        defines["FORM_ROWS" if name.endswith(("_rows", "_planes", "_ring")) else "FORM_ITEMS"] = None
+        rows_form = name.endswith(("_rows", "_planes", "_ring", "_strips"))
+        defines["FORM_ROWS" if rows_form else "FORM_ITEMS"] = None
     return get_kernel(device, KERNEL_FILE, name, defines)
 
 
@@ -261,6 +262,43 @@ def _rows_per_item(device, rows, width):
     return max(1, min(ITEM_OUTPUTS // max(width, 1), spare))
 
 
+# max_pool2d forward by strips (pool.cl, STRIPS) where the windows overlap down the columns:
+# the largest window height it takes, and its outputs a strip. STRIPS off: the rows form.
+STRIPS, STRIP_MAX_ROWS, STRIP = True, 8, 16
+# A band's input rows take about this many bytes (PoCL, one thread, 3x3 windows over 128
+# columns: float32 stride 1 took 9.5 ms in bands of 2 rows (2 KiB of input), 14 in bands of 8)
+STRIP_BAND_BYTES = 2048
+
+
+def _strips_fit(fields, w, ow):
+    """Whether a row of ow outputs from w inputs holds a strip inside (pool.cl's last_strip)."""
+    kw, sw, pw = fields["kw"], fields["sw"], fields["pw"]
+    begin = min((pw + sw - 1) // sw, ow)
+    last = w - 1 + pw - (kw - 1)
+    end = min(max(last // sw + 1 if last >= 0 else 0, begin), ow)
+    last_load = kw - 1 if sw == 1 else (kw - 1) & ~1
+    return min(end - STRIP, (w + pw - last_load) // sw - STRIP) >= begin
+
+
+def _strip_band(x, y, idx, fields, baked):
+    """Output rows per work-item of max_pool2d_fwd_strips, or 0 where the strips do not
+    apply: baked windows of unit dilation, stride 1 or 2 across, taller than their stride
+    down, rows contiguous. A work-item takes a plane while every compute unit keeps
+    ITEMS_PER_CU items, else a band of it (each band recomputes its first window's rows)."""
+    f = fields
+    if not (STRIPS and baked and f["dw"] == 1 and f["dh"] == 1 and f["sw"] in (1, 2)
+            and f["sh"] < f["kh"] <= STRIP_MAX_ROWS):
+        return 0
+    if x.strides[3] != 1 or y.strides[3] != 1 or idx.strides[3] != 1:
+        return 0
+    if not _strips_fit(f, x.shape[3], y.shape[3]):
+        return 0
+    planes, oh = y.shape[0] * y.shape[1], y.shape[2]
+    bands = -(-ITEMS_PER_CU * x.device.cl_device.max_compute_units // planes)
+    rows = STRIP_BAND_BYTES // (x.shape[3] * x.dtype.itemsize) - (f["kh"] - f["sh"])
+    return max(1, min(-(-oh // min(bands, oh)), max(2, rows // f["sh"])))
+
+
 def _forward_by_rows(y):
     """Whether forward pooling into y takes the rows form: on CPUs, unless y is channels_last,
     whose items form walks the channels in order (PoCL vectorizes it)."""
@@ -326,7 +364,12 @@ def max_pool2d(x, fields, out_hw, with_indices, relu=False):
     off = _offset_type(x, y, idx)
     flags = (POOL_IDX if with_indices else 0) | (POOL_RELU if relu else 0)
     views = _views(off, x, y, idx)
-    if _forward_by_rows(y):
+    band = _strip_band(x, y, idx, fields, baked) if _forward_by_rows(y) else 0
+    if band:
+        n_items = shape[0] * shape[1] * -(-shape[2] // band)
+        _launch_rows("max_pool2d_fwd_strips", y, n_items, pool_arg, baked, off,
+                     np.int32(flags), np.int32(band), *views, idx_dtype=taps)
+    elif _forward_by_rows(y):
         rows = math.prod(shape[:3])
         per = _rows_per_item(x.device, rows, shape[3])
         _launch_rows("max_pool2d_fwd_rows", y, -(-rows // per), pool_arg, baked, off,
