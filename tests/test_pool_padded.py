@@ -114,3 +114,27 @@ def test_max_pool2d_strips_every_16_bit_pattern(device, rng, monkeypatch):
             want = torch.nn.functional.max_pool2d(t, 3, s, 1)
             _poison(want.shape, x.dtype, device)
             _same(_forward(x, 3, s, 1, False, False)[0], want)
+
+
+@pytest.mark.parametrize("name", ["float32", "bfloat16"])
+@pytest.mark.parametrize("k,s,p,ceil", WINDOWS[:4])
+def test_max_pool2d_strips_find_nan_in_every_column(device, rng, monkeypatch, name, k, s, p,
+                                                    ceil):
+    """One NaN per row, in every column over the planes (the strips' first and last lanes and
+    the edges included): the strips compare without NaN checks and do a strip again, NaN-aware,
+    where a lane met one; values and argmax (the last NaN) against torch."""
+    monkeypatch.setattr(pool, "BAKE_MIN_TAPS", 0)
+    full = np.round(rng.standard_normal((2, 3, 13, 45)).astype(np.float32) * 2) / 2
+    planes = full.reshape(6, 13, 45)
+    for c in range(45):
+        planes[c % 6, (c * 5) % 13, c] = np.nan
+    planes[0, 3, 10:12] = np.nan  # two in a window: the last one is the argmax
+    tx = torch.from_numpy(full).to(getattr(torch, name))
+    x = ct.from_numpy(full, device=device).to(getattr(ct, name))
+    ty, tidx = torch.nn.functional.max_pool2d(tx, k, s, p, ceil_mode=ceil, return_indices=True)
+    for with_indices in (False, True):
+        _poison(ty.shape, x.dtype, device)
+        y, idx, _ = _forward(x, k, s, p, ceil, with_indices)
+        _same(y, ty)
+        if with_indices:
+            np.testing.assert_array_equal(idx.numpy(), tidx.numpy())

@@ -283,11 +283,12 @@ def _strips_fit(fields, w, ow):
 def _strip_band(x, y, idx, fields, baked):
     """Output rows per work-item of max_pool2d_fwd_strips, or 0 where the strips do not
     apply: baked windows of unit dilation, stride 1 or 2 across, taller than their stride
-    down, rows contiguous. A work-item takes a plane while every compute unit keeps
-    ITEMS_PER_CU items, else a band of it (each band recomputes its first window's rows)."""
+    down, of at most 255 taps (one-byte taps), rows contiguous. A band's input rows take about
+    STRIP_BAND_BYTES (each band computes its first window's rows again), and bands are short
+    enough for every compute unit to keep ITEMS_PER_CU work-items."""
     f = fields
     if not (STRIPS and baked and f["dw"] == 1 and f["dh"] == 1 and f["sw"] in (1, 2)
-            and f["sh"] < f["kh"] <= STRIP_MAX_ROWS):
+            and f["sh"] < f["kh"] <= STRIP_MAX_ROWS and tap_dtype(f) == dt.uint8):
         return 0
     if x.strides[3] != 1 or y.strides[3] != 1 or idx.strides[3] != 1:
         return 0
