@@ -43,6 +43,9 @@ OPS = {
                                                  training=True),
     "layer_norm": lambda x: F.layer_norm(x, x.shape[1:]),
     "max_pool2d 2x2": lambda x: F.max_pool2d(x.view(64, -1, 64, 64), 2),
+    # padded 3x3 windows (GoogLeNet's): stride 1 as in the inception blocks' pool branch
+    "max_pool2d 3x3 s1 p1": lambda x: F.max_pool2d(x.view(16, -1, 128, 128), 3, 1, 1),
+    "max_pool2d 3x3 s2 p1": lambda x: F.max_pool2d(x.view(16, -1, 128, 128), 3, 2, 1),
 }
 
 
