@@ -487,19 +487,48 @@ typedef __typeof__((VT(16))0 > (VT(16))0) MASK16;  /* int16, long16 for double *
 #define NAN_ENDS 0
 #endif
 
+#define LANES16 ((int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15))
+
+/* v's lanes moved up s lanes (lane i takes lane i - s; s < 0: down), -inf moved in. NOTE: s is
+ * a constant once the tap loops unroll, and the shuffle one vpermt2ps */
+ALWAYS_INLINE VT(16) shift16(const VT(16) v, const int s) {
+  const int16 from = LANES16 - s;
+  const int16 lane = ((from < 0) | (from > 15)) ? (int16)16 : from;
+  return s == 0 ? v : shuffle2(v, (VT(16))(-INFINITY), CAT(convert_, UMASK(16))(lane));
+}
+
+/* Tap b of the 16 outputs of an edge strip of row r: the left one (outputs 0 to 15, window
+ * columns SW * i + b - PW) or, stride 1, the right one (its last output the row's last: with
+ * unit stride and dilation OW = W + 2 * PW - KW + 1), columns outside the row -inf: loaded
+ * inside the row, moved by constant lane shifts */
+ALWAYS_INLINE VT(16) edge_tap16(const Pool p, __global const DATA_T* r, const int b,
+                                const int edge) {
+  if (edge == 2) {
+    const int e = b + 1 + PW - KW;  /* lane 15's column past W - 1 */
+    return e <= 0 ? ROW_LOAD(16, r, p.W - 16 + e) : shift16(ROW_LOAD(16, r, p.W - 16), -e);
+  }
+  const int d = b - PW;
+  if (SW == 1) return d >= 0 ? ROW_LOAD(16, r, d) : shift16(ROW_LOAD(16, r, 0), -d);
+  VT(16) even = 0, odd = 0;
+  ROW_PAIRS(16, r, max(d, 0) & ~1, even, odd);  /* column 2 * i + d: lane i - (1 - d) / 2 */
+  return shift16(d & 1 ? odd : even, d < 0 ? (1 - d) / 2 : 0);
+}
+
 /* The largest of taps b < KW of the windows of 16 outputs from column w0 in input row h (or
  * -inf outside the input), and each one's tap b. exact: NaN-aware compares (the last NaN wins);
  * else ordered ones, with *nan marking the lanes that met a NaN, whose strip is then done
  * again exactly (NaN-aware compares took 1.6x the time of 16-bit 3x3 stride 1 pooling) */
 ALWAYS_INLINE VT(16) row_max16(const Pool p, __global const DATA_T* xp, const OFF vxh,
                                const int h, const int w0, uchar16* tap, const int exact,
-                               MASK16* nan) {
+                               MASK16* nan, const int edge) {
   const int h_in = h >= 0 && h < p.H;
   __global const DATA_T* r = xp + clamp(h, 0, p.H - 1) * vxh;  /* no branch: masked below */
   VT(16) best = 0, first = 0, prev = 0, cols = 0, odd = 0;
   uchar16 pos = 0;  /* NOTE: taps in bytes, blended as bytes: 32-bit lanes cost 20% more */
   UNROLL for (int b = 0; b < KW; ++b) {
-    if (SW == 1) {
+    if (edge) {
+      cols = edge_tap16(p, r, b, edge);
+    } else if (SW == 1) {
       cols = ROW_LOAD(16, r, w0 + b);
     } else if ((b & 1) == 0) {
       ROW_PAIRS(16, r, w0 + b, cols, odd);
@@ -533,7 +562,7 @@ ALWAYS_INLINE VT(16) row_max16(const Pool p, __global const DATA_T* xp, const OF
 
 /* row_max16 of one output (column w0 on, the taps outside the input masked), always exact */
 ALWAYS_INLINE T row_max1(const Pool p, __global const DATA_T* xp, const OFF vxh, const int h,
-                         const int w0, uchar* tap, const int exact, int* nan) {
+                         const int w0, uchar* tap, const int exact, int* nan, const int edge) {
   __global const DATA_T* r = xp + clamp(h, 0, p.H - 1) * vxh;
   T best = -INFINITY;
   int pos = 0;
@@ -555,22 +584,22 @@ ALWAYS_INLINE T row_max1(const Pool p, __global const DATA_T* xp, const OFF vxh,
 /* Outputs oh0 <= oh < oh1 of the strip of N (16 or 1) columns from ow: the row maxima m[a] of
  * the window's rows, shifted up SH rows an output. The first tap inside is the argmax when
  * every tap is -inf. Returns whether a lane met a NaN (not exact: do the strip again). */
-#define MAX_STRIP(N, VN, IN, MASKN, TAKE_ARG, STORE, STORE_IDX, ANY)                             \
+#define MAX_STRIP(N, VN, IN, MASKN, TAKE_ARG, STORE, STORE_IDX, ANY, FIRST_COLS)                 \
   ALWAYS_INLINE int max_strip##N(const Pool p, __global const DATA_T* xp, const OFF vxh,         \
                                  const int oh0, const int oh1, const int ow,                     \
                                  __global DATA_T* yp, const OFF vyh, __global IDX_T* ip,         \
                                  const OFF vih, const int relu, const int with_idx,              \
-                                 const int exact) {                                              \
+                                 const int exact, const int edge) {                              \
     const int w0 = ow * SW - PW;                                                                 \
     VN m[KH];                                                                                    \
     IN t[KH];                                                                                    \
     MASKN nan = 0;                                                                               \
     UNROLL for (int a = 0; a < KH; ++a) m[a] = row_max##N(p, xp, vxh, oh0 * SH - PH + a, w0,     \
-                                                          &t[a], exact, &nan);                   \
+                                                          &t[a], exact, &nan, edge);             \
     for (int oh = oh0;;) {                                                                       \
       const int h0 = oh * SH - PH;                                                               \
       VN best = m[0];                                                                            \
-      IN pos = (IN)(first_tap(h0, 1) * KW + first_tap(w0, 1));                                   \
+      IN pos = (IN)(first_tap(h0, 1) * KW) + FIRST_COLS(w0, edge);                               \
       if (with_idx) pos = TAKE_ARG((m[0] > (VN)(-INFINITY)) | (m[0] != m[0])) ? t[0] : pos;      \
       UNROLL for (int a = 1; a < KH; ++a) {                                                      \
         const MASKN take = exact ? (m[a] > best) | (m[a] != m[a]) : m[a] > best;                 \
@@ -586,7 +615,7 @@ ALWAYS_INLINE T row_max1(const Pool p, __global const DATA_T* xp, const OFF vxh,
           m[a] = m[a + SH];                                                                      \
           t[a] = t[a + SH];                                                                      \
         } else {                                                                                 \
-          m[a] = row_max##N(p, xp, vxh, oh * SH - PH + a, w0, &t[a], exact, &nan);               \
+          m[a] = row_max##N(p, xp, vxh, oh * SH - PH + a, w0, &t[a], exact, &nan, edge);         \
         }                                                                                        \
       }                                                                                          \
     }                                                                                            \
@@ -601,9 +630,21 @@ ALWAYS_INLINE T row_max1(const Pool p, __global const DATA_T* xp, const OFF vxh,
 #define STORE_IDX16(r, w, v) (*(__global IDX16_U*)((r) + (w)) = (v))
 #define STORE1(r, w, v) ST(DATA_T, r, w, v)
 #define STORE_IDX1(r, w, v) ((r)[w] = (IDX_T)(v))
+/* Whether a lane of m is set. NOTE: halves or-ed, not any(), which PoCL compiles to a test of
+ * each lane in turn */
+inline int any16(const MASK16 m) {
+  const __typeof__(m.lo) a = m.lo | m.hi;
+  const __typeof__(a.lo) b = a.lo | a.hi;
+  const __typeof__(b.lo) c = b.lo | b.hi;
+  return (c.x | c.y) != 0;
+}
 #define NONE(nan) 0
-MAX_STRIP(16, VT(16), uchar16, MASK16, convert_char16, STORE16, STORE_IDX16, any)
-MAX_STRIP(1, T, uchar, int, , STORE1, STORE_IDX1, NONE)
+/* each lane's first column inside (the left edge strip's lanes start at SW * i - PW) */
+#define FIRST_COLS16(w0, edge) \
+  ((edge) == 1 ? convert_uchar16(max((int16)PW - SW * LANES16, 0)) : (uchar16)0)
+#define FIRST_COLS1(w0, edge) (uchar)first_tap(w0, 1)
+MAX_STRIP(16, VT(16), uchar16, MASK16, convert_char16, STORE16, STORE_IDX16, any16, FIRST_COLS16)
+MAX_STRIP(1, T, uchar, int, , STORE1, STORE_IDX1, NONE, FIRST_COLS1)
 
 /* The last strip's first output: the last whose loads (SW * 16 elements from the last load's
  * column) stay inside the row; strips from `begin` cover [begin, last + 16), the last one
@@ -612,7 +653,13 @@ inline int last_strip(const Pool p, const int begin) {
   return min(inner_end(p, begin) - 16, (p.W + PW - LAST_LOAD) / SW - 16);
 }
 
-/* The band's outputs: the inside by strips of 16 columns, the edges column by column */
+/* Strip `edge` (0 inside, 1 left, 2 right) from ow, done again NaN-aware where it met a NaN */
+#define STRIP16(ow, edge)                                                                      \
+  if (max_strip16(p, xp, vxh, oh0, oh1, ow, yp, vyh, ip, vih, relu, with_idx, 0, edge))        \
+    max_strip16(p, xp, vxh, oh0, oh1, ow, yp, vyh, ip, vih, relu, with_idx, 1, edge);
+
+/* The band's outputs by strips of 16 columns: the inside's, then the edges' (their columns
+ * outside the row masked by lane shifts), stride 2's right edge column by column */
 ALWAYS_INLINE void max_band(const Pool p, __global const DATA_T* xp, const OFF vxh,
                             const int oh0, const int oh1, __global DATA_T* yp, const OFF vyh,
                             __global IDX_T* ip, const OFF vih, const int relu,
@@ -620,15 +667,16 @@ ALWAYS_INLINE void max_band(const Pool p, __global const DATA_T* xp, const OFF v
   const int begin = inner_begin(p), last = last_strip(p, begin);
   /* strips from begin, then at multiples of 16 (whole cache lines of y), the last at last */
   for (int ow = begin;; ow = min((ow + 16) & ~15, last)) {
-    if (max_strip16(p, xp, vxh, oh0, oh1, ow, yp, vyh, ip, vih, relu, with_idx, 0))
-      max_strip16(p, xp, vxh, oh0, oh1, ow, yp, vyh, ip, vih, relu, with_idx, 1);
+    STRIP16(ow, 0)
     if (ow == last) break;
   }
-  /* the left edge's columns unrolled: their taps' column checks fold away */
-  UNROLL for (int ow = 0; ow < (PW + SW - 1) / SW; ++ow)
-    if (ow < begin) max_strip1(p, xp, vxh, oh0, oh1, ow, yp, vyh, ip, vih, relu, with_idx, 1);
-  for (int ow = last + 16; ow < p.OW; ++ow)
-    max_strip1(p, xp, vxh, oh0, oh1, ow, yp, vyh, ip, vih, relu, with_idx, 1);
+  if (begin > 0) STRIP16(0, 1)
+  if (SW == 1) {
+    if (last + 16 < p.OW) STRIP16(p.OW - 16, 2)
+  } else {
+    for (int ow = last + 16; ow < p.OW; ++ow)
+      max_strip1(p, xp, vxh, oh0, oh1, ow, yp, vyh, ip, vih, relu, with_idx, 1, 0);
+  }
 }
 
 /* Work-item i takes output rows [band * (i % bands), + band) of plane i / bands; with_idx

@@ -49,6 +49,7 @@ def _input(rng, name, device):
     full[1, 2, 5, 20], full[0, 1, 4, :] = np.nan, -np.inf
     full[0, 0, 7, 10:14] = (-0.0, 0.0, -0.0, 0.0)
     full[0, 0, 6:9, 30:33] = -np.inf  # a window of -inf only: the argmax is its first tap
+    full[0, 2, :3, :4] = full[0, 2, -3:, 41:] = -np.inf  # and such windows in the corners
     tx = torch.from_numpy(full).to(getattr(torch, name))
     return ct.from_numpy(full, device=device).to(getattr(ct, name)), tx
 
