@@ -43,8 +43,9 @@ def _forward(x, k, s, p, ceil, with_indices, relu=False):
 
 
 def _input(rng, name, device):
-    """An input of 45 columns (strips at 1, 16 and an overlapping last one, scalar edges) and
-    the same as torch's, in dtype `name`: ties, a NaN, a row of -inf, -0.0 beside 0.0."""
+    """An input of 47 columns (views of 45 and 44: strips at 1, 16 and an overlapping last
+    one, edge strips) and the same as torch's, in dtype `name`: ties, a NaN, a row of -inf,
+    -0.0 beside 0.0, windows of -inf only."""
     full = np.round(rng.standard_normal((2, 3, 13, 47)).astype(np.float32) * 2) / 2
     full[1, 2, 5, 20], full[0, 1, 4, :] = np.nan, -np.inf
     full[0, 0, 7, 10:14] = (-0.0, 0.0, -0.0, 0.0)
@@ -66,7 +67,7 @@ def test_max_pool2d_strips_match_torch(device, rng, monkeypatch, name, k, s, p, 
         monkeypatch.setattr(pool, "STRIP_BAND_BYTES", 1200)
     full, tfull = _input(rng, name, device)
     views = ((full[..., 1:46], tfull[..., 1:46]),  # unaligned rows, row stride 47
-             (full[..., :45], tfull[..., :45]))
+             (full[..., :44], tfull[..., :44]))  # stride 2's other right edge
     for x, tx in views:
         ty, tidx = torch.nn.functional.max_pool2d(tx, k, s, p, ceil_mode=ceil,
                                                   return_indices=True)
@@ -139,3 +140,23 @@ def test_max_pool2d_strips_find_nan_in_every_column(device, rng, monkeypatch, na
         _same(y, ty)
         if with_indices:
             np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+
+
+@pytest.mark.parametrize("name", ["float32", "float16"])
+@pytest.mark.parametrize("k,s,p,ceil", WINDOWS[:4])
+def test_max_pool2d_strips_over_widths(device, rng, monkeypatch, name, k, s, p, ceil):
+    """Rows of 33 to 40, 63 to 65 columns: edge strips that overlap the inside's, stride 2's
+    three right edges (W's parity, ceil_mode) and rows too short for them (column by column);
+    values and argmax against torch."""
+    monkeypatch.setattr(pool, "BAKE_MIN_TAPS", 0)
+    for w in (*range(33, 41), 63, 64, 65):
+        full = np.round(rng.standard_normal((1, 2, 5, w)).astype(np.float32) * 2) / 2
+        full[0, 0, 2, w - 1], full[0, 1, :3, :2] = np.nan, -np.inf
+        tx = torch.from_numpy(full).to(getattr(torch, name))
+        x = ct.from_numpy(full, device=device).to(getattr(ct, name))
+        ty, tidx = torch.nn.functional.max_pool2d(tx, k, s, p, ceil_mode=ceil,
+                                                  return_indices=True)
+        _poison(ty.shape, x.dtype, device)
+        y, idx, _ = _forward(x, k, s, p, ceil, True)
+        _same(y, ty)
+        np.testing.assert_array_equal(idx.numpy(), tidx.numpy())

@@ -11,11 +11,12 @@ import numpy as np
 
 from .. import caches
 from .. import dtypes as dt
-from ..program import ctype_of, get_kernel, launch, round_up, sizes_1d
+from ..program import ctype_of, get_kernel, launch, read_sources, round_up, sizes_1d
 from ..tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor
 from .activation import check_float
 
 KERNEL_FILE = "pool.cl"
+STRIPS_FILE = "pool_strips.cl"  # max_pool2d_fwd_strips, built appended to pool.cl
 VIEW4_T = {off: np.dtype([(f, t) for f in ("off", "n", "c", "h", "w")])
            for off, t in (("int", np.int32), ("long", np.int64))}
 POOL_T = np.dtype([(f, np.int32) for f in ("N", "C", "H", "W", "OH", "OW", "kh", "kw", "sh", "sw",
@@ -55,6 +56,9 @@ def _kernel(device, name, dtype, fields, off, idx_dtype=dt.uint8):
         defines.update((f.upper(), v) for f, v in fields.items())
         rows_form = name.endswith(("_rows", "_planes", "_ring", "_strips"))
         defines["FORM_ROWS" if rows_form else "FORM_ITEMS"] = None
+    if name.endswith("_strips"):  # (named pool.cl: program.HALF_FILES lists it)
+        return get_kernel(device, KERNEL_FILE, name, defines,
+                          source=read_sources(KERNEL_FILE, STRIPS_FILE))
     return get_kernel(device, KERNEL_FILE, name, defines)
 
 
@@ -262,7 +266,7 @@ def _rows_per_item(device, rows, width):
     return max(1, min(ITEM_OUTPUTS // max(width, 1), spare))
 
 
-# max_pool2d forward by strips (pool.cl, STRIPS) where the windows overlap down the columns:
+# max_pool2d forward by strips (pool_strips.cl) where the windows overlap down the columns:
 # the largest window height it takes, and its outputs a strip. STRIPS off: the rows form.
 STRIPS, STRIP_MAX_ROWS, STRIP = True, 8, 16
 # A band's input rows take about this many bytes (PoCL, one thread, 3x3 windows over 128
