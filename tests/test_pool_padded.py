@@ -15,6 +15,7 @@ POISON = float("nan")
 # windows of other heights and widths (4 wide: stride 2 loads two pairs)
 WINDOWS = [(3, 1, 1, False), (3, 2, 1, False), (3, 2, 0, True), (3, 2, 1, True),
            ((5, 3), 1, (2, 1), False), (4, 2, 1, False), (3, 1, 0, False), ((3, 2), (2, 1), 0, False)]
+WINDOW_IDS = ["3s1p1", "3s2p1", "3s2p0ceil", "3s2p1ceil", "5x3s1p2x1", "4s2p1", "3s1p0", "3x2s2x1p0"]
 
 
 def _same(mine, want):
@@ -56,7 +57,7 @@ def _input(rng, name, device):
 
 
 @pytest.mark.parametrize("name", ["float32", "float16", "bfloat16", "float64"])
-@pytest.mark.parametrize("k,s,p,ceil", WINDOWS)
+@pytest.mark.parametrize("k,s,p,ceil", WINDOWS, ids=WINDOW_IDS)
 @pytest.mark.parametrize("bands", ["short", "long"])
 def test_max_pool2d_strips_match_torch(device, rng, monkeypatch, name, k, s, p, ceil, bands):
     if name == "float64" and not device.has_fp64:
@@ -119,7 +120,7 @@ def test_max_pool2d_strips_every_16_bit_pattern(device, rng, monkeypatch):
 
 
 @pytest.mark.parametrize("name", ["float32", "bfloat16"])
-@pytest.mark.parametrize("k,s,p,ceil", WINDOWS[:4])
+@pytest.mark.parametrize("k,s,p,ceil", WINDOWS[:4], ids=WINDOW_IDS[:4])
 def test_max_pool2d_strips_find_nan_in_every_column(device, rng, monkeypatch, name, k, s, p,
                                                     ceil):
     """One NaN per row, in every column over the planes (the strips' first and last lanes and
@@ -143,7 +144,7 @@ def test_max_pool2d_strips_find_nan_in_every_column(device, rng, monkeypatch, na
 
 
 @pytest.mark.parametrize("name", ["float32", "float16"])
-@pytest.mark.parametrize("k,s,p,ceil", WINDOWS[:4])
+@pytest.mark.parametrize("k,s,p,ceil", WINDOWS[:4], ids=WINDOW_IDS[:4])
 def test_max_pool2d_strips_over_widths(device, rng, monkeypatch, name, k, s, p, ceil):
     """Rows of 33 to 40, 63 to 65 columns: edge strips that overlap the inside's, stride 2's
     three right edges (W's parity, ceil_mode) and rows too short for them (column by column);
