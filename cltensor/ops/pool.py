@@ -275,7 +275,7 @@ STRIP_BAND_BYTES = 2048
 
 
 def _strips_fit(fields, w, ow):
-    """Whether a row of ow outputs from w inputs holds a strip inside (pool.cl's last_strip)."""
+    """Whether a row of ow outputs from w inputs holds a strip inside (pool_strips.cl's last_strip)."""
     kw, sw, pw = fields["kw"], fields["sw"], fields["pw"]
     begin = min((pw + sw - 1) // sw, ow)
     last = w - 1 + pw - (kw - 1)
