@@ -320,9 +320,11 @@ def section_pool():
         y.backward(dev(rand(*y.shape)), retain_graph=True)  # xt is shared
     assert np.isfinite(x.grad.numpy()).all()
     wide = dev(rand(1, 2, 4, 21)).requires_grad_()  # rows of 21: the vector loop, baked
+    strips = dev(rand(1, 2, 5, 41)).requires_grad_()  # rows of 41: pool_strips.cl's strips
     with setting(pool_ops, "BAKE_MIN_TAPS", 0):  # the window baked in (-D)
         for y in [F.max_pool2d(x, 3, 2, 1, ceil_mode=True), F.avg_pool2d(xt, 3, 1, 1),
-                  F.max_pool2d(x, 2, relu=True), F.max_pool2d(wide, 3, 1, 1, relu=True)]:
+                  F.max_pool2d(x, 2, relu=True), F.max_pool2d(wide, 3, 1, 1, relu=True),
+                  F.max_pool2d(strips, 3, 1, 1), F.max_pool2d(strips, 3, 2, 1)]:
             y.backward(dev(rand(*y.shape)), retain_graph=True)
     assert np.isfinite(x.grad.numpy()).all()
 
