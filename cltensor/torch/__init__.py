@@ -103,3 +103,4 @@ __all__ = ["CPUFallbackWarning", "fallback_ops", "registered_ops"]
 def registered_ops():
     """The aten overloads that run on the opencl device, sorted."""
     return sorted(_backend.KERNELS)
+from . import sampling_ops  # noqa: E402,F401
