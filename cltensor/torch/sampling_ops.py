@@ -105,17 +105,21 @@ def grid_sample(x, grid, mode, padding, align):
     iy = _source(grid.select(3, 1).reshape(n, 1, p), h, padding, align, mode)
     tx, okx, wx = _axis(ix, w, mode, padding, align)
     ty, oky, wy = _axis(iy, h, mode, padding, align)
-    # every tap's pixel, or the zero pixel appended at h * w where a tap is out of bounds
-    flat = ty.unsqueeze(2) * w + tx.unsqueeze(1)
-    flat = where(oky.unsqueeze(2) & okx.unsqueeze(1), flat, h * w)
-    taps = flat.shape[1] * flat.shape[2]
-    zero = zeros(n, c, 1, dtype=x.dtype, device=x.device)
-    planes = cat([x.reshape(n, c, h * w), zero], 2)
-    vals = planes.gather(2, flat.reshape(n, 1, taps * p).expand(n, c, taps * p))
+    # each tap's row of C values in the channels-last planes, each image's with a zero pixel
+    # appended (its row h * w) where out-of-bounds taps point: one index_select of rows
+    ok = oky.unsqueeze(2) & okx.unsqueeze(1)
+    first = arange(n, device=x.device).reshape(n, 1, 1, 1) * (h * w + 1)
+    rows = where(ok, ty.unsqueeze(2) * w + tx.unsqueeze(1), h * w) + first
+    taps = rows.shape[1] * rows.shape[2]
+    zero = zeros(n, 1, c, dtype=x.dtype, device=x.device)
+    planes = cat([x.permute(0, 2, 3, 1).reshape(n, h * w, c), zero], 1).reshape(-1, c)
+    vals = planes.index_select(0, rows.reshape(-1)).reshape(n, taps, p, c)
     if mode == NEAREST:
-        return vals.reshape(n, c, ho, wo)
-    weights = (wy.unsqueeze(2) * wx.unsqueeze(1)).reshape(n, 1, taps, p)
-    return (vals.reshape(n, c, taps, p) * weights).sum(2).reshape(n, c, ho, wo)
+        res = vals.reshape(n, p, c)
+    else:
+        weights = (wy.unsqueeze(2) * wx.unsqueeze(1)).reshape(n, taps, p, 1)
+        res = (vals * weights).sum(1)
+    return res.permute(0, 2, 1).reshape(n, c, ho, wo)
 
 
 _SCALAR_NAMES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
