@@ -1,22 +1,21 @@
 """Sampling ops on the opencl device: grid_sampler_2d (F.grid_sample) and EmbeddingBag's
-_embedding_bag, forward and backward, composed from cltensor's indexing ops (gather, index_add,
-scatter_add: deterministic, no atomics).
+_embedding_bag, forward and backward, composed from cltensor's indexing ops (index_select,
+index_add, scatter_add: deterministic, no atomics).
 
 grid_sampler_2d follows torch's CPU kernel (aten/src/ATen/native/cpu/GridSamplerKernel.cpp):
-each output reads its taps (1 nearest, 2 x 2 bilinear, 4 x 4 bicubic) with one gather from the
-input planes with a zero pixel appended, where out-of-bounds taps point; its backward is
-cltensor's autograd of that forward (vjp), with torch's gradient rules for the padding modes."""
+each output reads its taps (1 nearest, 2 x 2 bilinear, 4 x 4 bicubic) as rows of C values from
+the channels-last input with a zero pixel appended, where out-of-bounds taps point; its backward
+adds the weighted output gradients into those rows (index_add) and takes the grid's gradient
+from the weights' derivatives, with torch's rules for the padding modes."""
 import torch
 
 from .. import dtypes as dt
-from ..autograd import Function
-from ..autograd.namespace import arange, argmax, cat, full, searchsorted, tensor, where, zeros
-from ..autograd.namespace import zeros_like
+from ..autograd.namespace import arange, argmax, cat, full, searchsorted, stack, tensor, where
+from ..autograd.namespace import zeros, zeros_like
 from ..composed.searching import bincount
 from ._backend import TO_NUMPY, aten, np_dtype, unwrap, wrap
 from .fallback import cpu_fallback
 from .math_ops import finish, meta_result, operand, with_out
-from .nn_ops import vjp
 
 _aten = torch.ops.aten
 BILINEAR, NEAREST, BICUBIC = 0, 1, 2
@@ -39,87 +38,126 @@ def _reflect(x, size, align):
     return (value + low if low else value), where(more ^ (d < 0), -1.0, 1.0)
 
 
-def _padded(x, size, padding, align):
+def _padded(x, size, padding, align, slope=False):
     """Coordinates under border or reflection padding: clipped to [0, size - 1], reflected
-    first for reflection (value, gradient multiplier: zero where the clip holds it at an edge,
-    edges included, as torch)."""
+    first for reflection; with slope, (value, gradient multiplier: zero where the clip holds
+    the coordinate at an edge, edges included, as torch)."""
     sign = None
     if padding == REFLECTION:
         x, sign = _reflect(x, size, align)
     value = x.clamp(0.0, float(size - 1))
+    if not slope:
+        return value
     inside = ((value > 0.0) & (value < float(size - 1))).to(x.dtype)
     return value, inside if sign is None else inside * sign
 
 
-class _Padded(Function):
-    """_padded()'s value, differentiable with torch's gradient multiplier."""
-
-    @staticmethod
-    def forward(ctx, x, size, padding, align):
-        ctx.x, ctx.args = x, (size, padding, align)
-        return _padded(x, size, padding, align)[0]
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * _padded(ctx.x, *ctx.args)[1], None, None, None
-
-
-def _source(g, size, padding, align, mode):
-    """Grid values in [-1, 1] as input coordinates (torch's unnormalize; bicubic pads per tap)."""
-    x = (g + 1.0) * ((size - 1) / 2) if align else (g + 1.0) * (size / 2) - 0.5
-    if padding == ZEROS or mode == BICUBIC:
-        return x
-    return _Padded.apply(x, size, padding, align)
-
-
-def _cubic(t):
-    """The 4 cubic convolution weights of taps -1, 0, 1, 2 at fractions t, stacked on dim 1."""
+def _cubic(t, slope=False):
+    """The 4 cubic convolution weights of taps -1, 0, 1, 2 at fractions t, stacked on dim 1,
+    or with slope their derivatives by t."""
+    if slope:
+        near = lambda s: (3 * (_A + 2) * s - 2 * (_A + 3)) * s
+        far = lambda s: (3 * _A * s - 10 * _A) * s + 8 * _A
+        return cat([far(t + 1.0), near(t), -near(1.0 - t), -far(2.0 - t)], 1)
     near = lambda s: ((_A + 2) * s - (_A + 3)) * s * s + 1
     far = lambda s: ((_A * s - 5 * _A) * s + 8 * _A) * s - 4 * _A
     return cat([far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)], 1)
 
 
-def _axis(x, size, mode, padding, align):
-    """(taps: int64 indices (N, T, P) along one axis, in bounds: (N, T, P), weights or None)."""
-    if mode == NEAREST:
-        taps, weights = x.detach().round(), None
-    else:
-        base = x.detach().floor()
-        offsets = (0.0, 1.0) if mode == BILINEAR else (-1.0, 0.0, 1.0, 2.0)
-        taps = base + tensor(offsets, dtype=x.dtype, device=x.device).reshape(1, -1, 1)
-        t = x - base
-        weights = cat([1.0 - t, t], 1) if mode == BILINEAR else _cubic(t)
-        if mode == BICUBIC and padding != ZEROS:
-            taps = _padded(taps, size, padding, align)[0]
-    ok = (taps >= 0.0) & (taps < float(size))
-    return where(ok, taps, 0.0).to(dt.int64), ok, weights
+class _Axis:
+    """One axis of grid sampling (grid values g (N, 1, P) in [-1, 1] over an input side of
+    `size`): int64 taps (N, T, P) and their in-bounds mask, the taps' weights (None for
+    nearest) and, given slopes, the weights' derivatives by g."""
+
+    def __init__(self, g, size, mode, padding, align, slopes):
+        scale = (size - 1) / 2 if align else size / 2
+        x = (g + 1.0) * scale if align else (g + 1.0) * scale - 0.5  # torch's unnormalize
+        mult = scale
+        if padding != ZEROS and mode != BICUBIC:
+            x, pad_slope = _padded(x, size, padding, align, True) if slopes else \
+                (_padded(x, size, padding, align), None)
+            mult = pad_slope * scale if slopes else None
+        self.weights = self.slopes = None
+        if mode == NEAREST:
+            taps = x.round()
+        else:
+            base = x.floor()
+            offsets = (0.0, 1.0) if mode == BILINEAR else (-1.0, 0.0, 1.0, 2.0)
+            taps = base + tensor(offsets, dtype=x.dtype, device=x.device).reshape(1, -1, 1)
+            t = x - base
+            self.weights = cat([1.0 - t, t], 1) if mode == BILINEAR else _cubic(t)
+            if slopes:
+                self.slopes = _cubic(t, True) * mult if mode == BICUBIC else (
+                    cat([-mult, mult], 1) if padding != ZEROS
+                    else tensor((-mult, mult), dtype=x.dtype, device=x.device).reshape(1, 2, 1))
+            if mode == BICUBIC and padding != ZEROS:  # bicubic pads each tap
+                taps = _padded(taps, size, padding, align)
+        self.ok = (taps >= 0.0) & (taps < float(size))
+        self.taps = where(self.ok, taps, 0.0).to(dt.int64)
+
+
+def _sampling(shape, grid, mode, padding, align, slopes=False):
+    """(the rows of _planes() each tap reads, flat, (N * Ty * Tx * P), x axis, y axis)."""
+    n, _, h, w = shape
+    p = grid.shape[1] * grid.shape[2]
+    ax = _Axis(grid.select(3, 0).reshape(n, 1, p), w, mode, padding, align, slopes)
+    ay = _Axis(grid.select(3, 1).reshape(n, 1, p), h, mode, padding, align, slopes)
+    ok = ay.ok.unsqueeze(2) & ax.ok.unsqueeze(1)
+    first = arange(n, device=grid.device).reshape(n, 1, 1, 1) * (h * w + 1)
+    rows = where(ok, ay.taps.unsqueeze(2) * w + ax.taps.unsqueeze(1), h * w) + first
+    return rows.reshape(-1), ax, ay
+
+
+def _planes(x):
+    """x (N, C, H, W) as rows of C values (N * (H * W + 1), C), channels-last, each image's
+    followed by a zero row (its row H * W) where out-of-bounds taps point."""
+    n, c, h, w = x.shape
+    zero = zeros(n, 1, c, dtype=x.dtype, device=x.device)
+    return cat([x.permute(0, 2, 3, 1).reshape(n, h * w, c), zero], 1).reshape(-1, c)
+
+
+def _tap_weights(ax, ay, p):
+    """Each tap's weight (N, Ty * Tx, P, 1): the product of its axes'."""
+    return (ay.weights.unsqueeze(2) * ax.weights.unsqueeze(1)).reshape(ax.taps.shape[0], -1, p, 1)
 
 
 def grid_sample(x, grid, mode, padding, align):
-    """torch's grid_sampler_2d of ClTensors x (N, C, H, W) and grid (N, Ho, Wo, 2), written
-    with differentiable cltensor ops: (N, C, Ho, Wo)."""
+    """torch's grid_sampler_2d of ClTensors x (N, C, H, W) and grid (N, Ho, Wo, 2), computed
+    as its CPU kernel does: (N, C, Ho, Wo). Each tap's C values are one row of _planes(), all
+    read by one index_select."""
+    n, c = x.shape[:2]
+    ho, wo = grid.shape[1:3]
+    p = ho * wo
+    rows, ax, ay = _sampling(x.shape, grid, mode, padding, align)
+    vals = _planes(x).index_select(0, rows).reshape(n, -1, p, c)
+    res = vals.reshape(n, p, c) if mode == NEAREST else (vals * _tap_weights(ax, ay, p)).sum(1)
+    return res.permute(0, 2, 1).reshape(n, c, ho, wo)
+
+
+def grid_sample_backward(grad, x, grid, mode, padding, align, need_input, need_grid):
+    """(the input's gradient or None, the grid's) of grid_sample(), as torch's CPU kernel
+    computes them: each output's gradient times each tap's weight added to the tap's pixel
+    (index_add of rows: deterministic), and the grid's from the weights' derivatives
+    (zeros for nearest)."""
     n, c, h, w = x.shape
     ho, wo = grid.shape[1:3]
     p = ho * wo
-    ix = _source(grid.select(3, 0).reshape(n, 1, p), w, padding, align, mode)
-    iy = _source(grid.select(3, 1).reshape(n, 1, p), h, padding, align, mode)
-    tx, okx, wx = _axis(ix, w, mode, padding, align)
-    ty, oky, wy = _axis(iy, h, mode, padding, align)
-    # each tap's row of C values in the channels-last planes, each image's with a zero pixel
-    # appended (its row h * w) where out-of-bounds taps point: one index_select of rows
-    ok = oky.unsqueeze(2) & okx.unsqueeze(1)
-    first = arange(n, device=x.device).reshape(n, 1, 1, 1) * (h * w + 1)
-    rows = where(ok, ty.unsqueeze(2) * w + tx.unsqueeze(1), h * w) + first
-    taps = rows.shape[1] * rows.shape[2]
-    zero = zeros(n, 1, c, dtype=x.dtype, device=x.device)
-    planes = cat([x.permute(0, 2, 3, 1).reshape(n, h * w, c), zero], 1).reshape(-1, c)
-    vals = planes.index_select(0, rows.reshape(-1)).reshape(n, taps, p, c)
-    if mode == NEAREST:
-        res = vals.reshape(n, p, c)
-    else:
-        weights = (wy.unsqueeze(2) * wx.unsqueeze(1)).reshape(n, taps, p, 1)
-        res = (vals * weights).sum(1)
-    return res.permute(0, 2, 1).reshape(n, c, ho, wo)
+    need_grid = need_grid and mode != NEAREST
+    rows, ax, ay = _sampling(x.shape, grid, mode, padding, align, slopes=need_grid)
+    g_rows = grad.permute(0, 2, 3, 1).reshape(n, 1, p, c)
+    gx = None
+    if need_input:
+        parts = g_rows if mode == NEAREST else g_rows * _tap_weights(ax, ay, p)
+        gx = zeros(n * (h * w + 1), c, dtype=x.dtype, device=x.device).index_add(
+            0, rows, parts.reshape(-1, c))
+        gx = gx.reshape(n, h * w + 1, c)[:, :h * w].permute(0, 2, 1).reshape(n, c, h, w)
+    if not need_grid:
+        return gx, zeros_like(grid)
+    vals = _planes(x).index_select(0, rows).reshape(n, ay.taps.shape[1], ax.taps.shape[1], p, c)
+    dots = (vals * g_rows.unsqueeze(1)).sum(4)  # (N, Ty, Tx, P)
+    gg_x = (dots * (ay.weights.unsqueeze(2) * ax.slopes.unsqueeze(1))).sum((1, 2))
+    gg_y = (dots * (ay.slopes.unsqueeze(2) * ax.weights.unsqueeze(1))).sum((1, 2))
+    return gx, stack([gg_x, gg_y], 2).reshape(n, ho, wo, 2)
 
 
 _SCALAR_NAMES = {torch.float32: "Float", torch.float64: "Double", torch.float16: "Half",
@@ -174,22 +212,17 @@ def grid_sampler_2d(input, grid, interpolation_mode, padding_mode, align_corners
 @aten("grid_sampler_2d_backward")
 def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, padding_mode,
                              align_corners, output_mask):
-    """(grad_input or None, grad_grid) by cltensor's autograd of grid_sample(): torch's CPU
-    kernel leaves grad_input out unless output_mask asks for it, and always gives grad_grid
-    (zeros for nearest)."""
+    """(grad_input or None, grad_grid): torch's CPU kernel leaves grad_input out unless
+    output_mask asks for it, and always gives grad_grid (zeros for nearest)."""
     args = (grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
             output_mask)
     _check_grid(input, grid)
     gx_meta, gg_meta = meta_result(_aten.grid_sampler_2d_backward.default, args, {})
     dtype = _computing(input, "grid_sampler_2d_backward")
     x, g, gout = (operand(t, dtype) for t in (input, grid, grad_output))
-    needs = (bool(output_mask[0]), bool(output_mask[1]) and interpolation_mode != NEAREST)
-    grads = [None, None]
-    if any(needs) and gout.numel():
-        fn = lambda a, b: grid_sample(a, b, interpolation_mode, padding_mode, bool(align_corners))
-        grads = vjp(fn, (x, g), needs, gout)
-    gx = grads[0] if grads[0] is not None else zeros_like(x)
-    gg = grads[1] if grads[1] is not None else zeros_like(g)
+    gx, gg = grid_sample_backward(gout, x, g, interpolation_mode, padding_mode,
+                                  bool(align_corners), bool(output_mask[0]),
+                                  bool(output_mask[1]))
     return (finish(gx, gx_meta) if output_mask[0] else None), finish(gg, gg_meta)
 
 
