@@ -24,88 +24,102 @@ _A = -0.75  # the cubic convolution's constant, as torch's bicubic modes
 
 
 # ---- grid_sampler_2d ---------------------------------------------------------------------------
-def _reflect(x, size, align):
-    """torch's reflection of coordinates into [low, low + span] (value, gradient sign)."""
-    if align and size <= 1:
-        return zeros_like(x), zeros_like(x)
-    low, twice = (0.0, 2.0 * (size - 1)) if align else (-0.5, 2.0 * size)
+def _per_axis(values, like):
+    """Per-axis constants (x's, y's) as a (1, 2, 1, 1) tensor to broadcast over coordinates."""
+    return tensor(values, dtype=like.dtype, device=like.device).reshape(1, 2, 1, 1)
+
+
+def _reflect(x, sizes, align):
+    """torch's reflection of coordinates (N, 2, T, P) into [low, low + span] per axis (value,
+    gradient sign); align_corners over a side of 1 has no span: value 0, sign 0."""
+    low = 0.0 if align else -0.5
+    twice = [2.0 * (s - 1) if align else 2.0 * s for s in sizes]
+    dead = [t == 0 for t in twice]
     d = x - low if low else x
     a = d.abs()
-    extra = a - (a / twice).trunc() * twice
-    other = twice - extra
+    span = _per_axis([t or 1.0 for t in twice], x)
+    extra = a - (a / span).trunc() * span
+    other = span - extra
     more = extra > other
     value = where(more, other, extra)
-    return (value + low if low else value), where(more ^ (d < 0), -1.0, 1.0)
+    sign = where(more ^ (d < 0), -1.0, 1.0)
+    value = value + low if low else value
+    if any(dead):
+        live = _per_axis([0.0 if k else 1.0 for k in dead], x)
+        value, sign = value * live, sign * live
+    return value, sign
 
 
-def _padded(x, size, padding, align, slope=False):
-    """Coordinates under border or reflection padding: clipped to [0, size - 1], reflected
-    first for reflection; with slope, (value, gradient multiplier: zero where the clip holds
-    the coordinate at an edge, edges included, as torch)."""
+def _padded(x, sizes, padding, align, slope=False):
+    """Coordinates (N, 2, T, P) under border or reflection padding: clipped to
+    [0, size - 1], reflected first for reflection; with slope, (value, gradient multiplier:
+    zero where the clip holds the coordinate at an edge, edges included, as torch)."""
     sign = None
     if padding == REFLECTION:
-        x, sign = _reflect(x, size, align)
-    value = x.clamp(0.0, float(size - 1))
+        x, sign = _reflect(x, sizes, align)
+    top = _per_axis([float(s - 1) for s in sizes], x)
+    value = x.clamp(0.0, top)
     if not slope:
         return value
-    inside = ((value > 0.0) & (value < float(size - 1))).to(x.dtype)
+    inside = ((value > 0.0) & (value < top)).to(x.dtype)
     return value, inside if sign is None else inside * sign
 
 
 def _cubic(t, slope=False):
-    """The 4 cubic convolution weights of taps -1, 0, 1, 2 at fractions t, stacked on dim 1,
+    """The 4 cubic convolution weights of taps -1, 0, 1, 2 at fractions t, stacked on dim 2,
     or with slope their derivatives by t."""
     if slope:
         near = lambda s: (3 * (_A + 2) * s - 2 * (_A + 3)) * s
         far = lambda s: (3 * _A * s - 10 * _A) * s + 8 * _A
-        return cat([far(t + 1.0), near(t), -near(1.0 - t), -far(2.0 - t)], 1)
+        return cat([far(t + 1.0), near(t), -near(1.0 - t), -far(2.0 - t)], 2)
     near = lambda s: ((_A + 2) * s - (_A + 3)) * s * s + 1
     far = lambda s: ((_A * s - 5 * _A) * s + 8 * _A) * s - 4 * _A
-    return cat([far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)], 1)
+    return cat([far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)], 2)
 
 
-class _Axis:
-    """One axis of grid sampling (grid values g (N, 1, P) in [-1, 1] over an input side of
-    `size`): int64 taps (N, T, P) and their in-bounds mask, the taps' weights (None for
-    nearest) and, given slopes, the weights' derivatives by g."""
+class _Taps:
+    """The taps of grid sampling along both axes at once (x's on dim 1 index 0, y's index 1):
+    int64 positions `taps` (N, 2, T, P) and their in-bounds mask `ok`, their `weights` (None
+    for nearest) and, given slopes, the weights' derivatives by the grid value."""
 
-    def __init__(self, g, size, mode, padding, align, slopes):
-        scale = (size - 1) / 2 if align else size / 2
+    def __init__(self, grid, sizes, mode, padding, align, slopes):
+        n, ho, wo, _ = grid.shape
+        g = grid.reshape(n, ho * wo, 2).permute(0, 2, 1).unsqueeze(2)  # (N, 2, 1, P)
+        scale = _per_axis([(s - 1) / 2 if align else s / 2 for s in sizes], g)
         x = (g + 1.0) * scale if align else (g + 1.0) * scale - 0.5  # torch's unnormalize
         mult = scale
         if padding != ZEROS and mode != BICUBIC:
-            x, pad_slope = _padded(x, size, padding, align, True) if slopes else \
-                (_padded(x, size, padding, align), None)
-            mult = pad_slope * scale if slopes else None
+            if slopes:
+                x, pad_slope = _padded(x, sizes, padding, align, True)
+                mult = pad_slope * scale
+            else:
+                x = _padded(x, sizes, padding, align)
         self.weights = self.slopes = None
         if mode == NEAREST:
             taps = x.round()
         else:
             base = x.floor()
             offsets = (0.0, 1.0) if mode == BILINEAR else (-1.0, 0.0, 1.0, 2.0)
-            taps = base + tensor(offsets, dtype=x.dtype, device=x.device).reshape(1, -1, 1)
+            taps = base + tensor(offsets, dtype=x.dtype, device=x.device).reshape(1, 1, -1, 1)
             t = x - base
-            self.weights = cat([1.0 - t, t], 1) if mode == BILINEAR else _cubic(t)
+            self.weights = cat([1.0 - t, t], 2) if mode == BILINEAR else _cubic(t)
             if slopes:
-                self.slopes = _cubic(t, True) * mult if mode == BICUBIC else (
-                    cat([-mult, mult], 1) if padding != ZEROS
-                    else tensor((-mult, mult), dtype=x.dtype, device=x.device).reshape(1, 2, 1))
+                self.slopes = cat([-mult, mult], 2) if mode == BILINEAR else _cubic(t, True) * mult
             if mode == BICUBIC and padding != ZEROS:  # bicubic pads each tap
-                taps = _padded(taps, size, padding, align)
-        self.ok = (taps >= 0.0) & (taps < float(size))
+                taps = _padded(taps, sizes, padding, align)
+        self.ok = (taps >= 0.0) & (taps < _per_axis([float(s) for s in sizes], taps))
         self.taps = where(self.ok, taps, 0.0).to(dt.int64)
 
 
 def _sampling(shape, grid, mode, padding, align, slopes=False):
-    """(the rows of _planes() each tap reads, flat, (N * Ty * Tx * P), x axis, y axis)."""
+    """(the rows of _planes() each tap reads, flat, (N * Ty * Tx * P), the _Taps)."""
     n, _, h, w = shape
-    p = grid.shape[1] * grid.shape[2]
-    ax = _Axis(grid.select(3, 0).reshape(n, 1, p), w, mode, padding, align, slopes)
-    ay = _Axis(grid.select(3, 1).reshape(n, 1, p), h, mode, padding, align, slopes)
-    ok = ay.ok.unsqueeze(2) & ax.ok.unsqueeze(1)
+    tp = _Taps(grid, (w, h), mode, padding, align, slopes)
+    (tx, ty), (okx, oky) = tp.taps.unbind(1), tp.ok.unbind(1)
     first = arange(n, device=grid.device).reshape(n, 1, 1, 1) * (h * w + 1)
-    rows = where(ok, ay.taps.unsqueeze(2) * w + ax.taps.unsqueeze(1), h * w) + first
-    return rows.reshape(-1), ax, ay
+    rows = where(oky.unsqueeze(2) & okx.unsqueeze(1), ty.unsqueeze(2) * w + tx.unsqueeze(1),
+                 h * w) + first
+    return rows.reshape(-1), tp
 
 
 def _planes(x):
@@ -116,9 +130,10 @@ def _planes(x):
     return cat([x.permute(0, 2, 3, 1).reshape(n, h * w, c), zero], 1).reshape(-1, c)
 
 
-def _tap_weights(ax, ay, p):
+def _tap_weights(tp, p):
     """Each tap's weight (N, Ty * Tx, P, 1): the product of its axes'."""
-    return (ay.weights.unsqueeze(2) * ax.weights.unsqueeze(1)).reshape(ax.taps.shape[0], -1, p, 1)
+    wx, wy = tp.weights.unbind(1)
+    return (wy.unsqueeze(2) * wx.unsqueeze(1)).reshape(wx.shape[0], -1, p, 1)
 
 
 def grid_sample(x, grid, mode, padding, align):
@@ -128,9 +143,9 @@ def grid_sample(x, grid, mode, padding, align):
     n, c = x.shape[:2]
     ho, wo = grid.shape[1:3]
     p = ho * wo
-    rows, ax, ay = _sampling(x.shape, grid, mode, padding, align)
+    rows, tp = _sampling(x.shape, grid, mode, padding, align)
     vals = _planes(x).index_select(0, rows).reshape(n, -1, p, c)
-    res = vals.reshape(n, p, c) if mode == NEAREST else (vals * _tap_weights(ax, ay, p)).sum(1)
+    res = vals.reshape(n, p, c) if mode == NEAREST else (vals * _tap_weights(tp, p)).sum(1)
     return res.permute(0, 2, 1).reshape(n, c, ho, wo)
 
 
@@ -143,20 +158,22 @@ def grid_sample_backward(grad, x, grid, mode, padding, align, need_input, need_g
     ho, wo = grid.shape[1:3]
     p = ho * wo
     need_grid = need_grid and mode != NEAREST
-    rows, ax, ay = _sampling(x.shape, grid, mode, padding, align, slopes=need_grid)
+    rows, tp = _sampling(x.shape, grid, mode, padding, align, slopes=need_grid)
     g_rows = grad.permute(0, 2, 3, 1).reshape(n, 1, p, c)
     gx = None
     if need_input:
-        parts = g_rows if mode == NEAREST else g_rows * _tap_weights(ax, ay, p)
+        parts = g_rows if mode == NEAREST else g_rows * _tap_weights(tp, p)
         gx = zeros(n * (h * w + 1), c, dtype=x.dtype, device=x.device).index_add(
             0, rows, parts.reshape(-1, c))
         gx = gx.reshape(n, h * w + 1, c)[:, :h * w].permute(0, 2, 1).reshape(n, c, h, w)
     if not need_grid:
         return gx, zeros_like(grid)
-    vals = _planes(x).index_select(0, rows).reshape(n, ay.taps.shape[1], ax.taps.shape[1], p, c)
+    taps = tp.taps.shape[2]
+    vals = _planes(x).index_select(0, rows).reshape(n, taps, taps, p, c)
     dots = (vals * g_rows.unsqueeze(1)).sum(4)  # (N, Ty, Tx, P)
-    gg_x = (dots * (ay.weights.unsqueeze(2) * ax.slopes.unsqueeze(1))).sum((1, 2))
-    gg_y = (dots * (ay.slopes.unsqueeze(2) * ax.weights.unsqueeze(1))).sum((1, 2))
+    (wx, wy), (sx, sy) = tp.weights.unbind(1), tp.slopes.unbind(1)
+    gg_x = (dots * (wy.unsqueeze(2) * sx.unsqueeze(1))).sum((1, 2))
+    gg_y = (dots * (sy.unsqueeze(2) * wx.unsqueeze(1))).sum((1, 2))
     return gx, stack([gg_x, gg_y], 2).reshape(n, ho, wo, 2)
 
 
