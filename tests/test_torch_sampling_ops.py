@@ -120,6 +120,27 @@ def test_grid_sampler_out_and_empty():
     assert empty.shape == (2, 3, 0, 2) and empty.device.type == OCL
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_grid_sample_empty_backward(mode):
+    """No output (an empty grid, no channels, no batch): zero gradients of the inputs' shapes."""
+    for xs, gs in (((2, 3, 4, 4), (2, 0, 3, 2)), ((2, 0, 4, 4), (2, 2, 3, 2)),
+                   ((0, 3, 4, 4), (0, 2, 3, 2))):
+        x, grid = torch.randn(xs, dtype=torch.float64), torch.rand(gs, dtype=torch.float64)
+        go = torch.zeros(*xs[:2], *gs[1:3], dtype=torch.float64)
+        want = _run(x, grid, mode, "zeros", False, go=go)
+        got = _run(x.to(OCL), grid.to(OCL), mode, "zeros", False, go=go.to(OCL))
+        for g, w in zip(got, want):
+            _close(g, w, torch.float64, f"{xs} {gs}")
+
+
+def test_grid_sampler_backward_checks_grad_output():
+    """A grad_output of the wrong shape raises (torch's newer check) instead of misreading."""
+    x, grid = torch.randn(1, 2, 4, 4, device=OCL), torch.zeros(1, 2, 2, 2, device=OCL)
+    with pytest.raises(ValueError, match="expected grad_output to have sizes"):
+        _aten.grid_sampler_2d_backward(torch.zeros(1, 2, 3, 3, device=OCL), x, grid, 0, 0,
+                                       False, [True, True])
+
+
 F64 = {"dtype": torch.float64}
 
 

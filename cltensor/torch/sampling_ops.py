@@ -234,9 +234,16 @@ def grid_sampler_2d_backward(grad_output, input, grid, interpolation_mode, paddi
     args = (grad_output, input, grid, interpolation_mode, padding_mode, align_corners,
             output_mask)
     _check_grid(input, grid)
+    want = [*input.shape[:2], *grid.shape[1:3]]
+    if list(grad_output.shape) != want:  # torch's newer check (the CPU kernel would misread)
+        raise ValueError(f"grid_sampler(): expected grad_output to have sizes {want} but got "
+                         f"grad_output with sizes {list(grad_output.shape)}")
     gx_meta, gg_meta = meta_result(_aten.grid_sampler_2d_backward.default, args, {})
     dtype = _computing(input, "grid_sampler_2d_backward")
     x, g, gout = (operand(t, dtype) for t in (input, grid, grad_output))
+    if gout.numel() == 0:  # no output (an empty grid, batch or channels): zero gradients
+        return ((finish(zeros_like(x), gx_meta) if output_mask[0] else None),
+                finish(zeros_like(g), gg_meta))
     gx, gg = grid_sample_backward(gout, x, g, interpolation_mode, padding_mode,
                                   bool(align_corners), bool(output_mask[0]),
                                   bool(output_mask[1]))
