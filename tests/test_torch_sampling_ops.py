@@ -243,6 +243,23 @@ def test_embedding_bag_module(mode):
                    want_e(idx, offsets), dtype, label)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_embedding_bag_16bit(dtype):
+    """16-bit weights, computed in float32: CPU torch's values within the dtype's rounding."""
+    gen = torch.Generator().manual_seed(12)
+    tol = 2e-3 if dtype == torch.float16 else 2e-2
+    for mode in ("sum", "mean", "max"):
+        w = torch.randn(6, 3, generator=gen).to(dtype)
+        want_e, got_e = (_bag_module(mode, None, False, dtype, w, d) for d in ("cpu", OCL))
+        want, got = want_e(INDICES, OFFSETS), got_e(INDICES.to(OCL), OFFSETS.to(OCL))
+        go = torch.randn(want.shape, generator=gen).to(dtype)
+        want.backward(go)
+        got.backward(go.to(OCL))
+        for g, wt in ((got.detach(), want.detach()), (got_e.weight.grad, want_e.weight.grad)):
+            assert g.dtype == dtype, mode
+            torch.testing.assert_close(g.cpu().float(), wt.float(), rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("mode", ["sum", "mean"])
 def test_embedding_bag_scale_grad_by_freq(mode):
     """Each weight row's gradient divided by its index's count in the batch, against float64

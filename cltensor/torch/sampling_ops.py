@@ -354,18 +354,18 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
     rows = w.index_select(0, idx)
     if per_sample_weights is not None:
         rows = rows * operand(per_sample_weights, dtype).unsqueeze(1)
-    counts = bincount(spare, minlength=count + 1)  # the spare bag's count last
-    sizes = counts[:count]
+    if mode != SUM:  # mode sum's bag_size is zeros, as the CPU's
+        counts = bincount(spare, minlength=count + 1)  # the spare bag's count last
+        sizes = counts[:count]
     out = zeros(count + 1, w.shape[1], dtype=dtype, device=w.device)
     if mode == MAX:
         expand = spare.unsqueeze(1).expand(*rows.shape)
         out = out.scatter_reduce(0, expand, rows, "amax", include_self=False)
         # the first entry of each bag holding its maximum, and its weight row
         first = where(rows == out.index_select(0, spare),
-                               arange(idx.shape[0], device=w.device).unsqueeze(1),
-                               idx.shape[0])
+                      arange(idx.shape[0], device=w.device).unsqueeze(1), idx.shape[0])
         at = full((count + 1, w.shape[1]), idx.shape[0], dtype=dt.int64,
-                           device=w.device).scatter_reduce(0, expand, first, "amin")
+                  device=w.device).scatter_reduce(0, expand, first, "amin")
         picks = cat([idx, zeros(1, dtype=dt.int64, device=w.device)])
         max_indices = picks.index_select(0, at.reshape(-1)).reshape(at.shape)[:count]
     else:
@@ -376,8 +376,8 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
     if mode == SUM:
         length = count + 1 if forward_only and include_last_offset else count
         sizes = max_indices = zeros(length, dtype=index_dtype, device=w.device)
-    elif mode == MEAN:
-        max_indices = sizes
+    elif mode == MEAN:  # a copy of bag_size, as the CPU's
+        max_indices = sizes.clone()
     o2b = bag[:0] if _fast_sum(weight, per_sample_weights, mode, padding_idx) else bag
     return (out, wrap(o2b.to(index_dtype)), wrap(sizes.to(index_dtype)),
             wrap(max_indices.to(index_dtype)))
