@@ -192,15 +192,18 @@ def test_embedding_bag_outputs(mode):
         label = f"{dtype} padding_idx={pad} last={last} psw={psw} {op}"
         for g, wt in zip(got, want):
             _close(g, wt, dtype, label)
-    # include_last_offset with a last offset short of the input: the CPU keeps the indices
-    # past it in the last bag
+    # include_last_offset with a last offset short of the input (the CPU keeps the indices
+    # past it in the last bag); one long bag among empty ones (max's scattered form)
     w = torch.randn(6, 3, generator=gen, dtype=torch.float64)
-    offsets = torch.tensor([0, 2, 5])
-    want = _aten._embedding_bag(w, INDICES, offsets, False, mode, False, None, True, -1)
-    got = _aten._embedding_bag(w.to(OCL), INDICES.to(OCL), offsets.to(OCL), False, mode,
-                               False, None, True, -1)
-    for g, wt in zip(got, want):
-        _close(g, wt, torch.float64, "short last offset")
+    w[0] = w[4]
+    for offsets, last, pad in (([0, 2, 5], True, -1), ([0, 1, 1, 1, 1], False, -1),
+                               ([0, 1, 1, 1, 1], False, 4)):
+        offsets = torch.tensor(offsets)
+        want = _aten._embedding_bag(w, INDICES, offsets, False, mode, False, None, last, pad)
+        got = _aten._embedding_bag(w.to(OCL), INDICES.to(OCL), offsets.to(OCL), False, mode,
+                                   False, None, last, pad)
+        for g, wt in zip(got, want):
+            _close(g, wt, torch.float64, f"offsets {offsets.tolist()} padding_idx={pad}")
 
 
 def _bag_module(mode, pad, freq, dtype, weight, device):

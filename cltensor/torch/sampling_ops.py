@@ -359,15 +359,9 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
         sizes = counts[:count]
     out = zeros(count + 1, w.shape[1], dtype=dtype, device=w.device)
     if mode == MAX:
-        expand = spare.unsqueeze(1).expand(*rows.shape)
-        out = out.scatter_reduce(0, expand, rows, "amax", include_self=False)
-        # the first entry of each bag holding its maximum, and its weight row
-        first = where(rows == out.index_select(0, spare),
-                      arange(idx.shape[0], device=w.device).unsqueeze(1), idx.shape[0])
-        at = full((count + 1, w.shape[1]), idx.shape[0], dtype=dt.int64,
-                  device=w.device).scatter_reduce(0, expand, first, "amin")
-        picks = cat([idx, zeros(1, dtype=dt.int64, device=w.device)])
-        max_indices = picks.index_select(0, at.reshape(-1)).reshape(at.shape)[:count]
+        longest = max((b - a for a, b in zip(starts, starts[1:] + [idx.shape[0]])), default=0)
+        bag_max = _dense_max if 0 < count * longest <= 2 * idx.shape[0] else _scattered_max
+        out, max_indices = bag_max(rows, idx, bag, spare, pad, starts, counts, longest)
     else:
         out = out.index_add(0, spare, rows)
         if mode == MEAN:
@@ -381,6 +375,40 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
     o2b = bag[:0] if _fast_sum(weight, per_sample_weights, mode, padding_idx) else bag
     return (out, wrap(o2b.to(index_dtype)), wrap(sizes.to(index_dtype)),
             wrap(max_indices.to(index_dtype)))
+
+
+def _dense_max(rows, idx, bag, spare, pad, starts, counts, longest):
+    """(each bag's maximum (B, D), the weight row of its first maximum) for bags of similar
+    lengths: the rows laid out as (B, longest, D), -inf where a bag is shorter or an entry is
+    padding, and one max over dim 1 (its index: the first maximum); empty bags give 0, 0."""
+    count, width, n = len(starts), rows.shape[1], idx.shape[0]
+    first = tensor(starts, dtype=dt.int64, device=rows.device)
+    slot = arange(n, device=rows.device) - first.index_select(0, bag) + bag * longest
+    if pad is not None:  # padding entries go to a spare slot past the bags'
+        slot = where(pad, count * longest, slot)
+    dense = full((count * longest + 1, width), float("-inf"), dtype=rows.dtype,
+                 device=rows.device).index_copy(0, slot, rows)
+    values, at = dense[:count * longest].reshape(count, longest, width).max(1)
+    filled = (counts[:count] > 0).unsqueeze(1)
+    picks = idx.index_select(0, where(filled, at + first.unsqueeze(1), 0).reshape(-1))
+    return (where(filled, values, 0.0),
+            where(filled, picks.reshape(count, width), 0))
+
+
+def _scattered_max(rows, idx, bag, spare, pad, starts, counts, longest):
+    """_dense_max()'s results for bags of any lengths, by scatter_reduce over the entries (no
+    padded layout: one long bag among many short ones would make it large)."""
+    count, width, n = len(starts), rows.shape[1], idx.shape[0]
+    expand = spare.unsqueeze(1).expand(*rows.shape)
+    out = zeros(count + 1, width, dtype=rows.dtype, device=rows.device).scatter_reduce(
+        0, expand, rows, "amax", include_self=False)
+    # the first entry of each bag holding its maximum, and its weight row
+    first = where(rows == out.index_select(0, spare),
+                  arange(n, device=rows.device).unsqueeze(1), n)
+    at = full((count + 1, width), n, dtype=dt.int64, device=rows.device).scatter_reduce(
+        0, expand, first, "amin")
+    picks = cat([idx, zeros(1, dtype=dt.int64, device=rows.device)])
+    return out[:count], picks.index_select(0, at.reshape(-1)).reshape(at.shape)[:count]
 
 
 @aten("_embedding_bag")
