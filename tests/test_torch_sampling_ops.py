@@ -304,7 +304,7 @@ def test_embedding_bag_dense_backward():
 
 
 @pytest.mark.parametrize("case", [
-    (torch.tensor([1, 6]), torch.tensor([0]), {}),  # index past the table
+    (torch.tensor([1, 6, -2, 9]), torch.tensor([0]), {}),  # index past the table
     (torch.tensor([1, -1]), torch.tensor([0]), {"mode": "mean"}),  # negative index
     (INDICES, torch.tensor([1, 2]), {}),  # offsets[0] != 0
     (INDICES, torch.tensor([0, 9]), {}),  # offsets past the input

@@ -280,13 +280,11 @@ def _check_bag_arguments(weight, indices, offsets, include_last_offset):
                            f"{indices.dim()}-d and {offsets.dim()}-d")
     n, rows = indices.numel(), weight.shape[0]
     idx = unwrap(indices)
-    if n:
-        lo, hi = int(idx.amin()), int(idx.amax())
-        if lo < 0 or hi >= rows:
-            bad = lo if lo < 0 else hi
-            at = int(argmax((idx == bad).to(dt.int32)))
-            raise RuntimeError(f"Index {at} of input takes value {bad} which is not in the valid "
-                               f"range [0, {rows})")
+    outside = (idx < 0) | (idx >= rows)
+    if n and bool(outside.any()):  # the first one named, as the CPU's
+        at = int(argmax(outside.to(dt.int32)))
+        raise RuntimeError(f"Index {at} of input takes value {int(idx[at])} which is not in the "
+                           f"valid range [0, {rows})")
     # NOTE: the offsets are read on the host (one small read): a bad one would put entries in
     # the wrong bags without any error
     starts = unwrap(offsets).tolist()
