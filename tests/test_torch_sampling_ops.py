@@ -106,6 +106,19 @@ def test_grid_sample_16bit(dtype):
             torch.testing.assert_close(g.cpu().float(), w.to(dtype).float(), rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_non_finite_grid(align):
+    """NaN and infinite grid values give CPU torch's outputs: NaN where a NaN weight meets the
+    taps, and border and reflection padding clip NaN to the first pixel."""
+    x = torch.randn(1, 2, 4, 5, generator=torch.Generator().manual_seed(13))
+    nan, inf = float("nan"), float("inf")
+    grid = torch.tensor([[[[nan, 0.2], [0.3, inf], [-inf, 0.1], [nan, nan]]]])
+    for mode, padding in itertools.product(MODES, PADDINGS):
+        want = F.grid_sample(x, grid, mode, padding, align_corners=align)
+        got = F.grid_sample(x.to(OCL), grid.to(OCL), mode, padding, align_corners=align)
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True, msg=f"{mode} {padding}")
+
+
 def test_grid_sampler_out_and_empty():
     """The out= form writes every element of a NaN-poisoned out; an empty grid gives an empty
     output."""

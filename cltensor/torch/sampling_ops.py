@@ -58,7 +58,7 @@ def _padded(x, sizes, padding, align, slope=False):
     if padding == REFLECTION:
         x, sign = _reflect(x, sizes, align)
     top = _per_axis([float(s - 1) for s in sizes], x)
-    value = x.clamp(0.0, top)
+    value = where(x > 0.0, x, 0.0).clamp(max=top)  # NaN to 0, as torch's CPU kernel
     if not slope:
         return value
     inside = ((value > 0.0) & (value < top)).to(x.dtype)
