@@ -92,7 +92,7 @@ from . import math_ops, nn_ops, norm_ops, optim_ops, reduce_ops, select_ops  # n
 from . import activation_ops, conv_ops, loss_ops, resample_ops, sort_ops  # noqa: E402,F401
 from . import foreach_ops, linalg_ops, random_ops, rnn_ops, search_ops  # noqa: E402,F401
 from . import serialization  # noqa: E402,F401
-from . import special_ops, volume_ops  # noqa: E402,F401
+from . import sampling_ops, special_ops, volume_ops  # noqa: E402,F401
 from . import autocast  # noqa: E402
 
 autocast.register()
@@ -103,4 +103,3 @@ __all__ = ["CPUFallbackWarning", "fallback_ops", "registered_ops"]
 def registered_ops():
     """The aten overloads that run on the opencl device, sorted."""
     return sorted(_backend.KERNELS)
-from . import sampling_ops  # noqa: E402,F401
