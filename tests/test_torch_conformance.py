@@ -104,7 +104,7 @@ TABLE = (
     + _pointwise(["bitwise_and", "bitwise_or", "bitwise_xor"], "ii", grad=False)
     + _pointwise(["erfc", "sinc", "asinh", "deg2rad", "rad2deg"], "f")
     + _pointwise(["lgamma"], "p") + _pointwise(["atanh"], "u")
-    + _pointwise(["digamma", "i0"], "p", grad=False)  # their gradients need polygamma, i1
+    + _pointwise(["digamma", "i0"], "p")  # gradients through polygamma and special_i1
     + [Op("acosh", [(M, "p")], lambda a: torch.acosh(a + 1)),
        Op("acosh_", [(M, "p")], lambda a: (a.detach() + 1).acosh_(), grad=False)]
     + _pointwise(["signbit"], "f", inplace=False, grad=False)
