@@ -17,19 +17,27 @@ PyTorch's product of the same 16-bit tensors (cuBLAS's tensor cores) or with num
 
 Times are medians over --reps rounds after a warm-up round (and, on GPUs, after --warmup
 seconds of 4096^3 products, since idle clocks ramp up slowly), each round one cltensor product
-and then one reference product, interleaved so that both see the same share of a busy machine:
-cltensor's from the first kernel's start to the last kernel's end of one call (OpenCL profiling
-events: packing kernels included; "cl/ref") and by the wall clock to the end of its kernels
-(host time included; "wall"), PyTorch's from CUDA events around one call, numpy's by the wall
-clock. "cpu" compares the process CPU time each side took per product (reference / cltensor):
-on a CPU device shared with other work it moves far less than the wall clock does. For numpy to use both
-cores here, run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (see the JSON's "numpy_blas").
+and one reference product, which goes first in turn, so that both see the same share of a busy
+machine. On CPU devices each side is timed in its steady state, as in a training loop's
+back-to-back products: it rests 0.3 s (OpenBLAS's threads spin about 0.1 s after a product and
+would take the cores from the other side), then runs one untimed product (after the rest the
+runtimes' and OpenBLAS's workers sleep, and a first product pays their wake-up), then the
+timed one (cltensor's two on the same queue: profiling moves the device to a new one). A
+round in whose rests other processes took more than 0.04 CPU seconds is run again, at most
+--reps times per case (the JSON's "redone"). Each side's time: cltensor's from the first
+kernel's start to the last kernel's end of one call (OpenCL profiling events: packing kernels
+included; "cl/ref") and by the wall clock to the end of its kernels (host time included;
+"wall"), PyTorch's from CUDA events around one call, numpy's by the wall clock. "cpu" compares
+the process CPU time each side took per product (reference / cltensor): on a CPU device shared
+with other work it moves far less than the wall clock does. For numpy to use both cores here,
+run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (see the JSON's "numpy_blas").
 The family "slabs" is the packed family's deep products in K slabs (gemm_cpu.cl's gemm_slabs).
 Each row's JSON also splits one call's kernel time among its launches (packs, the product,
 split-K sums: "kernels_ms", means over KERNEL_CALLS profiled calls); --kernels prints it.
 """
 import argparse
 import json
+import os
 import platform
 import sys
 import time
@@ -39,7 +47,6 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import cltensor  # noqa: E402
-from cltensor import tune  # noqa: E402
 from cltensor.ops import gemm as gm  # noqa: E402
 from cltensor.plugins import plugins_for  # noqa: E402
 
@@ -174,7 +181,7 @@ def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None, half=None):
     row = {"case": name, "M": m, "N": n, "K": k, "layout": layout,
            "dtype": half or np.dtype(dtype).name, "family": family, "cltensor_s": secs,
            "cltensor_gflops": flops / secs / 1e9,
-           "cltensor_wall_s": t["wall"], "cltensor_cpu_s": t["cpu"]}
+           "cltensor_wall_s": t["wall"], "cltensor_cpu_s": t["cpu"], "redone": t["redone"]}
     row["kernels_ms"] = kernel_split(lambda: gm.gemm_into(ta, tb, tc))
     got = tc.float().numpy()
     if ref is not None:
@@ -189,48 +196,111 @@ def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None, half=None):
     return row
 
 
-# seconds a CPU device's side waits before it is timed: longer than OpenBLAS's and OpenMP's
+# seconds a CPU device's side rests before each product: longer than OpenBLAS's and OpenMP's
 # threads spin after a call (OpenBLAS: 2^28 cycles by default, about 0.1 s)
 SETTLE_S = 0.3
+# untimed products of the same side between the rest and each timed one, on CPU devices: after
+# the rest the runtimes' and OpenBLAS's workers sleep, and a first product pays their wake-up
+# (PoCL's and numpy's products of a few ms took up to twice as long), which a training loop's
+# back-to-back products never pay
+WARM_CALLS = 1
+# a round is timed again (at most reps more rounds per case) when other processes took more
+# than this many CPU seconds during one of its rests: a product sharing its 2 cores with other
+# work ran 2-10x slower, numpy's most (OpenBLAS's threads wait for each other)
+BUSY_CPU_S = 0.04
+
+
+def _busy_cpu_s():
+    """CPU seconds every process has run since boot (Linux's /proc/stat; None elsewhere)."""
+    try:
+        with open("/proc/stat") as f:
+            ticks = [int(v) for v in f.readline().split()[1:9]]
+    except OSError:
+        return None
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")  # less idle, iowait
+
+
+def rest(seconds):
+    """Sleep; returns the CPU seconds other processes took meanwhile (0 where unknown)."""
+    b0, c0 = _busy_cpu_s(), time.process_time()
+    time.sleep(seconds)
+    b1 = _busy_cpu_s()
+    return 0.0 if b0 is None else max(0.0, b1 - b0 - (time.process_time() - c0))
+
+
+def steady(settle, product):
+    """Prepares a CPU side's timed call: a rest of `settle` seconds, then WARM_CALLS untimed
+    products (product() returns when its work is done); returns the CPU seconds others took
+    during the rest. No rest and no warm-up on GPUs (settle 0)."""
+    if not settle:
+        return 0.0
+    others = rest(settle)
+    for _ in range(WARM_CALLS):
+        product()
+    return others
+
+
+def rounds(reps, sides):
+    """[[result of side() for each side] per round], reps rounds after a warm-up round, the
+    sides' order rotated each round; each side() returns (result, others' CPU seconds during
+    its rest). A round whose rests saw others take more than BUSY_CPU_S is run again, at most
+    reps times per call (others' work seconds long, as a test run's, shows in the rests).
+    Returns (rounds, rounds redone)."""
+    out, redone, r = [], 0, 0
+    while len(out) < reps:
+        got = [None] * len(sides)
+        noise = []
+        for i in [(r + j) % len(sides) for j in range(len(sides))]:
+            got[i], others = sides[i]()
+            noise.append(others)
+        if max(noise) > BUSY_CPU_S and redone < reps:
+            redone += 1
+            continue
+        if r:
+            out.append(got)
+        r += 1
+    return out, redone
 
 
 def interleaved(device, product, ref_once, reps):
-    """Medians over reps rounds, after a warm-up round, each round timing one cltensor product
-    (its kernels, by OpenCL profiling events, its wall time to the end of its kernels and the
+    """Medians over reps rounds (rounds()), each round timing one cltensor product (its
+    kernels, by OpenCL profiling events, its wall time to the end of its kernels and the
     process CPU time it took) and one reference product (ref_once: its seconds; None: no
     reference; and its process CPU time), so that both see the same share of a busy machine:
-    {"kernel", "wall", "cpu", "ref", "ref_cpu"} seconds (the ref ones None without one).
-    NOTE: the two go first in turn, and on CPU devices each waits SETTLE_S first: OpenBLAS's
-    threads spin on for a while after a product and slowed whatever ran next (by up to 1.4x in
-    CPU time on 2 cores; PoCL's products after numpy's ran at half their speed alone)."""
-    runs = {key: [] for key in ("kernel", "wall", "cpu", "ref", "ref_cpu")}
+    {"kernel", "wall", "cpu", "ref", "ref_cpu"} seconds (the ref ones None without one) and
+    "redone" rounds. NOTE: the two go first in turn, and on CPU devices each rests SETTLE_S and
+    runs WARM_CALLS untimed products first (steady): OpenBLAS's threads spin on for a while
+    after a product and slowed whatever ran next (by up to 1.4x in CPU time on 2 cores; PoCL's
+    products after numpy's ran at half their speed alone)."""
     settle = SETTLE_S if device.is_cpu else 0
 
     def ours():
         device.synchronize()
-        time.sleep(settle)
-        c0, t0 = time.process_time(), time.perf_counter()
-        k = tune.time_call(device, product, reps=1, warmup=0)
-        return k, time.perf_counter() - t0, time.process_time() - c0
+        # NOTE: the warm-up runs inside the same profile: its first launch moves the device to
+        # a new queue with profiling, whose first product would otherwise be the timed one
+        with cltensor.profile() as prof:
+            others = steady(settle, lambda: (product(), device.synchronize()))
+            first = len(prof.events)
+            c0, t0 = time.process_time(), time.perf_counter()
+            product()
+            device.synchronize()
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        recs = prof.records()[first:]
+        k = (max(r["end_ns"] for r in recs) - min(r["start_ns"] for r in recs)) * 1e-9
+        return (k, wall, cpu), others
 
     def theirs():
-        time.sleep(settle if ref_once else 0)
+        others = steady(settle if ref_once else 0, ref_once)
         c0 = time.process_time()
         f = ref_once() if ref_once else None
-        return f, time.process_time() - c0
+        return (f, time.process_time() - c0), others
 
-    for r in range(reps + 1):
-        if r % 2:
-            mine = ours()
-            ref = theirs()
-        else:
-            ref = theirs()
-            mine = ours()
-        if r:
-            for key, v in zip(runs, mine + ref):
-                runs[key].append(v)
-    return {key: float(np.median(v)) if ref_once or not key.startswith("ref") else None
-            for key, v in runs.items()}
+    got, redone = rounds(reps, [ours, theirs])
+    runs = dict(zip(("kernel", "wall", "cpu", "ref", "ref_cpu"),
+                    zip(*[mine + ref for mine, ref in got])))
+    out = {key: float(np.median(v)) if ref_once or not key.startswith("ref") else None
+           for key, v in runs.items()}
+    return dict(out, redone=redone)
 
 
 KERNEL_CALLS = 3
@@ -321,14 +391,15 @@ def print_row(r):
            else f"{'-':>10s} {'-':>6s} {'-':>6s} {'-':>6s}")
     fp32 = f" {r['ref_fp32_gflops']:10.1f}" if "ref_fp32_gflops" in r else ""
     print(f"{r['case']:20s} {r['dtype']:8s} {r['M']:6d} {r['N']:7d} {r['K']:6d} {r['layout']:2s} "
-          f"{r['family']:7s} {r['cltensor_gflops']:10.1f} {ref}{fp32}", flush=True)
+          f"{r['family']:7s} {r['cltensor_gflops']:10.1f} {ref}{fp32}"
+          f"{' redone ' + str(r['redone']) if r.get('redone') else ''}", flush=True)
 
 
 def side_by_side(devices, cases, reps):
     """CPU devices and numpy side by side in one process: per case, every device's product and
-    numpy's once per round, the order rotated each round (whatever runs after OpenBLAS's
-    spinning threads pays for them), after a warm-up round; medians of the wall clock and of
-    the process CPU time (all threads). Prints GFLOP/s by the wall clock, GFLOP per CPU second
+    numpy's once per round, the order rotated each round, each in its steady state (steady:
+    a rest, then an untimed product), after a warm-up round (rounds()); medians of the wall
+    clock and of the process CPU time (all threads). Prints GFLOP/s by the wall clock, GFLOP per CPU second
     and both as ratios to numpy's; returns the rows."""
     rng, rows = np.random.default_rng(0), []
     print(f"{'case':20s} {'M':>6s} {'N':>7s} {'K':>6s} " + " ".join(
@@ -345,17 +416,17 @@ def side_by_side(devices, cases, reps):
             runs.append(lambda ta=ta, tb=tb, tc=tc, d=d: (gm.gemm_into(ta, tb, tc),
                                                           d.synchronize()))
         runs.append(lambda a=a, b=b: a @ b)
-        times = [[] for _ in runs]
-        for r in range(reps + 1):
-            for i in [(r + j) % len(runs) for j in range(len(runs))]:
-                c0, t0 = time.process_time(), time.perf_counter()
-                runs[i]()
-                if r:
-                    times[i].append((time.perf_counter() - t0, time.process_time() - c0))
-        med = [np.median(np.array(t), axis=0) for t in times]
+        def timed(run):
+            others = steady(SETTLE_S, run)
+            c0, t0 = time.process_time(), time.perf_counter()
+            run()
+            return (time.perf_counter() - t0, time.process_time() - c0), others
+        got, redone = rounds(reps, [lambda run=run: timed(run) for run in runs])
+        med = [np.median(np.array(t), axis=0) for t in zip(*got)]
         gf = 2e-9 * m * n * k
         (nw, nc) = med[-1]
-        row = {"case": name, "M": m, "N": n, "K": k, "numpy_wall_s": nw, "numpy_cpu_s": nc}
+        row = {"case": name, "M": m, "N": n, "K": k, "numpy_wall_s": nw, "numpy_cpu_s": nc,
+               "redone": redone}
         cols = []
         for d, (w, c) in zip(devices, med):
             row[d.name] = {"wall_s": w, "cpu_s": c}

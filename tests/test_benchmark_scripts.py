@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import cltensor as ct
-from cltensor import backends
+from cltensor import backends, profiler
+from cltensor.ops import gemm as gm
 from cltensor.plugins import nvidia
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -166,6 +167,38 @@ def test_gemm_benchmark_splits_kernel_time(device, tmp_path, capsys):
     assert split and all(ms > 0 for ms in split.values()), split
     assert any(name.startswith(("gemm", "xgemm", "nv")) for name in split), split
     assert "ms" in capsys.readouterr().out.splitlines()[-1]
+
+
+def test_gemm_benchmark_times_steady_state(device, monkeypatch):
+    """benchmarks/gemm.py on a CPU device times each side's product right after an untimed one
+    of the same side (after the rest), cltensor's two in one profile (one queue), and runs a
+    round again when other processes were busy during its rests; on GPUs neither."""
+    mod = script("gemm")
+    monkeypatch.setattr(mod, "SETTLE_S", 0.01)
+    busy = iter([1.0])  # others busy in the first rest only
+    monkeypatch.setattr(mod, "rest", lambda seconds: next(busy, 0.0))
+    a, c = ct.randn(8, 8, device=device), ct.empty(8, 8, device=device)
+    log = []
+
+    def product():
+        log.append(("cl", profiler._state.active))
+        gm.gemm_into(a, a, c)
+
+    def ref():
+        log.append(("ref", ()))
+        return 1e-3
+
+    t = mod.interleaved(device, product, ref, reps=2)
+    assert t["ref"] == 1e-3 and t["kernel"] > 0 and t["wall"] > 0
+    names = [name for name, _ in log]
+    if not device.is_cpu:
+        assert t["redone"] == 0 and names == ["cl", "ref", "ref", "cl", "cl", "ref"]
+        return
+    # warm-up round, the busy round redone, 2 timed rounds; each side twice in a row
+    assert t["redone"] == 1 and len(names) == 16, names
+    assert names[0::2] == names[1::2] and names[0::4] == ["cl", "cl", "ref", "cl"]
+    profiles = [active for name, active in log if name == "cl"]
+    assert all(profiles) and profiles[0::2] == profiles[1::2]
 
 
 def test_gemm_benchmark_chosen_layers(device, tmp_path):
