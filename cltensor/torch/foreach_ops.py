@@ -81,21 +81,25 @@ def _alike(lists, numbers_=(), tensor=None):
     return True
 
 
-def _run(kernel, columns, extra, inplace):
-    """kernel(*tensors, *extra, out=the first tensor when in place) for each column of
-    tensors: None in place, else the list of new tensors."""
+def _operands(column):
+    """A column's tensors as ClTensors, its numbers as they are."""
+    return [unwrap(a) if isinstance(a, torch.Tensor) else a for a in column]
+
+
+def _run(kernel, columns, inplace):
+    """kernel(*column) for each column (tensors, then numbers), into the column's first tensor
+    when in place: None in place, else the list of new tensors."""
     if inplace:
         for column in columns:
-            x = unwrap(column[0])
-            kernel(x, *[unwrap(t) for t in column[1:]], *extra, out=x)
+            ops = _operands(column)
+            kernel(*ops, out=ops[0])
         return None
-    return [wrap(kernel(*[unwrap(t) for t in column], *extra)) for column in columns]
+    return [wrap(kernel(*_operands(column))) for column in columns]
 
 
-def _fallback(op, columns, extra, inplace, per_index=None):
-    """The per-tensor aten op on each column (per_index(i) -> its trailing operands)."""
-    results = [op(*column, *(per_index(i) if per_index else extra))
-               for i, column in enumerate(columns)]
+def _fallback(op, columns, inplace):
+    """The per-tensor aten op on each column."""
+    results = [op(*column) for column in columns]
     return None if inplace else results
 
 
@@ -108,44 +112,35 @@ def _register_binary(name):
         by_tensor = _per_tensor(tensor_op, inplace)
         by_number = _per_tensor(number_op, inplace)
 
-        def lists(self, other, alpha=1, *, _k=kernel, _op=by_tensor, _inplace=inplace):
+        def lists(self, other, alpha=1, *, _op=by_tensor, _inplace=inplace):
             _lengths([self, other])
             extra = (alpha,) if alpha != 1 else ()
             if _alike([self, other], extra):
-                return _run(lambda a, b, out=None: _k(a, b, *extra, out=out)
-                            if extra else _k(a, b, out=out), list(zip(self, other)), (),
-                            _inplace)
-            return _fallback(lambda a, b: _op(a, b, alpha=alpha) if extra else _op(a, b),
-                             list(zip(self, other)), (), _inplace)
+                return _run(kernel, [(a, b, *extra) for a, b in zip(self, other)], _inplace)
+            kw = {"alpha": alpha} if extra else {}
+            return _fallback(lambda a, b: _op(a, b, **kw), list(zip(self, other)), _inplace)
 
-        def scalar(self, value, *, _k=kernel, _op=by_number, _inplace=inplace):
+        def scalar(self, value, *, _op=by_number, _inplace=inplace):
             _lengths([self])
-            columns = [(t,) for t in self]
+            columns = [(t, value) for t in self]
             if _alike([self], (value,)):
-                return _run(_k, columns, (value,), _inplace)
-            return _fallback(_op, columns, (value,), _inplace)
+                return _run(kernel, columns, _inplace)
+            return _fallback(_op, columns, _inplace)
 
-        def scalars(self, values, *, _k=kernel, _op=by_number, _inplace=inplace):
+        def scalars(self, values, *, _op=by_number, _inplace=inplace):
             _lengths([self], values)
-            columns = [(t,) for t in self]
+            columns = list(zip(self, values))
             if _alike([self], values):
-                if _inplace:
-                    for t, v in zip(self, values):
-                        _k(unwrap(t), v, out=unwrap(t))
-                    return None
-                return [wrap(_k(unwrap(t), v)) for t, v in zip(self, values)]
-            return _fallback(_op, columns, (), _inplace, lambda i: (values[i],))
+                return _run(kernel, columns, _inplace)
+            return _fallback(_op, columns, _inplace)
 
-        def one_tensor(self, other, alpha=1, *, _k=kernel, _op=by_tensor, _inplace=inplace):
+        def one_tensor(self, other, alpha=1, *, _op=by_tensor, _inplace=inplace):
             _lengths([self])
             extra = (alpha,) if alpha != 1 else ()
-            columns = [(t,) for t in self]
             if _alike([self], extra, tensor=other):
-                b = unwrap(other)
-                return _run(lambda a, out=None: _k(a, b, *extra, out=out), columns, (),
-                            _inplace)
-            return _fallback(lambda a: _op(a, other, alpha=alpha) if extra else _op(a, other),
-                             columns, (), _inplace)
+                return _run(kernel, [(t, other, *extra) for t in self], _inplace)
+            kw = {"alpha": alpha} if extra else {}
+            return _fallback(lambda a: _op(a, other, **kw), [(t,) for t in self], _inplace)
 
         forms = {"List": lists, "Scalar": scalar, "ScalarList": scalars, "Tensor": one_tensor}
         for overload, fn in forms.items():
@@ -178,73 +173,54 @@ def _register_unary(name):
     for suffix in ("", "_"):
         op = _per_tensor(name, suffix == "_")
 
-        def fn(self, *, _k=kernel, _op=op, _inplace=suffix == "_"):
+        def fn(self, *, _op=op, _inplace=suffix == "_"):
             _lengths([self])
             columns = [(t,) for t in self]
             if _alike([self]):
-                return _run(_k, columns, (), _inplace)
-            return _fallback(_op, columns, (), _inplace)
+                return _run(kernel, columns, _inplace)
+            return _fallback(_op, columns, _inplace)
         aten(f"_foreach_{name}{suffix}")(fn)
 
 
 def _register_ternary(name):
+    """addcmul/addcdiv (value a number or one per tensor) and lerp (weights a list of
+    tensors, a number or one number per tensor)."""
     kernel = TERNARY[name]
     for suffix in ("", "_"):
         inplace = suffix == "_"
         packet = getattr(_aten, f"_foreach_{name}{suffix}")
         op = _per_tensor(name, inplace)
-        if name == "lerp":
-            def lists(self, ends, weights, *, _op=op, _inplace=inplace):
-                _lengths([self, ends, weights])
-                columns = list(zip(self, ends, weights))
-                if _alike([self, ends, weights]):
-                    return _run(kernel, columns, (), _inplace)
-                return _fallback(_op, columns, (), _inplace)
+        # the per-tensor op of a column (self, a, b, last operand)
+        per = op if name == "lerp" else (lambda a, b, c, v, _op=op: _op(a, b, c, value=v))
+        lists_of = 2 if name == "lerp" else 3  # the tensor lists before the last operand
 
-            def scalar(self, ends, weight, *, _op=op, _inplace=inplace):
-                _lengths([self, ends])
-                columns = list(zip(self, ends))
-                if _alike([self, ends], (weight,)):
-                    return _run(kernel, columns, (weight,), _inplace)
-                return _fallback(_op, columns, (weight,), _inplace)
+        def lists(*args, _op=op, _inplace=inplace):  # lerp's weights a list of tensors
+            _lengths(args)
+            columns = list(zip(*args))
+            if _alike(args):
+                return _run(kernel, columns, _inplace)
+            return _fallback(_op, columns, _inplace)
 
-            def scalars(self, ends, weights, *, _op=op, _inplace=inplace):
-                _lengths([self, ends], weights)
-                columns = list(zip(self, ends))
-                if _alike([self, ends], weights):
-                    return _each(kernel, columns, weights, _inplace)
-                return _fallback(_op, columns, (), _inplace, lambda i: (weights[i],))
-        else:
-            def scalar(self, t1, t2, value=1, *, _op=op, _inplace=inplace):
-                _lengths([self, t1, t2])
-                columns = list(zip(self, t1, t2))
-                if _alike([self, t1, t2], (value,)):
-                    return _run(kernel, columns, (value,), _inplace)
-                return _fallback(lambda a, b, c: _op(a, b, c, value=value), columns, (),
-                                 _inplace)
+        def scalar(*args, value=1, _per=per, _n=lists_of, _inplace=inplace):
+            tensors, last = args[:_n], (args[_n] if len(args) > _n else value)
+            _lengths(tensors)
+            columns = [(*column, last) for column in zip(*tensors)]
+            if _alike(tensors, (last,)):
+                return _run(kernel, columns, _inplace)
+            return _fallback(_per, columns, _inplace)
 
-            def scalars(self, t1, t2, values, *, _op=op, _inplace=inplace):
-                _lengths([self, t1, t2], values)
-                columns = list(zip(self, t1, t2))
-                if _alike([self, t1, t2], values):
-                    return _each(kernel, columns, values, _inplace)
-                return _fallback(lambda a, b, c, v: _op(a, b, c, value=v), columns, (),
-                                 _inplace, lambda i: (values[i],))
-            lists = None
-        forms = {"List": lists, "Scalar": scalar, "ScalarList": scalars}
+        def scalars(*args, _per=per, _n=lists_of, _inplace=inplace):
+            tensors, values = args[:_n], args[_n]
+            _lengths(tensors, values)
+            columns = [(*column, v) for column, v in zip(zip(*tensors), values)]
+            if _alike(tensors, values):
+                return _run(kernel, columns, _inplace)
+            return _fallback(_per, columns, _inplace)
+        forms = {"List": lists if name == "lerp" else None, "Scalar": scalar,
+                 "ScalarList": scalars}
         for overload, fn in forms.items():
             if fn is not None and overload in packet.overloads():
                 aten(f"_foreach_{name}{suffix}.{overload}")(fn)
-
-
-def _each(kernel, columns, values, inplace):
-    """_run with the i-th of values as the last operand of column i."""
-    if inplace:
-        for column, v in zip(columns, values):
-            x = unwrap(column[0])
-            kernel(x, *[unwrap(t) for t in column[1:]], v, out=x)
-        return None
-    return [wrap(kernel(*[unwrap(t) for t in column], v)) for column, v in zip(columns, values)]
 
 
 @aten("_foreach_zero_")
