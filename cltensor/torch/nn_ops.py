@@ -184,7 +184,7 @@ def embedding_renorm_(self, indices, max_norm, norm_type):
         return self
     rows = cltensor.unique(idx)
     picked = w[rows]
-    wide = picked.to(cltensor.float32) if picked.dtype in (dt.float16, dt.bfloat16) else picked
+    wide = picked.to(dt.compute_dtype(picked.dtype))
     norms = cltensor.linalg.vector_norm(wide, float(norm_type), dim=1, keepdim=True)
     scale = cltensor.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
     w.index_copy_(0, rows, (wide * scale).to(w.dtype))
@@ -347,7 +347,7 @@ def trace(self):
     x = unwrap(self)
     if x.dtype is dt.bool_:
         raise RuntimeError('"trace" not implemented for \'Bool\'')
-    dtype = dt.float32 if x.dtype in dt.HALF_TYPES else np_dtype(out.dtype, "trace")
+    dtype = dt.compute_dtype(np_dtype(out.dtype, "trace"))
     return finish(x.diagonal().to(dtype).sum(), out)
 
 

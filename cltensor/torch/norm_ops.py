@@ -7,6 +7,7 @@ import torch
 
 import cltensor
 
+from .. import dtypes as dt
 from ._backend import aten, np_dtype, unwrap, wrap
 from .math_ops import finish, meta_result, with_out, write_into
 
@@ -140,17 +141,13 @@ def _groups(t, n, c, hxw, group, wide):
     return x.reshape(n * group, c // group * hxw)
 
 
-def _wide(dtype):
-    return cltensor.float32 if dtype in (cltensor.float16, cltensor.bfloat16) else dtype
-
-
 @aten("native_group_norm")
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     """(output, mean, 1/std) over each image's channel groups, the variance biased; mean and
     1/std of shape (N, group)."""
     args = (input, weight, bias, N, C, HxW, group, eps)
     out, mean_meta, rstd_meta = meta_result(torch.ops.aten.native_group_norm.default, args, {})
-    wide = _wide(np_dtype(input.dtype, "native_group_norm"))
+    wide = dt.compute_dtype(np_dtype(input.dtype, "native_group_norm"))
     x = _groups(input, N, C, HxW, group, wide)
     if x.shape[1] == 0:  # no elements in a group: nothing to normalise
         mean = cltensor.zeros(x.shape[0], 1, dtype=wide, device=x.device)
@@ -171,7 +168,7 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
 @aten("native_group_norm_backward")
 def native_group_norm_backward(grad_out, input, mean, rstd, weight, N, C, HxW, group,
                                output_mask):
-    wide = _wide(np_dtype(input.dtype, "native_group_norm_backward"))
+    wide = dt.compute_dtype(np_dtype(input.dtype, "native_group_norm_backward"))
     x, g = _groups(input, N, C, HxW, group, wide), _groups(grad_out, N, C, HxW, group, wide)
     m = unwrap(mean).reshape(-1, 1).to(wide)
     r = unwrap(rstd).reshape(-1, 1).to(wide)
@@ -207,7 +204,7 @@ def _others(v, dim):
 def weight_norm_interface(v, g, dim=0):
     """(w, norms): w = v * g / ||v||, the norms taken over every dim but dim (kept as ones)."""
     w_meta, n_meta = meta_result(torch.ops.aten._weight_norm_interface.default, (v, g, dim), {})
-    wide = _wide(np_dtype(v.dtype, "_weight_norm_interface"))
+    wide = dt.compute_dtype(np_dtype(v.dtype, "_weight_norm_interface"))
     x, gain = unwrap(v).to(wide), unwrap(g).to(wide)
     norms = cltensor.sqrt((x * x).sum(dim=_others(x, dim), keepdim=True))
     return finish(x * (gain / norms), w_meta), finish(norms, n_meta)
@@ -217,7 +214,7 @@ def weight_norm_interface(v, g, dim=0):
 def weight_norm_interface_backward(grad_w, saved_v, saved_g, saved_norms, dim):
     """(grad_v, grad_g) of w = v * g / n: grad_g = sum(grad_w * v) / n, and
     grad_v = (g / n) * grad_w - (g * sum(grad_w * v) / n^3) * v."""
-    wide = _wide(np_dtype(saved_v.dtype, "_weight_norm_interface_backward"))
+    wide = dt.compute_dtype(np_dtype(saved_v.dtype, "_weight_norm_interface_backward"))
     gw, v = unwrap(grad_w).to(wide), unwrap(saved_v).to(wide)
     g, n = unwrap(saved_g).to(wide), unwrap(saved_norms).to(wide)
     s = (gw * v).sum(dim=_others(v, dim), keepdim=True)
@@ -232,7 +229,7 @@ def renorm(self, p, dim, maxnorm):
     """Each slice along dim scaled down to p-norm maxnorm where its norm exceeds it."""
     out = meta_result(torch.ops.aten.renorm.default, (self, p, dim, maxnorm), {})
     x = unwrap(self)
-    wide = _wide(x.dtype)
+    wide = dt.compute_dtype(x.dtype)
     try:
         res = cltensor.renorm(x.to(wide), p, dim, maxnorm)
     except (ValueError, TypeError) as e:

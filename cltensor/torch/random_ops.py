@@ -155,7 +155,7 @@ def _normal(name, op):
             return cpu_fallback(op, mean, std, generator=generator)
         out = meta_result(op, (mean, std), {})
         dtype = np_dtype(out.dtype, "normal")
-        wide = dt.float32 if dtype in dt.HALF_TYPES else dtype
+        wide = dt.compute_dtype(dtype)
         m, s = operand(mean, wide), operand(std, wide)
         if isinstance(s, cltensor.ClTensor) and s.numel() and bool((s < 0).any()):
             raise RuntimeError("normal expects all elements of std >= 0.0")

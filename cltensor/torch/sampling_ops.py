@@ -208,8 +208,7 @@ def _check_grid(input, grid):
 
 def _computing(t, op):
     """The dtype grid sampling computes in: float32 for 16-bit inputs."""
-    dtype = np_dtype(t.dtype, op)
-    return dt.float32 if dtype in dt.HALF_TYPES else dtype
+    return dt.compute_dtype(np_dtype(t.dtype, op))
 
 
 @aten("grid_sampler_2d")
@@ -346,7 +345,7 @@ def _embedding_bag(weight, indices, offsets, scale_grad_by_freq=False, mode=0, s
     count = len(starts)
     index_dtype = TO_NUMPY[torch.promote_types(indices.dtype, offsets.dtype)]
     w = unwrap(weight)
-    dtype = dt.float32 if w.dtype in dt.HALF_TYPES else w.dtype
+    dtype = dt.compute_dtype(w.dtype)
     w = w.to(dtype)
     idx, bag, spare, pad = _bag_parts(indices, offsets, padding_idx, count)
     rows = w.index_select(0, idx)
@@ -429,7 +428,7 @@ def _dense_backward(grad, idx, bag, bag_size, maximum_indices, num_weights, scal
     """The weight's gradient (num_weights, D) in the dtype of grad, summed by index_add /
     scatter_add (deterministic); padding_idx's row gets none."""
     g = unwrap(grad)
-    dtype = dt.float32 if g.dtype in dt.HALF_TYPES else g.dtype
+    dtype = dt.compute_dtype(g.dtype)
     g = g.to(dtype)
     width = g.shape[1]
     spare = num_weights  # a row past the weight's, dropped at the end
@@ -497,7 +496,7 @@ def embedding_bag_per_sample_weights_backward(grad, weight, indices, offsets, of
         raise RuntimeError("embedding_bag_backward: per_sample_weights only supported for "
                            "mode='sum'")
     g = unwrap(grad)
-    dtype = dt.float32 if g.dtype in dt.HALF_TYPES else g.dtype
+    dtype = dt.compute_dtype(g.dtype)
     idx = unwrap(indices).to(dt.int64)
     bag = _bags_of(offset2bag, offsets, idx.shape[0])
     rows = unwrap(weight).to(dtype).index_select(0, idx)

@@ -137,7 +137,7 @@ def poisson(self, generator=None):
         return cpu_fallback(_aten.poisson.default, self, generator)
     out = meta_result(_aten.poisson.default, (self, generator), {})
     rate = unwrap(self)
-    rate = rate.to(dt.float32) if rate.dtype in dt.HALF_TYPES else rate
+    rate = rate.to(dt.compute_dtype(rate.dtype))
     if rate.numel() == 0:
         return finish(rate.clone(), out)
     if bool((rate < 0).any()):
