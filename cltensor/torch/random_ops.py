@@ -78,32 +78,15 @@ def _probabilities(p):
     return operand(p, np_dtype(p.dtype, "bernoulli_") if p.is_floating_point() else dt.float32)
 
 
-def _random_from(x, low, high):
-    if high is None:
-        x.random_(low, _largest(x.dtype) + 1)
-    else:
-        x.random_(low, high)
-
-
-def _largest(dtype):
-    """random_(from, None)'s bound: the dtype's largest integer (its largest exact one for
-    floats), as torch takes it."""
-    if dtype is dt.bool_:
-        return 1
-    if dt.is_floating(dtype):
-        return 2 ** {dt.float16: 11, dt.bfloat16: 8, dt.float32: 24, dt.float64: 53}[dtype]
-    return int(dt.iinfo(dtype).max)
-
-
 _sampler("random_", _in_place(lambda x: x.random_()))
 _sampler("random_.to", _in_place(lambda x, to: x.random_(to)))
-_sampler("random_.from", _in_place(_random_from))
+# to=None: up to the dtype's largest exact integer (cltensor's random_ takes None so)
+_sampler("random_.from", _in_place(lambda x, low, high=None: x.random_(low, high)))
 
 
 def _geometric(x, p):
     """Trials to the first success: ceil(log(u) / log(1 - p)) for u uniform in (0, 1]."""
-    u = cltensor.empty(x.shape, dtype=dt.float64 if x.dtype is dt.float64 else dt.float32,
-                       device=x.device).uniform_(0.0, 1.0)
+    u = cltensor.empty(x.shape, dtype=x.dtype, device=x.device).uniform_(0.0, 1.0)
     u = 1.0 - u  # (0, 1]: log(u) is finite
     x.copy_(cltensor.ceil(cltensor.log(u) / math.log1p(-p)).clamp(min=1.0))
 
