@@ -3,6 +3,7 @@
 torch's Meta kernels run first on the operands' metadata: they raise torch's errors (shapes,
 in-place casts, dtypes) and give the result's dtype and shape; cltensor computes the values.
 """
+import contextlib
 import inspect
 
 import torch
@@ -109,6 +110,16 @@ def _signature_of(value):
     if cls is list or cls is tuple:
         return (cls, *map(_signature_of, value))
     return (cls, value)
+
+
+@contextlib.contextmanager
+def runtime_errors():
+    """cltensor's argument and range errors (ValueError, TypeError, IndexError) raised as torch
+    raises them: RuntimeError."""
+    try:
+        yield
+    except (ValueError, TypeError, IndexError) as e:
+        raise RuntimeError(str(e)) from e
 
 
 def check_devices(args, kwargs, op):

@@ -9,7 +9,7 @@ import cltensor
 
 from .. import dtypes as dt
 from ._backend import aten, np_dtype, unwrap, wrap
-from .math_ops import finish, meta_result, with_out, write_into
+from .math_ops import finish, meta_result, runtime_errors, with_out, write_into
 
 
 def _shape(x):
@@ -230,11 +230,8 @@ def renorm(self, p, dim, maxnorm):
     out = meta_result(torch.ops.aten.renorm.default, (self, p, dim, maxnorm), {})
     x = unwrap(self)
     wide = dt.compute_dtype(x.dtype)
-    try:
-        res = cltensor.renorm(x.to(wide), p, dim, maxnorm)
-    except (ValueError, TypeError) as e:
-        raise RuntimeError(str(e)) from e
-    return finish(res, out)
+    with runtime_errors():
+        return finish(cltensor.renorm(x.to(wide), p, dim, maxnorm), out)
 
 
 @aten("renorm_")

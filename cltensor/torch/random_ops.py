@@ -4,7 +4,6 @@ parameters, randperm and multinomial, from cltensor's generator (seeded by
 torch.opencl.manual_seed / torch.manual_seed). torch's Meta kernels check the arguments first,
 so bad input gets torch's errors. An explicit torch.Generator is a CPU generator: those calls
 run on the CPU, drawing from it as torch would."""
-import contextlib
 import math
 
 import torch
@@ -15,18 +14,9 @@ from .. import dtypes as dt
 from ..ops import elementwise as ew
 from ._backend import aten, np_dtype, unwrap
 from .fallback import cpu_fallback
-from .math_ops import finish, meta_result, operand
+from .math_ops import finish, meta_result, operand, runtime_errors
 
 _aten = torch.ops.aten
-
-
-@contextlib.contextmanager
-def _as_runtime_errors():
-    """cltensor's argument errors (ValueError, TypeError) as torch raises them: RuntimeError."""
-    try:
-        yield
-    except (ValueError, TypeError) as e:
-        raise RuntimeError(str(e)) from e
 
 
 def _sampler(name, draw):
@@ -39,7 +29,7 @@ def _sampler(name, draw):
         if generator is not None:
             return cpu_fallback(op, *args, generator=generator, **kwargs)
         meta_result(op, args, kwargs)
-        with _as_runtime_errors():
+        with runtime_errors():
             return draw(*args, **kwargs)
     aten(name)(kernel)
 
@@ -123,7 +113,7 @@ def _bernoulli_kernel(name, with_p):
     def kernel(self, *args, generator=None):
         if generator is not None:
             return cpu_fallback(op, self, *args, generator=generator)
-        with _as_runtime_errors():
+        with runtime_errors():
             return _bernoulli_like(self, *args)
     aten(name)(kernel)
 
@@ -177,5 +167,5 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
         raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
                            f"{self.dtype}")
     probs = x if x.dtype in (dt.float32, dt.float64) else x.to(dt.float32)
-    with _as_runtime_errors():
+    with runtime_errors():
         return finish(cltensor.multinomial(probs, num_samples, replacement), out)

@@ -7,7 +7,8 @@ import torch
 import cltensor
 
 from ._backend import aten, cl_device_for, np_dtype, unwrap, wrap
-from .math_ops import check_devices, finish, meta_result, operand, with_out, write_into
+from .math_ops import (check_devices, finish, meta_result, operand, runtime_errors, with_out,
+                       write_into)
 
 _aten = torch.ops.aten
 
@@ -80,14 +81,6 @@ def where_nonzero(condition):
 
 
 # ---- index_copy, masked_scatter, repeat_interleave, isin, tril/triu_indices ----------------
-def _as_runtime_error(fn, *args):
-    """fn(*args), cltensor's argument errors raised as torch raises them (RuntimeError)."""
-    try:
-        return fn(*args)
-    except (ValueError, TypeError, IndexError) as e:
-        raise RuntimeError(str(e)) from e
-
-
 @aten("index_copy")
 def index_copy(self, dim, index, source):
     out = meta_result(_aten.index_copy.default, (self, dim, index, source), {})
@@ -95,9 +88,10 @@ def index_copy(self, dim, index, source):
         raise RuntimeError(f"index_copy_(): Expected a long tensor for index, but got "
                            f"{index.dtype}")
     dtype = np_dtype(out.dtype, "index_copy")
-    return finish(_as_runtime_error(cltensor.index_copy, operand(self, dtype), dim,
-                                    operand(index, np_dtype(torch.int64, "index")),
-                                    operand(source, dtype)), out)
+    with runtime_errors():
+        return finish(cltensor.index_copy(operand(self, dtype), dim,
+                                          operand(index, np_dtype(torch.int64, "index")),
+                                          operand(source, dtype)), out)
 
 
 @aten("index_copy_")
@@ -119,8 +113,9 @@ def masked_scatter(self, mask, source):
     ones = int(m.expand(*out.shape).sum().item()) if out.numel() else 0  # torch's check
     if ones > source.numel():
         raise RuntimeError("Number of elements of source < number of ones in mask")
-    return finish(_as_runtime_error(cltensor.masked_scatter, operand(self, dtype), m,
-                                    operand(source, dtype)), out)
+    with runtime_errors():
+        return finish(cltensor.masked_scatter(operand(self, dtype), m, operand(source, dtype)),
+                      out)
 
 
 @aten("masked_scatter_")
@@ -139,7 +134,8 @@ def repeat_interleave(repeats, *, output_size=None):
     r = unwrap(repeats).reshape(-1)
     if r.numel() and int(r.min().item()) < 0:
         raise RuntimeError("repeats can not be negative")
-    res = _as_runtime_error(cltensor.repeat_interleave, r.to(np_dtype(torch.int64, "repeats")))
+    with runtime_errors():
+        res = cltensor.repeat_interleave(r.to(np_dtype(torch.int64, "repeats")))
     if output_size is not None and res.numel() != output_size:
         raise RuntimeError(f"allocated size does not match required size: output_size "
                            f"{output_size}, but the repeats sum to {res.numel()}")
