@@ -234,11 +234,7 @@ with_out("nan_to_num.out", nan_to_num)
 def logit(self, eps=None):
     """log(z / (1 - z)), z being self clamped to [eps, 1 - eps] when eps is given."""
     out = meta_result(_aten.logit.default, (self, eps), {})
-    x = operand(self, np_dtype(out.dtype, "logit"))
-    if eps is None:
-        return finish(pointwise.elementwise("log(x / (1 - x))", x=x), out)
-    z = "(x < e ? e : x > 1 - e ? 1 - e : x)"  # NaN stays NaN (min/max would drop it)
-    return finish(pointwise.elementwise(f"log({z} / (1 - {z}))", x=x, e=float(eps)), out)
+    return finish(pointwise.logit(operand(self, np_dtype(out.dtype, "logit")), eps), out)
 
 
 @aten("logit_backward")
