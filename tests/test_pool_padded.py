@@ -56,6 +56,20 @@ def _input(rng, name, device):
     return ct.from_numpy(full, device=device).to(getattr(ct, name)), tx
 
 
+def _match_torch(x, ty, tidx, device, k, s, p, ceil):
+    """max_pool2d of x without and with indices (outputs poisoned first) equals torch's ty and
+    tidx; the names of the kernels each call launched."""
+    launched = []
+    for with_indices in (False, True):
+        _poison(ty.shape, x.dtype, device)
+        y, idx, names = _forward(x, k, s, p, ceil, with_indices)
+        _same(y, ty)
+        if with_indices:
+            np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+        launched.append(names)
+    return launched
+
+
 @pytest.mark.parametrize("name", ["float32", "float16", "bfloat16", "float64"])
 @pytest.mark.parametrize("k,s,p,ceil", WINDOWS, ids=WINDOW_IDS)
 @pytest.mark.parametrize("bands", ["short", "long"])
@@ -72,12 +86,7 @@ def test_max_pool2d_strips_match_torch(device, rng, monkeypatch, name, k, s, p, 
     for x, tx in views:
         ty, tidx = torch.nn.functional.max_pool2d(tx, k, s, p, ceil_mode=ceil,
                                                   return_indices=True)
-        for with_indices in (False, True):
-            _poison(ty.shape, x.dtype, device)
-            y, idx, names = _forward(x, k, s, p, ceil, with_indices)
-            _same(y, ty)
-            if with_indices:
-                np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+        for names in _match_torch(x, ty, tidx, device, k, s, p, ceil):
             if device.is_cpu:
                 assert "max_pool2d_fwd_strips" in names, names
         _poison(ty.shape, x.dtype, device)
@@ -135,12 +144,7 @@ def test_max_pool2d_strips_find_nan_in_every_column(device, rng, monkeypatch, na
     tx = torch.from_numpy(full).to(getattr(torch, name))
     x = ct.from_numpy(full, device=device).to(getattr(ct, name))
     ty, tidx = torch.nn.functional.max_pool2d(tx, k, s, p, ceil_mode=ceil, return_indices=True)
-    for with_indices in (False, True):
-        _poison(ty.shape, x.dtype, device)
-        y, idx, _ = _forward(x, k, s, p, ceil, with_indices)
-        _same(y, ty)
-        if with_indices:
-            np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+    _match_torch(x, ty, tidx, device, k, s, p, ceil)
 
 
 @pytest.mark.parametrize("name", ["float32", "float16"])
