@@ -423,13 +423,14 @@ def copy_into(out, src):
     return launch_elementwise("OP_copy", [value], out, out.dtype)
 
 
-def user_elementwise(expr, operands, names, out_dtype, compute_dtype):
-    """Compile `out = <expr>` over named operands (once per expression and dtypes) and run it."""
+def user_elementwise(expr, operands, names, out_dtype, compute_dtype, out=None):
+    """Compile `out = <expr>` over named operands (once per expression and dtypes) and run it,
+    into `out` when given (a tensor of out_dtype)."""
     params = ", ".join([f"const CT {n}" for n in names] +
                        [f"const CT _unused{i}" for i in range(len(names), 4)])
     user_op = (f"inline CT user_fn({params}) {{ return {expr}; }}\n"
                "#define OP_user(a, b, c, d) user_fn(a, b, c, d)\n")
-    return _finish("OP_user", operands, compute_dtype, out_dtype, None, "elementwise", user_op)
+    return _finish("OP_user", operands, compute_dtype, out_dtype, out, "elementwise", user_op)
 
 
 # ---- ClTensor's copies (installed by autograd/namespace.py, listed in cltensor/methods.py) -----

@@ -21,12 +21,8 @@ def _launch(expr, out, compute, **operands):
     """out[...] = expr over the named operands (ClTensors broadcast to out, or numbers), computed
     in `compute`; one launch of a generated elementwise kernel."""
     names = list(operands)
-    params = ", ".join([f"const CT {n}" for n in names] +
-                       [f"const CT _unused{i}" for i in range(len(names), 4)])
-    user_op = (f"inline CT user_fn({params}) {{ return {expr}; }}\n"
-               "#define OP_user(a, b, c, d) user_fn(a, b, c, d)\n")
-    return ew._finish("OP_user", [operands[n] for n in names], compute, out.dtype, out,
-                      "elementwise", user_op)
+    return ew.user_elementwise(expr, [operands[n] for n in names], names, out.dtype, compute,
+                               out=out)
 
 
 def _compute_dtype(tensors, name):
