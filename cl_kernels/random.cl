@@ -203,3 +203,69 @@ __kernel void randperm_fill(STREAM_ARGS, const int half_bits) {
   } while (x >= n);
   ST(OUT_T, out, off + i, x);
 }
+
+/* ---- poisson: one draw per work-item ---------------------------------------------------------
+ * out[i] ~ Poisson(rate[i]), rate read through a strided view over out's shape. Rates below
+ * POISSON_PTRS_FROM draw by inversion (the count of k whose CDF stays below one uniform), the
+ * others by Hormann's transformed rejection with squeeze (PTRS, 1993: about 1.1 attempts a draw).
+ * Draw i reads blocks (counter ctr + i, round j), j = 0, 1, ...: round 0 is the stream's own
+ * block i, rounds from 1 put j in the counter's third word, which no stream block sets.
+ * *bad = 1 when some rate is negative or NaN, 2 when one is infinite (nothing is drawn for it). */
+#ifndef POISSON_PTRS_FROM
+#define POISSON_PTRS_FROM 10
+#endif
+#define POISSON_MAX_ROUNDS 4096 /* PTRS refuses an attempt with probability < 0.15 */
+
+inline uint4 round_block(uint k0, uint k1, ulong c, uint j) {
+  return philox4x32_10((uint4)((uint)c, (uint)(c >> 32), j, 0u), (uint2)(k0, k1));
+}
+
+inline FT poisson_inversion(const FT lam, uint k0, uint k1, ulong c) {
+  FT u[PER];
+  uniforms(round_block(k0, k1, c, 0u), u);
+  FT p = exp(-lam), cdf = p, k = 0;
+  /* NOTE: a pmf underflowing to 0 ends the tail (u above every CDF value reached) */
+  while (u[0] > cdf && p > (FT)0) {
+    k += (FT)1;
+    p *= lam / k;
+    cdf += p;
+  }
+  return k;
+}
+
+inline FT poisson_ptrs(const FT lam, uint k0, uint k1, ulong c) {
+  const FT slam = sqrt(lam), loglam = log(lam);
+  const FT b = (FT)0.931 + (FT)2.53 * slam, a = (FT)-0.059 + (FT)0.02483 * b;
+  const FT log_invalpha = log((FT)1.1239 + (FT)1.1328 / (b - (FT)3.4));
+  const FT vr = (FT)0.9277 - (FT)3.6224 / (b - (FT)2);
+  FT k = floor(lam);
+  for (uint j = 0; j < POISSON_MAX_ROUNDS; ++j) {
+    FT u[PER];
+    uniforms(round_block(k0, k1, c, j), u);
+    for (int t = 0; t + 1 < PER; t += 2) {
+      const FT us = (FT)0.5 - fabs(u[t] - (FT)0.5), v = u[t + 1];
+      k = floor(((FT)2 * a / us + b) * (u[t] - (FT)0.5) + lam + (FT)0.43);
+      if (us >= (FT)0.07 && v <= vr) return k;
+      if (k < (FT)0 || (us < (FT)0.013 && v > us)) continue;
+      if (log(v) + log_invalpha - log(a / (us * us) + b) <= -lam + k * loglam - lgamma(k + (FT)1))
+        return k;
+    }
+  }
+  return k; /* not reached in practice: every round refuses with probability < 0.02 */
+}
+
+__kernel void poisson_fill(STREAM_ARGS, __global const P_T* rate, const View vr, const int nd,
+                           const Shape shape, __global int* bad) {
+  const ulong i = get_global_id(0);
+  if (i >= n) return;
+  const FT lam = (FT)LD(P_T, rate, view_offset((long)i, nd, shape, vr));
+  FT draw = 0;
+  if (!(lam >= (FT)0))
+    *bad = 1;
+  else if (isinf(lam))
+    *bad = 2;
+  else if (lam > (FT)0)
+    draw = lam < (FT)POISSON_PTRS_FROM ? poisson_inversion(lam, k0, k1, ctr + i)
+                                       : poisson_ptrs(lam, k0, k1, ctr + i);
+  ST(OUT_T, out, off + i, draw);
+}

@@ -24,7 +24,7 @@ from .tensor import ClTensor, _size_args
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed",
            "get_rng_state", "set_rng_state", "rand", "randn", "randint", "rand_like",
-           "randn_like", "randint_like", "randperm", "normal", "bernoulli"]
+           "randn_like", "randint_like", "randperm", "normal", "bernoulli", "poisson"]
 
 KERNEL_FILE = "random.cl"
 DEFAULT_SEED = 67280421310721  # torch's default seed
@@ -522,6 +522,35 @@ def bernoulli(input, p=None, *, generator=None):
         return _bernoulli_tensor(out, input, generator)
     _check_probability(p, "bernoulli")
     return _bernoulli_scalar(out, p, generator)
+
+
+def poisson(input, generator=None):
+    """Draws of Poisson distributions with rates `input` (floating, non-negative, finite), in
+    input's shape and dtype; one kernel, each draw from its own counters of the generator.
+
+    Example:
+        rates = cltensor.tensor([0.5, 4.0, 250.0])
+        counts = cltensor.poisson(rates)   # float32 counts, e.g. [0., 3., 262.]
+    """
+    if not ew.is_tensor(input):
+        raise TypeError(f"poisson: expected a tensor, got {type(input).__name__}")
+    _need_float(input, "poisson")
+    out = ClTensor.empty_on(input.shape, input.dtype, input.device)
+    n = out.numel()
+    if n == 0:
+        return out
+    # NOTE: inversion sums a CDF: in float64 where the device has it, so that it reaches every u
+    ft = dt.float64 if out.device.has_fp64 else dt.float32
+    nd, shape, view = _strided_operand(input, out.shape)
+    bad = _flag(out.device)
+    _launch_drawn("poisson_fill", out, n, generator, n, _defines(out.dtype, ft, input.dtype),
+                  input.storage.buf, view, np.int32(nd), shape, bad.storage.buf)
+    flag = bad.item()
+    if flag == 1:
+        raise RuntimeError("poisson: invalid Poisson rate, expected rate to be non-negative")
+    if flag == 2:
+        raise RuntimeError("poisson: invalid Poisson rate, expected a finite rate")
+    return out
 
 
 def _check_probability(p, op):

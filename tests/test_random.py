@@ -426,3 +426,66 @@ def test_expanded_output_is_refused(device):
         x.uniform_()
     with pytest.raises(RuntimeError, match="expanded view"):
         x.bernoulli_(cltensor.rand(4, 3, device=device))
+
+
+# ---- poisson -----------------------------------------------------------------------------------
+
+POISSON_RATES = [0.0, 0.3, 2.5, 9.9, 10.0, 40.0, 1e3, 3e6]
+
+
+def _poisson_cdf(rate, k):
+    """P(X <= k) for X ~ Poisson(rate), k a numpy array of counts, in float64."""
+    top = int(k.max()) + 1
+    ks = np.arange(top)
+    logpmf = ks * math.log(rate) - rate - np.array([math.lgamma(j + 1) for j in ks])
+    return np.cumsum(np.exp(logpmf))[k.astype(np.int64)]
+
+
+@pytest.mark.parametrize("dtype, fp64", [("float32", True), ("float64", True),
+                                         ("float32", False), ("bfloat16", True)])
+def test_poisson_distribution(device, dtype, fp64, monkeypatch):
+    """20000 draws per rate: integers, mean within 5 standard errors, variance within 10%, and
+    (rates up to 40) the sample CDF within 0.02 of the exact one; as on a device without
+    float64 too (fp64 False)."""
+    if fp64 and not device.has_fp64:
+        pytest.skip("no fp64 on this device")
+    monkeypatch.setattr(device, "has_fp64", fp64)
+    ct_dtype, count = getattr(cltensor, dtype), 20000
+    cltensor.manual_seed(3)
+    rates = cltensor.tensor(POISSON_RATES, device=device).repeat(count, 1)
+    draws = cltensor.poisson(rates.to(ct_dtype))
+    assert draws.dtype == ct_dtype and draws.shape == (count, len(POISSON_RATES))
+    d = draws.float().numpy().astype(np.float64)
+    assert (d >= 0).all() and np.array_equal(d, np.round(d))
+    for rate, column in zip(POISSON_RATES, d.T):
+        if rate == 0:
+            assert (column == 0).all()
+            continue
+        if ct_dtype == cltensor.bfloat16 and rate > 100:
+            continue  # counts round to bfloat16's 8 bits
+        assert abs(column.mean() - rate) < 5 * math.sqrt(rate / count), rate
+        assert abs(column.var() / rate - 1) < 0.1, rate
+        if rate <= 40:
+            k = np.arange(int(column.max()) + 1)
+            sample = np.searchsorted(np.sort(column), k, side="right") / count
+            assert np.abs(sample - _poisson_cdf(rate, k)).max() < 0.02, rate
+
+
+def test_poisson_reads_views_and_repeats_under_the_seed(device):
+    rates = cltensor.tensor([[1.5], [25.0]], device=device).expand(2, 30000)
+    cltensor.manual_seed(9)
+    first = cltensor.poisson(rates.t())  # a transposed, expanded view: each column one rate
+    cltensor.manual_seed(9)
+    again = cltensor.poisson(rates.t().contiguous()).numpy()
+    assert np.array_equal(first.numpy(), again)
+    assert_close(again.mean(axis=0), [1.5, 25.0], rtol=0.03, atol=0)
+    assert not np.array_equal(cltensor.poisson(rates.t()).numpy(), again)  # the stream moved on
+    assert cltensor.poisson(cltensor.zeros(0, 3, device=device)).shape == (0, 3)
+
+
+@pytest.mark.parametrize("bad", [-1.0, float("nan"), float("inf")])
+def test_poisson_refuses_bad_rates(device, bad):
+    with pytest.raises(RuntimeError, match="invalid Poisson rate"):
+        cltensor.poisson(cltensor.tensor([1.0, bad, 3.0], device=device))
+    with pytest.raises(TypeError, match="floating"):
+        cltensor.poisson(cltensor.tensor([1, 2], device=device))
