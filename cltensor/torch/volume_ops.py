@@ -1,12 +1,14 @@
-"""Volumes on the opencl device: avg_pool3d, max_pool3d_with_indices, upsample_trilinear3d
-(forward and backward) and max_unpool2d / max_unpool3d, composed from cltensor's 2-d kernels.
+"""Volumes on the opencl device: avg_pool3d, max_pool3d_with_indices, adaptive_max_pool3d,
+upsample_trilinear3d (forward and backward) and max_unpool2d / max_unpool3d, composed from
+cltensor's 2-d kernels; fractional_max_pool2d and 3d on their own kernel (fractional_pool.cl).
 
 Pooling and linear interpolation are separable: a 3-d window is a 2-d window over (H, W) for
 each depth, then a (kd, 1) window over (D, H_out * W_out). Averages divide by a product of
 per-dimension counts (torch's divisor, with or without padding, ceil_mode's clipped windows
 included), and the first maximum in (d, h, w) order is the first along d of the first in (h, w),
-so both stages give torch's values and indices. Trilinear's gradient runs one dim at a time,
-each output's gradient added to its two sources. 16-bit inputs compute in float32.
+so both stages give torch's values and indices (adaptive windows likewise). Trilinear's gradient
+runs one dim at a time, each output's gradient added to its two sources. 16-bit inputs compute
+in float32.
 """
 import math
 
@@ -17,10 +19,11 @@ import cltensor.nn.functional as F
 
 from .. import creation
 from .. import dtypes as dt
-from ..ops import resample
+from ..program import ctype_of, get_kernel, launch, sizes_1d
+from ..ops import pool, resample
 from ..ops.indexing import index_add_, scatter, scatter_add
 from ._backend import aten, unwrap
-from .math_ops import finish, meta_result, with_out
+from .math_ops import check_devices, finish, meta_result, with_out, write_into
 from .nn_ops import vjp
 
 _aten = torch.ops.aten
@@ -147,15 +150,159 @@ def max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, pad
     """Each output's gradient added to the input element its index names."""
     args = (grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices)
     out = meta_result(_aten.max_pool3d_with_indices_backward.default, args, {})
-    x = _volumes(self)
-    if out.numel() == 0 or grad_output.numel() == 0:
-        return finish(_zeros_like_meta(out, x), out)
-    g, i = _volumes(grad_output), unwrap(indices).reshape(x.shape[0], -1)
-    plane = x.shape[1] * x.shape[2] * x.shape[3]
-    return finish(_scatter_planes(g, i, plane, scatter_add), out)
+    return finish(_max_backward(grad_output, _volumes(self), indices), out)
 
 
 with_out("max_pool3d_with_indices_backward.grad_input", max_pool3d_with_indices_backward,
+         "grad_input")
+
+
+# ---- adaptive max pooling ---------------------------------------------------------------------
+def _adaptive_max_pool3d(x, size):
+    """(maxima, int64 indices d * H * W + h * W + w) of (L, D, H, W) volumes over adaptive
+    windows: per depth over (H, W), then along D (a width of 1 per window)."""
+    n, d, h, w = x.shape
+    v, hw = pool.adaptive_max_pool2d(x, tuple(size[1:]), True)
+    ho, wo = v.shape[2:]
+    v, at = pool.adaptive_max_pool2d(v.reshape(n, 1, d, ho * wo), (size[0], ho * wo), True)
+    at = at.reshape(n, -1).to(dt.int64)  # positions in the (D, H_out * W_out) stage-1 grid
+    idx = (at // (ho * wo)) * (h * w) + hw.reshape(n, -1).to(dt.int64).gather(1, at)
+    return v.reshape(n, *size), idx.reshape(n, *size)
+
+
+@aten("adaptive_max_pool3d")
+def adaptive_max_pool3d(self, output_size):
+    out, idx = meta_result(_aten.adaptive_max_pool3d.default, (self, output_size), {})
+    x = _volumes(self)
+    if out.numel() == 0:
+        return finish(_zeros_like_meta(out, x), out), finish(_zeros_like_meta(idx, x), idx)
+    v, i = _adaptive_max_pool3d(x.contiguous(), tuple(out.shape[-3:]))
+    return finish(v, out), finish(i, idx)
+
+
+@aten("adaptive_max_pool3d.out")
+def adaptive_max_pool3d_out(self, output_size, *, out, indices):
+    meta_result(_aten.adaptive_max_pool3d.out, (self, output_size),
+                {"out": out, "indices": indices})
+    v, i = adaptive_max_pool3d(self, output_size)
+    _write(out, v), _write(indices, i)
+    return out, indices
+
+
+@aten("adaptive_max_pool3d_backward")
+def adaptive_max_pool3d_backward(grad_output, self, indices):
+    """Each output's gradient added to the input element its index names."""
+    out = meta_result(_aten.adaptive_max_pool3d_backward.default, (grad_output, self, indices), {})
+    return finish(_max_backward(grad_output, _volumes(self), indices), out)
+
+
+with_out("adaptive_max_pool3d_backward.grad_input", adaptive_max_pool3d_backward, "grad_input")
+
+
+def _max_backward(grad_output, x, indices):
+    """The gradient of a max pooling of (L, D, H, W) volumes x whose outputs took the elements
+    indices name: each output's gradient added at its index, in x's dtype."""
+    if x.numel() == 0 or grad_output.numel() == 0:
+        return creation.zeros(*x.shape, dtype=x.dtype, device=x.device)
+    g = unwrap(grad_output).reshape(x.shape[0], -1).to(x.dtype)
+    i = unwrap(indices).reshape(x.shape[0], -1)
+    return _scatter_planes(g, i, x.shape[1] * x.shape[2] * x.shape[3], scatter_add)
+
+
+# ---- fractional max pooling -------------------------------------------------------------------
+def _planes(t, spatial):
+    """opencl tensor t of spatial (2 or 3) trailing dims as a ClTensor (L, D, H, W) (D = 1
+    for 2), 16-bit floats widened to float32."""
+    x = unwrap(t)
+    x = x.reshape(-1, *(1,) * (3 - spatial), *x.shape[-spatial:])
+    return x.to(dt.float32) if x.dtype in dt.HALF_TYPES else x
+
+
+def _fractional(x, samples, kernel_size, size):
+    """(maxima, int64 indices) of fractional max pooling of (P, D, H, W) planes with windows
+    kernel_size (kd, kh, kw) to size (od, oh, ow) placed by samples (P, 2) (W, H: 2-d, depth
+    1) or (P, 3) (D, H, W)."""
+    x, u = x.contiguous(), samples.contiguous().to(x.dtype)
+    p, d, h, w = x.shape
+    y = creation.empty(p, *size, dtype=x.dtype, device=x.device)
+    idx = creation.empty(p, *size, dtype=dt.int64, device=x.device)
+    total = y.numel()
+    if total == 0:
+        return y, idx
+    ns = u.shape[-1]
+    at = (-1, 1, 0) if ns == 2 else (0, 1, 2)  # the samples' order: torch's for 2-d and 3-d
+    k = get_kernel(x.device, "fractional_pool.cl", "fractional_max_pool", {"T": ctype_of(x.dtype)})
+    i64, i32 = np.int64, np.int32
+    launch(x.device, k, *sizes_1d(x.device, total), i64(total), i64(d), i64(h), i64(w),
+           *map(i64, size), *map(i64, kernel_size), i32(ns), *map(i32, at),
+           x.storage.buf, i64(x.offset), u.storage.buf, i64(u.offset), y.storage.buf,
+           i64(y.offset), idx.storage.buf, i64(idx.offset))
+    return y, idx
+
+
+def _fractional_forward(op, self, kernel_size, output_size, random_samples):
+    """fractional_max_pool2d (op of 2-d sizes) or 3d: torch's Meta results and the values."""
+    out, idx = meta_result(op, (self, kernel_size, output_size, random_samples), {})
+    spatial = len(output_size)
+    x = _planes(self, spatial)
+    samples = unwrap(random_samples).reshape(x.shape[0], -1)
+    kernel = (1,) * (3 - spatial) + tuple(kernel_size)
+    size = (1,) * (3 - spatial) + tuple(out.shape[-spatial:])
+    v, i = _fractional(x, samples, kernel, size)
+    return finish(v, out), finish(i, idx)
+
+
+@aten("fractional_max_pool2d")
+def fractional_max_pool2d(self, kernel_size, output_size, random_samples):
+    return _fractional_forward(_aten.fractional_max_pool2d.default, self, kernel_size,
+                               output_size, random_samples)
+
+
+@aten("fractional_max_pool3d")
+def fractional_max_pool3d(self, kernel_size, output_size, random_samples):
+    return _fractional_forward(_aten.fractional_max_pool3d.default, self, kernel_size,
+                               output_size, random_samples)
+
+
+def _fractional_out(op, functional):
+    def kernel(self, kernel_size, output_size, random_samples, *, output, indices):
+        meta_result(op, (self, kernel_size, output_size, random_samples),
+                    {"output": output, "indices": indices})
+        v, i = functional(self, kernel_size, output_size, random_samples)
+        _write(output, v), _write(indices, i)
+        return output, indices
+    return kernel
+
+
+aten("fractional_max_pool2d.output")(
+    _fractional_out(_aten.fractional_max_pool2d.output, fractional_max_pool2d))
+aten("fractional_max_pool3d.output")(
+    _fractional_out(_aten.fractional_max_pool3d.output, fractional_max_pool3d))
+
+
+@aten("fractional_max_pool2d_backward")
+def fractional_max_pool2d_backward(grad_output, self, kernel_size, output_size, indices):
+    args = (grad_output, self, kernel_size, output_size, indices)
+    out = meta_result(_aten.fractional_max_pool2d_backward.default, args, {})
+    return finish(_max_backward(grad_output, _planes(self, 2), indices), out)
+
+
+@aten("fractional_max_pool3d_backward")
+def fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, indices):
+    """torch has no Meta kernel for it: the gradient takes self's shape and dtype."""
+    return finish(_max_backward(grad_output, _planes(self, 3), indices), self)
+
+
+@aten("fractional_max_pool3d_backward.grad_input")
+def fractional_max_pool3d_backward_out(grad_output, self, kernel_size, output_size, indices, *,
+                                       grad_input):
+    check_devices((grad_output, self, indices, grad_input), {},
+                  _aten.fractional_max_pool3d_backward.grad_input)
+    return write_into(grad_input, fractional_max_pool3d_backward(
+        grad_output, self, kernel_size, output_size, indices))
+
+
+with_out("fractional_max_pool2d_backward.grad_input", fractional_max_pool2d_backward,
          "grad_input")
 
 

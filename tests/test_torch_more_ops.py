@@ -1,0 +1,106 @@
+"""Operators of the "opencl" device beyond the common layers: fractional_max_pool2d / 3d and
+adaptive_max_pool3d (cltensor/torch/volume_ops.py), forward, indices and backward against CPU
+torch, with nothing run through the CPU fallback."""
+import pytest
+
+# torch (skipping when it is missing or too old) and the fixtures making `device` opencl:0
+from test_torch_device import ct, device_only, ocl, torch  # noqa: F401
+from torch.nn import functional as F  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("ocl", "device_only")
+OCL = "opencl"
+TOL = {torch.float64: (1e-12, 1e-12), torch.float32: (1e-5, 1e-6)}
+
+
+def _data(shape, dtype=torch.float64, seed=0):
+    return torch.randn(shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def _uniform(shape, dtype, seed=2):
+    return torch.rand(shape, generator=torch.Generator().manual_seed(seed)).to(dtype)
+
+
+def _check_pool(fn, x, dtype):
+    """fn(x) -> (values, int64 indices) on opencl against CPU torch: values and indices exactly
+    (a max takes an input element), x's gradient to the rounding of its sums."""
+    want_x = x.detach().to(dtype).clone().requires_grad_()
+    got_x = want_x.detach().to(OCL).requires_grad_()
+    (want, want_i), (got, got_i) = fn(want_x), fn(got_x)
+    assert got.device.type == OCL and got.dtype == want.dtype and got_i.dtype == torch.int64
+    assert torch.equal(got_i.cpu(), want_i)
+    torch.testing.assert_close(got.cpu(), want.detach(), rtol=0, atol=0, equal_nan=True)
+    g = _data(want.shape, dtype, seed=1)
+    want.backward(g)
+    got.backward(g.to(OCL))
+    rtol, atol = TOL[dtype]
+    torch.testing.assert_close(got_x.grad.cpu(), want_x.grad, rtol=rtol, atol=atol)
+
+
+# (input shape, kernel_size, output_size): uneven H and W (a swapped sample order shows),
+# unbatched, a window the whole plane, outputs of 1 along one dim, windows overlapping
+FRACTIONAL = [((2, 3, 9, 11), (2, 3), (4, 5)), ((3, 7, 8), 2, (6, 3)),
+              ((1, 2, 5, 5), (5, 5), (1, 1)), ((2, 2, 10, 7), 3, (8, 1)),
+              ((2, 3, 6, 9, 11), (2, 2, 3), (4, 5, 5)), ((3, 5, 7, 6), 2, (3, 1, 4))]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("case", FRACTIONAL)
+def test_fractional_max_pool(case, dtype):
+    """fractional_max_pool2d (or 3d, by the output's dims) given torch's samples."""
+    shape, k, size = case
+    pool = F.fractional_max_pool2d if len(size) == 2 else F.fractional_max_pool3d
+    batched = len(shape) == len(size) + 2
+    n, c = shape[:2] if batched else (1, shape[0])
+    samples = _uniform((n, c, len(size)), dtype)
+    _check_pool(lambda x: pool(x, k, output_size=size, return_indices=True,
+                               _random_samples=samples.to(x.device)), _data(shape), dtype)
+
+
+def test_fractional_max_pool_nan_ties_and_out_forms():
+    """A NaN wins its window (the last one, as torch's CPU kernel), equal values keep the
+    first, and the out= forms write poisoned outputs whole."""
+    x = torch.zeros(1, 2, 6, 7, dtype=torch.float64)
+    x[0, 0, 1, 1] = x[0, 0, 1, 2] = float("nan")
+    samples = _uniform((1, 2, 2), torch.float64)
+    args = ((3, 2), (3, 4), samples)
+    want = torch.ops.aten.fractional_max_pool2d(x, *args)
+    out = torch.full(want[0].shape, 7.0, dtype=torch.float64, device=OCL)
+    idx = torch.full(want[1].shape, -5, dtype=torch.int64, device=OCL)
+    torch.ops.aten.fractional_max_pool2d.output(x.to(OCL), *args[:2], samples.to(OCL),
+                                                output=out, indices=idx)
+    assert torch.equal(idx.cpu(), want[1])
+    torch.testing.assert_close(out.cpu(), want[0], rtol=0, atol=0, equal_nan=True)
+    g = _data(want[0].shape)
+    want_gx = torch.ops.aten.fractional_max_pool3d_backward(
+        g.unsqueeze(2), x.unsqueeze(2), (1, 3, 2), (1, 3, 4), want[1])
+    gx = torch.full(x.unsqueeze(2).shape, float("nan"), dtype=torch.float64, device=OCL)
+    torch.ops.aten.fractional_max_pool3d_backward.grad_input(
+        g.unsqueeze(2).to(OCL), x.unsqueeze(2).to(OCL), (1, 3, 2), (1, 3, 4),
+        want[1].to(OCL), grad_input=gx)
+    torch.testing.assert_close(gx.cpu(), want_gx, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("size", [(3, 4, 5), (6, 9, 10), (1, 2, 3), (4, 4, 4)])
+def test_adaptive_max_pool3d(size, dtype):
+    """Windows of uneven sizes, overlapping (6 of 7 on D), of one element (9 and 10 of 9 and
+    10) and of the whole volume along D; a NaN wins its windows."""
+    x = _data((2, 3, 7, 9, 10))
+    x[0, 1, 2, 3, 4] = float("nan")
+    _check_pool(lambda v: F.adaptive_max_pool3d(v, size, return_indices=True), x, dtype)
+
+
+def test_adaptive_max_pool3d_unbatched_and_out_forms():
+    x = _data((3, 5, 4, 6))
+    want, want_i = torch.ops.aten.adaptive_max_pool3d(x, (2, 3, 4))
+    out = torch.full(want.shape, float("nan"), dtype=torch.float64, device=OCL)
+    idx = torch.full(want.shape, -5, dtype=torch.int64, device=OCL)
+    torch.ops.aten.adaptive_max_pool3d.out(x.to(OCL), (2, 3, 4), out=out, indices=idx)
+    assert torch.equal(idx.cpu(), want_i)
+    torch.testing.assert_close(out.cpu(), want, rtol=0, atol=0)
+    g = _data(want.shape, seed=3)
+    want_gx = torch.ops.aten.adaptive_max_pool3d_backward(g, x, want_i)
+    gx = torch.full(x.shape, float("nan"), dtype=torch.float64, device=OCL)
+    torch.ops.aten.adaptive_max_pool3d_backward.grad_input(g.to(OCL), x.to(OCL), idx,
+                                                          grad_input=gx)
+    torch.testing.assert_close(gx.cpu(), want_gx, rtol=1e-12, atol=1e-12)
