@@ -1,6 +1,7 @@
-"""Operators of the "opencl" device beyond the common layers: fractional_max_pool2d / 3d and
-adaptive_max_pool3d (cltensor/torch/volume_ops.py), forward, indices and backward against CPU
-torch, with nothing run through the CPU fallback."""
+"""Operators of the "opencl" device beyond the common layers, against CPU torch with nothing run
+through the CPU fallback: fractional_max_pool2d / 3d and adaptive_max_pool3d with their indices
+(cltensor/torch/volume_ops.py) and matrix_exp (cltensor/torch/matrix_ops.py), forward and
+backward."""
 import pytest
 
 # torch (skipping when it is missing or too old) and the fixtures making `device` opencl:0
@@ -104,3 +105,41 @@ def test_adaptive_max_pool3d_unbatched_and_out_forms():
     torch.ops.aten.adaptive_max_pool3d_backward.grad_input(g.to(OCL), x.to(OCL), idx,
                                                           grad_input=gx)
     torch.testing.assert_close(gx.cpu(), want_gx, rtol=1e-12, atol=1e-12)
+
+
+def _norm_close(got, want, tol):
+    """got (opencl) against want, norm-relative: exponentials span magnitudes."""
+    assert got.device.type == OCL and got.dtype == want.dtype and got.shape == want.shape
+    err = (got.cpu().double() - want.double()).norm() / want.double().norm()
+    assert err <= tol, err
+
+
+MEXP_TOL = {torch.float64: 1e-13, torch.float32: 1e-5}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape, scale", [((4, 4), 0.1), ((3, 5, 5), 1.0), ((2, 2, 3, 3), 6.0),
+                                          ((1, 1), 3.0)])
+def test_matrix_exp_and_its_gradient(shape, scale, dtype):
+    """Norms below and above the first scaling, a batch whose matrices take different numbers
+    of squarings (one scaled down 100 times more), against float64 CPU torch."""
+    A = _data(shape) * scale
+    if A.dim() > 2:
+        A.view(-1, *shape[-2:])[0] *= 0.01
+    want_x = A.clone().requires_grad_()
+    got_x = A.to(dtype).to(OCL).requires_grad_()
+    want, got = torch.matrix_exp(want_x), torch.matrix_exp(got_x)
+    _norm_close(got, want.detach().to(dtype), MEXP_TOL[dtype])
+    g = _data(shape, seed=1)
+    want.backward(g)
+    got.backward(g.to(dtype).to(OCL))
+    _norm_close(got_x.grad, want_x.grad.to(dtype), 4 * MEXP_TOL[dtype])
+
+
+def test_matrix_exp_out_and_empty():
+    A = _data((2, 3, 3))
+    out = torch.full((2, 3, 3), float("nan"), dtype=torch.float64, device=OCL)
+    torch.ops.aten.linalg_matrix_exp.out(A.to(OCL), out=out)
+    _norm_close(out, torch.linalg.matrix_exp(A), 1e-13)
+    assert torch.matrix_exp(torch.empty(0, 2, 2, device=OCL)).shape == (0, 2, 2)
+

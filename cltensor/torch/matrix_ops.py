@@ -1,0 +1,85 @@
+"""The matrix exponential on the opencl device (linalg_matrix_exp, which torch.matrix_exp and its
+gradient, matrix_exp_backward, call), by scaling and squaring a Taylor polynomial on cltensor's
+batched matmul.
+
+torch's CPU kernel bounds ||A / 2^s||_1 by its degree-18 approximant's theta (Bader, Blanes and
+Casas) and squares s times; the degree-18 Taylor polynomial has the same truncation error at
+that bound, so the same s gives torch's accuracy. Each matrix of a batch takes its own s.
+"""
+import math
+
+import numpy as np
+import torch
+
+from .. import dtypes as dt
+from ..creation import from_numpy
+from ..ops.matmul import matmul
+from ..ops.pointwise import where
+from ..ops.ranges import eye
+from ._backend import aten, unwrap
+from .linalg_ops import _meta, _result
+from .math_ops import with_out
+
+_aten = torch.ops.aten
+# torch's bounds on ||A||_1 for its degree-18 approximant, by the dtype computed in
+_THETA = {dt.float32: 3.010066362817634, dt.float64: 1.090863719290036}
+_DEGREE, _STEP = 18, 6  # Paterson-Stockmeyer: powers up to A^6, Horner in A^6
+_COEFFS = [1 / math.factorial(k) for k in range(_DEGREE + 1)]
+
+
+def _taylor(A):
+    """The degree-18 Taylor polynomial of exp at A (b, n, n): 8 matmuls."""
+    powers = [eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(*A.shape), A]
+    for k in range(2, _STEP + 1):
+        half = powers[k // 2]
+        powers.append(matmul(half, powers[k - k // 2]))
+    top = powers.pop()
+
+    def block(j):  # sum of c[6j + i] A^i, i < 6
+        return sum(_COEFFS[_STEP * j + i] * p for i, p in enumerate(powers)
+                   if _STEP * j + i <= _DEGREE)
+
+    P = block(_DEGREE // _STEP)
+    for j in range(_DEGREE // _STEP - 1, -1, -1):
+        P = matmul(P, top) + block(j)
+    return P
+
+
+def _squarings(A):
+    """s per matrix of A (b, n, n): the fewest halvings that bring ||A||_1 to theta (0 for a
+    norm that is not finite, whose exponential is not either)."""
+    norms = A.abs().sum(-2).amax(-1).to(dt.float64).numpy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.ceil(np.log2(norms / _THETA[A.dtype]))
+    return np.where(np.isfinite(s) & (s > 0), s, 0).astype(np.int64)
+
+
+def matrix_exp(A):
+    """exp of each matrix of the ClTensor A (b, n, n), float32 or float64."""
+    s = _squarings(A)
+    if s.any():
+        A = A * from_numpy(np.ldexp(1.0, -s).reshape(-1, 1, 1), device=A.device).to(A.dtype)
+    P = _taylor(A)
+    for k in range(int(s.max(initial=0))):
+        squared = matmul(P, P)
+        if (s > k).all():
+            P = squared
+        else:  # only the matrices scaled down more than k times
+            more = from_numpy((s > k).reshape(-1, 1, 1), device=A.device)
+            P = where(more, squared, P)
+    return P
+
+
+@aten("linalg_matrix_exp")
+def linalg_matrix_exp(self):
+    out = _meta(_aten.linalg_matrix_exp.default, (self,), {})
+    x = unwrap(self)
+    x = x.to(dt.float32) if x.dtype in dt.HALF_TYPES else x
+    n = x.shape[-1]
+    if x.numel() == 0:
+        return _result(x.contiguous(), out)
+    return _result(matrix_exp(x.reshape(-1, n, n).contiguous()).reshape(x.shape), out)
+
+
+with_out("linalg_matrix_exp.out", linalg_matrix_exp)
+
