@@ -37,6 +37,10 @@
  *                 column's norm, none when the column is zero below the diagonal, so R's
  *                 diagonal keeps LAPACK's signs), tau (min(m, n)) the reflectors' scales, and
  *                 q (m x qc) := the first qc columns of Q = H_0 ... H_{k-1}, as orgqr.
+ * geqrf           qr's first part alone, as LAPACK's geqrf: A := R on and above the diagonal,
+ *                 reflector k's v below it (v[k] = 1 implied), tau (min(m, n)).
+ * orgqr           q (m x n) := the first n columns of H_0 ... H_{k-1} (k <= n), the
+ *                 reflectors read from below A's diagonal and tau (k), as LAPACK's orgqr.
  * eigh            A (n x n, symmetric from its lower (upper 0) triangle) := scratch; w (n) :=
  *                 its eigenvalues ascending and (vectors 1) vo (n x n) := the eigenvectors as
  *                 columns, each with its largest-magnitude entry (the first such) positive.
@@ -308,14 +312,11 @@ inline T group_reduce(T v, __local T* red, const int is_max) {
   return out;
 }
 
-// Householder QR, a column of the trailing matrix (of Q) per work-item
-__kernel ONE_GROUP void qr(const long m, const long n, __global T* a, __global T* tau,
-                           __global T* q, const long qc) {
-  __local T red[LA_GROUP];
-  const long lid = get_local_id(0), mat = get_global_id(1), kn = min(m, n);
-  a += mat * m * n;
-  tau += mat * kn;
-  q += mat * m * qc;
+// geqrf on a (m x n): R on and above the diagonal, reflector k's v below it (its leading 1
+// implied), tau (min(m, n)); a column of the trailing matrix per work-item. Called by the group.
+inline void householder(const long m, const long n, __global T* a, __global T* tau,
+                        __local T* red) {
+  const long lid = get_local_id(0), kn = min(m, n);
   for (long k = 0; k < kn; ++k) {
     T ss = 0;
     for (long i = k + 1 + lid; i < m; i += LA_GROUP) ss += a[i * n + k] * a[i * n + k];
@@ -342,8 +343,14 @@ __kernel ONE_GROUP void qr(const long m, const long n, __global T* a, __global T
     }
     barrier(CLK_GLOBAL_MEM_FENCE);
   }
+}
+
+// orgqr: q (m x qc) := the first qc columns of H_0 ... H_{kn-1}, reflector k's v below the
+// diagonal of a (m x n) and its scale tau[k]; a column of q per work-item
+inline void form_q(const long m, const long n, const long kn, __global const T* a,
+                   __global const T* tau, __global T* q, const long qc) {
   // Q's column j: H_0 ... H_{kn-1} e_j, backward (H_k for k > j leaves e_j as it is)
-  for (long j = lid; j < qc; j += LA_GROUP) {
+  for (long j = get_local_id(0); j < qc; j += LA_GROUP) {
     for (long i = 0; i < m; ++i) q[i * qc + j] = i == j;
     for (long k = min(j, kn - 1); k >= 0; --k) {
       T w = q[k * qc + j];
@@ -353,10 +360,37 @@ __kernel ONE_GROUP void qr(const long m, const long n, __global T* a, __global T
       for (long i = k + 1; i < m; ++i) q[i * qc + j] -= a[i * n + k] * w;
     }
   }
+}
+
+// Householder QR: R and the first qc columns of Q
+__kernel ONE_GROUP void qr(const long m, const long n, __global T* a, __global T* tau,
+                           __global T* q, const long qc) {
+  __local T red[LA_GROUP];
+  const long mat = get_global_id(1), kn = min(m, n);
+  a += mat * m * n;
+  tau += mat * kn;
+  q += mat * m * qc;
+  householder(m, n, a, tau, red);
+  form_q(m, n, kn, a, tau, q, qc);
   barrier(CLK_GLOBAL_MEM_FENCE);  // Q is built: the reflectors below the diagonal may go
-  for (long e = lid; e < m * n; e += LA_GROUP) {
+  for (long e = get_local_id(0); e < m * n; e += LA_GROUP) {
     if (e / n > e % n) a[e] = 0;
   }
+}
+
+// LAPACK's geqrf: R and the reflectors in a, their scales in tau
+__kernel ONE_GROUP void geqrf(const long m, const long n, __global T* a, __global T* tau) {
+  __local T red[LA_GROUP];
+  const long mat = get_global_id(1);
+  householder(m, n, a + mat * m * n, tau + mat * min(m, n), red);
+}
+
+// LAPACK's orgqr (torch's householder_product): q (m x n) := the first n columns of
+// H_0 ... H_{k-1} from the reflectors below a's diagonal (m x n) and tau (k)
+__kernel ONE_GROUP void orgqr(const long m, const long n, const long k, __global const T* a,
+                              __global const T* tau, __global T* q) {
+  const long mat = get_global_id(1);
+  form_q(m, n, k, a + mat * m * n, tau + mat * k, q + mat * m * n, n);
 }
 
 // Pair i (< N / 2) of round r (< N - 1) of a round-robin over N (even) indices, as p < q:

@@ -1,7 +1,7 @@
 """Operators of the "opencl" device beyond the common layers, against CPU torch with nothing run
 through the CPU fallback: fractional_max_pool2d / 3d and adaptive_max_pool3d with their indices
-(cltensor/torch/volume_ops.py) and matrix_exp (cltensor/torch/matrix_ops.py), forward and
-backward."""
+(cltensor/torch/volume_ops.py), matrix_exp, geqrf and householder_product
+(cltensor/torch/matrix_ops.py), forward and backward."""
 import pytest
 
 # torch (skipping when it is missing or too old) and the fixtures making `device` opencl:0
@@ -143,3 +143,50 @@ def test_matrix_exp_out_and_empty():
     _norm_close(out, torch.linalg.matrix_exp(A), 1e-13)
     assert torch.matrix_exp(torch.empty(0, 2, 2, device=OCL)).shape == (0, 2, 2)
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("shape", [(5, 3), (3, 5), (2, 4, 4), (2, 3, 6, 2), (1, 1)])
+def test_geqrf_and_householder_product(shape, dtype):
+    """geqrf's reflectors and tau, then householder_product of them (all and all but the
+    last reflector) and its gradient, against CPU torch; the results' strides are torch's."""
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-12,
+                                                                         "atol": 1e-12}
+    A = _data(shape, dtype)
+    want, got = torch.geqrf(A), torch.geqrf(A.to(OCL))
+    for w, g in zip(want, got):
+        assert g.device.type == OCL and g.stride() == w.stride()
+        torch.testing.assert_close(g.cpu(), w, **tol)
+    if shape[-2] < shape[-1]:
+        return
+    a, tau = want
+    for k in (tau.shape[-1], tau.shape[-1] - 1):
+        want_x = (a.clone().requires_grad_(), tau[..., :k].clone().requires_grad_())
+        got_x = [x.detach().to(OCL).requires_grad_() for x in want_x]
+        want_q = torch.linalg.householder_product(*want_x)
+        got_q = torch.linalg.householder_product(*got_x)
+        assert got_q.stride() == want_q.stride()
+        torch.testing.assert_close(got_q.cpu(), want_q.detach(), **tol)
+        g = _data(want_q.shape, dtype, seed=1)
+        want_q.backward(g)
+        got_q.backward(g.to(OCL))
+        for w, x in zip(want_x, got_x):  # (none for an empty tau)
+            assert (x.grad is None) == (w.grad is None)
+            if w.grad is not None:
+                torch.testing.assert_close(x.grad.cpu(), w.grad, rtol=10 * tol["rtol"],
+                                           atol=10 * tol["atol"])
+
+
+def test_geqrf_and_householder_product_out_forms():
+    A = _data((2, 5, 3))
+    a, tau = torch.geqrf(A)
+    got_a = torch.full((1,), float("nan"), dtype=torch.float64, device=OCL)
+    got_tau = torch.full((2, 3), float("nan"), dtype=torch.float64, device=OCL)
+    torch.geqrf(A.to(OCL), out=(got_a, got_tau))
+    torch.testing.assert_close(got_a.cpu(), a, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(got_tau.cpu(), tau, rtol=1e-12, atol=1e-12)
+    q = torch.full((2, 5, 3), float("nan"), dtype=torch.float64, device=OCL)
+    torch.linalg.householder_product(a.to(OCL), tau.to(OCL), out=q)
+    torch.testing.assert_close(q.cpu(), torch.linalg.householder_product(a, tau), rtol=1e-12,
+                               atol=1e-12)
+    with pytest.raises(RuntimeError, match="at least 2 dimensions"):
+        torch.geqrf(torch.ones(3, device=OCL))

@@ -1,4 +1,6 @@
-"""qr, eigh, eigvalsh, svd, svdvals and what is built on them: pinv, lstsq, matrix_rank."""
+"""qr, eigh, eigvalsh, svd, svdvals and what is built on them: pinv, lstsq, matrix_rank; qr's
+parts geqrf and householder_product (LAPACK's orgqr), not differentiable."""
+import math
 from collections import namedtuple
 
 import numpy as np
@@ -9,6 +11,7 @@ from ..autograd.functions import _where  # the differentiable where
 from ..autograd.namespace import cat
 from ..ops import linalg as la
 from ..ops.ranges import eye
+from ..tensor import ClTensor
 from .solve import _flag, solve_triangular
 
 Qr = namedtuple("linalg_qr", "Q R")
@@ -74,6 +77,46 @@ def qr(A, mode="reduced"):
                "mode='complete' with more rows than columns (Q's extra columns are not unique)")
         raise NotImplementedError(f"{op}: not differentiable with {why}; use mode='reduced'")
     return Qr(*_Qr.apply(A, mode))
+
+
+def geqrf(A):
+    """(a, tau): LAPACK's geqrf of A (*, m, n), as torch.geqrf: R on and above a's diagonal,
+    the Householder reflectors' vectors below it (each one's leading 1 implied), their scales
+    tau (*, min(m, n)). Not differentiable (as torch's).
+
+    Example:
+        >>> a, tau = cltensor.linalg.decompositions.geqrf(cltensor.tensor([[0.0], [2.0]]))
+        >>> a.tolist(), tau.tolist()
+        ([[-2.0], [1.0]], [1.0])
+    """
+    la.check_matrices(A, "A", "geqrf", square=False)
+    *batch, m, n = A.shape
+    a = la._fresh(A, A.shape)
+    tau = ClTensor.empty_on((*batch, min(m, n)), A.dtype, A.device)
+    if a.numel():
+        la._launch("geqrf", a, math.prod(batch), np.int64(m), np.int64(n), a.storage.buf,
+                   tau.storage.buf)
+    return a, tau
+
+
+def householder_product(A, tau):
+    """The first n columns of H_0 ... H_{k-1}, H_i = I - tau_i v_i v_i^T, v_i below the
+    diagonal of A (*, m, n)'s column i (v_i[i] = 1), tau (*, k), k <= n <= m: LAPACK's
+    orgqr, as torch.linalg.householder_product. Not differentiable here."""
+    op = "linalg.householder_product"
+    la.check_matrices(A, "A", op, square=False)
+    *batch, m, n = A.shape
+    if tau.dtype != A.dtype or tuple(tau.shape[:-1]) != tuple(batch) or not (
+            tau.shape[-1] <= n <= m):
+        raise ValueError(f"{op}: expected A (*, m, n) with m >= n and tau (*, k) of its dtype, "
+                         f"k <= n, got A {tuple(A.shape)} {A.dtype}, tau {tuple(tau.shape)} "
+                         f"{tau.dtype}")
+    q = ClTensor.empty_on(A.shape, A.dtype, A.device)
+    if q.numel():
+        a, t = la._fresh(A, A.shape), la._fresh(tau, tau.shape)
+        la._launch("orgqr", q, math.prod(batch), np.int64(m), np.int64(n),
+                   np.int64(tau.shape[-1]), a.storage.buf, t.storage.buf, q.storage.buf)
+    return q
 
 
 def qr_legacy(input, some=True):

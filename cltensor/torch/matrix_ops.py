@@ -1,6 +1,7 @@
 """The matrix exponential on the opencl device (linalg_matrix_exp, which torch.matrix_exp and its
 gradient, matrix_exp_backward, call), by scaling and squaring a Taylor polynomial on cltensor's
-batched matmul.
+batched matmul; geqrf and linalg_householder_product (torch.orgqr) on linalg.cl's Householder
+kernels.
 
 torch's CPU kernel bounds ||A / 2^s||_1 by its degree-18 approximant's theta (Bader, Blanes and
 Casas) and squares s times; the degree-18 Taylor polynomial has the same truncation error at
@@ -13,12 +14,14 @@ import torch
 
 from .. import dtypes as dt
 from ..creation import from_numpy
+from ..linalg.decompositions import geqrf as _geqrf
+from ..linalg.decompositions import householder_product as _householder_product
 from ..ops.matmul import matmul
 from ..ops.pointwise import where
 from ..ops.ranges import eye
 from ._backend import aten, unwrap
-from .linalg_ops import _meta, _result
-from .math_ops import with_out
+from .linalg_ops import _floating, _full_precision, _meta, _result, _results, _torch_errors
+from .math_ops import check_devices, with_out, write_into
 
 _aten = torch.ops.aten
 # torch's bounds on ||A||_1 for its degree-18 approximant, by the dtype computed in
@@ -83,3 +86,50 @@ def linalg_matrix_exp(self):
 
 with_out("linalg_matrix_exp.out", linalg_matrix_exp)
 
+
+# ---- geqrf, householder_product ----------------------------------------------------------------
+def _geqrf_metas(A):
+    """torch's geqrf results as Meta tensors (it has no Meta kernel): a column-major, as
+    LAPACK's, and tau (*, min(m, n))."""
+    if A.dim() < 2:
+        raise RuntimeError("torch.geqrf: input must have at least 2 dimensions.")
+    *batch, m, n = A.shape
+    a = torch.empty_strided(A.shape, (*_contiguous(batch, m * n), 1, m), dtype=A.dtype,
+                            device="meta")
+    return a, torch.empty((*batch, min(m, n)), dtype=A.dtype, device="meta")
+
+
+def _contiguous(sizes, inner):
+    """Row-major strides of sizes above a block of `inner` elements."""
+    strides = []
+    for size in reversed(sizes):
+        strides.insert(0, inner)
+        inner *= size
+    return strides
+
+
+@aten("geqrf")
+def geqrf(self):
+    metas = _geqrf_metas(self)
+    _full_precision(self, "geqrf_cpu")
+    with _torch_errors():
+        return _results(_geqrf(unwrap(self)), metas)
+
+
+@aten("geqrf.a")
+def geqrf_out(self, *, a, tau):
+    check_devices((self, a, tau), {}, _aten.geqrf.a)
+    res = geqrf(self)
+    return write_into(a, res[0]), write_into(tau, res[1])
+
+
+@aten("linalg_householder_product")
+def linalg_householder_product(input, tau):
+    _floating(input, "torch.linalg.householder_product")
+    out = _meta(_aten.linalg_householder_product.default, (input, tau), {})
+    _full_precision(input, "orgqr_cpu")
+    with _torch_errors():
+        return _result(_householder_product(unwrap(input), unwrap(tau)), out)
+
+
+with_out("linalg_householder_product.out", linalg_householder_product)
