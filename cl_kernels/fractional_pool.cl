@@ -11,18 +11,32 @@
  * n_in - k, u the plane's sample for that dim: samples[sw], samples[sh], samples[sd] (sd < 0:
  * no depth). The index is d * H * W + h * W + w; ties keep the first in (d, h, w) order and a
  * NaN beats every number (the window's last NaN gives the index), as torch's CPU kernels.
- * Build options: T (float or double). Tunables: none.
+ * Build options: T (float or double), KEEP_BITS (with T float: 11 or 8, the windows computed
+ * with float16's or bfloat16's rounding, for inputs of those types). Tunables: none.
  */
 
 #ifndef T
 #define T float
 #endif
 
+#ifdef KEEP_BITS
+// x (float) rounded to nearest even at KEEP_BITS significant bits, as float16 (11) and bfloat16
+// (8) arithmetic rounds each result: windows of 16-bit inputs (exact in the normal range; a
+// subnormal result is below 1, which truncates to 0 either way)
+inline float narrow(const float x) {
+  const uint drop = 24 - KEEP_BITS;
+  const uint b = as_uint(x);
+  return as_float((b + (1u << (drop - 1)) - 1 + ((b >> drop) & 1)) & ~((1u << drop) - 1));
+}
+#else
+#define narrow(x) (x)
+#endif
+
 inline long window_start(const T u, const long i, const long n_in, const long n_out,
                          const long k) {
   if (i == n_out - 1) return n_in - k;
-  const T alpha = (T)(n_in - k) / (T)(n_out - 1);
-  return (long)((int)(((T)i + u) * alpha) - (int)(u * alpha));
+  const T alpha = narrow(narrow((T)(n_in - k)) / narrow((T)(n_out - 1)));
+  return (long)((int)narrow(narrow(narrow((T)i) + u) * alpha) - (int)narrow(u * alpha));
 }
 
 __kernel void fractional_max_pool(const long total, const long D, const long H, const long W,

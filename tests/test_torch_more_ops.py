@@ -10,7 +10,8 @@ from torch.nn import functional as F  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("ocl", "device_only")
 OCL = "opencl"
-TOL = {torch.float64: (1e-12, 1e-12), torch.float32: (1e-5, 1e-6)}
+TOL = {torch.float64: (1e-12, 1e-12), torch.float32: (1e-5, 1e-6), torch.float16: (2e-3, 2e-3),
+       torch.bfloat16: (1e-2, 1e-2)}
 
 
 def _data(shape, dtype=torch.float64, seed=0):
@@ -55,6 +56,16 @@ def test_fractional_max_pool(case, dtype):
     samples = _uniform((n, c, len(size)), dtype)
     _check_pool(lambda x: pool(x, k, output_size=size, return_indices=True,
                                _random_samples=samples.to(x.device)), _data(shape), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_fractional_max_pool2d_16_bit_windows(dtype):
+    """torch places the windows of 16-bit inputs with 16-bit arithmetic (its rounding moves
+    some of bfloat16's here)."""
+    samples = _uniform((2, 3, 2), dtype)
+    _check_pool(lambda x: F.fractional_max_pool2d(
+        x, 3, output_size=(17, 13), return_indices=True,
+        _random_samples=samples.to(x.device)), _data((2, 3, 37, 41)), dtype)
 
 
 def test_fractional_max_pool_nan_ties_and_out_forms():

@@ -218,10 +218,15 @@ def _planes(t, spatial):
     return x.to(dt.float32) if x.dtype in dt.HALF_TYPES else x
 
 
-def _fractional(x, samples, kernel_size, size):
+# significant bits of the 16-bit floats, whose arithmetic places torch's windows for them
+_KEEP_BITS = {torch.float16: 11, torch.bfloat16: 8}
+
+
+def _fractional(x, samples, kernel_size, size, keep_bits=None):
     """(maxima, int64 indices) of fractional max pooling of (P, D, H, W) planes with windows
     kernel_size (kd, kh, kw) to size (od, oh, ow) placed by samples (P, 2) (W, H: 2-d, depth
-    1) or (P, 3) (D, H, W)."""
+    1) or (P, 3) (D, H, W); keep_bits: the windows computed with that many significant bits
+    (float16's or bfloat16's rounding)."""
     x, u = x.contiguous(), samples.contiguous().to(x.dtype)
     p, d, h, w = x.shape
     y = creation.empty(p, *size, dtype=x.dtype, device=x.device)
@@ -231,7 +236,8 @@ def _fractional(x, samples, kernel_size, size):
         return y, idx
     ns = u.shape[-1]
     at = (-1, 1, 0) if ns == 2 else (0, 1, 2)  # the samples' order: torch's for 2-d and 3-d
-    k = get_kernel(x.device, "fractional_pool.cl", "fractional_max_pool", {"T": ctype_of(x.dtype)})
+    defines = {"T": ctype_of(x.dtype), **({"KEEP_BITS": keep_bits} if keep_bits else {})}
+    k = get_kernel(x.device, "fractional_pool.cl", "fractional_max_pool", defines)
     i64, i32 = np.int64, np.int32
     launch(x.device, k, *sizes_1d(x.device, total), i64(total), i64(d), i64(h), i64(w),
            *map(i64, size), *map(i64, kernel_size), i32(ns), *map(i32, at),
@@ -248,7 +254,7 @@ def _fractional_forward(op, self, kernel_size, output_size, random_samples):
     samples = unwrap(random_samples).reshape(x.shape[0], -1)
     kernel = (1,) * (3 - spatial) + tuple(kernel_size)
     size = (1,) * (3 - spatial) + tuple(out.shape[-spatial:])
-    v, i = _fractional(x, samples, kernel, size)
+    v, i = _fractional(x, samples, kernel, size, _KEEP_BITS.get(self.dtype))
     return finish(v, out), finish(i, idx)
 
 
