@@ -18,6 +18,7 @@ from ..linalg.decompositions import geqrf as _geqrf
 from ..linalg.decompositions import householder_product as _householder_product
 from ..ops.matmul import matmul
 from ..ops.pointwise import where
+from ..ops.shape import stack
 from ..ops.ranges import eye
 from ._backend import aten, unwrap
 from .linalg_ops import _floating, _full_precision, _meta, _result, _results, _torch_errors
@@ -27,24 +28,24 @@ _aten = torch.ops.aten
 # torch's bounds on ||A||_1 for its degree-18 approximant, by the dtype computed in
 _THETA = {dt.float32: 3.010066362817634, dt.float64: 1.090863719290036}
 _DEGREE, _STEP = 18, 6  # Paterson-Stockmeyer: powers up to A^6, Horner in A^6
-_COEFFS = [1 / math.factorial(k) for k in range(_DEGREE + 1)]
+# Horner's blocks: row j holds the coefficients of A^0 .. A^5 in block j, 1 / (6j + i)!
+_BLOCKS = np.array([[1 / math.factorial(_STEP * j + i) if _STEP * j + i <= _DEGREE else 0.0
+                     for i in range(_STEP)] for j in range(_DEGREE // _STEP + 1)])
 
 
 def _taylor(A):
-    """The degree-18 Taylor polynomial of exp at A (b, n, n): 8 matmuls."""
-    powers = [eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(*A.shape), A]
+    """The degree-18 Taylor polynomial of exp at A (b, n, n): 8 matmuls between matrices, and
+    one that sums the powers below A^6 into the 4 blocks of Horner's steps."""
+    b, n = A.shape[0], A.shape[-1]
+    powers = [eye(n, dtype=A.dtype, device=A.device).expand(b, n, n), A]
     for k in range(2, _STEP + 1):
-        half = powers[k // 2]
-        powers.append(matmul(half, powers[k - k // 2]))
+        powers.append(matmul(powers[k // 2], powers[k - k // 2]))
     top = powers.pop()
-
-    def block(j):  # sum of c[6j + i] A^i, i < 6
-        return sum(_COEFFS[_STEP * j + i] * p for i, p in enumerate(powers)
-                   if _STEP * j + i <= _DEGREE)
-
-    P = block(_DEGREE // _STEP)
-    for j in range(_DEGREE // _STEP - 1, -1, -1):
-        P = matmul(P, top) + block(j)
+    blocks = matmul(from_numpy(_BLOCKS, device=A.device).to(A.dtype),
+                    stack(powers).reshape(_STEP, -1)).reshape(-1, b, n, n)
+    P = blocks[-1]
+    for j in range(len(blocks) - 2, -1, -1):
+        P = matmul(P, top) + blocks[j]
     return P
 
 
