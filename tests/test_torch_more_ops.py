@@ -2,6 +2,8 @@
 through the CPU fallback: fractional_max_pool2d / 3d and adaptive_max_pool3d with their indices
 (cltensor/torch/volume_ops.py), matrix_exp, geqrf and householder_product
 (cltensor/torch/matrix_ops.py), forward and backward."""
+import re
+
 import pytest
 
 # torch (skipping when it is missing or too old) and the fixtures making `device` opencl:0
@@ -201,3 +203,31 @@ def test_geqrf_and_householder_product_out_forms():
                                atol=1e-12)
     with pytest.raises(RuntimeError, match="at least 2 dimensions"):
         torch.geqrf(torch.ones(3, device=OCL))
+
+
+_INT_POOLS = [
+    lambda d: torch.ops.aten.fractional_max_pool2d(
+        torch.ones(1, 2, 5, 5, dtype=torch.int64, device=d), (2, 2), (3, 3),
+        torch.ones(1, 2, 2, dtype=torch.int64, device=d)),
+    lambda d: torch.ops.aten.fractional_max_pool3d(
+        torch.ones(1, 2, 5, 5, 5, dtype=torch.int64, device=d), (2, 2, 2), (3, 3, 3),
+        torch.ones(1, 2, 3, dtype=torch.int64, device=d)),
+    lambda d: torch.ops.aten.fractional_max_pool2d_backward(
+        torch.ones(1, 2, 3, 3, dtype=torch.int64, device=d),
+        torch.ones(1, 2, 5, 5, dtype=torch.int64, device=d), (2, 2), (3, 3),
+        torch.zeros(1, 2, 3, 3, dtype=torch.int64, device=d)),
+    lambda d: torch.ops.aten.adaptive_max_pool3d(
+        torch.ones(1, 2, 5, 5, 5, dtype=torch.int32, device=d), (2, 2, 2)),
+    lambda d: torch.ops.aten.adaptive_max_pool3d_backward(
+        torch.ones(1, 2, 2, 2, 2, dtype=torch.int64, device=d),
+        torch.ones(1, 2, 5, 5, 5, dtype=torch.int64, device=d),
+        torch.zeros(1, 2, 2, 2, 2, dtype=torch.int64, device=d))]
+
+
+@pytest.mark.parametrize("pool", _INT_POOLS)
+def test_pools_refuse_integers_as_torch(pool):
+    """torch's CPU kernels have no integer forms: the same error, not integer results."""
+    with pytest.raises(NotImplementedError) as want:
+        pool("cpu")
+    with pytest.raises(NotImplementedError, match=re.escape(str(want.value))):
+        pool(OCL)

@@ -23,6 +23,7 @@ from ..program import ctype_of, get_kernel, launch, sizes_1d
 from ..ops import pool, resample
 from ..ops.indexing import index_add_, scatter, scatter_add
 from ._backend import aten, unwrap
+from .linalg_ops import _floating_pool
 from .math_ops import check_devices, finish, meta_result, with_out, write_into
 from .nn_ops import vjp
 
@@ -173,6 +174,7 @@ def _adaptive_max_pool3d(x, size):
 @aten("adaptive_max_pool3d")
 def adaptive_max_pool3d(self, output_size):
     out, idx = meta_result(_aten.adaptive_max_pool3d.default, (self, output_size), {})
+    _floating_pool(self, "adaptive_max_pool3d_cpu")
     x = _volumes(self)
     if out.numel() == 0:
         return finish(_zeros_like_meta(out, x), out), finish(_zeros_like_meta(idx, x), idx)
@@ -193,6 +195,7 @@ def adaptive_max_pool3d_out(self, output_size, *, out, indices):
 def adaptive_max_pool3d_backward(grad_output, self, indices):
     """Each output's gradient added to the input element its index names."""
     out = meta_result(_aten.adaptive_max_pool3d_backward.default, (grad_output, self, indices), {})
+    _floating_pool(self, "adaptive_max_pool3d_backward")
     return finish(_max_backward(grad_output, _volumes(self), indices), out)
 
 
@@ -250,6 +253,7 @@ def _fractional_forward(op, self, kernel_size, output_size, random_samples):
     """fractional_max_pool2d (op of 2-d sizes) or 3d: torch's Meta results and the values."""
     out, idx = meta_result(op, (self, kernel_size, output_size, random_samples), {})
     spatial = len(output_size)
+    _floating_pool(self, f"fractional_max_pool{spatial}d_out_frame")
     x = _planes(self, spatial)
     samples = unwrap(random_samples).reshape(x.shape[0], -1)
     kernel = (1,) * (3 - spatial) + tuple(kernel_size)
@@ -290,12 +294,14 @@ aten("fractional_max_pool3d.output")(
 def fractional_max_pool2d_backward(grad_output, self, kernel_size, output_size, indices):
     args = (grad_output, self, kernel_size, output_size, indices)
     out = meta_result(_aten.fractional_max_pool2d_backward.default, args, {})
+    _floating_pool(self, "fractional_max_pool2d_backward_out_frame")
     return finish(_max_backward(grad_output, _planes(self, 2), indices), out)
 
 
 @aten("fractional_max_pool3d_backward")
 def fractional_max_pool3d_backward(grad_output, self, kernel_size, output_size, indices):
     """torch has no Meta kernel for it: the gradient takes self's shape and dtype."""
+    _floating_pool(self, "fractional_max_pool3d_backward_out_frame")
     return finish(_max_backward(grad_output, _planes(self, 3), indices), self)
 
 
