@@ -19,9 +19,9 @@ import cltensor.nn.functional as F
 
 from .. import creation
 from .. import dtypes as dt
-from ..program import ctype_of, get_kernel, launch, sizes_1d
 from ..ops import pool, resample
 from ..ops.indexing import index_add_, scatter, scatter_add
+from ..program import ctype_of, get_kernel, launch, sizes_1d
 from ._backend import aten, unwrap
 from .linalg_ops import _floating_pool
 from .math_ops import check_devices, finish, meta_result, with_out, write_into
@@ -36,12 +36,18 @@ def _three(v):
     return v * 3 if len(v) == 1 else v
 
 
+def _planes(t, spatial):
+    """opencl tensor t of spatial (2 or 3) trailing dims as a ClTensor (L, D, H, W) (D = 1
+    for 2), 16-bit floats widened to float32."""
+    x = unwrap(t)
+    x = x.reshape(-1, *(1,) * (3 - spatial), *x.shape[-spatial:])
+    return x.to(dt.float32) if x.dtype in dt.HALF_TYPES else x
+
+
 def _volumes(t):
     """opencl tensor t (N, C, D, H, W) or (C, D, H, W) as a ClTensor (N * C, D, H, W), 16-bit
     floats widened to float32."""
-    x = unwrap(t)
-    x = x.reshape(-1, *x.shape[-3:])
-    return x.to(dt.float32) if x.dtype in dt.HALF_TYPES else x
+    return _planes(t, 3)
 
 
 def _zeros_like_meta(out, like):
@@ -145,6 +151,16 @@ def _scatter_planes(values, indices, plane, op):
     return op(z, 1, i, v)
 
 
+def _max_backward(grad_output, x, indices):
+    """The gradient of a max pooling of (L, D, H, W) volumes x whose outputs took the elements
+    indices name: each output's gradient added at its index, in x's dtype."""
+    if x.numel() == 0 or grad_output.numel() == 0:
+        return creation.zeros(*x.shape, dtype=x.dtype, device=x.device)
+    g = unwrap(grad_output).reshape(x.shape[0], -1).to(x.dtype)
+    i = unwrap(indices).reshape(x.shape[0], -1)
+    return _scatter_planes(g, i, x.shape[1] * x.shape[2] * x.shape[3], scatter_add)
+
+
 @aten("max_pool3d_with_indices_backward")
 def max_pool3d_with_indices_backward(grad_output, self, kernel_size, stride, padding, dilation,
                                      ceil_mode, indices):
@@ -202,25 +218,7 @@ def adaptive_max_pool3d_backward(grad_output, self, indices):
 with_out("adaptive_max_pool3d_backward.grad_input", adaptive_max_pool3d_backward, "grad_input")
 
 
-def _max_backward(grad_output, x, indices):
-    """The gradient of a max pooling of (L, D, H, W) volumes x whose outputs took the elements
-    indices name: each output's gradient added at its index, in x's dtype."""
-    if x.numel() == 0 or grad_output.numel() == 0:
-        return creation.zeros(*x.shape, dtype=x.dtype, device=x.device)
-    g = unwrap(grad_output).reshape(x.shape[0], -1).to(x.dtype)
-    i = unwrap(indices).reshape(x.shape[0], -1)
-    return _scatter_planes(g, i, x.shape[1] * x.shape[2] * x.shape[3], scatter_add)
-
-
 # ---- fractional max pooling -------------------------------------------------------------------
-def _planes(t, spatial):
-    """opencl tensor t of spatial (2 or 3) trailing dims as a ClTensor (L, D, H, W) (D = 1
-    for 2), 16-bit floats widened to float32."""
-    x = unwrap(t)
-    x = x.reshape(-1, *(1,) * (3 - spatial), *x.shape[-spatial:])
-    return x.to(dt.float32) if x.dtype in dt.HALF_TYPES else x
-
-
 # significant bits of the 16-bit floats, whose arithmetic places torch's windows for them
 _KEEP_BITS = {torch.float16: 11, torch.bfloat16: 8}
 
