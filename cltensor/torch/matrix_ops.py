@@ -18,8 +18,8 @@ from ..linalg.decompositions import geqrf as _geqrf
 from ..linalg.decompositions import householder_product as _householder_product
 from ..ops.matmul import matmul
 from ..ops.pointwise import where
-from ..ops.shape import stack
 from ..ops.ranges import eye
+from ..ops.shape import stack
 from ._backend import aten, unwrap
 from .linalg_ops import _floating, _full_precision, _meta, _result, _results, _torch_errors
 from .math_ops import check_devices, with_out, write_into
