@@ -21,6 +21,7 @@ import cltensor
 import cltensor.nn.functional as F
 from cltensor import program
 from cltensor.conv import winograd
+from cltensor.linalg import decompositions
 from cltensor.ops import gemm as gemm_ops
 from cltensor.ops import pool as pool_ops
 from cltensor.testing import rel_error, to_numpy
@@ -443,6 +444,22 @@ def section_random():
     r = cltensor.randperm(13).numpy()
     assert sorted(r.tolist()) == list(range(13))
     F.dropout(dev(rand(3, 5)), 0.5, training=True)
+    counts = cltensor.poisson(dev(np.array([0, 0.5, 9.9, 10, 300], np.float32)).t()).numpy()
+    assert (counts >= 0).all() and counts[0] == 0
+
+
+def section_fractional_pool():
+    """fractional_pool.cl, reached from the torch device (skipped without torch)."""
+    try:
+        from cltensor.torch.volume_ops import _fractional
+    except ImportError:
+        return
+    x = rand(3, 2, 7, 9)
+    samples = dev(RNG.uniform(0, 1, (3, 3)).astype(np.float32))
+    y, idx = _fractional(dev(x), samples, (2, 3, 2), (1, 3, 4))
+    flat = x.reshape(3, -1)
+    assert_close(y.numpy().reshape(3, -1),
+                 np.take_along_axis(flat, idx.numpy().reshape(3, -1), axis=1))
 
 
 def section_ranges():
@@ -474,6 +491,9 @@ def section_linalg():
     a = rand(2, 9, 5)
     q, r = la.qr(dev(a))
     assert_close(q @ r, a, rtol=1e-4)
+    h, tau = decompositions.geqrf(dev(a))
+    q2 = decompositions.householder_product(h, tau)
+    assert_close(q2 @ cltensor.triu(h[:, :5]), a, rtol=1e-4)
     assert_close(la.svdvals(dev(a)), np.linalg.svd(a.astype(np.float64), compute_uv=False),
                  rtol=1e-4)
     sym = a.transpose(0, 2, 1) @ a
