@@ -18,13 +18,17 @@
  *   - integers (randint_fill): 2 per block from the same 64-bit values, low + value % range
  *     (modulo bias below range / 2^64).
  * randperm_fill draws no blocks: it uses one counter value as part of a Feistel key.
+ * poisson_fill, gamma_fill and binomial_fill draw output i from counter ctr + i alone, through as
+ * many rounds of it as their rejection loops take (see their section).
  *
  * Build options:
  *   OUT_T      storage type of the output (uchar for bool; half and bf16 through common.cl's ST)
  *   OUT_DIGITS the significand bits of a 16-bit float OUT_T (uniform_fill's grid)
  *   FT         uniform/compute float type, float (24-bit uniforms) or double (53-bit uniforms);
  *              FT_DOUBLE is defined when it is double
- *   P_T        storage type of the probability tensor of bernoulli_tensor and of check_range
+ *   P_T        storage type of the probability tensor of bernoulli_tensor and of check_range,
+ *              of poisson's rates, gamma's shapes and binomial's counts
+ *   Q_T        storage type of binomial's probabilities
  * Tunables:
  *   FEISTEL_ROUNDS  rounds of the Feistel permutation in randperm_fill (default 8)
  */
@@ -36,6 +40,9 @@
 #endif
 #ifndef P_T
 #define P_T FT
+#endif
+#ifndef Q_T
+#define Q_T FT
 #endif
 #ifndef FEISTEL_ROUNDS
 #define FEISTEL_ROUNDS 8
@@ -204,28 +211,58 @@ __kernel void randperm_fill(STREAM_ARGS, const int half_bits) {
   ST(OUT_T, out, off + i, x);
 }
 
-/* ---- poisson: one draw per work-item ---------------------------------------------------------
- * out[i] ~ Poisson(rate[i]), rate read through a strided view over out's shape. Rates below
- * POISSON_PTRS_FROM draw by inversion (the count of k whose CDF stays below one uniform), the
- * others by Hormann's transformed rejection with squeeze (PTRS, 1993: about 1.1 attempts a draw).
- * Draw i reads blocks (counter ctr + i, round j), j = 0, 1, ...: round 0 is the stream's own
- * block i, rounds from 1 put j in the counter's third word, which no stream block sets.
- * *bad = 1 when some rate is negative or NaN, 2 when one is infinite (nothing is drawn for it). */
+/* ---- draws of distributions with tensor parameters: one draw per work-item -------------------
+ * Draw i reads blocks (counter ctr + i, round j), j = 0, 1, ...: round 0 is the stream's own block
+ * i, rounds from 1 put j in the counter's third word, which no stream block sets. The parameters
+ * are read through strided views over out's shape. *bad = 1 (or 2, 3) flags a parameter outside
+ * the distribution's domain (nothing is drawn for it); every writer stores its own flag.
+ * Rejection loops stop after MAX_ROUNDS blocks (each refuses with probability < 0.3). */
 #ifndef POISSON_PTRS_FROM
 #define POISSON_PTRS_FROM 10
 #endif
-#define POISSON_MAX_ROUNDS 4096 /* PTRS refuses an attempt with probability < 0.15 */
+#ifndef BINOMIAL_BTRS_FROM
+#define BINOMIAL_BTRS_FROM 10
+#endif
+#define MAX_ROUNDS 4096
 
-inline uint4 round_block(uint k0, uint k1, ulong c, uint j) {
-  return philox4x32_10((uint4)((uint)c, (uint)(c >> 32), j, 0u), (uint2)(k0, k1));
+/* The work-item's uniforms in [0, 1), PER at a time from successive rounds. */
+typedef struct {
+  uint k0, k1, j;
+  int used;
+  ulong c;
+  FT u[PER];
+} Draws;
+
+inline Draws draws_of(uint k0, uint k1, ulong c) {
+  Draws d;
+  d.k0 = k0;
+  d.k1 = k1;
+  d.c = c;
+  d.j = 0;
+  d.used = PER;
+  return d;
 }
 
-inline FT poisson_inversion(const FT lam, uint k0, uint k1, ulong c) {
-  FT u[PER];
-  uniforms(round_block(k0, k1, c, 0u), u);
+inline FT next_u(Draws* d) {
+  if (d->used == PER) {
+    uniforms(philox4x32_10((uint4)((uint)d->c, (uint)(d->c >> 32), d->j, 0u), (uint2)(d->k0, d->k1)),
+             d->u);
+    d->j += 1;
+    d->used = 0;
+  }
+  return d->u[d->used++];
+}
+
+inline int drawing(const Draws* d) { return d->j < MAX_ROUNDS; }
+
+/* ---- poisson: rates below POISSON_PTRS_FROM by inversion (the count of k whose CDF stays below
+ * one uniform), the others by Hormann's transformed rejection with squeeze (PTRS, 1993). Flags:
+ * 1 a negative or NaN rate, 2 an infinite one. */
+inline FT poisson_inversion(const FT lam, Draws* d) {
+  const FT u = next_u(d);
   FT p = exp(-lam), cdf = p, k = 0;
   /* NOTE: a pmf underflowing to 0 ends the tail (u above every CDF value reached) */
-  while (u[0] > cdf && p > (FT)0) {
+  while (u > cdf && p > (FT)0) {
     k += (FT)1;
     p *= lam / k;
     cdf += p;
@@ -233,39 +270,142 @@ inline FT poisson_inversion(const FT lam, uint k0, uint k1, ulong c) {
   return k;
 }
 
-inline FT poisson_ptrs(const FT lam, uint k0, uint k1, ulong c) {
+inline FT poisson_ptrs(const FT lam, Draws* d) {
   const FT slam = sqrt(lam), loglam = log(lam);
   const FT b = (FT)0.931 + (FT)2.53 * slam, a = (FT)-0.059 + (FT)0.02483 * b;
   const FT log_invalpha = log((FT)1.1239 + (FT)1.1328 / (b - (FT)3.4));
   const FT vr = (FT)0.9277 - (FT)3.6224 / (b - (FT)2);
   FT k = floor(lam);
-  for (uint j = 0; j < POISSON_MAX_ROUNDS; ++j) {
-    FT u[PER];
-    uniforms(round_block(k0, k1, c, j), u);
-    for (int t = 0; t + 1 < PER; t += 2) {
-      const FT us = (FT)0.5 - fabs(u[t] - (FT)0.5), v = u[t + 1];
-      k = floor(((FT)2 * a / us + b) * (u[t] - (FT)0.5) + lam + (FT)0.43);
-      if (us >= (FT)0.07 && v <= vr) return k;
-      if (k < (FT)0 || (us < (FT)0.013 && v > us)) continue;
-      if (log(v) + log_invalpha - log(a / (us * us) + b) <= -lam + k * loglam - lgamma(k + (FT)1))
-        return k;
-    }
+  while (drawing(d)) {
+    const FT u = next_u(d) - (FT)0.5, v = next_u(d), us = (FT)0.5 - fabs(u);
+    k = floor(((FT)2 * a / us + b) * u + lam + (FT)0.43);
+    if (us >= (FT)0.07 && v <= vr) return k;
+    if (k < (FT)0 || (us < (FT)0.013 && v > us)) continue;
+    if (log(v) + log_invalpha - log(a / (us * us) + b) <= -lam + k * loglam - lgamma(k + (FT)1))
+      return k;
   }
-  return k; /* not reached in practice: every round refuses with probability < 0.02 */
+  return k;
 }
 
-__kernel void poisson_fill(STREAM_ARGS, __global const P_T* rate, const View vr, const int nd,
-                           const Shape shape, __global int* bad) {
+#define PARAM(P, t, i) ((FT)LD(P, t##_p, view_offset((long)(i), nd, shape, t##_v)))
+
+__kernel void poisson_fill(STREAM_ARGS, __global const P_T* rate_p, const View rate_v,
+                           const int nd, const Shape shape, __global int* bad) {
   const ulong i = get_global_id(0);
   if (i >= n) return;
-  const FT lam = (FT)LD(P_T, rate, view_offset((long)i, nd, shape, vr));
+  const FT lam = PARAM(P_T, rate, i);
+  Draws d = draws_of(k0, k1, ctr + i);
   FT draw = 0;
   if (!(lam >= (FT)0))
     *bad = 1;
   else if (isinf(lam))
     *bad = 2;
   else if (lam > (FT)0)
-    draw = lam < (FT)POISSON_PTRS_FROM ? poisson_inversion(lam, k0, k1, ctr + i)
-                                       : poisson_ptrs(lam, k0, k1, ctr + i);
+    draw = lam < (FT)POISSON_PTRS_FROM ? poisson_inversion(lam, &d) : poisson_ptrs(lam, &d);
+  ST(OUT_T, out, off + i, draw);
+}
+
+/* ---- gamma (shape alpha, scale 1): Marsaglia and Tsang's squeeze-and-reject (2000) on
+ * Box-Muller normals, shapes below 1 boosted (a draw of alpha + 1 times u^(1 / alpha)); draws
+ * are at least `tiny` (the output type's smallest normal number, as torch clamps them). Flag 1:
+ * a shape that is not positive (or NaN). An infinite shape draws infinity. */
+inline FT std_normal(Draws* d) {
+  const FT r = sqrt((FT)-2 * log((FT)1 - next_u(d)));
+  return r * cospi((FT)2 * next_u(d));
+}
+
+inline FT gamma_mt(FT alpha, Draws* d) {
+  FT boost = 1;
+  if (alpha < (FT)1) {
+    boost = pow((FT)1 - next_u(d), (FT)1 / alpha);
+    alpha += (FT)1;
+  }
+  const FT dd = alpha - (FT)1 / (FT)3, cc = (FT)1 / sqrt((FT)9 * dd);
+  FT v = 1;
+  while (drawing(d)) {
+    const FT x = std_normal(d);
+    v = (FT)1 + cc * x;
+    if (v <= (FT)0) continue;
+    v = v * v * v;
+    const FT u = (FT)1 - next_u(d), x2 = x * x;
+    if (u < (FT)1 - (FT)0.0331 * x2 * x2 || log(u) < (FT)0.5 * x2 + dd * ((FT)1 - v + log(v)))
+      break;
+  }
+  return boost * dd * v;
+}
+
+__kernel void gamma_fill(STREAM_ARGS, __global const P_T* alpha_p, const View alpha_v,
+                         const int nd, const Shape shape, const FT tiny, __global int* bad) {
+  const ulong i = get_global_id(0);
+  if (i >= n) return;
+  const FT alpha = PARAM(P_T, alpha, i);
+  Draws d = draws_of(k0, k1, ctr + i);
+  FT draw = 0;
+  if (!(alpha > (FT)0))
+    *bad = 1;
+  else
+    draw = isinf(alpha) ? alpha : max(gamma_mt(alpha, &d), tiny);
+  ST(OUT_T, out, off + i, draw);
+}
+
+/* ---- binomial (count n, probability p): counts floor(n) as torch; n p below BINOMIAL_BTRS_FROM
+ * (p at most 1/2, else n minus a draw of 1 - p) by inversion, the others by Hormann's BTRS
+ * (1993). Flags: 1 a negative or NaN count, 2 an infinite one, 3 a probability outside [0, 1]. */
+inline FT binomial_inversion(const FT n, const FT p, Draws* d) {
+  const FT q = (FT)1 - p, s = p / q, a = (n + (FT)1) * s;
+  FT k = 0, r = pow(q, n), u = next_u(d);
+  while (u > r && drawing(d)) {
+    u -= r;
+    k += (FT)1;
+    r *= a / k - s;
+    if (k > n || r <= (FT)0) { /* the rounding of the pmf's sum ran past n: draw again */
+      k = 0;
+      r = pow(q, n);
+      u = next_u(d);
+    }
+  }
+  return k;
+}
+
+inline FT binomial_btrs(const FT n, const FT p, Draws* d) {
+  const FT q = (FT)1 - p, spq = sqrt(n * p * q);
+  const FT b = (FT)1.15 + (FT)2.53 * spq, a = (FT)-0.0873 + (FT)0.0248 * b + (FT)0.01 * p;
+  const FT c = n * p + (FT)0.5, vr = (FT)0.92 - (FT)4.2 / b;
+  const FT alpha = ((FT)2.83 + (FT)5.1 / b) * spq, lpq = log(p / q);
+  const FT m = floor((n + (FT)1) * p), h = lgamma(m + (FT)1) + lgamma(n - m + (FT)1);
+  FT k = m;
+  while (drawing(d)) {
+    const FT u = next_u(d) - (FT)0.5, us = (FT)0.5 - fabs(u);
+    const FT v = next_u(d);
+    k = floor(((FT)2 * a / us + b) * u + c);
+    if (k < (FT)0 || k > n) continue;
+    if (us >= (FT)0.07 && v <= vr) return k;
+    const FT lv = log(v * alpha / (a / (us * us) + b));
+    if (lv <= h - lgamma(k + (FT)1) - lgamma(n - k + (FT)1) + (k - m) * lpq) return k;
+  }
+  return k;
+}
+
+__kernel void binomial_fill(STREAM_ARGS, __global const P_T* count_p, const View count_v,
+                            __global const Q_T* prob_p, const View prob_v, const int nd,
+                            const Shape shape, __global int* bad) {
+  const ulong i = get_global_id(0);
+  if (i >= n) return;
+  const FT cnt = floor(PARAM(P_T, count, i)), p = PARAM(Q_T, prob, i);
+  Draws d = draws_of(k0, k1, ctr + i);
+  FT draw = 0;
+  if (!(cnt >= (FT)0))
+    *bad = 1;
+  else if (isinf(cnt))
+    *bad = 2;
+  else if (!(p >= (FT)0 && p <= (FT)1))
+    *bad = 3;
+  else if (cnt > (FT)0 && p > (FT)0) {
+    const FT pl = min(p, (FT)1 - p);
+    const FT k = pl == (FT)0 ? (FT)0
+                 : cnt * pl < (FT)BINOMIAL_BTRS_FROM ? binomial_inversion(cnt, pl, &d)
+                                                     : binomial_btrs(cnt, pl, &d);
+    draw = p > (FT)0.5 ? cnt - k : k;
+  }
   ST(OUT_T, out, off + i, draw);
 }

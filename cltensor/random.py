@@ -24,7 +24,8 @@ from .tensor import ClTensor, _size_args
 
 __all__ = ["Generator", "default_generator", "manual_seed", "seed", "initial_seed",
            "get_rng_state", "set_rng_state", "rand", "randn", "randint", "rand_like",
-           "randn_like", "randint_like", "randperm", "normal", "bernoulli", "poisson"]
+           "randn_like", "randint_like", "randperm", "normal", "bernoulli", "poisson",
+           "binomial", "_standard_gamma", "_sample_dirichlet"]
 
 KERNEL_FILE = "random.cl"
 DEFAULT_SEED = 67280421310721  # torch's default seed
@@ -271,11 +272,20 @@ def _bernoulli_tensor(out, p, generator):
 
 def _strided_operand(t, shape):
     """(nd, Shape, View) that read t broadcast over `shape` in row-major order."""
+    nd, dims, (view,) = _strided_operands([t], shape)
+    return nd, dims, view
+
+
+def _strided_operands(ts, shape):
+    """(nd, Shape, [View]) that read the tensors ts broadcast over `shape` in row-major order,
+    one walk of the dims for all of them."""
     row_major = [math.prod(shape[i + 1:]) for i in range(len(shape))]
-    dims, (_, strides) = ew.collapse(shape, [row_major, ew.broadcast_strides(t, shape)])
+    dims, (_, *strides) = ew.collapse(shape, [row_major] +
+                                      [ew.broadcast_strides(t, shape) for t in ts])
     if len(dims) > ew.MAX_DIMS:
-        return _strided_operand(t.expand(shape).contiguous(), shape)
-    return len(dims), ew.shape_arg(dims), ew.view_arg(t.offset, strides)
+        return _strided_operands([t.expand(shape).contiguous() for t in ts], shape)
+    return len(dims), ew.shape_arg(dims), [ew.view_arg(t.offset, st)
+                                           for t, st in zip(ts, strides)]
 
 
 def _flag(device):
@@ -524,6 +534,36 @@ def bernoulli(input, p=None, *, generator=None):
     return _bernoulli_scalar(out, p, generator)
 
 
+def _per_element(name, out, params, generator, extra=(), errors=()):
+    """Launch sampler `name` (random.cl: one draw per element from its own counters) into the
+    new tensor out, reading the tensor parameters `params` broadcast to out's shape; computed
+    in float64 where the device has it (the inversions sum CDFs). errors[k - 1]: the message of
+    the kernel's flag k."""
+    n = out.numel()
+    if n == 0:
+        return out
+    ft = dt.float64 if out.device.has_fp64 else dt.float32
+    defines = _defines(out.dtype, ft, params[0].dtype)
+    if len(params) > 1:
+        defines["Q_T"] = ctype_of(params[1].dtype)
+    nd, dims, views = _strided_operands(params, out.shape)
+    bad = _flag(out.device)
+    args = [a for t, view in zip(params, views) for a in (t.storage.buf, view)]
+    _launch_drawn(name, out, n, generator, n, defines, *args, np.int32(nd), dims,
+                  *[ft.type(v) for v in extra], bad.storage.buf)
+    flag = bad.item()
+    if flag:
+        raise RuntimeError(errors[flag - 1])
+    return out
+
+
+def _parameter(x, op, name="input"):
+    if not ew.is_tensor(x):
+        raise TypeError(f"{op}: expected {name} to be a tensor, got {type(x).__name__}")
+    _need_float(x, op)
+    return x
+
+
 def poisson(input, generator=None):
     """Draws of Poisson distributions with rates `input` (floating, non-negative, finite), in
     input's shape and dtype; one kernel, each draw from its own counters of the generator.
@@ -532,25 +572,57 @@ def poisson(input, generator=None):
         rates = cltensor.tensor([0.5, 4.0, 250.0])
         counts = cltensor.poisson(rates)   # float32 counts, e.g. [0., 3., 262.]
     """
-    if not ew.is_tensor(input):
-        raise TypeError(f"poisson: expected a tensor, got {type(input).__name__}")
-    _need_float(input, "poisson")
+    _parameter(input, "poisson")
     out = ClTensor.empty_on(input.shape, input.dtype, input.device)
-    n = out.numel()
-    if n == 0:
-        return out
-    # NOTE: inversion sums a CDF: in float64 where the device has it, so that it reaches every u
-    ft = dt.float64 if out.device.has_fp64 else dt.float32
-    nd, shape, view = _strided_operand(input, out.shape)
-    bad = _flag(out.device)
-    _launch_drawn("poisson_fill", out, n, generator, n, _defines(out.dtype, ft, input.dtype),
-                  input.storage.buf, view, np.int32(nd), shape, bad.storage.buf)
-    flag = bad.item()
-    if flag == 1:
-        raise RuntimeError("poisson: invalid Poisson rate, expected rate to be non-negative")
-    if flag == 2:
-        raise RuntimeError("poisson: invalid Poisson rate, expected a finite rate")
-    return out
+    return _per_element("poisson_fill", out, [input], generator, errors=(
+        "poisson: invalid Poisson rate, expected rate to be non-negative",
+        "poisson: invalid Poisson rate, expected a finite rate"))
+
+
+def _standard_gamma(input, generator=None):
+    """Draws of Gamma(alpha, 1) for shapes alpha = `input` (floating, positive), at least the
+    dtype's smallest normal number as torch keeps them (torch._standard_gamma).
+
+    Example:
+        cltensor._standard_gamma(cltensor.tensor([0.5, 2.0, 9.0]))  # e.g. [0.07, 1.6, 8.3]
+    """
+    _parameter(input, "_standard_gamma")
+    out = ClTensor.empty_on(input.shape, input.dtype, input.device)
+    return _per_element("gamma_fill", out, [input], generator,
+                        extra=(dt.finfo(input.dtype).tiny,),
+                        errors=("_standard_gamma: expected every shape (alpha) to be positive",))
+
+
+def _sample_dirichlet(input, generator=None):
+    """Draws of Dirichlet distributions with concentrations `input` (*, K) (floating,
+    positive): Gamma(alpha_k, 1) draws over their sum along the last dim
+    (torch._sample_dirichlet), each at least the dtype's smallest normal number."""
+    _parameter(input, "_sample_dirichlet")
+    if input.ndim == 0:
+        raise ValueError("_sample_dirichlet: expected a tensor of at least one dim")
+    ft = dt.float64 if input.device.has_fp64 else dt.float32
+    g = _standard_gamma(input.to(ft), generator)
+    tiny = dt.finfo(input.dtype).tiny
+    return (g / g.sum(-1, keepdim=True)).clamp(min=tiny).to(input.dtype)
+
+
+def binomial(count, prob, generator=None):
+    """Draws of binomial distributions: successes in floor(count) trials of probability `prob`
+    (floating tensors, broadcast; count non-negative and finite, prob in [0, 1]), in count's
+    dtype (torch.binomial).
+
+    Example:
+        cltensor.binomial(cltensor.tensor([10.0, 100.0]), cltensor.tensor([0.5, 0.1]))
+    """
+    _parameter(count, "binomial", "count")
+    _parameter(prob, "binomial", "prob")
+    ew.common_device([count, prob], "binomial")
+    shape = ew.broadcast_shapes(count.shape, prob.shape)
+    out = ClTensor.empty_on(shape, count.dtype, count.device)
+    return _per_element("binomial_fill", out, [count, prob], generator, errors=(
+        "binomial: expected every count to be non-negative",
+        "binomial: expected every count to be finite",
+        "binomial: expected every probability to be in [0, 1]"))
 
 
 def _check_probability(p, op):

@@ -489,3 +489,110 @@ def test_poisson_refuses_bad_rates(device, bad):
         cltensor.poisson(cltensor.tensor([1.0, bad, 3.0], device=device))
     with pytest.raises(TypeError, match="floating"):
         cltensor.poisson(cltensor.tensor([1, 2], device=device))
+
+
+def _ks(sample, cdf):
+    """Kolmogorov's distance between a continuous sample's CDF and cdf (a function of a numpy
+    array), at and just below every value the sample takes."""
+    x = np.sort(sample)
+    at = np.arange(1, len(x) + 1) / len(x)
+    return max(np.abs(at - cdf(x)).max(), np.abs(at - 1 / len(x) - cdf(x)).max())
+
+
+ERF = np.vectorize(math.erf)
+GAMMA_CDFS = {0.5: lambda x: ERF(np.sqrt(x)), 1.0: lambda x: 1 - np.exp(-x),
+              2.0: lambda x: 1 - np.exp(-x) * (1 + x)}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_standard_gamma_distribution(device, dtype):
+    """20000 draws per shape: the exact CDF within 0.02 (shapes 0.5, 1, 2: erf, exponential,
+    Erlang), mean within 5 standard errors, variance within 15%, every draw at least the
+    dtype's smallest normal number (shape 0.05 draws many below it)."""
+    if dtype == "float64" and not device.has_fp64:
+        pytest.skip("no fp64 on this device")
+    shapes, count = [0.05, 0.5, 1.0, 2.0, 30.0], 20000
+    cltensor.manual_seed(4)
+    alpha = cltensor.tensor(shapes, device=device).to(getattr(cltensor, dtype))
+    draws = cltensor._standard_gamma(alpha.expand(count, len(shapes)))
+    assert draws.dtype == alpha.dtype
+    d = (draws.float() if dtype == "bfloat16" else draws).numpy().astype(np.float64)
+    assert (d >= cltensor.finfo(alpha.dtype).tiny).all()
+    for a, column in zip(shapes, d.T):
+        assert abs(column.mean() - a) < 5 * math.sqrt(a / count), a
+        if a >= 0.5:
+            assert abs(column.var() / a - 1) < 0.15, a
+        if a in GAMMA_CDFS and dtype != "bfloat16":
+            assert _ks(column, GAMMA_CDFS[a]) < 0.02, a
+
+
+def _binomial_cdf(n, p):
+    k = np.arange(int(n) + 1)
+    with np.errstate(divide="ignore"):
+        logpmf = (math.lgamma(n + 1) - np.array([math.lgamma(j + 1) + math.lgamma(n - j + 1)
+                                                  for j in k]) + k * np.log(p) +
+                  (n - k) * np.log1p(-p))
+    cdf = np.cumsum(np.exp(logpmf))
+    return lambda x: cdf[np.clip(x.astype(np.int64), 0, int(n))]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_binomial_distribution(device, dtype):
+    """(count, prob) through both inversion and BTRS, p above 1/2, a fractional count
+    (floored, as torch): the exact CDF within 0.02, means within 5 standard errors; counts 0 and
+    probabilities 0 and 1 draw exactly."""
+    if dtype == "float64" and not device.has_fp64:
+        pytest.skip("no fp64 on this device")
+    cases = [(5, 0.5), (20, 0.05), (100, 0.3), (1000, 0.9), (12.7, 0.4), (7, 1.0), (0, 0.3),
+             (9, 0.0)]
+    count = 20000
+    cltensor.manual_seed(8)
+    to = getattr(cltensor, dtype)
+    n = cltensor.tensor([c[0] for c in cases], device=device).to(to)
+    p = cltensor.tensor([c[1] for c in cases], device=device).to(to)
+    draws = cltensor.binomial(n.expand(count, len(cases)), p)
+    assert draws.dtype == to and draws.shape == (count, len(cases))
+    d = draws.numpy().astype(np.float64)
+    for (cnt, prob), column in zip(cases, d.T):
+        trials = math.floor(cnt)
+        if prob in (0.0, 1.0) or trials == 0:
+            assert (column == trials * prob).all()
+            continue
+        assert abs(column.mean() - trials * prob) < 5 * math.sqrt(trials * prob * (1 - prob) /
+                                                                 count)
+        k = np.arange(trials + 1)
+        sample = np.searchsorted(np.sort(column), k, side="right") / count
+        assert np.abs(sample - _binomial_cdf(trials, prob)(k)).max() < 0.02, (cnt, prob)
+
+
+def test_binomial_broadcasts_and_dirichlet_sums_to_one(device):
+    cltensor.manual_seed(2)
+    counts = cltensor.tensor([[10.0], [40.0]], device=device)
+    draws = cltensor.binomial(counts, cltensor.tensor([0.1, 0.5, 0.9], device=device)).numpy()
+    assert draws.shape == (2, 3) and (draws >= 0).all() and (draws <= [[10], [40]]).all()
+    alpha = cltensor.tensor([0.5, 1.0, 3.0, 0.01], device=device)
+    rows = cltensor._sample_dirichlet(alpha.expand(20000, 4)).numpy().astype(np.float64)
+    assert np.allclose(rows.sum(-1), 1, atol=1e-5) and (rows > 0).all()
+    assert_close(rows.mean(0), alpha.numpy() / alpha.numpy().sum(), atol=0.01, rtol=0)
+    cltensor.manual_seed(2)
+    again = cltensor.binomial(counts, cltensor.tensor([0.1, 0.5, 0.9], device=device)).numpy()
+    assert np.array_equal(draws, again)
+
+
+def test_gamma_binomial_dirichlet_refuse_bad_parameters(device):
+    t = lambda *v: cltensor.tensor(v, device=device)  # noqa: E731
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(RuntimeError, match="positive"):
+            cltensor._standard_gamma(t(1.0, bad))
+        with pytest.raises(RuntimeError, match="positive"):
+            cltensor._sample_dirichlet(t(1.0, bad))
+    assert np.isinf(cltensor._standard_gamma(t(float("inf"))).numpy()).all()
+    for n, p, why in [(-1.0, 0.5, "non-negative"), (float("nan"), 0.5, "non-negative"),
+                      (float("inf"), 0.5, "finite"), (3.0, 1.5, r"\[0, 1\]"),
+                      (3.0, float("nan"), r"\[0, 1\]")]:
+        with pytest.raises(RuntimeError, match=why):
+            cltensor.binomial(t(2.0, n), t(0.5, p))
+    with pytest.raises(TypeError, match="floating"):
+        cltensor.binomial(cltensor.tensor([3], device=device), t(0.5))
+    with pytest.raises(ValueError, match="broadcast|shape"):
+        cltensor.binomial(t(1.0, 2.0), t(0.5, 0.5, 0.5))

@@ -518,7 +518,8 @@ ELSEWHERE |= {"_thnn_fused_lstm_cell", "_thnn_fused_lstm_cell_backward_impl",
 ELSEWHERE |= {"bernoulli", "bernoulli.p", "bernoulli_.Tensor", "bernoulli_.float", "cauchy_",
               "exponential_", "geometric_", "log_normal_", "multinomial", "normal.Tensor_Tensor",
               "normal.Tensor_float", "normal.float_Tensor", "random_", "random_.from",
-              "random_.to", "randperm.generator_out"}
+              "random_.to", "randperm.generator_out", "_standard_gamma", "_standard_gamma.out",
+              "_sample_dirichlet", "_sample_dirichlet.out", "binomial", "binomial.out"}
 ELSEWHERE |= {"_pdist_forward", "_pdist_forward.out", "_pdist_backward",
               "_pdist_backward.out"}  # test_torch_linalg_ops.py
 # resampling and padding of images (test_torch_resample.py)

@@ -159,3 +159,44 @@ def test_bad_arguments_raise_torchs_errors():
     ]:
         with pytest.raises(RuntimeError, match=match):
             call()
+
+
+def test_distributions_with_tensor_parameters_sample_on_the_device():
+    """torch.distributions' Gamma, Beta, Dirichlet, Binomial and Poisson draw on the device
+    (no fallback) with their means; the out= forms write; a torch.Generator takes the CPU."""
+    torch.manual_seed(1)
+    a = torch.tensor([0.5, 2.0, 9.0], device=OCL)
+    d = torch.distributions
+    gamma = d.Gamma(a, torch.full_like(a, 2.0)).sample((N,))
+    beta = d.Beta(a, a.flip(0)).sample((N,))
+    dirichlet = d.Dirichlet(a).sample((N,))
+    binom = d.Binomial(torch.tensor([10.0, 50.0], device=OCL),
+                       torch.tensor([0.3, 0.8], device=OCL)).sample((N,))
+    for x in (gamma, beta, dirichlet, binom):
+        assert x.device.type == OCL and x.dtype == torch.float32
+    _mean_near(gamma[:, 1], 1.0, math.sqrt(2.0) / 2)
+    assert abs(beta[:, 0].double().mean().item() - 0.5 / 9.5) < 0.01
+    assert torch.allclose(dirichlet.sum(-1).cpu(), torch.ones(N), atol=1e-5)
+    assert torch.allclose(dirichlet.double().mean(0).cpu(), (a / a.sum()).double().cpu(),
+                          atol=0.01)
+    _mean_near(binom[:, 1], 40.0, math.sqrt(8.0))
+    out = torch.full((4,), float("nan"), device=OCL)
+    torch.ops.aten._standard_gamma.out(torch.ones(4, device=OCL), out=out)
+    assert bool((out.cpu() > 0).all())
+    torch.ops.aten.binomial.out(torch.full((4,), 5.0, device=OCL), torch.ones(4, device=OCL),
+                                out=out)
+    assert torch.equal(out.cpu(), torch.full((4,), 5.0))
+    with pytest.raises(RuntimeError, match="not implemented for 'Long'"):
+        torch.binomial(torch.ones(3, dtype=torch.long, device=OCL), torch.ones(3, device=OCL))
+    with pytest.raises(RuntimeError, match="positive"):
+        torch._standard_gamma(torch.tensor([-1.0], device=OCL))
+
+
+def test_distribution_samplers_with_a_generator_draw_as_cpu_torch(monkeypatch):
+    monkeypatch.setenv("CLTENSOR_TORCH_FALLBACK", "warn")
+    a = torch.tensor([0.5, 2.0, 9.0])
+    want = torch._standard_gamma(a, generator=torch.Generator().manual_seed(3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CPUFallbackWarning)
+        got = torch._standard_gamma(a.to(OCL), generator=torch.Generator().manual_seed(3))
+    assert torch.equal(got.cpu(), want)

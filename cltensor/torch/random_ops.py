@@ -13,8 +13,10 @@ import cltensor
 from .. import dtypes as dt
 from ..ops import elementwise as ew
 from ._backend import aten, np_dtype, unwrap
+from .activation_ops import _floating
 from .fallback import cpu_fallback
-from .math_ops import finish, meta_result, operand, runtime_errors
+from .math_ops import (check_devices, finish, meta_result, operand, runtime_errors, with_out,
+                       write_into)
 
 _aten = torch.ops.aten
 
@@ -169,3 +171,61 @@ def multinomial(self, num_samples, replacement=False, *, generator=None):
     probs = x if x.dtype in (dt.float32, dt.float64) else x.to(dt.float32)
     with runtime_errors():
         return finish(cltensor.multinomial(probs, num_samples, replacement), out)
+
+
+# ---- distributions with tensor parameters (torch.distributions' Gamma, Beta, Dirichlet,
+# Binomial): random.cl's per-element samplers ------------------------------------------------
+
+def _floating_parameter(t, op):
+    _floating(op, t)  # torch's error for integer and bool parameters
+    return unwrap(t)
+
+
+@aten("_standard_gamma")
+def standard_gamma(self, generator=None):
+    if generator is not None:
+        return cpu_fallback(_aten._standard_gamma.default, self, generator)
+    out = meta_result(_aten._standard_gamma.default, (self,), {})
+    with runtime_errors():
+        return finish(cltensor._standard_gamma(_floating_parameter(self, "gamma_cpu")), out)
+
+
+@aten("_sample_dirichlet")
+def sample_dirichlet(self, generator=None):
+    if generator is not None:
+        return cpu_fallback(_aten._sample_dirichlet.default, self, generator)
+    x = _floating_parameter(self, "dirichlet")
+    out = torch.empty(self.shape, dtype=self.dtype, device="meta")
+    with runtime_errors():
+        return finish(cltensor._sample_dirichlet(x), out)
+
+
+@aten("binomial")
+def binomial(count, prob, generator=None):
+    if generator is not None:
+        return cpu_fallback(_aten.binomial.default, count, prob, generator)
+    c, p = (_floating_parameter(t, "binomial_cpu") for t in (count, prob))
+    with runtime_errors():
+        shape = ew.broadcast_shapes(c.shape, p.shape)
+        return finish(cltensor.binomial(c, p),
+                      torch.empty(shape, dtype=count.dtype, device="meta"))
+
+
+def _out_form(name, functional):
+    """The out= overload of a sampler without a Meta kernel: the device and dtype checks of
+    torch's out= forms, then the draws written into out (resized as out= is)."""
+    op = getattr(getattr(_aten, name.split(".")[0]), name.split(".")[1])
+
+    def kernel(*args, out):
+        check_devices((*args, out), {}, op)
+        res = functional(*args)
+        if out.dtype != res.dtype:
+            raise RuntimeError(f"Expected out tensor to have dtype {res.dtype}, but got "
+                               f"{out.dtype} instead")
+        return write_into(out, res)
+    aten(name)(kernel)
+
+
+with_out("_standard_gamma.out", standard_gamma)
+_out_form("_sample_dirichlet.out", sample_dirichlet)
+_out_form("binomial.out", binomial)
