@@ -10,9 +10,9 @@ so that they record a graph of their own; a linear op's backward (average poolin
 is recorded as _Adjoint, whose gradient is the op itself. Ops composed of tensor ops (linear,
 embedding, cat, flatten, probability-target cross_entropy) need nothing more.
 
-The ops live in one module per area (activation, attention, conv, distance, dropout, linear,
-loss, margin_loss, normalization, pooling, sparse, vision; helpers in utils); this package
-re-exports them.
+The ops live in one module per area (activation, attention, conv, ctc, distance, dropout,
+linear, loss, margin_loss, normalization, pooling, sparse, vision; helpers in utils); this
+package re-exports them.
 
 Example:
     import cltensor.nn.functional as F
@@ -25,6 +25,7 @@ from .activation import (GELU_C, GELU_K, GRADS, INV_SQRT_2PI, SELU_ALPHA,  # noq
                          SELU_SCALE, SQRT_HALF)
 from .attention import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
+from .ctc import *  # noqa: F401,F403
 from .distance import *  # noqa: F401,F403
 from .dropout import *  # noqa: F401,F403
 from .dropout import SELU_NEG  # noqa: F401

@@ -1,5 +1,5 @@
 """Loss modules: CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, BCELoss,
-BCEWithLogitsLoss, KLDivLoss and the margin, embedding and likelihood losses."""
+BCEWithLogitsLoss, KLDivLoss, CTCLoss and the margin, embedding and likelihood losses."""
 import warnings
 
 from .. import functional as F
@@ -10,7 +10,7 @@ __all__ = ["CrossEntropyLoss", "NLLLoss", "MSELoss", "L1Loss", "SmoothL1Loss", "
            "CosineEmbeddingLoss", "HingeEmbeddingLoss", "SoftMarginLoss",
            "MultiLabelSoftMarginLoss", "MultiLabelMarginLoss", "MultiMarginLoss",
            "TripletMarginLoss", "TripletMarginWithDistanceLoss", "PoissonNLLLoss",
-           "GaussianNLLLoss"]
+           "GaussianNLLLoss", "CTCLoss"]
 
 REDUCTIONS = ("none", "mean", "sum")
 
@@ -267,3 +267,16 @@ class GaussianNLLLoss(_Loss):
 
     def forward(self, input, target, var):
         return F.gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction)
+
+
+class CTCLoss(_Loss):
+    """The connectionist temporal classification loss of (T, N, C) log-probabilities and
+    padded or concatenated targets (F.ctc_loss)."""
+
+    def __init__(self, blank=0, reduction="mean", zero_infinity=False):
+        super().__init__(reduction=reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
+                          self.reduction, self.zero_infinity)
