@@ -1,4 +1,5 @@
-"""ctc_loss (cltensor/nn/functional/ctc.py, cl_kernels/ctc.cl): losses and gradients
+"""ctc_loss (cltensor/nn/functional/ctc.py, cl_kernels/ctc.cl) and the opencl device's
+_ctc_loss / _ctc_loss_backward (cltensor/torch/ctc_ops.py): losses, log_alpha and gradients
 against CPU torch in float64 over a table of cases (padded and concatenated targets, repeated
 labels, empty targets and inputs, impossible alignments, blank other than 0, varying input
 lengths), each reduction, outputs NaN-poisoned; finite differences on one tiny case; the
@@ -13,7 +14,7 @@ import cltensor.nn.functional as F
 from cltensor.testing import assert_close, gradcheck
 
 from test_fusion import poisoned  # noqa: F401  (every new float tensor starts as NaN)
-from test_torch_device import torch
+from test_torch_device import ct, device_only, ocl, torch  # noqa: F401
 from torch.nn import functional as TF  # noqa: E402
 
 REDUCTIONS = ("none", "sum", "mean")
@@ -169,3 +170,88 @@ def test_ctc_loss_bad_input(device, rng, bad, message):
     lp = cltensor.tensor(_log_probs(CASES[0], rng), device=device)
     with pytest.raises(ValueError, match=message):
         F.ctc_loss(lp, targets, inputs, bad.get("lengths", lengths), bad.get("blank", 0))
+
+
+# ---- the opencl device -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("case", [CASES[i] for i in (1, 2, 4, 5, 7, 9)], ids=lambda c: c.name)
+def test_torch_device_ctc_loss(ocl, device_only, poisoned, rng, case):  # noqa: F811
+    """F.ctc_loss and its backward on the device, each reduction, lengths as lists and as
+    tensors (both reach the IntList overloads: torch reads tensor lengths on the host)."""
+    targets, lengths = _targets(case)
+    lp = torch.from_numpy(_log_probs(case, rng))
+    for reduction, tensors in zip(REDUCTIONS * 2, [False] * 3 + [True] * 3):
+        sides = []
+        for dev in ("cpu", ocl):
+            x = lp.detach().to(dev).requires_grad_()
+            il, tl = ((torch.tensor(v, device=dev) for v in (case.inputs, lengths)) if tensors
+                      else (case.inputs, lengths))
+            with ct._backend.traced() as ran:
+                loss = TF.ctc_loss(x, torch.from_numpy(targets).to(dev), il, tl, case.blank,
+                                   reduction, case.zero_infinity)
+                loss.sum().backward()
+            sides.append((loss.detach().cpu(), x.grad.cpu(), ran))
+        (want, want_grad, _), (got, got_grad, ran) = sides
+        assert {"_ctc_loss", "_ctc_loss_backward"} <= ran
+        torch.testing.assert_close(got, want, rtol=1e-10, atol=1e-12, equal_nan=True)
+        torch.testing.assert_close(got_grad, want_grad, rtol=1e-9, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("overload", ["default", "Tensor"])
+@pytest.mark.parametrize("case", [CASES[i] for i in (0, 3, 4, 8)], ids=lambda c: c.name)
+def test_torch_device_ctc_overloads(ocl, device_only, poisoned, rng, case,  # noqa: F811
+                                    overload):
+    """_ctc_loss and _ctc_loss_backward called directly (lengths as int lists or tensors):
+    the losses, the gradient for a random output gradient, and log_alpha over each element's
+    valid rows and columns (torch leaves the rest unwritten; cltensor writes -inf there)."""
+    targets, lengths = _targets(case)
+    lp = torch.from_numpy(_log_probs(case, rng))
+    grad = torch.from_numpy(rng.uniform(0.5, 2, len(lengths)))
+    sides = []
+    for dev in ("cpu", ocl):
+        il, tl = ((torch.tensor(v, device=dev) for v in (case.inputs, lengths))
+                  if overload == "Tensor" else (case.inputs, lengths))
+        args = (lp.to(dev), torch.from_numpy(targets).to(dev), il, tl)
+        with ct._backend.traced() as ran:
+            nll, alpha = getattr(torch.ops.aten._ctc_loss, overload)(*args, case.blank)
+            gx = getattr(torch.ops.aten._ctc_loss_backward, overload)(
+                grad.to(dev), *args, nll, alpha, case.blank, case.zero_infinity)
+        sides.append((nll.cpu(), alpha.cpu(), gx.cpu(), ran))
+    (want_nll, want_alpha, want_gx, _), (nll, alpha, gx, ran) = sides
+    suffix = "" if overload == "default" else ".Tensor"
+    assert {f"_ctc_loss{suffix}", f"_ctc_loss_backward{suffix}"} <= ran
+    torch.testing.assert_close(nll, want_nll, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(gx, want_gx, rtol=1e-9, atol=1e-12, equal_nan=True)
+    for b, (n_in, n_tg) in enumerate(zip(case.inputs, lengths)):
+        valid = (slice(0, n_in), slice(0, 2 * n_tg + 1))
+        torch.testing.assert_close(alpha[b][valid], want_alpha[b][valid], rtol=1e-10, atol=1e-12)
+        rest = alpha[b].clone()
+        rest[valid] = -float("inf")
+        assert bool((rest == -float("inf")).all()), "log_alpha outside the valid corner"
+
+
+def test_torch_device_ctc_loss_half_and_errors(ocl, device_only, rng):  # noqa: F811
+    """float16 log-probabilities run in float32 (torch's CPU kernel refuses them); bad lengths
+    and blank raise torch's RuntimeError."""
+    case = CASES[0]
+    targets, lengths = _targets(case)
+    lp = torch.from_numpy(_log_probs(case, rng)).half()
+    # reduction="none": torch's mean makes a float16 tensor of the lengths, which it cannot
+    ref = lp.double().requires_grad_()
+    want = TF.ctc_loss(ref, torch.from_numpy(targets), case.inputs, lengths, reduction="none")
+    want.sum().backward()
+    x = lp.detach().to(ocl).requires_grad_()
+    got = TF.ctc_loss(x, torch.from_numpy(targets).to(ocl), case.inputs, lengths,
+                      reduction="none")
+    got.sum().backward()
+    assert got.dtype == x.grad.dtype == torch.float16
+    torch.testing.assert_close(got.cpu().double(), want.detach(), rtol=2e-3, atol=2e-3)
+    torch.testing.assert_close(x.grad.cpu().double(), ref.grad, rtol=2e-3, atol=2e-3)
+    t = torch.from_numpy(targets).to(ocl)
+    with pytest.raises(RuntimeError, match="blank must be in label range"):
+        TF.ctc_loss(x.double(), t, case.inputs, lengths, blank=5)
+    with pytest.raises(RuntimeError, match="input_lengths to have value at most 8"):
+        TF.ctc_loss(x.double(), t, [9, 8, 8], lengths)
+    with pytest.raises(RuntimeError, match="input_lengths must be integral"):
+        TF.ctc_loss(x.double(), t, torch.tensor([8.0, 8, 8], device=ocl),
+                    torch.tensor(lengths, device=ocl))

@@ -92,7 +92,7 @@ from . import math_ops, nn_ops, norm_ops, optim_ops, reduce_ops, select_ops  # n
 from . import activation_ops, conv_ops, loss_ops, resample_ops, sort_ops  # noqa: E402,F401
 from . import foreach_ops, linalg_ops, random_ops, rnn_ops, search_ops  # noqa: E402,F401
 from . import serialization  # noqa: E402,F401
-from . import matrix_ops, sampling_ops, special_ops, volume_ops  # noqa: E402,F401
+from . import ctc_ops, matrix_ops, sampling_ops, special_ops, volume_ops  # noqa: E402,F401
 from . import autocast  # noqa: E402
 
 autocast.register()
