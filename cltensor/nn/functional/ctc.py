@@ -38,6 +38,7 @@ class Problem:
                              f"got {blank!r}")
         self.blank = int(blank)
         self.targets, self.offsets, self.stride = _targets(targets, self, op)
+        self._uploaded = None
 
     @property
     def ext(self):
@@ -45,9 +46,12 @@ class Problem:
         return 2 * self.max_s + 1
 
     def device_lengths(self, device):
-        """(offsets, input lengths, target lengths) as int64 tensors on the device."""
-        return tuple(from_numpy(np.asarray(v, np.int64).reshape(-1), device=device)
-                     for v in (self.offsets, self.ilen, self.tlen))
+        """(offsets, input lengths, target lengths) as int64 tensors on the device, uploaded
+        once for the forward and the backward."""
+        if self._uploaded is None:
+            self._uploaded = tuple(from_numpy(np.asarray(v, np.int64).reshape(-1), device=device)
+                                   for v in (self.offsets, self.ilen, self.tlen))
+        return self._uploaded
 
 
 def _lengths(value, name, batch, most, op):
