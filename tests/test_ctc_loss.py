@@ -255,3 +255,15 @@ def test_torch_device_ctc_loss_half_and_errors(ocl, device_only, rng):  # noqa: 
     with pytest.raises(RuntimeError, match="input_lengths must be integral"):
         TF.ctc_loss(x.double(), t, torch.tensor([8.0, 8, 8], device=ocl),
                     torch.tensor(lengths, device=ocl))
+
+
+def test_ctc_loss_double_backward_raises(device, rng):
+    """create_graph=True records the gradient; differentiating it raises, as in torch."""
+    case = CASES[0]
+    targets, lengths = _targets(case)
+    x = cltensor.tensor(_log_probs(case, rng), device=device, requires_grad=True)
+    loss = F.ctc_loss(x, cltensor.tensor(targets, device=device), case.inputs, lengths)
+    (gx,) = cltensor.autograd.grad(loss, [x], create_graph=True)
+    assert gx.requires_grad
+    with pytest.raises(RuntimeError, match="double backward is not implemented"):
+        gx.sum().backward()

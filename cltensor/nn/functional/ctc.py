@@ -11,7 +11,7 @@ import numbers
 import numpy as np
 
 from ... import dtypes as dt
-from ...autograd import Function
+from ...autograd import Function, is_grad_enabled
 from ...autograd.namespace import from_numpy, where
 from ...ops.elementwise import common_device
 from ...program import ctype_of, get_kernel, launch
@@ -148,7 +148,7 @@ class _CtcLoss(Function):
     def forward(ctx, lp, p, zero_infinity):
         x = _dense(lp.to(dt.compute_dtype(lp.dtype)))
         nll, log_alpha = ctc_forward(x, p)
-        ctx.save_for_backward(x)
+        ctx.save_for_backward(x, lp)
         ctx.args = (p, nll, log_alpha, zero_infinity, lp.dtype)
         if zero_infinity:
             nll = where(nll == float("inf"), 0.0, nll)
@@ -156,10 +156,26 @@ class _CtcLoss(Function):
 
     @staticmethod
     def backward(ctx, g):
-        (x,) = ctx.saved_tensors
+        x, lp = ctx.saved_tensors
         p, nll, log_alpha, zero_infinity, dtype = ctx.args
-        grad = ctc_backward(g, x, p, nll, log_alpha, zero_infinity)
-        return grad.to(dtype), None, None
+        grad = ctc_backward(g, x, p, nll, log_alpha, zero_infinity).to(dtype)
+        if is_grad_enabled():  # create_graph: recorded, but not differentiable again
+            grad = _Once.apply(grad, lp, g)
+        return grad, None, None
+
+
+class _Once(Function):
+    """ctc_loss's gradient under create_graph: torch has no second derivative of the loss, so
+    differentiating the gradient raises rather than returning a wrong zero."""
+
+    @staticmethod
+    def forward(ctx, grad, lp, g):
+        return grad
+
+    @staticmethod
+    def backward(ctx, gg):
+        raise RuntimeError("ctc_loss: its gradient is not differentiable (double backward is "
+                           "not implemented, as in torch)")
 
 
 def ctc_loss(log_probs: ClTensor, targets: ClTensor, input_lengths, target_lengths,
