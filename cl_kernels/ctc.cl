@@ -3,9 +3,10 @@
  * it, in log space over each batch element's extended label sequence
  * l' = (blank, l_1, blank, l_2, ..., l_S, blank) of length 2S + 1.
  *
- * Layout: lp is a contiguous (steps, N, C) tensor of log-probabilities; batch element b's k-th
- * label is tg[toff[b] + k * tstride] (padded (N, S) targets or their concatenation); ilen and
- * tlen hold each element's input and target length. log_alpha is contiguous (N, steps, L),
+ * Layout: lp is a contiguous (steps, N, C) tensor of log-probabilities; lens is (3, N): rows
+ * toff, ilen and tlen; batch element b's k-th label is tg[toff[b] + k * tstride] (padded (N, S)
+ * targets or their concatenation), ilen[b] and tlen[b] its input and target lengths (one
+ * upload for the three). log_alpha is contiguous (N, steps, L),
  * L = 2 max(tlen) + 1, -inf outside each element's first ilen rows and 2 tlen + 1 columns.
  * lse(...) below is log(sum(exp(...))) taken about the largest term (0 when all are -inf).
  *   ctc_alpha  one work-group per batch element steps through time, a barrier between steps:
@@ -84,11 +85,10 @@ HELPER T lse3(const T a, const T b, const T c) {
 
 __kernel void ctc_alpha(const long steps, const long N, const long C, const long L,
                         const long blank, __global const T* lp, __global const long* tg,
-                        __global const long* toff, const long tstride,
-                        __global const long* ilen, __global const long* tlen,
+                        __global const long* lens, const long tstride,
                         __global T* log_alpha, __global T* nll) {
   const long b = get_group_id(0), lid = get_local_id(0), G = get_local_size(0);
-  const long Tb = ilen[b], Lb = 2 * tlen[b] + 1, off = toff[b];
+  const long off = lens[b], Tb = lens[N + b], S = lens[2 * N + b], Lb = 2 * S + 1;
   __global T* a = log_alpha + b * steps * L;
   for (long s = lid; s < L; s += G) {
     const bool start = Tb > 0 && s < min(Lb, 2L);
@@ -113,7 +113,7 @@ __kernel void ctc_alpha(const long steps, const long N, const long C, const long
   for (long i = max(Tb, 1L) * L + lid; i < steps * L; i += G) a[i] = NEG_INF;
   barrier(CLK_GLOBAL_MEM_FENCE);
   if (lid == 0) {
-    T ll = tlen[b] == 0 ? (T)0 : NEG_INF;
+    T ll = S == 0 ? (T)0 : NEG_INF;
     if (Tb > 0) {
       const T l1 = a[(Tb - 1) * L + Lb - 1], l2 = Lb > 1 ? a[(Tb - 1) * L + Lb - 2] : NEG_INF;
       ll = lse3(l1, l2, NEG_INF);
@@ -137,16 +137,15 @@ inline void label_chain(__global const long* tg, const long off, const long tstr
 
 __kernel void ctc_grad(const long steps, const long N, const long C, const long L,
                        const long blank, __global const T* lp, __global const long* tg,
-                       __global const long* toff, const long tstride,
-                       __global const long* ilen, __global const long* tlen,
+                       __global const long* lens, const long tstride,
                        __global const T* log_alpha, __global const T* nll,
                        __global const T* gout, const int zero_inf,
                        __global T* scratch, __global long* chains, const long max_s,
                        __global T* grad) {
   const long b = get_group_id(0), lid = get_local_id(0), G = get_local_size(0);
-  const long S = tlen[b], Lb = 2 * S + 1, off = toff[b];
+  const long off = lens[b], S = lens[2 * N + b], Lb = 2 * S + 1;
   const T nl = nll[b], g = gout[b];
-  const long Tb = zero_inf && nl == (T)INFINITY ? 0 : ilen[b];  /* zero_inf: all rows 0 */
+  const long Tb = zero_inf && nl == (T)INFINITY ? 0 : lens[N + b];  /* zero_inf: all rows 0 */
   for (long t = Tb; t < steps; ++t)
     for (long c0 = 0; c0 < C; c0 += G)
       if (c0 + lid < C) grad[(t * N + b) * C + c0 + lid] = 0;

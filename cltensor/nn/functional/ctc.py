@@ -46,11 +46,11 @@ class Problem:
         return 2 * self.max_s + 1
 
     def device_lengths(self, device):
-        """(offsets, input lengths, target lengths) as int64 tensors on the device, uploaded
-        once for the forward and the backward."""
+        """The (3, N) int64 rows of offsets, input lengths and target lengths on the device,
+        uploaded once for the forward and the backward."""
         if self._uploaded is None:
-            self._uploaded = tuple(from_numpy(np.asarray(v, np.int64).reshape(-1), device=device)
-                                   for v in (self.offsets, self.ilen, self.tlen))
+            rows = np.array([self.offsets, self.ilen, self.tlen], np.int64).reshape(3, -1)
+            self._uploaded = from_numpy(rows, device=device)
         return self._uploaded
 
 
@@ -106,11 +106,10 @@ def _group(device, width):
     return min(most, 1 << max(width - 1, 0).bit_length())
 
 
-def _common_args(p, lp, lengths):
-    offsets, ilen, tlen = lengths
+def _common_args(p, lp):
     return (np.int64(p.steps), np.int64(p.batch), np.int64(p.classes), np.int64(p.ext),
-            np.int64(p.blank), lp.storage.buf, p.targets.storage.buf, offsets.storage.buf,
-            np.int64(p.stride), ilen.storage.buf, tlen.storage.buf)
+            np.int64(p.blank), lp.storage.buf, p.targets.storage.buf,
+            p.device_lengths(lp.device).storage.buf, np.int64(p.stride))
 
 
 def ctc_forward(lp, p):
@@ -119,10 +118,9 @@ def ctc_forward(lp, p):
     log_alpha = ClTensor.empty_on((p.batch, p.steps, p.ext), lp.dtype, lp.device)
     if p.batch == 0:
         return nll, log_alpha
-    lengths = p.device_lengths(lp.device)
     g = _group(lp.device, p.ext)
     launch(lp.device, _kernel(lp.device, "ctc_alpha", lp.dtype), (p.batch * g,), (g,),
-           *_common_args(p, lp, lengths), log_alpha.storage.buf, nll.storage.buf)
+           *_common_args(p, lp), log_alpha.storage.buf, nll.storage.buf)
     return nll, log_alpha
 
 
@@ -137,7 +135,7 @@ def ctc_backward(gout, lp, p, nll, log_alpha, zero_infinity):
     chains = ClTensor.empty_on((p.batch, max(p.max_s, 1)), dt.int64, lp.device)
     g = _group(lp.device, max(p.ext, p.classes))
     launch(lp.device, _kernel(lp.device, "ctc_grad", lp.dtype), (p.batch * g,), (g,),
-           *_common_args(p, lp, p.device_lengths(lp.device)), dense[2].storage.buf,
+           *_common_args(p, lp), dense[2].storage.buf,
            dense[1].storage.buf, dense[0].storage.buf, np.int32(bool(zero_infinity)),
            scratch.storage.buf, chains.storage.buf, np.int64(max(p.max_s, 1)), grad.storage.buf)
     return grad
