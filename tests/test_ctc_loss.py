@@ -158,6 +158,7 @@ def test_ctc_loss_finite_differences(device, rng):
     (dict(blank=-1), "blank must be in label range"),
     (dict(targets_dtype=np.float64), "targets must be an integer tensor"),
     (dict(length_dtype=np.float32), "input_lengths must be integral"),
+    (dict(steps=0, inputs=[0, 0, 0]), "log_probs tensor must not be empty"),
 ])
 def test_ctc_loss_bad_input(device, rng, bad, message):
     targets, lengths = _targets(CASES[0])
@@ -167,7 +168,7 @@ def test_ctc_loss_bad_input(device, rng, bad, message):
     inputs = bad.get("inputs", [8, 8, 8])
     if "length_dtype" in bad:
         inputs = cltensor.tensor(np.array(inputs, bad["length_dtype"]), device=device)
-    lp = cltensor.tensor(_log_probs(CASES[0], rng), device=device)
+    lp = cltensor.tensor(_log_probs(CASES[0], rng)[:bad.get("steps")], device=device)
     with pytest.raises(ValueError, match=message):
         F.ctc_loss(lp, targets, inputs, bad.get("lengths", lengths), bad.get("blank", 0))
 

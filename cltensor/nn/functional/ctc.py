@@ -30,6 +30,9 @@ class Problem:
 
     def __init__(self, log_probs, targets, input_lengths, target_lengths, blank, op="ctc_loss"):
         self.steps, self.batch, self.classes = log_probs.shape
+        if log_probs.numel() == 0:
+            raise ValueError(f"{op}: log_probs tensor must not be empty, got shape "
+                             f"{log_probs.shape}")
         self.ilen = _lengths(input_lengths, "input_lengths", self.batch, self.steps, op)
         self.tlen = _lengths(target_lengths, "target_lengths", self.batch, None, op)
         self.max_s = max(self.tlen, default=0)
