@@ -48,6 +48,10 @@ CASES = [
     Case("blank_last", [[0, 1, 0], [3, 2], [1]], [7, 3, 2], blank=4, pad=None),
     Case("blank_inner", [[0, 1, 3], [3, 3], [4, 0]], [8, 5, 3], C=6, blank=2, tdtype="int32"),
     Case("varying", [[1], [2, 3], [3, 1, 3], [4, 4], [1, 2, 3, 4, 1]], [1, 3, 8, 6, 11], T=11),
+    Case("label_is_blank", [[1, 0, 0, 2], [0, 3, 3, 1]], [9, 8], T=9),  # torch does not refuse
+    # more positions and classes than a CPU work-group has work-items (GROUP)
+    Case("long", [[5, 5, 17, 2, 9, 9, 9, 1, 14, 3, 3, 12], [7, 1, 18, 4, 4, 11, 6, 2, 15]],
+         [30, 26], T=30, C=19, pad=None),
 ]
 
 
