@@ -100,13 +100,16 @@ def test_ctc_loss_matches_torch(device, rng, poisoned, case, reduction):  # noqa
     weights = rng.uniform(0.5, 2, len(lengths))
     want, want_grad = _torch_reference(lp, targets, case.inputs, lengths, case, reduction,
                                        weights)
-    x = cltensor.tensor(lp, device=device, requires_grad=True)
+    # the offset layout also reads the log-probabilities from an offset view
+    first = 1 if case.layout == "offset" else 0
+    x = cltensor.tensor(np.concatenate([lp[:first], lp]), device=device, requires_grad=True)
     t = _device_targets(targets, case, device)
     assert case.layout == "contiguous" or (t.offset, t.is_contiguous()) != (0, True)
-    loss = F.ctc_loss(x, t, case.inputs, lengths, case.blank, reduction, case.zero_infinity)
+    loss = F.ctc_loss(x[first:], t, case.inputs, lengths, case.blank, reduction,
+                      case.zero_infinity)
     loss.backward(cltensor.tensor(weights, device=device) if reduction == "none" else None)
     assert_close(loss, want, rtol=1e-10, atol=1e-12)
-    assert_close(x.grad, want_grad, rtol=1e-9, atol=1e-12)
+    assert_close(x.grad[first:], want_grad, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
@@ -208,7 +211,8 @@ def test_torch_device_ctc_overloads(ocl, device_only, poisoned, rng, case,  # no
                                     overload):
     """_ctc_loss and _ctc_loss_backward called directly (lengths as int lists or tensors):
     the losses, the gradient for a random output gradient, and log_alpha over each element's
-    valid rows and columns (torch leaves the rest unwritten; cltensor writes -inf there)."""
+    valid rows and columns (torch leaves the rest unwritten; cltensor writes -inf there); the
+    log-probabilities an offset view."""
     targets, lengths = _targets(case)
     lp = torch.from_numpy(_log_probs(case, rng))
     grad = torch.from_numpy(rng.uniform(0.5, 2, len(lengths)))
@@ -216,7 +220,8 @@ def test_torch_device_ctc_overloads(ocl, device_only, poisoned, rng, case,  # no
     for dev in ("cpu", ocl):
         il, tl = ((torch.tensor(v, device=dev) for v in (case.inputs, lengths))
                   if overload == "Tensor" else (case.inputs, lengths))
-        args = (lp.to(dev), torch.from_numpy(targets).to(dev), il, tl)
+        offset_view = torch.cat([lp[:1], lp]).to(dev)[1:]
+        args = (offset_view, torch.from_numpy(targets).to(dev), il, tl)
         with ct._backend.traced() as ran:
             nll, alpha = getattr(torch.ops.aten._ctc_loss, overload)(*args, case.blank)
             gx = getattr(torch.ops.aten._ctc_loss_backward, overload)(

@@ -20,13 +20,13 @@ def _lengths(v, name):
 
 
 def _problem(op, log_probs, targets, input_lengths, target_lengths, blank, *rest):
-    """(log_probs as a dense float32/float64 ClTensor, ctc.Problem), after torch's checks."""
+    """(log_probs as a float32/float64 ClTensor, ctc.Problem), after torch's checks."""
     check_devices((log_probs, targets, *rest), {}, op)
     if log_probs.dim() != 3:
         raise RuntimeError(f"Expected 3-dimensional tensor, but got {log_probs.dim()}-dimensional "
                            f"tensor for argument #1 'log_probs'")
     lp = unwrap(log_probs)
-    lp = lp.to(dt.compute_dtype(lp.dtype)).contiguous()
+    lp = lp.to(dt.compute_dtype(lp.dtype))
     with runtime_errors():
         p = ctc.Problem(lp, unwrap(targets), _lengths(input_lengths, "input_lengths"),
                         _lengths(target_lengths, "target_lengths"), blank, "ctc_loss")

@@ -116,11 +116,11 @@ def _common_args(p, lp):
 
 
 def ctc_forward(lp, p):
-    """(nll (N,), log_alpha (N, T, L)) of contiguous float32/float64 log-probabilities lp."""
+    """(nll (N,), log_alpha (N, T, L)) of float32/float64 log-probabilities lp (not empty:
+    Problem refuses that)."""
+    lp = _dense(lp)
     nll = ClTensor.empty_on((p.batch,), lp.dtype, lp.device)
     log_alpha = ClTensor.empty_on((p.batch, p.steps, p.ext), lp.dtype, lp.device)
-    if p.batch == 0:
-        return nll, log_alpha
     g = _group(lp.device, p.ext)
     launch(lp.device, _kernel(lp.device, "ctc_alpha", lp.dtype), (p.batch * g,), (g,),
            *_common_args(p, lp), log_alpha.storage.buf, nll.storage.buf)
@@ -131,23 +131,22 @@ def ctc_backward(gout, lp, p, nll, log_alpha, zero_infinity):
     """The gradient (T, N, C) of the per-element losses' sum weighted by gout (N,) with respect
     to lp; nll and log_alpha from ctc_forward."""
     grad = ClTensor.empty_on(lp.shape, lp.dtype, lp.device)
-    if p.batch == 0 or grad.numel() == 0:
-        return grad.fill_(0) if grad.numel() else grad
-    dense = [_dense(t) for t in (gout.to(lp.dtype), nll, log_alpha)]
+    lp, gout, nll, log_alpha = (_dense(t) for t in (lp, gout.to(lp.dtype), nll, log_alpha))
     scratch = ClTensor.empty_on((p.batch, 3 * p.ext), lp.dtype, lp.device)
-    chains = ClTensor.empty_on((p.batch, max(p.max_s, 1)), dt.int64, lp.device)
+    chain_width = max(p.max_s, 1)
+    chains = ClTensor.empty_on((p.batch, chain_width), dt.int64, lp.device)
     g = _group(lp.device, max(p.ext, p.classes))
     launch(lp.device, _kernel(lp.device, "ctc_grad", lp.dtype), (p.batch * g,), (g,),
-           *_common_args(p, lp), dense[2].storage.buf,
-           dense[1].storage.buf, dense[0].storage.buf, np.int32(bool(zero_infinity)),
-           scratch.storage.buf, chains.storage.buf, np.int64(max(p.max_s, 1)), grad.storage.buf)
+           *_common_args(p, lp), log_alpha.storage.buf, nll.storage.buf, gout.storage.buf,
+           np.int32(bool(zero_infinity)), scratch.storage.buf, chains.storage.buf,
+           np.int64(chain_width), grad.storage.buf)
     return grad
 
 
 class _CtcLoss(Function):
     @staticmethod
     def forward(ctx, lp, p, zero_infinity):
-        x = _dense(lp.to(dt.compute_dtype(lp.dtype)))
+        x = _dense(lp.to(dt.compute_dtype(lp.dtype)))  # dense once for both passes
         nll, log_alpha = ctc_forward(x, p)
         ctx.save_for_backward(x, lp)
         ctx.args = (p, nll, log_alpha, zero_infinity, lp.dtype)
