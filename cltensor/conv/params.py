@@ -119,29 +119,33 @@ def _padding(padding, kernel, stride, dilation):
     return (ph, ph, pw, pw)
 
 
-def _check_tensors(input, weight, bias):
+def check_tensors(input, weight, bias, op="conv2d", spatial="HW"):
+    """The checks of op's operands (the convolution over the `spatial` dims) that need no
+    geometry: tensors on one device, their dims, a common floating dtype."""
     for name, t in (("input", input), ("weight", weight), ("bias", bias)):
         if t is not None and not ew.is_tensor(t):
-            raise TypeError(f"conv2d: {name} must be a tensor, got {type(t).__name__}")
-    ew.common_device([t for t in (input, weight, bias) if t is not None], "conv2d")
-    if input.ndim != 4:
-        raise ValueError(f"conv2d: expected a 4-d input (N, C, H, W) or a 3-d one (C, H, W), "
-                         f"got {input.ndim}-d of shape {tuple(input.shape)}")
-    if weight.ndim != 4:
-        raise ValueError(f"conv2d: expected a 4-d weight (Co, C / groups, Kh, Kw), got "
+            raise TypeError(f"{op}: {name} must be a tensor, got {type(t).__name__}")
+    ew.common_device([t for t in (input, weight, bias) if t is not None], op)
+    nd, dims = len(spatial) + 2, ", ".join(spatial)
+    if input.ndim != nd:
+        raise ValueError(f"{op}: expected a {nd}-d input (N, C, {dims}) or a {nd - 1}-d one "
+                         f"(C, {dims}), got {input.ndim}-d of shape {tuple(input.shape)}")
+    if weight.ndim != nd:
+        kernel = ", ".join("K" + s.lower() for s in spatial)
+        raise ValueError(f"{op}: expected a {nd}-d weight (Co, C / groups, {kernel}), got "
                          f"{weight.ndim}-d of shape {tuple(weight.shape)}")
     if input.dtype not in (dt.float32, dt.float64, *dt.HALF_TYPES):
-        raise TypeError(f"conv2d: expected a float32 or float64 input (or float16, bfloat16), "
+        raise TypeError(f"{op}: expected a float32 or float64 input (or float16, bfloat16), "
                         f"got {input.dtype}")
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.dtype != input.dtype:
-            raise TypeError(f"conv2d: input is {input.dtype} but {name} is {t.dtype}; they "
+            raise TypeError(f"{op}: input is {input.dtype} but {name} is {t.dtype}; they "
                             f"must have the same dtype")
 
 
 def make_params(input, weight, bias, stride, padding, dilation, groups):
     """Check conv2d's arguments (input already 4-d) and return its ConvParams."""
-    _check_tensors(input, weight, bias)
+    check_tensors(input, weight, bias)
     if not all(map(_plain, (stride, padding, dilation, groups))):
         return _make_params(input, weight, bias, stride, padding, dilation, groups)
     # NOTE: memoized for arguments of exact types (True == 1 must not pass as a stride)

@@ -62,6 +62,7 @@ __all__ = [
     "channel_shuffle",
     "conv1d",
     "conv2d",
+    "conv3d",
     "conv_transpose1d",
     "conv_transpose2d",
     "cosine_embedding_loss",

@@ -1,4 +1,4 @@
-"""Conv1d, Conv2d, ConvTranspose1d and ConvTranspose2d: the modules around
+"""Conv1d, Conv2d, Conv3d, ConvTranspose1d and ConvTranspose2d: the modules around
 cltensor.nn.functional's convolutions."""
 
 from ...autograd.namespace import pad as _pad
@@ -6,7 +6,7 @@ from .. import functional as F
 from .module import Module
 from .utils import add_weight_and_bias, check_size, ntuple, reset_kaiming
 
-__all__ = ["Conv2d", "ConvTranspose2d", "Conv1d", "ConvTranspose1d"]
+__all__ = ["Conv2d", "ConvTranspose2d", "Conv1d", "ConvTranspose1d", "Conv3d"]
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -111,12 +111,15 @@ class Conv2d(_ConvNd):
     def conv_relu(self, input, relu=True):
         """forward(input), then max(., 0) in the same pass with relu (nn.Sequential calls it
         for a Conv2d followed by a ReLU: see F.conv2d's relu)."""
+        x, pad = input, self.padding
         if self.padding_mode != "zeros":
-            padded = _pad(input, self._reversed_padding_repeated_twice,
-                                  mode=self.padding_mode)
-            return F.conv2d(padded, self.weight, self.bias, self.stride, (0, 0), self.dilation,
-                            self.groups, relu=relu)
-        return F.conv2d(input, self.weight, self.bias, self.stride, self.padding, self.dilation,
+            x, pad = _pad(input, self._reversed_padding_repeated_twice,
+                          mode=self.padding_mode), 0
+        return self._conv(x, pad, relu)
+
+    def _conv(self, x, padding, relu):
+        """The functional convolution of x by the parameters, with this padding."""
+        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation,
                         self.groups, relu=relu)
 
     def extra_repr(self):
@@ -208,12 +211,25 @@ class Conv1d(Conv2d):
     """
     DIMS = 1
 
-    def conv_relu(self, input, relu=True):
-        x, pad = input, self.padding
-        if self.padding_mode != "zeros":
-            x, pad = _pad(input, self._reversed_padding_repeated_twice,
-                                  mode=self.padding_mode), 0
-        y = F.conv1d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
+    def _conv(self, x, padding, relu):
+        y = F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+        return F.relu(y) if relu else y
+
+
+class Conv3d(Conv2d):
+    """3-d convolution over (N, C, D, H, W) or (C, D, H, W) input, with torch's arguments and
+    attributes (ints or triples) and default initialization; weight (out_channels,
+    in_channels / groups, kd, kh, kw). padding_mode 'reflect', 'replicate' and 'circular' pad
+    the input first.
+
+    Example:
+        nn.Conv3d(4, 8, 3, padding=1)(cltensor.randn(2, 4, 6, 10, 10)).shape
+        # (2, 8, 6, 10, 10)
+    """
+    DIMS = 3
+
+    def _conv(self, x, padding, relu):
+        y = F.conv3d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
         return F.relu(y) if relu else y
 
 

@@ -1,0 +1,172 @@
+"""conv3d (cltensor/conv/conv3d.py): cltensor's functional and module forms, values and
+gradients against CPU torch in float64."""
+import numpy as np
+import pytest
+import torch
+
+import cltensor
+from cltensor.conv import common
+from cltensor.conv.conv3d import gather, make_params, scatter
+from cltensor.nn import functional as F
+
+# (input shape, weight shape, bias, keyword arguments): kernel depth 1 and 3, odd sizes,
+# strides larger than the kernel, dilation, groups, 'same' with an even kernel, padding
+# larger than the kernel reach
+CASES = [
+    ((2, 4, 5, 6, 7), (6, 4, 3, 3, 3), True, dict(padding=1)),
+    ((2, 4, 7, 6, 5), (6, 2, 3, 2, 3), False,
+     dict(stride=(2, 1, 2), padding=(2, 0, 1), dilation=(2, 1, 1), groups=2)),
+    ((1, 3, 4, 5, 5), (3, 1, 1, 3, 3), True, dict(groups=3, padding="same")),
+    ((2, 2, 6, 4, 4), (4, 2, 2, 2, 2), True, dict(padding="same", dilation=2)),
+    ((3, 2, 5, 3, 4), (5, 2, 1, 1, 1), True, dict(stride=(3, 2, 1))),
+    ((1, 6, 9, 5, 3), (4, 3, 3, 1, 2), False,
+     dict(stride=(4, 1, 1), padding=(3, 1, 0), groups=2, dilation=(1, 2, 1))),
+    ((2, 2, 3, 3, 3), (2, 2, 3, 3, 3), True, dict(padding="valid")),
+]
+IDS = [f"case{i}" for i in range(len(CASES))]
+
+
+def _dtype(device):
+    return np.float64 if device.has_fp64 else np.float32
+
+
+def _tol(dtype):
+    return 1e-11 if dtype == np.float64 else 2e-5
+
+
+def _rel(got, want):
+    got = np.asarray(got, dtype=np.float64)
+    want = want.detach().double().numpy() if isinstance(want, torch.Tensor) else want
+    assert got.shape == want.shape, (got.shape, want.shape)
+    return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1.0)
+
+
+def _reference(xs, ws, bias, kw, seed):
+    """CPU torch float64: inputs, output gradient, output and the three gradients."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(xs, generator=gen, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(ws, generator=gen, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(ws[0], generator=gen, dtype=torch.float64, requires_grad=True) \
+        if bias else None
+    y = torch.nn.functional.conv3d(x, w, b, **kw)
+    g = torch.randn(y.shape, generator=gen, dtype=torch.float64)
+    y.backward(g)
+    return x, w, b, g, y
+
+
+@pytest.fixture
+def poisoned(monkeypatch):
+    """Every buffer the convolution passes allocate starts NaN: each element must be written."""
+    empty = common.empty
+    monkeypatch.setattr(common, "empty", lambda *a, **k: empty(*a, **k).fill_(float("nan")))
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_conv3d_and_its_gradients(device, case, poisoned):
+    xs, ws, bias, kw = case
+    x, w, b, g, y = _reference(xs, ws, bias, kw, seed=len(IDS) + CASES.index(case))
+    dtype = _dtype(device)
+    on = [None if t is None else
+          cltensor.from_numpy(t.detach().numpy().astype(dtype), device=device).requires_grad_()
+          for t in (x, w, b)]
+    got = F.conv3d(*on, **kw)
+    got.backward(cltensor.from_numpy(g.numpy().astype(dtype), device=device))
+    tol = _tol(dtype)
+    assert _rel(got.numpy(), y) <= tol
+    for name, mine, ref in zip("xwb", on, (x, w, b)):
+        if ref is not None:
+            assert _rel(mine.grad.numpy(), ref.grad) <= tol, name
+
+
+def test_conv3d_strided_views_and_unbatched(device, poisoned):
+    """A permuted, sliced input and weight (the gather reads any strides), and a 4-d input."""
+    dtype = _dtype(device)
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((2, 7, 4, 6, 4))  # (N, H, C, D, W): x is a permuted view of it
+    wbase = rng.standard_normal((5, 3, 3, 2, 4))
+    xt, wt = torch.tensor(base).permute(0, 2, 3, 1, 4)[:, 1:, ::2], torch.tensor(wbase)[..., ::2]
+    want = torch.nn.functional.conv3d(xt, wt, padding=(1, 0, 1))
+    X = cltensor.from_numpy(base.astype(dtype), device=device).permute(0, 2, 3, 1, 4)[:, 1:, ::2]
+    W = cltensor.from_numpy(wbase.astype(dtype), device=device)[..., ::2]
+    assert not X.is_contiguous() and not W.is_contiguous()
+    assert _rel(F.conv3d(X, W, padding=(1, 0, 1)).numpy(), want) <= _tol(dtype)
+    one, want = F.conv3d(X[1], W, stride=2), torch.nn.functional.conv3d(xt[1], wt, stride=2)
+    assert one.shape == tuple(want.shape) and len(want.shape) == 4
+    assert _rel(one.numpy(), want) <= _tol(dtype)
+
+
+def test_gather_and_scatter_are_adjoint(device, poisoned):
+    """<gather(x), c> == <x, scatter(c)>, and gather against a numpy reference."""
+    dtype = _dtype(device)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 3, 7, 2, 3)).astype(dtype)
+    X, W = cltensor.from_numpy(x, device=device), cltensor.empty(4, 3, 3, 2, 2, device=device)
+    p = make_params(X, W.to(X.dtype), None, (2, 1, 1), (2, 0, 0), (2, 1, 1), 1)
+    cols = gather(X, p).numpy()
+    padded = np.pad(x, ((0, 0), (0, 0), (2, 2), (0, 0), (0, 0)))
+    want = np.stack([padded[:, :, od * 2 + kd * 2] for od in range(p.do) for kd in range(3)], 2)
+    want = want.reshape(2, 3, p.do, 3, 2, 3).transpose(0, 2, 1, 3, 4, 5).reshape(cols.shape)
+    np.testing.assert_array_equal(cols, want)
+    c = rng.standard_normal(cols.shape).astype(dtype)
+    back = scatter(cltensor.from_numpy(c, device=device), p).numpy()
+    assert abs((cols * c).sum() - (x * back).sum()) <= 1e-4 * np.abs(cols * c).sum()
+
+
+def test_launches_do_not_grow_with_depth(device):
+    """One forward and backward launch as many kernels at depth 4 as at depth 12."""
+    counts = []
+    for depth in (4, 12):
+        x = cltensor.randn(2, 3, depth, 5, 5, device=device).requires_grad_()
+        w = cltensor.randn(4, 3, 3, 3, 3, device=device).requires_grad_()
+        F.conv3d(x, w, padding=1).sum().backward()  # builds and plans first
+        with cltensor.profile() as prof:
+            F.conv3d(x, w, padding=1).sum().backward()
+        counts.append(len(prof.events))
+    assert counts[0] == counts[1], counts
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect", "circular"])
+def test_nn_conv3d_matches_torch(device, padding_mode):
+    dtype = _dtype(device)
+    torch.manual_seed(5)
+    ref = torch.nn.Conv3d(4, 6, (3, 2, 3), stride=(1, 2, 1), padding=(1, 1, 2), groups=2,
+                          padding_mode=padding_mode).double()
+    mine = cltensor.nn.Conv3d(4, 6, (3, 2, 3), stride=(1, 2, 1), padding=(1, 1, 2), groups=2,
+                              padding_mode=padding_mode, device=device,
+                              dtype=cltensor.float64 if dtype == np.float64 else None)
+    assert mine.weight.shape == tuple(ref.weight.shape) and mine.kernel_size == (3, 2, 3)
+    with cltensor.no_grad():
+        for name in ("weight", "bias"):
+            value = getattr(ref, name).detach().numpy().astype(dtype)
+            getattr(mine, name).copy_(cltensor.from_numpy(value, device=device))
+    x = torch.randn(2, 4, 5, 4, 6, dtype=torch.float64)
+    want = ref(x)
+    want.square().sum().backward()
+    got = mine(cltensor.from_numpy(x.numpy().astype(dtype), device=device))
+    got.square().sum().backward()
+    tol = _tol(dtype)
+    assert _rel(got.numpy(), want) <= tol
+    assert _rel(mine.weight.grad.numpy(), ref.weight.grad) <= tol
+    assert _rel(mine.bias.grad.numpy(), ref.bias.grad) <= tol
+    assert repr(mine).startswith("Conv3d(4, 6, kernel_size=(3, 2, 3), stride=(1, 2, 1)")
+
+
+@pytest.mark.parametrize("args, message", [
+    (((2, 4, 3, 5, 5), (6, 3, 1, 3, 3), {}), r"input of shape \(2, 4, 3, 5, 5\) has 4 channels, "
+                                             r"weight of shape \(6, 3, 1, 3, 3\) expects 3"),
+    (((2, 4, 2, 5, 5), (6, 4, 3, 3, 3), {}), r"kernel size 3x3x3 \(dilated\) is larger than "
+                                             r"the padded input 2x5x5"),
+    (((2, 4, 2, 5, 5), (6, 4, 2, 3, 3), dict(dilation=(2, 1, 1), padding=(0, 1, 1))),
+     r"kernel size 3x3x3 \(dilated\) is larger than the padded input 2x7x7"),
+    (((2, 6, 3, 5, 5), (4, 2, 1, 3, 3), dict(groups=3)), r"groups=3 does not divide the weight's 4"),
+    (((2, 5, 3, 5, 5), (6, 1, 1, 3, 3), dict(groups=2)), r"groups=2 does not divide the input's 5"),
+    (((4, 3, 5), (6, 4, 1, 3, 3), {}), r"expected a 5-d input"),
+    (((2, 4, 3, 5, 5), (6, 4, 3, 3), {}), r"expected a 5-d weight"),
+    (((2, 4, 3, 5, 5), (6, 4, 1, 3, 3), dict(padding="same", stride=2)),
+     r"padding='same' is not supported for strided"),
+])
+def test_conv3d_bad_input(device, args, message):
+    xs, ws, kw = args
+    x, w = cltensor.zeros(*xs, device=device), cltensor.zeros(*ws, device=device)
+    with pytest.raises(ValueError, match="conv3d: " + message):
+        F.conv3d(x, w, **kw)
