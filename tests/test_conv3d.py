@@ -1,8 +1,12 @@
-"""conv3d (cltensor/conv/conv3d.py): cltensor's functional and module forms, values and
-gradients against CPU torch in float64."""
+"""conv3d (cltensor/conv/conv3d.py): cltensor's functional and module forms, and aten's
+convolution and convolution_backward with 3-d operands on the "opencl" device, values and
+gradients against CPU torch in float64, with nothing run through the CPU fallback."""
+import copy
+
 import numpy as np
 import pytest
 import torch
+from test_torch_device import ct, device_only, ocl  # noqa: F401
 
 import cltensor
 from cltensor.conv import common
@@ -170,3 +174,75 @@ def test_conv3d_bad_input(device, args, message):
     x, w = cltensor.zeros(*xs, device=device), cltensor.zeros(*ws, device=device)
     with pytest.raises(ValueError, match="conv3d: " + message):
         F.conv3d(x, w, **kw)
+
+
+# ---- the "opencl" device ---------------------------------------------------------------------
+OCL = "opencl"
+TORCH_TOL = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 2e-3,
+             torch.bfloat16: 1.6e-2}
+
+
+def _close(got, want, dtype):
+    assert got.device.type == OCL and got.dtype == want.dtype and got.shape == want.shape
+    err = (got.detach().cpu().double() - want.detach().double()).norm().item()
+    assert err <= TORCH_TOL[dtype] * max(want.norm().item(), 1.0), err
+
+
+@pytest.mark.usefixtures("ocl", "device_only")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("case", CASES[:2] + CASES[5:6], ids=["case0", "case1", "case5"])
+def test_torch_conv3d_on_the_device(device, case, dtype):
+    if dtype == torch.float64 and not device.has_fp64:
+        pytest.skip("the device has no float64")
+    xs, ws, bias, kw = case
+    x, w, b, g, _ = _reference(xs, ws, bias, kw, seed=1)
+    ref = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    want_in = [None if t is None else t.detach().to(dtype).to(ref).requires_grad_()
+               for t in (x, w, b)]
+    got_in = [None if t is None else t.detach().to(dtype).to(OCL).requires_grad_()
+              for t in (x, w, b)]
+    want = torch.nn.functional.conv3d(*want_in, **kw)
+    got = torch.nn.functional.conv3d(*got_in, **kw)
+    want.backward(g.to(dtype).to(ref))
+    got.backward(g.to(dtype).to(OCL))
+    _close(got, want.to(dtype), dtype)
+    for mine, theirs in zip(got_in, want_in):
+        if theirs is not None:
+            _close(mine.grad, theirs.grad.to(dtype), dtype)
+
+
+@pytest.mark.usefixtures("ocl", "device_only")
+@pytest.mark.parametrize("mask", [(True, False, True), (False, True, False), (True, True, False)])
+def test_torch_convolution_backward_output_mask(device, mask):
+    dtype = torch.float64 if device.has_fp64 else torch.float32
+    gen = torch.Generator().manual_seed(2)
+    x, w = (torch.randn(s, generator=gen, dtype=dtype) for s in ((2, 4, 5, 6, 3), (6, 2, 3, 3, 1)))
+    args = ([6], [2, 1, 1], [1, 0, 1], [1, 2, 1], False, [0, 0, 0], 2, list(mask))
+    shape = torch.ops.aten.convolution(x, w, None, *args[1:7]).shape
+    g = torch.randn(shape, generator=gen, dtype=dtype)
+    want = torch.ops.aten.convolution_backward(g, x, w, *args)
+    got = torch.ops.aten.convolution_backward(g.to(OCL), x.to(OCL), w.to(OCL), *args)
+    for need, mine, theirs in zip(mask, got, want):
+        assert (mine is None) == (not need) == (theirs is None)
+        if need:
+            _close(mine, theirs, dtype)
+
+
+@pytest.mark.usefixtures("ocl", "device_only")
+def test_torch_nn_conv3d_training_step(device):
+    """A step of SGD on a Conv3d network: the same parameters as on the CPU."""
+    dtype = torch.float64 if device.has_fp64 else torch.float32
+    torch.manual_seed(6)
+    net = torch.nn.Sequential(torch.nn.Conv3d(3, 4, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv3d(4, 2, (1, 3, 3), stride=(1, 2, 2), bias=False),
+                              torch.nn.Flatten(), torch.nn.Linear(2 * 4 * 2 * 2, 3)).to(dtype)
+    mine = copy.deepcopy(net).to(OCL)
+    x, target = torch.randn(2, 3, 4, 5, 5, dtype=dtype), torch.randint(0, 3, (2,))
+    for model, data, labels in ((net, x, target), (mine, x.to(OCL), target.to(OCL))):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        loss = torch.nn.functional.cross_entropy(model(data), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    for a, b in zip(mine.parameters(), net.parameters()):
+        _close(a, b, dtype)

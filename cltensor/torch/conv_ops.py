@@ -1,6 +1,7 @@
 """The convolution family on the opencl device: aten's convolution and convolution_backward,
 plain and transposed, on cltensor.conv's passes, 2-d (N, C, H, W) and 1-d (N, C, L) as 2-d over
-rows of height 1 (other forms, 3-d, run through the CPU fallback with its warning); im2col and
+rows of height 1, plain 3-d (N, C, D, H, W) on cltensor.conv.conv3d's (transposed 3-d runs
+through the CPU fallback with its warning); im2col and
 col2im (F.unfold, F.fold, each the other's gradient) on cltensor's unfold and fold, and
 Tensor.unfold's gradient."""
 import numpy as np
@@ -9,6 +10,9 @@ import torch
 from .. import dtypes as dt
 from ..conv import common, dispatch
 from ..conv import function as conv_function
+from ..conv.conv3d import backward as conv3d_backward
+from ..conv.conv3d import forward as conv3d_forward
+from ..conv.conv3d import make_params as conv3d_params
 from ..conv.params import make_params
 from ..conv.transposed import padded_input, transposed_params
 from ..creation import from_numpy
@@ -29,8 +33,10 @@ def _opt(t):
 
 
 def _conv_form(input, transposed, output_padding):
-    """Whether cltensor runs the convolution: 2-d, or 1-d as 2-d over rows of height 1 (a plain
-    convolution takes no output_padding)."""
+    """Whether cltensor runs the convolution: 2-d, or 1-d as 2-d over rows of height 1, or a
+    plain 3-d one (a plain convolution takes no output_padding)."""
+    if input.dim() == 5:
+        return not transposed and not any(output_padding)
     return input.dim() in (3, 4) and (transposed or not any(output_padding))
 
 
@@ -83,6 +89,8 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     if p is None:
         return cpu_fallback(_aten.convolution.default, *args)
     nd = input.dim()
+    if nd == 5:  # 16-bit operands too: conv3d's conv2d reads them (or widens them) itself
+        return finish(conv3d_forward(unwrap(input), unwrap(weight), _opt(bias), p), out)
     x, w = _as_2d(unwrap(input), nd), _as_2d(unwrap(weight), nd)
     b = None if bias is None else unwrap(bias)
     if transposed:
@@ -99,8 +107,15 @@ def _conv_plan(args):
         return None, None
     out = meta_result(_aten.convolution.default, args, {})
     nd = input.dim()
+    if nd == 5:
+        return out, conv3d_params(unwrap(input), unwrap(weight), _opt(bias), *_tuples(
+            stride, padding, dilation), groups)
     return out, _params(_as_2d(unwrap(input), nd), _as_2d(unwrap(weight), nd), _opt(bias),
                         *args[3:], nd)
+
+
+def _tuples(*lists):
+    return tuple(map(tuple, lists))
 
 
 def _transposed(x, w, bias, p):
@@ -128,6 +143,8 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
     if p is None and not _conv_form(input, transposed, output_padding):
         return cpu_fallback(_aten.convolution_backward.default, *args)
     nd = input.dim()
+    if nd == 5:
+        return _backward_3d(key, args)
     operands = [_as_2d(unwrap(t), nd) for t in (input, weight, grad_output)]
     dtypes = [t.dtype for t in operands]  # of the input, weight and bias gradients
     # the backward kernels read 32- or 64-bit floats: 16-bit operands go through float32 copies
@@ -141,6 +158,21 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
         x, w, g, p, "auto", *map(bool, output_mask))
     return tuple(None if r is None else wrap(_as(_from_2d(r, nd), d))
                  for r, d in zip(grads, dtypes))
+
+
+def _backward_3d(key, args):
+    """convolution_backward of a plain 3-d convolution: conv3d's backward passes, 16-bit
+    operands through float32 copies as the 2-d ones."""
+    grad_output, input, weight, _, stride, padding, dilation, _, _, groups, output_mask = args
+    operands = [unwrap(t) for t in (input, weight, grad_output)]
+    dtypes = [t.dtype for t in operands]
+    x, w, g = map(_wide, operands)
+    p = _CONV_BACKWARD_PLANS.get(key)
+    if p is None:
+        p = _CONV_BACKWARD_PLANS.put(key, conv3d_params(
+            x, w, None, *_tuples(stride, padding, dilation), groups))
+    grads = conv3d_backward(x, w, g, p, "auto", *map(bool, output_mask))
+    return tuple(None if r is None else wrap(_as(r, d)) for r, d in zip(grads, dtypes))
 
 
 def _transposed_grads(x, w, gy, p, algo, need_x, need_w, need_b):
