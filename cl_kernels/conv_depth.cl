@@ -12,6 +12,8 @@
  *                  taps kd with id = od*SD + kd*DD - PD, 0 <= od < DO, of gcol[n*DO + od]
  *                  [c*KD + kd][h][w]: gathered per element of gx (no atomics, deterministic).
  *                  One work-item per element of gx. Global size: at least N*C*D*H*W (1-d).
+ *   depth_scatter_rows  the same, one work-item per row of W elements (CPUs: the taps that
+ *                  reach the row found once). Global size: at least N*C*D*H (1-d).
  *
  * x is a strided 5-d view and gcol a strided 4-d view (offset and strides in elements); col
  * and gx are dense from their buffers' starts.
@@ -107,5 +109,32 @@ __kernel void depth_scatter(const int N, const int C, const int D, const int H, 
                            + iw * gs3);
   }
   ST(T, gx, e, acc);
+}
+#endif
+
+#ifdef KERNEL_depth_scatter_rows
+__kernel void depth_scatter_rows(const int N, const int C, const int D, const int H,
+                                 const int W, const int DO, __global const T* gcol,
+                                 const long go, const long gs0, const long gs1, const long gs2,
+                                 const long gs3, __global T* gx) {
+  const long r = get_global_id(0);
+  if (r >= (long)N * C * D * H) return;
+  const int ih = r % H;
+  const int id = (r / H) % D;
+  const long nc = r / ((long)H * D);
+  const int c = nc % C, n = nc / C;
+  long src[KD];  /* the rows of gcol that tap this row of gx */
+  int taps = 0;
+  for (int kd = 0; kd < KD; ++kd) {
+    const int t = id + PD - kd * DD;
+    if (t < 0 || t % SD || t / SD >= DO) continue;
+    src[taps++] = go + ((long)n * DO + t / SD) * gs0 + ((long)c * KD + kd) * gs1 + ih * gs2;
+  }
+  __global T* dst = gx + r * W;
+  for (int iw = 0; iw < W; ++iw) {
+    REG(T) acc = 0;
+    for (int j = 0; j < taps; ++j) acc += LD(T, gcol, src[j] + iw * gs3);
+    ST(T, dst, iw, acc);
+  }
 }
 #endif

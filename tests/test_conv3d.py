@@ -2,6 +2,7 @@
 convolution and convolution_backward with 3-d operands on the "opencl" device, values and
 gradients against CPU torch in float64, with nothing run through the CPU fallback."""
 import copy
+import importlib
 
 import numpy as np
 import pytest
@@ -12,6 +13,9 @@ import cltensor
 from cltensor.conv import common
 from cltensor.conv.conv3d import gather, make_params, scatter
 from cltensor.nn import functional as F
+
+# the module (cltensor.conv.conv3d is the function it defines)
+volume = importlib.import_module("cltensor.conv.conv3d")
 
 # (input shape, weight shape, bias, keyword arguments): kernel depth 1 and 3, odd sizes,
 # strides larger than the kernel, dilation, groups, 'same' with an even kernel, padding
@@ -99,8 +103,11 @@ def test_conv3d_strided_views_and_unbatched(device, poisoned):
     assert _rel(one.numpy(), want) <= _tol(dtype)
 
 
-def test_gather_and_scatter_are_adjoint(device, poisoned):
-    """<gather(x), c> == <x, scatter(c)>, and gather against a numpy reference."""
+@pytest.mark.parametrize("rows", [True, False])
+def test_gather_and_scatter_are_adjoint(device, poisoned, monkeypatch, rows):
+    """<gather(x), c> == <x, scatter(c)>, and gather against a numpy reference; the kernels by
+    rows (CPUs) and by elements (elsewhere), gcol a strided view."""
+    monkeypatch.setattr(volume, "by_rows", lambda device: rows)
     dtype = _dtype(device)
     rng = np.random.default_rng(4)
     x = rng.standard_normal((2, 3, 7, 2, 3)).astype(dtype)
@@ -111,8 +118,9 @@ def test_gather_and_scatter_are_adjoint(device, poisoned):
     want = np.stack([padded[:, :, od * 2 + kd * 2] for od in range(p.do) for kd in range(3)], 2)
     want = want.reshape(2, 3, p.do, 3, 2, 3).transpose(0, 2, 1, 3, 4, 5).reshape(cols.shape)
     np.testing.assert_array_equal(cols, want)
-    c = rng.standard_normal(cols.shape).astype(dtype)
-    back = scatter(cltensor.from_numpy(c, device=device), p).numpy()
+    wide = rng.standard_normal(cols.shape[:-1] + (2 * cols.shape[-1],)).astype(dtype)
+    c = wide[..., ::2]
+    back = scatter(cltensor.from_numpy(wide, device=device)[..., ::2], p).numpy()
     assert abs((cols * c).sum() - (x * back).sum()) <= 1e-4 * np.abs(cols * c).sum()
 
 

@@ -168,12 +168,18 @@ def _sizes(p):
     return [np.int32(v) for v in (p.n, p.c, p.d, p.h, p.w, p.do)]
 
 
+def by_rows(device):
+    """Whether the depth kernels run one work-item per row of W (CPUs: the index arithmetic
+    once per row) rather than per element (coalesced accesses)."""
+    return device.is_cpu
+
+
 def gather(x: ClTensor, p: Conv3dParams) -> ClTensor:
     """The (N*Do, C*Kd, H, W) columns of the (N, C, D, H, W) view x."""
     cols = common.empty((p.n * p.do, p.c * p.kd, p.h, p.w), x)
     if cols.numel() == 0:
         return cols
-    rows = x.device.is_cpu  # one work-item per row of W: the index arithmetic once per row
+    rows = by_rows(x.device)
     name = "depth_gather_rows" if rows else "depth_gather"
     # NOTE: a copy: 16-bit floats move as their bits (zero is all zero bits)
     kernel = common.get_kernel(x.device, KERNEL_FILE, name,
@@ -188,10 +194,12 @@ def scatter(gcols: ClTensor, p: Conv3dParams) -> ClTensor:
     gx = common.empty((p.n, p.c, p.d, p.h, p.w), gcols)
     if gx.numel() == 0:
         return gx
-    kernel = common.get_kernel(gcols.device, KERNEL_FILE, "depth_scatter",
+    rows = by_rows(gcols.device)
+    kernel = common.get_kernel(gcols.device, KERNEL_FILE,
+                               "depth_scatter_rows" if rows else "depth_scatter",
                                _defines(p, ctype_of(gcols.dtype)))
-    common.launch_1d(gcols.device, kernel, gx.numel(), *_sizes(p), *common.view_args(gcols),
-                     gx.storage.buf)
+    common.launch_1d(gcols.device, kernel, gx.numel() // (p.w if rows else 1), *_sizes(p),
+                     *common.view_args(gcols), gx.storage.buf)
     return gx
 
 
