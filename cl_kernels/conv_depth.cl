@@ -1,6 +1,6 @@
 /*
  * conv_depth.cl: the depth taps of a 3-d convolution as channels of a 2-d one
- * (cltensor/conv/conv3d.py). A conv3d of x (N, C, D, H, W) by w (Co, C/G, KD, Kh, Kw) is the
+ * (cltensor/conv/volume.py). A conv3d of x (N, C, D, H, W) by w (Co, C/G, KD, Kh, Kw) is the
  * conv2d of the columns col (N*DO, C*KD, H, W) by w viewed as (Co, C/G*KD, Kh, Kw):
  *
  *   depth_gather   col[n*DO + od][c*KD + kd][h][w] = x[n][c][od*SD + kd*DD - PD][h][w],

@@ -1,8 +1,7 @@
-"""conv3d (cltensor/conv/conv3d.py): cltensor's functional and module forms, and aten's
+"""conv3d (cltensor/conv/volume.py): cltensor's functional and module forms, and aten's
 convolution and convolution_backward with 3-d operands on the "opencl" device, values and
 gradients against CPU torch in float64, with nothing run through the CPU fallback."""
 import copy
-import importlib
 
 import numpy as np
 import pytest
@@ -11,11 +10,9 @@ from test_torch_device import ct, device_only, ocl  # noqa: F401
 
 import cltensor
 from cltensor.conv import common
-from cltensor.conv.conv3d import gather, make_params, scatter
+from cltensor.conv import volume
+from cltensor.conv.volume import gather, make_params, scatter
 from cltensor.nn import functional as F
-
-# the module (cltensor.conv.conv3d is the function it defines)
-volume = importlib.import_module("cltensor.conv.conv3d")
 
 # (input shape, weight shape, bias, keyword arguments): kernel depth 1 and 3, odd sizes,
 # strides larger than the kernel, dilation, groups, 'same' with an even kernel, padding
@@ -184,6 +181,84 @@ def test_conv3d_bad_input(device, args, message):
         F.conv3d(x, w, **kw)
 
 
+# (input, weight, bias, conv_transpose3d's keyword arguments): output_padding at its largest,
+# below the dilation rather than the stride (the input padded), groups, an unbatched input
+CASES_T = [
+    ((2, 4, 3, 5, 4), (4, 3, 3, 3, 3), True, dict(stride=2, padding=1, output_padding=1)),
+    ((2, 4, 3, 5, 3), (4, 3, 2, 2, 3), True,
+     dict(stride=(3, 3, 2), padding=(1, 1, 0), output_padding=(2, 2, 1), groups=2,
+          dilation=(1, 1, 2))),
+    ((1, 6, 2, 3, 4), (6, 1, 3, 3, 2), False,
+     dict(stride=(1, 1, 2), groups=3, dilation=(2, 2, 3), output_padding=(1, 1, 2))),
+    ((4, 3, 2, 3), (4, 2, 1, 2, 2), True, dict(stride=(1, 2, 1))),
+]
+IDS_T = [f"transposed{i}" for i in range(len(CASES_T))]
+
+
+def _reference_t(xs, ws, bias, kw, seed):
+    """CPU torch float64 conv_transpose3d: inputs, output gradient, output."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(xs, generator=gen, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(ws, generator=gen, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(ws[1] * kw.get("groups", 1), generator=gen, dtype=torch.float64,
+                    requires_grad=True) if bias else None
+    y = torch.nn.functional.conv_transpose3d(x, w, b, **kw)
+    g = torch.randn(y.shape, generator=gen, dtype=torch.float64)
+    y.backward(g)
+    return x, w, b, g, y
+
+
+@pytest.mark.parametrize("case", CASES_T, ids=IDS_T)
+def test_conv_transpose3d_and_its_gradients(device, case, poisoned):
+    xs, ws, bias, kw = case
+    x, w, b, g, y = _reference_t(xs, ws, bias, kw, seed=CASES_T.index(case))
+    dtype = _dtype(device)
+    on = [None if t is None else
+          cltensor.from_numpy(t.detach().numpy().astype(dtype), device=device).requires_grad_()
+          for t in (x, w, b)]
+    got = F.conv_transpose3d(*on, **kw)
+    got.backward(cltensor.from_numpy(g.numpy().astype(dtype), device=device))
+    tol = _tol(dtype)
+    assert _rel(got.numpy(), y) <= tol
+    for name, mine, ref in zip("xwb", on, (x, w, b)):
+        if ref is not None:
+            assert _rel(mine.grad.numpy(), ref.grad) <= tol, name
+
+
+def test_nn_conv_transpose3d_matches_torch(device):
+    dtype = _dtype(device)
+    torch.manual_seed(7)
+    ref = torch.nn.ConvTranspose3d(4, 6, (2, 3, 3), stride=2, padding=(0, 1, 1), groups=2)
+    ref = ref.double()
+    mine = cltensor.nn.ConvTranspose3d(4, 6, (2, 3, 3), stride=2, padding=(0, 1, 1), groups=2,
+                                       device=device,
+                                       dtype=cltensor.float64 if dtype == np.float64 else None)
+    with cltensor.no_grad():
+        for name in ("weight", "bias"):
+            value = getattr(ref, name).detach().numpy().astype(dtype)
+            getattr(mine, name).copy_(cltensor.from_numpy(value, device=device))
+    x = torch.randn(2, 4, 3, 4, 5, dtype=torch.float64)
+    want = ref(x, output_size=(7, 8, 10))
+    want.square().sum().backward()
+    got = mine(cltensor.from_numpy(x.numpy().astype(dtype), device=device), output_size=(7, 8, 10))
+    got.square().sum().backward()
+    tol = _tol(dtype)
+    assert _rel(got.numpy(), want) <= tol
+    assert _rel(mine.weight.grad.numpy(), ref.weight.grad) <= tol
+    assert _rel(mine.bias.grad.numpy(), ref.bias.grad) <= tol
+
+
+def test_conv_transpose3d_bad_input(device):
+    x = cltensor.zeros(2, 4, 3, 3, 3, device=device)
+    with pytest.raises(ValueError, match=r"conv_transpose3d: input of shape \(2, 4, 3, 3, 3\) "
+                                         r"has 4 channels, weight of shape \(3, 2, 2, 2, 2\) "
+                                         r"expects 3"):
+        F.conv_transpose3d(x, cltensor.zeros(3, 2, 2, 2, 2, device=device))
+    with pytest.raises(ValueError, match=r"output_padding \(0, 2, 0\) must be smaller"):
+        F.conv_transpose3d(x, cltensor.zeros(4, 1, 2, 2, 2, device=device), stride=2,
+                           output_padding=(0, 2, 0))
+
+
 # ---- the "opencl" device ---------------------------------------------------------------------
 OCL = "opencl"
 TORCH_TOL = {torch.float64: 1e-10, torch.float32: 1e-5, torch.float16: 2e-3,
@@ -211,6 +286,29 @@ def test_torch_conv3d_on_the_device(device, case, dtype):
               for t in (x, w, b)]
     want = torch.nn.functional.conv3d(*want_in, **kw)
     got = torch.nn.functional.conv3d(*got_in, **kw)
+    want.backward(g.to(dtype).to(ref))
+    got.backward(g.to(dtype).to(OCL))
+    _close(got, want.to(dtype), dtype)
+    for mine, theirs in zip(got_in, want_in):
+        if theirs is not None:
+            _close(mine.grad, theirs.grad.to(dtype), dtype)
+
+
+@pytest.mark.usefixtures("ocl", "device_only")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32, torch.float16])
+@pytest.mark.parametrize("case", CASES_T[:3], ids=IDS_T[:3])
+def test_torch_conv_transpose3d_on_the_device(device, case, dtype):
+    if dtype == torch.float64 and not device.has_fp64:
+        pytest.skip("the device has no float64")
+    xs, ws, bias, kw = case
+    x, w, b, g, _ = _reference_t(xs, ws, bias, kw, seed=1)
+    ref = torch.float32 if dtype == torch.float16 else dtype
+    want_in = [None if t is None else t.detach().to(dtype).to(ref).requires_grad_()
+               for t in (x, w, b)]
+    got_in = [None if t is None else t.detach().to(dtype).to(OCL).requires_grad_()
+              for t in (x, w, b)]
+    want = torch.nn.functional.conv_transpose3d(*want_in, **kw)
+    got = torch.nn.functional.conv_transpose3d(*got_in, **kw)
     want.backward(g.to(dtype).to(ref))
     got.backward(g.to(dtype).to(OCL))
     _close(got, want.to(dtype), dtype)

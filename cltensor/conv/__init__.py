@@ -12,20 +12,20 @@ problem (dispatch.py), forward and backward.
     s2d_winograd    s2d.py        a strided convolution as a stride-1 one over the space-to-depth
                                   input, by winograd_4x4 (kernels of 3x3 or 5x5 stride blocks)
 
-conv3d (conv3d.py) runs as one conv2d over the depth taps gathered as channels.
+conv3d and conv_transpose3d (volume.py; torch.nn.functional's in cltensor.nn.functional) run
+as one conv2d (conv_transpose2d) over the depth taps gathered as channels.
 conv_transpose2d (transposed.py) runs as the passes of the convolution it transposes.
 `conv_algorithms(...)` reports each algorithm's eligibility, workspace and (in benchmark mode,
 cltensor.backends.benchmark = True) its time for a problem.
 """
 from . import common, dispatch, implicit_gpu, winograd
 from .dispatch import ALGORITHMS, PASSES  # noqa: F401
-from .conv3d import conv3d  # noqa: F401
 from .function import Conv2dFunction, conv2d  # noqa: F401
 from .params import ConvParams, make_params  # noqa: F401
 from .query import conv_algorithms
 from .transposed import ConvTranspose2dFunction, conv_transpose2d  # noqa: F401
 
-__all__ = ["conv2d", "conv_transpose2d", "conv3d", "conv_algorithms"]
+__all__ = ["conv2d", "conv_transpose2d", "conv_algorithms"]
 
 
 def clear_cache():

@@ -79,14 +79,7 @@ def transposed_params(x, w, bias, stride, padding, output_padding, groups, dilat
                          f"expects {w.shape[0]} (divisible by groups={groups})")
     s, d = _pair(stride, "stride", 1), _pair(dilation, "dilation", 1)
     pad, extra = _pair(padding, "padding", 0), _pair(output_padding, "output_padding", 0)
-    if any(e >= max(si, di) for e, si, di in zip(extra, s, d)):
-        raise ValueError(f"{op}: output_padding {extra} must be smaller than either the stride "
-                         f"{s} or the dilation {d}")
-    size = [(n - 1) * si - 2 * pi + di * (k - 1) + e + 1
-            for n, si, pi, di, k, e in zip(x.shape[2:], s, pad, d, w.shape[2:], extra)]
-    if min(size) <= 0:
-        raise ValueError(f"{op}: the output size {tuple(size)} is not positive (input "
-                         f"{x.shape}, weight {w.shape}, stride {s}, padding {pad}, dilation {d})")
+    size = output_size(op, x, w, s, pad, extra, d)
     cout = w.shape[1] * groups
     if bias is not None and bias.shape != (cout,):
         raise ValueError(f"{op}: bias must have shape ({cout},), got {bias.shape}")
@@ -99,6 +92,21 @@ def transposed_params(x, w, bias, stride, padding, output_padding, groups, dilat
     assert p.out_shape[:2] == x.shape[:2] and p.ho >= x.shape[2] and p.wo >= x.shape[3], \
         (p, x.shape)
     return p
+
+
+def output_size(op, x, w, s, pad, extra, d):
+    """The transposed convolution's spatial output size, (n - 1) * stride - 2 * padding +
+    dilation * (k - 1) + output_padding + 1 per dim, checked positive, with each
+    output_padding smaller than the stride or the dilation."""
+    if any(e >= max(si, di) for e, si, di in zip(extra, s, d)):
+        raise ValueError(f"{op}: output_padding {extra} must be smaller than either the stride "
+                         f"{s} or the dilation {d}")
+    size = [(n - 1) * si - 2 * pi + di * (k - 1) + e + 1
+            for n, si, pi, di, k, e in zip(x.shape[2:], s, pad, d, w.shape[2:], extra)]
+    if min(size) <= 0:
+        raise ValueError(f"{op}: the output size {tuple(size)} is not positive (input "
+                         f"{x.shape}, weight {w.shape}, stride {s}, padding {pad}, dilation {d})")
+    return size
 
 
 def padded_input(x, p):

@@ -1,18 +1,14 @@
 """The convolution family on the opencl device: aten's convolution and convolution_backward,
 plain and transposed, on cltensor.conv's passes, 2-d (N, C, H, W) and 1-d (N, C, L) as 2-d over
-rows of height 1, plain 3-d (N, C, D, H, W) on cltensor.conv.conv3d's (transposed 3-d runs
-through the CPU fallback with its warning); im2col and
+rows of height 1, and 3-d (N, C, D, H, W) on cltensor.conv.volume's; im2col and
 col2im (F.unfold, F.fold, each the other's gradient) on cltensor's unfold and fold, and
 Tensor.unfold's gradient."""
 import numpy as np
 import torch
 
 from .. import dtypes as dt
-from ..conv import common, dispatch
+from ..conv import common, dispatch, volume
 from ..conv import function as conv_function
-from ..conv.conv3d import backward as conv3d_backward
-from ..conv.conv3d import forward as conv3d_forward
-from ..conv.conv3d import make_params as conv3d_params
 from ..conv.params import make_params
 from ..conv.transposed import padded_input, transposed_params
 from ..creation import from_numpy
@@ -33,11 +29,9 @@ def _opt(t):
 
 
 def _conv_form(input, transposed, output_padding):
-    """Whether cltensor runs the convolution: 2-d, or 1-d as 2-d over rows of height 1, or a
-    plain 3-d one (a plain convolution takes no output_padding)."""
-    if input.dim() == 5:
-        return not transposed and not any(output_padding)
-    return input.dim() in (3, 4) and (transposed or not any(output_padding))
+    """Whether cltensor runs the convolution: 3-d, 2-d, or 1-d as 2-d over rows of height 1 (a
+    plain convolution takes no output_padding)."""
+    return input.dim() in (3, 4, 5) and (transposed or not any(output_padding))
 
 
 def _as_2d(t, ndim):
@@ -89,8 +83,11 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
     if p is None:
         return cpu_fallback(_aten.convolution.default, *args)
     nd = input.dim()
+    if nd == 5 and transposed:  # on float32 copies of 16-bit operands, as the 2-d one
+        x, w, b = (_wide(t) for t in (unwrap(input), unwrap(weight), _opt(bias)))
+        return finish(volume.transposed_forward(volume.padded_input(x, p), w, b, p), out)
     if nd == 5:  # 16-bit operands too: conv3d's conv2d reads them (or widens them) itself
-        return finish(conv3d_forward(unwrap(input), unwrap(weight), _opt(bias), p), out)
+        return finish(volume.forward(unwrap(input), unwrap(weight), _opt(bias), p), out)
     x, w = _as_2d(unwrap(input), nd), _as_2d(unwrap(weight), nd)
     b = None if bias is None else unwrap(bias)
     if transposed:
@@ -108,14 +105,20 @@ def _conv_plan(args):
     out = meta_result(_aten.convolution.default, args, {})
     nd = input.dim()
     if nd == 5:
-        return out, conv3d_params(unwrap(input), unwrap(weight), _opt(bias), *_tuples(
-            stride, padding, dilation), groups)
+        return out, _params_3d(unwrap(input), unwrap(weight), _opt(bias), *args[3:])
     return out, _params(_as_2d(unwrap(input), nd), _as_2d(unwrap(weight), nd), _opt(bias),
                         *args[3:], nd)
 
 
-def _tuples(*lists):
-    return tuple(map(tuple, lists))
+def _params_3d(x, w, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """The Conv3dParams of a 3-d convolution (transposed: of the one it transposes, in float32
+    for 16-bit operands, as its passes run on float32 copies), checked."""
+    stride, padding, dilation = (tuple(v) for v in (stride, padding, dilation))
+    if not transposed:
+        return volume.make_params(x, w, bias, stride, padding, dilation, groups)
+    p = volume.transposed_params(x, w, bias, stride, padding, tuple(output_padding), groups,
+                                 dilation)
+    return p._replace(dtype=dt.float32) if common.is_half(x) else p
 
 
 def _transposed(x, w, bias, p):
@@ -161,17 +164,19 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
 
 
 def _backward_3d(key, args):
-    """convolution_backward of a plain 3-d convolution: conv3d's backward passes, 16-bit
-    operands through float32 copies as the 2-d ones."""
-    grad_output, input, weight, _, stride, padding, dilation, _, _, groups, output_mask = args
+    """convolution_backward of a 3-d convolution, plain or transposed, by conv3d's passes;
+    16-bit operands through float32 copies as the 2-d ones."""
+    grad_output, input, weight, transposed, output_mask = args[:3] + args[7:8] + args[10:]
     operands = [unwrap(t) for t in (input, weight, grad_output)]
     dtypes = [t.dtype for t in operands]
     x, w, g = map(_wide, operands)
     p = _CONV_BACKWARD_PLANS.get(key)
     if p is None:
-        p = _CONV_BACKWARD_PLANS.put(key, conv3d_params(
-            x, w, None, *_tuples(stride, padding, dilation), groups))
-    grads = conv3d_backward(x, w, g, p, "auto", *map(bool, output_mask))
+        if transposed:  # torch's checks of the gradient's shape
+            meta_result(_aten.convolution_backward.default, args, {})
+        p = _CONV_BACKWARD_PLANS.put(key, _params_3d(x, w, None, *args[4:10]))
+    grads = (volume.transposed_backward if transposed else volume.backward)(
+        x, w, g, p, "auto", *map(bool, output_mask))
     return tuple(None if r is None else wrap(_as(r, d)) for r, d in zip(grads, dtypes))
 
 

@@ -1,14 +1,16 @@
 """conv1d and conv_transpose1d (the 2-d convolutions over a unit height), unfold and
-fold (im2col and col2im); conv2d, conv_transpose2d and conv3d are cltensor.conv's.
+fold (im2col and col2im); conv2d and conv_transpose2d are cltensor.conv's, conv3d and
+conv_transpose3d cltensor.conv.volume's.
 """
 
 from ...conv import blocks
-from ...conv import conv2d, conv3d, conv_transpose2d  # re-exported: torch.nn.functional's
+from ...conv import conv2d, conv_transpose2d  # re-exported: torch.nn.functional's
+from ...conv.volume import conv3d, conv_transpose3d  # likewise
 from ...ops import pool
 from .utils import _drop_height, _float_tensor, _row, _unit_height
 
 __all__ = ["conv1d", "conv_transpose1d", "fold", "unfold", "conv2d", "conv_transpose2d",
-           "conv3d"]
+           "conv3d", "conv_transpose3d"]
 
 
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):

@@ -1,4 +1,4 @@
-"""Conv1d, Conv2d, Conv3d, ConvTranspose1d and ConvTranspose2d: the modules around
+"""Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d and ConvTranspose3d: the modules around
 cltensor.nn.functional's convolutions."""
 
 from ...autograd.namespace import pad as _pad
@@ -6,7 +6,7 @@ from .. import functional as F
 from .module import Module
 from .utils import add_weight_and_bias, check_size, ntuple, reset_kaiming
 
-__all__ = ["Conv2d", "ConvTranspose2d", "Conv1d", "ConvTranspose1d", "Conv3d"]
+__all__ = ["Conv2d", "ConvTranspose2d", "Conv1d", "ConvTranspose1d", "Conv3d", "ConvTranspose3d"]
 
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 
@@ -246,6 +246,23 @@ class ConvTranspose1d(ConvTranspose2d):
 
     def forward(self, input, output_size=None):
         return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding,
+                                  self._output_padding(input, output_size), self.groups,
+                                  self.dilation)
+
+
+class ConvTranspose3d(ConvTranspose2d):
+    """3-d transposed convolution over (N, Cin, D, H, W) or (Cin, D, H, W) input, with torch's
+    arguments and attributes (ints or triples); weight (in_channels, out_channels / groups,
+    kd, kh, kw).
+
+    Example:
+        nn.ConvTranspose3d(8, 4, 4, stride=2, padding=1)(cltensor.randn(2, 8, 3, 7, 7)).shape
+        # (2, 4, 6, 14, 14)
+    """
+    DIMS = 3
+
+    def forward(self, input, output_size=None):
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding,
                                   self._output_padding(input, output_size), self.groups,
                                   self.dilation)
 

@@ -1,4 +1,5 @@
-"""conv3d: the 3-d convolution as one 2-d convolution whose channels are the depth taps.
+"""conv3d and conv_transpose3d: the 3-d convolution as one 2-d convolution whose channels
+are the depth taps.
 
 For x (N, C, D, H, W) and weight (Co, C / groups, Kd, Kh, Kw), the columns
 col[n*Do + od][c*Kd + kd] = x[n][c][od*sd + kd*dd - pd] (zero outside the depth; one gather
@@ -8,20 +9,23 @@ picks the algorithm (im2col, implicit GEMM, Winograd...). Its (N*Do, Co, Ho, Wo)
 transposed, is the output. The backward runs conv2d's passes on the same columns; the input
 gradient comes back from the columns' gradient by the gather's adjoint (depth_scatter). The
 launches do not grow with the depth: gather, conv2d, one transposing copy.
+conv_transpose3d runs the same steps the other way: conv_transpose2d of the depth slices into
+columns, then the gather's adjoint.
 """
-from __future__ import annotations
 
 from typing import NamedTuple
 
 import numpy as np
 
 from .. import autograd, caches
+from ..autograd.namespace import pad
 from ..program import ctype_of, remember
 from ..tensor import ClTensor
 from . import common
 from . import function as conv_function
-from .function import conv2d
+from .function import ConvTranspose2dFunction, conv2d
 from .params import ConvParams, _positive_int, check_tensors
+from .transposed import output_size
 
 KERNEL_FILE = "conv_depth.cl"
 # stride, dilation, padding: one int for the three dims, or (d, h, w)
@@ -119,7 +123,7 @@ def make_params(input, weight, bias, stride, padding, dilation, groups, op="conv
 
 
 # make_params' memo: shapes, dtype and the arguments (with their types) -> Conv3dParams
-_params = caches.register("conv.conv3d.params", {})
+_params = caches.register("conv.volume.params", {})
 
 
 def _hashable(v):
@@ -290,3 +294,102 @@ def conv3d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = None, stri
     p = make_params(input, weight, bias, stride, padding, dilation, groups)
     out = forward(input, weight, bias, p, algo)
     return out.squeeze(0) if unbatched else out
+
+
+# ---- the transposed convolution --------------------------------------------------------------
+def conv_transpose3d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = None,
+                     stride: Triple = 1, padding: Triple = 0, output_padding: Triple = 0,
+                     groups: int = 1, dilation: Triple = 1, algo: str = "auto") -> ClTensor:
+    """3-d transposed convolution (torch.nn.functional.conv_transpose3d): the input gradient
+    of the matching conv3d, run as conv_transpose2d of the depth columns and the gather's
+    adjoint. 16-bit operands run through float32 copies.
+
+    Args:
+        input: (N, Cin, D, H, W) or unbatched (Cin, D, H, W) float tensor.
+        weight: (Cin, Cout / groups, Kd, Kh, Kw) tensor.
+        bias: optional (Cout,) tensor.
+        stride, dilation: an int or a triple, positive.
+        padding: an int or a triple, non-negative.
+        output_padding: an int or a triple added to one side of the output, smaller than the
+            stride or the dilation.
+        groups: split the channels into this many independent convolutions.
+        algo: conv2d's algorithm for each pass over height and width.
+
+    Returns:
+        (N, Cout, Do, Ho, Wo), Do = (D - 1) * stride - 2 * padding + dilation * (Kd - 1)
+        + output_padding + 1, Ho and Wo likewise.
+
+    Example:
+        >>> x = cltensor.randn(2, 8, 3, 7, 7)
+        >>> w = cltensor.randn(8, 4, 3, 3, 3)
+        >>> conv_transpose3d(x, w, stride=2, padding=1, output_padding=1).shape
+        (2, 4, 6, 14, 14)
+    """
+    if common.is_half(input):  # float32 copies, as conv_transpose2d's passes read them
+        return common.half_fallback(conv_transpose3d, input, weight, bias, stride, padding,
+                                    output_padding, groups, dilation, algo)
+    unbatched = isinstance(input, ClTensor) and input.ndim == 4
+    if unbatched:
+        input = input.unsqueeze(0)
+    p = transposed_params(input, weight, bias, stride, padding, output_padding, groups,
+                          dilation)
+    out = transposed_forward(padded_input(input, p), weight, bias, p, algo)
+    return out.squeeze(0) if unbatched else out
+
+
+def transposed_params(x, w, bias, stride, padding, output_padding, groups, dilation):
+    """The Conv3dParams of the convolution that conv_transpose3d's arguments transpose (its
+    input of the transposed convolution's output shape), checked."""
+    op = "conv_transpose3d"
+    check_tensors(x, w, bias, op, "DHW")
+    if not _positive_int(groups) or groups <= 0:
+        raise ValueError(f"{op}: groups must be a positive int, got {groups!r}")
+    if 0 in w.shape or 0 in x.shape[1:]:
+        raise ValueError(f"{op}: expected a weight and input (C, D, H, W) dims without zeros, "
+                         f"got shapes {tuple(w.shape)} and {tuple(x.shape)}")
+    if x.shape[1] != w.shape[0] or w.shape[0] % groups:
+        raise ValueError(f"{op}: input of shape {tuple(x.shape)} has {x.shape[1]} channels, "
+                         f"weight of shape {tuple(w.shape)} expects {w.shape[0]} (divisible by "
+                         f"groups={groups})")
+    s, d = _triple(stride, "stride", 1, op), _triple(dilation, "dilation", 1, op)
+    pad, extra = _triple(padding, "padding", 0, op), _triple(output_padding, "output_padding",
+                                                             0, op)
+    size = output_size(op, x, w, s, pad, extra, d)
+    cout = w.shape[1] * groups
+    if bias is not None and tuple(bias.shape) != (cout,):
+        raise ValueError(f"{op}: bias must have shape ({cout},), got {tuple(bias.shape)}")
+    # NOTE: make_params reads its input's shape, dtype and device alone: a stride-0 view
+    shape = (x.shape[0], cout, *size)
+    return make_params(common.strided(x, shape, (0,) * 5), w, None, s, pad, d, groups, op)
+
+
+def padded_input(x, p):
+    """x with zeros appended in depth, height and width up to the output size of the
+    convolution p (larger than x where an output_padding reaches the stride; the elements
+    beyond x take no part in the transposed convolution, and its gradient drops them)."""
+    grow = [o - n for o, n in zip(p.out_shape[2:], x.shape[2:])]
+    return pad(x, (0, grow[2], 0, grow[1], 0, grow[0])) if any(grow) else x
+
+
+def transposed_forward(x, w, bias, p, algo="auto"):
+    """conv_transpose3d's output for x padded to p's output shape; differentiable: the
+    columns by conv_transpose2d of x's depth slices, then the gather's adjoint."""
+    n, ci, do, ho, wo = p.out_shape
+    x2 = x.permute(0, 2, 1, 3, 4).contiguous().reshape(n * do, ci, ho, wo)
+    w2 = w.reshape(p.co, p.cg * p.kd, p.kh, p.kw)
+    y = DepthScatter.apply(ConvTranspose2dFunction.apply(x2, w2, None, p.plane(), algo), p)
+    return y if bias is None else y + bias.reshape(1, -1, 1, 1, 1)
+
+
+def transposed_backward(x, w, gy, p, algo="auto", need_x=True, need_w=True, need_b=False):
+    """(input, weight, bias) gradients of conv_transpose3d (x its unpadded input) at output
+    gradient gy: the convolution p of gy, that convolution's weight gradient at gy with x as
+    its output's gradient, gy summed. Not recorded by autograd."""
+    gx = gw = gb = None
+    if need_x:
+        gx = forward(gy, w, None, p, algo)[:, :, :x.shape[2], :x.shape[3], :x.shape[4]]
+    if need_w:
+        gw = backward(gy, w, padded_input(x, p), p, algo, False, True)[1]
+    if need_b:
+        gb = gy.sum((0, 2, 3, 4))
+    return gx, gw, gb
