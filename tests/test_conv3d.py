@@ -100,6 +100,33 @@ def test_conv3d_strided_views_and_unbatched(device, poisoned):
     assert _rel(one.numpy(), want) <= _tol(dtype)
 
 
+def test_conv3d_double_backward_and_empty_batch(device):
+    """create_graph=True records the gradients (gather, conv2d and scatter are Functions): the
+    gradient of |dL/dx|^2 against torch's; an empty batch gives empty results, zero weight
+    gradients."""
+    dtype = _dtype(device)
+    gen = torch.Generator().manual_seed(8)
+    xt = torch.randn(2, 3, 4, 5, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    wt = torch.randn(4, 3, 3, 2, 3, generator=gen, dtype=torch.float64, requires_grad=True)
+    kw = dict(padding=(1, 0, 1), stride=(2, 1, 1))
+    gx, = torch.autograd.grad(torch.nn.functional.conv3d(xt, wt, **kw).square().sum(), xt,
+                              create_graph=True)
+    gx.square().sum().backward()
+    X, W = (cltensor.from_numpy(t.detach().numpy().astype(dtype), device=device).requires_grad_()
+            for t in (xt, wt))
+    GX, = cltensor.autograd.grad(F.conv3d(X, W, **kw).square().sum(), X, create_graph=True)
+    GX.square().sum().backward()
+    tol = _tol(dtype)
+    assert _rel(GX.detach().numpy(), gx) <= tol
+    assert _rel(X.grad.numpy(), xt.grad) <= tol and _rel(W.grad.numpy(), wt.grad) <= tol
+    E = cltensor.zeros(0, 3, 4, 5, 3, dtype=X.dtype, device=device).requires_grad_()
+    W.grad = None
+    y = F.conv3d(E, W, **kw)
+    y.sum().backward()
+    assert y.shape == (0, 4, 2, 4, 3) and E.grad.shape == E.shape
+    assert not W.grad.numpy().any()
+
+
 @pytest.mark.parametrize("rows", [True, False])
 def test_gather_and_scatter_are_adjoint(device, poisoned, monkeypatch, rows):
     """<gather(x), c> == <x, scatter(c)>, and gather against a numpy reference; the kernels by
