@@ -18,8 +18,8 @@
  * x is a strided 5-d view and gcol a strided 4-d view (offset and strides in elements); col
  * and gx are dense from their buffers' starts.
  * Build options (shape constants):
- *   T            element type (float, double, half or bf16 through common.cl's LD and ST;
- *                the gathers copy 16-bit floats as short bits)
+ *   T            element type: float or double (the gathers copy 16-bit floats as short
+ *                bits; 16-bit gradients are scattered from float32 copies)
  *   KD, SD, DD   kernel depth, depth stride, depth dilation; PD the zero padding in front
  */
 #include "common.cl"

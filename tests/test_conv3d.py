@@ -149,12 +149,15 @@ def test_gather_and_scatter_are_adjoint(device, poisoned, monkeypatch, rows):
 
 
 def test_launches_do_not_grow_with_depth(device):
-    """One forward and backward launch as many kernels at depth 4 as at depth 12."""
+    """One forward and backward launch as many kernels at depth 4 as at depth 12; the graph
+    keeps the input and weight, not the Kd-fold columns."""
     counts = []
     for depth in (4, 12):
         x = cltensor.randn(2, 3, depth, 5, 5, device=device).requires_grad_()
         w = cltensor.randn(4, 3, 3, 3, 3, device=device).requires_grad_()
-        F.conv3d(x, w, padding=1).sum().backward()  # builds and plans first
+        y = F.conv3d(x, w, padding=1)
+        assert [t.shape for t in y.grad_fn.ctx.saved_tensors] == [x.shape, w.shape]
+        y.sum().backward()  # builds and plans first
         with cltensor.profile() as prof:
             F.conv3d(x, w, padding=1).sum().backward()
         counts.append(len(prof.events))
@@ -284,6 +287,30 @@ def test_conv_transpose3d_bad_input(device):
     with pytest.raises(ValueError, match=r"output_padding \(0, 2, 0\) must be smaller"):
         F.conv_transpose3d(x, cltensor.zeros(4, 1, 2, 2, 2, device=device), stride=2,
                            output_padding=(0, 2, 0))
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+@pytest.mark.parametrize("fn", [F.conv3d, F.conv_transpose3d], ids=["conv3d", "transposed"])
+def test_16bit_operands(device, name, fn):
+    """float16 and bfloat16 operands, results and gradients (the scatter sums in float32)
+    against CPU torch in float32 on the same rounded values."""
+    dtype, tol = getattr(torch, name), {"float16": 2e-3, "bfloat16": 1.6e-2}[name]
+    gen = torch.Generator().manual_seed(9)
+    shapes = ((2, 4, 5, 6, 5), (4, 3, 3, 3, 3), (6,)) if fn is F.conv_transpose3d else \
+        ((2, 4, 5, 6, 5), (6, 2, 3, 3, 3), (6,))
+    values = [torch.randn(s, generator=gen).to(dtype) for s in shapes]
+    refs = [v.float().requires_grad_() for v in values]
+    kw = dict(padding=1, groups=2, stride=(2, 1, 1))
+    want = getattr(torch.nn.functional, fn.__name__)(*refs, **kw)
+    g = torch.randn(want.shape, generator=gen).to(dtype)
+    want.backward(g.float())
+    mine = [cltensor.from_numpy(v.float().numpy(), device=device).to(getattr(cltensor, name))
+            .requires_grad_() for v in values]
+    got = fn(*mine, **kw)
+    got.backward(cltensor.from_numpy(g.float().numpy(), device=device).to(got.dtype))
+    for a, b in [(got, want)] + [(m.grad, r.grad) for m, r in zip(mine, refs)]:
+        assert a.dtype == getattr(cltensor, name)
+        assert _rel(a.to(cltensor.float32).numpy(), b) <= tol
 
 
 # ---- the "opencl" device ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ from ..program import ctype_of, remember
 from ..tensor import ClTensor
 from . import common
 from . import function as conv_function
-from .function import ConvTranspose2dFunction, conv2d
+from .function import ConvTranspose2dFunction, ConvWeightGrad, conv2d
 from .params import ConvParams, _positive_int, check_tensors
 from .transposed import output_size
 
@@ -195,6 +195,8 @@ def gather(x: ClTensor, p: Conv3dParams) -> ClTensor:
 
 def scatter(gcols: ClTensor, p: Conv3dParams) -> ClTensor:
     """The (N, C, D, H, W) input gradient from the columns' gradient gcols (any 4-d view)."""
+    if common.is_half(gcols):  # summed in float32, as conv_depth.cl reads no 16-bit sums
+        return scatter(gcols.to(common.compute_dtype(gcols.dtype)), p).to(gcols.dtype)
     gx = common.empty((p.n, p.c, p.d, p.h, p.w), gcols)
     if gx.numel() == 0:
         return gx
@@ -234,9 +236,47 @@ class DepthScatter(autograd.Function):
 
 
 # ---- the convolution -------------------------------------------------------------------------
+class Conv3dFunction(autograd.Function):
+    """The differentiable conv3d: forward(ctx, input, weight, bias, p, algo). It saves the
+    input, not its Kd-fold columns: the backward gathers them again (one launch). Under
+    create_graph=True the gradients come from recorded Functions (recorded_grads)."""
+
+    @staticmethod
+    def forward(ctx, x, w, bias, p, algo):
+        ctx.save_for_backward(x, w)
+        ctx.p, ctx.algo = p, algo
+        return forward(x, w, bias, p, algo)
+
+    @staticmethod
+    def backward(ctx, gy):
+        x, w = ctx.saved_tensors
+        needs = ctx.needs_input_grad[:3]
+        if autograd.is_grad_enabled():
+            return (*recorded_grads(x, w, gy, ctx.p, ctx.algo, needs), None, None)
+        return (*backward(x, w, gy, ctx.p, ctx.algo, *needs), None, None)
+
+
+def recorded_grads(x, w, gy, p, algo, needs):
+    """(input, weight, bias) gradients of conv3d as Function.apply calls, so that
+    create_graph=True records them; None where needs is False. The input's is the transposed
+    convolution of gy, the weight's conv2d's ConvWeightGrad of the columns, the bias's gy
+    summed."""
+    need_x, need_w, need_b = needs
+    gx = transposed_forward(gy, w, None, p, algo) if need_x else None
+    gw = None
+    if need_w:
+        n, co, do, ho, wo = p.out_shape
+        g2 = gy.permute(0, 2, 1, 3, 4).contiguous().reshape(n * do, co, ho, wo)
+        w2 = w.detach().reshape(p.co, p.cg * p.kd, p.kh, p.kw)
+        gw = ConvWeightGrad.apply(DepthGather.apply(x, p), g2, w2, p.plane(), algo)
+        gw = gw.reshape(tuple(w.shape))
+    gb = gy.sum((0, 2, 3, 4)) if need_b else None
+    return gx, gw, gb
+
+
 def forward(x, w, bias, p, algo="auto"):
-    """conv3d's (N, Co, Do, Ho, Wo) output for checked params p; differentiable (autograd
-    records the gather, conv2d and the transposition)."""
+    """conv3d's (N, Co, Do, Ho, Wo) output for checked params p (autograd would record the
+    gather, conv2d and the transposition: Conv3dFunction runs it unrecorded)."""
     cols = DepthGather.apply(x, p)
     w2 = w.reshape(p.co, p.cg * p.kd, p.kh, p.kw)
     y2 = conv2d(cols, w2, bias, *p.plane_args(), p.groups, algo)
@@ -265,8 +305,9 @@ def conv3d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = None, stri
            algo: str = "auto") -> ClTensor:
     """3-d convolution (cross-correlation, as in torch) over an (N, C, D, H, W) input.
 
-    The depth taps are gathered as channels (Kd times the input's memory, kept for the
-    backward) and convolved in height and width by one conv2d (see cltensor.conv.conv2d).
+    The depth taps are gathered as channels (Kd times the input's memory, gathered again for
+    the backward) and convolved in height and width by one conv2d (see
+    cltensor.conv.conv2d).
 
     Args:
         input: (N, C, D, H, W) or unbatched (C, D, H, W) float tensor (float32, float64,
@@ -292,7 +333,7 @@ def conv3d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = None, stri
     if unbatched:
         input = input.unsqueeze(0)
     p = make_params(input, weight, bias, stride, padding, dilation, groups)
-    out = forward(input, weight, bias, p, algo)
+    out = Conv3dFunction.apply(input, weight, bias, p, algo)
     return out.squeeze(0) if unbatched else out
 
 
