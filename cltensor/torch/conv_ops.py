@@ -166,7 +166,7 @@ def convolution_backward(grad_output, input, weight, bias_sizes, stride, padding
 def _backward_3d(key, args):
     """convolution_backward of a 3-d convolution, plain or transposed, by conv3d's passes;
     16-bit operands through float32 copies as the 2-d ones."""
-    grad_output, input, weight, transposed, output_mask = args[:3] + args[7:8] + args[10:]
+    grad_output, input, weight, _, _, _, _, transposed, _, _, output_mask = args
     operands = [unwrap(t) for t in (input, weight, grad_output)]
     dtypes = [t.dtype for t in operands]
     x, w, g = map(_wide, operands)
