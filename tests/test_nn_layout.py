@@ -18,8 +18,9 @@ FUNCTIONAL_ALL = """
 adaptive_avg_pool1d adaptive_avg_pool2d adaptive_max_pool1d adaptive_max_pool1d_with_indices
 adaptive_max_pool2d adaptive_max_pool2d_with_indices alpha_dropout avg_pool1d avg_pool2d
 batch_norm bilinear binary_cross_entropy binary_cross_entropy_with_logits cat celu celu_
-channel_shuffle conv1d conv2d conv_transpose1d conv_transpose2d cosine_embedding_loss
-cosine_similarity cross_entropy dropout dropout1d dropout2d dropout3d elu elu_ embedding
+channel_shuffle conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
+cosine_embedding_loss
+cosine_similarity cross_entropy ctc_loss dropout dropout1d dropout2d dropout3d elu elu_ embedding
 embedding_bag feature_alpha_dropout flatten fold gaussian_nll_loss gelu glu group_norm
 gumbel_softmax hardshrink hardsigmoid hardswish hardtanh hardtanh_ hinge_embedding_loss
 huber_loss instance_norm interpolate kl_div l1_loss layer_norm leaky_relu leaky_relu_ linear

@@ -411,10 +411,11 @@ def test_layer_errors(ocl):
 
 def test_unsupported_conv_form_falls_back(ocl):
     ct_fallback._FELL_BACK.discard("aten::convolution")
-    x, w = torch.randn(1, 2, 4, 4, 4), torch.randn(3, 2, 3, 3, 3)  # 3-d: no cltensor form
+    x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3)
+    args = (None, [1, 1], [0, 0], [1, 1], False, [1, 1], 1)  # plain, with an output_padding
     with pytest.warns(ct.CPUFallbackWarning, match="aten::convolution"):
-        got = torch.nn.functional.conv3d(x.to(ocl), w.to(ocl))
-    _same(got, torch.nn.functional.conv3d(x, w), rtol=1e-4, atol=1e-5)
+        got = torch.ops.aten.convolution(x.to(ocl), w.to(ocl), *args)
+    _same(got, torch.ops.aten.convolution(x, w, *args), rtol=1e-4, atol=1e-5)
 
 
 def _train_cnn(dev, steps=3):
