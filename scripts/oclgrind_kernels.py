@@ -330,6 +330,26 @@ def section_pool():
     assert np.isfinite(x.grad.numpy()).all()
 
 
+def section_conv3d():
+    """conv_depth.cl's gather and scatter of depth taps, forward, backward and transposed."""
+    x = dev(rand(2, 3, 5, 4, 6)).requires_grad_()
+    w = dev(rand(4, 3, 3, 2, 3)).requires_grad_()
+    y = F.conv3d(x, w, stride=(2, 1, 1), padding=(1, 0, 1), dilation=(1, 2, 1))
+    y.backward(dev(rand(*y.shape)))
+    z = F.conv_transpose3d(x, dev(rand(3, 2, 2, 3, 3)), stride=2)
+    z.backward(dev(rand(*z.shape)))
+    assert np.isfinite(x.grad.numpy()).all() and np.isfinite(w.grad.numpy()).all()
+
+
+def section_ctc():
+    """ctc.cl: log-alpha, the loss and its gradient; an impossible alignment too."""
+    lp = F.log_softmax(dev(rand(9, 3, 5)), dim=-1).detach().requires_grad_()
+    targets = dev(np.array([[1, 2, 2], [3, 1, 0], [4, 4, 4]], np.int64))
+    loss = F.ctc_loss(lp, targets, [9, 7, 3], [3, 2, 3], reduction="sum", zero_infinity=True)
+    loss.backward()
+    assert np.isfinite(lp.grad.numpy()).all()
+
+
 def section_resample():
     x = dev(rand(2, 3, 5, 4)).requires_grad_()
     for y in [F.interpolate(x, scale_factor=2), F.interpolate(x, (3, 7), mode="nearest-exact"),
