@@ -243,7 +243,7 @@ inline Draws draws_of(uint k0, uint k1, ulong c) {
   return d;
 }
 
-inline FT next_u(Draws* d) {
+inline FT next_u(__private Draws* d) {
   if (d->used == PER) {
     uniforms(philox4x32_10((uint4)((uint)d->c, (uint)(d->c >> 32), d->j, 0u), (uint2)(d->k0, d->k1)),
              d->u);
@@ -253,12 +253,12 @@ inline FT next_u(Draws* d) {
   return d->u[d->used++];
 }
 
-inline int drawing(const Draws* d) { return d->j < MAX_ROUNDS; }
+inline int drawing(const __private Draws* d) { return d->j < MAX_ROUNDS; }
 
 /* ---- poisson: rates below POISSON_PTRS_FROM by inversion (the count of k whose CDF stays below
  * one uniform), the others by Hormann's transformed rejection with squeeze (PTRS, 1993). Flags:
  * 1 a negative or NaN rate, 2 an infinite one. */
-inline FT poisson_inversion(const FT lam, Draws* d) {
+inline FT poisson_inversion(const FT lam, __private Draws* d) {
   const FT u = next_u(d);
   FT p = exp(-lam), cdf = p, k = 0;
   /* NOTE: a pmf underflowing to 0 ends the tail (u above every CDF value reached) */
@@ -270,7 +270,7 @@ inline FT poisson_inversion(const FT lam, Draws* d) {
   return k;
 }
 
-inline FT poisson_ptrs(const FT lam, Draws* d) {
+inline FT poisson_ptrs(const FT lam, __private Draws* d) {
   const FT slam = sqrt(lam), loglam = log(lam);
   const FT b = (FT)0.931 + (FT)2.53 * slam, a = (FT)-0.059 + (FT)0.02483 * b;
   const FT log_invalpha = log((FT)1.1239 + (FT)1.1328 / (b - (FT)3.4));
@@ -309,12 +309,12 @@ __kernel void poisson_fill(STREAM_ARGS, __global const P_T* rate_p, const View r
  * Box-Muller normals, shapes below 1 boosted (a draw of alpha + 1 times u^(1 / alpha)); draws
  * are at least `tiny` (the output type's smallest normal number, as torch clamps them). Flag 1:
  * a shape that is not positive (or NaN). An infinite shape draws infinity. */
-inline FT std_normal(Draws* d) {
+inline FT std_normal(__private Draws* d) {
   const FT r = sqrt((FT)-2 * log((FT)1 - next_u(d)));
   return r * cospi((FT)2 * next_u(d));
 }
 
-inline FT gamma_mt(FT alpha, Draws* d) {
+inline FT gamma_mt(FT alpha, __private Draws* d) {
   FT boost = 1;
   if (alpha < (FT)1) {
     boost = pow((FT)1 - next_u(d), (FT)1 / alpha);
@@ -351,7 +351,7 @@ __kernel void gamma_fill(STREAM_ARGS, __global const P_T* alpha_p, const View al
 /* ---- binomial (count n, probability p): counts floor(n) as torch; n p below BINOMIAL_BTRS_FROM
  * (p at most 1/2, else n minus a draw of 1 - p) by inversion, the others by Hormann's BTRS
  * (1993). Flags: 1 a negative or NaN count, 2 an infinite one, 3 a probability outside [0, 1]. */
-inline FT binomial_inversion(const FT n, const FT p, Draws* d) {
+inline FT binomial_inversion(const FT n, const FT p, __private Draws* d) {
   const FT q = (FT)1 - p, s = p / q, a = (n + (FT)1) * s;
   FT k = 0, r = pow(q, n), u = next_u(d);
   while (u > r && drawing(d)) {
@@ -367,7 +367,7 @@ inline FT binomial_inversion(const FT n, const FT p, Draws* d) {
   return k;
 }
 
-inline FT binomial_btrs(const FT n, const FT p, Draws* d) {
+inline FT binomial_btrs(const FT n, const FT p, __private Draws* d) {
   const FT q = (FT)1 - p, spq = sqrt(n * p * q);
   const FT b = (FT)1.15 + (FT)2.53 * spq, a = (FT)-0.0873 + (FT)0.0248 * b + (FT)0.01 * p;
   const FT c = n * p + (FT)0.5, vr = (FT)0.92 - (FT)4.2 / b;
