@@ -17,6 +17,8 @@ NN = pathlib.Path(__file__).resolve().parents[1] / "cltensor" / "nn"
 FUNCTIONAL_ALL = """
 adaptive_avg_pool1d adaptive_avg_pool2d adaptive_max_pool1d adaptive_max_pool1d_with_indices
 adaptive_max_pool2d adaptive_max_pool2d_with_indices alpha_dropout avg_pool1d avg_pool2d
+adaptive_avg_pool3d adaptive_max_pool3d adaptive_max_pool3d_with_indices avg_pool3d max_pool3d
+max_pool3d_with_indices max_unpool3d
 batch_norm bilinear binary_cross_entropy binary_cross_entropy_with_logits cat celu celu_
 channel_shuffle conv1d conv2d conv3d conv_transpose1d conv_transpose2d conv_transpose3d
 cosine_embedding_loss

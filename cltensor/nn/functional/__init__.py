@@ -11,8 +11,8 @@ is recorded as _Adjoint, whose gradient is the op itself. Ops composed of tensor
 embedding, cat, flatten, probability-target cross_entropy) need nothing more.
 
 The ops live in one module per area (activation, attention, conv, ctc, distance, dropout,
-linear, loss, margin_loss, normalization, pooling, sparse, vision; helpers in utils); this
-package re-exports them.
+linear, loss, margin_loss, normalization, pooling, sparse, vision, volume; helpers in utils);
+this package re-exports them.
 
 Example:
     import cltensor.nn.functional as F
@@ -39,19 +39,24 @@ from .sparse import EMBEDDING_BAG_MODES  # noqa: F401
 from .utils import *  # noqa: F401,F403
 from .utils import REDUCTIONS, _Adjoint  # noqa: F401
 from .vision import *  # noqa: F401,F403
+from .volume import *  # noqa: F401,F403
 from .vision import INTERPOLATE_MODES  # noqa: F401
 
 # NOTE: a submodule whose name is also a function (dropout, linear) is shadowed by it here
 __all__ = [
     "adaptive_avg_pool1d",
     "adaptive_avg_pool2d",
+    "adaptive_avg_pool3d",
     "adaptive_max_pool1d",
     "adaptive_max_pool1d_with_indices",
     "adaptive_max_pool2d",
     "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d",
+    "adaptive_max_pool3d_with_indices",
     "alpha_dropout",
     "avg_pool1d",
     "avg_pool2d",
+    "avg_pool3d",
     "batch_norm",
     "bilinear",
     "binary_cross_entropy",
@@ -111,8 +116,11 @@ __all__ = [
     "max_pool1d_with_indices",
     "max_pool2d",
     "max_pool2d_with_indices",
+    "max_pool3d",
+    "max_pool3d_with_indices",
     "max_unpool1d",
     "max_unpool2d",
+    "max_unpool3d",
     "mish",
     "mse_loss",
     "multi_margin_loss",

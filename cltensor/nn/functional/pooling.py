@@ -168,14 +168,19 @@ def _avg_pool(op, input, kernel_size, stride, padding, ceil_mode, count_include_
               divisor_override):
     x, squeeze = _batched(input, op)
     fields, out_hw = pool.window(op, x, kernel_size, stride, padding, 1, ceil_mode)
-    divisor = 0
-    if divisor_override is not None:
-        if not isinstance(divisor_override, numbers.Integral) or divisor_override == 0:
-            raise ValueError(f"{op}: divisor_override must be a non-zero int, got "
-                             f"{divisor_override!r}")
-        divisor = int(divisor_override)
+    divisor = _divisor(op, divisor_override)
     out = _AvgPool2d.apply(x, fields, out_hw, divisor, int(bool(count_include_pad)))
     return _unbatch(out, squeeze)
+
+
+def _divisor(op, divisor_override):
+    """The checked divisor_override as an int, 0 for None."""
+    if divisor_override is None:
+        return 0
+    if not isinstance(divisor_override, numbers.Integral) or divisor_override == 0:
+        raise ValueError(f"{op}: divisor_override must be a non-zero int, got "
+                         f"{divisor_override!r}")
+    return int(divisor_override)
 
 
 def adaptive_avg_pool2d(input, output_size):

@@ -126,7 +126,20 @@ def _drop_height(out):
     return out.squeeze(-2)
 
 
+def _triple(value, name, op):
+    """An int or a 1- or 3-sequence of ints as a 3-tuple (torch's _triple), checked."""
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if len(items) == 1:
+        items = items * 3
+    if len(items) != 3 or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                  for v in items):
+        raise TypeError(f"{op}: {name} must be an int or a triple of ints, got {value!r}")
+    return tuple(int(v) for v in items)
+
+
 def _tuple(value, n, name, op):
+    if n == 3:
+        return _triple(value, name, op)
     return pool.pair(value, name, op) if n == 2 else (_single(value, name, op),)
 
 

@@ -10,6 +10,7 @@ from ...autograd.namespace import pad as _pad
 from ...ops import pool, resample
 from .pooling import adaptive_avg_pool2d
 from .utils import _float_tensor, _linear_backward, _tensor
+from .volume import adaptive_avg_pool3d
 
 __all__ = ["channel_shuffle", "interpolate", "pad", "pixel_shuffle", "pixel_unshuffle", "upsample",
            "upsample_bilinear", "upsample_nearest"]
@@ -30,18 +31,19 @@ class _Upsample(Function):
 
 
 INTERPOLATE_MODES = {3: ("nearest", "nearest-exact", "linear", "area"),
-                     4: ("nearest", "nearest-exact", "bilinear", "bicubic", "area")}
+                     4: ("nearest", "nearest-exact", "bilinear", "bicubic", "area"),
+                     5: ("nearest", "nearest-exact", "trilinear", "area")}
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """Resample the spatial dims of an (N, C, L) or (N, C, H, W) input to `size`, or to
-    floor(size * scale_factor), as torch's interpolate.
+    """Resample the spatial dims of an (N, C, L), (N, C, H, W) or (N, C, D, H, W) input to
+    `size`, or to floor(size * scale_factor), as torch's interpolate.
 
     Args:
         mode: "nearest" (torch's legacy rounding), "nearest-exact", "linear" (3-d),
             "bilinear" or "bicubic" (4-d; Keys' cubic with a = -0.75, edges replicated),
-            "area" (adaptive average pooling).
+            "trilinear" (5-d), "area" (adaptive average pooling).
         align_corners: interpolating modes only: map the corner pixels' centres onto each
             other (default False: the pixels' areas).
         recompute_scale_factor: with scale_factor, compute the sampling step from the sizes
@@ -54,21 +56,23 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     op = "interpolate"
     _float_tensor(input, "input", op)
     if input.ndim not in INTERPOLATE_MODES:
-        raise ValueError(f"{op}: expected a 3-d (N, C, L) or 4-d (N, C, H, W) input, got shape "
-                         f"{input.shape}")
+        raise ValueError(f"{op}: expected a 3-d (N, C, L), 4-d (N, C, H, W) or 5-d "
+                         f"(N, C, D, H, W) input, got shape {input.shape}")
     if mode not in INTERPOLATE_MODES[input.ndim]:
         raise ValueError(f"{op}: mode {mode!r} is not supported for {input.ndim}-d input "
                          f"(supported: {', '.join(INTERPOLATE_MODES[input.ndim])})")
-    linear = mode in ("linear", "bilinear")
+    linear = mode in ("linear", "bilinear", "trilinear")
     if align_corners is not None and not (linear or mode == "bicubic"):
         raise ValueError(f"{op}: align_corners can only be set with the interpolating modes "
-                         f"linear, bilinear and bicubic, not {mode!r}")
+                         f"linear, bilinear, bicubic and trilinear, not {mode!r}")
     if antialias:
         raise ValueError(f"{op}: antialias is not supported")
     dims = input.ndim - 2
     out_size, factors = _interpolate_size(input, size, scale_factor, dims, op)
     if recompute_scale_factor or size is not None:
         factors = None
+    if dims == 3:
+        return _interpolate3d(input, out_size, factors, mode, bool(align_corners))
     x = input if dims == 2 else input.unsqueeze(2)
     if dims == 1:
         out_size, factors = (1,) + out_size, None if factors is None else (None,) + factors
@@ -78,6 +82,22 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         y = _Upsample.apply(x, out_size, factors, "bilinear" if linear else mode,
                             bool(align_corners))
     return y if dims == 2 else y.squeeze(2)
+
+
+def _interpolate3d(x, size, factors, mode, align_corners):
+    """interpolate of a 5-d x, separably: over (H, W) with the volumes as (N * C, D, H, W)
+    planes, then over (D, OH * OW), whose columns map onto themselves (two launches)."""
+    if mode == "area":
+        return adaptive_avg_pool3d(x, size)
+    n, c, d, h, w = x.shape
+    (od, oh, ow), fd, fhw = size, None, None
+    if factors is not None:
+        fd, fhw = factors[0], factors[1:]
+    mode = "bilinear" if mode == "trilinear" else mode
+    y = _Upsample.apply(x.reshape(n * c, d, h, w), (oh, ow), fhw, mode, align_corners)
+    y = _Upsample.apply(y.reshape(n * c, 1, d, oh * ow), (od, oh * ow), (fd, None), mode,
+                        align_corners)
+    return y.reshape(n, c, od, oh, ow)
 
 
 def _interpolate_size(x, size, scale_factor, dims, op):

@@ -1,0 +1,168 @@
+"""cltensor's 3-d functional layers: max, average, adaptive pooling and max unpooling
+(nn/functional/volume.py), batch and instance norm, interpolate and pad on (N, C, D, H, W)
+input, values, indices and gradients against CPU torch in float64, on contiguous, permuted,
+step-sliced and offset inputs, and bad input."""
+import numpy as np
+import pytest
+import torch
+from test_nn_functional import strided_views
+
+import cltensor
+import cltensor.nn.functional as F
+
+TF = torch.nn.functional
+
+
+def _dtype(device):
+    return np.float64 if device.has_fp64 else np.float32
+
+
+def _check(got, want, dtype):
+    """got (a ClTensor) equal to torch's want by norm-relative error."""
+    g = got.numpy().astype(np.float64)
+    w = want.detach().double().numpy()
+    assert g.shape == w.shape, (g.shape, w.shape)
+    tol = 1e-12 if dtype == np.float64 else 3e-6
+    assert np.linalg.norm(g - w) <= tol * max(np.linalg.norm(w), 1.0), np.abs(g - w).max()
+
+
+def _compare(device, shape, ours, theirs, rng, layouts=True, data=None):
+    """ours(x) against theirs(x) (torch), forward and the input's gradient for a random output
+    gradient, on every layout of a random x (or of data); the outputs after the first are
+    compared too (indices)."""
+    dtype = _dtype(device)
+    a = (rng.standard_normal(shape) if data is None else data).astype(dtype)
+    xt = torch.tensor(a, dtype=torch.float64, requires_grad=True)
+    want = theirs(xt)
+    want = want if isinstance(want, tuple) else (want,)
+    gt = torch.tensor(rng.standard_normal(want[0].shape))
+    want[0].backward(gt)
+    views = strided_views(a, device) if layouts else [("contiguous", cltensor.from_numpy(
+        a, device=device))]
+    for name, x in views:
+        x.requires_grad_()
+        got = ours(x)
+        got = got if isinstance(got, tuple) else (got,)
+        for o, w in zip(got, want):
+            if w.dtype == torch.int64:
+                assert o.dtype == cltensor.int64, name
+                np.testing.assert_array_equal(o.numpy(), w.numpy(), err_msg=name)
+            else:
+                _check(o, w, dtype)
+        got[0].backward(cltensor.from_numpy(gt.numpy().astype(dtype), device=device))
+        _check(x.grad, xt.grad, dtype)
+
+
+# (input shape, arguments): odd sizes, strides unlike the kernel, padding, dilation, ceil_mode
+# (the last windows clipped), an unbatched input
+MAX_CASES = [
+    ((2, 3, 5, 6, 7), dict(kernel_size=3, stride=2, padding=1)),
+    ((1, 2, 7, 5, 6), dict(kernel_size=(2, 3, 2), stride=(1, 2, 3), padding=(1, 1, 0),
+                           dilation=(2, 1, 2), ceil_mode=True)),
+    ((3, 4, 5, 5), dict(kernel_size=2, ceil_mode=True)),
+    ((1, 1, 3, 4, 9), dict(kernel_size=(1, 2, 3), stride=(2, 1, 2), padding=(0, 1, 1))),
+]
+
+
+@pytest.mark.parametrize("shape,kw", MAX_CASES, ids=[f"case{i}" for i in range(len(MAX_CASES))])
+def test_max_pool3d(device, rng, shape, kw):
+    _compare(device, shape, lambda x: F.max_pool3d(x, **kw, return_indices=True),
+             lambda x: TF.max_pool3d(x, **kw, return_indices=True), rng)
+    _compare(device, shape, lambda x: F.max_pool3d(x, **kw), lambda x: TF.max_pool3d(x, **kw),
+             rng, layouts=False)
+
+
+def test_max_pool3d_ties_take_torchs_first(device, rng):
+    """Equal values in a window: torch's index (the first in (d, h, w) order) and gradient."""
+    data = rng.integers(0, 3, (2, 2, 5, 4, 6)).astype(np.float64)
+    kw = dict(kernel_size=3, stride=(1, 2, 1), padding=1)
+    _compare(device, data.shape, lambda x: F.max_pool3d(x, **kw, return_indices=True),
+             lambda x: TF.max_pool3d(x, **kw, return_indices=True), rng, data=data)
+
+
+AVG_CASES = [
+    ((2, 3, 5, 6, 7), dict(kernel_size=3, stride=2, padding=1)),
+    ((1, 2, 7, 5, 6), dict(kernel_size=(2, 3, 2), stride=(3, 2, 1), padding=(1, 1, 0),
+                           ceil_mode=True, count_include_pad=False)),
+    ((1, 2, 7, 5, 6), dict(kernel_size=(3, 2, 3), stride=2, padding=1, ceil_mode=True)),
+    ((3, 5, 4, 6), dict(kernel_size=2, padding=1, divisor_override=3)),
+]
+
+
+@pytest.mark.parametrize("shape,kw", AVG_CASES, ids=[f"case{i}" for i in range(len(AVG_CASES))])
+def test_avg_pool3d(device, rng, shape, kw):
+    _compare(device, shape, lambda x: F.avg_pool3d(x, **kw), lambda x: TF.avg_pool3d(x, **kw), rng)
+
+
+@pytest.mark.parametrize("size", [(3, 2, 4), 1, (None, 5, 2)])
+def test_adaptive_pool3d(device, rng, size):
+    shape = (2, 3, 5, 7, 6)
+    _compare(device, shape, lambda x: F.adaptive_avg_pool3d(x, size),
+             lambda x: TF.adaptive_avg_pool3d(x, size), rng)
+    _compare(device, shape, lambda x: F.adaptive_max_pool3d(x, size, return_indices=True),
+             lambda x: TF.adaptive_max_pool3d(x, size, return_indices=True), rng)
+
+
+def test_max_unpool3d(device, rng):
+    dtype = _dtype(device)
+    a = rng.standard_normal((2, 3, 5, 6, 7)).astype(dtype)
+    y, i = TF.max_pool3d(torch.tensor(a, dtype=torch.float64), 2, return_indices=True)
+    want = TF.max_unpool3d(y, i, 2, output_size=(5, 6, 7))
+    ours, idx = F.max_pool3d(cltensor.from_numpy(a, device=device), 2, return_indices=True)
+    _check(F.max_unpool3d(ours, idx, 2, output_size=(5, 6, 7)), want, dtype)
+
+
+INTERP_CASES = [
+    dict(size=(7, 5, 9), mode="nearest"),
+    dict(scale_factor=(1.7, 0.6, 2.0), mode="nearest"),
+    dict(size=(3, 8, 4), mode="nearest-exact"),
+    dict(size=(7, 5, 9), mode="trilinear"),
+    dict(size=(7, 5, 9), mode="trilinear", align_corners=True),
+    dict(scale_factor=(1.5, 2.3, 0.7), mode="trilinear"),
+    dict(scale_factor=2, mode="trilinear", recompute_scale_factor=True),
+    dict(size=(2, 3, 4), mode="area"),
+]
+
+
+@pytest.mark.parametrize("kw", INTERP_CASES, ids=[f"case{i}" for i in range(len(INTERP_CASES))])
+def test_interpolate_5d(device, rng, kw):
+    _compare(device, (2, 3, 4, 6, 5), lambda x: F.interpolate(x, **kw),
+             lambda x: TF.interpolate(x, **kw), rng)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda x: F.max_pool3d(x[0, 0], 2), r"4-d \(C, D, H, W\) or 5-d .* got shape \(3, 4, 5\)"),
+    (lambda x: F.max_pool3d(x, 2, padding=2), r"pad should be at most half"),
+    (lambda x: F.avg_pool3d(x, (4, 2, 2)), r"input size \(3, 3, 4, 5\).*too small"),
+    (lambda x: F.avg_pool3d(x, 2, divisor_override=0), r"divisor_override"),
+    (lambda x: F.max_pool3d(x, 2, stride=(1, 0, 1)), r"stride must be in"),
+    (lambda x: F.adaptive_avg_pool3d(x, (2, 2)), r"output_size must be an int or a triple"),
+    (lambda x: F.adaptive_max_pool3d(x, (2, 0, 1)), r"positive ints"),
+    (lambda x: F.interpolate(x, scale_factor=2, mode="bilinear"), r"'bilinear' is not supported"),
+    (lambda x: F.interpolate(x, size=(2, 2)), r"size must be a positive int or 3"),
+])
+def test_bad_input(device, call, message):
+    x = cltensor.zeros(1, 3, 3, 4, 5, device=device)
+    with pytest.raises(ValueError, match=message):
+        call(x)
+    with pytest.raises(TypeError, match="kernel_size must be an int or a triple"):
+        F.max_pool3d(x, (2, 2))
+
+
+def test_norms_and_pad_5d(device, rng):
+    """batch_norm, instance_norm and pad (every mode), functional forms, on 5-d input."""
+    pads = (1, 2, 0, 2, 2, 1)
+    for mode in ("reflect", "replicate", "circular", "constant"):
+        _compare(device, (2, 2, 3, 4, 5), lambda x: F.pad(x, pads, mode),
+                 lambda x: TF.pad(x, pads, mode), rng)
+    w, b = rng.standard_normal(3), rng.standard_normal(3)
+    wt, bt = torch.tensor(w), torch.tensor(b)
+    _compare(device, (2, 3, 4, 5, 3), lambda x: F.instance_norm(x, None, None, _on(w, x), _on(b, x)),
+             lambda x: TF.instance_norm(x, None, None, wt, bt), rng)
+    _compare(device, (2, 3, 4, 5, 3), lambda x: F.batch_norm(x, None, None, _on(w, x), _on(b, x), True),
+             lambda x: TF.batch_norm(x, None, None, wt, bt, True), rng)
+
+
+def _on(a, like):
+    """numpy a on like's device in like's dtype."""
+    return cltensor.from_numpy(a, device=like.device).to(dtype=like.dtype)
