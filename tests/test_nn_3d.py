@@ -1,13 +1,14 @@
-"""cltensor's 3-d functional layers: max, average, adaptive pooling and max unpooling
-(nn/functional/volume.py), batch and instance norm, interpolate and pad on (N, C, D, H, W)
-input, values, indices and gradients against CPU torch in float64, on contiguous, permuted,
-step-sliced and offset inputs, and bad input."""
+"""cltensor's 3-d layers: max, average, adaptive pooling and max unpooling (nn/functional/
+volume.py), batch and instance norm, interpolate and pad on (N, C, D, H, W) input, functional
+and module forms, values, indices and gradients against CPU torch in float64, on contiguous,
+permuted, step-sliced and offset inputs, and bad input."""
 import numpy as np
 import pytest
 import torch
 from test_nn_functional import strided_views
 
 import cltensor
+import cltensor.nn as nn
 import cltensor.nn.functional as F
 
 TF = torch.nn.functional
@@ -15,6 +16,10 @@ TF = torch.nn.functional
 
 def _dtype(device):
     return np.float64 if device.has_fp64 else np.float32
+
+
+def _ct(dtype):
+    return cltensor.float64 if dtype == np.float64 else cltensor.float32
 
 
 def _check(got, want, dtype):
@@ -166,3 +171,82 @@ def test_norms_and_pad_5d(device, rng):
 def _on(a, like):
     """numpy a on like's device in like's dtype."""
     return cltensor.from_numpy(a, device=like.device).to(dtype=like.dtype)
+
+
+# ---- the modules ----------------------------------------------------------------------------
+
+def test_pool3d_modules(device, rng):
+    shape = (2, 3, 5, 6, 7)
+    pairs = [(nn.MaxPool3d(3, 2, 1, ceil_mode=True), torch.nn.MaxPool3d(3, 2, 1, ceil_mode=True)),
+             (nn.MaxPool3d(2, return_indices=True), torch.nn.MaxPool3d(2, return_indices=True)),
+             (nn.AvgPool3d(3, 2, 1, count_include_pad=False),
+              torch.nn.AvgPool3d(3, 2, 1, count_include_pad=False)),
+             (nn.AdaptiveAvgPool3d((2, 3, 3)), torch.nn.AdaptiveAvgPool3d((2, 3, 3))),
+             (nn.AdaptiveMaxPool3d(2, True), torch.nn.AdaptiveMaxPool3d(2, True))]
+    for ours, theirs in pairs:
+        _compare(device, shape, ours, theirs, rng, layouts=False)
+    a = rng.standard_normal(shape)
+    y, i = torch.nn.MaxPool3d(2, return_indices=True)(torch.tensor(a))
+    ours, idx = nn.MaxPool3d(2, return_indices=True)(cltensor.from_numpy(a.astype(_dtype(device)),
+                                                                         device=device))
+    _check(nn.MaxUnpool3d(2)(ours, idx, output_size=(2, 3, 5, 6, 7)),
+           torch.nn.MaxUnpool3d(2)(y, i, output_size=(2, 3, 5, 6, 7)), _dtype(device))
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm3d(device, rng, training):
+    dtype = _dtype(device)
+    ours, theirs = nn.BatchNorm3d(3).to(dtype=_ct(dtype)), torch.nn.BatchNorm3d(3)
+    theirs = theirs.double()
+    stats = [rng.standard_normal(3), rng.random(3) + 0.5, rng.standard_normal(3),
+             rng.standard_normal(3)]
+    for t in (ours, theirs):
+        for name, v in zip(("running_mean", "running_var", "weight", "bias"), stats):
+            getattr(t, name).data = torch.tensor(v) if t is theirs else \
+                cltensor.from_numpy(v.astype(dtype), device=device)
+        t.train(training)
+    ours = ours.to(device)
+    # NOTE: one call in training, whose running stats each call updates
+    _compare(device, (2, 3, 4, 5, 3), ours, theirs, rng, layouts=not training)
+    _check(ours.running_mean, theirs.running_mean, dtype)
+    _check(ours.running_var, theirs.running_var, dtype)
+    assert ours.weight.grad is not None
+
+
+@pytest.mark.parametrize("affine", [False, True])
+def test_instance_norm3d(device, rng, affine):
+    ours, theirs = nn.InstanceNorm3d(3, affine=affine), torch.nn.InstanceNorm3d(3, affine=affine)
+    ours = ours.to(device=device, dtype=_ct(_dtype(device)))
+    _compare(device, (2, 3, 4, 5, 3), ours, theirs.double(), rng)
+    _compare(device, (3, 4, 5, 3), lambda x: F.instance_norm(x), TF.instance_norm, rng,
+             layouts=False)
+
+
+def test_upsample_5d_module(device, rng):
+    _compare(device, (1, 2, 3, 4, 5), nn.Upsample(scale_factor=2, mode="trilinear"),
+             torch.nn.Upsample(scale_factor=2, mode="trilinear"), rng, layouts=False)
+
+
+def test_pads_3d(device, rng):
+    pads = (1, 2, 0, 2, 2, 1)
+    pairs = [(nn.ReflectionPad3d(pads), torch.nn.ReflectionPad3d(pads)),
+             (nn.ReplicationPad3d(pads), torch.nn.ReplicationPad3d(pads)),
+             (nn.CircularPad3d(pads), torch.nn.CircularPad3d(pads)),
+             (nn.ConstantPad3d(1, 2.5), torch.nn.ConstantPad3d(1, 2.5)),
+             (nn.ZeroPad3d(pads), torch.nn.ZeroPad3d(pads))]
+    for ours, theirs in pairs:
+        _compare(device, (2, 2, 3, 4, 5), ours, theirs, rng, layouts=False)
+    _compare(device, (2, 2, 3, 4, 5), lambda x: F.pad(x, pads, "reflect"),
+             lambda x: TF.pad(x, pads, "reflect"), rng)
+
+
+def test_bad_module_input(device):
+    x = cltensor.zeros(1, 3, 3, 4, 5, device=device)
+    with pytest.raises(ValueError, match=r"expected 2 channels in dim 1.*\(1, 3, 3, 4, 5\)"):
+        nn.BatchNorm3d(2)(x)
+    with pytest.raises(ValueError, match=r"expected 5D input, got 4D"):
+        nn.BatchNorm3d(3)(x[0])
+    with pytest.raises(ValueError, match=r"expected 3D \(unbatched\) or 4D input, got 5D"):
+        nn.InstanceNorm2d(3)(x)
+    with pytest.raises(ValueError, match=r"padding must be an int or a 6-tuple"):
+        nn.ReflectionPad3d((1, 1, 1, 1))

@@ -1,4 +1,4 @@
-"""Batch normalization: BatchNorm1d and BatchNorm2d."""
+"""Batch normalization: BatchNorm1d, BatchNorm2d and BatchNorm3d."""
 from ... import dtypes as dt
 from ...autograd import no_grad
 from ...creation import ones, zeros
@@ -7,7 +7,7 @@ from .. import init
 from .module import Module
 from .utils import check_size, new_parameter
 
-__all__ = ["BatchNorm1d", "BatchNorm2d"]
+__all__ = ["BatchNorm1d", "BatchNorm2d", "BatchNorm3d"]
 
 
 class _BatchNorm(Module):
@@ -109,6 +109,17 @@ class BatchNorm2d(_BatchNorm):
     """
 
     _ndims = (4,)
+
+
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization of (N, C, D, H, W) input over N, D, H and W, per channel C
+    (BatchNorm2d's statistics and running averages).
+
+    Example:
+        bn = nn.BatchNorm3d(16); y = bn(cltensor.randn(2, 16, 4, 5, 5))
+    """
+
+    _ndims = (5,)
 
 
 _NormBase = _BatchNorm  # torch's base of the batch and instance norms (_InstanceNorm is one here)

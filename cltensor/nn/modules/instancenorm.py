@@ -1,8 +1,8 @@
-"""Instance normalization: InstanceNorm1d and InstanceNorm2d."""
+"""Instance normalization: InstanceNorm1d, InstanceNorm2d and InstanceNorm3d."""
 from .. import functional as F
 from .batchnorm import _BatchNorm
 
-__all__ = ["InstanceNorm1d", "InstanceNorm2d"]
+__all__ = ["InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d"]
 
 
 class _InstanceNorm(_BatchNorm):
@@ -46,3 +46,13 @@ class InstanceNorm2d(_InstanceNorm):
     """
 
     _ndims = (3, 4)
+
+
+class InstanceNorm3d(_InstanceNorm):
+    """Instance normalization of (N, C, D, H, W) or (C, D, H, W) input.
+
+    Example:
+        nn.InstanceNorm3d(16)(cltensor.randn(2, 16, 4, 8, 8))
+    """
+
+    _ndims = (4, 5)

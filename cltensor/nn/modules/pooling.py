@@ -1,12 +1,13 @@
-"""Pooling modules: MaxPool1d/2d, AvgPool1d/2d, AdaptiveAvgPool1d/2d, AdaptiveMaxPool1d/2d,
-LPPool1d/2d and MaxUnpool1d/2d."""
+"""Pooling modules: MaxPool1d/2d/3d, AvgPool1d/2d/3d, AdaptiveAvgPool1d/2d/3d,
+AdaptiveMaxPool1d/2d/3d, LPPool1d/2d and MaxUnpool1d/2d/3d."""
 from .. import functional as F
 from .module import Module
 from .utils import ntuple
 
 __all__ = ["MaxPool2d", "AvgPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "MaxPool1d",
            "AvgPool1d", "AdaptiveAvgPool1d", "AdaptiveMaxPool1d", "LPPool1d", "LPPool2d",
-           "MaxUnpool1d", "MaxUnpool2d"]
+           "MaxUnpool1d", "MaxUnpool2d", "MaxPool3d", "AvgPool3d", "AdaptiveAvgPool3d",
+           "AdaptiveMaxPool3d", "MaxUnpool3d"]
 
 
 class MaxPool2d(Module):
@@ -202,6 +203,55 @@ class MaxUnpool1d(MaxUnpool2d):
 
     def forward(self, input, indices, output_size=None):
         return F.max_unpool1d(input, indices, self.kernel_size, self.stride, self.padding,
+                              output_size)
+
+
+class MaxPool3d(MaxPool2d):
+    """The maximum over each window of an (N, C, D, H, W) or (C, D, H, W) input (MaxPool2d's
+    arguments, as ints or triples).
+
+    Example:
+        nn.MaxPool3d(3, 2, 1)(cltensor.randn(1, 3, 8, 16, 16)).shape   # (1, 3, 4, 8, 8)
+    """
+
+    def forward(self, input):
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class AvgPool3d(AvgPool2d):
+    """The mean over each window of an (N, C, D, H, W) or (C, D, H, W) input.
+
+    Example:
+        nn.AvgPool3d(2)(cltensor.randn(1, 3, 4, 8, 8)).shape   # (1, 3, 2, 4, 4)
+    """
+
+    def forward(self, input):
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
+class AdaptiveAvgPool3d(AdaptiveAvgPool2d):
+    """Averages of an (N, C, D, H, W) or (C, D, H, W) input over windows that give
+    output_size (an int or (d, h, w); None keeps that input size)."""
+
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class AdaptiveMaxPool3d(AdaptiveMaxPool2d):
+    """Maxima of an (N, C, D, H, W) or (C, D, H, W) input over windows that give output_size;
+    return_indices: also their positions."""
+
+    def forward(self, input):
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class MaxUnpool3d(MaxUnpool2d):
+    """The inverse of MaxPool3d."""
+
+    def forward(self, input, indices, output_size=None):
+        return F.max_unpool3d(input, indices, self.kernel_size, self.stride, self.padding,
                               output_size)
 
 

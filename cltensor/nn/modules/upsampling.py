@@ -6,8 +6,8 @@ __all__ = ["Upsample", "UpsamplingNearest2d", "UpsamplingBilinear2d"]
 
 
 class Upsample(Module):
-    """Resample (N, C, L) or (N, C, H, W) input to `size`, or by `scale_factor`, with
-    F.interpolate's modes.
+    """Resample (N, C, L), (N, C, H, W) or (N, C, D, H, W) input to `size`, or by
+    `scale_factor`, with F.interpolate's modes ("trilinear" for 5-d input).
 
     Example:
         up = nn.Upsample(scale_factor=2, mode="bilinear")
