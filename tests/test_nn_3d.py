@@ -250,3 +250,64 @@ def test_bad_module_input(device):
         nn.InstanceNorm2d(3)(x)
     with pytest.raises(ValueError, match=r"padding must be an int or a 6-tuple"):
         nn.ReflectionPad3d((1, 1, 1, 1))
+
+
+DEPTH_OPS = [
+    lambda x: F.max_pool3d(x, 3, 2, 1),
+    lambda x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True),
+    lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)),
+    lambda x: F.adaptive_max_pool3d(x, 2),
+    lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"),
+    lambda x: F.interpolate(x, size=(7, 3, 4), mode="nearest"),
+]
+DEPTH_IDS = ["max", "avg", "adaptive_avg", "adaptive_max", "trilinear", "nearest"]
+
+
+@pytest.mark.parametrize("op", DEPTH_OPS, ids=DEPTH_IDS)
+def test_launches_do_not_grow_with_depth(device, op):
+    def launches(depth):
+        x = cltensor.randn(2, 3, depth, 6, 5, device=device).requires_grad_()
+        op(x)  # the builds out of the way
+        with cltensor.profile() as p:
+            y = op(x)
+            y.backward(cltensor.ones_like(y))
+        return len(p.records())
+
+    assert launches(2) == launches(13) <= 5  # two forward, two backward and the ones
+
+
+TORCH_DEPTH_OPS = [
+    lambda x: TF.max_pool3d(x, 3, 2, 1),
+    lambda x: TF.avg_pool3d(x, 3, 2, 1, ceil_mode=True),
+    lambda x: TF.adaptive_avg_pool3d(x, (2, 3, 2)),
+    lambda x: TF.adaptive_max_pool3d(x, 2),
+    lambda x: TF.interpolate(x, scale_factor=2, mode="trilinear"),
+    lambda x: TF.interpolate(x, size=(7, 3, 4), mode="nearest"),
+]
+
+
+@pytest.mark.parametrize("ours,theirs", list(zip(DEPTH_OPS, TORCH_DEPTH_OPS)), ids=DEPTH_IDS)
+def test_double_backward(device, rng, ours, theirs):
+    """The input gradient's own gradient w.r.t. the output gradient, against torch's."""
+    dtype = _dtype(device)
+    a = rng.standard_normal((2, 2, 5, 6, 5)).astype(dtype)
+    xt = torch.tensor(a, dtype=torch.float64, requires_grad=True)
+    yt = theirs(xt)
+    b, v = rng.standard_normal(yt.shape).astype(dtype), rng.standard_normal(a.shape).astype(dtype)
+    gt = torch.tensor(b, dtype=torch.float64, requires_grad=True)
+    (gxt,) = torch.autograd.grad(yt, xt, gt, create_graph=True)
+    (gxt * torch.tensor(v, dtype=torch.float64)).sum().backward()
+    x = cltensor.from_numpy(a, device=device).requires_grad_()
+    g = cltensor.from_numpy(b, device=device).requires_grad_()
+    (gx,) = cltensor.autograd.grad(ours(x), x, g, create_graph=True)
+    _check(gx, gxt, dtype)
+    (gx * cltensor.from_numpy(v, device=device)).sum().backward()
+    _check(g.grad, gt.grad, dtype)
+
+
+def test_empty_batch(device):
+    x = cltensor.zeros(0, 2, 4, 5, 6, device=device)
+    assert F.max_pool3d(x, 2, return_indices=True)[1].shape == (0, 2, 2, 2, 3)
+    assert F.adaptive_max_pool3d(x, 2, return_indices=True)[1].shape == (0, 2, 2, 2, 2)
+    assert F.avg_pool3d(x, 3, 1, 1).shape == (0, 2, 4, 5, 6)
+    assert F.interpolate(x, scale_factor=2, mode="trilinear").shape == (0, 2, 8, 10, 12)

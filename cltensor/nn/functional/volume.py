@@ -70,10 +70,10 @@ def _depths(y):
 def _indices(first, second, x_shape):
     """torch's d * H * W + h * W + w from the stages' indices: first (L, D, OH, OW) in (H, W)
     planes, second (L, 1, OD, OH * OW) in stage 2's (D, OH * OW) grid."""
-    n, _, h, w = x_shape
+    n, d, h, w = x_shape
     plane = first.shape[2] * first.shape[3]
-    at = second.reshape(n, -1)
-    idx = (at // plane) * (h * w) + first.reshape(n, -1).gather(1, at)
+    at = second.reshape(n, second.shape[2] * plane)  # sizes given: n may be 0
+    idx = (at // plane) * (h * w) + first.reshape(n, d * plane).gather(1, at)
     return idx.reshape(n, second.shape[2], *first.shape[2:])
 
 
