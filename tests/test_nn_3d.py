@@ -252,19 +252,26 @@ def test_bad_module_input(device):
         nn.ReflectionPad3d((1, 1, 1, 1))
 
 
+# (function name, arguments after the input), the same in F and torch's
 DEPTH_OPS = [
-    lambda x: F.max_pool3d(x, 3, 2, 1),
-    lambda x: F.avg_pool3d(x, 3, 2, 1, ceil_mode=True),
-    lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)),
-    lambda x: F.adaptive_max_pool3d(x, 2),
-    lambda x: F.interpolate(x, scale_factor=2, mode="trilinear"),
-    lambda x: F.interpolate(x, size=(7, 3, 4), mode="nearest"),
+    ("max_pool3d", (3, 2, 1), {}),
+    ("avg_pool3d", (3, 2, 1), dict(ceil_mode=True)),
+    ("adaptive_avg_pool3d", ((2, 3, 2),), {}),
+    ("adaptive_max_pool3d", (2,), {}),
+    ("interpolate", (), dict(scale_factor=2, mode="trilinear")),
+    ("interpolate", (), dict(size=(7, 3, 4), mode="nearest")),
 ]
 DEPTH_IDS = ["max", "avg", "adaptive_avg", "adaptive_max", "trilinear", "nearest"]
 
 
-@pytest.mark.parametrize("op", DEPTH_OPS, ids=DEPTH_IDS)
-def test_launches_do_not_grow_with_depth(device, op):
+def _op(module, name, args, kw):
+    return lambda x: getattr(module, name)(x, *args, **kw)
+
+
+@pytest.mark.parametrize("name,args,kw", DEPTH_OPS, ids=DEPTH_IDS)
+def test_launches_do_not_grow_with_depth(device, name, args, kw):
+    op = _op(F, name, args, kw)
+
     def launches(depth):
         x = cltensor.randn(2, 3, depth, 6, 5, device=device).requires_grad_()
         op(x)  # the builds out of the way
@@ -276,19 +283,10 @@ def test_launches_do_not_grow_with_depth(device, op):
     assert launches(2) == launches(13) <= 5  # two forward, two backward and the ones
 
 
-TORCH_DEPTH_OPS = [
-    lambda x: TF.max_pool3d(x, 3, 2, 1),
-    lambda x: TF.avg_pool3d(x, 3, 2, 1, ceil_mode=True),
-    lambda x: TF.adaptive_avg_pool3d(x, (2, 3, 2)),
-    lambda x: TF.adaptive_max_pool3d(x, 2),
-    lambda x: TF.interpolate(x, scale_factor=2, mode="trilinear"),
-    lambda x: TF.interpolate(x, size=(7, 3, 4), mode="nearest"),
-]
-
-
-@pytest.mark.parametrize("ours,theirs", list(zip(DEPTH_OPS, TORCH_DEPTH_OPS)), ids=DEPTH_IDS)
-def test_double_backward(device, rng, ours, theirs):
+@pytest.mark.parametrize("name,args,kw", DEPTH_OPS, ids=DEPTH_IDS)
+def test_double_backward(device, rng, name, args, kw):
     """The input gradient's own gradient w.r.t. the output gradient, against torch's."""
+    ours, theirs = _op(F, name, args, kw), _op(TF, name, args, kw)
     dtype = _dtype(device)
     a = rng.standard_normal((2, 2, 5, 6, 5)).astype(dtype)
     xt = torch.tensor(a, dtype=torch.float64, requires_grad=True)
