@@ -170,8 +170,8 @@ def test_bad_input_and_empty(device):
             F.interpolate(x, **kwargs)
     with pytest.raises(ValueError, match="mode 'bicubic' is not supported for 3-d input"):
         F.interpolate(cltensor.zeros(1, 2, 4, device=device), scale_factor=2, mode="bicubic")
-    with pytest.raises(ValueError, match="3-d .* or 4-d"):
-        F.interpolate(cltensor.zeros(1, 2, 2, 2, 2, device=device), scale_factor=2)
+    with pytest.raises(ValueError, match="3-d .* or 5-d"):
+        F.interpolate(cltensor.zeros(1, 2, 2, 2, 2, 2, device=device), scale_factor=2)
     with pytest.raises(TypeError, match="floating point"):
         F.interpolate(cltensor.zeros(1, 1, 2, 2, dtype=cltensor.int32, device=device), size=3)
     assert F.interpolate(cltensor.zeros(0, 2, 4, 4, device=device), scale_factor=2).shape == \
