@@ -180,6 +180,26 @@ def _backward_3d(key, args):
     return tuple(None if r is None else wrap(_as(r, d)) for r, d in zip(grads, dtypes))
 
 
+def backward_through_relu(args, g, relu_y):
+    """convolution_backward on args whose grad_output is the gradient g taken back through a
+    ReLU of output relu_y (ClTensors of one shape, float32/64): relu_grad.py's fused form,
+    the mask applied inside the backward passes; None for a transposed, 3-d, 16-bit or
+    unplanned problem (the general kernel then runs)."""
+    grad_output, input, weight, *_, transposed, output_padding, groups, output_mask = args
+    if (transposed or input.dim() == 5 or input.dtype is not grad_output.dtype or
+            weight.dtype is not input.dtype):
+        return None
+    key = signature(*args)
+    p = _CONV_BACKWARD_PLANS.get(key)
+    if p is None:  # the first call of a signature takes the general path, which plans it
+        return None
+    nd = input.dim()
+    x, w = _as_2d(unwrap(input), nd), _as_2d(unwrap(weight), nd)
+    grads = conv_function.backward(x, w, _as_2d(g, nd), p, "auto", *map(bool, output_mask),
+                                   relu_y=_as_2d(relu_y, nd))
+    return tuple(None if r is None else wrap(_as(_from_2d(r, nd), x.dtype)) for r in grads)
+
+
 def _transposed_grads(x, w, gy, p, algo, need_x, need_w, need_b):
     """(input, weight, bias) gradients of conv_transpose2d at output gradient gy, as
     ConvTranspose2dFunction's backward takes them: the input's is the convolution p of gy, the

@@ -53,7 +53,7 @@ class _Pending:
     def settle(self, name, args):
         """Launch before kernel `name` runs on args; its result where the launch computes it."""
         target = args[0] if args and name in ("relu", "relu_") else None
-        if target is None or not self._is_output(target):
+        if target is None or not is_exactly(target, self.out):
             self.launch(self.out, relu=False)
             return None
         if name == "relu_":
@@ -63,13 +63,6 @@ class _Pending:
         self.launch(result, relu=True)
         be.defer(_Unread(self.launch, self.out))
         return be.wrap(result)
-
-    def _is_output(self, t):
-        """Whether torch tensor t is exactly the output (not a view of a part of it)."""
-        o = self.out
-        return (be.is_opencl(t) and getattr(t.untyped_storage(), "_cl_storage", None) is o.storage
-                and tuple(t.shape) == o.shape and tuple(t.stride()) == o.strides
-                and t.storage_offset() == o.offset and be.TO_NUMPY.get(t.dtype) == o.dtype)
 
 
 class _Unread:
@@ -88,3 +81,10 @@ class _Unread:
         if storage is not None:
             self.launch(be.ClTensor(storage, *self.geometry), relu=False)
         return None
+
+
+def is_exactly(t, cl):
+    """Whether torch tensor t is exactly ClTensor cl (not a view of a part of it)."""
+    return (be.is_opencl(t) and getattr(t.untyped_storage(), "_cl_storage", None) is cl.storage
+            and tuple(t.shape) == cl.shape and tuple(t.stride()) == cl.strides
+            and t.storage_offset() == cl.offset and be.TO_NUMPY.get(t.dtype) == cl.dtype)

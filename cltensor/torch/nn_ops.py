@@ -11,6 +11,7 @@ from .. import dtypes as dt
 from ..ops import activation, pool
 from ..ops.indexing import slices
 from ..tensor import ClTensor
+from . import relu_grad
 from ._backend import aten, fill_on_read, np_dtype, unwrap, wrap
 from .fallback import cpu_fallback
 from .math_ops import Plans, finish, meta_result, operand, signature, with_out, write_into
@@ -36,6 +37,9 @@ def vjp(fn, inputs, needs, grad):
 # ---- activations and pooling ------------------------------------------------------------------
 @aten("threshold_backward")
 def threshold_backward(grad_output, self, threshold):
+    fused = relu_grad.deferred(grad_output, self, threshold)  # ReLU's gradient, launch deferred
+    if fused is not None:
+        return fused
     out = meta_result(_aten.threshold_backward.default, (grad_output, self, threshold), {})
     dtype = np_dtype(out.dtype, "threshold_backward")
     x, g = operand(self, dtype), operand(grad_output, dtype)

@@ -1,0 +1,138 @@
+"""Host-side fast paths of the "opencl" kernels: ReLU's gradient taken inside the
+convolution's backward (relu_grad.py), taken only where it applies, with CPU torch's values in
+float64 there and on every general path (another threshold or consumer, a kept or read
+gradient, a transposed convolution, broadcast operands)."""
+import numpy as np
+import pytest
+
+# torch (skipping when it is missing or too old) and the fixture making `device` opencl:0
+from test_torch_device import ct, ocl, torch  # noqa: F401
+
+from cltensor.torch import conv_ops, nn_ops, relu_grad
+
+pytestmark = pytest.mark.usefixtures("ocl")
+OCL = "opencl"
+F = torch.nn.functional
+aten = torch.ops.aten
+
+
+def _close(got, want):
+    assert got.device.type == OCL and got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().numpy(), rtol=1e-6,
+                               atol=1e-8)
+
+
+def _randn(*shape, seed=0, dtype=torch.float64):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def _refuse(*args, **kwargs):
+    raise AssertionError("the general path ran")
+
+
+def _counting(monkeypatch, module, name):
+    """Count the calls of module.name (still calling it); returns the list of call counts."""
+    calls, fn = [], getattr(module, name)
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return fn(*args, **kwargs)
+    monkeypatch.setattr(module, name, counted)
+    return calls
+
+
+def _net(seed, transposed=False):
+    """(CPU float64 parameters, opencl copies requiring grad) of two convolutions."""
+    shapes = [(6, 3, 3, 3), (6,), (4, 6, 3, 3), (4,)]
+    if transposed:
+        shapes[0] = (3, 6, 3, 3)
+    cpu = [_randn(*s, seed=seed + i).requires_grad_() for i, s in enumerate(shapes)]
+    return cpu, [p.detach().to(OCL).requires_grad_() for p in cpu]
+
+
+def _forward(x, w1, b1, w2, b2, transposed=False, keep=None):
+    conv = F.conv_transpose2d if transposed else F.conv2d
+    y = conv(x, w1, b1, padding=1)
+    if keep is not None:
+        y.retain_grad()
+        keep.append(y)
+    return F.conv2d(F.relu(y), w2, b2, padding=1)
+
+
+@pytest.mark.parametrize("steps", [1, 2])
+def test_relu_gradient_taken_inside_the_convolution_backward(monkeypatch, steps):
+    """threshold_backward never takes its general path; from the second step of a signature
+    the convolution's backward applies the mask itself."""
+    monkeypatch.setattr(nn_ops.activation, "hardtanh_backward", _refuse)
+    fused = _counting(monkeypatch, conv_ops, "backward_through_relu")
+    x = _randn(2, 3, 7, 7, seed=9)
+    cpu, dev = _net(10)
+    g = _randn(2, 4, 7, 7, seed=11)
+    _forward(x, *cpu).backward(g)
+    for _ in range(steps):
+        for p in dev:
+            p.grad = None
+        _forward(x.to(OCL).requires_grad_(), *dev).backward(g.to(OCL))
+    assert len(fused) == steps
+    for d, c in zip(dev, cpu):
+        _close(d.grad, c.grad)
+
+
+def test_kept_relu_gradient_is_computed():
+    """A tensor still holding the thresholded gradient (retain_grad) gets its values."""
+    x = _randn(2, 3, 7, 7, seed=1)
+    cpu, dev = _net(2)
+    g = _randn(2, 4, 7, 7, seed=3)
+    kept_cpu, kept_dev = [], []
+    _forward(x, *cpu, keep=kept_cpu).backward(g)
+    for _ in range(2):  # the second step takes the fused path
+        for p in dev:
+            p.grad = None
+        kept_dev.clear()
+        _forward(x.to(OCL), *dev, keep=kept_dev).backward(g.to(OCL))
+    _close(kept_dev[0].grad, kept_cpu[0].grad)
+    for d, c in zip(dev, cpu):
+        _close(d.grad, c.grad)
+
+
+def test_transposed_convolution_takes_the_general_backward(monkeypatch):
+    fused = _counting(monkeypatch, relu_grad, "_launch")
+    x = _randn(2, 3, 5, 5, seed=4)
+    cpu, dev = _net(5, transposed=True)
+    g = _randn(2, 4, 5, 5, seed=6)
+    _forward(x, *cpu, transposed=True).backward(g)
+    for _ in range(2):
+        for p in dev:
+            p.grad = None
+        _forward(x.to(OCL), *dev, transposed=True).backward(g.to(OCL))
+    assert len(fused) == 2  # the gradient launched by itself before each backward
+    for d, c in zip(dev, cpu):
+        _close(d.grad, c.grad)
+
+
+def test_deferred_relu_gradient_read_and_consumed():
+    """The deferred result read directly, fed to another kernel, and written in place."""
+    g, y = _randn(3, 5, seed=7), _randn(3, 5, seed=8)
+    y[0, 0] = float("nan")  # torch passes the gradient where the saved output is NaN
+    want = aten.threshold_backward(g, y, 0)
+    _close(aten.threshold_backward(g.to(OCL), y.to(OCL), 0), want)
+    _close(aten.threshold_backward(g.to(OCL), y.to(OCL), 0.0) * 2, want * 2)
+    r = aten.threshold_backward(g.to(OCL), y.to(OCL), 0)
+    r.add_(1)
+    _close(r, want + 1)
+    out = torch.full((3, 5), float("nan"), dtype=torch.float64, device=OCL)
+    aten.threshold_backward.grad_input(g.to(OCL), y.to(OCL), 0, grad_input=out)
+    _close(out, want)
+
+
+@pytest.mark.parametrize("case", ["threshold", "broadcast", "float16"])
+def test_threshold_backward_general_paths(monkeypatch, case):
+    monkeypatch.setattr(relu_grad, "_Pending", _refuse)
+    g, y, t = _randn(3, 5, seed=12), _randn(3, 5, seed=13), 0
+    if case == "threshold":
+        t = 0.25
+    elif case == "broadcast":
+        y = y[:1]
+    else:
+        g, y = g.half(), y.half()
+    _close(aten.threshold_backward(g.to(OCL), y.to(OCL), t), aten.threshold_backward(g, y, t))
