@@ -1,13 +1,16 @@
 """Host-side fast paths of the "opencl" kernels: ReLU's gradient taken inside the
 convolution's backward (relu_grad.py), taken only where it applies, with CPU torch's values in
 float64 there and on every general path (another threshold or consumer, a kept or read
-gradient, a transposed convolution, broadcast operands)."""
+gradient, a transposed convolution, broadcast operands); the device guard's index search
+skipped where OpenCL has one device."""
 import numpy as np
 import pytest
 
 # torch (skipping when it is missing or too old) and the fixture making `device` opencl:0
 from test_torch_device import ct, ocl, torch  # noqa: F401
 
+import cltensor
+from cltensor.torch import _backend as be
 from cltensor.torch import conv_ops, nn_ops, relu_grad
 
 pytestmark = pytest.mark.usefixtures("ocl")
@@ -136,3 +139,14 @@ def test_threshold_backward_general_paths(monkeypatch, case):
     else:
         g, y = g.half(), y.half()
     _close(aten.threshold_backward(g.to(OCL), y.to(OCL), t), aten.threshold_backward(g, y, t))
+
+
+def test_one_device_skips_the_device_index_search(monkeypatch):
+    """With one OpenCL device every opencl tensor is on the current device: the kernels' guard
+    looks for no index (test_torch_multidevice.py runs the guard over two devices)."""
+    if len(cltensor.device.all_devices()) > 1:
+        pytest.skip("several OpenCL devices: the guard searches the index")
+    monkeypatch.setattr(be, "_first_index", _refuse)
+    x, y = _randn(3, 4), _randn(3, 4, seed=1)
+    _close(x.to(OCL) * y.to(OCL) + 1, x * y + 1)
+    assert torch.opencl.current_device() == 0

@@ -72,7 +72,8 @@ def _guarded(fn, name):
         global _current
         if _CALLED:
             _CALLED[-1].add(name)
-        index = _first_index(args)
+        # NOTE: with one OpenCL device every opencl tensor is on opencl:0, the current device
+        index = _first_index(args) if _several_devices() else None
         previous = _current
         try:
             if index is not None:
@@ -90,6 +91,15 @@ def _guarded(fn, name):
         finally:
             _current = previous
     return kernel
+
+
+_SEVERAL = []  # [whether OpenCL has more than one device], found at the first kernel
+
+
+def _several_devices():
+    if not _SEVERAL:
+        _SEVERAL.append(len(cl_device.all_devices()) > 1)
+    return _SEVERAL[0]
 
 
 def _naming(error, name):
