@@ -11,7 +11,7 @@ from test_torch_device import ct, ocl, torch  # noqa: F401
 
 import cltensor
 from cltensor.torch import _backend as be
-from cltensor.torch import conv_ops, nn_ops, relu_grad
+from cltensor.torch import conv_ops, math_ops, nn_ops, relu_grad
 
 pytestmark = pytest.mark.usefixtures("ocl")
 OCL = "opencl"
@@ -150,3 +150,45 @@ def test_one_device_skips_the_device_index_search(monkeypatch):
     x, y = _randn(3, 4), _randn(3, 4, seed=1)
     _close(x.to(OCL) * y.to(OCL) + 1, x * y + 1)
     assert torch.opencl.current_device() == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_pointwise_of_alike_operands_skips_the_meta_pass(monkeypatch, dtype):
+    """Float tensors of one shape, dtype and device: no Meta result, torch's values and a new
+    result tensor."""
+    monkeypatch.setattr(math_ops, "meta_result", _refuse)
+    x, y = _randn(2, 3, 4, dtype=dtype), _randn(2, 3, 4, seed=1, dtype=dtype).abs() + 0.5
+    xd, yd = x.to(OCL), y.to(OCL)
+    for op in (torch.add, torch.sub, torch.mul, torch.div, torch.maximum, torch.minimum):
+        _close(op(xd, yd), op(x, y))
+    for op in (torch.neg, torch.abs, torch.exp, torch.sigmoid, torch.tanh, torch.relu):
+        _close(op(xd), op(x))
+    _close(torch.sqrt(yd), torch.sqrt(y))
+    _close(xd.mT * yd.mT, x.mT * y.mT)  # strided operands of one shape
+    s = xd + yd
+    monkeypatch.undo()
+    s.add_(1)  # the result is a tensor of its own
+    _close(xd, x)
+
+
+@pytest.mark.parametrize("case", ["broadcast", "dtypes", "int", "alpha", "cpu_scalar", "pow"])
+def test_pointwise_general_paths(monkeypatch, case):
+    """Operands the fast path does not take reach torch's Meta checks, with torch's values."""
+    metas = _counting(monkeypatch, math_ops, "meta_result")
+    x, y = _randn(3, 4), _randn(3, 4, seed=1)
+    op, kwargs = torch.add, {}
+    if case == "broadcast":
+        y = y[:1]
+    elif case == "dtypes":
+        y = y.float()
+    elif case == "int":
+        x, y = (x * 10).long(), (y * 10).long()
+    elif case == "alpha":
+        kwargs = {"alpha": 2}
+    elif case == "pow":
+        op, x = torch.pow, x.abs()
+    xd = x.to(OCL)
+    yd = torch.tensor(1.5, dtype=torch.float64) if case == "cpu_scalar" else y.to(OCL)
+    y = yd if case == "cpu_scalar" else y
+    _close(op(xd, yd, **kwargs), op(x, y, **kwargs))
+    assert metas

@@ -13,7 +13,7 @@ import cltensor
 
 from ..ops import pointwise
 from ..tensor import ClTensor
-from ._backend import TO_NUMPY, aten, cl_device_for, is_opencl, np_dtype, unwrap, wrap
+from ._backend import NAME, TO_NUMPY, aten, cl_device_for, is_opencl, np_dtype, unwrap, wrap
 from .factory import to_cl
 from .fallback import cpu_fallback
 
@@ -168,8 +168,13 @@ def _functional(name, op, fn):
     writes the result there in its own launch, converting to into's dtype as torch's in-place and
     out= forms do, and returns into; otherwise it returns a new tensor."""
     direct = "out" in inspect.signature(fn).parameters and name != "where"
+    fast = name in _SAME_KIND
 
     def kernel(*args, into=None, **kwargs):
+        if fast and into is None and not kwargs:
+            res = _alike(fn, args)
+            if res is not None:
+                return res
         out = meta_result(op, args, kwargs)
         dtype = _compute_dtype(name, out, args)
         ops = [operand(a, dtype) for a in args]
@@ -182,6 +187,30 @@ def _functional(name, op, fn):
             return into
         return finish(fn(*ops, **kwargs), out)
     return kernel
+
+
+# ops whose result, for float operands of one shape and dtype, has that shape and dtype
+_SAME_KIND = {"add", "sub", "mul", "div", "maximum", "minimum", "neg", "abs", "exp", "log",
+              "sqrt", "rsqrt", "sigmoid", "tanh", "relu", "reciprocal", "sin", "cos"}
+_FLOATS = (torch.float32, torch.float64)
+
+
+def _alike(fn, args):
+    """fn's result on opencl float32/64 tensors of one shape, dtype and device, which torch's
+    checks pass and whose result takes that shape and dtype: no Meta result, no casts. None
+    for any other operands (the general path)."""
+    first = args[0]
+    for a in args:
+        if not (isinstance(a, torch.Tensor) and a.dtype is first.dtype and a.shape == first.shape
+                and a.device.type == NAME):
+            return None
+    if first.dtype not in _FLOATS:
+        return None
+    ops = [unwrap(a) for a in args]
+    device = ops[0].device
+    if any(x.device is not device for x in ops):
+        return None
+    return wrap(fn(*ops))
 
 
 def _written(dst, res):
