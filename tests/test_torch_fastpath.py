@@ -2,7 +2,8 @@
 convolution's backward (relu_grad.py), taken only where it applies, with CPU torch's values in
 float64 there and on every general path (another threshold or consumer, a kept or read
 gradient, a transposed convolution, broadcast operands); the device guard's index search
-skipped where OpenCL has one device."""
+skipped where OpenCL has one device; pointwise ops on alike operands without a Meta pass;
+batch norm on cltensor's batch-norm kernels."""
 import numpy as np
 import pytest
 
@@ -11,7 +12,7 @@ from test_torch_device import ct, ocl, torch  # noqa: F401
 
 import cltensor
 from cltensor.torch import _backend as be
-from cltensor.torch import conv_ops, math_ops, nn_ops, relu_grad
+from cltensor.torch import conv_ops, math_ops, nn_ops, norm_ops, relu_grad
 
 pytestmark = pytest.mark.usefixtures("ocl")
 OCL = "opencl"
@@ -19,10 +20,10 @@ F = torch.nn.functional
 aten = torch.ops.aten
 
 
-def _close(got, want):
+def _close(got, want, rtol=1e-6, atol=1e-8):
     assert got.device.type == OCL and got.dtype == want.dtype and got.shape == want.shape
-    np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().numpy(), rtol=1e-6,
-                               atol=1e-8)
+    np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().numpy(), rtol=rtol,
+                               atol=atol)
 
 
 def _randn(*shape, seed=0, dtype=torch.float64):
@@ -192,3 +193,64 @@ def test_pointwise_general_paths(monkeypatch, case):
     y = yd if case == "cpu_scalar" else y
     _close(op(xd, yd, **kwargs), op(x, y, **kwargs))
     assert metas
+
+
+def _bn_pair(dtype, affine=True, track=True, seed=20):
+    """(CPU, opencl) BatchNorm2d(3) with the same random parameters and running statistics."""
+    cpu = torch.nn.BatchNorm2d(3, affine=affine, track_running_stats=track, dtype=dtype)
+    with torch.no_grad():
+        for t in (*cpu.parameters(), *cpu.buffers()):
+            if t.is_floating_point():
+                t.copy_(_randn(*t.shape, seed=seed, dtype=dtype).abs() + 0.5)
+    dev = torch.nn.BatchNorm2d(3, affine=affine, track_running_stats=track, dtype=dtype)
+    dev.load_state_dict(cpu.state_dict())
+    return cpu, dev.to(OCL)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("mode", ["train", "eval", "channels_last", "no_affine", "no_running"])
+def test_batch_norm_on_cltensor_kernels(monkeypatch, dtype, mode):
+    """native_batch_norm and its backward on cltensor's batch-norm kernels: torch's output,
+    saved statistics, running statistics and gradients."""
+    kernels = [_counting(monkeypatch, nn, name) for nn, name in
+               ((norm_ops.norm, "batch_norm_train"), (norm_ops.norm, "batch_norm_eval"),
+                (norm_ops.norm, "batch_norm_backward"))]
+    cpu, dev = _bn_pair(dtype, affine=mode != "no_affine", track=mode != "no_running")
+    if mode == "eval":
+        cpu.eval(), dev.eval()
+    x = _randn(4, 3, 5, 6, seed=21, dtype=dtype).requires_grad_()
+    xd = x.detach().to(OCL)
+    if mode == "channels_last":
+        xd = xd.contiguous(memory_format=torch.channels_last)
+    xd.requires_grad_()
+    g = _randn(4, 3, 5, 6, seed=22, dtype=dtype)
+    y, yd = cpu(x), dev(xd)
+    y.backward(g)
+    yd.backward(g.to(OCL))
+    tol = {"rtol": 1e-4, "atol": 1e-5} if dtype == torch.float32 else {}
+    for got, want in ((yd, y), (xd.grad, x.grad), *zip(dev.parameters(), cpu.parameters()),
+                      *((d.grad, c.grad) for d, c in zip(dev.parameters(), cpu.parameters())),
+                      *zip(dev.buffers(), cpu.buffers())):
+        if want.is_floating_point():
+            _close(got, want, **tol)
+    assert sum(map(len, kernels)) == 2  # one forward and one backward on the kernels
+
+
+def test_batch_norm_general_paths():
+    """Operands cltensor's kernels do not take (strided running statistics, one value per
+    channel in eval) keep the composed path, with torch's values."""
+    x, w, b = _randn(2, 3, 4, 4, seed=30), _randn(3, seed=31), _randn(3, seed=32)
+    stats = _randn(6, seed=33).abs() + 0.5
+    args = (x, w, b, stats[::2].clone(), stats[1::2].clone(), True, 0.1, 1e-5)
+    want = aten.native_batch_norm(*args)
+    dev_stats = stats.to(OCL)
+    rm, rv = dev_stats[::2], dev_stats[1::2]  # strided views: the composed path
+    got = aten.native_batch_norm(x.to(OCL), w.to(OCL), b.to(OCL), rm, rv, True, 0.1, 1e-5)
+    for gd, wt in zip(got, want):
+        _close(gd, wt)
+    _close(rm, args[3]), _close(rv, args[4])
+    x1 = _randn(1, 3, seed=34)
+    want = aten.native_batch_norm(x1, w, b, stats[:3], stats[3:], False, 0.1, 1e-5)[0]
+    got = aten.native_batch_norm(x1.to(OCL), w.to(OCL), b.to(OCL), stats[:3].to(OCL),
+                                 stats[3:].to(OCL), False, 0.1, 1e-5)[0]
+    _close(got, want)

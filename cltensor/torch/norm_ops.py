@@ -8,6 +8,7 @@ import torch
 import cltensor
 
 from .. import dtypes as dt
+from ..ops import norm
 from ._backend import aten, np_dtype, unwrap, wrap
 from .math_ops import finish, meta_result, runtime_errors, with_out, write_into
 
@@ -32,6 +33,10 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     args = (input, weight, bias, running_mean, running_var, training, momentum, eps)
     out, mean_meta, invstd_meta = meta_result(torch.ops.aten.native_batch_norm.default, args, {})
     x = unwrap(input)
+    vectors = [None if t is None else unwrap(t) for t in (weight, bias, running_mean, running_var)]
+    if _fused(x, vectors) and (vectors[2] is None) == (vectors[3] is None) and \
+            (training or vectors[2] is not None):
+        return _batch_norm_kernels(x, *vectors, training, momentum, eps)
     if training:
         mean = x.mean(dim=_axes(x))
         var = ((x - mean.reshape(*_shape(x))) ** 2).mean(dim=_axes(x))
@@ -51,6 +56,27 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
     return wrap(y), wrap(saved[0].contiguous()), wrap(saved[1].contiguous())
 
 
+def _fused(x, vectors):
+    """Whether cltensor's batch-norm kernels (cltensor/ops/norm.py) take x with these
+    per-channel vectors: float32/64 of one dtype on one device, dense (C,) vectors or None,
+    more than one value per channel."""
+    if x.dtype not in (dt.float32, dt.float64) or x.ndim < 2 or x.numel() < 2 * x.shape[1]:
+        return False
+    return all(v is None or (v.dtype is x.dtype and v.shape == (x.shape[1],)
+                             and v.strides == (1,) and v.device is x.device) for v in vectors)
+
+
+def _batch_norm_kernels(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """native_batch_norm's results from cltensor's statistics and apply kernels (three
+    launches), running statistics updated in place (the variance unbiased)."""
+    if training:
+        y, mean, invstd = norm.batch_norm_train(x, weight, bias, running_mean, running_var,
+                                                momentum, eps)
+        return wrap(y), wrap(mean), wrap(invstd)
+    y, _ = norm.batch_norm_eval(x, weight, bias, running_mean, running_var, eps)
+    return wrap(y), wrap(_empty(x)), wrap(_empty(x))
+
+
 def _empty(x):
     return cltensor.empty(0, dtype=x.dtype, device=x.device)
 
@@ -68,6 +94,11 @@ def native_batch_norm_backward(grad_out, input, weight, running_mean, running_va
         mean, invstd = unwrap(save_mean), unwrap(save_invstd)
     else:
         mean, invstd = unwrap(running_mean), cltensor.rsqrt(unwrap(running_var) + eps)
+    w = None if weight is None else unwrap(weight)
+    if _fused(x, (w, mean, invstd)) and g.shape == x.shape and g.dtype is x.dtype:
+        # cltensor's gradient kernels: sums, coefficients, apply
+        grads = norm.batch_norm_backward(g, x, w, mean, invstd, train)
+        return tuple(wrap(r.contiguous()) if need else None for r, need in zip(grads, output_mask))
     xhat = (x - mean.reshape(*_shape(x))) * invstd.reshape(*_shape(x))
     gb = g.sum(dim=_axes(x))
     gw = (g * xhat).sum(dim=_axes(x))
