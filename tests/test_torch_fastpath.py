@@ -236,19 +236,33 @@ def test_batch_norm_on_cltensor_kernels(monkeypatch, dtype, mode):
     assert sum(map(len, kernels)) == 2  # one forward and one backward on the kernels
 
 
-def test_batch_norm_general_paths():
-    """Operands cltensor's kernels do not take (strided running statistics, one value per
-    channel in eval) keep the composed path, with torch's values."""
-    x, w, b = _randn(2, 3, 4, 4, seed=30), _randn(3, seed=31), _randn(3, seed=32)
+@pytest.mark.parametrize("views", ["strided", "offset"])
+def test_batch_norm_general_paths(views):
+    """Operands cltensor's kernels do not take (strided running statistics, vectors starting
+    past their buffer's start, one value per channel in eval) keep the composed path, with
+    torch's values."""
+    x, wb = _randn(2, 3, 4, 4, seed=30), _randn(7, seed=31)
     stats = _randn(6, seed=33).abs() + 0.5
+    w, b = (wb[:3], wb[3:6]) if views == "strided" else (wb[1:4], wb[4:])
     args = (x, w, b, stats[::2].clone(), stats[1::2].clone(), True, 0.1, 1e-5)
-    want = aten.native_batch_norm(*args)
-    dev_stats = stats.to(OCL)
-    rm, rv = dev_stats[::2], dev_stats[1::2]  # strided views: the composed path
-    got = aten.native_batch_norm(x.to(OCL), w.to(OCL), b.to(OCL), rm, rv, True, 0.1, 1e-5)
+    dev_stats, dev_wb = stats.to(OCL), wb.to(OCL)
+    if views == "strided":  # strided running statistics
+        rm, rv, wd, bd = dev_stats[::2], dev_stats[1::2], dev_wb[:3], dev_wb[3:6]
+    else:  # weight and bias past their buffer's start
+        rm, rv, wd, bd = args[3].to(OCL), args[4].to(OCL), dev_wb[1:4], dev_wb[4:]
+    want = aten.native_batch_norm(*args)  # updates args' running statistics
+    got = aten.native_batch_norm(x.to(OCL), wd, bd, rm, rv, True, 0.1, 1e-5)
     for gd, wt in zip(got, want):
         _close(gd, wt)
     _close(rm, args[3]), _close(rv, args[4])
+    g = _randn(2, 3, 4, 4, seed=35)
+    mask = [True, True, True]
+    want = aten.native_batch_norm_backward(g, x, w, args[3], args[4], want[1], want[2], True,
+                                           1e-5, mask)
+    got = aten.native_batch_norm_backward(g.to(OCL), x.to(OCL), wd, rm, rv, got[1], got[2],
+                                          True, 1e-5, mask)
+    for gd, wt in zip(got, want):
+        _close(gd, wt, rtol=1e-5)
     x1 = _randn(1, 3, seed=34)
     want = aten.native_batch_norm(x1, w, b, stats[:3], stats[3:], False, 0.1, 1e-5)[0]
     got = aten.native_batch_norm(x1.to(OCL), w.to(OCL), b.to(OCL), stats[:3].to(OCL),

@@ -58,12 +58,14 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
 
 def _fused(x, vectors):
     """Whether cltensor's batch-norm kernels (cltensor/ops/norm.py) take x with these
-    per-channel vectors: float32/64 of one dtype on one device, dense (C,) vectors or None,
-    more than one value per channel."""
+    per-channel vectors: float32/64 of one dtype on one device, (C,) vectors or None, each
+    dense from its buffer's start (the kernels take their buffers), more than one value per
+    channel."""
     if x.dtype not in (dt.float32, dt.float64) or x.ndim < 2 or x.numel() < 2 * x.shape[1]:
         return False
-    return all(v is None or (v.dtype is x.dtype and v.shape == (x.shape[1],)
-                             and v.strides == (1,) and v.device is x.device) for v in vectors)
+    return all(v is None or (v.dtype is x.dtype and v.shape == (x.shape[1],) and
+                             v.strides == (1,) and v.offset == 0 and v.device is x.device)
+               for v in vectors)
 
 
 def _batch_norm_kernels(x, weight, bias, running_mean, running_var, training, momentum, eps):
