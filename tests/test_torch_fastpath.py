@@ -268,3 +268,37 @@ def test_batch_norm_general_paths(views):
     got = aten.native_batch_norm(x1.to(OCL), w.to(OCL), b.to(OCL), stats[:3].to(OCL),
                                  stats[3:].to(OCL), False, 0.1, 1e-5)[0]
     _close(got, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_in_place_pointwise_of_alike_operands_skips_the_meta_pass(monkeypatch, dtype):
+    """A dense self and float operands of its shape, dtype and device: written in place with no
+    Meta pass, torch's values, self returned."""
+    x, y = _randn(3, 4, dtype=dtype), _randn(3, 4, seed=1, dtype=dtype)
+    xd, yd = x.to(OCL), y.to(OCL)
+    metas = _counting(monkeypatch, math_ops, "meta_result")
+    for name in ("add_", "sub_", "mul_", "maximum", "relu_", "exp_"):
+        if name == "maximum":  # no in-place form in torch's API: its out= form writes xd
+            torch.maximum(xd, yd, out=xd), torch.maximum(x, y, out=x)
+            continue
+        args = () if name in ("relu_", "exp_") else (yd,)
+        assert getattr(xd, name)(*args) is xd
+        getattr(x, name)(*((y,) if args else ()))
+        _close(xd, x)
+    xd.add_(xd)  # self as the other operand
+    x.add_(x)
+    _close(xd, x)
+    assert len(metas) == 2  # only torch.maximum's out= form met the Meta checks
+
+
+def test_in_place_general_paths():
+    """A self that is not dense keeps the general path's checks: an expanded self raises the
+    overlap error, a transposed one gets torch's values."""
+    x, y = _randn(1, 4), _randn(3, 4, seed=1)
+    with pytest.raises(RuntimeError, match="memory location"):
+        x.to(OCL).expand(3, 4).add_(y.to(OCL))
+    a, b = _randn(4, 3, seed=2), _randn(3, 4, seed=3)
+    ad = a.to(OCL)
+    ad.t().mul_(b.to(OCL))
+    a.t().mul_(b)
+    _close(ad, a)

@@ -199,6 +199,22 @@ def _alike(fn, args):
     """fn's result on opencl float32/64 tensors of one shape, dtype and device, which torch's
     checks pass and whose result takes that shape and dtype: no Meta result, no casts. None
     for any other operands (the general path)."""
+    ops = _alike_operands(args)
+    return None if ops is None else wrap(fn(*ops))
+
+
+def _alike_in_place(fn, self, args):
+    """self, fn(self, *args) written into it in one launch, for alike operands (_alike) and a
+    dense self (no element written twice: torch's overlap check passes); else None."""
+    ops = _alike_operands((self, *args)) if self.is_contiguous() else None
+    if ops is None:
+        return None
+    fn(*ops, out=ops[0])
+    return self
+
+
+def _alike_operands(args):
+    """The ClTensors of opencl float32/64 tensors of one shape, dtype and device, else None."""
     first = args[0]
     for a in args:
         if not (isinstance(a, torch.Tensor) and a.dtype is first.dtype and a.shape == first.shape
@@ -210,7 +226,7 @@ def _alike(fn, args):
     device = ops[0].device
     if any(x.device is not device for x in ops):
         return None
-    return wrap(fn(*ops))
+    return ops
 
 
 def _written(dst, res):
@@ -275,12 +291,12 @@ def register_pointwise(name, fn):
         if kind == "functional":
             functional = _functional(name, op, fn)
             aten(full)(functional)
-            _register_inplace(name, overload, op, functional)
+            _register_inplace(name, overload, op, functional, fn)
         elif kind == "out":
             _register_out(name, full, op, fn)
 
 
-def _register_inplace(name, overload, op, functional):
+def _register_inplace(name, overload, op, functional, fn):
     packet = getattr(torch.ops.aten, name + "_", None)
     # floor_divide's in-place twin of the functional default is floor_divide_.Tensor
     twins = [o for o in (overload, "Tensor" if overload == "default" else None)
@@ -291,7 +307,13 @@ def _register_inplace(name, overload, op, functional):
     overload = twins[0]
     inplace = getattr(packet, overload)
 
+    fast = name in _SAME_KIND
+
     def kernel(self, *args, **kwargs):
+        if fast and not kwargs:
+            done = _alike_in_place(fn, self, args)
+            if done is not None:
+                return done
         meta_result(inplace, (self, *args), kwargs)  # torch's in-place cast and shape checks
         return _written(self, functional(self, *args, into=self, **kwargs))
     aten(name + "_" if overload == "default" else f"{name}_.{overload}")(kernel)
