@@ -390,7 +390,8 @@ def test_torch_convolution_backward_output_mask(device, mask):
 
 @pytest.mark.usefixtures("ocl", "device_only")
 def test_torch_nn_conv3d_training_step(device):
-    """A step of SGD on a Conv3d network: the same parameters as on the CPU."""
+    """Two steps of SGD on a Conv3d network (the second with its plans made: ReLU's deferred
+    gradient meets a 3-d convolution's backward): the same parameters as on the CPU."""
     dtype = torch.float64 if device.has_fp64 else torch.float32
     torch.manual_seed(6)
     net = torch.nn.Sequential(torch.nn.Conv3d(3, 4, 3, padding=1), torch.nn.ReLU(),
@@ -400,9 +401,10 @@ def test_torch_nn_conv3d_training_step(device):
     x, target = torch.randn(2, 3, 4, 5, 5, dtype=dtype), torch.randint(0, 3, (2,))
     for model, data, labels in ((net, x, target), (mine, x.to(OCL), target.to(OCL))):
         opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-        loss = torch.nn.functional.cross_entropy(model(data), labels)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+        for _ in range(2):
+            loss = torch.nn.functional.cross_entropy(model(data), labels)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
     for a, b in zip(mine.parameters(), net.parameters()):
         _close(a, b, dtype)
