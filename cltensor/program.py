@@ -490,7 +490,7 @@ class Replay:
         # per launch: the scratch buffers to allocate before it and to let go after it
         self.lifetimes = _lifetimes(launches, len(scratch))
         self.outputs = outputs  # make()'s outputs' scratch indexes (None: not scratch)
-        self.own = None  # Kernel objects of the launches' own, made on the first replay
+        self.own = None  # _direct_steps: Kernel objects of its own, made on the first replay
 
     @classmethod
     def make(cls, launches, roles, outputs=()):
@@ -531,39 +531,51 @@ class Replay:
         return cls(out, tuple(scratch), outputs)
 
     def __call__(self, device, buffers, keep=()):
-        """Enqueue the launches with buffers[role] in each role's places, each scratch buffer
-        allocated before its first launch and let go after its last (as the recorded block
-        did), but those of the scratch indexes in `keep`: returns their Storages."""
-        held = {}
+        """Enqueue the launches with buffers[role] in each role's places (buffers: a mapping,
+        or a sequence where the roles are its indexes), each scratch buffer allocated before
+        its first launch and let go after its last (as the recorded block did), but those of
+        the scratch indexes in `keep`: returns their Storages."""
         # NOTE: straight to the queue unless launch() has more to do (recording, capturing,
         # profiling: per thread, so unchanged during the loop, or pieces of a large launch)
-        direct = (_state.recording is None and capturing.graph is None and
-                  not profiler._state.active)
-        lock = device.launch_lock
-        own = self.own
-        if own is None and direct:
-            own = self.own = [_own_kernel(k, args) for k, _, _, args, _ in self.launches]
-        for j, ((kernel, gsize, lsize, template, slots), (new, done, single)) in enumerate(
-                zip(self.launches, self.lifetimes)):
+        if (_state.recording is None and capturing.graph is None and
+                not profiler._state.active and self.lifetimes.direct):
+            return self._direct(device, buffers, keep)
+        held = {}
+        for (kernel, gsize, lsize, template, slots), (new, done, _) in zip(
+                self.launches, self.lifetimes):
             for i in new:
                 held[i] = Storage(device, self.scratch[i])
-            if direct and single:
-                kernel = own[j]
-                with lock:  # NOTE: the Kernel holds its arguments until the enqueue
-                    for i, role in slots:
-                        kernel.set_arg(i, buffers[role] if role.__class__ is not tuple else
-                                       held[role[1]].buf)
-                    _enqueue(device._queue or device.queue, kernel, gsize, lsize, None, None,
-                             False, False)
-            else:
-                args = template.copy()
-                for i, role in slots:
-                    args[i] = buffers[role] if role.__class__ is not tuple else held[role[1]].buf
-                launch(device, kernel, gsize, lsize, *args)
+            args = template.copy()
+            for i, role in slots:
+                args[i] = buffers[role] if role.__class__ is not tuple else held[role[1]].buf
+            launch(device, kernel, gsize, lsize, *args)
             for i in done:
                 if i not in keep:
                     del held[i]
         return [held[i] if i in held else Storage(device, self.scratch[i]) for i in keep]
+
+    def _direct(self, device, buffers, keep):
+        """__call__ on Kernel objects of the Replay's own, each launch setting only its buffer
+        arguments, under the launch lock (a Kernel holds its arguments until the enqueue);
+        scratch is allocated outside it (an allocation may enqueue, as a poisoning one does)."""
+        steps = self.own
+        if steps is None:
+            steps = self.own = _direct_steps(self.launches, self.lifetimes)
+        held, scratch, lock = {}, self.scratch, device.launch_lock
+        for kernel, gsize, lsize, new, done, callers, scratches in steps:
+            for i in new:
+                held[i] = Storage(device, scratch[i])
+            with lock:
+                for i, role in callers:
+                    kernel.set_arg(i, buffers[role])
+                for i, k in scratches:
+                    kernel.set_arg(i, held[k].buf)
+                _enqueue(device._queue or device.queue, kernel, gsize, lsize, None, None,
+                         False, False)
+            for i in done:
+                if i not in keep:
+                    del held[i]
+        return [held[i] if i in held else Storage(device, scratch[i]) for i in keep]
 
 
 _enqueue = _cl.enqueue_nd_range_kernel  # NOTE: positional, the fastest call (cltensor.graphs)
@@ -578,6 +590,26 @@ def _own_kernel(kernel, template):
     return own
 
 
+def _direct_steps(launches, lifetimes):
+    """Replay._direct's steps: per launch its own Kernel, sizes, the scratch indexes to
+    allocate before it and let go after it, and its buffer slots split into the caller's
+    (position, role) and the scratch's (position, scratch index)."""
+    out = []
+    for (kernel, gsize, lsize, template, slots), (new, done, _) in zip(launches, lifetimes):
+        callers = tuple((i, r) for i, r in slots if r.__class__ is not tuple)
+        scratches = tuple((i, r[1]) for i, r in slots if r.__class__ is tuple)
+        out.append((_own_kernel(kernel, template), gsize, lsize, tuple(new), tuple(done),
+                    callers, scratches))
+    return out
+
+
+class _Lifetimes(list):
+    """_lifetimes' list, with `direct`: whether every launch is a single piece (none is cut
+    by launch_pieces), so that a replay may enqueue them straight."""
+
+    direct = True
+
+
 def _lifetimes(launches, nscratch):
     """[(scratch indexes first used by launch j, those last used by it, whether it is one
     launch_pieces piece)] for each launch j."""
@@ -587,8 +619,9 @@ def _lifetimes(launches, nscratch):
             if role.__class__ is tuple:
                 first.setdefault(role[1], j)
                 last[role[1]] = j
-    out = [([], [], len(launch_pieces(gsize, lsize)) == 1)
-           for _, gsize, lsize, *_ in launches]
+    out = _Lifetimes(([], [], len(launch_pieces(gsize, lsize)) == 1)
+           for _, gsize, lsize, *_ in launches)
+    out.direct = all(single for *_, single in out)
     for i in range(nscratch):
         if i in first:
             out[first[i]][0].append(i)

@@ -41,9 +41,9 @@ class _Plan:
 
     def __call__(self, device, bufs):
         keep = self.replay.outputs
-        storages = dict(zip(keep, self.replay(device, dict(enumerate(bufs)), keep)))
-        return tuple(None if r is None else ClTensor(storages[r[0]], *r[1:])
-                     for r in self.results)
+        storages = dict(zip(keep, self.replay(device, bufs, keep)))  # bufs[role]: roles index it
+        return tuple([None if r is None else ClTensor(storages[r[0]], *r[1:])
+                      for r in self.results])
 
 
 def run(key, tensors, dtype, decide, extra=(), replay=True):

@@ -183,7 +183,7 @@ def planned(key, bufs, c_out, a_dtype, decide):
     if hit is not None and hit[0] is current:
         if hit[1] is None:
             return decide()
-        hit[1](c_out.device, dict(enumerate(bufs)))
+        hit[1](c_out.device, bufs)  # NOTE: the roles are bufs' indexes
         return c_out
     with program.record() as launches:
         decide()
