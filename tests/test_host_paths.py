@@ -1,13 +1,14 @@
 """The host's fast paths and their fallbacks: a Replay enqueues straight to the queue on
 Kernel objects of its own (setting only the buffers) unless launch() has more to do
-(profiling, a launch cut into pieces); each path against a float64 reference, outputs
-poisoned first."""
+(profiling, a launch cut into pieces), and GEMM's tuning entry is looked up by cltensor's
+dtypes without np.dtype; each path against a float64 reference, outputs poisoned first."""
 import numpy as np
 import pytest
 
 import cltensor as ct
-from cltensor import program
+from cltensor import program, tunedb
 from cltensor.device import Storage
+from cltensor.ops.gemm import choice
 from cltensor.testing import rel_error
 
 TOL = 1e-5
@@ -97,3 +98,23 @@ def test_replay_of_a_cut_launch_launches(device, rng, paths, monkeypatch):
         got, want = replay_into(device, rng, replay, (3, 2))
         assert rel_error(got, want) < TOL
     assert paths["direct"] == 0 and paths["launch"] == 2 * len(replay.launches)
+
+
+@pytest.mark.parametrize("form", ["cltensor", "numpy dtype", "numpy type", "name"])
+def test_gemm_entry_by_any_dtype_form(device, form, monkeypatch):
+    """entry_for gives every form of a dtype its kernel's entry: cltensor's dtypes (and numpy
+    dtypes, equal to them) from its table, the other forms (numpy's float16 type among them)
+    through np.dtype."""
+    calls = []
+    slow = choice._entry_kernel
+    monkeypatch.setattr(choice, "_entry_kernel", lambda d: calls.append(d) or slow(d))
+    cases = {ct.float32: "gemm_float32", ct.int32: "gemm_float32", ct.float64: "gemm_float64",
+             ct.int64: "gemm_float64", ct.float16: "gemm_float16", ct.bfloat16: "gemm_bfloat16"}
+    for dtype, kernel in cases.items():
+        given = {"cltensor": dtype, "numpy dtype": dtype.dtype, "numpy type": dtype.dtype.type,
+                 "name": dtype.dtype.name}[form]
+        if dtype == ct.bfloat16 and form != "cltensor":
+            continue  # numpy's forms of bfloat16 need ml_dtypes (else they are uint16)
+        entry = choice.entry_for(device, given)
+        assert entry is tunedb.current("gemm", kernel, device), (form, dtype)
+    assert (calls == []) == (form in ("cltensor", "numpy dtype")), calls

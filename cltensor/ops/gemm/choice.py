@@ -23,10 +23,24 @@ def entry_for(device, dtype):
     """The database entry for GEMM on a device: float64 and int64 share gemm_float64's
     parameters, 4-byte types gemm_float32's (register tiles are sized in bytes); float16 and
     bfloat16 operands have their own (tuned for them, else gemm_float32's)."""
-    if dtype in dt.HALF_TYPES:
-        return tunedb.current("gemm", f"gemm_{dtype.name}", device)
-    kernel = "gemm_float32" if np.dtype(dtype).itemsize <= 4 else "gemm_float64"
+    try:
+        kernel = _ENTRY_KERNELS.get(dtype)
+    except TypeError:  # an unhashable dtype-like: np.dtype decides
+        kernel = None
+    if kernel is None:
+        kernel = _entry_kernel(dtype)
     return tunedb.current("gemm", kernel, device)
+
+
+def _entry_kernel(dtype):
+    """entry_for's database kernel name of a dtype (any form np.dtype takes)."""
+    if dtype in dt.HALF_TYPES:
+        return f"gemm_{dt.as_dtype(dtype).name}"  # NOTE: numpy's float16 type has no .name
+    return "gemm_float32" if np.dtype(dtype).itemsize <= 4 else "gemm_float64"
+
+
+# cltensor's dtypes -> entry_for's kernel name (GEMM asks on every product)
+_ENTRY_KERNELS = {d: _entry_kernel(d) for d in dt.DTYPES}
 
 
 def small_family(entry):
