@@ -1,15 +1,18 @@
 """The host's fast paths and their fallbacks: a Replay enqueues straight to the queue on
 Kernel objects of its own (setting only the buffers) unless launch() has more to do
-(profiling, a launch cut into pieces), and GEMM's tuning entry is looked up by cltensor's
-dtypes without np.dtype; each path against a float64 reference, outputs poisoned first."""
+(profiling, a launch cut into pieces); GEMM's tuning entry is looked up by cltensor's dtypes
+without np.dtype; conv2d's usual operands are checked in one expression, others one check at
+a time. Each path against a float64 reference, outputs poisoned first where they are new."""
 import numpy as np
 import pytest
 
 import cltensor as ct
 from cltensor import program, tunedb
+from cltensor.conv import conv2d, params
 from cltensor.device import Storage
 from cltensor.ops.gemm import choice
 from cltensor.testing import rel_error
+from test_conv import ref_conv
 
 TOL = 1e-5
 
@@ -118,3 +121,49 @@ def test_gemm_entry_by_any_dtype_form(device, form, monkeypatch):
         entry = choice.entry_for(device, given)
         assert entry is tunedb.current("gemm", kernel, device), (form, dtype)
     assert (calls == []) == (form in ("cltensor", "numpy dtype")), calls
+
+
+def conv_operands(device, rng, dtype=np.float32):
+    x, w, b = (rng.standard_normal(s).astype(dtype) for s in ((2, 3, 6, 5), (4, 3, 3, 3), (4,)))
+    return (x, w, b), [ct.from_numpy(a, device=device) for a in (x, w, b)]
+
+
+def test_conv_checks_usual_operands_at_once(device, rng, monkeypatch):
+    """Tensors of one device, dims and dtype pass check_tensors' one-expression test, tuple
+    and int arguments make_params' memo; the convolution matches the float64 reference."""
+    calls = []
+    usual = params._usual_tensors
+    monkeypatch.setattr(params, "_usual_tensors", lambda *a: calls.append(usual(*a)) or calls[-1])
+    arrays, (x, w, b) = conv_operands(device, rng)
+    for stride, padding in ((1, 1), ((1, 2), (0, 1))):
+        got = conv2d(x, w, b, stride=stride, padding=padding).numpy()
+        want = ref_conv(*arrays, stride=stride, padding=padding)
+        assert rel_error(got, want) < TOL
+        assert params._plain(stride) and params._plain(padding)
+    assert calls == [True, True]
+
+
+@pytest.mark.parametrize("case", ["weight dtype", "bias not a tensor", "3-d weight",
+                                  "int input", "bool stride"])
+def test_conv_unusual_operands_take_the_checks(device, rng, monkeypatch, case):
+    """Operands the fast test does not pass go through the checks one at a time, which name
+    the problem; a bool in a stride is not taken for an int by the memo (nor accepted)."""
+    calls = []
+    usual = params._usual_tensors
+    monkeypatch.setattr(params, "_usual_tensors", lambda *a: calls.append(usual(*a)) or calls[-1])
+    arrays, (x, w, b) = conv_operands(device, rng)
+    kw, fast = {}, [False]
+    if case == "weight dtype":
+        w, error = w.double(), "input is float32 but weight is float64"
+    elif case == "bias not a tensor":
+        b, error = arrays[2], "bias must be a tensor"
+    elif case == "3-d weight":
+        w, error = w[0], "expected a 4-d weight"
+    elif case == "int input":
+        x, w, b, error = x.int(), w.int(), b.int(), "expected a float32 or float64 input"
+    else:  # usual tensors; the memo's type test sends the stride to _make_params' checks
+        kw, fast, error = {"stride": (True, 1)}, [True], "stride must be an int or a pair"
+        assert not params._plain(kw["stride"])
+    with pytest.raises((TypeError, ValueError), match=error):
+        conv2d(x, w, b, **kw)
+    assert calls == fast

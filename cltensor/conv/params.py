@@ -122,6 +122,8 @@ def _padding(padding, kernel, stride, dilation):
 def check_tensors(input, weight, bias, op="conv2d", spatial="HW"):
     """The checks of op's operands (the convolution over the `spatial` dims) that need no
     geometry: tensors on one device, their dims, a common floating dtype."""
+    if _usual_tensors(input, weight, bias, len(spatial) + 2):
+        return
     for name, t in (("input", input), ("weight", weight), ("bias", bias)):
         if t is not None and not ew.is_tensor(t):
             raise TypeError(f"{op}: {name} must be a tensor, got {type(t).__name__}")
@@ -141,6 +143,22 @@ def check_tensors(input, weight, bias, op="conv2d", spatial="HW"):
         if t is not None and t.dtype != input.dtype:
             raise TypeError(f"{op}: input is {input.dtype} but {name} is {t.dtype}; they "
                             f"must have the same dtype")
+
+
+def _usual_tensors(input, weight, bias, nd):
+    """check_tensors' common case, tested in one expression (it runs for every convolution):
+    tensors of one device, nd dims, one dtype of _CONV_DTYPES. False sends the operands
+    through the checks one at a time, which name what is wrong."""
+    is_t = ew.is_tensor
+    if not (is_t(input) and is_t(weight) and (bias is None or is_t(bias))):
+        return False
+    s, dtype = input.storage, input.dtype
+    return (len(input.shape) == nd and len(weight.shape) == nd and dtype in _CONV_DTYPES and
+            weight.storage.device is s.device and weight.dtype is dtype and
+            (bias is None or bias.storage.device is s.device and bias.dtype is dtype))
+
+
+_CONV_DTYPES = frozenset((dt.float32, dt.float64, *dt.HALF_TYPES))
 
 
 def make_params(input, weight, bias, stride, padding, dilation, groups):
@@ -165,7 +183,10 @@ _params = caches.register("conv.params.params", {})
 def _plain(value):
     """An int, a str or a tuple of ints: an argument that may key make_params' memo."""
     t = type(value)
-    return t is int or t is str or t is tuple and all(type(v) is int for v in value)
+    return t is int or t is str or t is tuple and _INT.issuperset(map(type, value))
+
+
+_INT = frozenset((int,))
 
 
 def _make_params(input, weight, bias, stride, padding, dilation, groups):
