@@ -2,13 +2,14 @@
 Kernel objects of its own (setting only the buffers) unless launch() has more to do
 (profiling, a launch cut into pieces); GEMM's tuning entry is looked up by cltensor's dtypes
 without np.dtype; conv2d's usual operands are checked in one expression, others one check at
-a time. Each path against a float64 reference, outputs poisoned first where they are new."""
+a time; Winograd's one-chunk weight gradient replays. Each path against a float64
+reference, outputs poisoned first where they are new."""
 import numpy as np
 import pytest
 
 import cltensor as ct
 from cltensor import program, tunedb
-from cltensor.conv import conv2d, params
+from cltensor.conv import conv2d, params, winograd
 from cltensor.device import Storage
 from cltensor.ops.gemm import choice
 from cltensor.testing import rel_error
@@ -167,3 +168,26 @@ def test_conv_unusual_operands_take_the_checks(device, rng, monkeypatch, case):
     with pytest.raises((TypeError, ValueError), match=error):
         conv2d(x, w, b, **kw)
     assert calls == fast
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_winograd_weight_grad_replays_one_chunk(device, rng, monkeypatch, chunked):
+    """Winograd's weight gradient of one chunk of images replays its launches (scratch and
+    result allocated again, NaN-poisoned here); one of several chunks (a workspace limit of
+    one byte) decides every time. Each against the float64 reference."""
+    winograd.clear_plans()
+    monkeypatch.setattr(program, "Storage", PoisonedStorage)
+    if chunked:
+        monkeypatch.setattr(ct.backends, "conv_workspace_limit", 1)
+    decided = []
+    slow = winograd.Winograd._weight_grad
+    monkeypatch.setattr(winograd.Winograd, "_weight_grad",
+                        lambda self, *a: decided.append(1) or slow(self, *a))
+    for _ in range(3):
+        arrays, (x, w, _) = conv_operands(device, rng)
+        g = rng.standard_normal((2, 4, 6, 5))
+        p = params.make_params(x, w, None, 1, 1, 1, 1)
+        gw = winograd.F2.weight_grad(x, ct.from_numpy(g.astype(np.float32), device=device), p)
+        want = ref_conv(arrays[0], arrays[1], padding=1, grad=g)[2]
+        assert rel_error(gw.numpy(), want) < 1e-5
+    assert len(decided) == (3 if chunked else 1)

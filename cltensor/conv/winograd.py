@@ -326,7 +326,35 @@ class Winograd:
 
     def weight_grad(self, x, gout, p):
         """The weight gradient (Co, Cg, r, r): dU = sum over tiles of P[e] @ V[e]^T, in
-        chunks of images, then dW = G^T dU G."""
+        chunks of images, then dW = G^T dU G. A one-chunk pass replays the launches of the
+        last one with the same key (_grad_key), as run() does."""
+        key = self._grad_key(x, gout, p)
+        plan = _plans.get(key)
+        if plan:
+            return plan.run(x, gout)
+        one_chunk = common.images_per_chunk(x.shape[0], self._per_image_bytes(p, p.ho, p.wo))
+        if one_chunk < x.shape[0] or key is None or key in _plans:
+            return self._weight_grad(x, gout, p)
+        with program.record() as launches:
+            gw = self._weight_grad(x, gout, p)
+        replay = program.Replay.make(launches, {"x": x.storage.buf, "gout": gout.storage.buf},
+                                     [gw.storage])
+        ok = replay is not None and None not in replay.outputs and gw.offset == 0
+        program.remember(_plans, key, _GradPlan(replay, gw.shape, gw.strides, gw.dtype) if ok else None)
+        return gw
+
+    def _grad_key(self, x, gout, p):
+        """weight_grad's _plan_key: x's and gout's layouts and the flags and tuning entry the
+        GEMM engine reads; None in benchmark mode."""
+        if backends.benchmark:
+            return None
+        dev = x.device
+        return ("weight_grad", self.m, p, x.shape, x.strides, x.offset, gout.shape,
+                gout.strides, gout.offset, dev, backends.allow_tf32,
+                backends.conv_workspace_limit, gemm.FORCE_FAMILY, gemm.generation,
+                id(gemm.entry_for(dev, p.dtype)))
+
+    def _weight_grad(self, x, gout, p):
         n = x.shape[0]
         th, tw = self._tiles(p.ho, p.wo)
         ee = self._alpha(p) ** 2
@@ -371,8 +399,23 @@ class _Plan(NamedTuple):
         return out
 
 
-# Winograd.run's plans: _plan_key -> _Plan, or None where the launches use buffers that a
-# replay could not know (a plug-in's split-K scratch, copies of operands)
+class _GradPlan(NamedTuple):
+    """A one-chunk weight gradient to replay: its launches and its result's shape, strides
+    and dtype (the replay's one output)."""
+    replay: program.Replay
+    shape: tuple
+    strides: tuple
+    dtype: dt.DType
+
+    def run(self, x, gout):
+        buffers = {"x": x.storage.buf, "gout": gout.storage.buf}
+        storage, = self.replay(x.device, buffers, self.replay.outputs)
+        return ClTensor(storage, self.shape, self.strides, 0, self.dtype)
+
+
+# Winograd.run's plans (_plan_key -> _Plan) and weight_grad's (_grad_key -> _GradPlan), or
+# None where the launches use buffers that a replay could not know (a plug-in's split-K
+# scratch, copies of operands)
 _plans = caches.register("conv.winograd.plans", {})
 
 
