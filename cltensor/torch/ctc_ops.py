@@ -1,11 +1,11 @@
 """CTC loss on the opencl device: aten's _ctc_loss (lengths as int lists or tensors) and
-_ctc_loss_backward on cltensor's kernels (cltensor/nn/functional/ctc.py). torch's ctc_loss
+_ctc_loss_backward on cltensor's kernels (cltensor/ops/ctc.py). torch's ctc_loss
 composes them with zero_infinity's where and the reductions, which run here too. float16 and
 bfloat16 log-probabilities are computed in float32 (torch's CPU kernels refuse them)."""
 import torch
 
 from .. import dtypes as dt
-from ..nn.functional import ctc
+from ..ops import ctc
 from ._backend import NAME, aten, unwrap
 from .math_ops import check_devices, finish, runtime_errors
 
