@@ -1,9 +1,9 @@
 """ctc_loss (cltensor/nn/functional/ctc.py on cltensor/ops/ctc.py, cl_kernels/ctc.cl) and the
-opencl device's _ctc_loss / _ctc_loss_backward (cltensor/torch/ctc_ops.py): losses, log_alpha and gradients
-against CPU torch in float64 over a table of cases (padded and concatenated targets, repeated
-labels, empty targets and inputs, impossible alignments, blank other than 0, varying input
-lengths), each reduction, outputs NaN-poisoned; finite differences on one tiny case; the
-errors of bad input."""
+opencl device's _ctc_loss / _ctc_loss_backward (cltensor/torch/ctc_ops.py): losses, log_alpha
+and gradients against CPU torch in float64 over a table of cases (padded and concatenated
+targets, repeated labels, empty targets and inputs, impossible alignments, blank other than 0,
+varying input lengths), each reduction, outputs NaN-poisoned; finite differences on one tiny
+case; the errors of bad input."""
 from dataclasses import dataclass
 
 import numpy as np
