@@ -469,14 +469,10 @@ def section_random():
 
 
 def section_fractional_pool():
-    """fractional_pool.cl, reached from the torch device (skipped without torch)."""
-    try:
-        from cltensor.torch.volume_ops import _fractional
-    except ImportError:
-        return
+    """fractional_pool.cl (the torch device's fractional_max_pool2d and 3d)."""
     x = rand(3, 2, 7, 9)
     samples = dev(RNG.uniform(0, 1, (3, 3)).astype(np.float32))
-    y, idx = _fractional(dev(x), samples, (2, 3, 2), (1, 3, 4))
+    y, idx = pool_ops.fractional_max_pool(dev(x), samples, (2, 3, 2), (1, 3, 4))
     flat = x.reshape(3, -1)
     assert_close(y.numpy().reshape(3, -1),
                  np.take_along_axis(flat, idx.numpy().reshape(3, -1), axis=1))

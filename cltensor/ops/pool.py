@@ -1,5 +1,6 @@
 """2-d pooling (max, average, adaptive average), forward and backward: argument checks, output
-sizes and launches of cl_kernels/pool.cl. No autograd here (cltensor/nn/functional.py).
+sizes and launches of cl_kernels/pool.cl; fractional max pooling's forward
+(cl_kernels/fractional_pool.cl). No autograd here (cltensor/nn/functional.py).
 
 Inputs are 4-d NCHW views with any strides; outputs are contiguous, or channels_last when the
 input is, so a channels_last network stays channels_last.
@@ -468,3 +469,29 @@ def adaptive_max_pool2d_backward(g, idx, x_shape, layout):
     _launch("adaptive_max_pool2d_bwd", gx, _pool(x_shape, g.shape[2:]), None, off,
             *_views(off, g, idx, gx))
     return gx
+
+
+# ---- fractional max pooling (cl_kernels/fractional_pool.cl) -------------------------------------
+
+def fractional_max_pool(x, samples, kernel_size, size, keep_bits=None):
+    """(maxima, int64 indices) of fractional max pooling of (P, D, H, W) planes with windows
+    kernel_size (kd, kh, kw) to size (od, oh, ow) placed by samples (P, 2) (W, H: 2-d, depth
+    1) or (P, 3) (D, H, W); keep_bits: the windows computed with that many significant bits
+    (float16's or bfloat16's rounding)."""
+    x, u = x.contiguous(), samples.contiguous().to(x.dtype)
+    p, d, h, w = x.shape
+    y = ClTensor.empty_on((p, *size), x.dtype, x.device)
+    idx = ClTensor.empty_on((p, *size), dt.int64, x.device)
+    total = y.numel()
+    if total == 0:
+        return y, idx
+    ns = u.shape[-1]
+    at = (-1, 1, 0) if ns == 2 else (0, 1, 2)  # the samples' order: torch's for 2-d and 3-d
+    defines = {"T": ctype_of(x.dtype), **({"KEEP_BITS": keep_bits} if keep_bits else {})}
+    k = get_kernel(x.device, "fractional_pool.cl", "fractional_max_pool", defines)
+    i64, i32 = np.int64, np.int32
+    launch(x.device, k, *sizes_1d(x.device, total), i64(total), i64(d), i64(h), i64(w),
+           *map(i64, size), *map(i64, kernel_size), i32(ns), *map(i32, at),
+           x.storage.buf, i64(x.offset), u.storage.buf, i64(u.offset), y.storage.buf,
+           i64(y.offset), idx.storage.buf, i64(idx.offset))
+    return y, idx

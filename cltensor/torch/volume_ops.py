@@ -1,6 +1,6 @@
 """Volumes on the opencl device: avg_pool3d, max_pool3d_with_indices, adaptive_max_pool3d,
 upsample_trilinear3d (forward and backward) and max_unpool2d / max_unpool3d, composed from
-cltensor's 2-d kernels; fractional_max_pool2d and 3d on their own kernel (fractional_pool.cl).
+cltensor's 2-d kernels; fractional_max_pool2d and 3d on their own kernel (ops/pool.py's fractional_max_pool).
 
 Pooling and linear interpolation are separable: a 3-d window is a 2-d window over (H, W) for
 each depth, then a (kd, 1) window over (D, H_out * W_out). Averages divide by a product of
@@ -21,7 +21,6 @@ from .. import creation
 from .. import dtypes as dt
 from ..ops import pool, resample
 from ..ops.indexing import index_add_, scatter, scatter_add
-from ..program import ctype_of, get_kernel, launch, sizes_1d
 from ._backend import aten, unwrap
 from .linalg_ops import _floating_pool
 from .math_ops import check_devices, finish, meta_result, with_out, write_into
@@ -223,30 +222,6 @@ with_out("adaptive_max_pool3d_backward.grad_input", adaptive_max_pool3d_backward
 _KEEP_BITS = {torch.float16: 11, torch.bfloat16: 8}
 
 
-def _fractional(x, samples, kernel_size, size, keep_bits=None):
-    """(maxima, int64 indices) of fractional max pooling of (P, D, H, W) planes with windows
-    kernel_size (kd, kh, kw) to size (od, oh, ow) placed by samples (P, 2) (W, H: 2-d, depth
-    1) or (P, 3) (D, H, W); keep_bits: the windows computed with that many significant bits
-    (float16's or bfloat16's rounding)."""
-    x, u = x.contiguous(), samples.contiguous().to(x.dtype)
-    p, d, h, w = x.shape
-    y = creation.empty(p, *size, dtype=x.dtype, device=x.device)
-    idx = creation.empty(p, *size, dtype=dt.int64, device=x.device)
-    total = y.numel()
-    if total == 0:
-        return y, idx
-    ns = u.shape[-1]
-    at = (-1, 1, 0) if ns == 2 else (0, 1, 2)  # the samples' order: torch's for 2-d and 3-d
-    defines = {"T": ctype_of(x.dtype), **({"KEEP_BITS": keep_bits} if keep_bits else {})}
-    k = get_kernel(x.device, "fractional_pool.cl", "fractional_max_pool", defines)
-    i64, i32 = np.int64, np.int32
-    launch(x.device, k, *sizes_1d(x.device, total), i64(total), i64(d), i64(h), i64(w),
-           *map(i64, size), *map(i64, kernel_size), i32(ns), *map(i32, at),
-           x.storage.buf, i64(x.offset), u.storage.buf, i64(u.offset), y.storage.buf,
-           i64(y.offset), idx.storage.buf, i64(idx.offset))
-    return y, idx
-
-
 def _fractional_forward(op, self, kernel_size, output_size, random_samples):
     """fractional_max_pool2d (op of 2-d sizes) or 3d: torch's Meta results and the values."""
     out, idx = meta_result(op, (self, kernel_size, output_size, random_samples), {})
@@ -256,7 +231,7 @@ def _fractional_forward(op, self, kernel_size, output_size, random_samples):
     samples = unwrap(random_samples).reshape(x.shape[0], -1)
     kernel = (1,) * (3 - spatial) + tuple(kernel_size)
     size = (1,) * (3 - spatial) + tuple(out.shape[-spatial:])
-    v, i = _fractional(x, samples, kernel, size, _KEEP_BITS.get(self.dtype))
+    v, i = pool.fractional_max_pool(x, samples, kernel, size, _KEEP_BITS.get(self.dtype))
     return finish(v, out), finish(i, idx)
 
 
