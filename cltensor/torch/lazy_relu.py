@@ -61,13 +61,14 @@ class _Pending:
             return target
         result = common.empty(self.out.shape, self.out, common.layout_of(self.out))
         self.launch(result, relu=True)
-        be.defer(_Unread(self.launch, self.out))
+        be.defer(Unread(self.launch, self.out))
         return be.wrap(result)
 
 
-class _Unread:
-    """A convolution output whose ReLU was computed fused; the output itself is computed only
-    if a tensor still holds its storage when the next kernel (or read) comes."""
+class Unread:
+    """A result a fused kernel made unnecessary (a convolution output whose ReLU was computed
+    fused, a ReLU gradient a convolution's backward took itself): launch(tensor, relu=False)
+    computes it only if a tensor still holds its storage when the next kernel (or read) comes."""
 
     def __init__(self, launch, out):
         self.launch, self.ref = launch, weakref.ref(out.storage)

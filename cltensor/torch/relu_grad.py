@@ -10,7 +10,6 @@ gradient is computed only if a tensor still holds it when the next kernel starts
 kernel, and any other read of the result (`unwrap`, `synchronize`), first runs the launch as it
 is. Anything else (another threshold, dtype or shape) takes threshold_backward's general path.
 """
-import weakref
 
 import torch
 
@@ -61,25 +60,8 @@ class _Pending:
                 _launch(self.g, self.y, self.out)
                 raise
             if grads is not None:
-                be.defer(_Unread(self.g, self.y, self.out))
+                g, y = self.g, self.y  # NOTE: not self, whose out would keep the result alive
+                be.defer(lazy_relu.Unread(lambda t, relu=False: _launch(g, y, t), self.out))
                 return grads
         _launch(self.g, self.y, self.out)
-        return None
-
-
-class _Unread:
-    """A thresholded gradient that a convolution's backward took through the ReLU itself;
-    computed only if a tensor still holds its storage when the next kernel (or read) comes."""
-
-    def __init__(self, g, y, out):
-        self.g, self.y, self.ref = g, y, weakref.ref(out.storage)
-        self.geometry = (out.shape, out.strides, out.offset, out.dtype)
-
-    def holds(self, storage):
-        return storage is self.ref()
-
-    def settle(self, name, args):
-        storage = self.ref()
-        if storage is not None:
-            _launch(self.g, self.y, ClTensor(storage, *self.geometry))
         return None
