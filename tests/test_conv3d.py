@@ -332,14 +332,19 @@ def test_torch_conv3d_on_the_device(device, case, dtype):
     if dtype == torch.float64 and not device.has_fp64:
         pytest.skip("the device has no float64")
     xs, ws, bias, kw = case
-    x, w, b, g, _ = _reference(xs, ws, bias, kw, seed=1)
+    _on_the_device(torch.nn.functional.conv3d, _reference(xs, ws, bias, kw, seed=1), kw, dtype)
+
+
+def _on_the_device(fn, reference, kw, dtype):
+    """fn (a torch conv function) and its gradients on "opencl" against CPU torch, 16-bit dtypes
+    against float32 computed from the same rounded operands."""
+    x, w, b, g, _ = reference
     ref = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
     want_in = [None if t is None else t.detach().to(dtype).to(ref).requires_grad_()
                for t in (x, w, b)]
     got_in = [None if t is None else t.detach().to(dtype).to(OCL).requires_grad_()
               for t in (x, w, b)]
-    want = torch.nn.functional.conv3d(*want_in, **kw)
-    got = torch.nn.functional.conv3d(*got_in, **kw)
+    want, got = fn(*want_in, **kw), fn(*got_in, **kw)
     want.backward(g.to(dtype).to(ref))
     got.backward(g.to(dtype).to(OCL))
     _close(got, want.to(dtype), dtype)
@@ -355,20 +360,8 @@ def test_torch_conv_transpose3d_on_the_device(device, case, dtype):
     if dtype == torch.float64 and not device.has_fp64:
         pytest.skip("the device has no float64")
     xs, ws, bias, kw = case
-    x, w, b, g, _ = _reference_t(xs, ws, bias, kw, seed=1)
-    ref = torch.float32 if dtype == torch.float16 else dtype
-    want_in = [None if t is None else t.detach().to(dtype).to(ref).requires_grad_()
-               for t in (x, w, b)]
-    got_in = [None if t is None else t.detach().to(dtype).to(OCL).requires_grad_()
-              for t in (x, w, b)]
-    want = torch.nn.functional.conv_transpose3d(*want_in, **kw)
-    got = torch.nn.functional.conv_transpose3d(*got_in, **kw)
-    want.backward(g.to(dtype).to(ref))
-    got.backward(g.to(dtype).to(OCL))
-    _close(got, want.to(dtype), dtype)
-    for mine, theirs in zip(got_in, want_in):
-        if theirs is not None:
-            _close(mine.grad, theirs.grad.to(dtype), dtype)
+    _on_the_device(torch.nn.functional.conv_transpose3d, _reference_t(xs, ws, bias, kw, seed=1),
+                   kw, dtype)
 
 
 @pytest.mark.usefixtures("ocl", "device_only")
