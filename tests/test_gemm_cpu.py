@@ -185,6 +185,17 @@ def test_slab_rules(device):
     assert packed.slabs_read_b_in_place(apart, on)
     assert not packed.slabs_read_b_in_place(apart._replace(b=apart.b._replace(cs=2)), on)
     assert not packed.slabs_read_b_in_place(apart._replace(n=16), on)
+    # B's in-place panels spanning more than B_IN_PLACE_MAX_PAGES pages (a page per row from
+    # 4 KiB apart, fewer pages for closer rows): packed B, or slabs where slabs read B in place
+    pages = packed.B_IN_PLACE_MAX_PAGES
+    wide = dict(params, SLAB_MIN_K=2 ** 20, B_IN_PLACE_MAX_K=2 ** 20)
+    for rs, deepest in ((1100, pages), (1500, pages), (550, pages * 4096 // 2200)):
+        for k, deep in ((deepest, False), (deepest + 2, True)):
+            q = prob(256, 1024, k)._replace(b=opb._replace(rs=rs))
+            assert packed.packed_reads_b_in_place(q, wide) != deep, (rs, k)
+            assert packed.packed_slab(q, wide) == 0
+            assert packed.packed_slab(q, dict(wide, SLAB_B_IN_PLACE=1)) == (256 if deep else 0)
+            assert not packed.packed_reads_b_in_place(q, dict(wide, SLAB_B_IN_PLACE=1)) or not deep
 
 
 def test_slab_fields_in_database_defaults_and_tuner():

@@ -77,15 +77,33 @@ def _aliased(p, depth):
     return depth > sets * L2_WAYS
 
 
+# A panel of B read in place touches a page per row once rows lie a page or more apart, and
+# past the data TLB's reach (with A's and C's pages) every row is a page walk. PoCL, 2 Zen 4
+# cores (4 KiB pages, 3072-entry L2 TLB), 256 x N x K, GFLOP/s, B in place against packed B
+# or slabs: N 1352 K 2048 171 vs 173, 2304 161 vs 165, 2560 146 vs 171, 3456 116 vs 164
+# (Intel's runtime 91 vs 176); N 1568 K 2304 192 vs 177; N 3200 K 2560 164 vs 193 (slabs)
+PAGE_BYTES, B_IN_PLACE_MAX_PAGES = 4096, 2304
+
+
+def _deep(p):
+    """Whether B's in-place panels, K rows deep, span more pages than B_IN_PLACE_MAX_PAGES."""
+    row_bytes = p.b.rs * p.b.t.dtype.itemsize
+    return p.b.cs == 1 and -(-p.k * min(row_bytes, PAGE_BYTES) // PAGE_BYTES) > B_IN_PLACE_MAX_PAGES
+
+
 def packed_slab(p, params, summed=False):
     """gemm_slabs' KC for a product, or 0 where gemm_packed runs it: with KC set, K of at least
-    SLAB_MIN_K (default 2 * KC), M and N of at least SLAB_MIN_MN (default 256: narrower, one
-    operand's panels are few and gemm_packed reads the other once), N of at least SLAB_MIN_N
-    (gemm.json: on both CPU runtimes gemm_packed ran deep products of up to about 1024 columns
-    faster) and C not summed over batches. KC is rounded up to a multiple of KB, so that the
-    blocked sums stay gemm_packed's (gemm_cpu.cl)."""
+    SLAB_MIN_K (default 2 * KC; any K where slabs read B in place and gemm_packed's would be
+    _deep), M and N of at least SLAB_MIN_MN (default 256: narrower, one operand's panels are
+    few and gemm_packed reads the other once), N of at least SLAB_MIN_N (gemm.json: on both CPU
+    runtimes gemm_packed ran deep products of up to about 1024 columns faster) and C not summed
+    over batches. KC is rounded up to a multiple of KB, so that the blocked sums stay
+    gemm_packed's (gemm_cpu.cl).
+    NOTE: deep B on PoCL, 256 x N x 3072, GFLOP/s, slabs vs gemm_packed on packed B: N 1352
+    169 vs 173, 1600 190 vs 173, 2400 198 vs 173, 3200 (K 2400) 196 vs 174"""
     kc, kb = params.get("KC", 0), params.get("KB", 0)
-    if (not kc or summed or p.k < params.get("SLAB_MIN_K", 2 * kc) or
+    deep = (params.get("SLAB_B_IN_PLACE") and p.b.t.dtype == p.dtype and _deep(p))
+    if (not kc or summed or (p.k < params.get("SLAB_MIN_K", 2 * kc) and not deep) or
             min(p.m, p.n) < params.get("SLAB_MIN_MN", 256) or
             p.n < params.get("SLAB_MIN_N", 0)):
         return 0
@@ -107,9 +125,9 @@ def packed_reads_b_in_place(p, params, summed=False):
     panels: from N = B_IN_PLACE_MIN_N columns on (gemm.json: on PoCL the pack, a full memory
     pass, cost as much as the product on the convolutions' shallow batched products; narrower
     B spends too much of its panels in the partial last one) and below K = B_IN_PLACE_MAX_K,
-    unless from K = ALIASED_MIN_K on its rows alias (_aliased). A 16-bit B read in place is
-    converted as it is loaded (B_CONVERTS)."""
-    aliased = p.k >= ALIASED_MIN_K and _aliased(p, p.k)
+    unless from K = ALIASED_MIN_K on its rows alias (_aliased) or its panels are _deep. A
+    16-bit B read in place is converted as it is loaded (B_CONVERTS)."""
+    aliased = p.k >= ALIASED_MIN_K and (_aliased(p, p.k) or _deep(p))
     return (p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased and
             p.k < params.get("B_IN_PLACE_MAX_K", 2**62) and not packed_slab(p, params, summed))
 
