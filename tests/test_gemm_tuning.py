@@ -147,6 +147,44 @@ def test_benchmark_mode_times_sets_and_splits(device, rng, monkeypatch):
     assert gm.benchmark_times(device) == {}
 
 
+def test_benchmark_mode_times_packed_variants(device, rng, monkeypatch):
+    """cltensor.backends.benchmark on gemm_packed: the entry's set, its tile at half and twice
+    MR, packed B (where B is read in place) and slabs are timed once per shape into a scratch
+    output (c = a @ b + c stays right), the fastest runs and is remembered; each variant's
+    result is right."""
+    monkeypatch.setattr(gm, "FORCE_FAMILY", "packed")
+    monkeypatch.setattr(gm.bench, "PACKED_BENCH_MIN_FLOPS", 0)
+    monkeypatch.setattr(cltensor.backends, "benchmark", True)
+    base = gm.entry_for(device, np.dtype(np.float32))
+    params = dict(base["packed"], MR=8, NR=32, VW=16, B_IN_PLACE_MIN_N=1, KB=64, KC=128,
+                  SLAB_MIN_K=2 ** 20)
+    entry = dict(base, packed=params, min_work=0, min_dim=0)
+    monkeypatch.setattr(gm, "entry_for", lambda *args: entry)
+    gm.clear_cache()
+    a, b, c = (random_array(rng, s, np.float32) for s in ((300, 301), (301, 290), (300, 290)))
+    tc = put(device, c)
+    cltensor.gemm(put(device, a), put(device, b), out=tc, c=tc, beta=1)
+    run_check(tc, a, b, np.float32, beta=1, c=c)
+    (chosen, times), = gm.benchmark_times(device).values()
+    variants = [dict(params, MR=4, NR=64), dict(params, MR=16, NR=16),
+                dict(params, B_IN_PLACE_MIN_N=2 ** 62),
+                dict(params, SLAB_MIN_K=1, SLAB_MIN_MN=1, SLAB_MIN_N=1)]
+    assert len(times) == 5 and chosen == ([params] + variants)[min(times, key=times.get)]
+    monkeypatch.setattr(gm.bench, "_best_seconds", lambda *args: pytest.fail("timed twice"))
+    out = poisoned(device, (300, 290), np.float32)
+    cltensor.gemm(put(device, a), put(device, b), out)
+    run_check(out, a, b, np.float32)
+    for v in variants:  # each variant itself, as benchmark mode would run it
+        entry["packed"] = v
+        gm.clear_cache()
+        monkeypatch.setattr(gm.bench, "PACKED_BENCH_MIN_FLOPS", 1e30)
+        out = poisoned(device, (300, 290), np.float32)
+        cltensor.gemm(put(device, a), put(device, b), out)
+        run_check(out, a, b, np.float32)
+    gm.clear_cache()
+    assert gm.benchmark_times(device) == {}
+
+
 def test_invalid_parameter_sets_are_skipped():
     assert gm.xgemm_valid(gm.XGEMM_FALLBACKS[0])
     assert not gm.xgemm_valid(dict(gm.XGEMM_FALLBACKS[0], VWM=3))

@@ -1,10 +1,11 @@
-"""Benchmark mode of xgemm (cltensor.backends.benchmark): near-best plans timed once per
-device and problem shape."""
+"""Benchmark mode (cltensor.backends.benchmark): xgemm's near-best plans and gemm_packed's
+variants of its entry's set, timed once per device and problem shape."""
 import math
 import time
 
 from ... import caches
 from ...tensor import ClTensor
+from . import packed
 from .kit import VECTOR_BYTES, Operand, dense_strides, epilogue_args
 from .xgemm import launch_xgemm, prepare
 from .planning import xgemm_max_splits, xgemm_seconds
@@ -18,8 +19,11 @@ from .planning import xgemm_max_splits, xgemm_seconds
 BENCH_SLACK = 2.0
 BENCH_MIN_SECONDS = 20e-6  # products estimated faster than this run the estimate's choice
 BENCH_REPEAT = 3
-# (device, shape key) -> (params, splits, {(set index, splits): seconds})
+# (device, shape key) -> (params, splits, {(set index, splits): seconds}) for xgemm, and
+# ("packed", device, shape key) -> (entry, its timed variant, {variant index: seconds})
 _timed = caches.register("ops.gemm.timed", {})
+# Products of fewer FLOPs run gemm_packed's entry set untimed (tens of microseconds on CPUs).
+PACKED_BENCH_MIN_FLOPS = 2e7
 
 
 def _bench_key(p):
@@ -57,8 +61,13 @@ def timed_plan(p, entry, own):
 
 
 def _time_plan(p, plan):
-    """Seconds of one run of plan on p (best of BENCH_REPEAT after a warm-up), writing a
-    scratch output so that the caller's tensors stay untouched."""
+    """Seconds of one run of plan on p (_best_seconds)."""
+    return _best_seconds(p, lambda q, epi: launch_xgemm(q, plan, epi))
+
+
+def _best_seconds(p, run):
+    """Best of BENCH_REPEAT runs (after a warm-up) of run(problem, epilogue) on p with a
+    scratch output, so that the caller's tensors stay untouched."""
     out = ClTensor.empty_on((p.nbatch, p.m, p.n), p.dtype, p.device)
     dense = Operand(out, dense_strides(p.bshape, p.m * p.n), p.n, 1)
     q = p._replace(ci=dense, co=dense)
@@ -67,14 +76,57 @@ def _time_plan(p, plan):
     for rep in range(BENCH_REPEAT + 1):
         p.device.synchronize()
         t0 = time.perf_counter()
-        launch_xgemm(q, plan, epi)
+        run(q, epi)
         p.device.synchronize()
         if rep:
             best = min(best, time.perf_counter() - t0)
     return best
 
 
+def packed_variants(p, params):
+    """gemm_packed's candidate sets for p: the entry's, its register tile of the same area at
+    half and twice MR (NR a multiple of VW), B packed where the set reads it in place, and
+    slabs where it has them but p would not run them. NOTE: the best tile and route varied
+    with the shape in ways no rule caught: PoCL, 2 Zen 4 cores, GFLOP/s, 8x32 / 4x64 / 16x16:
+    64 x 24200 x 363 124 / 152 / 129, 64 x 100352 x 147 136 / 138 / 198, 384 x 392 x 1728
+    134 / 97 / - (docs/performance.md)."""
+    mr, nr, vw = params["MR"], params["NR"], params["VW"]
+    out = [params]
+    for m2, n2 in ((mr // 2, nr * 2), (mr * 2, nr // 2)):
+        if m2 >= 1 and n2 % vw == 0 and m2 * 2 * n2 == mr * 2 * nr:
+            out.append(dict(params, MR=m2, NR=n2))
+    if not packed.packed_slab(p, params) and packed.packed_reads_b_in_place(p, params):
+        out.append(dict(params, B_IN_PLACE_MIN_N=2 ** 62))
+    if params.get("KC") and not packed.packed_slab(p, params):
+        slabs = dict(params, SLAB_MIN_K=1, SLAB_MIN_MN=1, SLAB_MIN_N=1)
+        if packed.packed_slab(p, slabs):
+            out.append(slabs)
+    return out
+
+
+def timed_packed(p, entry):
+    """entry with the gemm_packed set that ran p fastest of packed_variants (timed once per
+    device and shape), or entry itself for products under PACKED_BENCH_MIN_FLOPS."""
+    if 2 * p.m * p.n * p.k * p.nbatch < PACKED_BENCH_MIN_FLOPS:
+        return entry
+    key = ("packed", p.device, _bench_key(p))
+    hit = _timed.get(key)
+    if hit is None or hit[0] is not entry:
+        variants = [dict(entry, packed=v) for v in packed_variants(p, entry["packed"])]
+        times = {i: _best_seconds(p, lambda q, epi, v=v: packed.run_packed(q, v, epi))
+                 for i, v in enumerate(variants)}
+        hit = _timed[key] = (entry, variants[min(times, key=times.get)], times)
+    return hit[1]
+
+
 def benchmark_times(device):
     """{shape key: (parameter set, splits, {(set index, splits): seconds})} of the products
-    benchmark mode timed on a device (the indexes are into the entry's xgemm sets that fit)."""
-    return {k[1]: v for k, v in _timed.items() if k[0] is device}
+    benchmark mode timed on a device (the indexes are into the entry's xgemm sets that fit);
+    gemm_packed's: {shape key: (its packed set, {variant index: seconds})}."""
+    out = {}
+    for k, v in _timed.items():
+        if k[0] is device:
+            out[k[1]] = v
+        elif k[0] == "packed" and k[1] is device:
+            out[k[2]] = (v[1]["packed"], v[2])
+    return out
