@@ -466,11 +466,11 @@ def main(argv=None):
     parser.add_argument("--kernels", action="store_true",
                         help="print each row's kernel times per launch name (packs, product)")
     args = parser.parse_args(argv)
-    if args.cpus:
-        return run_side_by_side(args)
     gm.FORCE_FAMILY = args.family
     cltensor.backends.benchmark = args.bench_mode
     cltensor.backends.allow_tf32 = args.tf32
+    if args.cpus:
+        return run_side_by_side(args)
     device = cltensor.get_device(args.device)
     gpu = not device.is_cpu
     ref = ref_fp32 = None

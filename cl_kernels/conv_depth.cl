@@ -42,13 +42,11 @@
 #define XARGS __global const T* x, const long xo, const long xs0, const long xs1, \
               const long xs2, const long xs3, const long xs4
 
-#ifdef KERNEL_depth_gather
-__kernel void depth_gather(const int N, const int C, const int D, const int H, const int W,
-                           const int DO, XARGS, __global T* col) {
-  const long e = get_global_id(0);
-  if (e >= (long)N * DO * C * KD * H * W) return;
-  const int iw = e % W;
-  const long r = e / W;
+/* Where row r of col (its W elements) starts in x, or -1 where its depth falls in the
+ * padding: the two gathers' one decode of r = ((n*DO + od)*C + c)*KD + kd)*H + ih. */
+inline long gather_row(const long r, const int C, const int D, const int H, const int DO,
+                       const long xo, const long xs0, const long xs1, const long xs2,
+                       const long xs3) {
   const int ih = r % H;
   const long q = r / H;
   const int kd = q % KD;
@@ -56,8 +54,17 @@ __kernel void depth_gather(const int N, const int C, const int D, const int H, c
   const long nd = q / ((long)KD * C);
   const int od = nd % DO, n = nd / DO;
   const int id = od * SD + kd * DD - PD;
+  return id < 0 || id >= D ? -1 : xo + n * xs0 + c * xs1 + id * xs2 + ih * xs3;
+}
+
+#ifdef KERNEL_depth_gather
+__kernel void depth_gather(const int N, const int C, const int D, const int H, const int W,
+                           const int DO, XARGS, __global T* col) {
+  const long e = get_global_id(0);
+  if (e >= (long)N * DO * C * KD * H * W) return;
+  const long row = gather_row(e / W, C, D, H, DO, xo, xs0, xs1, xs2, xs3);
   REG(T) v = 0;
-  if (id >= 0 && id < D) v = LD(T, x, xo + n * xs0 + c * xs1 + id * xs2 + ih * xs3 + iw * xs4);
+  if (row >= 0) v = LD(T, x, row + (e % W) * xs4);
   ST(T, col, e, v);
 }
 #endif
@@ -67,19 +74,13 @@ __kernel void depth_gather_rows(const int N, const int C, const int D, const int
                                 const int W, const int DO, XARGS, __global T* col) {
   const long r = get_global_id(0);
   if (r >= (long)N * DO * C * KD * H) return;
-  const int ih = r % H;
-  const long q = r / H;
-  const int kd = q % KD;
-  const int c = (q / KD) % C;
-  const long nd = q / ((long)KD * C);
-  const int od = nd % DO, n = nd / DO;
-  const int id = od * SD + kd * DD - PD;
+  const long row = gather_row(r, C, D, H, DO, xo, xs0, xs1, xs2, xs3);
   __global T* dst = col + r * W;
-  if (id < 0 || id >= D) {
+  if (row < 0) {
     for (int iw = 0; iw < W; ++iw) ST(T, dst, iw, 0);
     return;
   }
-  __global const T* src = x + xo + n * xs0 + c * xs1 + id * xs2 + ih * xs3;
+  __global const T* src = x + row;
   if (xs4 == 1) {
     for (int iw = 0; iw < W; ++iw) ST(T, dst, iw, LD(T, src, iw));
   } else {

@@ -46,14 +46,17 @@ def _rel(got, want):
     return np.linalg.norm(got - want) / max(np.linalg.norm(want), 1.0)
 
 
-def _reference(xs, ws, bias, kw, seed):
-    """CPU torch float64: inputs, output gradient, output and the three gradients."""
+def _reference(xs, ws, bias, kw, seed, transposed=False):
+    """CPU torch float64 conv3d (conv_transpose3d if transposed): inputs, output gradient and
+    output, the inputs' gradients computed."""
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(xs, generator=gen, dtype=torch.float64, requires_grad=True)
     w = torch.randn(ws, generator=gen, dtype=torch.float64, requires_grad=True)
-    b = torch.randn(ws[0], generator=gen, dtype=torch.float64, requires_grad=True) \
+    outs = ws[1] * kw.get("groups", 1) if transposed else ws[0]
+    b = torch.randn(outs, generator=gen, dtype=torch.float64, requires_grad=True) \
         if bias else None
-    y = torch.nn.functional.conv3d(x, w, b, **kw)
+    op = torch.nn.functional.conv_transpose3d if transposed else torch.nn.functional.conv3d
+    y = op(x, w, b, **kw)
     g = torch.randn(y.shape, generator=gen, dtype=torch.float64)
     y.backward(g)
     return x, w, b, g, y
@@ -225,23 +228,10 @@ CASES_T = [
 IDS_T = [f"transposed{i}" for i in range(len(CASES_T))]
 
 
-def _reference_t(xs, ws, bias, kw, seed):
-    """CPU torch float64 conv_transpose3d: inputs, output gradient, output."""
-    gen = torch.Generator().manual_seed(seed)
-    x = torch.randn(xs, generator=gen, dtype=torch.float64, requires_grad=True)
-    w = torch.randn(ws, generator=gen, dtype=torch.float64, requires_grad=True)
-    b = torch.randn(ws[1] * kw.get("groups", 1), generator=gen, dtype=torch.float64,
-                    requires_grad=True) if bias else None
-    y = torch.nn.functional.conv_transpose3d(x, w, b, **kw)
-    g = torch.randn(y.shape, generator=gen, dtype=torch.float64)
-    y.backward(g)
-    return x, w, b, g, y
-
-
 @pytest.mark.parametrize("case", CASES_T, ids=IDS_T)
 def test_conv_transpose3d_and_its_gradients(device, case, poisoned):
     xs, ws, bias, kw = case
-    x, w, b, g, y = _reference_t(xs, ws, bias, kw, seed=CASES_T.index(case))
+    x, w, b, g, y = _reference(xs, ws, bias, kw, seed=CASES_T.index(case), transposed=True)
     dtype = _dtype(device)
     on = [None if t is None else
           cltensor.from_numpy(t.detach().numpy().astype(dtype), device=device).requires_grad_()
@@ -360,8 +350,8 @@ def test_torch_conv_transpose3d_on_the_device(device, case, dtype):
     if dtype == torch.float64 and not device.has_fp64:
         pytest.skip("the device has no float64")
     xs, ws, bias, kw = case
-    _on_the_device(torch.nn.functional.conv_transpose3d, _reference_t(xs, ws, bias, kw, seed=1),
-                   kw, dtype)
+    _on_the_device(torch.nn.functional.conv_transpose3d,
+                   _reference(xs, ws, bias, kw, seed=1, transposed=True), kw, dtype)
 
 
 @pytest.mark.usefixtures("ocl", "device_only")
