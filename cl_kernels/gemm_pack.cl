@@ -13,6 +13,10 @@
  *                dst[b][s*KC*pad + (p*kc + k - s*KC)*PR + i], s = k / KC, kc = min(KC, K - s*KC),
  *                pad = ceil(rows/PR)*PR (without KC: one slab of K); work-groups along K
  *                must then divide KC.
+ *                Built with ROWS_VW (CPUs), for a source of type T whose panel rows are
+ *                contiguous (s_r 1: B's rows along N): one work-item per k copies its row into
+ *                every panel, in vectors of ROWS_VW (a divisor of PR); global size (at least
+ *                K, 1, batches).
  *   pad_copy     (gemm_xgemm.cl's layouts) a 2-d copy into a dense ni_p x nj_p matrix per batch:
  *                dst[b][i][j] = src[batch_offset(b) + i*s_i + j*s_j] for i < ni, j < nj, else 0.
  *                One work-item per element of dst, consecutive work-items along j (coalesced
@@ -29,7 +33,8 @@
  *   pack_half_slices  the same slices of 16-bit operands (nvidia_wgmma.cl with HALF): pairs of
  *                K-consecutive float16 or bfloat16 values per 32-bit word, copied bit for bit.
  *
- * Build options: PR and KC (pack_panels' panel width and slab), SLICE_K (pack_tf32_slices');
+ * Build options: PR and KC (pack_panels' panel width and slab), ROWS_VW (pack_panels'
+ * row-copying form), SLICE_K (pack_tf32_slices');
  * TA, the source's storage type (default T): pack_panels and pad_copy read it through LD and
  * write T, so a 16-bit operand is converted as it is packed.
  */
@@ -40,6 +45,27 @@
 #define KC 0
 #endif
 
+#ifdef ROWS_VW
+#define RV_LOAD CL_CAT(vload, ROWS_VW)
+#define RV_STORE CL_CAT(vstore, ROWS_VW)
+__kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global const T* src,
+                          const View vs, const long s_r, const long s_k, __global T* dst,
+                          const long d_bs) {  /* s_r: 1 */
+  const int k = get_global_id(0);
+  if (k >= K) return;
+  const long b = batch0 + get_global_id(2);
+  const int s0 = KC ? k / KC * KC : 0;
+  const int kc = KC ? min(KC, K - s0) : K;
+  const long pad = (long)(rows + PR - 1) / PR * PR;
+  __global T* d = dst + b * d_bs + s0 * pad + (long)(k - s0) * PR;
+  __global const T* row = src + batch_offset(b, nbd, batch, vs) + (long)k * s_k;
+  const int whole = rows / PR;
+  for (int p = 0; p < whole; ++p, d += (long)kc * PR, row += PR)
+    for (int j = 0; j < PR / ROWS_VW; ++j) RV_STORE(RV_LOAD(j, row), j, d);
+  if (whole * PR < rows)
+    for (int i = 0; i < PR; ++i) d[i] = whole * PR + i < rows ? row[i] : (T)0;
+}
+#else
 __kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global const TA* src,
                           const View vs, const long s_r, const long s_k, __global T* dst,
                           const long d_bs) {
@@ -61,6 +87,7 @@ __kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global cons
       d[i] = r0 + i < rows ? LD(TA, src, o + (long)(r0 + i) * s_r) : (T)0;
   }
 }
+#endif
 
 __kernel void pad_copy(const int ni, const int nj, const int ni_p, const int nj_p, BATCH_ARGS,
                        __global const TA* src, const View vs, const long s_i, const long s_j,

@@ -189,13 +189,19 @@ def test_slab_rules(device):
     # 4 KiB apart, fewer pages for closer rows): packed B, or slabs where slabs read B in place
     pages = packed.B_IN_PLACE_MAX_PAGES
     wide = dict(params, SLAB_MIN_K=2 ** 20, B_IN_PLACE_MAX_K=2 ** 20)
-    for rs, deepest in ((1100, pages), (1500, pages), (550, pages * 4096 // 2200)):
+    for rs, deepest in ((1104, pages), (1504, pages), (560, pages * 4096 // 2240)):
         for k, deep in ((deepest, False), (deepest + 2, True)):
             q = prob(256, 1024, k)._replace(b=opb._replace(rs=rs))
             assert packed.packed_reads_b_in_place(q, wide) != deep, (rs, k)
             assert packed.packed_slab(q, wide) == 0
             assert packed.packed_slab(q, dict(wide, SLAB_B_IN_PLACE=1)) == (256 if deep else 0)
             assert not packed.packed_reads_b_in_place(q, dict(wide, SLAB_B_IN_PLACE=1)) or not deep
+    # rows off 64-byte lines: B packed from M = MISALIGNED_PACK_MIN_M on, never slabs for depth
+    q = prob(packed.MISALIGNED_PACK_MIN_M, 1024, 3000)._replace(b=opb._replace(rs=1100))
+    assert not packed.packed_reads_b_in_place(q, wide)
+    assert packed.packed_slab(q, dict(wide, SLAB_B_IN_PLACE=1)) == 0
+    assert not packed.packed_reads_b_in_place(q._replace(k=300), wide)
+    assert packed.packed_reads_b_in_place(q._replace(m=q.m - 1, k=300), wide)
 
 
 def test_slab_fields_in_database_defaults_and_tuner():

@@ -16,6 +16,10 @@ from .kit import get_kernel, launch_tiles, pack_defines, scratch, storage_define
 # runtime packs faster in groups of 8 (it vectorizes across the group's work-items: 256 x
 # 6272 x 1152's slabs of B 15 ms in groups of 16-128, 4.8 in 8); PoCL slower below 16
 PACK_LOCAL = 16
+# pack_panels' row-copying form on CPUs: panel rows contiguous in the source move ROWS_VW at a
+# time, one work-item per step of K into every panel. PoCL, B of 256 x 1352 x 3456 packed:
+# 3.2 -> 1.5 ms (Intel's runtime 2.8 -> 1.25; a contiguous copy of it 0.98)
+ROWS_VW = 16
 
 
 def panel_dtype(p, op):
@@ -36,14 +40,17 @@ def _pack_panels(p, op, rows, rs, ks, width, kc=0, lx=PACK_LOCAL, computed=False
     # NOTE: 16-bit panels are packed as their bits (ushort), which copies them exactly
     defines = pack_defines(p, op) if dtype == p.dtype else {"T": "ushort"}
     dst = ClTensor.empty_on((nb * size,), dtype, p.device)
-    kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels",
-                        dict(defines, PR=width, **({"KC": kc} if kc else {})))
+    defines = dict(defines, PR=width, **({"KC": kc} if kc else {}))
+    panels = -(-rows // width)
+    if rs == 1 and "TA" not in defines and width % ROWS_VW == 0 and p.device.is_cpu:
+        defines, panels = dict(defines, ROWS_VW=ROWS_VW), 1  # a row of K a work-item
+    kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels", defines)
     lx = min(lx, p.device.max_work_group)
     if kc:
         lx = math.gcd(lx, kc)  # a work-group within one slab (gemm_pack.cl)
     bshape = () if shared else p.bshape
     for b0 in range(0, nb, kit.MAX_GROUPS):
-        gsize = (round_up(p.k, lx), -(-rows // width), min(kit.MAX_GROUPS, nb - b0))
+        gsize = (round_up(p.k, lx), panels, min(kit.MAX_GROUPS, nb - b0))
         launch(p.device, kernel, gsize, (lx, 1, 1), np.int32(rows), np.int32(p.k),
                np.int64(b0), np.int32(len(bshape)), ew.shape_arg(bshape), op.t.storage.buf,
                ew.view_arg(op.t.offset, op.bstrides), np.int64(rs), np.int64(ks),
@@ -91,6 +98,20 @@ def _deep(p):
     return p.b.cs == 1 and -(-p.k * min(row_bytes, PAGE_BYTES) // PAGE_BYTES) > B_IN_PLACE_MAX_PAGES
 
 
+# B's rows off cache lines (row bytes not a multiple of LINE_BYTES) put a panel's NR columns
+# across one more line every other row; from M = MISALIGNED_PACK_MIN_M on the pack is
+# cheaper. PoCL, GFLOP/s, in place vs packed B: 256 x N x 1728 at N 1344 (aligned) 189 vs
+# 179, 1352 188 vs 201, 1360 (aligned) 200 vs 197; 384 x 1352 x 1728 168 vs 189, 192 x 5832 x
+# 1600 166 vs 177, 256 x 1352 x 3456 165 (slabs) vs 196; but 128 x 24200 x 363 149 vs 100.
+# Intel's runtime: 192 x 5832 x 1600 124 vs 171, 256 x 1352 x 2304 101 vs 188
+LINE_BYTES, MISALIGNED_PACK_MIN_M = 64, 192
+
+
+def _misaligned(p):
+    """Whether B's rows are off cache lines and M is large enough to pack B instead."""
+    return p.b.rs * p.b.t.dtype.itemsize % LINE_BYTES != 0 and p.m >= MISALIGNED_PACK_MIN_M
+
+
 def packed_slab(p, params, summed=False):
     """gemm_slabs' KC for a product, or 0 where gemm_packed runs it: with KC set, K of at least
     SLAB_MIN_K (default 2 * KC; any K where slabs read B in place and gemm_packed's would be
@@ -102,7 +123,8 @@ def packed_slab(p, params, summed=False):
     NOTE: deep B on PoCL, 256 x N x 3072, GFLOP/s, slabs vs gemm_packed on packed B: N 1352
     169 vs 173, 1600 190 vs 173, 2400 198 vs 173, 3200 (K 2400) 196 vs 174"""
     kc, kb = params.get("KC", 0), params.get("KB", 0)
-    deep = (params.get("SLAB_B_IN_PLACE") and p.b.t.dtype == p.dtype and _deep(p))
+    deep = (params.get("SLAB_B_IN_PLACE") and p.b.t.dtype == p.dtype and _deep(p) and
+            not _misaligned(p))
     if (not kc or summed or (p.k < params.get("SLAB_MIN_K", 2 * kc) and not deep) or
             min(p.m, p.n) < params.get("SLAB_MIN_MN", 256) or
             p.n < params.get("SLAB_MIN_N", 0)):
@@ -125,10 +147,12 @@ def packed_reads_b_in_place(p, params, summed=False):
     panels: from N = B_IN_PLACE_MIN_N columns on (gemm.json: on PoCL the pack, a full memory
     pass, cost as much as the product on the convolutions' shallow batched products; narrower
     B spends too much of its panels in the partial last one) and below K = B_IN_PLACE_MAX_K,
-    unless from K = ALIASED_MIN_K on its rows alias (_aliased) or its panels are _deep. A
-    16-bit B read in place is converted as it is loaded (B_CONVERTS)."""
+    unless from K = ALIASED_MIN_K on its rows alias (_aliased) or its panels are _deep, or its
+    rows are off cache lines (_misaligned). A 16-bit B read in place is converted as it is
+    loaded (B_CONVERTS)."""
     aliased = p.k >= ALIASED_MIN_K and (_aliased(p, p.k) or _deep(p))
     return (p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased and
+            not _misaligned(p) and
             p.k < params.get("B_IN_PLACE_MAX_K", 2**62) and not packed_slab(p, params, summed))
 
 
