@@ -35,15 +35,22 @@ def use_entry(monkeypatch):
 
 
 def test_pack_panels_slab_layout(device, rng, fp_dtypes):
-    """pack_panels with KC: slab s holds every panel for its kc steps of K, panel p at
-    s*KC*pad + p*kc*PR, rows past `rows` zero; a last slab shorter than KC; KC a multiple of
-    the work-group along K and not (the host then narrows the group)."""
-    for dtype, kc in itertools.product(fp_dtypes, (32, 20)):
-        rows, k, width = 21, 75, 8
+    """pack_panels with KC (0: one slab): slab s holds every panel for its kc steps of K,
+    panel p at s*KC*pad + p*kc*PR, rows past `rows` zero; a last slab shorter than KC; KC a
+    multiple of the work-group along K and not (the host then narrows the group); sources
+    contiguous along K and along the rows (B's layout: CPUs copy rows as vectors)."""
+    for dtype, kc, rows_contiguous in itertools.product(fp_dtypes, (32, 20, 0), (False, True)):
+        rows, k = (53, 75) if rows_contiguous else (21, 75)
+        width = 2 * packed.ROWS_VW if rows_contiguous else 8
         x = random_array(rng, (rows, k), dtype)
         p = gm.Problem(device, np.dtype(dtype), rows, 1, k, (), None, None, None, None)
-        op = gm.Operand(put(device, x), [], k, 1)
-        t, _ = packed._pack_panels(p, op, rows, k, 1, width, kc)
+        if rows_contiguous:
+            op = gm.Operand(put(device, np.ascontiguousarray(x.T)), [], 1, rows)
+            t, _ = packed._pack_panels(p, op, rows, 1, rows, width, kc)
+        else:
+            op = gm.Operand(put(device, x), [], k, 1)
+            t, _ = packed._pack_panels(p, op, rows, k, 1, width, kc)
+        kc = kc or k
         pad = -(-rows // width) * width
         padded = np.zeros((pad, k), dtype)
         padded[:rows] = x
@@ -147,6 +154,28 @@ def test_slabs_keep_long_sums_blocked(device, rng, use_entry):
     counts = _kernel_counts(lambda: cltensor.gemm(put(device, a), put(device, b), out))
     assert counts.get("gemm_slabs") == 1, counts
     check_long(out, a, b)
+
+
+def test_wide_tile_for_few_rows(device, rng, use_entry):
+    """WIDE_MAX_M / WIDE_MIN_N: products of at most WIDE_MAX_M rows and at least WIDE_MIN_N
+    columns run half MR and twice NR (same area); others, and entries without the fields,
+    keep the entry's; the wide tile's result is right (poisoned output, float64 reference)."""
+    base = gm.entry_for(device, np.dtype(np.float32))
+    params = dict(base["packed"], MR=8, NR=32, VW=16, WIDE_MAX_M=64, WIDE_MIN_N=200)
+    t = cltensor.empty(1, device=device)
+    opa, opb = gm.Operand(t, [], 40, 1), gm.Operand(t, [], 4096, 1)
+
+    def prob(m, n):
+        return gm.Problem(device, np.dtype(np.float32), m, n, 40, (), opa, opb, None, None)
+    assert packed.packed_tile(prob(64, 200), params) == (4, 64)
+    assert packed.packed_tile(prob(65, 200), params) == (8, 32)
+    assert packed.packed_tile(prob(64, 199), params) == (8, 32)
+    assert packed.packed_tile(prob(64, 200), base["packed"] | {"WIDE_MAX_M": 0}) != (4, 64)
+    use_entry(dict(base, packed=params, min_work=0, min_dim=0))
+    a, b = random_array(rng, (37, 40)), random_array(rng, (40, 203))
+    out = poisoned(device, (37, 203), np.float32)
+    cltensor.gemm(put(device, a), put(device, b), out)
+    run_check(out, a, b, np.float32)
 
 
 def test_slab_rules(device):

@@ -202,18 +202,20 @@ def test_intels_cpu_runtime_has_a_measured_cpu_entry():
 def test_avx512_cpu_entries_read_b_in_place_unless_it_aliases(device):
     """Below the slabs' K, B is read where it is unless its rows alias in the L2: a panel
     deeper than the L2 sets its rows map to hold (rows 12800 bytes apart: 128 sets, 2048 rows;
-    4096 apart: 16 sets), which is packed instead. Deep products walk down M: walking along N
-    streams all of B once per panel of A (docs/tuning.md)."""
+    4096 apart: 16 sets), which is packed instead, as are rows off 64-byte lines (4000 bytes
+    apart). Deep products walk down M: walking along N streams all of B once per panel of A
+    (docs/tuning.md)."""
     import cltensor
     db = json.loads(SHIPPED_DB.read_text())["gemm_float32"]["vendors"]
     x = cltensor.zeros((8,), device=device)
     for params in (db["pocl"]["devices"]["pthread-skylake-avx512-AMD EPYC"]["packed"],
                    db["intel"]["devices"]["AMD EPYC"]["packed"]):
-        def problem(k, n=1000):
+        def problem(k, n=1008):
             b = gm.Operand(x, [], n, 1)
             return gm.Problem(device, np.dtype(np.float32), 512, n, k, (), None, b, None, None)
         assert gm.packed_reads_b_in_place(problem(576), params)
-        assert gm.packed_reads_b_in_place(problem(2400), params)  # rows 4000 bytes apart
+        assert not gm.packed_reads_b_in_place(problem(576, 1000), params)
+        assert gm.packed_reads_b_in_place(problem(2200), params)  # rows 4032 bytes apart
         assert gm.packed_reads_b_in_place(problem(1152, 6272), params)
         assert not gm.packed_reads_b_in_place(problem(2400, 3200), params)
         assert not gm.packed_reads_b_in_place(problem(1024, 1024), params)

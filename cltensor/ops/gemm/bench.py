@@ -93,11 +93,11 @@ def packed_variants(p, params):
     with the shape in ways no rule caught: PoCL, 2 Zen 4 cores, GFLOP/s, 8x32 / 4x64 / 16x16:
     64 x 24200 x 363 124 / 152 / 129, 64 x 100352 x 147 136 / 138 / 198, 384 x 392 x 1728
     134 / 97 / - (docs/tuning.md)."""
-    mr, nr, vw = params["MR"], params["NR"], params["VW"]
+    mr, nr, vw = *packed.packed_tile(p, params), params["VW"]
     out = [params]
     for m2, n2 in ((mr // 2, nr * 2), (mr * 2, nr // 2)):
         if m2 >= 1 and n2 % vw == 0 and m2 * 2 * n2 == mr * 2 * nr:
-            out.append(dict(params, MR=m2, NR=n2))
+            out.append(dict(params, MR=m2, NR=n2, WIDE_MAX_M=0))
     if not packed.packed_slab(p, params) and packed.packed_reads_b_in_place(p, params):
         out.append(dict(params, B_IN_PLACE_MIN_N=2 ** 62))
     if params.get("KC") and not packed.packed_slab(p, params):
