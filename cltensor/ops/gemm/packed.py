@@ -114,14 +114,14 @@ def _misaligned(p):
 
 def packed_slab(p, params, summed=False):
     """gemm_slabs' KC for a product, or 0 where gemm_packed runs it: with KC set, K of at least
-    SLAB_MIN_K (default 2 * KC; any K where slabs read B in place and gemm_packed's would be
-    _deep), M and N of at least SLAB_MIN_MN (default 256: narrower, one operand's panels are
-    few and gemm_packed reads the other once), N of at least SLAB_MIN_N (gemm.json: on both CPU
-    runtimes gemm_packed ran deep products of up to about 1024 columns faster) and C not summed
-    over batches. KC is rounded up to a multiple of KB, so that the blocked sums stay
-    gemm_packed's (gemm_cpu.cl).
-    NOTE: deep B on PoCL, 256 x N x 3072, GFLOP/s, slabs vs gemm_packed on packed B: N 1352
-    169 vs 173, 1600 190 vs 173, 2400 198 vs 173, 3200 (K 2400) 196 vs 174"""
+    SLAB_MIN_K (default 2 * KC; any K where slabs read B in place and gemm_packed's B, its
+    rows on cache lines, would be _deep), M and N of at least SLAB_MIN_MN (default 256:
+    narrower, one operand's panels are few and gemm_packed reads the other once), N of at
+    least SLAB_MIN_N (gemm.json: on both CPU runtimes gemm_packed ran deep products of up to
+    about 1024 columns faster) and C not summed over batches. KC is rounded up to a multiple
+    of KB, so that the blocked sums stay gemm_packed's (gemm_cpu.cl).
+    NOTE: deep B on PoCL, GFLOP/s, slabs vs gemm_packed on packed B (the pack copying rows):
+    256 x 3200 x 2400 200 vs 193, 256 x 6272 x 2560 198 vs 192"""
     kc, kb = params.get("KC", 0), params.get("KB", 0)
     deep = (params.get("SLAB_B_IN_PLACE") and p.b.t.dtype == p.dtype and _deep(p) and
             not _misaligned(p))
@@ -150,8 +150,8 @@ def packed_reads_b_in_place(p, params, summed=False):
     unless from K = ALIASED_MIN_K on its rows alias (_aliased) or its panels are _deep, or its
     rows are off cache lines (_misaligned). A 16-bit B read in place is converted as it is
     loaded (B_CONVERTS)."""
-    aliased = p.k >= ALIASED_MIN_K and (_aliased(p, p.k) or _deep(p))
-    return (p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not aliased and
+    unfit = p.k >= ALIASED_MIN_K and (_aliased(p, p.k) or _deep(p))
+    return (p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not unfit and
             not _misaligned(p) and
             p.k < params.get("B_IN_PLACE_MAX_K", 2**62) and not packed_slab(p, params, summed))
 
