@@ -185,9 +185,11 @@ def _floating_parameter(t, op):
 def standard_gamma(self, generator=None):
     if generator is not None:
         return cpu_fallback(_aten._standard_gamma.default, self, generator)
-    out = meta_result(_aten._standard_gamma.default, (self,), {})
+    x = _floating_parameter(self, "gamma_cpu")
+    # NOTE: not meta_result: torch builds before 2.13 have no Meta kernel for _standard_gamma
+    out = torch.empty(self.shape, dtype=self.dtype, device="meta")
     with runtime_errors():
-        return finish(cltensor._standard_gamma(_floating_parameter(self, "gamma_cpu")), out)
+        return finish(cltensor._standard_gamma(x), out)
 
 
 @aten("_sample_dirichlet")
