@@ -15,7 +15,7 @@ if not hasattr(backend_registration, "_setup_privateuseone_for_python_backend") 
     raise ImportError(f"cltensor.torch needs torch 2.10 or later (its Python-registered device "
                       f"API); found torch {torch.__version__}: pip install 'cltensor[torch]'")
 
-from . import _backend, device_module, storage_guard  # noqa: E402
+from . import _backend, device_module, pinned, storage_guard  # noqa: E402
 
 
 class _Hooks(torch._C._acc.PrivateUse1Hooks):
@@ -82,6 +82,7 @@ def _register():
     backward = _calling_thread_backward(torch.autograd.graph._engine_run_backward)
     torch.autograd.graph._engine_run_backward = torch.autograd._engine_run_backward = backward
     storage_guard.install()
+    pinned.install()
 
 
 _register()
