@@ -152,6 +152,10 @@ class Device:
         self.is_gpu = bool(cl_device.type & cl.device_type.GPU)
         self.is_cpu = bool(cl_device.type & cl.device_type.CPU)
         self.has_fp64 = "cl_khr_fp64" in cl_device.extensions
+        # NOTE: OpenCL lets float division and sqrt be 2.5-3 ulp off unless the device offers
+        # correct rounding and the build asks for it (program.py); torch's are exact (x / x is 1)
+        self.exact_div_sqrt = bool(
+            cl_device.single_fp_config & cl.device_fp_config.CORRECTLY_ROUNDED_DIVIDE_SQRT)
         self.max_alloc = cl_device.max_mem_alloc_size
         self.max_work_group = cl_device.max_work_group_size
         self.local_mem = cl_device.local_mem_size

@@ -148,7 +148,14 @@ def build_program(device, filename, defines=None, source=None, rebuild=None):
     return prog
 
 
+# asked of devices that offer it (Device.exact_div_sqrt): float division and sqrt rounded as
+# IEEE 754 and torch round them (NVIDIA's OpenCL divides to 2 ulp without it)
+EXACT_DIV_SQRT = "-cl-fp32-correctly-rounded-divide-sqrt"
+
+
 def _build(device, filename, src, options):
+    if device.exact_div_sqrt:
+        options = options + (EXACT_DIV_SQRT,)
     if device.has_fp64:
         src = "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + src
     # NOTE: where the driver caches source builds itself, asking it for binaries is costly:
