@@ -107,16 +107,21 @@ def alexnet_case(ct, device, batch, reps):
 
 
 def strip_device_entries(tunedb, device, folder):
-    """Point the shipped database at a copy without the entries that match `device`; returns
-    the keys removed."""
+    """Point the shipped database at a copy without the entries that match `device` or that
+    it would take as a sibling of its GPU architecture (an H100 the H200's); returns the keys
+    removed."""
     desc, removed = device.description(), []
+
+    def serves(key, entry):
+        return (tunedb._key_rank(key, desc) is not None or
+                bool(desc.arch) and isinstance(entry, dict) and entry.get("arch") == desc.arch)
     folder.mkdir(parents=True, exist_ok=True)
     for path in Path(tunedb.DB_DIR).glob("*.json"):
         data = json.loads(path.read_text())
         for table in data.values():
             for vendor in table.get("vendors", {}).values() if isinstance(table, dict) else ():
                 devices = vendor.get("devices", {})
-                for key in [k for k in devices if tunedb._key_rank(k, desc) is not None]:
+                for key in [k for k, e in devices.items() if serves(k, e)]:
                     removed.append(f"{path.name}: {key}")
                     del devices[key]
         (folder / path.name).write_text(json.dumps(data))

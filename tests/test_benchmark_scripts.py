@@ -116,6 +116,27 @@ def test_host_overhead_graphs_and_ops(device, tmp_path):
                                       device.index])
 
 
+def test_untuned_sets_a_siblings_entries_aside(tmp_path, monkeypatch):
+    """An unnamed GPU takes its architecture sibling's entries (an H100 the H200's sm_90 ones):
+    benchmarks/untuned.py sets those aside too, so the device is then untuned."""
+    import dataclasses
+    import types
+    from cltensor import tunedb
+    from test_device_defaults import DEVICES
+    h100 = dataclasses.replace(DEVICES["nvidia-h200"], name="NVIDIA H100 80GB HBM3",
+                               arch="sm_90")
+    monkeypatch.setattr(tunedb, "DB_DIR", tunedb.DB_DIR)  # restored after the test
+    tunedb.clear()
+    sets = tunedb.database_entry("gemm", "gemm_float32", h100)["xgemm"]
+    try:
+        removed = script("untuned").strip_device_entries(
+            tunedb, types.SimpleNamespace(description=lambda: h100), tmp_path / "db")
+        assert removed and all(r.startswith(("gemm.json: ", "conv.json: ")) for r in removed)
+        assert tunedb.database_entry("gemm", "gemm_float32", h100)["xgemm"] != sets
+    finally:
+        tunedb.clear()
+
+
 def test_untuned_sets_the_devices_entries_aside(device, tmp_path, monkeypatch):
     """benchmarks/untuned.py: with the shipped entries that match the device set aside and an
     empty user cache, the device has no entry of its own; the real database is untouched."""
