@@ -56,7 +56,8 @@ def _calling_thread_backward(run):
     A backward therefore runs on the calling thread, as with
     torch.autograd.set_multithreading_enabled(False) (the kernels here hold the GIL anyway),
     unless an output lives on another accelerator (CUDA): torch runs that one as it would
-    (on the calling thread, torch 2.11's engine trips a stream assertion for CUDA nodes)."""
+    (torch 2.11's engine trips a stream assertion for CUDA nodes once the device is registered,
+    on the calling thread and on its workers alike: docs/torch_device.md, Limits)."""
     @functools.wraps(run)
     def engine_run_backward(t_outputs, *args, **kwargs):
         if _on_other_accelerator(t_outputs):
