@@ -26,6 +26,25 @@ def test_framework_torch_opencl_row(device, tmp_path):
 
 
 @pytest.mark.usefixtures("small_model")
+def test_torch_rows_run_before_the_device_is_registered(device, tmp_path, monkeypatch):
+    """Every network's torch rows run before cltensor.torch registers the device: after it,
+    torch's engine takes opencl for the process's accelerator and CUDA backwards trip an
+    internal assertion (torch 2.11 on an H100)."""
+    from convnet_benchmarks import bench, torch_opencl
+    calls, register, run_torch = [], torch_opencl.register, bench.run_torch
+    monkeypatch.setattr(torch_opencl, "register", lambda: (calls.append("register"), register()))
+    monkeypatch.setattr(bench, "run_torch",
+                        lambda *a, **k: (calls.append("torch"), run_torch(*a, **k))[1])
+    argv = ["--model", "small", "--batch-size", "2", "--iterations", "1", "--device",
+            device.index, "--framework", "torch-opencl", "--no-layers", "--json",
+            str(tmp_path / "res.json")]
+    assert main(argv) == 0
+    assert calls[-1] == "register" and "torch" in calls, calls
+    row = json.loads((tmp_path / "res.json").read_text())["rows"][0]
+    assert row["torch_opencl"]["total"]["median"] > 0 and "_later" not in row
+
+
+@pytest.mark.usefixtures("small_model")
 def test_torch_device_script_reports_the_main_threads_cpu(device, tmp_path, capsys):
     """benchmarks/torch_device.py --thread-cpu: the main thread's CPU per step, each way."""
     from test_benchmark_scripts import script
