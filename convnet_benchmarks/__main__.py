@@ -97,7 +97,9 @@ def _check_tinygrad_version():
               f"may differ (pip install {COMPARE['tinygrad']})", file=sys.stderr)
 
 
-def run_model(name, args, device, compare, tiny_device=None):
+def run_model(name, args, device, compare, tiny_device=None, later=None):
+    """One network's row; with --framework torch-opencl its torch_opencl run is appended to
+    `later` (main runs them once every network's torch rows are done)."""
     import cltensor as ct
     c, hw, gpu_batch, cpu_batch = INPUTS[name]
     batch = args.batch_size or (gpu_batch if device.is_gpu else cpu_batch)
@@ -125,8 +127,8 @@ def run_model(name, args, device, compare, tiny_device=None):
     if "torch" in compare:
         row.update(_torch_rows(name, state, ours, x_np, g_np, device, args))
     if args.framework == "torch-opencl":
-        row["_later"] = lambda: _torch_opencl_row(row, name, state, ours, x_np, g_np, device,
-                                                  args)
+        later.append(lambda: _torch_opencl_row(row, name, state, ours, x_np, g_np, device,
+                                               args))
     if "tinygrad" in compare:
         res = bench.run_tinygrad(name, state, x_np, g_np, tiny_device, args.iterations)
         res["output_rel_error"] = _agreement(name, "tinygrad", ours, res.pop("output"),
@@ -255,14 +257,15 @@ def main(argv=None):
     names = sorted(MODELS) if args.model == "all" else [args.model]
     print(f"convnet benchmarks on {device} ({device.platform_name}), {args.dtype}, "
           f"{args.iterations} iterations")
-    rows = [run_model(n, args, device, compare, tiny_device) for n in names]
-    if args.framework == "torch-opencl":
+    later = []
+    rows = [run_model(n, args, device, compare, tiny_device, later) for n in names]
+    if later:
         # NOTE: after the device is registered torch's autograd engine takes it for the
         # process's accelerator and CUDA backwards trip an internal assertion (torch 2.11,
         # docs/torch_device.md): every network's torch rows run first
         torch_opencl.register()
-        for row in rows:
-            row.pop("_later")()
+        for run in later:
+            run()
     text = table(rows)
     print(text)
     meta = {"date": datetime.date.today().isoformat(), "device": device.name,
