@@ -33,7 +33,7 @@
  * NVIDIA's OpenCL allows 48 KiB in all, less 16 bytes of its own. Registers: about 164 per
  * work-item with BN 256, so two work-groups of one warpgroup fit a compute unit.
  *
- * Tunables: BN (64, 128, 192, 240 or 256), WGS_M (1 or 2), BK (8, 16 or 32), STAGES,
+ * Tunables: BN (64, 128, 160, 192, 224, 240 or 256), WGS_M (1 or 2), BK (8, 16 or 32), STAGES,
  * WG_WAIT (0 or 1), PRODUCER (0 or 1), GROUP_M (gemm_common.cl's tile_of); HALF, the operand
  * type (below). gemm_common.cl's TC and TR store C and read the biases in 16 bits.
  *
@@ -98,43 +98,55 @@ inline ulong desc_at(__local const float4* p) {
 #define REGS_32_63 \
   "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47," \
   "%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
-#define REGS_64_95 \
-  "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79," \
-  "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
-#define REGS_96_119 \
-  "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111," \
-  "%112,%113,%114,%115,%116,%117,%118,%119"
+#define REGS_64_79 "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79"
+#define REGS_80_95 "%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
+#define REGS_96_111 "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111"
+#define REGS_112_119 "%112,%113,%114,%115,%116,%117,%118,%119"
 #define REGS_120_127 "%120,%121,%122,%123,%124,%125,%126,%127"
+#define REGS_0_63 REGS_0_31 "," REGS_32_63
+#define REGS_0_95 REGS_0_63 "," REGS_64_79 "," REGS_80_95
+#define REGS_0_111 REGS_0_95 "," REGS_96_111
 #if BN == 64
 #define WG_REGS REGS_0_31
 #define WG_DESCS "%32, %33"
 #elif BN == 128
-#define WG_REGS REGS_0_31 "," REGS_32_63
+#define WG_REGS REGS_0_63
 #define WG_DESCS "%64, %65"
+#elif BN == 160
+#define WG_REGS REGS_0_63 "," REGS_64_79
+#define WG_DESCS "%80, %81"
 #elif BN == 192
-#define WG_REGS REGS_0_31 "," REGS_32_63 "," REGS_64_95
+#define WG_REGS REGS_0_95
 #define WG_DESCS "%96, %97"
+#elif BN == 224
+#define WG_REGS REGS_0_111
+#define WG_DESCS "%112, %113"
 #elif BN == 240
-#define WG_REGS REGS_0_31 "," REGS_32_63 "," REGS_64_95 "," REGS_96_119
+#define WG_REGS REGS_0_111 "," REGS_112_119
 #define WG_DESCS "%120, %121"
 #elif BN == 256
-#define WG_REGS REGS_0_31 "," REGS_32_63 "," REGS_64_95 "," REGS_96_119 "," REGS_120_127
+#define WG_REGS REGS_0_111 "," REGS_112_119 "," REGS_120_127
 #define WG_DESCS "%128, %129"
 #else
-#error "nvidia_wgmma.cl: BN must be 64, 128, 192, 240 or 256"
+#error "nvidia_wgmma.cl: BN must be 64, 128, 160, 192, 224, 240 or 256"
 #endif
 #define ACC8(i)                                                                            \
   "+f"(acc[i]), "+f"(acc[(i) + 1]), "+f"(acc[(i) + 2]), "+f"(acc[(i) + 3]), "+f"(acc[(i) + 4]), \
       "+f"(acc[(i) + 5]), "+f"(acc[(i) + 6]), "+f"(acc[(i) + 7])
-#define ACC32(i) ACC8(i), ACC8((i) + 8), ACC8((i) + 16), ACC8((i) + 24)
+#define ACC16(i) ACC8(i), ACC8((i) + 8)
+#define ACC32(i) ACC16(i), ACC16((i) + 16)
 #if BN == 64
 #define ACC_OPS ACC32(0)
 #elif BN == 128
 #define ACC_OPS ACC32(0), ACC32(32)
+#elif BN == 160
+#define ACC_OPS ACC32(0), ACC32(32), ACC16(64)
 #elif BN == 192
 #define ACC_OPS ACC32(0), ACC32(32), ACC32(64)
+#elif BN == 224
+#define ACC_OPS ACC32(0), ACC32(32), ACC32(64), ACC16(96)
 #elif BN == 240
-#define ACC_OPS ACC32(0), ACC32(32), ACC32(64), ACC8(96), ACC8(104), ACC8(112)
+#define ACC_OPS ACC32(0), ACC32(32), ACC32(64), ACC16(96), ACC8(112)
 #else
 #define ACC_OPS ACC32(0), ACC32(32), ACC32(64), ACC32(96)
 #endif

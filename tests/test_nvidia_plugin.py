@@ -314,6 +314,19 @@ def test_to_sm90a_uncomments_the_marked_instructions():
         b"\twgmma.fence.sync.aligned;\n\tmov.u32 %r1, 0; // sm_90\n")
 
 
+def test_sm90a_rebuild_adds_the_work_groups_per_compute_unit():
+    ptx = (b".version 9.0\n.target sm_90\n.entry nvwg_gemm(\n.param .u32 a\n)\n"
+           b".reqntid 160, 1, 1\n{\n\t//SM90A wgmma.fence.sync.aligned;\n}\n\0")
+    assert nvidia.sm90a_rebuild(0) is nvidia.to_sm90a
+    assert nvidia.sm90a_rebuild(2) is nvidia.sm90a_rebuild(2)  # the program cache keys on it
+    assert nvidia.sm90a_rebuild(2)(ptx) == (
+        b".version 9.0\n.target sm_90a\n.entry nvwg_gemm(\n.param .u32 a\n)\n"
+        b".reqntid 160, 1, 1\n.minnctapersm 2\n{\n\twgmma.fence.sync.aligned;\n}\n")
+    q = next(q for q in nvidia.CONFIGS if nvidia.is_wgmma(q))
+    assert nvidia.config_valid(dict(q, BN=160, MIN_GROUPS=2))
+    assert not nvidia.config_valid(dict(q, MIN_GROUPS=5))
+
+
 def test_wgmma_sets_are_planned_on_hopper_alone(device):
     """Never in emulation (no plain-OpenCL wgmma), and on compute capability 9.0 only."""
     wgmma = tuple(q for q in nvidia.CONFIGS if nvidia.is_wgmma(q))
@@ -371,7 +384,9 @@ def each_config(request, device, nvmma, monkeypatch):
     if nvidia.is_wgmma(q) and not nvidia.is_sm90(device):
         pytest.skip(f"wgmma needs compute capability 9.0; {device} does not have it")
     monkeypatch.setattr(nvmma, "configs", (q,))
-    return nvmma
+    gm.engine.clear_plans()  # NOTE: else a shape seen with another set replays that set
+    yield nvmma
+    gm.engine.clear_plans()
 
 
 @pytest.mark.parametrize("m,n,k,ka,kb", SHAPES + [(300, 260, 2000, "n", "t"),

@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 import pyopencl as cl
 
-from .. import backends
+from .. import backends, caches
 from .. import dtypes as dt
 from ..conv import dispatch, gemm1x1, im2col, implicit
 from ..conv.implicit_gpu import MmaEngine
@@ -51,10 +51,11 @@ WGMMA_FILE = "nvidia_wgmma.cl"
 WGMMA_KEYS = ("BN", "WGS_M", "BK", "STAGES", "WG_WAIT", "PRODUCER", "GROUP_M")
 SM90A_MARK = b"//SM90A "  # nvidia_wgmma.cl's marker before each sm_90a instruction
 # The tuned parameter sets, largest tile first (see nvidia_mma.cl's and, for the sets with
-# WGS_M, nvidia_wgmma.cl's header for the keys; the wgmma sets serve compute capability 9.0
-# alone). rate: TFLOP/s of the set's GEMM kernel alone at 4096^3 (mean of the nn and nt
-# layouts); groups_per_cu: work-groups resident per compute unit (ptxas: 164, 255 and 125
-# registers, 41, 32 and 32 KiB local memory). Both feed plan(). Measured on the H200 (TUNED).
+# WGS_M, nvidia_wgmma.cl's header for the keys, and MIN_GROUPS, sm90a_rebuild's; the wgmma
+# sets serve compute capability 9.0 alone). rate: TFLOP/s of the set's GEMM kernel alone at
+# 4096^3 (mean of the nn and nt layouts); groups_per_cu: work-groups resident per compute
+# unit (ptxas: 164, 255 and 125 registers, 41, 32 and 32 KiB local memory). Both feed
+# plan(). Measured on the H200 (TUNED).
 CONFIGS = (
     {"BN": 256, "WGS_M": 1, "BK": 8, "STAGES": 4, "WG_WAIT": 0, "PRODUCER": 1, "GROUP_M": 8,
      "rate": 264.0, "groups_per_cu": 2},
@@ -88,16 +89,20 @@ TUNED = {"device": "NVIDIA H200, driver 580.159.04", "date": "2026-12-04",
          "cublas_fp32_tflops_4096": 50.3, "mma_sync_ceiling_tflops": 319.9,
          "wgmma_ceiling_tflops": 481.6, "rel_diff_4096_vs_cublas_tf32": 7.1e-6}
 # The 16-bit products' wgmma sets (nvidia_wgmma.cl with HALF; BK counts 32-bit words of two
-# values of K): the TF32 set's tile and stages, and a 128 x 128 tile for products of few tiles.
-# rate: TFLOP/s at 4096^3 as CONFIGS' (bfloat16 on the H200: 182.5; the 128 x 128 set's is an
-# estimate, 0.85 of that, until it is timed alone). The mma.sync sets keep their TF32 rates.
+# values of K), measured on the H100 (2026-12-06, a sweep of tile width, depth, stages, wait
+# depth, producer warp and MIN_GROUPS at 8192^3 and 4096^3): 64 x 192 tiles, three work-groups
+# a compute unit; 64 x 160 with two slices of k16 a stage (float16's best); 64 x 128 for
+# products of few tiles. rate: TFLOP/s of the GEMM kernel alone at 4096^3 per operand type.
 HALF_CONFIGS = (
-    {"BN": 256, "WGS_M": 1, "BK": 8, "STAGES": 4, "WG_WAIT": 0, "PRODUCER": 1, "GROUP_M": 8,
-     "rate": 182.5, "groups_per_cu": 2},
-    {"BN": 128, "WGS_M": 2, "BK": 8, "STAGES": 4, "WG_WAIT": 0, "PRODUCER": 1, "GROUP_M": 8,
-     "rate": 155.0, "groups_per_cu": 2},
+    {"BN": 192, "WGS_M": 1, "BK": 8, "STAGES": 5, "WG_WAIT": 1, "PRODUCER": 1, "GROUP_M": 8,
+     "MIN_GROUPS": 3, "rate": {"bfloat16": 398.0, "float16": 322.0}, "groups_per_cu": 3},
+    {"BN": 160, "WGS_M": 1, "BK": 16, "STAGES": 3, "WG_WAIT": 0, "PRODUCER": 1, "GROUP_M": 8,
+     "MIN_GROUPS": 2, "rate": {"bfloat16": 368.0, "float16": 343.0}, "groups_per_cu": 2},
+    {"BN": 128, "WGS_M": 1, "BK": 16, "STAGES": 3, "WG_WAIT": 1, "PRODUCER": 1, "GROUP_M": 8,
+     "MIN_GROUPS": 3, "rate": {"bfloat16": 350.0, "float16": 300.0}, "groups_per_cu": 3},
 )
 HALF_WGMMA = {dt.float16: 1, dt.bfloat16: 2}  # nvidia_wgmma.cl's HALF of each operand type
+HALF_NAMES = {0: "float32", 1: "float16", 2: "bfloat16"}  # the keys of a set's rates
 MAX_SPLITS = 16
 MIN_SLICES_PER_SPLIT = 4
 LAUNCH_COST_S = 8e-6         # one extra launch (a split's xgemm_reduce, a pack_tf32_slices)
@@ -201,7 +206,8 @@ class NvidiaTensorCores(Plugin):
         (default: self.configs); memoized (the estimates cost more host time than a launch)."""
         configs = self.configs if configs is None else configs
         # NOTE: a set found broken changes the key
-        key = (p.device, p.device.local_mem, p.m, p.n, p.k, p.nbatch, len(self._broken))
+        key = (p.device, p.device.local_mem, p.m, p.n, p.k, p.nbatch, half_type(p),
+               len(self._broken))
         return memo_with(self._plans, key, configs, lambda: self._rank(p, configs))
 
     def _rank(self, p, configs):
@@ -235,7 +241,8 @@ class NvidiaTensorCores(Plugin):
         try:
             if is_wgmma(q):
                 defines = dict(_defines(q), **half_defines)
-                kernel = gm.get_kernel(p.device, WGMMA_FILE, "nvwg_gemm", defines, to_sm90a)
+                kernel = gm.get_kernel(p.device, WGMMA_FILE, "nvwg_gemm", defines,
+                                       sm90a_rebuild(q.get("MIN_GROUPS", 0)))
             else:
                 defines = dict(_defines(q), A_KC=a_kc, B_KC=b_kc, EMULATE=int(self.emulate),
                                **half_defines)
@@ -370,12 +377,30 @@ def to_sm90a(ptx):
     return re.sub(rb"^(\.target\s+)sm_90\b", rb"\1sm_90a", text, count=1, flags=re.M)
 
 
+@caches.lru_cache(maxsize=None)
+def sm90a_rebuild(min_groups):
+    """to_sm90a, and with min_groups > 0 a `.minnctapersm` on the kernel's entry: ptxas then
+    caps its registers so that min_groups work-groups fit a compute unit (one function per
+    value: the program cache keys on it)."""
+    if not min_groups:
+        return to_sm90a
+    line = b".minnctapersm %d\n" % min_groups
+
+    def rebuild(ptx):
+        text = to_sm90a(ptx)
+        at = re.search(rb"^\.reqntid[^\n]*\n", text, flags=re.M)
+        assert at is not None, "nvidia_wgmma.cl: no .reqntid (reqd_work_group_size) in its PTX"
+        return text[:at.end()] + line + text[at.end():]
+    return rebuild
+
+
 def _defines(q):
     return {k: q[k] for k in (WGMMA_KEYS if is_wgmma(q) else KERNEL_KEYS)}
 
 
 def _key(q):
-    return tuple(sorted(_defines(q).items()))
+    extra = (("MIN_GROUPS", q.get("MIN_GROUPS", 0)),) if is_wgmma(q) else ()
+    return tuple(sorted(_defines(q).items())) + extra
 
 
 def tile_shape(q):
@@ -397,9 +422,10 @@ def config_valid(q):
     headers)."""
     bm, bn, nt = tile_shape(q)
     if is_wgmma(q):
-        return (q["BN"] in (64, 128, 192, 240, 256) and q["WGS_M"] in (1, 2) and
+        return (q["BN"] in (64, 128, 160, 192, 224, 240, 256) and q["WGS_M"] in (1, 2) and
                 q["BK"] in (8, 16, 32) and q["WG_WAIT"] in (0, 1) and
-                q["STAGES"] > q["WG_WAIT"] and q["PRODUCER"] in (0, 1) and q["GROUP_M"] >= 1)
+                q["STAGES"] > q["WG_WAIT"] and q["PRODUCER"] in (0, 1) and q["GROUP_M"] >= 1
+                and q.get("MIN_GROUPS", 0) in range(5))
     return (q["WM"] % 16 == 0 and q["WN"] % 8 == 0 and q["BK"] in (8, 16, 32) and
             bm % 32 == 0 and bn % 32 == 0 and bm * q["BK"] // 4 % nt == 0 and
             bn * q["BK"] // 4 % nt == 0 and (not q["ASYNC"] or 2 <= q["STAGES"] <= 5) and
@@ -422,13 +448,19 @@ def estimate(p, q, splits, units):
     slots = units * q["groups_per_cu"]
     slices = -(-p.k // q["BK"])
     depth = -(-slices // splits) * q["BK"]
-    secs = -(-tiles // slots) * 2.0 * bm * bn * depth * slots / (q["rate"] * 1e12)
+    secs = -(-tiles // slots) * 2.0 * bm * bn * depth * slots / (rate_of(q, p) * 1e12)
     if splits > 1:
         secs += LAUNCH_COST_S + (splits + 1) * p.m * p.n * p.nbatch * 4 / BANDWIDTH_BYTES_S
     if is_wgmma(q):  # a launch per operand, each read and written once
         packed = 8 * (p.m + p.n) * depth * splits * p.nbatch
         secs += 2 * LAUNCH_COST_S + packed / BANDWIDTH_BYTES_S
     return secs
+
+
+def rate_of(q, p):
+    """TFLOP/s of set q for problem p: one figure, or one per 16-bit operand type."""
+    rate = q["rate"]
+    return rate[HALF_NAMES[half_type(p)]] if isinstance(rate, dict) else rate
 
 
 # ---- operands and the launch ------------------------------------------------------------------
