@@ -15,8 +15,7 @@ from ..ops import elementwise as ew
 from ._backend import aten, np_dtype, unwrap
 from .activation_ops import _floating
 from .fallback import cpu_fallback
-from .math_ops import (check_devices, finish, meta_result, operand, runtime_errors, with_out,
-                       write_into)
+from .math_ops import (check_devices, finish, meta_result, operand, runtime_errors, write_into)
 
 _aten = torch.ops.aten
 
@@ -228,6 +227,6 @@ def _out_form(name, functional):
     aten(name)(kernel)
 
 
-with_out("_standard_gamma.out", standard_gamma)
+_out_form("_standard_gamma.out", standard_gamma)
 _out_form("_sample_dirichlet.out", sample_dirichlet)
 _out_form("binomial.out", binomial)
