@@ -65,7 +65,8 @@ def test_slabs_match_float64_on_odd_shapes(device, rng, use_entry, fp_dtypes, b_
     KB); batched operands and a B shared by the batches; alpha, beta with C read, biases and
     ReLU; contiguous, offset and column-strided outputs poisoned with NaN. One pack of A, one
     of B unless the slabs read it in place (SLAB_B_IN_PLACE: the last, partial panel of N then
-    ends at column N), and one gemm_slabs launch; the sums equal gemm_packed's bit for bit."""
+    ends at column N), and one gemm_slabs launch; the sums equal gemm_packed's bit for bit on
+    CPUs (GPU compilers may contract a different multiply-add into an fma: within 2 ulp)."""
     for dtype in fp_dtypes:
         entry = slab_entry(device, dtype, SLAB_B_IN_PLACE=b_in_place)
         params = entry["packed"]
@@ -90,7 +91,10 @@ def test_slabs_match_float64_on_odd_shapes(device, rng, use_entry, fp_dtypes, b_
             again = poisoned(device, (2, m, n), dtype)
             assert _kernel_counts(lambda: cltensor.gemm(A, B, out=again, **dev_epi)).get(
                 "gemm_packed") == 1
-            np.testing.assert_array_equal(got, again.numpy())
+            if device.is_cpu:
+                np.testing.assert_array_equal(got, again.numpy())
+            else:
+                np.testing.assert_array_max_ulp(got, again.numpy(), maxulp=2)
             use_entry(entry)
             c = random_array(rng, (2, m, n), dtype)
             out = put(device, c)
