@@ -4,6 +4,8 @@ CLTENSOR_TEST_DEVICES selects devices: a comma-separated list of 'platform:devic
 name substrings (e.g. CLTENSOR_TEST_DEVICES=pthread or CLTENSOR_TEST_DEVICES=0:0,NVIDIA).
 """
 import os
+import subprocess
+import sys
 import zlib
 
 import numpy as np
@@ -36,6 +38,35 @@ def subprocess_env(**extra):
     caller's entries kept (pyopencl or numpy may be reachable only through them)."""
     path = os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))
     return dict(os.environ, PYTHONPATH=path, **extra)
+
+
+def torch_for_the_device():
+    """torch, or a module-level skip where it is missing or older than cltensor.torch needs
+    (2.10: Python-registered PrivateUse1 backends). Imports torch, not cltensor.torch."""
+    torch = pytest.importorskip("torch",
+                                reason="cltensor.torch needs torch (pip install 'cltensor[torch]')")
+    from torch.utils import backend_registration
+    if not hasattr(backend_registration, "_setup_privateuseone_for_python_backend"):
+        pytest.skip(f"cltensor.torch needs torch 2.10 or later (found {torch.__version__})",
+                    allow_module_level=True)
+    return torch
+
+
+def ran_in_fresh_process(request):
+    """Where this process has imported cltensor.torch and torch has CUDA, run the calling test
+    again in a fresh pytest process, assert that it passed and return True (the caller then
+    returns): torch takes one accelerator per process, and after cltensor.torch registers
+    opencl a CUDA backward trips torch's engine (docs/torch_device.md, Limits). Else False."""
+    import torch
+    if (os.environ.get("CLTENSOR_FRESH_PROCESS") or "cltensor.torch" not in sys.modules or
+            not torch.cuda.is_available()):
+        return False
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+           request.node.nodeid]
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900,
+                         env=subprocess_env(CLTENSOR_FRESH_PROCESS="1"))
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+    return True
 
 
 def pytest_sessionstart(session):

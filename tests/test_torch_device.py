@@ -11,14 +11,9 @@ import pytest
 import cltensor
 from cltensor.device import all_devices
 
-from conftest import subprocess_env
+from conftest import subprocess_env, torch_for_the_device
 
-torch = pytest.importorskip("torch", reason="cltensor.torch needs torch (pip install 'cltensor[torch]')")
-from torch.utils import backend_registration  # noqa: E402
-
-if not hasattr(backend_registration, "_setup_privateuseone_for_python_backend"):
-    pytest.skip(f"cltensor.torch needs torch 2.10 or later (found {torch.__version__})",
-                allow_module_level=True)
+torch = torch_for_the_device()
 import cltensor.torch as ct  # noqa: E402  (only once torch is known present)
 from cltensor.torch import fallback as ct_fallback  # noqa: E402
 
