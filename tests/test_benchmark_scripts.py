@@ -275,3 +275,16 @@ def test_host_overhead_wake_chain_releases_its_gate_on_error(device, monkeypatch
     reader.join(timeout=60)
     assert not reader.is_alive(), "a read after the failed chain waited on its gate"
     np.testing.assert_array_equal(got[0], np.maximum(np.arange(-2, 2), 0))
+
+
+def test_wgmma_sets_sweep_and_refusal(device):
+    """benchmarks/wgmma_sets.py: its sweep's sets are valid and fit NVIDIA's 48 KiB of local
+    memory; on a device without wgmma it refuses, naming the device."""
+    mod = script("wgmma_sets")
+    sets = mod.sweep_sets()
+    assert sets and all(nvidia.config_valid(q) for q in sets)
+    assert all(nvidia.local_bytes(q) + nvidia.LOCAL_RESERVED <= 48 * 1024 for q in sets)
+    assert {q["BN"] for q in sets} == {128, 160, 192, 224, 256}
+    if not nvidia.is_sm90(device):
+        with pytest.raises(SystemExit, match="compute capability 9.0"):
+            mod.main(["--device", device.index, "--sizes", "64"])
