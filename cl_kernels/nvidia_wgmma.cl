@@ -30,8 +30,9 @@
  * There is no work-group barrier after the mbarriers' set-up.
  *
  * Local memory: STAGES * BK * (BM + BN) * 4 bytes of buffers and 16 * STAGES of mbarriers;
- * NVIDIA's OpenCL allows 48 KiB in all, less 16 bytes of its own. Registers: about 164 per
- * work-item with BN 256, so two work-groups of one warpgroup fit a compute unit.
+ * NVIDIA's OpenCL allows 48 KiB in all, less 16 bytes of its own. Registers: 164 per work-item
+ * with BN 256 for TF32 and float16, 194 for bfloat16 (one work-group a compute unit) unless
+ * the host caps them (the plug-in's MIN_GROUPS: `.minnctapersm` on the entry).
  *
  * Tunables: BN (64, 128, 160, 192, 224, 240 or 256), WGS_M (1 or 2), BK (8, 16 or 32), STAGES,
  * WG_WAIT (0 or 1), PRODUCER (0 or 1), GROUP_M (gemm_common.cl's tile_of); HALF, the operand
