@@ -268,7 +268,7 @@ def test_tensor_cores_16bit_split_k(device, rng, hopper, dtype):
 @pytest.mark.parametrize("index", range(len(nvidia.HALF_CONFIGS)))
 def test_tensor_cores_16bit_every_set(device, rng, hopper, monkeypatch, index):
     """Each 16-bit wgmma set alone (the plan would give most shapes to one): partial tiles
-    and slices, a split K, both types."""
+    and slices, a long K (split where the plan splits it), both types."""
     monkeypatch.setattr(nvidia, "HALF_CONFIGS", (nvidia.HALF_CONFIGS[index],))
     gm.engine.clear_plans()
     for dtype in HALVES:
