@@ -427,10 +427,14 @@ class Recording(list):
     """record()'s launches, in order, with the Storages allocated in the block (fresh, as
     device.watching notes them) and whether the block did what a replay would not (foreign:
     it enqueued a copy or fill itself, filled a cache, or wrote a storage it did not
-    allocate), once the block has ended."""
+    allocate), once the block has ended; bumped: those storages it wrote (a caller that bumps
+    their versions itself after each replay may still replay the block: Replay.make's writes),
+    and whether it was foreign for another reason (own_foreign)."""
 
     fresh = ()
     foreign = False
+    own_foreign = False
+    bumped = ()
 
 
 def unreplayable():
@@ -455,6 +459,7 @@ def record():
         yield out
     finally:
         out.fresh, out.foreign = w.fresh, w.foreign or bool(w.bumped)
+        out.own_foreign, out.bumped = w.foreign, tuple(w.bumped)
         _state.recording = outer
         if outer is not None:
             base = len(outer)
@@ -500,15 +505,16 @@ class Replay:
         self.own = None  # _direct_steps: Kernel objects of its own, made on the first replay
 
     @classmethod
-    def make(cls, launches, roles, outputs=()):
+    def make(cls, launches, roles, outputs=(), writes=()):
         """A Replay of record()'s launches, each buffer argument replaced by its role in
         `roles` ({role: buffer}, roles not tuples) or, for a buffer allocated inside the block,
         by a scratch role; None when an argument is another buffer (a cache of its own, which
         a replay could not know), one buffer plays two roles, or the block was foreign
-        (Recording). `outputs`: Storages the block made for its caller, whose scratch indexes
-        the Replay's outputs give."""
+        (Recording) other than by writing Storages of `writes` (the caller's, whose versions
+        it bumps after each replay as the block did). `outputs`: Storages the block made for
+        its caller, whose scratch indexes the Replay's outputs give."""
         by_id = {id(buf): role for role, buf in roles.items()}
-        if len(by_id) != len(roles) or getattr(launches, "foreign", False):
+        if len(by_id) != len(roles) or not _replayable(launches, writes):
             return None
         callers, scratch, index = set(by_id), [], {}
         fresh = list(getattr(launches, "fresh", ()))[::-1]
@@ -583,6 +589,14 @@ class Replay:
                 if i not in keep:
                     del held[i]
         return [held[i] if i in held else Storage(device, scratch[i]) for i in keep]
+
+
+def _replayable(launches, writes):
+    """Whether a Recording was not foreign, or only by writing Storages of `writes`."""
+    if not getattr(launches, "foreign", False):
+        return True
+    allowed = {id(s) for s in writes}
+    return not launches.own_foreign and all(id(s) in allowed for s in launches.bumped)
 
 
 _enqueue = _cl.enqueue_nd_range_kernel  # NOTE: positional, the fastest call (cltensor.graphs)

@@ -264,12 +264,12 @@ def test_conv_passes_replay(device, rng, conv_decided, algo, k, relu):
     assert sum(v[1] is not None for v in plans._plans.values()) == 2
 
 
-@pytest.mark.parametrize("algo, k, replayed", [("im2col", 3, False), ("gemm_1x1", 1, True)])
+@pytest.mark.parametrize("algo, k", [("im2col", 3), ("gemm_1x1", 1)])
 @pytest.mark.parametrize("relu", [False, True])
-def test_conv_forward_into_given_outputs_replays(device, rng, algo, k, replayed, relu):
+def test_conv_forward_into_given_outputs_replays(device, rng, algo, k, relu):
     """forward_into (the PyTorch device's deferred convolutions) replays its launches into
     each call's own output, poisoned first, against float64; a pass that bumps the given
-    output's version (im2col's), which a replay would not, is decided each time instead."""
+    output's version (im2col's) is replayed too, and the replay bumps it as much."""
     plans._plans.clear()
     x = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
     w = rng.standard_normal((4, 3, k, k)).astype(np.float32)
@@ -279,12 +279,16 @@ def test_conv_forward_into_given_outputs_replays(device, rng, algo, k, replayed,
     p = make_params(X, W, B, 1, kw.get("padding", 0), 1, 1)
     want = ref_conv(x, w, b, **kw)
     want = np.maximum(want, 0) if relu else want
+    bumped = []
     for _ in range(3):
         out = ct.full(p.out_shape, float("nan"), device=device)
+        before = out.storage.version
         assert conv_function.forward_into(algo, X, W, B, p, out, relu) is out
+        bumped.append(out.storage.version - before)
         check(out.numpy(), want)
     (entry, plan), = plans._plans.values()
-    assert (plan is not None) == replayed
+    assert plan is not None
+    assert bumped[1] == bumped[2] == bumped[0] and (bumped[0] > 0) == (algo == "im2col"), bumped
 
 
 def test_conv_changed_layout_or_flag_decides_again(device, rng, conv_decided, monkeypatch):
