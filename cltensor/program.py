@@ -432,9 +432,12 @@ class Recording(list):
     and whether it was foreign for another reason (own_foreign)."""
 
     fresh = ()
-    foreign = False
     own_foreign = False
     bumped = ()
+
+    @property
+    def foreign(self):
+        return self.own_foreign or bool(self.bumped)
 
 
 def unreplayable():
@@ -458,8 +461,7 @@ def record():
     try:
         yield out
     finally:
-        out.fresh, out.foreign = w.fresh, w.foreign or bool(w.bumped)
-        out.own_foreign, out.bumped = w.foreign, tuple(w.bumped)
+        out.fresh, out.own_foreign, out.bumped = w.fresh, w.foreign, tuple(w.bumped)
         _state.recording = outer
         if outer is not None:
             base = len(outer)

@@ -41,9 +41,11 @@ class _Plan:
         index = iter(replay.outputs)
         bumps, seen = [], set()
         for i, (t, v) in enumerate(zip(tensors, versions)):
-            if t is not None and id(t.storage) not in seen and t.storage.version != v:
+            if t is None or id(t.storage) in seen:
+                continue  # NOTE: a storage two tensors share is bumped once
+            seen.add(id(t.storage))
+            if t.storage.version != v:
                 bumps.append((i, t.storage.version - v))
-            seen.add(id(t.storage) if t is not None else None)
         return cls(replay, tuple(None if r is None else
                                  (next(index), r.shape, r.strides, r.offset, r.dtype)
                                  for r in results), tuple(bumps))
