@@ -313,9 +313,9 @@ def test_conv_changed_layout_or_flag_decides_again(device, rng, conv_decided, mo
         check_conv(device, rng, conv_decided, both, tol=TF32_TOL if backends.allow_tf32 else TOL,
                    **kw)
     monkeypatch.setattr(backends, "benchmark", True)  # never planned
-    check_conv(device, rng, conv_decided, both, tol=TF32_TOL if backends.allow_tf32 else TOL,
-               **kw)
-    check_conv(device, rng, conv_decided, both, **kw)
+    tol = TF32_TOL if backends.allow_tf32 else TOL
+    check_conv(device, rng, conv_decided, both, tol=tol, **kw)
+    check_conv(device, rng, conv_decided, both, tol=tol, **kw)
 
 
 def small_net(device):
