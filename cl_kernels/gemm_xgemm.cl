@@ -45,6 +45,7 @@
  *   ATAIL, BTAIL     1 when A / B is read in place and M / N is no multiple of MWG / NWG
  *                    (set by the host): rows past M / N read as zeros
  *   XGEMM_MMA        1: the multiply of xgemm_mma.cl (tensor cores; conv kernels only)
+ *   MMA_HALF         with XGEMM_MMA: 0 TF32 products, 1 float16, 2 bfloat16 (xgemm_mma.cl)
  *   TA, TB           the operands' storage types (gemm_common.cl): 16-bit ones are converted
  *                    to T as their vectors are loaded, so the local slices hold T
  */
@@ -98,6 +99,9 @@
 #endif
 #ifndef XGEMM_MMA
 #define XGEMM_MMA 0
+#endif
+#ifndef MMA_HALF
+#define MMA_HALF 0
 #endif
 #ifndef ATAIL
 #define ATAIL 0
@@ -179,10 +183,10 @@ inline void load_slice(__global const TA* pa, const long lda, __global const TB*
   }
 }
 
-/* How a value is stored into local memory: as it is, or with XGEMM_MMA (xgemm_mma.cl, the
- * tensor-core multiply) rounded to TF32 (half a TF32 unit added; the tensor cores drop the
- * low 13 bits). */
-#if XGEMM_MMA
+/* How a value is stored into local memory: as it is, or with XGEMM_MMA's TF32 products
+ * (xgemm_mma.cl, the tensor-core multiply) rounded to TF32 (half a TF32 unit added; the
+ * tensor cores drop the low 13 bits). 16-bit products (MMA_HALF) take the exact values. */
+#if XGEMM_MMA && !MMA_HALF
 #define TO_LOCAL(x) as_float(as_uint(x) + 0x1000u)
 #else
 #define TO_LOCAL(x) (x)

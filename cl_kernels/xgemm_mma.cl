@@ -16,9 +16,17 @@
  * half a TF32 unit added, the tensor cores then drop the low 13 bits: nearest, ties away).
  * Padding LDA and LDB to 8 (mod 32) elements makes the fragment reads conflict-free.
  *
+ *
+ * 16-bit operands (MMA_HALF 1 float16, 2 bfloat16; the slices hold their exact values as
+ * floats) take mma.sync.m16n8k16 instead, twice the work per instruction: each register holds
+ * two values of K, packed from two floats of the slice. The sum over a slice's 16 values of K
+ * may run in any order, so the fragments' K pairs (2t, 2t + 1) and (2t + 8, 2t + 9) are read
+ * at rows (t, t + 4) and (t + 8, t + 12): the same conflict-free addresses as TF32's steps.
+ *
  * Tunables: MMA_WARPS_N (divides WGS / 32); WTM = MWG / (WGS / 32 / MMA_WARPS_N) a multiple of
- * 16 and WTN = NWG / MMA_WARPS_N of 8. MMA_EMULATE 1 computes each lane's results in plain
- * OpenCL from the same local memory, with the tensor cores' truncation (tests on any device).
+ * 16 and WTN = NWG / MMA_WARPS_N of 8; KWG a multiple of 16 with MMA_HALF. MMA_EMULATE 1
+ * computes each lane's results in plain OpenCL from the same local memory, with the tensor
+ * cores' truncation (tests on any device).
  */
 #ifndef MMA_WARPS_N
 #define MMA_WARPS_N 2
@@ -32,23 +40,78 @@
 #define WTN (NWG / MMA_WARPS_N)
 #define MI (WTM / 16)
 #define NJ (WTN / 8)
+#if MMA_HALF
+#define MMA_K 16
+#else
+#define MMA_K 8
+#endif
+
+#if MMA_HALF && !MMA_EMULATE
+#if MMA_HALF == 1
+#define MMA_TYPES ".f16.f16"
+/* the word of two float16 values, lo in the low half (exact: both are float16 values) */
+inline uint pack_pair(const float lo, const float hi) {
+  uint w;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(w) : "f"(hi), "f"(lo));
+  return w;
+}
+#else
+#define MMA_TYPES ".bf16.bf16"
+/* the word of two bfloat16 values (the upper halves of the floats), lo in the low half */
+inline uint pack_pair(const float lo, const float hi) {
+  uint w;
+  asm("prmt.b32 %0, %1, %2, 0x7632;" : "=r"(w) : "r"(as_uint(lo)), "r"(as_uint(hi)));
+  return w;
+}
+#endif
+#define MMA_16(d, a0, a1, a2, a3, b0, b1)                                                  \
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32" MMA_TYPES ".f32 {%0,%1,%2,%3}, "   \
+               "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"                                    \
+               : "+f"((d)[0]), "+f"((d)[1]), "+f"((d)[2]), "+f"((d)[3])                    \
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1))
+#endif
 
 /* acc += slice (as, bs) for the warp's tile at (wm0, wn0), lane (g, t). */
 inline void mma_slice(__local const float* as, __local const float* bs, const int wm0,
                       const int wn0, const int g, const int t, float acc[MI][NJ][4]) {
 #pragma unroll
-  for (int kk = 0; kk < KWG; kk += 8) {
+  for (int kk = 0; kk < KWG; kk += MMA_K) {
 #if MMA_EMULATE
     for (int i = 0; i < MI; ++i)
       for (int j = 0; j < NJ; ++j)
         for (int e = 0; e < 4; ++e) {
           const int m = wm0 + 16 * i + g + 8 * (e >> 1), n = wn0 + 8 * j + 2 * t + (e & 1);
           float d = 0;
-          for (int c = 0; c < 8; ++c)
+          for (int c = 0; c < MMA_K; ++c)
+#if MMA_HALF  /* 16-bit values: their products are exact in float */
+            d += as[(kk + c) * LDA + m] * bs[(kk + c) * LDB + n];
+#else
             d += TF32_TRUNC(as_uint(as[(kk + c) * LDA + m])) *
                  TF32_TRUNC(as_uint(bs[(kk + c) * LDB + n]));
+#endif
           acc[i][j][e] += d;
         }
+#elif MMA_HALF
+    uint af[MI][4], bf[NJ][2];
+    __local const float* a0 = as + (kk + t) * LDA + wm0 + g;
+    __local const float* b0 = bs + (kk + t) * LDB + wn0 + g;
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {  /* rows g, g + 8; K rows (t, t + 4), (t + 8, t + 12) */
+        __local const float* a = a0 + 8 * (e >> 1) * LDA + 16 * i + 8 * (e & 1);
+        af[i][e] = pack_pair(a[0], a[4 * LDA]);
+      }
+#pragma unroll
+    for (int j = 0; j < NJ; ++j) {
+      bf[j][0] = pack_pair(b0[8 * j], b0[4 * LDB + 8 * j]);
+      bf[j][1] = pack_pair(b0[8 * LDB + 8 * j], b0[12 * LDB + 8 * j]);
+    }
+#pragma unroll
+    for (int i = 0; i < MI; ++i)
+#pragma unroll
+      for (int j = 0; j < NJ; ++j)
+        MMA_16(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bf[j][0], bf[j][1]);
 #else
     uint af[MI][4], bf[NJ][2];
     __local const float* a0 = as + (kk + t) * LDA + wm0 + g;

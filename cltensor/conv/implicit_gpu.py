@@ -12,6 +12,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import backends, caches
+from .. import dtypes as dt
 from ..ops import gemm
 from ..program import ctype_of, launch, memo_with, round_up
 from ..tensor import ClTensor
@@ -143,11 +144,20 @@ def _search(device, geo, name, product, extra, engine):
                          plain=name == "cx_conv" and is_plain(geo)):
         defines = extra(q)
         if engine is not None:
-            defines.update(XGEMM_MMA=1, MMA_EMULATE=int(engine.emulate))
+            defines.update(XGEMM_MMA=1, MMA_EMULATE=int(engine.emulate),
+                           MMA_HALF=_mma_half(geo.dtype, q))
         kernel = _kernel(device, name, q, geo, **defines)
         if gemm.kernel_fits(device, kernel, q["MDIMC"] * q["NDIMC"]):
             return q, kernel
     raise RuntimeError(f"conv: no parameter set of the GEMM engine fits {device} for {name}")
+
+
+def _mma_half(dtype, q):
+    """xgemm_mma.cl's MMA_HALF: 16-bit operands on m16n8k16 (slices of a multiple of 16 values
+    of K), else 0: TF32 products, exact for 16-bit values too."""
+    if q["KWG"] % 16 or dtype not in dt.HALF_TYPES:
+        return 0
+    return 1 if dtype == dt.float16 else 2
 
 
 def is_plain(geo):
