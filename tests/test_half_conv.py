@@ -125,3 +125,35 @@ def test_float32_winograd_after_16bit(device, rng, algo):
     want = TF.conv2d(torch.from_numpy(x.numpy()).double(), torch.from_numpy(w.numpy()).double(),
                      padding=1)
     np.testing.assert_allclose(y.numpy(), want.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_benchmark_mode_times_in_place_readers(device, rng, name, tmp_path, monkeypatch):
+    """Benchmark mode times a 16-bit problem's passes among the algorithms that read it in
+    place, runs the fastest, and a new process takes the choice from the file."""
+    from cltensor import backends
+    monkeypatch.setenv("CLTENSOR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(backends, "benchmark", True)
+    dispatch.clear_cache()
+    (x, tx), (w, tw) = _pair(device, rng, (2, 4, 7, 8), name), _pair(device, rng, (6, 4, 3, 3), name)
+    x.requires_grad_(True)
+    w.requires_grad_(True)
+    y = ct.conv.conv2d(x, w, padding=1)
+    dx, dw = _leaf(tx), _leaf(tw)
+    ty = TF.conv2d(dx, dw, padding=1)
+    _close(y, ty, name)
+    g, tg = _pair(device, rng, tuple(ty.shape), name)
+    y.backward(g)
+    ty.backward(tg.double())
+    _close(x.grad, dx.grad, name)
+    _close(w.grad, dw.grad, name)
+    p = y.grad_fn.ctx.p
+    for pass_ in dispatch.PASSES:
+        times = dispatch.timings(device, p, pass_)
+        assert set(times) == set(dispatch.candidates(p, pass_, device)), pass_
+        assert len(times) >= 2 and all(dispatch.reads_half(n, device) for n in times), times
+        assert dispatch.choose(p, device, pass_) == min(times, key=times.get)
+    dispatch.clear_cache()
+    monkeypatch.setattr(dispatch, "time_pass", lambda *a: pytest.fail("timed again"))
+    _close(ct.conv.conv2d(x.detach(), w.detach(), padding=1), ty, name)
+    dispatch.clear_cache()

@@ -253,7 +253,8 @@ def choose(p, device, pass_, algo="auto", tensors=None):
     """The algorithm that runs `pass_` of problem p. An explicit algo must be eligible for the
     forward pass (ValueError otherwise); a backward pass it lacks falls back to auto's choice.
     In benchmark mode `tensors` (the pass's operands, see time_pass) are timed."""
-    if p.dtype in dt.HALF_TYPES:
+    half = p.dtype in dt.HALF_TYPES
+    if half and algo != "auto":
         return _half_choice(p, device, pass_, algo)
     mode = precision.mode()  # checked on every call, as the flag may change at any moment
     if algo != "auto":
@@ -266,16 +267,23 @@ def choose(p, device, pass_, algo="auto", tensors=None):
     if not backends.benchmark:
         if key not in _tuned:
             _tuned[key] = _tuned_choice(device, p, pass_) or _first_use(p, pass_, tensors)
-        return _tuned[key] or rule(p, device, pass_)
+        return _tuned[key] or _ruled_choice(p, device, pass_)
     if key in _chosen and _usable(_chosen[key], p, pass_, device):
         return _chosen[key]
     name = _admitted_from_disk(device, p, pass_)
     if name is None and tensors is not None:
         name = _benchmark(device, p, pass_, tensors)
     if name is None:
-        return rule(p, device, pass_)
+        return _ruled_choice(p, device, pass_)
     _chosen[key] = name
     return name
+
+
+def _ruled_choice(p, device, pass_):
+    """The rules' choice, for 16-bit problems among the algorithms that read them in place."""
+    if p.dtype in dt.HALF_TYPES:
+        return _half_choice(p, device, pass_, "auto")
+    return rule(p, device, pass_)
 
 
 def reads_half(algo, device=None):
@@ -344,8 +352,11 @@ def _runner(name, pass_, p, tensors):
 
 def candidates(p, pass_, device):
     """The algorithms benchmark mode times: the eligible ones, under "accurate" those within
-    the error bound (precision.admitted)."""
+    the error bound (precision.admitted); for 16-bit problems those that read them in place
+    (their float32 sums' error is far below the 16-bit rounding of the result)."""
     names = eligible_names(p, pass_, device)
+    if p.dtype in dt.HALF_TYPES:
+        return [n for n in names if reads_half(n, device)]
     if precision.mode() == "accurate":
         return precision.admitted(names, p, pass_, precision.gemm_block(device),
                                   precision.reference_coef(device))
