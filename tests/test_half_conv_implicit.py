@@ -235,3 +235,23 @@ def test_gpu_rules_run_16bit_in_place(device, rng, monkeypatch, poisoned, in_pla
         dispatch.clear_cache()
     ran = {r["name"] for r in prof.records()}
     assert {"cx_conv", "input_transform"} <= ran, ran  # implicit GEMM and Winograd, not im2col
+
+
+def test_16bit_rules_take_the_fast_choices(device, monkeypatch):
+    """16-bit problems take the "fast" rules whatever conv_precision says (their 16-bit
+    rounding is far above Winograd F(4x4, 3x3)'s float32 error), float32 ones stay accurate."""
+    monkeypatch.setattr(ct.backends, "conv_precision", "accurate")
+    monkeypatch.setattr(device, "is_cpu", False)
+    dispatch.clear_cache()
+    try:
+        for dtype in (ct.bfloat16, ct.float16, ct.float32):
+            x = ct.zeros(2, 256, 14, 14, device=device, dtype=dtype)
+            w = ct.zeros(256, 256, 3, 3, device=device, dtype=dtype)
+            p = make_params(x, w, None, 1, 1, 1, 1)
+            fast = dispatch._precise_rule(p, device, "forward", "fast")
+            accurate = dispatch._precise_rule(p, device, "forward", "accurate")
+            assert fast != accurate, (fast, accurate)  # the case tells the modes apart
+            want = accurate if dtype == ct.float32 else fast
+            assert dispatch.portable_rule(p, device, "forward") == want, dtype
+    finally:
+        dispatch.clear_cache()

@@ -157,8 +157,9 @@ def rule(p, device, pass_):
 
 def portable_rule(p, device, pass_):
     """The rules' choice among the portable algorithms alone (memoized: it runs for every pass
-    of every convolution), under backends.conv_precision."""
-    mode = precision.mode()
+    of every convolution), under backends.conv_precision; 16-bit problems under "fast", as
+    their results' rounding is far above any algorithm's float32 error (docs/half.md)."""
+    mode = "fast" if p.dtype in dt.HALF_TYPES else precision.mode()
     key = (device, p, pass_, mode)
     name = _ruled.get(key)
     if name is None:
