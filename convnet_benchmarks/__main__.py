@@ -125,6 +125,7 @@ def run_model(name, args, device, compare, tiny_device=None, later=None):
         ours = model(ct.from_numpy(x_np, device=device, dtype=args.dtype)).numpy()
         state = {k: v.numpy() for k, v in model.state_dict().items()}
     if "torch" in compare:
+        ct.empty_cache(device)  # cltensor's pool keeps freed buffers: give them to torch
         row.update(_torch_rows(name, state, ours, x_np, g_np, device, args))
     if args.framework == "torch-opencl":
         later.append(lambda: _torch_opencl_row(row, name, state, ours, x_np, g_np, device,
@@ -153,7 +154,8 @@ def _flag_row(flag, name, model, device, args, x_np, g_np, value=True):
     before = getattr(ct.backends, flag)
     setattr(ct.backends, flag, value)
     try:
-        res = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np, model)
+        res = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np, model,
+                                 precision=args.precision)
         # TF32 changes the arithmetic, other algorithms the rounding: reported, not checked
         res["output_rel_error"] = _agreement(name, "cltensor (default)", model(x).numpy(),
                                              exact, float("inf"))
@@ -165,8 +167,10 @@ def _flag_row(flag, name, model, device, args, x_np, g_np, value=True):
 def _graphs_row(name, model, device, args, x_np, g_np):
     """cltensor's step replayed from captured graphs; its output must be the eager one's."""
     import cltensor as ct
-    exact = model(ct.from_numpy(x_np, device=device, dtype=args.dtype)).numpy()
-    res = bench.run_cltensor_graphs(name, device, args.dtype, args.iterations, x_np, g_np, model)
+    x = ct.from_numpy(x_np, device=device, dtype=args.dtype)
+    exact = bench.forward_at(model, x, args.precision).float().numpy()
+    res = bench.run_cltensor_graphs(name, device, args.dtype, args.iterations, x_np, g_np, model,
+                                    precision=args.precision)
     res["output_rel_error"] = _agreement(name, "cltensor (eager)", res.pop("output"), exact, 0.0)
     return res
 

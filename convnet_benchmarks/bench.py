@@ -67,6 +67,14 @@ def build_cltensor(name, device, dtype, seed=0):
 PRECISIONS = {"fp32": None, "bf16": "bfloat16", "fp16": "float16"}
 
 
+def forward_at(model, x, precision):
+    """model(x), under cltensor's autocast in the precision's 16-bit type (bf16, fp16)."""
+    import cltensor as ct
+    low = PRECISIONS[precision]
+    with ct.autocast("opencl", dtype=getattr(ct, low or "float16"), enabled=low is not None):
+        return model(x)
+
+
 def run_cltensor(name, device, dtype, iterations, x_np, g_np, model=None, precision="fp32"):
     import cltensor as ct
     model = model or build_cltensor(name, device, dtype)
@@ -75,8 +83,7 @@ def run_cltensor(name, device, dtype, iterations, x_np, g_np, model=None, precis
     low = PRECISIONS[precision]
 
     def forward():
-        with ct.autocast("opencl", dtype=getattr(ct, low or "float16"), enabled=low is not None):
-            return model(x)
+        return forward_at(model, x, precision)
 
     def backward(out):
         model.zero_grad(set_to_none=True)
@@ -92,7 +99,7 @@ def run_cltensor(name, device, dtype, iterations, x_np, g_np, model=None, precis
     return res
 
 
-def run_cltensor_graphs(name, device, dtype, iterations, x_np, g_np, model):
+def run_cltensor_graphs(name, device, dtype, iterations, x_np, g_np, model, precision="fp32"):
     """The protocol with the forward and the backward each captured once in a graph
     (cltensor.graphs, after an eager warm-up step) and replayed; `output` is the replayed
     forward's, `launches` the kernels one step enqueues, `peak_memory_mb` the peak from the
@@ -100,18 +107,23 @@ def run_cltensor_graphs(name, device, dtype, iterations, x_np, g_np, model):
     import cltensor as ct
     x = ct.from_numpy(x_np, device=device, dtype=dtype)
     g = ct.from_numpy(g_np, device=device, dtype=dtype)
-    model(x).backward(g)  # warm-up: kernels built, auto choices made
+    def forward_pass():
+        return forward_at(model, x, precision)
+
+    out = forward_pass()
+    out.backward(g.to(out.dtype))  # warm-up: kernels built, auto choices made
     model.zero_grad(set_to_none=True)
     ct.reset_peak_memory_stats(device)
     forward, backward = ct.Graph(), ct.Graph()
     with ct.graph(forward):
-        out = model(x)
+        out = forward_pass()
+    g = g.to(out.dtype)
     with ct.graph(backward, pool=forward.pool()):  # reuses the activations it frees
         out.backward(g)
     res = time_steps(forward.replay, lambda _: backward.replay(), device.synchronize,
                      iterations, f"cltensor {name} graphs")
     forward.replay()
-    res["output"] = out.numpy()
+    res["output"] = out.float().numpy()
     res["launches"] = forward.launches() + backward.launches()
     # NOTE: the graphs keep every buffer of their captures: no reuse within a step
     res["peak_memory_mb"] = ct.memory_stats(device)["peak"] / 2**20

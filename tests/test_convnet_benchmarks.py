@@ -216,28 +216,37 @@ def test_fast_conv_row(device, small_model, tmp_path, monkeypatch):
 def test_precision_runs_the_forward_under_autocast(device, small_model, tmp_path, monkeypatch,
                                                    request, precision, low):
     """--precision bf16|fp16: the timed forward under autocast (a low-precision output, float32
-    parameters), torch's row under torch.autocast, the precision in the JSON row."""
+    parameters) in every row (the benchmark-mode and graph rows too), torch's row under
+    torch.autocast, the precision in the JSON row."""
     if ran_in_fresh_process(request):
         return
+    monkeypatch.setenv("CLTENSOR_CACHE_DIR", str(tmp_path))
+    dispatch.clear_cache()
     outputs = []
     real = bench.time_steps
 
     def spy(forward, backward, *args):
         def traced():
             out = forward()
-            outputs.append(str(out.dtype).rsplit(".", 1)[-1])
+            if out is not None:  # a replayed graph returns nothing
+                outputs.append(str(out.dtype).rsplit(".", 1)[-1])
             return out
         return real(traced, backward, *args)
     monkeypatch.setattr(bench, "time_steps", spy)
     out = tmp_path / "res.json"
     argv = ["--model", "small", "--batch-size", "2", "--iterations", "1", "--device",
             device.index, "--precision", precision, "--compare", "torch", "--no-layers",
-            "--json", str(out)]
+            "--bench-mode", "--graphs", "--json", str(out)]
     assert main(argv) == 0
     row = json.loads(out.read_text())["rows"][0]
     assert row["precision"] == precision and row["cltensor"]["total"]["median"] > 0
     assert row["torch"]["output_rel_error"] < 0.05  # reported: autocast rounds differently
+    assert row["cltensor_bench"]["total"]["median"] > 0
+    # the replayed forward is the eager one under the same autocast, bit for bit
+    assert row["cltensor_graphs"]["output_rel_error"] == 0
     assert set(outputs) == {low}  # cltensor's and torch's forwards alike
+    assert len(outputs) >= 3 * 2  # cltensor, cltensor_bench, torch: dry run and timed step
+    dispatch.clear_cache()
 
 
 def test_compare_tinygrad_end_to_end(device, small_model, tmp_path):
