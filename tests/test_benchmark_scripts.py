@@ -2,7 +2,8 @@
 carried into the run and the JSON, plug-in algorithms named by --algos, and a misspelt
 algorithm refused before any timing; benchmarks/host_overhead.py's TF32 flag likewise, and its
 graph replays and per-op figures, and its --wake mode (launches released to the device in
-batches); benchmarks/gemm.py's split of a product among its launches."""
+batches); benchmarks/gemm.py's split of a product among its launches; benchmarks/net_kernels.py's
+kernel table and per-pass algorithms."""
 import importlib.util
 import json
 import os
@@ -174,6 +175,30 @@ def test_torch_device_benchmark_standard_batch(device):
     want = {"alexnet": 8, "vgg_a": 2} if device.is_cpu else {"alexnet": 128, "vgg_a": 64}
     for name, batch in want.items():
         assert script("torch_device").standard_batch(name, device) == batch
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_net_kernels_table(device, tmp_path, monkeypatch, precision):
+    """benchmarks/net_kernels.py: a step's kernels (calls and ms from profiling events), the
+    convolution algorithm of every pass, and 16-bit passes under --precision bf16."""
+    from convnet_benchmarks import models
+    monkeypatch.setitem(models.INPUTS, "tiny_net", (3, 12, 2, 2))
+    monkeypatch.setitem(models.MODELS, "tiny_net", lambda lib: lib.nn.Sequential(
+        lib.nn.Conv2d(3, 8, 3, padding=1), lib.nn.ReLU(), lib.nn.Conv2d(8, 8, 3, padding=1),
+        lib.nn.MaxPool2d(2),
+        lib.nn.Flatten(), lib.nn.Linear(8 * 36, 5)))
+    out = tmp_path / "k.json"
+    assert script("net_kernels").main(["--model", "tiny_net", "--precision", precision,
+                                       "--device", device.index, "--json", str(out)]) == 0
+    (res,) = json.loads(out.read_text())["results"]
+    assert res["batch"] == 2 and res["wall_ms"] > 0 and res["launches"] >= len(res["kernels"])
+    listed = sum(k["ms"] for k in res["kernels"])  # each rounded to 1 us
+    assert 0 < listed <= res["kernel_ms"] + 5e-4 * len(res["kernels"])
+    assert {a["pass"] for a in res["algorithms"]} == {"forward", "backward_data",
+                                                      "backward_weight"}
+    assert {a["layer"].split(" ")[0] for a in res["algorithms"]} == {"c3->8", "c8->8"}
+    with pytest.raises(SystemExit):
+        script("net_kernels").main(["--model", "no_such_net"])
 
 
 def test_gemm_benchmark_splits_kernel_time(device, tmp_path, capsys):
