@@ -16,7 +16,6 @@
  * half a TF32 unit added, the tensor cores then drop the low 13 bits: nearest, ties away).
  * Padding LDA and LDB to 8 (mod 32) elements makes the fragment reads conflict-free.
  *
- *
  * 16-bit operands (MMA_HALF 1 float16, 2 bfloat16; the slices hold their exact values as
  * floats) take mma.sync.m16n8k16 instead, twice the work per instruction: each register holds
  * two values of K, packed from two floats of the slice. The sum over a slice's 16 values of K
