@@ -1,6 +1,7 @@
 /*
- * pool.cl: 2-d pooling over NCHW tensors: max (with its argmax), average, adaptive average and
- * adaptive max (with its argmax), forward and backward, deterministic (no atomics: the result does not depend on scheduling).
+ * pool.cl: 2-d pooling over NCHW tensors: max (with its argmax) and average, forward and
+ * backward, deterministic (no atomics: the result does not depend on scheduling); the adaptive
+ * kernels (pool_adaptive.cl) and the strips form of max (pool_strips.cl) are built appended.
  *
  * Layout: a tensor is an N x C x H x W view: an element offset and one stride per dim (View4,
  * in elements, any values: channels_last and sliced inputs read in place). max_pool2d keeps
@@ -33,9 +34,7 @@
  * Kernels: max_pool2d_fwd, max_pool2d_fwd_rows, max_pool2d_bwd, max_pool2d_bwd_planes,
  *          max_pool2d_bwd_ring, max_pool2d_indices, max_pool2d_taps,
  *          avg_pool2d_fwd, avg_pool2d_fwd_rows, avg_pool2d_bwd, avg_pool2d_bwd_planes,
- *          avg_pool2d_bwd_ring,
- *          adaptive_avg_pool2d_fwd, adaptive_avg_pool2d_bwd, adaptive_max_pool2d_fwd,
- *          adaptive_max_pool2d_bwd.
+ *          avg_pool2d_bwd_ring.
  * Build options:
  *   T        data type (float or double)
  *   DATA_T   the tensors' storage type (default T; half or bf16 with T float, through
@@ -595,7 +594,7 @@ ALWAYS_INLINE T avg_window(const Pool p, __global const DATA_T* x, const View4 v
   T acc = 0;
   UNROLL for (int a = 0; a < KH; ++a) {
     const int h = h0 + a;
-    T row = 0;  /* summed by rows: a float32 sum of a large window drifts (see adaptive) */
+    T row = 0;  /* summed by rows: a float32 sum of a large window drifts (pool_adaptive.cl likewise) */
     UNROLL for (int b = 0; b < KW; ++b) {
       const int w = w0 + b;
       row += tap(p, x, vx, base, h, w, edge, 0);
@@ -755,102 +754,5 @@ __kernel void max_pool2d_taps(const Pool p, const int c_last, __global const lon
   const int tap = inside && dh >= 0 && dh % DH == 0 && dh / DH < KH && dw >= 0 && dw % DW == 0
                   && dw / DW < KW;
   idx[at(vi, q)] = tap ? (IDX_T)(dh / DH * KW + dw / DW) : IDX_NONE;
-}
-
-/* ---- adaptive average ----------------------------------------------------------------------- */
-
-inline int start_of(const int o, const int in, const int out) {
-  return (int)(((long)o * in) / out);
-}
-
-inline int end_of(const int o, const int in, const int out) {
-  return (int)(((long)(o + 1) * in + out - 1) / out);
-}
-
-__kernel void adaptive_avg_pool2d_fwd(const Pool p, const int c_last,
-                                      __global const DATA_T* x, const View4 vx, __global DATA_T* y,
-                                      const View4 vy) {
-  Pos q;
-  if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
-  const int oh = q.y, ow = q.x;
-  const int h0 = start_of(oh, p.H, p.OH), h1 = end_of(oh, p.H, p.OH);
-  const int w0 = start_of(ow, p.W, p.OW), w1 = end_of(ow, p.W, p.OW);
-  const OFF base = plane(vx, q);
-  /* summed by rows, then the rows: a float32 sum of a whole 512 x 512 plane element by element
-   * (global pooling) was 6e-6 relative off, torch 1e-7 */
-  T acc = 0;
-  for (int h = h0; h < h1; ++h) {
-    T row = 0;
-    for (int w = w0; w < w1; ++w) row += LD(DATA_T, x, base + h * vx.h + w * vx.w);
-    acc += row;
-  }
-  ST(DATA_T, y, at(vy, q), acc / (T)((h1 - h0) * (w1 - w0)));
-}
-
-/* Input row h lies in the windows of outputs floor(h * OH / H) .. ceil((h + 1) * OH / H) - 1;
- * each candidate is checked against its window. */
-__kernel void adaptive_avg_pool2d_bwd(const Pool p, const int c_last,
-                                      __global const DATA_T* g, const View4 vg, __global DATA_T* gx,
-                                      const View4 vgx) {
-  Pos q;
-  if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
-  const int h = q.y, w = q.x;
-  const int oh0 = start_of(h, p.OH, p.H), oh1 = min(end_of(h, p.OH, p.H), p.OH);
-  const int ow0 = start_of(w, p.OW, p.W), ow1 = min(end_of(w, p.OW, p.W), p.OW);
-  const OFF gb = plane(vg, q);
-  T acc = 0;
-  for (int oh = oh0; oh < oh1; ++oh) {
-    const int h0 = start_of(oh, p.H, p.OH), h1 = end_of(oh, p.H, p.OH);
-    if (h < h0 || h >= h1) continue;
-    for (int ow = ow0; ow < ow1; ++ow) {
-      const int w0 = start_of(ow, p.W, p.OW), w1 = end_of(ow, p.W, p.OW);
-      if (w < w0 || w >= w1) continue;
-      acc += LD(DATA_T, g, gb + oh * vg.h + ow * vg.w) / (T)((h1 - h0) * (w1 - w0));
-    }
-  }
-  ST(DATA_T, gx, at(vgx, q), acc);
-}
-
-/* ---- adaptive max ---------------------------------------------------------------------------- */
-
-/* the largest input of output (oh, ow)'s adaptive window (the first one, or the last NaN, as
- * max_pool2d), and its position h * W + w */
-__kernel void adaptive_max_pool2d_fwd(const Pool p, const int c_last, const int with_idx,
-                                      __global const DATA_T* x, const View4 vx, __global DATA_T* y,
-                                      const View4 vy, __global int* idx, const View4 vi) {
-  Pos q;
-  if (!element(p.N, p.C, p.OH, p.OW, c_last, &q)) return;
-  const int h0 = start_of(q.y, p.H, p.OH), h1 = end_of(q.y, p.H, p.OH);
-  const int w0 = start_of(q.x, p.W, p.OW), w1 = end_of(q.x, p.W, p.OW);
-  const OFF base = plane(vx, q);
-  T best = -INFINITY;
-  int pos = h0 * p.W + w0;
-  for (int h = h0; h < h1; ++h)
-    for (int w = w0; w < w1; ++w) {
-      const T v = LD(DATA_T, x, base + h * vx.h + w * vx.w);
-      const int take = v > best || v != v;
-      best = take ? v : best;
-      pos = take ? h * p.W + w : pos;
-    }
-  ST(DATA_T, y, at(vy, q), best);
-  if (with_idx) idx[at(vi, q)] = pos;
-}
-
-/* an input gathers the gradients of the outputs whose argmax it is */
-__kernel void adaptive_max_pool2d_bwd(const Pool p, const int c_last,
-                                      __global const DATA_T* g, const View4 vg,
-                                      __global const int* idx, const View4 vi, __global DATA_T* gx,
-                                      const View4 vgx) {
-  Pos q;
-  if (!element(p.N, p.C, p.H, p.W, c_last, &q)) return;
-  const int me = q.y * p.W + q.x;
-  const int oh0 = start_of(q.y, p.OH, p.H), oh1 = min(end_of(q.y, p.OH, p.H), p.OH);
-  const int ow0 = start_of(q.x, p.OW, p.W), ow1 = min(end_of(q.x, p.OW, p.W), p.OW);
-  const OFF gb = plane(vg, q), ib = plane(vi, q);
-  T acc = 0;
-  for (int oh = oh0; oh < oh1; ++oh)
-    for (int ow = ow0; ow < ow1; ++ow)
-      if (idx[ib + oh * vi.h + ow * vi.w] == me) acc += LD(DATA_T, g, gb + oh * vg.h + ow * vg.w);
-  ST(DATA_T, gx, at(vgx, q), acc);
 }
 #endif

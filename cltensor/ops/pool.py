@@ -18,6 +18,7 @@ from .activation import check_float
 
 KERNEL_FILE = "pool.cl"
 STRIPS_FILE = "pool_strips.cl"  # max_pool2d_fwd_strips, built appended to pool.cl
+ADAPTIVE_FILE = "pool_adaptive.cl"  # the adaptive_* kernels, built appended to pool.cl
 VIEW4_T = {off: np.dtype([(f, t) for f in ("off", "n", "c", "h", "w")])
            for off, t in (("int", np.int32), ("long", np.int64))}
 POOL_T = np.dtype([(f, np.int32) for f in ("N", "C", "H", "W", "OH", "OW", "kh", "kw", "sh", "sw",
@@ -57,9 +58,11 @@ def _kernel(device, name, dtype, fields, off, idx_dtype=dt.uint8):
         defines.update((f.upper(), v) for f, v in fields.items())
         rows_form = name.endswith(("_rows", "_planes", "_ring", "_strips"))
         defines["FORM_ROWS" if rows_form else "FORM_ITEMS"] = None
-    if name.endswith("_strips"):  # (named pool.cl: program.HALF_FILES lists it)
+    appended = STRIPS_FILE if name.endswith("_strips") else \
+        ADAPTIVE_FILE if name.startswith("adaptive_") else None
+    if appended:  # (named pool.cl: program.HALF_FILES lists it)
         return get_kernel(device, KERNEL_FILE, name, defines,
-                          source=read_sources(KERNEL_FILE, STRIPS_FILE))
+                          source=read_sources(KERNEL_FILE, appended))
     return get_kernel(device, KERNEL_FILE, name, defines)
 
 
