@@ -63,13 +63,16 @@ def allow_tf32(value=True):
 
 @contextlib.contextmanager
 def only_plugins(*pls):
-    """The GEMM engine asks these plug-ins alone (the built-in one is out of the way)."""
+    """The GEMM engine asks these plug-ins alone (the built-in one is out of the way); the
+    generation moves both ways, so no product replays launches decided under the others."""
     saved = list(gm.PROVIDERS)
     gm.PROVIDERS[:] = [lambda device: list(pls)]
+    gm.generation += 1
     try:
         yield
     finally:
         gm.PROVIDERS[:] = saved
+        gm.generation += 1
 
 
 @pytest.fixture

@@ -3,7 +3,8 @@ mma.sync from OpenCL (cl_kernels/nvidia_mma.cl) and, on Hopper (compute capabili
 (cl_kernels/nvidia_wgmma.cl, whose PTX is edited and rebuilt for sm_90a: to_sm90a), and
 implicit-GEMM convolution with its multiply on tensor cores (conv algorithm "tf32_implicit":
 cl_kernels/xgemm_mma.cl), used for float32 tensors only while cltensor.backends.allow_tf32 is
-True, for float16 and bfloat16 ones always (their values are exact in TF32).
+True (or the caller allows TF32 for one product: gemm_into's tf32), for float16 and bfloat16
+ones always (their values are exact in TF32).
 
 It serves the NVIDIA devices whose OpenCL compiler builds its probe (mma.sync with tf32,
 cvt.rna.tf32 and cp.async: Ampere and later). There it takes every float32 product with K > 0
@@ -157,7 +158,8 @@ class NvidiaTensorCores(Plugin):
         half = half_type(p)
         if half:
             return self._gemm_half(p, half, alpha, beta, has_ci, row_bias, col_bias, relu)
-        if not backends.allow_tf32 or p.dtype != np.float32 or not gm.reads_as_computed(p):
+        if not (backends.allow_tf32 or p.tf32) or p.dtype != np.float32 or \
+                not gm.reads_as_computed(p):
             return False
         found = (_in_place(p, p.a, p.m, p.a.rs, p.a.cs), _in_place(p, p.b, p.n, p.b.cs, p.b.rs))
         for q, splits in self.plans(p):

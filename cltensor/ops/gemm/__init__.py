@@ -36,7 +36,7 @@ from .bench import BENCH_MIN_SECONDS, BENCH_REPEAT, BENCH_SLACK, benchmark_times
 from .choice import FAMILIES, TILED_FALLBACKS, family_of, small_family, tiled_candidates
 from .direct import (B_ALIGNED, B_STRIDED, B_UNIT, DIRECT_GPU_LOCAL, ROWDOT_ACCUMULATORS,
                      ROWDOT_LOCAL, direct_rows)
-from .engine import RUNNERS, clear_cache, gemm_into, gemm_sum_into, sums_batches
+from .engine import RUNNERS, clear_cache, gemm_into, gemm_sum_into, multiplies_16bit, sums_batches
 from .kit import (EPI_COL_BIAS, EPI_RELU, EPI_ROW_BIAS, MAX_DIM_SIZE, PROVIDERS, VECTOR_BYTES,
                   Operand, Problem, dense_strides, epilogue_args, get_kernel, group_fits,
                   kernel_fits, launch_tiles, pad_copy, reads_as_computed, reduce_splits,

@@ -144,33 +144,35 @@ def tensor_layouts(tensors):
     return tuple(parts), bufs
 
 
-def plan_key(tensors, alpha, beta, relu):
+def plan_key(tensors, alpha, beta, relu, tf32=False):
     """(key, distinct buffers) of a product: everything that decides its launches but the
     buffers (tensor_layouts, the scalars, device, flags and plug-ins), and the buffers in their
     roles' order."""
     parts, bufs = tensor_layouts(tensors)
     key = (tensors[2].storage.device, parts, alpha, type(alpha), beta, type(beta), relu,
-           backends.allow_tf32, kit.generation)
+           backends.allow_tf32 or tf32, kit.generation)
     return key, bufs
 
 
 def gemm_into(a, b, c_out, c_in=None, alpha=1, beta=0, row_bias=None, col_bias=None,
-              relu=False, entry=None):
+              relu=False, entry=None, tf32=False):
     """c_out = act(alpha * a @ b + beta * c_in + biases), in place, with no checks.
 
     The low-level product under every op: a is (*batch, M, K), b (*batch, K, N), c_out and c_in
     (*batch, M, N), any strides (0 broadcasts in a, b and c_in); c_in may be c_out itself; the
     biases are 1-d (M and N). Callers validate and avoid overlaps (see gemm()). `entry`
     replaces the database's entry (the tuner's candidates). The providers in PROVIDERS (the plug-ins
-    that serve the device) are asked first, unless `entry` or FORCE_FAMILY is set.
+    that serve the device) are asked first, unless `entry` or FORCE_FAMILY is set. tf32=True
+    lets them multiply float32 operands in TF32 whatever backends.allow_tf32 says: for callers
+    whose results are rounded coarser than that anyway.
 
     A product with the same plan_key as an earlier one with the same tuning entry replays that
     one's launches (plans are not kept for `entry`, FORCE_FAMILY or benchmark mode).
     """
-    args = (a, b, c_out, c_in, alpha, beta, row_bias, col_bias, relu)
+    args = (a, b, c_out, c_in, alpha, beta, row_bias, col_bias, relu, tf32)
     if entry is not None or choice.FORCE_FAMILY is not None or backends.benchmark:
         return _gemm_into(*args, entry)
-    key, bufs = plan_key((a, b, c_out, c_in, row_bias, col_bias), alpha, beta, relu)
+    key, bufs = plan_key((a, b, c_out, c_in, row_bias, col_bias), alpha, beta, relu, tf32)
     return planned(key, bufs, c_out, a.dtype, lambda: _gemm_into(*args, None))
 
 
@@ -191,7 +193,7 @@ def planned(key, bufs, c_out, a_dtype, decide):
     return c_out
 
 
-def _gemm_into(a, b, c_out, c_in, alpha, beta, row_bias, col_bias, relu, entry):
+def _gemm_into(a, b, c_out, c_in, alpha, beta, row_bias, col_bias, relu, tf32, entry):
     """gemm_into, deciding every launch."""
     batch, (m, k), n = c_out.shape[:-2], a.shape[-2:], b.shape[-1]
     assert a.shape[:-2] == b.shape[:-2] == batch and b.shape[-2] == k, "gemm: shapes disagree"
@@ -206,7 +208,7 @@ def _gemm_into(a, b, c_out, c_in, alpha, beta, row_bias, col_bias, relu, entry):
         row_bias is None or col_bias is None or row_bias.dtype == col_bias.dtype), \
         "gemm: C's input and output share one storage type, and so do the biases"
     p = Problem(c_out.device, dt.compute_dtype(c_out.dtype), m, n, k, bshape, *ops,
-                tr=None if bias is None else bias.dtype)
+                tr=None if bias is None else bias.dtype, tf32=tf32)
     # NOTE: the tuner's candidates (entry) and a forced family measure the portable kernels;
     # a plug-in sees 16-bit tensors only where it says it reads them (reads_16bit)
     if entry is None and choice.FORCE_FAMILY is None:
@@ -237,6 +239,13 @@ def _gemm_into(a, b, c_out, c_in, alpha, beta, row_bias, col_bias, relu, entry):
     else:
         RUNNERS[fam](p, entry, epi)
     return c_out
+
+
+def multiplies_16bit(device):
+    """Whether a plug-in serving device multiplies 16-bit operands itself (tensor cores): there
+    a product of two 16-bit operands runs far faster than one that mixes in a float32 one."""
+    return any(getattr(pl, "reads_16bit", False) for lookup in PROVIDERS
+               for pl in lookup(device))
 
 
 def entry_type(a_dtype, compute):

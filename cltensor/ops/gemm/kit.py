@@ -41,7 +41,8 @@ class Operand(NamedTuple):
 
 class Problem(NamedTuple):
     """A product: dtype is the compute type (float32 for 16-bit tensors, whose storage types
-    the Operands' tensors give); tr the biases' dtype (None: none, or C's)."""
+    the Operands' tensors give); tr the biases' dtype (None: none, or C's); tf32: TF32
+    products allowed whatever backends.allow_tf32 says (gemm_into's tf32)."""
     device: object
     dtype: np.dtype
     m: int
@@ -53,6 +54,7 @@ class Problem(NamedTuple):
     ci: Operand
     co: Operand
     tr: object = None
+    tf32: bool = False
 
     @property
     def nbatch(self):
