@@ -9,6 +9,7 @@ import torch.nn.functional as TF
 
 import cltensor as ct
 from cltensor.conv import dispatch
+from test_nvidia_plugin import EMULATED_CONFIGS, _emulated, only_plugins
 
 HALF = ["float16", "bfloat16"]
 CASES = [  # (algo, weight shape, stride, padding, groups)
@@ -62,6 +63,37 @@ def test_in_place_algorithms(device, rng, name, case):
     ty.backward(tg.double())
     for mine, exact in ((x.grad, dx.grad), (w.grad, dw.grad), (b.grad, db.grad)):
         _close(mine, exact, name)
+
+
+@pytest.mark.parametrize("name", HALF)
+def test_winograd_products_in_tf32_for_bfloat16(device, rng, monkeypatch, name):
+    """With allow_tf32 off and a plug-in that multiplies in TF32 (the NVIDIA one, emulated),
+    Winograd's products of a bfloat16 problem take TF32 for the tiles whose error stays under
+    bfloat16's rounding (F(2x2, 3x3), F(4x4, 3x3), F(2x2, 5x5)), not F(4x4, 5x5)'s, nor
+    float16's; every pass within one ulp at the output's scale."""
+    assert not ct.backends.allow_tf32
+    pl, asked = _emulated(EMULATED_CONFIGS[0]), []
+    real = type(pl).gemm
+    monkeypatch.setattr(pl, "gemm", lambda p, *a: asked.append(p.tf32) or real(pl, p, *a))
+    with only_plugins(pl):
+        # NOTE: channels differ per case: products of the same shapes replay the first's
+        # launches (GPUs pad the tiles: F(4x4, 3x3)'s products here are F(2x2, 5x5)'s)
+        for c, (algo, k, want) in enumerate((("winograd", 3, True), ("winograd_4x4", 3, True),
+                                             ("winograd", 5, True), ("winograd_4x4", 5, False)),
+                                            start=5):
+            asked.clear()
+            (x, tx), (w, tw) = (_pair(device, rng, (2, c, 9, 9), name),
+                                _pair(device, rng, (8, c, k, k), name))
+            x.requires_grad_(True), w.requires_grad_(True)
+            y = ct.conv.conv2d(x, w, padding=k // 2, algo=algo)
+            dx, dw = _leaf(tx), _leaf(tw)
+            ty = TF.conv2d(dx, dw, padding=k // 2)
+            g, tg = _pair(device, rng, tuple(ty.shape), name)
+            y.backward(g)
+            ty.backward(tg.double())
+            for mine, exact in ((y, ty), (x.grad, dx.grad), (w.grad, dw.grad)):
+                _close(mine, exact, name)
+            assert asked and set(asked) == {want and name == "bfloat16"}, (algo, k, asked)
 
 
 @pytest.mark.parametrize("name", HALF)

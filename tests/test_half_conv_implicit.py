@@ -33,11 +33,18 @@ def _rounded(device, rng, shape, name):
     return ct.from_numpy(t.float().numpy(), device=device).to(getattr(ct, name)), t.float()
 
 
-def _check(mine, want, name, what):
-    """mine (16-bit) against torch's float32 result rounded to `name`, torch's tolerance."""
+def _check(mine, want, name, what, scaled=False):
+    """mine (16-bit) against torch's float32 result rounded to `name`, torch's tolerance; with
+    scaled (Winograd's algorithms or auto's choice: a bfloat16 problem's Winograd products may
+    run in TF32, conv/winograd.py) within one ulp at the output's scale."""
     assert mine.dtype is getattr(ct, name), what
     got = torch.from_numpy(mine.detach().float().numpy()).to(getattr(torch, name))
-    torch.testing.assert_close(got, want.detach().to(getattr(torch, name)), msg=what)
+    want = want.detach().to(getattr(torch, name))
+    if not scaled:
+        torch.testing.assert_close(got, want, msg=what)
+        return
+    ulp = float(torch.finfo(want.dtype).eps) * float(want.float().abs().max())
+    torch.testing.assert_close(got.float(), want.float(), rtol=0, atol=ulp, msg=what)
 
 
 @pytest.fixture
@@ -63,12 +70,13 @@ def _conv_and_grads(device, rng, name, algo, xshape, wshape, kwargs):
     y = ct.conv.conv2d(x, w, b, algo=algo, **kwargs)
     leaves = [t.requires_grad_(True) for t in (tx, tw, tb)]
     ty = TF.conv2d(*leaves, **kwargs)
-    _check(y, ty, name, f"{algo} {xshape}: forward")
+    scaled = "winograd" in algo or algo == "auto"
+    _check(y, ty, name, f"{algo} {xshape}: forward", scaled)
     g, tg = _rounded(device, rng, tuple(ty.shape), name)
     y.backward(g)
     ty.backward(tg)
     for what, mine, t in (("input", x, tx), ("weight", w, tw), ("bias", b, tb)):
-        _check(mine.grad, t.grad, name, f"{algo} {xshape}: {what} gradient")
+        _check(mine.grad, t.grad, name, f"{algo} {xshape}: {what} gradient", scaled)
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -122,12 +130,13 @@ def test_transposed_in_place(device, rng, monkeypatch, poisoned, in_place, name,
     y = ct.conv.conv_transpose2d(x, w, algo=algo, **kwargs)
     tx.requires_grad_(True), tw.requires_grad_(True)
     ty = TF.conv_transpose2d(tx, tw, **kwargs)
-    _check(y, ty, name, f"{algo}: transposed forward")
+    scaled = "winograd" in algo
+    _check(y, ty, name, f"{algo}: transposed forward", scaled)
     g, tg = _rounded(device, rng, tuple(ty.shape), name)
     y.backward(g)
     ty.backward(tg)
-    _check(x.grad, tx.grad, name, f"{algo}: transposed input gradient")
-    _check(w.grad, tw.grad, name, f"{algo}: transposed weight gradient")
+    _check(x.grad, tx.grad, name, f"{algo}: transposed input gradient", scaled)
+    _check(w.grad, tw.grad, name, f"{algo}: transposed weight gradient", scaled)
 
 
 @pytest.mark.parametrize("style", STYLES)
@@ -184,15 +193,27 @@ def tensor_cores(request, device):
 
 
 @pytest.mark.parametrize("name", HALF)
-def test_tensor_core_engine_reads_16bit(device, rng, poisoned, in_place, tensor_cores, name):
+def test_tensor_core_engine_reads_16bit(device, rng, monkeypatch, poisoned, in_place,
+                                        tensor_cores, name):
     """A plug-in's tensor-core implicit GEMM (xgemm_mma.cl, emulated and real) reads 16-bit tensors in
     place whatever allow_tf32 says: 16-bit values are exact in TF32, so every pass is torch's
-    float32 result rounded once."""
+    float32 result rounded once. cx_conv multiplies them on m16n8k16 (MMA_HALF), cx_wgrad
+    in TF32."""
     assert not ct.backends.allow_tf32
-    with ct.profile() as prof:
-        for xshape, wshape, kwargs in IMPLICIT_CASES:
-            _conv_and_grads(device, rng, name, "tf32_implicit", xshape, wshape, kwargs)
+    implicit_gpu.clear_cache()
+    chosen, real = [], implicit_gpu.mma_half
+    monkeypatch.setattr(implicit_gpu, "mma_half", lambda name, geo, q: chosen.append(
+        (name, real(name, geo, q))) or chosen[-1][1])
+    try:
+        with ct.profile() as prof:
+            for xshape, wshape, kwargs in IMPLICIT_CASES:
+                _conv_and_grads(device, rng, name, "tf32_implicit", xshape, wshape, kwargs)
+    finally:
+        implicit_gpu.clear_cache()
     assert {"cx_conv", "cx_wgrad"} <= {r["name"] for r in prof.records()}
+    half = 1 if name == "float16" else 2
+    assert {"cx_conv", "cx_wgrad"} <= {k for k, _ in chosen}, chosen
+    assert all(m == (half if k == "cx_conv" else 0) for k, m in chosen), chosen
 
 
 @pytest.mark.parametrize("tensor_cores", ["emulated"], indirect=True)

@@ -24,6 +24,13 @@ Accuracy: fp32 norm-relative error of a layer with 64 input channels on uniform 
 against a float64 reference (direct fp32: 1.0e-7): F(2x2, 3x3) 2.7e-7, F(4x4, 3x3) 1.3e-6,
 F(2x2, 5x5) 1.5e-6, F(4x4, 5x5) 3.5e-6. The tests bound every variant and pass by
 WINOGRAD_RTOL (1e-5).
+
+bfloat16 problems let the GEMM engine multiply the transformed tiles in TF32 (tf32_products)
+where that error stays under bfloat16's unit roundoff (3.9e-3): rounding U and V to TF32's 11
+significant bits gives a norm-relative error of 4.2e-4 with F(2x2, 3x3), 2.0e-3 with F(4x4,
+3x3), 2.5e-3 with F(2x2, 5x5) and 5.9e-3 with F(4x4, 5x5), whose products stay float32
+(bfloat16 data, 256 channels, a float64 model of the rounding). float16's unit roundoff
+(4.9e-4) is below them all: its products stay float32.
 """
 from fractions import Fraction
 from typing import NamedTuple
@@ -127,6 +134,10 @@ def _scratch(shape, like):
     return ClTensor.empty_on(tuple(shape), dt.compute_dtype(like.dtype), like.device)
 
 
+# the largest tile (A = m + r - 1) whose products a bfloat16 problem takes in TF32
+TF32_MAX_ALPHA = 6
+
+
 def padded_tiles(device, count):
     return round_up(count, TILE_ALIGN["cpu" if device.is_cpu else "gpu"])
 
@@ -188,6 +199,10 @@ class Winograd:
 
     def _alpha(self, p):
         return self.m + p.kh - 1
+
+    def tf32_products(self, p):
+        """Whether p's transformed tiles may be multiplied in TF32 (the module's notes)."""
+        return p.dtype == dt.bfloat16 and self._alpha(p) <= TF32_MAX_ALPHA
 
     def _tiles(self, ho, wo):
         return -(-ho // self.m), -(-wo // self.m)
@@ -270,7 +285,8 @@ class Winograd:
         # NOTE: gemm_into, not gemm(): the operands are ours and valid, and the public
         # entry's checks cost host time that the small layers' passes notice
         M = gemm.gemm_into(U, _batches(V, ee * p.groups, cin, tp),
-                           common.empty((ee * p.groups, cout, tp), V))
+                           common.empty((ee * p.groups, cout, tp), V),
+                           tf32=self.tf32_products(p))
         self._output_transform(M, bias, _images(out, n0, nb), p, th, tw, nb, tp, relu)
         return V, M
 
@@ -368,7 +384,8 @@ class Winograd:
             P = self._grad_transform(_images(gout, n0, nb), p, th, tw, nb, tp)
             gemm.gemm_into(_batches(P, ee * p.groups, p.cog, tp),
                            _batches(V, ee * p.groups, p.cg, tp, transpose=True), dU,
-                           dU if n0 else None, beta=1 if n0 else 0)
+                           dU if n0 else None, beta=1 if n0 else 0,
+                           tf32=self.tf32_products(p))
         gw = common.empty((p.co, p.cg, p.kh, p.kw), x)
         kernel = self._kernel(x.device, x.dtype, p.kh, "weight_transform")
         _launch_runs(x.device, kernel, x.dtype, p.co * p.cg, 1, np.int32(p.groups),
