@@ -12,6 +12,8 @@ import torch
 import cltensor as ct
 import cltensor.nn.functional as F
 from cltensor import nn
+from cltensor.amp import mixed
+from test_nvidia_plugin import EMULATED_CONFIGS, _emulated, only_plugins
 
 # op -> f(module, functional, x, w, v, labels): x (4, 6) and w (5, 6) float32; v (4, 6)
 # the same dtype as x or lower; labels (4,) int64
@@ -123,6 +125,41 @@ def test_autocast_gradients_flow_to_float32_parameters(device, rng):
                                                torch.tensor([0, 1, 2, 0]))
     tl.backward()
     np.testing.assert_allclose(lin.weight.grad.numpy(), t.weight.grad.numpy(), atol=3e-2)
+
+
+@pytest.mark.parametrize("low", ["bfloat16", "float16"])
+def test_linear_casts_where_tensor_cores_multiply_16bit(device, rng, monkeypatch, low):
+    """Where a plug-in multiplies 16-bit operands (the NVIDIA one, emulated here), autocast's
+    linear casts its float32 parameters as torch does, and all three of its products reach
+    the plug-in with 16-bit operands; elsewhere it reads them as they are (amp/mixed.py)."""
+    lin = nn.Linear(24, 16).to(device)
+    x_np = rng.standard_normal((8, 24)).astype(np.float32)
+    x = ct.from_numpy(x_np, device=device).requires_grad_()
+    with only_plugins():
+        assert mixed.applies(x.to(getattr(ct, low)), lin.weight, lin.bias)
+    pl, operands = _emulated(EMULATED_CONFIGS[0]), []
+    real = type(pl).gemm
+    monkeypatch.setattr(pl, "gemm", lambda p, *a: operands.append(
+        (p.a.t.dtype.name, p.b.t.dtype.name)) or real(pl, p, *a))
+    with only_plugins(pl):
+        assert not mixed.applies(x.to(getattr(ct, low)), lin.weight, lin.bias)
+        with ct.autocast("opencl", dtype=getattr(ct, low)):
+            out = lin(x)
+        out.float().sum().backward()
+    assert out.dtype is getattr(ct, low) and lin.weight.grad.dtype is ct.float32
+    assert len(operands) == 3 and set(operands) == {(low, low)}, operands
+    t = torch.nn.Linear(24, 16)
+    with torch.no_grad():
+        t.weight.copy_(torch.from_numpy(lin.weight.detach().numpy()))
+        t.bias.copy_(torch.from_numpy(lin.bias.detach().numpy()))
+    tx = torch.from_numpy(x_np).requires_grad_()
+    with torch.autocast("cpu", dtype=getattr(torch, low)):
+        tout = t(tx)
+    tout.float().sum().backward()
+    tol = dict(rtol=1.6e-2, atol=1e-2) if low == "bfloat16" else dict(rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(out.float().detach().numpy(), tout.float().detach().numpy(), **tol)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), **tol)
+    np.testing.assert_allclose(lin.weight.grad.numpy(), t.weight.grad.numpy(), **tol)
 
 
 # ---- GradScaler -------------------------------------------------------------------------------

@@ -2,19 +2,21 @@
 16-bit input and the float32 weight and bias each in its own type (ops/gemm: TA, TB, TR), so
 no 16-bit copy of the weight is made at every call or kept for the backward pass, and the
 weight's gradient is summed straight into float32 (torch rounds it to the 16-bit dtype
-first)."""
+first). Where a plug-in multiplies 16-bit operands itself (tensor cores), linear takes torch's
+casts instead: a product of two 16-bit operands runs there at several times a mixed one's
+rate."""
 from .. import dtypes as dt
 from ..autograd import Function
 from ..ops import activation as act
-from ..ops.gemm import gemm_into
+from ..ops.gemm import gemm_into, multiplies_16bit
 from ..ops.reduce import sum as sum_
 from ..tensor import ClTensor
 
 
 def applies(input, weight, bias):
     """Whether linear(input, weight, bias) can run mixed: float32 2-d weight and 1-d bias of
-    matching sizes, a floating input other than float64 (anything else takes the casts, and
-    their errors)."""
+    matching sizes, a floating input other than float64, on a device without 16-bit tensor
+    cores (anything else takes the casts, and their errors)."""
     tensors = [t for t in (input, weight, bias) if t is not None]
     if not all(isinstance(t, ClTensor) for t in tensors):
         return False
@@ -22,7 +24,7 @@ def applies(input, weight, bias):
             input.dtype.is_floating_point and input.dtype is not dt.float64 and
             input.shape[-1] == weight.shape[1] and
             (bias is None or (bias.dtype is dt.float32 and bias.shape == (weight.shape[0],))) and
-            len({t.device for t in tensors}) == 1)
+            len({t.device for t in tensors}) == 1 and not multiplies_16bit(weight.device))
 
 
 def linear(input, weight, bias, relu, low):
