@@ -145,19 +145,21 @@ def _search(device, geo, name, product, extra, engine):
         defines = extra(q)
         if engine is not None:
             defines.update(XGEMM_MMA=1, MMA_EMULATE=int(engine.emulate),
-                           MMA_HALF=_mma_half(geo.dtype, q))
+                           MMA_HALF=mma_half(name, geo, q))
         kernel = _kernel(device, name, q, geo, **defines)
         if gemm.kernel_fits(device, kernel, q["MDIMC"] * q["NDIMC"]):
             return q, kernel
     raise RuntimeError(f"conv: no parameter set of the GEMM engine fits {device} for {name}")
 
 
-def _mma_half(dtype, q):
+def mma_half(name, geo, q):
     """xgemm_mma.cl's MMA_HALF: 16-bit operands on m16n8k16 (slices of a multiple of 16 values
-    of K), else 0: TF32 products, exact for 16-bit values too."""
-    if q["KWG"] % 16 or dtype not in dt.HALF_TYPES:
+    of K), else 0: TF32 products, exact for 16-bit values too. cx_conv alone takes them: on
+    the H100 they took 28-34% off its time on 1x1 layers, while GoogLeNet's cx_wgrad took 7%
+    longer with them (docs/performance.md)."""
+    if q["KWG"] % 16 or geo.dtype not in dt.HALF_TYPES or name != "cx_conv":
         return 0
-    return 1 if dtype == dt.float16 else 2
+    return 1 if geo.dtype == dt.float16 else 2
 
 
 def is_plain(geo):
