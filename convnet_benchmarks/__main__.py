@@ -21,7 +21,7 @@ from .models import INPUTS, MODELS
 COMPARE = {"torch": "torch", "tinygrad": "tinygrad==0.14.0"}
 # result columns, in table and plot order
 FRAMEWORKS = ("cltensor", "cltensor_graphs", "cltensor_fast", "cltensor_bench", "cltensor_tf32",
-              "torch_opencl", "torch", "torch_tf32", "tinygrad")
+              "cltensor_tf32_fast", "torch_opencl", "torch", "torch_tf32", "tinygrad")
 
 
 def parse_args(argv):
@@ -56,6 +56,10 @@ def parse_args(argv):
     p.add_argument("--fast-conv", action="store_true",
                    help="also run cltensor with cltensor.backends.conv_precision = 'fast' (auto "
                    "may pick algorithms above twice PyTorch's float32 error), row cltensor_fast")
+    p.add_argument("--tf32-fast", action="store_true",
+                   help="also run cltensor in float32 whatever --precision says, with "
+                   "allow_tf32 and conv_precision = 'fast' (its fastest float32 path, which a "
+                   "16-bit run is held against), row cltensor_tf32_fast")
     p.add_argument("--graphs", action="store_true",
                    help="also run cltensor with the forward and the backward each captured "
                    "once in a graph and replayed (cltensor.graphs), row cltensor_graphs")
@@ -114,13 +118,14 @@ def run_model(name, args, device, compare, tiny_device=None, later=None):
                                          model, precision=args.precision)
     if args.graphs:
         row["cltensor_graphs"] = _graphs_row(name, model, device, args, x_np, g_np)
-    if args.fast_conv:
-        row["cltensor_fast"] = _flag_row("conv_precision", name, model, device, args, x_np, g_np,
-                                         "fast")
-    if args.bench_mode:
-        row["cltensor_bench"] = _flag_row("benchmark", name, model, device, args, x_np, g_np)
-    if args.allow_tf32:
-        row["cltensor_tf32"] = _flag_row("allow_tf32", name, model, device, args, x_np, g_np)
+    flag_rows = (("cltensor_fast", args.fast_conv, {"conv_precision": "fast"}, None),
+                 ("cltensor_bench", args.bench_mode, {"benchmark": True}, None),
+                 ("cltensor_tf32", args.allow_tf32, {"allow_tf32": True}, None),
+                 ("cltensor_tf32_fast", args.tf32_fast,
+                  {"allow_tf32": True, "conv_precision": "fast"}, "fp32"))
+    for label, asked, flags, precision in flag_rows:
+        if asked:
+            row[label] = _flag_row(flags, name, model, device, args, x_np, g_np, precision)
     if compare:
         ours = model(ct.from_numpy(x_np, device=device, dtype=args.dtype)).numpy()
         state = {k: v.numpy() for k, v in model.state_dict().items()}
@@ -145,22 +150,25 @@ def run_model(name, args, device, compare, tiny_device=None, later=None):
     return row
 
 
-def _flag_row(flag, name, model, device, args, x_np, g_np, value=True):
-    """cltensor with cltensor.backends.<flag> set to value (allow_tf32, benchmark,
-    conv_precision): its times, and how far its output is from the default run's."""
+def _flag_row(flags, name, model, device, args, x_np, g_np, precision=None):
+    """cltensor with cltensor.backends' flags set ({name: value}: allow_tf32, benchmark,
+    conv_precision) and its forward in `precision` (default --precision): its times, and how
+    far its output is from the default run's."""
     import cltensor as ct
     x = ct.from_numpy(x_np, device=device, dtype=args.dtype)
     exact = model(x).numpy()
-    before = getattr(ct.backends, flag)
-    setattr(ct.backends, flag, value)
+    before = {flag: getattr(ct.backends, flag) for flag in flags}
     try:
+        for flag, value in flags.items():
+            setattr(ct.backends, flag, value)
         res = bench.run_cltensor(name, device, args.dtype, args.iterations, x_np, g_np, model,
-                                 precision=args.precision)
+                                 precision=precision or args.precision)
         # TF32 changes the arithmetic, other algorithms the rounding: reported, not checked
         res["output_rel_error"] = _agreement(name, "cltensor (default)", model(x).numpy(),
                                              exact, float("inf"))
     finally:
-        setattr(ct.backends, flag, before)
+        for flag, value in before.items():
+            setattr(ct.backends, flag, value)
     return res
 
 

@@ -212,6 +212,28 @@ def test_fast_conv_row(device, small_model, tmp_path, monkeypatch):
     assert seen == ["accurate", "fast"] and ct.backends.conv_precision == "accurate"
 
 
+def test_tf32_fast_row(device, small_model, tmp_path, monkeypatch):
+    """--tf32-fast: a float32 row (whatever --precision says) with allow_tf32 and the "fast"
+    conv rules, both flags back to what they were afterwards."""
+    seen = []
+    real = bench.run_cltensor
+
+    def spy(*args, **kwargs):
+        seen.append((ct.backends.allow_tf32, ct.backends.conv_precision, kwargs["precision"]))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(bench, "run_cltensor", spy)
+    out, md = tmp_path / "res.json", tmp_path / "res.md"
+    argv = ["--model", "small", "--batch-size", "2", "--iterations", "1", "--device",
+            device.index, "--precision", "bf16", "--tf32-fast", "--no-layers", "--json",
+            str(out), "--markdown", str(md)]
+    assert main(argv) == 0
+    row = json.loads(out.read_text())["rows"][0]
+    assert row["cltensor_tf32_fast"]["total"]["median"] > 0
+    assert "| small | 2 | cltensor_tf32_fast |" in md.read_text()
+    assert seen == [(False, "accurate", "bf16"), (True, "fast", "fp32")]
+    assert ct.backends.allow_tf32 is False and ct.backends.conv_precision == "accurate"
+
+
 @pytest.mark.parametrize("precision, low", [("bf16", "bfloat16"), ("fp16", "float16")])
 def test_precision_runs_the_forward_under_autocast(device, small_model, tmp_path, monkeypatch,
                                                    request, precision, low):
