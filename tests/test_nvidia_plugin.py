@@ -242,6 +242,27 @@ def test_declines_without_allow_tf32_and_other_dtypes(device, tf32):
     assert pl.gemm(problem(device, 8, 8, 8), 1, 0, False, None, None, False) is False
 
 
+def test_one_product_may_allow_tf32(device, rng):
+    """gemm_into(tf32=True) lets the plug-in multiply in TF32 with allow_tf32 off, the same
+    product without it stays on the portable path, and neither replays the other's launches
+    (the tf32 permission is part of the plan's key)."""
+    pl, taken = _emulated(EMULATED_CONFIGS[0]), []
+    real = type(pl).gemm
+    pl.gemm = lambda p, *a: taken.append(real(pl, p, *a)) or taken[-1]
+    a, b = (cltensor.from_numpy(random_array(rng, s, np.float32), device=device)
+            for s in ((24, 40), (40, 16)))
+    want = a.numpy().astype(np.float64) @ b.numpy()
+    with allow_tf32(False), only_plugins(pl):
+        for tf32 in (True, False, True, False):
+            taken.clear()
+            with cltensor.profile() as prof:
+                c = gm.gemm_into(a, b, cltensor.empty(24, 16, device=device), tf32=tf32)
+            ran = {r["name"] for r in prof.records()}
+            assert ("nvmma_gemm" in ran) == tf32, (tf32, ran)
+            assert taken in (([True], []) if tf32 else ([False], [])), taken  # [] replayed
+            assert rel_error(c.numpy(), want) < (2e-3 if tf32 else 1e-6)
+
+
 def test_parameter_sets_are_valid():
     assert all(nvidia.config_valid(q) for q in nvidia.CONFIGS)
     assert all(nvidia.local_bytes(q) + nvidia.LOCAL_RESERVED <= 48 * 1024 for q in nvidia.CONFIGS)
