@@ -1,5 +1,5 @@
 """Tuned kernel parameters: the shipped database and a per-user cache (the tuner, which writes
-the cache, is cltensor/tune.py).
+the cache, is cltensor/tune/).
 
 Parameters are data. The database (cltensor/tuning/<name>.json, one file per kernel family) is
 keyed kernel -> vendor -> device, each level with a `default`:
@@ -42,7 +42,7 @@ _merged = caches.register("tune.merged", {})
 _current = caches.register("tune.current", {})
 
 
-# ---- tuning on first use (the tuner, tune.py, sets first_use; conv's dispatch times its
+# ---- tuning on first use (the tuner, tune/, sets first_use; conv's dispatch times its
 # problems itself) ------------------------------------------------------------------------------
 
 AUTOTUNE_ENV = "CLTENSOR_AUTOTUNE"
@@ -394,7 +394,7 @@ def current(family, kernel, device):
     key = (family, kernel, device.index)
     entry = _current.get(key)
     if entry is None:
-        if first_use is not None:  # tuning on first use (tune.py installs it)
+        if first_use is not None:  # tuning on first use (tune/ installs it)
             first_use(family, kernel, device)
         entry = _current[key] = lookup(family, kernel, device)
     return entry

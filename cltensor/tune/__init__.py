@@ -8,7 +8,8 @@ layers (tune_conv.py). `python -m cltensor.tune all` tunes every kernel family w
 Tuning on first use: with CLTENSOR_AUTOTUNE=1 (off by default: it stalls the first product for
 seconds to a minute), the first lookup for a device with no entry of its own (shipped or cached)
 runs the quick tuning once and stores it; a TuningWarning reports it. The database calls it
-through tunedb.first_use, which this module sets (the package imports it).
+through tunedb.first_use, which this module sets (the package imports it). The command line
+is __main__.py beside it.
 """
 import argparse
 import json
@@ -20,24 +21,17 @@ from pathlib import Path
 
 import numpy as np
 
-from . import caches, tune_conv, tunedb
-from . import dtypes as dt
-from .creation import from_numpy
-from .device import get_device
-from .ops import gemm as gm
-from .profiler import profile
-from .tunedb import (AUTOTUNE_ENV, DB_DIR, FAMILIES, GEMM_ENTRY, KERNELS,  # noqa: F401
+from .. import caches, tune_conv, tunedb
+from .. import dtypes as dt
+from ..creation import from_numpy
+from ..device import get_device
+from ..ops import gemm as gm
+from ..profiler import profile
+from ..tunedb import (AUTOTUNE_ENV, DB_DIR, FAMILIES, GEMM_ENTRY, KERNELS,  # noqa: F401
                      TuningWarning, autotune_enabled, check_value, clear, current, database,
                      database_entry, derived_defaults, is_tuned, lookup, normalize_name,
                      store, user_cache_path, validate_database, validate_user,
                      vendor_key, vendor_of)
-
-if __name__ == "__main__":
-    # NOTE: `python -m cltensor.tune` runs the package's own copy of this module (imported with
-    # the package), whose caches the GEMM engine shares; this copy stops here, before
-    # registering its caches a second time
-    from cltensor.tune import main as _main
-    sys.exit(_main())
 
 # ---- tuning on first use ----------------------------------------------------------------------
 
