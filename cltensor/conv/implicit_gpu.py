@@ -155,8 +155,8 @@ def _search(device, geo, name, product, extra, engine):
 def mma_half(name, geo, q):
     """xgemm_mma.cl's MMA_HALF: 16-bit operands on m16n8k16 (slices of a multiple of 16 values
     of K), else 0: TF32 products, exact for 16-bit values too. cx_conv alone takes them: on
-    the H100 they took 28-34% off its time on 1x1 layers, while GoogLeNet's cx_wgrad took 7%
-    longer with them (docs/performance.md)."""
+    the H100 they took 28-34% off its time on 1x1 layers, while cx_wgrad took 1-7% longer
+    with them in three of the four networks (docs/performance.md)."""
     if q["KWG"] % 16 or geo.dtype not in dt.HALF_TYPES or name != "cx_conv":
         return 0
     return 1 if geo.dtype == dt.float16 else 2
