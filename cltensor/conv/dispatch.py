@@ -354,7 +354,8 @@ def _runner(name, pass_, p, tensors):
 def candidates(p, pass_, device):
     """The algorithms benchmark mode times: the eligible ones, under "accurate" those within
     the error bound (precision.admitted); for 16-bit problems those that read them in place
-    (their float32 sums' error is far below the 16-bit rounding of the result)."""
+    (their errors stay under the 16-bit rounding of the result: float32 sums, and TF32
+    products only where conv/winograd.py allows them)."""
     names = eligible_names(p, pass_, device)
     if p.dtype in dt.HALF_TYPES:
         return [n for n in names if reads_half(n, device)]
