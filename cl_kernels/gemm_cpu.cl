@@ -14,14 +14,15 @@
  * at Ap[batch_offset(b, va) + m*lda + k]. Ci and Co are strided views as in gemm_direct.cl;
  * whole tiles of row-contiguous Co (without Ci) are stored as vectors.
  *
- * One work-item computes one MR x NR tile of C in registers (MR * NR / VW vectors of T: 28
+ * A work-item computes TPI MR x NR tiles of C, each in registers (MR * NR / VW vectors of T: 28
  * AVX-512 registers for 14 x 32 floats) over the whole of K: per k one row of B's panel as
  * NR / VW vector loads, MR scalars of A's panel, MR * NR / VW vector multiply-adds. No local
  * memory and no barriers; local size (1, 1, 1) (PoCL then runs one work-item per work-group
  * with no work-item loop). Plain `s += a * b` on vectors and direct vector loads: PoCL 3.0
  * compiles fma() and vloadN to out-of-line calls. Rows start at row0 (a multiple of MR).
- * Global size (ceil(M/MR), ceil(N/NR), batches), or dims 0 and 1 swapped when walk_n is 1:
- * consecutive work-items then walk along N (sharing A's panel), else down M (sharing B's).
+ * Global size (ceil(ceil(M/MR) / TPI), ceil(N/NR), batches), or dims 0 and 1 swapped (and
+ * ceil(N/NR) divided by TPI) when walk_n is 1: consecutive tiles then walk along N (sharing
+ * A's panel), else down M (sharing B's).
  *
  * SUM_BATCHES 1 (set by the host: ops/gemm/engine.py gemm_sum_into): Co = the sum over the first batch
  * dim of the products, C seen with batch stride 0 along it; the grid covers the other batch
@@ -39,6 +40,9 @@
  *              second tile of sums (tot, untouched in the inner loop: 1/KB more adds) and
  *              restart from zero, so a sum's error grows like sqrt(KB) + sqrt(K / KB) instead
  *              of sqrt(K) (docs/conv_precision.md); 0: one running sum over the whole of K
+ *   TPI        tiles a work-item computes, one after another along dim 0 (the walk: the
+ *              tiles share one panel of the operand the walk keeps); the host divides dim 0
+ *              of the grid by it (ops/gemm/packed.py tiles_per_item)
  */
 #ifndef MR
 #define MR 14
@@ -60,6 +64,9 @@
 #endif
 #ifndef KB
 #define KB 64
+#endif
+#ifndef TPI
+#define TPI 1
 #endif
 /* NOTE: LLVM tunes AVX-512 CPUs to prefer 256-bit vectors and splits each VT of 16 floats in
  * two there: twice the registers (a 8 x 32 tile's 32 accumulators spill to the stack) and
@@ -195,144 +202,149 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
                  __global const TB* Bp, const long bp_bs, const View vb, const long ldb,
                  const int walk_n, EPI_ARGS) {
   const int g0 = get_global_id(0), g1 = get_global_id(1);
-  const int pm = row0 / MR + (walk_n ? g1 : g0), pn = walk_n ? g0 : g1;
   const long b = batch0 + get_global_id(2);
-  const int m0 = pm * MR, n0 = pn * NR;
-  /* B read in place: the last, partial panel of N >= NR columns is computed as the panel that
-   * ends at column N (nb0 < n0), of which only the columns from n0 on are stored */
-  const int nb0 = B_INPLACE && n0 + NR > N && N >= NR ? N - NR : n0;
+  /* TPI tiles a work-item, consecutive along dim 0 (sharing the walk's operand panel) */
+  for (int t = 0; t < TPI; ++t) {
+    const int w = g0 * TPI + t;
+    const int pm = row0 / MR + (walk_n ? g1 : w), pn = walk_n ? w : g1;
+    if (walk_n ? pn * NR >= N : pm * MR >= M) break;
+    const int m0 = pm * MR, n0 = pn * NR;
+    /* B read in place: the last, partial panel of N >= NR columns is computed as the panel that
+     * ends at column N (nb0 < n0), of which only the columns from n0 on are stored */
+    const int nb0 = B_INPLACE && n0 + NR > N && N >= NR ? N - NR : n0;
 
-  VT acc[MR][NV];
+    VT acc[MR][NV];
 #pragma unroll
-  for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < MR; ++i)
 #pragma unroll
-    for (int j = 0; j < NV; ++j) acc[i][j] = (VT)0;
+      for (int j = 0; j < NV; ++j) acc[i][j] = (VT)0;
 #if KB
-  VT tot[MR][NV];
+    VT tot[MR][NV];
 #pragma unroll
-  for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < MR; ++i)
 #pragma unroll
-    for (int j = 0; j < NV; ++j) tot[i][j] = (VT)0;
+      for (int j = 0; j < NV; ++j) tot[i][j] = (VT)0;
 #endif
-  /* SUM_BATCHES: the products of flat batches s * inner + b for every s of the first batch
-   * dim (b indexes the other dims; C's stride along the first is 0); else batch b alone */
-  long inner = 1;
-  for (int d = 1; SUM_BATCHES && d < nbd; ++d) inner *= batch.size[d];
-  const long nsum = SUM_BATCHES && nbd > 0 ? batch.size[0] : 1;
-  for (long s = 0; s < nsum; ++s) {
-    const long ab = s * inner + b;
+    /* SUM_BATCHES: the products of flat batches s * inner + b for every s of the first batch
+     * dim (b indexes the other dims; C's stride along the first is 0); else batch b alone */
+    long inner = 1;
+    for (int d = 1; SUM_BATCHES && d < nbd; ++d) inner *= batch.size[d];
+    const long nsum = SUM_BATCHES && nbd > 0 ? batch.size[0] : 1;
+    for (long s = 0; s < nsum; ++s) {
+      const long ab = s * inner + b;
 #if A_INPLACE
-    /* A's rows read where they are (K contiguous): column k of the panel is a[i * lda + k];
-     * rows past M repeat row M - 1 (their accumulators are never stored) */
-    __global const TA* a = Ap + batch_offset(ab, nbd, batch, va) + (long)m0 * lda;
-    long a_row[MR];
+      /* A's rows read where they are (K contiguous): column k of the panel is a[i * lda + k];
+       * rows past M repeat row M - 1 (their accumulators are never stored) */
+      __global const TA* a = Ap + batch_offset(ab, nbd, batch, va) + (long)m0 * lda;
+      long a_row[MR];
 #pragma unroll
-    for (int i = 0; i < MR; ++i) a_row[i] = (long)min(i, M - 1 - m0) * lda;
+      for (int i = 0; i < MR; ++i) a_row[i] = (long)min(i, M - 1 - m0) * lda;
 #if defined(A_CONVERTS) && CAT(A_LANES16_, TA)
-    /* float16 A: every 16 steps of K, the next 16 columns of the MR rows converted at once
-     * (vload_half16, F16C on PoCL) into a_buf, which the steps then read as floats (whole
-     * columns past K - 16 element by element); per element, the bit operations doubled the
-     * kernel's time */
-    union { float16 v; float s[16]; } a_buf[MR];
-    int a_lane = 16;
-    long a_k = 0;
+      /* float16 A: every 16 steps of K, the next 16 columns of the MR rows converted at once
+       * (vload_half16, F16C on PoCL) into a_buf, which the steps then read as floats (whole
+       * columns past K - 16 element by element); per element, the bit operations doubled the
+       * kernel's time */
+      union { float16 v; float s[16]; } a_buf[MR];
+      int a_lane = 16;
+      long a_k = 0;
 #define NEXT_A(a)                                                                      \
-    if (a_lane == 16) {                                                                  \
-      if (K - a_k >= 16) {                                                               \
-        _Pragma("unroll") for (int i = 0; i < MR; ++i)                                   \
-            a_buf[i].v = vload_half16(0, (__global const half*)(a + a_row[i]));          \
-      } else {                                                                           \
-        for (int i = 0; i < MR; ++i)                                                     \
-          for (int f = 0; f < 16; ++f)                                                   \
-            a_buf[i].s[f] = f < K - a_k ? LD(TA, a, a_row[i] + f) : 0.0f;                \
-      }                                                                                  \
-      a_lane = 0;                                                                        \
-    }                                                                                    \
-    T a_col[MR];                                                                         \
-    _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = a_buf[i].s[a_lane];        \
-    ++a_lane;                                                                            \
-    ++a_k;                                                                               \
-    ++(a);
+      if (a_lane == 16) {                                                                  \
+        if (K - a_k >= 16) {                                                               \
+          _Pragma("unroll") for (int i = 0; i < MR; ++i)                                   \
+              a_buf[i].v = vload_half16(0, (__global const half*)(a + a_row[i]));          \
+        } else {                                                                           \
+          for (int i = 0; i < MR; ++i)                                                     \
+            for (int f = 0; f < 16; ++f)                                                   \
+              a_buf[i].s[f] = f < K - a_k ? LD(TA, a, a_row[i] + f) : 0.0f;                \
+        }                                                                                  \
+        a_lane = 0;                                                                        \
+      }                                                                                    \
+      T a_col[MR];                                                                         \
+      _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = a_buf[i].s[a_lane];        \
+      ++a_lane;                                                                            \
+      ++a_k;                                                                               \
+      ++(a);
 #else
 #define NEXT_A(a)                                                          \
-    T a_col[MR];                                                             \
-    _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = LOAD_A(a, a_row[i]); \
-    ++(a);
+      T a_col[MR];                                                             \
+      _Pragma("unroll") for (int i = 0; i < MR; ++i) a_col[i] = LOAD_A(a, a_row[i]); \
+      ++(a);
 #endif
 #define A_COL a_col
 #elif defined(A_CONVERTS)
-    /* A's 16-bit panel: column k converted as one vector */
-    __global const TA* a = Ap + ab * ap_bs + (long)pm * K * MR;
+      /* A's 16-bit panel: column k converted as one vector */
+      __global const TA* a = Ap + ab * ap_bs + (long)pm * K * MR;
 #define NEXT_A(a)                                                          \
-    T a_col[MR];                                                             \
-    LOAD_PANEL_A(a, a_col)                                                   \
-    (a) += MR;
+      T a_col[MR];                                                             \
+      LOAD_PANEL_A(a, a_col)                                                   \
+      (a) += MR;
 #define A_COL a_col
 #else
-    __global const T* a = Ap + ab * ap_bs + (long)pm * K * MR;
+      __global const T* a = Ap + ab * ap_bs + (long)pm * K * MR;
 #define NEXT_A(a) (a) += MR;
 #define A_COL (a - MR)
 #endif
 
 #if B_INPLACE
-    /* B's rows read where they are: element (k, n) at Bp[batch offset + k*ldb + n] */
-    __global const TB* bk = Bp + batch_offset(ab, nbd, batch, vb) + nb0;
-    const int whole = nb0 + NR <= N ? NV : (N - n0) / VW, lanes = (N - n0) % VW;
-    for (int kb = 0; kb < K; kb += KSTEP) {
-      if (whole == NV) {
-        for (int n = min(KSTEP, K - kb); n != 0; --n) {
-          VT bv[NV];
+      /* B's rows read where they are: element (k, n) at Bp[batch offset + k*ldb + n] */
+      __global const TB* bk = Bp + batch_offset(ab, nbd, batch, vb) + nb0;
+      const int whole = nb0 + NR <= N ? NV : (N - n0) / VW, lanes = (N - n0) % VW;
+      for (int kb = 0; kb < K; kb += KSTEP) {
+        if (whole == NV) {
+          for (int n = min(KSTEP, K - kb); n != 0; --n) {
+            VT bv[NV];
 #pragma unroll
-          for (int j = 0; j < NV; ++j) bv[j] = LOAD_B_VECTOR(bk + j * VW);
-          NEXT_A(a)
-          MULTIPLY_ROW(A_COL, bv)
-          bk += ldb;
-        }
-      } else { /* N < NR: whole vectors as above, then lanes up to N, zeros */
-        for (int n = min(KSTEP, K - kb); n != 0; --n) {
-          VT bv[NV];
-#pragma unroll
-          for (int j = 0; j < NV; ++j) {
-            if (j < whole) {
-              bv[j] = LOAD_B_VECTOR(bk + j * VW);
-            } else if (j == whole) {
-              Lanes l;
-#pragma unroll
-              for (int f = 0; f < VW; ++f) l.s[f] = f < lanes ? LOAD_B_ELEMENT(bk, j * VW + f) : (T)0;
-              bv[j] = l.v;
-            } else {
-              bv[j] = (VT)0;
-            }
+            for (int j = 0; j < NV; ++j) bv[j] = LOAD_B_VECTOR(bk + j * VW);
+            NEXT_A(a)
+            MULTIPLY_ROW(A_COL, bv)
+            bk += ldb;
           }
+        } else { /* N < NR: whole vectors as above, then lanes up to N, zeros */
+          for (int n = min(KSTEP, K - kb); n != 0; --n) {
+            VT bv[NV];
+#pragma unroll
+            for (int j = 0; j < NV; ++j) {
+              if (j < whole) {
+                bv[j] = LOAD_B_VECTOR(bk + j * VW);
+              } else if (j == whole) {
+                Lanes l;
+#pragma unroll
+                for (int f = 0; f < VW; ++f) l.s[f] = f < lanes ? LOAD_B_ELEMENT(bk, j * VW + f) : (T)0;
+                bv[j] = l.v;
+              } else {
+                bv[j] = (VT)0;
+              }
+            }
+            NEXT_A(a)
+            MULTIPLY_ROW(A_COL, bv)
+            bk += ldb;
+          }
+        }
+        END_BLOCK
+      }
+#else
+      __global const B_PANEL_T* bp = B_PANEL_PTR(Bp + ab * bp_bs + (long)pn * K * NR);
+      for (int kb = 0; kb < K; kb += KSTEP) {
+        for (int n = min(KSTEP, K - kb); n != 0; --n) {
+          VT bv[NV];
+#pragma unroll
+          for (int j = 0; j < NV; ++j) bv[j] = B_PANEL_LOAD(bp, j);
           NEXT_A(a)
           MULTIPLY_ROW(A_COL, bv)
-          bk += ldb;
+          bp += B_PANEL_ROW;
         }
+        END_BLOCK
       }
-      END_BLOCK
-    }
-#else
-    __global const B_PANEL_T* bp = B_PANEL_PTR(Bp + ab * bp_bs + (long)pn * K * NR);
-    for (int kb = 0; kb < K; kb += KSTEP) {
-      for (int n = min(KSTEP, K - kb); n != 0; --n) {
-        VT bv[NV];
-#pragma unroll
-        for (int j = 0; j < NV; ++j) bv[j] = B_PANEL_LOAD(bp, j);
-        NEXT_A(a)
-        MULTIPLY_ROW(A_COL, bv)
-        bp += B_PANEL_ROW;
-      }
-      END_BLOCK
-    }
 #endif
-  }
+    }
 #if KB
 #pragma unroll
-  for (int i = 0; i < MR; ++i)
+    for (int i = 0; i < MR; ++i)
 #pragma unroll
-    for (int j = 0; j < NV; ++j) acc[i][j] = tot[i][j];
+      for (int j = 0; j < NV; ++j) acc[i][j] = tot[i][j];
 #endif
-  STORE_TILE
+    STORE_TILE
+  }
 }
 
 #ifdef KC

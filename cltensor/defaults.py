@@ -17,6 +17,9 @@ CPU_MIN_WORK, GPU_MIN_WORK = 262144, 2097152
 # when its rows allow (SLAB_B_IN_PLACE: no pack of B). NOTE: no prefetch (PF): the
 # measured entries set it; Oclgrind, which gets these, cannot run llvm.prefetch
 CPU_SLABS = {"KC": 256, "BM": 8, "BN": 4, "SLAB_B_IN_PLACE": 1}
+# gemm_packed's tiles per work-item along its walk (ops/gemm/packed.py tiles_per_item): fewer,
+# longer work-items on both CPU runtimes (docs/performance.md)
+CPU_TPI = 8
 XGEMM_TILE = 64  # xgemm's work-group tile (MWG = NWG) on a GPU with no entry
 XGEMM_KWG = 16
 LANES = (1, 2, 4, 8, 16)  # the vector widths the kernels accept
@@ -44,7 +47,7 @@ def cpu_gemm(desc, itemsize):
     return {"family": "packed", "small": "direct", "min_work": CPU_MIN_WORK, "min_dim": 4,
             "direct": {"TM": 8, "TN": 2 * vw, "VW": vw},
             "packed": {"MR": mr, "NR": 2 * vw, "VW": vw, "ORDER": 1, "KB": 64,
-                       "A_IN_PLACE": 1, "B_IN_PLACE_MIN_N": 128, **CPU_SLABS}}
+                       "A_IN_PLACE": 1, "B_IN_PLACE_MIN_N": 128, "TPI": CPU_TPI, **CPU_SLABS}}
 
 
 def _group_side(desc):

@@ -159,6 +159,7 @@ class Device:
         self.max_alloc = cl_device.max_mem_alloc_size
         self.max_work_group = cl_device.max_work_group_size
         self.local_mem = cl_device.local_mem_size
+        self.compute_units = cl_device.max_compute_units
         self._context = self._queue = self._pool = self._description = None
         self.profiling = False  # whether the queue has profiling enabled
         self.launch_lock = threading.Lock()  # program.launch: a kernel's arguments and enqueue

@@ -120,7 +120,7 @@ _PACKED = _dict({"MR": _int(1, 64), "NR": _int(1, 256), "VW": _VW, "ORDER": _BIT
                  "SLAB_B_IN_PLACE": _BIT,
                  "PF": _int(0, 65536),
                  "PACK_LX": _int(1, 1024), "WIDE_MAX_M": _int(0, _BIG),
-                 "WIDE_MIN_N": _int(0, _BIG)}, ("MR", "NR", "VW"))
+                 "WIDE_MIN_N": _int(0, _BIG), "TPI": _int(1, 64)}, ("MR", "NR", "VW"))
 _XGEMM_CORE = ("MWG", "NWG", "KWG", "MDIMC", "NDIMC", "VWM", "VWN", "STRM", "STRN", "PADA",
                "PADB", "NBUF")
 _XGEMM_SET = _dict({"MWG": _int(1, 1024), "NWG": _int(1, 1024), "KWG": _int(1, 256),

@@ -3,6 +3,7 @@ against float64 with NaN-poisoned outputs and every epilogue, the same sums as g
 the bit, long sums, the rules that choose it, and its tunables in the database and the tuner."""
 import itertools
 import json
+import types
 
 import numpy as np
 import pytest
@@ -295,3 +296,65 @@ def test_slabs_on_16_bit_operands(device, use_entry, name):
     want = (ta.float() @ tb.float()).to(getattr(torch, name)).float().numpy()
     ulp = 2.0 ** -10 if name == "float16" else 2.0 ** -7
     np.testing.assert_allclose(out.float().numpy(), want, rtol=0, atol=ulp * np.abs(want).max())
+
+
+def test_tiles_per_item_rule(device):
+    """TPI: the entry's tiles per work-item (1 without it), halved until the grid keeps
+    MIN_ITEMS_PER_UNIT work-items per compute unit, and to the least power of two covering
+    the walk when the walk is shorter."""
+    t = cltensor.empty(1, device=device)
+    op = gm.Operand(t, [], 1, 1)
+    two_units = types.SimpleNamespace(compute_units=2)  # the floor: 2 * MIN_ITEMS_PER_UNIT
+    floor = 2 * packed.MIN_ITEMS_PER_UNIT
+
+    def tpi(m, n, walk_n, nbatch=1, **params):
+        p = gm.Problem(two_units, np.dtype(np.float32), m, n, 64, (nbatch,) * (nbatch > 1),
+                       op, op, None, None)
+        return packed.tiles_per_item(p, dict(MR=8, NR=32, VW=16, **params), 8, 32, walk_n)
+    assert tpi(8 * 64, 32 * floor, False) == 1
+    assert tpi(8 * 64, 32 * floor, False, TPI=8) == 8
+    assert tpi(8 * floor, 32 * 64, True, TPI=8) == 8  # walking N: 64 panels, floor rows
+    assert tpi(8 * 3, 32 * floor, False, TPI=8) == 4  # a walk of 3 tiles
+    assert tpi(8 * 4 * floor, 32, False, TPI=8) == 4  # one column: 4 tiles an item keep the floor
+    assert tpi(8 * 4 * floor, 32, False, nbatch=2, TPI=8) == 8  # two batches, twice the items
+    assert tpi(8, 32, False, TPI=8) == 1
+
+
+@pytest.mark.parametrize("tpi", [3, 8])
+def test_tiles_per_item_match_float64(device, rng, use_entry, monkeypatch, tpi):
+    """Work-items of TPI tiles along either walk, the last one cut by M or N: odd shapes with
+    A and B read in place or packed, batched, every epilogue and output layout poisoned with
+    NaN, against the float64 bound; the sums equal those of one tile a work-item to the bit
+    on CPUs."""
+    monkeypatch.setattr(packed, "MIN_ITEMS_PER_UNIT", 0)
+    built, get_kernel = [], packed.get_kernel
+    monkeypatch.setattr(packed, "get_kernel", lambda dev, f, name, defines: (
+        name == "gemm_packed" and built.append(defines["TPI"]),
+        get_kernel(dev, f, name, defines))[1])
+    base = gm.entry_for(device, np.dtype(np.float32))
+    one = dict(base["packed"], MR=4, NR=16, VW=8, KC=0, TPI=1, A_IN_PLACE=1,
+               B_IN_PLACE_MIN_N=16, ORDER=1, WALK_M_FROM_K=2**20)
+    m, n = 4 * 7 + 3, 16 * 5 + 9
+    for k, walk in ((37, "N"), (70, "M")):
+        params = dict(one, WALK_M_FROM_K=2**20 if walk == "N" else 0)
+        for b_in_place in (True, False):
+            # B packed: walks along N (ORDER 1 below WALK_M_FROM_K); in place: down M
+            params = dict(params, B_IN_PLACE_MIN_N=16 if b_in_place else 2**40)
+            a, b = random_array(rng, (2, m, k)), random_array(rng, (2, k, n))
+            A, B = put(device, a), put(device, b)
+            epi, dev_epi, outs = epilogue_outputs(device, rng, np.float32, (2,), m, n)
+            use_entry(dict(base, packed=params, min_work=0, min_dim=0, min_m=0))
+            ref = poisoned(device, (2, m, n), np.float32)
+            cltensor.gemm(A, B, out=ref, **dev_epi)
+            use_entry(dict(base, packed=dict(params, TPI=tpi), min_work=0, min_dim=0, min_m=0))
+            for name, out in outs.items():
+                counts = _kernel_counts(lambda: cltensor.gemm(A, B, out=out, **dev_epi))
+                assert counts.get("gemm_packed") == 1, counts
+                try:
+                    run_check(out, a, b, np.float32, **epi)
+                except AssertionError as e:
+                    raise AssertionError(f"TPI {tpi} k {k} B in place {b_in_place} {name}: "
+                                         f"{e}") from None
+            if device.is_cpu:
+                np.testing.assert_array_equal(outs["contiguous"].numpy(), ref.numpy())
+    assert tpi in built and max(built) == tpi, built  # fewer on a transposed, shorter walk

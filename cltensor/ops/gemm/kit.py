@@ -122,18 +122,19 @@ def operand_args(op):
 
 
 def launch_tiles(p, kernel, tile, groups_n, local, k_arg, tail, rows_in_dim0=False,
-                  splits=1, summed=False):
+                  splits=1, summed=False, per_item=1):
     """Launch over (groups_n, ceil(M / tile) groups, batches * splits), split so that dims 1
     and 2 stay within MAX_GROUPS; rows_in_dim0 puts the row groups in dim 0 (gemm_packed
-    walking down M); summed: the first batch dim is summed in the kernel, not launched."""
+    walking down M); summed: the first batch dim is summed in the kernel, not launched;
+    per_item: groups of dim 0 a work-item takes (gemm_packed's TPI)."""
     nz = p.nbatch // p.bshape[0] if summed else p.nbatch * splits
     for gsize, head in _tile_launches(p.m, p.n, k_arg, p.bshape, tile, groups_n, tuple(local),
-                                      rows_in_dim0, nz):
+                                      rows_in_dim0, nz, per_item):
         launch(p.device, kernel, gsize, local, *head, *tail)
 
 
 @caches.lru_cache(maxsize=4096)
-def _tile_launches(m, n, k_arg, bshape, tile, groups_n, local, rows_in_dim0, nz):
+def _tile_launches(m, n, k_arg, bshape, tile, groups_n, local, rows_in_dim0, nz, per_item=1):
     """[(global size, leading arguments)] of launch_tiles' launches (memoized); nz: the
     batches of the grid."""
     groups_m = -(-m // tile)
@@ -146,6 +147,7 @@ def _tile_launches(m, n, k_arg, bshape, tile, groups_n, local, rows_in_dim0, nz)
         for g0 in range(0, groups_m, step):
             cnt = min(step, groups_m - g0)
             dims = (cnt, groups_n) if rows_in_dim0 else (groups_n, cnt)
+            dims = (-(-dims[0] // per_item), dims[1])
             gsize = (dims[0] * local[0], dims[1] * local[1], nb)
             launches.append((gsize, (*head, np.int32(g0 * tile), np.int64(b0), *batch)))
     return tuple(launches)

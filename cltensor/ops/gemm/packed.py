@@ -235,6 +235,27 @@ def packed_tile(p, params):
     return mr, packed_nr(p, params)
 
 
+# Work-items per compute unit that tiles_per_item leaves at least (when the grid has them)
+MIN_ITEMS_PER_UNIT = 8
+
+
+def tiles_per_item(p, params, mr, nr, walk_n, summed=False):
+    """gemm_packed's TPI: how many consecutive tiles along the walk (dim 0) one work-item
+    computes, the entry's TPI (default 1) halved until the grid keeps MIN_ITEMS_PER_UNIT
+    work-items per compute unit. NOTE: fewer, longer work-items cost the runtimes' schedulers
+    less and keep the walk's shared panel in one core's cache; PoCL and Intel's runtime, 2 Zen 4
+    cores, TPI 8 against 1, GFLOP per CPU second 0 to 11% more on every shape tried, wall time
+    of 1024^3 on PoCL 124 -> 179 GFLOP/s (docs/performance.md)."""
+    tpi = params.get("TPI", 1)
+    along = -(-p.n // nr) if walk_n else -(-p.m // mr)
+    batches = p.nbatch // p.bshape[0] if summed else p.nbatch
+    across = (-(-p.m // mr) if walk_n else -(-p.n // nr)) * batches
+    floor = MIN_ITEMS_PER_UNIT * p.device.compute_units
+    while tpi > 1 and (tpi >= 2 * along or -(-along // tpi) * across < floor):
+        tpi //= 2
+    return tpi
+
+
 def run_packed(p, entry, epi, summed=False):
     """gemm_packed on p; summed: C is the sum over the first batch dim (gemm_sum_into)."""
     params = entry["packed"]
@@ -253,19 +274,20 @@ def run_packed(p, entry, epi, summed=False):
         tile["KB"] = params["KB"]
     if kc:
         return _run_slabs(p, params, epi, dict(tile, KC=kc), kc)
-    tile.update(A_INPLACE=int(a_in_place), B_INPLACE=int(b_in_place))
+    # NOTE: B read in place walks down M, so that its panel (K rows far apart) is read from
+    # memory once for all of M; walking N streamed all of B once per panel of A (PoCL, gemm.json)
+    walk_n = packed_walks_n(p, params) and not b_in_place
+    tpi = tiles_per_item(p, params, mr, nr, walk_n, summed)
+    tile.update(A_INPLACE=int(a_in_place), B_INPLACE=int(b_in_place), TPI=tpi)
     if summed:
         tile["SUM_BATCHES"] = 1
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", tile)
     lx = params.get("PACK_LX", PACK_LOCAL)
     a_args = _packed_operand(p, p.a, a_in_place, p.a.rs, p.m, p.a.rs, p.a.cs, mr, lx)
     b_args = _packed_operand(p, p.b, b_in_place, p.b.rs, p.n, p.b.cs, p.b.rs, nr, lx)
-    # NOTE: B read in place walks down M, so that its panel (K rows far apart) is read from
-    # memory once for all of M; walking N streamed all of B once per panel of A (PoCL, gemm.json)
-    walk_n = packed_walks_n(p, params) and not b_in_place
     tail = a_args + b_args + [np.int32(walk_n)] + epi
     launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n,
-                  summed=summed)
+                  summed=summed, per_item=tpi)
 
 
 def _run_slabs(p, params, epi, tile, kc):
