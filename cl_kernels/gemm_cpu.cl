@@ -203,6 +203,11 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
                  const int walk_n, EPI_ARGS) {
   const int g0 = get_global_id(0), g1 = get_global_id(1);
   const long b = batch0 + get_global_id(2);
+  /* SUM_BATCHES: the products of flat batches s * inner + b for every s of the first batch
+   * dim (b indexes the other dims; C's stride along the first is 0); else batch b alone */
+  long inner = 1;
+  for (int d = 1; SUM_BATCHES && d < nbd; ++d) inner *= batch.size[d];
+  const long nsum = SUM_BATCHES && nbd > 0 ? batch.size[0] : 1;
   /* TPI tiles a work-item, consecutive along dim 0 (sharing the walk's operand panel) */
   for (int t = 0; t < TPI; ++t) {
     const int w = g0 * TPI + t;
@@ -225,11 +230,6 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 #pragma unroll
       for (int j = 0; j < NV; ++j) tot[i][j] = (VT)0;
 #endif
-    /* SUM_BATCHES: the products of flat batches s * inner + b for every s of the first batch
-     * dim (b indexes the other dims; C's stride along the first is 0); else batch b alone */
-    long inner = 1;
-    for (int d = 1; SUM_BATCHES && d < nbd; ++d) inner *= batch.size[d];
-    const long nsum = SUM_BATCHES && nbd > 0 ? batch.size[0] : 1;
     for (long s = 0; s < nsum; ++s) {
       const long ab = s * inner + b;
 #if A_INPLACE
