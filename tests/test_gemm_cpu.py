@@ -328,9 +328,12 @@ def test_tiles_per_item_match_float64(device, rng, use_entry, monkeypatch, tpi):
     on CPUs."""
     monkeypatch.setattr(packed, "MIN_ITEMS_PER_UNIT", 0)
     built, get_kernel = [], packed.get_kernel
-    monkeypatch.setattr(packed, "get_kernel", lambda dev, f, name, defines: (
-        name == "gemm_packed" and built.append(defines["TPI"]),
-        get_kernel(dev, f, name, defines))[1])
+
+    def spy(dev, file, name, defines):
+        if name == "gemm_packed":
+            built.append(defines["TPI"])
+        return get_kernel(dev, file, name, defines)
+    monkeypatch.setattr(packed, "get_kernel", spy)
     base = gm.entry_for(device, np.dtype(np.float32))
     one = dict(base["packed"], MR=4, NR=16, VW=8, KC=0, TPI=1, A_IN_PLACE=1,
                B_IN_PLACE_MIN_N=16, ORDER=1, WALK_M_FROM_K=2**20)
