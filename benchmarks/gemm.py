@@ -20,9 +20,9 @@ seconds of 4096^3 products, since idle clocks ramp up slowly), each round one cl
 and one reference product, which goes first in turn, so that both see the same share of a busy
 machine. On CPU devices each side is timed in its steady state, as in a training loop's
 back-to-back products: it rests 0.3 s (OpenBLAS's threads spin about 0.1 s after a product and
-would take the cores from the other side), then runs one untimed product (after the rest the
-runtimes' and OpenBLAS's workers sleep, and a first product pays their wake-up), then the
-timed one (cltensor's two on the same queue: profiling moves the device to a new one). A
+would take the cores from the other side), then runs untimed products for 10 ms, at least one
+(after the rest the runtimes' and OpenBLAS's workers sleep, and the first products pay their
+wake-up), then the timed one (cltensor's two on the same queue: profiling moves the device to a new one). A
 round in whose rests other processes took more than 0.04 CPU seconds is run again, at most
 --reps times per case (the JSON's "redone"). Each side's time: cltensor's from the first
 kernel's start to the last kernel's end of one call (OpenCL profiling events: packing kernels
@@ -199,11 +199,13 @@ def run_case(device, ref, rng, case, dtype, reps, ref_fp32=None, half=None):
 # seconds a CPU device's side rests before each product: longer than OpenBLAS's and OpenMP's
 # threads spin after a call (OpenBLAS: 2^28 cycles by default, about 0.1 s)
 SETTLE_S = 0.3
-# untimed products of the same side between the rest and each timed one, on CPU devices: after
-# the rest the runtimes' and OpenBLAS's workers sleep, and a first product pays their wake-up
-# (PoCL's and numpy's products of a few ms took up to twice as long), which a training loop's
-# back-to-back products never pay
-WARM_CALLS = 1
+# untimed products of the same side between the rest and each timed one, on CPU devices, for at
+# least this many seconds (at least one product): after the rest the runtimes' and OpenBLAS's
+# workers sleep, and the first products pay their wake-up, which a training loop's
+# back-to-back products never pay. NOTE: PoCL's and numpy's products of a few ms took up to
+# twice as long on the first call; Intel's runtime ran 512^3 (1.3 ms) on one core for a few
+# calls more (one warm call: 0.53x numpy, four: 1.05x; 2 Zen 4 cores)
+WARM_S = 0.01
 # a round is timed again (at most reps more rounds per case) when other processes took more
 # than this many CPU seconds during one of its rests: a product sharing its 2 cores with other
 # work ran 2-10x slower, numpy's most (OpenBLAS's threads wait for each other)
@@ -229,13 +231,15 @@ def rest(seconds):
 
 
 def steady(settle, product):
-    """Prepares a CPU side's timed call: a rest of `settle` seconds, then WARM_CALLS untimed
+    """Prepares a CPU side's timed call: a rest of `settle` seconds, then untimed
     products (product() returns when its work is done); returns the CPU seconds others took
     during the rest. No rest and no warm-up on GPUs (settle 0)."""
     if not settle:
         return 0.0
     others = rest(settle)
-    for _ in range(WARM_CALLS):
+    t0 = time.perf_counter()
+    product()
+    while time.perf_counter() - t0 < WARM_S:
         product()
     return others
 
@@ -269,7 +273,7 @@ def interleaved(device, product, ref_once, reps):
     reference; and its process CPU time), so that both see the same share of a busy machine:
     {"kernel", "wall", "cpu", "ref", "ref_cpu"} seconds (the ref ones None without one) and
     "redone" rounds. NOTE: the two go first in turn, and on CPU devices each rests SETTLE_S and
-    runs WARM_CALLS untimed products first (steady): OpenBLAS's threads spin on for a while
+    runs untimed products for WARM_S first (steady): OpenBLAS's threads spin on for a while
     after a product and slowed whatever ran next (by up to 1.4x in CPU time on 2 cores; PoCL's
     products after numpy's ran at half their speed alone)."""
     settle = SETTLE_S if device.is_cpu else 0
@@ -398,7 +402,7 @@ def print_row(r):
 def side_by_side(devices, cases, reps):
     """CPU devices and numpy side by side in one process: per case, every device's product and
     numpy's once per round, the order rotated each round, each in its steady state (steady:
-    a rest, then an untimed product), after a warm-up round (rounds()); medians of the wall
+    a rest, then untimed products), after a warm-up round (rounds()); medians of the wall
     clock and of the process CPU time (all threads). Prints GFLOP/s by the wall clock, GFLOP per CPU second
     and both as ratios to numpy's; returns the rows."""
     rng, rows = np.random.default_rng(0), []

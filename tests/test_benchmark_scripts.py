@@ -7,6 +7,7 @@ kernel table and per-pass algorithms."""
 import importlib.util
 import json
 import os
+import time
 import threading
 
 import numpy as np
@@ -216,11 +217,13 @@ def test_gemm_benchmark_splits_kernel_time(device, tmp_path, capsys):
 
 
 def test_gemm_benchmark_times_steady_state(device, monkeypatch):
-    """benchmarks/gemm.py on a CPU device times each side's product right after an untimed one
-    of the same side (after the rest), cltensor's two in one profile (one queue), and runs a
-    round again when other processes were busy during its rests; on GPUs neither."""
+    """benchmarks/gemm.py on a CPU device times each side's product right after untimed ones
+    of the same side (after the rest; one where WARM_S is 0), cltensor's in one profile (one
+    queue), and runs a round again when other processes were busy during its rests; on GPUs
+    neither."""
     mod = script("gemm")
     monkeypatch.setattr(mod, "SETTLE_S", 0.01)
+    monkeypatch.setattr(mod, "WARM_S", 0.0)
     busy = iter([1.0])  # others busy in the first rest only
     monkeypatch.setattr(mod, "rest", lambda seconds: next(busy, 0.0))
     a, c = ct.randn(8, 8, device=device), ct.empty(8, 8, device=device)
@@ -245,6 +248,26 @@ def test_gemm_benchmark_times_steady_state(device, monkeypatch):
     assert names[0::2] == names[1::2] and names[0::4] == ["cl", "cl", "ref", "cl"]
     profiles = [active for name, active in log if name == "cl"]
     assert all(profiles) and profiles[0::2] == profiles[1::2]
+
+
+def test_gemm_benchmark_warms_for_warm_s(monkeypatch):
+    """After its rest a CPU side runs untimed products until WARM_S has passed, at least one."""
+    mod = script("gemm")
+    monkeypatch.setattr(mod, "rest", lambda seconds: 0.25)
+    calls = []
+
+    def product():
+        calls.append(time.perf_counter())
+        time.sleep(0.002)
+
+    monkeypatch.setattr(mod, "WARM_S", 0.02)
+    assert mod.steady(0.3, product) == 0.25
+    assert len(calls) >= 2 and calls[-1] - calls[0] < 0.02
+    calls.clear()
+    monkeypatch.setattr(mod, "WARM_S", 0.0)
+    assert mod.steady(0.3, product) == 0.25 and len(calls) == 1
+    calls.clear()
+    assert mod.steady(0, product) == 0.0 and not calls  # GPUs: no rest, no warm-up
 
 
 def test_gemm_benchmark_chosen_layers(device, tmp_path):
