@@ -28,7 +28,8 @@
  *                K-major tiles: rows of SLICE_K floats, 16-byte chunk c of row r at chunk
  *                c ^ ((r * SLICE_K / 32) % (SLICE_K / 4)) of the row; zero past `rows` and K.
  *                Rounding: to nearest, ties away from zero (cvt.rna.tf32's), Inf and NaN kept.
- *                One work-item per 16-byte chunk of dst (idle past the last). Global size (at
+ *                One work-item per 16-byte chunk of dst (idle past the last), read as one
+ *                16-byte load where the source is K-contiguous and aligned. Global size (at
  *                least the chunks of a batch, 1, batches); dst batch stride d_bs.
  *   pack_half_slices  the same slices of 16-bit operands (nvidia_wgmma.cl with HALF): pairs of
  *                K-consecutive float16 or bfloat16 values per 32-bit word, copied bit for bit.
@@ -102,6 +103,10 @@ __kernel void pad_copy(const int ni, const int nj, const int ni_p, const int nj_
 }
 
 #ifdef SLICE_K
+/* Whether pointer p is 16-byte aligned: a K-contiguous source's chunk is then one 16-byte load
+ * (the wgmma's operands, row-major, K a multiple of 8) instead of 4 or 8 scalar ones. */
+#define ALIGNED16(p) (((size_t)(p) & 15) == 0)
+
 /* The 16-byte chunk of dst that work-item q of pack_*_slices writes (`per` values of K per
  * chunk, SLICE_K / 4 chunks per row of a slice): its row, and its first k in *k; -1 past the
  * last chunk. */
@@ -125,7 +130,9 @@ __kernel void pack_tf32_slices(const int rows, const int K, const int width, BAT
   const long q = get_global_id(0), b = batch0 + get_global_id(2);
   __global const float* x = src + batch_offset(b, nbd, batch, vs) + row * s_r + k * s_k;
   uint4 v = (uint4)(0);
-  if (row < rows) {
+  if (row < rows && s_k == 1 && k + 4 <= K && ALIGNED16(x)) {
+    v = as_uint4(*(__global const float4*)x);
+  } else if (row < rows) {
     if (k < K) v.s0 = as_uint(x[0]);
     if (k + 1 < K) v.s1 = as_uint(x[s_k]);
     if (k + 2 < K) v.s2 = as_uint(x[2 * s_k]);
@@ -147,9 +154,13 @@ __kernel void pack_half_slices(const int rows, const int K, const int width, BAT
   if (row < 0) return;
   const long q = get_global_id(0), b = batch0 + get_global_id(2);
   __global const ushort* x = src + batch_offset(b, nbd, batch, vs) + row * s_r + k * s_k;
+  __global uint4* d = dst + b * d_bs / 4 + q;
+  if (row < rows && s_k == 1 && k + 8 <= K && ALIGNED16(x)) {
+    *d = *(__global const uint4*)x; /* little-endian: the lower k is the low half already */
+    return;
+  }
   uint h[8];
   for (int i = 0; i < 8; ++i) h[i] = row < rows && k + i < K ? x[i * s_k] : 0;
-  dst[b * d_bs / 4 + q] = (uint4)(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16,
-                                  h[6] | h[7] << 16);
+  *d = (uint4)(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);
 }
 #endif

@@ -51,7 +51,8 @@ def half_slices_model(bits, width, bk):
 @pytest.mark.parametrize("rows,k,width,bk,layout,bshape,shared", [
     (70, 37, 64, 8, "k", (), False), (130, 64, 128, 16, "rows", (), False),
     (9, 101, 64, 32, "k", (3,), False), (65, 9, 64, 8, "rows", (2, 2), True),
-    (5, 1, 64, 8, "k", (), False)])
+    (5, 1, 64, 8, "k", (), False), (70, 48, 64, 8, "k", (), False),
+    (66, 40, 64, 16, "k", (2,), False)])
 def test_pack_half_slices(device, rng, monkeypatch, dtype, rows, k, width, bk, layout, bshape,
                           shared):
     """The wgmma kernel's 16-bit operand copy, on every device: pairs of K-consecutive values
