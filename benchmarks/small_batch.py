@@ -28,7 +28,8 @@ from cltensor.ops.gemm import choice, kit  # noqa: E402
 
 # (name, in_features, out_features) of the four networks' linear layers
 LAYERS = {"alexnet.fc6": (9216, 4096), "alexnet.fc7": (4096, 4096), "alexnet.fc8": (4096, 1000),
-          "overfeat.fc2": (3072, 4096), "vgg.fc6": (25088, 4096), "googlenet.fc": (1024, 1000)}
+          "overfeat.fc1": (36864, 3072), "overfeat.fc2": (3072, 4096), "vgg.fc6": (25088, 4096),
+          "googlenet.fc": (1024, 1000)}
 FORCED = {"rowdot": {"rowdot_max_m": 16},
           "rowaxpy": {"rowdot_max_m": 0, "rowaxpy_max_m": 16},
           "direct": {"rowdot_max_m": 0, "rowaxpy_max_m": 0, "min_work": 1 << 62},

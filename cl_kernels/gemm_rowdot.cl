@@ -18,6 +18,9 @@
  * One work-item per column would leave a GPU nearly idle at N in the thousands and walk each
  * row of W alone. Global size at least (ceil(N/NB) * LX, 1, batches), local (LX, 1, 1).
  *
+ * gemm_rowaxpy (CPUs) and gemm_rowaxpy_wg (GPUs), below: a few rows times a B whose columns are
+ * contiguous (a linear layer's input gradient g @ W).
+ *
  * Build options: T, TA, TB (gemm_common.cl); MR (= M, the rows, baked so the register tile
  * unrolls); ALIGNED (lda,
  * ldb and every offset are multiples of VW: direct vector loads, faster than vloadN on PoCL).
@@ -227,3 +230,74 @@ __kernel void gemm_rowaxpy(const int M, const int N, const int K, const int row0
         if (e >= skip && col[j] + e < N) EPILOGUE(i, col[j] + e, u.s[e])
     }
 }
+
+/* gemm_rowaxpy_wg (GPUs): gemm_rowaxpy's product by work-groups of LX x KS work-items, each
+ * group on LX * VW consecutive columns: work-item (t, s) takes the VW columns at t * VW
+ * (neighbours read neighbouring vectors of a row: loads coalesce) in the rows k = s, s + KS, ...
+ * (KS rows of B in flight per column strip), with blocked sums as gemm_rowaxpy's (blocks of KB
+ * of its rows), and the KS sums of each column are added in local memory in the order of s.
+ * One work-item per strip down the whole of K, as on CPUs, left a GPU's memory system nearly
+ * idle. Global size (ceil(N / (LX * VW)) * LX, KS, batches), local (LX, KS, 1); N >= VW;
+ * local memory KS * MR * LX vectors. Built when KS is given (the host sizes KS so that the
+ * sums fit: a build for the other kernels must not hold them). Tunables: LX, KS (power of two
+ * or not), VW, KB.
+ */
+#ifdef KS
+#define ROWAXPY_UNROLL 4 /* rows loaded before their multiply-adds: loads in flight */
+
+__kernel __attribute__((reqd_work_group_size(LX, KS, 1)))
+void gemm_rowaxpy_wg(const int M, const int N, const int K, const int row0, BATCH_ARGS,
+                     __global const TA* A, const View va, const long lda, const long a_cs,
+                     __global const TB* B, const View vb, const long ldb, const long b_cs,
+                     EPI_ARGS) {
+  __local VT sums[KS][MR][LX];
+  const int t = get_local_id(0), s = get_local_id(1);
+  const int n0 = (int)(get_global_id(0) / LX) * (LX * VW) + t * VW;
+  const long b = batch0 + get_global_id(2);
+  __global const TA* pa = A + batch_offset(b, nbd, batch, va);
+  const int col = min(n0, N - VW); /* past N: the last whole vector, computed and not stored */
+  __global const TB* pb = B + batch_offset(b, nbd, batch, vb) + col;
+  VT acc[MR], part[MR];
+#pragma unroll
+  for (int i = 0; i < MR; ++i) acc[i] = (VT)0;
+  for (int k0 = 0; k0 < K; k0 += KB * KS) {
+#pragma unroll
+    for (int i = 0; i < MR; ++i) part[i] = (VT)0;
+    const int k1 = min(k0 + KB * KS, K);
+    int k = k0 + s;
+    for (; k + (ROWAXPY_UNROLL - 1) * KS < k1; k += ROWAXPY_UNROLL * KS) {
+      VT bv[ROWAXPY_UNROLL];
+#pragma unroll
+      for (int u = 0; u < ROWAXPY_UNROLL; ++u) bv[u] = LOADV(TB, pb + (long)(k + u * KS) * ldb);
+#pragma unroll
+      for (int u = 0; u < ROWAXPY_UNROLL; ++u)
+#pragma unroll
+        for (int i = 0; i < MR; ++i)
+          part[i] += LD(TA, pa, (long)i * lda + (long)(k + u * KS) * a_cs) * bv[u];
+    }
+    for (; k < k1; k += KS) {
+      const VT bv = LOADV(TB, pb + (long)k * ldb);
+#pragma unroll
+      for (int i = 0; i < MR; ++i) part[i] += LD(TA, pa, (long)i * lda + (long)k * a_cs) * bv;
+    }
+#pragma unroll
+    for (int i = 0; i < MR; ++i) acc[i] += part[i];
+  }
+#pragma unroll
+  for (int i = 0; i < MR; ++i) sums[s][i][t] = acc[i];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (s != 0 || n0 >= N) return;
+  const long oci = batch_offset(b, nbd, batch, vci);
+  const long oco = batch_offset(b, nbd, batch, vco);
+  const int skip = n0 - col; /* a clamped vector's lanes below n0 belong to another work-item */
+#pragma unroll
+  for (int i = 0; i < MR; ++i) {
+    LanesV u;
+    u.v = sums[0][i][t];
+    for (int r = 1; r < KS; ++r) u.v += sums[r][i][t];
+#pragma unroll
+    for (int e = 0; e < VW; ++e)
+      if (e >= skip && col + e < N) EPILOGUE(i, col + e, u.s[e])
+  }
+}
+#endif

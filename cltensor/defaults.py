@@ -21,6 +21,10 @@ CPU_SLABS = {"KC": 256, "BM": 8, "BN": 4, "SLAB_B_IN_PLACE": 1}
 # longer work-items on both CPU runtimes (docs/performance.md)
 CPU_TPI = 8
 XGEMM_TILE = 64  # xgemm's work-group tile (MWG = NWG) on a GPU with no entry
+# a linear layer's input gradient g @ W with at most this many rows runs gemm_rowaxpy_wg on
+# GPUs: bound by reading W once, where the small-problem family read it at a tenth of the
+# memory's bandwidth (docs/performance.md)
+GPU_ROWAXPY_MAX_M = 8
 XGEMM_KWG = 16
 LANES = (1, 2, 4, 8, 16)  # the vector widths the kernels accept
 
@@ -70,6 +74,8 @@ def gpu_gemm(desc, itemsize):
              "VWN": vw, "STRM": 1, "STRN": 1, "PADA": 0, "PADB": 0, "NBUF": nbuf}
     wpt = max(1, 32 // side)
     return {"family": "xgemm", "small": "tiled", "min_work": GPU_MIN_WORK, "min_dim": 16,
+            "rowaxpy_max_m": GPU_ROWAXPY_MAX_M,
+            "rowaxpy": {"VW": vw, "LX": min(32, desc.max_work_group), "KS": 8},
             "direct": {"TM": 8, "TN": 16, "VW": 8},
             "tiled": {"TSM": side * wpt, "TSN": side * wpt, "TSK": 16, "WPTM": wpt, "WPTN": wpt},
             "xgemm": [xgemm]}

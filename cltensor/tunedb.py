@@ -111,6 +111,7 @@ _DIRECT = _dict({"TM": _int(1, 64), "TN": _int(1, 256), "VW": _VW}, ("TM", "TN",
 _TILED = _dict({k: _int(1, 256) for k in ("TSM", "TSN", "TSK", "WPTM", "WPTN")},
                ("TSM", "TSN", "TSK", "WPTM", "WPTN"))
 _ROWDOT = _dict({"VW": _VW, "NB": _int(1, 64), "LX": _int(1, 1024)})
+_ROWAXPY = _dict({"VW": _VW, "LX": _int(1, 1024), "KS": _int(1, 1024), "KB": _int(1, _BIG)})
 _PACKED = _dict({"MR": _int(1, 64), "NR": _int(1, 256), "VW": _VW, "ORDER": _BIT,
                  "WALK_M_FROM_K": _int(0, _BIG), "B_IN_PLACE_MIN_N": _int(0, _BIG),
                  "B_IN_PLACE_MAX_K": _int(0, _BIG),
@@ -134,6 +135,7 @@ GEMM_ENTRY = _dict({
     "family": ("in", ("direct", "tiled", "packed", "xgemm")), "small": ("in", ("direct", "tiled")),
     "min_work": _int(0, _BIG), "min_dim": _int(0, _BIG), "min_m": _int(0, _BIG),
     "rowdot_max_m": _int(0, 1024), "rowdot_wg": _BIT, "rowaxpy_max_m": _int(0, 64),
+    "rowaxpy_wg": _BIT, "rowaxpy": _ROWAXPY,
     "split_cost_us": ("num", 0.0), "bandwidth_gbs": _RATE, "arch": ("str",),
     "threads_per_cu": _int(1, 65536), "compute_units": _int(1, 65536), "split_k": ("bool",),
     "direct": _DIRECT, "tiled": _TILED, "rowdot": _ROWDOT, "packed": _PACKED,

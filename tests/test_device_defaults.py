@@ -156,6 +156,7 @@ def _run_families(device, dtype, rng):
               (conv2d(t(x), t(w), stride=2, algo="s2d_winograd"), tconv(tx, tw, stride=2).numpy())]
     return convs + [
         (t(a) @ t(b), a @ b),
+        (t(a[:3]) @ t(b), a[:3] @ b),  # few rows: gemm_rowaxpy(_wg) where the entry asks
         (t(a).sum(1), a.sum(1)),
         (t(a).cumsum(1), a.cumsum(1)),
         (cltensor.softmax(t(a), 1), e / e.sum(1, keepdims=True)),
@@ -175,6 +176,8 @@ def test_each_family_builds_and_runs_within_the_described_limits(device, standin
     for dtype in dtypes_of(desc) if device.has_fp64 and desc.is_cpu else ["float32"]:
         results = _run_families(device, dtype, rng)
         _check_launches(launches, desc, device)
+        names = {kernel.function_name for kernel, _, _ in launches}
+        assert desc.is_cpu or "gemm_rowaxpy_wg" in names, names  # GPUs' few-row products
         tol = 1e-4 if dtype == "float32" else 1e-10
         for got, want in results:
             err = np.linalg.norm(got.numpy() - want) / np.linalg.norm(want)

@@ -11,19 +11,26 @@ from cltensor.testing import random_array
 from test_gemm import epilogue_args, poisoned, put, run_check
 
 
-def _entry(device, dtype):
-    return dict(gm.entry_for(device, dtype), rowdot_max_m=0, rowaxpy_max_m=8)
+def _entry(device, dtype, wg=0, **rowaxpy):
+    return dict(gm.entry_for(device, dtype), rowdot_max_m=0, rowaxpy_max_m=8, rowaxpy_wg=wg,
+                rowaxpy=rowaxpy)
 
 
+KERNELS = {0: "gemm_rowaxpy", 1: "gemm_rowaxpy_wg"}
+
+
+@pytest.mark.parametrize("wg,params", [(0, {}), (1, {}), (1, {"LX": 4, "KS": 3, "KB": 4})])
 @pytest.mark.parametrize("m", [1, 3, 8])
-def test_rowaxpy_input_gradients(device, rng, fp_dtypes, m):
-    """gemm_rowaxpy: N below, at and past a whole work-item's columns (clamped last vectors),
-    K past the sums' block, offset (unaligned) and aligned views, a batch, the whole epilogue;
-    poisoned outputs."""
+def test_rowaxpy_input_gradients(device, rng, fp_dtypes, m, wg, params):
+    """gemm_rowaxpy and gemm_rowaxpy_wg (the GPUs' form, here on every device, with its default
+    work-group and a small one of KS rows not a power of two, with several groups along N and
+    several blocks of the sums): N below, at and past a whole work-item's columns (clamped last
+    vectors), K past the sums' block and a few rows deep, offset (unaligned) and aligned views,
+    a batch, the whole epilogue; poisoned outputs."""
     cases = [(16, 7, {}), (37, 150, {"alpha": -0.5, "relu": True}), (160, 65, {"beta": 2.0}),
-             (1000, 33, {"row_bias": True, "col_bias": True})]
+             (1000, 33, {"row_bias": True, "col_bias": True}), (40, 2, {})]
     for dtype in fp_dtypes:
-        entry = _entry(device, dtype)
+        entry = _entry(device, dtype, wg, **params)
         for n, k, epi in cases:
             g, w = random_array(rng, (m, k), dtype), random_array(rng, (k, n + 1), dtype)
             kw, ref_kw = epilogue_args(device, rng, dtype, m, n, epi)
@@ -32,7 +39,7 @@ def test_rowaxpy_input_gradients(device, rng, fp_dtypes, m):
                 with cltensor.profile() as prof:
                     gm.gemm_into(put(device, g), put(device, w)[:, off:off + n], out,
                                  entry=entry, **kw)
-                assert {r["name"] for r in prof.records()} == {"gemm_rowaxpy"}
+                assert {r["name"] for r in prof.records()} == {KERNELS[wg]}
                 run_check(out, g, w[:, off:off + n], dtype, **ref_kw)
         g, w = random_array(rng, (2, m, 40), dtype), random_array(rng, (40, 48), dtype)
         out = poisoned(device, (2, m, 48), dtype)

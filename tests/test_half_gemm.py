@@ -36,8 +36,8 @@ def _poisoned(device, shape, name):
 
 # the portable families' kernels, and the NVIDIA plug-in's, which read 16-bit operands too
 GEMM_KERNELS = {"gemm_direct", "gemm_tiled", "gemm_packed", "pack_panels", "xgemm", "pad_copy",
-                "xgemm_reduce", "gemm_rowdot", "gemm_rowdot_wg", "gemm_rowaxpy", "gemm_slabs",
-                "nvmma_gemm", "nvwg_gemm", "pack_half_slices"}
+                "xgemm_reduce", "gemm_rowdot", "gemm_rowdot_wg", "gemm_rowaxpy", "gemm_rowaxpy_wg",
+                "gemm_slabs", "nvmma_gemm", "nvwg_gemm", "pack_half_slices"}
 
 
 def _in_place(fn, *args, **kwargs):
@@ -115,19 +115,21 @@ def _ref(a, b, dtype, alpha=1, c=None, beta=0, relu=False, row_bias=None, col_bi
     return (r.clamp(min=0) if relu else r).to(dtype)
 
 
-@pytest.mark.parametrize("kernel", ["gemm_rowdot", "gemm_rowdot_wg", "gemm_rowaxpy"])
+@pytest.mark.parametrize("kernel", ["gemm_rowdot", "gemm_rowdot_wg", "gemm_rowaxpy",
+                                    "gemm_rowaxpy_wg"])
 @pytest.mark.parametrize("name", HALF)
 def test_small_batch_kernels(device, rng, kernel, name):
-    """rowdot, rowdot_wg (x @ W^T) and rowaxpy (g @ W) with few rows: unaligned views, a K
-    tail, the whole epilogue in float32, stored rounded once."""
+    """rowdot, rowdot_wg (x @ W^T) and rowaxpy, rowaxpy_wg (g @ W) with few rows: unaligned
+    views, a K tail, the whole epilogue in float32, stored rounded once."""
     dtype = getattr(torch, name)
-    entry = dict(gm.entry_for(device, np.float32), rowdot_max_m=8 * (kernel != "gemm_rowaxpy"),
-                 rowaxpy_max_m=8 * (kernel == "gemm_rowaxpy"),
-                 rowdot_wg=int(kernel == "gemm_rowdot_wg"))
+    axpy = kernel.startswith("gemm_rowaxpy")
+    entry = dict(gm.entry_for(device, np.float32), rowdot_max_m=8 * (not axpy),
+                 rowaxpy_max_m=8 * axpy, rowdot_wg=int(kernel == "gemm_rowdot_wg"),
+                 rowaxpy_wg=int(kernel == "gemm_rowaxpy_wg"))
     m, n, k = 3, 37, 70
     (x, tx) = _pair(device, rng, (m, k + 1), name)
     a, ta = x[:, 1:], tx[:, 1:]
-    if kernel == "gemm_rowaxpy":  # B's columns contiguous
+    if axpy:  # B's columns contiguous
         (w, tw) = _pair(device, rng, (k, n + 1), name)
         b, tb = w[:, 1:], tw[:, 1:]
     else:  # B's rows contiguous (W^T)

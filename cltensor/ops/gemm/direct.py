@@ -90,18 +90,46 @@ def rowaxpy_applies(p, entry):
 
 
 def run_rowaxpy(p, entry, epi):
-    """gemm_rowaxpy: each work-item streams a strip of B's columns down K for all M rows."""
-    nv = max(1, ROWAXPY_COLUMNS // (ROWAXPY_VW * p.m))
-    defines = {**_operand_types(p), "MR": p.m, "NV": nv, "VW": ROWAXPY_VW}
-    if all(v % ROWAXPY_VW == 0 for v in (p.n, p.b.rs, p.b.t.offset, *p.b.bstrides)):
-        defines["ALIGNED"] = None
-    kernel = get_kernel(p.device, "gemm_rowdot.cl", "gemm_rowaxpy", defines)
+    """gemm_rowaxpy (CPUs: each work-item streams a strip of B's columns down K for all M rows)
+    or gemm_rowaxpy_wg (GPUs, or where the entry's rowaxpy_wg says so: a work-group of LX x KS
+    on LX strips, KS rows at a time)."""
     tail = operand_args(p.a) + operand_args(p.b) + epi
+    if entry.get("rowaxpy_wg", not p.device.is_cpu):
+        params = dict(ROWAXPY_WG, **entry.get("rowaxpy", {}))
+        vw, lx = params["VW"], min(params["LX"], p.device.max_work_group)
+        ks = rowaxpy_wg_rows(p.device, p.m, lx, vw, p.dtype.itemsize, params["KS"])
+        defines = {**_operand_types(p), "MR": p.m, "VW": vw, "LX": lx, "KS": ks,
+                   "KB": params["KB"], **_aligned(p, vw)}
+        kernel = get_kernel(p.device, "gemm_rowdot.cl", "gemm_rowaxpy_wg", defines)
+        launch_tiles(p, kernel, p.m, -(-p.n // (lx * vw)), (lx, ks, 1), p.k, tail)
+        return
+    nv = max(1, ROWAXPY_COLUMNS // (ROWAXPY_VW * p.m))
+    defines = {**_operand_types(p), "MR": p.m, "NV": nv, "VW": ROWAXPY_VW,
+               **_aligned(p, ROWAXPY_VW)}
+    kernel = get_kernel(p.device, "gemm_rowdot.cl", "gemm_rowaxpy", defines)
     launch_tiles(p, kernel, p.m, -(-p.n // (nv * ROWAXPY_VW * ROWDOT_LOCAL)),
                  (ROWDOT_LOCAL, 1, 1), p.k, tail)
 
 
+def _aligned(p, vw):
+    """gemm_rowaxpy's ALIGNED define where B's rows, offsets and N are whole vectors."""
+    aligned = all(v % vw == 0 for v in (p.n, p.b.rs, p.b.t.offset, *p.b.bstrides))
+    return {"ALIGNED": None} if aligned else {}
+
+
+def rowaxpy_wg_rows(device, m, lx, vw, itemsize, ks):
+    """gemm_rowaxpy_wg's KS: the entry's, halved until the work-group (lx * KS) and its sums in
+    local memory (KS * m * lx vectors) fit the device."""
+    while ks > 1 and (lx * ks > device.max_work_group or
+                      ks * m * lx * vw * itemsize > device.local_mem):
+        ks //= 2
+    return ks
+
+
 ROWAXPY_VW = 16  # gemm_rowaxpy's vector width
+# gemm_rowaxpy_wg's defaults (the entry's "rowaxpy" overrides them): 32 work-items of float4
+# read 512 bytes of a row; 8 rows at a time; blocks of 64 of a work-item's rows in the sums
+ROWAXPY_WG = {"VW": 4, "LX": 32, "KS": 8, "KB": 64}
 ROWAXPY_COLUMNS = 128  # columns per work-item times M: M * NV vector accumulators, 8 or fewer
 ROWDOT_ACCUMULATORS = 16  # vector accumulators (M * NB) per work-item: AVX-512 has 32 registers
 ROWDOT_LOCAL = 16  # NOTE: fixed, so that PoCL compiles the kernel once
