@@ -22,12 +22,12 @@ machine. On CPU devices each side is timed in its steady state, as in a training
 back-to-back products: it rests 0.3 s (OpenBLAS's threads spin about 0.1 s after a product and
 would take the cores from the other side), then runs untimed products for 10 ms, at least one
 (after the rest the runtimes' and OpenBLAS's workers sleep, and the first products pay their
-wake-up), then the timed one (cltensor's two on the same queue: profiling moves the device to a new one). A
-round in whose rests other processes took more than 0.04 CPU seconds is run again, at most
---reps times per case (the JSON's "redone"). Each side's time: cltensor's from the first
-kernel's start to the last kernel's end of one call (OpenCL profiling events: packing kernels
-included; "cl/ref") and by the wall clock to the end of its kernels (host time included;
-"wall"), PyTorch's from CUDA events around one call, numpy's by the wall clock. "cpu" compares
+wake-up), then the timed one (cltensor's two on the same queue: profiling moves the device to
+a new one). A round in whose rests other processes took more than 0.04 CPU seconds is run
+again, at most --reps times per case (the JSON's "redone"). Each side's time: cltensor's from
+the first kernel's start to the last kernel's end of one call (OpenCL profiling events:
+packing kernels included; "cl/ref") and by the wall clock to the end of its kernels (host
+time included; "wall"), PyTorch's from CUDA events around one call, numpy's by the wall clock. "cpu" compares
 the process CPU time each side took per product (reference / cltensor): on a CPU device shared
 with other work it moves far less than the wall clock does. For numpy to use both cores here,
 run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (see the JSON's "numpy_blas").

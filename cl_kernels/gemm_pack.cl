@@ -155,10 +155,12 @@ __kernel void pack_half_slices(const int rows, const int K, const int width, BAT
   const long q = get_global_id(0), b = batch0 + get_global_id(2);
   __global const ushort* x = src + batch_offset(b, nbd, batch, vs) + row * s_r + k * s_k;
   __global uint4* d = dst + b * d_bs / 4 + q;
+#ifdef __ENDIAN_LITTLE__ /* the lower k of each word is then its low half already */
   if (row < rows && s_k == 1 && k + 8 <= K && ALIGNED16(x)) {
-    *d = *(__global const uint4*)x; /* little-endian: the lower k is the low half already */
+    *d = *(__global const uint4*)x;
     return;
   }
+#endif
   uint h[8];
   for (int i = 0; i < 8; ++i) h[i] = row < rows && k + i < K ? x[i * s_k] : 0;
   *d = (uint4)(h[0] | h[1] << 16, h[2] | h[3] << 16, h[4] | h[5] << 16, h[6] | h[7] << 16);

@@ -65,3 +65,20 @@ def test_linear_input_gradient_family_on_pocl(device):
         g = cltensor.zeros((m, 512), device=device)
         assert _family(device, np.float32, g, w) == want, m
         assert _family(device, np.float32, g[:, :256], w.mT) == "rowdot", m
+
+
+def test_rowaxpy_wg_group_fits_the_device():
+    """gemm_rowaxpy_wg's work-group: KS halved, then LX, until the group and its sums in local
+    memory fit; the entry's sizes where they fit."""
+    from types import SimpleNamespace
+    from cltensor.ops.gemm.direct import rowaxpy_wg_group
+    gpu = SimpleNamespace(max_work_group=1024, local_mem=48 * 1024)
+    assert rowaxpy_wg_group(gpu, 8, 4, 4, 32, 8) == (32, 8)  # 32 KiB of sums
+    assert rowaxpy_wg_group(gpu, 8, 2, 8, 32, 8) == (32, 8)
+    assert rowaxpy_wg_group(gpu, 8, 4, 8, 32, 8) == (32, 4)  # float64 vectors: 64 KiB at 8
+    small = SimpleNamespace(max_work_group=64, local_mem=8 * 1024)
+    assert rowaxpy_wg_group(small, 4, 4, 4, 32, 8) == (32, 2)  # 64 work-items
+    assert rowaxpy_wg_group(small, 16, 4, 4, 32, 8) == (32, 1)  # 8 KiB of sums a row
+    assert rowaxpy_wg_group(SimpleNamespace(max_work_group=16, local_mem=8192), 1, 4, 4, 32,
+                            8) == (16, 1)
+    assert rowaxpy_wg_group(gpu, 64, 4, 8, 1024, 8) == (16, 1)

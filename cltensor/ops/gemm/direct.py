@@ -96,8 +96,9 @@ def run_rowaxpy(p, entry, epi):
     tail = operand_args(p.a) + operand_args(p.b) + epi
     if entry.get("rowaxpy_wg", not p.device.is_cpu):
         params = dict(ROWAXPY_WG, **entry.get("rowaxpy", {}))
-        vw, lx = params["VW"], min(params["LX"], p.device.max_work_group)
-        ks = rowaxpy_wg_rows(p.device, p.m, lx, vw, p.dtype.itemsize, params["KS"])
+        vw = params["VW"]
+        lx, ks = rowaxpy_wg_group(p.device, p.m, vw, p.dtype.itemsize, params["LX"],
+                                  params["KS"])
         defines = {**_operand_types(p), "MR": p.m, "VW": vw, "LX": lx, "KS": ks,
                    "KB": params["KB"], **_aligned(p, vw)}
         kernel = get_kernel(p.device, "gemm_rowdot.cl", "gemm_rowaxpy_wg", defines)
@@ -117,13 +118,16 @@ def _aligned(p, vw):
     return {"ALIGNED": None} if aligned else {}
 
 
-def rowaxpy_wg_rows(device, m, lx, vw, itemsize, ks):
-    """gemm_rowaxpy_wg's KS: the entry's, halved until the work-group (lx * KS) and its sums in
-    local memory (KS * m * lx vectors) fit the device."""
-    while ks > 1 and (lx * ks > device.max_work_group or
-                      ks * m * lx * vw * itemsize > device.local_mem):
+def rowaxpy_wg_group(device, m, vw, itemsize, lx, ks):
+    """gemm_rowaxpy_wg's (LX, KS): the entry's, KS halved (then LX) until the work-group
+    (LX * KS) and its sums in local memory (KS * m * LX vectors) fit the device."""
+    def fits():
+        return lx * ks <= device.max_work_group and ks * m * lx * vw * itemsize <= device.local_mem
+    while ks > 1 and not fits():
         ks //= 2
-    return ks
+    while lx > 1 and not fits():
+        lx //= 2
+    return lx, ks
 
 
 ROWAXPY_VW = 16  # gemm_rowaxpy's vector width
