@@ -75,7 +75,7 @@ def gpu_gemm(desc, itemsize):
     wpt = max(1, 32 // side)
     return {"family": "xgemm", "small": "tiled", "min_work": GPU_MIN_WORK, "min_dim": 16,
             "rowaxpy_max_m": GPU_ROWAXPY_MAX_M,
-            "rowaxpy": {"VW": vw, "LX": min(32, desc.max_work_group), "KS": 8},
+            "rowaxpy": {"VW": vw},  # LX and KS: ops/gemm/direct.py's, fitted to the device
             "direct": {"TM": 8, "TN": 16, "VW": 8},
             "tiled": {"TSM": side * wpt, "TSN": side * wpt, "TSK": 16, "WPTM": wpt, "WPTN": wpt},
             "xgemm": [xgemm]}
