@@ -426,25 +426,44 @@ _state = _ThreadState()
 class Recording(list):
     """record()'s launches, in order, with the Storages allocated in the block (fresh, as
     device.watching notes them) and whether the block did what a replay would not (foreign:
-    it enqueued a copy or fill itself, filled a cache, or wrote a storage it did not
-    allocate), once the block has ended; bumped: those storages it wrote (a caller that bumps
-    their versions itself after each replay may still replay the block: Replay.make's writes),
-    and whether it was foreign for another reason (own_foreign)."""
+    it enqueued a copy or fill itself, or wrote a storage it did not allocate), once the
+    block has ended; derived: the cached values it read (derive()); bumped: those storages
+    it wrote (a caller that bumps their versions itself after each replay may still replay
+    the block: Replay.make's writes), and whether it was foreign for another reason
+    (own_foreign)."""
 
     fresh = ()
     own_foreign = False
     bumped = ()
+    derived = ()  # derive(): (source Storage, (shape, strides, offset, dtype), key, make,
+    # value, index of the next launch)
 
     @property
     def foreign(self):
         return self.own_foreign or bool(self.bumped)
 
 
-def unreplayable():
-    """Mark the blocks being recorded (if any) as ones that a replay cannot repeat: they filled
-    a cache that outlives them (a weight transform), which a replay would not."""
-    if watching.fresh is not None:
-        watching.foreign = True
+def derive(w, key, make, value):
+    """Note in the block being recorded (if any) that `value` is make(w) cached for the view w
+    and key (conv's weight transforms, common.per_weight): a replay looks it up again for its
+    own weight rather than reading the recorded buffer (conv/plans.py)."""
+    recording = _state.recording
+    if recording is not None:
+        recording.derived.append((w.storage, (w.shape, w.strides, w.offset, w.dtype), key,
+                                  make, value, len(recording)))
+
+
+@contextlib.contextmanager
+def paused():
+    """Launches and allocations inside the block are not the recorded block's (a cache fill
+    that a replay repeats by itself, derive())."""
+    w = watching
+    saved = (_state.recording, w.fresh, w.fresh_ids, w.bumped, w.foreign, w.launches)
+    _state.recording = w.fresh = w.fresh_ids = w.bumped = w.launches = None
+    try:
+        yield
+    finally:
+        _state.recording, w.fresh, w.fresh_ids, w.bumped, w.foreign, w.launches = saved
 
 
 @contextlib.contextmanager
@@ -457,6 +476,7 @@ def record():
     w = watching
     outer, saved = _state.recording, (w.fresh, w.fresh_ids, w.bumped, w.foreign, w.launches)
     out = _state.recording = w.launches = Recording()
+    out.derived = []
     w.fresh, w.fresh_ids, w.bumped, w.foreign = [], set(), [], False
     try:
         yield out
@@ -466,6 +486,7 @@ def record():
         if outer is not None:
             base = len(outer)
             outer.extend(out)
+            outer.derived.extend(d[:5] + (d[5] + base,) for d in out.derived)
             saved[0].extend((s, b, n, at + base) for s, b, n, at in w.fresh)
             saved[1].update(w.fresh_ids)
             saved[2].extend(s for s in w.bumped if id(s) not in saved[1])
@@ -507,28 +528,39 @@ class Replay:
         self.own = None  # _direct_steps: Kernel objects of its own, made on the first replay
 
     @classmethod
-    def make(cls, launches, roles, outputs=(), writes=()):
+    def make(cls, launches, roles, outputs=(), writes=(), since=None):
         """A Replay of record()'s launches, each buffer argument replaced by its role in
         `roles` ({role: buffer}, roles not tuples) or, for a buffer allocated inside the block,
         by a scratch role; None when an argument is another buffer (a cache of its own, which
         a replay could not know), one buffer plays two roles, or the block was foreign
         (Recording) other than by writing Storages of `writes` (the caller's, whose versions
         it bumps after each replay as the block did). `outputs`: Storages the block made for
-        its caller, whose scratch indexes the Replay's outputs give."""
+        its caller, whose scratch indexes the Replay's outputs give. `since`: {role: index of
+        the launch from which its buffer plays it} for buffers made during the block outside
+        its recording (derive()), whose buffer object a scratch that died earlier may have
+        had."""
         by_id = {id(buf): role for role, buf in roles.items()}
         if len(by_id) != len(roles) or not _replayable(launches, writes):
             return None
+        late = sorted(((at, id(roles[role]), role) for role, at in (since or {}).items()),
+                      key=lambda e: e[0], reverse=True)
+        for _, buf_id, _ in late:
+            del by_id[buf_id]
         callers, scratch, index = set(by_id), [], {}
         fresh = list(getattr(launches, "fresh", ()))[::-1]
 
         def allocated(upto):
-            """Give the buffers allocated before launch `upto` their scratch roles."""
+            """Give the buffers allocated before launch `upto` their scratch roles, and the
+            late roles theirs."""
             while fresh and fresh[-1][3] <= upto:
                 storage_id, buf_id, nbytes, _ = fresh.pop()
                 if buf_id not in callers:  # NOTE: else a caller's buffer the block made
                     by_id[buf_id] = ("scratch", len(scratch))
                     index[storage_id] = len(scratch)
                     scratch.append(nbytes)
+            while late and late[-1][0] <= upto:
+                _, buf_id, role = late.pop()
+                by_id[buf_id] = role
         out = []
         for j, (kernel, gsize, lsize, args) in enumerate(launches):
             allocated(j)

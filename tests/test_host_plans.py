@@ -425,18 +425,43 @@ def test_backward_products_skip_matmul_dispatch(device, rng, monkeypatch):
     check(W.grad.numpy(), g.T @ x + 2 * g.T @ (g @ w))
 
 
-def test_weight_transforms_are_not_replayed(device, rng):
-    """A pass that reads a per-weight transform (Winograd's filters) is not replayed, so an
-    in-place update of the weight between calls gives the new weight's result."""
-    plans._plans.clear()
-    x, w = rng.standard_normal((1, 16, 6, 6)), rng.standard_normal((16, 16, 3, 3))
-    X, W = put(device, x.astype(np.float32)), put(device, w.astype(np.float32))
-    for step in range(3):
+@pytest.mark.parametrize("algo, k, stride", [("winograd", 3, 1), ("winograd_4x4", 3, 1),
+                                              ("implicit_gemm", 3, 1), ("implicit_gemm", 5, 2),
+                                              ("s2d_winograd", 5, 2)])
+def test_weight_transforms_replayed_for_the_current_weight(device, rng, conv_decided, algo, k,
+                                                           stride):
+    """A pass that reads a per-weight transform (Winograd's filters, implicit GEMM's packed
+    panels, s2d's folded weight and its filters) replays: each replay looks the transform up
+    for its own weight, made again after an in-place update, so forward and backward follow
+    the updated weight (new buffers NaN-poisoned, against float64)."""
+    x = rng.standard_normal((2, 4, 9, 8))
+    w, b = rng.standard_normal((5, 4, k, k)), rng.standard_normal(5)
+    X = put(device, x.astype(np.float32)).requires_grad_()
+    W, B = (put(device, a.astype(np.float32)).requires_grad_() for a in (w, b))
+    for step in range(4):
+        X.grad = W.grad = B.grad = None
+        before = len(conv_decided)
+        out = conv2d(X, W, B, stride=stride, padding=1, algo=algo)
+        g = np.cos(np.arange(out.numel())).reshape(out.shape)
+        out.backward(put(device, g.astype(np.float32)))
+        want, wgx, wgw = ref_conv(x, w + step, b, stride, 1, grad=g)
+        for got, ref in ((out, want), (X.grad, wgx), (W.grad, wgw), (B.grad, g.sum((0, 2, 3)))):
+            check(got.numpy(), ref, 1e-4)
+        assert conv_decided[before:] == ([] if step else ["forward", "backward"])
         with ct.no_grad():
-            got = conv2d(X, W, padding=1, algo="winograd").numpy()
             W.add_(1.0)
-        assert rel_error(got, ref_conv(x, w + step, padding=1)) < 1e-4
-    assert [v[1] for v in plans._plans.values()] == [None]
+
+
+def test_transform_of_another_tensor_is_not_replayed(device, rng):
+    """A recorded block that reads a weight transform of a tensor outside the pass's own cannot
+    be replayed (its replay could not look the transform up)."""
+    x, w = (put(device, rng.standard_normal(n).astype(np.float32)) for n in (8, 8))
+    with program.record() as launches:
+        packed = common.per_weight(w, ("test",), lambda w: w * 2.0)
+        out = x + packed
+    assert plans._Plan.make(launches, [x.storage.buf], [out], [x], [x.storage.version]) is None
+    assert plans._Plan.make(launches, [x.storage.buf, w.storage.buf], [out], [x, w],
+                            [x.storage.version, w.storage.version]) is not None
 
 
 def test_recordings_nest(device, rng):

@@ -60,19 +60,22 @@ def get_kernel(device, filename, name, defines, headers=()):
 
 
 def per_weight(w, key, make):
-    """make(), remembered for the weight view w and `key` while w's storage version is
+    """make(w), remembered for the weight view w and `key` while w's storage version is
     unchanged: an optimizer's in-place update (or any in-place write) makes it again. For
-    weight transforms (Winograd's filters, implicit GEMM's packed panels)."""
+    weight transforms (Winograd's filters, implicit GEMM's packed panels). make takes the
+    view alone (a replayed pass calls it for its own weight: conv/plans.py)."""
     full = (w.offset, w.shape, w.strides, w.dtype, *key)
-    program.unreplayable()  # NOTE: a replay would not see the cache (conv/plans.py)
     if capturing.graph is not None:
-        return _captured(capturing.graph, w.storage, full, make)
+        return _captured(capturing.graph, w, full, make)
     per_storage = _per_weight.setdefault(w.storage, {})
     hit = per_storage.get(full)
     if hit is not None and hit[0] == w.storage.version:
-        return hit[1]
-    value = make()
-    per_storage[full] = (w.storage.version, value)
+        value = hit[1]
+    else:
+        with program.paused():  # NOTE: not part of a recorded pass, whose replay asks again
+            value = make(w)
+        per_storage[full] = (w.storage.version, value)
+    program.derive(w, key, make, value)
     return value
 
 
@@ -110,10 +113,11 @@ class _Transform:
                                                               self.value)
 
 
-def _captured(graph, storage, full, make):
+def _captured(graph, w, full, make):
     """per_weight inside a graph capture, launching what eager code would: nothing for a
     transform made earlier in the capture at this version; else make() as a conditional
     block, which writes the cached value's buffer where the cache holds the transform now."""
+    storage = w.storage
     memo = graph.memo.setdefault("per_weight", {})
     done = memo.get((id(storage), full))
     if done is not None and done.ref() is storage and done.seen == storage.version:
@@ -123,7 +127,7 @@ def _captured(graph, storage, full, make):
     source = next((c for c in memo.values() if c.value.storage is storage), None)
     condition = _Transform(storage, full, graph, source)
     with graph.conditional(condition) as block:
-        value = make()
+        value = make(w)
     assert isinstance(value, ClTensor), f"per_weight: a transform is a tensor, got {value!r}"
     if cached is not None and _same_layout(value, cached):
         graph.retarget(block, value.storage.buf, cached.storage.buf)

@@ -150,7 +150,7 @@ def pack_weight(w, geo, pw, kp, flip, taps_outer=False):
     """The weight in panels of pw channels over kp (>= K) rows, per group; rows ordered
     (kh, kw, c) when taps_outer, else (c, kh, kw). Made once per weight version."""
     key = ("implicit", geo.g, geo.cog, geo.cg, pw, kp, flip, taps_outer)
-    return common.per_weight(w, key, lambda: _pack(w, geo, pw, kp, flip, taps_outer))
+    return common.per_weight(w, key, lambda w: _pack(w, geo, pw, kp, flip, taps_outer))
 
 
 def _pack(w, geo, pw, kp, flip, taps_outer):

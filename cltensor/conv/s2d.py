@@ -100,7 +100,7 @@ def _from_depth(gxs, p, x):
 
 def _weight_to_depth(w, p):
     """ws (Co, C*s*s, k, k) of w, made once per weight version."""
-    def make():
+    def make(w):
         side = kernel_side(p) * p.sh
         padded = common.empty((p.co, p.c, side, side), w).zero_()
         padded[:, :, :p.kh, :p.kw] = w

@@ -238,7 +238,7 @@ class Winograd:
         out as the device's GEMM family reads it in place (outputs_contiguous)."""
         o_fast = outputs_contiguous(w.device, p.dtype)
         return common.per_weight(w, ("winograd", self.m, p.groups, flip, o_fast),
-                                 lambda: self._transform(w, p, flip, o_fast))
+                                 lambda w: self._transform(w, p, flip, o_fast))
 
     def _transform(self, w, p, flip, o_fast):
         cout, cin = (p.cg, p.cog) if flip else (p.cog, p.cg)
