@@ -28,7 +28,7 @@ from pathlib import Path
 from .. import backends, caches, tunedb
 from .. import dtypes as dt
 from ..diskfiles import private_dirs, read_json, update_json, warn_once
-from ..program import cache_root, device_key
+from ..program import cache_root, device_key, remember
 from . import common, gemm1x1, im2col, implicit, precision, s2d, winograd
 
 ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit, "winograd": winograd.F2,
@@ -44,6 +44,8 @@ _chosen = caches.register("conv.dispatch.chosen", {})
 _times = caches.register("conv.dispatch.times", {})
 # device index -> the cache file's dict
 _disk = caches.register("conv.dispatch.disk", {})
+# id of the plug-ins' {name: algorithm} for a device -> (it, algorithms()'s dict)
+_merged = caches.register("conv.dispatch.merged", {})
 # (device, params, pass, precision) -> portable_rule's choice
 _ruled = caches.register("conv.dispatch.ruled", {})
 # (device, params, pass, precision) -> the tuner's choice in the file, or None
@@ -102,9 +104,15 @@ def algorithm_owner(name):
     return None
 
 def algorithms(device=None):
-    """{name: algorithm} on a device: the portable ones, then the plug-ins' that serve it."""
+    """{name: algorithm} on a device: the portable ones, then the plug-ins' that serve it
+    (not to be changed: it is shared)."""
     extra = _offered(device) if device is not None else {}
-    return {**ALGORITHMS, **extra} if extra else ALGORITHMS
+    if not extra:
+        return ALGORITHMS
+    hit = _merged.get(id(extra))
+    if hit is None or hit[0] is not extra:  # NOTE: every pass of every convolution asks
+        hit = remember(_merged, id(extra), (extra, {**ALGORITHMS, **extra}))
+    return hit[1]
 
 
 def algorithm(name, device=None):
