@@ -464,6 +464,31 @@ def test_transform_of_another_tensor_is_not_replayed(device, rng):
                             [x.storage.version, w.storage.version]) is not None
 
 
+def test_late_role_on_a_dead_scratch_buffer(device, rng):
+    """A buffer made during a block outside its recording (a weight transform, derive()) may be
+    the buffer object a scratch that died earlier in the block had: launches before it joined
+    use the scratch role, the later ones its own (Replay.make's since); the replay writes
+    fresh scratch, not the caller's buffer."""
+    x = put(device, rng.standard_normal(8).astype(np.float32))
+    with program.record() as launches:
+        s = x + 1.0
+        y = s * 2.0
+        buf = s.storage.buf  # NOTE: held, so the derived value below gets this very object
+        del s
+        late = Storage.__new__(Storage)
+        late.device, late.nbytes, late.buf, late._version, late.counted = device, 32, buf, 0, False
+        z = y + ct.ClTensor(late, (8,), (1,), 0, ct.float32)
+    first = len(launches) - 1
+    replay = program.Replay.make(launches, {"x": x.storage.buf, "d": buf}, [z.storage],
+                                 since={"d": first})
+    assert replay is not None and len(replay.scratch) == 3
+    x2, d2 = (rng.standard_normal(8).astype(np.float32) for _ in range(2))
+    X2, D2 = put(device, x2), put(device, d2)
+    storage, = replay(device, {"x": X2.storage.buf, "d": D2.storage.buf}, keep=replay.outputs)
+    check(ct.ClTensor(storage, (8,), (1,), 0, ct.float32).numpy(), 2 * (x2 + 1.0) + d2)
+    np.testing.assert_array_equal(D2.numpy(), d2)
+
+
 def test_recordings_nest(device, rng):
     """An inner record() block's launches and allocations are the outer block's too."""
     t = put(device, rng.standard_normal(8).astype(np.float32))
