@@ -425,15 +425,19 @@ def test_backward_products_skip_matmul_dispatch(device, rng, monkeypatch):
     check(W.grad.numpy(), g.T @ x + 2 * g.T @ (g @ w))
 
 
-@pytest.mark.parametrize("algo, k, stride", [("winograd", 3, 1), ("winograd_4x4", 3, 1),
-                                              ("implicit_gemm", 3, 1), ("implicit_gemm", 5, 2),
-                                              ("s2d_winograd", 5, 2)])
-def test_weight_transforms_replayed_for_the_current_weight(device, rng, conv_decided, algo, k,
-                                                           stride):
+@pytest.mark.parametrize("algo, k, stride, style", [
+    ("winograd", 3, 1, None), ("winograd_4x4", 3, 1, None), ("implicit_gemm", 3, 1, None),
+    ("implicit_gemm", 5, 2, None), ("implicit_gemm", 3, 1, "gpu"), ("implicit_gemm", 5, 2, "gpu"),
+    ("s2d_winograd", 5, 2, None)])
+def test_weight_transforms_replayed_for_the_current_weight(device, rng, conv_decided,
+                                                           monkeypatch, algo, k, stride, style):
     """A pass that reads a per-weight transform (Winograd's filters, implicit GEMM's packed
-    panels, s2d's folded weight and its filters) replays: each replay looks the transform up
-    for its own weight, made again after an in-place update, so forward and backward follow
-    the updated weight (new buffers NaN-poisoned, against float64)."""
+    panels, on the CPU kernels and the GPU ones, s2d's folded weight and its filters) replays:
+    each replay looks the transform up for its own weight, made again after an in-place
+    update, so forward and backward follow the updated weight (new buffers NaN-poisoned,
+    against float64)."""
+    from cltensor.conv import implicit
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", style)
     x = rng.standard_normal((2, 4, 9, 8))
     w, b = rng.standard_normal((5, 4, k, k)), rng.standard_normal(5)
     X = put(device, x.astype(np.float32)).requires_grad_()
