@@ -15,12 +15,12 @@ weight transforms) or by a plug-in's algorithm (its Python may do more than its 
 show).
 """
 from .. import backends, caches, program
-from . import common
 from ..device import capturing
 from ..ops import gemm
 from ..ops.gemm.engine import tensor_layouts
 from ..program import Replay, remember
 from ..tensor import ClTensor
+from . import common
 
 # key -> (GEMM tuning entry, _Plan or None: the pass cannot be replayed)
 _plans = caches.register("conv.plans", {})
