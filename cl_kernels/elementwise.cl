@@ -43,6 +43,8 @@
 #define OP_copy(a, b, c, d) (a)
 #define OP_neg(a, b, c, d) (-(a))
 #define OP_add(a, b, c, d) ((a) + (b))
+#define OP_sum3(a, b, c, d) (((a) + (b)) + (c))
+#define OP_sum4(a, b, c, d) ((((a) + (b)) + (c)) + (d))
 #define OP_sub(a, b, c, d) ((a) - (b))
 #define OP_rsub(a, b, c, d) ((b) - (a))
 #define OP_mul(a, b, c, d) ((a) * (b))

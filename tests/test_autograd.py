@@ -519,3 +519,61 @@ def test_norm_gradients_at_zero_entries_match_torch(device, f64):
     a = f64(x).requires_grad_()
     a.norm(0, 1).sum().backward()
     assert a.grad is None
+
+
+@pytest.fixture
+def poisoned_new(monkeypatch):
+    """Every new tensor starts as all-ones bytes (NaN for floats), so unwritten elements show."""
+    import pyopencl as cl
+    from cltensor.tensor import ClTensor
+    empty_on = ClTensor.empty_on.__func__
+
+    def poisoned(cls, shape, dtype, device, *args, **kwargs):
+        t = empty_on(cls, shape, dtype, device, *args, **kwargs)
+        if t.storage.nbytes:
+            cl.enqueue_fill_buffer(device.queue, t.storage.buf, np.uint8(0xFF), 0, t.storage.nbytes)
+        return t
+    monkeypatch.setattr(ClTensor, "empty_on", classmethod(poisoned))
+
+
+@pytest.mark.parametrize("k", [2, 3, 4, 5, 8])
+def test_sum_of_adds_in_order(device, rng, f64, poisoned_new, k):
+    """sum_of (few launches for many operands) gives ((t0 + t1) + t2) + ... bit for bit,
+    contiguous, strided and broadcast views alike."""
+    from cltensor.ops.elementwise import sum_of
+    dtype = np.float64 if f64 else np.float32
+    arrays = [rng.standard_normal((6, 129)) * 10.0 ** rng.integers(-3, 4) for _ in range(k)]
+    ts = [ct.from_numpy(a.astype(dtype), device=device) for a in arrays]
+    ts[1] = ct.from_numpy(arrays[1].T.astype(dtype), device=device).t()
+    ts[-1] = ct.from_numpy(arrays[-1][:1].astype(dtype), device=device).expand(6, 129)
+    want = ts[0]
+    for t in ts[1:]:
+        want = want + t
+    np.testing.assert_array_equal(sum_of(ts).numpy(), want.numpy())
+
+
+def test_gradients_of_many_uses_summed_in_few_launches(device, rng, poisoned_new, monkeypatch):
+    """A tensor used six times (X * X twice) gets one gradient, their sum (float64 reference,
+    and bit for bit the sum added one by one), from two launches rather than five; under
+    create_graph the sum is recorded and differentiable."""
+    from cltensor.autograd import engine
+    x = rng.standard_normal(40)
+    X = ct.from_numpy(x.astype(np.float32), device=device).requires_grad_()
+    grads, launches = [], []
+    for fused in (engine._FUSED_SUM_DTYPES, ()):
+        monkeypatch.setattr(engine, "_FUSED_SUM_DTYPES", fused)
+        X.grad = None
+        y = (X * 2.0 + X.exp() + X.sin() + X * X + X.tanh()).sum()
+        with ct.profile() as prof:
+            y.backward()
+        grads.append(X.grad.numpy())
+        launches.append(len(prof.records()))
+    want = 2 + np.exp(x) + np.cos(x) + 2 * x + 1 / np.cosh(x) ** 2
+    assert_close(grads[0], want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(grads[0], grads[1])
+    assert launches[0] == launches[1] - 3, launches
+    monkeypatch.undo()
+    X.grad = None
+    (g,) = ct.autograd.grad((X * X + X * 3.0 + X.sin()).sum(), X, create_graph=True)
+    (gg,) = ct.autograd.grad(g.sum(), X)
+    assert_close(gg.numpy(), 2.0 - np.sin(x), rtol=1e-5, atol=1e-5)

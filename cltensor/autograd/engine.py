@@ -13,7 +13,9 @@ import sys
 import threading
 import weakref
 
+from .. import dtypes as dt
 from ..creation import ones_like
+from ..ops.elementwise import sum_of
 from ..tensor import ClTensor
 
 _state = threading.local()
@@ -341,6 +343,8 @@ def run_backward(tensors, grads, retain_graph=False, inputs=None):
         gs = pending.pop(id(node), None)
         if gs is None:
             continue
+        if any(g.__class__ is _Sum for g in gs):
+            gs = [_total(g) if g.__class__ is _Sum else g for g in gs]
         if node.tensor_hooks:
             gs = _hooked(node.tensor_hooks, gs)
         if wanted is not None and id(node) in wanted:
@@ -387,10 +391,37 @@ def _output_index(t):
     return t._output_nr if t.grad_fn is not None else 0
 
 
+class _Sum(list):
+    """The gradients that reached one output of a node, in order, until the node runs."""
+
+
 def _add_grad(pending, edge, g):
     node, idx = edge
     slots = pending.setdefault(id(node), [None] * node.n_outputs)
-    slots[idx] = g if slots[idx] is None else slots[idx] + g
+    held = slots[idx]
+    if held is None:
+        slots[idx] = g
+    elif held.__class__ is _Sum:
+        held.append(g)
+    else:
+        slots[idx] = _Sum((held, g))
+
+
+# the gradients' dtypes summed in one launch: their sums run in their own type, so each
+# addition rounds as it would alone (16-bit ones sum in float32)
+_FUSED_SUM_DTYPES = (dt.float32, dt.float64)
+
+
+def _total(parts):
+    """The sum of a node output's gradients in the order they came: in few launches (a
+    tensor used by several ops, an inception module's input) where nothing records it and
+    they agree in shape, dtype and device, else one addition each."""
+    first = parts[0]
+    if (not is_grad_enabled() and first.dtype in _FUSED_SUM_DTYPES and
+            all(p.__class__ is ClTensor and p.shape == first.shape and p.dtype is first.dtype
+                and p.device is first.device for p in parts)):
+        return sum_of(parts)
+    return functools.reduce(lambda a, b: a + b, parts)
 
 
 def backward(tensor, gradient=None, retain_graph=None, create_graph=False, inputs=None):

@@ -406,6 +406,18 @@ def ternary(name, operands, rt, out=None):
     return _finish(f"OP_{name}", list(operands), rt, rt, out, name)
 
 
+def sum_of(tensors):
+    """((t0 + t1) + t2) + ... of tensors of one shape, dtype and device, in one launch per up
+    to four operands (each launch's result the next one's first): the sums and their order of
+    adding them one by one."""
+    total, rest = tensors[0], list(tensors[1:])
+    while rest:
+        ops, rest = [total, *rest[:3]], rest[3:]
+        name = "add" if len(ops) == 2 else f"sum{len(ops)}"
+        total = _finish(f"OP_{name}", ops, total.dtype, total.dtype, None, "add")
+    return total
+
+
 def copy(src, out):
     """out[...] = src, converting in src's type (so a float becomes a bool by != 0)."""
     return launch_elementwise("OP_copy", [src], out, src.dtype)
