@@ -100,6 +100,23 @@ def _fresh_winograd_plans():
 
 
 @pytest.fixture
+def poisoned_bytes(monkeypatch):
+    """Every new tensor's buffer filled with 0xff bytes (NaN for floats), so an element left
+    unwritten shows."""
+    import pyopencl as cl
+    from cltensor.tensor import ClTensor
+    empty_on = ClTensor.empty_on.__func__
+
+    def poisoned_empty(cls, shape, dtype, device, *args, **kwargs):
+        t = empty_on(cls, shape, dtype, device, *args, **kwargs)
+        if t.storage.nbytes:
+            cl.enqueue_fill_buffer(device.queue, t.storage.buf, np.uint8(0xFF), 0,
+                                   t.storage.nbytes)
+        return t
+    monkeypatch.setattr(ClTensor, "empty_on", classmethod(poisoned_empty))
+
+
+@pytest.fixture
 def fp_dtypes(device):
     """The floating dtypes the device supports."""
     return [cltensor.float32] + ([cltensor.float64] if device.has_fp64 else [])

@@ -521,23 +521,8 @@ def test_norm_gradients_at_zero_entries_match_torch(device, f64):
     assert a.grad is None
 
 
-@pytest.fixture
-def poisoned_new(monkeypatch):
-    """Every new tensor starts as all-ones bytes (NaN for floats), so unwritten elements show."""
-    import pyopencl as cl
-    from cltensor.tensor import ClTensor
-    empty_on = ClTensor.empty_on.__func__
-
-    def poisoned(cls, shape, dtype, device, *args, **kwargs):
-        t = empty_on(cls, shape, dtype, device, *args, **kwargs)
-        if t.storage.nbytes:
-            cl.enqueue_fill_buffer(device.queue, t.storage.buf, np.uint8(0xFF), 0, t.storage.nbytes)
-        return t
-    monkeypatch.setattr(ClTensor, "empty_on", classmethod(poisoned))
-
-
 @pytest.mark.parametrize("k", [2, 3, 4, 5, 8])
-def test_sum_of_adds_in_order(device, rng, f64, poisoned_new, k):
+def test_sum_of_adds_in_order(device, rng, f64, poisoned_bytes, k):
     """sum_of (few launches for many operands) gives ((t0 + t1) + t2) + ... bit for bit,
     contiguous, strided and broadcast views alike."""
     from cltensor.ops.elementwise import sum_of
@@ -552,7 +537,7 @@ def test_sum_of_adds_in_order(device, rng, f64, poisoned_new, k):
     np.testing.assert_array_equal(sum_of(ts).numpy(), want.numpy())
 
 
-def test_gradients_of_many_uses_summed_in_few_launches(device, rng, poisoned_new, monkeypatch):
+def test_gradients_of_many_uses_summed_in_few_launches(device, rng, poisoned_bytes, monkeypatch):
     """A tensor used six times (X * X twice) gets one gradient, their sum (float64 reference,
     and bit for bit the sum added one by one), from two launches rather than five; under
     create_graph the sum is recorded and differentiable."""
