@@ -27,10 +27,11 @@ a new one). A round in whose rests other processes took more than 0.04 CPU secon
 again, at most --reps times per case (the JSON's "redone"). Each side's time: cltensor's from
 the first kernel's start to the last kernel's end of one call (OpenCL profiling events:
 packing kernels included; "cl/ref") and by the wall clock to the end of its kernels (host
-time included; "wall"), PyTorch's from CUDA events around one call, numpy's by the wall clock. "cpu" compares
-the process CPU time each side took per product (reference / cltensor): on a CPU device shared
-with other work it moves far less than the wall clock does. For numpy to use both cores here,
-run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE unset (see the JSON's "numpy_blas").
+time included; "wall"), PyTorch's from CUDA events around one call, numpy's by the wall
+clock. "cpu" compares the process CPU time each side took per product (reference /
+cltensor): on a CPU device shared with other work it moves far less than the wall clock
+does. For numpy to use both cores here, run with OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE
+unset (see the JSON's "numpy_blas").
 The family "slabs" is the packed family's deep products in K slabs (gemm_cpu.cl's gemm_slabs).
 Each row's JSON also splits one call's kernel time among its launches (packs, the product,
 split-K sums: "kernels_ms", means over KERNEL_CALLS profiled calls); --kernels prints it.
