@@ -33,6 +33,13 @@
  *                     k3 = -k2 mean - k1 sum g / M.
  *   bn_apply          one work-item per element: y = a[c] x + b[c], or when grad is set
  *                     gx = k1[c] g + k2[c] x + k3[c].
+ * A convolution's fused ReLU taken back, with its bias gradient, per channel c over its M = N * S
+ * elements (conv/function.py, where no algorithm folds the bias gradient in):
+ *   relu_bias_grad    gm = y <= 0 ? 0 : g (torch's ReLU backward: a NaN y passes g) written, and
+ *                     gb[c] = sum of channel c's gm (compensated), in one pass: one work-group of
+ *                     LANES work-items per channel, lane l taking k = l, l + LANES, ...
+ *   relu_bias_grad_vec16  (CPUs, VEC16, T float) one work-item per channel, rows of g, y and gm
+ *                     walked 16 elements at a time where all three are contiguous
  * Build options (after compensated.cl, whose ksum the batch-norm sums take):
  *   T            data and accumulation type (float or double)
  *   DATA_T       batch norm's and LRN's x, g and output storage type (default T; half or bf16 with T
@@ -129,6 +136,27 @@ __kernel void lrn_bwd(const long N, const long C, const long S, const int c_last
 
 /* ---- batch norm ------------------------------------------------------------------------------ */
 
+/* (n, s) of element k + LANES from element k's (dn, ds: LANES / S and LANES % S): no division
+ * per element */
+inline void next_element(long* n, long* s, const long dn, const long ds, const long S) {
+  *n += dn;
+  *s += ds;
+  if (*s >= S) {
+    *s -= S;
+    ++*n;
+  }
+}
+
+#if LANES > 1
+/* b[0] = the sum of b[0 .. LANES - 1], b[l] written by lane l; every lane calls it */
+inline void tree_sum(__local T* b, const int l) {
+  for (int h = LANES / 2; h > 0; h >>= 1) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (l < h) b[l] += b[l + h];
+  }
+}
+#endif
+
 __kernel void bn_reduce(const long N, const long S, const long chunk, const int grad,
                         __global const DATA_T* x, const View3 vx, __global const DATA_T* g,
                         const View3 vg, __global const T* mean, __global T* part) {
@@ -150,12 +178,7 @@ __kernel void bn_reduce(const long N, const long S, const long chunk, const int 
     const T e = grad ? LD(DATA_T, g, at(vg, n, c, s)) : d;  /* g, or d itself for the statistics */
     ksum(&s1, &c1, e);
     ksum(&s2, &c2, e * d);
-    n += dn;
-    s += ds;
-    if (s >= S) {
-      s -= S;
-      ++n;
-    }
+    next_element(&n, &s, dn, ds, S);
   }
   s1 += c1;
   s2 += c2;
@@ -163,19 +186,44 @@ __kernel void bn_reduce(const long N, const long S, const long chunk, const int 
   __local T b1[LANES], b2[LANES];
   b1[l] = s1;
   b2[l] = s2;
-  for (int h = LANES / 2; h > 0; h >>= 1) {
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (l < h) {
-      b1[l] += b1[l + h];
-      b2[l] += b2[l + h];
-    }
-  }
+  tree_sum(b1, l);
+  tree_sum(b2, l);
   if (l != 0) return;
   s1 = b1[0];
   s2 = b2[0];
 #endif
   part[(c * P + p) * 2] = s1;
   part[(c * P + p) * 2 + 1] = s2;
+}
+
+/* T only (float or double): 16-bit data takes relu_backward and a sum */
+__kernel void relu_bias_grad(const long N, const long S, __global const T* g, const View3 vg,
+                             __global const T* y, const View3 vy, __global T* gm,
+                             const View3 vm, __global T* gb) {
+  const long c = get_global_id(1), M = N * S;
+#if LANES > 1
+  const int l = get_local_id(0);
+#else
+  const int l = 0;
+#endif
+  T s1 = 0, c1 = 0;
+  const long dn = LANES / S, ds = LANES % S;
+  long n = l / S, s = l % S;
+  for (long k = l; k < M; k += LANES) {
+    const T e = y[at(vy, n, c, s)] <= 0 ? (T)0 : g[at(vg, n, c, s)];
+    gm[at(vm, n, c, s)] = e;
+    ksum(&s1, &c1, e);
+    next_element(&n, &s, dn, ds, S);
+  }
+  s1 += c1;
+#if LANES > 1
+  __local T b1[LANES];
+  b1[l] = s1;
+  tree_sum(b1, l);
+  if (l != 0) return;
+  s1 = b1[0];
+#endif
+  gb[c] = s1;
 }
 
 /* The sums of channel c's P partials: *s1 and *s2 (compensated: GPUs cut a channel finely). */
@@ -380,5 +428,34 @@ __kernel void bn_apply_vec16(const long N, const long C, const long S, const int
     const T xv = LD(DATA_T, x, ox + s * vx.s);
     ST(DATA_T, out, o + s, grad ? a * LD(DATA_T, g, og + s * vg.s) + b * xv + k3 : a * xv + b);
   }
+}
+/* relu_bias_grad on CPUs: work-item c walks its channel row by row, 16 elements at a time into
+ * 16 lanes of compensated sums where the rows of g, y and gm are contiguous */
+__kernel void relu_bias_grad_vec16(const long N, const long S, __global const T* g,
+                                   const View3 vg, __global const T* y, const View3 vy,
+                                   __global T* gm, const View3 vm, __global T* gb) {
+  const long c = get_global_id(1);
+  const int rows16 = vg.s == 1 && vy.s == 1 && vm.s == 1;
+  float16 sv = 0, cv = 0;
+  T s1 = 0, c1 = 0;
+  for (long n = 0; n < N; ++n) {
+    const long go = at(vg, n, c, 0), yo = at(vy, n, c, 0), mo = at(vm, n, c, 0);
+    long s = 0;
+    for (; rows16 && s + 16 <= S; s += 16) {
+      const float16 e = select(vload16(0, g + go + s), (float16)0,
+                               islessequal(vload16(0, y + yo + s), (float16)0));
+      vstore16(e, 0, gm + mo + s);
+      ksum16(&sv, &cv, e);
+    }
+    for (; s < S; ++s) {
+      const T e = y[yo + s * vy.s] <= 0 ? (T)0 : g[go + s * vg.s];
+      gm[mo + s * vm.s] = e;
+      ksum(&s1, &c1, e);
+    }
+  }
+  T l1[16];
+  vstore16(sv + cv, 0, l1);
+  for (int l = 0; l < 16; ++l) ksum(&s1, &c1, l1[l]);
+  gb[c] = s1 + c1;
 }
 #endif

@@ -1,14 +1,18 @@
 """nn.Sequential's fused pairs beyond Conv2d + ReLU: a Linear or a MaxPool2d followed by a
 ReLU runs as one op that clamps as it stores (F.linear's and F.max_pool2d's relu), with the
-output and gradients of the pair run module by module, bit for bit, and fewer launches."""
+output and gradients of the pair run module by module, bit for bit, and fewer launches. And
+Conv2d + ReLU's backward: the ReLU taken back and the bias gradient summed in one launch."""
 import numpy as np
 import pytest
 
 import cltensor
 import cltensor.nn.functional as F
 from cltensor import nn
+from cltensor.conv import plans
+from cltensor.ops import norm
 from cltensor.tensor import ClTensor
 from cltensor.testing import rel_error
+from test_conv import ref_conv
 
 _EMPTY_ON = ClTensor.empty_on.__func__
 
@@ -222,3 +226,90 @@ def test_relu_gradient_at_nan_follows_torch(device, create_graph):
     (gx,) = cltensor.autograd.grad(net(x), x, cltensor.from_numpy(g_np, device=device),
                                    create_graph=create_graph)
     np.testing.assert_array_equal(gx.numpy(), want.grad.numpy())
+
+
+RELU_BIAS_SHAPES = [(1, 3, 4, 4), (2, 5, 3, 7), (3, 4, 1, 1), (1, 2, 17, 19), (2, 3, 16, 16)]
+
+
+def _relu_bias_operands(device, rng, shape, dtype, layout):
+    """(g, y, G, Y): y with zeros, negatives and a NaN; G and Y in `layout` ("contiguous",
+    "channels_last", "mixed": Y channels_last, or "strided": G every other column of a wider
+    tensor)."""
+    g = rng.standard_normal(shape).astype(dtype.type)
+    y = rng.standard_normal(shape).astype(dtype.type)
+    y.flat[::5] = 0
+    y.flat[3 % y.size] = np.nan
+    G, Y = _t(g, device), _t(y, device)
+    if layout in ("channels_last", "mixed"):
+        Y = Y.contiguous(memory_format=cltensor.channels_last)
+    if layout == "channels_last":
+        G = G.contiguous(memory_format=cltensor.channels_last)
+    if layout == "strided":
+        wide = np.repeat(g, 2, axis=3)
+        G = _t(wide, device)[:, :, :, ::2]
+    return g, y, G, Y
+
+
+@pytest.mark.parametrize("form", ["device", "lanes"])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "mixed", "strided"])
+def test_relu_bias_grad_in_one_launch(device, rng, fp_dtypes, poisoned_bytes, monkeypatch,
+                                      form, layout):
+    """norm.relu_bias_grad: the ReLU's backward written in g's layout, bit for bit relu_backward's
+    (a NaN output passes g), and the bias gradient against float64, one launch for both; in the
+    device's form and in the work-group form (256 lanes a channel: shapes longer and shorter
+    than that); None only where the vector form does not apply."""
+    if form == "lanes":
+        monkeypatch.setitem(norm.TUNING, "cpu", dict(norm.TUNING["gpu"], fuse_max=None))
+        monkeypatch.setitem(norm.TUNING, "gpu", dict(norm.TUNING["gpu"], fuse_max=None))
+    vector = norm._tuning(device)["relu_bias"] == "vec16"
+    for dtype in fp_dtypes:
+        for shape in RELU_BIAS_SHAPES:
+            g, y, G, Y = _relu_bias_operands(device, rng, shape, dtype, layout)
+            with cltensor.profile() as prof:
+                res = norm.relu_bias_grad(G, Y)
+            if vector and (dtype == cltensor.float64 or
+                           norm.layout_of(G) == cltensor.channels_last):
+                assert res is None, f"{shape} {dtype}: the vector form took it"
+                continue
+            assert res is not None and len(prof.records()) == 1, (shape, dtype, layout)
+            gm, gb = res
+            assert norm.layout_of(gm) == norm.layout_of(G) and gm.is_contiguous(
+                memory_format=norm.layout_of(G)), "the gradient takes g's dense layout"
+            want = np.where(y <= 0, 0, g)
+            want[np.isnan(y)] = g[np.isnan(y)]
+            np.testing.assert_array_equal(gm.numpy(), want)
+            ref = want.astype(np.float64).sum((0, 2, 3))
+            tol = 1e-6 if dtype == cltensor.float32 else 1e-13
+            assert rel_error(gb, ref) <= tol, f"{shape} {dtype} {layout}: bias gradient"
+
+
+def test_conv_relu_backward_takes_bias_gradient_along(device, rng, fp_dtypes, poisoned_bytes,
+                                                       monkeypatch):
+    """A Conv2d + ReLU whose weight pass does not fold the bias gradient in (im2col) takes the
+    ReLU back and sums the bias gradient in one launch: one launch fewer than relu_backward
+    and a sum (but float64 on CPUs), the gradients of both against float64."""
+    for dtype in fp_dtypes:
+        x = rng.standard_normal((2, 3, 8, 9)).astype(dtype.type)
+        w = rng.standard_normal((5, 3, 3, 3)).astype(dtype.type)
+        b = rng.standard_normal(5).astype(dtype.type)
+        runs = []
+        for fused in (True, False):
+            with monkeypatch.context() as patch:
+                if not fused:
+                    patch.setattr(norm, "relu_bias_grad", lambda g, y: None)
+                plans.clear()  # NOTE: else a pass recorded in the other form is replayed
+                X, W, B = (_t(a, device).requires_grad_() for a in (x, w, b))
+                y = F.conv2d(X, W, B, padding=1, algo="im2col", relu=True)
+                g = rng.standard_normal(y.shape).astype(dtype.type)
+                with cltensor.profile() as prof:
+                    y.backward(_t(g, device))
+            runs.append((len(prof.records()), y.numpy(), g, X.grad, W.grad, B.grad))
+        vector_f64 = norm._tuning(device)["relu_bias"] == "vec16" and dtype == cltensor.float64
+        assert runs[0][0] == runs[1][0] - (0 if vector_f64 else 1), (runs[0][0], runs[1][0])
+        tol = 1e-5 if dtype == cltensor.float32 else 1e-12
+        for _, out, g, gx, gw, gb in runs:
+            masked = np.where(out > 0, g, 0).astype(np.float64)
+            assert rel_error(gb, masked.sum((0, 2, 3))) <= tol
+            _, rgx, rgw = ref_conv(x.astype(np.float64), w.astype(np.float64),
+                                   b.astype(np.float64), grad=masked, padding=1)
+            assert rel_error(gx, rgx) <= tol and rel_error(gw, rgw) <= tol

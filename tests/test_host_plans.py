@@ -18,6 +18,7 @@ from cltensor.conv import function as conv_function
 from cltensor.conv.params import make_params
 from cltensor.device import Storage
 from cltensor.ops import elementwise as ew
+from cltensor.ops import norm
 from cltensor.ops.gemm import engine, kit
 from cltensor.testing import rel_error
 from test_conv import ref_conv
@@ -549,14 +550,17 @@ def test_recordings_nest(device, rng):
     check(ct.ClTensor(storage, (8,), (1,), 0, ct.float32).numpy(), (2 * y + 1) * 3)
 
 
-def test_bias_gradient_replayed_with_the_pass(device, rng, conv_decided, monkeypatch):
-    """The bias gradient's reduction is part of the replayed backward pass (bias_grad is not
-    called again), with the reduction's own placeholder buffer passed in its place."""
+@pytest.mark.parametrize("relu", [False, True])
+def test_bias_gradient_replayed_with_the_pass(device, rng, conv_decided, monkeypatch, relu):
+    """The bias gradient's reduction is part of the replayed backward pass (bias_grad, or with
+    a fused ReLU relu_bias_grad, is not called again), with the reduction's own placeholder
+    buffer passed in its place."""
     calls = []
-    bias_grad = common.bias_grad
-    monkeypatch.setattr(common, "bias_grad", lambda g: calls.append(1) or bias_grad(g))
+    module, name = (norm, "relu_bias_grad") if relu else (common, "bias_grad")
+    made = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *g: calls.append(1) or made(*g))
     for expect in (["forward", "backward"], [], []):
-        check_conv(device, rng, conv_decided, expect, 1, algo="gemm_1x1", relu=True)
+        check_conv(device, rng, conv_decided, expect, 1, algo="gemm_1x1", relu=relu)
     assert len(calls) == 1
 
 

@@ -11,6 +11,7 @@ from .. import autograd
 from ..autograd.functions import _where
 from ..ops import activation as act
 from ..ops import elementwise as ew
+from ..ops import norm
 from ..tensor import CHANNELS_LAST, ClTensor
 from . import common, dispatch, plans
 from .params import Padding, Pair, make_params
@@ -147,9 +148,12 @@ def _portable(*names):
 
 def _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y):
     """backward()'s gradients by the algorithms `names` of its passes, gout taken back through
-    relu_y's ReLU first (unless None)."""
-    gout = gout if relu_y is None else act.relu_backward(gout, relu_y)
+    relu_y's ReLU first (unless None): with the bias gradient in the same launch where the
+    weight pass's algorithm does not fold that gradient in."""
     algo_of = {ps: dispatch.algorithm(name, x.device) for ps, name in names.items()}
+    folded = need_w and hasattr(algo_of["backward_weight"], "backward_with_bias")
+    gout, relu_gb = _through_relu(gout, relu_y, need_b and not folded)
+    need_b = need_b and relu_gb is None
 
     def run(pass_, nx, nw):
         a = algo_of[pass_]
@@ -164,7 +168,16 @@ def _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y):
         gw, gb = run("backward_weight", False, True)[1:] if need_w else (None, None)
     if need_b and gb is None:
         gb = common.bias_grad(gout)
-    return gx, gw, gb
+    return gx, gw, relu_gb if relu_gb is not None else gb
+
+
+def _through_relu(gout, y, with_bias):
+    """(gout taken back through the fused ReLU whose output is y, or gout itself when y is
+    None; with with_bias, the bias gradient where one launch makes both, else None)."""
+    if y is None:
+        return gout, None
+    both = norm.relu_bias_grad(gout, y) if with_bias else None
+    return both if both is not None else (act.relu_backward(gout, y), None)
 
 
 def conv2d(input: ClTensor, weight: ClTensor, bias: ClTensor | None = None, stride: Pair = 1,

@@ -1,5 +1,6 @@
-"""Normalization kernels' launchers: local response norm and batch norm, forward and backward
-(cl_kernels/norm.cl). No autograd here (cltensor/nn/functional.py).
+"""Normalization kernels' launchers: local response norm and batch norm, forward and backward,
+and the per-channel gradient of a convolution's fused ReLU and bias (cl_kernels/norm.cl). No
+autograd here (cltensor/nn/functional.py).
 
 Inputs are seen as (N, C, S) views (S the spatial dims collapsed; any strides); outputs are
 contiguous, or channels_last when a 4-d input is.
@@ -18,8 +19,13 @@ KERNEL_FILE = "norm.cl"
 # Batch-norm statistics: lanes per chunk and how finely a channel is cut. NOTE: PoCL runs every
 # barrier as a loop over the work-items, so CPUs reduce a chunk in one work-item.
 # `group`: the work-group size of elementwise launches (fixed: PoCL compiles once per size).
-TUNING = {"cpu": {"lanes": 1, "items_per_cu": 4, "min_chunk": 4096, "group": 64},
-          "gpu": {"lanes": 256, "items_per_cu": 4, "min_chunk": 2048, "group": 256}}
+# relu_bias_grad's form: "vec16" (one work-item a channel, 16 elements at a time: float32 only)
+# or "lanes" (`lanes` work-items a channel), and `fuse_max`, the most elements per channel it
+# takes (above it a GPU runs the ReLU's backward and the sum as two wider launches).
+TUNING = {"cpu": {"lanes": 1, "items_per_cu": 4, "min_chunk": 4096, "group": 64,
+                  "relu_bias": "vec16", "fuse_max": None},
+          "gpu": {"lanes": 256, "items_per_cu": 4, "min_chunk": 2048, "group": 256,
+                  "relu_bias": "lanes", "fuse_max": 32768}}
 OPT = {"weight": 1, "bias": 2, "running": 4}  # must match OPT_* in norm.cl
 # On CPUs, batch norm of these dtypes sums and applies 16 elements of a row at a time
 # (bn_reduce_vec16, bn_apply_vec16) where the rows are contiguous.
@@ -227,3 +233,32 @@ def batch_norm_backward(g, x, weight, mean, invstd, train):
         grads = ew.copy(grads, ClTensor.empty_on(grads.shape, param.dtype, grads.device))
     return gx, grads[0], grads[1]
 
+
+# ---- a convolution's fused ReLU and bias, backward ---------------------------------------------
+
+def relu_bias_grad(g, y):
+    """(g taken back through the ReLU whose output is y, the sum of that over all dims but 1)
+    from one launch, for 4-d float32/float64 tensors of one shape; None where that pass does not
+    apply (16-bit data; the vector form's float64 or channels_last; channels longer than the
+    device's fuse_max): the caller then runs relu_backward and a sum."""
+    device = g.device
+    if (g.ndim != 4 or g.shape != y.shape or g.dtype is not y.dtype or y.device is not device
+            or g.dtype not in (dt.float32, dt.float64) or 0 in g.shape):
+        return None
+    tune = _tuning(device)
+    N, C, H, W = g.shape
+    if tune["fuse_max"] is not None and N * H * W > tune["fuse_max"]:
+        return None
+    vec = tune["relu_bias"] == "vec16"
+    if vec and (not _vec16(device, g.dtype) or layout_of(g) == CHANNELS_LAST):
+        return None  # NOTE: its rows are NCHW's, its sums float16 vectors
+    gm = ClTensor.empty_on(g.shape, g.dtype, device, layout_of(g))
+    g, (_, _, S), vg = rows(g, 1)
+    y, _, vy = rows(y, 1)
+    _, _, vm = rows(gm, 1)
+    gb = ClTensor.empty_on((C,), g.dtype, device)
+    lanes = 1 if vec else _plan(device, N * S, C)[1]
+    kern = _kernel(device, "relu_bias_grad_vec16" if vec else "relu_bias_grad", g.dtype, lanes)
+    launch(device, kern, (lanes, C), (lanes, 1), np.int64(N), np.int64(S), g.storage.buf, vg,
+           y.storage.buf, vy, gm.storage.buf, vm, gb.storage.buf)
+    return gm, gb
