@@ -20,6 +20,7 @@ from .program import KernelBuildError  # noqa: F401
 from . import random  # noqa: F401
 from .tensor import CHANNELS_LAST as channels_last  # noqa: F401
 from .tensor import CONTIGUOUS_FORMAT as contiguous_format  # noqa: F401
+from .creation import PRESERVE_FORMAT as preserve_format  # noqa: F401
 from .tensor import ClTensor
 
 Tensor = ClTensor

@@ -12,13 +12,14 @@ import pyopencl as cl
 from . import dtypes as dt
 from .device import DeviceLike, get_device
 from .size import Size
-from .tensor import ClTensor, _size_args
+from .tensor import CHANNELS_LAST, CONTIGUOUS_FORMAT, ClTensor, _size_args
 
 # a dtype as the creation functions take it: cltensor.float32 (a numpy dtype), a numpy type, the
 # Python types float, int and bool, or a name such as "float64"; None picks the default
 DTypeLike = dt.DType | np.dtype | type | str | None
 # a shape: ints, or one sequence of ints
 SizeLike = int | Sequence[int]
+PRESERVE_FORMAT = "preserve_format"  # the *_like functions' default memory_format, as torch's
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_bfloat16_bits", "from_dlpack", "empty",
            "zeros", "ones", "full", "empty_like", "zeros_like", "ones_like", "full_like"] + \
@@ -190,33 +191,58 @@ def ones(*size: SizeLike, dtype: DTypeLike = None, device: DeviceLike = None) ->
     return full(_size_args(size, "ones"), 1, dtype=dtype or dt.get_default_dtype(), device=device)
 
 
-def _like(x, dtype, device):
-    return x.shape, dtype or x.dtype, device or x.device
+def _like(x, dtype, device, memory_format):
+    """A new tensor of x's shape, dtype and device unless given, laid out by memory_format:
+    "preserve_format" (torch's default: x's strides where x is dense, else channels_last or
+    contiguous as x's strides suggest), "contiguous_format" or "channels_last"."""
+    dtype, device = dt.as_dtype(dtype) or x.dtype, get_device(device or x.device)
+    if memory_format not in (PRESERVE_FORMAT, CONTIGUOUS_FORMAT, CHANNELS_LAST):
+        raise ValueError(f"memory_format must be 'preserve_format', 'contiguous_format' or "
+                         f"'channels_last', got {memory_format!r}")
+    if memory_format == CHANNELS_LAST and x.ndim != 4:
+        raise ValueError(f"channels_last needs a 4-d tensor, got shape {tuple(x.shape)}")
+    if memory_format != PRESERVE_FORMAT:
+        return ClTensor.empty_on(x.shape, dtype, device, memory_format)
+    return x._new_like(dtype, device)
 
 
 @factory
-def empty_like(x: ClTensor, dtype: DTypeLike = None, device: DeviceLike = None) -> ClTensor:
-    shape, dtype, device = _like(x, dtype, device)
-    return empty(shape, dtype=dtype, device=device)
+def empty_like(x: ClTensor, dtype: DTypeLike = None, device: DeviceLike = None,
+               memory_format: str = PRESERVE_FORMAT) -> ClTensor:
+    """An uninitialized tensor of x's shape (and dtype and device unless given), as torch's.
+
+    Args:
+        memory_format: "preserve_format" (x's strides where x is dense and non-overlapping,
+            else channels_last where x's strides run so, else contiguous), "contiguous_format"
+            or "channels_last" (4-d). zeros_like, ones_like, full_like, rand_like, randn_like
+            and randint_like take it too.
+
+    Example:
+        >>> x = cltensor.randn(2, 3, 4, 4).contiguous(memory_format=cltensor.channels_last)
+        >>> cltensor.zeros_like(x).is_contiguous(cltensor.channels_last)
+        True
+    """
+    return _like(x, dtype, device, memory_format)
 
 
 @factory
-def zeros_like(x: ClTensor, dtype: DTypeLike = None, device: DeviceLike = None) -> ClTensor:
-    shape, dtype, device = _like(x, dtype, device)
-    return full(shape, 0, dtype=dtype, device=device)
+def zeros_like(x: ClTensor, dtype: DTypeLike = None, device: DeviceLike = None,
+               memory_format: str = PRESERVE_FORMAT) -> ClTensor:
+    return _like(x, dtype, device, memory_format).fill_(0)
 
 
 @factory
-def ones_like(x: ClTensor, dtype: DTypeLike = None, device: DeviceLike = None) -> ClTensor:
-    shape, dtype, device = _like(x, dtype, device)
-    return full(shape, 1, dtype=dtype, device=device)
+def ones_like(x: ClTensor, dtype: DTypeLike = None, device: DeviceLike = None,
+              memory_format: str = PRESERVE_FORMAT) -> ClTensor:
+    return _like(x, dtype, device, memory_format).fill_(1)
 
 
 @factory
 def full_like(x: ClTensor, fill_value: float | int | bool, dtype: DTypeLike = None,
-              device: DeviceLike = None) -> ClTensor:
-    shape, dtype, device = _like(x, dtype, device)
-    return full(shape, fill_value, dtype=dtype, device=device)
+              device: DeviceLike = None, memory_format: str = PRESERVE_FORMAT) -> ClTensor:
+    if not isinstance(fill_value, (numbers.Number, np.bool_)):
+        raise TypeError(f"full_like: fill_value must be a number, got {type(fill_value).__name__}")
+    return _like(x, dtype, device, memory_format).fill_(fill_value)
 
 
 class _TensorType(type):

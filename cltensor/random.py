@@ -15,7 +15,7 @@ import numpy as np
 
 from . import dtypes as dt
 from . import graphs
-from .creation import factory
+from .creation import PRESERVE_FORMAT, _like, factory
 from .device import capturing, get_device
 from .graphs import GraphCaptureError
 from .ops import elementwise as ew
@@ -440,23 +440,26 @@ def randint(*args, size=None, low=None, high=None, dtype=None, device=None, gene
 
 
 @factory
-def rand_like(input, dtype=None, device=None, generator=None):
-    return rand(input.shape, dtype=dtype or input.dtype, device=device or input.device,
-                generator=generator)
+def rand_like(input, dtype=None, device=None, generator=None, memory_format=PRESERVE_FORMAT):
+    out = _like(input, _float_dtype(dtype or input.dtype, "rand_like"), device, memory_format)
+    return _uniform(out, 0.0, 1.0, generator)
 
 
 @factory
-def randn_like(input, dtype=None, device=None, generator=None):
-    return randn(input.shape, dtype=dtype or input.dtype, device=device or input.device,
-                 generator=generator)
+def randn_like(input, dtype=None, device=None, generator=None, memory_format=PRESERVE_FORMAT):
+    out = _like(input, _float_dtype(dtype or input.dtype, "randn_like"), device, memory_format)
+    return _normal(out, 0.0, 1.0, generator)
 
 
 @factory
-def randint_like(input, low=0, high=None, dtype=None, device=None, generator=None):
+def randint_like(input, low=0, high=None, dtype=None, device=None, generator=None,
+                 memory_format=PRESERVE_FORMAT):
     """randint_like(input, high) or randint_like(input, low, high), with input's shape and dtype."""
     low, high = (0, low) if high is None else (low, high)
-    return randint(low, high, input.shape, dtype=dtype or input.dtype,
-                   device=device or input.device, generator=generator)
+    low, high = _integer(low, "low", "randint_like"), _integer(high, "high", "randint_like")
+    dtype = dt.as_dtype(dtype) or input.dtype
+    _check_int_range(low, high, dtype, "randint_like")
+    return _randint(_like(input, dtype, device, memory_format), low, high, generator)
 
 
 @factory

@@ -28,6 +28,37 @@ def channels_last_strides(shape):
     return (h1 * w1 * c1, 1, w1 * c1, c1)
 
 
+def preserved_strides(shape, strides):
+    """The strides torch's preserve_format gives a new tensor like one of (shape, strides):
+    those strides where that tensor is dense and non-overlapping (any order of dims),
+    channels_last's where its strides are ordered so (a 4-d view), else contiguous ones."""
+    order = sorted(range(len(shape)), key=lambda d: (strides[d], -d))
+    expected = 1
+    for d in order:
+        if shape[d] != 1 and strides[d] != expected:
+            break
+        expected *= shape[d]
+    else:
+        if 0 not in shape:
+            return tuple(strides)
+    if len(shape) == 4 and _channels_last_order(shape, strides):
+        return channels_last_strides(shape)
+    return _contiguous_strides(tuple(shape))
+
+
+def _channels_last_order(shape, strides):
+    """Whether a 4-d view's strides run C, W, H, N from the smallest (torch's
+    is_channels_last_strides_2d: the order its suggest_memory_format reads)."""
+    if strides[1] == 0:
+        return False
+    least = 0
+    for d in (1, 3, 2, 0):
+        if shape[d] == 0 or strides[d] < least or (d == 0 and least == strides[1]):
+            return False
+        least = strides[d] * (shape[d] if shape[d] > 1 else 1)
+    return True
+
+
 def _norm_dim(dim, ndim, op="dim"):
     if type(dim) is int and -ndim <= dim < ndim:  # the common case, checked as below
         return dim % ndim

@@ -21,7 +21,7 @@ from .size import Size
 # in shapes.py
 from .shapes import (_contiguous_strides, _infer_shape, _is_basic_key,  # noqa: F401
                      _is_channels_last, _is_contiguous, _norm_dim, _size_args, _size_args_view,
-                     _view_strides, channels_last_strides, contiguous_strides)
+                     _view_strides, channels_last_strides, contiguous_strides, preserved_strides)
 
 # what the hints name: a dtype as dt.as_dtype takes it (np.dtype, "float32", torch's dtypes,
 # float, ...), a device as get_device takes it ("cpu", "cuda:1", an index, a Device)
@@ -82,6 +82,14 @@ class ClTensor(TensorOperators):
         else:
             strides = _contiguous_strides(shape)
         return cls(storage, shape, strides, 0, dtype)
+
+    def _new_like(self, dtype: DTypeLike = None, device: Device | None = None) -> ClTensor:
+        """A new tensor of this shape in torch's preserve_format layout (these strides where
+        this tensor is dense, else channels_last or contiguous as its strides suggest)."""
+        dtype = dt.as_dtype(dtype) or self.dtype
+        out = ClTensor.empty_on(self.shape, dtype, device or self.device)
+        return ClTensor(out.storage, self.shape, preserved_strides(self.shape, self.strides), 0,
+                        dtype)
 
     def _view(self, shape, strides, offset=None):
         return ClTensor(self.storage, shape, strides, self.offset if offset is None else offset,

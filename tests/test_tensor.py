@@ -47,6 +47,46 @@ def test_host_read_into_prefaulted_pages(device, rng, monkeypatch):
     np.testing.assert_array_equal(t[2, 5].numpy(), a[2, 5])
 
 
+# (shape, strides) of views whose *_like tensors torch lays out by preserve_format: dense ones
+# in any order of dims, a channels_last slice, an expanded view, size-1 dims
+LIKE_VIEWS = [((2, 3, 4, 5), (60, 1, 15, 3)), ((4, 6), (1, 4)), ((4, 3), (6, 2)),
+              ((2, 4, 4, 4), (128, 2, 32, 8)), ((4, 3), (1, 0)), ((1, 3, 1, 1), (3, 1, 1, 1)),
+              ((2, 1, 3, 3), (9, 1, 3, 1)), ((3, 1, 1, 1), (1, 1, 1, 1)), ((2, 3, 4), (1, 8, 2))]
+
+
+def test_like_functions_preserve_the_layout_as_torch(device):
+    """empty/zeros/ones/full/rand/randn/randint_like and .to(dtype) lay out their result as
+    torch does (preserve_format: a dense view's strides, else channels_last or contiguous as
+    the strides suggest), with the right values; contiguous_format and channels_last asked
+    for; a bad memory_format or channels_last of a 3-d tensor refused."""
+    torch = pytest.importorskip("torch")
+    for shape, strides in LIKE_VIEWS:
+        want = torch.empty_like(torch.empty_strided(shape, strides)).stride()
+        span = 1 + sum((n - 1) * s for n, s in zip(shape, strides))
+        base = ct.arange(span, dtype=ct.float32, device=device)
+        x = base.as_strided(shape, strides)
+        for made in (ct.empty_like(x), ct.zeros_like(x), ct.ones_like(x), ct.full_like(x, 2.5),
+                     ct.rand_like(x), ct.randn_like(x), x.to(ct.float16), x.double()
+                     if device.has_fp64 else x.to(ct.bfloat16),
+                     ct.randint_like(x.to(ct.int64), 3, 9)):
+            assert made.strides == want, (shape, strides, made.strides, want)
+        np.testing.assert_array_equal(ct.full_like(x, 2.5).numpy(), np.full(shape, 2.5))
+        np.testing.assert_array_equal(ct.zeros_like(x).numpy(), np.zeros(shape))
+        np.testing.assert_array_equal(x.to(ct.int64).numpy(), x.numpy().astype(np.int64))
+        ints = ct.randint_like(x.to(ct.int64), 3, 9).numpy()
+        assert ((ints >= 3) & (ints < 9)).all()
+        rand = ct.rand_like(x).numpy()
+        assert ((rand >= 0) & (rand < 1)).all() and len(np.unique(rand)) == rand.size
+    x = ct.randn(2, 3, 4, 5, device=device)
+    assert ct.empty_like(x, memory_format=ct.channels_last).is_contiguous(ct.channels_last)
+    y = x.contiguous(memory_format=ct.channels_last)
+    assert ct.zeros_like(y, memory_format=ct.contiguous_format).is_contiguous()
+    with pytest.raises(ValueError, match="memory_format must be"):
+        ct.empty_like(x, memory_format="strided")
+    with pytest.raises(ValueError, match="channels_last needs a 4-d tensor"):
+        ct.ones_like(x[0], memory_format=ct.channels_last)
+
+
 def test_creation_functions(device):
     assert_close(ct.zeros(2, 3, device=device), np.zeros((2, 3)), dtype=np.float32)
     assert_close(ct.ones((2, 3), dtype=ct.int32, device=device), np.ones((2, 3)), dtype=np.int32)

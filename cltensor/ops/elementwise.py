@@ -456,8 +456,8 @@ def clone(self, memory_format=None):
 
 
 def _cast(self, dtype):
-    out = ClTensor.empty_on(self.shape, dtype, self.device)
-    return copy(self, out)
+    """self in dtype, laid out as torch's .to(dtype) lays it out (preserve_format)."""
+    return copy(self, self._new_like(dtype))
 
 
 def copy_(self, src):
