@@ -482,3 +482,36 @@ def test_float_division_and_sqrt_round_as_ieee(device, rng):
     np.testing.assert_array_equal((A / B).numpy(), a / b)
     np.testing.assert_array_equal((A / A).numpy(), np.ones(n, np.float32))
     np.testing.assert_array_equal(ct.sqrt(A.abs()).numpy(), np.sqrt(np.abs(a)))
+
+
+# (name, op on a module m (torch or cltensor) and a tensor x, x's shape, x channels_last)
+LAYOUT_CASES = [
+    ("add a scalar", lambda m, x: x + 1, (2, 3, 4, 5), True),
+    ("square", lambda m, x: x * x, (2, 3, 4, 5), True),
+    ("a broadcast bias after", lambda m, x: x + m.ones(1, 3, 1, 1), (2, 3, 4, 5), True),
+    ("a broadcast bias first", lambda m, x: m.ones(1, 3, 1, 1) + x, (2, 3, 4, 5), True),
+    ("exp", lambda m, x: x.exp(), (2, 3, 4, 5), True),
+    ("a comparison", lambda m, x: x > 0, (2, 3, 4, 5), True),
+    ("where", lambda m, x: m.where(x > 0, x, m.zeros_like(x)), (2, 3, 4, 5), True),
+    ("with a contiguous operand after", lambda m, x: x + m.ones(2, 3, 4, 5), (2, 3, 4, 5), True),
+    ("with a contiguous operand first", lambda m, x: m.ones(2, 3, 4, 5) + x, (2, 3, 4, 5), True),
+    ("a transposed matrix", lambda m, x: x.t().exp(), (4, 6), False),
+    ("two transposed matrices", lambda m, x: x.t() + x.t(), (4, 6), False),
+    ("a sliced matrix", lambda m, x: x[:, ::2] * 2, (4, 6), False),
+]
+
+
+@pytest.mark.parametrize("name, op, shape, channels_last", LAYOUT_CASES,
+                         ids=[c[0] for c in LAYOUT_CASES])
+def test_pointwise_results_are_laid_out_as_torchs(device, rng, name, op, shape, channels_last):
+    """A pointwise result takes the layout of its first operand of the result's shape (dense:
+    its strides; else channels_last or contiguous), with torch's values and strides."""
+    torch = pytest.importorskip("torch")
+    a = rng.standard_normal(shape).astype(np.float32)
+    tx, cx = torch.from_numpy(a), ct.from_numpy(a, device=device)
+    if channels_last:
+        tx = tx.contiguous(memory_format=torch.channels_last)
+        cx = cx.contiguous(memory_format=ct.channels_last)
+    want, got = op(torch, tx), op(ct, cx)
+    assert got.strides == want.stride(), (got.strides, want.stride())
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)  # exp: within an ulp

@@ -332,8 +332,15 @@ def clear_kernels():
 # ---- the ops, with torch's dtype rules --------------------------------------------------------
 
 def _new_out(tensors, dtype, op):
+    """The result of an op on `tensors`, laid out as torch's TensorIterator lays it out in the
+    common cases: as the first operand of the result's shape (preserve_format), else
+    contiguous."""
     device = common_device(tensors, op)
     shape = _result_shape([t.shape for t in tensors])
+    for t in tensors:
+        if t.shape == shape:
+            return ClTensor.empty_on(shape, dtype, device) if t.is_contiguous() else \
+                t._new_like(dtype, device)
     return ClTensor.empty_on(shape, dtype, device)
 
 
