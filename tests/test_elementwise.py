@@ -382,12 +382,12 @@ def test_launch_is_split_past_the_group_limit(device, rng, monkeypatch):
     from cltensor.ops import elementwise
     monkeypatch.setattr(program, "MAX_GROUPS", 2)
     monkeypatch.setattr(elementwise, "STRIDED_KERNEL", "ew_strided")
-    a = random_array(rng, (3, 700), np.float32)
+    a = random_array(rng, (3, 1400), np.float32)
     t = ct.from_numpy(a, device=device)
-    with ct.profile() as prof:
-        got = t.T * 2  # 700 rows of 3: several launches told apart by global offsets
+    with ct.profile() as prof:  # NOTE: a view that is not dense, so the result is contiguous
+        got = t[:, ::2].T * 2  # 700 rows of 3: several launches told apart by global offsets
     assert sum(r[1] for r in prof.table()) > 1
-    assert_close(got, a.T * 2)
+    assert_close(got, a[:, ::2].T * 2)
 
 
 def test_large_tensor_multiple_of_nothing(device, rng):
@@ -515,3 +515,17 @@ def test_pointwise_results_are_laid_out_as_torchs(device, rng, name, op, shape, 
     want, got = op(torch, tx), op(ct, cx)
     assert got.strides == want.stride(), (got.strides, want.stride())
     np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)  # exp: within an ulp
+
+
+def test_operands_laid_out_as_the_result_take_the_flat_kernel(device, rng):
+    """Operands laid out as the result (channels_last images, transposed matrices) are walked in
+    memory order as one flat range (ew_contig or its vector form), not dim by dim."""
+    a, b = (rng.standard_normal((2, 3, 4, 5)).astype(np.float32) for _ in range(2))
+    x, y = (ct.from_numpy(v, device=device).contiguous(memory_format=ct.channels_last)
+            for v in (a, b))
+    m = ct.from_numpy(a.reshape(6, 20), device=device).t()
+    with ct.profile() as prof:
+        got, got_t = x * y + x, m.exp() * m
+    assert {r["name"] for r in prof.records()} <= {"ew_contig", "ew_vec16"}, prof.records()
+    assert_close(got, a.astype(np.float64) * b + a)
+    assert_close(got_t, np.exp(a.reshape(6, 20).T.astype(np.float64)) * a.reshape(6, 20).T)

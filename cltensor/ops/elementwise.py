@@ -241,7 +241,11 @@ def _plan(device, name, row_chunk, items, out_shape, out_strides, views):
     training repeats the same layouts."""
     n = math.prod(out_shape)
     stride_lists = [list(out_strides)] + [_broadcast_strides(*v, out_shape) for v in views]
-    shape, strides = collapse(out_shape, stride_lists)
+    # NOTE: dims walked in the output's memory order (any order gives the same elements), so
+    # that operands laid out as the output (channels_last ones, say) collapse to one dim
+    order = sorted(range(len(out_shape)), key=lambda d: -out_strides[d])
+    shape, strides = collapse([out_shape[d] for d in order],
+                              [[st[d] for d in order] for st in stride_lists])
     if len(shape) > MAX_DIMS:
         raise ValueError(f"elementwise ops support at most {MAX_DIMS} non-mergeable dims, got {len(shape)}")
     if len(shape) == 1 and any(st != [1] for st in strides):
