@@ -25,7 +25,7 @@ KERNEL_FILE = "norm.cl"
 TUNING = {"cpu": {"lanes": 1, "items_per_cu": 4, "min_chunk": 4096, "group": 64,
                   "relu_bias": "vec16", "fuse_max": None},
           "gpu": {"lanes": 256, "items_per_cu": 4, "min_chunk": 2048, "group": 256,
-                  "relu_bias": "lanes", "fuse_max": 32768}}
+                  "relu_bias": "lanes", "fuse_max": 16384}}
 OPT = {"weight": 1, "bias": 2, "running": 4}  # must match OPT_* in norm.cl
 # On CPUs, batch norm of these dtypes sums and applies 16 elements of a row at a time
 # (bn_reduce_vec16, bn_apply_vec16) where the rows are contiguous.
