@@ -28,10 +28,12 @@ def channels_last_strides(shape):
     return (h1 * w1 * c1, 1, w1 * c1, c1)
 
 
+@caches.lru_cache(maxsize=4096)
 def preserved_strides(shape, strides):
     """The strides torch's preserve_format gives a new tensor like one of (shape, strides):
     those strides where that tensor is dense and non-overlapping (any order of dims),
-    channels_last's where its strides are ordered so (a 4-d view), else contiguous ones."""
+    channels_last's where its strides are ordered so (a 4-d view), else contiguous ones.
+    Memoized: every dtype cast and every pointwise op on a non-contiguous operand asks."""
     order = sorted(range(len(shape)), key=lambda d: (strides[d], -d))
     expected = 1
     for d in order:
@@ -40,7 +42,7 @@ def preserved_strides(shape, strides):
         expected *= shape[d]
     else:
         if 0 not in shape:
-            return tuple(strides)
+            return tuple(int(st) for st in strides)
     if len(shape) == 4 and _channels_last_order(shape, strides):
         return channels_last_strides(shape)
     return _contiguous_strides(tuple(shape))
