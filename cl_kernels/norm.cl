@@ -40,9 +40,11 @@
  *                     LANES work-items per channel, lane l taking k = l, l + LANES, ...
  *   relu_bias_grad_vec16  (CPUs, VEC16, T float) one work-item per channel, rows of g, y and gm
  *                     walked 16 elements at a time where all three are contiguous
+ *                     g, y, gm and gb are DATA_T (16-bit data: read into float, the sums float,
+ *                     gb rounded once)
  * Build options (after compensated.cl, whose ksum the batch-norm sums take):
  *   T            data and accumulation type (float or double)
- *   DATA_T       batch norm's and LRN's x, g and output storage type (default T; half or bf16 with T
+ *   DATA_T       batch norm's, LRN's and relu_bias_grad's data storage type (default T; half or bf16 with T
  *                float, through common.cl's LD/ST); statistics and parameters stay T
  *   LANES        bn_reduce lanes per work-group, a power of two (default 1: no local memory)
  * Kernel flags (arguments, to keep builds few): c_last, save_scale, grad, and `opt`, which says
@@ -196,10 +198,9 @@ __kernel void bn_reduce(const long N, const long S, const long chunk, const int 
   part[(c * P + p) * 2 + 1] = s2;
 }
 
-/* T only (float or double): 16-bit data takes relu_backward and a sum */
-__kernel void relu_bias_grad(const long N, const long S, __global const T* g, const View3 vg,
-                             __global const T* y, const View3 vy, __global T* gm,
-                             const View3 vm, __global T* gb) {
+__kernel void relu_bias_grad(const long N, const long S, __global const DATA_T* g,
+                             const View3 vg, __global const DATA_T* y, const View3 vy,
+                             __global DATA_T* gm, const View3 vm, __global DATA_T* gb) {
   const long c = get_global_id(1), M = N * S;
 #if LANES > 1
   const int l = get_local_id(0);
@@ -210,8 +211,8 @@ __kernel void relu_bias_grad(const long N, const long S, __global const T* g, co
   const long dn = LANES / S, ds = LANES % S;
   long n = l / S, s = l % S;
   for (long k = l; k < M; k += LANES) {
-    const T e = y[at(vy, n, c, s)] <= 0 ? (T)0 : g[at(vg, n, c, s)];
-    gm[at(vm, n, c, s)] = e;
+    const T e = LD(DATA_T, y, at(vy, n, c, s)) <= 0 ? (T)0 : LD(DATA_T, g, at(vg, n, c, s));
+    ST(DATA_T, gm, at(vm, n, c, s), e);
     ksum(&s1, &c1, e);
     next_element(&n, &s, dn, ds, S);
   }
@@ -223,7 +224,7 @@ __kernel void relu_bias_grad(const long N, const long S, __global const T* g, co
   if (l != 0) return;
   s1 = b1[0];
 #endif
-  gb[c] = s1;
+  ST(DATA_T, gb, c, s1);
 }
 
 /* The sums of channel c's P partials: *s1 and *s2 (compensated: GPUs cut a channel finely). */
@@ -431,9 +432,9 @@ __kernel void bn_apply_vec16(const long N, const long C, const long S, const int
 }
 /* relu_bias_grad on CPUs: work-item c walks its channel row by row, 16 elements at a time into
  * 16 lanes of compensated sums where the rows of g, y and gm are contiguous */
-__kernel void relu_bias_grad_vec16(const long N, const long S, __global const T* g,
-                                   const View3 vg, __global const T* y, const View3 vy,
-                                   __global T* gm, const View3 vm, __global T* gb) {
+__kernel void relu_bias_grad_vec16(const long N, const long S, __global const DATA_T* g,
+                                   const View3 vg, __global const DATA_T* y, const View3 vy,
+                                   __global DATA_T* gm, const View3 vm, __global DATA_T* gb) {
   const long c = get_global_id(1);
   const int rows16 = vg.s == 1 && vy.s == 1 && vm.s == 1;
   float16 sv = 0, cv = 0;
@@ -442,20 +443,20 @@ __kernel void relu_bias_grad_vec16(const long N, const long S, __global const T*
     const long go = at(vg, n, c, 0), yo = at(vy, n, c, 0), mo = at(vm, n, c, 0);
     long s = 0;
     for (; rows16 && s + 16 <= S; s += 16) {
-      const float16 e = select(vload16(0, g + go + s), (float16)0,
-                               islessequal(vload16(0, y + yo + s), (float16)0));
-      vstore16(e, 0, gm + mo + s);
+      const float16 e = select(VLD16(DATA_T, g, go + s), (float16)0,
+                               islessequal(VLD16(DATA_T, y, yo + s), (float16)0));
+      VST16(DATA_T, gm, mo + s, e);
       ksum16(&sv, &cv, e);
     }
     for (; s < S; ++s) {
-      const T e = y[yo + s * vy.s] <= 0 ? (T)0 : g[go + s * vg.s];
-      gm[mo + s * vm.s] = e;
+      const T e = LD(DATA_T, y, yo + s * vy.s) <= 0 ? (T)0 : LD(DATA_T, g, go + s * vg.s);
+      ST(DATA_T, gm, mo + s * vm.s, e);
       ksum(&s1, &c1, e);
     }
   }
   T l1[16];
   vstore16(sv + cv, 0, l1);
   for (int l = 0; l < 16; ++l) ksum(&s1, &c1, l1[l]);
-  gb[c] = s1 + c1;
+  ST(DATA_T, gb, c, s1 + c1);
 }
 #endif

@@ -283,6 +283,49 @@ def test_relu_bias_grad_in_one_launch(device, rng, fp_dtypes, poisoned_bytes, mo
             assert rel_error(gb, ref) <= tol, f"{shape} {dtype} {layout}: bias gradient"
 
 
+# unit roundoff of the 16-bit types: the bias gradient is summed in float32, rounded once
+HALF_ROUNDOFF = {"float16": 2.0 ** -11, "bfloat16": 2.0 ** -8}
+
+
+@pytest.mark.parametrize("form", ["device", "lanes"])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+@pytest.mark.parametrize("half", sorted(HALF_ROUNDOFF))
+def test_relu_bias_grad_on_16bit_data(device, rng, poisoned_bytes, monkeypatch, form, layout,
+                                      half):
+    """norm.relu_bias_grad on float16/bfloat16 tensors: one launch, the masked gradient equal
+    to the 16-bit values' (a NaN output passes g), the bias gradient within one rounding of the
+    float64 sum of those values; in the device's form and in the work-group form."""
+    if form == "lanes":
+        monkeypatch.setitem(norm.TUNING, "cpu", dict(norm.TUNING["gpu"], fuse_max=None))
+        monkeypatch.setitem(norm.TUNING, "gpu", dict(norm.TUNING["gpu"], fuse_max=None))
+    dtype = getattr(cltensor, half)
+    vector = norm._tuning(device)["relu_bias"] == "vec16"
+    for shape in RELU_BIAS_SHAPES + [(2, 3, 5, 33)]:
+        g, y, G, Y = _relu_bias_operands(device, rng, shape, cltensor.float32, "contiguous")
+        G, Y = G.to(dtype), Y.to(dtype)
+        if layout == "channels_last":
+            G, Y = (t.contiguous(memory_format=cltensor.channels_last) for t in (G, Y))
+        if layout == "strided":
+            wide = G.float().numpy().repeat(2, axis=3)
+            G = _t(wide, device).to(dtype)[:, :, :, ::2]
+        g, y = G.float().numpy(), Y.float().numpy()  # the 16-bit values
+        with cltensor.profile() as prof:
+            res = norm.relu_bias_grad(G, Y)
+        if vector and norm.layout_of(G) == cltensor.channels_last:
+            assert res is None, f"{shape}: the vector form took channels_last"
+            continue
+        assert res is not None and len(prof.records()) == 1, (shape, layout)
+        gm, gb = res
+        assert gm.dtype is dtype and gb.dtype is dtype and norm.layout_of(gm) == norm.layout_of(G)
+        want = np.where(y <= 0, 0, g)
+        want[np.isnan(y)] = g[np.isnan(y)]
+        np.testing.assert_array_equal(gm.float().numpy(), want)
+        ref = want.astype(np.float64).sum((0, 2, 3))
+        bound = HALF_ROUNDOFF[half] * np.abs(ref) + 1e-6 * np.abs(want).sum((0, 2, 3))
+        err = np.abs(gb.float().numpy() - ref)
+        assert (err <= bound).all(), f"{shape} {layout}: bias gradient {err} > {bound}"
+
+
 def test_conv_relu_backward_takes_bias_gradient_along(device, rng, fp_dtypes, poisoned_bytes,
                                                        monkeypatch):
     """A Conv2d + ReLU whose weight pass does not fold the bias gradient in (im2col) takes the
@@ -313,3 +356,32 @@ def test_conv_relu_backward_takes_bias_gradient_along(device, rng, fp_dtypes, po
             _, rgx, rgw = ref_conv(x.astype(np.float64), w.astype(np.float64),
                                    b.astype(np.float64), grad=masked, padding=1)
             assert rel_error(gx, rgx) <= tol and rel_error(gw, rgw) <= tol
+
+
+@pytest.mark.parametrize("half", sorted(HALF_ROUNDOFF))
+def test_conv_relu_backward_on_16bit_data_takes_bias_gradient_along(device, rng, half,
+                                                                     monkeypatch):
+    """The same on float16/bfloat16 tensors: one launch fewer, the input and weight gradients
+    bit for bit those of relu_backward and a sum (the same masked gradient), the bias gradient
+    within one rounding of theirs."""
+    dtype = getattr(cltensor, half)
+    x, w, b, g = (rng.standard_normal(s).astype(np.float32)
+                  for s in ((2, 3, 8, 9), (5, 3, 3, 3), 5, (2, 5, 8, 9)))
+    runs = []
+    for fused in (True, False):
+        with monkeypatch.context() as patch:
+            if not fused:
+                patch.setattr(norm, "relu_bias_grad", lambda g, y: None)
+            plans.clear()
+            X, W, B = (_t(a, device).to(dtype).requires_grad_() for a in (x, w, b))
+            y = F.conv2d(X, W, B, padding=1, algo="im2col", relu=True)
+            with cltensor.profile() as prof:
+                y.backward(_t(g, device).to(dtype))
+        runs.append((len(prof.records()), X.grad.float().numpy(), W.grad.float().numpy(),
+                     B.grad.float().numpy()))
+    (fused_n, *fused_grads), (plain_n, *plain_grads) = runs
+    assert fused_n == plain_n - 1, (fused_n, plain_n)
+    for a, b_ in zip(fused_grads[:2], plain_grads[:2]):
+        np.testing.assert_array_equal(a, b_)
+    gb, ref = fused_grads[2], plain_grads[2]
+    assert (np.abs(gb - ref) <= 2 * HALF_ROUNDOFF[half] * np.abs(ref) + 1e-6).all()

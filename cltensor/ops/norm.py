@@ -19,7 +19,7 @@ KERNEL_FILE = "norm.cl"
 # Batch-norm statistics: lanes per chunk and how finely a channel is cut. NOTE: PoCL runs every
 # barrier as a loop over the work-items, so CPUs reduce a chunk in one work-item.
 # `group`: the work-group size of elementwise launches (fixed: PoCL compiles once per size).
-# relu_bias_grad's form: "vec16" (one work-item a channel, 16 elements at a time: float32 only)
+# relu_bias_grad's form: "vec16" (one work-item a channel, 16 elements at a time: float32 and 16-bit)
 # or "lanes" (`lanes` work-items a channel), and `fuse_max`, the most elements per channel it
 # takes (above it a GPU runs the ReLU's backward and the sum as two wider launches).
 TUNING = {"cpu": {"lanes": 1, "items_per_cu": 4, "min_chunk": 4096, "group": 64,
@@ -236,14 +236,18 @@ def batch_norm_backward(g, x, weight, mean, invstd, train):
 
 # ---- a convolution's fused ReLU and bias, backward ---------------------------------------------
 
+RELU_BIAS_DTYPES = (dt.float32, dt.float64, dt.float16, dt.bfloat16)
+
+
 def relu_bias_grad(g, y):
     """(g taken back through the ReLU whose output is y, the sum of that over all dims but 1)
-    from one launch, for 4-d float32/float64 tensors of one shape; None where that pass does not
-    apply (16-bit data; the vector form's float64 or channels_last; channels longer than the
-    device's fuse_max): the caller then runs relu_backward and a sum."""
+    from one launch, for 4-d floating tensors of one shape and dtype (16-bit ones summed in
+    float32, the sum rounded once); None where that pass does not apply (the vector form's
+    float64 or channels_last; channels longer than the device's fuse_max): the caller then
+    runs relu_backward and a sum."""
     device = g.device
     if (g.ndim != 4 or g.shape != y.shape or g.dtype is not y.dtype or y.device is not device
-            or g.dtype not in (dt.float32, dt.float64) or 0 in g.shape):
+            or g.dtype not in RELU_BIAS_DTYPES or 0 in g.shape):
         return None
     tune = _tuning(device)
     N, C, H, W = g.shape
