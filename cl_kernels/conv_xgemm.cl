@@ -28,6 +28,10 @@
  *             Global (ceil(KB/NWG)*NDIMC, ceil(COG/MWG)*MDIMC, G*splits).
  *   cx_wgrad_sum  gw[g*COG + m][k] = sum over s of part[g*splits + s][m][k], and gb[g*COG + m]
  *             from column K with WITH_BIAS. 1-d over G*COG*KB.
+ *   RELU_MASK 1 (cx_conv's input gradient, cx_wgrad): the output gradient is taken back through
+ *             the forward's fused ReLU as it is read, y <= 0 ? 0 : g (torch's: a NaN y passes
+ *             g), y (the ReLU's output: arguments ym, ymo after the others) laid out with the
+ *             gradient's strides; no relu_backward pass over the gradient.
  *
  * Storage (gemm_common.cl's TA, TB, TC; default T, or half or bf16 with T float, read through
  * common.cl's LD and VLDA and stored through ST, rounded once from the float sums): cx_conv's
@@ -40,7 +44,7 @@
  *   (cx_wgrad); XGEMM_MMA 1 with xgemm_mma.cl built before this file (tensor cores, TF32);
  *   shape constants KH, KW, SH, SW, DH, DW, UH, UW, H, W (source plane), OY, OX,
  *   WO, QN (output plane), CG (channels per group read), COG (per group written), K = CG*KH*KW,
- *   KP (K rounded up to KWG); HAS_BIAS; WITH_BIAS (0 or 1); KERNEL_<name>.
+ *   KP (K rounded up to KWG); HAS_BIAS; WITH_BIAS (0 or 1); RELU_MASK (0 or 1); KERNEL_<name>.
  */
 #include "common.cl"
 #ifndef TC /* cx_wgrad_sum is built without gemm_common.cl */
@@ -51,6 +55,16 @@
 #define WITH_BIAS 0
 #endif
 #define KB (K + WITH_BIAS)
+#ifndef RELU_MASK
+#define RELU_MASK 0
+#endif
+#if RELU_MASK
+#define MASK_ARGS(TY) , __global const TY *ym, const long ymo
+/* g through the ReLU whose output at the same place is yv */
+#define RELU_PASS(yv, g) ((yv) <= (T)0 ? (T)0 : (g))
+#else
+#define MASK_ARGS(TY)
+#endif
 
 /* TAP_IN, TAP_INDEX: conv_taps.cl */
 #define SRC_ARGS                                                                           \
@@ -60,16 +74,31 @@
 #if defined(KERNEL_cx_conv)
 /* Tap k of the position whose image starts at xb and whose window starts at (ty0, tx0). */
 inline T gather_tap(__global const TB* xb, const int k, const int ty0, const int tx0,
-                    const bool valid, const long xs1, const long xs2, const long xs3) {
+                    const bool valid, const long xs1, const long xs2, const long xs3
+#if RELU_MASK
+                    , __global const TB* yb
+#endif
+) {
   const int c = k / KK, r = k % KK;
   const int ty = ty0 + (r / KW) * DH, tx = tx0 + (r % KW) * DW;
-  return valid && k < K && TAP_IN(ty, tx) ? LD(TB, xb, c * xs1 + TAP_INDEX(ty, tx)) : (T)0;
+  if (!(valid && k < K && TAP_IN(ty, tx))) return (T)0;
+  const long i = c * xs1 + TAP_INDEX(ty, tx);
+#if RELU_MASK
+  return RELU_PASS(LD(TB, yb, i), LD(TB, xb, i));
+#else
+  return LD(TB, xb, i);
+#endif
 }
+#if RELU_MASK
+#define GATHER_MASK , yb
+#else
+#define GATHER_MASK
+#endif
 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
 void cx_conv(const int NB, SRC_ARGS, __global const TA* wpk, __global const TC* bias,
              const long bo, const long bs, const int relu, __global TC* out, const long oo,
-             const long os0, const long os1, const long os2, const long os3) {
+             const long os0, const long os1, const long os2, const long os3 MASK_ARGS(TB)) {
   XGEMM_PROLOGUE
   const int m0 = get_group_id(1) * MWG, g = get_global_id(2); /* launches may be split on dim 2 */
   const long n0 = (long)get_group_id(0) * NWG, npos = (long)NB * QN;
@@ -81,6 +110,9 @@ void cx_conv(const int NB, SRC_ARGS, __global const TA* wpk, __global const TC* 
   const int img = valid ? pos / QN : 0, q = valid ? pos % QN : 0;
   const int ty0 = (q / WO) * SH - OY, tx0 = (q % WO) * SW - OX;
   __global const TB* xb = x + xo + img * xs0 + (long)g * CG * xs1;
+#if RELU_MASK
+  __global const TB* yb = ym + ymo + img * xs0 + (long)g * CG * xs1;
+#endif
   VTA ra[NLA];
   VTB rb[NLB];
 #define LOAD_CONV(t)                                                                       \
@@ -89,7 +121,8 @@ void cx_conv(const int NB, SRC_ARGS, __global const TA* wpk, __global const TC* 
     _Pragma("unroll") for (int l = 0; l < NLA; ++l) ra[l] =                                \
         VLDA(TA, VWA, A_AT(l * WGS + tid));                                               \
     _Pragma("unroll") for (int l = 0; l < NLB; ++l) rb[l] =                                \
-        gather_tap(xb, k0 + l * (WGS / NWG) + tid / NWG, ty0, tx0, valid, xs1, xs2, xs3);  \
+        gather_tap(xb, k0 + l * (WGS / NWG) + tid / NWG, ty0, tx0, valid, xs1, xs2,        \
+                   xs3 GATHER_MASK);                                                       \
   }
   XGEMM_K_LOOP(KP / KWG, LOAD_CONV)
 
@@ -152,7 +185,7 @@ void cx_conv(const int NB, SRC_ARGS, __global const TA* wpk, __global const TC* 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
 void cx_wgrad(const int NB, SRC_ARGS, __global const TA* go, const long goo, const long gs0,
               const long gs1, const long gs2, const long gs3, const int splits,
-              __global T* part, __global TC* gb) {
+              __global T* part, __global TC* gb MASK_ARGS(TA)) {
   XGEMM_PROLOGUE
   const int m0 = get_group_id(1) * MWG, n0 = get_group_id(0) * NWG;
   const int z = get_global_id(2), g = z / splits; /* launches may be split on dim 2 */
@@ -181,6 +214,11 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const TA* go, const long goo, con
   }
   VTA ra[NLA];
   VTB rb[NLB];
+#if RELU_MASK
+#define LOAD_GO(i) RELU_PASS(LD(TA, ym, (i) - goo + ymo), LD(TA, go, i))
+#else
+#define LOAD_GO(i) LD(TA, go, i)
+#endif
 #define LOAD_WGRAD(t)                                                                      \
   {                                                                                        \
     const long p = (long)(t0 + (t)) * KWG + tid % KWG;                                     \
@@ -190,7 +228,7 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const TA* go, const long goo, con
     const long ga = im * gs0 + oh * gs2 + ow * gs3, xa = im * xs0;                         \
     const int ty0 = oh * SH - OY, tx0 = ow * SW - OX;                                      \
     _Pragma("unroll") for (int l = 0; l < NLA; ++l) ra[l] =                                \
-        pv && a_ok[l] ? LD(TA, go, a_off[l] + ga) : (T)0;                                  \
+        pv && a_ok[l] ? LOAD_GO(a_off[l] + ga) : (T)0;                                     \
     _Pragma("unroll") for (int l = 0; l < NLB; ++l) {                                      \
       const int ty = ty0 + b_dy[l], tx = tx0 + b_dx[l];                                    \
       rb[l] = !pv ? (T)0                                                                  \

@@ -385,3 +385,53 @@ def test_conv_relu_backward_on_16bit_data_takes_bias_gradient_along(device, rng,
         np.testing.assert_array_equal(a, b_)
     gb, ref = fused_grads[2], plain_grads[2]
     assert (np.abs(gb - ref) <= 2 * HALF_ROUNDOFF[half] * np.abs(ref) + 1e-6).all()
+
+
+# (input shape, weight shape, conv2d keywords): stride 1 and 2 (an upsampled gather in the
+# input gradient), a plain 1x1 product, groups, and a channels_last input
+MASK_CASES = [((2, 3, 9, 8), (5, 3, 3, 3), {"padding": 1}),
+              ((2, 4, 9, 9), (6, 4, 3, 3), {"stride": 2, "padding": 1}),
+              ((1, 8, 5, 6), (7, 8, 1, 1), {}),
+              ((2, 4, 7, 7), (6, 2, 5, 5), {"padding": 2, "groups": 2}),
+              ((2, 3, 6, 7), (4, 3, 3, 3), {"padding": 1, "channels_last": True})]
+
+
+@pytest.mark.parametrize("case", MASK_CASES)
+def test_gpu_implicit_gemm_takes_relu_back_as_it_reads(device, rng, fp_dtypes, poisoned_bytes,
+                                                       monkeypatch, case):
+    """The GPU implicit-GEMM kernels (cx_conv's input gradient, cx_wgrad) of a Conv2d + ReLU
+    take the output gradient back through the ReLU as they read it: one launch fewer than
+    relu_backward first, the gradients (a NaN-free ReLU output with zeros) against float64."""
+    from cltensor.conv import function, implicit
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", "gpu")
+    xshape, wshape, kw = case
+    kw = dict(kw)
+    channels_last = kw.pop("channels_last", False)
+    for dtype in fp_dtypes:
+        x, w, b = (rng.standard_normal(s).astype(dtype.type) for s in (xshape, wshape, wshape[:1]))
+        runs = []
+        for fused in (True, False):
+            with monkeypatch.context() as patch:
+                if not fused:
+                    patch.setattr(function, "_masks_relu", lambda *a: False)
+                plans.clear()
+                X, W, B = (_t(a, device).requires_grad_() for a in (x, w, b))
+                Xin = X.contiguous(memory_format=cltensor.channels_last) if channels_last else X
+                y = F.conv2d(Xin, W, B, algo="implicit_gemm", relu=True, **kw)
+                g = rng.standard_normal(y.shape).astype(dtype.type)
+                G = _t(g, device)  # in the output's layout, as the next layer's gradient
+                G = G.contiguous(memory_format=cltensor.channels_last) if channels_last else G
+                with cltensor.profile() as prof:
+                    y.backward(G)
+            names = [r["name"] for r in prof.records()]
+            runs.append((names, y.numpy(), g, X.grad, W.grad, B.grad))
+        assert len(runs[0][0]) == len(runs[1][0]) - 1, (runs[0][0], runs[1][0])
+        assert "cx_wgrad" in runs[0][0]
+        tol = 1e-5 if dtype == cltensor.float32 else 1e-12
+        for _, out, g, gx, gw, gb in runs:
+            masked = np.where(out > 0, g, 0).astype(np.float64)
+            assert rel_error(gb, masked.sum((0, 2, 3))) <= tol
+            _, rgx, rgw = ref_conv(x.astype(np.float64), w.astype(np.float64),
+                                   b.astype(np.float64), grad=masked, **kw)
+            assert rel_error(gx, rgx) <= tol, (case, dtype, "gx")
+            assert rel_error(gw, rgw) <= tol, (case, dtype, "gw")

@@ -152,14 +152,20 @@ def _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y):
     weight pass's algorithm does not fold that gradient in."""
     algo_of = {ps: dispatch.algorithm(name, x.device) for ps, name in names.items()}
     folded = need_w and hasattr(algo_of["backward_weight"], "backward_with_bias")
-    gout, relu_gb = _through_relu(gout, relu_y, need_b and not folded)
+    mask = relu_y if _masks_relu(algo_of.values(), gout, relu_y, need_b and not folded) \
+        else None
+    if mask is None:
+        gout, relu_gb = _through_relu(gout, relu_y, need_b and not folded)
+    else:  # NOTE: the passes' kernels take gout back through the ReLU as they read it
+        relu_gb = None
     need_b = need_b and relu_gb is None
+    kw = {} if mask is None else {"relu_y": mask}
 
     def run(pass_, nx, nw):
         a = algo_of[pass_]
         if need_b and nw and hasattr(a, "backward_with_bias"):
-            return a.backward_with_bias(x, w, gout, p, nx, nw)
-        return (*a.backward(x, w, gout, p, nx, nw), None)
+            return a.backward_with_bias(x, w, gout, p, nx, nw, **kw)
+        return (*a.backward(x, w, gout, p, nx, nw, **kw), None)
 
     if need_x and need_w and names["backward_data"] == names["backward_weight"]:
         gx, gw, gb = run("backward_data", True, True)
@@ -167,8 +173,27 @@ def _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y):
         gx = run("backward_data", True, False)[0] if need_x else None
         gw, gb = run("backward_weight", False, True)[1:] if need_w else (None, None)
     if need_b and gb is None:
-        gb = common.bias_grad(gout)
+        gb = common.bias_grad(gout) if mask is None else _masked_bias_grad(gout, mask)
     return gx, gw, relu_gb if relu_gb is not None else gb
+
+
+def _masked_bias_grad(gout, y):
+    """The bias gradient of gout taken back through the ReLU whose output is y."""
+    gm, gb = _through_relu(gout, y, True)
+    return gb if gb is not None else common.bias_grad(gm)
+
+
+def _masks_relu(algos, gout, y, unfolded_bias):
+    """Whether the passes' algorithms take gout back through the fused ReLU whose output is y
+    themselves (takes_relu_mask), saving relu_backward's pass: y laid out as gout, and no
+    bias gradient that only a reduction of the masked gradient would give."""
+    return (y is not None and not unfolded_bias and y.strides == gout.strides and
+            y.dtype is gout.dtype and
+            all(getattr(a, "takes_relu_mask", _no)(gout.device) for a in algos))
+
+
+def _no(device):
+    return False
 
 
 def _through_relu(gout, y, with_bias):

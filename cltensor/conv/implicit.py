@@ -175,14 +175,15 @@ def _cpu_style(device):
     return KERNEL_STYLE == "cpu" or (KERNEL_STYLE is None and device.is_cpu)
 
 
-def conv(src, geo, w, out, bias, flip, engine=None, relu=False):
+def conv(src, geo, w, out, bias, flip, engine=None, relu=False, relu_y=None):
     """out (a 4-d view) = the convolution of geo over the virtually padded src with weight w
     (flipped and transposed when flip), plus bias, then max(., 0) with relu. engine: a
     plug-in's multiply for the GPU kernels (implicit_gpu.MmaEngine), which then run on any
-    device."""
+    device. relu_y: src taken back through that ReLU output as it is read (GPU kernels)."""
     device = out.device
     if engine is not None or not _cpu_style(device):
-        return implicit_gpu.conv(src, geo, w, out, bias, flip, pack_weight, engine, relu)
+        return implicit_gpu.conv(src, geo, w, out, bias, flip, pack_weight, engine, relu,
+                                 relu_y)
     extra, wq, qn = {}, geo.wo, geo.qn
     tile = _tile(geo.dtype)
     strip = geo.strip(tile["NR"])
@@ -218,29 +219,39 @@ def forward(x, w, bias, p, out, engine=None, relu=False):
 
 # ---- backward ---------------------------------------------------------------------------------
 
-def backward(x, w, gout, p, need_x, need_w, engine=None):
-    return backward_with_bias(x, w, gout, p, need_x, need_w, engine, with_bias=False)[:2]
+def backward(x, w, gout, p, need_x, need_w, engine=None, relu_y=None):
+    return backward_with_bias(x, w, gout, p, need_x, need_w, engine, False, relu_y)[:2]
 
 
-def backward_with_bias(x, w, gout, p, need_x, need_w, engine=None, with_bias=True):
+def takes_relu_mask(device, engine=None):
+    """Whether backward's passes take gout back through a fused ReLU themselves (relu_y): the
+    GPU kernels, as they read it."""
+    return engine is not None or not _cpu_style(device)
+
+
+def backward_with_bias(x, w, gout, p, need_x, need_w, engine=None, with_bias=True,
+                       relu_y=None):
     """(gx, gw, gb): gb, the bias gradient, comes with the weight gradient where the GPU
-    kernel folds it in (implicit_gpu.weight_grad), else None (the caller reduces gout)."""
+    kernel folds it in (implicit_gpu.weight_grad), else None (the caller reduces gout).
+    relu_y: the output of the forward's fused ReLU, through which the GPU kernels take gout
+    back as they read it (takes_relu_mask; gout's strides)."""
+    assert relu_y is None or takes_relu_mask(x.device, engine), "CPU kernels take no mask"
     gx = gw = gb = None
     if need_x:
         gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x))
-        conv(gout, _data_geometry(p), w, gx, None, flip=True, engine=engine)
+        conv(gout, _data_geometry(p), w, gx, None, flip=True, engine=engine, relu_y=relu_y)
     if need_w:
-        gw, gb = weight_grad(x, gout, p, engine, with_bias)
+        gw, gb = weight_grad(x, gout, p, engine, with_bias, relu_y)
     return gx, gw, gb
 
 
-def weight_grad(x, gout, p, engine=None, with_bias=False):
+def weight_grad(x, gout, p, engine=None, with_bias=False, relu_y=None):
     """(gW, gb): gW = sum over images and positions of the gathered input times the output
     gradient; gb the bias gradient when with_bias and the GPU kernel folds it in, else None."""
     device = x.device
     geo = _forward_geometry(p)
     if engine is not None or not _cpu_style(device):
-        return implicit_gpu.weight_grad(x, gout, geo, engine, with_bias)
+        return implicit_gpu.weight_grad(x, gout, geo, engine, with_bias, relu_y)
     cut = wgrad_blocks(p, device)
     sums = common.compute_dtype(p.dtype)
     part = ClTensor.empty_on((cut.splits * p.groups * cut.krows * cut.cols,), sums, device)

@@ -198,28 +198,34 @@ def _storage(dtype):
             common.storage_define(dtype, name).items()}
 
 
-def conv(src, geo, w, out, bias, flip, pack_weight, engine=None, relu=False):
+def conv(src, geo, w, out, bias, flip, pack_weight, engine=None, relu=False, relu_y=None):
     """out (a 4-d view) = the convolution of geometry geo over the virtually padded src with
     weight w (flipped and transposed when flip), plus bias, then max(., 0) with relu; engine:
-    a plug-in's multiply."""
+    a plug-in's multiply. relu_y: src is taken back through the ReLU whose output this is
+    (src's strides) as it is read (the input gradient of a convolution with a fused ReLU)."""
     device = out.device
     def extra(q):
         defines = {"VWA": _a_width(q), "VWB": 1, "A_KC": 0, "B_KC": 0,
-                   "KP": round_up(geo.k, q["KWG"])}
+                   "KP": round_up(geo.k, q["KWG"]), "RELU_MASK": int(relu_y is not None)}
         if bias is not None:
             defines["HAS_BIAS"] = None
         return defines
 
     q, kernel = _build(device, geo, "cx_conv", (geo.cog, geo.n * geo.qn, geo.k, geo.g), extra,
-                       engine, variant=bias is not None)
+                       engine, variant=(bias is not None, relu_y is not None))
     wpk = pack_weight(w, geo, q["MWG"], round_up(geo.k, q["KWG"]), flip)
     b = bias if bias is not None else wpk  # NOTE: not read without HAS_BIAS
     bias_args = [b.storage.buf, np.int64(b.offset), np.int64(b.strides[0])]
     local = (q["NDIMC"], q["MDIMC"], 1)
     grid = (-(-geo.n * geo.qn // q["NWG"]) * local[0], -(-geo.cog // q["MWG"]) * local[1], geo.g)
     launch(device, kernel, grid, local, np.int32(geo.n), *common.view_args(src), wpk.storage.buf,
-           *bias_args, np.int32(relu), *common.view_args(out))
+           *bias_args, np.int32(relu), *common.view_args(out), *_mask_args(relu_y))
     return out
+
+
+def _mask_args(relu_y):
+    """RELU_MASK's arguments: the ReLU output's buffer and offset (none without it)."""
+    return () if relu_y is None else (relu_y.storage.buf, np.int64(relu_y.offset))
 
 
 # work-groups per compute unit the weight gradient's splits aim at: enough waves that the last,
@@ -239,17 +245,20 @@ def _wgrad_splits(device, q, geo, npos, columns):
     return max(1, min(want, most))
 
 
-def weight_grad(x, gout, geo, engine=None, with_bias=False):
+def weight_grad(x, gout, geo, engine=None, with_bias=False, relu_y=None):
     """(gw, gb): the weight gradient (Co, Cg, Kh, Kw) of a convolution of geometry geo, and with
     with_bias the bias gradient (Co,) as one more column of the same product (a row of ones
     among the taps) where the parameter set's column tiles pad the taps anyway, else None;
-    engine: a plug-in's multiply."""
+    engine: a plug-in's multiply. relu_y: gout is taken back through the ReLU whose output
+    this is (gout's strides) as it is read."""
     device = x.device
     npos = geo.n * geo.qn
     fused = lambda q: with_bias and geo.k % q["NWG"] != 0  # noqa: E731 (a spare column)
+    masked = int(relu_y is not None)
     q, kernel = _build(device, geo, "cx_wgrad", (geo.cog, geo.k, npos, geo.g),
                        lambda q: {"VWA": 1, "VWB": 1, "A_KC": 1, "B_KC": 1,
-                                  "WITH_BIAS": int(fused(q))}, engine, variant=with_bias)
+                                  "WITH_BIAS": int(fused(q)), "RELU_MASK": masked}, engine,
+                       variant=(with_bias, masked))
     bias_column = fused(q)  # what the chosen set was built with
     columns = geo.k + bias_column
     splits = _wgrad_splits(device, q, geo, npos, columns)
@@ -263,7 +272,8 @@ def weight_grad(x, gout, geo, engine=None, with_bias=False):
     grid = (-(-columns // q["NWG"]) * local[0], -(-geo.cog // q["MWG"]) * local[1],
             geo.g * splits)
     launch(device, kernel, grid, local, np.int32(geo.n), *common.view_args(x),
-           *common.view_args(gout), np.int32(splits), part.storage.buf, bias_buf)
+           *common.view_args(gout), np.int32(splits), part.storage.buf, bias_buf,
+           *_mask_args(relu_y))
     if splits > 1:
         summer = common.get_kernel(device, KERNEL_FILE, "cx_wgrad_sum",
                                    {"T": ctype_of(sums), **common.storage_define(geo.dtype, "TC"),

@@ -329,12 +329,15 @@ class Tf32Implicit(Tf32Convolution):
     def forward(self, x, w, bias, p, out, relu=False):
         return implicit.forward(x, w, bias, p, out, self.plugin.conv_engine(), relu)
 
-    def backward(self, x, w, gout, p, need_x, need_w):
-        return self.backward_with_bias(x, w, gout, p, need_x, need_w, with_bias=False)[:2]
+    def backward(self, x, w, gout, p, need_x, need_w, relu_y=None):
+        return self.backward_with_bias(x, w, gout, p, need_x, need_w, False, relu_y)[:2]
 
-    def backward_with_bias(self, x, w, gout, p, need_x, need_w, with_bias=True):
+    def takes_relu_mask(self, device):
+        return True
+
+    def backward_with_bias(self, x, w, gout, p, need_x, need_w, with_bias=True, relu_y=None):
         return implicit.backward_with_bias(x, w, gout, p, need_x, need_w,
-                                           self.plugin.conv_engine(), with_bias)
+                                           self.plugin.conv_engine(), with_bias, relu_y)
 
 
 def _base(p):
