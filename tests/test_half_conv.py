@@ -116,13 +116,18 @@ def test_transposed_and_copied_algorithms(device, rng, name, monkeypatch):
 
 
 def _peak(device, fn):
-    """Bytes fn allocates at its peak beyond what was live before."""
-    device.synchronize()
-    before = device.allocated
-    device.reset_peak()
-    out = fn()
-    device.synchronize()
-    return device.peak - before, out
+    """Bytes fn allocates at its peak beyond what was live before: the smaller of two calls'
+    (a memo cache that fills up is emptied at once, program.remember, and the call that meets
+    that refills it: its per-weight transforms and plans, which a steady step does not make)."""
+    peaks = []
+    for _ in range(2):
+        device.synchronize()
+        before = device.allocated
+        device.reset_peak()
+        out = fn()
+        device.synchronize()
+        peaks.append(device.peak - before)
+    return min(peaks), out
 
 
 @pytest.mark.parametrize("name", ["bfloat16"])
