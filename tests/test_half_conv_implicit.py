@@ -225,11 +225,15 @@ def test_gpu_auto_takes_the_rules_choice_for_16bit(device, monkeypatch, tensor_c
     p = make_params(x, w, None, 1, 1, 1, 1)
     monkeypatch.setattr(dispatch, "portable_rule", lambda p, device, pass_: "implicit_gemm")
     monkeypatch.setattr(device, "is_cpu", False)
+    dispatch.clear_cache()  # NOTE: choices are remembered per problem; the rules change here
     assert dispatch.choose(p, device, "forward") == "tf32_implicit"
     monkeypatch.setattr(dispatch, "portable_rule", lambda p, device, pass_: "winograd_4x4")
+    dispatch.clear_cache()
     assert dispatch.choose(p, device, "forward") == "winograd_4x4"
     monkeypatch.setattr(device, "is_cpu", True)
+    dispatch.clear_cache()
     assert dispatch.choose(p, device, "forward") == "im2col"
+    dispatch.clear_cache()
 
 
 GPU_RULE_CASES = [  # a strided first layer, Winograd's 3x3 and 5x5, a 1x1 layer

@@ -28,7 +28,7 @@ from pathlib import Path
 from .. import backends, caches, tunedb
 from .. import dtypes as dt
 from ..diskfiles import private_dirs, read_json, update_json, warn_once
-from ..program import cache_root, device_key, remember
+from ..program import cache_root, device_key, memo_with, remember
 from . import common, gemm1x1, im2col, implicit, precision, s2d, winograd
 
 ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit, "winograd": winograd.F2,
@@ -50,6 +50,9 @@ _merged = caches.register("conv.dispatch.merged", {})
 _ruled = caches.register("conv.dispatch.ruled", {})
 # (device, params, pass, precision) -> the tuner's choice in the file, or None
 _tuned = caches.register("conv.dispatch.tuned", {})
+# (device, params, pass, precision, allow_tf32, id of the plug-ins' offer) -> (the offer,
+# _ruled_choice's result)
+_rules_memo = caches.register("conv.dispatch.rules_memo", {})
 _first_use_warned = set()  # device indices told that CLTENSOR_AUTOTUNE times their passes
 
 
@@ -87,12 +90,15 @@ def workspace_bytes(name, p, pass_="forward", device=None):
 PROVIDERS = []
 
 
+_NONE_OFFERED = {}
+
+
 def _offered(device):
-    found = {}
+    found = _NONE_OFFERED
     for provider in PROVIDERS:
         more = provider.algorithms_for(device)
         found = {**found, **more} if found else more
-    return found
+    return found or _NONE_OFFERED
 
 
 def algorithm_owner(name):
@@ -289,10 +295,14 @@ def choose(p, device, pass_, algo="auto", tensors=None):
 
 
 def _ruled_choice(p, device, pass_):
-    """The rules' choice, for 16-bit problems among the algorithms that read them in place."""
-    if p.dtype in dt.HALF_TYPES:
-        return _half_choice(p, device, pass_, "auto")
-    return rule(p, device, pass_)
+    """The rules' choice, for 16-bit problems among the algorithms that read them in place;
+    remembered per problem, pass, precision mode and allow_tf32 while the plug-ins offer the
+    same algorithms (every pass of every convolution asks: 5 us a call with a plug-in serving,
+    as the plug-ins' eligible() and prefer() are asked again)."""
+    key = (device, p, pass_, precision.mode(), backends.allow_tf32)
+    return memo_with(_rules_memo, key, _offered(device),
+                     lambda: _half_choice(p, device, pass_, "auto")
+                     if p.dtype in dt.HALF_TYPES else rule(p, device, pass_))
 
 
 def reads_half(algo, device=None):
@@ -329,6 +339,7 @@ def clear_cache():
     _disk.clear()
     _ruled.clear()
     _tuned.clear()
+    _rules_memo.clear()
 
 
 # ---- benchmark mode ---------------------------------------------------------------------------
