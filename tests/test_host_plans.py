@@ -245,8 +245,8 @@ def check_conv(device, rng, decided, expect, k=3, make=None, dtype=ct.float32, t
     before = len(decided)
     out, gx, gw, gb, g = conv_step(device, x, w, b, dtype, make, **kw)
     ref_kw = {name: v for name, v in kw.items() if name not in ("algo", "relu")}
-    if kw.get("relu"):  # the fused ReLU: its output, and the gradient through it
-        g = np.where(ref_conv(x, w, b, **ref_kw) > 0, g, 0)
+    if kw.get("relu"):  # the fused ReLU: the gradient through its computed output's zeros
+        g = np.where(out > 0, g, 0)
     want, wgx, wgw = ref_conv(x, w, b, grad=g, **ref_kw)
     want = np.maximum(want, 0) if kw.get("relu") else want
     for got, ref in ((out, want), (gx, wgx), (gw, wgw), (gb, g.sum((0, 2, 3)))):
@@ -287,7 +287,7 @@ def test_conv_forward_into_given_outputs_replays(device, rng, algo, k, relu):
         assert conv_function.forward_into(algo, X, W, B, p, out, relu) is out
         bumped.append(out.storage.version - before)
         check(out.numpy(), want)
-    (entry, plan), = plans._plans.values()
+    (entry, plan, _), = plans._plans.values()
     assert plan is not None
     assert bumped[1] == bumped[2] == bumped[0] and (bumped[0] > 0) == (algo == "im2col"), bumped
 
@@ -489,7 +489,7 @@ def test_training_with_replayed_transforms_is_bitwise_eager(device, rng, monkeyp
     replayed = train()
     assert any(v[1] is not None and v[1].derived for v in plans._plans.values())
     monkeypatch.setattr(plans, "run", lambda key, tensors, dtype, decide, extra=(),
-                        replay=True: decide())
+                        replay=True, anchor=None: decide())
     decided = train()
     assert replayed[0] == decided[0]
     for a, b in zip(replayed[1], decided[1]):
@@ -595,3 +595,22 @@ def test_replayed_steps_hold_no_more_memory(device, rng):
         held.append((device.allocated, device.peak))
     assert len({a for a, _ in held}) == 1, held
     assert all(p <= held[0][1] for _, p in held[1:]), held
+
+
+def test_plugin_implicit_gemm_passes_replay(device, rng, conv_decided, relu=True):
+    """The NVIDIA plug-in's implicit GEMM (emulated here) declares its passes replayable: a
+    repeated step replays both passes (TF32 products, within TF32's bound of float64), and a
+    new set of its parameter sets (replay_anchor) decides them again."""
+    from test_nvidia_plugin import EMULATED_CONFIGS, EMULATED_CONV_CONFIGS, _emulated, allow_tf32
+    pl = _emulated(EMULATED_CONFIGS[0])
+    ct.register_plugin(pl)
+    try:
+        with allow_tf32():
+            for expect in (["forward", "backward"], [], []):
+                check_conv(device, rng, conv_decided, expect, padding=1, algo="tf32_implicit",
+                           relu=relu, tol=TF32_TOL)
+            pl.conv_configs = (EMULATED_CONV_CONFIGS[-1],)
+            check_conv(device, rng, conv_decided, ["forward", "backward"], padding=1,
+                       algo="tf32_implicit", relu=relu, tol=TF32_TOL)
+    finally:
+        ct.unregister_plugin(pl.name)

@@ -29,7 +29,7 @@ class Conv2dFunction(autograd.Function):
             name = dispatch.choose(p, input.device, "forward", algo, (input, weight, bias))
             out, = plans.run(("forward", p, name, relu), (input, weight, bias), input.dtype,
                              lambda: _new_forward(name, input, weight, bias, p, relu),
-                             replay=_portable(name))
+                             (), *_replay_terms(input.device, name))
         else:
             out = common.empty(p.out_shape, input, common.layout_of(input))
         ctx.save_for_backward(input, weight, out if relu else None)
@@ -106,8 +106,8 @@ def forward_into(name, x, w, bias, p, out, relu=False):
     def decide():
         forward(dispatch.algorithm(name, x.device), x, w, bias, p, out, relu)
         return ()  # no new tensors: out is the caller's
-    plans.run(("forward_into", p, name, relu), (x, w, bias, out), x.dtype, decide,
-              replay=_portable(name))
+    plans.run(("forward_into", p, name, relu), (x, w, bias, out), x.dtype, decide, (),
+              *_replay_terms(x.device, name))
     return out
 
 
@@ -137,13 +137,27 @@ def backward(x, w, gout, p, algo, need_x, need_w, need_b=False, relu_y=None):
     gx, gw, gb = plans.run(
         key, (x, w, gout, relu_y), x.dtype,
         lambda: _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y),
-        common.bias_grad_buffers(x.device) if need_b else (), replay=_portable(*names.values()))
+        common.bias_grad_buffers(x.device) if need_b else (),
+        *_replay_terms(x.device, *names.values()))
     return gx, gw, gb
 
 
-def _portable(*names):
-    """Whether these algorithms are all built in (a plug-in's passes are never replayed)."""
-    return all(name in dispatch.ALGORITHMS for name in names)
+def _replay_terms(device, *names):
+    """(replay, anchor) for plans.run: passes of built-in algorithms are replayed, and those of
+    a plug-in's algorithm that says its passes are their launches (REPLAYABLE), keyed by its
+    replay_anchor() (the state its launches were chosen from); not a mix of plug-ins'."""
+    anchor = None
+    for name in names:
+        if name in dispatch.ALGORITHMS:
+            continue
+        algo = dispatch.algorithm(name, device)
+        if not getattr(algo, "REPLAYABLE", False):
+            return False, None
+        mine = algo.replay_anchor()
+        if anchor is not None and mine is not anchor:
+            return False, None
+        anchor = mine
+    return True, anchor
 
 
 def _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y):

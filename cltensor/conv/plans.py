@@ -11,8 +11,9 @@ replay reads it as the pass would. Passes that write a tensor they did not alloc
 than the pass's own tensors (a given output: the replay bumps its version as the pass did),
 or transform a tensor that is not one of them, are not replayed (program.Replay.make), nor
 any pass in benchmark mode (the choices are timed), inside a graph capture (its conditional
-weight transforms) or by a plug-in's algorithm (its Python may do more than its launches
-show).
+weight transforms) or by a plug-in's algorithm, unless it declares REPLAYABLE (its passes are
+their launches; keyed by its replay_anchor() too: the NVIDIA plug-in's implicit GEMM), as
+its Python may do more than its launches show.
 """
 from .. import backends, caches, program
 from ..device import capturing
@@ -98,27 +99,29 @@ def _derived_roles(derived, tensors):
     return tuple(out), values, since
 
 
-def run(key, tensors, dtype, decide, extra=(), replay=True):
+def run(key, tensors, dtype, decide, extra=(), replay=True, anchor=None):
     """decide() (a tuple of new tensors or Nones, the pass's results), or its launches for the
     last pass with this key, the same layouts of `tensors` and the same GEMM tuning entry (of
     the tensors' dtype, gemm.entry_for) replayed (see the module);
     `extra`: other buffers the pass reads, passed in their places as the tensors are; replay
-    False: decide() always."""
+    False: decide() always; anchor: an object the recorded launches were chosen from (a
+    plug-in's parameter sets), which must be the same object for a replay."""
     if not replay or backends.benchmark or capturing.graph is not None:
         return decide()
     layouts, bufs = tensor_layouts(tensors)
     bufs += extra
     device = tensors[0].device
     full = (key, layouts, device, backends.allow_tf32, backends.conv_precision,
-            backends.conv_workspace_limit, gemm.FORCE_FAMILY, gemm.generation)
+            backends.conv_workspace_limit, gemm.FORCE_FAMILY, gemm.generation, id(anchor))
     entry = gemm.entry_for(device, dtype)
     hit = _plans.get(full)
-    if hit is not None and hit[0] is entry:
+    if hit is not None and hit[0] is entry and hit[2] is anchor:
         return decide() if hit[1] is None else hit[1](device, bufs, tensors)
     versions = [None if t is None else t.storage.version for t in tensors]
     with program.record() as launches:
         results = decide()
-    remember(_plans, full, (entry, _Plan.make(launches, bufs, results, tensors, versions)))
+    remember(_plans, full, (entry, _Plan.make(launches, bufs, results, tensors, versions),
+                            anchor))
     return results
 
 

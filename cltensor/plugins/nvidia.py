@@ -335,6 +335,13 @@ class Tf32Implicit(Tf32Convolution):
     def takes_relu_mask(self, device):
         return True
 
+    # its passes are implicit.py's launches, chosen from the engine's parameter sets: a
+    # recorded pass is replayed (conv/plans.py) while those sets are the same object
+    REPLAYABLE = True
+
+    def replay_anchor(self):
+        return self.plugin.conv_configs
+
     def backward_with_bias(self, x, w, gout, p, need_x, need_w, with_bias=True, relu_y=None):
         return implicit.backward_with_bias(x, w, gout, p, need_x, need_w,
                                            self.plugin.conv_engine(), with_bias, relu_y)
