@@ -147,7 +147,7 @@ def test_the_local_import_finder_sees_imports_in_methods():
 # one above (CONTRIBUTING.md draws them). A module is placed by its longest listed prefix.
 LAYERS = (
     ("runtime", {"device", "program", "profiler", "dtypes", "backends", "caches", "diskfiles",
-                 "pocl_cache", "hooks", "shapes", "tunedb", "size", "graphs", "defaults"}),
+                 "pocl_cache", "pocl_threads", "hooks", "shapes", "tunedb", "size", "graphs", "defaults"}),
     ("tensor", {"tensor", "operators", "methods"}),
     ("kernel ops", {"ops", "creation", "interop", "random", "ops.elementwise", "ops.pointwise",
                     "ops.reduce", "ops.shape", "ops.indexing", "ops.ranges", "ops.sort",

@@ -1,0 +1,28 @@
+"""PoCL's worker threads pinned one to a CPU (POCL_AFFINITY=1) where that cannot misplace them.
+
+NOTE: unpinned, PoCL's pthread workers that went idle (the queue finished, as when a result is
+read) often woke on one core together, and the next kernel ran there alone at half speed: a
+384 x 1352 x 1728 product called and finished ten times after a rest took 14-17 ms instead of
+9 in 9-10 of 100 calls (2 AMD EPYC cores, PoCL 3.1; `benchmarks/gemm.py` read it at 0.53x
+numpy), none pinned (docs/performance.md, "PoCL's workers pinned").
+PoCL pins worker i to CPU i whatever CPUs the process may use (under `taskset -c 1` it put
+one on CPU 0), so pinning is left off where the process may not use every CPU or the user
+chose a thread count (POCL_MAX_PTHREAD_COUNT: ranks sharing a host each pin from CPU 0).
+"""
+import os
+
+
+def pins_by_default(environ, allowed, cpu_count):
+    """Whether cltensor sets POCL_AFFINITY=1: the user set neither POCL_AFFINITY nor
+    POCL_MAX_PTHREAD_COUNT, and the process may run on CPUs 0 .. cpu_count - 1 (allowed: its
+    affinity mask, None where the platform has none)."""
+    if "POCL_AFFINITY" in environ or "POCL_MAX_PTHREAD_COUNT" in environ:
+        return False
+    return allowed is not None and bool(cpu_count) and set(allowed) == set(range(cpu_count))
+
+
+def setup(environ=os.environ):
+    """At import, before any platform is opened (PoCL reads the variable when it starts)."""
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    if pins_by_default(environ, allowed, os.cpu_count()):
+        environ["POCL_AFFINITY"] = "1"
