@@ -23,6 +23,9 @@ def pins_by_default(environ, allowed, cpu_count):
 
 def setup(environ=os.environ):
     """At import, before any platform is opened (PoCL reads the variable when it starts)."""
-    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    try:
+        allowed = os.sched_getaffinity(0)
+    except (AttributeError, OSError):  # no affinity masks here (macOS, Windows)
+        allowed = None
     if pins_by_default(environ, allowed, os.cpu_count()):
         environ["POCL_AFFINITY"] = "1"
