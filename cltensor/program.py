@@ -170,14 +170,20 @@ def _build(device, filename, src, options):
     return _cached_build(device, filename, src, options)
 
 
+def _quiet_build(program, **kwargs):
+    """program.build(**kwargs) without pyopencl's CompilerWarning on success. NOTE: PoCL prints
+    notes on source builds and Intel's CPU runtime its options on every build from a binary;
+    failures still raise with the full log."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", cl.CompilerWarning)
+        return program.build(**kwargs)
+
+
 def _source_build(device, filename, src, options):
     try:
-        with warnings.catch_warnings():
-            # NOTE: PoCL prints harmless notes on success; failures still raise with the full log
-            warnings.simplefilter("ignore", cl.CompilerWarning)
-            # NOTE: cache_dir=False: never pyopencl's binary cache, which unpickles its files
-            return cl.Program(device.context, src).build(
-                options=list(options), devices=[device.cl_device], cache_dir=False)
+        # NOTE: cache_dir=False: never pyopencl's binary cache, which unpickles its files
+        return _quiet_build(cl.Program(device.context, src), options=list(options),
+                            devices=[device.cl_device], cache_dir=False)
     except cl.Error as e:
         raise KernelBuildError(filename, options, str(e)) from None
 
@@ -203,8 +209,8 @@ def _cached_build(device, filename, src, options):
     binary = _read_binary(path, key)
     if binary is not None:
         try:
-            return cl.Program(device.context, [device.cl_device], [binary]).build(
-                options=list(options), devices=[device.cl_device])
+            return _quiet_build(cl.Program(device.context, [device.cl_device], [binary]),
+                                options=list(options), devices=[device.cl_device])
         except cl.Error as e:
             _drop_binary(path, f"the driver refused it: {str(e).splitlines()[0][:120]}")
     prog = _source_build(device, filename, src, options)
@@ -248,7 +254,7 @@ def _drop_binary(path, reason):
 
 def _build_binary(device, filename, binary, options):
     try:
-        return cl.Program(device.context, [device.cl_device], [binary]).build()
+        return _quiet_build(cl.Program(device.context, [device.cl_device], [binary]))
     except cl.Error as e:
         raise KernelBuildError(filename, options + ("(rebuilt from its edited binary)",),
                                str(e)) from None
