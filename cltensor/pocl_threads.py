@@ -1,13 +1,10 @@
 """PoCL's worker threads pinned one to a CPU (POCL_AFFINITY=1) where that cannot misplace them.
 
-NOTE: unpinned, PoCL's pthread workers that went idle (the queue finished, as when a result is
-read) often woke on one core together, and the next kernel ran there alone at half speed: a
-384 x 1352 x 1728 product called and finished ten times after a rest took 14-17 ms instead of
-9 in 9-10 of 100 calls (2 AMD EPYC cores, PoCL 3.1; `benchmarks/gemm.py` read it at 0.53x
-numpy), none pinned (docs/performance.md, "PoCL's workers pinned").
-PoCL pins worker i to CPU i whatever CPUs the process may use (under `taskset -c 1` it put
-one on CPU 0), so pinning is left off where the process may not use every CPU or the user
-chose a thread count (POCL_MAX_PTHREAD_COUNT: ranks sharing a host each pin from CPU 0).
+NOTE: unpinned, PoCL's workers woken together after the queue went idle often ran the next
+kernel on one core at half speed (docs/performance.md, "PoCL's workers pinned"). PoCL pins
+worker i to CPU i whatever CPUs the process may use, so pinning is left off where the process
+may not use every CPU or the user chose a thread count (ranks sharing a host would each pin
+from CPU 0).
 """
 import os
 
