@@ -13,6 +13,8 @@ from typing import Any
 import pyopencl as cl
 import pyopencl.tools as cl_tools
 
+from . import pocl_threads
+
 NO_DEVICE_HELP = (
     "cltensor: no OpenCL device found. Install an OpenCL driver, for example PoCL for the CPU:\n"
     "  Debian/Ubuntu: apt-get install pocl-opencl-icd\n"
@@ -394,17 +396,18 @@ def all_devices() -> list[Device]:
 
 
 def _discover():
-    try:
-        platforms = cl.get_platforms()
-    except cl.Error:
-        platforms = []
-    found = []
-    for p, plat in enumerate(platforms):
+    with pocl_threads.pinned_start():
         try:
-            devs = plat.get_devices()
+            platforms = cl.get_platforms()
         except cl.Error:
-            continue
-        found.extend(Device(f"{p}:{d}", dev) for d, dev in enumerate(devs))
+            platforms = []
+        found = []
+        for p, plat in enumerate(platforms):
+            try:
+                devs = plat.get_devices()
+            except cl.Error:
+                continue
+            found.extend(Device(f"{p}:{d}", dev) for d, dev in enumerate(devs))
     return found
 
 

@@ -6,6 +6,7 @@ worker i to CPU i whatever CPUs the process may use, so pinning is left off wher
 may not use every CPU or the user chose a thread count (ranks sharing a host would each pin
 from CPU 0).
 """
+import contextlib
 import os
 
 
@@ -18,11 +19,20 @@ def pins_by_default(environ, allowed, cpu_count):
     return allowed is not None and bool(cpu_count) and set(allowed) == set(range(cpu_count))
 
 
-def setup(environ=os.environ):
-    """At import, before any platform is opened (PoCL reads the variable when it starts)."""
+@contextlib.contextmanager
+def pinned_start(environ=os.environ):
+    """Around the opening of the OpenCL platforms (PoCL reads the variable as it starts its
+    workers): POCL_AFFINITY=1 where pins_by_default says so, removed afterwards, so that
+    processes started later (with CPU masks of their own) do not inherit it."""
     try:
         allowed = os.sched_getaffinity(0)
     except (AttributeError, OSError):  # no affinity masks here (macOS, Windows)
         allowed = None
-    if pins_by_default(environ, allowed, os.cpu_count()):
+    pin = pins_by_default(environ, allowed, os.cpu_count())
+    if pin:
         environ["POCL_AFFINITY"] = "1"
+    try:
+        yield
+    finally:
+        if pin:
+            environ.pop("POCL_AFFINITY", None)

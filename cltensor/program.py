@@ -23,7 +23,7 @@ import pyopencl as cl
 from pyopencl import _cl
 import pyopencl.characterize as cl_characterize
 
-from . import caches, pocl_cache, pocl_threads, profiler
+from . import caches, pocl_cache, profiler
 from . import dtypes as dt
 from .device import Storage, capturing, watching
 from .diskfiles import private_dirs, warn_once, write_atomic
@@ -64,10 +64,8 @@ def _cache_root(own, xdg, home):
     return own or os.path.join(xdg or os.path.expanduser("~/.cache"), "cltensor")
 
 
-# NOTE: before any platform is opened, so that PoCL reads its cache folder and thread pinning
-# from here
+# NOTE: before any platform is opened, so that PoCL reads its cache folder from here
 pocl_cache.setup(cache_root())
-pocl_threads.setup()
 
 
 def device_key(device):

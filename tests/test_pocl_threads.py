@@ -23,15 +23,17 @@ def test_pinning_is_chosen_only_where_it_cannot_misplace_a_thread(environ, allow
     assert pocl_threads.pins_by_default(environ, allowed, cpus) is pins
 
 
-def test_setup_sets_the_variable_and_keeps_the_users():
+def test_the_variable_is_set_only_while_the_platforms_open():
     full = set(range(os.cpu_count()))
     if not hasattr(os, "sched_getaffinity") or os.sched_getaffinity(0) != full:
         pytest.skip("this process may not run on every CPU")
     env = {}
-    pocl_threads.setup(env)
-    assert env == {"POCL_AFFINITY": "1"}
+    with pocl_threads.pinned_start(env):
+        assert env == {"POCL_AFFINITY": "1"}
+    assert env == {}  # processes started later choose for themselves
     env = {"POCL_AFFINITY": "0"}
-    pocl_threads.setup(env)
+    with pocl_threads.pinned_start(env):
+        assert env == {"POCL_AFFINITY": "0"}
     assert env == {"POCL_AFFINITY": "0"}
 
 
@@ -42,6 +44,7 @@ if sys.argv[2] != "all":
 import cltensor as ct
 x = ct.ones(1 << 16, device=ct.get_device(sys.argv[1])) * 2
 assert float(x.sum().numpy()) == 2 << 16
+assert "POCL_AFFINITY" not in os.environ
 for task in glob.glob(f"/proc/{os.getpid()}/task/*/status"):
     line = [l for l in open(task) if l.startswith("Cpus_allowed_list")][0]
     print(line.split(":")[1].strip())
