@@ -118,7 +118,8 @@ _PACKED = _dict({"MR": _int(1, 64), "NR": _int(1, 256), "VW": _VW, "ORDER": _BIT
                  "A_IN_PLACE": _BIT, "KB": _int(0, 65536), "KC": _int(0, 65536),
                  "BM": _int(1, 1024), "BN": _int(1, 1024), "SLAB_MIN_K": _int(0, _BIG),
                  "SLAB_MIN_MN": _int(0, _BIG), "SLAB_MIN_N": _int(0, _BIG), "SLAB_WALK_N": _BIT,
-                 "SLAB_B_IN_PLACE": _BIT,
+                 "SLAB_MIN_M": _int(0, _BIG), "SLAB_B_IN_PLACE": _BIT,
+                 "SLAB_B_IN_PLACE_MAX_M": _int(0, _BIG),
                  "PF": _int(0, 65536),
                  "PACK_LX": _int(1, 1024), "WIDE_MAX_M": _int(0, _BIG),
                  "WIDE_MIN_N": _int(0, _BIG), "TPI": _int(1, 64)}, ("MR", "NR", "VW"))

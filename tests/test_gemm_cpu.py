@@ -23,7 +23,8 @@ def slab_entry(device, dtype, **over):
     2 x 2 tiles), the thresholds off; `over` replaces fields."""
     base = gm.entry_for(device, np.dtype(dtype))
     params = dict(base["packed"], KB=base["packed"].get("KB", 64))
-    params.update(KC=2 * params["KB"], BM=2, BN=2, SLAB_MIN_K=0, SLAB_MIN_MN=0, SLAB_MIN_N=0)
+    params.update(KC=2 * params["KB"], BM=2, BN=2, SLAB_MIN_K=0, SLAB_MIN_M=0, SLAB_MIN_MN=0,
+                  SLAB_MIN_N=0)
     params.update(over)
     return dict(base, packed=params, min_work=0, min_dim=0, min_m=0)
 
@@ -184,9 +185,10 @@ def test_wide_tile_for_few_rows(device, rng, use_entry):
 
 
 def test_slab_rules(device):
-    """Slabs for K from SLAB_MIN_K (default 2 KC), M, N from SLAB_MIN_MN (default 256) and N
-    from SLAB_MIN_N, never for summed batches or without KC; KC rounded up to a multiple of KB;
-    neither operand read in place then."""
+    """Slabs for K from SLAB_MIN_K (default 2 KC) and M from SLAB_MIN_M, M, N from SLAB_MIN_MN
+    (default 256) and N from SLAB_MIN_N, never for summed batches or without KC; KC rounded up
+    to a multiple of KB; neither operand read in place then, but B by slabs of at most
+    SLAB_B_IN_PLACE_MAX_M rows."""
     params = {"MR": 8, "NR": 32, "VW": 16, "KB": 64, "KC": 200, "A_IN_PLACE": 1,
               "B_IN_PLACE_MIN_N": 1}
     t = cltensor.empty(1, device=device)  # stands for the operands: their dtype is read
@@ -206,6 +208,9 @@ def test_slab_rules(device):
     narrow = dict(params, SLAB_MIN_N=1024)  # deep products of fewer columns stay gemm_packed's
     assert packed.packed_slab(prob(4096, 1023, 4096), narrow) == 0
     assert packed.packed_slab(prob(256, 1024, 4096), narrow) == 256
+    tall = dict(params, SLAB_MIN_M=4096)  # deep products of fewer rows stay gemm_packed's
+    assert packed.packed_slab(prob(4095, 4096, 4096), tall) == 0
+    assert packed.packed_slab(prob(4096, 256, 4096), tall) == 256
     deep, shallow = prob(512, 512, 512), prob(512, 512, 300)
     for reads in (packed.packed_reads_a_in_place, packed.packed_reads_b_in_place):
         assert not reads(deep, params) and reads(shallow, params)
@@ -219,6 +224,9 @@ def test_slab_rules(device):
     assert packed.slabs_read_b_in_place(apart, on)
     assert not packed.slabs_read_b_in_place(apart._replace(b=apart.b._replace(cs=2)), on)
     assert not packed.slabs_read_b_in_place(apart._replace(n=16), on)
+    # SLAB_B_IN_PLACE_MAX_M: taller products pack B (its pack costs less than reading it far)
+    assert packed.slabs_read_b_in_place(apart, dict(on, SLAB_B_IN_PLACE_MAX_M=apart.m))
+    assert not packed.slabs_read_b_in_place(apart, dict(on, SLAB_B_IN_PLACE_MAX_M=apart.m - 1))
     # B's in-place panels spanning more than B_IN_PLACE_MAX_PAGES pages (a page per row from
     # 4 KiB apart, fewer pages for closer rows): packed B, or slabs where slabs read B in place
     pages = packed.B_IN_PLACE_MAX_PAGES
@@ -229,6 +237,11 @@ def test_slab_rules(device):
             assert packed.packed_reads_b_in_place(q, wide) != deep, (rs, k)
             assert packed.packed_slab(q, wide) == 0
             assert packed.packed_slab(q, dict(wide, SLAB_B_IN_PLACE=1)) == (256 if deep else 0)
+            # the deep ones' slabs whatever SLAB_MIN_M says, unless they would pack B too
+            assert packed.packed_slab(q, dict(wide, SLAB_B_IN_PLACE=1, SLAB_MIN_M=2 ** 20)) == \
+                (256 if deep else 0)
+            assert packed.packed_slab(q, dict(wide, SLAB_B_IN_PLACE=1,
+                                              SLAB_B_IN_PLACE_MAX_M=255)) == 0
             assert not packed.packed_reads_b_in_place(q, dict(wide, SLAB_B_IN_PLACE=1)) or not deep
     # rows off 64-byte lines: B packed from M = MISALIGNED_PACK_MIN_M on, never slabs for depth
     q = prob(packed.MISALIGNED_PACK_MIN_M, 1024, 3000)._replace(b=opb._replace(rs=1100))

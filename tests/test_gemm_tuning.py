@@ -168,7 +168,7 @@ def test_benchmark_mode_times_packed_variants(device, rng, monkeypatch):
     (chosen, times), = gm.benchmark_times(device).values()
     variants = [dict(params, MR=4, NR=64, WIDE_MAX_M=0), dict(params, MR=16, NR=16, WIDE_MAX_M=0),
                 dict(params, B_IN_PLACE_MIN_N=2 ** 62),
-                dict(params, SLAB_MIN_K=1, SLAB_MIN_MN=1, SLAB_MIN_N=1)]
+                dict(params, SLAB_MIN_K=1, SLAB_MIN_M=1, SLAB_MIN_MN=1, SLAB_MIN_N=1)]
     assert len(times) == 5 and chosen == ([params] + variants)[min(times, key=times.get)]
     monkeypatch.setattr(gm.bench, "_best_seconds", lambda *args: pytest.fail("timed twice"))
     out = poisoned(device, (300, 288), np.float32)

@@ -101,7 +101,7 @@ def packed_variants(p, params):
     if not packed.packed_slab(p, params) and packed.packed_reads_b_in_place(p, params):
         out.append(dict(params, B_IN_PLACE_MIN_N=2 ** 62))
     if params.get("KC") and not packed.packed_slab(p, params):
-        slabs = dict(params, SLAB_MIN_K=1, SLAB_MIN_MN=1, SLAB_MIN_N=1)
+        slabs = dict(params, SLAB_MIN_K=1, SLAB_MIN_M=1, SLAB_MIN_MN=1, SLAB_MIN_N=1)
         if packed.packed_slab(p, slabs):
             out.append(slabs)
     return out

@@ -114,32 +114,44 @@ def _misaligned(p):
 
 def packed_slab(p, params, summed=False):
     """gemm_slabs' KC for a product, or 0 where gemm_packed runs it: with KC set, K of at least
-    SLAB_MIN_K (default 2 * KC; any K where slabs read B in place and gemm_packed's B, its
-    rows on cache lines, would be _deep), M and N of at least SLAB_MIN_MN (default 256:
-    narrower, one operand's panels are few and gemm_packed reads the other once), N of at
-    least SLAB_MIN_N (gemm.json: on both CPU runtimes gemm_packed ran deep products of up to
-    about 1024 columns faster) and C not summed over batches. KC is rounded up to a multiple
-    of KB, so that the blocked sums stay gemm_packed's (gemm_cpu.cl).
+    SLAB_MIN_K (default 2 * KC) and M of at least SLAB_MIN_M, or any K where the slabs read B
+    in place and gemm_packed's B, its rows on cache lines, would be _deep; M and N of at least
+    SLAB_MIN_MN (default 256: narrower, one operand's panels are few and gemm_packed reads
+    the other once), N of at least SLAB_MIN_N (gemm.json: on both CPU runtimes gemm_packed ran
+    deep products of up to about 1024 columns faster) and C not summed over batches. KC is
+    rounded up to a multiple of KB, so that the blocked sums stay gemm_packed's (gemm_cpu.cl).
     NOTE: deep B on PoCL, GFLOP/s, slabs vs gemm_packed on packed B (the pack copying rows):
-    256 x 3200 x 2400 200 vs 193, 256 x 6272 x 2560 198 vs 192"""
+    256 x 3200 x 2400 200 vs 193, 256 x 6272 x 2560 198 vs 192. SLAB_MIN_M: with B packed,
+    whole-K panels beat the slabs except on the largest products (docs/tuning.md)"""
     kc, kb = params.get("KC", 0), params.get("KB", 0)
-    deep = (params.get("SLAB_B_IN_PLACE") and p.b.t.dtype == p.dtype and _deep(p) and
-            not _misaligned(p))
-    if (not kc or summed or (p.k < params.get("SLAB_MIN_K", 2 * kc) and not deep) or
+    deep = (_deep(p) and not _misaligned(p) and _slabs_may_read_b_in_place(p, params))
+    shallow = p.k < params.get("SLAB_MIN_K", 2 * kc) or p.m < params.get("SLAB_MIN_M", 0)
+    if (not kc or summed or (shallow and not deep) or
             min(p.m, p.n) < params.get("SLAB_MIN_MN", 256) or
             p.n < params.get("SLAB_MIN_N", 0)):
         return 0
     return -(-kc // kb) * kb if kb else kc
 
 
+def _slabs_may_read_b_in_place(p, params):
+    """SLAB_B_IN_PLACE set, B's dtype the computed one (16-bit B is packed into float slabs)
+    and M at most SLAB_B_IN_PLACE_MAX_M. NOTE: reading B in place costs every tile a little
+    (its slab's rows far apart), where the pack costs B's size once: from a few hundred rows
+    on, the pack is cheaper. PoCL, 2 Zen 4 cores, GFLOP/s, in place vs packed, x 1152 x 9216:
+    M 256 175 vs 172, 384 178 vs 184, 512 185 vs 192, 1024 191 vs 206; x 3200 x 2400: M 256
+    191 vs 190, 384 197 vs 203, 1024 201 vs 212"""
+    return (bool(params.get("SLAB_B_IN_PLACE")) and p.b.t.dtype == p.dtype and
+            p.m <= params.get("SLAB_B_IN_PLACE_MAX_M", 2**62))
+
+
 def slabs_read_b_in_place(p, params):
-    """Whether gemm_slabs reads B where it is instead of packing it (SLAB_B_IN_PLACE set): rows
-    contiguous along N, at least NR columns, B's dtype the computed one (16-bit B is packed into
-    float slabs) and a slab of rows that does not alias (_aliased, KC rows deep). NOTE: the pack
-    is a read and a write of all of B; on the convolutions' wide products (N in the thousands,
-    M a few hundred) it took a fifth to a third of the product's time (docs/performance.md)."""
-    return (bool(params.get("SLAB_B_IN_PLACE")) and p.b.cs == 1 and p.n >= params["NR"] and
-            p.b.t.dtype == p.dtype and not _aliased(p, packed_slab(p, params)))
+    """Whether gemm_slabs reads B where it is instead of packing it (_slabs_may_read_b_in_place):
+    rows contiguous along N, at least NR columns and a slab of rows that does not alias
+    (_aliased, KC rows deep). NOTE: the pack is a read and a write of all of B; on the
+    convolutions' wide products (N in the thousands, M a few hundred) it took a fifth to a
+    third of the product's time (docs/performance.md)."""
+    return (_slabs_may_read_b_in_place(p, params) and p.b.cs == 1 and p.n >= params["NR"] and
+            not _aliased(p, packed_slab(p, params)))
 
 
 def packed_reads_b_in_place(p, params, summed=False):
