@@ -2,6 +2,7 @@
 forward, input and weight gradients, sums and transforms in float32), against float64 results
 rounded once to the 16-bit dtype (implicit GEMM and s2d Winograd: test_half_conv_implicit.py);
 and the memory that saves."""
+import gc
 import numpy as np
 import pytest
 import torch
@@ -121,6 +122,7 @@ def _peak(device, fn):
     that refills it: its per-weight transforms and plans, which a steady step does not make)."""
     peaks = []
     for _ in range(2):
+        gc.collect()  # NOTE: earlier tests' tensors in reference cycles, freed at any moment
         device.synchronize()
         before = device.allocated
         device.reset_peak()

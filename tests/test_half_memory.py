@@ -4,6 +4,7 @@ backward in slices of images with the weight gradient summed in float32, and gem
 those panels. Each path against float64 with torch's 16-bit tolerance, outputs and the pool
 poisoned with NaN first; the tensors each makes are checked for float32 scratch, and its peak
 memory against a bound computed from the shapes, which float32 scratch would exceed."""
+import gc
 import numpy as np
 import pytest
 import torch
@@ -57,6 +58,7 @@ def _peak(device, fn):
         if t.dtype is ct.float32:
             made.append(t.numel() * 4)
         return t
+    gc.collect()  # NOTE: earlier tests' tensors in reference cycles, freed at any moment
     device.synchronize()
     before = device.allocated
     device.reset_peak()
