@@ -267,7 +267,7 @@ def test_slab_fields_in_database_defaults_and_tuner():
         tune.check_value({"packed": dict(tile, **c)}, tune.GEMM_ENTRY, "entry")
         assert c["KC"] % 64 == 0
     for field, bad in (("KC", -1), ("BM", 0), ("SLAB_WALK_N", 2), ("SLAB_MIN_MN", 1.5),
-                       ("PF", -1)):
+                       ("PF", -1), ("SLAB_MIN_M", -1), ("SLAB_B_IN_PLACE_MAX_M", "256")):
         with pytest.raises(ValueError, match=f"entry.packed.{field}"):
             tune.check_value({"packed": dict(tile, **{field: bad})}, tune.GEMM_ENTRY, "entry")
     data = json.loads((tune.DB_DIR / "gemm.json").read_text())
