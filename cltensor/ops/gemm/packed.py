@@ -136,10 +136,8 @@ def packed_slab(p, params, summed=False):
 def _slabs_may_read_b_in_place(p, params):
     """SLAB_B_IN_PLACE set, B's dtype the computed one (16-bit B is packed into float slabs)
     and M at most SLAB_B_IN_PLACE_MAX_M. NOTE: reading B in place costs every tile a little
-    (its slab's rows far apart), where the pack costs B's size once: from a few hundred rows
-    on, the pack is cheaper. PoCL, 2 Zen 4 cores, GFLOP/s, in place vs packed, x 1152 x 9216:
-    M 256 175 vs 172, 384 178 vs 184, 512 185 vs 192, 1024 191 vs 206; x 3200 x 2400: M 256
-    191 vs 190, 384 197 vs 203, 1024 201 vs 212"""
+    (its slab's rows far apart) where the pack costs B's size once, so from a few hundred rows
+    on the pack is cheaper (docs/tuning.md)."""
     return (bool(params.get("SLAB_B_IN_PLACE")) and p.b.t.dtype == p.dtype and
             p.m <= params.get("SLAB_B_IN_PLACE_MAX_M", 2**62))
 
