@@ -4,6 +4,7 @@ call that differs in anything that decides them (strides, offsets, dtypes, alias
 plug-ins, the tuning entry) decides afresh; every result against numpy float64 into
 NaN-poisoned outputs. Also: recording's bookkeeping (nesting, foreign blocks, scratch that
 dies in a block), graph capture and threads over plans, and the host paths made leaner."""
+import contextlib
 import gc
 import threading
 
@@ -13,7 +14,7 @@ import pytest
 
 import cltensor as ct
 from cltensor import backends, program, tunedb
-from cltensor.conv import common, conv2d, plans
+from cltensor.conv import common, conv2d, dispatch, plans
 from cltensor.conv import function as conv_function
 from cltensor.conv.params import make_params
 from cltensor.device import Storage
@@ -331,11 +332,19 @@ def net_step(net, x, g):
     net(x).backward(g)
 
 
-def test_capture_records_what_eager_enqueues(device, rng):
+@pytest.mark.parametrize("winograd", [False, True])
+def test_capture_records_what_eager_enqueues(device, rng, monkeypatch, winograd):
     """With plans made, a graph captures the launches eager execution enqueues, in order, and
     its replay gives eager's gradients. Weight transforms (implicit GEMM's packed weights,
     Winograd's filters) are captured as conditional blocks, so the eager step makes them
-    afresh too (GPUs choose those algorithms for this net)."""
+    afresh too, and records them here: a pass's recording leaves them out (program.paused).
+    GPUs choose those algorithms for this net; `winograd` makes every device choose Winograd
+    for the 3x3 convolution's forward and input gradient."""
+    if winograd:
+        rule = dispatch.portable_rule
+        monkeypatch.setattr(dispatch, "portable_rule", lambda p, device, pass_: "winograd"
+                            if p.kh == 3 and pass_ != "backward_weight" else
+                            rule(p, device, pass_))
     plans._plans.clear()
     net = small_net(device)
     x = put(device, rng.standard_normal((2, 3, 6, 6)).astype(np.float32))
@@ -344,7 +353,8 @@ def test_capture_records_what_eager_enqueues(device, rng):
         net_step(net, x, g)
     assert any(v[1] is not None for v in plans._plans.values())
     common.clear_per_weight()
-    with program.record() as eager:
+    with monkeypatch.context() as m, program.record() as eager:
+        m.setattr(program, "paused", contextlib.nullcontext)
         net_step(net, x, g)
     want = [p.grad.numpy() for p in net.parameters()]
     graph = ct.Graph()
@@ -597,19 +607,26 @@ def test_replayed_steps_hold_no_more_memory(device, rng):
     assert all(p <= held[0][1] for _, p in held[1:]), held
 
 
-def test_plugin_implicit_gemm_passes_replay(device, rng, conv_decided, relu=True):
-    """The NVIDIA plug-in's implicit GEMM (emulated here) declares its passes replayable: a
-    repeated step replays both passes (TF32 products, within TF32's bound of float64), and a
-    new set of its parameter sets (replay_anchor) decides them again."""
-    from test_nvidia_plugin import EMULATED_CONFIGS, EMULATED_CONV_CONFIGS, _emulated, allow_tf32
+def test_plugin_implicit_gemm_passes_replay(device, rng, conv_decided, monkeypatch,
+                                            relu=True):
+    """The NVIDIA plug-in's implicit GEMM (emulated, or the real one on a device it serves,
+    which then owns the algorithm's name) declares its passes replayable: a repeated step
+    replays both passes (TF32 products, within TF32's bound of float64), and a new set of its
+    parameter sets (replay_anchor) decides them again."""
+    from test_nvidia_plugin import (EMULATED_CONFIGS, EMULATED_CONV_CONFIGS, _emulated, _served,
+                                    allow_tf32)
     pl = _emulated(EMULATED_CONFIGS[0])
+    real = _served(device)
     ct.register_plugin(pl)
     try:
         with allow_tf32():
             for expect in (["forward", "backward"], [], []):
                 check_conv(device, rng, conv_decided, expect, padding=1, algo="tf32_implicit",
                            relu=relu, tol=TF32_TOL)
-            pl.conv_configs = (EMULATED_CONV_CONFIGS[-1],)
+            if real is None:
+                pl.conv_configs = (EMULATED_CONV_CONFIGS[-1],)
+            else:  # the same sets in a new tuple: the anchor is compared by identity
+                monkeypatch.setattr(real, "conv_configs", tuple(real.conv_configs))
             check_conv(device, rng, conv_decided, ["forward", "backward"], padding=1,
                        algo="tf32_implicit", relu=relu, tol=TF32_TOL)
     finally:
