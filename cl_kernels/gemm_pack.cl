@@ -35,7 +35,7 @@
  *                K-consecutive float16 or bfloat16 values per 32-bit word, copied bit for bit.
  *
  * Build options: PR and KC (pack_panels' panel width and slab), ROWS_VW (pack_panels'
- * row-copying form), SLICE_K (pack_tf32_slices');
+ * row-copying form) and NT_STORE (its streaming stores), SLICE_K (pack_tf32_slices');
  * TA, the source's storage type (default T): pack_panels and pad_copy read it through LD and
  * write T, so a 16-bit operand is converted as it is packed.
  */
@@ -49,6 +49,28 @@
 #ifdef ROWS_VW
 #define RV_LOAD CL_CAT(vload, ROWS_VW)
 #define RV_STORE CL_CAT(vstore, ROWS_VW)
+#ifndef NT_STORE
+#define NT_STORE 0
+#endif
+/* NT_STORE 1: the panels' vectors go out as non-temporal (streaming) stores, where the compiler
+ * has them: a line is written without being read first, and the pack does not evict the
+ * caches (the host asks for it on packs too large to stay there). The panels are vector-aligned
+ * (PR a multiple of ROWS_VW, buffers aligned to the device's base address alignment). */
+#if NT_STORE && defined(__has_builtin)
+#if __has_builtin(__builtin_nontemporal_store)
+#define RV_PUT(v, j, d) __builtin_nontemporal_store((v), (__global CL_CAT(T, ROWS_VW)*)(d) + (j))
+#if defined(__x86_64__) || defined(__i386__)
+/* NOTE: streaming stores are weakly ordered: fenced before the work-item ends */
+#define RV_FENCE() __builtin_ia32_sfence()
+#endif
+#endif
+#endif
+#ifndef RV_PUT
+#define RV_PUT(v, j, d) RV_STORE((v), (j), (d))
+#endif
+#ifndef RV_FENCE
+#define RV_FENCE()
+#endif
 __kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global const T* src,
                           const View vs, const long s_r, const long s_k, __global T* dst,
                           const long d_bs) {  /* s_r: 1 */
@@ -62,9 +84,10 @@ __kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global cons
   __global const T* row = src + batch_offset(b, nbd, batch, vs) + (long)k * s_k;
   const int whole = rows / PR;
   for (int p = 0; p < whole; ++p, d += (long)kc * PR, row += PR)
-    for (int j = 0; j < PR / ROWS_VW; ++j) RV_STORE(RV_LOAD(j, row), j, d);
+    for (int j = 0; j < PR / ROWS_VW; ++j) RV_PUT(RV_LOAD(j, row), j, d);
   if (whole * PR < rows)
     for (int i = 0; i < PR; ++i) d[i] = whole * PR + i < rows ? row[i] : (T)0;
+  RV_FENCE();
 }
 #else
 __kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global const TA* src,

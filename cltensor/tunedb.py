@@ -121,7 +121,7 @@ _PACKED = _dict({"MR": _int(1, 64), "NR": _int(1, 256), "VW": _VW, "ORDER": _BIT
                  "SLAB_MIN_M": _int(0, _BIG), "SLAB_B_IN_PLACE": _BIT,
                  "SLAB_B_IN_PLACE_MAX_M": _int(0, _BIG),
                  "PF": _int(0, 65536),
-                 "PACK_LX": _int(1, 1024), "WIDE_MAX_M": _int(0, _BIG),
+                 "PACK_LX": _int(1, 1024), "NT_PACK_MIN_BYTES": _int(0, _BIG), "WIDE_MAX_M": _int(0, _BIG),
                  "WIDE_MIN_N": _int(0, _BIG), "TPI": _int(1, 64)}, ("MR", "NR", "VW"))
 _XGEMM_CORE = ("MWG", "NWG", "KWG", "MDIMC", "NDIMC", "VWM", "VWN", "STRM", "STRN", "PADA",
                "PADB", "NBUF")

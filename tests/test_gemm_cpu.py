@@ -40,15 +40,18 @@ def test_pack_panels_slab_layout(device, rng, fp_dtypes):
     """pack_panels with KC (0: one slab): slab s holds every panel for its kc steps of K,
     panel p at s*KC*pad + p*kc*PR, rows past `rows` zero; a last slab shorter than KC; KC a
     multiple of the work-group along K and not (the host then narrows the group); sources
-    contiguous along K and along the rows (B's layout: CPUs copy rows as vectors)."""
-    for dtype, kc, rows_contiguous in itertools.product(fp_dtypes, (32, 20, 0), (False, True)):
+    contiguous along K and along the rows (B's layout: CPUs copy rows as vectors, with plain
+    or streaming stores)."""
+    for dtype, kc, form in itertools.product(fp_dtypes, (32, 20, 0), ("k", "rows", "streamed")):
+        rows_contiguous = form != "k"
         rows, k = (53, 75) if rows_contiguous else (21, 75)
         width = 2 * packed.ROWS_VW if rows_contiguous else 8
         x = random_array(rng, (rows, k), dtype)
         p = gm.Problem(device, np.dtype(dtype), rows, 1, k, (), None, None, None, None)
         if rows_contiguous:
             op = gm.Operand(put(device, np.ascontiguousarray(x.T)), [], 1, rows)
-            t, _ = packed._pack_panels(p, op, rows, 1, rows, width, kc)
+            t, _ = packed._pack_panels(p, op, rows, 1, rows, width, kc,
+                                       nt_min=0 if form == "streamed" else 2 ** 62)
         else:
             op = gm.Operand(put(device, x), [], k, 1)
             t, _ = packed._pack_panels(p, op, rows, k, 1, width, kc)
@@ -102,6 +105,33 @@ def test_slabs_match_float64_on_odd_shapes(device, rng, use_entry, fp_dtypes, b_
             out = put(device, c)
             cltensor.gemm(A, B, out=out, c=out, beta=0.5, **dev_epi)
             run_check(out, a, bb, dtype, beta=0.5, c=c, **epi)
+
+
+def test_streamed_packs_match_float64(device, rng, use_entry, fp_dtypes):
+    """B packed with streaming stores (NT_PACK_MIN_BYTES 0) for gemm_packed and gemm_slabs:
+    batched and shared B, N past a whole panel, outputs poisoned, against float64; the same
+    values as plain stores give, bit for bit."""
+    for dtype, slabs in itertools.product(fp_dtypes, (False, True)):
+        entry = slab_entry(device, dtype, SLAB_B_IN_PLACE=0, B_IN_PLACE_MIN_N=2 ** 40,
+                           A_IN_PLACE=0)
+        if not slabs:
+            entry["packed"]["KC"] = 0
+        params = entry["packed"]
+        m, n, k = 3 * params["MR"] + 1, 2 * params["NR"] + 5, 2 * params["KB"] + 37
+        kernel = "gemm_slabs" if slabs else "gemm_packed"
+        for batched_b in (True, False):
+            a = random_array(rng, (2, m, k), dtype)
+            b = random_array(rng, (2, k, n) if batched_b else (k, n), dtype)
+            A, B = put(device, a), put(device, b).expand(2, k, n)
+            got = {}
+            for nt_min in (0, 2 ** 62):
+                use_entry(dict(entry, packed=dict(params, NT_PACK_MIN_BYTES=nt_min)))
+                out = poisoned(device, (2, m, n), dtype)
+                counts = _kernel_counts(lambda: cltensor.gemm(A, B, out=out))
+                assert counts == {"pack_panels": 2, kernel: 1}, counts
+                run_check(out, a, np.broadcast_to(b, (2, k, n)), dtype)
+                got[nt_min] = out.numpy()
+            np.testing.assert_array_equal(got[0], got[2 ** 62])
 
 
 @pytest.mark.parametrize("kb", [0, 48])
@@ -267,7 +297,8 @@ def test_slab_fields_in_database_defaults_and_tuner():
         tune.check_value({"packed": dict(tile, **c)}, tune.GEMM_ENTRY, "entry")
         assert c["KC"] % 64 == 0
     for field, bad in (("KC", -1), ("BM", 0), ("SLAB_WALK_N", 2), ("SLAB_MIN_MN", 1.5),
-                       ("PF", -1), ("SLAB_MIN_M", -1), ("SLAB_B_IN_PLACE_MAX_M", "256")):
+                       ("PF", -1), ("SLAB_MIN_M", -1), ("SLAB_B_IN_PLACE_MAX_M", "256"),
+                       ("NT_PACK_MIN_BYTES", -1)):
         with pytest.raises(ValueError, match=f"entry.packed.{field}"):
             tune.check_value({"packed": dict(tile, **{field: bad})}, tune.GEMM_ENTRY, "entry")
     data = json.loads((tune.DB_DIR / "gemm.json").read_text())

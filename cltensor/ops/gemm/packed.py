@@ -20,6 +20,10 @@ PACK_LOCAL = 16
 # time, one work-item per step of K into every panel. PoCL, B of 256 x 1352 x 3456 packed:
 # 3.2 -> 1.5 ms (Intel's runtime 2.8 -> 1.25; a contiguous copy of it 0.98)
 ROWS_VW = 16
+# packs of at least this many bytes stream their panels past the caches (NT_STORE), unless the
+# entry's NT_PACK_MIN_BYTES says otherwise: PoCL and Intel's runtime, 2 Zen 4 cores, B of 192 x
+# 5832 x 1600 (37 MB) packed in 2.5 -> 1.55 ms; from 2.7 to 17 MB no change (docs/performance.md)
+NT_PACK_MIN_BYTES = 16 << 20
 
 
 def panel_dtype(p, op):
@@ -28,11 +32,12 @@ def panel_dtype(p, op):
     return op.t.dtype if op.t.dtype in dt.HALF_TYPES and p.dtype == dt.float32 else p.dtype
 
 
-def _pack_panels(p, op, rows, rs, ks, width, kc=0, lx=PACK_LOCAL, computed=False):
+def _pack_panels(p, op, rows, rs, ks, width, kc=0, lx=PACK_LOCAL, computed=False,
+                 nt_min=NT_PACK_MIN_BYTES):
     """op as panels of `width` rows (gemm_pack.cl), in slabs of kc steps of K when kc is set
     (gemm_slabs), one copy when every batch shares it, in work-groups of lx along K; returns
     (scratch tensor, its batch stride). 16-bit operands keep their dtype (panel_dtype) unless
-    `computed` asks for p's."""
+    `computed` asks for p's. Row-copying packs of at least nt_min bytes use streaming stores."""
     shared = not any(op.bstrides)
     nb = 1 if shared else p.nbatch
     size = -(-rows // width) * p.k * width
@@ -44,6 +49,8 @@ def _pack_panels(p, op, rows, rs, ks, width, kc=0, lx=PACK_LOCAL, computed=False
     panels = -(-rows // width)
     if rs == 1 and "TA" not in defines and width % ROWS_VW == 0 and p.device.is_cpu:
         defines, panels = dict(defines, ROWS_VW=ROWS_VW), 1  # a row of K a work-item
+        if dst.nbytes >= nt_min:
+            defines["NT_STORE"] = 1
     kernel = get_kernel(p.device, "gemm_pack.cl", "pack_panels", defines)
     lx = min(lx, p.device.max_work_group)
     if kc:
@@ -187,14 +194,15 @@ def packed_reads_a_in_place(p, params, summed=False):
             not packed_slab(p, params, summed))
 
 
-def _packed_operand(p, op, in_place, ld, rows, rs, ks, width, lx, kc=0, computed=False):
+def _packed_operand(p, op, in_place, ld, rows, rs, ks, width, params, kc=0, computed=False):
     """[buffer, batch stride, View, leading dim] of an operand as gemm_packed and gemm_slabs
     read it: where it is (its View and leading dim), or packed into panels of `width` rows
     (in slabs of kc, as _pack_panels)."""
     if in_place:
         return [op.t.storage.buf, np.int64(0), ew.view_arg(op.t.offset, op.bstrides),
                 np.int64(ld)]
-    t, bs = _pack_panels(p, op, rows, rs, ks, width, kc, lx, computed)
+    t, bs = _pack_panels(p, op, rows, rs, ks, width, kc, params.get("PACK_LX", PACK_LOCAL),
+                         computed, params.get("NT_PACK_MIN_BYTES", NT_PACK_MIN_BYTES))
     return [t.storage.buf, np.int64(bs), ew.view_arg(0, [0] * len(p.bshape)), np.int64(0)]
 
 
@@ -292,9 +300,8 @@ def run_packed(p, entry, epi, summed=False):
     if summed:
         tile["SUM_BATCHES"] = 1
     kernel = get_kernel(p.device, "gemm_cpu.cl", "gemm_packed", tile)
-    lx = params.get("PACK_LX", PACK_LOCAL)
-    a_args = _packed_operand(p, p.a, a_in_place, p.a.rs, p.m, p.a.rs, p.a.cs, mr, lx)
-    b_args = _packed_operand(p, p.b, b_in_place, p.b.rs, p.n, p.b.cs, p.b.rs, nr, lx)
+    a_args = _packed_operand(p, p.a, a_in_place, p.a.rs, p.m, p.a.rs, p.a.cs, mr, params)
+    b_args = _packed_operand(p, p.b, b_in_place, p.b.rs, p.n, p.b.cs, p.b.rs, nr, params)
     tail = a_args + b_args + [np.int32(walk_n)] + epi
     launch_tiles(p, kernel, mr, -(-p.n // nr), (1, 1, 1), p.k, tail, rows_in_dim0=not walk_n,
                   summed=summed, per_item=tpi)
@@ -324,9 +331,10 @@ def _run_slabs(p, params, epi, tile, kc):
     step = kc * max(1, -(-p.k // kc) // 2) if half else p.k
     for k0 in range(0, p.k, step):
         ps = _k_range(p, k0, min(step, p.k - k0)) if half else p
-        a, a_bs = _pack_panels(ps, ps.a, p.m, p.a.rs, p.a.cs, mr, kc, lx, computed=True)
-        b_args = _packed_operand(ps, ps.b, b_in_place, ps.b.rs, p.n, p.b.cs, p.b.rs, nr, lx, kc,
-                                 computed=True)
+        a, a_bs = _pack_panels(ps, ps.a, p.m, p.a.rs, p.a.cs, mr, kc, lx, True,
+                               params.get("NT_PACK_MIN_BYTES", NT_PACK_MIN_BYTES))
+        b_args = _packed_operand(ps, ps.b, b_in_place, ps.b.rs, p.n, p.b.cs, p.b.rs, nr, params,
+                                 kc, computed=True)
         tail = [a.storage.buf, np.int64(a_bs), *b_args, part.storage.buf,
                 np.int64(part_size // tile["VW"]), np.int32(walk_n), np.int32(k0 > 0),
                 np.int32(k0 + ps.k == p.k)] + epi
