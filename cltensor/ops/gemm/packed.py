@@ -21,9 +21,9 @@ PACK_LOCAL = 16
 # 3.2 -> 1.5 ms (Intel's runtime 2.8 -> 1.25; a contiguous copy of it 0.98)
 ROWS_VW = 16
 # packs of at least this many bytes stream their panels past the caches (NT_STORE), unless the
-# entry's NT_PACK_MIN_BYTES says otherwise: PoCL and Intel's runtime, 2 Zen 4 cores, B of 192 x
-# 5832 x 1600 (37 MB) packed in 2.5 -> 1.55 ms; from 2.7 to 17 MB no change (docs/performance.md)
-NT_PACK_MIN_BYTES = 16 << 20
+# entry's NT_PACK_MIN_BYTES says otherwise: faster from 12.5 MB on both CPU runtimes, slower
+# on PoCL at 2.7 and 7.2 MB, which its caches hold (docs/performance.md)
+NT_PACK_MIN_BYTES = 8 << 20
 
 
 def panel_dtype(p, op):
