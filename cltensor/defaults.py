@@ -21,6 +21,9 @@ CPU_SLABS = {"KC": 256, "BM": 8, "BN": 4, "SLAB_B_IN_PLACE": 1, "SLAB_B_IN_PLACE
 # gemm_packed's tiles per work-item along its walk (ops/gemm/packed.py tiles_per_item): fewer,
 # longer work-items on both CPU runtimes (docs/performance.md)
 CPU_TPI = 8
+# gemm_packed reads B in place for at most this many rows of A; taller products pack B (the
+# pack's cost spread over more tiles: both CPU runtimes, docs/tuning.md)
+CPU_B_IN_PLACE_MAX_M = 192
 XGEMM_TILE = 64  # xgemm's work-group tile (MWG = NWG) on a GPU with no entry
 # a linear layer's input gradient g @ W with at most this many rows runs gemm_rowaxpy_wg on
 # GPUs: bound by reading W once, where the small-problem family read it at a tenth of the
@@ -52,7 +55,8 @@ def cpu_gemm(desc, itemsize):
     return {"family": "packed", "small": "direct", "min_work": CPU_MIN_WORK, "min_dim": 4,
             "direct": {"TM": 8, "TN": 2 * vw, "VW": vw},
             "packed": {"MR": mr, "NR": 2 * vw, "VW": vw, "ORDER": 1, "KB": 64,
-                       "A_IN_PLACE": 1, "B_IN_PLACE_MIN_N": 128, "TPI": CPU_TPI, **CPU_SLABS}}
+                       "A_IN_PLACE": 1, "B_IN_PLACE_MIN_N": 128,
+                       "B_IN_PLACE_MAX_M": CPU_B_IN_PLACE_MAX_M, "TPI": CPU_TPI, **CPU_SLABS}}
 
 
 def _group_side(desc):

@@ -114,7 +114,7 @@ _ROWDOT = _dict({"VW": _VW, "NB": _int(1, 64), "LX": _int(1, 1024)})
 _ROWAXPY = _dict({"VW": _VW, "LX": _int(1, 1024), "KS": _int(1, 1024), "KB": _int(1, _BIG)})
 _PACKED = _dict({"MR": _int(1, 64), "NR": _int(1, 256), "VW": _VW, "ORDER": _BIT,
                  "WALK_M_FROM_K": _int(0, _BIG), "B_IN_PLACE_MIN_N": _int(0, _BIG),
-                 "B_IN_PLACE_MAX_K": _int(0, _BIG),
+                 "B_IN_PLACE_MAX_K": _int(0, _BIG), "B_IN_PLACE_MAX_M": _int(0, _BIG),
                  "A_IN_PLACE": _BIT, "KB": _int(0, 65536), "KC": _int(0, 65536),
                  "BM": _int(1, 1024), "BN": _int(1, 1024), "SLAB_MIN_K": _int(0, _BIG),
                  "SLAB_MIN_MN": _int(0, _BIG), "SLAB_MIN_N": _int(0, _BIG), "SLAB_WALK_N": _BIT,

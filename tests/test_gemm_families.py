@@ -376,6 +376,11 @@ def test_packed_b_in_place_rule(device):
     assert rule(x[0], 200) and rule(x[0, :, 1:129], 128)   # N-contiguous, wide enough
     assert not rule(x[0, :, :127], 127)                     # too narrow: packed
     assert not rule(x[0, :, ::2], 100) and not rule(x[0].mT, 4)  # not N-contiguous
+    y = cltensor.zeros((4, 256), device=device)  # rows on cache lines
+    tall = lambda m, most: gm.packed_reads_b_in_place(  # noqa: E731
+        gm.Problem(device, np.dtype(np.float32), m, 256, 4, (), None,
+                   gm.Operand(y, [], 256, 1), None, None), dict(params, B_IN_PLACE_MAX_M=most))
+    assert tall(192, 192) and not tall(193, 192)  # taller products pack B
     deep = lambda k, ld: gm.packed_reads_b_in_place(  # noqa: E731
         gm.Problem(device, np.dtype(np.float32), 8, 2048, k, (), None,
                    gm.Operand(x, [], ld, 1), None, None), params)

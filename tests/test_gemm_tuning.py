@@ -157,6 +157,7 @@ def test_benchmark_mode_times_packed_variants(device, rng, monkeypatch):
     monkeypatch.setattr(cltensor.backends, "benchmark", True)
     base = gm.entry_for(device, np.dtype(np.float32))
     params = dict(base["packed"], MR=8, NR=32, VW=16, B_IN_PLACE_MIN_N=1, KB=64, KC=128,
+                  B_IN_PLACE_MAX_M=2 ** 62,
                   SLAB_MIN_K=2 ** 20)
     entry = dict(base, packed=params, min_work=0, min_dim=0)
     monkeypatch.setattr(gm, "entry_for", lambda *args: entry)

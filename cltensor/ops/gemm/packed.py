@@ -165,11 +165,12 @@ def packed_reads_b_in_place(p, params, summed=False):
     pass, cost as much as the product on the convolutions' shallow batched products; narrower
     B spends too much of its panels in the partial last one) and below K = B_IN_PLACE_MAX_K,
     unless from K = ALIASED_MIN_K on its rows alias (_aliased) or its panels are _deep, or its
-    rows are off cache lines (_misaligned). A 16-bit B read in place is converted as it is
-    loaded (B_CONVERTS)."""
+    rows are off cache lines (_misaligned), and for at most B_IN_PLACE_MAX_M rows of A (reading
+    B in place costs each tile a little, the pack B's size once: taller products pack it). A
+    16-bit B read in place is converted as it is loaded (B_CONVERTS)."""
     unfit = p.k >= ALIASED_MIN_K and (_aliased(p, p.k) or _deep(p))
     return (p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not unfit and
-            not _misaligned(p) and
+            not _misaligned(p) and p.m <= params.get("B_IN_PLACE_MAX_M", 2**62) and
             p.k < params.get("B_IN_PLACE_MAX_K", 2**62) and not packed_slab(p, params, summed))
 
 
