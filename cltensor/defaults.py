@@ -14,10 +14,10 @@ CPU_MIN_WORK, GPU_MIN_WORK = 262144, 2097152
 # K slabs from K = 512 (gemm_cpu.cl gemm_slabs): a slab's panel of B (256 x NR, 32 KiB at 16
 # float lanes, 16 KiB at 8) stays in L1 and a block's panels of A (8 tiles of MR rows) in L2
 # (PoCL and Intel's runtime, 2 Zen 5 cores: docs/performance.md); B's slab is read where it is
-# when its rows allow and M is at most 256 (SLAB_B_IN_PLACE: no pack of B; taller products
+# when its rows allow and M is at most 192 (SLAB_B_IN_PLACE: no pack of B; taller products
 # amortize the pack: ops/gemm/packed.py). NOTE: no prefetch (PF): the measured entries set
 # it; Oclgrind, which gets these, cannot run llvm.prefetch
-CPU_SLABS = {"KC": 256, "BM": 8, "BN": 4, "SLAB_B_IN_PLACE": 1, "SLAB_B_IN_PLACE_MAX_M": 256}
+CPU_SLABS = {"KC": 256, "BM": 8, "BN": 4, "SLAB_B_IN_PLACE": 1, "SLAB_B_IN_PLACE_MAX_M": 192}
 # gemm_packed's tiles per work-item along its walk (ops/gemm/packed.py tiles_per_item): fewer,
 # longer work-items on both CPU runtimes (docs/performance.md)
 CPU_TPI = 8
