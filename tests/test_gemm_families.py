@@ -376,11 +376,16 @@ def test_packed_b_in_place_rule(device):
     assert rule(x[0], 200) and rule(x[0, :, 1:129], 128)   # N-contiguous, wide enough
     assert not rule(x[0, :, :127], 127)                     # too narrow: packed
     assert not rule(x[0, :, ::2], 100) and not rule(x[0].mT, 4)  # not N-contiguous
-    y = cltensor.zeros((4, 256), device=device)  # rows on cache lines
-    tall = lambda m, most: gm.packed_reads_b_in_place(  # noqa: E731
-        gm.Problem(device, np.dtype(np.float32), m, 256, 4, (), None,
-                   gm.Operand(y, [], 256, 1), None, None), dict(params, B_IN_PLACE_MAX_M=most))
-    assert tall(192, 192) and not tall(193, 192)  # taller products pack B
+    k = gm.packed.TALL_PACK_MIN_K
+    n = 16 * 97  # rows on cache lines, 97 lines apart: no aliasing
+    y = cltensor.zeros((k, n), device=device)
+    tall = lambda m, k, least: gm.packed_reads_b_in_place(  # noqa: E731
+        gm.Problem(device, np.dtype(np.float32), m, n, k, (), None,
+                   gm.Operand(y[:k], [], n, 1), None, None),
+        dict(params, B_IN_PLACE_MAX_M=192, NT_PACK_MIN_BYTES=least))
+    assert tall(192, k, 0) and not tall(193, k, 0)  # taller products pack a deep B,
+    assert tall(193, k - 1, 0)  # not a shallower one,
+    assert tall(193, k, k * n * 4 + 1) and not tall(193, k, k * n * 4)  # nor a smaller one
     deep = lambda k, ld: gm.packed_reads_b_in_place(  # noqa: E731
         gm.Problem(device, np.dtype(np.float32), 8, 2048, k, (), None,
                    gm.Operand(x, [], ld, 1), None, None), params)

@@ -165,13 +165,27 @@ def packed_reads_b_in_place(p, params, summed=False):
     pass, cost as much as the product on the convolutions' shallow batched products; narrower
     B spends too much of its panels in the partial last one) and below K = B_IN_PLACE_MAX_K,
     unless from K = ALIASED_MIN_K on its rows alias (_aliased) or its panels are _deep, or its
-    rows are off cache lines (_misaligned), and for at most B_IN_PLACE_MAX_M rows of A (reading
-    B in place costs each tile a little, the pack B's size once: taller products pack it). A
-    16-bit B read in place is converted as it is loaded (B_CONVERTS)."""
+    rows are off cache lines (_misaligned), or it is _tall. A 16-bit B read in place is
+    converted as it is loaded (B_CONVERTS)."""
     unfit = p.k >= ALIASED_MIN_K and (_aliased(p, p.k) or _deep(p))
     return (p.b.cs == 1 and p.n >= params.get("B_IN_PLACE_MIN_N", 2**62) and not unfit and
-            not _misaligned(p) and p.m <= params.get("B_IN_PLACE_MAX_M", 2**62) and
+            not _misaligned(p) and not _tall(p, params) and
             p.k < params.get("B_IN_PLACE_MAX_K", 2**62) and not packed_slab(p, params, summed))
+
+
+def _tall(p, params):
+    """Whether a product has more than B_IN_PLACE_MAX_M rows, K of at least TALL_PACK_MIN_K
+    and a B whose pack would stream (NT_PACK_MIN_BYTES): reading B in place costs each tile a
+    little, more the deeper its panel, where the pack costs B's size once. A B the caches hold
+    costs the tiles nothing, and its pack an extra launch (docs/tuning.md)."""
+    nbytes = p.k * p.n * p.dtype.itemsize * (p.nbatch if any(p.b.bstrides) else 1)
+    return (p.m > params.get("B_IN_PLACE_MAX_M", 2**62) and p.k >= TALL_PACK_MIN_K and
+            nbytes >= params.get("NT_PACK_MIN_BYTES", NT_PACK_MIN_BYTES))
+
+
+# _tall's least K: PoCL, kernel ms with packs, B in place / packed, 512x1568x2304 18.00 /
+# 17.25; level at K = 1152 (256x3136x1152 9.26 / 9.21, 256x6272x1152 18.02 / 18.10)
+TALL_PACK_MIN_K = 2048
 
 
 # float16 A is read in place from this K on, else packed into 16-bit panels. NOTE: in place,
