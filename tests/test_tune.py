@@ -204,17 +204,19 @@ def test_avx512_cpu_entries_read_b_in_place_unless_it_aliases(device):
     """Below the slabs' K, B is read where it is unless its rows alias in the L2: a panel
     deeper than the L2 sets its rows map to hold (rows 12800 bytes apart: 128 sets, 2048 rows;
     4096 apart: 16 sets), which is packed instead, as are rows off 64-byte lines (4000 bytes
-    apart). Deep products walk down M: walking along N streams all of B once per panel of A
-    (docs/tuning.md)."""
+    apart) and a deep, large B of a product of more than B_IN_PLACE_MAX_M rows. Deep products
+    walk down M: walking along N streams all of B once per panel of A (docs/tuning.md)."""
     import cltensor
     db = json.loads(SHIPPED_DB.read_text())["gemm_float32"]["vendors"]
     x = cltensor.zeros((8,), device=device)
     for params in (db["pocl"]["devices"]["pthread-skylake-avx512-AMD EPYC"]["packed"],
                    db["intel"]["devices"]["AMD EPYC"]["packed"]):
-        def problem(k, n=1008):
+        def problem(k, n=1008, m=params["B_IN_PLACE_MAX_M"]):
             b = gm.Operand(x, [], n, 1)
-            return gm.Problem(device, np.dtype(np.float32), 512, n, k, (), None, b, None, None)
+            return gm.Problem(device, np.dtype(np.float32), m, n, k, (), None, b, None, None)
         assert gm.packed_reads_b_in_place(problem(576), params)
+        assert gm.packed_reads_b_in_place(problem(576, m=512), params)  # shallow
+        assert not gm.packed_reads_b_in_place(problem(2200, m=512), params)  # deep and tall
         assert not gm.packed_reads_b_in_place(problem(576, 1000), params)
         assert gm.packed_reads_b_in_place(problem(2200), params)  # rows 4032 bytes apart
         assert gm.packed_reads_b_in_place(problem(1152, 6272), params)
