@@ -625,8 +625,11 @@ def test_plugin_implicit_gemm_passes_replay(device, rng, conv_decided, monkeypat
                            relu=relu, tol=TF32_TOL)
             if real is None:
                 pl.conv_configs = (EMULATED_CONV_CONFIGS[-1],)
-            else:  # the same sets in a new tuple: the anchor is compared by identity
-                monkeypatch.setattr(real, "conv_configs", tuple(real.conv_configs))
+            else:  # the same sets in a new tuple (tuple() of a tuple is that tuple): the
+                # anchor is compared by identity
+                sets = real.conv_configs
+                monkeypatch.setattr(real, "conv_configs", tuple(list(sets)))
+                assert real.conv_configs is not sets
             check_conv(device, rng, conv_decided, ["forward", "backward"], padding=1,
                        algo="tf32_implicit", relu=relu, tol=TF32_TOL)
     finally:

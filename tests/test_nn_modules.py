@@ -283,6 +283,19 @@ def _conv_relu_net(device):
                                                     device=device), nn.ReLU())
 
 
+def _last_pair_saving(net, x, g):
+    """The launches that fusing _conv_relu_net's last Conv2d and ReLU saves a step (one or
+    more, by device: a GPU's implicit GEMM takes the ReLU's gradient in its own passes)."""
+    with cltensor.no_grad():
+        h = x
+        for m in list(net)[:5]:
+            h = m(h)
+    tail = nn.Sequential(net[5], net[6])
+    saving = _run_net(tail, h, g, False)[3] - _run_net(tail, h, g, True)[3]
+    assert saving >= 1, saving
+    return saving
+
+
 def _run_net(net, x, g, fused):
     """Output, input gradient, parameter gradients and kernel launches of one step of net:
     through Sequential (fused) or module by module (unfused)."""
@@ -336,7 +349,8 @@ def test_sequential_does_not_fuse_modules_of_their_own(device, rng):
     _run_net(net, x, g, False)
     fused, plain = _run_net(net, x, g, True), _run_net(net, x, g, False)
     np.testing.assert_array_equal(fused[0], plain[0])
-    assert fused[3] == plain[3] - 1, (fused[3], plain[3])  # the last pair alone
+    # the last pair alone
+    assert fused[3] == plain[3] - _last_pair_saving(net, x, g), (fused[3], plain[3])
 
 
 # ---- reprs ---------------------------------------------------------------------------------------
@@ -590,7 +604,8 @@ def test_sequential_does_not_fuse_modules_with_hooks(device, rng):
     assert (seen["conv"] < 0).any() and (seen["relu"] >= 0).all()
     for k in ("conv", "relu"):
         np.testing.assert_array_equal(seen[k], plain_seen[k])
-    assert fused[3] == plain[3] - 1, (fused[3], plain[3])  # the last pair alone
+    # the last pair alone
+    assert fused[3] == plain[3] - _last_pair_saving(net, x, g), (fused[3], plain[3])
     h0.remove(), h3.remove()  # fused again once the hooks are gone
     assert _run_net(net, x, g, True)[3] == unhooked
 
