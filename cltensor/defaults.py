@@ -21,8 +21,9 @@ CPU_SLABS = {"KC": 256, "BM": 8, "BN": 4, "SLAB_B_IN_PLACE": 1, "SLAB_B_IN_PLACE
 # gemm_packed's tiles per work-item along its walk (ops/gemm/packed.py tiles_per_item): fewer,
 # longer work-items on both CPU runtimes (docs/performance.md)
 CPU_TPI = 8
-# gemm_packed reads B in place for at most this many rows of A; taller products pack B (the
-# pack's cost spread over more tiles: both CPU runtimes, docs/tuning.md)
+# gemm_packed reads B in place for at most this many rows of A; taller products pack a deep,
+# large B (ops/gemm/packed.py _tall: the pack's cost spread over more tiles; both CPU
+# runtimes, docs/tuning.md)
 CPU_B_IN_PLACE_MAX_M = 192
 XGEMM_TILE = 64  # xgemm's work-group tile (MWG = NWG) on a GPU with no entry
 # a linear layer's input gradient g @ W with at most this many rows runs gemm_rowaxpy_wg on
