@@ -160,7 +160,26 @@ inline void tile_of(const int group_m, int* pm, int* pn) {
     _Pragma("unroll") for (int f = 0; f < (W); ++f) ST(TC, Co, (at) + f, o_.s[f]);      \
   }
 #else
-#define STORE_VECTOR_(L, W, P, at, r) *(__global P*)(Co + (at)) = (r);
+#define STORE_VECTOR_(L, W, P, at, r) C_VECTOR_STORE_(W, P, at, r)
+#endif
+/* C_NT 1 (gemm_cpu.cl's gemm_packed; the host sets it for a large C whose rows, offset and
+ * batch strides are multiples of the vector, in a vector-aligned buffer): C's vectors go out
+ * as non-temporal (streaming) stores, where the compiler has them, so that writing a line
+ * does not read it first; C_NT_FENCE() orders them before the work-item ends. */
+#if defined(C_NT) && C_NT && defined(__has_builtin)
+#if __has_builtin(__builtin_nontemporal_store)
+#define C_VECTOR_STORE_(W, P, at, r)                                                    \
+  __builtin_nontemporal_store((r), (__global CL_CAT(T, W)*)(Co + (at)));
+#if defined(__x86_64__) || defined(__i386__)
+#define C_NT_FENCE() __builtin_ia32_sfence()
+#endif
+#endif
+#endif
+#ifndef C_VECTOR_STORE_
+#define C_VECTOR_STORE_(W, P, at, r) *(__global P*)(Co + (at)) = (r);
+#endif
+#ifndef C_NT_FENCE
+#define C_NT_FENCE()
 #endif
 #define EPILOGUE_VECTOR(V, L, W, P, m, n, x)                                            \
   {                                                                                     \

@@ -40,6 +40,8 @@
  *              second tile of sums (tot, untouched in the inner loop: 1/KB more adds) and
  *              restart from zero, so a sum's error grows like sqrt(KB) + sqrt(K / KB) instead
  *              of sqrt(K) (docs/conv_precision.md); 0: one running sum over the whole of K
+ *   C_NT       1: whole tiles of C go out as streaming stores (gemm_common.cl; the host sets
+ *              it: ops/gemm/packed.py streams_c)
  *   TPI        tiles a work-item computes, one after another along dim 0 (the walk: the
  *              tiles share one panel of the operand the walk keeps); the host divides dim 0
  *              of the grid by it (ops/gemm/packed.py tiles_per_item)
@@ -345,6 +347,7 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 #endif
     STORE_TILE
   }
+  C_NT_FENCE();
 }
 
 #ifdef KC

@@ -134,6 +134,42 @@ def test_streamed_packs_match_float64(device, rng, use_entry, fp_dtypes):
             np.testing.assert_array_equal(got[0], got[2 ** 62])
 
 
+def test_streamed_c_matches_float64(device, rng, use_entry, fp_dtypes):
+    """gemm_packed storing C's whole tiles with streaming stores (NT_PACK_MIN_BYTES 0):
+    batched, with biases and ReLU, N past the last whole panel, C dense and offset by a vector
+    (both streamed on CPUs) or by one element (not); poisoned, against float64 and bit for bit
+    the plain stores' values. streams_c's conditions."""
+    for dtype in fp_dtypes:
+        entry = slab_entry(device, dtype, KC=0)
+        params = entry["packed"]
+        mr, nr, vw = params["MR"], params["NR"], params["VW"]
+        m, n, k = 3 * mr + 1, 3 * nr + vw, 37
+        a, b = random_array(rng, (2, m, k), dtype), random_array(rng, (2, k, n), dtype)
+        A, B = put(device, a), put(device, b)
+        epi, dev_epi, _ = epilogue_outputs(device, rng, dtype, (2,), m, n)
+        for shift in (0, vw, 1):
+            got = {}
+            for nt_min in (0, 2 ** 62):
+                use_entry(dict(entry, packed=dict(params, NT_PACK_MIN_BYTES=nt_min)))
+                out = poisoned(device, (2, m, n + shift), dtype)[..., shift:]
+                assert _kernel_counts(lambda: cltensor.gemm(A, B, out=out, **dev_epi)).get(
+                    "gemm_packed") == 1
+                run_check(out, a, b, dtype, **epi)
+                got[nt_min] = out.numpy()
+            np.testing.assert_array_equal(got[0], got[2 ** 62])
+    stream = dict(params, NT_PACK_MIN_BYTES=0)
+    c = cltensor.zeros((2, m, n + vw), device=device)
+
+    def streams(view, **over):
+        co = gm.Operand(view, list(view.strides[:1]), view.strides[1], view.strides[2])
+        p = gm.Problem(device, np.dtype(np.float32), m, n, k, (2,), None, None, None, co)
+        return packed.streams_c(p, dict(stream, **over))
+    assert streams(c[..., :n]) == streams(c[..., vw:]) == device.is_cpu
+    odd_rows = cltensor.zeros((2, m, n + 1), device=device)[..., :n]
+    assert not streams(c[..., 1:n + 1]) and not streams(odd_rows)  # vectors off alignment
+    assert not streams(c[..., :n], NT_PACK_MIN_BYTES=2 * m * n * 4 + 1)
+
+
 @pytest.mark.parametrize("kb", [0, 48])
 def test_slabs_with_other_blocks(device, rng, use_entry, kb):
     """KB 0 (the slabs are the blocks) and KC 100 rounded up to KB's multiple 144; blocks of
