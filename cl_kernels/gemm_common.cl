@@ -148,6 +148,31 @@ inline void tile_of(const int group_m, int* pm, int* pn) {
   *pn = gid % per / rows;
 }
 
+/* Streaming (non-temporal) stores where the compiler has them (HAS_NT_STORE): a line is
+ * written without being read first. NT_FENCE() orders them before a work-item ends (x86's
+ * are weakly ordered). Used by gemm_pack.cl's NT_STORE and by C_NT. */
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_nontemporal_store)
+#define HAS_NT_STORE 1
+#endif
+#endif
+#ifndef HAS_NT_STORE
+#define HAS_NT_STORE 0
+#endif
+#if HAS_NT_STORE && (defined(__x86_64__) || defined(__i386__))
+#define NT_FENCE() __builtin_ia32_sfence()
+#else
+#define NT_FENCE()
+#endif
+/* C_NT 1 (gemm_cpu.cl's gemm_packed, which ends with NT_FENCE(); the host sets it for a large
+ * C whose rows, offset and batch strides are multiples of the vector, in a vector-aligned
+ * buffer): C's vectors go out as streaming stores. */
+#if defined(C_NT) && C_NT && HAS_NT_STORE
+#define C_VECTOR_STORE_(W, P, at, r)                                                    \
+  __builtin_nontemporal_store((r), (__global CL_CAT(T, W)*)(Co + (at)));
+#else
+#define C_VECTOR_STORE_(W, P, at, r) *(__global P*)(Co + (at)) = (r);
+#endif
 /* EPILOGUE without Ci on W columns at once, n .. n + W - 1 of row m, for x of vector type V
  * (L: a union of V with its lanes), stored through a pointer to P (V, or V with a smaller
  * alignment for stores that may start anywhere; with C_ROUNDS lane by lane through ST);
@@ -161,25 +186,6 @@ inline void tile_of(const int group_m, int* pm, int* pn) {
   }
 #else
 #define STORE_VECTOR_(L, W, P, at, r) C_VECTOR_STORE_(W, P, at, r)
-#endif
-/* C_NT 1 (gemm_cpu.cl's gemm_packed; the host sets it for a large C whose rows, offset and
- * batch strides are multiples of the vector, in a vector-aligned buffer): C's vectors go out
- * as non-temporal (streaming) stores, where the compiler has them, so that writing a line
- * does not read it first; C_NT_FENCE() orders them before the work-item ends. */
-#if defined(C_NT) && C_NT && defined(__has_builtin)
-#if __has_builtin(__builtin_nontemporal_store)
-#define C_VECTOR_STORE_(W, P, at, r)                                                    \
-  __builtin_nontemporal_store((r), (__global CL_CAT(T, W)*)(Co + (at)));
-#if defined(__x86_64__) || defined(__i386__)
-#define C_NT_FENCE() __builtin_ia32_sfence()
-#endif
-#endif
-#endif
-#ifndef C_VECTOR_STORE_
-#define C_VECTOR_STORE_(W, P, at, r) *(__global P*)(Co + (at)) = (r);
-#endif
-#ifndef C_NT_FENCE
-#define C_NT_FENCE()
 #endif
 #define EPILOGUE_VECTOR(V, L, W, P, m, n, x)                                            \
   {                                                                                     \

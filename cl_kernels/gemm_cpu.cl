@@ -347,7 +347,9 @@ void gemm_packed(const int M, const int N, const int K, const int row0, BATCH_AR
 #endif
     STORE_TILE
   }
-  C_NT_FENCE();
+#if defined(C_NT) && C_NT
+  NT_FENCE();
+#endif
 }
 
 #ifdef KC

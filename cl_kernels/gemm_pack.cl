@@ -52,24 +52,14 @@
 #ifndef NT_STORE
 #define NT_STORE 0
 #endif
-/* NT_STORE 1: the panels' vectors go out as non-temporal (streaming) stores, where the compiler
- * has them: a line is written without being read first, and the pack does not evict the
- * caches (the host asks for it on packs too large to stay there). The panels are vector-aligned
- * (PR a multiple of ROWS_VW, buffers aligned to the device's base address alignment). */
-#if NT_STORE && defined(__has_builtin)
-#if __has_builtin(__builtin_nontemporal_store)
+/* NT_STORE 1: the panels' vectors go out as streaming stores (gemm_common.cl's HAS_NT_STORE),
+ * and the pack does not evict the caches (the host asks for it on packs too large to stay
+ * there). The panels are vector-aligned (PR a multiple of ROWS_VW, buffers aligned to the
+ * device's base address alignment). */
+#if NT_STORE && HAS_NT_STORE
 #define RV_PUT(v, j, d) __builtin_nontemporal_store((v), (__global CL_CAT(T, ROWS_VW)*)(d) + (j))
-#if defined(__x86_64__) || defined(__i386__)
-/* NOTE: streaming stores are weakly ordered: fenced before the work-item ends */
-#define RV_FENCE() __builtin_ia32_sfence()
-#endif
-#endif
-#endif
-#ifndef RV_PUT
+#else
 #define RV_PUT(v, j, d) RV_STORE((v), (j), (d))
-#endif
-#ifndef RV_FENCE
-#define RV_FENCE()
 #endif
 __kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global const T* src,
                           const View vs, const long s_r, const long s_k, __global T* dst,
@@ -87,7 +77,9 @@ __kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global cons
     for (int j = 0; j < PR / ROWS_VW; ++j) RV_PUT(RV_LOAD(j, row), j, d);
   if (whole * PR < rows)
     for (int i = 0; i < PR; ++i) d[i] = whole * PR + i < rows ? row[i] : (T)0;
-  RV_FENCE();
+#if NT_STORE
+  NT_FENCE();
+#endif
 }
 #else
 __kernel void pack_panels(const int rows, const int K, BATCH_ARGS, __global const TA* src,

@@ -26,6 +26,12 @@ ROWS_VW = 16
 NT_PACK_MIN_BYTES = 8 << 20
 
 
+def _nt_min(params):
+    """The least bytes of a pack or an output that streaming stores write (the entry's
+    NT_PACK_MIN_BYTES, else NT_PACK_MIN_BYTES)."""
+    return params.get("NT_PACK_MIN_BYTES", NT_PACK_MIN_BYTES)
+
+
 def panel_dtype(p, op):
     """The dtype of op's packed panels: a 16-bit operand's own (its panels hold its bits, and
     gemm_cpu.cl converts them as it loads them: half the bytes of float panels), else p's."""
@@ -180,7 +186,7 @@ def _tall(p, params):
     costs the tiles nothing, and its pack an extra launch (docs/tuning.md)."""
     nbytes = p.k * p.n * p.dtype.itemsize * (p.nbatch if any(p.b.bstrides) else 1)
     return (p.m > params.get("B_IN_PLACE_MAX_M", 2**62) and p.k >= TALL_PACK_MIN_K and
-            nbytes >= params.get("NT_PACK_MIN_BYTES", NT_PACK_MIN_BYTES))
+            nbytes >= _nt_min(params))
 
 
 # _tall's least K: PoCL, kernel ms with packs, B in place / packed, 512x1568x2304 18.00 /
@@ -217,7 +223,7 @@ def _packed_operand(p, op, in_place, ld, rows, rs, ks, width, params, kc=0, comp
         return [op.t.storage.buf, np.int64(0), ew.view_arg(op.t.offset, op.bstrides),
                 np.int64(ld)]
     t, bs = _pack_panels(p, op, rows, rs, ks, width, kc, params.get("PACK_LX", PACK_LOCAL),
-                         computed, params.get("NT_PACK_MIN_BYTES", NT_PACK_MIN_BYTES))
+                         computed, _nt_min(params))
     return [t.storage.buf, np.int64(bs), ew.view_arg(0, [0] * len(p.bshape)), np.int64(0)]
 
 
@@ -334,7 +340,7 @@ def streams_c(p, params):
     return (p.device.is_cpu and co.cs == 1 and co.t.dtype == p.dtype and
             not any(v % vw for v in (co.t.offset, co.rs, *co.bstrides)) and
             p.device.cl_device.mem_base_addr_align >= 8 * vw * size and
-            p.m * p.n * p.nbatch * size >= params.get("NT_PACK_MIN_BYTES", NT_PACK_MIN_BYTES))
+            p.m * p.n * p.nbatch * size >= _nt_min(params))
 
 
 def _run_slabs(p, params, epi, tile, kc):
@@ -362,7 +368,7 @@ def _run_slabs(p, params, epi, tile, kc):
     for k0 in range(0, p.k, step):
         ps = _k_range(p, k0, min(step, p.k - k0)) if half else p
         a, a_bs = _pack_panels(ps, ps.a, p.m, p.a.rs, p.a.cs, mr, kc, lx, True,
-                               params.get("NT_PACK_MIN_BYTES", NT_PACK_MIN_BYTES))
+                               _nt_min(params))
         b_args = _packed_operand(ps, ps.b, b_in_place, ps.b.rs, p.n, p.b.cs, p.b.rs, nr, params,
                                  kc, computed=True)
         tail = [a.storage.buf, np.int64(a_bs), *b_args, part.storage.buf,
