@@ -138,6 +138,39 @@ def test_shared_parameters_are_listed_once(device):
     assert list(tied.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
 
 
+def test_parameters_follow_every_registry_change(device):
+    """parameters() keeps its list between calls: every way of changing a module tree shows."""
+    net = Net(device)
+
+    def listed():
+        assert list(net.parameters()) == [p for _, p in net.named_parameters()]
+        return [id(p) for p in net.parameters()]
+
+    before = listed()
+    extra = nn.Parameter(cltensor.ones(2, device=device))
+    net.features[0].extra = extra                              # a grandchild's new attribute
+    assert id(extra) in listed() and len(listed()) == len(before) + 1
+    del net.features[0].extra
+    assert listed() == before
+    net.features._modules["3"] = nn.Linear(3, 2, device=device)  # the dict itself
+    assert len(listed()) == len(before) + 2
+    net.features._modules.pop("3")
+    assert listed() == before
+    net.head._parameters["weight"] = extra
+    assert id(extra) in listed()
+    net.head._parameters.update(weight=None)
+    assert len(listed()) == len(before) - 1
+    net.head._parameters = OrderedDict(w2=extra)               # the registry replaced
+    assert id(extra) in listed()
+    net.features[0].register_parameter("bias", None)
+    net.scale = None
+    assert len(listed()) == len(before) - 2
+    twin = copy.deepcopy(net)                                  # a copy lists its own
+    assert not set(id(p) for p in twin.parameters()) & set(listed())
+    twin.features._modules.clear()
+    assert len(list(twin.parameters())) == 1 and len(listed()) == len(before) - 2
+
+
 def test_train_eval_apply_requires_grad(device):
     net = Net(device)
     assert net.training and net.features[2].training

@@ -1,6 +1,8 @@
 """Module and Parameter: torch.nn's registration, traversal, state_dict and device/dtype moves."""
 from __future__ import annotations
 
+import itertools
+import weakref
 from collections import OrderedDict, namedtuple
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
@@ -26,6 +28,36 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", "missing_keys unexpected_
         if not self.missing_keys and not self.unexpected_keys:
             return "<All keys matched successfully>"
         return super().__repr__()
+
+
+_REGISTRIES = ("_parameters", "_buffers", "_modules")
+_changes = itertools.count()  # next() on every change to any module's registries
+_changed = [next(_changes)]
+_parameter_lists = weakref.WeakKeyDictionary()  # module -> (_changed[0] then, its parameters)
+
+
+def _bump():
+    _changed[0] = next(_changes)
+
+
+def _noting(name):
+    """OrderedDict's method `name`, noting the change first."""
+    method = getattr(OrderedDict, name)
+
+    def noted(self, *args, **kwargs):
+        _bump()
+        return method(self, *args, **kwargs)
+    noted.__name__ = name
+    return noted
+
+
+class _Registry(OrderedDict):
+    """A module's _parameters, _buffers or _modules: an OrderedDict that notes every change, so
+    that parameters() can keep a module's list until any registry anywhere changes."""
+
+    (__init__, __setitem__, __delitem__, __ior__, pop, popitem, clear, setdefault, update,
+     move_to_end) = map(_noting, ("__init__", "__setitem__", "__delitem__", "__ior__", "pop",
+                                  "popitem", "clear", "setdefault", "update", "move_to_end"))
 
 
 class Parameter(ClTensor):
@@ -78,10 +110,10 @@ class Module:
 
     def __init__(self) -> None:
         object.__setattr__(self, "training", True)
-        object.__setattr__(self, "_parameters", OrderedDict())
-        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_parameters", _Registry())
+        object.__setattr__(self, "_buffers", _Registry())
         object.__setattr__(self, "_non_persistent_buffers", set())
-        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "_modules", _Registry())
 
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
@@ -211,13 +243,15 @@ class Module:
                                 f"(ClTensor or None expected)")
             self._buffers[name] = value
         else:
+            if name in _REGISTRIES:
+                _bump()  # a registry replaced as a whole
             object.__setattr__(self, name, value)
 
     def _forget(self, name, keep):
         """Drop `name` from the instance dict and every registry but `keep`, where a reassigned
         name keeps its place (children(), parameters() and state_dict() order, as torch's)."""
         self.__dict__.pop(name, None)
-        for reg in ("_parameters", "_buffers", "_modules"):
+        for reg in _REGISTRIES:
             if reg != keep:
                 self.__dict__[reg].pop(name, None)
         self._non_persistent_buffers.discard(name)
@@ -225,13 +259,13 @@ class Module:
     def __getattr__(self, name):
         # NOTE: only called when normal lookup fails, so registered names resolve here
         d = self.__dict__
-        for reg in ("_parameters", "_buffers", "_modules"):
+        for reg in _REGISTRIES:
             if reg in d and name in d[reg]:
                 return d[reg][name]
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
-        for reg in ("_parameters", "_buffers", "_modules"):
+        for reg in _REGISTRIES:
             if name in self.__dict__[reg]:
                 del self.__dict__[reg][name]
                 self._non_persistent_buffers.discard(name)
@@ -295,8 +329,14 @@ class Module:
         Example:
             opt = cltensor.optim.SGD(model.parameters(), lr=0.1)
         """
-        return self._members("_parameters") if recurse else \
-            (p for _, p in self.named_parameters(recurse=False))
+        if not recurse:
+            return (p for _, p in self.named_parameters(recurse=False))
+        # NOTE: kept until a registry changes: walking GoogLeNet's 176 modules took 0.14 ms,
+        # 0.9 ms after a step had evicted them from the caches (PoCL)
+        changed, kept = _changed[0], _parameter_lists.get(self)
+        if kept is None or kept[0] != changed:
+            kept = _parameter_lists[self] = (changed, tuple(self._members("_parameters")))
+        return iter(kept[1])
 
     def _members(self, registry):
         """The values of `registry` of this module and its descendants, each once, in
