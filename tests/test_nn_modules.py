@@ -162,6 +162,9 @@ def test_parameters_follow_every_registry_change(device):
     assert len(listed()) == len(before) - 1
     net.head._parameters = OrderedDict(w2=extra)               # the registry replaced
     assert id(extra) in listed()
+    net.head._parameters["w3"] = nn.Parameter(cltensor.ones(1, device=device))
+    assert len(listed()) == len(before) + 1
+    del net.head.w3
     net.features[0].register_parameter("bias", None)
     net.scale = None
     assert len(listed()) == len(before) - 2

@@ -31,7 +31,7 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", "missing_keys unexpected_
 
 
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
-_changes = itertools.count()  # next() on every change to any module's registries
+_changes = itertools.count()  # next() on every change to any module's _Registry
 _changed = [next(_changes)]
 _parameter_lists = weakref.WeakKeyDictionary()  # module -> (_changed[0] then, its parameters)
 
@@ -52,8 +52,9 @@ def _noting(name):
 
 
 class _Registry(OrderedDict):
-    """A module's _parameters, _buffers or _modules: an OrderedDict that notes every change, so
-    that parameters() can keep a module's list until any registry anywhere changes."""
+    """A module's _parameters or _modules: an OrderedDict that notes every change, so that
+    parameters() can keep a module's list until any such registry anywhere changes (buffers
+    do not move it: a forward may reassign them every step)."""
 
     (__init__, __setitem__, __delitem__, __ior__, pop, popitem, clear, setdefault, update,
      move_to_end) = map(_noting, ("__init__", "__setitem__", "__delitem__", "__ior__", "pop",
@@ -111,7 +112,7 @@ class Module:
     def __init__(self) -> None:
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_parameters", _Registry())
-        object.__setattr__(self, "_buffers", _Registry())
+        object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_non_persistent_buffers", set())
         object.__setattr__(self, "_modules", _Registry())
 
@@ -243,8 +244,8 @@ class Module:
                                 f"(ClTensor or None expected)")
             self._buffers[name] = value
         else:
-            if name in _REGISTRIES:
-                _bump()  # a registry replaced as a whole
+            if name in ("_parameters", "_modules") and isinstance(value, Mapping):
+                value = _Registry(value)  # a registry replaced as a whole
             object.__setattr__(self, name, value)
 
     def _forget(self, name, keep):
