@@ -172,6 +172,13 @@ def test_parameters_follow_every_registry_change(device):
     assert not set(id(p) for p in twin.parameters()) & set(listed())
     twin.features._modules.clear()
     assert len(list(twin.parameters())) == 1 and len(listed()) == len(before) - 2
+    state = dict(vars(twin), _modules=dict(twin._modules),     # a pickle with plain dicts
+                 _parameters=dict(twin._parameters))
+    old = nn.Module.__new__(nn.Module)
+    old.__setstate__(state)
+    assert len(list(old.parameters())) == 1
+    old._modules["more"] = nn.Linear(2, 2, device=device)
+    assert len(list(old.parameters())) == 3
 
 
 def test_train_eval_apply_requires_grad(device):

@@ -273,6 +273,14 @@ class Module:
                 return
         object.__delattr__(self, name)
 
+    def __setstate__(self, state):
+        # NOTE: unpickled registries of an older Module may be plain dicts; make them note changes
+        self.__dict__.update(state)
+        for reg in ("_parameters", "_modules"):
+            if not isinstance(self.__dict__.get(reg, _Registry()), _Registry):
+                self.__dict__[reg] = _Registry(self.__dict__[reg])
+        _bump()
+
     def __dir__(self):
         return sorted(set(super().__dir__()) | set(self._parameters) | set(self._buffers)
                       | set(self._modules))
