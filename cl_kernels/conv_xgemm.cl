@@ -33,8 +33,9 @@
  *             g), y (the ReLU's output: arguments ym, ymo after the others) laid out with the
  *             gradient's strides; no relu_backward pass over the gradient.
  *
- * Storage (gemm_common.cl's TA, TB, TC; default T, or half or bf16 with T float, read through
- * common.cl's LD and VLDA and stored through ST, rounded once from the float sums): cx_conv's
+ * Storage (gemm_common.cl's TA, TB, TC; default T, or half or bf16 with T float, loaded as bits
+ * (gemm_xgemm.cl's LDR), converted as the engine stores a slice into local memory, the ReLU
+ * masks applied there too, and stored through ST, rounded once from the float sums): cx_conv's
  * wpk is TA, its source TB, bias and out TC; cx_wgrad's output gradient is TA, its source TB,
  * gw and gb TC, part (the split partial sums) T; XGEMM_MMA builds too (16-bit values are exact
  * in TF32).
@@ -71,28 +72,25 @@
   __global const TB *x, const long xo, const long xs0, const long xs1, const long xs2,    \
       const long xs3
 
+/* The bits of a one in storage type X (cx_wgrad's row of ones for the bias gradient) */
+#define ONE_BITS(X) CAT(ONE_BITS_, X)
+#define ONE_BITS_float 1.0f
+#define ONE_BITS_double 1.0
+#define ONE_BITS_half ((ushort)0x3c00u)
+#define ONE_BITS_bf16 ((ushort)0x3f80u)
+
 #if defined(KERNEL_cx_conv)
-/* Tap k of the position whose image starts at xb and whose window starts at (ty0, tx0). */
-inline T gather_tap(__global const TB* xb, const int k, const int ty0, const int tx0,
-                    const bool valid, const long xs1, const long xs2, const long xs3
-#if RELU_MASK
-                    , __global const TB* yb
-#endif
-) {
+/* Where tap k of the position whose image starts at xb and whose window starts at (ty0, tx0)
+ * lies from xb, or -1 outside the source (a zero). */
+inline long tap_offset(const int k, const int ty0, const int tx0, const bool valid,
+                       const long xs1, const long xs2, const long xs3) {
   const int c = k / KK, r = k % KK;
   const int ty = ty0 + (r / KW) * DH, tx = tx0 + (r % KW) * DW;
-  if (!(valid && k < K && TAP_IN(ty, tx))) return (T)0;
-  const long i = c * xs1 + TAP_INDEX(ty, tx);
-#if RELU_MASK
-  return RELU_PASS(LD(TB, yb, i), LD(TB, xb, i));
-#else
-  return LD(TB, xb, i);
-#endif
+  return valid && k < K && TAP_IN(ty, tx) ? c * xs1 + TAP_INDEX(ty, tx) : -1;
 }
-#if RELU_MASK
-#define GATHER_MASK , yb
-#else
-#define GATHER_MASK
+#if RELU_MASK /* B's values through the ReLU, its output's bits in mb (xgemm's B_VALUE) */
+#undef B_VALUE
+#define B_VALUE(l) RELU_PASS(CAT(CVT_, TB)(1, mb[l]), CAT(CVT_, TB)(1, rb[l]))
 #endif
 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
@@ -113,16 +111,25 @@ void cx_conv(const int NB, SRC_ARGS, __global const TA* wpk, __global const TC* 
 #if RELU_MASK
   __global const TB* yb = ym + ymo + img * xs0 + (long)g * CG * xs1;
 #endif
-  VTA ra[NLA];
-  VTB rb[NLB];
+  RTA ra[NLA];
+  RTB rb[NLB];
+#if RELU_MASK
+  RTB mb[NLB];
+#define GATHER_MASK(l, i) mb[l] = (i) < 0 ? (RTB)0 : LDR(TB, 1, yb + (i));
+#else
+#define GATHER_MASK(l, i)
+#endif
 #define LOAD_CONV(t)                                                                       \
   {                                                                                        \
     const int k0 = (t) * KWG;                                                              \
     _Pragma("unroll") for (int l = 0; l < NLA; ++l) ra[l] =                                \
-        VLDA(TA, VWA, A_AT(l * WGS + tid));                                               \
-    _Pragma("unroll") for (int l = 0; l < NLB; ++l) rb[l] =                                \
-        gather_tap(xb, k0 + l * (WGS / NWG) + tid / NWG, ty0, tx0, valid, xs1, xs2,        \
-                   xs3 GATHER_MASK);                                                       \
+        LDR(TA, VWA, A_AT(l * WGS + tid));                                                 \
+    _Pragma("unroll") for (int l = 0; l < NLB; ++l) {                                      \
+      const long i_ = tap_offset(k0 + l * (WGS / NWG) + tid / NWG, ty0, tx0, valid, xs1,   \
+                                 xs2, xs3);                                                \
+      rb[l] = i_ < 0 ? (RTB)0 : LDR(TB, 1, xb + i_);                                       \
+      GATHER_MASK(l, i_)                                                                   \
+    }                                                                                      \
   }
   XGEMM_K_LOOP(KP / KWG, LOAD_CONV)
 
@@ -212,12 +219,15 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const TA* go, const long goo, con
     b_dx[l] = (r % KW) * DW;
     b_off[l] = xo + (long)(g * CG + kc / KK) * xs1;
   }
-  VTA ra[NLA];
-  VTB rb[NLB];
-#if RELU_MASK
-#define LOAD_GO(i) RELU_PASS(LD(TA, ym, (i) - goo + ymo), LD(TA, go, i))
+  RTA ra[NLA];
+  RTB rb[NLB];
+#if RELU_MASK /* A's values through the ReLU, its output's bits in ma (xgemm's A_VALUE) */
+  RTA ma[NLA];
+#define LOAD_MASK(l, ok, i) ma[l] = (ok) ? LDR(TA, 1, ym + (i) - goo + ymo) : (RTA)0;
+#undef A_VALUE
+#define A_VALUE(l) RELU_PASS(CAT(CVT_, TA)(1, ma[l]), CAT(CVT_, TA)(1, ra[l]))
 #else
-#define LOAD_GO(i) LD(TA, go, i)
+#define LOAD_MASK(l, ok, i)
 #endif
 #define LOAD_WGRAD(t)                                                                      \
   {                                                                                        \
@@ -227,13 +237,15 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const TA* go, const long goo, con
     const int oh = qq / WO, ow = qq % WO;                                                  \
     const long ga = im * gs0 + oh * gs2 + ow * gs3, xa = im * xs0;                         \
     const int ty0 = oh * SH - OY, tx0 = ow * SW - OX;                                      \
-    _Pragma("unroll") for (int l = 0; l < NLA; ++l) ra[l] =                                \
-        pv && a_ok[l] ? LOAD_GO(a_off[l] + ga) : (T)0;                                     \
+    _Pragma("unroll") for (int l = 0; l < NLA; ++l) {                                      \
+      ra[l] = pv && a_ok[l] ? LDR(TA, 1, go + a_off[l] + ga) : (RTA)0;                     \
+      LOAD_MASK(l, pv && a_ok[l], a_off[l] + ga)                                           \
+    }                                                                                      \
     _Pragma("unroll") for (int l = 0; l < NLB; ++l) {                                      \
       const int ty = ty0 + b_dy[l], tx = tx0 + b_dx[l];                                    \
-      rb[l] = !pv ? (T)0                                                                  \
-              : b_ok[l] && TAP_IN(ty, tx) ? LD(TB, x, b_off[l] + xa + TAP_INDEX(ty, tx))   \
-                                          : (T)b_one[l];                                   \
+      rb[l] = !pv ? (RTB)0                                                                \
+              : b_ok[l] && TAP_IN(ty, tx) ? LDR(TB, 1, x + b_off[l] + xa + TAP_INDEX(ty, tx)) \
+              : b_one[l] ? ONE_BITS(TB) : (RTB)0;                                          \
     }                                                                                      \
   }
   XGEMM_K_LOOP(slices, LOAD_WGRAD)

@@ -47,7 +47,7 @@
  *   XGEMM_MMA        1: the multiply of xgemm_mma.cl (tensor cores; conv kernels only)
  *   MMA_HALF         with XGEMM_MMA: 0 TF32 products, 1 float16, 2 bfloat16 (xgemm_mma.cl)
  *   TA, TB           the operands' storage types (gemm_common.cl): 16-bit ones are converted
- *                    to T as their vectors are loaded, so the local slices hold T
+ *                    to T as a slice is stored into local memory, so the local slices hold T
  */
 #ifndef MWG
 #define MWG 64
@@ -139,6 +139,16 @@ typedef union { VTM v; T s[VWM]; } LanesM;
 typedef union { VTN v; T s[VWN]; } LanesN;
 typedef union { VTA v; T s[VWA]; } LanesA;
 typedef union { VTB v; T s[VWB]; } LanesB;
+/* A slice's values wait in registers between its global loads and its local stores as the
+ * operands' storage bits (RTA, RTB: ushort lanes for 16-bit types), converted to T as they are
+ * stored: a conversion right after a load would hold a GPU's warp there until the value came,
+ * before its next load issued (NVIDIA: bfloat16 cx_wgrad took 1.7-2.5x float32's time).
+ * A_VALUE(l) / B_VALUE(l): register vector l's values (a kernel may redefine them, to mask). */
+#define RTA VTYPE(BITS_OF(TA), VWA)
+#define RTB VTYPE(BITS_OF(TB), VWB)
+#define LDR(X, W, p) (*(__global const VTYPE(BITS_OF(X), W)*)(p)) /* aligned to W elements */
+#define A_VALUE(l) CAT(CVT_, TA)(VWA, ra[l])
+#define B_VALUE(l) CAT(CVT_, TB)(VWB, rb[l])
 
 /* The first element (in local memory) of a work-item's i-th vector of rows / j-th of columns */
 #if STRM
@@ -167,19 +177,19 @@ typedef union { VTB v; T s[VWB]; } LanesB;
  * (M and N counted from the tile's origin) are not. */
 #define A_OK(v) ((!ATAIL || A_ROW(v) < m_left) && (!KTAIL || A_KC || k0 + A_K(v) < k_end))
 #define B_OK(v) ((!BTAIL || B_ROW(v) < n_left) && (!KTAIL || B_KC || k0 + B_K(v) < k_end))
-/* Global -> registers: slice k0 of A and of B. */
+/* Global -> registers: slice k0 of A and of B, as storage bits. */
 inline void load_slice(__global const TA* pa, const long lda, __global const TB* pb,
                        const long ldb, const int k0, const int k_end, const int m_left,
-                       const int n_left, const int tid, VTA* ra, VTB* rb) {
+                       const int n_left, const int tid, RTA* ra, RTB* rb) {
 #pragma unroll
   for (int l = 0; l < NLA; ++l) {
     const int v = l * WGS + tid;
-    ra[l] = A_OK(v) ? VLDA(TA, VWA, A_AT(v)) : (VTA)0;
+    ra[l] = A_OK(v) ? LDR(TA, VWA, A_AT(v)) : (RTA)0;
   }
 #pragma unroll
   for (int l = 0; l < NLB; ++l) {
     const int v = l * WGS + tid;
-    rb[l] = B_OK(v) ? VLDA(TB, VWB, B_AT(v)) : (VTB)0;
+    rb[l] = B_OK(v) ? LDR(TB, VWB, B_AT(v)) : (RTB)0;
   }
 }
 
@@ -192,40 +202,34 @@ inline void load_slice(__global const TA* pa, const long lda, __global const TB*
 #define TO_LOCAL(x) (x)
 #endif
 
-/* Registers -> local memory, transposing K-contiguous operands into K-major rows. */
-inline void store_a(__local T* as, const VTA* ra, const int tid) {
-#pragma unroll
-  for (int l = 0; l < NLA; ++l) {
-    const int v = l * WGS + tid;
-    LanesA u;
-    u.v = ra[l];
-    const int mm = A_ROW(v), kk = A_K(v);
+/* Registers (ra, rb of the work-item tid) -> local memory as T, transposing K-contiguous
+ * operands into K-major rows. */
 #if A_KC
-#pragma unroll
-    for (int e = 0; e < VWA; ++e) as[(kk + e) * LDA + mm] = TO_LOCAL(u.s[e]);
+#define A_LANE_AT(mm, kk, e) (((kk) + (e)) * LDA + (mm))
 #else
-#pragma unroll
-    for (int e = 0; e < VWA; ++e) as[kk * LDA + mm + e] = TO_LOCAL(u.s[e]);
+#define A_LANE_AT(mm, kk, e) ((kk) * LDA + (mm) + (e))
 #endif
-  }
-}
-
-inline void store_b(__local T* bs, const VTB* rb, const int tid) {
-#pragma unroll
-  for (int l = 0; l < NLB; ++l) {
-    const int v = l * WGS + tid;
-    LanesB u;
-    u.v = rb[l];
-    const int nn = B_ROW(v), kk = B_K(v);
 #if B_KC
-#pragma unroll
-    for (int e = 0; e < VWB; ++e) bs[(kk + e) * LDB + nn] = TO_LOCAL(u.s[e]);
+#define B_LANE_AT(nn, kk, e) (((kk) + (e)) * LDB + (nn))
 #else
-#pragma unroll
-    for (int e = 0; e < VWB; ++e) bs[kk * LDB + nn + e] = TO_LOCAL(u.s[e]);
+#define B_LANE_AT(nn, kk, e) ((kk) * LDB + (nn) + (e))
 #endif
+#define STORE_A(as)                                                                        \
+  _Pragma("unroll") for (int l = 0; l < NLA; ++l) {                                        \
+    const int v = l * WGS + tid;                                                           \
+    LanesA u;                                                                              \
+    u.v = A_VALUE(l);                                                                      \
+    _Pragma("unroll") for (int e = 0; e < VWA; ++e)                                        \
+        (as)[A_LANE_AT(A_ROW(v), A_K(v), e)] = TO_LOCAL(u.s[e]);                          \
   }
-}
+#define STORE_B(bs)                                                                        \
+  _Pragma("unroll") for (int l = 0; l < NLB; ++l) {                                        \
+    const int v = l * WGS + tid;                                                           \
+    LanesB u;                                                                              \
+    u.v = B_VALUE(l);                                                                      \
+    _Pragma("unroll") for (int e = 0; e < VWB; ++e)                                        \
+        (bs)[B_LANE_AT(B_ROW(v), B_K(v), e)] = TO_LOCAL(u.s[e]);                          \
+  }
 
 /* acc += the slice in local memory (as, bs), for work-item (tn, tm). */
 inline void multiply_slice(__local const T* as, __local const T* bs, const int tm, const int tn,
@@ -262,16 +266,16 @@ inline int split_share(const int nslices, const int splits, const int s, int* t0
 #if NBUF == 2
 #define XGEMM_K_LOOP(slices, LOAD)                                                         \
   if ((slices) > 0) LOAD(0);                                                               \
-  store_a((__local T*)a_slices[0], ra, tid);                                               \
-  store_b((__local T*)b_slices[0], rb, tid);                                               \
+  STORE_A((__local T*)a_slices[0]);                                                        \
+  STORE_B((__local T*)b_slices[0]);                                                        \
   barrier(CLK_LOCAL_MEM_FENCE);                                                            \
   for (int t = 0; t < (slices); ++t) {                                                     \
     const int cur = t & 1;                                                                 \
     if (t + 1 < (slices)) LOAD(t + 1);                                                     \
     XGEMM_MULTIPLY((__local T*)a_slices[cur], (__local T*)b_slices[cur]);                 \
     if (t + 1 < (slices)) {                                                                \
-      store_a((__local T*)a_slices[cur ^ 1], ra, tid);                                     \
-      store_b((__local T*)b_slices[cur ^ 1], rb, tid);                                     \
+      STORE_A((__local T*)a_slices[cur ^ 1]);                                              \
+      STORE_B((__local T*)b_slices[cur ^ 1]);                                              \
     }                                                                                      \
     barrier(CLK_LOCAL_MEM_FENCE);                                                          \
   }
@@ -279,8 +283,8 @@ inline int split_share(const int nslices, const int splits, const int s, int* t0
 #define XGEMM_K_LOOP(slices, LOAD)                                                         \
   if ((slices) > 0) LOAD(0);                                                               \
   for (int t = 0; t < (slices); ++t) {                                                     \
-    store_a((__local T*)a_slices[0], ra, tid);                                             \
-    store_b((__local T*)b_slices[0], rb, tid);                                             \
+    STORE_A((__local T*)a_slices[0]);                                                      \
+    STORE_B((__local T*)b_slices[0]);                                                      \
     barrier(CLK_LOCAL_MEM_FENCE);                                                          \
     if (t + 1 < (slices)) LOAD(t + 1);                                                     \
     XGEMM_MULTIPLY((__local T*)a_slices[0], (__local T*)b_slices[0]);                     \
@@ -347,8 +351,8 @@ void xgemm(const int M, const int N, const int K, const int row0, BATCH_ARGS,
   __global const TA* pa = A + batch_offset(b, nbd, batch, va) + (long)m0 * (A_KC ? lda : 1);
   __global const TB* pb = B + batch_offset(b, nbd, batch, vb) + (long)n0 * (B_KC ? ldb : 1);
 
-  VTA ra[NLA];
-  VTB rb[NLB];
+  RTA ra[NLA];
+  RTB rb[NLB];
   int t0;
   const int slices = split_share((K + KWG - 1) / KWG, splits, (int)(z % splits), &t0);
   pa += (long)t0 * KWG * (A_KC ? 1 : lda);

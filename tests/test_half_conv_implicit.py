@@ -100,6 +100,34 @@ def test_implicit_gemm_gpu_weight_gradient_splits(device, rng, monkeypatch, pois
 
 
 @pytest.mark.parametrize("name", HALF)
+def test_gpu_kernels_take_16bit_relu_back_as_they_read(device, rng, monkeypatch, poisoned,
+                                                       in_place, name):
+    """A fused Conv2d + ReLU on 16-bit tensors: cx_conv's input gradient and cx_wgrad keep
+    the ReLU output's bits beside the gradient's and mask as they store a slice (RELU_MASK);
+    the gradients against torch's through the same ReLU output, in one launch fewer than
+    relu_backward first would take."""
+    from cltensor.conv import function, plans
+    monkeypatch.setattr(implicit, "KERNEL_STYLE", "gpu")
+    plans.clear()
+    (x, tx), (w, tw) = (_rounded(device, rng, s, name) for s in ((2, 5, 7, 9), (6, 5, 3, 3)))
+    b, tb = _rounded(device, rng, (6,), name)
+    x, w, b = (t.requires_grad_(True) for t in (x, w, b))
+    y = ct.conv.conv2d(x, w, b, padding=1, algo="implicit_gemm", relu=True)
+    assert function._masks_relu([dispatch.algorithm("implicit_gemm", device)] * 2, y, y, False)
+    ty = TF.relu(TF.conv2d(*(t.requires_grad_(True) for t in (tx, tw, tb)), padding=1))
+    _check(y, ty, name, "forward")
+    assert (y.float().numpy() == 0).any() and (y.float().numpy() > 0).any()
+    g, tg = _rounded(device, rng, tuple(ty.shape), name)
+    with ct.profile() as prof:
+        y.backward(g)
+    ty.backward(tg)
+    assert "cx_wgrad" in {r["name"] for r in prof.records()}
+    assert "relu_backward" not in " ".join(r["name"] for r in prof.records())
+    for what, mine, t in (("input", x, tx), ("weight", w, tw), ("bias", b, tb)):
+        _check(mine.grad, t.grad, name, f"{what} gradient")
+
+
+@pytest.mark.parametrize("name", HALF)
 def test_implicit_gemm_cpu_weight_gradient_cuts(device, rng, monkeypatch, poisoned, in_place,
                                                 name):
     """The CPU weight gradient (wgrad_blocks) in blocks of 7 positions that cross rows and
