@@ -6,6 +6,7 @@ loading, hooks, and bad input. Each layer module's wiring, default initializatio
 import copy
 import io
 import re
+import weakref
 from collections import OrderedDict
 
 import numpy as np
@@ -168,10 +169,13 @@ def test_parameters_follow_every_registry_change(device):
     net.features[0].register_parameter("bias", None)
     net.scale = None
     assert len(listed()) == len(before) - 2
+    gone = weakref.ref(net.features[0].weight)
+    net.features[0].weight = None                              # nothing keeps it alive
+    assert gone() is None and len(listed()) == len(before) - 3
     twin = copy.deepcopy(net)                                  # a copy lists its own
     assert not set(id(p) for p in twin.parameters()) & set(listed())
     twin.features._modules.clear()
-    assert len(list(twin.parameters())) == 1 and len(listed()) == len(before) - 2
+    assert len(list(twin.parameters())) == 1 and len(listed()) == len(before) - 3
     state = dict(vars(twin), _modules=dict(twin._modules),     # a pickle with plain dicts
                  _parameters=dict(twin._parameters))
     old = nn.Module.__new__(nn.Module)

@@ -38,6 +38,8 @@ _parameter_lists = weakref.WeakKeyDictionary()  # module -> (_changed[0] then, i
 
 def _bump():
     _changed[0] = next(_changes)
+    if _parameter_lists:
+        _parameter_lists.clear()  # NOTE: kept lists would hold removed parameters alive
 
 
 def _noting(name):
@@ -277,8 +279,9 @@ class Module:
         # NOTE: unpickled registries of an older Module may be plain dicts; make them note changes
         self.__dict__.update(state)
         for reg in ("_parameters", "_modules"):
-            if not isinstance(self.__dict__.get(reg, _Registry()), _Registry):
-                self.__dict__[reg] = _Registry(self.__dict__[reg])
+            value = self.__dict__.get(reg)
+            if value is not None and not isinstance(value, _Registry):
+                self.__dict__[reg] = _Registry(value)
         _bump()
 
     def __dir__(self):
