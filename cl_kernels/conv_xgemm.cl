@@ -63,6 +63,8 @@
 #define MASK_ARGS(TY) , __global const TY *ym, const long ymo
 /* g through the ReLU whose output at the same place is yv */
 #define RELU_PASS(yv, g) ((yv) <= (T)0 ? (T)0 : (g))
+/* the same from the storage bits (of type X) of y and g */
+#define RELU_PASS_BITS(X, y, g) RELU_PASS(CAT(CVT_, X)(1, y), CAT(CVT_, X)(1, g))
 #else
 #define MASK_ARGS(TY)
 #endif
@@ -90,7 +92,7 @@ inline long tap_offset(const int k, const int ty0, const int tx0, const bool val
 }
 #if RELU_MASK /* B's values through the ReLU, its output's bits in mb (xgemm's B_VALUE) */
 #undef B_VALUE
-#define B_VALUE(l) RELU_PASS(CAT(CVT_, TB)(1, mb[l]), CAT(CVT_, TB)(1, rb[l]))
+#define B_VALUE(l) RELU_PASS_BITS(TB, mb[l], rb[l])
 #endif
 
 __kernel __attribute__((reqd_work_group_size(NDIMC, MDIMC, 1)))
@@ -225,7 +227,7 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const TA* go, const long goo, con
   RTA ma[NLA];
 #define LOAD_MASK(l, ok, i) ma[l] = (ok) ? LDR(TA, 1, ym + (i) - goo + ymo) : (RTA)0;
 #undef A_VALUE
-#define A_VALUE(l) RELU_PASS(CAT(CVT_, TA)(1, ma[l]), CAT(CVT_, TA)(1, ra[l]))
+#define A_VALUE(l) RELU_PASS_BITS(TA, ma[l], ra[l])
 #else
 #define LOAD_MASK(l, ok, i)
 #endif

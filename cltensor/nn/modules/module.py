@@ -31,6 +31,7 @@ class _IncompatibleKeys(namedtuple("IncompatibleKeys", "missing_keys unexpected_
 
 
 _REGISTRIES = ("_parameters", "_buffers", "_modules")
+_NOTED = ("_parameters", "_modules")  # the registries that are _Registry objects
 _changes = itertools.count()  # next() on every change to any module's _Registry
 _changed = [next(_changes)]
 _parameter_lists = weakref.WeakKeyDictionary()  # module -> (_changed[0] then, its parameters)
@@ -246,7 +247,7 @@ class Module:
                                 f"(ClTensor or None expected)")
             self._buffers[name] = value
         else:
-            if name in ("_parameters", "_modules") and isinstance(value, Mapping):
+            if name in _NOTED and isinstance(value, Mapping):
                 value = _Registry(value)  # a registry replaced as a whole
             object.__setattr__(self, name, value)
 
@@ -278,7 +279,7 @@ class Module:
     def __setstate__(self, state):
         # NOTE: unpickled registries of an older Module may be plain dicts; make them note changes
         self.__dict__.update(state)
-        for reg in ("_parameters", "_modules"):
+        for reg in _NOTED:
             value = self.__dict__.get(reg)
             if value is not None and not isinstance(value, _Registry):
                 self.__dict__[reg] = _Registry(value)
