@@ -2,12 +2,15 @@
 algorithm each pass ran: where a step's device time goes, per kernel name.
 
     python benchmarks/net_kernels.py [--model vgg_a,googlenet] [--batch 0] [--precision bf16]
-                                     [--top 25] [--device SPEC] [--json out.json]
+                                     [--tf32-fast] [--top 25] [--device SPEC]
+                                     [--json out.json]
 
 Each network runs two warm-up steps (kernels built, choices made and listed), three timed
 steps (the median wall ms, the queue finished) and one step under cltensor.profile(), whose
 OpenCL profiling events give each kernel's calls and ms. --precision bf16|fp16 runs the forward
 under cltensor's autocast (parameters float32), as convnet_benchmarks --precision does.
+--tf32-fast profiles float32 with allow_tf32 and conv_precision "fast" (the path a 16-bit step
+is held against, convnet_benchmarks' cltensor_tf32_fast row).
 """
 import argparse
 import json
@@ -89,6 +92,8 @@ def main(argv=None):
     ap.add_argument("--model", default="vgg_a,googlenet")
     ap.add_argument("--batch", type=int, default=0, help="0: each network's standard batch")
     ap.add_argument("--precision", choices=sorted(bench.PRECISIONS), default="fp32")
+    ap.add_argument("--tf32-fast", action="store_true",
+                    help="float32 with allow_tf32 and conv_precision 'fast'")
     ap.add_argument("--top", type=int, default=25, help="kernels listed per network")
     ap.add_argument("--device", default=None)
     ap.add_argument("--json", default=None)
@@ -98,9 +103,15 @@ def main(argv=None):
     unknown = [n for n in names if n not in INPUTS]
     if unknown:
         ap.error(f"unknown model {unknown[0]!r}; known: {', '.join(sorted(INPUTS))}")
+    if args.tf32_fast:
+        if args.precision != "fp32":
+            ap.error("--tf32-fast profiles float32: leave --precision out")
+        ct.backends.allow_tf32, ct.backends.conv_precision = True, "fast"
     results = []
     for name in names:
         results.append(profile_network(name, args.batch, args.precision, device, args.top))
+        if args.tf32_fast:
+            results[-1]["precision"] = "fp32, tf32 fast"
         report(results[-1])
     if args.json:
         Path(args.json).write_text(json.dumps({"device": device.name, "results": results},

@@ -4,12 +4,15 @@ network in cltensor native, on the same device, weights and data, interleaved st
 one process; medians over --reps steps after a warm-up step each.
 
     python benchmarks/torch_device.py [--model googlenet,alexnet] [--batch 2 | 0] [--reps 10]
-                                      [--device SPEC] [--thread-cpu] [--json out.json]
+                                      [--device SPEC] [--thread-cpu] [--kernels N]
+                                      [--json out.json]
 
 Prints torch-opencl's time over native's by the wall clock and by the process CPU time (the
 OpenCL runtime's threads included: on a CPU device shared with other work it moves less).
 --thread-cpu adds the main thread's CPU time per step (the host work of issuing the step, which
 bounds a fast device; the OpenCL runtime's threads excluded) and the ms torch-opencl adds to it.
+--kernels N profiles one more step of each (cltensor.profile) and lists the N kernel names whose
+device time differs most between the two: launches and ms, native against torch-opencl.
 The target (docs/torch_device.md) is at most 1.15x.
 """
 import argparse
@@ -63,6 +66,31 @@ def measure(native, through_torch, reps):
     return r
 
 
+def kernel_table(step, device):
+    """{kernel name: (launches, ms)} of one profiled call of step."""
+    import cltensor as ct
+    device.synchronize()
+    with ct.profile() as prof:
+        step()
+        device.synchronize()
+    return {name: (calls, ms) for name, calls, ms, _ in prof.table()}
+
+
+def kernel_diff(native, through_torch, device, top):
+    """Lines for the `top` kernel names whose time differs most between the two steps."""
+    ours, ref = kernel_table(through_torch, device), kernel_table(native, device)
+    names = sorted(set(ours) | set(ref),
+                   key=lambda n: -abs(ours.get(n, (0, 0))[1] - ref.get(n, (0, 0))[1]))
+    total = [sum(v[i] for v in t.values()) for t in (ref, ours) for i in (0, 1)]
+    lines = [f"  {'all kernels':32s} native {total[0]:5d} / {total[1]:9.3f} ms, "
+             f"torch-opencl {total[2]:5d} / {total[3]:9.3f} ms"]
+    for n in names[:top]:
+        (rc, rm), (oc, om) = ref.get(n, (0, 0.0)), ours.get(n, (0, 0.0))
+        lines.append(f"  {n[:32]:32s} native {rc:5d} / {rm:9.3f} ms, "
+                     f"torch-opencl {oc:5d} / {om:9.3f} ms")
+    return lines
+
+
 def report(r, thread_cpu):
     line = (f"{r['model']:10s} batch {r['batch']}: native {r['ref_wall'] * 1e3:8.1f} ms, "
             f"torch-opencl {r['ours_wall'] * 1e3:8.1f} ms; torch-opencl / native: wall "
@@ -84,6 +112,8 @@ def main(argv=None):
     p.add_argument("--device", default=None)
     p.add_argument("--thread-cpu", action="store_true",
                    help="also report the main thread's CPU time per step")
+    p.add_argument("--kernels", type=int, default=0, metavar="N",
+                   help="list the N kernels whose time differs most between the two steps")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
     import cltensor as ct
@@ -99,6 +129,8 @@ def main(argv=None):
                  cpu=r["ours_cpu"] / r["ref_cpu"], thread=r["ours_thread"] / r["ref_thread"])
         rows.append(r)
         report(r, args.thread_cpu)
+        if args.kernels:
+            print("\n".join(kernel_diff(native, through_torch, device, args.kernels)), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"device": device.name, "load": os.getloadavg(),
                                                "rows": rows}, indent=1))

@@ -4,11 +4,14 @@ torch.matmul (cuBLAS) on the same operands in the same process. The data behind 
 (16-bit products) and CONFIGS' wgmma set (float32 in TF32) in cltensor/plugins/nvidia.py.
 
     python benchmarks/wgmma_sets.py [--device SPEC] [--dtype bfloat16|float16|float32]
-                                    [--sizes 8192 4096] [--reps 5] [--sweep] [--json out.json]
+                                    [--sizes 8192 4096] [--reps 5] [--sweep] [--wide]
+                                    [--json out.json]
 
 Without --sweep it times the shipped sets of the type; --sweep times every tile width (BN 128
 to 256) with BK 8 and 16 words at the most stages NVIDIA's 48 KiB of local memory holds, wait
-depth 0 and 1 and MIN_GROUPS 0, 2 and 3, one warpgroup and the producer warp. Before each set
+depth 0 and 1 and MIN_GROUPS 0, 2 and 3, one warpgroup and the producer warp; --wide sweeps
+128-row tiles instead (two warpgroups and the producer warp, BN 128 to 256, BK 8, wait depth
+1, MIN_GROUPS 0 and 2), whose operands are read fewer times. Before each set
 the GEMM plans are cleared: gemm_into replays the launches of the last product of the same
 shapes, which would run the previous set's kernel. Times are medians of --reps profiled calls
 after one warm-up call; each result is compared with cuBLAS's (relative Frobenius norm).
@@ -28,13 +31,13 @@ from cltensor.plugins import nvidia
 LOCAL_LIMIT = 48 * 1024  # NVIDIA's OpenCL, per work-group
 
 
-def sweep_sets():
+def sweep_sets(wide=False):
     """The sets --sweep times (see the module's docstring)."""
     sets = []
-    for bn, bk, wait, groups in itertools.product((128, 160, 192, 224, 256), (8, 16), (0, 1),
-                                                  (0, 2, 3)):
-        q = {"BN": bn, "WGS_M": 1, "BK": bk, "STAGES": 2, "WG_WAIT": wait, "PRODUCER": 1,
-             "GROUP_M": 8, "MIN_GROUPS": groups}
+    choices = ((8, 16), (0, 1), (0, 2, 3)) if not wide else ((8,), (1,), (0, 2))
+    for bn, bk, wait, groups in itertools.product((128, 160, 192, 224, 256), *choices):
+        q = {"BN": bn, "WGS_M": 2 if wide else 1, "BK": bk, "STAGES": 2, "WG_WAIT": wait,
+             "PRODUCER": 1, "GROUP_M": 8, "MIN_GROUPS": groups}
         fits = [s for s in range(2, 9) if nvidia.local_bytes(dict(q, STAGES=s)) +
                 nvidia.LOCAL_RESERVED <= LOCAL_LIMIT]
         if fits and max(fits) > wait:
@@ -97,6 +100,7 @@ def main(argv=None):
     parser.add_argument("--sizes", type=int, nargs="+", default=[8192, 4096])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--sweep", action="store_true")
+    parser.add_argument("--wide", action="store_true", help="--sweep's 128-row tiles")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     device = cltensor.get_device(args.device) if args.device else cltensor.default_device()
@@ -119,7 +123,7 @@ def main(argv=None):
         print(f"cuBLAS {args.dtype} {s}^3: {ref_ms:.3f} ms, {2 * s ** 3 / ref_ms / 1e9:.1f} "
               "TFLOP/s", flush=True)
     rows = []
-    for q in sweep_sets() if args.sweep else shipped_sets(args.dtype):
+    for q in sweep_sets(args.wide) if args.sweep else shipped_sets(args.dtype):
         row = {k: q[k] for k in nvidia.WGMMA_KEYS + ("MIN_GROUPS",) if k in q}
         force(plugin, q, args.dtype)
         for s, (a, b, c, ref_ms, ref) in cases.items():

@@ -202,6 +202,28 @@ def test_net_kernels_table(device, tmp_path, monkeypatch, precision):
         script("net_kernels").main(["--model", "no_such_net"])
 
 
+def test_net_kernels_tf32_fast(device, tmp_path, monkeypatch):
+    """net_kernels.py --tf32-fast: float32 with allow_tf32 and the "fast" rules (the flags
+    put back by the caller's fixture), labelled so; it refuses a 16-bit precision beside it."""
+    from convnet_benchmarks import models
+
+    import cltensor as ct
+    monkeypatch.setitem(models.INPUTS, "tiny_net", (3, 8, 2, 2))
+    monkeypatch.setitem(models.MODELS, "tiny_net", lambda lib: lib.nn.Sequential(
+        lib.nn.Conv2d(3, 4, 3, padding=1), lib.nn.ReLU(), lib.nn.Flatten(),
+        lib.nn.Linear(4 * 64, 3)))
+    monkeypatch.setattr(ct.backends, "allow_tf32", False)
+    monkeypatch.setattr(ct.backends, "conv_precision", "accurate")
+    out = tmp_path / "k.json"
+    assert script("net_kernels").main(["--model", "tiny_net", "--tf32-fast", "--device",
+                                       device.index, "--json", str(out)]) == 0
+    (res,) = json.loads(out.read_text())["results"]
+    assert res["precision"] == "fp32, tf32 fast" and res["launches"] > 0
+    assert ct.backends.allow_tf32 and ct.backends.conv_precision == "fast"
+    with pytest.raises(SystemExit):
+        script("net_kernels").main(["--model", "tiny_net", "--tf32-fast", "--precision", "bf16"])
+
+
 def test_gemm_benchmark_splits_kernel_time(device, tmp_path, capsys):
     """benchmarks/gemm.py's per-launch split of a product's kernel time: the product's own
     kernel is among the launches, each with a time, and --kernels prints them."""
@@ -333,6 +355,10 @@ def test_wgmma_sets_sweep_and_refusal(device):
     assert sets and all(nvidia.config_valid(q) for q in sets)
     assert all(nvidia.local_bytes(q) + nvidia.LOCAL_RESERVED <= 48 * 1024 for q in sets)
     assert {q["BN"] for q in sets} == {128, 160, 192, 224, 256}
+    wide = mod.sweep_sets(wide=True)
+    assert wide and all(nvidia.config_valid(q) and q["WGS_M"] == 2 for q in wide)
+    assert all(nvidia.local_bytes(q) + nvidia.LOCAL_RESERVED <= 48 * 1024 for q in wide)
+    assert {q["BN"] for q in wide} == {128, 160, 192, 224, 256}
     if not nvidia.is_sm90(device):
         with pytest.raises(SystemExit, match="compute capability 9.0"):
             mod.main(["--device", device.index, "--sizes", "64"])

@@ -67,6 +67,30 @@ def test_torch_device_script_reports_the_main_threads_cpu(device, tmp_path, caps
     assert "main thread CPU" in capsys.readouterr().out
 
 
+@pytest.mark.usefixtures("small_model")
+def test_torch_device_script_lists_the_kernels_that_differ(device, capsys, monkeypatch):
+    """torch_device.py --kernels N: one profiled step each way, the N kernel names whose time
+    differs most (a name run one way only among them), with the launches and ms of both, after
+    a line of the totals."""
+    from test_benchmark_scripts import script
+    mod = script("torch_device")
+    native, through_torch = mod.steps("small", device, 1)
+    ref = mod.kernel_table(native, device)
+    assert ref and all(c > 0 and ms >= 0 for c, ms in ref.values())
+    tables = {native: {"a": (2, 1.0), "b": (1, 0.5)}, through_torch: {"a": (2, 1.1), "c": (3, 2.0)}}
+    with monkeypatch.context() as m:
+        m.setattr(mod, "kernel_table", lambda step, dev: tables[step])
+        lines = mod.kernel_diff(native, through_torch, device, 2)
+    assert len(lines) == 3 and "native     3 /     1.500 ms" in lines[0]
+    assert "torch-opencl     5 /     3.100 ms" in lines[0]
+    assert lines[1].split()[0] == "c" and "native     0 /" in lines[1]
+    assert lines[2].split()[0] == "b" and "torch-opencl     0 /" in lines[2]
+    mod.main(["--model", "small", "--batch", "1", "--reps", "1", "--device", device.index,
+              "--kernels", "3"])
+    printed = capsys.readouterr().out.splitlines()
+    assert "all kernels" in printed[1] and len(printed) == 5
+
+
 def test_a_test_runs_again_in_a_fresh_process(request, monkeypatch):
     """ran_in_fresh_process, where cltensor.torch is imported and torch has CUDA: the test runs
     again in a child pytest (which runs the body: the helper declines there), and the parent
