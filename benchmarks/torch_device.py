@@ -81,14 +81,14 @@ def kernel_diff(native, through_torch, device, top):
     ours, ref = kernel_table(through_torch, device), kernel_table(native, device)
     names = sorted(set(ours) | set(ref),
                    key=lambda n: -abs(ours.get(n, (0, 0))[1] - ref.get(n, (0, 0))[1]))
-    total = [sum(v[i] for v in t.values()) for t in (ref, ours) for i in (0, 1)]
-    lines = [f"  {'all kernels':32s} native {total[0]:5d} / {total[1]:9.3f} ms, "
-             f"torch-opencl {total[2]:5d} / {total[3]:9.3f} ms"]
-    for n in names[:top]:
-        (rc, rm), (oc, om) = ref.get(n, (0, 0.0)), ours.get(n, (0, 0.0))
-        lines.append(f"  {n[:32]:32s} native {rc:5d} / {rm:9.3f} ms, "
-                     f"torch-opencl {oc:5d} / {om:9.3f} ms")
-    return lines
+    def line(label, r, o):
+        return (f"  {label[:32]:32s} native {r[0]:5d} / {r[1]:9.3f} ms, "
+                f"torch-opencl {o[0]:5d} / {o[1]:9.3f} ms")
+
+    def total(t):
+        return sum(c for c, _ in t.values()), sum(ms for _, ms in t.values())
+    return [line("all kernels", total(ref), total(ours))] + [
+        line(n, ref.get(n, (0, 0.0)), ours.get(n, (0, 0.0))) for n in names[:top]]
 
 
 def report(r, thread_cpu):
