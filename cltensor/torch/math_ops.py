@@ -84,22 +84,30 @@ class Plans(dict):
 
 def signature(*args):
     """The hashable metadata of kernel arguments that plans and Meta results are keyed by:
-    tensors by shape, strides, dtype and device, int lists by value, other values with their
-    type (True, 1 and 1.0 promote differently). Flat, as each kernel's arguments have fixed
-    positions and kinds."""
+    tensors by shape, strides, dtype and device, lists of plain values by value and type, other
+    values with their type (True, 1 and 1.0 promote differently). Flat, as each kernel's
+    arguments have fixed positions and kinds."""
     key = []
     add = key.append
     for v in args:
-        if isinstance(v, torch.Tensor):
+        if isinstance(v, _Tensor):
             add(v.shape), add(v.stride()), add(v.dtype), add(v.device)
             continue
         cls = v.__class__
         add(cls)
         if cls is list or cls is tuple:
-            add(tuple(v) if all(e.__class__ is int for e in v) else tuple(map(_signature_of, v)))
+            types = tuple(map(type, v))
+            if _PLAIN_VALUES.issuperset(types):
+                add(tuple(v)), add(types)
+            else:
+                add(tuple(map(_signature_of, v)))
         else:
             add(v)
     return tuple(key)
+
+
+_Tensor = torch.Tensor
+_PLAIN_VALUES = frozenset((int, float, bool, str, type(None)))  # list elements keyed by value and type
 
 
 def _signature_of(value):
