@@ -1,7 +1,13 @@
 """`mpirun -n N python -m convnet_benchmarks --distributed`: every rank trains on its own batch
 under DistributedDataParallel; rank 0 reports each rank's and the aggregate images/s, and the
 scaling efficiency against one process alone on the same device (timed first, the other ranks
-waiting)."""
+waiting).
+
+It also splits the step: compute (the process alone), and the two parts of exchanging one
+step's gradients, each timed by itself in DDP's buckets: host staging (every bucket copied to
+the host and back, the queue drained first) and MPI (the all-reduce of host arrays of the
+buckets' sizes). From those it predicts the efficiency by docs/distributed.md's model (the
+buckets but the last hidden under the backward pass) beside the measured one."""
 import datetime
 import json
 import time
@@ -14,13 +20,65 @@ from .models import INPUTS, MODELS
 SETUP_TIMEOUT_S = 3600  # the single-process baseline keeps the other ranks waiting at a barrier
 
 
-def _step_ms(model, x, g, device, iterations, label):
+def _step(model, x, g, device, iterations, label):
+    """bench.time_steps' Result of training steps of model on x with output gradient g."""
     def backward(out):
         model.zero_grad(set_to_none=True)
         out.backward(g)
 
-    res = bench.time_steps(lambda: model(x), backward, device.synchronize, iterations, label)
-    return res["total"]["median"]
+    return bench.time_steps(lambda: model(x), backward, device.synchronize, iterations, label)
+
+
+def _median_ms(fn, rounds):
+    times = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return float(np.median(times))
+
+
+def exchange_split(params, device, rounds=5):
+    """(host staging ms, MPI ms, buckets, gradient bytes) of one step's gradient exchange in
+    DDP's buckets (default cap), each part timed alone, medians of `rounds`: staging copies
+    every bucket's gradients to the host and back (Staged, the queue drained first); MPI
+    all-reduces host arrays of the buckets' sizes between barriers."""
+    import cltensor.distributed as dist
+    from cltensor.distributed import group as pg
+    from cltensor.distributed.staging import Staged
+    from cltensor.nn.parallel.distributed import MB, make_buckets
+    from mpi4py import MPI
+    buckets = [[params[i].grad for i in b] for b in make_buckets(params, 25 * MB)]
+    buckets = [b for b in buckets if all(t is not None for t in b)]
+
+    def stage():
+        device.synchronize()
+        for grads in buckets:
+            s = Staged(grads)
+            s.wait()
+            s.finish()
+
+    arrays = [np.zeros(sum(t.numel() for t in b), dtype=b[0].dtype) for b in buckets]
+
+    def reduce():
+        for a in arrays:
+            pg.group().comm.Allreduce(MPI.IN_PLACE, a, MPI.SUM)
+
+    stage()  # the staging buffers made
+    staging = _median_ms(stage, rounds)
+    dist.barrier()
+    mpi = _median_ms(lambda: (dist.barrier(), reduce()), rounds)
+    nbytes = sum(a.nbytes for a in arrays)
+    return staging, mpi, len(buckets), nbytes
+
+
+def predicted_efficiency(step_ms, backward_ms, exchange_ms, buckets):
+    """docs/distributed.md's model: T / (T + exposed), exposed = max(T_comm / B,
+    T_comm - T_bwd (1 - 1/B)) with DDP's overlap."""
+    if buckets == 0:
+        return 1.0
+    exposed = max(exchange_ms / buckets, exchange_ms - backward_ms * (1 - 1 / buckets))
+    return step_ms / (step_ms + exposed)
 
 
 def _gathered(value, device):
@@ -46,16 +104,25 @@ def run_model(name, args, device):
                       device=device)
     g = ct.from_numpy(rng.standard_normal((batch,) + tuple(model(x[:1]).shape[1:]))
                       .astype(args.dtype), device=device)
-    single = _step_ms(model, x, g, device, args.iterations, f"{name} alone") if rank == 0 else 0.0
+    alone = _step(model, x, g, device, args.iterations, f"{name} alone") if rank == 0 else None
+    single, single_bwd = (alone["total"]["median"], alone["backward"]["median"]) if alone \
+        else (0.0, 0.0)
     dist.barrier()
     ddp = DistributedDataParallel(model)
-    ms = _step_ms(ddp, x, g, device, args.iterations, f"{name} rank {rank}")
-    rank_ms, single = _gathered(ms, device), _gathered(single, device)[0]
+    ms = _step(ddp, x, g, device, args.iterations, f"{name} rank {rank}")["total"]["median"]
+    staging, mpi, buckets, nbytes = exchange_split(ddp._params, device)
+    rank_ms = _gathered(ms, device)
+    single, single_bwd = _gathered(single, device)[0], _gathered(single_bwd, device)[0]
     rank_img_s = [batch / t * 1e3 for t in rank_ms]
     aggregate = sum(rank_img_s)
     return {"model": name, "batch_per_rank": batch, "world_size": world, "single_ms": single,
-            "rank_ms": rank_ms, "rank_img_s": rank_img_s, "aggregate_img_s": aggregate,
-            "efficiency": aggregate / (world * batch / single * 1e3)}
+            "single_backward_ms": single_bwd, "rank_ms": rank_ms, "rank_img_s": rank_img_s,
+            "aggregate_img_s": aggregate,
+            "efficiency": aggregate / (world * batch / single * 1e3),
+            "exposed_ms": float(np.mean(rank_ms)) - single, "staging_ms": staging,
+            "mpi_ms": mpi, "buckets": buckets, "gradient_bytes": nbytes,
+            "predicted_efficiency": predicted_efficiency(single, single_bwd, staging + mpi,
+                                                         buckets)}
 
 
 def staging_rates(device, nbytes=64 * 2**20, rounds=3):
@@ -95,6 +162,21 @@ def table(rows):
     return "\n".join(lines)
 
 
+def split_table(rows):
+    """Each step's time split: compute (the process alone, its backward in brackets), the DDP
+    step's time over it, the exchange's two parts timed alone, and the model's efficiency."""
+    lines = ["| model | compute ms (backward) | DDP step ms | exposed ms | gradients MB (buckets) | "
+             "staging ms | MPI ms | efficiency: measured / model |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        step = float(np.mean(r["rank_ms"]))
+        lines.append(f"| {r['model']} | {r['single_ms']:.2f} ({r['single_backward_ms']:.2f}) | "
+                     f"{step:.2f} | {r['exposed_ms']:.2f} | {r['gradient_bytes'] / 1e6:.1f} "
+                     f"({r['buckets']}) | {r['staging_ms']:.2f} | {r['mpi_ms']:.2f} | "
+                     f"{r['efficiency']:.0%} / {r['predicted_efficiency']:.0%} |")
+    return "\n".join(lines)
+
+
 def main(args):
     import cltensor as ct
     import cltensor.distributed as dist
@@ -107,6 +189,7 @@ def main(args):
         print(f"convnet benchmarks, data parallel over {dist.get_world_size()} ranks on "
               f"{device} ({device.platform_name}), {args.dtype}, {args.iterations} iterations")
         print(table(rows))
+        print(split_table(rows))
         print("host staging, GB/s: device to host {device_to_host_gbs:.1f}, host to device "
               "{host_to_device_gbs:.1f}; all_reduce of 32 MiB {all_reduce_gbs:.1f}"
               .format(**rates))

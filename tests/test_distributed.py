@@ -18,6 +18,7 @@ from cltensor.distributed import group as pg
 from cltensor.distributed.staging import Staged
 from cltensor.nn.parallel.distributed import make_buckets
 from cltensor.utils.data import DistributedSampler
+from convnet_benchmarks.distributed import predicted_efficiency
 
 HAVE_MPI = shutil.which("mpirun") is not None and importlib.util.find_spec("mpi4py") is not None
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs Open MPI's mpirun and mpi4py "
@@ -66,6 +67,22 @@ def test_benchmark_reports_ranks_aggregate_and_efficiency(device, tmp_path):
     alone = row["batch_per_rank"] / row["single_ms"] * 1e3
     assert row["efficiency"] == pytest.approx(row["aggregate_img_s"] / (2 * alone))
     assert "| small | 2 | 2 |" in proc.stdout
+    # the split: the small network's gradients (conv 4x3x3x3 + 4, linear 5x256 + 5) in one bucket
+    assert row["gradient_bytes"] == (4 * 27 + 4 + 5 * 256 + 5) * 4 and row["buckets"] == 1
+    assert row["staging_ms"] > 0 and row["mpi_ms"] > 0
+    assert 0 < row["single_backward_ms"] < row["single_ms"]
+    assert row["exposed_ms"] == pytest.approx(sum(row["rank_ms"]) / 2 - row["single_ms"])
+    assert row["predicted_efficiency"] == pytest.approx(predicted_efficiency(
+        row["single_ms"], row["single_backward_ms"], row["staging_ms"] + row["mpi_ms"], 1))
+    assert "| small | " in proc.stdout.split("staging ms")[1]
+
+
+def test_predicted_efficiency_is_the_documented_model():
+    """docs/distributed.md's table: VGG-A and GoogLeNet on two GPUs over PCIe, with overlap."""
+    assert predicted_efficiency(37.4, 25.9, 29.7, 21) == pytest.approx(0.881, abs=1e-3)
+    assert predicted_efficiency(42.2, 29.7, 1.6, 2) == pytest.approx(0.981, abs=1e-3)
+    assert predicted_efficiency(10.0, 6.7, 5.0, 1) == pytest.approx(10 / 15)  # one bucket: none hidden
+    assert predicted_efficiency(10.0, 6.7, 0.0, 0) == 1.0
 
 
 @needs_mpi
