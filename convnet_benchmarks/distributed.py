@@ -48,8 +48,10 @@ def exchange_split(params, device, rounds=5):
     from cltensor.distributed.staging import Staged
     from cltensor.nn.parallel.distributed import MB, make_buckets
     from mpi4py import MPI
-    buckets = [[params[i].grad for i in b] for b in make_buckets(params, 25 * MB)]
-    buckets = [b for b in buckets if all(t is not None for t in b)]
+    import cltensor as ct
+    # NOTE: a parameter without a gradient contributes zeros, as in DDP's buckets
+    buckets = [[ct.zeros_like(params[i]) if params[i].grad is None else params[i].grad
+                for i in b] for b in make_buckets(params, 25 * MB)]
 
     def stage():
         device.synchronize()
