@@ -137,8 +137,10 @@ def staging_rates(device, nbytes=64 * 2**20, rounds=3):
     parts = [ct.zeros(nbytes // 8, device=device) for _ in range(2)]
     down, up, reduce = [], [], []
     for _ in range(rounds):
+        device.synchronize()
         t0 = time.perf_counter()
         staged = Staged(parts)
+        staged.wait()  # NOTE: Staged only enqueues the copies to the host
         t1 = time.perf_counter()
         staged.finish()
         t2 = time.perf_counter()
