@@ -50,6 +50,22 @@ def test_meta_memo_keeps_the_device_check_and_scalar_types():
         _close(xd + scalar, torch.arange(6).reshape(2, 3) + scalar)
 
 
+def test_signatures_of_lists_keep_their_element_types():
+    """Lists of plain values are keyed by value and type (1, 1.0 and True promote apart);
+    lists holding tensors by each tensor's metadata; and a list of ints stays its own key."""
+    sig = math_ops.signature
+    assert len({sig([1, 2]), sig([1.0, 2.0]), sig([True, 2]), sig((1, 2))}) == 4
+    assert sig([1, None]) != sig([1, 0]) and sig([1, 2]) == sig([1, 2])
+    a, b = torch.zeros(2, 3).to(OCL), torch.zeros(3, 2).to(OCL).t()
+    assert sig([a]) != sig([b]) and sig([a, None]) == sig([torch.ones(2, 3).to(OCL), None])
+    # int lists and float scalar lists on an int tensor: each keeps its own result dtype
+    xi = torch.arange(4, dtype=torch.int64).reshape(2, 2)
+    for scalars in ([1, 2], [1.5, 2.0]):
+        got = torch._foreach_add([xi.to(OCL), xi.to(OCL)], scalars)
+        for g, want in zip(got, torch._foreach_add([xi, xi], scalars)):
+            _close(g, want)
+
+
 def test_meta_memo_keeps_in_place_out_and_mixed_dtype_rules():
     x, y = _randn(2, 3), _randn(2, 3, seed=1)
     xi = torch.arange(6, dtype=torch.int32).reshape(2, 3)
