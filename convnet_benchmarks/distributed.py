@@ -43,12 +43,13 @@ def exchange_split(params, device, rounds=5):
     DDP's buckets (default cap), each part timed alone, medians of `rounds`: staging copies
     every bucket's gradients to the host and back (Staged, the queue drained first); MPI
     all-reduces host arrays of the buckets' sizes between barriers."""
+    from mpi4py import MPI
+
+    import cltensor as ct
     import cltensor.distributed as dist
     from cltensor.distributed import group as pg
     from cltensor.distributed.staging import Staged
     from cltensor.nn.parallel.distributed import MB, make_buckets
-    from mpi4py import MPI
-    import cltensor as ct
     # NOTE: a parameter without a gradient contributes zeros, as in DDP's buckets
     buckets = [[ct.zeros_like(params[i]) if params[i].grad is None else params[i].grad
                 for i in b] for b in make_buckets(params, 25 * MB)]
@@ -112,7 +113,8 @@ def run_model(name, args, device):
     dist.barrier()
     ddp = DistributedDataParallel(model)
     ms = _step(ddp, x, g, device, args.iterations, f"{name} rank {rank}")["total"]["median"]
-    staging, mpi, buckets, nbytes = exchange_split(ddp._params, device)
+    params = [p for p in model.parameters() if p.requires_grad]  # DDP's, in its order
+    staging, mpi, buckets, nbytes = exchange_split(params, device)
     rank_ms = _gathered(ms, device)
     single, single_bwd = _gathered(single, device)[0], _gathered(single_bwd, device)[0]
     rank_img_s = [batch / t * 1e3 for t in rank_ms]
