@@ -45,9 +45,11 @@ def test_every_collective_matches_numpy(device):
 
 
 @needs_mpi
-@pytest.mark.parametrize("micro", [1, 2], ids=["sync", "no_sync-accumulation"])
-def test_ddp_equals_one_process_on_whole_batches(device, micro):
-    _ok(mpirun(device, "ddp_train.py", 3, micro), "ddp matches")
+@pytest.mark.parametrize("micro,path", [(1, "mpi"), (2, "mpi"), (1, "shm")],
+                         ids=["sync", "no_sync-accumulation", "sync-shared-memory"])
+def test_ddp_equals_one_process_on_whole_batches(device, micro, path):
+    _ok(mpirun(device, "ddp_train.py", 3, micro, *(["shm"] if path == "shm" else [])),
+        "ddp matches")
 
 
 @needs_mpi
@@ -69,11 +71,11 @@ def test_benchmark_reports_ranks_aggregate_and_efficiency(device, tmp_path):
     assert "| small | 2 | 2 |" in proc.stdout
     # the split: the small network's gradients (conv 4x3x3x3 + 4, linear 5x256 + 5) in one bucket
     assert row["gradient_bytes"] == (4 * 27 + 4 + 5 * 256 + 5) * 4 and row["buckets"] == 1
-    assert row["staging_ms"] > 0 and row["mpi_ms"] > 0
+    assert row["staging_ms"] > 0 and row["all_reduce_ms"] > 0
     assert 0 < row["single_backward_ms"] < row["single_ms"]
     assert row["exposed_ms"] == pytest.approx(sum(row["rank_ms"]) / 2 - row["single_ms"])
     assert row["predicted_efficiency"] == pytest.approx(predicted_efficiency(
-        row["single_ms"], row["single_backward_ms"], row["staging_ms"] + row["mpi_ms"], 1))
+        row["single_ms"], row["single_backward_ms"], row["staging_ms"] + row["all_reduce_ms"], 1))
     assert "| small | " in proc.stdout.split("staging ms")[1]
 
 
@@ -94,8 +96,9 @@ def test_a_rank_that_raises_fails_the_job_with_its_error(device):
 
 
 @needs_mpi
-def test_a_missing_rank_times_out_with_a_clear_message(device):
-    proc = mpirun(device, "failure.py", "timeout", timeout=60)
+@pytest.mark.parametrize("mode", ["timeout", "timeout-shm"])
+def test_a_missing_rank_times_out_with_a_clear_message(device, mode):
+    proc = mpirun(device, "failure.py", mode, timeout=60)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "all_reduce timed out after 2 s on rank 0" in out, out[-4000:]

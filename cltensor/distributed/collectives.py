@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 from . import group as pg
+from . import shm
 from .staging import Staged, check_tensors
 
 
@@ -131,8 +132,13 @@ def all_reduce_many(tensors, op=ReduceOp.SUM, async_op=False, name="all_reduce")
     g = pg.group()
     mop = _mpi_op(op, tensors[0].dtype if tensors else None, name)
     s = Staged(tensors)
-    return _run(name, lambda: g.comm.Iallreduce(MPI.IN_PLACE, s.host, mop), [s],
-                _divide_if_avg(s, op, g.size) + [s.finish], async_op)
+    if shm.applies(g, s.host, op.value):  # the ranks share a host: through its memory
+        def wait(request, what):
+            _wait_request(request, g.timeout_s, what, g.rank)
+        start = lambda: g.reducer.all_reduce(s.host, wait, name, pg.DistributedError)
+    else:
+        start = lambda: g.comm.Iallreduce(MPI.IN_PLACE, s.host, mop)
+    return _run(name, start, [s], _divide_if_avg(s, op, g.size) + [s.finish], async_op)
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):

@@ -6,6 +6,7 @@ import sys
 import traceback
 
 from ..device import all_devices, set_default_device
+from . import shm
 
 MISSING_MPI4PY = ("cltensor.distributed needs mpi4py: pip install 'cltensor[distributed]' "
                   "(and an MPI library, e.g. apt-get install openmpi-bin libopenmpi-dev)")
@@ -22,6 +23,7 @@ class _Group:
     def __init__(self, comm, timeout_s):
         self.comm, self.timeout_s = comm, timeout_s
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.reducer = None  # shm.Reducer when the ranks share one host
 
 
 _group = None
@@ -124,6 +126,7 @@ def init_process_group(backend="mpi", init_method=None, timeout=None, world_size
     _check_agrees("WORLD_SIZE", _env_int("WORLD_SIZE"), n)
     _pick_device(_local_rank(MPI, comm))
     _group = _Group(comm, timeout_s)
+    _group.reducer = shm.reducer_for(comm, n)
     WORLD = _group
     _abort_on_error(comm, r)
 

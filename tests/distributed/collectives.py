@@ -1,11 +1,13 @@
 """Run under mpirun: every collective against numpy, for every op, dtype and uneven sizes."""
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 import cltensor as ct
 import cltensor.distributed as dist
-from cltensor.distributed import ReduceOp
+from cltensor.distributed import ReduceOp, shm
+from cltensor.distributed import group as pg
 from cltensor.utils.data import DistributedSampler
 
 DTYPES = [np.float32, np.float64, np.int32, np.int64, np.bool_]
@@ -101,6 +103,51 @@ def test_point_to_point(rank, world):
     check(got.numpy(), data(sender, np.float32, 9), "send/recv")
 
 
+def test_shared_memory_all_reduce(rank, world):
+    """Float sums of a host's ranks through its shared memory (cltensor.distributed.shm): every
+    size and dtype against numpy, with MIN_BYTES lowered so small and uneven sizes take it
+    too; the default threshold's large arrays, the window grown, several threads, async works
+    waited out of order; ranks passing different sizes get an error each, and go on."""
+    g = pg.group()
+    assert g.reducer is not None, "the ranks share one host: the shared window applies"
+    taken = []
+    run = g.reducer.all_reduce
+    g.reducer.all_reduce = lambda *a: (taken.append(a[0].size), run(*a))[1]
+    minimum, shm.MIN_BYTES = shm.MIN_BYTES, 0
+    for dtype in (np.float32, np.float64):
+        for n in SIZES + [3, 2 * world + 1]:
+            for op in (ReduceOp.SUM, ReduceOp.AVG):
+                t = ct.from_numpy(data(rank, dtype, n))
+                dist.all_reduce(t, op=op)
+                check(t.numpy(), reference(op, dtype, n, world), f"shm {op} {dtype.__name__} n={n}")
+    shm.MIN_BYTES = minimum
+    assert len(taken) == 2 * 2 * (len(SIZES) + 1), f"{len(taken)} through the window"
+    sizes = [300_000, 1_500_000, 1_200_001]  # float32 1.2 MB, then 6 MB: the window grows
+    default = g.reducer.threads, g.reducer.pool
+    for threads in (1, 3):  # 3 threads a rank, whatever the machine's cores: uneven pieces
+        g.reducer.threads = threads
+        g.reducer.pool = ThreadPoolExecutor(threads) if threads > 1 else None
+        tensors = [ct.from_numpy(data(rank, np.float32, n)) for n in sizes]
+        works = [dist.all_reduce(t, async_op=True) for t in tensors]
+        for w in reversed(works):
+            w.wait()
+        for t, n in zip(tensors, sizes):
+            check(t.numpy(), reference(ReduceOp.SUM, np.float32, n, world),
+                  f"shm async n={n}, {threads} threads")
+        assert taken[-3:] == sizes, taken[-3:]
+    g.reducer.threads, g.reducer.pool = default
+    try:
+        dist.all_reduce(ct.zeros(300_000 + rank, dtype="float32"))
+    except dist.DistributedError as e:
+        assert "the ranks passed different tensors" in str(e) and "300001" in str(e), str(e)
+    else:
+        raise AssertionError("ranks passing different sizes were not told")
+    t = ct.from_numpy(data(rank, np.float64, 400_000))
+    dist.all_reduce(t, op=ReduceOp.AVG)
+    check(t.numpy(), reference(ReduceOp.AVG, np.float64, 400_000, world), "shm after an error")
+    g.reducer.all_reduce = run
+
+
 def init_with_env_checks():
     """torchrun's variables are accepted when they agree with MPI, refused when not."""
     rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
@@ -143,6 +190,7 @@ def main():
     test_moves(rank, world)
     test_async_waited_out_of_order(rank, world)
     test_point_to_point(rank, world)
+    test_shared_memory_all_reduce(rank, world)
     sampler = DistributedSampler(range(5), shuffle=False)  # world and rank from the group
     assert (sampler.num_replicas, sampler.rank) == (world, rank), "sampler defaults"
     padded = [i % 5 for i in range(sampler.total_size)]

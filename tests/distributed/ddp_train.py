@@ -1,12 +1,15 @@
 """Run under mpirun: SGD with momentum on a small CNN with BatchNorm under DistributedDataParallel
 must give the parameters of one process training on the whole batches (to 1e-6).
-Usage: ddp_train.py STEPS MICRO (MICRO > 1: micro-batches accumulated under no_sync)."""
+Usage: ddp_train.py STEPS MICRO [shm] (MICRO > 1: micro-batches accumulated under no_sync;
+shm: every bucket, however small, summed through the host's shared memory)."""
 import sys
 
 import numpy as np
 
 import cltensor as ct
 import cltensor.distributed as dist
+from cltensor.distributed import group as pg
+from cltensor.distributed import shm
 import cltensor.nn.functional as F
 from cltensor import nn
 from cltensor.nn.parallel import DistributedDataParallel
@@ -82,11 +85,18 @@ def train_reference(data, world):
     return model, after
 
 
-def main(steps, micro):
+def main(steps, micro, through_shm):
     dist.init_process_group("mpi")
     rank, world = dist.get_rank(), dist.get_world_size()
     data = batches(steps, micro, world)
+    reducer, summed = pg.group().reducer, []
+    if through_shm:
+        run = reducer.all_reduce
+        reducer.all_reduce = lambda host, *a: (summed.append(host.size), run(host, *a))[1]
     got = train_ddp(data, rank, world)
+    if through_shm:  # every step's buckets: the parameters' gradients, once a step
+        n = sum(p.numel() for p in got.parameters())
+        assert sum(summed) == steps * n, f"{sum(summed)} elements summed in shared memory"
     want, buffers_after = train_reference(data, world)
     worst = 0.0
     for (name, p), q in zip(got.named_parameters(), want.parameters()):
@@ -102,4 +112,7 @@ def main(steps, micro):
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]))
+    through_shm = sys.argv[3:] == ["shm"]
+    if through_shm:
+        shm.MIN_BYTES = 0
+    main(int(sys.argv[1]), int(sys.argv[2]), through_shm)
