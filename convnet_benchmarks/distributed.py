@@ -5,9 +5,10 @@ waiting).
 
 It also splits the step: compute (the process alone), and the two parts of exchanging one
 step's gradients, each timed by itself in DDP's buckets: host staging (every bucket copied to
-the host and back, the queue drained first) and MPI (the all-reduce of host arrays of the
-buckets' sizes). From those it predicts the efficiency by docs/distributed.md's model (the
-buckets but the last hidden under the backward pass) beside the measured one."""
+the host and back, the queue drained first) and the all-reduce of host arrays of the buckets'
+sizes (MPI's, or through the host's shared memory where DDP's take that path). From those it
+predicts the efficiency by docs/distributed.md's model (the buckets but the last hidden under
+the backward pass) beside the measured one."""
 import datetime
 import json
 import time
@@ -39,15 +40,17 @@ def _median_ms(fn, rounds):
 
 
 def exchange_split(params, device, rounds=5):
-    """(host staging ms, MPI ms, buckets, gradient bytes) of one step's gradient exchange in
-    DDP's buckets (default cap), each part timed alone, medians of `rounds`: staging copies
-    every bucket's gradients to the host and back (Staged, the queue drained first); MPI
-    all-reduces host arrays of the buckets' sizes between barriers."""
+    """(host staging ms, all-reduce ms, buckets, gradient bytes) of one step's gradient
+    exchange in DDP's buckets (default cap), each part timed alone, medians of `rounds`:
+    staging copies every bucket's gradients to the host and back (Staged, the queue drained
+    first); the all-reduce sums host arrays of the buckets' sizes between barriers, as DDP's
+    do (MPI, or the host's shared memory: cltensor.distributed.shm)."""
     from mpi4py import MPI
 
     import cltensor as ct
     import cltensor.distributed as dist
     from cltensor.distributed import group as pg
+    from cltensor.distributed import shm
     from cltensor.distributed.staging import Staged
     from cltensor.nn.parallel.distributed import MB, make_buckets
     # NOTE: a parameter without a gradient contributes zeros, as in DDP's buckets
@@ -63,16 +66,24 @@ def exchange_split(params, device, rounds=5):
 
     arrays = [np.zeros(sum(t.numel() for t in b), dtype=b[0].dtype) for b in buckets]
 
-    def reduce():
+    g = pg.group()
+
+    def wait(request, what):
+        request.Wait()
+
+    def reduce():  # as DDP's buckets are: through the host's shared memory where that applies
         for a in arrays:
-            pg.group().comm.Allreduce(MPI.IN_PLACE, a, MPI.SUM)
+            if shm.applies(g, a, "sum"):
+                g.reducer.all_reduce(a, wait, "exchange_split", pg.DistributedError)
+            else:
+                g.comm.Allreduce(MPI.IN_PLACE, a, MPI.SUM)
 
     stage()  # the staging buffers made
     staging = _median_ms(stage, rounds)
     dist.barrier()
-    mpi = _median_ms(lambda: (dist.barrier(), reduce()), rounds)
+    reduced = _median_ms(lambda: (dist.barrier(), reduce()), rounds)
     nbytes = sum(a.nbytes for a in arrays)
-    return staging, mpi, len(buckets), nbytes
+    return staging, reduced, len(buckets), nbytes
 
 
 def predicted_efficiency(step_ms, backward_ms, exchange_ms, buckets):
@@ -114,7 +125,7 @@ def run_model(name, args, device):
     ddp = DistributedDataParallel(model)
     ms = _step(ddp, x, g, device, args.iterations, f"{name} rank {rank}")["total"]["median"]
     params = [p for p in model.parameters() if p.requires_grad]  # DDP's, in its order
-    staging, mpi, buckets, nbytes = exchange_split(params, device)
+    staging, reduce_ms, buckets, nbytes = exchange_split(params, device)
     rank_ms = _gathered(ms, device)
     single, single_bwd = _gathered(single, device)[0], _gathered(single_bwd, device)[0]
     rank_img_s = [batch / t * 1e3 for t in rank_ms]
@@ -124,9 +135,9 @@ def run_model(name, args, device):
             "aggregate_img_s": aggregate,
             "efficiency": aggregate / (world * batch / single * 1e3),
             "exposed_ms": float(np.mean(rank_ms)) - single, "staging_ms": staging,
-            "mpi_ms": mpi, "buckets": buckets, "gradient_bytes": nbytes,
-            "predicted_efficiency": predicted_efficiency(single, single_bwd, staging + mpi,
-                                                         buckets)}
+            "all_reduce_ms": reduce_ms, "buckets": buckets, "gradient_bytes": nbytes,
+            "predicted_efficiency": predicted_efficiency(single, single_bwd,
+                                                         staging + reduce_ms, buckets)}
 
 
 def staging_rates(device, nbytes=64 * 2**20, rounds=3):
@@ -172,13 +183,13 @@ def split_table(rows):
     """Each step's time split: compute (the process alone, its backward in brackets), the DDP
     step's time over it, the exchange's two parts timed alone, and the model's efficiency."""
     lines = ["| model | compute ms (backward) | DDP step ms | exposed ms | gradients MB (buckets) | "
-             "staging ms | MPI ms | efficiency: measured / model |",
+             "staging ms | all-reduce ms | efficiency: measured / model |",
              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         step = float(np.mean(r["rank_ms"]))
         lines.append(f"| {r['model']} | {r['single_ms']:.2f} ({r['single_backward_ms']:.2f}) | "
                      f"{step:.2f} | {r['exposed_ms']:.2f} | {r['gradient_bytes'] / 1e6:.1f} "
-                     f"({r['buckets']}) | {r['staging_ms']:.2f} | {r['mpi_ms']:.2f} | "
+                     f"({r['buckets']}) | {r['staging_ms']:.2f} | {r['all_reduce_ms']:.2f} | "
                      f"{r['efficiency']:.0%} / {r['predicted_efficiency']:.0%} |")
     return "\n".join(lines)
 
