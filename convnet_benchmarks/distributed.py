@@ -74,7 +74,9 @@ def exchange_split(params, device, rounds=5):
     def reduce():  # as DDP's buckets are: through the host's shared memory where that applies
         for a in arrays:
             if shm.applies(g, a, "sum"):
-                g.reducer.all_reduce(a, wait, "exchange_split", pg.DistributedError)
+                g.reducer.all_reduce(a, wait, "exchange_split", pg.DistributedError,
+                                     lambda a=a: g.comm.Iallreduce(MPI.IN_PLACE, a, MPI.SUM)
+                                     ).Wait()
             else:
                 g.comm.Allreduce(MPI.IN_PLACE, a, MPI.SUM)
 

@@ -15,6 +15,7 @@ from conftest import ROOT, subprocess_env
 import cltensor as ct
 import cltensor.distributed as dist
 from cltensor.distributed import group as pg
+from cltensor.distributed import shm
 from cltensor.distributed.staging import Staged
 from cltensor.nn.parallel.distributed import make_buckets
 from cltensor.utils.data import DistributedSampler
@@ -77,6 +78,26 @@ def test_benchmark_reports_ranks_aggregate_and_efficiency(device, tmp_path):
     assert row["predicted_efficiency"] == pytest.approx(predicted_efficiency(
         row["single_ms"], row["single_backward_ms"], row["staging_ms"] + row["all_reduce_ms"], 1))
     assert "| small | " in proc.stdout.split("staging ms")[1]
+
+
+def test_shared_window_grows_only_where_shared_memory_has_room(monkeypatch):
+    """A window too large for the shared-memory filesystem is never made (touching a page past
+    a full tmpfs kills the process): the call goes through MPI instead."""
+    class Node:
+        def Get_rank(self):
+            return 0
+
+        def Get_size(self):
+            return 2
+
+    r = shm.Reducer(Node())
+    assert r._room(1 << 20) and not r._room(1 << 60)  # a MiB fits; an exabyte does not
+    r.capacity = 1 << 60
+    assert r._room(1 << 60)  # a window that fits already needs no room
+    monkeypatch.setattr(shm.os, "statvfs", lambda path: (_ for _ in ()).throw(OSError("gone")))
+    r.capacity = 0
+    assert not r._room(1 << 20)  # no filesystem to ask: MPI
+    assert shm._rounded(1) == 1 << 20 and shm._rounded(3 << 20) == 3 << 20
 
 
 def test_predicted_efficiency_is_the_documented_model():

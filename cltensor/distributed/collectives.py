@@ -132,12 +132,14 @@ def all_reduce_many(tensors, op=ReduceOp.SUM, async_op=False, name="all_reduce")
     g = pg.group()
     mop = _mpi_op(op, tensors[0].dtype if tensors else None, name)
     s = Staged(tensors)
+    def start():
+        return g.comm.Iallreduce(MPI.IN_PLACE, s.host, mop)
+
     if shm.applies(g, s.host, op.value):  # the ranks share a host: through its memory
         def wait(request, what):
             _wait_request(request, g.timeout_s, what, g.rank)
-        start = lambda: g.reducer.all_reduce(s.host, wait, name, pg.DistributedError)
-    else:
-        start = lambda: g.comm.Iallreduce(MPI.IN_PLACE, s.host, mop)
+        mpi = start
+        start = lambda: g.reducer.all_reduce(s.host, wait, name, pg.DistributedError, mpi)
     return _run(name, start, [s], _divide_if_avg(s, op, g.size) + [s.finish], async_op)
 
 

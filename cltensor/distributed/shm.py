@@ -10,6 +10,7 @@ CLTENSOR_DIST_SHM=0 turns it off. Every rank must make the same choice for the s
 depends only on what all ranks share: the group, the op, the dtype and the size, which are
 checked to agree first."""
 import os
+import tempfile
 
 import numpy as np
 
@@ -18,11 +19,19 @@ _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _PARALLEL_BYTES = 4 << 20  # arrays below this are copied and summed on the calling thread
 
 
+def _rounded(nbytes):
+    """A window's bytes a rank: nbytes up to a whole MiB (DDP's buckets repeat their sizes)."""
+    return -(-nbytes // (1 << 20)) * (1 << 20)
+
+
 class _Done:
     """A request that finished when it was made (the reduction runs at the collective's start)."""
 
     def Test(self):
         return True
+
+    def Wait(self):
+        return None
 
 
 class Reducer:
@@ -38,11 +47,13 @@ class Reducer:
             self.pool = ThreadPoolExecutor(threads, thread_name_prefix="cltensor-shm")
         self.threads = threads
 
-    def all_reduce(self, host, wait, name, error):
+    def all_reduce(self, host, wait, name, error, fallback):
         """Sum `host` (a flat float array) over the ranks, in place; wait(request, name) polls
         an MPI request within the group's timeout; `error` is the exception type raised on
-        every rank when the ranks' arrays differ in size or dtype."""
-        self._agree(host, wait, name, error)
+        every rank when the ranks' arrays differ in size or dtype; fallback() starts MPI's
+        all-reduce instead (its request returned) when the window cannot grow to the array."""
+        if not self._agree(host, wait, name, error):
+            return fallback()
         self._grow(host.nbytes)
         parts = [p[:host.nbytes].view(host.dtype) for p in self.parts]
         bounds = [host.size * k // self.size for k in range(self.size + 1)]
@@ -63,18 +74,35 @@ class Reducer:
         return _Done()
 
     def _agree(self, host, wait, name, error):
-        """Every rank's (elements, dtype) the same, else `error` on every rank."""
+        """Whether every rank has room for the window this array needs; `error` on every rank
+        when their (elements, dtype) differ."""
         from mpi4py import MPI
-        mine = np.array([host.size, host.dtype.num], np.int64)
-        every = np.empty(2 * self.size, np.int64)
+        mine = np.array([host.size, host.dtype.num, self._room(host.nbytes)], np.int64)
+        every = np.empty(3 * self.size, np.int64)
         wait(self.node.Iallgather([mine, MPI.INT64_T], [every, MPI.INT64_T]), name)
-        every = every.reshape(self.size, 2)
+        every = every.reshape(self.size, 3)
+        room, every = bool(every[:, 2].all()), every[:, :2]
         if (every != every[0]).any():
             names = {t.num: t.name for t in _FLOATS}
             got = ", ".join(f"rank {r}: {n} x {names.get(int(d), 'another dtype')}"
                             for r, (n, d) in enumerate(every))
             raise error(f"{name}: the ranks passed different tensors ({got}); every "
-                                   f"rank must pass the same number of elements and dtype")
+                        f"rank must pass the same number of elements and dtype")
+        return room
+
+    def _room(self, nbytes):
+        """Whether the window fits nbytes a rank, or the shared-memory filesystem has room to
+        grow it (with a quarter to spare): a process that touches a page past a full tmpfs is
+        killed (SIGBUS), so a window too large for it is never made."""
+        if nbytes <= self.capacity:
+            return True
+        path = "/dev/shm" if os.path.isdir("/dev/shm") else tempfile.gettempdir()
+        try:
+            st = os.statvfs(path)
+        except OSError:
+            return False
+        free = st.f_bavail * st.f_frsize + self.capacity * self.size  # the old one is freed
+        return free >= _rounded(nbytes) * self.size * 5 // 4
 
     def _grow(self, nbytes):
         """A window of at least nbytes per rank (collective: every rank agreed on nbytes)."""
@@ -84,7 +112,7 @@ class Reducer:
         if self.window is not None:
             self.parts = []
             self.window.Free()
-        capacity = max(nbytes, 2 * self.capacity)
+        capacity = _rounded(nbytes)
         self.window = MPI.Win.Allocate_shared(capacity, 1, comm=self.node)
         self.parts = [np.frombuffer(self.window.Shared_query(r)[0], np.uint8, capacity)
                       for r in range(self.size)]

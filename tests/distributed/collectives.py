@@ -145,6 +145,14 @@ def test_shared_memory_all_reduce(rank, world):
     t = ct.from_numpy(data(rank, np.float64, 400_000))
     dist.all_reduce(t, op=ReduceOp.AVG)
     check(t.numpy(), reference(ReduceOp.AVG, np.float64, 400_000, world), "shm after an error")
+    # one rank without room for a larger window: every rank takes MPI for that call
+    capacity, room = g.reducer.capacity, g.reducer._room
+    g.reducer._room = lambda nbytes: rank != world - 1 or nbytes <= capacity
+    t = ct.from_numpy(data(rank, np.float32, 3_000_000))
+    dist.all_reduce(t)
+    check(t.numpy(), reference(ReduceOp.SUM, np.float32, 3_000_000, world), "MPI for no room")
+    assert g.reducer.capacity == capacity, "the window grew without room"
+    g.reducer._room = room
     g.reducer.all_reduce = run
 
 
