@@ -1,5 +1,6 @@
 """Collectives with torch.distributed's names over MPI: each call stages its tensors in one host
-array, starts one non-blocking MPI operation, and returns a Work whose wait() (bounded by the
+array, starts one non-blocking MPI operation (or, for large float sums of ranks on one host,
+sums through its shared memory: shm.py), and returns a Work whose wait() (bounded by the
 group's timeout) finishes the reduction and writes the result back to the device."""
 import collections
 import enum
@@ -132,14 +133,17 @@ def all_reduce_many(tensors, op=ReduceOp.SUM, async_op=False, name="all_reduce")
     g = pg.group()
     mop = _mpi_op(op, tensors[0].dtype if tensors else None, name)
     s = Staged(tensors)
-    def start():
+
+    def by_mpi():
         return g.comm.Iallreduce(MPI.IN_PLACE, s.host, mop)
 
-    if shm.applies(g, s.host, op.value):  # the ranks share a host: through its memory
-        def wait(request, what):
-            _wait_request(request, g.timeout_s, what, g.rank)
-        mpi = start
-        start = lambda: g.reducer.all_reduce(s.host, wait, name, pg.DistributedError, mpi)
+    def by_shm():  # the ranks share a host: through its memory (MPI where it has no room)
+        return g.reducer.all_reduce(s.host, wait, name, pg.DistributedError, by_mpi)
+
+    def wait(request, what):
+        _wait_request(request, g.timeout_s, what, g.rank)
+
+    start = by_shm if shm.applies(g, s.host, op.value) else by_mpi
     return _run(name, start, [s], _divide_if_avg(s, op, g.size) + [s.finish], async_op)
 
 
