@@ -45,12 +45,9 @@ def exchange_split(params, device, rounds=5):
     staging copies every bucket's gradients to the host and back (Staged, the queue drained
     first); the all-reduce sums host arrays of the buckets' sizes between barriers, as DDP's
     do (MPI, or the host's shared memory: cltensor.distributed.shm)."""
-    from mpi4py import MPI
-
     import cltensor as ct
     import cltensor.distributed as dist
-    from cltensor.distributed import group as pg
-    from cltensor.distributed import shm
+    from cltensor.distributed.collectives import all_reduce_host
     from cltensor.distributed.staging import Staged
     from cltensor.nn.parallel.distributed import MB, make_buckets
     # NOTE: a parameter without a gradient contributes zeros, as in DDP's buckets
@@ -66,19 +63,9 @@ def exchange_split(params, device, rounds=5):
 
     arrays = [np.zeros(sum(t.numel() for t in b), dtype=b[0].dtype) for b in buckets]
 
-    g = pg.group()
-
-    def wait(request, what):
-        request.Wait()
-
-    def reduce():  # as DDP's buckets are: through the host's shared memory where that applies
+    def reduce():  # by DDP's buckets' own path (the host's shared memory, or MPI)
         for a in arrays:
-            if shm.applies(g, a, "sum"):
-                g.reducer.all_reduce(a, wait, "exchange_split", pg.DistributedError,
-                                     lambda a=a: g.comm.Iallreduce(MPI.IN_PLACE, a, MPI.SUM)
-                                     ).Wait()
-            else:
-                g.comm.Allreduce(MPI.IN_PLACE, a, MPI.SUM)
+            all_reduce_host(a, name="exchange_split").Wait()
 
     stage()  # the staging buffers made
     staging = _median_ms(stage, rounds)

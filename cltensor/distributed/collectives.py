@@ -129,22 +129,30 @@ def _check_rank(r, size, name, what):
 
 def all_reduce_many(tensors, op=ReduceOp.SUM, async_op=False, name="all_reduce"):
     """all_reduce of several same-dtype tensors in one MPI call (a bucket)."""
+    g = pg.group()
+    _mpi_op(op, tensors[0].dtype if tensors else None, name)  # checked when called
+    s = Staged(tensors)
+    return _run(name, lambda: all_reduce_host(s.host, op, name), [s],
+                _divide_if_avg(s, op, g.size) + [s.finish], async_op)
+
+
+def all_reduce_host(host, op=ReduceOp.SUM, name="all_reduce"):
+    """The request of an all-reduce of host array `host` in place (AVG: summed; the caller
+    divides): through the host's shared memory where its ranks share one (shm.py; MPI where
+    it has no room), else MPI's."""
     from mpi4py import MPI
     g = pg.group()
-    mop = _mpi_op(op, tensors[0].dtype if tensors else None, name)
-    s = Staged(tensors)
+    mop = _mpi_op(op, host.dtype, name)
 
     def by_mpi():
-        return g.comm.Iallreduce(MPI.IN_PLACE, s.host, mop)
-
-    def by_shm():  # the ranks share a host: through its memory (MPI where it has no room)
-        return g.reducer.all_reduce(s.host, wait, name, pg.DistributedError, by_mpi)
+        return g.comm.Iallreduce(MPI.IN_PLACE, host, mop)
 
     def wait(request, what):
         _wait_request(request, g.timeout_s, what, g.rank)
 
-    start = by_shm if shm.applies(g, s.host, op.value) else by_mpi
-    return _run(name, start, [s], _divide_if_avg(s, op, g.size) + [s.finish], async_op)
+    if not shm.applies(g, host, op.value):
+        return by_mpi()
+    return g.reducer.all_reduce(host, wait, name, pg.DistributedError, by_mpi)
 
 
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
