@@ -30,8 +30,9 @@
  *             from column K with WITH_BIAS. 1-d over G*COG*KB.
  *   RELU_MASK 1 (cx_conv's input gradient, cx_wgrad): the output gradient is taken back through
  *             the forward's fused ReLU as it is read, y <= 0 ? 0 : g (torch's: a NaN y passes
- *             g), y (the ReLU's output: arguments ym, ymo after the others) laid out with the
- *             gradient's strides; no relu_backward pass over the gradient.
+ *             g), y (the ReLU's output: arguments ym, ymo, ys0 after the others) laid out
+ *             with the gradient's strides but its own image stride ys0 (a gradient that is a
+ *             channel slice of a concatenation's); no relu_backward pass over the gradient.
  *
  * Storage (gemm_common.cl's TA, TB, TC; default T, or half or bf16 with T float, loaded as bits
  * (gemm_xgemm.cl's LDR), converted as the engine stores a slice into local memory, the ReLU
@@ -60,7 +61,7 @@
 #define RELU_MASK 0
 #endif
 #if RELU_MASK
-#define MASK_ARGS(TY) , __global const TY *ym, const long ymo
+#define MASK_ARGS(TY) , __global const TY *ym, const long ymo, const long ys0
 /* g through the ReLU whose output at the same place is yv */
 #define RELU_PASS(yv, g) ((yv) <= (T)0 ? (T)0 : (g))
 /* the same from the storage bits (of type X) of y and g */
@@ -111,7 +112,7 @@ void cx_conv(const int NB, SRC_ARGS, __global const TA* wpk, __global const TC* 
   const int ty0 = (q / WO) * SH - OY, tx0 = (q % WO) * SW - OX;
   __global const TB* xb = x + xo + img * xs0 + (long)g * CG * xs1;
 #if RELU_MASK
-  __global const TB* yb = ym + ymo + img * xs0 + (long)g * CG * xs1;
+  __global const TB* yb = ym + ymo + img * ys0 + (long)g * CG * xs1;
 #endif
   RTA ra[NLA];
   RTB rb[NLB];
@@ -226,10 +227,12 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const TA* go, const long goo, con
 #if RELU_MASK /* A's values through the ReLU, its output's bits in ma (xgemm's A_VALUE) */
   RTA ma[NLA];
 #define LOAD_MASK(l, ok, i) ma[l] = (ok) ? LDR(TA, 1, ym + (i) - goo + ymo) : (RTA)0;
+#define MASK_IMAGE(im) ((im) * (ys0 - gs0)) /* y's image offset from the gradient's */
 #undef A_VALUE
 #define A_VALUE(l) RELU_PASS_BITS(TA, ma[l], ra[l])
 #else
 #define LOAD_MASK(l, ok, i)
+#define MASK_IMAGE(im) 0
 #endif
 #define LOAD_WGRAD(t)                                                                      \
   {                                                                                        \
@@ -241,7 +244,7 @@ void cx_wgrad(const int NB, SRC_ARGS, __global const TA* go, const long goo, con
     const int ty0 = oh * SH - OY, tx0 = ow * SW - OX;                                      \
     _Pragma("unroll") for (int l = 0; l < NLA; ++l) {                                      \
       ra[l] = pv && a_ok[l] ? LDR(TA, 1, go + a_off[l] + ga) : (RTA)0;                     \
-      LOAD_MASK(l, pv && a_ok[l], a_off[l] + ga)                                           \
+      LOAD_MASK(l, pv && a_ok[l], a_off[l] + ga + MASK_IMAGE(im))                          \
     }                                                                                      \
     _Pragma("unroll") for (int l = 0; l < NLB; ++l) {                                      \
       const int ty = ty0 + b_dy[l], tx = tx0 + b_dx[l];                                    \

@@ -388,12 +388,17 @@ def test_conv_relu_backward_on_16bit_data_takes_bias_gradient_along(device, rng,
 
 
 # (input shape, weight shape, conv2d keywords): stride 1 and 2 (an upsampled gather in the
-# input gradient), a plain 1x1 product, groups, and a channels_last input
+# input gradient), a plain 1x1 product, groups, a channels_last input, and output gradients
+# that are channel slices of a wider tensor's (an inception module's concatenation: their
+# image stride is not the ReLU output's)
 MASK_CASES = [((2, 3, 9, 8), (5, 3, 3, 3), {"padding": 1}),
               ((2, 4, 9, 9), (6, 4, 3, 3), {"stride": 2, "padding": 1}),
               ((1, 8, 5, 6), (7, 8, 1, 1), {}),
               ((2, 4, 7, 7), (6, 2, 5, 5), {"padding": 2, "groups": 2}),
-              ((2, 3, 6, 7), (4, 3, 3, 3), {"padding": 1, "channels_last": True})]
+              ((2, 3, 6, 7), (4, 3, 3, 3), {"padding": 1, "channels_last": True}),
+              ((3, 8, 5, 6), (7, 8, 1, 1), {"sliced": True}),
+              ((2, 4, 9, 9), (6, 4, 3, 3), {"stride": 2, "padding": 1, "sliced": True}),
+              ((2, 4, 7, 7), (6, 2, 5, 5), {"padding": 2, "groups": 2, "sliced": True})]
 
 
 @pytest.mark.parametrize("case", MASK_CASES)
@@ -407,6 +412,7 @@ def test_gpu_implicit_gemm_takes_relu_back_as_it_reads(device, rng, fp_dtypes, p
     xshape, wshape, kw = case
     kw = dict(kw)
     channels_last = kw.pop("channels_last", False)
+    sliced = kw.pop("sliced", False)
     for dtype in fp_dtypes:
         x, w, b = (rng.standard_normal(s).astype(dtype.type) for s in (xshape, wshape, wshape[:1]))
         runs = []
@@ -421,6 +427,11 @@ def test_gpu_implicit_gemm_takes_relu_back_as_it_reads(device, rng, fp_dtypes, p
                 g = rng.standard_normal(y.shape).astype(dtype.type)
                 G = _t(g, device)  # in the output's layout, as the next layer's gradient
                 G = G.contiguous(memory_format=cltensor.channels_last) if channels_last else G
+                if sliced:  # channels 2 .. 2 + Co of a tensor with 5 more, poisoned
+                    wide = np.full((g.shape[0], g.shape[1] + 5) + g.shape[2:], np.nan, g.dtype)
+                    wide[:, 2:2 + g.shape[1]] = g
+                    G = _t(wide, device)[:, 2:2 + g.shape[1]]
+                    assert G.strides[0] != y.strides[0]
                 with cltensor.profile() as prof:
                     y.backward(G)
             names = [r["name"] for r in prof.records()]

@@ -199,9 +199,10 @@ def _masked_bias_grad(gout, y):
 
 def _masks_relu(algos, gout, y, unfolded_bias):
     """Whether the passes' algorithms take gout back through the fused ReLU whose output is y
-    themselves (takes_relu_mask), saving relu_backward's pass: y laid out as gout, and no
-    bias gradient that only a reduction of the masked gradient would give."""
-    return (y is not None and not unfolded_bias and y.strides == gout.strides and
+    themselves (takes_relu_mask), saving relu_backward's pass: y laid out as gout but for the
+    image stride (gout a channel slice of a concatenation's gradient), and no bias gradient
+    that only a reduction of the masked gradient would give."""
+    return (y is not None and not unfolded_bias and y.strides[1:] == gout.strides[1:] and
             y.dtype is gout.dtype and
             all(getattr(a, "takes_relu_mask", _no)(gout.device) for a in algos))
 

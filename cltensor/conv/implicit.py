@@ -234,7 +234,8 @@ def backward_with_bias(x, w, gout, p, need_x, need_w, engine=None, with_bias=Tru
     """(gx, gw, gb): gb, the bias gradient, comes with the weight gradient where the GPU
     kernel folds it in (implicit_gpu.weight_grad), else None (the caller reduces gout).
     relu_y: the output of the forward's fused ReLU, through which the GPU kernels take gout
-    back as they read it (takes_relu_mask; gout's strides)."""
+    back as they read it (takes_relu_mask; gout's strides but for its own image
+    stride)."""
     assert relu_y is None or takes_relu_mask(x.device, engine), "CPU kernels take no mask"
     gx = gw = gb = None
     if need_x:

@@ -202,7 +202,8 @@ def conv(src, geo, w, out, bias, flip, pack_weight, engine=None, relu=False, rel
     """out (a 4-d view) = the convolution of geometry geo over the virtually padded src with
     weight w (flipped and transposed when flip), plus bias, then max(., 0) with relu; engine:
     a plug-in's multiply. relu_y: src is taken back through the ReLU whose output this is
-    (src's strides) as it is read (the input gradient of a convolution with a fused ReLU)."""
+    (src's strides but for its own image stride) as it is read (the input gradient of a
+    convolution with a fused ReLU)."""
     device = out.device
     def extra(q):
         defines = {"VWA": _a_width(q), "VWB": 1, "A_KC": 0, "B_KC": 0,
@@ -224,8 +225,10 @@ def conv(src, geo, w, out, bias, flip, pack_weight, engine=None, relu=False, rel
 
 
 def _mask_args(relu_y):
-    """RELU_MASK's arguments: the ReLU output's buffer and offset (none without it)."""
-    return () if relu_y is None else (relu_y.storage.buf, np.int64(relu_y.offset))
+    """RELU_MASK's arguments: the ReLU output's buffer, offset and image stride (none without
+    it)."""
+    return () if relu_y is None else (relu_y.storage.buf, np.int64(relu_y.offset),
+                                      np.int64(relu_y.strides[0]))
 
 
 # work-groups per compute unit the weight gradient's splits aim at: enough waves that the last,
@@ -250,7 +253,7 @@ def weight_grad(x, gout, geo, engine=None, with_bias=False, relu_y=None):
     with_bias the bias gradient (Co,) as one more column of the same product (a row of ones
     among the taps) where the parameter set's column tiles pad the taps anyway, else None;
     engine: a plug-in's multiply. relu_y: gout is taken back through the ReLU whose output
-    this is (gout's strides) as it is read."""
+    this is (gout's strides but for its own image stride) as it is read."""
     device = x.device
     npos = geo.n * geo.qn
     fused = lambda q: with_bias and geo.k % q["NWG"] != 0  # noqa: E731 (a spare column)
