@@ -446,3 +446,46 @@ def test_gpu_implicit_gemm_takes_relu_back_as_it_reads(device, rng, fp_dtypes, p
                                    b.astype(np.float64), grad=masked, **kw)
             assert rel_error(gx, rgx) <= tol, (case, dtype, "gx")
             assert rel_error(gw, rgw) <= tol, (case, dtype, "gw")
+
+
+@pytest.mark.parametrize("case", [((2, 3, 9, 8), (5, 3, 3, 3), {"padding": 1}),
+                                  ((2, 4, 7, 7), (6, 2, 5, 5), {"padding": 2, "groups": 2}),
+                                  ((3, 4, 6, 5), (6, 4, 3, 3), {"padding": 1, "sliced": True})])
+def test_im2col_takes_relu_back_in_its_layout_copy(device, rng, fp_dtypes, poisoned_bytes,
+                                                   monkeypatch, case):
+    """im2col's backward takes the output gradient of a Conv2d + ReLU (no bias: its gradient
+    would need the masked gradient itself) back through the ReLU as it copies it to its
+    (C, N*H*W) layout: one launch fewer than relu_backward first, the gradients against
+    float64, also for a gradient that is a channel slice of a wider tensor's."""
+    from cltensor.conv import function
+    xshape, wshape, kw = case
+    kw = dict(kw)
+    sliced = kw.pop("sliced", False)
+    for dtype in fp_dtypes:
+        x, w = (rng.standard_normal(s).astype(dtype.type) for s in (xshape, wshape))
+        runs = []
+        for fused in (True, False):
+            with monkeypatch.context() as patch:
+                if not fused:
+                    patch.setattr(function, "_masks_relu", lambda *a: False)
+                plans.clear()
+                X, W = (_t(a, device).requires_grad_() for a in (x, w))
+                y = F.conv2d(X, W, None, algo="im2col", relu=True, **kw)
+                g = rng.standard_normal(y.shape).astype(dtype.type)
+                G = _t(g, device)
+                if sliced:  # channels 1 .. 1 + Co of a tensor with 3 more, poisoned
+                    wide = np.full((g.shape[0], g.shape[1] + 3) + g.shape[2:], np.nan, g.dtype)
+                    wide[:, 1:1 + g.shape[1]] = g
+                    G = _t(wide, device)[:, 1:1 + g.shape[1]]
+                with cltensor.profile() as prof:
+                    y.backward(G)
+            names = [r["name"] for r in prof.records()]
+            runs.append((names, y.numpy(), g, X.grad, W.grad))
+        assert len(runs[0][0]) == len(runs[1][0]) - 1, (runs[0][0], runs[1][0])
+        tol = 1e-5 if dtype == cltensor.float32 else 1e-12
+        for _, out, g, gx, gw in runs:
+            masked = np.where(out > 0, g, 0).astype(np.float64)
+            _, rgx, rgw = ref_conv(x.astype(np.float64), w.astype(np.float64), None,
+                                   grad=masked, **kw)
+            assert rel_error(gx, rgx) <= tol, (case, dtype, "gx")
+            assert rel_error(gw, rgw) <= tol, (case, dtype, "gw")

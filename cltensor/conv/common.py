@@ -7,6 +7,7 @@ import numpy as np
 from .. import backends, caches, program
 from .. import dtypes as dt
 from ..device import capturing
+from ..ops import activation as act
 from ..ops import elementwise as ew
 from ..ops.reduce import placeholder_buffer
 from ..ops.reduce import sum as sum_
@@ -210,12 +211,21 @@ def with_merged_spatial(t):
     return t if spatial_stride(t) is not None else t.contiguous()
 
 
-def to_cnhw(t):
-    """A (C, N, H, W) contiguous copy of an (N, C, H, W) tensor: a (C, N*H*W) matrix."""
+def to_cnhw(t, relu_y=None):
+    """A (C, N, H, W) contiguous copy of an (N, C, H, W) tensor: a (C, N*H*W) matrix; with
+    relu_y (a ReLU's output of t's shape), t taken back through that ReLU in the same pass."""
     out = ClTensor.empty_on((t.shape[1], t.shape[0]) + tuple(t.shape[2:]), t.dtype, t.device)
-    (n, c, *hw), (s0, s1, *shw) = t.shape, t.strides
-    ew.copy(strided(t, (c, n, *hw), (s1, s0, *shw)), out)
+    if relu_y is None:
+        ew.copy(_swap_nc(t), out)
+    else:
+        act.relu_backward_into(_swap_nc(t), _swap_nc(relu_y), out)
     return out
+
+
+def _swap_nc(t):
+    """The (C, N, H, W) view of an (N, C, H, W) tensor."""
+    (n, c, *hw), (s0, s1, *shw) = t.shape, t.strides
+    return strided(t, (c, n, *hw), (s1, s0, *shw))
 
 
 def images_per_chunk(n, bytes_per_image):

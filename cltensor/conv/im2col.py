@@ -148,8 +148,14 @@ def _gemm_bias(a, b, o, bias, p, relu):
     gemm(a, b, out=o, c=c, beta=1, relu=relu)
 
 
-def backward(x, w, gout, p, need_x, need_w):
-    """(gx, gw) of conv2d through im2col + GEMM; None for a gradient not asked for."""
+def takes_relu_mask(device):
+    """backward takes gout back through a fused ReLU (relu_y) as it lays gout out."""
+    return True
+
+
+def backward(x, w, gout, p, need_x, need_w, relu_y=None):
+    """(gx, gw) of conv2d through im2col + GEMM; None for a gradient not asked for. relu_y:
+    the forward's fused ReLU output, through which gout is taken back in its layout copy."""
     wg = _weight_groups(w, p)
     gx = common.empty((p.n, p.c, p.h, p.w), x, common.layout_of(x)) if need_x else None
     gw = common.empty((p.co, p.cg, p.kh, p.kw), w) if need_w else None
@@ -158,7 +164,8 @@ def backward(x, w, gout, p, need_x, need_w):
     gsum = gw if gw is None or len(chunks) == 1 or w.dtype not in dt.HALF_TYPES else \
         ClTensor.empty_on(gw.shape, dt.float32, gw.device)
     for i, (n0, nb) in enumerate(chunks):
-        gcn = common.to_cnhw(_images(gout, n0, nb)).reshape(p.groups, p.cog, -1)
+        mask = None if relu_y is None else _images(relu_y, n0, nb)
+        gcn = common.to_cnhw(_images(gout, n0, nb), mask).reshape(p.groups, p.cog, -1)
         if need_w:
             col = im2col(_images(x, n0, nb), p, nb).reshape(p.groups, p.k, -1)
             gw3 = gsum.view(p.groups, p.cog, p.k)

@@ -124,6 +124,11 @@ def relu_backward(g, y):
     return _backward("relu_backward", g, y)
 
 
+def relu_backward_into(g, y, out):
+    """out = g taken back through the ReLU whose output is y (any views of one shape)."""
+    return ew.ternary("relu_backward", [g, y], y.dtype, out=out)
+
+
 def leaky_relu_backward(g, x, negative_slope):
     return _backward("leaky_relu_backward", g, x, negative_slope)
 
