@@ -387,6 +387,13 @@ def test_conv_relu_backward_on_16bit_data_takes_bias_gradient_along(device, rng,
     assert (np.abs(gb - ref) <= 2 * HALF_ROUNDOFF[half] * np.abs(ref) + 1e-6).all()
 
 
+def _channel_slice(g, device):
+    """g on the device as channels 2 .. 2 + C of a tensor with 5 more (NaN: read, they show)."""
+    wide = np.full((g.shape[0], g.shape[1] + 5) + g.shape[2:], np.nan, g.dtype)
+    wide[:, 2:2 + g.shape[1]] = g
+    return _t(wide, device)[:, 2:2 + g.shape[1]]
+
+
 # (input shape, weight shape, conv2d keywords): stride 1 and 2 (an upsampled gather in the
 # input gradient), a plain 1x1 product, groups, a channels_last input, and output gradients
 # that are channel slices of a wider tensor's (an inception module's concatenation: their
@@ -427,10 +434,8 @@ def test_gpu_implicit_gemm_takes_relu_back_as_it_reads(device, rng, fp_dtypes, p
                 g = rng.standard_normal(y.shape).astype(dtype.type)
                 G = _t(g, device)  # in the output's layout, as the next layer's gradient
                 G = G.contiguous(memory_format=cltensor.channels_last) if channels_last else G
-                if sliced:  # channels 2 .. 2 + Co of a tensor with 5 more, poisoned
-                    wide = np.full((g.shape[0], g.shape[1] + 5) + g.shape[2:], np.nan, g.dtype)
-                    wide[:, 2:2 + g.shape[1]] = g
-                    G = _t(wide, device)[:, 2:2 + g.shape[1]]
+                if sliced:
+                    G = _channel_slice(g, device)
                     assert G.strides[0] != y.strides[0]
                 with cltensor.profile() as prof:
                     y.backward(G)
@@ -473,10 +478,8 @@ def test_im2col_takes_relu_back_in_its_layout_copy(device, rng, fp_dtypes, poiso
                 y = F.conv2d(X, W, None, algo="im2col", relu=True, **kw)
                 g = rng.standard_normal(y.shape).astype(dtype.type)
                 G = _t(g, device)
-                if sliced:  # channels 1 .. 1 + Co of a tensor with 3 more, poisoned
-                    wide = np.full((g.shape[0], g.shape[1] + 3) + g.shape[2:], np.nan, g.dtype)
-                    wide[:, 1:1 + g.shape[1]] = g
-                    G = _t(wide, device)[:, 1:1 + g.shape[1]]
+                if sliced:
+                    G = _channel_slice(g, device)
                 with cltensor.profile() as prof:
                     y.backward(G)
             names = [r["name"] for r in prof.records()]
