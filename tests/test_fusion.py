@@ -492,3 +492,23 @@ def test_im2col_takes_relu_back_in_its_layout_copy(device, rng, fp_dtypes, poiso
                                    grad=masked, **kw)
             assert rel_error(gx, rgx) <= tol, (case, dtype, "gx")
             assert rel_error(gw, rgw) <= tol, (case, dtype, "gw")
+
+
+def test_im2col_reads_one_image_gradient_in_place(device, rng, fp_dtypes, poisoned_bytes):
+    """At batch 1 the output gradient's (C, N*H*W) layout is its own: im2col's backward makes
+    no copy of it (no elementwise launch), and the gradients match float64."""
+    for dtype in fp_dtypes:
+        x, w, g = (rng.standard_normal(s).astype(dtype.type)
+                   for s in ((1, 3, 7, 6), (4, 3, 3, 3), (1, 4, 7, 6)))
+        plans.clear()
+        X, W = (_t(a, device).requires_grad_() for a in (x, w))
+        y = F.conv2d(X, W, None, algo="im2col", padding=1)
+        with cltensor.profile() as prof:
+            y.backward(_t(g, device))
+        names = [r["name"] for r in prof.records()]
+        assert not [n for n in names if n.startswith("ew_")], names
+        tol = 1e-5 if dtype == cltensor.float32 else 1e-12
+        _, rgx, rgw = ref_conv(x.astype(np.float64), w.astype(np.float64), None,
+                               grad=g.astype(np.float64), padding=1)
+        assert rel_error(X.grad, rgx) <= tol
+        assert rel_error(W.grad, rgw) <= tol

@@ -212,13 +212,17 @@ def with_merged_spatial(t):
 
 
 def to_cnhw(t, relu_y=None):
-    """A (C, N, H, W) contiguous copy of an (N, C, H, W) tensor: a (C, N*H*W) matrix; with
-    relu_y (a ReLU's output of t's shape), t taken back through that ReLU in the same pass."""
-    out = ClTensor.empty_on((t.shape[1], t.shape[0]) + tuple(t.shape[2:]), t.dtype, t.device)
+    """An (N, C, H, W) tensor as a contiguous (C, N, H, W) one, to be read: a (C, N*H*W)
+    matrix (t's own view where it is laid out so already: one image, contiguous); with relu_y
+    (a ReLU's output of t's shape), t taken back through that ReLU in the same pass."""
+    swapped = _swap_nc(t)
+    if relu_y is None and swapped.is_contiguous():
+        return swapped
+    out = ClTensor.empty_on(swapped.shape, t.dtype, t.device)
     if relu_y is None:
-        ew.copy(_swap_nc(t), out)
+        ew.copy(swapped, out)
     else:
-        act.relu_backward_into(_swap_nc(t), _swap_nc(relu_y), out)
+        act.relu_backward_into(swapped, _swap_nc(relu_y), out)
     return out
 
 
