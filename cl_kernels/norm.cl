@@ -42,6 +42,8 @@
  *                     walked 16 elements at a time where all three are contiguous
  *                     g, y, gm and gb are DATA_T (16-bit data: read into float, the sums float,
  *                     gb rounded once)
+ *   MASKED_OUT 0 (both): gm is not written, gb alone is the result (a pass whose kernels mask
+ *                     g themselves needs only the bias gradient); default 1
  * Build options (after compensated.cl, whose ksum the batch-norm sums take):
  *   T            data and accumulation type (float or double)
  *   DATA_T       batch norm's, LRN's and relu_bias_grad's data storage type (default T; half or bf16 with T
@@ -198,6 +200,15 @@ __kernel void bn_reduce(const long N, const long S, const long chunk, const int 
   part[(c * P + p) * 2 + 1] = s2;
 }
 
+#ifndef MASKED_OUT
+#define MASKED_OUT 1
+#endif
+#if MASKED_OUT
+#define STORE_MASKED(st) st
+#else
+#define STORE_MASKED(st)
+#endif
+
 __kernel void relu_bias_grad(const long N, const long S, __global const DATA_T* g,
                              const View3 vg, __global const DATA_T* y, const View3 vy,
                              __global DATA_T* gm, const View3 vm, __global DATA_T* gb) {
@@ -212,7 +223,7 @@ __kernel void relu_bias_grad(const long N, const long S, __global const DATA_T* 
   long n = l / S, s = l % S;
   for (long k = l; k < M; k += LANES) {
     const T e = LD(DATA_T, y, at(vy, n, c, s)) <= 0 ? (T)0 : LD(DATA_T, g, at(vg, n, c, s));
-    ST(DATA_T, gm, at(vm, n, c, s), e);
+    STORE_MASKED(ST(DATA_T, gm, at(vm, n, c, s), e));
     ksum(&s1, &c1, e);
     next_element(&n, &s, dn, ds, S);
   }
@@ -445,12 +456,12 @@ __kernel void relu_bias_grad_vec16(const long N, const long S, __global const DA
     for (; rows16 && s + 16 <= S; s += 16) {
       const float16 e = select(VLD16(DATA_T, g, go + s), (float16)0,
                                islessequal(VLD16(DATA_T, y, yo + s), (float16)0));
-      VST16(DATA_T, gm, mo + s, e);
+      STORE_MASKED(VST16(DATA_T, gm, mo + s, e));
       ksum16(&sv, &cv, e);
     }
     for (; s < S; ++s) {
       const T e = LD(DATA_T, y, yo + s * vy.s) <= 0 ? (T)0 : LD(DATA_T, g, go + s * vg.s);
-      ST(DATA_T, gm, mo + s * vm.s, e);
+      STORE_MASKED(ST(DATA_T, gm, mo + s * vm.s, e));
       ksum(&s1, &c1, e);
     }
   }

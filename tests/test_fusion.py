@@ -255,9 +255,10 @@ def _relu_bias_operands(device, rng, shape, dtype, layout):
 def test_relu_bias_grad_in_one_launch(device, rng, fp_dtypes, poisoned_bytes, monkeypatch,
                                       form, layout):
     """norm.relu_bias_grad: the ReLU's backward written in g's layout, bit for bit relu_backward's
-    (a NaN output passes g), and the bias gradient against float64, one launch for both; in the
-    device's form and in the work-group form (256 lanes a channel: shapes longer and shorter
-    than that); None only where the vector form does not apply."""
+    (a NaN output passes g), and the bias gradient against float64, one launch for both (and
+    the same bias gradient alone with masked_out=False); in the device's form and in the
+    work-group form (256 lanes a channel: shapes longer and shorter than that); None only
+    where the vector form does not apply."""
     if form == "lanes":
         monkeypatch.setitem(norm.TUNING, "cpu", dict(norm.TUNING["gpu"], fuse_max=None))
         monkeypatch.setitem(norm.TUNING, "gpu", dict(norm.TUNING["gpu"], fuse_max=None))
@@ -281,6 +282,10 @@ def test_relu_bias_grad_in_one_launch(device, rng, fp_dtypes, poisoned_bytes, mo
             ref = want.astype(np.float64).sum((0, 2, 3))
             tol = 1e-6 if dtype == cltensor.float32 else 1e-13
             assert rel_error(gb, ref) <= tol, f"{shape} {dtype} {layout}: bias gradient"
+            with cltensor.profile() as prof:  # the bias gradient alone: the same sums
+                alone = norm.relu_bias_grad(G, Y, masked_out=False)
+            assert alone[0] is None and len(prof.records()) == 1
+            np.testing.assert_array_equal(alone[1].numpy(), gb.numpy())
 
 
 # unit roundoff of the 16-bit types: the bias gradient is summed in float32, rounded once
@@ -397,8 +402,11 @@ def _channel_slice(g, device):
 # (input shape, weight shape, conv2d keywords): stride 1 and 2 (an upsampled gather in the
 # input gradient), a plain 1x1 product, groups, a channels_last input, and output gradients
 # that are channel slices of a wider tensor's (an inception module's concatenation: their
-# image stride is not the ReLU output's)
+# image stride is not the ReLU output's); K = 32 taps leave the weight gradient's tiles no
+# spare column for the bias, which then takes a launch of its own either way (relu_bias_grad's
+# sums alone, or with the masked gradient)
 MASK_CASES = [((2, 3, 9, 8), (5, 3, 3, 3), {"padding": 1}),
+              ((2, 32, 6, 5), (6, 32, 1, 1), {"bias_alone": True}),
               ((2, 4, 9, 9), (6, 4, 3, 3), {"stride": 2, "padding": 1}),
               ((1, 8, 5, 6), (7, 8, 1, 1), {}),
               ((2, 4, 7, 7), (6, 2, 5, 5), {"padding": 2, "groups": 2}),
@@ -420,6 +428,7 @@ def test_gpu_implicit_gemm_takes_relu_back_as_it_reads(device, rng, fp_dtypes, p
     kw = dict(kw)
     channels_last = kw.pop("channels_last", False)
     sliced = kw.pop("sliced", False)
+    bias_alone = kw.pop("bias_alone", False)
     for dtype in fp_dtypes:
         x, w, b = (rng.standard_normal(s).astype(dtype.type) for s in (xshape, wshape, wshape[:1]))
         runs = []
@@ -441,7 +450,9 @@ def test_gpu_implicit_gemm_takes_relu_back_as_it_reads(device, rng, fp_dtypes, p
                     y.backward(G)
             names = [r["name"] for r in prof.records()]
             runs.append((names, y.numpy(), g, X.grad, W.grad, B.grad))
-        assert len(runs[0][0]) == len(runs[1][0]) - 1, (runs[0][0], runs[1][0])
+        # the bias alone: one launch fewer where relu_bias_grad's one-launch form applies
+        fewer = 1 if not bias_alone or norm.relu_bias_grad(G, y, masked_out=False) else 0
+        assert len(runs[0][0]) == len(runs[1][0]) - fewer, (runs[0][0], runs[1][0])
         assert "cx_wgrad" in runs[0][0]
         tol = 1e-5 if dtype == cltensor.float32 else 1e-12
         for _, out, g, gx, gw, gb in runs:

@@ -192,9 +192,10 @@ def _new_grads(x, w, gout, p, names, need_x, need_w, need_b, relu_y):
 
 
 def _masked_bias_grad(gout, y):
-    """The bias gradient of gout taken back through the ReLU whose output is y."""
-    gm, gb = _through_relu(gout, y, True)
-    return gb if gb is not None else common.bias_grad(gm)
+    """The bias gradient of gout taken back through the ReLU whose output is y (the passes
+    mask gout themselves: the masked gradient is not written where one launch sums it)."""
+    both = norm.relu_bias_grad(gout, y, masked_out=False)
+    return both[1] if both is not None else common.bias_grad(act.relu_backward(gout, y))
 
 
 def _masks_relu(algos, gout, y, unfolded_bias):

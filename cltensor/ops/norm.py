@@ -40,9 +40,9 @@ def _vec16(device, dtype):
     return device.is_cpu and dtype.name in VEC16_DTYPES
 
 
-def _kernel(device, name, dtype, lanes=1):
+def _kernel(device, name, dtype, lanes=1, **more):
     """float16/bfloat16 data (batch norm, LRN) is stored as DATA_T, computed in float."""
-    defines = {"T": ctype_of(dt.compute_dtype(dtype)), "LANES": lanes}
+    defines = {"T": ctype_of(dt.compute_dtype(dtype)), "LANES": lanes, **more}
     if dtype in dt.HALF_TYPES:
         defines["DATA_T"] = ctype_of(dtype)
     if _vec16(device, dtype):
@@ -239,12 +239,13 @@ def batch_norm_backward(g, x, weight, mean, invstd, train):
 RELU_BIAS_DTYPES = (dt.float32, dt.float64, dt.float16, dt.bfloat16)
 
 
-def relu_bias_grad(g, y):
+def relu_bias_grad(g, y, masked_out=True):
     """(g taken back through the ReLU whose output is y, the sum of that over all dims but 1)
     from one launch, for 4-d floating tensors of one shape and dtype (16-bit ones summed in
     float32, the sum rounded once); None where that pass does not apply (the vector form's
     float64 or channels_last; channels longer than the device's fuse_max): the caller then
-    runs relu_backward and a sum."""
+    runs relu_backward and a sum. masked_out False: (None, the sum), the masked gradient not
+    written."""
     device = g.device
     if (g.ndim != 4 or g.shape != y.shape or g.dtype is not y.dtype or y.device is not device
             or g.dtype not in RELU_BIAS_DTYPES or 0 in g.shape):
@@ -256,13 +257,14 @@ def relu_bias_grad(g, y):
     vec = tune["relu_bias"] == "vec16"
     if vec and (not _vec16(device, g.dtype) or layout_of(g) == CHANNELS_LAST):
         return None  # NOTE: its rows are NCHW's, its sums float16 vectors
-    gm = ClTensor.empty_on(g.shape, g.dtype, device, layout_of(g))
+    gm = ClTensor.empty_on(g.shape, g.dtype, device, layout_of(g)) if masked_out else g
     g, (_, _, S), vg = rows(g, 1)
     y, _, vy = rows(y, 1)
     _, _, vm = rows(gm, 1)
     gb = ClTensor.empty_on((C,), g.dtype, device)
     lanes = 1 if vec else _plan(device, N * S, C)[1]
-    kern = _kernel(device, "relu_bias_grad_vec16" if vec else "relu_bias_grad", g.dtype, lanes)
+    kern = _kernel(device, "relu_bias_grad_vec16" if vec else "relu_bias_grad", g.dtype, lanes,
+                   MASKED_OUT=int(masked_out))
     launch(device, kern, (lanes, C), (lanes, 1), np.int64(N), np.int64(S), g.storage.buf, vg,
            y.storage.buf, vy, gm.storage.buf, vm, gb.storage.buf)
-    return gm, gb
+    return (gm if masked_out else None), gb
