@@ -392,6 +392,20 @@ def test_conv_relu_backward_on_16bit_data_takes_bias_gradient_along(device, rng,
     assert (np.abs(gb - ref) <= 2 * HALF_ROUNDOFF[half] * np.abs(ref) + 1e-6).all()
 
 
+def _with_and_without_masks(monkeypatch, run):
+    """[run() with the ReLU masks taken in the passes' kernels, run() with them not
+    (function._masks_relu off)], each on fresh plans."""
+    from cltensor.conv import function
+    out = []
+    for fused in (True, False):
+        with monkeypatch.context() as patch:
+            if not fused:
+                patch.setattr(function, "_masks_relu", lambda *a: False)
+            plans.clear()
+            out.append(run())
+    return out
+
+
 def _channel_slice(g, device):
     """g on the device as channels 2 .. 2 + C of a tensor with 5 more (NaN: read, they show)."""
     wide = np.full((g.shape[0], g.shape[1] + 5) + g.shape[2:], np.nan, g.dtype)
@@ -422,7 +436,7 @@ def test_gpu_implicit_gemm_takes_relu_back_as_it_reads(device, rng, fp_dtypes, p
     """The GPU implicit-GEMM kernels (cx_conv's input gradient, cx_wgrad) of a Conv2d + ReLU
     take the output gradient back through the ReLU as they read it: one launch fewer than
     relu_backward first, the gradients (a NaN-free ReLU output with zeros) against float64."""
-    from cltensor.conv import function, implicit
+    from cltensor.conv import implicit
     monkeypatch.setattr(implicit, "KERNEL_STYLE", "gpu")
     xshape, wshape, kw = case
     kw = dict(kw)
@@ -431,32 +445,30 @@ def test_gpu_implicit_gemm_takes_relu_back_as_it_reads(device, rng, fp_dtypes, p
     bias_alone = kw.pop("bias_alone", False)
     for dtype in fp_dtypes:
         x, w, b = (rng.standard_normal(s).astype(dtype.type) for s in (xshape, wshape, wshape[:1]))
-        runs = []
-        for fused in (True, False):
-            with monkeypatch.context() as patch:
-                if not fused:
-                    patch.setattr(function, "_masks_relu", lambda *a: False)
-                plans.clear()
-                X, W, B = (_t(a, device).requires_grad_() for a in (x, w, b))
-                Xin = X.contiguous(memory_format=cltensor.channels_last) if channels_last else X
-                y = F.conv2d(Xin, W, B, algo="implicit_gemm", relu=True, **kw)
-                g = rng.standard_normal(y.shape).astype(dtype.type)
-                G = _t(g, device)  # in the output's layout, as the next layer's gradient
-                G = G.contiguous(memory_format=cltensor.channels_last) if channels_last else G
-                if sliced:
-                    G = _channel_slice(g, device)
-                    assert G.strides[0] != y.strides[0]
-                with cltensor.profile() as prof:
-                    y.backward(G)
+
+        def run():
+            X, W, B = (_t(a, device).requires_grad_() for a in (x, w, b))
+            Xin = X.contiguous(memory_format=cltensor.channels_last) if channels_last else X
+            y = F.conv2d(Xin, W, B, algo="implicit_gemm", relu=True, **kw)
+            g = rng.standard_normal(y.shape).astype(dtype.type)
+            G = _t(g, device)  # in the output's layout, as the next layer's gradient
+            G = G.contiguous(memory_format=cltensor.channels_last) if channels_last else G
+            if sliced:
+                G = _channel_slice(g, device)
+                assert G.strides[0] != y.strides[0]
+            with cltensor.profile() as prof:
+                y.backward(G)
             names = [r["name"] for r in prof.records()]
-            runs.append((names, y.numpy(), g, X.grad, W.grad, B.grad))
+            return names, y, G, g, X.grad, W.grad, B.grad
+        runs = _with_and_without_masks(monkeypatch, run)
+        _, y, G = runs[1][:3]  # the unmasked run's output and output gradient
         # the bias alone: one launch fewer where relu_bias_grad's one-launch form applies
         fewer = 1 if not bias_alone or norm.relu_bias_grad(G, y, masked_out=False) else 0
         assert len(runs[0][0]) == len(runs[1][0]) - fewer, (runs[0][0], runs[1][0])
         assert "cx_wgrad" in runs[0][0]
         tol = 1e-5 if dtype == cltensor.float32 else 1e-12
-        for _, out, g, gx, gw, gb in runs:
-            masked = np.where(out > 0, g, 0).astype(np.float64)
+        for _, out, _, g, gx, gw, gb in runs:
+            masked = np.where(out.numpy() > 0, g, 0).astype(np.float64)
             assert rel_error(gb, masked.sum((0, 2, 3))) <= tol
             _, rgx, rgw = ref_conv(x.astype(np.float64), w.astype(np.float64),
                                    b.astype(np.float64), grad=masked, **kw)
@@ -473,28 +485,21 @@ def test_im2col_takes_relu_back_in_its_layout_copy(device, rng, fp_dtypes, poiso
     would need the masked gradient itself) back through the ReLU as it copies it to its
     (C, N*H*W) layout: one launch fewer than relu_backward first, the gradients against
     float64, also for a gradient that is a channel slice of a wider tensor's."""
-    from cltensor.conv import function
     xshape, wshape, kw = case
     kw = dict(kw)
     sliced = kw.pop("sliced", False)
     for dtype in fp_dtypes:
         x, w = (rng.standard_normal(s).astype(dtype.type) for s in (xshape, wshape))
-        runs = []
-        for fused in (True, False):
-            with monkeypatch.context() as patch:
-                if not fused:
-                    patch.setattr(function, "_masks_relu", lambda *a: False)
-                plans.clear()
-                X, W = (_t(a, device).requires_grad_() for a in (x, w))
-                y = F.conv2d(X, W, None, algo="im2col", relu=True, **kw)
-                g = rng.standard_normal(y.shape).astype(dtype.type)
-                G = _t(g, device)
-                if sliced:
-                    G = _channel_slice(g, device)
-                with cltensor.profile() as prof:
-                    y.backward(G)
-            names = [r["name"] for r in prof.records()]
-            runs.append((names, y.numpy(), g, X.grad, W.grad))
+
+        def run():
+            X, W = (_t(a, device).requires_grad_() for a in (x, w))
+            y = F.conv2d(X, W, None, algo="im2col", relu=True, **kw)
+            g = rng.standard_normal(y.shape).astype(dtype.type)
+            G = _channel_slice(g, device) if sliced else _t(g, device)
+            with cltensor.profile() as prof:
+                y.backward(G)
+            return [r["name"] for r in prof.records()], y.numpy(), g, X.grad, W.grad
+        runs = _with_and_without_masks(monkeypatch, run)
         assert len(runs[0][0]) == len(runs[1][0]) - 1, (runs[0][0], runs[1][0])
         tol = 1e-5 if dtype == cltensor.float32 else 1e-12
         for _, out, g, gx, gw in runs:
